@@ -1,10 +1,10 @@
 /*
- * qtype.c - the table of ggml tensor types (see qtype.h).
+ * qtype.c - the table of ggml tensor types.
  *
- * Ids 0..39 are every id ggml assigned up to MXFP4. The ids later removed
- * from ggml (Q4_2, Q4_3, the Q4_0_x_y and IQ4_NL_x_y repacked layouts) keep
- * their names so messages can name them, with blck_size 0 (size unknown).
- * The sizes are checked against gguf-py's GGML_QUANT_SIZES by t_qtype.
+ * Numbers from ggml's type traits (and gguf-py's GGML_QUANT_SIZES, which
+ * tests/t_qtype.c checks them against). Ids that ggml assigned and later
+ * removed keep their historical name with blck_size 0: a file that uses
+ * them can be described but not sized.
  */
 #include "qtype.h"
 
@@ -15,8 +15,8 @@ static const struct qtype_info qtype_table[QTYPE_COUNT] = {
 	[1] = {"F16", 1, 2},
 	[2] = {"Q4_0", 32, 18},
 	[3] = {"Q4_1", 32, 20},
-	[4] = {"Q4_2", 0, 0}, /* removed */
-	[5] = {"Q4_3", 0, 0}, /* removed */
+	[4] = {"Q4_2", 0, 0}, /* removed from ggml */
+	[5] = {"Q4_3", 0, 0}, /* removed from ggml */
 	[6] = {"Q5_0", 32, 22},
 	[7] = {"Q5_1", 32, 24},
 	[8] = {"Q8_0", 32, 34},
@@ -42,15 +42,17 @@ static const struct qtype_info qtype_table[QTYPE_COUNT] = {
 	[28] = {"F64", 1, 8},
 	[29] = {"IQ1_M", 256, 56},
 	[30] = {"BF16", 1, 2},
-	[31] = {"Q4_0_4_4", 0, 0},   /* removed: repacked at load time now */
-	[32] = {"Q4_0_4_8", 0, 0},   /* removed */
-	[33] = {"Q4_0_8_8", 0, 0},   /* removed */
+	[31] = {"Q4_0_4_4", 0, 0}, /* removed: repacked at load time now */
+	[32] = {"Q4_0_4_8", 0, 0}, /* removed */
+	[33] = {"Q4_0_8_8", 0, 0}, /* removed */
 	[34] = {"TQ1_0", 256, 54},
 	[35] = {"TQ2_0", 256, 66},
 	[36] = {"IQ4_NL_4_4", 0, 0}, /* removed */
 	[37] = {"IQ4_NL_4_8", 0, 0}, /* removed */
 	[38] = {"IQ4_NL_8_8", 0, 0}, /* removed */
 	[39] = {"MXFP4", 32, 17},
+	[40] = {"NVFP4", 64, 36},
+	[41] = {"Q1_0", 128, 18},
 };
 
 /* Geometry of type id T, or NULL if T was never assigned by ggml. */
@@ -66,7 +68,7 @@ const char *qtype_name(uint32_t t)
 {
 	const struct qtype_info *qi = qtype_get(t);
 
-	return qi ? qi->name : "unknown";
+	return qi != NULL ? qi->name : "unknown";
 }
 
 /* True when T has a known block geometry (size computable). */
