@@ -23,7 +23,7 @@ int main(void)
 		       {37, "IQ4_NL_4_8"}, {38, "IQ4_NL_8_8"}};
 	bool seen[QTYPE_COUNT] = {false};
 	char path[4096], name[64];
-	const char *srcdir = getenv("srcdir");
+	const char *srcdir = getenv("top_srcdir") ? getenv("top_srcdir") : getenv("srcdir");
 	unsigned id, blck, size;
 	int bad = 0, lines = 0;
 	FILE *f;

@@ -33,7 +33,10 @@
 static const char *data_dir(void)
 {
 	static char buf[4096];
-	const char *s = getenv("srcdir");
+	const char *s = getenv("top_srcdir");
+
+	if (s == NULL)
+		s = getenv("srcdir");
 
 	snprintf(buf, sizeof buf, "%s/tests/data/quant", s ? s : ".");
 	return buf;
