@@ -258,9 +258,31 @@ AVX2 static float dot_f32_avx2(const void *row, const void *vec, int64_t n)
 	return dot_f32_body(row, vec, n);
 }
 
+/* F16 rows: dot_f16_body's 16 running sums as two registers (the same
+ * products and sums: multiply then add, no FMA), then its tail and tree. */
 AVX2 static float dot_f16_avx2(const void *row, const void *vec, int64_t n)
 {
-	return dot_f16_body(row, vec, n);
+	const uint16_t *w = row;
+	const float *x = vec;
+	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+	float acc[FLANES];
+	int64_t i = 0;
+
+	for (; i + FLANES <= n; i += FLANES) {
+		const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+		const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8)));
+
+		a0 = _mm256_add_ps(a0, _mm256_mul_ps(w0, _mm256_loadu_ps(x + i)));
+		a1 = _mm256_add_ps(a1, _mm256_mul_ps(w1, _mm256_loadu_ps(x + i + 8)));
+	}
+	_mm256_storeu_ps(acc, a0);
+	_mm256_storeu_ps(acc + 8, a1);
+	for (int k = 0; i < n; i++, k++)
+		acc[k] += _cvtsh_ss(w[i]) * x[i];
+	for (int k = FLANES / 2; k > 0; k /= 2)
+		for (int j = 0; j < k; j++)
+			acc[j] += acc[j + k];
+	return acc[0];
 }
 
 AVX2 static float dot_bf16_avx2(const void *row, const void *vec, int64_t n)
