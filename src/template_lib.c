@@ -17,6 +17,8 @@
 #include <time.h>
 #include <utf8proc.h>
 
+#include "template_case.h"
+
 /* ------------------------------------------------------------- unicode */
 
 uint32_t lib_u8dec(const char *p, size_t n, size_t *len)
@@ -243,11 +245,12 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 	size_t i = 0, o = 0, k;
 	bool prev_cased = false, word_start = true, first = true;
 
-	if (s->n > (SIZE_MAX - 16) / 3)
+	if (s->n > (SIZE_MAX - 16) / 4)
 		r_fail(r, TMPL_ELIMIT, "string too long");
-	d = ta_alloc(&r->arena, s->n * 3 + 16);
+	d = ta_alloc(&r->arena, s->n * 4 + 16);
 	while (i < s->n) {
 		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+		const struct tcase *sc = NULL;
 		int32_t m;
 
 		if (cp == UINT32_MAX) {
@@ -255,18 +258,57 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 			i += k;
 			continue;
 		}
+		if (cp >= 0xdf) {
+			size_t lo = 0, hi = sizeof(tcase_special) /
+					    sizeof(*tcase_special);
+
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+
+				if (tcase_special[mid].cp < cp)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < sizeof(tcase_special) / sizeof(*tcase_special) &&
+			    tcase_special[lo].cp == cp)
+				sc = &tcase_special[lo];
+		}
+		if (sc) {
+			const char *rep;
+			bool up = mode == 'u' || (mode == 't' && !prev_cased) ||
+				  (mode == 'c' && first) ||
+				  (mode == 'j' && word_start);
+
+			rep = !up ? sc->lower
+			      : (mode == 't' || mode == 'c') ? sc->title
+							     : sc->upper;
+			memcpy(d + o, rep, strlen(rep));
+			o += strlen(rep);
+			prev_cased = is_cased(cp);
+			word_start = false;
+			first = false;
+			i += k;
+			continue;
+		}
 		switch (mode) {
 		case 'u':
-			if (cp == 0xdf) {
-				d[o++] = 'S';
-				d[o++] = 'S';
-				i += k;
-				continue;
-			}
 			m = utf8proc_toupper((int32_t)cp);
 			break;
 		case 'l':
 			m = utf8proc_tolower((int32_t)cp);
+			if (cp == 0x3a3 && prev_cased) {
+				/* Final_Sigma: no cased letter follows */
+				size_t k2;
+				bool next_cased = i + k < s->n &&
+						  is_cased(lib_u8dec(s->p + i + k,
+								     s->n - i - k,
+								     &k2));
+
+				if (!next_cased)
+					m = 0x3c2;
+			}
+			prev_cased = is_cased(cp);
 			break;
 		case 't':
 			m = prev_cased ? utf8proc_tolower((int32_t)cp)
@@ -1154,6 +1196,13 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 		memcpy(z, a.u.s->p, a.u.s->n);
 		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
 	}
+	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
+		if (v.k != V_INT && v.k != V_BOOL)
+			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
+			       name);
+		return ((v.k == V_INT ? v.u.i : v.u.b) % 2 != 0) ==
+		       (name[0] == 'o');
+	}
 	if (!nargs)
 		r_fail(r, TMPL_ERUNTIME, "test '%s' needs an argument", name);
 	if (!strcmp(name, "eq") || !strcmp(name, "equalto") ||
@@ -1182,22 +1231,17 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 			return v.u.b == a.u.b;
 		return r_equal(v, a, 0) && v.k != V_LIST && v.k != V_DICT;
 	}
-	if (!strcmp(name, "divisibleby") || !strcmp(name, "even") ||
-	    !strcmp(name, "odd")) {
-		int64_t x, m = name[0] == 'd' ? 0 : 2;
+	if (!strcmp(name, "divisibleby")) {
+		int64_t x;
 
 		if (v.k != V_INT && v.k != V_BOOL)
 			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
 			       name);
 		x = v.k == V_INT ? v.u.i : v.u.b;
-		if (name[0] == 'd') {
-			if (a.k != V_INT || a.u.i == 0)
-				r_fail(r, TMPL_ERUNTIME, "divisibleby needs a "
-							 "non-zero integer");
-			m = a.u.i;
-			return m == -1 || x % m == 0;
-		}
-		return (x % 2 != 0) == (name[0] == 'o');
+		if (a.k != V_INT || a.u.i == 0)
+			r_fail(r, TMPL_ERUNTIME, "divisibleby needs a non-zero "
+						 "integer");
+		return a.u.i == -1 || x % a.u.i == 0;
 	}
 	r_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
 }

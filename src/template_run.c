@@ -686,7 +686,7 @@ static void scope_set(struct trender *r, struct tscope *s, const char *name,
 		}
 	}
 	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 8;
+		size_t ncap = s->cap ? s->cap * 2 : 2;
 		const char **nn = ta_alloc(&r->arena, ncap * sizeof(*nn));
 		struct tval *nv = ta_alloc(&r->arena, ncap * sizeof(*nv));
 
@@ -867,11 +867,12 @@ struct tval r_getitem(struct trender *r, struct tval obj, struct tval key)
 	return r_undef_hint(r, "invalid subscript");
 }
 
-/* Python slice bounds for N items. */
+/* Python slice bounds for N items (PySlice_AdjustIndices). */
 static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 			 int64_t *start, int64_t *stop, int64_t *step)
 {
 	int64_t len = (int64_t)n;
+	int k;
 
 	*step = 1;
 	if (parts[2].k != V_NONE) {
@@ -882,37 +883,30 @@ static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 		if (*step == 0)
 			r_fail(r, TMPL_ERUNTIME, "slice step cannot be zero");
 	}
-	for (int k = 0; k < 2; k++) {
+	for (k = 0; k < 2; k++) {
 		int64_t *out = k ? stop : start, v;
 
 		if (parts[k].k == V_NONE) {
-			*out = (*step > 0) == (k == 0) ? (*step > 0 ? 0 : len - 1)
-						      : (*step > 0 ? len : -1);
-			if (*step < 0 && k == 1)
-				*out = -1 - len; /* "to the beginning" */
+			if (*step > 0)
+				*out = k ? len : 0;
+			else
+				*out = k ? -1 : len - 1;
 			continue;
 		}
 		if (!is_num(parts[k]) || parts[k].k == V_FLOAT)
 			r_fail(r, TMPL_ERUNTIME, "slice indices must be integers "
 						 "or None");
 		v = num_i(parts[k]);
-		if (v < 0)
+		if (v < 0) {
+			v = v < -len ? -len - 1 : v; /* no overflow below */
 			v += len;
-		if (*step > 0) {
 			if (v < 0)
-				v = 0;
-			if (v > len)
-				v = len;
-		} else {
-			if (v < -1)
-				v = -1;
-			if (v > len - 1)
-				v = len - 1;
+				v = *step < 0 ? -1 : 0;
+		} else if (v >= len) {
+			v = *step < 0 ? len - 1 : len;
 		}
 		*out = v;
 	}
-	if (*step < 0 && *stop < -1)
-		*stop = -1;
 }
 
 static struct tval do_slice(struct trender *r, struct tval obj,
