@@ -14,7 +14,8 @@
  *     (SmolLM2's lacks 21 of the 256, which HF drops);
  *   - the streaming decoder, fed one id at a time, emits valid UTF-8, and
  *     exactly what tok_decode gives whenever that is valid UTF-8.
- * Vocabularies: ../shared/testdata/vocab (qwen2, llama-bpe, llama-spm), the
+ * Vocabularies: ../shared/testdata/vocab (qwen2, llama-bpe, llama-spm),
+ * tests/data/tok/llama2-hf.gguf (made from tokenizers/llama2), the
  * SmolLM2 model and the Gemma-3-270M GGUF from the model cache; each one
  * that is absent is skipped with a diagnostic.
  */
@@ -262,6 +263,8 @@ int main(void)
 	ran += run("llama-spm",
 		   tu_shared("testdata/vocab/ggml-vocab-llama-spm.gguf", p,
 			     sizeof(p)), &c, false, false);
+	ran += run("llama2-hf", tu_src("tests/data/tok/llama2-hf.gguf", p,
+				      sizeof(p)), &c, false, false);
 	ran += run("smollm", tu_model(m, sizeof(m)), &c, true, false);
 	if (getenv("PARLEY_TEST_GEMMA"))
 		snprintf(g, sizeof(g), "%s", getenv("PARLEY_TEST_GEMMA"));

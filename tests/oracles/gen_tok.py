@@ -26,6 +26,7 @@ Oracles (development only; CI never runs this script):
 Outputs (tests/data/tok/):
   corpus.txt      the strings: for each, "<byte length>\\n<bytes>\\n"
   special.txt     strings holding control-token text, same format
+  llama2-hf.gguf  vocab GGUF made from tokenizers/llama2/tokenizer.json
   NAME.ids        one line per corpus string: the ids, space-separated
   NAME.special    one line per special.txt string, encoded with special
                   tokens parsed (HF always matches added tokens; llama.cpp
@@ -367,6 +368,56 @@ def sp_encode_special(sp, specials, ids_of, s):
     return out
 
 
+def gguf_from_llama2_json(shared, path):
+    """Write the Llama-2-style tokenizer.json of tokenizers/llama2 as a
+    vocab-only GGUF the way llama.cpp's converter lays one out. HF's BPE
+    model has no scores: a token's score is minus the rank of the first merge
+    producing it (every split of every token is a merge in this file, which
+    the script checks, so score order is merge order)."""
+    with lzma.open(os.path.join(shared, "testdata", "tokenizers", "llama2",
+                                "tokenizer.json.xz")) as f:
+        j = json.loads(f.read().decode("utf-8"))
+    vocab = j["model"]["vocab"]
+    merges = [tuple(x.split(" ", 1)) if isinstance(x, str) else tuple(x)
+              for x in j["model"]["merges"]]
+    first = {}
+    for r, (a, b) in enumerate(merges):
+        first.setdefault(a + b, r)
+    ms = set(merges)
+    for t in first:
+        for k in range(1, len(t)):
+            if t[:k] in vocab and t[k:] in vocab:
+                assert (t[:k], t[k:]) in ms, t
+    toks = [None] * len(vocab)
+    for t, i in vocab.items():
+        toks[i] = t
+    special = {a["id"]: a["content"] for a in j["added_tokens"]}
+    types, scores = [], []
+    for i, t in enumerate(toks):
+        if i in special:
+            types.append(2 if t == "<unk>" else 3)
+        elif len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types.append(6)
+        else:
+            types.append(1)
+        scores.append(-float(first[t]) if t in first else 0.0)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def hf_encode(tk, strs):
     return [tk.encode(s, add_special_tokens=False).ids for s in strs]
 
@@ -415,6 +466,9 @@ def main():
               [sp_encode_special(sp, sset, ids_of, x) for x in sstr])
     print("llama-spm: %d rows, %d ids (sentencepiece %s)" % (
         len(rows), sum(map(len, rows)), __import__("sentencepiece").__version__))
+    gguf_from_llama2_json(a.shared, os.path.join(OUT, "llama2-hf.gguf"))
+    tk = hf_from_json(a.shared, "llama2")
+    sets["llama2-hf"] = (hf_encode(tk, corpus), ["<unk>", "<s>", "</s>"], tk)
     tk, sp = hf_smollm(SMOL)
     sets["smollm"] = (hf_encode(tk, corpus), sp[:6], tk)
     try:
