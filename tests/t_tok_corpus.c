@@ -8,6 +8,8 @@
  *   - every string gives exactly the oracle's ids (NAME.ids);
  *   - strings with control-token text give the oracle's ids when parsed
  *     with TOK_PARSE_SPECIAL (NAME.special);
+ *   - added tokens marked lstrip / rstrip swallow whitespace as HF's do
+ *     (qwen2-strip.*);
  *   - decode(encode(x)) == x (NFC(x) for qwen2; SentencePiece is
  *     lossless here thanks to byte fallback) for
  *     every string whose bytes all have a symbol in the vocabulary
@@ -213,6 +215,33 @@ static void check_decode(const struct tok *t, const char *name,
 	       "equals decode for %zu/%zu", name, st_ok, st->cnt);
 }
 
+/* HF's lstrip / rstrip: qwen2 with <|im_end|> lstrip, <|im_start|>
+   rstrip (tests/data/tok/qwen2-strip.*). */
+static void check_strip(const char *path)
+{
+	char err[512], p[1024];
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct tok *t = f ? tok_load(f, err, sizeof(err)) : NULL;
+	struct strs st;
+
+	gguf_close(f);
+	if (t == NULL)
+		return;
+	tap_ok(tok_set_attr(t, tok_find(t, "<|im_end|>", 10),
+			    TOK_ATTR_LSTRIP) == 0 &&
+		   tok_set_attr(t, tok_find(t, "<|im_start|>", 12),
+				TOK_ATTR_RSTRIP) == 0,
+	       "qwen2: lstrip / rstrip set");
+	if (tap_ok(read_strs(tu_src("tests/data/tok/qwen2-strip.txt", p,
+				    sizeof(p)), &st) == 0,
+		   "qwen2-strip strings readable"))
+		check_ids(t, "qwen2-strip", &st,
+			  tu_src("tests/data/tok/qwen2-strip.ids", p, sizeof(p)),
+			  TOK_PARSE_SPECIAL, "lstrip/rstrip");
+	free_strs(&st);
+	tok_free(t);
+}
+
 /* Load PATH and run every check for NAME; 0 when PATH is absent. */
 static int run(const char *name, const char *path, const struct strs *corpus,
 	       bool bpe, bool nfc)
@@ -257,6 +286,7 @@ int main(void)
 	tap_ok(c.cnt >= 2000, "corpus has %zu strings", c.cnt);
 	ran += run("qwen2", tu_shared("testdata/vocab/ggml-vocab-qwen2.gguf",
 				      p, sizeof(p)), &c, true, true);
+	check_strip(p);
 	ran += run("llama-bpe",
 		   tu_shared("testdata/vocab/ggml-vocab-llama-bpe.gguf", p,
 			     sizeof(p)), &c, true, false);

@@ -26,6 +26,8 @@ Oracles (development only; CI never runs this script):
 Outputs (tests/data/tok/):
   corpus.txt      the strings: for each, "<byte length>\\n<bytes>\\n"
   special.txt     strings holding control-token text, same format
+  qwen2-strip.txt, qwen2-strip.ids  strings around <|im_end|> (lstrip) and
+                  <|im_start|> (rstrip) and HF's ids for them
   llama2-hf.gguf  vocab GGUF made from tokenizers/llama2/tokenizer.json
   NAME.ids        one line per corpus string: the ids, space-separated
   NAME.special    one line per special.txt string, encoded with special
@@ -418,6 +420,27 @@ def gguf_from_llama2_json(shared, path):
     w.close()
 
 
+STRIP_STRINGS = [
+    "a <|im_end|> b", "a\t\n <|im_end|>\n\nb", "<|im_start|>  user\n",
+    "x<|im_start|> \u3000 y", "  <|im_end|>  <|im_start|>  ", "a\u00a0<|im_end|>",
+    "<|im_end|><|im_start|>\n\n<|im_end|>", "hi   <|im_start|>", " \u2003<|im_end|>",
+    "a \u180e<|im_end|>", "<|im_start|>\u200b x", "text\r\n<|im_end|>\r\n"]
+
+
+def hf_qwen_strip(shared):
+    """Qwen's tokenizer with <|im_end|> lstrip and <|im_start|> rstrip, to
+    check TOK_ATTR_LSTRIP / TOK_ATTR_RSTRIP against HF."""
+    with lzma.open(os.path.join(shared, "testdata", "tokenizers", "qwen",
+                                "tokenizer.json.xz")) as f:
+        j = json.loads(f.read().decode("utf-8"))
+    for t in j["added_tokens"]:
+        if t["content"] == "<|im_end|>":
+            t["lstrip"] = True
+        if t["content"] == "<|im_start|>":
+            t["rstrip"] = True
+    return Tokenizer.from_str(json.dumps(j))
+
+
 def hf_encode(tk, strs):
     return [tk.encode(s, add_special_tokens=False).ids for s in strs]
 
@@ -466,6 +489,11 @@ def main():
               [sp_encode_special(sp, sset, ids_of, x) for x in sstr])
     print("llama-spm: %d rows, %d ids (sentencepiece %s)" % (
         len(rows), sum(map(len, rows)), __import__("sentencepiece").__version__))
+    tk = hf_qwen_strip(a.shared)
+    write_strings(os.path.join(OUT, "qwen2-strip.txt"), STRIP_STRINGS)
+    write_ids(os.path.join(OUT, "qwen2-strip.ids"),
+              hf_encode(tk, STRIP_STRINGS))
+    print("qwen2-strip: %d strings" % len(STRIP_STRINGS))
     gguf_from_llama2_json(a.shared, os.path.join(OUT, "llama2-hf.gguf"))
     tk = hf_from_json(a.shared, "llama2")
     sets["llama2-hf"] = (hf_encode(tk, corpus), ["<unk>", "<s>", "</s>"], tk)
