@@ -45,7 +45,9 @@ enum qtype {
 	QTYPE_TQ1_0 = 34,
 	QTYPE_TQ2_0 = 35,
 	QTYPE_MXFP4 = 39,
-	QTYPE_COUNT = 40 /* one past the largest id known */
+	QTYPE_NVFP4 = 40,
+	QTYPE_Q1_0 = 41,
+	QTYPE_COUNT = 42 /* one past the largest id known */
 };
 
 struct qtype_info {

@@ -1,0 +1,37 @@
+#!/bin/sh
+# fuzz/run.sh - build the libFuzzer harnesses and fuzz one of them.
+#
+#   fuzz/run.sh gguf [SECONDS] [JOBS]
+#
+# Builds in build-fuzz/ with clang (configure --enable-fuzzing), seeds the
+# corpus (fuzz/corpus-NAME/), runs for SECONDS (default 600) and copies any
+# crash into tests/data/NAME/crashers/ so that `make check` replays it.
+set -eu
+name=${1:?usage: fuzz/run.sh NAME [SECONDS] [JOBS]}
+secs=${2:-600}
+jobs=${3:-1}
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+[ -x configure ] || autoreconf -fi
+mkdir -p build-fuzz
+(cd build-fuzz && { [ -f Makefile ] || ../configure CC=clang --enable-fuzzing --without-cuda >/dev/null; } \
+	&& make -j2 "fuzz/fuzz_$name" >/dev/null)
+corpus="fuzz/corpus-$name"
+mkdir -p "$corpus" "tests/data/$name/crashers"
+if [ "$name" = gguf ]; then
+	clang -std=c11 -D_GNU_SOURCE -Isrc -Itests -o build-fuzz/seed_gguf \
+		fuzz/seed_gguf.c tests/gguf_bytes.c src/sbuf.c
+	build-fuzz/seed_gguf "$corpus"
+	for f in ../shared/testdata/vocab/*.gguf; do
+		[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] && cp "$f" "$corpus/" || true
+	done
+fi
+[ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
+mkdir -p build-fuzz/artifacts
+status=0
+"build-fuzz/fuzz/fuzz_$name" $dict -max_total_time="$secs" -jobs="$jobs" -workers="$jobs" \
+	-artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 "$corpus" || status=$?
+for c in build-fuzz/artifacts/crash-* build-fuzz/artifacts/leak-* build-fuzz/artifacts/timeout-* build-fuzz/artifacts/oom-*; do
+	[ -f "$c" ] && cp "$c" "tests/data/$name/crashers/" && echo "kept $c as a regression file"
+done
+exit $status

@@ -1,0 +1,15 @@
+/*
+ * cmd.h - the subcommands of the parley program.
+ *
+ * Each takes the subcommand's own argv (argv[0] is the subcommand name),
+ * parses its options with getopt_long, prints its results on stdout and its
+ * errors on stderr, and returns the process exit status: 0 success,
+ * 1 failure, 2 usage error. Library code below this layer never prints.
+ */
+#ifndef PARLEY_CMD_H
+#define PARLEY_CMD_H
+
+int cmd_info(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+
+#endif /* PARLEY_CMD_H */
