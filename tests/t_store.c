@@ -7,6 +7,7 @@
 #include "store_int.h"
 #include "tap.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -667,6 +668,49 @@ static void test_export_import(struct store *st)
 	       "export of a missing conversation: %s", err);
 }
 
+/* Every file in DIR (if it exists) fed to import: no crash, and a failed
+ * import leaves nothing behind. MUST_PASS: each must import. */
+static void replay_dir(struct store *st, const char *sub, bool must_pass)
+{
+	const char *top = getenv("top_srcdir");
+	char path[1024], file[1300];
+	int64_t nc0, nm0, nc1, nm1, id;
+	int files = 0, good = 1;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/tests/data/%s", top ? top : ".", sub);
+	d = opendir(path);
+	if (!d) {
+		tap_diag("no %s: nothing to replay", path);
+		return;
+	}
+	while ((e = readdir(d))) {
+		char *buf;
+		size_t len;
+		int rc;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+		if (!(buf = slurp(file, &len)))
+			continue;
+		counts(st, &nc0, &nm0);
+		rc = store_import_json(st, buf, len, &id, err, sizeof(err));
+		counts(st, &nc1, &nm1);
+		if (rc != STORE_OK && (nc1 != nc0 || nm1 != nm0 || id != 0))
+			good = 0;
+		if (must_pass && rc != STORE_OK) {
+			tap_diag("%s: %s", file, err);
+			good = 0;
+		}
+		files++;
+		free(buf);
+	}
+	closedir(d);
+	tap_ok(good, "replayed %d files of %s", files, sub);
+}
+
 static void test_kv(struct store *st)
 {
 	struct store_conv_new cn = { .title = "kv" };
@@ -797,11 +841,13 @@ static void test_migrations(void)
 	const char *p0 = tpath("v0.db"), *p1 = tpath("v1-fixture.db");
 	const char *p1b = tpath("v1-steps.db");
 	char *sql, path[1024];
-	const char *srcdir = getenv("srcdir");
+	const char *srcdir = getenv("top_srcdir");
 	size_t len;
 	struct store *st;
 	sqlite3 *db;
 
+	if (!srcdir)
+		srcdir = getenv("srcdir");
 	/* v0: an empty file */
 	spit(p0, "", 0);
 	tap_ok(store_open(p0, 0, &st, err, sizeof(err)) == STORE_OK,
@@ -1061,6 +1107,8 @@ int main(void)
 	test_messages(st);
 	test_search(st);
 	test_export_import(st);
+	replay_dir(st, "store/seeds", true);
+	replay_dir(st, "store_import/crashers", false);
 	test_kv(st);
 	test_fmt(st);
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
