@@ -733,11 +733,13 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 		goto out;
 	}
 	rc = STORE_OK;
-	if (i == 0) {
+	if (i == 0 && strcmp(path, "$") == 0) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
 				"import: no messages");
 		goto out;
 	}
+	if (i == 0) /* an exported empty conversation */
+		rc = imp_insert_conv(st, c, NULL, now, conv, err, errlen);
 	if (id) {
 		sqlite3_stmt *u;
 
