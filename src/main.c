@@ -17,6 +17,8 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
+    {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
+    {"generate", cmd_generate, "complete a text with a model (no chat template)"},
     {"dev-mkmodel", cmd_mkmodel, NULL}, /* hidden: random-weight models */
 };
 
