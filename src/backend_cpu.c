@@ -11,6 +11,17 @@
  * chunk of up to n_batch tokens is pushed through each matrix together so
  * each weight row is read once per chunk, not once per token.
  *
+ * Two arithmetics for products with quantized weights:
+ *   - default: quant.h's dots, which round the activation vector to int8
+ *     blocks (as llama.cpp does). This rounding is discontinuous: on real
+ *     models a 1e-7 relative change of the input moves some logits by 0.1
+ *     (measured on SmolLM2-135M), so two correct implementations with
+ *     different float rounding differ at that level;
+ *   - exact_dots: each weight row is dequantized and dotted with the fp32
+ *     activations. Continuous, so it can be compared with a float forward
+ *     pass (Hugging Face's definition on the dequantized weights) to fp32
+ *     precision. Slower (dequantization per row per chunk).
+ *
  * KV cache layout (fp32):
  *   k_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_k + d]
  *   v_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_v + d]
@@ -57,6 +68,11 @@ struct cpu_state {
 	float *rope_cs; /* [n_batch][n_rot] cos, sin interleaved per pair */
 	double *inv_freq; /* [n_rot / 2] angle per position of pair i */
 
+	bool exact;	     /* engine_params.exact_dots */
+	float *wrow;	     /* [n_threads][max_ne0] dequantized rows (exact) */
+	int64_t wrow_stride; /* floats per thread in wrow */
+	const float *xsrc;   /* exact: the activations [n_tok][ne0] */
+
 	/* prepared activation vectors (quant_vec_prepare) */
 	unsigned char *vecs; /* [n_batch][vec_stride] */
 	size_t vec_stride;   /* bytes per prepared vector (max over types) */
@@ -72,6 +88,7 @@ struct cpu_state {
 
 /* A matrix product job: Y[t][r] = W row r . X[t] for t < n_tok. */
 struct cpu_matmul_job {
+	const struct cpu_state *s;    /* for the exact mode's buffers */
 	const struct model_tensor *w; /* weight [ne1 rows, ne0] */
 	const unsigned char *vecs;    /* n_tok prepared vectors */
 	size_t vec_stride;	      /* bytes between them */
@@ -92,6 +109,21 @@ static void cpu_matmul_fn(void *arg, int ith, int nth)
 	long lo, hi;
 
 	threadpool_split((long)w->ne1, ith, nth, &lo, &hi);
+	if (j->s->exact) {
+		float *wr = j->s->wrow + (size_t)ith * j->s->wrow_stride;
+		const float *x = j->s->xsrc;
+
+		for (long r = lo; r < hi; r++) {
+			quant_dequant_row(w->type, base + (size_t)r * w->row_size,
+					  wr, w->ne0);
+			/* an F32 vector is the floats themselves (quant.h) */
+			for (int32_t t = 0; t < j->n_tok; t++)
+				j->y[t * j->y_stride + r] =
+				    quant_dot(QTYPE_F32, wr,
+					      x + (size_t)t * w->ne0, w->ne0);
+		}
+		return;
+	}
 	for (long r = lo; r < hi; r++) {
 		const void *row = base + (size_t)r * w->row_size;
 
@@ -130,6 +162,9 @@ static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
 {
 	struct cpu_prepare_job j = {type, x, n, n_tok, s->vecs, s->vec_stride};
 
+	s->xsrc = x;
+	if (s->exact)
+		return;
 	if (n_tok == 1)
 		cpu_prepare_fn(&j, 0, 1);
 	else
@@ -141,7 +176,7 @@ static void cpu_matmul_prepared(struct cpu_state *s,
 				const struct model_tensor *w, int32_t n_tok,
 				float *y, int64_t y_stride)
 {
-	struct cpu_matmul_job j = {w, s->vecs, s->vec_stride, n_tok, y,
+	struct cpu_matmul_job j = {s, w, s->vecs, s->vec_stride, n_tok, y,
 				   y_stride};
 
 	threadpool_run(s->tp, cpu_matmul_fn, &j);
@@ -520,6 +555,7 @@ static void cpu_close(struct engine *e)
 		free(s->rope_cs);
 		free(s->inv_freq);
 		free(s->vecs);
+		free(s->wrow);
 		free(s->k_cache);
 		free(s->v_cache);
 		free(s);
@@ -569,11 +605,19 @@ static int cpu_open(struct engine *e, const struct engine_params *p,
 	s->rope_cs = cpu_floats(nb, (size_t)c->n_rot);
 	s->inv_freq = calloc((size_t)c->n_rot / 2, sizeof(double));
 	s->vec_stride = cpu_max_vec_size(m);
+	s->exact = p->exact_dots;
+	s->wrow_stride = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
+	if (s->o_dim > s->wrow_stride)
+		s->wrow_stride = s->o_dim;
+	s->wrow = s->exact ? cpu_floats((size_t)e->n_threads,
+					(size_t)s->wrow_stride)
+			   : malloc(1);
 	s->vecs = calloc(nb, s->vec_stride);
 	s->k_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_k);
 	s->v_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_v);
 	if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
 	    !s->y || !s->att || !s->rope_cs || !s->inv_freq || !s->vecs ||
+	    !s->wrow ||
 	    !s->k_cache || !s->v_cache) {
 		snprintf(err, errlen,
 			 "out of memory for the CPU run state (n_ctx %d, KV "

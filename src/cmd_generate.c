@@ -204,6 +204,7 @@ int cmd_generate(int argc, char **argv)
 	tok_stream_flush(&st, &out);
 	gen_flush(&out);
 	printf("\n");
+	fflush(stdout);
 	fprintf(stderr,
 		"prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %ld "
 		"tokens in %.3f s (%.1f tokens/s); %d threads\n",

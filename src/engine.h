@@ -61,6 +61,10 @@ struct engine_params {
 				capped at ENGINE_DEFAULT_MAX_CTX */
 	int32_t n_threads;   /* CPU threads; 0 = number of online CPUs */
 	int32_t n_batch;     /* tokens per forward chunk in prefill; 0 = 64 */
+	bool exact_dots;     /* CPU: dot dequantized weight rows with the fp32
+				activations, no int8 rounding of activations
+				(slow; the reference mode that compares with a
+				float forward pass, see backend_cpu.c) */
 };
 
 #define ENGINE_DEFAULT_MAX_CTX 8192

@@ -90,12 +90,11 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 	float fv;
 	int rc;
 
-	if (model_get_u32(f, arch, "block_count", false, &v, err, errlen))
-		return -1;
-	c->n_layer = (int32_t)(v > MODEL_MAX_LAYERS ? 0 : v);
-	if (model_check_range(arch, "block_count", v, MODEL_MAX_LAYERS, err,
+	if (model_get_u32(f, arch, "block_count", false, &v, err, errlen) ||
+	    model_check_range(arch, "block_count", v, MODEL_MAX_LAYERS, err,
 			      errlen))
 		return -1;
+	c->n_layer = (int32_t)v;
 	if (model_get_u32(f, arch, "embedding_length", false, &v, err, errlen) ||
 	    model_check_range(arch, "embedding_length", v, MODEL_MAX_EMBD, err,
 			      errlen))
@@ -437,7 +436,6 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	struct gguf_str s;
 	struct model *m;
 	char e[256];
-	char bq[96];
 
 	*out = NULL;
 	if (gguf_get_str(f, "general.architecture", &s, e, sizeof(e)) !=
@@ -477,9 +475,9 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 		goto fail;
 	}
 	m->cfg.has_qkv_bias = gguf_find_tensor(f, "blk.0.attn_q.bias") != NULL;
-	snprintf(bq, sizeof(bq), "blk.0.attn_q.bias");
 	if (ad->bias_required && !m->cfg.has_qkv_bias) {
-		snprintf(err, errlen, "missing tensor %s (required by %s)", bq,
+		snprintf(err, errlen,
+			 "missing tensor blk.0.attn_q.bias (required by %s)",
 			 ad->name);
 		goto fail;
 	}

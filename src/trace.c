@@ -104,6 +104,15 @@ void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab)
 	t->entropy = (float)(log(z) - ez / z);
 }
 
+/* A float as JSON: non-finite values become null. */
+static void trace_num(FILE *f, const char *key, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "\"%s\":%.6g", key, v);
+	else
+		fprintf(f, "\"%s\":null", key);
+}
+
 /* One JSON line per step. */
 int trace_write_json(const struct trace *t)
 {
@@ -113,19 +122,29 @@ int trace_write_json(const struct trace *t)
 		return 0;
 	fprintf(f, "{\"step\":%lld,\"pos\":%d,\"n_tokens\":%d,\"token\":%d,",
 		(long long)t->step, t->pos, t->n_tokens, t->token);
-	fprintf(f, "\"entropy\":%.6g,\"top\":[", (double)t->entropy);
-	for (int j = 0; j < t->top_k && t->top_id[j] >= 0; j++)
-		fprintf(f, "%s{\"id\":%d,\"logit\":%.6g,\"prob\":%.6g}",
-			j ? "," : "", t->top_id[j], (double)t->top_logit[j],
-			(double)t->top_prob[j]);
+	trace_num(f, "entropy", t->entropy);
+	fprintf(f, ",\"top\":[");
+	for (int j = 0; j < t->top_k && t->top_id[j] >= 0; j++) {
+		fprintf(f, "%s{\"id\":%d,", j ? "," : "", t->top_id[j]);
+		trace_num(f, "logit", t->top_logit[j]);
+		fputc(',', f);
+		trace_num(f, "prob", t->top_prob[j]);
+		fputc('}', f);
+	}
 	fprintf(f, "],\"layers\":[");
-	for (int il = 0; il < t->n_layer; il++)
-		fprintf(f,
-			"%s{\"min\":%.6g,\"max\":%.6g,\"mean\":%.6g,"
-			"\"rms\":%.6g}",
-			il ? "," : "", (double)t->layers[il].min,
-			(double)t->layers[il].max, (double)t->layers[il].mean,
-			(double)t->layers[il].rms);
+	for (int il = 0; il < t->n_layer; il++) {
+		const struct trace_stats *s = &t->layers[il];
+
+		fprintf(f, "%s{", il ? "," : "");
+		trace_num(f, "min", s->min);
+		fputc(',', f);
+		trace_num(f, "max", s->max);
+		fputc(',', f);
+		trace_num(f, "mean", s->mean);
+		fputc(',', f);
+		trace_num(f, "rms", s->rms);
+		fputc('}', f);
+	}
 	fprintf(f, "]}\n");
 	return ferror(f) ? -1 : 0;
 }

@@ -6,13 +6,14 @@
  * (with parley-mkmodel) and the reference logits under tests/data/engine/.
  *
  * Per model: a 16-token prefill (logits of every position) and 16 one-token
- * decode steps; each row's error is max|delta| / max|reference| of that row.
- * Tolerance: 1e-4 for F32 and F16 weights (the weights are exact in both
- * implementations; only fp32 rounding differs). Q8_0 rows are dotted with
- * activations quantized to 8 bits (quant.h note 3), which perturbs every
- * product by up to 1/254 of its block's largest activation: the Q8_0 bound
- * is 1e-2, still far below the effect of any real mistake (a wrong RoPE
- * pair, bias or head mapping gives errors of order 1).
+ * decode steps; each row's error is max|delta| / max|reference| of that row,
+ * bound 1e-4 for every weight type. For F32 and F16 the weights are exact
+ * in both implementations; for Q8_0 the reference rounds the activations
+ * of each product to int8 blocks exactly as quant.h defines it (d =
+ * amax/127, round half away from zero), so again only fp32 rounding
+ * differs. (Without that rounding the Q8_0 models differ from the exact
+ * float pass by 1.5e-2 to 1.7e-2: the effect of int8 activations, printed
+ * by gen_engine.py.)
  */
 #include <math.h>
 
@@ -29,7 +30,7 @@ static const struct {
 	{"llama_f32", 1e-4},	       {"llama_f32_gqa7_tied", 1e-4},
 	{"qwen2_f32_gqa7", 1e-4},      {"qwen2_f32_hd32_tied", 1e-4},
 	{"llama_f16", 1e-4},	       {"qwen2_f16", 1e-4},
-	{"llama_q8_0", 1e-2},	       {"qwen2_q8_0", 1e-2},
+	{"llama_q8_0", 1e-4},	       {"qwen2_q8_0", 1e-4},
 };
 
 #define N_PREFILL 16

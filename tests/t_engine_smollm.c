@@ -1,27 +1,32 @@
 /*
  * t_engine_smollm.c - the CPU engine on the real SmolLM2-135M-Instruct Q4_1
- * model (goldens: tests/data/engine/smollm2*, by tests/oracles/gen_engine.py)
- * against two independent implementations:
+ * model against two independent implementations (goldens under
+ * tests/data/engine/smollm2*, by tests/oracles/gen_engine.py):
  *
- *  1. the numpy float64 forward pass written from Hugging Face's
- *     LlamaForCausalLM, with the activations of each product with a
- *     quantized weight rounded to int8 blocks as quant.h defines them
- *     (so both compute the same function up to fp32 rounding). Pass: the
+ *  - llama-cpp-python: 64 greedy tokens per prompt (6 prompts: English,
+ *    code, ChatML, CJK/unicode, numbers, 390 tokens of prose), its top-2
+ *    gap per step, its logits at the first generated position;
+ *  - a numpy float64 forward pass written from Hugging Face's
+ *    LlamaForCausalLM on the dequantized weights, run on the same tokens
+ *    (teacher-forced on llama.cpp's continuation): its argmax and top-2 gap
+ *    per step, its first-position logits.
+ *
+ * Two runs of the engine, each evaluating prompt + continuation in one
+ * batch with the logits of every position (teacher forcing: the argmax at
+ * each step is what greedy decoding picks, given the same context):
+ *
+ *  1. exact_dots (fp32 activations, dequantized rows): the same function
+ *     as the numpy pass up to fp32 rounding. Pass (issue 3, point 4a): the
  *     argmax equals the reference's at all 64 steps on at least 5 of the 6
- *     prompts, every differing step is a near-tie there (top-2 gap < 0.1),
- *     and the first-position logits agree within MAX_ABS_DELTA;
- *  2. llama-cpp-python (llama.cpp's CPU kernels): its greedy tokens are the
- *     tokens fed at every step (teacher forcing, so both references see
- *     the same context); the agreement with its argmax and its logits is
- *     reported. llama.cpp rounds activations its own way (fp16 block
- *     scales): against the float64 reference WITHOUT activation rounding,
- *     llama.cpp and parley are both off by a mean |delta logit| of ~0.09
- *     (gen_engine.py measures it), so they differ from each other by about
- *     that much and flip near-ties (gaps up to ~0.3); this part checks
- *     only that the difference stays at that noise level (mean < 0.3).
+ *     prompts, every differing step is a near-tie in the reference (top-2
+ *     gap < 0.1), first-position logits within EXACT_MAX_DELTA.
+ *  2. the default path (activations rounded to int8 blocks, like
+ *     llama.cpp). That rounding is discontinuous (backend_cpu.c), so the
+ *     comparison is statistical: parley's mean |delta| from the float64
+ *     pass must not exceed twice llama.cpp's own (the golden's lcpdev); the
+ *     agreement with llama.cpp's tokens and logits is printed.
  */
 #include <math.h>
-#include <stdarg.h>
 
 #include "engine.h"
 #include "engine_util.h"
@@ -31,47 +36,20 @@
 
 #define N_PROMPTS 6
 #define GAP_NEAR_TIE 0.1
-/*
- * KNOWN FAILURE (reported as TAP TODO, so it shows in every run without
- * failing the suite): on this real model the engine differs from BOTH
- * references by a mean |delta logit| of 0.1-0.5 at the first generated
- * position, already at position 0, although each single product agrees
- * with reference 1 to 4e-5 (checked with random activations including
- * outliers) and the random-weight models agree to 3e-7. Not yet explained
- * (suspects: int8 rounding-boundary flips amplified through SmolLM2's
- * massive activations; something specific to this file). The spec's greedy
- * criterion is therefore not met yet; the numbers are printed.
- */
-static void tap_todo(int cond, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void tap_todo(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	tap_n++;
-	printf("%sok %d - ", cond ? "" : "not ", tap_n);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf(" # TODO unexplained difference on the real model\n");
-	fflush(stdout);
-}
-
-/* first-position logits vs reference 1: largest |delta| allowed */
-#define MAX_ABS_DELTA 0.01
-/* vs llama.cpp: mean |delta| allowed (its noise level, see above) */
-#define LLAMACPP_MEAN_DELTA 0.3
+/* exact_dots vs float64: fp32 rounding through 30 layers */
+#define EXACT_MAX_DELTA 0.01
 
 struct golden {
-	char name[32];	 /* prompt name */
-	int32_t *ids;	 /* prompt ids */
+	char name[32];	  /* prompt name */
+	int32_t *ids;	  /* prompt ids */
 	int32_t n_ids;
-	int32_t *gen;	 /* reference greedy tokens */
+	int32_t *gen;	  /* llama.cpp's greedy tokens */
 	int32_t n_gen;
-	double gap[256]; /* llama.cpp's top1 - top2 per step */
-	int32_t *rtop;	 /* reference 1's argmax per step */
+	double gap[256];  /* llama.cpp's top1 - top2 per step */
+	int32_t *rtop;	  /* float64 reference's argmax per step */
 	int32_t n_rtop;
-	double rgap[256]; /* reference 1's top1 - top2 per step */
+	double rgap[256]; /* float64 reference's top1 - top2 per step */
+	double lcpdev;	  /* mean |llama.cpp - reference| first logits */
 };
 
 /* Parse "N g g g ..." into OUT[0..min(N, 256)). */
@@ -84,15 +62,6 @@ static void parse_gaps(char *s, double *out)
 		s = end;
 		out[i] = strtod(s, &end);
 	}
-}
-
-/* IEEE half bits as a double. */
-static double half_to_double(uint16_t h)
-{
-	int e = (h >> 10) & 31, m = h & 1023;
-	double v = e == 0 ? ldexp(m, -24) : ldexp(m + 1024, e - 25);
-
-	return (h & 0x8000) ? -v : v;
 }
 
 /* Read the text golden into G[0..N_PROMPTS). Returns prompts read. */
@@ -119,6 +88,8 @@ static int read_golden(const char *path, struct golden *g)
 			g[k].rtop = eu_parse_ids(line + 5, &g[k].n_rtop);
 		} else if (k >= 0 && strncmp(line, "rgap ", 5) == 0) {
 			parse_gaps(line + 5, g[k].rgap);
+		} else if (k >= 0 && strncmp(line, "lcpdev ", 7) == 0) {
+			g[k].lcpdev = strtod(line + 7, NULL);
 		}
 	}
 	free(line);
@@ -126,8 +97,17 @@ static int read_golden(const char *path, struct golden *g)
 	return k + 1;
 }
 
+/* IEEE half bits as a double. */
+static double half_to_double(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	double v = e == 0 ? ldexp(m, -24) : ldexp(m + 1024, e - 25);
+
+	return (h & 0x8000) ? -v : v;
+}
+
 /* llama.cpp's first-position logits (float16 file) as floats. */
-static float *read_llamacpp(const char *path, size_t n)
+static float *read_f16(const char *path, size_t n)
 {
 	FILE *f = fopen(path, "rb");
 	uint16_t *h = malloc(n * sizeof(*h));
@@ -162,6 +142,114 @@ static void deltas(const float *a, const float *b, int32_t n, double *mx,
 	*mean = sum / n;
 }
 
+/* Evaluate prompt + continuation of G with all logits; NULL on failure. */
+static const float *run_forced(struct engine *e, const struct golden *g)
+{
+	int32_t n = g->n_ids + g->n_gen - 1;
+	int32_t *seq = malloc((size_t)n * sizeof(*seq));
+	char err[512];
+	int rc;
+
+	if (seq == NULL)
+		return NULL;
+	memcpy(seq, g->ids, (size_t)g->n_ids * sizeof(*seq));
+	memcpy(seq + g->n_ids, g->gen, (size_t)(g->n_gen - 1) * sizeof(*seq));
+	engine_truncate(e, 0);
+	rc = engine_eval(e, seq, n, ENGINE_EVAL_ALL, err, sizeof(err));
+	free(seq);
+	if (rc != 0) {
+		tap_diag("%s: eval: %s", g->name, err);
+		return NULL;
+	}
+	return engine_logits(e) + (size_t)(g->n_ids - 1) * engine_n_vocab(e);
+}
+
+/* Run 1: exact dots against the float64 reference. */
+static void check_exact(struct engine *e, struct golden *g, const float *ref)
+{
+	int full = 0, near_tie_only = 1;
+	int32_t nv = engine_n_vocab(e);
+
+	for (int k = 0; k < N_PROMPTS; k++) {
+		const float *lg = run_forced(e, &g[k]);
+		int32_t matched = 0, first = -1;
+		double mx, mean;
+		int ok = 1;
+
+		if (!tap_ok(lg != NULL, "%s: exact run", g[k].name))
+			continue;
+		deltas(lg, ref + (size_t)k * nv, nv, &mx, &mean);
+		tap_ok(mx < EXACT_MAX_DELTA,
+		       "%s: exact dots, first-position logits vs float64: max "
+		       "|d| %.2e mean %.2e", g[k].name, mx, mean);
+		for (int32_t s = 0; s < g[k].n_gen; s++) {
+			int32_t tok = eu_argmax(lg + (size_t)s * nv, nv);
+
+			if (tok == g[k].rtop[s]) {
+				matched++;
+				continue;
+			}
+			first = first < 0 ? s : first;
+			tap_diag("%s: step %d: got %d, reference %d, reference "
+				 "gap %.4f", g[k].name, s, tok, g[k].rtop[s],
+				 g[k].rgap[s]);
+			if (g[k].rgap[s] >= GAP_NEAR_TIE)
+				ok = near_tie_only = 0;
+		}
+		full += matched == g[k].n_gen;
+		tap_ok(ok, "%s: exact dots: %d/%d greedy tokens equal the "
+		       "float64 reference's (first divergence %d, gap there "
+		       "%.4f)", g[k].name, matched, g[k].n_gen, first,
+		       first >= 0 ? g[k].rgap[first] : 0.0);
+	}
+	tap_ok(full >= 5, "exact dots: %d of %d prompts equal on all tokens "
+	       "(need 5)", full, N_PROMPTS);
+	tap_ok(near_tie_only, "exact dots: every divergence is a near-tie "
+	       "(reference gap < %.1f)", GAP_NEAR_TIE);
+}
+
+/* Run 2: the default (int8 activation) path, statistically. */
+static void check_default(struct engine *e, struct golden *g, const float *ref,
+			  const float *lcp)
+{
+	int32_t nv = engine_n_vocab(e);
+	int lfull = 0;
+
+	for (int k = 0; k < N_PROMPTS; k++) {
+		const float *lg = run_forced(e, &g[k]);
+		int32_t lmatched = 0, rmatched = 0, lfirst = -1;
+		double mx, mean, lmx, lmean;
+
+		if (!tap_ok(lg != NULL, "%s: default run", g[k].name))
+			continue;
+		deltas(lg, ref + (size_t)k * nv, nv, &mx, &mean);
+		deltas(lg, lcp + (size_t)k * nv, nv, &lmx, &lmean);
+		for (int32_t s = 0; s < g[k].n_gen; s++) {
+			int32_t tok = eu_argmax(lg + (size_t)s * nv, nv);
+
+			rmatched += tok == g[k].rtop[s];
+			if (tok == g[k].gen[s]) {
+				lmatched++;
+			} else if (lfirst < 0) {
+				lfirst = s;
+			}
+		}
+		lfull += lmatched == g[k].n_gen;
+		tap_diag("%s: default path vs llama.cpp: %d/%d tokens (first "
+			 "divergence %d, llama.cpp gap there %.4f); first "
+			 "logits max |d| %.4f mean %.4f; vs float64 reference: "
+			 "%d/%d tokens", g[k].name, lmatched, g[k].n_gen,
+			 lfirst, lfirst >= 0 ? g[k].gap[lfirst] : 0.0, lmx,
+			 lmean, rmatched, g[k].n_gen);
+		tap_ok(mean <= 2 * g[k].lcpdev,
+		       "%s: default path, first logits vs float64: mean |d| "
+		       "%.4f (max %.4f) <= 2 x llama.cpp's %.4f", g[k].name,
+		       mean, mx, g[k].lcpdev);
+	}
+	tap_diag("default path: %d of %d prompts equal llama.cpp on all 64 "
+		 "tokens", lfull, N_PROMPTS);
+}
+
 int main(void)
 {
 	char path[1024], gpath[1024], err[512];
@@ -171,7 +259,6 @@ int main(void)
 	struct engine *e;
 	struct engine_params p = {0};
 	float *ref, *lcp;
-	int full = 0, near_tie_only = 1, lcp_full = 0;
 	const char *thr = getenv("PARLEY_TEST_THREADS");
 
 	memset(g, 0, sizeof(g));
@@ -182,87 +269,35 @@ int main(void)
 	eu_data_path("smollm2", ".golden", gpath, sizeof(gpath));
 	if (!tap_ok(read_golden(gpath, g) == N_PROMPTS, "read %s", gpath))
 		return tap_done();
+	for (int k = 0; k < N_PROMPTS; k++)
+		if (!tap_ok(g[k].ids && g[k].gen && g[k].rtop &&
+				    g[k].n_gen == g[k].n_rtop &&
+				    g[k].n_gen <= 256 && g[k].lcpdev > 0,
+			    "golden %s complete", g[k].name))
+			return tap_done();
 	if (!tap_ok(model_load(f, &m, err, sizeof(err)) == 0, "model loads %s",
 		    err))
 		return tap_done();
 	eu_data_path("smollm2", ".logits", gpath, sizeof(gpath));
 	ref = eu_read_f32(gpath, (size_t)N_PROMPTS * m->cfg.n_vocab);
 	eu_data_path("smollm2_llamacpp", ".logits", gpath, sizeof(gpath));
-	lcp = read_llamacpp(gpath, (size_t)N_PROMPTS * m->cfg.n_vocab);
+	lcp = read_f16(gpath, (size_t)N_PROMPTS * m->cfg.n_vocab);
 	if (!tap_ok(ref != NULL && lcp != NULL, "read the reference logits"))
 		return tap_done();
-	p.n_ctx = 1024;
+	p.n_ctx = 512;
 	p.n_threads = thr ? atoi(thr) : 0;
-	if (!tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
-		    "engine opens %s", err))
-		return tap_done();
-	for (int k = 0; k < N_PROMPTS; k++) {
-		int32_t nv = m->cfg.n_vocab, matched = 0, first_div = -1;
-		int32_t lmatched = 0, lfirst = -1;
-		double mx, mean, lmx, lmean;
-		int ok = 1;
-
-		engine_truncate(e, 0);
-		if (!tap_ok(g[k].n_rtop == g[k].n_gen && g[k].n_gen <= 256 &&
-				    engine_eval(e, g[k].ids, g[k].n_ids, 0, err,
-						sizeof(err)) == 0,
-			    "%s: prefill %d tokens %s", g[k].name, g[k].n_ids,
-			    err))
-			continue;
-		deltas(engine_logits(e), ref + (size_t)k * nv, nv, &mx, &mean);
-		deltas(engine_logits(e), lcp + (size_t)k * nv, nv, &lmx,
-		       &lmean);
-		tap_ok(isfinite(mx) && isfinite(lmx),
-		       "%s: first-position logits finite", g[k].name);
-		tap_todo(mx < MAX_ABS_DELTA,
-		       "%s: first-position logits vs reference: max |d| %.2e "
-		       "mean %.2e", g[k].name, mx, mean);
-		tap_todo(lmean < LLAMACPP_MEAN_DELTA,
-		       "%s: first-position logits vs llama.cpp: max |d| %.4f "
-		       "mean %.4f", g[k].name, lmx, lmean);
-		for (int32_t s = 0; s < g[k].n_gen; s++) {
-			int32_t tok = eu_argmax(engine_logits(e), nv);
-
-			if (tok == g[k].rtop[s]) {
-				matched++;
-			} else {
-				if (first_div < 0)
-					first_div = s;
-				tap_diag("%s: step %d: got %d, reference %d, "
-					 "reference gap %.4f", g[k].name, s,
-					 tok, g[k].rtop[s], g[k].rgap[s]);
-				if (g[k].rgap[s] >= GAP_NEAR_TIE)
-					ok = near_tie_only = 0;
-			}
-			if (tok == g[k].gen[s]) {
-				lmatched++;
-			} else {
-				if (lfirst < 0)
-					lfirst = s;
-				tap_diag("%s: step %d: got %d, llama.cpp %d, "
-					 "llama.cpp gap %.4f", g[k].name, s,
-					 tok, g[k].gen[s], g[k].gap[s]);
-			}
-			if (engine_eval(e, &g[k].gen[s], 1, 0, err,
-					sizeof(err)) != 0) {
-				ok = 0;
-				break;
-			}
-		}
-		full += matched == g[k].n_gen;
-		lcp_full += lmatched == g[k].n_gen;
-		tap_todo(ok, "%s: %d/%d greedy tokens equal to the reference "
-		       "(first divergence: %d); llama.cpp: %d/%d (first "
-		       "divergence %d, its gap there %.4f)", g[k].name,
-		       matched, g[k].n_gen, first_div, lmatched, g[k].n_gen,
-		       lfirst, lfirst >= 0 ? g[k].gap[lfirst] : 0.0);
+	p.exact_dots = true;
+	if (tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
+		   "engine (exact dots) opens %s", err)) {
+		check_exact(e, g, ref);
+		engine_close(e);
 	}
-	tap_todo(full >= 5, "%d of %d prompts match the reference on all tokens "
-	       "(need 5); llama.cpp on all tokens: %d of %d", full, N_PROMPTS,
-	       lcp_full, N_PROMPTS);
-	tap_todo(near_tie_only, "every divergence from the reference is a "
-	       "near-tie (gap < %.1f)", GAP_NEAR_TIE);
-	engine_close(e);
+	p.exact_dots = false;
+	if (tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
+		   "engine (default) opens %s", err)) {
+		check_default(e, g, ref, lcp);
+		engine_close(e);
+	}
 	model_free(m);
 	gguf_close(f);
 	free(ref);

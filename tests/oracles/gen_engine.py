@@ -5,7 +5,9 @@ Oracles (development only; CI reads the committed goldens):
   * llama-cpp-python (PyPI; builds llama.cpp for the CPU) for the real
     SmolLM2-135M-Instruct Q4_1 model: prompt token ids, 64 greedy tokens per
     prompt, the top-2 logit gap at every step, and the full logits at the
-    first generated position;
+    first generated position; then the numpy float64 forward pass (exact
+    activations) on the same tokens (teacher-forced): its argmax and top-2
+    gap at every step and its first-position logits;
   * a numpy float64 forward pass written from Hugging Face's
     LlamaForCausalLM / Qwen2ForCausalLM (gen_engine_ref.py) for random-weight
     models written by parley-mkmodel; that reference is itself cross-checked
@@ -135,10 +137,13 @@ def smollm_goldens(model, out):
              llama_cpp_version(),
              "# prompt NAME / ids N ... / gen N ... / gap N ... (llama.cpp's "
              "greedy tokens and top1-top2 logit gaps) / rtop N ... / rgap N "
-             "... (numpy float64 reference with int8 activations, teacher-"
-             "forced on llama.cpp's tokens: argmax and gap per step)"]
+             "... (numpy float64 reference, exact activations, teacher-"
+             "forced on llama.cpp's tokens: argmax and gap per step) / "
+             "lcpdev X (mean |llama.cpp - reference| of the first logits)"]
     firsts, ref_firsts = [], []
-    ref = RefModel(model, act_quant=True)
+    # exact float64 forward pass (HF's definition on the dequantized
+    # weights, no int8 rounding of activations)
+    ref = RefModel(model, act_quant=False)
     for name, text in PROMPTS:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
         llm.reset()
@@ -158,10 +163,13 @@ def smollm_goldens(model, out):
         ref_firsts.append(rl[0].astype(np.float32))
         rtop = [int(np.argmax(r)) for r in rl]
         rgap = [float(np.sort(r)[-1] - np.sort(r)[-2]) for r in rl]
-        print("%-8s %3d prompt tokens -> %s (numpy ref agrees on %d/%d)" % (
-              name, len(ids),
-              repr(llm.detokenize(gen).decode("utf-8", "replace")[:50]),
-              sum(a == b for a, b in zip(rtop, gen)), N_GEN))
+        lcp_dev = float(np.abs(firsts[-1] - rl[0]).mean())
+        print("%-8s %3d prompt tokens -> %s (numpy ref agrees on %d/%d; "
+              "llama.cpp first logits vs ref: mean |d| %.4f max %.4f)" % (
+                  name, len(ids),
+                  repr(llm.detokenize(gen).decode("utf-8", "replace")[:40]),
+                  sum(a == b for a, b in zip(rtop, gen)), N_GEN, lcp_dev,
+                  np.abs(firsts[-1] - rl[0]).max()))
         lines.append("prompt " + name)
         lines.append("ids %d %s" % (len(ids), " ".join(map(str, ids))))
         lines.append("gen %d %s" % (len(gen), " ".join(map(str, gen))))
@@ -170,6 +178,7 @@ def smollm_goldens(model, out):
         lines.append("rtop %d %s" % (len(rtop), " ".join(map(str, rtop))))
         lines.append("rgap %d %s" % (len(rgap),
                                      " ".join("%.4f" % g for g in rgap)))
+        lines.append("lcpdev %.6f" % lcp_dev)
     with open(os.path.join(out, "smollm2.golden"), "w") as f:
         f.write("\n".join(lines) + "\n")
     np.stack(ref_firsts).astype("<f4").tofile(
