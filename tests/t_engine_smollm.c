@@ -21,10 +21,16 @@
  *     prompts, every differing step is a near-tie in the reference (top-2
  *     gap < 0.1), first-position logits within EXACT_MAX_DELTA.
  *  2. the default path (activations rounded to int8 blocks, like
- *     llama.cpp). That rounding is discontinuous (backend_cpu.c), so the
- *     comparison is statistical: parley's mean |delta| from the float64
- *     pass must not exceed twice llama.cpp's own (the golden's lcpdev); the
- *     agreement with llama.cpp's tokens and logits is printed.
+ *     llama.cpp). That rounding is discontinuous (backend_cpu.c): a 1e-7
+ *     change of the input moves logits by ~0.1, so two correct int8
+ *     implementations differ by that much per prompt, at random. The
+ *     comparison is therefore statistical, over the 6 prompts: the default
+ *     path must be at least as faithful to the float64 pass as llama.cpp
+ *     is: (a) its first-position logits' mean |delta| from the float64
+ *     pass, averaged over the prompts, at most 1.25 x llama.cpp's (the
+ *     goldens' lcpdev); (b) its argmax equal to the float64 pass's on at
+ *     least as many of the 384 steps as llama.cpp's greedy tokens are. The
+ *     agreement with llama.cpp's own tokens and logits is printed.
  */
 #include <math.h>
 
@@ -213,39 +219,53 @@ static void check_default(struct engine *e, struct golden *g, const float *ref,
 			  const float *lcp)
 {
 	int32_t nv = engine_n_vocab(e);
-	int lfull = 0;
+	int lfull = 0, ok = 1;
+	long agree = 0, lcp_agree = 0;
+	double dev = 0, lcp_dev = 0;
 
 	for (int k = 0; k < N_PROMPTS; k++) {
 		const float *lg = run_forced(e, &g[k]);
 		int32_t lmatched = 0, rmatched = 0, lfirst = -1;
 		double mx, mean, lmx, lmean;
 
-		if (!tap_ok(lg != NULL, "%s: default run", g[k].name))
+		if (lg == NULL) {
+			ok = 0;
 			continue;
+		}
 		deltas(lg, ref + (size_t)k * nv, nv, &mx, &mean);
 		deltas(lg, lcp + (size_t)k * nv, nv, &lmx, &lmean);
 		for (int32_t s = 0; s < g[k].n_gen; s++) {
 			int32_t tok = eu_argmax(lg + (size_t)s * nv, nv);
 
 			rmatched += tok == g[k].rtop[s];
-			if (tok == g[k].gen[s]) {
+			lcp_agree += g[k].gen[s] == g[k].rtop[s];
+			if (tok == g[k].gen[s])
 				lmatched++;
-			} else if (lfirst < 0) {
+			else if (lfirst < 0)
 				lfirst = s;
-			}
 		}
 		lfull += lmatched == g[k].n_gen;
+		agree += rmatched;
+		dev += mean / N_PROMPTS;
+		lcp_dev += g[k].lcpdev / N_PROMPTS;
 		tap_diag("%s: default path vs llama.cpp: %d/%d tokens (first "
-			 "divergence %d, llama.cpp gap there %.4f); first "
-			 "logits max |d| %.4f mean %.4f; vs float64 reference: "
-			 "%d/%d tokens", g[k].name, lmatched, g[k].n_gen,
-			 lfirst, lfirst >= 0 ? g[k].gap[lfirst] : 0.0, lmx,
-			 lmean, rmatched, g[k].n_gen);
-		tap_ok(mean <= 2 * g[k].lcpdev,
-		       "%s: default path, first logits vs float64: mean |d| "
-		       "%.4f (max %.4f) <= 2 x llama.cpp's %.4f", g[k].name,
-		       mean, mx, g[k].lcpdev);
+			 "divergence %d, llama.cpp gap there %.4f), first "
+			 "logits max |d| %.4f mean %.4f; vs float64: %d/%d "
+			 "tokens, first logits max |d| %.4f mean %.4f "
+			 "(llama.cpp's mean: %.4f)", g[k].name, lmatched,
+			 g[k].n_gen, lfirst, lfirst >= 0 ? g[k].gap[lfirst] : 0.0,
+			 lmx, lmean, rmatched, g[k].n_gen, mx, mean,
+			 g[k].lcpdev);
 	}
+	tap_ok(ok, "default path: all runs evaluated");
+	tap_ok(dev <= 1.25 * lcp_dev,
+	       "default path: first logits mean |d| from float64, averaged "
+	       "over the prompts, %.4f <= 1.25 x llama.cpp's %.4f", dev,
+	       lcp_dev);
+	tap_ok(agree >= lcp_agree,
+	       "default path: argmax equals the float64 pass's on %ld of %d "
+	       "steps (llama.cpp's tokens: %ld)", agree, N_PROMPTS * 64,
+	       lcp_agree);
 	tap_diag("default path: %d of %d prompts equal llama.cpp on all 64 "
 		 "tokens", lfull, N_PROMPTS);
 }
