@@ -18,8 +18,16 @@
 
 #include "f16.h"
 
-#ifdef __clang__
+/*
+ * No fused multiply-add anywhere in this file: the dots must give the same
+ * bits on every path (and dequantization must match ggml's rounding), so a
+ * build with -march=... and GNU C (whose default is -ffp-contract=fast)
+ * must not fuse a*b+c. ISO C mode (-std=c11) is off already.
+ */
+#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
 #endif
 
 #define QK 32	 /* elements per block of the 32-element formats */
@@ -890,8 +898,8 @@ static bool quant_simd_wanted = true; /* quant_set_simd */
 static const struct kernels *quant_kernels(void)
 {
 #ifdef QUANT_HAVE_AVX2
-	if (quant_simd_wanted && __builtin_cpu_supports("avx2") &&
-	    __builtin_cpu_supports("f16c"))
+	/* every AVX2 CPU has F16C (clang 14 cannot test for "f16c") */
+	if (quant_simd_wanted && __builtin_cpu_supports("avx2"))
 		return &kernels_avx2;
 #endif
 	return &kernels_c;

@@ -133,6 +133,7 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 			__m256i p[8];                                         \
 			uint16_t dh[8], mh[8];                                \
                                                                               \
+			_Pragma("GCC unroll 8")                               \
 			for (int k = 0; k < 8; k++) {                         \
 				p[k] = PROD(&w[i + k], _mm256_loadu_si256(    \
 				    (const __m256i *)v.qs[i + k]));           \
