@@ -2,9 +2,10 @@
  * quant.c - ggml's block formats: dequantization and dot products.
  *
  * Layout of the file: block structs; dequantization (one function per type,
- * a transcription of ggml's dequantize_row_*); activation quantization;
- * the integer block kernels (portable C, then AVX2); the dot products, whose
- * float32 part is shared by both kernel sets; the public dispatch.
+ * a transcription of ggml's dequantize_row_*); the portable integer block
+ * kernels; activation quantization; the dots (float rows, 32-element
+ * formats, K-quants) and the kernel table; the AVX2 table (quant_avx2.h);
+ * the public functions.
  *
  * See quant.h for the invariants (bit-exact dequantization, identical
  * results with and without AVX2).

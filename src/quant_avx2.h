@@ -2,11 +2,16 @@
  * quant_avx2.h - the AVX2 kernels of quant.c (included by quant.c only).
  *
  * Compiled with __attribute__((target("avx2,f16c"))) and chosen at run time
- * (quant_kernels), so the build needs no -mavx2. Each integer kernel
- * computes exactly the integers its portable twin in quant.c computes; the
- * float kernels are the portable C compiled for AVX2 (the same operations
- * in the same order: no FMA is enabled, nothing is reassociated), so the
- * results are bit-identical. Kernels absent here use the portable ones.
+ * (quant_kernels), so the build needs no -mavx2. What makes them give the
+ * portable kernels' bits exactly:
+ *   - integer block sums are exact whatever the order;
+ *   - the float32 operations on them are the portable ones, lane for lane:
+ *     the 32-element formats keep the portable code's eight running sums
+ *     (block i in sum i % 8) in one register, multiply then add (FMA is
+ *     neither enabled nor contracted), and finish with the same tail and
+ *     pairwise tree; F16C conversions are exact like f16_to_f32;
+ *   - the K-quants share dot_k's float part with the portable path.
+ * Types without an AVX2 kernel here (Q2_K, Q3_K, Q5_K) use the portable ones.
  *
  * The byte tricks are llama.cpp's (ggml-cpu/arch/x86/quants.c):
  * _mm256_maddubs_epi16 needs an unsigned first operand, so signed weights

@@ -219,7 +219,6 @@ static void check_dot(uint32_t type, const uint8_t *row, const float *w,
 	quant_set_simd(false);
 	dot_c = quant_dot(type, row, vec, n);
 	quant_set_simd(true);
-	if (getenv("QDBG")) tap_diag("%s simd %.9g c %.9g", qtype_name(type), dot_simd, dot_c);
 	if (memcmp(&dot_simd, &dot_c, sizeof dot_c) != 0) {
 		st->fails++;
 		tap_diag("%s: AVX2 dot %.9g != portable dot %.9g", qtype_name(type),
