@@ -1,10 +1,11 @@
 /*
  * quant.c - ggml's block formats: dequantization and dot products.
  *
- * Layout of the file: block structs; dequantization (one function per type,
- * a transcription of ggml's dequantize_row_*); the portable integer block
- * kernels; activation quantization; the dots (float rows, 32-element
- * formats, K-quants) and the kernel table; the AVX2 table (quant_avx2.h);
+ * Layout of the file: ggml's block structs and our activation blocks;
+ * dequantization (one function per type, a transcription of ggml's
+ * dequantize_row_*); K-quant unpacking; activation quantization; the
+ * portable integer block kernels; the dots (float rows, 32-element formats,
+ * K-quants) and the portable kernel table; the AVX2 table (quant_avx2.h);
  * the public functions.
  *
  * See quant.h for the invariants (bit-exact dequantization, identical
