@@ -200,6 +200,9 @@ AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k 
 			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
 			imin[i] = _mm_cvtsi128_si32(s);
 		}
+		__m256i acc2 = _mm256_setzero_si256();
+
+		_Pragma("GCC unroll 4")
 		for (int j = 0; j < 4; j++) {
 			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
 			const __m256i xl = _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j));
@@ -209,11 +212,20 @@ AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k 
 			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh);
 
 			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, _mm256_set1_epi16(sm[2 * j])));
-			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(ph, _mm256_set1_epi16(sm[2 * j + 1])));
+			acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, _mm256_set1_epi16(sm[2 * j + 1])));
 		}
-		isum[i] = avx2_hsum_i32(acc);
+		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
 	}
 }
+
+/* Shuffles for _mm_shuffle_epi8: row G repeats bytes 2G and 2G+1 eight
+ * times each (widened, int16 lanes 0..7 = byte 2G, lanes 8..15 = 2G+1). */
+static const uint8_t avx2_pair_shuffle[8][16] __attribute__((aligned(16))) = {
+#define PAIR(g) {2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, \
+		 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1}
+	PAIR(0), PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6), PAIR(7),
+#undef PAIR
+};
 
 AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k *v,
 				int64_t nb, int32_t *isum)
@@ -221,13 +233,12 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
 
 	for (int64_t i = 0; i < nb; i++) {
-		const int8_t *sc = w[i].scales;
-		__m256i acc = _mm256_setzero_si256();
-		int32_t corr = 0;
+		const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
+		/* weights as q + 32 in 0..63 (unsigned): subtract 32 * scale . bsums */
+		__m256i acc = _mm256_madd_epi16(
+		    _mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)v[i].bsums));
 
-		/* weights as q + 32 in 0..63 (unsigned); subtract 32 * sum x later */
-		for (int j = 0; j < 16; j++)
-			corr += sc[j] * v[i].bsums[j];
+		acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(acc, 5));
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
 			const int8_t *x = v[i].qs + 128 * h;
@@ -243,18 +254,17 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
 					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
 			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
 			for (int k = 0; k < 4; k++) {
-				const int s = 8 * h + 2 * k;
 				const __m256i p = _mm256_maddubs_epi16(
 				    q[k], _mm256_loadu_si256((const __m256i *)(x + 32 * k)));
-				const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]),
-								     _mm_set1_epi16(sc[s]));
+				const __m256i scv = _mm256_cvtepi8_epi16(
+				    _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)avx2_pair_shuffle[4 * h + k])));
 
 				acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
 			}
 		}
-		isum[i] = avx2_hsum_i32(acc) - 32 * corr;
+		isum[i] = avx2_hsum_i32(acc);
 	}
 }
 
@@ -296,8 +306,15 @@ AVX2 static float dot_bf16_avx2(const void *row, const void *vec, int64_t n)
 	return dot_bf16_body(row, vec, n);
 }
 
-DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2)
-DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2)
+/* The float part of the K-quant dots, with F16C conversions. */
+AVX2 static float dot_k_avx2(isumk_fn kern, int bs, int d_off, int dmin_off,
+			     const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
+{
+	DOTK_BODY(_cvtsh_ss);
+}
+
+DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2, dot_k_avx2)
+DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2, dot_k_avx2)
 
 static const struct kernels kernels_avx2 = {
 	.dot = {[QTYPE_F32] = dot_f32_avx2,
