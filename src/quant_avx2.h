@@ -178,29 +178,47 @@ DEFINE_DOT32_AVX2(dot_q5_0_avx2, struct blk_q5_0, avx2_prod_q5_0, 0)
 DEFINE_DOT32_AVX2(dot_q5_1_avx2, struct blk_q5_1, avx2_prod_q5_1, 1)
 DEFINE_DOT32_AVX2(dot_q8_0_avx2, struct blk_q8_0, avx2_prod_q8_0, 0)
 
+/* Shuffles for _mm256_shuffle_epi8: row J repeats int16 lane J of each
+ * 128-bit half in all eight lanes of that half. */
+static const uint8_t avx2_k4_shuffle[8][32] __attribute__((aligned(32))) = {
+#define K4(j) {2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1}
+	K4(0), K4(1), K4(2), K4(3), K4(4), K4(5), K4(6), K4(7),
+#undef K4
+};
+
 AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k *v,
 				int64_t nb, int32_t *isum, int32_t *imin)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
 
 	for (int64_t i = 0; i < nb; i++) {
-		uint8_t sm[16];
-		__m256i acc = _mm256_setzero_si256();
+		uint32_t u[3];
 
-		q4k_unpack(w[i].scales, sm);
+		/* q4k_unpack in registers: int16 lanes 0..7 scales, 8..15 mins */
+		memcpy(u, w[i].scales, 12);
+		const uint32_t u3 = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+		const uint32_t u2 = u[1] & 0x3f3f3f3fu;
+		const uint32_t u1 = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+		const uint32_t u0 = u[0] & 0x3f3f3f3fu;
+		const __m256i sm = _mm256_cvtepu8_epi16(
+		    _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0));
+		const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+
 		/* imin: mins . (sums of 32 activations), as pairs of bsums */
 		{
 			const __m256i bs = _mm256_loadu_si256((const __m256i *)v[i].bsums);
 			const __m128i b8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
 							  _mm256_extracti128_si256(bs, 1));
-			const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 8)));
-			__m128i s = _mm_madd_epi16(mn, b8);
+			__m128i t = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), b8);
 
-			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-			imin[i] = _mm_cvtsi128_si32(s);
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+			imin[i] = _mm_cvtsi128_si32(t);
 		}
-		__m256i acc2 = _mm256_setzero_si256();
+		__m256i acc = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
 
 		_Pragma("GCC unroll 4")
 		for (int j = 0; j < 4; j++) {
@@ -210,9 +228,13 @@ AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k 
 			const __m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl);
 			const __m256i ph = _mm256_maddubs_epi16(
 			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh);
+			const __m256i sl = _mm256_shuffle_epi8(
+			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j]));
+			const __m256i sh = _mm256_shuffle_epi8(
+			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j + 1]));
 
-			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, _mm256_set1_epi16(sm[2 * j])));
-			acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, _mm256_set1_epi16(sm[2 * j + 1])));
+			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, sl));
+			acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, sh));
 		}
 		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
 	}
