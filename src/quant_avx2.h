@@ -11,7 +11,6 @@
  *     neither enabled nor contracted), and finish with the same tail and
  *     pairwise tree; F16C conversions are exact like f16_to_f32;
  *   - the K-quants share dot_k's float part with the portable path.
- * Types without an AVX2 kernel here (Q2_K, Q3_K, Q5_K) use the portable ones.
  *
  * The byte tricks are llama.cpp's (ggml-cpu/arch/x86/quants.c):
  * _mm256_maddubs_epi16 needs an unsigned first operand, so signed weights
@@ -290,6 +289,143 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 	}
 }
 
+AVX2 static void isum_q5_K_avx2(const struct blk_q5_K *w, const struct vblk_q8k *v,
+				int64_t nb, int32_t *isum, int32_t *imin)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint32_t u[3];
+
+		/* as Q4_K: int16 lanes 0..7 scales, 8..15 mins */
+		memcpy(u, w[i].scales, 12);
+		const uint32_t u3 = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+		const uint32_t u2 = u[1] & 0x3f3f3f3fu;
+		const uint32_t u1 = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+		const uint32_t u0 = u[0] & 0x3f3f3f3fu;
+		const __m256i sm = _mm256_cvtepu8_epi16(
+		    _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0));
+		const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		const __m256i hb = _mm256_loadu_si256((const __m256i *)w[i].qh);
+
+		{
+			const __m256i bs = _mm256_loadu_si256((const __m256i *)v[i].bsums);
+			const __m128i b8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+							  _mm256_extracti128_si256(bs, 1));
+			__m128i t = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), b8);
+
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+			imin[i] = _mm_cvtsi128_si32(t);
+		}
+		__m256i acc = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
+
+		_Pragma("GCC unroll 4")
+		for (int j = 0; j < 4; j++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
+			const __m256i hl = _mm256_slli_epi16(
+			    _mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), m1), 4);
+			const __m256i hh = _mm256_slli_epi16(
+			    _mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), m1), 4);
+			const __m256i ql = _mm256_or_si256(_mm256_and_si256(q, m4), hl);
+			const __m256i qv = _mm256_or_si256(
+			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh);
+			const __m256i pl = _mm256_maddubs_epi16(
+			    ql, _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j)));
+			const __m256i ph = _mm256_maddubs_epi16(
+			    qv, _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j + 32)));
+			const __m256i sl = _mm256_shuffle_epi8(
+			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j]));
+			const __m256i sh = _mm256_shuffle_epi8(
+			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j + 1]));
+
+			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, sl));
+			acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, sh));
+		}
+		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
+	}
+}
+
+/*
+ * Q2_K and Q3_K: 32 quants at a time (bytes 0..15 in one 16-element
+ * sub-block, 16..31 in the next), scaled per sub-block with the pair
+ * shuffles. SC8 holds the 16 scales as int8.
+ */
+AVX2 static inline __m256i avx2_q2q3_group(__m256i q, const int8_t *x, __m128i sc8, int g)
+{
+	const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x));
+	const __m256i scv = _mm256_cvtepi8_epi16(
+	    _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)avx2_pair_shuffle[g])));
+
+	return _mm256_madd_epi16(p, scv);
+}
+
+AVX2 static void isum_q2_K_avx2(const struct blk_q2_K *w, const struct vblk_q8k *v,
+				int64_t nb, int32_t *isum, int32_t *imin)
+{
+	const __m256i m3 = _mm256_set1_epi8(0x03);
+
+	for (int64_t i = 0; i < nb; i++) {
+		const __m128i raw = _mm_loadu_si128((const __m128i *)w[i].scales);
+		const __m128i sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+		const __m128i mn8 = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+		__m256i acc = _mm256_setzero_si256();
+
+		imin[i] = avx2_hsum_i32(_mm256_madd_epi16(
+		    _mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)v[i].bsums)));
+		for (int h = 0; h < 2; h++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * h));
+
+			_Pragma("GCC unroll 4")
+			for (int j = 0; j < 4; j++)
+				acc = _mm256_add_epi32(
+				    acc, avx2_q2q3_group(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3),
+							 v[i].qs + 128 * h + 32 * j, sc8, 4 * h + j));
+		}
+		isum[i] = avx2_hsum_i32(acc);
+	}
+}
+
+AVX2 static void isum_q3_K_avx2(const struct blk_q3_K *w, const struct vblk_q8k *v,
+				int64_t nb, int32_t *isum)
+{
+	const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint32_t a[3];
+
+		/* q3k_scales in registers (ggml's word shuffle), minus 32 */
+		memcpy(a, w[i].scales, 12);
+		const uint32_t s0 = (a[0] & 0x0f0f0f0fu) | ((a[2] & 0x03030303u) << 4);
+		const uint32_t s1 = (a[1] & 0x0f0f0f0fu) | (((a[2] >> 2) & 0x03030303u) << 4);
+		const uint32_t s2 = ((a[0] >> 4) & 0x0f0f0f0fu) | (((a[2] >> 4) & 0x03030303u) << 4);
+		const uint32_t s3 = ((a[1] >> 4) & 0x0f0f0f0fu) | (((a[2] >> 6) & 0x03030303u) << 4);
+		const __m128i sc8 = _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0),
+						 _mm_set1_epi8(32));
+		const __m256i hb = _mm256_loadu_si256((const __m256i *)w[i].hmask);
+		/* weights as q + 4 in 0..7: subtract 4 * scale . bsums */
+		__m256i acc = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
+						_mm256_loadu_si256((const __m256i *)v[i].bsums));
+
+		acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(acc, 2));
+		for (int h = 0; h < 2; h++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * h));
+
+			_Pragma("GCC unroll 4")
+			for (int j = 0; j < 4; j++) {
+				const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+				const __m256i hi = _mm256_slli_epi16(
+				    _mm256_and_si256(_mm256_srli_epi16(hb, 4 * h + j), m1), 2);
+
+				acc = _mm256_add_epi32(
+				    acc, avx2_q2q3_group(_mm256_or_si256(lo, hi),
+							 v[i].qs + 128 * h + 32 * j, sc8, 4 * h + j));
+			}
+		}
+		isum[i] = avx2_hsum_i32(acc);
+	}
+}
+
 /* The float formats: the portable code, compiled for AVX2 + F16C. */
 AVX2 static float dot_f32_avx2(const void *row, const void *vec, int64_t n)
 {
@@ -335,7 +471,10 @@ AVX2 static float dot_k_avx2(isumk_fn kern, int bs, int d_off, int dmin_off,
 	DOTK_BODY(_cvtsh_ss);
 }
 
+DEFINE_DOTK2(dot_q2_K_avx2, struct blk_q2_K, isum_q2_K_avx2, dot_k_avx2)
+DEFINE_DOTK1(dot_q3_K_avx2, struct blk_q3_K, isum_q3_K_avx2, dot_k_avx2)
 DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2, dot_k_avx2)
+DEFINE_DOTK2(dot_q5_K_avx2, struct blk_q5_K, isum_q5_K_avx2, dot_k_avx2)
 DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2, dot_k_avx2)
 
 static const struct kernels kernels_avx2 = {
@@ -347,10 +486,10 @@ static const struct kernels kernels_avx2 = {
 		[QTYPE_Q5_0] = dot_q5_0_avx2,
 		[QTYPE_Q5_1] = dot_q5_1_avx2,
 		[QTYPE_Q8_0] = dot_q8_0_avx2,
-		[QTYPE_Q2_K] = dot_q2_K_c,
-		[QTYPE_Q3_K] = dot_q3_K_c,
+		[QTYPE_Q2_K] = dot_q2_K_avx2,
+		[QTYPE_Q3_K] = dot_q3_K_avx2,
 		[QTYPE_Q4_K] = dot_q4_K_avx2,
-		[QTYPE_Q5_K] = dot_q5_K_c,
+		[QTYPE_Q5_K] = dot_q5_K_avx2,
 		[QTYPE_Q6_K] = dot_q6_K_avx2},
 };
 

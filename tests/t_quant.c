@@ -385,6 +385,60 @@ static void check_api(void)
 	       "quant_vec_size");
 }
 
+/*
+ * AVX2 and portable dots agree bit for bit on many random rows of TYPE
+ * (random quant bytes, finite random float16 scales; floats: random values).
+ */
+static void check_simd_random(uint32_t type)
+{
+	const int64_t n = 1024, rows = 300;
+	const struct qtype_info *qi = qtype_get(type);
+	const size_t rs = quant_row_size(type, n);
+	uint8_t *w = malloc(rs * rows);
+	float *x = malloc(n * sizeof *x);
+	void *vec = malloc(quant_vec_size(type, n));
+	int bad = 0;
+
+	for (size_t i = 0; i < rs * rows; i++)
+		w[i] = (uint8_t)(rng_unit() * 256);
+	for (size_t b = 0; b < rs * rows; b += qi->type_size) {
+		if (qi->blck_size == 1) { /* finite values of modest size */
+			const float f = (float)(rng_unit() - 0.5);
+			uint16_t h = type == QTYPE_F16 ? f32_to_f16(f) : (uint16_t)(f16_f32_bits(f) >> 16);
+
+			if (type == QTYPE_F32)
+				memcpy(w + b, &f, 4);
+			else
+				memcpy(w + b, &h, 2);
+			continue;
+		}
+		const int offs[2] = {d_offset(type), min_offset(type)};
+		for (int k = 0; k < 2; k++) {
+			if (offs[k] < 0)
+				continue;
+			const uint16_t h = f32_to_f16((float)((rng_unit() - 0.5) * 0.1));
+			memcpy(w + b + offs[k], &h, 2);
+		}
+	}
+	make_x(x, n);
+	quant_vec_prepare(type, x, n, vec);
+	for (int64_t r = 0; r < rows; r++) {
+		float a, c;
+
+		quant_set_simd(true);
+		a = quant_dot(type, w + r * rs, vec, n);
+		quant_set_simd(false);
+		c = quant_dot(type, w + r * rs, vec, n);
+		bad += memcmp(&a, &c, sizeof a) != 0;
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0, "%s: AVX2 and portable dots identical on %lld random rows (%d differ)",
+	       qtype_name(type), (long long)rows, bad);
+	free(w);
+	free(x);
+	free(vec);
+}
+
 /* An inf or NaN activation makes the dots of its block NaN. */
 static void check_nan(void)
 {
@@ -415,6 +469,8 @@ int main(void)
 	tap_diag("AVX2 kernels %s", quant_simd_active() ? "active" : "not available");
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
 		check_type(types[i]);
+	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+		check_simd_random(types[i]);
 	check_api();
 	check_nan();
 	return tap_done();
