@@ -260,6 +260,9 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 		    _mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)v[i].bsums));
 
 		acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(acc, 5));
+		__m256i acc2 = _mm256_setzero_si256();
+
+		_Pragma("GCC unroll 2")
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
 			const int8_t *x = v[i].qs + 128 * h;
@@ -276,16 +279,20 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
 			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
 					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
+			_Pragma("GCC unroll 4")
 			for (int k = 0; k < 4; k++) {
 				const __m256i p = _mm256_maddubs_epi16(
 				    q[k], _mm256_loadu_si256((const __m256i *)(x + 32 * k)));
 				const __m256i scv = _mm256_cvtepi8_epi16(
 				    _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)avx2_pair_shuffle[4 * h + k])));
 
-				acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+				if (k % 2)
+					acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(p, scv));
+				else
+					acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
 			}
 		}
-		isum[i] = avx2_hsum_i32(acc);
+		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
 	}
 }
 
