@@ -1196,6 +1196,9 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 		memcpy(z, a.u.s->p, a.u.s->n);
 		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
 	}
+	if (v.k == V_UNDEF && (!strcmp(name, "even") || !strcmp(name, "odd") ||
+			       !strcmp(name, "divisibleby")))
+		r_undef_fail(r, v);
 	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
 		if (v.k != V_INT && v.k != V_BOOL)
 			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",

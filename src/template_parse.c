@@ -683,10 +683,11 @@ static const char *p_desc(struct parser *p, const struct token *t, char *buf,
 	case TK_BEND:
 		return "end of statement block";
 	case TK_STRING:
-		return "string";
+		return "'string'";
 	case TK_INT:
+		return "'integer'";
 	case TK_FLOAT:
-		return "number";
+		return "'float'";
 	case TK_DATA:
 		return "template data";
 	default:
@@ -731,7 +732,7 @@ static void p_expect_op(struct parser *p, const char *op)
 	char buf[64];
 
 	if (!p_skip_op(p, op))
-		p_fail(p, P_TK(p), "expected '%s', got %s", op,
+		p_fail(p, P_TK(p), "expected token '%s', got %s", op,
 		       p_desc(p, P_TK(p), buf, sizeof(buf)));
 }
 
@@ -926,6 +927,18 @@ static struct node *p_subscript(struct parser *p, struct node *obj,
 
 		if (!a)
 			p_fail(p, P_TK(p), "expected an expression");
+		if (p_is_op(p, ",")) {
+			/* x[a, b]: the key is a tuple */
+			struct node *tup = p_node(p, N_TUPLE, t);
+			struct nvec items = {0};
+
+			nv_push(p, &items, a);
+			while (p_skip_op(p, ",") && !p_is_op(p, "]"))
+				nv_push(p, &items, p_expr(p, true));
+			tup->v = items.v;
+			tup->n = items.n;
+			a = tup;
+		}
 		n->a = obj;
 		n->b = a;
 		return n;
