@@ -125,15 +125,25 @@ struct lexer {
 	struct token *tk;   /* tokens */
 	size_t ntk, cap;    /* used / allocated */
 	bool line_starting; /* last match ended with "\n" */
+	size_t pos_off;	    /* lx_pos cache: offset, */
+	int pos_line;	    /* its line */
+	int pos_col;	    /* and column */
 };
 
-/* Line and column of byte OFF of the normalized source. */
-static void lx_pos(const struct lexer *lx, size_t off, int *line, int *col)
+/* Line and column of byte OFF of the normalized source (columns count
+ * code points).  Scans on from the last answer when OFF is not before it,
+ * so lexing stays linear. */
+static void lx_pos(struct lexer *lx, size_t off, int *line, int *col)
 {
-	size_t i;
+	size_t i = 0;
 	int l = 1, c = 1;
 
-	for (i = 0; i < off && i < lx->len; i++) {
+	if (off >= lx->pos_off) {
+		i = lx->pos_off;
+		l = lx->pos_line;
+		c = lx->pos_col;
+	}
+	for (; i < off && i < lx->len; i++) {
 		if (lx->s[i] == '\n') {
 			l++;
 			c = 1;
@@ -141,6 +151,9 @@ static void lx_pos(const struct lexer *lx, size_t off, int *line, int *col)
 			c++;
 		}
 	}
+	lx->pos_off = i;
+	lx->pos_line = l;
+	lx->pos_col = c;
 	*line = l;
 	*col = c;
 }
@@ -1701,6 +1714,8 @@ static void compile_into(struct tmpl *t, const char *src, size_t len)
 	lx.t = t;
 	lx.s = norm;
 	lx.len = n;
+	lx.pos_line = 1;
+	lx.pos_col = 1;
 	/* the source must be UTF-8 (jinja2 works on str) */
 	for (i = 0; i < n;) {
 		size_t k;
