@@ -26,6 +26,12 @@ if [ "$name" = gguf ]; then
 		[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] && cp "$f" "$corpus/" || true
 	done
 fi
+if [ "$name" = template ]; then
+	cp tests/data/template/templates/*.jinja prompts/templates/*.jinja "$corpus/"
+fi
+if [ "$name" = json ]; then
+	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
+fi
 [ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
 mkdir -p build-fuzz/artifacts
 status=0

@@ -39,7 +39,8 @@ void *ta_alloc(struct tarena *a, size_t n)
 		size_t cap = n > 65536 ? n : 65536;
 
 		if (cap > a->max || a->total > a->max - cap)
-			t_fail(a->fail, TMPL_ELIMIT, 0, 0,
+			t_fail(a->fail, TMPL_ELIMIT, a->line ? *a->line : 0,
+			       a->col ? *a->col : 0,
 			       "template memory limit of %zu bytes reached",
 			       a->max);
 		c = malloc(sizeof(*c) + cap);
@@ -1748,7 +1749,7 @@ int tmpl_compile(const char *src, size_t len, struct tmpl **out, char *err,
 	t->fail.errlen = errlen;
 	t->arena.fail = &t->fail;
 	t->arena.max = len > ((size_t)1 << 26) ? SIZE_MAX / 4
-					       : (len * 64 + ((size_t)1 << 20));
+					       : (len * 256 + ((size_t)4 << 20));
 	if (setjmp(t->fail.jb)) {
 		int code = t->fail.code;
 
