@@ -102,6 +102,16 @@ CASES = [
     ("10-missing-content", True, [m(U, "question"), m(A)]),
     ("11-assistant-first", False, [m(A, "I speak first."), m(U, "ok")]),
     ("12-two-systems", True, [m(S, "first system"), m(U, "hi"), m(S, "second system"), m(U, "again")]),
+    ("13-tool-calls", True, [m(U, "What's the weather in Paris?"),
+                             {"role": A, "tool_calls": [{"id": "call12345", "type": "function",
+                                                         "function": {"name": "get_weather",
+                                                                      "arguments": {"city": "Paris",
+                                                                                    "unit": "°C"}}}]},
+                             {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21}"},
+                             m(A, "It is 21 °C."), m(U, "Thanks!")]),
+    ("14-content-parts", True, [{"role": U, "content": [{"type": "text", "text": " Describe "},
+                                                        {"type": "image"},
+                                                        {"type": "text", "text": "this. "}]}]),
 ]
 
 
@@ -178,7 +188,7 @@ def main():
                                   add_generation_prompt=agp, bos_token=bos,
                                   eos_token=eos)
                 fname, data, err = base + ".out", out, False
-            except TemplateError as e:
+            except Exception as e:  # TemplateError, TypeError, ...: the message is the golden
                 fname, data, err = base + ".err", str(e), True
             with open(os.path.join(gdir, fname), "wb") as fp:
                 fp.write(data.encode("utf-8"))
