@@ -185,6 +185,21 @@ static struct tstr *cstr(struct trender *r, const char *s)
 	return r_str_new(r, s, strlen(s), false);
 }
 
+/* Is CP one of the code points of CHARS (NULL: whitespace)? */
+static bool strip_member(const struct tstr *chars, uint32_t cp)
+{
+	size_t j = 0, k;
+
+	if (!chars)
+		return lib_isspace(cp);
+	while (j < chars->n) {
+		if (lib_u8dec(chars->p + j, chars->n - j, &k) == cp)
+			return true;
+		j += k;
+	}
+	return false;
+}
+
 /* Python's str.strip family: WHICH 1 left, 2 right, 3 both; CHARS NULL
  * means whitespace. */
 static struct tstr *do_strip(struct trender *r, const struct tstr *s,
@@ -192,25 +207,11 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 {
 	size_t a = 0, b = s->n, k;
 
-	/* membership of code point CP in CHARS */
-#define IN_SET(cp)                                                            \
-	(chars ? ({                                                           \
-		bool f_ = false;                                              \
-		size_t j_ = 0, kk_;                                           \
-		while (j_ < chars->n && !f_) {                                \
-			uint32_t c_ = lib_u8dec(chars->p + j_, chars->n - j_, \
-						&kk_);                        \
-			f_ = c_ == (cp);                                      \
-			j_ += kk_;                                            \
-		}                                                             \
-		f_;                                                           \
-	})                                                                    \
-	       : lib_isspace(cp))
 	if (which & 1) {
 		while (a < b) {
 			uint32_t cp = lib_u8dec(s->p + a, b - a, &k);
 
-			if (cp == UINT32_MAX || !IN_SET(cp))
+			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
 			a += k;
 		}
@@ -228,12 +229,11 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 				st = b - 1;
 				cp = UINT32_MAX;
 			}
-			if (cp == UINT32_MAX || !IN_SET(cp))
+			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
 			b = st;
 		}
 	}
-#undef IN_SET
 	return r_str_sub(r, s, a, b - a);
 }
 
