@@ -107,7 +107,7 @@ CASES = [
     ("11-assistant-first", False, [m(A, "I speak first."), m(U, "ok")]),
     ("12-two-systems", True, [m(S, "first system"), m(U, "hi"), m(S, "second system"), m(U, "again")]),
     ("13-tool-calls", True, [m(U, "What's the weather in Paris?"),
-                             {"role": A, "tool_calls": [{"id": "call12345", "type": "function",
+                             {"role": A, "content": "", "tool_calls": [{"id": "call12345", "type": "function",
                                                          "function": {"name": "get_weather",
                                                                       "arguments": {"city": "Paris",
                                                                                     "unit": "°C"}}}]},
