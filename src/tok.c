@@ -835,6 +835,12 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
 			 "limit of %u bytes", len, TOK_MAX_TEXT);
 		return -1;
 	}
+	/* a chunk cache sized to the text: one slot per ~8 bytes */
+	if (len >= TOK_CACHE_MIN_TEXT)
+		for (sc.cache_cap = 512;
+		     sc.cache_cap < TOK_CACHE_SLOTS && sc.cache_cap < len / 8;
+		     sc.cache_cap *= 2)
+			;
 	if ((flags & TOK_ADD_SPECIAL) && t->add_bos && t->bos >= 0)
 		rc = tok_ids_push(out, t->bos);
 	if (rc == 0)

@@ -108,13 +108,15 @@ struct tok_scratch {
 	struct tok_buf tmp;	/* text rewritten (NFC, U+2581) */
 	struct tok_buf tmp2;	/* second buffer */
 	/* BPE chunk cache: text repeats (" the"), merging need not */
-	struct tok_cache_ent *cache; /* TOK_CACHE_SLOTS slots (owned) */
+	struct tok_cache_ent *cache; /* cache_cap slots (owned) */
+	uint32_t cache_cap;	/* power of two <= TOK_CACHE_SLOTS; 0 = off */
 	uint32_t cache_n;	/* slots in use, at most half */
 	struct tok_buf cache_keys; /* chunk bytes back to back */
 	struct tok_ids cache_ids;  /* their ids back to back */
 };
 
 #define TOK_CACHE_SLOTS 16384 /* per encode call: ~0.4 MB at most */
+#define TOK_CACHE_MIN_TEXT 4096 /* shorter texts are not worth a cache */
 #define TOK_CACHE_MAX_KEY 48  /* longer chunks are not cached */
 
 struct tok_cache_ent {
