@@ -35,6 +35,13 @@ fi
 if [ "$name" = json ]; then
 	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
 fi
+if [ "$name" = tok ]; then
+	clang -std=c11 -o build-fuzz/seed_tok fuzz/seed_tok.c
+	build-fuzz/seed_tok tests/data/tok/corpus.txt "$corpus"
+fi
+if [ "$name" = tok_load ]; then
+	cp tests/data/tok/tiny-*.gguf "$corpus/"
+fi
 [ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
 mkdir -p build-fuzz/artifacts
 status=0
