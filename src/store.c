@@ -315,6 +315,33 @@ static int check_header(struct store *st, int64_t *version, char *err,
 	return STORE_OK;
 }
 
+/*
+ * Switch to WAL unless already there. Changing the journal mode needs an
+ * exclusive lock, and SQLite does not call the busy handler for it when
+ * that could deadlock, so a concurrent opener can get SQLITE_BUSY at once:
+ * retry every 10 ms up to the busy timeout.
+ */
+static int set_wal(struct store *st, char *err, size_t errlen)
+{
+	struct timespec d = { 0, 10 * 1000000L };
+	int64_t deadline = store_now_ms() + st->busy_ms;
+	sqlite3_stmt *s;
+	int rc;
+
+	for (;;) {
+		if ((rc = store_prepare(st, "PRAGMA journal_mode = WAL", &s,
+					err, errlen)))
+			return rc;
+		rc = sqlite3_step(s);
+		sqlite3_finalize(s);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			return STORE_OK;
+		if ((rc & 0xff) != SQLITE_BUSY || store_now_ms() > deadline)
+			return store_fail(st, rc, "set WAL mode", err, errlen);
+		nanosleep(&d, NULL);
+	}
+}
+
 /* Bring the schema to STORE_SCHEMA_VERSION in one transaction. */
 static int migrate(struct store *st, char *err, size_t errlen)
 {
@@ -385,14 +412,14 @@ int store_open(const char *path, unsigned flags, struct store **out,
 		return rc;
 	}
 	sqlite3_extended_result_codes(st->db, 1);
-	sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
+	st->busy_ms = STORE_BUSY_TIMEOUT_MS;
+	sqlite3_busy_timeout(st->db, st->busy_ms);
 	rc = check_header(st, &v, err, errlen);
 	if (rc == STORE_OK && sqlite3_db_readonly(st->db, "main") == 1)
 		rc = store_errf(st, STORE_ERR, err, errlen,
 				"the file is read-only");
 	if (rc == STORE_OK)
-		rc = exec1(st, "PRAGMA journal_mode = WAL", "set WAL mode", err,
-			   errlen);
+		rc = set_wal(st, err, errlen);
 	if (rc == STORE_OK)
 		rc = exec1(st, "PRAGMA synchronous = FULL", "set synchronous",
 			   err, errlen);
@@ -425,7 +452,8 @@ const char *store_path(const struct store *st)
 
 void store_set_busy_timeout(struct store *st, int ms)
 {
-	sqlite3_busy_timeout(st->db, ms < 0 ? 0 : ms);
+	st->busy_ms = ms < 0 ? 0 : ms;
+	sqlite3_busy_timeout(st->db, st->busy_ms);
 }
 
 int store_check(struct store *st, char *err, size_t errlen)

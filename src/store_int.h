@@ -15,6 +15,7 @@ struct store {
 	sqlite3 *db;  /* the connection (owned) */
 	char *path;   /* as given to store_open (owned) */
 	bool corrupt; /* corruption was seen: refuse every write */
+	int busy_ms;  /* busy timeout in use */
 };
 
 /* Append S escaped for a terminal: controls other than \n and \t shown

@@ -1134,12 +1134,14 @@ static void test_many_processes(void)
 				_exit(3);
 			if (store_open(p, 0, &cs, err, sizeof(err)) ||
 			    store_conv_create(cs, &cn, &conv, err,
-					      sizeof(err)))
+					      sizeof(err))) {
+				tap_diag("process %d: %s", k, err);
 				_exit(1);
+			}
 			for (int i = 0; i < 20; i++)
 				if (add(cs, conv, STORE_PARENT_LEAF,
 					STORE_ROLE_USER, "concurrent") == 0)
-					_exit(2);
+					_exit(2); /* add() printed why */
 			store_close(cs);
 			_exit(0);
 		}
