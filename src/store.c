@@ -6,6 +6,7 @@
 #include "store_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1003,6 +1004,19 @@ static int insert_msg(struct store *st, const struct store_msg_new *m,
 	return rc;
 }
 
+/* Statistics must be non-negative and finite (they are exported). */
+static int check_stats(struct store *st, const struct store_msg_stats *x,
+		       char *err, size_t errlen)
+{
+	if (x->n_tokens < 0 || x->n_prompt_tokens < 0 ||
+	    !(x->prefill_ms >= 0 && isfinite(x->prefill_ms)) ||
+	    !(x->decode_ms >= 0 && isfinite(x->decode_ms)))
+		return store_errf(st, STORE_EINVAL, err, errlen,
+				  "message statistics must be finite and "
+				  ">= 0");
+	return STORE_OK;
+}
+
 /* Shared body of append and begin. */
 static int add_msg(struct store *st, const struct store_msg_new *m,
 		   const char *finish, int64_t *id, char *err, size_t errlen)
@@ -1013,7 +1027,8 @@ static int add_msg(struct store *st, const struct store_msg_new *m,
 	if ((unsigned)m->role > STORE_ROLE_ASSISTANT)
 		return store_errf(st, STORE_EINVAL, err, errlen,
 				  "bad role %d", (int)m->role);
-	if ((rc = store_begin(st, err, errlen)))
+	if ((rc = check_stats(st, &m->stats, err, errlen)) ||
+	    (rc = store_begin(st, err, errlen)))
 		return rc;
 	rc = resolve_parent(st, m->conv_id, m->parent_id, &parent, err,
 			    errlen);
@@ -1091,7 +1106,8 @@ int store_msg_finish(struct store *st, int64_t id, const char *content,
 				  (long long)id);
 	if (!stats)
 		stats = &zero;
-	if ((rc = store_begin(st, err, errlen)))
+	if ((rc = check_stats(st, stats, err, errlen)) ||
+	    (rc = store_begin(st, err, errlen)))
 		return rc;
 	rc = store_prepare(st,
 			   "UPDATE messages SET content = ?2, finish = ?3, "

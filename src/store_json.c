@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "store_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,19 @@ static int imp_field(struct store *st, sqlite3_stmt *s, int k,
 	if (str && !(*str = store_col_text(s, k + 1, NULL)))
 		return store_errf(st, STORE_ERR, err, errlen,
 				  "import: out of memory");
+	/* every number of the format is a non-negative count, size, time */
+	if (strcmp(want, "integer") == 0 &&
+	    (sqlite3_column_type(s, k + 1) != SQLITE_INTEGER ||
+	     sqlite3_column_int64(s, k + 1) < 0))
+		return store_errf(st, STORE_EINVAL, err, errlen,
+				  "import: %s is out of range (0..2^63)",
+				  name);
+	if (strcmp(want, "number") == 0 &&
+	    !(sqlite3_column_double(s, k + 1) >= 0 &&
+	      isfinite(sqlite3_column_double(s, k + 1))))
+		return store_errf(st, STORE_EINVAL, err, errlen,
+				  "import: %s is not a finite number >= 0",
+				  name);
 	if (num && strcmp(want, "bool") == 0)
 		*num = strcmp(t, "true") == 0;
 	else if (num)

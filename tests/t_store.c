@@ -314,6 +314,13 @@ static void test_messages(struct store *st)
 	tap_ok(store_msg_finish(st, u1, "x", 1, STORE_FINISH_NONE, NULL, err,
 				sizeof(err)) == STORE_EINVAL,
 	       "finish NONE refused");
+	{
+		struct store_msg_stats inf = { 1, 1, 1.0 / 0.0, 0 };
+
+		tap_ok(store_msg_finish(st, a2, "x", 1, STORE_FINISH_STOP, &inf,
+					err, sizeof(err)) == STORE_EINVAL,
+		       "non-finite timings refused: %s", err);
+	}
 	store_msg_get(st, a2, &one, err, sizeof(err));
 	tap_ok(one.finish == STORE_FINISH_LENGTH &&
 		       strcmp(one.content, "Partial text.") == 0 &&
@@ -649,6 +656,15 @@ static void test_export_import(struct store *st)
 		  "\"parley\":{\"version\":2}}",
 		  "version 2" },
 		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+		  "\"parley\":{\"messages\":[{\"decode_ms\":1e999}]}}",
+		  "decode_ms is not a finite number" },
+		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+		  "\"parley\":{\"messages\":[{\"created\":-5}]}}",
+		  "created is out of range" },
+		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+		  "\"parley\":{\"model_size\":99999999999999999999999}}",
+		  "model_size is" },
+		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
 		  "\"parley\":{\"sampling\":3}}",
 		  "sampling is integer" },
 		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
@@ -686,8 +702,9 @@ static void test_export_import(struct store *st)
 	       "export of a missing conversation: %s", err);
 }
 
-/* Every file in DIR (if it exists) fed to import: no crash, and a failed
- * import leaves nothing behind. MUST_PASS: each must import. */
+/* Every file in DIR (if it exists) fed to import: no crash, a failed
+ * import leaves nothing behind, a successful one round-trips exactly.
+ * MUST_PASS: each must import. */
 static void replay_dir(struct store *st, const char *sub, bool must_pass)
 {
 	const char *top = getenv("top_srcdir");
@@ -721,6 +738,25 @@ static void replay_dir(struct store *st, const char *sub, bool must_pass)
 		if (must_pass && rc != STORE_OK) {
 			tap_diag("%s: %s", file, err);
 			good = 0;
+		}
+		if (rc == STORE_OK) { /* the fuzzer's property: round trip */
+			char *a = NULL, *b = NULL;
+			size_t la = 0, lb = 0;
+			int64_t id2 = 0;
+
+			if (store_export_json(st, id, &a, &la, err,
+					      sizeof(err)) ||
+			    store_import_json(st, a, la, &id2, err,
+					      sizeof(err)) ||
+			    store_export_json(st, id2, &b, &lb, err,
+					      sizeof(err)) ||
+			    la != lb || memcmp(a, b, la) != 0) {
+				tap_diag("%s: round trip differs: %s", file,
+					 err);
+				good = 0;
+			}
+			free(a);
+			free(b);
 		}
 		files++;
 		free(buf);
