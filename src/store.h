@@ -363,6 +363,16 @@ char *store_fmt_markdown(const struct store_conv *c, const struct store_msg *m,
  * characters (UTF-8 aware), "..." appended when cut. */
 char *store_fmt_title(const char *text, size_t len, size_t max_chars);
 
+/*
+ * The fingerprint of the model file at PATH for conversations'
+ * model_fingerprint: "fnv1a64:" + 16 hex digits over the size and the
+ * first and last 64 KiB (store_fp.c). OUT gets at least 25 bytes; *SIZE
+ * (may be NULL) the file size.
+ */
+#define STORE_FP_LEN 32 /* a buffer size that always fits */
+int store_model_fingerprint(const char *path, char *out, size_t outlen,
+                            int64_t *size, char *err, size_t errlen);
+
 /* Current time in Unix milliseconds. */
 int64_t store_now_ms(void);
 

@@ -833,6 +833,41 @@ static void test_fmt(struct store *st)
 	free(s);
 }
 
+static void test_fingerprint(void)
+{
+	char a[STORE_FP_LEN], b[STORE_FP_LEN], c[STORE_FP_LEN];
+	const char *p = tpath("model.bin");
+	static unsigned char data[300000];
+	int64_t size = 0;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	spit(p, data, sizeof(data));
+	store_model_fingerprint(p, a, sizeof(a), &size, err, sizeof(err));
+	store_model_fingerprint(p, b, sizeof(b), NULL, err, sizeof(err));
+	tap_ok(strncmp(a, "fnv1a64:", 8) == 0 && strlen(a) == 24 &&
+	           strcmp(a, b) == 0 && size == (int64_t)sizeof(data),
+	       "fingerprint %s is stable, size %lld", a, (long long)size);
+	data[100] ^= 1; /* header */
+	spit(p, data, sizeof(data));
+	store_model_fingerprint(p, b, sizeof(b), NULL, err, sizeof(err));
+	data[100] ^= 1;
+	data[sizeof(data) - 5] ^= 1; /* tail */
+	spit(p, data, sizeof(data));
+	store_model_fingerprint(p, c, sizeof(c), NULL, err, sizeof(err));
+	tap_ok(strcmp(a, b) != 0 && strcmp(a, c) != 0 && strcmp(b, c) != 0,
+	       "a changed header or tail byte changes it");
+	spit(p, data, 10); /* smaller than one span */
+	tap_ok(store_model_fingerprint(p, c, sizeof(c), &size, err,
+	                               sizeof(err)) == STORE_OK &&
+	           size == 10,
+	       "small file: %s", c);
+	tap_ok(store_model_fingerprint(tpath("nope.bin"), c, sizeof(c), NULL,
+	                               err, sizeof(err)) == STORE_ERR &&
+	           strstr(err, "nope.bin"),
+	       "missing file: %s", err);
+}
+
 /* Migrations ----------------------------------------------------------------
  */
 
@@ -1223,6 +1258,7 @@ int main(void)
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
 	       "integrity check after all API tests");
 	store_close(st);
+	test_fingerprint();
 	test_migrations();
 	test_refusals();
 	test_two_connections();
