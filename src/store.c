@@ -6,6 +6,7 @@
 #include "store_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,28 @@ static int make_parents(const char *path, char *err, size_t errlen)
 	return STORE_OK;
 }
 
+/*
+ * Create PATH empty with mode 0600 if it does not exist (an empty file is
+ * an empty SQLite database): chats are private, and SQLite would create it
+ * 0644; its -wal and -shm files take the database file's mode.
+ */
+static int create_private(const char *path, char *err, size_t errlen)
+{
+	int fd;
+
+	if (strcmp(path, ":memory:") == 0)
+		return STORE_OK;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		return STORE_OK;
+	}
+	if (errno == EEXIST)
+		return STORE_OK;
+	snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+	return STORE_ERR;
+}
+
 /* One integer from a PRAGMA or query, or a store_fail code. */
 static int query_int(struct store *st, const char *sql, int64_t *v, char *err,
                      size_t errlen)
@@ -395,7 +418,8 @@ int store_open(const char *path, unsigned flags, struct store **out, char *err,
 			                  "%s: %s", path, strerror(errno));
 	} else {
 		oflags |= SQLITE_OPEN_CREATE;
-		if ((rc = make_parents(path, err, errlen)))
+		if ((rc = make_parents(path, err, errlen)) ||
+		    (rc = create_private(path, err, errlen)))
 			return rc;
 	}
 	st = calloc(1, sizeof(*st));

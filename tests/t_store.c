@@ -156,6 +156,18 @@ static void test_open(void)
 	           stat(tpath("a/b"), &sb) == 0 && (sb.st_mode & 0777) == 0700,
 	       "parent directories have mode 0700");
 	tap_ok(strcmp(store_path(st), path) == 0, "store_path");
+	{
+		struct store_conv_new cn = {.title = "x"};
+		int64_t id;
+		struct stat w;
+
+		store_conv_create(st, &cn, &id, err, sizeof(err));
+		tap_ok(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 &&
+		           stat(tpath("a/b/parley.db-wal"), &w) == 0 &&
+		           (w.st_mode & 0777) == 0600,
+		       "database and WAL files have mode 0600");
+		store_conv_delete(st, id, err, sizeof(err));
+	}
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
 	       "integrity check ok");
 	store_close(st);
