@@ -311,6 +311,13 @@ static int cmpd(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static int cmpf_desc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x < y) - (x > y);
+}
+
 static void test_truncation(void)
 {
 	static const double p[5] = {0.40, 0.30, 0.15, 0.10, 0.05};
@@ -389,6 +396,38 @@ static void test_truncation(void)
 		         scale, tp, got, want);
 	}
 	tap_ok(ok, "top_p without top_k matches a full sort on V=%d", V);
+	/* top_k by the heap (k <= 4096) and by quickselect (larger k): the
+	 * kept count and every draw inside the naive top-k set */
+	{
+		static float srt[V];
+		int ks[2] = {100, 5000};
+
+		memcpy(srt, big, sizeof(srt));
+		qsort(srt, V, sizeof(*srt), cmpf_desc);
+		for (int t = 0; t < 2; t++) {
+			struct sampler *s;
+			struct sampler_report rep;
+			int inside = 1, n_ok = 1;
+
+			c = plain();
+			c.top_k = ks[t];
+			c.temperature = 3.0f; /* flat: draws reach the tail */
+			s = sampler_new(&c, V, err, sizeof(err));
+			for (int i = 0; i < 300; i++) {
+				int id = sampler_sample(s, big, V, NULL, 0,
+				                        &rep, err, sizeof(err));
+
+				inside &= id >= 0 && big[id] >= srt[ks[t] - 1];
+				n_ok &= rep.n_kept == ks[t];
+			}
+			sampler_free(s);
+			tap_ok(inside && n_ok,
+			       "top_k=%d (%s): %d kept, 300 draws in the "
+			       "naive top-%d",
+			       ks[t], ks[t] <= 4096 ? "heap" : "quickselect",
+			       ks[t], ks[t]);
+		}
+	}
 	c = plain();
 	c.min_p = 0.05f;
 	want = 0;
