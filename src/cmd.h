@@ -11,5 +11,6 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif /* PARLEY_CMD_H */

@@ -17,6 +17,7 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
+    {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
