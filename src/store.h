@@ -31,7 +31,12 @@
  *      calls store_msg_update() with the whole text so far (each call a
  *      small transaction, meant for every ~0.25-1 s) and store_msg_finish()
  *      at the end; a crash loses only the text since the last update, and
- *      the row stays with finish = NONE (readers show it as interrupted).
+ *      the row stays with finish = NONE (readers show it as interrupted;
+ *      the session that resumes the conversation may close it with
+ *      store_msg_finish(..., STORE_FINISH_INTERRUPTED) - the store never
+ *      does so itself, since another process may still be writing it).
+ *      Measured by tests/t_store_kill.sh with updates every 50 ms: at most
+ *      ~0.1 s of text lost over 120 kill -9 runs.
  *   3. A file that is not a SQLite database, is corrupt, belongs to another
  *      program (application_id, or tables without a version) or has a
  *      newer schema than this program knows is reported and never written:
