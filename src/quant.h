@@ -58,8 +58,11 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
  * Dot products with one activation vector: convert x (n floats) once into
  * the form type T's dot wants (quant_vec_size bytes: quantized int8 blocks
  * or plain floats, see note 3), then dot it with any number of rows.
+ * N must be a multiple of the type's block size (32 or 256; any N for
+ * F32/F16/BF16), the same N for the preparation and the dots.
  * VEC is caller-owned memory of quant_vec_size(type, n) bytes, 4-byte
  * aligned (malloc'd memory is). Results are float32 accumulations.
+ * Thread-safe: VEC and ROW are only read by quant_dot.
  * A non-finite x makes every dot with its block NaN.
  */
 size_t quant_vec_size(uint32_t type, int64_t n);
