@@ -32,11 +32,12 @@ deps() {
 	python3 -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
 	if command -v pkg-config >/dev/null 2>&1; then
 		for pair in ncursesw:libncurses-dev libedit:libedit-dev \
-			sqlite3:libsqlite3-dev libpcre2-8:libpcre2-dev; do
+			sqlite3:libsqlite3-dev libpcre2-8:libpcre2-dev \
+		libutf8proc:libutf8proc-dev; do
 			pkg-config --exists "${pair%%:*}" || missing="$missing ${pair#*:}"
 		done
 	else
-		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev"
+		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev libutf8proc-dev"
 	fi
 	[ -z "$missing" ] && return 0
 	say "installing:$missing"
@@ -103,6 +104,8 @@ chat)
 	;;
 test)
 	deps; build; model
+	# The quant tests also check real Q4_K/Q6_K tensors of Gemma-3-270M.
+	"$top/tests/fetch-gemma.sh" >&2
 	cd "$build"
 	make -j"$(nproc)" check
 	;;

@@ -1,0 +1,95 @@
+/*
+ * quant.h - ggml's quantized block formats on the CPU: row dequantization
+ * and row . vector dot products.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * 1. Supported (quant_can_compute): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+ *    Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. Blocks are read in ggml's
+ *    little-endian layout straight from the file mapping; only 2-byte
+ *    alignment is assumed (Q8_0 blocks are 34 bytes).
+ * 2. quant_dequant_row is bit-exact with ggml's dequantize_row_* (and with
+ *    gguf-py's numpy dequantization): the same float operations in the same
+ *    order. quant.c forbids FMA contraction for itself (pragmas for GCC and
+ *    clang), so -march=native or GNU C mode cannot change a result.
+ * 3. Dot products first convert the activation vector once
+ *    (quant_vec_prepare), then dot it with many rows (quant_dot):
+ *      - F32, F16, BF16 rows: x stays float32 (exact weights, float32 sums
+ *        in 16 interleaved running sums added pairwise).
+ *      - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 rows: x is quantized per 32 to int8
+ *        with a float32 scale d = amax/127, q = round(x/d) (llama.cpp's
+ *        Q8_0/Q8_1 with the scale kept in float32, not float16); the vector
+ *        holds the scales, d * sum(q) and the quants as three arrays.
+ *      - Q2_K..Q6_K rows: x is quantized per 256 the same way (llama.cpp's
+ *        Q8_K layout: float32 scale, int8 quants, int16 sums of each 16).
+ *    Inside a block the products are summed in exact integer arithmetic;
+ *    the float32 operations combining block sums are the same, in the same
+ *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2)
+ *    and in the portable C, so both give bit-identical results.
+ * 4. Precision of quant_dot against the exact dot of the dequantized row
+ *    with x: each activation is off by at most 0.5001 * amax(its block)/127,
+ *    so |error| <= sum_i |w_i| * 0.5001 * amax_i / 127 plus the float32
+ *    rounding of one term per block (t_quant checks this bound).
+ * 5. Calling these with a type quant_can_compute rejects is a caller bug:
+ *    dequantization writes NaNs and quant_dot returns NaN. Use
+ *    quant_check_tensor when loading.
+ */
+#ifndef PARLEY_QUANT_H
+#define PARLEY_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qtype.h"
+
+/* True when the CPU engine can dequantize and dot type T (the 13 types above). */
+bool quant_can_compute(uint32_t type);
+
+/* Bytes of one row of N elements of type T (N a multiple of the block
+ * size); 0 when T has no known size or N is negative or not a multiple. */
+size_t quant_row_size(uint32_t type, int64_t n);
+
+/* Dequantize N elements (multiple of the block size) at SRC into DST,
+ * exactly as ggml does. SRC needs 2-byte alignment. */
+void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+
+/*
+ * Dot products with one activation vector: convert x (n floats) once into
+ * the form type T's dot wants (quant_vec_size bytes: quantized int8 blocks
+ * or plain floats, see note 3), then dot it with any number of rows.
+ * VEC is caller-owned memory of quant_vec_size(type, n) bytes, 4-byte
+ * aligned (malloc'd memory is). Results are float32 accumulations.
+ * A non-finite x makes every dot with its block NaN.
+ */
+size_t quant_vec_size(uint32_t type, int64_t n);
+void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec);
+float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n);
+
+/*
+ * The activations as quant_dot sees them: decode VEC (prepared for TYPE
+ * from n floats) back into N doubles XHAT (caller-owned). For tests and
+ * debugging; exact (each value is a float32 scale times an int8, or the
+ * float itself).
+ */
+void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n);
+
+/*
+ * Check a tensor can be computed on: returns 0, or writes "tensor 'NAME' has
+ * type Q4_2 (id 4), which the CPU engine does not support (supported: F32,
+ * F16, ...)" into err (errlen bytes; err may be NULL) and returns -1.
+ */
+int quant_check_tensor(const char *name, uint32_t type, char *err,
+		       size_t errlen);
+
+/*
+ * Test hook: false forces the portable C kernels even when the CPU has
+ * AVX2 (the results are identical either way; tests and the benchmark
+ * compare both). Not thread-safe; set it before any dot runs.
+ */
+void quant_set_simd(bool on);
+
+/* True when quant_dot uses the AVX2 kernels on this CPU now. */
+bool quant_simd_active(void);
+
+#endif /* PARLEY_QUANT_H */

@@ -1,0 +1,421 @@
+/*
+ * t_quant.c - quantized block formats against gguf-py, and the dots.
+ *
+ * 1. quant_dequant_row on random blocks of every computable type is
+ *    bit-identical (memcmp) to gguf-py's numpy dequantization
+ *    (tests/data/quant/TYPE.bin, made by tests/oracles/gen_quant.py).
+ * 2. quant_dot gives the same bits with the AVX2 and the portable kernels.
+ * 3. quant_dot is checked against float64 references, with a bound that
+ *    follows from how the dot is computed (see check_dot):
+ *      a. every prepared activation x^_i = d*q_i is within
+ *         0.5001 * amax(block)/127 of x_i (round to nearest with float32
+ *         d = amax/127 and 1/d: 0.5 + 127 * 3 * 2^-24 < 0.5001);
+ *      b. |quant_dot - sum w_i x^_i| <= (nterms + 8) * 2^-24 * sum G_i |x^_i|,
+ *         the float32 rounding of nterms block terms of <= 5 roundings each,
+ *         where G_i = |d-part of w_i| + |min-part of w_i| (both parts
+ *         obtained by dequantizing the block with the other half zeroed),
+ *         nterms = blocks per row (16-lane sums of n/16 terms for floats);
+ *    so |quant_dot - sum w_i x_i| <= bound(a) + bound(b).
+ * 4. quant_row_size, quant_can_compute, quant_check_tensor's message,
+ *    quant_vec_size, and NaN propagation from a non-finite activation.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f16.h"
+#include "quant.h"
+#include "tap.h"
+
+/* The data folder: $srcdir/tests/data/quant or ./tests/data/quant. */
+static const char *data_dir(void)
+{
+	static char buf[4096];
+	const char *s = getenv("top_srcdir");
+
+	if (s == NULL)
+		s = getenv("srcdir");
+
+	snprintf(buf, sizeof buf, "%s/tests/data/quant", s ? s : ".");
+	return buf;
+}
+
+/* Read file NAME from the data folder; returns malloc'd bytes or NULL. */
+static uint8_t *read_data(const char *name, size_t *len)
+{
+	char path[4200];
+	FILE *f;
+	uint8_t *buf = NULL;
+	long sz;
+
+	snprintf(path, sizeof path, "%s/%s", data_dir(), name);
+	f = fopen(path, "rb");
+	if (f == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0 &&
+	    fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)sz)) != NULL &&
+	    fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	*len = buf ? (size_t)sz : 0;
+	return buf;
+}
+
+/* xorshift64*: deterministic test inputs. */
+static uint64_t rng_state = 0x853c49e6748fea9bULL;
+static double rng_unit(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (double)((rng_state * 2685821657736338717ULL) >> 11) * 0x1p-53;
+}
+
+/* An activation vector: normal-ish values, per-32 magnitudes varying over
+ * 2^-8..2^8, one block all zero, one block with a single spike. */
+static void make_x(float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		const double u = rng_unit(), v = rng_unit();
+		const double g = sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+
+		x[i] = (float)(g * ldexp(1.0, (int)((i / 32 * 7) % 17) - 8));
+	}
+	if (n >= 64)
+		memset(x + 32, 0, 32 * sizeof *x);
+	if (n >= 256)
+		x[200] = 1000.0f;
+}
+
+/* Byte offset of the min/dmin half in a block of TYPE, or -1. */
+static int min_offset(uint32_t type)
+{
+	switch (type) {
+	case QTYPE_Q4_1:
+	case QTYPE_Q5_1:
+	case QTYPE_Q4_K:
+	case QTYPE_Q5_K:
+		return 2;
+	case QTYPE_Q2_K:
+		return 82;
+	default:
+		return -1;
+	}
+}
+
+/* Byte offset of the scale half d in a block of TYPE. */
+static int d_offset(uint32_t type)
+{
+	switch (type) {
+	case QTYPE_Q2_K: return 80;
+	case QTYPE_Q3_K: return 108;
+	case QTYPE_Q6_K: return 208;
+	default: return 0;
+	}
+}
+
+/*
+ * G_i of note 3b for a row of N elements at ROW: for formats with a
+ * minimum, |w_i with min zeroed| + |w_i with d zeroed|; else |w_i|.
+ */
+static void gross_weights(uint32_t type, const uint8_t *row, int64_t n,
+			  double *g)
+{
+	const struct qtype_info *qi = qtype_get(type);
+	const size_t rs = quant_row_size(type, n);
+	const int moff = min_offset(type);
+	uint8_t *tmp = malloc(rs);
+	float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+
+	if (moff < 0) {
+		quant_dequant_row(type, row, a, n);
+		for (int64_t i = 0; i < n; i++)
+			g[i] = fabs(a[i]);
+	} else {
+		memcpy(tmp, row, rs);
+		for (size_t k = 0; k < rs; k += qi->type_size)
+			memset(tmp + k + moff, 0, 2);
+		quant_dequant_row(type, tmp, a, n);
+		memcpy(tmp, row, rs);
+		for (size_t k = 0; k < rs; k += qi->type_size)
+			memset(tmp + k + d_offset(type), 0, 2);
+		quant_dequant_row(type, tmp, b, n);
+		for (int64_t i = 0; i < n; i++)
+			g[i] = fabs(a[i]) + fabs(b[i]);
+	}
+	free(tmp);
+	free(a);
+	free(b);
+}
+
+struct dot_stats {
+	double worst_a;	  /* max over rows of |x^ err| / bound(a) */
+	double worst_b;	  /* max of |dot - sum w x^| / bound(b) */
+	double worst_rel; /* max of |dot - sum w x| / sum |w x| */
+	int fails;
+};
+
+/* Block size of the activation quantization of TYPE (1: none). */
+static int64_t act_block(uint32_t type)
+{
+	switch (type) {
+	case QTYPE_F32:
+	case QTYPE_F16:
+	case QTYPE_BF16: return 1;
+	case QTYPE_Q2_K:
+	case QTYPE_Q3_K:
+	case QTYPE_Q4_K:
+	case QTYPE_Q5_K:
+	case QTYPE_Q6_K: return 256;
+	default: return 32;
+	}
+}
+
+/* Check quant_dot of one row (N elements) against note 3. */
+static void check_dot(uint32_t type, const uint8_t *row, const float *w,
+		      const float *x, int64_t n, struct dot_stats *st)
+{
+	const int64_t ab = act_block(type);
+	const size_t vs = quant_vec_size(type, n);
+	void *vec = malloc(vs);
+	double *xh = malloc((size_t)n * sizeof *xh);
+	double *g = malloc((size_t)n * sizeof *g);
+	double ref = 0, refh = 0, absw = 0, bound_a = 0, gx = 0;
+	float dot_simd, dot_c;
+
+	quant_vec_prepare(type, x, n, vec);
+	quant_vec_dequant(type, vec, xh, n);
+	gross_weights(type, row, n, g);
+	for (int64_t b = 0; b < n; b += ab) {
+		double amax = 0;
+
+		for (int64_t i = b; i < b + ab; i++)
+			amax = fmax(amax, fabs(x[i]));
+		const double delta = ab == 1 ? 0 : 0.5001 * amax / 127;
+		for (int64_t i = b; i < b + ab; i++) {
+			if (fabs(xh[i] - x[i]) > delta) {
+				st->fails++;
+				tap_diag("%s: x^[%lld] = %.9g for x = %.9g, off by more than %.9g",
+					 qtype_name(type), (long long)i, xh[i], x[i], delta);
+			}
+			bound_a += fabs(w[i]) * delta;
+		}
+	}
+	for (int64_t i = 0; i < n; i++) {
+		ref += (double)w[i] * x[i];
+		refh += (double)w[i] * xh[i];
+		absw += fabs((double)w[i] * x[i]);
+		gx += g[i] * fabs(xh[i]);
+	}
+	const double nterms = ab == 1 ? n / 16.0 : (double)(n / qtype_get(type)->blck_size);
+	const double bound_b = (nterms + 8) * 0x1p-24 * gx;
+
+	quant_set_simd(true);
+	dot_simd = quant_dot(type, row, vec, n);
+	quant_set_simd(false);
+	dot_c = quant_dot(type, row, vec, n);
+	quant_set_simd(true);
+	if (memcmp(&dot_simd, &dot_c, sizeof dot_c) != 0) {
+		st->fails++;
+		tap_diag("%s: AVX2 dot %.9g != portable dot %.9g", qtype_name(type),
+			 dot_simd, dot_c);
+	}
+	const double eb = fabs(dot_c - refh);
+	if (!(eb <= bound_b)) {
+		st->fails++;
+		tap_diag("%s: |dot - sum w x^| = %.3g > %.3g", qtype_name(type), eb, bound_b);
+	}
+	if (!(fabs(dot_c - ref) <= bound_a + bound_b)) {
+		st->fails++;
+		tap_diag("%s: |dot - sum w x| = %.3g > %.3g", qtype_name(type),
+			 fabs(dot_c - ref), bound_a + bound_b);
+	}
+	if (bound_a > 0)
+		st->worst_a = fmax(st->worst_a, fabs(refh - ref) / bound_a);
+	if (bound_b > 0)
+		st->worst_b = fmax(st->worst_b, eb / bound_b);
+	if (absw > 0)
+		st->worst_rel = fmax(st->worst_rel, fabs(dot_c - ref) / absw);
+	free(vec);
+	free(xh);
+	free(g);
+}
+
+/*
+ * Make a row of a float TYPE usable for dots: the random goldens hold huge
+ * values and infinities (fine for conversion, useless for a dot), so
+ * elements beyond 2^16 in magnitude are replaced by their value scaled
+ * into range (in ROW's own encoding and in W alike).
+ */
+static void float_row(uint32_t type, uint8_t *row, float *w, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		if (fabsf(w[i]) <= 65536.0f)
+			continue;
+		w[i] = (float)(rng_unit() - 0.5);
+		if (type == QTYPE_F32) {
+			memcpy(row + 4 * i, &w[i], 4);
+		} else {
+			uint32_t b;
+			uint16_t h;
+
+			memcpy(&b, &w[i], 4);
+			if (type == QTYPE_BF16) {
+				b &= 0xFFFF0000u; /* exact: truncate to bfloat16 */
+				h = (uint16_t)(b >> 16);
+			} else {
+				h = f32_to_f16(w[i]);
+				w[i] = f16_to_f32(h);
+				memcpy(&b, &w[i], 4);
+			}
+			memcpy(&w[i], &b, 4);
+			memcpy(row + 2 * i, &h, 2);
+		}
+	}
+}
+
+/* Golden file of TYPE: dequantization bit-exact, then the dots. */
+static void check_type(uint32_t type)
+{
+	const char *name = qtype_name(type);
+	const struct qtype_info *qi = qtype_get(type);
+	char fname[64];
+	size_t len;
+	uint8_t *buf;
+	uint32_t t, nb;
+
+	snprintf(fname, sizeof fname, "%s.bin", name);
+	buf = read_data(fname, &len);
+	if (buf == NULL) {
+		tap_ok(0, "%s: golden %s/%s readable", name, data_dir(), fname);
+		return;
+	}
+	memcpy(&t, buf + 4, 4);
+	memcpy(&nb, buf + 8, 4);
+	const int64_t n = (int64_t)nb * qi->blck_size;
+	const size_t raw = (size_t)nb * qi->type_size;
+	if (!tap_ok(memcmp(buf, "PQGT", 4) == 0 && t == type &&
+			len == 12 + raw + (size_t)n * 4,
+		    "%s: golden file header (%u blocks)", name, nb)) {
+		free(buf);
+		return;
+	}
+	uint8_t *blocks = buf + 12;
+	float *want = malloc((size_t)n * sizeof *want);
+	float *got = malloc((size_t)n * sizeof *got);
+	int64_t bad = 0, first = -1;
+
+	memcpy(want, buf + 12 + raw, (size_t)n * sizeof *want);
+	quant_dequant_row(type, blocks, got, n);
+	for (int64_t i = 0; i < n; i++)
+		if (memcmp(&got[i], &want[i], sizeof *got) != 0 && bad++ == 0)
+			first = i;
+	if (first >= 0)
+		tap_diag("%s: element %lld: got %.9g, gguf-py %.9g", name,
+			 (long long)first, got[first], want[first]);
+	tap_ok(bad == 0, "%s: dequantization of %lld elements bit-exact with gguf-py (%lld differ)",
+	       name, (long long)n, (long long)bad);
+
+	/* also row by row in pieces (the block loop restarts correctly) */
+	{
+		const int64_t rown = qi->blck_size == 1 ? 256 : 4 * qi->blck_size;
+		int64_t bad2 = 0;
+
+		for (int64_t r = 0; r + rown <= n; r += rown) {
+			quant_dequant_row(type, blocks + quant_row_size(type, r), got, rown);
+			bad2 += memcmp(got, want + r, (size_t)rown * 4) != 0;
+		}
+		tap_ok(bad2 == 0, "%s: row-wise dequantization matches", name);
+	}
+
+	/* dots: rows of 256 (floats), 8 blocks (32-formats) or 2 blocks (K) */
+	{
+		const int64_t rown = qi->blck_size == 1 ? 256 : qi->blck_size == 32 ? 256 : 512;
+		float *x = malloc((size_t)rown * sizeof *x);
+		struct dot_stats st = {0};
+		int rows = 0;
+
+		for (int64_t r = 0; r + rown <= n; r += rown, rows++) {
+			make_x(x, rown);
+			if (qi->blck_size == 1)
+				float_row(type, blocks + quant_row_size(type, r), want + r, rown);
+			check_dot(type, blocks + quant_row_size(type, r), want + r, x, rown, &st);
+		}
+		tap_ok(st.fails == 0 && rows > 0,
+		       "%s: %d dots within bounds, AVX2 == portable (worst: act %.3f, fp %.3f of bound; rel err %.2e)",
+		       name, rows, st.worst_a, st.worst_b, st.worst_rel);
+		free(x);
+	}
+	free(want);
+	free(got);
+	free(buf);
+}
+
+/* The message of quant_check_tensor and the type predicates. */
+static void check_api(void)
+{
+	char err[512];
+	const char *want = "tensor 'blk.0.attn_q.weight' has type Q4_2 (id 4), which the CPU "
+			   "engine does not support (supported: F32, F16, BF16, Q8_0, Q4_0, "
+			   "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)";
+	int rc = quant_check_tensor("blk.0.attn_q.weight", 4, err, sizeof err);
+
+	tap_ok(rc == -1 && strcmp(err, want) == 0, "check_tensor message: %s", err);
+	rc = quant_check_tensor("x", 200, err, sizeof err);
+	tap_ok(rc == -1 && strncmp(err, "tensor 'x' has type unknown (id 200), which", 43) == 0,
+	       "check_tensor names an unknown id: %s", err);
+	rc = quant_check_tensor("y", QTYPE_IQ2_XXS, err, 20);
+	tap_ok(rc == -1 && strlen(err) == 19, "check_tensor truncates to errlen");
+	tap_ok(quant_check_tensor("z", QTYPE_Q6_K, err, sizeof err) == 0,
+	       "check_tensor accepts Q6_K");
+	int ncomp = 0;
+	for (uint32_t t = 0; t < 64; t++)
+		ncomp += quant_can_compute(t);
+	tap_ok(ncomp == 13, "13 computable types");
+	tap_ok(quant_row_size(QTYPE_Q4_K, 512) == 288 && quant_row_size(QTYPE_Q8_0, 64) == 68 &&
+		       quant_row_size(QTYPE_F32, 3) == 12 && quant_row_size(QTYPE_Q4_0, 33) == 0 &&
+		       quant_row_size(4, 32) == 0 && quant_row_size(QTYPE_Q4_0, -32) == 0,
+	       "quant_row_size");
+	tap_ok(quant_vec_size(QTYPE_Q4_1, 64) == 80 && quant_vec_size(QTYPE_Q6_K, 512) == 584 &&
+		       quant_vec_size(QTYPE_F16, 10) == 40 && quant_vec_size(QTYPE_IQ1_S, 256) == 0,
+	       "quant_vec_size");
+}
+
+/* An inf or NaN activation makes the dots of its block NaN. */
+static void check_nan(void)
+{
+	static const uint32_t types[] = {QTYPE_Q4_1, QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K};
+	uint8_t row[1024] = {0}; /* >= 512 elements of any of the types */
+	float x[512];
+	uint8_t vec[2048];
+	int ok = 1;
+
+	for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+		for (int i = 0; i < 512; i++)
+			x[i] = 1.0f;
+		x[7] = k % 2 ? NAN : INFINITY;
+		quant_vec_prepare(types[k], x, 512, vec);
+		ok &= isnan(quant_dot(types[k], row, vec, 512));
+	}
+	tap_ok(ok, "non-finite activation gives a NaN dot");
+}
+
+int main(void)
+{
+	static const uint32_t types[] = {
+	    QTYPE_F32,	QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
+	    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
+	    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
+	};
+
+	tap_diag("AVX2 kernels %s", quant_simd_active() ? "active" : "not available");
+	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+		check_type(types[i]);
+	check_api();
+	check_nan();
+	return tap_done();
+}
