@@ -268,6 +268,12 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 		}
 		total += a->strs[i].len;
 	}
+	if (total >= UINT32_MAX) {
+		snprintf(err, errlen, "%s: tokenizer.ggml.tokens holds %llu "
+			 "bytes of text (limit 4 GB)", f->path,
+			 (unsigned long long)total);
+		return -1;
+	}
 	t->text = malloc(total ? total : 1);
 	t->text_off = malloc(((size_t)t->n_vocab + 1) * sizeof(uint32_t));
 	while (cap < 2u * (uint32_t)t->n_vocab)
@@ -658,8 +664,6 @@ struct tok *tok_load(const struct gguf_file *f, char *err, size_t errlen)
 		if (tok_bpe_setup(t, f, err, errlen) ||
 		    tok_pretok_compile(t, err, errlen))
 			goto fail;
-		if (err && errlen)
-			err[0] = 0;
 	} else if (tok_spm_setup(t, err, errlen)) {
 		goto fail;
 	}

@@ -77,35 +77,29 @@ static const struct tok_merge *tok_merge_find(const struct tok *t,
 	return NULL;
 }
 
-/* Parse merge I ("left right") into ids; -1 with a message on error. */
+/* Parse merge I ("left right") into ids, using BOTH (2 *
+   TOK_MAX_TOKEN_LEN bytes) as scratch; -1 with a message on error. */
 static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
-			   uint64_t i, int32_t ids[3], char *err,
+			   uint64_t i, int32_t ids[3], char *both, char *err,
 			   size_t errlen)
 {
 	const char *s = m->ptr;
 	size_t n = (size_t)m->len, sp;
-	char *both;
 
 	for (sp = 1; sp < n && s[sp] != ' '; sp++)
 		;
-	if (n < 3 || sp >= n - 1) {
+	if (n < 3 || sp >= n - 1 || n > 2 * TOK_MAX_TOKEN_LEN) {
 		snprintf(err, errlen,
 			 "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
-			 "tokens separated by a space",
+			 "tokens separated by a space (or is too long)",
 			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
 		return -1;
 	}
 	ids[0] = tok_lookup(t, s, sp);
 	ids[1] = tok_lookup(t, s + sp + 1, n - sp - 1);
-	both = malloc(n);
-	if (both == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	memcpy(both, s, sp);
 	memcpy(both + sp, s + sp + 1, n - sp - 1);
 	ids[2] = tok_lookup(t, both, n - 1);
-	free(both);
 	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
 		snprintf(err, errlen,
 			 "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
@@ -127,6 +121,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 	uint32_t cap = 16;
 	uint64_t i;
 	unsigned b;
+	char *both;
 
 	for (b = 0; b < 256; b++) {
 		char u[4];
@@ -151,6 +146,11 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		return -1;
 	}
 	t->merge_cap = cap;
+	both = malloc(2 * TOK_MAX_TOKEN_LEN);
+	if (both == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	for (i = 0; i < cap; i++) {
 		t->merges[i].key = 0;
 		t->merges[i].rank = -1;
@@ -161,13 +161,15 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		uint64_t key;
 		uint32_t h;
 
-		if (tok_merge_parse(t, &a->strs[i], i, ids, err, errlen)) {
+		if (tok_merge_parse(t, &a->strs[i], i, ids, both, err,
+				    errlen)) {
 			char m[384];
 
 			if (err != NULL && errlen > 0) {
 				snprintf(m, sizeof(m), "%s", err);
 				snprintf(err, errlen, "%s: %s", f->path, m);
 			}
+			free(both);
 			return -1;
 		}
 		if (tok_merge_find(t, ids[0], ids[1]))
@@ -180,6 +182,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		t->merges[h].rank = (int32_t)i;
 		t->merges[h].id = ids[2];
 	}
+	free(both);
 	return 0;
 }
 
