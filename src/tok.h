@@ -31,7 +31,19 @@
  *      tokenizer may be shared by threads.
  *   4. tok_piece() bytes are what the token decodes to; concatenating the
  *      pieces of tok_encode(x) (plain flags) gives back x for byte-level
- *      BPE (after NFC for qwen2, whose HF tokenizer normalizes to NFC).
+ *      BPE (after NFC for qwen2, whose HF tokenizer normalizes to NFC),
+ *      except for bytes the vocabulary has no symbol for: HF drops those
+ *      and so do we (SmolLM2 lacks 21 of the 256 bytes, e.g. 0x04, 0xf1).
+ *
+ * Exactness: every id is checked against an oracle (tests/t_tok_vocab.c,
+ * tests/t_tok_corpus.c; goldens from tests/oracles/gen_tok.py): HF
+ * tokenizers for qwen2, llama-bpe, SmolLM2 and a Llama-2-style
+ * tokenizer.json, sentencepiece for Llama-2, llama.cpp for Gemma-3.
+ * Assumptions not covered by an oracle: "deepseek-r1-qwen" is treated
+ * exactly as "qwen2" (NFC included); Gemma-3's user-defined whitespace
+ * tokens ("  ", "\t\t", "\n\n") are matched in the raw text, as llama.cpp
+ * does (a sentencepiece model rebuilt from the GGUF disagrees on runs of
+ * spaces; no Gemma-3 tokenizer.json was available to settle it).
  *
  * The tokenizer copies everything it needs out of the GGUF file: the
  * gguf_file may be closed after tok_load().
