@@ -62,8 +62,8 @@ static uint32_t tok_pair_hash(uint64_t key)
 }
 
 /* The merge of LEFT and RIGHT, or NULL. */
-static const struct tok_merge *tok_merge_find(const struct tok *t,
-					      int32_t left, int32_t right)
+static const struct tok_merge *tok_merge_find(const struct tok *t, int32_t left,
+                                              int32_t right)
 {
 	uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
 	uint32_t mask = t->merge_cap - 1;
@@ -80,8 +80,8 @@ static const struct tok_merge *tok_merge_find(const struct tok *t,
 /* Parse merge I ("left right") into ids, using BOTH (2 *
    TOK_MAX_TOKEN_LEN bytes) as scratch; -1 with a message on error. */
 static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
-			   uint64_t i, int32_t ids[3], char *both, char *err,
-			   size_t errlen)
+                           uint64_t i, int32_t ids[3], char *both, char *err,
+                           size_t errlen)
 {
 	const char *s = m->ptr;
 	size_t n = (size_t)m->len, sp;
@@ -90,9 +90,9 @@ static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
 		;
 	if (n < 3 || sp >= n - 1 || n > 2 * TOK_MAX_TOKEN_LEN) {
 		snprintf(err, errlen,
-			 "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
-			 "tokens separated by a space (or is too long)",
-			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
+		         "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
+		         "tokens separated by a space (or is too long)",
+		         (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
 		return -1;
 	}
 	ids[0] = tok_lookup(t, s, sp);
@@ -102,12 +102,12 @@ static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
 	ids[2] = tok_lookup(t, both, n - 1);
 	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
 		snprintf(err, errlen,
-			 "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
-			 "token",
-			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
-			 ids[0] < 0   ? "the left part"
-			 : ids[1] < 0 ? "the right part"
-				      : "the merged text");
+		         "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
+		         "token",
+		         (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
+		         ids[0] < 0   ? "the left part"
+		         : ids[1] < 0 ? "the right part"
+		                      : "the merged text");
 		return -1;
 	}
 	return 0;
@@ -115,7 +115,7 @@ static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
 
 /* Byte symbols and the merge table from tokenizer.ggml.merges. */
 int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
-		  size_t errlen)
+                  size_t errlen)
 {
 	const struct gguf_array *a;
 	uint32_t cap = 16;
@@ -129,12 +129,14 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 
 		t->byte_id[b] = tok_lookup(t, u, n);
 	}
-	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a,
-			 err, errlen))
+	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a, err,
+	                 errlen))
 		return -1;
 	if (a->n > (uint64_t)INT32_MAX / 4) {
-		snprintf(err, errlen, "%s: tokenizer.ggml.merges has %llu "
-			 "entries", f->path, (unsigned long long)a->n);
+		snprintf(err, errlen,
+		         "%s: tokenizer.ggml.merges has %llu "
+		         "entries",
+		         f->path, (unsigned long long)a->n);
 		return -1;
 	}
 	while (cap < 2 * a->n)
@@ -142,7 +144,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 	t->merges = malloc((size_t)cap * sizeof(*t->merges));
 	if (t->merges == NULL) {
 		snprintf(err, errlen, "out of memory for %llu merges",
-			 (unsigned long long)a->n);
+		         (unsigned long long)a->n);
 		return -1;
 	}
 	t->merge_cap = cap;
@@ -162,7 +164,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		uint32_t h;
 
 		if (tok_merge_parse(t, &a->strs[i], i, ids, both, err,
-				    errlen)) {
+		                    errlen)) {
 			char m[384];
 
 			if (err != NULL && errlen > 0) {
@@ -257,8 +259,7 @@ static void bpe_pop(struct tok_scratch *sc, struct bpe_cand *out)
 /* The cache slot for chunk S[0..n) with hash H: its entry, or the empty
    slot where it goes. NULL when there is no cache. */
 static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
-					    const char *s, size_t n,
-					    uint32_t h)
+                                            const char *s, size_t n, uint32_t h)
 {
 	uint32_t i;
 
@@ -279,8 +280,8 @@ static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
 
 /* Remember that chunk S[0..n) gave OUT->v[from..]. Failure is harmless. */
 static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
-			  const char *s, size_t n, uint32_t h,
-			  const struct tok_ids *out, size_t from)
+                          const char *s, size_t n, uint32_t h,
+                          const struct tok_ids *out, size_t from)
 {
 	size_t k, cnt = out->n - from;
 
@@ -300,12 +301,12 @@ static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
 }
 
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
-			 const char *s, size_t n, struct tok_ids *out);
+                         const char *s, size_t n, struct tok_ids *out);
 
 /* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. Short
    chunks go through a cache: the result only depends on the bytes. */
 int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
-		  size_t n, struct tok_ids *out)
+                  size_t n, struct tok_ids *out)
 {
 	struct tok_cache_ent *e;
 	size_t from = out->n, k;
@@ -334,7 +335,7 @@ int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 
 /* The merge loop proper over chunk S[0..n). */
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
-			 const char *s, size_t n, struct tok_ids *out)
+                         const char *s, size_t n, struct tok_ids *out)
 {
 	int32_t i, head = -1, prev = -1, cnt = 0;
 	struct bpe_cand c;
