@@ -43,7 +43,8 @@
 
 #include "qtype.h"
 
-/* True when the CPU engine can dequantize and dot type T (the 13 types above). */
+/* True when the CPU engine can dequantize and dot type T (the 13 types above).
+ */
 bool quant_can_compute(uint32_t type);
 
 /* Bytes of one row of N elements of type T (N a multiple of the block
@@ -83,7 +84,7 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n);
  * F16, ...)" into err (errlen bytes; err may be NULL) and returns -1.
  */
 int quant_check_tensor(const char *name, uint32_t type, char *err,
-		       size_t errlen);
+                       size_t errlen);
 
 /*
  * Test hook: false forces the portable C kernels even when the CPU has

@@ -23,8 +23,8 @@
 #include "quant.h"
 
 /* ggml_vec_dot_* and quantize_row_* as exported by libggml-cpu. */
-typedef void (*vec_dot_fn)(int n, float *s, size_t bs, const void *x,
-			   size_t bx, const void *y, size_t by, int nrc);
+typedef void (*vec_dot_fn)(int n, float *s, size_t bs, const void *x, size_t bx,
+                           const void *y, size_t by, int nrc);
 typedef void (*quantize_fn)(const float *x, void *y, int64_t k);
 
 /* CPU seconds of this thread. */
@@ -41,13 +41,38 @@ static const struct {
 	uint32_t type;
 	const char *vec_dot, *quantize;
 	size_t act_block_bytes; /* ggml's activation block size in bytes */
-	int halves[3];		/* byte offsets of float16 fields, -1 ends */
+	int halves[3];          /* byte offsets of float16 fields, -1 ends */
 } cases[] = {
-	{"Q4_1", QTYPE_Q4_1, "ggml_vec_dot_q4_1_q8_1", "quantize_row_q8_1", 36, {0, 2, -1}},
-	{"Q8_0", QTYPE_Q8_0, "ggml_vec_dot_q8_0_q8_0", "quantize_row_q8_0", 34, {0, -1}},
-	{"Q5_0", QTYPE_Q5_0, "ggml_vec_dot_q5_0_q8_0", "quantize_row_q8_0", 34, {0, -1}},
-	{"Q4_K", QTYPE_Q4_K, "ggml_vec_dot_q4_K_q8_K", "quantize_row_q8_K", 292, {0, 2, -1}},
-	{"Q6_K", QTYPE_Q6_K, "ggml_vec_dot_q6_K_q8_K", "quantize_row_q8_K", 292, {208, -1}},
+    {"Q4_1",
+     QTYPE_Q4_1,
+     "ggml_vec_dot_q4_1_q8_1",
+     "quantize_row_q8_1",
+     36,
+     {0, 2, -1}},
+    {"Q8_0",
+     QTYPE_Q8_0,
+     "ggml_vec_dot_q8_0_q8_0",
+     "quantize_row_q8_0",
+     34,
+     {0, -1}},
+    {"Q5_0",
+     QTYPE_Q5_0,
+     "ggml_vec_dot_q5_0_q8_0",
+     "quantize_row_q8_0",
+     34,
+     {0, -1}},
+    {"Q4_K",
+     QTYPE_Q4_K,
+     "ggml_vec_dot_q4_K_q8_K",
+     "quantize_row_q8_K",
+     292,
+     {0, 2, -1}},
+    {"Q6_K",
+     QTYPE_Q6_K,
+     "ggml_vec_dot_q6_K_q8_K",
+     "quantize_row_q8_K",
+     292,
+     {208, -1}},
 };
 
 int main(int argc, char **argv)
@@ -56,15 +81,16 @@ int main(int argc, char **argv)
 	void (*init)(void);
 
 	if (lib == NULL) {
-		fprintf(stderr, "usage: bench_vs_ggml PATH/libggml-cpu.so (%s)\n",
-			argc == 2 ? dlerror() : "no path");
+		fprintf(stderr,
+		        "usage: bench_vs_ggml PATH/libggml-cpu.so (%s)\n",
+		        argc == 2 ? dlerror() : "no path");
 		return 1;
 	}
 	*(void **)&init = dlsym(lib, "ggml_cpu_init");
 	if (init != NULL)
 		init();
-	printf("GB/s of weights, one thread\n%-5s %12s %12s %12s %12s\n", "type",
-	       "ggml cache", "parley cache", "ggml mem", "parley mem");
+	printf("GB/s of weights, one thread\n%-5s %12s %12s %12s %12s\n",
+	       "type", "ggml cache", "parley cache", "ggml mem", "parley mem");
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		const struct qtype_info *qi = qtype_get(cases[c].type);
 		vec_dot_fn vd;
@@ -75,21 +101,24 @@ int main(int argc, char **argv)
 		*(void **)&qr = dlsym(lib, cases[c].quantize);
 		if (vd == NULL || qr == NULL) {
 			fprintf(stderr, "bench_vs_ggml: %s or %s missing\n",
-				cases[c].vec_dot, cases[c].quantize);
+			        cases[c].vec_dot, cases[c].quantize);
 			return 1;
 		}
 		for (int m = 0; m < 2; m++) {
-			const int64_t n = m ? 2048 : 8192, rows = m ? 16384 : 32;
+			const int64_t n = m ? 2048 : 8192,
+			              rows = m ? 16384 : 32;
 			const size_t rs = quant_row_size(cases[c].type, n);
 			uint8_t *w = malloc(rs * rows);
 			float *x = malloc(n * sizeof *x);
-			void *gv = malloc(n / qi->blck_size * cases[c].act_block_bytes + 64);
+			void *gv = malloc(
+			    n / qi->blck_size * cases[c].act_block_bytes + 64);
 			void *pv = malloc(quant_vec_size(cases[c].type, n));
 
 			for (size_t i = 0; i < rs * rows; i++)
 				w[i] = (uint8_t)(rand() >> 7);
 			for (size_t b = 0; b < rs * rows; b += qi->type_size)
-				for (const int *o = cases[c].halves; *o >= 0; o++) {
+				for (const int *o = cases[c].halves; *o >= 0;
+				     o++) {
 					const uint16_t h = f32_to_f16(0.01f);
 					memcpy(w + b + *o, &h, 2);
 				}
@@ -106,16 +135,21 @@ int main(int argc, char **argv)
 				do {
 					for (int64_t r = 0; r < rows; r++) {
 						if (who == 0) {
-							vd((int)n, &s, 0, w + r * rs, 0, gv, 0, 1);
+							vd((int)n, &s, 0,
+							   w + r * rs, 0, gv, 0,
+							   1);
 							acc += s;
 						} else {
-							acc += quant_dot(cases[c].type, w + r * rs, pv, n);
+							acc += quant_dot(
+							    cases[c].type,
+							    w + r * rs, pv, n);
 						}
 					}
 					reps++;
 					t = cpu_seconds() - t0;
 				} while (t < 0.5);
-				res[m * 2 + who] = (double)rs * rows * reps / t / 1e9;
+				res[m * 2 + who] =
+				    (double)rs * rows * reps / t / 1e9;
 				if (acc == 1234.5f) /* keep the results alive */
 					printf(" ");
 			}
@@ -124,8 +158,8 @@ int main(int argc, char **argv)
 			free(gv);
 			free(pv);
 		}
-		printf("%-5s %12.2f %12.2f %12.2f %12.2f\n", cases[c].name, res[0],
-		       res[1], res[2], res[3]);
+		printf("%-5s %12.2f %12.2f %12.2f %12.2f\n", cases[c].name,
+		       res[0], res[1], res[2], res[3]);
 	}
 	return 0;
 }
