@@ -724,10 +724,10 @@ static void test_export_import(struct store *st)
 	};
 	counts(st, &nc0, &nm0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int rc = store_import_json(st, bad[i].json, strlen(bad[i].json),
+		int irc = store_import_json(st, bad[i].json, strlen(bad[i].json),
 		                           &id, err, sizeof(err));
 
-		tap_ok(rc == STORE_EINVAL && strstr(err, bad[i].what) &&
+		tap_ok(irc == STORE_EINVAL && strstr(err, bad[i].what) &&
 		           id == 0,
 		       "rejects %s: %s", bad[i].what, err);
 	}
