@@ -1823,7 +1823,8 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	/* hand the result over in malloc'd memory */
 	*out = malloc(top.n + 1);
 	if (!*out) {
-		snprintf(err, errlen, "out of memory");
+		if (err && errlen)
+			snprintf(err, errlen, "out of memory");
 		code = TMPL_ENOMEM;
 		goto done;
 	}
@@ -1838,7 +1839,9 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 		if (!sp) {
 			free(*out);
 			*out = NULL;
-			snprintf(err, errlen, "out of memory");
+			if (err && errlen)
+			if (err && errlen)
+				snprintf(err, errlen, "out of memory");
 			code = TMPL_ENOMEM;
 			goto done;
 		}
