@@ -482,6 +482,18 @@ static void test_search(struct store *st)
 	tap_ok(store_search(st, "quick AND (", STORE_SEARCH_RAW, 0, NULL, NULL,
 	                    &h, &n, err, sizeof(err)) == STORE_EINVAL,
 	       "raw syntax error reported: %s", err);
+	{
+		char *txt;
+
+		store_search(st, "quick", 0, 0, "<", ">", &h, &n, err,
+		             sizeof(err));
+		txt = store_fmt_hits(h, n);
+		tap_ok(txt && strstr(txt, "#") && strstr(txt, "search me: ") &&
+		           strstr(txt, "<quick>"),
+		       "store_fmt_hits: %s", txt ? txt : "(null)");
+		free(txt);
+		store_hits_free(h, n);
+	}
 	tap_ok(store_search(st, "   ", 0, 0, NULL, NULL, &h, &n, err,
 	                    sizeof(err)) == STORE_EINVAL,
 	       "empty search refused");
@@ -599,6 +611,38 @@ static void test_export_import(struct store *st)
 	           strstr(md, "## Assistant [length]") && len == strlen(md),
 	       "Markdown export");
 	free(md);
+
+	/* from a file */
+	{
+		const char *f = tpath("import.json"), *big = tpath("big.json");
+		FILE *fp;
+
+		spit(f, doc, strlen(doc));
+		tap_ok(store_import_file(st, f, &id2, err, sizeof(err)) ==
+		               STORE_OK &&
+		           id2 > 0,
+		       "import a file");
+		spit(f, "[{\"role\":1}]", 12);
+		tap_ok(store_import_file(st, f, &id2, err, sizeof(err)) ==
+		               STORE_EINVAL &&
+		           strstr(err, "import.json: ") &&
+		           strstr(err, "messages[0]"),
+		       "a bad file is named: %s", err);
+		fp = fopen(big, "wb");
+		if (fp) {
+			fseek(fp, (long)STORE_IMPORT_MAX + 10, SEEK_SET);
+			fputc(' ', fp);
+			fclose(fp);
+		}
+		tap_ok(store_import_file(st, big, &id2, err, sizeof(err)) ==
+		               STORE_EINVAL &&
+		           strstr(err, "limit"),
+		       "a file over the limit is refused: %s", err);
+		unlink(big);
+		tap_ok(store_import_file(st, tpath("none.json"), &id2, err,
+		                         sizeof(err)) == STORE_ERR,
+		       "a missing file: %s", err);
+	}
 
 	/* an empty conversation round-trips too */
 	{
@@ -1066,6 +1110,9 @@ static void test_refusals(void)
 		int rc;
 
 		store_open(pc, 0, &st, err, sizeof(err));
+		/* durability is not under test here (t_store_kill.sh) */
+		sqlite3_exec(st->db, "PRAGMA synchronous = OFF", NULL, NULL,
+		             NULL);
 		store_conv_create(st, &cn, &conv, err, sizeof(err));
 		for (int i = 0; i < 300; i++)
 			add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER,
@@ -1259,6 +1306,8 @@ int main(void)
 		tap_ok(0, "open main.db: %s", err);
 		return tap_done();
 	}
+	/* fsync per commit is tested by t_store_kill.sh; keep this fast */
+	sqlite3_exec(st->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
 	test_conversations(st);
 	test_messages(st);
 	test_search(st);
