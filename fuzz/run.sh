@@ -29,11 +29,28 @@ fi
 if [ "$name" = store_import ]; then
 	cp tests/data/store/seeds/*.json "$corpus/"
 fi
-[ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
+if [ "$name" = template ]; then
+	cp tests/data/template/templates/*.jinja prompts/templates/*.jinja "$corpus/"
+fi
+if [ "$name" = json ]; then
+	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
+fi
+if [ "$name" = tok ]; then
+	clang -std=c11 -o build-fuzz/seed_tok fuzz/seed_tok.c
+	build-fuzz/seed_tok tests/data/tok/corpus.txt "$corpus"
+fi
+if [ "$name" = tok_load ]; then
+	cp tests/data/tok/tiny-*.gguf "$corpus/"
+fi
+[ -f "fuzz/dict/$name.dict" ] && dict="-dict=../fuzz/dict/$name.dict" || dict=
 mkdir -p build-fuzz/artifacts
 status=0
-"build-fuzz/fuzz/fuzz_$name" $dict -max_total_time="$secs" -jobs="$jobs" -workers="$jobs" \
-	-artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 "$corpus" || status=$?
+# One job runs in the foreground; several write build-fuzz/fuzz-N.log each.
+par=
+[ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
+# shellcheck disable=SC2086
+(cd build-fuzz && "./fuzz/fuzz_$name" $dict $par -max_total_time="$secs" \
+	-artifact_prefix=artifacts/ -print_final_stats=1 "../$corpus") || status=$?
 for c in build-fuzz/artifacts/crash-* build-fuzz/artifacts/leak-* build-fuzz/artifacts/timeout-* build-fuzz/artifacts/oom-*; do
 	[ -f "$c" ] && cp "$c" "tests/data/$name/crashers/" && echo "kept $c as a regression file"
 done

@@ -10,24 +10,26 @@
  *    alignment is assumed (Q8_0 blocks are 34 bytes).
  * 2. quant_dequant_row is bit-exact with ggml's dequantize_row_* (and with
  *    gguf-py's numpy dequantization): the same float operations in the same
- *    order. The build must not contract a*b+c into FMA for this file
- *    (-std=c11 implies -ffp-contract=off with GCC; clang is told by pragma).
+ *    order. quant.c forbids FMA contraction for itself (pragmas for GCC and
+ *    clang), so -march=native or GNU C mode cannot change a result.
  * 3. Dot products first convert the activation vector once
  *    (quant_vec_prepare), then dot it with many rows (quant_dot):
- *      - F32, F16, BF16 rows: x stays float32; exact weights, float32 sums.
- *      - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 rows: x is quantized to int8 blocks of
- *        32 with a float32 scale d = amax/127 (llama.cpp's Q8_0/Q8_1 with
- *        the scale kept in float32 instead of float16).
- *      - Q2_K..Q6_K rows: x is quantized to blocks of 256 (llama.cpp's Q8_K:
- *        float32 scale, int8 quants, int16 sums of each 16).
- *    Inside a block the products are summed in exact integer arithmetic; the
- *    float32 combination of block sums is done in block order by one shared
- *    piece of C, so the AVX2 path (chosen at run time when the CPU has it)
- *    and the portable path give bit-identical results.
+ *      - F32, F16, BF16 rows: x stays float32 (exact weights, float32 sums
+ *        in 16 interleaved running sums added pairwise).
+ *      - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 rows: x is quantized per 32 to int8
+ *        with a float32 scale d = amax/127, q = round(x/d) (llama.cpp's
+ *        Q8_0/Q8_1 with the scale kept in float32, not float16); the vector
+ *        holds the scales, d * sum(q) and the quants as three arrays.
+ *      - Q2_K..Q6_K rows: x is quantized per 256 the same way (llama.cpp's
+ *        Q8_K layout: float32 scale, int8 quants, int16 sums of each 16).
+ *    Inside a block the products are summed in exact integer arithmetic;
+ *    the float32 operations combining block sums are the same, in the same
+ *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2)
+ *    and in the portable C, so both give bit-identical results.
  * 4. Precision of quant_dot against the exact dot of the dequantized row
- *    with x: each activation is off by at most about d/2 (d = its block's
- *    amax/127), so |error| <= sum_i |w_i| * amax(block of i)/254 plus float
- *    rounding (t_quant checks this bound).
+ *    with x: each activation is off by at most 0.5001 * amax(its block)/127,
+ *    so |error| <= sum_i |w_i| * 0.5001 * amax_i / 127 plus the float32
+ *    rounding of one term per block (t_quant checks this bound).
  * 5. Calling these with a type quant_can_compute rejects is a caller bug:
  *    dequantization writes NaNs and quant_dot returns NaN. Use
  *    quant_check_tensor when loading.
@@ -41,7 +43,8 @@
 
 #include "qtype.h"
 
-/* True when the CPU engine can dequantize and dot type T (the 13 types above). */
+/* True when the CPU engine can dequantize and dot type T (the 13 types above).
+ */
 bool quant_can_compute(uint32_t type);
 
 /* Bytes of one row of N elements of type T (N a multiple of the block
@@ -56,8 +59,11 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
  * Dot products with one activation vector: convert x (n floats) once into
  * the form type T's dot wants (quant_vec_size bytes: quantized int8 blocks
  * or plain floats, see note 3), then dot it with any number of rows.
+ * N must be a multiple of the type's block size (32 or 256; any N for
+ * F32/F16/BF16), the same N for the preparation and the dots.
  * VEC is caller-owned memory of quant_vec_size(type, n) bytes, 4-byte
  * aligned (malloc'd memory is). Results are float32 accumulations.
+ * Thread-safe: VEC and ROW are only read by quant_dot.
  * A non-finite x makes every dot with its block NaN.
  */
 size_t quant_vec_size(uint32_t type, int64_t n);
@@ -78,7 +84,7 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n);
  * F16, ...)" into err (errlen bytes; err may be NULL) and returns -1.
  */
 int quant_check_tensor(const char *name, uint32_t type, char *err,
-		       size_t errlen);
+                       size_t errlen);
 
 /*
  * Test hook: false forces the portable C kernels even when the CPU has

@@ -185,6 +185,21 @@ static struct tstr *cstr(struct trender *r, const char *s)
 	return r_str_new(r, s, strlen(s), false);
 }
 
+/* Is CP one of the code points of CHARS (NULL: whitespace)? */
+static bool strip_member(const struct tstr *chars, uint32_t cp)
+{
+	size_t j = 0, k;
+
+	if (!chars)
+		return lib_isspace(cp);
+	while (j < chars->n) {
+		if (lib_u8dec(chars->p + j, chars->n - j, &k) == cp)
+			return true;
+		j += k;
+	}
+	return false;
+}
+
 /* Python's str.strip family: WHICH 1 left, 2 right, 3 both; CHARS NULL
  * means whitespace. */
 static struct tstr *do_strip(struct trender *r, const struct tstr *s,
@@ -192,25 +207,11 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 {
 	size_t a = 0, b = s->n, k;
 
-	/* membership of code point CP in CHARS */
-#define IN_SET(cp)                                                            \
-	(chars ? ({                                                           \
-		bool f_ = false;                                              \
-		size_t j_ = 0, kk_;                                           \
-		while (j_ < chars->n && !f_) {                                \
-			uint32_t c_ = lib_u8dec(chars->p + j_, chars->n - j_, \
-						&kk_);                        \
-			f_ = c_ == (cp);                                      \
-			j_ += kk_;                                            \
-		}                                                             \
-		f_;                                                           \
-	})                                                                    \
-	       : lib_isspace(cp))
 	if (which & 1) {
 		while (a < b) {
 			uint32_t cp = lib_u8dec(s->p + a, b - a, &k);
 
-			if (cp == UINT32_MAX || !IN_SET(cp))
+			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
 			a += k;
 		}
@@ -228,12 +229,11 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 				st = b - 1;
 				cp = UINT32_MAX;
 			}
-			if (cp == UINT32_MAX || !IN_SET(cp))
+			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
 			b = st;
 		}
 	}
-#undef IN_SET
 	return r_str_sub(r, s, a, b - a);
 }
 
@@ -703,7 +703,7 @@ static struct tval attr_path(struct trender *r, struct tval v,
 
 static const char *const filters[] = {
     "abs",	 "capitalize", "count",	  "d",	       "default", "first",
-    "float",	 "int",	       "items",	  "join",      "last",	  "length",
+    "float",	 "indent",     "int",	  "items",	  "join",      "last",	  "length",
     "list",	 "lower",      "map",	  "max",       "min",	  "reject",
     "rejectattr", "replace",   "reverse", "round",     "safe",	  "select",
     "selectattr", "string",    "sum",	  "title",     "tojson",  "trim",
@@ -838,6 +838,56 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
 	return tv_list(out);
 }
 
+/* Length of the line break at S[i..] as Python's str.splitlines sees it,
+ * or 0. */
+static size_t line_break(const struct tstr *s, size_t i)
+{
+	size_t k;
+	uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+
+	if (cp == '\r' && i + 1 < s->n && s->p[i + 1] == '\n')
+		return 2;
+	if (cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c ||
+	    (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 ||
+	    cp == 0x2029)
+		return k;
+	return 0;
+}
+
+/* jinja2's indent filter (3.1): every line but the first (FIRST: also the
+ * first) gets INDENT in front; blank lines only when BLANK. */
+static struct tstr *do_indent(struct trender *r, const struct tstr *s,
+			      const struct tstr *ind, bool first, bool blank)
+{
+	struct tstr *res = cstr(r, ""), *nl = cstr(r, "\n");
+	size_t i = 0, start = 0, line = 0;
+
+	/* jinja2 splits s + "\n" with splitlines(): the segments of S
+	 * between line breaks, the last one (maybe empty) included */
+	for (;;) {
+		size_t e = start, b = 0;
+		struct tstr *piece;
+
+		while (e < s->n && !(b = line_break(s, e)))
+			e += lib_u8dec(s->p + e, s->n - e, &i) == UINT32_MAX ? 1 : i;
+		piece = r_str_sub(r, s, start, e - start);
+		if (line > 0) {
+			res = r_str_cat(r, res, nl);
+			if (blank || piece->n)
+				res = r_str_cat(r, res, ind);
+		}
+		res = r_str_cat(r, res, piece);
+		line++;
+		r_step(r);
+		if (e >= s->n)
+			break;
+		start = e + b;
+	}
+	if (first)
+		res = r_str_cat(r, ind, res);
+	return res;
+}
+
 struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		       struct tval *args, size_t nargs, const char **kn,
 		       struct tval *kv, size_t nk)
@@ -851,6 +901,27 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		if (arg(args, nargs, kn, kv, nk, 0, "chars", &a) && a.k != V_NONE)
 			chars = want_str(r, a, "trim chars");
 		return tv_str(do_strip(r, r_to_str(r, v), chars, 3));
+	}
+	if (!strcmp(name, "indent")) {
+		struct tval w = tv_int(4), f = tv_bool(false), b = tv_bool(false);
+		struct tstr *ind;
+
+		arg(args, nargs, kn, kv, nk, 0, "width", &w);
+		arg(args, nargs, kn, kv, nk, 1, "first", &f);
+		arg(args, nargs, kn, kv, nk, 2, "blank", &b);
+		if (w.k == V_STR) {
+			ind = w.u.s;
+		} else if (w.k == V_INT && w.u.i >= 0 && w.u.i <= 256) {
+			char *sp = ta_alloc(&r->arena, (size_t)w.u.i + 1);
+
+			memset(sp, ' ', (size_t)w.u.i);
+			ind = r_str_new(r, sp, (size_t)w.u.i, false);
+		} else {
+			r_fail(r, TMPL_ERUNTIME, "indent: width must be a string "
+						 "or an integer 0..256");
+		}
+		return tv_str(do_indent(r, r_to_str(r, v), ind, r_truthy(r, f),
+					r_truthy(r, b)));
 	}
 	if (!strcmp(name, "length") || !strcmp(name, "count"))
 		return tv_int(py_len(r, v));
@@ -1196,6 +1267,9 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 		memcpy(z, a.u.s->p, a.u.s->n);
 		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
 	}
+	if (v.k == V_UNDEF && (!strcmp(name, "even") || !strcmp(name, "odd") ||
+			       !strcmp(name, "divisibleby")))
+		r_undef_fail(r, v);
 	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
 		if (v.k != V_INT && v.k != V_BOOL)
 			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
@@ -1354,7 +1428,12 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 
 			localtime_r(&t, &tmv);
 		}
+		/* The format comes from the template by design (Llama-3's
+		 * "%d %b %Y"); strftime cannot overrun OUT. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 		n = f->n ? strftime(out, sizeof(out), fmt, &tmv) : 0;
+#pragma GCC diagnostic pop
 		{
 			char *d = ta_alloc(&r->arena, n + 1);
 

@@ -123,32 +123,42 @@ int tok_buf_append(struct tok_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-/* FNV-1a over N bytes at S. */
+/* FNV-1a (64-bit) over N bytes at S, then a murmur3 finalizer so that
+   the low bits used as the slot index depend on every byte: vocabularies
+   are full of near-identical texts ("<unused17>", runs of spaces). */
 static uint32_t tok_hash_str(const char *s, size_t n)
 {
-	uint32_t h = 2166136261u;
+	uint64_t h = 14695981039346656037ull;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		h ^= (unsigned char)s[i];
-		h *= 16777619u;
+		h *= 1099511628211ull;
 	}
-	return h;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (uint32_t)h;
 }
 
 /* The id whose text is S[0..n), or -1. */
 int32_t tok_lookup(const struct tok *t, const char *s, size_t n)
 {
 	uint32_t mask = t->hash_cap - 1;
-	uint32_t i = tok_hash_str(s, n) & mask;
+	uint32_t h = tok_hash_str(s, n);
+	uint32_t i = h & mask;
 	int32_t id;
 
-	while ((id = t->hash[i]) >= 0) {
-		uint32_t off = t->text_off[id];
-		uint32_t len = t->text_off[id + 1] - off;
+	/* the stored hash rejects almost every other text without touching
+	   the text arena (a cache miss per probe otherwise) */
+	while ((id = t->hash[i].id) >= 0) {
+		if (t->hash[i].h == h) {
+			uint32_t off = t->text_off[id];
+			uint32_t len = t->text_off[id + 1] - off;
 
-		if (len == n && memcmp(t->text + off, s, n) == 0)
-			return id;
+			if (len == n && memcmp(t->text + off, s, n) == 0)
+				return id;
+		}
 		i = (i + 1) & mask;
 	}
 	return -1;
@@ -173,7 +183,7 @@ int tok_scratch_syms(struct tok_scratch *sc, size_t n)
 		return -1;
 #define TOK_GROW(field)                                                        \
 	do {                                                                   \
-		p = realloc(sc->field, cap * sizeof(*sc->field));             \
+		p = realloc(sc->field, cap * sizeof(*sc->field));              \
 		if (p == NULL)                                                 \
 			return -1;                                             \
 		sc->field = p;                                                 \
@@ -210,8 +220,7 @@ void tok_scratch_free(struct tok_scratch *sc)
 
 /* Read optional special id KEY into *OUT (-1 when absent). */
 static int tok_load_id(const struct gguf_file *f, struct tok *t,
-		       const char *key, int32_t *out, char *err,
-		       size_t errlen)
+                       const char *key, int32_t *out, char *err, size_t errlen)
 {
 	uint32_t v;
 	int rc = gguf_get_u32(f, key, &v, err, errlen);
@@ -223,7 +232,7 @@ static int tok_load_id(const struct gguf_file *f, struct tok *t,
 		return -1;
 	if (v >= (uint32_t)t->n_vocab) {
 		snprintf(err, errlen, "%s: %s = %u is out of range (%d tokens)",
-			 f->path, key, v, t->n_vocab);
+		         f->path, key, v, t->n_vocab);
 		return -1;
 	}
 	*out = (int32_t)v;
@@ -231,8 +240,8 @@ static int tok_load_id(const struct gguf_file *f, struct tok *t,
 }
 
 /* Read optional boolean KEY into *OUT, leaving it when absent. */
-static int tok_load_bool(const struct gguf_file *f, const char *key,
-			 bool *out, char *err, size_t errlen)
+static int tok_load_bool(const struct gguf_file *f, const char *key, bool *out,
+                         char *err, size_t errlen)
 {
 	int rc = gguf_get_bool(f, key, out, err, errlen);
 
@@ -241,7 +250,7 @@ static int tok_load_bool(const struct gguf_file *f, const char *key,
 
 /* Copy the token texts into one arena and build the text hash. */
 static int tok_load_texts(const struct gguf_file *f, struct tok *t,
-			  const struct gguf_array *a, char *err, size_t errlen)
+                          const struct gguf_array *a, char *err, size_t errlen)
 {
 	uint64_t total = 0;
 	uint32_t cap = 1;
@@ -250,26 +259,33 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 	for (i = 0; i < t->n_vocab; i++) {
 		if (a->strs[i].len > TOK_MAX_TOKEN_LEN) {
 			snprintf(err, errlen,
-				 "%s: tokenizer.ggml.tokens[%d] is %llu bytes "
-				 "long (limit %d)",
-				 f->path, i, (unsigned long long)a->strs[i].len,
-				 TOK_MAX_TOKEN_LEN);
+			         "%s: tokenizer.ggml.tokens[%d] is %llu bytes "
+			         "long (limit %d)",
+			         f->path, i, (unsigned long long)a->strs[i].len,
+			         TOK_MAX_TOKEN_LEN);
 			return -1;
 		}
 		total += a->strs[i].len;
+	}
+	if (total >= UINT32_MAX) {
+		snprintf(err, errlen,
+		         "%s: tokenizer.ggml.tokens holds %llu "
+		         "bytes of text (limit 4 GB)",
+		         f->path, (unsigned long long)total);
+		return -1;
 	}
 	t->text = malloc(total ? total : 1);
 	t->text_off = malloc(((size_t)t->n_vocab + 1) * sizeof(uint32_t));
 	while (cap < 2u * (uint32_t)t->n_vocab)
 		cap *= 2;
 	t->hash_cap = cap;
-	t->hash = malloc((size_t)cap * sizeof(int32_t));
+	t->hash = malloc((size_t)cap * sizeof(*t->hash));
 	if (!t->text || !t->text_off || !t->hash) {
 		snprintf(err, errlen, "%s: out of memory for %d tokens",
-			 f->path, t->n_vocab);
+		         f->path, t->n_vocab);
 		return -1;
 	}
-	memset(t->hash, 0xff, (size_t)cap * sizeof(int32_t));
+	memset(t->hash, 0xff, (size_t)cap * sizeof(*t->hash));
 	total = 0;
 	for (i = 0; i < t->n_vocab; i++) {
 		t->text_off[i] = (uint32_t)total;
@@ -281,21 +297,23 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 	for (i = 0; i < t->n_vocab; i++) {
 		const char *s = t->text + t->text_off[i];
 		size_t n = t->text_off[i + 1] - t->text_off[i];
-		uint32_t h;
+		uint32_t h, k;
 
 		if (tok_lookup(t, s, n) >= 0)
 			continue;
-		h = tok_hash_str(s, n) & (cap - 1);
-		while (t->hash[h] >= 0)
-			h = (h + 1) & (cap - 1);
-		t->hash[h] = i;
+		h = tok_hash_str(s, n);
+		k = h & (cap - 1);
+		while (t->hash[k].id >= 0)
+			k = (k + 1) & (cap - 1);
+		t->hash[k].h = h;
+		t->hash[k].id = i;
 	}
 	return 0;
 }
 
 /* Read scores and types (both optional, SPM needs scores). */
 static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
-				 char *err, size_t errlen)
+                                 char *err, size_t errlen)
 {
 	const struct gguf_array *a;
 	int32_t i;
@@ -311,13 +329,13 @@ static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
 	}
 	memset(t->type, TOK_TYPE_NORMAL, (size_t)t->n_vocab);
 	rc = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &a,
-			  err, errlen);
+	                  err, errlen);
 	if (rc == GGUF_OK) {
 		if (a->n != (uint64_t)t->n_vocab) {
 			snprintf(err, errlen,
-				 "%s: tokenizer.ggml.scores has %llu entries, "
-				 "tokens has %d",
-				 f->path, (unsigned long long)a->n, t->n_vocab);
+			         "%s: tokenizer.ggml.scores has %llu entries, "
+			         "tokens has %d",
+			         f->path, (unsigned long long)a->n, t->n_vocab);
 			return -1;
 		}
 		for (i = 0; i < t->n_vocab; i++)
@@ -326,16 +344,16 @@ static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
 		return -1;
 	}
 	rc = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &a,
-			  err, errlen);
+	                  err, errlen);
 	if (rc == GGUF_ENOKEY)
 		return 0;
 	if (rc != GGUF_OK)
 		return -1;
 	if (a->n != (uint64_t)t->n_vocab) {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.token_type has %llu entries, "
-			 "tokens has %d",
-			 f->path, (unsigned long long)a->n, t->n_vocab);
+		         "%s: tokenizer.ggml.token_type has %llu entries, "
+		         "tokens has %d",
+		         f->path, (unsigned long long)a->n, t->n_vocab);
 		return -1;
 	}
 	for (i = 0; i < t->n_vocab; i++) {
@@ -343,9 +361,9 @@ static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
 
 		if (v < 0 || v > TOK_TYPE_BYTE) {
 			snprintf(err, errlen,
-				 "%s: tokenizer.ggml.token_type[%d] = %lld is "
-				 "not a token type (0..6)",
-				 f->path, i, (long long)v);
+			         "%s: tokenizer.ggml.token_type[%d] = %lld is "
+			         "not a token type (0..6)",
+			         f->path, i, (long long)v);
 			return -1;
 		}
 		t->type[i] = (uint8_t)v;
@@ -377,7 +395,8 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 			return tok_buf_append(b, &c, 1);
 		}
 		for (k = 0; k < n;) {
-			if (n - k >= 3 && memcmp(s + k, "\xe2\x96\x81", 3) == 0) {
+			if (n - k >= 3 &&
+			    memcmp(s + k, "\xe2\x96\x81", 3) == 0) {
 				if (tok_buf_append(b, " ", 1))
 					return -1;
 				k += 3;
@@ -391,7 +410,8 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 	}
 	/* byte-level: every character maps back to one byte, else raw */
 	for (k = 0; k < n;) {
-		size_t len = tok_utf8_valid((const unsigned char *)s + k, n - k);
+		size_t len =
+		    tok_utf8_valid((const unsigned char *)s + k, n - k);
 		uint32_t cp = 0;
 		size_t j;
 		int byte;
@@ -417,8 +437,8 @@ raw:
 }
 
 /* Build the decoded-piece arena. */
-static int tok_load_pieces(const struct gguf_file *f, struct tok *t,
-			   char *err, size_t errlen)
+static int tok_load_pieces(const struct gguf_file *f, struct tok *t, char *err,
+                           size_t errlen)
 {
 	struct tok_buf b = {0};
 	int32_t i;
@@ -454,56 +474,70 @@ static int tok_added_cmp(const void *pa, const void *pb)
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Collect the tokens the partition may match, and the end-of-turn set. */
-static int tok_load_added(const struct gguf_file *f, struct tok *t,
-			  char *err, size_t errlen)
+/* True for the token types the partition matches in text. */
+static bool tok_type_added(uint8_t ty)
+{
+	return ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED ||
+	       ty == TOK_TYPE_UNKNOWN;
+}
+
+/* Collect the lengths the partition must try, and the end-of-turn set. */
+static int tok_load_added(const struct gguf_file *f, struct tok *t, char *err,
+                          size_t errlen)
 {
 	static const char *const eog_texts[] = {
-		"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>",
-		"<end_of_turn>", "<|endoftext|>", "<EOT>", "<|end_of_text|>",
-		"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
-		"\xef\xbd\x9c>",
+	    "<|eot_id|>",
+	    "<|eom_id|>",
+	    "<|im_end|>",
+	    "<|end|>",
+	    "<end_of_turn>",
+	    "<|endoftext|>",
+	    "<EOT>",
+	    "<|end_of_text|>",
+	    "<\xef\xbd\x9c"
+	    "end\xe2\x96\x81of\xe2\x96\x81sentence"
+	    "\xef\xbd\x9c>",
 	};
+	struct tok_added *added;
 	uint32_t n = 0, i, b;
 	int32_t id;
 	size_t k;
 
-	for (id = 0; id < t->n_vocab; id++) {
-		uint8_t ty = t->type[id];
-
-		if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED ||
-		     ty == TOK_TYPE_UNKNOWN) &&
+	for (id = 0; id < t->n_vocab; id++)
+		if (tok_type_added(t->type[id]) &&
 		    t->text_off[id + 1] > t->text_off[id])
 			n++;
-	}
-	t->added = malloc((n ? n : 1) * sizeof(*t->added));
-	if (t->added == NULL) {
+	added = malloc((n ? n : 1) * sizeof(*added));
+	t->added_len = malloc((n ? n : 1) * sizeof(*t->added_len));
+	if (added == NULL || t->added_len == NULL) {
+		free(added);
 		snprintf(err, errlen, "%s: out of memory", f->path);
 		return -1;
 	}
-	for (id = 0; id < t->n_vocab; id++) {
-		uint8_t ty = t->type[id];
+	for (n = 0, id = 0; id < t->n_vocab; id++) {
 		uint32_t len = t->text_off[id + 1] - t->text_off[id];
 
-		if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED ||
-		     ty == TOK_TYPE_UNKNOWN) && len > 0) {
-			t->added[t->n_added].id = id;
-			t->added[t->n_added].len = len;
-			t->added[t->n_added].first =
+		if (tok_type_added(t->type[id]) && len > 0) {
+			added[n].id = id;
+			added[n].len = len;
+			added[n].first =
 			    (unsigned char)t->text[t->text_off[id]];
-			t->n_added++;
+			n++;
 		}
 	}
-	qsort(t->added, t->n_added, sizeof(*t->added), tok_added_cmp);
+	qsort(added, n, sizeof(*added), tok_added_cmp);
 	for (b = 0, i = 0; b < 257; b++) {
-		while (i < t->n_added && t->added[i].first < b)
-			i++;
-		t->added_first[b] = i;
+		t->added_first[b] = t->n_added_len;
+		for (; i < n && added[i].first == b; i++)
+			if (t->n_added_len == t->added_first[b] ||
+			    t->added_len[t->n_added_len - 1] != added[i].len)
+				t->added_len[t->n_added_len++] = added[i].len;
 	}
+	free(added);
 	for (k = 0; k < sizeof(eog_texts) / sizeof(eog_texts[0]); k++) {
 		id = tok_lookup(t, eog_texts[k], strlen(eog_texts[k]));
 		if (id >= 0 && (t->type[id] == TOK_TYPE_CONTROL ||
-				t->type[id] == TOK_TYPE_USER_DEFINED))
+		                t->type[id] == TOK_TYPE_USER_DEFINED))
 			t->eog[id] = 1;
 	}
 	return 0;
@@ -511,16 +545,16 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t,
 
 /* Read the model kind and the pre-tokenizer name. */
 static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	static const struct {
 		const char *name;
 		enum tok_pre pre;
 	} pres[] = {
-		{"gpt-2", TOK_PRE_GPT2},	  {"gpt2", TOK_PRE_GPT2},
-		{"llama-bpe", TOK_PRE_LLAMA3},	  {"llama3", TOK_PRE_LLAMA3},
-		{"qwen2", TOK_PRE_QWEN2},	  {"deepseek-r1-qwen", TOK_PRE_QWEN2},
-		{"smollm", TOK_PRE_SMOLLM},
+	    {"gpt-2", TOK_PRE_GPT2},       {"gpt2", TOK_PRE_GPT2},
+	    {"llama-bpe", TOK_PRE_LLAMA3}, {"llama3", TOK_PRE_LLAMA3},
+	    {"qwen2", TOK_PRE_QWEN2},      {"deepseek-r1-qwen", TOK_PRE_QWEN2},
+	    {"smollm", TOK_PRE_SMOLLM},
 	};
 	struct gguf_str s;
 	size_t k;
@@ -534,9 +568,9 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 		t->model = TOK_MODEL_SPM;
 	} else {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.model \"%.*s\" is not supported "
-			 "(supported: gpt2, llama)",
-			 f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+		         "%s: tokenizer.ggml.model \"%.*s\" is not supported "
+		         "(supported: gpt2, llama)",
+		         f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 		return -1;
 	}
 	rc = gguf_get_str(f, "tokenizer.ggml.pre", &s, err, errlen);
@@ -559,10 +593,10 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 			t->pre = pres[k].pre;
 	if (t->pre == TOK_PRE_NONE) {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.pre \"%.*s\" is not a known "
-			 "pre-tokenizer (known: gpt-2, llama-bpe, qwen2, "
-			 "deepseek-r1-qwen, smollm)",
-			 f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+		         "%s: tokenizer.ggml.pre \"%.*s\" is not a known "
+		         "pre-tokenizer (known: gpt-2, llama-bpe, qwen2, "
+		         "deepseek-r1-qwen, smollm)",
+		         f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 		return -1;
 	}
 	return 0;
@@ -570,18 +604,18 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 
 /* Special ids and the BOS / EOS / space-prefix rules. */
 static int tok_load_specials(const struct gguf_file *f, struct tok *t,
-			     char *err, size_t errlen)
+                             char *err, size_t errlen)
 {
 	int32_t eot, eom;
 
 	if (tok_load_id(f, t, "tokenizer.ggml.bos_token_id", &t->bos, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.eos_token_id", &t->eos, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.unknown_token_id", &t->unk, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.eot_token_id", &eot, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.eom_token_id", &eom, err, errlen))
 		return -1;
 	if (t->unk < 0 && t->model == TOK_MODEL_SPM)
@@ -590,11 +624,11 @@ static int tok_load_specials(const struct gguf_file *f, struct tok *t,
 	t->add_eos = false;
 	t->add_space_prefix = t->model == TOK_MODEL_SPM;
 	if (tok_load_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err,
-			  errlen) ||
+	                  errlen) ||
 	    tok_load_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err,
-			  errlen) ||
+	                  errlen) ||
 	    tok_load_bool(f, "tokenizer.ggml.add_space_prefix",
-			  &t->add_space_prefix, err, errlen))
+	                  &t->add_space_prefix, err, errlen))
 		return -1;
 	if (t->model != TOK_MODEL_SPM)
 		t->add_space_prefix = false;
@@ -620,13 +654,13 @@ struct tok *tok_load(const struct gguf_file *f, char *err, size_t errlen)
 	if (tok_load_kind(f, t, err, errlen))
 		goto fail;
 	if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &a, err,
-			 errlen))
+	                 errlen))
 		goto fail;
 	if (a->n == 0 || a->n > TOK_MAX_VOCAB) {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.tokens has %llu entries "
-			 "(must be 1..%d)",
-			 f->path, (unsigned long long)a->n, TOK_MAX_VOCAB);
+		         "%s: tokenizer.ggml.tokens has %llu entries "
+		         "(must be 1..%d)",
+		         f->path, (unsigned long long)a->n, TOK_MAX_VOCAB);
 		goto fail;
 	}
 	t->n_vocab = (int32_t)a->n;
@@ -640,8 +674,6 @@ struct tok *tok_load(const struct gguf_file *f, char *err, size_t errlen)
 		if (tok_bpe_setup(t, f, err, errlen) ||
 		    tok_pretok_compile(t, err, errlen))
 			goto fail;
-		if (err && errlen)
-			err[0] = 0;
 	} else if (tok_spm_setup(t, err, errlen)) {
 		goto fail;
 	}
@@ -667,7 +699,7 @@ void tok_free(struct tok *t)
 	free(t->eog);
 	free(t->hash);
 	free(t->merges);
-	free(t->added);
+	free(t->added_len);
 	free(t);
 }
 
@@ -678,14 +710,25 @@ static size_t tok_space_at(const char *s, size_t n)
 {
 	utf8proc_int32_t cp;
 	utf8proc_ssize_t len = utf8proc_iterate((const utf8proc_uint8_t *)s,
-						(utf8proc_ssize_t)n, &cp);
+	                                        (utf8proc_ssize_t)n, &cp);
 
 	if (len <= 0)
 		return 0;
 	switch (cp) {
-	case 0x09: case 0x0a: case 0x0b: case 0x0c: case 0x0d: case 0x20:
-	case 0x85: case 0xa0: case 0x1680: case 0x2028: case 0x2029:
-	case 0x202f: case 0x205f: case 0x3000:
+	case 0x09:
+	case 0x0a:
+	case 0x0b:
+	case 0x0c:
+	case 0x0d:
+	case 0x20:
+	case 0x85:
+	case 0xa0:
+	case 0x1680:
+	case 0x2028:
+	case 0x2029:
+	case 0x202f:
+	case 0x205f:
+	case 0x3000:
 		return (size_t)len;
 	default:
 		return cp >= 0x2000 && cp <= 0x200a ? (size_t)len : 0;
@@ -714,8 +757,8 @@ static size_t tok_space_before(const char *s, size_t begin, size_t end)
 
 /* Encode one stretch of text that holds no added token. */
 static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
-			  const char *s, size_t n, bool prev_special,
-			  struct tok_ids *out)
+                          const char *s, size_t n, bool prev_special,
+                          struct tok_ids *out)
 {
 	size_t k;
 
@@ -723,7 +766,7 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 		return 0;
 	if (t->model == TOK_MODEL_SPM)
 		return tok_spm_encode(t, sc, s, n,
-				      t->add_space_prefix && prev_special, out);
+		                      t->add_space_prefix && prev_special, out);
 	if (t->pre == TOK_PRE_QWEN2) {
 		for (k = 0; k < n && (unsigned char)s[k] < 0x80; k++)
 			;
@@ -737,7 +780,7 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 			if (m < 0) /* invalid UTF-8: take it as bytes */
 				return tok_pretok_encode(t, sc, s, n, out);
 			rc = tok_pretok_encode(t, sc, (const char *)nfc,
-					       (size_t)m, out);
+			                       (size_t)m, out);
 			free(nfc);
 			return rc;
 		}
@@ -745,58 +788,59 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 	return tok_pretok_encode(t, sc, s, n, out);
 }
 
-/* The longest enabled added token starting at S[i], or NULL. */
-static const struct tok_added *tok_added_at(const struct tok *t,
-					    const char *s, size_t n, size_t i,
-					    unsigned flags)
+/* The longest enabled added token starting at S[i], or -1. */
+static int32_t tok_added_at(const struct tok *t, const char *s, size_t n,
+                            size_t i, unsigned flags)
 {
 	unsigned char c = (unsigned char)s[i];
 	uint32_t k;
 
 	for (k = t->added_first[c]; k < t->added_first[c + 1]; k++) {
-		const struct tok_added *a = &t->added[k];
+		uint32_t len = t->added_len[k];
+		int32_t id;
 
-		if (a->len > n - i)
+		if (len > n - i)
 			continue;
-		if (t->type[a->id] != TOK_TYPE_USER_DEFINED &&
-		    !(flags & TOK_PARSE_SPECIAL))
+		id = tok_lookup(t, s + i, len);
+		if (id < 0 || !tok_type_added(t->type[id]))
 			continue;
-		if (memcmp(s + i, t->text + t->text_off[a->id], a->len) == 0)
-			return a;
+		if (t->type[id] == TOK_TYPE_USER_DEFINED ||
+		    (flags & TOK_PARSE_SPECIAL))
+			return id;
 	}
-	return NULL;
+	return -1;
 }
 
 /* Split on added tokens (leftmost-longest) and encode the parts. */
 static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
-			    const char *s, size_t n, unsigned flags,
-			    bool prev_special, struct tok_ids *out)
+                            const char *s, size_t n, unsigned flags,
+                            bool prev_special, struct tok_ids *out)
 {
 	size_t i = 0, last = 0;
 
 	while (i < n) {
-		const struct tok_added *a = NULL;
+		int32_t id = -1;
 		size_t start = i, end;
 
 		if (t->added_first[(unsigned char)s[i]] !=
 		    t->added_first[(unsigned char)s[i] + 1])
-			a = tok_added_at(t, s, n, i, flags);
-		if (a == NULL) {
+			id = tok_added_at(t, s, n, i, flags);
+		if (id < 0) {
 			i++;
 			continue;
 		}
-		end = i + a->len;
-		if (t->attr[a->id] & TOK_ATTR_LSTRIP)
+		end = i + (t->text_off[id + 1] - t->text_off[id]);
+		if (t->attr[id] & TOK_ATTR_LSTRIP)
 			start -= tok_space_before(s, last, start);
-		if (t->attr[a->id] & TOK_ATTR_RSTRIP) {
+		if (t->attr[id] & TOK_ATTR_RSTRIP) {
 			size_t w;
 
 			while (end < n && (w = tok_space_at(s + end, n - end)))
 				end += w;
 		}
-		if (tok_encode_raw(t, sc, s + last, start - last,
-				   prev_special, out) ||
-		    tok_ids_push(out, a->id))
+		if (tok_encode_raw(t, sc, s + last, start - last, prev_special,
+		                   out) ||
+		    tok_ids_push(out, id))
 			return -1;
 		prev_special = true;
 		i = last = end;
@@ -805,17 +849,25 @@ static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
 }
 
 int tok_encode(const struct tok *t, const char *text, size_t len,
-	       unsigned flags, struct tok_ids *out, char *err, size_t errlen)
+               unsigned flags, struct tok_ids *out, char *err, size_t errlen)
 {
 	struct tok_scratch sc = {0};
 	size_t n0 = out->n;
 	int rc = 0;
 
 	if (len > TOK_MAX_TEXT) {
-		snprintf(err, errlen, "text of %zu bytes is longer than the "
-			 "limit of %u bytes", len, TOK_MAX_TEXT);
+		snprintf(err, errlen,
+		         "text of %zu bytes is longer than the "
+		         "limit of %u bytes",
+		         len, TOK_MAX_TEXT);
 		return -1;
 	}
+	/* a chunk cache sized to the text: one slot per ~8 bytes */
+	if (len >= TOK_CACHE_MIN_TEXT)
+		for (sc.cache_cap = 512;
+		     sc.cache_cap < TOK_CACHE_SLOTS && sc.cache_cap < len / 8;
+		     sc.cache_cap *= 2)
+			;
 	if ((flags & TOK_ADD_SPECIAL) && t->add_bos && t->bos >= 0)
 		rc = tok_ids_push(out, t->bos);
 	if (rc == 0)
@@ -825,8 +877,10 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
 	tok_scratch_free(&sc);
 	if (rc) {
 		out->n = n0;
-		snprintf(err, errlen, "out of memory while tokenizing %zu "
-			 "bytes", len);
+		snprintf(err, errlen,
+		         "out of memory while tokenizing %zu "
+		         "bytes",
+		         len);
 	}
 	return rc;
 }
@@ -834,7 +888,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
 /* ---------- decoding and queries ---------- */
 
 const char *tok_piece(const struct tok *t, int32_t id, unsigned flags,
-		      size_t *len)
+                      size_t *len)
 {
 	if (id < 0 || id >= t->n_vocab) {
 		*len = 0;
@@ -859,7 +913,7 @@ const char *tok_text(const struct tok *t, int32_t id, size_t *len)
 }
 
 int tok_decode(const struct tok *t, const int32_t *ids, size_t n,
-	       unsigned flags, struct tok_buf *out, char *err, size_t errlen)
+               unsigned flags, struct tok_buf *out, char *err, size_t errlen)
 {
 	size_t i, n0 = out->n, len;
 
@@ -867,9 +921,10 @@ int tok_decode(const struct tok *t, const int32_t *ids, size_t n,
 		const char *p = tok_piece(t, ids[i], flags, &len);
 
 		if (p == NULL) {
-			snprintf(err, errlen, "token id %d at position %zu is "
-				 "out of range (%d tokens)", ids[i], i,
-				 t->n_vocab);
+			snprintf(err, errlen,
+			         "token id %d at position %zu is "
+			         "out of range (%d tokens)",
+			         ids[i], i, t->n_vocab);
 			out->n = n0;
 			return -1;
 		}

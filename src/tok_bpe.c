@@ -25,37 +25,32 @@ struct bpe_cand {
 	int32_t id;    /* merged token */
 };
 
-/* GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the
-   others for 256, 257, ... in byte order. */
+/* GPT-2's bytes_to_unicode(): the printable bytes 0x21-0x7e, 0xa1-0xac
+   and 0xae-0xff stand for themselves; the other 68 (0x00-0x20, 0x7f-0xa0,
+   0xad) stand for 256, 257, ... in byte order. */
 uint32_t tok_bpe_byte_cp(unsigned b)
 {
-	unsigned k, n = 0;
-
-	if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) ||
-	    (b >= 0xae && b <= 0xff))
-		return b;
-	for (k = 0; k < b; k++)
-		if (!((k >= 0x21 && k <= 0x7e) || (k >= 0xa1 && k <= 0xac) ||
-		      (k >= 0xae && k <= 0xff)))
-			n++;
-	return 256 + n;
+	if (b <= 0x20)
+		return 256 + b;
+	if (b >= 0x7f && b <= 0xa0)
+		return 256 + 33 + (b - 0x7f);
+	if (b == 0xad)
+		return 256 + 67;
+	return b;
 }
 
 /* The byte code point CP stands for, or -1. */
 int tok_bpe_cp_byte(uint32_t cp)
 {
-	static int16_t inv[512];
-	static int ready;
-	unsigned b;
-
-	if (!ready) { /* idempotent: racing threads write the same values */
-		for (b = 0; b < 512; b++)
-			inv[b] = -1;
-		for (b = 0; b < 256; b++)
-			inv[tok_bpe_byte_cp(b)] = (int16_t)b;
-		ready = 1;
-	}
-	return cp < 512 ? inv[cp] : -1;
+	if (cp < 256)
+		return tok_bpe_byte_cp(cp) == cp ? (int)cp : -1;
+	if (cp < 256 + 33)
+		return (int)(cp - 256);
+	if (cp < 256 + 67)
+		return (int)(0x7f + (cp - 256 - 33));
+	if (cp == 256 + 67)
+		return 0xad;
+	return -1;
 }
 
 static uint32_t tok_pair_hash(uint64_t key)
@@ -67,8 +62,8 @@ static uint32_t tok_pair_hash(uint64_t key)
 }
 
 /* The merge of LEFT and RIGHT, or NULL. */
-static const struct tok_merge *tok_merge_find(const struct tok *t,
-					      int32_t left, int32_t right)
+static const struct tok_merge *tok_merge_find(const struct tok *t, int32_t left,
+                                              int32_t right)
 {
 	uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
 	uint32_t mask = t->merge_cap - 1;
@@ -82,43 +77,37 @@ static const struct tok_merge *tok_merge_find(const struct tok *t,
 	return NULL;
 }
 
-/* Parse merge I ("left right") into ids; -1 with a message on error. */
+/* Parse merge I ("left right") into ids, using BOTH (2 *
+   TOK_MAX_TOKEN_LEN bytes) as scratch; -1 with a message on error. */
 static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
-			   uint64_t i, int32_t ids[3], char *err,
-			   size_t errlen)
+                           uint64_t i, int32_t ids[3], char *both, char *err,
+                           size_t errlen)
 {
 	const char *s = m->ptr;
 	size_t n = (size_t)m->len, sp;
-	char *both;
 
 	for (sp = 1; sp < n && s[sp] != ' '; sp++)
 		;
-	if (n < 3 || sp >= n - 1) {
+	if (n < 3 || sp >= n - 1 || n > 2 * TOK_MAX_TOKEN_LEN) {
 		snprintf(err, errlen,
-			 "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
-			 "tokens separated by a space",
-			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
+		         "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
+		         "tokens separated by a space (or is too long)",
+		         (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
 		return -1;
 	}
 	ids[0] = tok_lookup(t, s, sp);
 	ids[1] = tok_lookup(t, s + sp + 1, n - sp - 1);
-	both = malloc(n);
-	if (both == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	memcpy(both, s, sp);
 	memcpy(both + sp, s + sp + 1, n - sp - 1);
 	ids[2] = tok_lookup(t, both, n - 1);
-	free(both);
 	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
 		snprintf(err, errlen,
-			 "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
-			 "token",
-			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
-			 ids[0] < 0   ? "the left part"
-			 : ids[1] < 0 ? "the right part"
-				      : "the merged text");
+		         "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
+		         "token",
+		         (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
+		         ids[0] < 0   ? "the left part"
+		         : ids[1] < 0 ? "the right part"
+		                      : "the merged text");
 		return -1;
 	}
 	return 0;
@@ -126,12 +115,13 @@ static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
 
 /* Byte symbols and the merge table from tokenizer.ggml.merges. */
 int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
-		  size_t errlen)
+                  size_t errlen)
 {
 	const struct gguf_array *a;
 	uint32_t cap = 16;
 	uint64_t i;
 	unsigned b;
+	char *both;
 
 	for (b = 0; b < 256; b++) {
 		char u[4];
@@ -139,12 +129,14 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 
 		t->byte_id[b] = tok_lookup(t, u, n);
 	}
-	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a,
-			 err, errlen))
+	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a, err,
+	                 errlen))
 		return -1;
 	if (a->n > (uint64_t)INT32_MAX / 4) {
-		snprintf(err, errlen, "%s: tokenizer.ggml.merges has %llu "
-			 "entries", f->path, (unsigned long long)a->n);
+		snprintf(err, errlen,
+		         "%s: tokenizer.ggml.merges has %llu "
+		         "entries",
+		         f->path, (unsigned long long)a->n);
 		return -1;
 	}
 	while (cap < 2 * a->n)
@@ -152,10 +144,15 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 	t->merges = malloc((size_t)cap * sizeof(*t->merges));
 	if (t->merges == NULL) {
 		snprintf(err, errlen, "out of memory for %llu merges",
-			 (unsigned long long)a->n);
+		         (unsigned long long)a->n);
 		return -1;
 	}
 	t->merge_cap = cap;
+	both = malloc(2 * TOK_MAX_TOKEN_LEN);
+	if (both == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	for (i = 0; i < cap; i++) {
 		t->merges[i].key = 0;
 		t->merges[i].rank = -1;
@@ -166,11 +163,15 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		uint64_t key;
 		uint32_t h;
 
-		if (tok_merge_parse(t, &a->strs[i], i, ids, err, errlen)) {
+		if (tok_merge_parse(t, &a->strs[i], i, ids, both, err,
+		                    errlen)) {
 			char m[384];
 
-			snprintf(m, sizeof(m), "%s", err);
-			snprintf(err, errlen, "%s: %s", f->path, m);
+			if (err != NULL && errlen > 0) {
+				snprintf(m, sizeof(m), "%s", err);
+				snprintf(err, errlen, "%s: %s", f->path, m);
+			}
+			free(both);
 			return -1;
 		}
 		if (tok_merge_find(t, ids[0], ids[1]))
@@ -183,6 +184,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		t->merges[h].rank = (int32_t)i;
 		t->merges[h].id = ids[2];
 	}
+	free(both);
 	return 0;
 }
 
@@ -257,35 +259,33 @@ static void bpe_pop(struct tok_scratch *sc, struct bpe_cand *out)
 /* The cache slot for chunk S[0..n) with hash H: its entry, or the empty
    slot where it goes. NULL when there is no cache. */
 static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
-					    const char *s, size_t n,
-					    uint32_t h)
+                                            const char *s, size_t n, uint32_t h)
 {
-	uint32_t i = h & (TOK_CACHE_SLOTS - 1);
+	uint32_t i;
 
 	if (sc->cache == NULL) {
-		sc->cache = calloc(TOK_CACHE_SLOTS, sizeof(*sc->cache));
+		sc->cache = calloc(sc->cache_cap, sizeof(*sc->cache));
 		if (sc->cache == NULL)
 			return NULL;
 	}
-	for (;;) {
+	for (i = h & (sc->cache_cap - 1);; i = (i + 1) & (sc->cache_cap - 1)) {
 		struct tok_cache_ent *e = &sc->cache[i];
 
 		if (e->key_len == 0 ||
 		    (e->hash == h && e->key_len == n &&
 		     memcmp(sc->cache_keys.p + e->key_off, s, n) == 0))
 			return e;
-		i = (i + 1) & (TOK_CACHE_SLOTS - 1);
 	}
 }
 
 /* Remember that chunk S[0..n) gave OUT->v[from..]. Failure is harmless. */
 static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
-			  const char *s, size_t n, uint32_t h,
-			  const struct tok_ids *out, size_t from)
+                          const char *s, size_t n, uint32_t h,
+                          const struct tok_ids *out, size_t from)
 {
 	size_t k, cnt = out->n - from;
 
-	if (e == NULL || sc->cache_n >= TOK_CACHE_SLOTS / 2 || cnt > 255)
+	if (e == NULL || sc->cache_n >= sc->cache_cap / 2 || cnt > 255)
 		return;
 	e->hash = h;
 	e->key_off = (uint32_t)sc->cache_keys.n;
@@ -301,12 +301,12 @@ static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
 }
 
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
-			 const char *s, size_t n, struct tok_ids *out);
+                         const char *s, size_t n, struct tok_ids *out);
 
 /* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. Short
    chunks go through a cache: the result only depends on the bytes. */
 int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
-		  size_t n, struct tok_ids *out)
+                  size_t n, struct tok_ids *out)
 {
 	struct tok_cache_ent *e;
 	size_t from = out->n, k;
@@ -316,7 +316,7 @@ int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 		return 0;
 	if (n == 1 && t->byte_id[(unsigned char)s[0]] >= 0)
 		return tok_ids_push(out, t->byte_id[(unsigned char)s[0]]);
-	if (n > TOK_CACHE_MAX_KEY)
+	if (n > TOK_CACHE_MAX_KEY || sc->cache_cap == 0)
 		return tok_bpe_merge(t, sc, s, n, out);
 	for (k = 0; k < n; k++)
 		h = (h ^ (unsigned char)s[k]) * 16777619u;
@@ -335,7 +335,7 @@ int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 
 /* The merge loop proper over chunk S[0..n). */
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
-			 const char *s, size_t n, struct tok_ids *out)
+                         const char *s, size_t n, struct tok_ids *out)
 {
 	int32_t i, head = -1, prev = -1, cnt = 0;
 	struct bpe_cand c;

@@ -16,13 +16,16 @@
 static inline const char *tu_shared(const char *rel, char *buf, size_t n)
 {
 	const char *s = getenv("PARLEY_SHARED");
-	const char *src = getenv("srcdir");
+	const char *src = getenv("top_srcdir");
+
+	if (src == NULL || *src == 0)
+		src = getenv("srcdir");
 
 	if (s && *s)
 		snprintf(buf, n, "%s/%s", s, rel);
 	else
 		snprintf(buf, n, "%s/../shared/%s", src && *src ? src : ".",
-			 rel);
+		         rel);
 	return buf;
 }
 
@@ -36,18 +39,25 @@ static inline const char *tu_model(char *buf, size_t n)
 	if (m && *m)
 		snprintf(buf, n, "%s", m);
 	else if (x && *x)
-		snprintf(buf, n, "%s/parley/models/"
-			 "SmolLM2-135M-Instruct.Q4_1.gguf", x);
+		snprintf(buf, n,
+		         "%s/parley/models/"
+		         "SmolLM2-135M-Instruct.Q4_1.gguf",
+		         x);
 	else
-		snprintf(buf, n, "%s/.cache/parley/models/"
-			 "SmolLM2-135M-Instruct.Q4_1.gguf", h ? h : ".");
+		snprintf(buf, n,
+		         "%s/.cache/parley/models/"
+		         "SmolLM2-135M-Instruct.Q4_1.gguf",
+		         h ? h : ".");
 	return buf;
 }
 
-/* A path under the source tree (srcdir or "."). */
+/* A path under the source tree (top_srcdir, srcdir or "."). */
 static inline const char *tu_src(const char *rel, char *buf, size_t n)
 {
-	const char *src = getenv("srcdir");
+	const char *src = getenv("top_srcdir");
+
+	if (src == NULL || *src == 0)
+		src = getenv("srcdir");
 
 	snprintf(buf, n, "%s/%s", src && *src ? src : ".", rel);
 	return buf;
@@ -81,7 +91,7 @@ static inline char *tu_read(const char *path, size_t *len)
    (at most cap); returns the count, or -1 on a malformed number. *END is
    set past the newline. */
 static inline long tu_parse_ids(const char *s, int32_t *v, size_t cap,
-				const char **end)
+                                const char **end)
 {
 	long n = 0;
 
