@@ -26,6 +26,9 @@ if [ "$name" = gguf ]; then
 		[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] && cp "$f" "$corpus/" || true
 	done
 fi
+if [ "$name" = model ]; then
+	cp tests/data/engine/*.gguf "$corpus/"
+fi
 if [ "$name" = store_import ]; then
 	cp tests/data/store/seeds/*.json "$corpus/"
 fi

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "engine.h"
 #include "engine_util.h"
 #include "gguf.h"
@@ -339,11 +340,59 @@ static void check_model_errors(void)
 	gguf_close(src);
 }
 
+/* parley-mkmodel makes valid models of every computable type. */
+static void check_mkmodel_types(void)
+{
+	static const char *types[] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0",
+				      "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
+				      "Q4_K", "Q5_K", "Q6_K"};
+	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[1024], err[512];
+
+	snprintf(path, sizeof(path), "%.900s/t_engine_mk_%d.gguf", tmpdir,
+		 (int)getpid());
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		char *argv[] = {"dev-mkmodel", "--arch",     "qwen2",
+				"--n-embd",    "256",	     "--n-ff",
+				"512",	       "--n-head",   "4",
+				"--n-head-kv", "2",	     "--n-layer",
+				"2",	       "--n-vocab",  "64",
+				"--type",      (char *)types[i], "-o",
+				path,	       NULL};
+		struct gguf_file *f = NULL;
+		struct model *m = NULL;
+		struct engine *e = NULL;
+		int32_t toks[4] = {1, 7, 3, 63};
+		int ok = cmd_mkmodel((int)(sizeof(argv) / sizeof(argv[0])) - 1,
+				     argv) == 0 &&
+			 (f = gguf_open(path, err, sizeof(err))) != NULL &&
+			 model_load(f, &m, err, sizeof(err)) == 0 &&
+			 m->w.layers[1].w_down.type == m->w.token_embd.type &&
+			 (e = open_engine(m, 0, 1)) != NULL &&
+			 engine_eval(e, toks, 4, 0, err, sizeof(err)) == 0;
+		double sd = 0;
+
+		for (int32_t v = 0; ok && v < m->cfg.n_vocab; v++) {
+			float x = engine_logits(e)[v];
+
+			ok &= isfinite(x);
+			sd += (double)x * x;
+		}
+		tap_ok(ok && sd > 0, "mkmodel --type %s: loads, 4 tokens give "
+		       "finite, non-zero logits", types[i]);
+		engine_close(e);
+		model_free(m);
+		gguf_close(f);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	check_consistency("llama_f32");
 	check_consistency("qwen2_q8_0");
 	check_trace();
 	check_model_errors();
+	check_mkmodel_types();
 	return tap_done();
 }
