@@ -170,6 +170,12 @@ def smollm_goldens(model, out):
                   repr(llm.detokenize(gen).decode("utf-8", "replace")[:40]),
                   sum(a == b for a, b in zip(rtop, gen)), N_GEN, lcp_dev,
                   np.abs(firsts[-1] - rl[0]).max()))
+        if name == "unicode":  # end-to-end golden for tests/t_generate.sh
+            with open(os.path.join(out, "generate_unicode.prompt"), "w",
+                      encoding="utf-8") as f:
+                f.write(text)
+            with open(os.path.join(out, "generate_unicode.txt"), "wb") as f:
+                f.write(llm.detokenize(gen))
         lines.append("prompt " + name)
         lines.append("ids %d %s" % (len(ids), " ".join(map(str, ids))))
         lines.append("gen %d %s" % (len(gen), " ".join(map(str, gen))))
