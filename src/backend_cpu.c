@@ -272,10 +272,9 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		for (int32_t i = 0; i <= pos; i++) {
 			const float *k = kc + (size_t)i * s->kv_dim_k +
 					 (size_t)kvh * hd;
-			float d = 0;
+			/* quant.h's fp32 dot: fixed order, SIMD when present */
+			float d = quant_dot(QTYPE_F32, k, q, hd);
 
-			for (int e = 0; e < hd; e++)
-				d += q[e] * k[e];
 			att[i] = d * scale;
 			if (att[i] > mx)
 				mx = att[i];
