@@ -1455,7 +1455,12 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 
 			localtime_r(&t, &tmv);
 		}
+		/* The format comes from the template by design (Llama-3's
+		 * "%d %b %Y"); strftime cannot overrun OUT. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 		n = f->n ? strftime(out, sizeof(out), fmt, &tmv) : 0;
+#pragma GCC diagnostic pop
 		{
 			char *d = ta_alloc(&r->arena, n + 1);
 

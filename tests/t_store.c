@@ -724,10 +724,10 @@ static void test_export_import(struct store *st)
 	};
 	counts(st, &nc0, &nm0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int rc = store_import_json(st, bad[i].json, strlen(bad[i].json),
+		int irc = store_import_json(st, bad[i].json, strlen(bad[i].json),
 		                           &id, err, sizeof(err));
 
-		tap_ok(rc == STORE_EINVAL && strstr(err, bad[i].what) &&
+		tap_ok(irc == STORE_EINVAL && strstr(err, bad[i].what) &&
 		           id == 0,
 		       "rejects %s: %s", bad[i].what, err);
 	}
@@ -1196,32 +1196,43 @@ static void test_two_connections(void)
 	store_conv_list_free(v, n);
 	sqlite3_exec(lock, "COMMIT", NULL, NULL, NULL);
 	store_set_busy_timeout(b, 5000);
-	/* a child process holds the lock for 300 ms; b's write waits */
+	/* A child process takes the write lock, says so through a pipe,
+	 * holds it for 300 ms and commits: b's write, started once the lock
+	 * is known to be held, must wait for it and then succeed. No sleep
+	 * decides the order, so a loaded machine cannot make this flaky. */
+	int sync[2];
+	char byte = 0;
+
+	if (pipe(sync) != 0)
+		sync[0] = sync[1] = -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		sqlite3 *l2;
 		struct timespec d = {0, 300 * 1000000L};
 
+		close(sync[0]);
 		sqlite3_open(p, &l2);
+		sqlite3_busy_timeout(l2, 5000);
 		sqlite3_exec(l2, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+		if (write(sync[1], "L", 1) != 1)
+			_exit(1);
 		nanosleep(&d, NULL);
 		sqlite3_exec(l2, "COMMIT", NULL, NULL, NULL);
 		sqlite3_close(l2);
 		_exit(0);
 	}
-	{
-		struct timespec d = {0, 100 * 1000000L};
-
-		nanosleep(&d, NULL); /* let the child take the lock */
-	}
+	close(sync[1]);
+	if (read(sync[0], &byte, 1) != 1)
+		byte = 0;
+	close(sync[0]);
 	t0 = now_s();
 	rc = store_conv_rename(b, conv, "renamed while locked", err,
 	                       sizeof(err));
 	t1 = now_s();
 	waitpid_compat(pid);
-	tap_ok(rc == STORE_OK && t1 - t0 >= 0.1,
-	       "busy_timeout: the write waited %.0f ms for the lock and "
-	       "succeeded",
+	tap_ok(byte == 'L' && rc == STORE_OK,
+	       "busy_timeout: a write started while another process held the "
+	       "lock waited %.0f ms and succeeded",
 	       (t1 - t0) * 1e3);
 	sqlite3_close(lock);
 	store_close(a);
