@@ -702,7 +702,8 @@ static struct tval attr_path(struct trender *r, struct tval v,
 /* ------------------------------------------------------------- filters */
 
 static const char *const filters[] = {
-    "abs",	 "capitalize", "count",	  "d",	       "default", "first",
+    "abs",	 "capitalize", "count",	  "d",	       "default", "e",
+    "escape",	 "first",
     "float",	 "indent",     "int",	  "items",	  "join",      "last",	  "length",
     "list",	 "lower",      "map",	  "max",       "min",	  "reject",
     "rejectattr", "replace",   "reverse", "round",     "safe",	  "select",
@@ -927,6 +928,32 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		return tv_int(py_len(r, v));
 	if (!strcmp(name, "safe"))
 		return v;
+	if (!strcmp(name, "escape") || !strcmp(name, "e")) {
+		/* markupsafe.escape: & < > " ' */
+		struct tstr *in = r_to_str(r, v);
+		char *d;
+		size_t o = 0;
+
+		if (in->n > (SIZE_MAX - 1) / 5)
+			r_fail(r, TMPL_ELIMIT, "string too long");
+		d = ta_alloc(&r->arena, in->n * 5 + 1);
+		for (i = 0; i < in->n; i++) {
+			const char *rep = in->p[i] == '&'    ? "&amp;"
+					  : in->p[i] == '<'  ? "&lt;"
+					  : in->p[i] == '>'  ? "&gt;"
+					  : in->p[i] == '"'  ? "&#34;"
+					  : in->p[i] == '\'' ? "&#39;"
+							     : NULL;
+
+			if (rep) {
+				memcpy(d + o, rep, strlen(rep));
+				o += strlen(rep);
+			} else {
+				d[o++] = in->p[i];
+			}
+		}
+		return tv_str(r_str_derived(r, d, o, in->nsp != 0));
+	}
 	if (!strcmp(name, "string"))
 		return tv_str(r_to_str(r, v));
 	if (!strcmp(name, "lower") || !strcmp(name, "upper") ||
