@@ -1,0 +1,611 @@
+/*
+ * backend_cpu.c - the CPU reference backend of the engine interface.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * Plain and obviously right first: fp32 activations and residual stream,
+ * fp32 KV cache, every dot product accumulated in fp32 (or wider) by
+ * quant.h, RMSNorm sums and softmax normalisers in double. The forward pass
+ * is the one written out in model.h. Speed comes from two things only:
+ * rows of every matrix are split across the thread pool, and in prefill a
+ * chunk of up to n_batch tokens is pushed through each matrix together so
+ * each weight row is read once per chunk, not once per token.
+ *
+ * KV cache layout (fp32):
+ *   k_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_k + d]
+ *   v_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_v + d]
+ * kv_dim = n_head_kv * head_dim; so the positions 0..n-1 of one layer are
+ * one contiguous run of n * kv_dim floats (state save copies those runs).
+ * K is stored after RoPE, V as computed (plus bias).
+ *
+ * Grouped-query attention: query head h reads KV head h / (n_head /
+ * n_head_kv). Token i of a chunk sits at pos = n_past + i and attends to
+ * cache positions 0..pos; the chunk's K/V are written to the cache before
+ * any of its queries are evaluated, so prefill and decode see the same
+ * keys.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "model.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "trace.h"
+
+/* Run state of the CPU backend: mutable, owned by the engine. */
+struct cpu_state {
+	struct threadpool *tp; /* row-splitting workers */
+	int32_t n_batch;       /* tokens per chunk */
+	int32_t kv_dim_k;      /* n_head_kv * head_dim_k */
+	int32_t kv_dim_v;      /* n_head_kv * head_dim_v */
+	int32_t q_dim;	       /* n_head * head_dim_k */
+	int32_t o_dim;	       /* n_head * head_dim_v */
+
+	/* activations of one chunk (n_batch rows each) */
+	float *x;	/* [n_batch][n_embd] residual stream */
+	float *xb;	/* [n_batch][max(n_embd, o_dim)] normed input / attn out */
+	float *q;	/* [n_batch][q_dim] queries (after RoPE) */
+	float *k;	/* [n_batch][kv_dim_k] keys of the chunk */
+	float *v;	/* [n_batch][kv_dim_v] values of the chunk */
+	float *hb;	/* [n_batch][n_ff] gate, then silu(gate) * up */
+	float *hb2;	/* [n_batch][n_ff] up */
+	float *y;	/* [n_batch][n_embd] output of a projection */
+	float *att;	/* [n_threads][n_ctx] attention scores per thread */
+	float *rope_cs; /* [n_batch][n_rot] cos, sin interleaved per pair */
+	double *inv_freq; /* [n_rot / 2] angle per position of pair i */
+
+	/* prepared activation vectors (quant_vec_prepare) */
+	unsigned char *vecs; /* [n_batch][vec_stride] */
+	size_t vec_stride;   /* bytes per prepared vector (max over types) */
+
+	/* KV cache */
+	float *k_cache; /* [n_layer][n_ctx][kv_dim_k], see above */
+	float *v_cache; /* [n_layer][n_ctx][kv_dim_v] */
+
+	int32_t logits_cap; /* rows allocated in engine.logits */
+};
+
+/* ---------------------------------------------------------------- jobs */
+
+/* A matrix product job: Y[t][r] = W row r . X[t] for t < n_tok. */
+struct cpu_matmul_job {
+	const struct model_tensor *w; /* weight [ne1 rows, ne0] */
+	const unsigned char *vecs;    /* n_tok prepared vectors */
+	size_t vec_stride;	      /* bytes between them */
+	int32_t n_tok;		      /* tokens */
+	float *y;		      /* [n_tok][y_stride] */
+	int64_t y_stride;	      /* floats between output rows */
+};
+
+/*
+ * This is where the time goes: every weight row is dotted with every
+ * prepared token vector. Thread ith takes a contiguous share of the rows.
+ */
+static void cpu_matmul_fn(void *arg, int ith, int nth)
+{
+	const struct cpu_matmul_job *j = arg;
+	const struct model_tensor *w = j->w;
+	const unsigned char *base = w->data;
+	long lo, hi;
+
+	threadpool_split((long)w->ne1, ith, nth, &lo, &hi);
+	for (long r = lo; r < hi; r++) {
+		const void *row = base + (size_t)r * w->row_size;
+
+		for (int32_t t = 0; t < j->n_tok; t++)
+			j->y[t * j->y_stride + r] = quant_dot(
+			    w->type, row, j->vecs + (size_t)t * j->vec_stride,
+			    w->ne0);
+	}
+}
+
+/* A preparation job: quantize/convert n_tok activation rows for TYPE. */
+struct cpu_prepare_job {
+	uint32_t type;	    /* weight type the vectors are for */
+	const float *x;	    /* [n_tok][n] */
+	int64_t n;	    /* elements per row */
+	int32_t n_tok;	    /* rows */
+	unsigned char *vecs; /* [n_tok][vec_stride] */
+	size_t vec_stride;
+};
+
+/* Prepare the activation vectors, tokens split across threads. */
+static void cpu_prepare_fn(void *arg, int ith, int nth)
+{
+	const struct cpu_prepare_job *j = arg;
+	long lo, hi;
+
+	threadpool_split(j->n_tok, ith, nth, &lo, &hi);
+	for (long t = lo; t < hi; t++)
+		quant_vec_prepare(j->type, j->x + t * j->n,
+				  j->n, j->vecs + (size_t)t * j->vec_stride);
+}
+
+/* Prepare X[n_tok][n] for weights of TYPE into s->vecs. */
+static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
+			int64_t n, int32_t n_tok)
+{
+	struct cpu_prepare_job j = {type, x, n, n_tok, s->vecs, s->vec_stride};
+
+	if (n_tok == 1)
+		cpu_prepare_fn(&j, 0, 1);
+	else
+		threadpool_run(s->tp, cpu_prepare_fn, &j);
+}
+
+/* Y[t][r] = W row r . (prepared vector t), for the prepared vectors. */
+static void cpu_matmul_prepared(struct cpu_state *s,
+				const struct model_tensor *w, int32_t n_tok,
+				float *y, int64_t y_stride)
+{
+	struct cpu_matmul_job j = {w, s->vecs, s->vec_stride, n_tok, y,
+				   y_stride};
+
+	threadpool_run(s->tp, cpu_matmul_fn, &j);
+}
+
+/* Y = W X for X [n_tok][w->ne0], Y [n_tok][w->ne1]. */
+static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
+		       const float *x, int32_t n_tok, float *y)
+{
+	cpu_prepare(s, w->type, x, w->ne0, n_tok);
+	cpu_matmul_prepared(s, w, n_tok, y, w->ne1);
+}
+
+/* -------------------------------------------------------- elementwise */
+
+/* out = x / sqrt(mean(x^2) + eps) * w, one row of N. */
+static void cpu_rmsnorm(float *out, const float *x, const float *w, int n,
+			float eps)
+{
+	double ss = 0;
+
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	float scale = (float)(1.0 / sqrt(ss / n + (double)eps));
+	for (int i = 0; i < n; i++)
+		out[i] = x[i] * scale * w[i];
+}
+
+/* cos/sin of every pair's angle at position POS into CS[n_rot]. */
+static void cpu_rope_table(const struct cpu_state *s, int n_rot, int32_t pos,
+			   float *cs)
+{
+	for (int i = 0; i < n_rot / 2; i++) {
+		double theta = (double)pos * s->inv_freq[i];
+
+		cs[2 * i] = (float)cos(theta);
+		cs[2 * i + 1] = (float)sin(theta);
+	}
+}
+
+/* Rotate the first n_rot dims of one head vector X (STYLE: pairs/halves). */
+static void cpu_rope(float *x, const float *cs, int n_rot,
+		     enum model_rope_style style)
+{
+	int half = n_rot / 2;
+
+	for (int i = 0; i < half; i++) {
+		float c = cs[2 * i], sn = cs[2 * i + 1];
+		int a = style == MODEL_ROPE_NORM ? 2 * i : i;
+		int b = style == MODEL_ROPE_NORM ? 2 * i + 1 : i + half;
+		float x0 = x[a], x1 = x[b];
+
+		x[a] = x0 * c - x1 * sn;
+		x[b] = x0 * sn + x1 * c;
+	}
+}
+
+/* ----------------------------------------------------------- attention */
+
+/* An attention job over (token, head) pairs of one chunk in layer il. */
+struct cpu_attn_job {
+	const struct engine *e; /* engine (model shape, n_ctx) */
+	struct cpu_state *s;	/* buffers */
+	int il;			/* layer */
+	int32_t n_tok;		/* tokens in the chunk */
+	int32_t pos0;		/* position of the chunk's first token */
+};
+
+/* Causal softmax attention for the pairs this thread takes. */
+static void cpu_attn_fn(void *arg, int ith, int nth)
+{
+	const struct cpu_attn_job *j = arg;
+	const struct model_config *c = &j->e->model->cfg;
+	struct cpu_state *s = j->s;
+	int hd = c->head_dim_k, hdv = c->head_dim_v;
+	int group = c->n_head / c->n_head_kv;
+	float scale = 1.0f / sqrtf((float)hd);
+	float *att = s->att + (size_t)ith * j->e->n_ctx;
+	const float *kc = s->k_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_k;
+	const float *vc = s->v_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_v;
+	long lo, hi;
+
+	threadpool_split((long)j->n_tok * c->n_head, ith, nth, &lo, &hi);
+	for (long p = lo; p < hi; p++) {
+		int32_t t = (int32_t)(p / c->n_head);
+		int h = (int)(p % c->n_head), kvh = h / group;
+		int32_t pos = j->pos0 + t;
+		const float *q = s->q + (size_t)t * s->q_dim + (size_t)h * hd;
+		float *out = s->xb + (size_t)t * s->o_dim + (size_t)h * hdv;
+		float mx = -INFINITY;
+		double sum = 0;
+
+		for (int32_t i = 0; i <= pos; i++) {
+			const float *k = kc + (size_t)i * s->kv_dim_k +
+					 (size_t)kvh * hd;
+			float d = 0;
+
+			for (int e = 0; e < hd; e++)
+				d += q[e] * k[e];
+			att[i] = d * scale;
+			if (att[i] > mx)
+				mx = att[i];
+		}
+		for (int32_t i = 0; i <= pos; i++) {
+			att[i] = expf(att[i] - mx);
+			sum += att[i];
+		}
+		float inv = (float)(1.0 / sum);
+		memset(out, 0, (size_t)hdv * sizeof(float));
+		for (int32_t i = 0; i <= pos; i++) {
+			const float *v = vc + (size_t)i * s->kv_dim_v +
+					 (size_t)kvh * hdv;
+			float a = att[i] * inv;
+
+			for (int e = 0; e < hdv; e++)
+				out[e] += a * v[e];
+		}
+	}
+}
+
+/* --------------------------------------------------------- forward pass */
+
+/* Attention block of layer il for the chunk; adds into s->x. */
+static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
+				int32_t n, int32_t pos0)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct model_layer *l = &e->model->w.layers[il];
+	int hd = c->head_dim_k;
+
+	for (int32_t t = 0; t < n; t++)
+		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
+			    s->x + (size_t)t * c->n_embd, l->attn_norm,
+			    c->n_embd, c->rms_eps);
+	cpu_prepare(s, l->wq.type, s->xb, c->n_embd, n);
+	cpu_matmul_prepared(s, &l->wq, n, s->q, s->q_dim);
+	if (l->wk.type != l->wq.type)
+		cpu_prepare(s, l->wk.type, s->xb, c->n_embd, n);
+	cpu_matmul_prepared(s, &l->wk, n, s->k, s->kv_dim_k);
+	if (l->wv.type != l->wk.type)
+		cpu_prepare(s, l->wv.type, s->xb, c->n_embd, n);
+	cpu_matmul_prepared(s, &l->wv, n, s->v, s->kv_dim_v);
+
+	for (int32_t t = 0; t < n; t++) {
+		float *q = s->q + (size_t)t * s->q_dim;
+		float *k = s->k + (size_t)t * s->kv_dim_k;
+		float *v = s->v + (size_t)t * s->kv_dim_v;
+		const float *cs = s->rope_cs + (size_t)t * c->n_rot;
+		size_t at = ((size_t)il * e->n_ctx + (size_t)(pos0 + t));
+
+		if (l->bq != NULL) {
+			for (int i = 0; i < s->q_dim; i++)
+				q[i] += l->bq[i];
+			for (int i = 0; i < s->kv_dim_k; i++)
+				k[i] += l->bk[i];
+			for (int i = 0; i < s->kv_dim_v; i++)
+				v[i] += l->bv[i];
+		}
+		for (int h = 0; h < c->n_head; h++)
+			cpu_rope(q + (size_t)h * hd, cs, c->n_rot,
+				 c->rope_style);
+		for (int h = 0; h < c->n_head_kv; h++)
+			cpu_rope(k + (size_t)h * hd, cs, c->n_rot,
+				 c->rope_style);
+		memcpy(s->k_cache + at * s->kv_dim_k, k,
+		       (size_t)s->kv_dim_k * sizeof(float));
+		memcpy(s->v_cache + at * s->kv_dim_v, v,
+		       (size_t)s->kv_dim_v * sizeof(float));
+	}
+
+	struct cpu_attn_job aj = {e, s, il, n, pos0};
+	threadpool_run(s->tp, cpu_attn_fn, &aj);
+
+	cpu_matmul(s, &l->wo, s->xb, n, s->y);
+	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
+		s->x[i] += s->y[i];
+}
+
+/* Feed-forward block (SwiGLU) of layer il for the chunk; adds into s->x. */
+static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
+			  int32_t n)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct model_layer *l = &e->model->w.layers[il];
+
+	for (int32_t t = 0; t < n; t++)
+		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
+			    s->x + (size_t)t * c->n_embd, l->ffn_norm,
+			    c->n_embd, c->rms_eps);
+	cpu_prepare(s, l->w_gate.type, s->xb, c->n_embd, n);
+	cpu_matmul_prepared(s, &l->w_gate, n, s->hb, c->n_ff);
+	if (l->w_up.type != l->w_gate.type)
+		cpu_prepare(s, l->w_up.type, s->xb, c->n_embd, n);
+	cpu_matmul_prepared(s, &l->w_up, n, s->hb2, c->n_ff);
+	for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
+		float g = s->hb[i];
+
+		s->hb[i] = g / (1.0f + expf(-g)) * s->hb2[i];
+	}
+	cpu_matmul(s, &l->w_down, s->hb, n, s->y);
+	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
+		s->x[i] += s->y[i];
+}
+
+/* One chunk of n <= n_batch tokens at positions pos0..; logits per flags. */
+static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
+			      const int32_t *tokens, int32_t n, int32_t pos0,
+			      float *logits, int32_t n_out)
+{
+	const struct model *m = e->model;
+	const struct model_config *c = &m->cfg;
+	const struct model_tensor *te = &m->w.token_embd;
+	int32_t first_out = n - n_out;
+
+	for (int32_t t = 0; t < n; t++) {
+		quant_dequant_row(te->type,
+				  (const unsigned char *)te->data +
+					  (size_t)tokens[t] * te->row_size,
+				  s->x + (size_t)t * c->n_embd, c->n_embd);
+		cpu_rope_table(s, c->n_rot, pos0 + t,
+			       s->rope_cs + (size_t)t * c->n_rot);
+	}
+	for (int il = 0; il < c->n_layer; il++) {
+		cpu_attention_block(e, s, il, n, pos0);
+		cpu_ffn_block(e, s, il, n);
+		if (e->trace != NULL && il < e->trace->n_layer)
+			trace_stats_of(s->x + (size_t)(n - 1) * c->n_embd,
+				       c->n_embd, &e->trace->layers[il]);
+	}
+	if (n_out == 0)
+		return;
+	for (int32_t t = 0; t < n_out; t++)
+		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
+			    s->x + (size_t)(first_out + t) * c->n_embd,
+			    m->w.output_norm, c->n_embd, c->rms_eps);
+	cpu_matmul(s, &m->w.output, s->xb, n_out, logits);
+}
+
+/* Grow e->logits to hold N rows. */
+static int cpu_logits_reserve(struct engine *e, struct cpu_state *s,
+			      int32_t n, char *err, size_t errlen)
+{
+	size_t nv = (size_t)e->model->cfg.n_vocab;
+	float *p;
+
+	if (n <= s->logits_cap)
+		return 0;
+	p = realloc(e->logits, (size_t)n * nv * sizeof(float));
+	if (p == NULL) {
+		snprintf(err, errlen, "out of memory for %d rows of logits", n);
+		return -1;
+	}
+	e->logits = p;
+	s->logits_cap = n;
+	return 0;
+}
+
+/* engine_ops.eval: chunks of n_batch tokens through the layer stack. */
+static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
+		    unsigned flags, char *err, size_t errlen)
+{
+	struct cpu_state *s = e->impl;
+	bool all = (flags & ENGINE_EVAL_ALL) != 0;
+	size_t nv = (size_t)e->model->cfg.n_vocab;
+
+	if (cpu_logits_reserve(e, s, all ? n : 1, err, errlen))
+		return -1;
+	for (int32_t done = 0; done < n; done += s->n_batch) {
+		int32_t m = n - done < s->n_batch ? n - done : s->n_batch;
+		bool last = done + m == n;
+		int32_t n_out = all ? m : (last ? 1 : 0);
+		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
+
+		cpu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
+				  dst, n_out);
+	}
+	e->n_logits = all ? n : 1;
+	return 0;
+}
+
+/* ------------------------------------------------------------ KV state */
+
+/* Bytes of K and V for positions [0, n) of every layer. */
+static size_t cpu_kv_bytes(const struct engine *e, int32_t n)
+{
+	const struct cpu_state *s = e->impl;
+
+	return (size_t)e->model->cfg.n_layer * (size_t)n *
+	       ((size_t)s->kv_dim_k + (size_t)s->kv_dim_v) * sizeof(float);
+}
+
+/* Layer by layer: K of positions [0, n), then V. */
+static int cpu_kv_save(struct engine *e, int32_t n, void *buf)
+{
+	struct cpu_state *s = e->impl;
+	char *p = buf;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		size_t nk = (size_t)n * s->kv_dim_k * sizeof(float);
+		size_t nvb = (size_t)n * s->kv_dim_v * sizeof(float);
+
+		memcpy(p, s->k_cache + (size_t)il * e->n_ctx * s->kv_dim_k, nk);
+		p += nk;
+		memcpy(p, s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v, nvb);
+		p += nvb;
+	}
+	return 0;
+}
+
+/* Inverse of cpu_kv_save. */
+static int cpu_kv_load(struct engine *e, int32_t n, const void *buf)
+{
+	struct cpu_state *s = e->impl;
+	const char *p = buf;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		size_t nk = (size_t)n * s->kv_dim_k * sizeof(float);
+		size_t nvb = (size_t)n * s->kv_dim_v * sizeof(float);
+
+		memcpy(s->k_cache + (size_t)il * e->n_ctx * s->kv_dim_k, p, nk);
+		p += nk;
+		memcpy(s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v, p, nvb);
+		p += nvb;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------- open / close */
+
+/* Largest quant_vec_size over the matrices of the model. */
+static size_t cpu_max_vec_size(const struct model *m)
+{
+	const struct model_config *c = &m->cfg;
+	size_t mx = quant_vec_size(m->w.output.type, c->n_embd);
+
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_layer *l = &m->w.layers[il];
+		const struct model_tensor *ts[] = {&l->wq, &l->wk,    &l->wv,
+						   &l->wo, &l->w_gate, &l->w_up,
+						   &l->w_down};
+
+		for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
+			size_t v = quant_vec_size(ts[i]->type, ts[i]->ne0);
+
+			if (v > mx)
+				mx = v;
+		}
+	}
+	return (mx + 63) & ~(size_t)63;
+}
+
+/* calloc of a * b floats with an overflow check. */
+static float *cpu_floats(size_t a, size_t b)
+{
+	if (b != 0 && a > SIZE_MAX / sizeof(float) / b)
+		return NULL;
+	return calloc(a * b, sizeof(float));
+}
+
+/* engine_ops.close: free the run state and KV cache. */
+static void cpu_close(struct engine *e)
+{
+	struct cpu_state *s = e->impl;
+
+	if (s != NULL) {
+		threadpool_free(s->tp);
+		free(s->x);
+		free(s->xb);
+		free(s->q);
+		free(s->k);
+		free(s->v);
+		free(s->hb);
+		free(s->hb2);
+		free(s->y);
+		free(s->att);
+		free(s->rope_cs);
+		free(s->inv_freq);
+		free(s->vecs);
+		free(s->k_cache);
+		free(s->v_cache);
+		free(s);
+	}
+	free(e->logits);
+	e->logits = NULL;
+	e->impl = NULL;
+}
+
+/* engine_ops.open: allocate buffers and the KV cache, start the threads. */
+static int cpu_open(struct engine *e, const struct engine_params *p,
+		    char *err, size_t errlen)
+{
+	const struct model *m = e->model;
+	const struct model_config *c = &m->cfg;
+	struct cpu_state *s;
+	size_t nb, nctx = (size_t)e->n_ctx, xdim;
+
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	e->impl = s;
+	s->n_batch = p->n_batch > 0 ? p->n_batch : 64;
+	if (s->n_batch > 4096)
+		s->n_batch = 4096;
+	s->tp = threadpool_new(p->n_threads, err, errlen);
+	if (s->tp == NULL)
+		goto fail;
+	e->n_threads = threadpool_size(s->tp);
+	s->kv_dim_k = c->n_head_kv * c->head_dim_k;
+	s->kv_dim_v = c->n_head_kv * c->head_dim_v;
+	s->q_dim = c->n_head * c->head_dim_k;
+	s->o_dim = c->n_head * c->head_dim_v;
+	nb = (size_t)s->n_batch;
+	xdim = (size_t)(c->n_embd > s->o_dim ? c->n_embd : s->o_dim);
+	s->x = cpu_floats(nb, (size_t)c->n_embd);
+	s->xb = cpu_floats(nb, xdim);
+	s->q = cpu_floats(nb, (size_t)s->q_dim);
+	s->k = cpu_floats(nb, (size_t)s->kv_dim_k);
+	s->v = cpu_floats(nb, (size_t)s->kv_dim_v);
+	s->hb = cpu_floats(nb, (size_t)c->n_ff);
+	s->hb2 = cpu_floats(nb, (size_t)c->n_ff);
+	s->y = cpu_floats(nb, (size_t)c->n_embd);
+	s->att = cpu_floats((size_t)e->n_threads, nctx);
+	s->rope_cs = cpu_floats(nb, (size_t)c->n_rot);
+	s->inv_freq = calloc((size_t)c->n_rot / 2, sizeof(double));
+	s->vec_stride = cpu_max_vec_size(m);
+	s->vecs = calloc(nb, s->vec_stride);
+	s->k_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_k);
+	s->v_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_v);
+	if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
+	    !s->y || !s->att || !s->rope_cs || !s->inv_freq || !s->vecs ||
+	    !s->k_cache || !s->v_cache) {
+		snprintf(err, errlen,
+			 "out of memory for the CPU run state (n_ctx %d, KV "
+			 "%.1f MiB)",
+			 e->n_ctx,
+			 (double)cpu_kv_bytes(e, e->n_ctx) / (1024.0 * 1024.0));
+		goto fail;
+	}
+	/* theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i] */
+	for (int i = 0; i < c->n_rot / 2; i++) {
+		double f = pow((double)c->rope_freq_base,
+			       -2.0 * i / (double)c->n_rot) *
+			   (double)c->rope_freq_scale;
+
+		if (m->w.rope_freqs != NULL)
+			f /= (double)m->w.rope_freqs[i];
+		s->inv_freq[i] = f;
+	}
+	if (cpu_logits_reserve(e, s, 1, err, errlen))
+		goto fail;
+	return 0;
+fail:
+	cpu_close(e);
+	return -1;
+}
+
+const struct engine_ops backend_cpu_ops = {
+	.name = "cpu",
+	.open = cpu_open,
+	.eval = cpu_eval,
+	.kv_bytes = cpu_kv_bytes,
+	.kv_save = cpu_kv_save,
+	.kv_load = cpu_kv_load,
+	.close = cpu_close,
+};

@@ -1,0 +1,131 @@
+/*
+ * trace.c - opt-in observation of the forward pass (trace.h).
+ */
+#include "trace.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Allocate a trace; see trace.h. */
+struct trace *trace_new(int n_layer, int top_k, FILE *out)
+{
+	struct trace *t;
+
+	if (n_layer < 1 || n_layer > 65536 || top_k < 1 || top_k > 1024)
+		return NULL;
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return NULL;
+	t->n_layer = n_layer;
+	t->top_k = top_k;
+	t->out = out;
+	t->layers = calloc((size_t)n_layer, sizeof(*t->layers));
+	t->top_id = calloc((size_t)top_k, sizeof(*t->top_id));
+	t->top_logit = calloc((size_t)top_k, sizeof(*t->top_logit));
+	t->top_prob = calloc((size_t)top_k, sizeof(*t->top_prob));
+	if (!t->layers || !t->top_id || !t->top_logit || !t->top_prob) {
+		trace_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* Free a trace. */
+void trace_free(struct trace *t)
+{
+	if (t == NULL)
+		return;
+	free(t->layers);
+	free(t->top_id);
+	free(t->top_logit);
+	free(t->top_prob);
+	free(t);
+}
+
+/* Statistics of X[0..n) (accumulated in double). */
+void trace_stats_of(const float *x, int64_t n, struct trace_stats *s)
+{
+	double sum = 0, sq = 0;
+	float mn = x[0], mx = x[0];
+
+	for (int64_t i = 0; i < n; i++) {
+		if (x[i] < mn)
+			mn = x[i];
+		if (x[i] > mx)
+			mx = x[i];
+		sum += x[i];
+		sq += (double)x[i] * x[i];
+	}
+	s->min = mn;
+	s->max = mx;
+	s->mean = (float)(sum / (double)n);
+	s->rms = (float)sqrt(sq / (double)n);
+}
+
+/* Top-k by insertion into the sorted arrays (k is small). */
+void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab)
+{
+	int k = t->top_k < n_vocab ? t->top_k : n_vocab;
+	int have = 0;
+	float mx = logits[0];
+	double z = 0, ez = 0;
+
+	for (int32_t i = 0; i < n_vocab; i++) {
+		float v = logits[i];
+		int j;
+
+		if (v > mx)
+			mx = v;
+		if (have == k && v <= t->top_logit[k - 1])
+			continue;
+		j = have < k ? have++ : k - 1;
+		while (j > 0 && t->top_logit[j - 1] < v) {
+			t->top_logit[j] = t->top_logit[j - 1];
+			t->top_id[j] = t->top_id[j - 1];
+			j--;
+		}
+		t->top_logit[j] = v;
+		t->top_id[j] = i;
+	}
+	for (int32_t i = 0; i < n_vocab; i++) {
+		double e = exp((double)logits[i] - mx);
+
+		z += e;
+		ez += e * ((double)logits[i] - mx);
+	}
+	for (int j = 0; j < k; j++)
+		t->top_prob[j] = (float)(exp((double)t->top_logit[j] - mx) / z);
+	for (int j = k; j < t->top_k; j++) {
+		t->top_id[j] = -1;
+		t->top_logit[j] = 0;
+		t->top_prob[j] = 0;
+	}
+	/* H = log z - E[l - mx] */
+	t->entropy = (float)(log(z) - ez / z);
+}
+
+/* One JSON line per step. */
+int trace_write_json(const struct trace *t)
+{
+	FILE *f = t->out;
+
+	if (f == NULL)
+		return 0;
+	fprintf(f, "{\"step\":%lld,\"pos\":%d,\"n_tokens\":%d,\"token\":%d,",
+		(long long)t->step, t->pos, t->n_tokens, t->token);
+	fprintf(f, "\"entropy\":%.6g,\"top\":[", (double)t->entropy);
+	for (int j = 0; j < t->top_k && t->top_id[j] >= 0; j++)
+		fprintf(f, "%s{\"id\":%d,\"logit\":%.6g,\"prob\":%.6g}",
+			j ? "," : "", t->top_id[j], (double)t->top_logit[j],
+			(double)t->top_prob[j]);
+	fprintf(f, "],\"layers\":[");
+	for (int il = 0; il < t->n_layer; il++)
+		fprintf(f,
+			"%s{\"min\":%.6g,\"max\":%.6g,\"mean\":%.6g,"
+			"\"rms\":%.6g}",
+			il ? "," : "", (double)t->layers[il].min,
+			(double)t->layers[il].max, (double)t->layers[il].mean,
+			(double)t->layers[il].rms);
+	fprintf(f, "]}\n");
+	return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * trace.h - opt-in observation of the forward pass.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * A caller that wants to see inside the engine allocates a struct trace
+ * with trace_new() and attaches it with engine_set_trace(). While none is
+ * attached the engine computes nothing extra (one NULL test per layer).
+ * When one is attached, every engine_eval() fills it for the LAST token of
+ * the batch:
+ *   - layers[il]: min / max / mean / rms of the fp32 residual stream after
+ *     layer il (il = 0..n_layer-1), computed by the backend;
+ *   - the top-k of the final logits with their softmax probabilities and
+ *     the entropy of the whole distribution (computed by engine.c from the
+ *     logits, so every backend reports them the same way).
+ * If the trace has an output stream, engine_eval() then appends one JSON
+ * line per step (trace_write_json). The debug pane reads the struct.
+ */
+#ifndef PARLEY_TRACE_H
+#define PARLEY_TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Statistics of one vector. */
+struct trace_stats {
+	float min;  /* smallest element */
+	float max;  /* largest element */
+	float mean; /* arithmetic mean */
+	float rms;  /* sqrt(mean of squares) */
+};
+
+struct trace {
+	/* configuration (set by trace_new) */
+	int n_layer;	    /* entries of layers */
+	int top_k;	    /* entries of top_id / top_logit / top_prob */
+	FILE *out;	    /* JSON lines sink, or NULL (borrowed) */
+
+	/* the last step */
+	int64_t step;		    /* engine_eval calls traced so far, from 0 */
+	int32_t pos;		    /* position of the last token of the step */
+	int32_t n_tokens;	    /* tokens in the step's batch */
+	int32_t token;		    /* the last token of the batch */
+	struct trace_stats *layers; /* [n_layer] residual after each layer */
+	int32_t *top_id;	    /* [top_k] token ids, best first */
+	float *top_logit;	    /* [top_k] their logits */
+	float *top_prob;	    /* [top_k] their softmax probabilities */
+	float entropy;		    /* of the softmax, in nats */
+};
+
+/*
+ * A new trace for a model of N_LAYER layers keeping the TOP_K best logits
+ * (1..1024); OUT (borrowed, may be NULL) receives JSON lines. Returns NULL
+ * if out of memory or TOP_K is out of range. Free with trace_free.
+ */
+struct trace *trace_new(int n_layer, int top_k, FILE *out);
+
+/* Free a trace. NULL allowed. */
+void trace_free(struct trace *t);
+
+/* Statistics of X[0..n). */
+void trace_stats_of(const float *x, int64_t n, struct trace_stats *s);
+
+/* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
+void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);
+
+/* Write the last step as one JSON line to t->out (if set). */
+int trace_write_json(const struct trace *t);
+
+#endif /* PARLEY_TRACE_H */
