@@ -1,0 +1,330 @@
+/*
+ * tok_bpe.c - byte-level BPE: the GPT-2 byte <-> character mapping, the
+ * merge table and the merge loop over one pre-tokenized chunk.
+ *
+ * The merge loop is HF tokenizers' Word::merge_all: a min-heap of
+ * candidate pairs ordered by (rank, position); a popped pair is applied
+ * only if both symbols still hold the ids it was made from; the merged
+ * symbol then forms new candidates with its neighbours. Symbol ids only
+ * grow longer when merged, so "same ids" means "same symbols".
+ */
+#include "tok_impl.h"
+
+#include "gguf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One candidate merge of symbols POS and its successor. */
+struct bpe_cand {
+	int32_t rank;  /* merge rank: lower first */
+	int32_t pos;   /* left symbol: lower first among equal ranks */
+	int32_t left;  /* id the left symbol had when pushed */
+	int32_t right; /* id the right symbol had when pushed */
+	int32_t id;    /* merged token */
+};
+
+/* GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the
+   others for 256, 257, ... in byte order. */
+uint32_t tok_bpe_byte_cp(unsigned b)
+{
+	unsigned k, n = 0;
+
+	if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) ||
+	    (b >= 0xae && b <= 0xff))
+		return b;
+	for (k = 0; k < b; k++)
+		if (!((k >= 0x21 && k <= 0x7e) || (k >= 0xa1 && k <= 0xac) ||
+		      (k >= 0xae && k <= 0xff)))
+			n++;
+	return 256 + n;
+}
+
+/* The byte code point CP stands for, or -1. */
+int tok_bpe_cp_byte(uint32_t cp)
+{
+	static int16_t inv[512];
+	static int ready;
+	unsigned b;
+
+	if (!ready) { /* idempotent: racing threads write the same values */
+		for (b = 0; b < 512; b++)
+			inv[b] = -1;
+		for (b = 0; b < 256; b++)
+			inv[tok_bpe_byte_cp(b)] = (int16_t)b;
+		ready = 1;
+	}
+	return cp < 512 ? inv[cp] : -1;
+}
+
+static uint32_t tok_pair_hash(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return (uint32_t)key;
+}
+
+/* The merge of LEFT and RIGHT, or NULL. */
+static const struct tok_merge *tok_merge_find(const struct tok *t,
+					      int32_t left, int32_t right)
+{
+	uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+	uint32_t mask = t->merge_cap - 1;
+	uint32_t i = tok_pair_hash(key) & mask;
+
+	while (t->merges[i].rank >= 0) {
+		if (t->merges[i].key == key)
+			return &t->merges[i];
+		i = (i + 1) & mask;
+	}
+	return NULL;
+}
+
+/* Parse merge I ("left right") into ids; -1 with a message on error. */
+static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
+			   uint64_t i, int32_t ids[3], char *err,
+			   size_t errlen)
+{
+	const char *s = m->ptr;
+	size_t n = (size_t)m->len, sp;
+	char *both;
+
+	for (sp = 1; sp < n && s[sp] != ' '; sp++)
+		;
+	if (n < 3 || sp >= n - 1) {
+		snprintf(err, errlen,
+			 "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
+			 "tokens separated by a space",
+			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
+		return -1;
+	}
+	ids[0] = tok_lookup(t, s, sp);
+	ids[1] = tok_lookup(t, s + sp + 1, n - sp - 1);
+	both = malloc(n);
+	if (both == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(both, s, sp);
+	memcpy(both + sp, s + sp + 1, n - sp - 1);
+	ids[2] = tok_lookup(t, both, n - 1);
+	free(both);
+	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
+		snprintf(err, errlen,
+			 "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
+			 "token",
+			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
+			 ids[0] < 0   ? "the left part"
+			 : ids[1] < 0 ? "the right part"
+				      : "the merged text");
+		return -1;
+	}
+	return 0;
+}
+
+/* Byte symbols and the merge table from tokenizer.ggml.merges. */
+int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
+		  size_t errlen)
+{
+	const struct gguf_array *a;
+	uint32_t cap = 16;
+	uint64_t i;
+	unsigned b;
+
+	for (b = 0; b < 256; b++) {
+		char u[4];
+		size_t n = tok_utf8_put(tok_bpe_byte_cp(b), u);
+
+		t->byte_id[b] = tok_lookup(t, u, n);
+	}
+	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a,
+			 err, errlen))
+		return -1;
+	if (a->n > (uint64_t)INT32_MAX / 4) {
+		snprintf(err, errlen, "%s: tokenizer.ggml.merges has %llu "
+			 "entries", f->path, (unsigned long long)a->n);
+		return -1;
+	}
+	while (cap < 2 * a->n)
+		cap *= 2;
+	t->merges = malloc((size_t)cap * sizeof(*t->merges));
+	if (t->merges == NULL) {
+		snprintf(err, errlen, "out of memory for %llu merges",
+			 (unsigned long long)a->n);
+		return -1;
+	}
+	t->merge_cap = cap;
+	for (i = 0; i < cap; i++) {
+		t->merges[i].key = 0;
+		t->merges[i].rank = -1;
+		t->merges[i].id = -1;
+	}
+	for (i = 0; i < a->n; i++) {
+		int32_t ids[3];
+		uint64_t key;
+		uint32_t h;
+
+		if (tok_merge_parse(t, &a->strs[i], i, ids, err, errlen)) {
+			char m[384];
+
+			snprintf(m, sizeof(m), "%s", err);
+			snprintf(err, errlen, "%s: %s", f->path, m);
+			return -1;
+		}
+		if (tok_merge_find(t, ids[0], ids[1]))
+			continue; /* a repeated merge keeps its first rank */
+		key = (uint64_t)(uint32_t)ids[0] << 32 | (uint32_t)ids[1];
+		h = tok_pair_hash(key) & (cap - 1);
+		while (t->merges[h].rank >= 0)
+			h = (h + 1) & (cap - 1);
+		t->merges[h].key = key;
+		t->merges[h].rank = (int32_t)i;
+		t->merges[h].id = ids[2];
+	}
+	return 0;
+}
+
+/* True when candidate A comes before B. */
+static int bpe_before(const struct bpe_cand *a, const struct bpe_cand *b)
+{
+	return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+/* Push the candidate merge of symbol POS with its successor, if any. */
+static int bpe_push(const struct tok *t, struct tok_scratch *sc, int32_t pos)
+{
+	const struct tok_merge *m;
+	struct bpe_cand *h, c;
+	int32_t nx;
+	size_t i;
+
+	if (pos < 0 || (nx = sc->sym_next[pos]) < 0)
+		return 0;
+	m = tok_merge_find(t, sc->sym_id[pos], sc->sym_id[nx]);
+	if (m == NULL)
+		return 0;
+	if (sc->heap_n == sc->heap_cap) {
+		size_t cap = sc->heap_cap ? sc->heap_cap * 2 : 256;
+		void *p = realloc(sc->heap, cap * sizeof(struct bpe_cand));
+
+		if (p == NULL)
+			return -1;
+		sc->heap = p;
+		sc->heap_cap = cap;
+	}
+	h = sc->heap;
+	c.rank = m->rank;
+	c.pos = pos;
+	c.left = sc->sym_id[pos];
+	c.right = sc->sym_id[nx];
+	c.id = m->id;
+	i = sc->heap_n++;
+	while (i > 0 && bpe_before(&c, &h[(i - 1) / 2])) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = c;
+	return 0;
+}
+
+/* Remove the first candidate into *OUT. */
+static void bpe_pop(struct tok_scratch *sc, struct bpe_cand *out)
+{
+	struct bpe_cand *h = sc->heap, last;
+	size_t i = 0, n;
+
+	*out = h[0];
+	last = h[--sc->heap_n];
+	n = sc->heap_n;
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && bpe_before(&h[c + 1], &h[c]))
+			c++;
+		if (!bpe_before(&h[c], &last))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (n > 0)
+		h[i] = last;
+}
+
+/* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. */
+int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
+		  size_t n, struct tok_ids *out)
+{
+	int32_t i, head = -1, prev = -1, cnt = 0;
+	struct bpe_cand c;
+
+	if (n == 0)
+		return 0;
+	if (n == 1 && t->byte_id[(unsigned char)s[0]] >= 0)
+		return tok_ids_push(out, t->byte_id[(unsigned char)s[0]]);
+	if (t->ignore_merges) {
+		size_t k;
+		int32_t id;
+
+		sc->tmp2.n = 0;
+		for (k = 0; k < n; k++) {
+			char u[4];
+			size_t l = tok_utf8_put(
+			    tok_bpe_byte_cp((unsigned char)s[k]), u);
+
+			if (tok_buf_append(&sc->tmp2, u, l))
+				return -1;
+		}
+		id = tok_lookup(t, sc->tmp2.p, sc->tmp2.n);
+		if (id >= 0)
+			return tok_ids_push(out, id);
+	}
+	if (n > INT32_MAX / 2 || tok_scratch_syms(sc, n))
+		return -1;
+	for (i = 0; i < (int32_t)n; i++) {
+		int32_t id = t->byte_id[(unsigned char)s[i]];
+
+		if (id < 0) { /* no symbol for this byte: HF drops it */
+			sc->sym_id[i] = -1;
+			continue;
+		}
+		sc->sym_id[i] = id;
+		sc->sym_prev[i] = prev;
+		sc->sym_next[i] = -1;
+		if (prev >= 0)
+			sc->sym_next[prev] = i;
+		else
+			head = i;
+		prev = i;
+		cnt++;
+	}
+	sc->heap_n = 0;
+	for (i = head; i >= 0; i = sc->sym_next[i])
+		if (bpe_push(t, sc, i))
+			return -1;
+	while (sc->heap_n > 0) {
+		int32_t nx;
+
+		bpe_pop(sc, &c);
+		nx = sc->sym_next[c.pos];
+		if (sc->sym_id[c.pos] != c.left || nx < 0 ||
+		    sc->sym_id[nx] != c.right)
+			continue;
+		sc->sym_id[c.pos] = c.id;
+		sc->sym_id[nx] = -1;
+		sc->sym_next[c.pos] = sc->sym_next[nx];
+		if (sc->sym_next[nx] >= 0)
+			sc->sym_prev[sc->sym_next[nx]] = c.pos;
+		if (bpe_push(t, sc, sc->sym_prev[c.pos]) ||
+		    bpe_push(t, sc, c.pos))
+			return -1;
+	}
+	(void)cnt;
+	for (i = head; i >= 0; i = sc->sym_next[i])
+		if (tok_ids_push(out, sc->sym_id[i]))
+			return -1;
+	return 0;
+}
