@@ -1,0 +1,1550 @@
+/*
+ * template_lib.c - filters, tests, methods of str/dict/loop, and globals
+ * (range, namespace, dict, raise_exception, strftime_now) of the Jinja
+ * subset, with the behaviour of jinja2 3.1 and Python 3 str methods.
+ *
+ * Provenance rule (see template.h, note 4): filters that cut or join
+ * strings keep exact content ranges (trim, join, first/last of a string,
+ * string); filters that rewrite text (upper, lower, replace, title,
+ * tojson) mark the whole result as content when any input had content.
+ */
+#include "template_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <utf8proc.h>
+
+#include "template_case.h"
+
+/* ------------------------------------------------------------- unicode */
+
+uint32_t lib_u8dec(const char *p, size_t n, size_t *len)
+{
+	const unsigned char *s = (const unsigned char *)p;
+	uint32_t cp;
+	size_t k, i;
+
+	*len = 1;
+	if (s[0] < 0x80)
+		return s[0];
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		k = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		k = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		k = 4, cp = s[0] & 0x07;
+	else
+		return UINT32_MAX;
+	if (n < k)
+		return UINT32_MAX;
+	for (i = 1; i < k; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return UINT32_MAX;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return UINT32_MAX;
+	*len = k;
+	return cp;
+}
+
+size_t lib_u8enc(char *d, uint32_t cp)
+{
+	if (cp < 0x80) {
+		d[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		d[0] = (char)(0xc0 | (cp >> 6));
+		d[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		d[0] = (char)(0xe0 | (cp >> 12));
+		d[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		d[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	d[0] = (char)(0xf0 | (cp >> 18));
+	d[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	d[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	d[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* Python's str.isspace() (and re's \s on str patterns). */
+bool lib_isspace(uint32_t cp)
+{
+	return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) ||
+	       cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+	       (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
+	       cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+}
+
+/* Python's str.isprintable() for one non-ASCII code point. */
+bool lib_isprint(uint32_t cp)
+{
+	utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+
+	return !(c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF ||
+		 c == UTF8PROC_CATEGORY_CS || c == UTF8PROC_CATEGORY_CO ||
+		 c == UTF8PROC_CATEGORY_CN || c == UTF8PROC_CATEGORY_ZL ||
+		 c == UTF8PROC_CATEGORY_ZP || c == UTF8PROC_CATEGORY_ZS);
+}
+
+static bool is_cased(uint32_t cp)
+{
+	utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+
+	return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL ||
+	       c == UTF8PROC_CATEGORY_LT;
+}
+
+/* --------------------------------------------------------------- helpers */
+
+enum {
+	TF_RANGE = 1,
+	TF_NAMESPACE,
+	TF_DICT,
+	TF_RAISE,
+	TF_STRFTIME,
+	TF_CYCLE,
+	TF_STRIP,
+	TF_LSTRIP,
+	TF_RSTRIP,
+	TF_SPLIT,
+	TF_STARTSWITH,
+	TF_ENDSWITH,
+	TF_UPPER,
+	TF_LOWER,
+	TF_TITLE,
+	TF_CAPITALIZE,
+	TF_REPLACE,
+	TF_JOIN,
+	TF_FIND,
+	TF_COUNT,
+	TF_ITEMS,
+	TF_KEYS,
+	TF_VALUES,
+	TF_GET
+};
+
+static struct tval mkfunc(struct trender *r, int id, const char *name,
+			  const struct tval *self)
+{
+	struct tval v = {.k = V_FUNC};
+
+	v.u.fn = ta_alloc(&r->arena, sizeof(*v.u.fn));
+	v.u.fn->id = id;
+	v.u.fn->name = name;
+	if (self) {
+		v.u.fn->self = ta_alloc(&r->arena, sizeof(struct tval));
+		*v.u.fn->self = *self;
+	}
+	return v;
+}
+
+/* Argument POS or keyword NAME; false when absent. */
+static bool arg(struct tval *args, size_t nargs, const char **kn,
+		struct tval *kv, size_t nk, size_t pos, const char *name,
+		struct tval *out)
+{
+	size_t i;
+
+	for (i = 0; name && i < nk; i++) {
+		if (strcmp(kn[i], name) == 0) {
+			*out = kv[i];
+			return true;
+		}
+	}
+	if (pos < nargs) {
+		*out = args[pos];
+		return true;
+	}
+	return false;
+}
+
+/* A string argument or fail. */
+static struct tstr *want_str(struct trender *r, struct tval v,
+			     const char *what)
+{
+	if (v.k == V_UNDEF)
+		r_undef_fail(r, v);
+	if (v.k != V_STR)
+		r_fail(r, TMPL_ERUNTIME, "%s must be str, not %s", what,
+		       r_type_name(v));
+	return v.u.s;
+}
+
+static struct tstr *cstr(struct trender *r, const char *s)
+{
+	return r_str_new(r, s, strlen(s), false);
+}
+
+/* Python's str.strip family: WHICH 1 left, 2 right, 3 both; CHARS NULL
+ * means whitespace. */
+static struct tstr *do_strip(struct trender *r, const struct tstr *s,
+			     const struct tstr *chars, int which)
+{
+	size_t a = 0, b = s->n, k;
+
+	/* membership of code point CP in CHARS */
+#define IN_SET(cp)                                                            \
+	(chars ? ({                                                           \
+		bool f_ = false;                                              \
+		size_t j_ = 0, kk_;                                           \
+		while (j_ < chars->n && !f_) {                                \
+			uint32_t c_ = lib_u8dec(chars->p + j_, chars->n - j_, \
+						&kk_);                        \
+			f_ = c_ == (cp);                                      \
+			j_ += kk_;                                            \
+		}                                                             \
+		f_;                                                           \
+	})                                                                    \
+	       : lib_isspace(cp))
+	if (which & 1) {
+		while (a < b) {
+			uint32_t cp = lib_u8dec(s->p + a, b - a, &k);
+
+			if (cp == UINT32_MAX || !IN_SET(cp))
+				break;
+			a += k;
+		}
+	}
+	if (which & 2) {
+		while (b > a) {
+			size_t st = b - 1;
+			uint32_t cp;
+
+			while (st > a && ((unsigned char)s->p[st] & 0xc0) == 0x80 &&
+			       b - st < 4)
+				st--;
+			cp = lib_u8dec(s->p + st, b - st, &k);
+			if (cp == UINT32_MAX || st + k != b) {
+				st = b - 1;
+				cp = UINT32_MAX;
+			}
+			if (cp == UINT32_MAX || !IN_SET(cp))
+				break;
+			b = st;
+		}
+	}
+#undef IN_SET
+	return r_str_sub(r, s, a, b - a);
+}
+
+/* Case mapping: MODE 'u' upper, 'l' lower, 't' Python title, 'c'
+ * capitalize, 'j' jinja's title filter. */
+static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
+{
+	char *d;
+	size_t i = 0, o = 0, k;
+	bool prev_cased = false, word_start = true, first = true;
+
+	if (s->n > (SIZE_MAX - 16) / 4)
+		r_fail(r, TMPL_ELIMIT, "string too long");
+	d = ta_alloc(&r->arena, s->n * 4 + 16);
+	while (i < s->n) {
+		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+		const struct tcase *sc = NULL;
+		int32_t m;
+
+		if (cp == UINT32_MAX) {
+			d[o++] = s->p[i];
+			i += k;
+			continue;
+		}
+		if (cp >= 0xdf) {
+			size_t lo = 0, hi = sizeof(tcase_special) /
+					    sizeof(*tcase_special);
+
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+
+				if (tcase_special[mid].cp < cp)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < sizeof(tcase_special) / sizeof(*tcase_special) &&
+			    tcase_special[lo].cp == cp)
+				sc = &tcase_special[lo];
+		}
+		if (sc) {
+			const char *rep;
+			bool up = mode == 'u' || (mode == 't' && !prev_cased) ||
+				  (mode == 'c' && first) ||
+				  (mode == 'j' && word_start);
+
+			rep = !up ? sc->lower
+			      : (mode == 't' || mode == 'c') ? sc->title
+							     : sc->upper;
+			memcpy(d + o, rep, strlen(rep));
+			o += strlen(rep);
+			prev_cased = is_cased(cp);
+			word_start = false;
+			first = false;
+			i += k;
+			continue;
+		}
+		switch (mode) {
+		case 'u':
+			m = utf8proc_toupper((int32_t)cp);
+			break;
+		case 'l':
+			m = utf8proc_tolower((int32_t)cp);
+			if (cp == 0x3a3 && prev_cased) {
+				/* Final_Sigma: no cased letter follows */
+				size_t k2;
+				bool next_cased = i + k < s->n &&
+						  is_cased(lib_u8dec(s->p + i + k,
+								     s->n - i - k,
+								     &k2));
+
+				if (!next_cased)
+					m = 0x3c2;
+			}
+			prev_cased = is_cased(cp);
+			break;
+		case 't':
+			m = prev_cased ? utf8proc_tolower((int32_t)cp)
+				       : utf8proc_totitle((int32_t)cp);
+			prev_cased = is_cased(cp);
+			break;
+		case 'c':
+			m = first ? utf8proc_totitle((int32_t)cp)
+				  : utf8proc_tolower((int32_t)cp);
+			break;
+		default: /* 'j' */
+			if (cp == '-' || cp == '(' || cp == '{' || cp == '[' ||
+			    cp == '<' || lib_isspace(cp)) {
+				m = (int32_t)cp;
+				word_start = true;
+			} else {
+				m = word_start ? utf8proc_toupper((int32_t)cp)
+					       : utf8proc_tolower((int32_t)cp);
+				word_start = false;
+			}
+			break;
+		}
+		first = false;
+		o += lib_u8enc(d + o, (uint32_t)m);
+		i += k;
+	}
+	return r_str_derived(r, d, o, s->nsp != 0);
+}
+
+/* Python str.replace(old, new, count). */
+static struct tstr *do_replace(struct trender *r, const struct tstr *s,
+			       const struct tstr *old, const struct tstr *new_,
+			       int64_t count)
+{
+	struct tstr *res = r_str_new(r, "", 0, false);
+	size_t i = 0, last = 0, k;
+	bool content = s->nsp || old->nsp || new_->nsp;
+
+	if (old->n == 0) {
+		/* insert NEW before every code point and at the end */
+		while (count != 0) {
+			res = r_str_cat(r, res, new_);
+			count--;
+			if (i >= s->n)
+				break;
+			lib_u8dec(s->p + i, s->n - i, &k);
+			res = r_str_cat(r, res, r_str_sub(r, s, i, k));
+			i += k;
+			r_step(r);
+		}
+		res = r_str_cat(r, res, r_str_sub(r, s, i, s->n - i));
+	} else {
+		while (count != 0 && i + old->n <= s->n) {
+			if (memcmp(s->p + i, old->p, old->n) == 0) {
+				res = r_str_cat(r, res,
+						r_str_sub(r, s, last, i - last));
+				res = r_str_cat(r, res, new_);
+				i += old->n;
+				last = i;
+				count--;
+				r_step(r);
+			} else {
+				i++;
+			}
+		}
+		res = r_str_cat(r, res, r_str_sub(r, s, last, s->n - last));
+	}
+	return r_str_derived(r, res->p, res->n, content);
+}
+
+/* Python str.split(sep, maxsplit) (SEP NULL: whitespace runs). */
+static struct tval do_split(struct trender *r, const struct tstr *s,
+			    const struct tstr *sep, int64_t maxsplit)
+{
+	struct tval parts[1];
+	struct tlist *l = r_list_new(r, 0);
+	size_t cap = 0, i = 0, k;
+
+	(void)parts;
+#define PUSH(str)                                                           \
+	do {                                                                \
+		if (l->n == cap) {                                          \
+			size_t nc_ = cap ? cap * 2 : 8;                     \
+			struct tval *nv_ = ta_alloc(&r->arena,              \
+						    nc_ * sizeof(*nv_));    \
+			if (l->n)                                           \
+				memcpy(nv_, l->v, l->n * sizeof(*nv_));     \
+			l->v = nv_;                                         \
+			cap = nc_;                                          \
+		}                                                           \
+		l->v[l->n++] = tv_str(str);                                 \
+		r_step(r);                                                  \
+	} while (0)
+	if (!sep) {
+		while (i < s->n) {
+			size_t st;
+
+			while (i < s->n &&
+			       lib_isspace(lib_u8dec(s->p + i, s->n - i, &k)))
+				i += k;
+			if (i >= s->n)
+				break;
+			if (maxsplit == 0) {
+				size_t e = s->n;
+
+				while (e > i) {
+					size_t b = e - 1;
+
+					while (b > i &&
+					       ((unsigned char)s->p[b] & 0xc0) == 0x80)
+						b--;
+					if (!lib_isspace(lib_u8dec(s->p + b, e - b, &k)))
+						break;
+					e = b;
+				}
+				PUSH(r_str_sub(r, s, i, e - i));
+				break;
+			}
+			st = i;
+			while (i < s->n &&
+			       !lib_isspace(lib_u8dec(s->p + i, s->n - i, &k)))
+				i += k;
+			PUSH(r_str_sub(r, s, st, i - st));
+			if (maxsplit > 0)
+				maxsplit--;
+		}
+	} else {
+		size_t last = 0;
+
+		if (sep->n == 0)
+			r_fail(r, TMPL_ERUNTIME, "empty separator");
+		while (maxsplit != 0 && i + sep->n <= s->n) {
+			if (memcmp(s->p + i, sep->p, sep->n) == 0) {
+				PUSH(r_str_sub(r, s, last, i - last));
+				i += sep->n;
+				last = i;
+				if (maxsplit > 0)
+					maxsplit--;
+			} else {
+				i++;
+			}
+		}
+		PUSH(r_str_sub(r, s, last, s->n - last));
+	}
+#undef PUSH
+	return tv_list(l);
+}
+
+/* ------------------------------------------------------------- tojson */
+
+struct jopts {
+	int indent;	   /* < 0: none */
+	bool ensure_ascii; /* escape non-ASCII */
+	bool sort_keys;	   /* sort members */
+};
+
+/* An arena buffer for tojson output (nothing to free on errors). */
+struct abuf {
+	char *p;
+	size_t n, cap;
+};
+
+static void tj_add(struct trender *r, struct abuf *b, const char *s, size_t n)
+{
+	if (n > r->lim.max_output || b->n > r->lim.max_output - n)
+		r_fail(r, TMPL_ELIMIT, "tojson output longer than %zu bytes",
+		       r->lim.max_output);
+	if (b->n + n > b->cap) {
+		size_t ncap = b->cap ? b->cap * 2 : 64;
+		char *np;
+
+		while (ncap < b->n + n)
+			ncap *= 2;
+		np = ta_alloc(&r->arena, ncap);
+		if (b->n)
+			memcpy(np, b->p, b->n);
+		b->p = np;
+		b->cap = ncap;
+	}
+	if (n)
+		memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
+/* A JSON string literal of S appended to B. */
+static void tj_string(struct trender *r, struct abuf *b, const struct tstr *s,
+		      bool ensure_ascii)
+{
+	struct json_buf tmp = {0};
+
+	tmp.max = r->lim.max_output;
+	if (json_write_string(&tmp, s->p, s->n, ensure_ascii)) {
+		free(tmp.ptr);
+		r_fail(r, TMPL_ELIMIT, "tojson output too long");
+	}
+	tj_add(r, b, tmp.ptr, tmp.len);
+	free(tmp.ptr);
+}
+
+static void tj_nl(struct trender *r, struct abuf *b, const struct jopts *o,
+		  int level)
+{
+	long i;
+
+	if (o->indent < 0)
+		return;
+	tj_add(r, b, "\n", 1);
+	for (i = 0; i < (long)o->indent * level; i++)
+		tj_add(r, b, " ", 1);
+}
+
+/* JSON key text of a dict key (json.dumps converts scalars). */
+static struct tstr *tj_key(struct trender *r, struct tval k)
+{
+	char num[48];
+
+	switch (k.k) {
+	case V_STR:
+		return k.u.s;
+	case V_INT:
+		snprintf(num, sizeof(num), "%lld", (long long)k.u.i);
+		break;
+	case V_FLOAT:
+		json_fmt_double(k.u.f, true, num, sizeof(num));
+		break;
+	case V_BOOL:
+		snprintf(num, sizeof(num), "%s", k.u.b ? "true" : "false");
+		break;
+	case V_NONE:
+		snprintf(num, sizeof(num), "null");
+		break;
+	default:
+		r_fail(r, TMPL_ERUNTIME, "keys must be str, int, float, bool or "
+					 "None, not %s", r_type_name(k));
+	}
+	{
+		size_t n = strlen(num);
+		char *d = ta_alloc(&r->arena, n + 1);
+
+		memcpy(d, num, n);
+		return r_str_new(r, d, n, false);
+	}
+}
+
+static void tj_write(struct trender *r, struct abuf *b, struct tval v,
+		     const struct jopts *o, int level)
+{
+	char num[48];
+	size_t i, n;
+	const char *sep = o->indent < 0 ? ", " : ",";
+
+	if (level > 256)
+		r_fail(r, TMPL_ELIMIT, "value nested too deeply for tojson");
+	switch (v.k) {
+	case V_NONE:
+		tj_add(r, b, "null", 4);
+		return;
+	case V_BOOL:
+		tj_add(r, b, v.u.b ? "true" : "false", v.u.b ? 4 : 5);
+		return;
+	case V_INT:
+		n = (size_t)snprintf(num, sizeof(num), "%lld", (long long)v.u.i);
+		tj_add(r, b, num, n);
+		return;
+	case V_FLOAT:
+		n = json_fmt_double(v.u.f, true, num, sizeof(num));
+		tj_add(r, b, num, n);
+		return;
+	case V_STR:
+		tj_string(r, b, v.u.s, o->ensure_ascii);
+		return;
+	case V_LIST:
+		if (!v.u.l->n) {
+			tj_add(r, b, "[]", 2);
+			return;
+		}
+		tj_add(r, b, "[", 1);
+		for (i = 0; i < v.u.l->n; i++) {
+			if (i)
+				tj_add(r, b, sep, strlen(sep));
+			tj_nl(r, b, o, level + 1);
+			tj_write(r, b, v.u.l->v[i], o, level + 1);
+		}
+		tj_nl(r, b, o, level);
+		tj_add(r, b, "]", 1);
+		return;
+	case V_DICT: {
+		size_t *ord;
+
+		if (!v.u.d->n) {
+			tj_add(r, b, "{}", 2);
+			return;
+		}
+		ord = ta_alloc(&r->arena, v.u.d->n * sizeof(*ord));
+		for (i = 0; i < v.u.d->n; i++)
+			ord[i] = i;
+		if (o->sort_keys) {
+			/* insertion sort by key (dicts here are small) */
+			for (i = 1; i < v.u.d->n; i++) {
+				size_t j = i, t = ord[i];
+
+				while (j > 0 &&
+				       r_order(r, '<', v.u.d->keys[t],
+					       v.u.d->keys[ord[j - 1]], 0) < 0) {
+					ord[j] = ord[j - 1];
+					j--;
+				}
+				ord[j] = t;
+			}
+		}
+		tj_add(r, b, "{", 1);
+		for (i = 0; i < v.u.d->n; i++) {
+			struct tstr *k = tj_key(r, v.u.d->keys[ord[i]]);
+
+			if (i)
+				tj_add(r, b, sep, strlen(sep));
+			tj_nl(r, b, o, level + 1);
+			tj_string(r, b, k, o->ensure_ascii);
+			tj_add(r, b, ": ", 2);
+			tj_write(r, b, v.u.d->vals[ord[i]], o, level + 1);
+		}
+		tj_nl(r, b, o, level);
+		tj_add(r, b, "}", 1);
+		return;
+	}
+	default:
+		r_fail(r, TMPL_ERUNTIME, "Object of type %s is not JSON "
+					 "serializable", r_type_name(v));
+	}
+}
+
+static struct tval do_tojson(struct trender *r, struct tval v,
+			     struct tval *args, size_t nargs, const char **kn,
+			     struct tval *kv, size_t nk)
+{
+	struct jopts o = {-1, false, false};
+	struct abuf b = {0};
+	struct tval a;
+
+	if (arg(args, nargs, kn, kv, nk, 0, "ensure_ascii", &a))
+		o.ensure_ascii = r_truthy(r, a);
+	if (arg(args, nargs, kn, kv, nk, 1, "indent", &a) && a.k != V_NONE) {
+		if (a.k != V_INT || a.u.i < 0 || a.u.i > 64)
+			r_fail(r, TMPL_ERUNTIME, "tojson: indent must be an "
+						 "integer 0..64");
+		o.indent = (int)a.u.i;
+	}
+	if (arg(args, nargs, kn, kv, nk, 3, "sort_keys", &a))
+		o.sort_keys = r_truthy(r, a);
+	if (arg(args, nargs, kn, kv, nk, 2, "separators", &a) && a.k != V_NONE)
+		r_fail(r, TMPL_ERUNTIME, "tojson: separators are not supported");
+	tj_write(r, &b, v, &o, 0);
+	return tv_str(r_str_derived(r, b.p ? b.p : "", b.n,
+				    r_has_content(v, 0)));
+}
+
+/* ----------------------------------------------------- attribute paths */
+
+/* Look up dotted ATTR ("a.b", "0") in V like jinja2's make_attrgetter. */
+static struct tval attr_path(struct trender *r, struct tval v,
+			     const struct tstr *attr)
+{
+	size_t a = 0;
+
+	while (a <= attr->n) {
+		size_t e = a;
+		struct tval key;
+		bool digits = true;
+		int64_t idx = 0;
+
+		while (e < attr->n && attr->p[e] != '.')
+			e++;
+		if (e == a)
+			digits = false;
+		for (size_t i = a; i < e; i++) {
+			if (attr->p[i] < '0' || attr->p[i] > '9' || idx > 1e15)
+				digits = false;
+			else
+				idx = idx * 10 + (attr->p[i] - '0');
+		}
+		key = digits ? tv_int(idx)
+			     : tv_str(r_str_sub(r, attr, a, e - a));
+		v = r_getitem(r, v, key);
+		if (e >= attr->n)
+			break;
+		a = e + 1;
+	}
+	return v;
+}
+
+/* ------------------------------------------------------------- filters */
+
+static const char *const filters[] = {
+    "abs",	 "capitalize", "count",	  "d",	       "default", "first",
+    "float",	 "int",	       "items",	  "join",      "last",	  "length",
+    "list",	 "lower",      "map",	  "max",       "min",	  "reject",
+    "rejectattr", "replace",   "reverse", "round",     "safe",	  "select",
+    "selectattr", "string",    "sum",	  "title",     "tojson",  "trim",
+    "unique",	 "upper",      "wordcount", NULL};
+
+bool lib_has_filter(const char *name)
+{
+	const char *const *f;
+
+	for (f = filters; *f; f++)
+		if (strcmp(*f, name) == 0)
+			return true;
+	return false;
+}
+
+static const char *const tests[] = {
+    "boolean", "callable", "defined",  "divisibleby", "eq",	 "equalto",
+    "escaped", "even",	   "false",    "float",	      "ge",	 "gt",
+    "in",      "integer",  "iterable", "le",	      "lower",	 "lt",
+    "mapping", "ne",	   "none",     "number",      "odd",	 "sameas",
+    "sequence", "string",  "true",     "undefined",   "upper",	 "==",
+    "!=",      "<",	   ">",	       "<=",	      ">=",	 "greaterthan",
+    "lessthan", "filter",  "test",     NULL};
+
+bool lib_has_test(const char *name)
+{
+	const char *const *t;
+
+	for (t = tests; *t; t++)
+		if (strcmp(*t, name) == 0)
+			return true;
+	return false;
+}
+
+/* Length in Python terms. */
+static int64_t py_len(struct trender *r, struct tval v)
+{
+	switch (v.k) {
+	case V_UNDEF:
+		return 0;
+	case V_STR:
+		return (int64_t)r_u8len(v.u.s);
+	case V_LIST:
+		return (int64_t)v.u.l->n;
+	case V_DICT:
+		return (int64_t)v.u.d->n;
+	case V_LOOP:
+		return (int64_t)v.u.lp->items->n;
+	default:
+		r_fail(r, TMPL_ERUNTIME, "object of type '%s' has no len()",
+		       r_type_name(v));
+	}
+}
+
+/* select/reject/selectattr/rejectattr. */
+static struct tval do_select(struct trender *r, struct tval v,
+			     struct tval *args, size_t nargs, bool by_attr,
+			     bool keep)
+{
+	struct tlist *in = r_iter(r, v), *out = r_list_new(r, in->n);
+	const struct tstr *attr = NULL;
+	const char *test = NULL;
+	size_t i, skip = 0;
+
+	if (by_attr) {
+		if (nargs < 1)
+			r_fail(r, TMPL_ERUNTIME, "Missing parameter for attribute "
+						 "name");
+		attr = want_str(r, args[0], "attribute");
+		skip = 1;
+	}
+	if (nargs > skip) {
+		struct tstr *t = want_str(r, args[skip], "test name");
+		char *z = ta_alloc(&r->arena, t->n + 1);
+
+		memcpy(z, t->p, t->n);
+		test = z;
+		if (!lib_has_test(test))
+			r_fail(r, TMPL_ERUNTIME, "No test named '%s'.", test);
+		skip++;
+	}
+	out->n = 0;
+	for (i = 0; i < in->n; i++) {
+		struct tval item = attr ? attr_path(r, in->v[i], attr) : in->v[i];
+		bool ok = test ? lib_test(r, test, item, args + skip, nargs - skip)
+			       : r_truthy(r, item);
+
+		r_step(r);
+		if (ok == keep)
+			out->v[out->n++] = in->v[i];
+	}
+	return tv_list(out);
+}
+
+static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
+			  size_t nargs, const char **kn, struct tval *kv,
+			  size_t nk)
+{
+	struct tlist *in = r_iter(r, v), *out = r_list_new(r, in->n);
+	struct tval a, def;
+	bool has_def = arg(NULL, 0, kn, kv, nk, 0, "default", &def);
+	size_t i;
+
+	if (arg(NULL, 0, kn, kv, nk, 0, "attribute", &a)) {
+		const struct tstr *attr = want_str(r, a, "attribute");
+
+		for (i = 0; i < in->n; i++) {
+			struct tval x = attr_path(r, in->v[i], attr);
+
+			if (x.k == V_UNDEF && has_def)
+				x = def;
+			out->v[i] = x;
+			r_step(r);
+		}
+		return tv_list(out);
+	}
+	if (nargs < 1)
+		r_fail(r, TMPL_ERUNTIME, "map requires a filter argument");
+	{
+		struct tstr *f = want_str(r, args[0], "filter name");
+		char *z = ta_alloc(&r->arena, f->n + 1);
+
+		memcpy(z, f->p, f->n);
+		if (!lib_has_filter(z))
+			r_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", z);
+		for (i = 0; i < in->n; i++) {
+			out->v[i] = lib_filter(r, z, in->v[i], args + 1, nargs - 1,
+					       NULL, NULL, 0);
+			r_step(r);
+		}
+	}
+	return tv_list(out);
+}
+
+struct tval lib_filter(struct trender *r, const char *name, struct tval v,
+		       struct tval *args, size_t nargs, const char **kn,
+		       struct tval *kv, size_t nk)
+{
+	struct tval a;
+	size_t i;
+
+	if (!strcmp(name, "trim")) {
+		struct tstr *chars = NULL;
+
+		if (arg(args, nargs, kn, kv, nk, 0, "chars", &a) && a.k != V_NONE)
+			chars = want_str(r, a, "trim chars");
+		return tv_str(do_strip(r, r_to_str(r, v), chars, 3));
+	}
+	if (!strcmp(name, "length") || !strcmp(name, "count"))
+		return tv_int(py_len(r, v));
+	if (!strcmp(name, "safe"))
+		return v;
+	if (!strcmp(name, "string"))
+		return tv_str(r_to_str(r, v));
+	if (!strcmp(name, "lower") || !strcmp(name, "upper") ||
+	    !strcmp(name, "title") || !strcmp(name, "capitalize"))
+		return tv_str(do_case(r, r_to_str(r, v),
+				      name[0] == 'l'   ? 'l'
+				      : name[0] == 'u' ? 'u'
+				      : name[0] == 't' ? 'j'
+						       : 'c'));
+	if (!strcmp(name, "default") || !strcmp(name, "d")) {
+		struct tval def = tv_str(cstr(r, "")), b;
+		bool boolean = false;
+
+		arg(args, nargs, kn, kv, nk, 0, "default_value", &def);
+		if (arg(args, nargs, kn, kv, nk, 1, "boolean", &b))
+			boolean = r_truthy(r, b);
+		if (v.k == V_UNDEF || (boolean && !r_truthy(r, v)))
+			return def;
+		return v;
+	}
+	if (!strcmp(name, "first") || !strcmp(name, "last")) {
+		struct tlist *l = r_iter(r, v);
+
+		if (!l->n)
+			return r_undef_hint(r, name[0] == 'f'
+						   ? "No first item, sequence was "
+						     "empty."
+						   : "No last item, sequence was "
+						     "empty.");
+		return l->v[name[0] == 'f' ? 0 : l->n - 1];
+	}
+	if (!strcmp(name, "join")) {
+		struct tlist *l = r_iter(r, v);
+		struct tstr *sep = cstr(r, ""), *res = cstr(r, "");
+		const struct tstr *attr = NULL;
+
+		if (arg(args, nargs, kn, kv, nk, 0, "d", &a))
+			sep = r_to_str(r, a);
+		if (arg(args, nargs, kn, kv, nk, 1, "attribute", &a) &&
+		    a.k != V_NONE)
+			attr = want_str(r, a, "attribute");
+		for (i = 0; i < l->n; i++) {
+			struct tval x = attr ? attr_path(r, l->v[i], attr)
+					     : l->v[i];
+
+			if (i)
+				res = r_str_cat(r, res, sep);
+			res = r_str_cat(r, res, r_to_str(r, x));
+			r_step(r);
+		}
+		return tv_str(res);
+	}
+	if (!strcmp(name, "tojson"))
+		return do_tojson(r, v, args, nargs, kn, kv, nk);
+	if (!strcmp(name, "list")) {
+		struct tlist *l = r_iter(r, v), *c = r_list_new(r, l->n);
+
+		if (l->n)
+			memcpy(c->v, l->v, l->n * sizeof(*c->v));
+		return tv_list(c);
+	}
+	if (!strcmp(name, "items")) {
+		struct tlist *l;
+
+		if (v.k == V_UNDEF)
+			return tv_list(r_list_new(r, 0));
+		if (v.k != V_DICT)
+			r_fail(r, TMPL_ERUNTIME, "Can only get item pairs from a "
+						 "mapping.");
+		l = r_list_new(r, v.u.d->n);
+		for (i = 0; i < v.u.d->n; i++) {
+			struct tlist *p = r_list_new(r, 2);
+
+			p->v[0] = v.u.d->keys[i];
+			p->v[1] = v.u.d->vals[i];
+			l->v[i] = tv_list(p);
+			l->v[i].tuple = true;
+		}
+		return tv_list(l);
+	}
+	if (!strcmp(name, "replace")) {
+		struct tval o, n, c = tv_int(-1);
+
+		if (!arg(args, nargs, kn, kv, nk, 0, "old", &o) ||
+		    !arg(args, nargs, kn, kv, nk, 1, "new", &n))
+			r_fail(r, TMPL_ERUNTIME, "replace needs old and new");
+		arg(args, nargs, kn, kv, nk, 2, "count", &c);
+		if (c.k == V_NONE)
+			c = tv_int(-1);
+		if (c.k != V_INT)
+			r_fail(r, TMPL_ERUNTIME, "replace: count must be int");
+		return tv_str(do_replace(r, r_to_str(r, v), r_to_str(r, o),
+					 r_to_str(r, n), c.u.i));
+	}
+	if (!strcmp(name, "select") || !strcmp(name, "reject"))
+		return do_select(r, v, args, nargs, false, name[0] == 's');
+	if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
+		return do_select(r, v, args, nargs, true, name[0] == 's');
+	if (!strcmp(name, "map"))
+		return do_map(r, v, args, nargs, kn, kv, nk);
+	if (!strcmp(name, "reverse")) {
+		if (v.k == V_STR) {
+			struct tlist *l = r_iter(r, v);
+			struct tstr *res = cstr(r, "");
+
+			for (i = l->n; i-- > 0;)
+				res = r_str_cat(r, res, l->v[i].u.s);
+			return tv_str(res);
+		} else {
+			struct tlist *l = r_iter(r, v), *c = r_list_new(r, l->n);
+
+			for (i = 0; i < l->n; i++)
+				c->v[i] = l->v[l->n - 1 - i];
+			return tv_list(c);
+		}
+	}
+	if (!strcmp(name, "unique")) {
+		struct tlist *l = r_iter(r, v), *c = r_list_new(r, l->n);
+		size_t j;
+
+		c->n = 0;
+		for (i = 0; i < l->n; i++) {
+			bool seen = false;
+
+			for (j = 0; j < c->n && !seen; j++)
+				seen = r_equal(c->v[j], l->v[i], 0);
+			if (!seen)
+				c->v[c->n++] = l->v[i];
+			r_step(r);
+		}
+		return tv_list(c);
+	}
+	if (!strcmp(name, "sum") || !strcmp(name, "max") || !strcmp(name, "min")) {
+		struct tlist *l = r_iter(r, v);
+		struct tval acc = tv_int(0);
+
+		if (name[1] == 'u') {
+			for (i = 0; i < l->n; i++) {
+				struct tval x = l->v[i];
+				struct tval tmp;
+
+				if (x.k == V_FLOAT || acc.k == V_FLOAT)
+					tmp = tv_float((acc.k == V_FLOAT ? acc.u.f
+									: (double)acc.u.i) +
+						       (x.k == V_FLOAT ? x.u.f
+								       : (double)(x.k == V_INT ? x.u.i : x.u.b)));
+				else if (x.k == V_INT || x.k == V_BOOL) {
+					int64_t y = x.k == V_INT ? x.u.i : x.u.b, z;
+
+					if (__builtin_add_overflow(acc.u.i, y, &z))
+						r_fail(r, TMPL_ERUNTIME,
+						       "integer too large");
+					tmp = tv_int(z);
+				} else {
+					r_fail(r, TMPL_ERUNTIME,
+					       "unsupported operand type(s) for +: "
+					       "'int' and '%s'",
+					       r_type_name(x));
+				}
+				acc = tmp;
+			}
+			return acc;
+		}
+		if (!l->n)
+			return r_undef_hint(r, "No aggregated item, sequence was "
+					       "empty.");
+		acc = l->v[0];
+		for (i = 1; i < l->n; i++) {
+			int c = r_order(r, '<', l->v[i], acc, 0);
+
+			if ((name[1] == 'a' && c > 0) || (name[1] == 'i' && c < 0))
+				acc = l->v[i];
+		}
+		return acc;
+	}
+	if (!strcmp(name, "abs")) {
+		if (v.k == V_INT && v.u.i != INT64_MIN)
+			return tv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+		if (v.k == V_FLOAT)
+			return tv_float(fabs(v.u.f));
+		if (v.k == V_BOOL)
+			return tv_int(v.u.b);
+		r_fail(r, TMPL_ERUNTIME, "bad operand type for abs(): '%s'",
+		       r_type_name(v));
+	}
+	if (!strcmp(name, "int") || !strcmp(name, "float")) {
+		struct tval def = name[0] == 'i' ? tv_int(0) : tv_float(0.0);
+
+		arg(args, nargs, kn, kv, nk, 0, "default", &def);
+		if (v.k == V_INT || v.k == V_BOOL)
+			return name[0] == 'i' ? tv_int(v.k == V_INT ? v.u.i : v.u.b)
+					      : tv_float(v.k == V_INT ? (double)v.u.i
+								     : v.u.b);
+		if (v.k == V_FLOAT) {
+			if (name[0] == 'f')
+				return v;
+			if (!(v.u.f > -9.2e18 && v.u.f < 9.2e18))
+				return def;
+			return tv_int((int64_t)v.u.f);
+		}
+		if (v.k == V_STR) {
+			char buf[64], *end;
+			struct tstr *s = do_strip(r, v.u.s, NULL, 3);
+
+			if (s->n == 0 || s->n >= sizeof(buf))
+				return def;
+			memcpy(buf, s->p, s->n);
+			buf[s->n] = '\0';
+			if (name[0] == 'i') {
+				long long x = strtoll(buf, &end, 10);
+
+				if (*end) {
+					double d = strtod(buf, &end);
+
+					if (*end || !(d > -9.2e18 && d < 9.2e18))
+						return def;
+					return tv_int((int64_t)d);
+				}
+				return tv_int(x);
+			} else {
+				double d = strtod(buf, &end);
+
+				return *end ? def : tv_float(d);
+			}
+		}
+		return def;
+	}
+	if (!strcmp(name, "round")) {
+		struct tval p = tv_int(0), m = tv_str(cstr(r, "common"));
+		double x, f;
+
+		arg(args, nargs, kn, kv, nk, 0, "precision", &p);
+		arg(args, nargs, kn, kv, nk, 1, "method", &m);
+		if (!(v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL) ||
+		    p.k != V_INT || p.u.i < 0 || p.u.i > 15)
+			r_fail(r, TMPL_ERUNTIME, "round: bad arguments");
+		x = v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : v.u.b;
+		f = pow(10.0, (double)p.u.i);
+		if (m.k == V_STR && m.u.s->n == 4 && !memcmp(m.u.s->p, "ceil", 4))
+			return tv_float(ceil(x * f) / f);
+		if (m.k == V_STR && m.u.s->n == 5 && !memcmp(m.u.s->p, "floor", 5))
+			return tv_float(floor(x * f) / f);
+		return tv_float(round(x * f) / f);
+	}
+	if (!strcmp(name, "wordcount")) {
+		struct tstr *s = r_to_str(r, v);
+		size_t k, n = 0;
+		bool in = false;
+
+		/* \w+ runs: letters, digits, underscore */
+		for (i = 0; i < s->n; i += k) {
+			uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+			utf8proc_category_t c =
+			    utf8proc_category((utf8proc_int32_t)cp);
+			bool w = cp == '_' || (c >= UTF8PROC_CATEGORY_LU &&
+					       c <= UTF8PROC_CATEGORY_LO) ||
+				 (c >= UTF8PROC_CATEGORY_ND &&
+				  c <= UTF8PROC_CATEGORY_NO);
+
+			if (w && !in)
+				n++;
+			in = w;
+		}
+		return tv_int((int64_t)n);
+	}
+	r_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", name);
+}
+
+/* --------------------------------------------------------------- tests */
+
+static bool str_all_case(const struct tstr *s, bool upper)
+{
+	size_t i, k;
+	bool any = false;
+
+	for (i = 0; i < s->n; i += k) {
+		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+		utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+
+		if (c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LT) {
+			if (!upper)
+				return false;
+			any = true;
+		} else if (c == UTF8PROC_CATEGORY_LL) {
+			if (upper)
+				return false;
+			any = true;
+		}
+	}
+	return any;
+}
+
+bool lib_test(struct trender *r, const char *name, struct tval v,
+	      struct tval *args, size_t nargs)
+{
+	struct tval a = nargs ? args[0] : tv_none();
+
+	if (!strcmp(name, "defined"))
+		return v.k != V_UNDEF;
+	if (!strcmp(name, "undefined"))
+		return v.k == V_UNDEF;
+	if (!strcmp(name, "none"))
+		return v.k == V_NONE;
+	if (!strcmp(name, "boolean"))
+		return v.k == V_BOOL;
+	if (!strcmp(name, "true"))
+		return v.k == V_BOOL && v.u.b;
+	if (!strcmp(name, "false"))
+		return v.k == V_BOOL && !v.u.b;
+	if (!strcmp(name, "integer"))
+		return v.k == V_INT;
+	if (!strcmp(name, "float"))
+		return v.k == V_FLOAT;
+	if (!strcmp(name, "number"))
+		return v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL;
+	if (!strcmp(name, "string"))
+		return v.k == V_STR;
+	if (!strcmp(name, "mapping"))
+		return v.k == V_DICT;
+	if (!strcmp(name, "iterable"))
+		return v.k == V_STR || v.k == V_LIST || v.k == V_DICT ||
+		       v.k == V_UNDEF || v.k == V_LOOP;
+	if (!strcmp(name, "sequence"))
+		return v.k == V_STR || v.k == V_LIST || v.k == V_DICT ||
+		       v.k == V_UNDEF;
+	if (!strcmp(name, "callable"))
+		return v.k == V_FUNC || v.k == V_MACRO || v.k == V_UNDEF;
+	if (!strcmp(name, "escaped"))
+		return false;
+	if (!strcmp(name, "lower") || !strcmp(name, "upper"))
+		return v.k == V_STR && str_all_case(v.u.s, name[0] == 'u');
+	if (!strcmp(name, "filter") || !strcmp(name, "test")) {
+		char *z;
+
+		if (a.k != V_STR)
+			return false;
+		z = ta_alloc(&r->arena, a.u.s->n + 1);
+		memcpy(z, a.u.s->p, a.u.s->n);
+		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
+	}
+	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
+		if (v.k != V_INT && v.k != V_BOOL)
+			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
+			       name);
+		return ((v.k == V_INT ? v.u.i : v.u.b) % 2 != 0) ==
+		       (name[0] == 'o');
+	}
+	if (!nargs)
+		r_fail(r, TMPL_ERUNTIME, "test '%s' needs an argument", name);
+	if (!strcmp(name, "eq") || !strcmp(name, "equalto") ||
+	    !strcmp(name, "=="))
+		return r_equal(v, a, 0);
+	if (!strcmp(name, "ne") || !strcmp(name, "!="))
+		return !r_equal(v, a, 0);
+	if (!strcmp(name, "lt") || !strcmp(name, "<") ||
+	    !strcmp(name, "lessthan"))
+		return r_order(r, '<', v, a, 0) < 0;
+	if (!strcmp(name, "gt") || !strcmp(name, ">") ||
+	    !strcmp(name, "greaterthan"))
+		return r_order(r, '>', v, a, 0) > 0;
+	if (!strcmp(name, "le") || !strcmp(name, "<="))
+		return r_order(r, 'l', v, a, 0) <= 0;
+	if (!strcmp(name, "ge") || !strcmp(name, ">="))
+		return r_order(r, 'g', v, a, 0) >= 0;
+	if (!strcmp(name, "in"))
+		return r_contains(r, v, a);
+	if (!strcmp(name, "sameas")) {
+		if (v.k != a.k)
+			return false;
+		if (v.k == V_NONE || v.k == V_UNDEF)
+			return true;
+		if (v.k == V_BOOL)
+			return v.u.b == a.u.b;
+		return r_equal(v, a, 0) && v.k != V_LIST && v.k != V_DICT;
+	}
+	if (!strcmp(name, "divisibleby")) {
+		int64_t x;
+
+		if (v.k != V_INT && v.k != V_BOOL)
+			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
+			       name);
+		x = v.k == V_INT ? v.u.i : v.u.b;
+		if (a.k != V_INT || a.u.i == 0)
+			r_fail(r, TMPL_ERUNTIME, "divisibleby needs a non-zero "
+						 "integer");
+		return a.u.i == -1 || x % a.u.i == 0;
+	}
+	r_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
+}
+
+/* ------------------------------------------------------ methods, globals */
+
+struct tval lib_method(struct trender *r, struct tval self, const char *name,
+		       size_t nlen, bool *found)
+{
+	static const struct {
+		int kind; /* V_STR, V_DICT, V_LOOP */
+		const char *name;
+		int id;
+	} m[] = {
+	    {V_STR, "strip", TF_STRIP},	      {V_STR, "lstrip", TF_LSTRIP},
+	    {V_STR, "rstrip", TF_RSTRIP},     {V_STR, "split", TF_SPLIT},
+	    {V_STR, "startswith", TF_STARTSWITH},
+	    {V_STR, "endswith", TF_ENDSWITH}, {V_STR, "upper", TF_UPPER},
+	    {V_STR, "lower", TF_LOWER},	      {V_STR, "title", TF_TITLE},
+	    {V_STR, "capitalize", TF_CAPITALIZE},
+	    {V_STR, "replace", TF_REPLACE},   {V_STR, "join", TF_JOIN},
+	    {V_STR, "find", TF_FIND},	      {V_STR, "count", TF_COUNT},
+	    {V_DICT, "items", TF_ITEMS},      {V_DICT, "keys", TF_KEYS},
+	    {V_DICT, "values", TF_VALUES},    {V_DICT, "get", TF_GET},
+	    {V_LOOP, "cycle", TF_CYCLE},
+	};
+	size_t i;
+
+	(void)nlen;
+	*found = false;
+	for (i = 0; i < sizeof(m) / sizeof(*m); i++) {
+		if ((int)self.k == m[i].kind && strcmp(m[i].name, name) == 0) {
+			*found = true;
+			return mkfunc(r, m[i].id, m[i].name, &self);
+		}
+	}
+	return tv_none();
+}
+
+struct tval lib_global(struct trender *r, const char *name, bool *found)
+{
+	*found = true;
+	if (!strcmp(name, "range"))
+		return mkfunc(r, TF_RANGE, "range", NULL);
+	if (!strcmp(name, "namespace"))
+		return mkfunc(r, TF_NAMESPACE, "namespace", NULL);
+	if (!strcmp(name, "dict"))
+		return mkfunc(r, TF_DICT, "dict", NULL);
+	if (!strcmp(name, "raise_exception"))
+		return mkfunc(r, TF_RAISE, "raise_exception", NULL);
+	if (!strcmp(name, "strftime_now"))
+		return mkfunc(r, TF_STRFTIME, "strftime_now", NULL);
+	*found = false;
+	return tv_none();
+}
+
+/* Python str.startswith/endswith with a str or tuple of str. */
+static bool affix(struct trender *r, const struct tstr *s, struct tval a,
+		  bool end)
+{
+	size_t i;
+
+	if (a.k == V_LIST && a.tuple) {
+		for (i = 0; i < a.u.l->n; i++)
+			if (affix(r, s, a.u.l->v[i], end))
+				return true;
+		return false;
+	}
+	{
+		const struct tstr *p = want_str(r, a, end ? "endswith arg"
+							  : "startswith arg");
+
+		if (p->n > s->n)
+			return false;
+		return memcmp(end ? s->p + s->n - p->n : s->p, p->p, p->n) == 0;
+	}
+}
+
+struct tval lib_call(struct trender *r, const struct tfunc *fn,
+		     struct tval *args, size_t nargs, const char **kn,
+		     struct tval *kv, size_t nk)
+{
+	struct tval self = fn->self ? *fn->self : tv_none(), a;
+	size_t i;
+
+	switch (fn->id) {
+	case TF_RAISE: {
+		struct tstr *msg = nargs ? r_to_str(r, args[0]) : cstr(r, "");
+
+		/* the message goes to the user as is, without a position */
+		t_fail(&r->fail, TMPL_ERAISE, 0, 0, "%.*s", (int)msg->n, msg->p);
+	}
+	case TF_STRFTIME: {
+		struct tstr *f;
+		char fmt[256], out[512];
+		struct tm tmv;
+		size_t n;
+
+		if (!nargs)
+			r_fail(r, TMPL_ERUNTIME, "strftime_now() needs a format");
+		f = want_str(r, args[0], "format");
+		if (f->n >= sizeof(fmt) || memchr(f->p, 0, f->n))
+			r_fail(r, TMPL_ERUNTIME, "strftime_now: format too long");
+		memcpy(fmt, f->p, f->n);
+		fmt[f->n] = '\0';
+		if (r->ctx->now) {
+			tmv = *r->ctx->now;
+		} else {
+			time_t t = time(NULL);
+
+			localtime_r(&t, &tmv);
+		}
+		n = f->n ? strftime(out, sizeof(out), fmt, &tmv) : 0;
+		{
+			char *d = ta_alloc(&r->arena, n + 1);
+
+			memcpy(d, out, n);
+			return tv_str(r_str_new(r, d, n, false));
+		}
+	}
+	case TF_RANGE: {
+		int64_t st = 0, en, step = 1, cnt = 0, x;
+		struct tlist *l;
+
+		for (i = 0; i < nargs; i++)
+			if (args[i].k != V_INT)
+				r_fail(r, TMPL_ERUNTIME, "range() arguments must "
+							 "be integers");
+		if (nargs == 1) {
+			en = args[0].u.i;
+		} else if (nargs == 2 || nargs == 3) {
+			st = args[0].u.i;
+			en = args[1].u.i;
+			if (nargs == 3)
+				step = args[2].u.i;
+		} else {
+			r_fail(r, TMPL_ERUNTIME, "range expected 1 to 3 arguments");
+		}
+		if (step == 0)
+			r_fail(r, TMPL_ERUNTIME, "range() arg 3 must not be zero");
+		for (x = st; step > 0 ? x < en : x > en; x += step)
+			if (++cnt > 100000)
+				r_fail(r, TMPL_ERUNTIME,
+				       "Range too big. The sandbox blocks ranges "
+				       "larger than MAX_RANGE (100000).");
+		l = r_list_new(r, (size_t)cnt);
+		for (i = 0, x = st; i < (size_t)cnt; i++, x += step)
+			l->v[i] = tv_int(x);
+		return tv_list(l);
+	}
+	case TF_NAMESPACE:
+	case TF_DICT: {
+		struct tval d = {.k = fn->id == TF_NAMESPACE ? V_NS : V_DICT};
+
+		d.u.d = ta_alloc(&r->arena, sizeof(*d.u.d));
+		if (nargs && args[0].k == V_DICT)
+			for (i = 0; i < args[0].u.d->n; i++)
+				r_dict_set(r, d.u.d, args[0].u.d->keys[i],
+					   args[0].u.d->vals[i]);
+		for (i = 0; i < nk; i++)
+			r_dict_set(r, d.u.d, tv_str(cstr(r, kn[i])), kv[i]);
+		return d;
+	}
+	case TF_CYCLE:
+		if (!nargs)
+			r_fail(r, TMPL_ERUNTIME, "no items for cycling given");
+		return args[self.u.lp->i % nargs];
+	case TF_ITEMS:
+		return lib_filter(r, "items", self, NULL, 0, NULL, NULL, 0);
+	case TF_KEYS:
+	case TF_VALUES: {
+		struct tlist *l = r_list_new(r, self.u.d->n);
+
+		for (i = 0; i < self.u.d->n; i++)
+			l->v[i] = fn->id == TF_KEYS ? self.u.d->keys[i]
+						    : self.u.d->vals[i];
+		return tv_list(l);
+	}
+	case TF_GET: {
+		bool found;
+		struct tval v;
+
+		if (!nargs)
+			r_fail(r, TMPL_ERUNTIME, "get expected at least 1 argument");
+		v = r_dict_get(self, args[0], &found);
+		if (found)
+			return v;
+		return nargs > 1 ? args[1] : tv_none();
+	}
+	default:
+		break;
+	}
+	/* str methods */
+	{
+		const struct tstr *s = self.u.s;
+
+		switch (fn->id) {
+		case TF_STRIP:
+		case TF_LSTRIP:
+		case TF_RSTRIP: {
+			struct tstr *chars = NULL;
+
+			if (nargs && args[0].k != V_NONE)
+				chars = want_str(r, args[0], "strip arg");
+			return tv_str(do_strip(r, s, chars,
+					       fn->id == TF_STRIP    ? 3
+					       : fn->id == TF_LSTRIP ? 1
+								     : 2));
+		}
+		case TF_SPLIT: {
+			struct tstr *sep = NULL;
+			int64_t maxsplit = -1;
+
+			if (arg(args, nargs, kn, kv, nk, 0, "sep", &a) &&
+			    a.k != V_NONE)
+				sep = want_str(r, a, "separator");
+			if (arg(args, nargs, kn, kv, nk, 1, "maxsplit", &a)) {
+				if (a.k != V_INT)
+					r_fail(r, TMPL_ERUNTIME, "maxsplit must be "
+								 "an integer");
+				maxsplit = a.u.i;
+			}
+			return do_split(r, s, sep, maxsplit);
+		}
+		case TF_STARTSWITH:
+		case TF_ENDSWITH:
+			if (!nargs)
+				r_fail(r, TMPL_ERUNTIME, "%s takes one argument",
+				       fn->name);
+			return tv_bool(affix(r, s, args[0], fn->id == TF_ENDSWITH));
+		case TF_UPPER:
+			return tv_str(do_case(r, s, 'u'));
+		case TF_LOWER:
+			return tv_str(do_case(r, s, 'l'));
+		case TF_TITLE:
+			return tv_str(do_case(r, s, 't'));
+		case TF_CAPITALIZE:
+			return tv_str(do_case(r, s, 'c'));
+		case TF_REPLACE: {
+			int64_t count = -1;
+
+			if (nargs < 2)
+				r_fail(r, TMPL_ERUNTIME, "replace expected at least "
+							 "2 arguments");
+			if (nargs > 2) {
+				if (args[2].k != V_INT)
+					r_fail(r, TMPL_ERUNTIME, "count must be an "
+								 "integer");
+				count = args[2].u.i;
+			}
+			return tv_str(do_replace(r, s, want_str(r, args[0], "old"),
+						 want_str(r, args[1], "new"),
+						 count));
+		}
+		case TF_JOIN: {
+			struct tlist *l;
+			struct tstr *res = cstr(r, "");
+
+			if (!nargs)
+				r_fail(r, TMPL_ERUNTIME, "join takes one argument");
+			l = r_iter(r, args[0]);
+			for (i = 0; i < l->n; i++) {
+				if (l->v[i].k != V_STR)
+					r_fail(r, TMPL_ERUNTIME,
+					       "sequence item %zu: expected str "
+					       "instance, %s found",
+					       i, r_type_name(l->v[i]));
+				if (i)
+					res = r_str_cat(r, res, s);
+				res = r_str_cat(r, res, l->v[i].u.s);
+			}
+			return tv_str(res);
+		}
+		case TF_FIND:
+		case TF_COUNT: {
+			const struct tstr *sub;
+			int64_t cnt = 0;
+			size_t j;
+
+			if (!nargs)
+				r_fail(r, TMPL_ERUNTIME, "%s takes an argument",
+				       fn->name);
+			sub = want_str(r, args[0], "substring");
+			for (j = 0; j + sub->n <= s->n;) {
+				if (memcmp(s->p + j, sub->p, sub->n) == 0) {
+					if (fn->id == TF_FIND) {
+						struct tstr pre = {s->p, j, 0, NULL};
+
+						return tv_int((int64_t)r_u8len(&pre));
+					}
+					cnt++;
+					j += sub->n ? sub->n : 1;
+					if (!sub->n && j > s->n)
+						break;
+				} else {
+					j++;
+				}
+			}
+			if (fn->id == TF_COUNT && sub->n == 0)
+				return tv_int((int64_t)r_u8len(s) + 1);
+			return tv_int(fn->id == TF_FIND ? -1 : cnt);
+		}
+		}
+	}
+	r_fail(r, TMPL_ERUNTIME, "cannot call %s", fn->name);
+}

@@ -1,0 +1,564 @@
+/*
+ * t_template.c - chat-template interpreter tests.
+ *
+ * 1. Oracle: every (template, message list) pair of
+ *    tests/data/template/manifest.json renders byte for byte as jinja2 did
+ *    (tests/oracles/gen_templates.py), or fails with jinja2's error text.
+ *    The match table is printed as TAP diagnostics.
+ * 2. Units: expressions, filters, tests, whitespace control, error
+ *    positions, limits, provenance spans.
+ * 3. Fuzz crashers under tests/data/template/crashers/ compile and render
+ *    without crashing.
+ *
+ * The data directory is $(srcdir)/tests/data/template, found through the
+ * environment variable PARLEY_SRCDIR (set by make check) or ".".
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+#include "tap.h"
+#include "template.h"
+
+static char datadir[4096];
+
+/* Read a whole file into a malloc'd buffer; NULL on error. */
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+	    fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n + 1);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		if (buf) {
+			buf[n] = '\0';
+			*len = (size_t)n;
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+static struct json_value *load_json(const char *path)
+{
+	size_t n;
+	char *s = slurp(path, &n), err[256];
+	struct json_value *v = NULL;
+
+	if (!s)
+		return NULL;
+	if (json_parse(s, n, &v, err, sizeof(err)))
+		tap_diag("%s: %s", path, err);
+	free(s);
+	return v;
+}
+
+/* The fixed clock of the oracle: 2025-03-07 09:05:00 (a Friday). */
+static struct tm fixed_now(void)
+{
+	struct tm t;
+
+	memset(&t, 0, sizeof(t));
+	t.tm_year = 2025 - 1900;
+	t.tm_mon = 2;
+	t.tm_mday = 7;
+	t.tm_hour = 9;
+	t.tm_min = 5;
+	t.tm_wday = 5;
+	t.tm_yday = 65;
+	return t;
+}
+
+/* ------------------------------------------------------------- oracle */
+
+#define MAX_T 64
+#define MAX_C 64
+
+static void oracle(void)
+{
+	char path[8192];
+	struct json_value *man;
+	const char *tnames[MAX_T], *cnames[MAX_C];
+	char cell[MAX_T][MAX_C];
+	size_t nt = 0, nc = 0, i, j, pass = 0, total = 0;
+	struct tm now = fixed_now();
+
+	snprintf(path, sizeof(path), "%s/manifest.json", datadir);
+	man = load_json(path);
+	if (!tap_ok(man && man->type == JSON_ARRAY, "manifest %s loads", path))
+		return;
+	memset(cell, 0, sizeof(cell));
+	for (i = 0; i < man->u.arr.n; i++) {
+		const struct json_value *e = man->u.arr.items[i];
+		const char *tn = json_object_get(e, "template")->u.str.ptr;
+		const char *cn = json_object_get(e, "case")->u.str.ptr;
+		const char *gn = json_object_get(e, "golden")->u.str.ptr;
+		bool is_err = json_object_get(e, "error")->u.b;
+		size_t ti, ci, srclen, glen, outlen;
+		char *src, *gold, *out = NULL, err[1024];
+		struct json_value *cs;
+		struct tmpl *t = NULL;
+		struct tmpl_ctx ctx;
+		int rc;
+		bool ok;
+
+		for (ti = 0; ti < nt && strcmp(tnames[ti], tn); ti++)
+			;
+		if (ti == nt && nt < MAX_T)
+			tnames[nt++] = tn;
+		for (ci = 0; ci < nc && strcmp(cnames[ci], cn); ci++)
+			;
+		if (ci == nc && nc < MAX_C)
+			cnames[nc++] = cn;
+		snprintf(path, sizeof(path), "%s/templates/%s", datadir, tn);
+		src = slurp(path, &srclen);
+		snprintf(path, sizeof(path), "%s/cases/%s", datadir, cn);
+		cs = load_json(path);
+		snprintf(path, sizeof(path), "%s/golden/%s", datadir, gn);
+		gold = slurp(path, &glen);
+		if (!src || !cs || !gold) {
+			tap_ok(0, "%s x %s: data files present", tn, cn);
+			goto next;
+		}
+		rc = tmpl_compile(src, srclen, &t, err, sizeof(err));
+		if (rc) {
+			tap_ok(0, "%s compiles: %s", tn, err);
+			goto next;
+		}
+		memset(&ctx, 0, sizeof(ctx));
+		ctx.messages = json_object_get(cs, "messages");
+		ctx.add_generation_prompt =
+		    json_object_get(cs, "add_generation_prompt")->u.b;
+		ctx.bos_token = json_object_get(e, "bos")->u.str.ptr;
+		ctx.eos_token = json_object_get(e, "eos")->u.str.ptr;
+		ctx.now = &now;
+		rc = tmpl_render(t, &ctx, &out, &outlen, NULL, NULL, err,
+				 sizeof(err));
+		if (is_err) {
+			/* jinja2's message is the core of ours: ours may add
+			 * "line L, column C: " in front */
+			ok = rc != TMPL_OK && strstr(err, gold) != NULL;
+			if (!ok)
+				tap_diag("%s x %s: expected error '%s', got rc %d "
+					 "'%s'", tn, cn, gold, rc,
+					 rc ? err : "(rendered)");
+		} else {
+			ok = rc == TMPL_OK && outlen == glen &&
+			     memcmp(out, gold, glen) == 0;
+			if (!ok && rc == TMPL_OK) {
+				size_t k = 0;
+
+				while (k < outlen && k < glen && out[k] == gold[k])
+					k++;
+				tap_diag("%s x %s: first difference at byte %zu "
+					 "(got %zu bytes, want %zu)",
+					 tn, cn, k, outlen, glen);
+				tap_diag("  got:  '%.60s'", out + (k > 20 ? k - 20 : 0));
+				tap_diag("  want: '%.60s'", gold + (k > 20 ? k - 20 : 0));
+			} else if (!ok) {
+				tap_diag("%s x %s: error %s", tn, cn, err);
+			}
+		}
+		tap_ok(ok, "%s x %s %s", tn, cn,
+		       is_err ? "(error as jinja2)" : "(bytes as jinja2)");
+		cell[ti][ci] = ok ? (is_err ? 'E' : 'o') : 'X';
+		total++;
+		pass += ok;
+next:
+		free(out);
+		tmpl_free(t);
+		json_free(cs);
+		free(src);
+		free(gold);
+	}
+	tap_diag("match table (o = same bytes, E = same error, X = FAIL):");
+	{
+		char line[512];
+		int o = snprintf(line, sizeof(line), "%-44s", "template \\ case");
+
+		for (j = 0; j < nc; j++)
+			o += snprintf(line + o, sizeof(line) - (size_t)o, " %.2s",
+				      cnames[j]);
+		tap_diag("%s", line);
+	}
+	for (i = 0; i < nt; i++) {
+		char line[512];
+		int o = snprintf(line, sizeof(line), "%-44s", tnames[i]);
+
+		for (j = 0; j < nc; j++)
+			o += snprintf(line + o, sizeof(line) - (size_t)o, "  %c",
+				      cell[i][j] ? cell[i][j] : '-');
+		tap_diag("%s", line);
+	}
+	tap_diag("oracle: %zu of %zu (template, case) pairs match jinja2", pass,
+		 total);
+	json_free(man);
+}
+
+/* -------------------------------------------------------------- units */
+
+/* Render SRC with MESSAGES (JSON text, may be NULL); result in OUT/ERR. */
+static int render(const char *src, const char *messages, char **out,
+		  char *err, size_t errlen)
+{
+	struct tmpl *t;
+	struct json_value *msgs = NULL;
+	struct tmpl_ctx ctx;
+	struct tm now = fixed_now();
+	size_t n;
+	int rc;
+
+	*out = NULL;
+	rc = tmpl_compile(src, strlen(src), &t, err, errlen);
+	if (rc)
+		return rc;
+	if (messages && json_parse(messages, strlen(messages), &msgs, err,
+				   errlen)) {
+		tmpl_free(t);
+		return -100;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.messages = msgs;
+	ctx.add_generation_prompt = true;
+	ctx.bos_token = "<s>";
+	ctx.eos_token = "</s>";
+	ctx.now = &now;
+	rc = tmpl_render(t, &ctx, out, &n, NULL, NULL, err, errlen);
+	json_free(msgs);
+	tmpl_free(t);
+	return rc;
+}
+
+/* Check that SRC renders to WANT. */
+static void expect(const char *src, const char *want)
+{
+	char *out, err[512];
+	int rc = render(src, "[{\"role\":\"user\",\"content\":\"Hi there\"}]",
+			&out, err, sizeof(err));
+
+	if (rc) {
+		tap_ok(0, "render %s: error %s", src, err);
+		return;
+	}
+	if (!tap_ok(strcmp(out, want) == 0, "%s -> %s", src, want))
+		tap_diag("got '%s'", out);
+	free(out);
+}
+
+/* Check that SRC fails with code RC and an error containing WANT. */
+static void expect_err(const char *src, int want_rc, const char *want)
+{
+	char *out, err[512];
+	int rc = render(src, "[{\"role\":\"user\",\"content\":\"Hi\"}]", &out,
+			err, sizeof(err));
+
+	if (!tap_ok(rc == want_rc && strstr(err, want) != NULL,
+		    "error for %s: %s", src, want))
+		tap_diag("got rc %d '%s' (out '%s')", rc, err, out ? out : "");
+	free(out);
+}
+
+static void units(void)
+{
+	/* expressions and operators */
+	expect("{{ 1 + 2 * 3 }}", "7");
+	expect("{{ (1 + 2) * 3 }}", "9");
+	expect("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }}", "3 -4 2 3.5");
+	expect("{{ 2 ** 3 ** 2 }}", "64");
+	expect("{{ 'a' ~ 1 ~ none }}", "a1None");
+	expect("{{ 1 if false }}|{{ 'x' if true else 'y' }}", "|x");
+	expect("{{ not 1 == 2 and 3 in [1, 3] }}", "True");
+	expect("{{ 'ell' in 'hello' }} {{ 'k' in {'k': 1} }} {{ 2 not in [1] }}",
+	       "True True True");
+	expect("{{ [1, 2, 3][1:] }} {{ [1, 2, 3][-1] }} {{ 'héllo'[1:3] }}",
+	       "[2, 3] 3 él");
+	expect("{{ 'abc'[::-1] }} {{ [1,2,3,4][::2] }} {{ [1,2,3,4][::-2] }} "
+	       "{{ [1,2,3,4][-10:10:-1] }} {{ [1,2,3,4][3:0:-1] }}",
+	       "cba [1, 3] [4, 2] [] [4, 3, 2]");
+	expect("{{ messages[0].content }} {{ messages[0]['role'] }}",
+	       "Hi there user");
+	expect("{{ messages[5] }}|{{ messages[0].nope }}|", "||");
+	expect("{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }}", "True False");
+	expect("{{ 0.1 + 0.2 }} {{ 1e20 }} {{ 1.0 }} {{ 1e-5 }}",
+	       "0.30000000000000004 1e+20 1.0 1e-05");
+	/* whitespace control, trim_blocks, lstrip_blocks */
+	expect("a\n  {% if true %}\n  b\n  {% endif %}\nc", "a\n  b\nc");
+	expect("a  {%- if true -%}  b  {%- endif %}", "ab");
+	expect("  {%+ if true %}x{% endif %}", "  x");
+	expect("{{ 'x' }}\n", "x");
+	expect("{# comment #}\nx {#- c -#} y", "xy");
+	expect("{% raw %}{{ x }}{% endraw %}", "{{ x }}");
+	/* filters */
+	expect("{{ '  a b  ' | trim }}|{{ 'xxaxx' | trim('x') }}", "a b|a");
+	expect("{{ [1, 2] | length }} {{ 'héé' | length }} {{ {'a': 1} | length }}",
+	       "2 3 1");
+	expect("{{ [3, 4] | first }} {{ [3, 4] | last }} {{ 'abc' | last }}",
+	       "3 4 c");
+	expect("{{ ['a', 'b'] | join(', ') }} {{ [1, 2] | join }}", "a, b 12");
+	expect("{{ {'é': [1, 'ü', none, true, 2.5]} | tojson }}",
+	       "{\"é\": [1, \"ü\", null, true, 2.5]}");
+	expect("{{ {'a': [1]} | tojson(indent=2) }}",
+	       "{\n  \"a\": [\n    1\n  ]\n}");
+	expect("{{ 'é' | tojson(ensure_ascii=true) }}", "\"\\u00e9\"");
+	expect("{{ messages | selectattr('role', 'equalto', 'user') | list | "
+	       "length }}",
+	       "1");
+	expect("{{ messages | rejectattr('role', 'equalto', 'user') | list }}",
+	       "[]");
+	expect("{{ messages | map(attribute='role') | list }}", "['user']");
+	expect("{{ 42 | string }} {{ 'AbC' | lower }} {{ 'straße' | upper }}",
+	       "42 abc STRASSE");
+	expect("{{ x | default('d') }} {{ '' | default('e', true) }}", "d e");
+	expect("{{ 'a-b-c' | replace('-', '+') }} {{ 'aaa' | replace('a', 'b', 2) }}",
+	       "a+b+c bba");
+	expect("{{ {'b': 1, 'a': 2} | items | list }}", "[('b', 1), ('a', 2)]");
+	/* tests */
+	expect("{{ x is defined }} {{ x is undefined }} {{ none is none }}",
+	       "False True True");
+	expect("{{ 'a' is string }} {{ 1 is number }} {{ {} is mapping }}",
+	       "True True True");
+	expect("{{ [] is iterable }} {{ 'a' is sequence }} {{ 1 is iterable }}",
+	       "True True False");
+	expect("{{ 1 is equalto 1 }} {{ 2 is equalto(3) }} {{ x is not defined }}",
+	       "True False True");
+	/* methods */
+	expect("{{ ' a '.strip() }}|{{ ' a '.lstrip() }}|{{ ' a '.rstrip() }}",
+	       "a|a | a");
+	expect("{{ 'a b  c'.split() }} {{ 'a,b'.split(',') }}",
+	       "['a', 'b', 'c'] ['a', 'b']");
+	expect("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x', 'c')) }}",
+	       "True True");
+	expect("{{ 'ab'.upper() }} {{ 'AB'.lower() }} {{ 'hello world'.title() }}",
+	       "AB ab Hello World");
+	expect("{{ {'a': 1}.items() | list }} {{ {'a': 1}.get('a') }} "
+	       "{{ {'a': 1}.get('b', 0) }}",
+	       "[('a', 1)] 1 0");
+	expect("{{ 'aXb'.replace('X', '-') }}", "a-b");
+	/* statements */
+	expect("{% for x in [1, 2, 3] %}{{ loop.index }}{{ loop.index0 }}"
+	       "{{ loop.first }}{{ loop.last }}{{ loop.length }};{% endfor %}",
+	       "10TrueFalse3;21FalseFalse3;32FalseTrue3;");
+	expect("{% for x in [] %}a{% else %}empty{% endfor %}", "empty");
+	expect("{% for x in [1,2,3,4] if x is even %}{{ x }}{% endfor %}", "24");
+	expect("{% for k, v in {'a': 1}.items() %}{{ k }}={{ v }}{% endfor %}",
+	       "a=1");
+	expect("{% for x in range(9) %}{% if x == 1 %}{% continue %}{% endif %}"
+	       "{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+	       "023");
+	expect("{% if false %}a{% elif true %}b{% else %}c{% endif %}", "b");
+	expect("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}",
+	       "1");
+	expect("{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}"
+	       "{% endfor %}{{ ns.x }}",
+	       "2");
+	expect("{% set b %}in{{ 1 }}{% endset %}[{{ b }}]", "[in1]");
+	expect("{% macro m(a, b='d') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}"
+	       "{{ m(1, b=2) }}",
+	       "1d12");
+	expect("{% macro w() %}({{ caller() }}){% endmacro %}{% call w() %}x"
+	       "{% endcall %}",
+	       "(x)");
+	expect("{{ strftime_now('%Y-%m-%d') }}", "2025-03-07");
+	expect("{{ bos_token }}{{ eos_token }}{{ add_generation_prompt }}",
+	       "<s></s>True");
+	expect("{{ '\\n\\t\\u00e9\\x41' }}", "\n\té" "A");
+	/* errors: syntax with line and column */
+	expect_err("a\n{{ 1 + }}", TMPL_ESYNTAX, "line 2, column 8");
+	expect_err("{% if x %}", TMPL_ESYNTAX, "Unexpected end of template");
+	expect_err("{% for %}", TMPL_ESYNTAX, "line 1, column 8");
+	expect_err("{% bogus %}", TMPL_ESYNTAX, "unknown tag 'bogus'");
+	expect_err("{{ x | nofilter }}", TMPL_ESYNTAX, "No filter named 'nofilter'");
+	expect_err("{{ 'abc }}", TMPL_ESYNTAX, "line 1, column 4");
+	expect_err("{# open", TMPL_ESYNTAX, "missing end of comment");
+	expect_err("{% break %}", TMPL_ESYNTAX, "outside of a loop");
+	expect_err("{{ (1 }}", TMPL_ESYNTAX, "unexpected");
+	/* errors at run time */
+	expect_err("{{ raise_exception('Roles must alternate') }}", TMPL_ERAISE,
+		   "Roles must alternate");
+	expect_err("x\n  {{ messages[0].nope + 'a' }}", TMPL_ERUNTIME,
+		   "line 2, column 23: 'dict object' has no attribute 'nope'");
+	expect_err("{{ y + 1 }}", TMPL_ERUNTIME, "'y' is undefined");
+	expect_err("{{ 'a' + 1 }}", TMPL_ERUNTIME,
+		   "can only concatenate str (not \"int\") to str");
+	expect_err("{{ 1 / 0 }}", TMPL_ERUNTIME, "division by zero");
+	expect_err("{% for x in none %}{% endfor %}", TMPL_ERUNTIME,
+		   "'NoneType' object is not iterable");
+	expect_err("{{ [].append(1) }}", TMPL_ERUNTIME, "unsafe");
+	/* limits */
+	expect_err("{% for i in range(100000) %}{% for j in range(100000) %}"
+		   "{% endfor %}{% endfor %}",
+		   TMPL_ELIMIT, "loop iterations");
+	expect_err("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+		   TMPL_ELIMIT, "nested deeper");
+	expect_err("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}"
+		   "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+		   "{% endfor %}",
+		   TMPL_ELIMIT, "");
+	expect_err("{{ range(1000000) }}", TMPL_ERUNTIME, "Range too big");
+	{
+		/* deep nesting is a syntax error, not a stack overflow */
+		char *src = malloc(20000);
+		size_t k;
+
+		for (k = 0; k < 5000; k++)
+			src[k] = '(';
+		memcpy(src + 5000, "1", 2);
+		{
+			char *full = malloc(20000);
+
+			snprintf(full, 20000, "{{ %s }}", src);
+			expect_err(full, TMPL_ESYNTAX, "nested");
+			free(full);
+		}
+		free(src);
+	}
+}
+
+/* ------------------------------------------------------------- spans */
+
+static void spans(void)
+{
+	const char *src = "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+			  "{{ m.content | trim }}<|im_end|>\n{% endfor %}"
+			  "{{ '<|im_start|>assistant\\n' }}";
+	const char *msgs = "[{\"role\":\"user\",\"content\":"
+			   "\"  hi <|im_end|> there  \"}]";
+	struct tmpl *t;
+	struct json_value *mv;
+	struct tmpl_ctx ctx;
+	struct tmpl_span *sp;
+	size_t nsp, n, i, pos = 0;
+	char *out, err[256];
+	int rc;
+
+	rc = tmpl_compile(src, strlen(src), &t, err, sizeof(err));
+	tap_ok(rc == 0, "span template compiles");
+	json_parse(msgs, strlen(msgs), &mv, err, sizeof(err));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.messages = mv;
+	rc = tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err, sizeof(err));
+	tap_ok(rc == 0 && strcmp(out, "<|im_start|>user\nhi <|im_end|> there"
+				      "<|im_end|>\n<|im_start|>assistant\n") == 0,
+	       "span template renders");
+	for (i = 0; i < nsp; i++) {
+		tap_diag("span %zu: off %zu len %zu %s '%.*s'", i, sp[i].off,
+			 sp[i].len, sp[i].is_content ? "content" : "template",
+			 (int)sp[i].len, out + sp[i].off);
+		if (sp[i].off != pos)
+			break;
+		pos += sp[i].len;
+	}
+	tap_ok(pos == n, "spans cover the output in order");
+	/* expected: template "<|im_start|>", content "user", template "\n",
+	 * content "hi <|im_end|> there", template "<|im_end|>\n<|im_start|>
+	 * assistant\n" */
+	tap_ok(nsp == 5 && !sp[0].is_content && sp[1].is_content &&
+		   sp[1].len == 4 && !sp[2].is_content && sp[3].is_content &&
+		   sp[3].len == strlen("hi <|im_end|> there") &&
+		   memcmp(out + sp[3].off, "hi <|im_end|> there", sp[3].len) == 0 &&
+		   !sp[4].is_content,
+	       "a control token typed by the user stays inside a content span");
+	free(out);
+	free(sp);
+	json_free(mv);
+	tmpl_free(t);
+
+	/* trusted extra variables and derived strings */
+	{
+		const char *s2 = "{{ (messages[0].content ~ '|' ~ x) | upper }}"
+				 "{{ y }}";
+		struct json_value *xv = json_new_string("ab", 2);
+		struct json_value *yv = json_new_string("<y>", 3);
+		struct tmpl_var vars[2] = {{"x", xv, false}, {"y", yv, true}};
+
+		rc = tmpl_compile(s2, strlen(s2), &t, err, sizeof(err));
+		json_parse(msgs, strlen(msgs), &mv, err, sizeof(err));
+		memset(&ctx, 0, sizeof(ctx));
+		ctx.messages = mv;
+		ctx.vars = vars;
+		ctx.nvars = 2;
+		rc = tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err, sizeof(err));
+		tap_ok(rc == 0 && nsp == 1 && sp[0].is_content && sp[0].len == n,
+		       "upper() of content is content as a whole; untrusted "
+		       "variables are content");
+		free(out);
+		free(sp);
+		json_free(mv);
+		json_free(xv);
+		json_free(yv);
+		tmpl_free(t);
+	}
+}
+
+/* ----------------------------------------------------------- crashers */
+
+static void crashers(void)
+{
+	char path[8192];
+	DIR *d;
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/crashers", datadir);
+	d = opendir(path);
+	if (!d) {
+		tap_diag("no crasher directory %s", path);
+		return;
+	}
+	while ((e = readdir(d))) {
+		size_t len, outlen;
+		char *src, *out = NULL, err[256];
+		struct tmpl *t;
+		struct tmpl_ctx ctx;
+		struct json_value *msgs;
+		const char *mj = "[{\"role\":\"system\",\"content\":\"s\"},"
+				 "{\"role\":\"user\",\"content\":\"u\"}]";
+		struct tmpl_limits lim = {1 << 20, 64 << 20, 32, 100000};
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/crashers/%s", datadir, e->d_name);
+		src = slurp(path, &len);
+		if (!src)
+			continue;
+		json_parse(mj, strlen(mj), &msgs, err, sizeof(err));
+		if (tmpl_compile(src, len, &t, err, sizeof(err)) == 0) {
+			memset(&ctx, 0, sizeof(ctx));
+			ctx.messages = msgs;
+			ctx.limits = &lim;
+			tmpl_render(t, &ctx, &out, &outlen, NULL, NULL, err,
+				    sizeof(err));
+			free(out);
+			tmpl_free(t);
+		}
+		json_free(msgs);
+		free(src);
+		n++;
+	}
+	closedir(d);
+	tap_ok(1, "%d fuzz crashers replayed without a crash", n);
+}
+
+int main(void)
+{
+	const char *src = getenv("PARLEY_SRCDIR");
+
+	snprintf(datadir, sizeof(datadir), "%s/tests/data/template",
+		 src ? src : ".");
+	oracle();
+	units();
+	spans();
+	crashers();
+	return tap_done();
+}
