@@ -1,0 +1,372 @@
+/*
+ * store.h - conversations and messages in a SQLite database.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * One file, $XDG_DATA_HOME/parley/parley.db by default (store_path_resolve
+ * gives the precedence), in WAL mode with synchronous=FULL, foreign keys
+ * on and a busy timeout, so two parley processes can share it: readers
+ * never block, a second writer waits (5 s by default) instead of failing.
+ *
+ * Schema (store_schema.c has the SQL; PRAGMA user_version is the version,
+ * PRAGMA application_id marks the file as parley's):
+ *   conversations(id, title, model_path, model_size, model_fingerprint,
+ *                 template, system_prompt, sampling JSON, created, updated,
+ *                 archived, leaf_id)
+ *   messages(id, conversation_id, parent_id, role, content, n_tokens,
+ *            n_prompt_tokens, prefill_ms, decode_ms, finish, created,
+ *            updated)                       + messages_fts (FTS5, triggers)
+ *   kv_states(conversation_id, format, n_tokens, tokens, state, created)
+ * Times are Unix milliseconds (UTC). Messages form a tree through
+ * parent_id (parent_id < id always): regenerating a reply or editing a
+ * message adds a sibling. The active branch is the path from the root to
+ * the conversation's leaf_id, or to its newest message when leaf_id is
+ * unset; appending a message makes it the leaf.
+ *
+ * Transactions and the crash guarantee:
+ *   1. Every call that writes is one transaction (BEGIN IMMEDIATE ...
+ *      COMMIT, or a single autocommit statement) and is durable when it
+ *      returns: a finished message is never lost by a crash or kill -9.
+ *   2. A reply in progress is a message with finish = NONE. The session
+ *      calls store_msg_update() with the whole text so far (each call a
+ *      small transaction, meant for every ~0.25-1 s) and store_msg_finish()
+ *      at the end; a crash loses only the text since the last update, and
+ *      the row stays with finish = NONE (readers show it as interrupted).
+ *   3. A file that is not a SQLite database, is corrupt, belongs to another
+ *      program (application_id, or tables without a version) or has a
+ *      newer schema than this program knows is reported and never written:
+ *      the checks happen before the first write on open, and a corruption
+ *      found later marks the handle read-only for the rest of its life.
+ *   4. Migrations run forward only, each step and the version bump in one
+ *      transaction, so an interrupted migration leaves the old version.
+ *
+ * All text from the caller is bound as a parameter; no SQL is built from
+ * user text. Strings returned in structs are malloc'd and owned by the
+ * struct (free with the matching *_free / *_clear function). No function
+ * prints, exits or aborts. Every function returns STORE_OK or a negative
+ * STORE_E* code and writes a message into err (which may be NULL).
+ */
+#ifndef PARLEY_STORE_H
+#define PARLEY_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_OK 0
+#define STORE_ERR (-1)	     /* I/O, SQL or memory error */
+#define STORE_ENOTFOUND (-2) /* no such conversation / message / kv state */
+#define STORE_EBUSY (-3)     /* the database stayed locked past the timeout */
+#define STORE_ECORRUPT (-4)  /* not a (parley) database, or corrupt */
+#define STORE_ENEWER (-5)    /* schema newer than this program */
+#define STORE_EINVAL (-6)    /* bad argument or malformed import */
+
+#define STORE_SCHEMA_VERSION 2		/* what this program writes */
+#define STORE_APPLICATION_ID 0x50726c79 /* "Prly" in the file header */
+#define STORE_BUSY_TIMEOUT_MS 5000	/* default busy timeout */
+#define STORE_IMPORT_MAX (64u << 20)	/* bytes of JSON accepted */
+
+/* store_open flags */
+#define STORE_OPEN_NOCREATE 0x1 /* fail if the file does not exist */
+
+/* store_conv_list flags */
+#define STORE_LIST_ARCHIVED 0x1 /* include archived conversations */
+
+/* store_search flags */
+#define STORE_SEARCH_RAW 0x1	  /* TEXT is an FTS5 query, not plain words */
+#define STORE_SEARCH_ARCHIVED 0x2 /* include archived conversations */
+
+/* store_msg_append / store_msg_begin parent_id values */
+#define STORE_PARENT_LEAF (-1) /* the conversation's active leaf */
+#define STORE_PARENT_NONE 0    /* a root message */
+
+enum store_role {
+	STORE_ROLE_SYSTEM,
+	STORE_ROLE_USER,
+	STORE_ROLE_ASSISTANT,
+};
+
+enum store_finish {
+	STORE_FINISH_NONE,	  /* in progress (or its writer died) */
+	STORE_FINISH_STOP,	  /* end-of-turn / stop string; complete */
+	STORE_FINISH_LENGTH,	  /* hit the token limit */
+	STORE_FINISH_INTERRUPTED, /* the user stopped it */
+	STORE_FINISH_ERROR,	  /* generation failed */
+};
+
+struct store;
+
+/* Fields of a new conversation. NULL strings are stored as empty. */
+struct store_conv_new {
+	const char *title;	       /* shown by list; "" until named */
+	const char *model_path;	       /* GGUF file the chat used */
+	int64_t model_size;	       /* its size in bytes */
+	const char *model_fingerprint; /* cheap hash (size + header bytes) */
+	const char *template_name;     /* chat template used */
+	const char *system_prompt;     /* NULL: none (distinct from "") */
+	const char *sampling_json;     /* NULL or a JSON object */
+};
+
+/* A conversation as read back. Strings owned (store_conv_clear). */
+struct store_conv {
+	int64_t id;		 /* conversation id */
+	char *title;		 /* never NULL */
+	char *model_path;	 /* never NULL */
+	int64_t model_size;	 /* bytes, 0 if unknown */
+	char *model_fingerprint; /* never NULL */
+	char *template_name;	 /* never NULL */
+	char *system_prompt;	 /* NULL when none */
+	char *sampling_json;	 /* NULL when none */
+	int64_t created_ms;	 /* creation time */
+	int64_t updated_ms;	 /* last message or change */
+	bool archived;		 /* hidden from list by default */
+	int64_t leaf_id;	 /* active leaf message, 0 if no messages */
+	int64_t n_messages;	 /* messages in all branches */
+};
+
+/* Generation statistics of a message (zero for user messages). */
+struct store_msg_stats {
+	int64_t n_tokens;	 /* tokens of this message */
+	int64_t n_prompt_tokens; /* tokens prefilled before it was generated */
+	double prefill_ms;	 /* time spent on the prompt */
+	double decode_ms;	 /* time spent generating */
+};
+
+/* A complete message to append. */
+struct store_msg_new {
+	int64_t conv_id;	      /* conversation */
+	int64_t parent_id;	      /* STORE_PARENT_LEAF, _NONE or an id */
+	enum store_role role;	      /* who wrote it */
+	const char *content;	      /* text (not necessarily NUL-ended) */
+	size_t len;		      /* bytes of content */
+	enum store_finish finish;     /* not NONE; STOP for user messages */
+	struct store_msg_stats stats; /* generation statistics */
+};
+
+/* A message as read back. content owned (store_msg_free). */
+struct store_msg {
+	int64_t id;		      /* message id */
+	int64_t conv_id;	      /* conversation */
+	int64_t parent_id;	      /* 0 for a root */
+	enum store_role role;	      /* who wrote it */
+	char *content;		      /* NUL-terminated; may hold NULs */
+	size_t len;		      /* bytes of content */
+	enum store_finish finish;     /* NONE: in progress or cut by a crash */
+	struct store_msg_stats stats; /* generation statistics */
+	int64_t created_ms;	      /* creation time */
+	int64_t updated_ms;	      /* last update */
+	int32_t n_siblings;	      /* messages sharing its parent (>= 1) */
+	int32_t sibling_index;	      /* 0-based rank among them by id */
+};
+
+/* One search result. Strings owned (store_hits_free). */
+struct store_hit {
+	int64_t conv_id;     /* conversation */
+	int64_t msg_id;	     /* message */
+	char *title;	     /* conversation title */
+	enum store_role role; /* message role */
+	char *snippet;	     /* excerpt with the matches between marks */
+	int64_t created_ms;  /* message time */
+};
+
+/* The KV-cache slot of a conversation. Buffers owned (store_kv_free). */
+struct store_kv {
+	char *format;	   /* producer tag: backend, model fingerprint, layout */
+	int32_t *tokens;   /* n_tokens ids whose K/V the state holds */
+	size_t n_tokens;   /* entries in tokens */
+	void *state;	   /* opaque engine bytes */
+	size_t state_len;  /* bytes in state */
+	int64_t created_ms; /* when it was saved */
+};
+
+/* Names used in the database and exports ("user", "length", ...). */
+const char *store_role_name(enum store_role r);
+const char *store_finish_name(enum store_finish f); /* NONE -> NULL */
+
+/*
+ * The database path: OPT if non-empty, else $PARLEY_DB, else
+ * $XDG_DATA_HOME/parley/parley.db (only if absolute, as the XDG spec
+ * says), else $HOME/.local/share/parley/parley.db. *OUT is malloc'd (caller
+ * frees). Fails (STORE_EINVAL) when none applies (no HOME).
+ */
+int store_path_resolve(const char *opt, char **out, char *err, size_t errlen);
+
+/* The same with the environment given explicitly (NULL = unset). */
+int store_path_resolve_env(const char *opt, const char *parley_db,
+			   const char *xdg_data_home, const char *home,
+			   char **out, char *err, size_t errlen);
+
+/*
+ * Open or create the database at PATH (missing parent directories are
+ * created with mode 0700), check it, migrate it to STORE_SCHEMA_VERSION.
+ * On success *OUT is a handle the caller closes with store_close(). On
+ * failure *OUT is NULL, the file is left as it was, and err names it.
+ */
+int store_open(const char *path, unsigned flags, struct store **out,
+	       char *err, size_t errlen);
+
+/* Close ST (NULL allowed). */
+void store_close(struct store *st);
+
+/* The path ST was opened with (owned by ST). */
+const char *store_path(const struct store *st);
+
+/* Change the busy timeout (milliseconds, >= 0). */
+void store_set_busy_timeout(struct store *st, int ms);
+
+/* PRAGMA integrity_check: STORE_OK, or STORE_ECORRUPT with its report. */
+int store_check(struct store *st, char *err, size_t errlen);
+
+/* Conversations ---------------------------------------------------------- */
+
+/* Create a conversation; *ID receives its id. */
+int store_conv_create(struct store *st, const struct store_conv_new *c,
+		      int64_t *id, char *err, size_t errlen);
+
+/*
+ * Conversations, most recently updated first, at most LIMIT (0 = all).
+ * *V is a malloc'd array of *N entries (store_conv_list_free).
+ */
+int store_conv_list(struct store *st, unsigned flags, size_t limit,
+		    struct store_conv **v, size_t *n, char *err,
+		    size_t errlen);
+void store_conv_list_free(struct store_conv *v, size_t n);
+
+/*
+ * Conversation ID into *C (store_conv_clear) and, if MSGS is not NULL, its
+ * active branch root first into a malloc'd *MSGS of *N entries
+ * (store_msg_free). STORE_ENOTFOUND if there is no such conversation.
+ */
+int store_conv_get(struct store *st, int64_t id, struct store_conv *c,
+		   struct store_msg **msgs, size_t *n, char *err,
+		   size_t errlen);
+void store_conv_clear(struct store_conv *c);
+
+int store_conv_rename(struct store *st, int64_t id, const char *title,
+		      char *err, size_t errlen);
+int store_conv_archive(struct store *st, int64_t id, bool archived,
+		       char *err, size_t errlen);
+/* Replace the system prompt (NULL = none) or the sampling JSON (NULL). */
+int store_conv_set_system(struct store *st, int64_t id, const char *text,
+			  char *err, size_t errlen);
+int store_conv_set_sampling(struct store *st, int64_t id, const char *json,
+			    char *err, size_t errlen);
+/* Make MSG_ID (a message of conversation ID) the active leaf. */
+int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id,
+			char *err, size_t errlen);
+/* Delete the conversation, its messages and its KV state. */
+int store_conv_delete(struct store *st, int64_t id, char *err,
+		      size_t errlen);
+
+/* Messages -------------------------------------------------------------- */
+
+/* Append a complete message (committed before returning); *ID its id. */
+int store_msg_append(struct store *st, const struct store_msg_new *m,
+		     int64_t *id, char *err, size_t errlen);
+
+/* Start a message in progress (empty, finish NONE) under PARENT_ID. */
+int store_msg_begin(struct store *st, int64_t conv_id, int64_t parent_id,
+		    enum store_role role, int64_t *id, char *err,
+		    size_t errlen);
+
+/* Replace the text of in-progress message ID (one small transaction). */
+int store_msg_update(struct store *st, int64_t id, const char *content,
+		     size_t len, char *err, size_t errlen);
+
+/* Final text, finish reason (not NONE) and statistics of message ID. */
+int store_msg_finish(struct store *st, int64_t id, const char *content,
+		     size_t len, enum store_finish finish,
+		     const struct store_msg_stats *stats, char *err,
+		     size_t errlen);
+
+/* Message ID into the caller's *M (free its content: store_msg_clear). */
+int store_msg_get(struct store *st, int64_t id, struct store_msg *m,
+		  char *err, size_t errlen);
+
+/* Free the contents of the N messages of V and the array V itself. */
+void store_msg_free(struct store_msg *v, size_t n);
+/* Free the content of one caller-owned message and zero it. */
+void store_msg_clear(struct store_msg *m);
+
+/* Search ---------------------------------------------------------------- */
+
+/*
+ * Messages matching TEXT (plain words, all required, each as a phrase;
+ * or an FTS5 query with STORE_SEARCH_RAW), best first, at most LIMIT
+ * (0 = 50). Snippets have matches between OPEN and CLOSE (NULL = "[" and
+ * "]"). *HITS is a malloc'd array of *N (store_hits_free).
+ */
+int store_search(struct store *st, const char *text, unsigned flags,
+		 size_t limit, const char *open, const char *close,
+		 struct store_hit **hits, size_t *n, char *err, size_t errlen);
+void store_hits_free(struct store_hit *v, size_t n);
+
+/* Export and import ---------------------------------------------------- */
+
+/*
+ * Conversation ID's active branch as JSON (OpenAI messages shape):
+ *   {"model": PATH, "messages": [{"role": R, "content": C}, ...],
+ *    "parley": {"format": "parley-conversation", "version": 1,
+ *               "title", "created", "updated", "archived", "model_size",
+ *               "model_fingerprint", "template", "sampling",
+ *               "messages": [{"finish", "n_tokens", "n_prompt_tokens",
+ *                             "prefill_ms", "decode_ms", "created"}, ...]}}
+ * The system prompt is messages[0] with role "system" and parley meta
+ * {"system_prompt": true}. Built with SQLite's JSON1. *OUT malloc'd.
+ */
+int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
+		      char *err, size_t errlen);
+
+/* The active branch as Markdown (title, metadata, one section per message). */
+int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
+		    char *err, size_t errlen);
+
+/*
+ * Import JSON of LEN bytes: either the object above (only "messages" is
+ * required; "parley" optional) or a bare array of {"role", "content"}.
+ * Validated completely and inserted in one transaction; on any error
+ * (STORE_EINVAL, naming the offending element) nothing is written.
+ * A first "system" message without parley meta becomes the system prompt.
+ */
+int store_import_json(struct store *st, const char *json, size_t len,
+		      int64_t *id, char *err, size_t errlen);
+
+/* KV-cache slot ---------------------------------------------------------- */
+
+/* Save (replace) the KV state of conversation CONV_ID. */
+int store_kv_set(struct store *st, int64_t conv_id, const char *format,
+		 const int32_t *tokens, size_t n_tokens, const void *state,
+		 size_t state_len, char *err, size_t errlen);
+/* Load it into *KV (store_kv_free); STORE_ENOTFOUND when none is saved. */
+int store_kv_get(struct store *st, int64_t conv_id, struct store_kv *kv,
+		 char *err, size_t errlen);
+int store_kv_clear(struct store *st, int64_t conv_id, char *err,
+		   size_t errlen);
+void store_kv_free(struct store_kv *kv);
+
+/* Formatting helpers for the CLI (pure; malloc'd results, NULL on OOM) --- */
+
+/*
+ * A table of conversations: "ID  UPDATED  MSGS  TITLE", one per line,
+ * titles cut to fit WIDTH columns (0 = no limit) and control characters
+ * replaced. Times relative to NOW_MS when recent ("5 min ago").
+ */
+char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
+		     int width);
+
+/* A plain-text transcript for `parley show` (control characters escaped). */
+char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
+		     size_t n);
+
+/* The Markdown of store_export_md from already-read rows. */
+char *store_fmt_markdown(const struct store_conv *c,
+			 const struct store_msg *m, size_t n);
+
+/* A one-line title from TEXT: whitespace folded, at most MAX_CHARS
+ * characters (UTF-8 aware), "..." appended when cut. */
+char *store_fmt_title(const char *text, size_t len, size_t max_chars);
+
+/* Current time in Unix milliseconds. */
+int64_t store_now_ms(void);
+
+#endif /* PARLEY_STORE_H */

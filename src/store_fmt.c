@@ -1,0 +1,338 @@
+/*
+ * store_fmt.c - text for the CLI: conversation tables, transcripts,
+ * Markdown, titles; and the growing-string helper the store uses.
+ *
+ * Everything read from the database is hostile for a terminal: titles and
+ * messages may hold escape sequences. The terminal formats (list, show)
+ * replace control characters and invalid UTF-8; Markdown export keeps the
+ * text as stored (it is data for a file).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void store_sb_add(struct store_sb *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (n >= b->cap - b->len || !b->p) {
+		size_t c = b->cap ? b->cap : 256;
+		char *p;
+
+		while (c - b->len <= n) {
+			if (c > SIZE_MAX / 2) {
+				b->oom = true;
+				return;
+			}
+			c *= 2;
+		}
+		p = realloc(b->p, c);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = c;
+	}
+	if (n)
+		memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+void store_sb_str(struct store_sb *b, const char *s)
+{
+	store_sb_add(b, s, strlen(s));
+}
+
+void store_sb_printf(struct store_sb *b, const char *fmt, ...)
+{
+	char small[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->oom = true;
+		return;
+	}
+	if ((size_t)n < sizeof(small)) {
+		store_sb_add(b, small, (size_t)n);
+		return;
+	}
+	char *big = malloc((size_t)n + 1);
+
+	if (!big) {
+		b->oom = true;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	store_sb_add(b, big, (size_t)n);
+	free(big);
+}
+
+char *store_sb_take(struct store_sb *b, size_t *len)
+{
+	char *p;
+
+	if (b->oom) {
+		free(b->p);
+		memset(b, 0, sizeof(*b));
+		return NULL;
+	}
+	if (!b->p)
+		store_sb_add(b, "", 0);
+	p = b->p;
+	if (len)
+		*len = b->len;
+	memset(b, 0, sizeof(*b));
+	return p;
+}
+
+/* Length of the valid UTF-8 sequence at S (N bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t need;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		need = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		need = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		need = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (need > n)
+		return 0;
+	for (size_t i = 1; i < need; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	/* C1 controls U+0080..U+009F are escape sequences to some terminals */
+	if (need == 2 && cp < 0xa0)
+		return 0;
+	return need;
+}
+
+void store_sb_safe(struct store_sb *b, const char *s, size_t n,
+		   bool keep_newlines)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	while (i < n) {
+		size_t k = utf8_seq(u + i, n - i);
+
+		if (k == 1 && (u[i] < 0x20 || u[i] == 0x7f) &&
+		    !(keep_newlines && (u[i] == '\n' || u[i] == '\t'))) {
+			if (u[i] == '\n' || u[i] == '\t' || u[i] == '\r')
+				store_sb_add(b, " ", 1);
+			else
+				store_sb_printf(b, "^%c", u[i] ^ 0x40);
+			i++;
+		} else if (k == 0) {
+			store_sb_printf(b, "\\x%02x", u[i]);
+			i++;
+		} else {
+			store_sb_add(b, s + i, k);
+			i += k;
+		}
+	}
+}
+
+char *store_fmt_title(const char *text, size_t len, size_t max_chars)
+{
+	struct store_sb b = { 0 };
+	const unsigned char *u = (const unsigned char *)text;
+	size_t i = 0, chars = 0;
+	bool space = false;
+
+	while (i < len && (u[i] == ' ' || u[i] == '\n' || u[i] == '\t' ||
+			   u[i] == '\r'))
+		i++;
+	while (i < len) {
+		size_t k = utf8_seq(u + i, len - i);
+
+		if (k == 1 && (u[i] <= ' ' || u[i] == 0x7f)) {
+			space = true;
+			i++;
+			continue;
+		}
+		if (chars + (space ? 1 : 0) >= max_chars) {
+			store_sb_str(&b, "...");
+			break;
+		}
+		if (space) {
+			store_sb_add(&b, " ", 1);
+			chars++;
+			space = false;
+		}
+		if (k == 0) {
+			i++; /* drop invalid bytes */
+			continue;
+		}
+		store_sb_add(&b, text + i, k);
+		chars++;
+		i += k;
+	}
+	return store_sb_take(&b, NULL);
+}
+
+/* "2026-11-21 19:54" (local time) or a relative time when recent. */
+static void fmt_when(char *buf, size_t len, int64_t ms, int64_t now_ms)
+{
+	int64_t d = (now_ms - ms) / 1000;
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (now_ms && d >= 0 && d < 60)
+		snprintf(buf, len, "just now");
+	else if (now_ms && d >= 0 && d < 3600)
+		snprintf(buf, len, "%lld min ago", (long long)(d / 60));
+	else if (now_ms && d >= 0 && d < 86400)
+		snprintf(buf, len, "%lld h ago", (long long)(d / 3600));
+	else if (localtime_r(&t, &tm))
+		strftime(buf, len, "%Y-%m-%d %H:%M", &tm);
+	else
+		snprintf(buf, len, "?");
+}
+
+char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
+		     int width)
+{
+	struct store_sb b = { 0 };
+	char when[64];
+
+	store_sb_printf(&b, "%6s  %-16s  %5s  %s\n", "ID", "UPDATED", "MSGS",
+			"TITLE");
+	for (size_t i = 0; i < n; i++) {
+		/* room left for the title after the fixed columns */
+		int room = width > 0 ? width - 34 : 0;
+		const char *title = v[i].title[0] ? v[i].title : "(untitled)";
+		char *t = store_fmt_title(title, strlen(title),
+					  room > 8 ? (size_t)room
+						   : width > 0 ? 8 : 1000);
+
+		fmt_when(when, sizeof(when), v[i].updated_ms, now_ms);
+		store_sb_printf(&b, "%6lld  %-16s  %5lld  ", (long long)v[i].id,
+				when, (long long)v[i].n_messages);
+		if (t)
+			store_sb_safe(&b, t, strlen(t), false);
+		else
+			b.oom = true;
+		if (v[i].archived)
+			store_sb_str(&b, " [archived]");
+		store_sb_add(&b, "\n", 1);
+		free(t);
+	}
+	return store_sb_take(&b, NULL);
+}
+
+/* After a message heading: branch position, finish reason, speed. */
+static void fmt_msg_extra(struct store_sb *b, const struct store_msg *m)
+{
+	const char *f = store_finish_name(m->finish);
+
+	if (m->n_siblings > 1)
+		store_sb_printf(b, " (branch %d/%d)", m->sibling_index + 1,
+				m->n_siblings);
+	if (m->role != STORE_ROLE_ASSISTANT)
+		return;
+	if (!f)
+		store_sb_str(b, " [incomplete]");
+	else if (m->finish != STORE_FINISH_STOP)
+		store_sb_printf(b, " [%s]", f);
+	if (m->stats.n_tokens > 0 && m->stats.decode_ms > 0)
+		store_sb_printf(b, " (%lld tokens, %.1f tok/s)",
+				(long long)m->stats.n_tokens,
+				m->stats.n_tokens * 1000.0 / m->stats.decode_ms);
+}
+
+char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
+		     size_t n)
+{
+	struct store_sb b = { 0 };
+	char when[64];
+
+	fmt_when(when, sizeof(when), c->created_ms, 0);
+	store_sb_printf(&b, "#%lld ", (long long)c->id);
+	store_sb_safe(&b, c->title[0] ? c->title : "(untitled)",
+		      c->title[0] ? strlen(c->title) : 10, false);
+	store_sb_printf(&b, "\ncreated %s, model ", when);
+	store_sb_safe(&b, c->model_path, strlen(c->model_path), false);
+	store_sb_str(&b, "\n");
+	if (c->system_prompt) {
+		store_sb_str(&b, "\n--- system prompt\n");
+		store_sb_safe(&b, c->system_prompt, strlen(c->system_prompt),
+			      true);
+		store_sb_str(&b, "\n");
+	}
+	for (size_t i = 0; i < n; i++) {
+		store_sb_str(&b, "\n");
+		store_sb_printf(&b, "--- %s", store_role_name(m[i].role));
+		fmt_msg_extra(&b, &m[i]);
+		store_sb_str(&b, "\n");
+		store_sb_safe(&b, m[i].content, m[i].len, true);
+		store_sb_str(&b, "\n");
+	}
+	return store_sb_take(&b, NULL);
+}
+
+char *store_fmt_markdown(const struct store_conv *c,
+			 const struct store_msg *m, size_t n)
+{
+	struct store_sb b = { 0 };
+	char when[64];
+
+	fmt_when(when, sizeof(when), c->created_ms, 0);
+	store_sb_str(&b, "# ");
+	if (c->title[0]) {
+		char *t = store_fmt_title(c->title, strlen(c->title), 200);
+
+		if (t)
+			store_sb_str(&b, t);
+		else
+			b.oom = true;
+		free(t);
+	} else {
+		store_sb_printf(&b, "Conversation %lld", (long long)c->id);
+	}
+	store_sb_printf(&b, "\n\n- created: %s\n- model: `", when);
+	store_sb_str(&b, c->model_path);
+	store_sb_str(&b, "`\n");
+	if (c->template_name[0]) {
+		store_sb_str(&b, "- template: ");
+		store_sb_str(&b, c->template_name);
+		store_sb_str(&b, "\n");
+	}
+	if (c->system_prompt) {
+		store_sb_str(&b, "\n## System\n\n");
+		store_sb_str(&b, c->system_prompt);
+		store_sb_str(&b, "\n");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *r = store_role_name(m[i].role);
+
+		store_sb_printf(&b, "\n## %c%s", r[0] - 'a' + 'A', r + 1);
+		fmt_msg_extra(&b, &m[i]);
+		store_sb_str(&b, "\n\n");
+		store_sb_add(&b, m[i].content, m[i].len);
+		store_sb_str(&b, "\n");
+	}
+	return store_sb_take(&b, NULL);
+}
