@@ -3,6 +3,7 @@
  */
 #include "prompt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
