@@ -26,6 +26,9 @@ if [ "$name" = gguf ]; then
 		[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] && cp "$f" "$corpus/" || true
 	done
 fi
+if [ "$name" = store_import ]; then
+	cp tests/data/store/seeds/*.json "$corpus/"
+fi
 [ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
 mkdir -p build-fuzz/artifacts
 status=0

@@ -12,6 +12,7 @@
 
 #define SAMPLER_MAX_VOCAB (1 << 30)
 #define SAMPLER_TOPP_FIRST 256 /* first partial selection for top_p */
+#define SAMPLER_HEAP_MAX 4096  /* top_k up to this: one pass with a heap */
 
 /* One candidate token during a sampling step. */
 struct cand {
@@ -25,7 +26,9 @@ struct sampler {
 	uint64_t rng[4];	   /* xoshiro256** state, never all zero */
 	struct cand *cand;	   /* n_vocab entries of scratch (owned) */
 	int32_t *win;		   /* penalty window scratch (owned) */
-	size_t win_cap;		   /* entries allocated in win */
+	struct cand *pen;	   /* penalised ids, ascending id (owned) */
+	size_t n_pen;		   /* entries used in pen this step */
+	size_t win_cap;		   /* entries allocated in win and pen */
 };
 
 /* splitmix64: expands a 64-bit seed into well-mixed words. */
@@ -147,6 +150,7 @@ void sampler_free(struct sampler *s)
 		return;
 	free(s->cand);
 	free(s->win);
+	free(s->pen);
 	free(s);
 }
 
@@ -242,13 +246,20 @@ static int cmp_i32(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
-/* Stage 1: penalties over the last window of HIST; c[i].id == i here. */
-static int sampler_penalize(struct sampler *s, const int32_t *hist,
-			    size_t n_hist, char *err, size_t errlen)
+/*
+ * Stage 1: penalties over the last window of HIST. Fills s->pen with the
+ * distinct ids of the window in ascending order and their penalised
+ * logits, so that the scans below substitute them without copying or
+ * modifying the caller's logits.
+ */
+static int sampler_penalize(struct sampler *s, const float *logits,
+			    const int32_t *hist, size_t n_hist, char *err,
+			    size_t errlen)
 {
 	const struct sampler_config *g = &s->cfg;
 	size_t w = n_hist, n = 0;
 
+	s->n_pen = 0;
 	if (g->penalty_last_n == 0 || n_hist == 0 ||
 	    (g->repeat_penalty == 1.0f && g->frequency_penalty == 0.0f &&
 	     g->presence_penalty == 0.0f))
@@ -257,14 +268,17 @@ static int sampler_penalize(struct sampler *s, const int32_t *hist,
 		w = (size_t)g->penalty_last_n;
 	if (w > s->win_cap) {
 		int32_t *p = realloc(s->win, w * sizeof(*p));
+		struct cand *q = p ? realloc(s->pen, w * sizeof(*q)) : NULL;
 
-		if (!p) {
+		if (p)
+			s->win = p;
+		if (!q) {
 			snprintf(err, errlen,
 				 "sampler: out of memory for a window of %zu",
 				 w);
 			return -1;
 		}
-		s->win = p;
+		s->pen = q;
 		s->win_cap = w;
 	}
 	for (size_t i = n_hist - w; i < n_hist; i++)
@@ -273,18 +287,92 @@ static int sampler_penalize(struct sampler *s, const int32_t *hist,
 	qsort(s->win, n, sizeof(*s->win), cmp_i32);
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
-		struct cand *c = &s->cand[s->win[i]];
+		float l = logits[s->win[i]];
 
 		while (j < n && s->win[j] == s->win[i])
 			j++;
-		if (c->logit <= 0.0f)
-			c->logit *= g->repeat_penalty;
+		if (l <= 0.0f)
+			l *= g->repeat_penalty;
 		else
-			c->logit /= g->repeat_penalty;
-		c->logit -= (float)(j - i) * g->frequency_penalty +
-			    g->presence_penalty;
+			l /= g->repeat_penalty;
+		l -= (float)(j - i) * g->frequency_penalty +
+		     g->presence_penalty;
+		s->pen[s->n_pen].id = s->win[i];
+		s->pen[s->n_pen++].logit = l;
 		i = j;
 	}
+	return 0;
+}
+
+/* Report a NaN or +inf logit at I. */
+static int32_t bad_logit(float l, int32_t i, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "sampler: logit %ld is %s", (long)i,
+		 l != l ? "NaN" : "+inf");
+	return -1;
+}
+
+/* Sift X down from the root of the min-heap H[0..n) (min = least by
+ * cand_gt), replacing the root. */
+static void heap_replace_root(struct cand *h, size_t n, struct cand x)
+{
+	size_t i = 0;
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		const struct cand *mv = &x;
+
+		if (l < n && cand_gt(mv, &h[l]))
+			m = l, mv = &h[l];
+		if (l + 1 < n && cand_gt(mv, &h[l + 1]))
+			m = l + 1, mv = &h[l + 1];
+		if (m == i)
+			break;
+		h[i] = h[m];
+		i = m;
+	}
+	h[i] = x;
+}
+
+/*
+ * One pass over the (penalised) logits: the K greatest candidates, sorted
+ * descending, into s->cand[0..k) with a min-heap, or with GREEDY just the
+ * greatest into s->cand[0]. Returns 0, or -1 on a NaN/+inf logit or when
+ * every logit is -inf.
+ */
+static int sampler_scan_top(struct sampler *s, const float *logits, size_t k,
+			    char *err, size_t errlen)
+{
+	struct cand *h = s->cand;
+	size_t n = 0, p = 0;
+	bool any = false;
+
+	for (int32_t i = 0; i < s->n_vocab; i++) {
+		struct cand x = { logits[i], i };
+
+		if (x.logit != x.logit || x.logit == INFINITY)
+			return bad_logit(x.logit, i, err, errlen);
+		if (p < s->n_pen && s->pen[p].id == i)
+			x.logit = s->pen[p++].logit;
+		any |= x.logit != -INFINITY;
+		if (n < k) { /* sift up */
+			size_t j = n++;
+
+			while (j > 0 && cand_gt(&h[(j - 1) / 2], &x)) {
+				h[j] = h[(j - 1) / 2];
+				j = (j - 1) / 2;
+			}
+			h[j] = x;
+		} else if (cand_gt(&x, &h[0])) {
+			heap_replace_root(h, n, x);
+		}
+	}
+	if (!any) {
+		snprintf(err, errlen, "sampler: all %ld logits are -inf",
+			 (long)s->n_vocab);
+		return -1;
+	}
+	qsort(h, n, sizeof(*h), cand_cmp);
 	return 0;
 }
 
@@ -424,43 +512,54 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 			 (long)n_vocab, (long)s->n_vocab);
 		return -1;
 	}
-	for (int32_t i = 0; i < n_vocab; i++) {
-		float l = logits[i];
-
-		if (l != l || l == INFINITY) {
-			snprintf(err, errlen, "sampler: logit %ld is %s",
-				 (long)i, l != l ? "NaN" : "+inf");
-			return -1;
-		}
-		any |= l != -INFINITY;
-		c[i].logit = l;
-		c[i].id = i;
-	}
-	if (!any) {
-		snprintf(err, errlen, "sampler: all %ld logits are -inf",
-			 (long)n_vocab);
-		return -1;
-	}
-	if (sampler_penalize(s, hist, n_hist, err, errlen) != 0)
+	if (sampler_penalize(s, logits, hist, n_hist, err, errlen) != 0)
 		return -1;
 
 	if (g->temperature <= 0.0f) {
-		pick = cand_argmax(c, n);
+		if (sampler_scan_top(s, logits, 1, err, errlen) != 0)
+			return -1;
 		if (rep) {
-			rep->chosen = c[pick].id;
+			rep->chosen = c[0].id;
 			rep->chosen_prob = 1.0f;
 			rep->entropy = 0.0f;
 			rep->n_kept = 1;
-			sampler_report_raw(s, logits, c[pick].id, rep);
+			sampler_report_raw(s, logits, c[0].id, rep);
 		}
-		return c[pick].id;
+		return c[0].id;
 	}
 
-	/* stage 3: top_k */
-	if (g->top_k > 0 && (size_t)g->top_k < n) {
-		cand_select_sorted(c, n, (size_t)g->top_k);
+	if (g->top_k > 0 && (size_t)g->top_k < n &&
+	    g->top_k <= SAMPLER_HEAP_MAX) {
+		/* stage 3: top_k in one pass */
+		if (sampler_scan_top(s, logits, (size_t)g->top_k, err,
+				     errlen) != 0)
+			return -1;
 		n = (size_t)g->top_k;
 		sorted = true;
+	} else {
+		size_t p = 0;
+
+		for (int32_t i = 0; i < n_vocab; i++) {
+			float l = logits[i];
+
+			if (l != l || l == INFINITY)
+				return bad_logit(l, i, err, errlen);
+			if (p < s->n_pen && s->pen[p].id == i)
+				l = s->pen[p++].logit;
+			any |= l != -INFINITY;
+			c[i].logit = l;
+			c[i].id = i;
+		}
+		if (!any) {
+			snprintf(err, errlen, "sampler: all %ld logits are -inf",
+				 (long)n_vocab);
+			return -1;
+		}
+		if (g->top_k > 0 && (size_t)g->top_k < n) { /* stage 3 */
+			cand_select_sorted(c, n, (size_t)g->top_k);
+			n = (size_t)g->top_k;
+			sorted = true;
+		}
 	}
 	/* stages 4 and 5: top_p over the mass of these n, then min_p */
 	if (g->top_p < 1.0f && n > 1) {

@@ -36,9 +36,11 @@
  *                 tokens and one uniform draw u in [0,1) (53-bit double)
  *                 walked through the cumulative sum in candidate order.
  *
- * Cost per token: O(V) to copy the logits, O(W log W) for a penalty window
- * of W ids, O(V) average for the top-k selection (quickselect) plus
- * O(k log k) to sort the survivors. With top_k disabled and top_p or min_p
+ * Cost per token: O(W log W) for a penalty window of W ids (the penalised
+ * values are substituted while scanning; the caller's logits are never
+ * copied or modified); greedy is one scan; top_k <= 4096 is one scan with a
+ * k-entry min-heap plus O(k log k) to sort the survivors (larger k: a copy
+ * and quickselect, O(V) average). With top_k disabled and top_p or min_p
  * enabled, min_p is applied first as an O(V) filter (it commutes with top_p:
  * both keep a prefix of the logit order) and top_p grows a partial
  * selection geometrically (256, 1024, ...) until the mass is reached,

@@ -15,86 +15,17 @@
 #include <string.h>
 #include <time.h>
 
-void store_sb_add(struct store_sb *b, const char *s, size_t n)
+char *store_sb_take(struct sbuf *b, size_t *len)
 {
-	if (b->oom)
-		return;
-	if (n >= b->cap - b->len || !b->p) {
-		size_t c = b->cap ? b->cap : 256;
-		char *p;
+	size_t n = b->len;
 
-		while (c - b->len <= n) {
-			if (c > SIZE_MAX / 2) {
-				b->oom = true;
-				return;
-			}
-			c *= 2;
-		}
-		p = realloc(b->p, c);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = c;
-	}
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-void store_sb_str(struct store_sb *b, const char *s)
-{
-	store_sb_add(b, s, strlen(s));
-}
-
-void store_sb_printf(struct store_sb *b, const char *fmt, ...)
-{
-	char small[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof(small), fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	if ((size_t)n < sizeof(small)) {
-		store_sb_add(b, small, (size_t)n);
-		return;
-	}
-	char *big = malloc((size_t)n + 1);
-
-	if (!big) {
-		b->oom = true;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(big, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	store_sb_add(b, big, (size_t)n);
-	free(big);
-}
-
-char *store_sb_take(struct store_sb *b, size_t *len)
-{
-	char *p;
-
-	if (b->oom) {
-		free(b->p);
-		memset(b, 0, sizeof(*b));
+	if (b->failed) {
+		sbuf_free(b);
 		return NULL;
 	}
-	if (!b->p)
-		store_sb_add(b, "", 0);
-	p = b->p;
 	if (len)
-		*len = b->len;
-	memset(b, 0, sizeof(*b));
-	return p;
+		*len = n;
+	return sbuf_take(b);
 }
 
 /* Length of the valid UTF-8 sequence at S (N bytes left), or 0. */
@@ -129,7 +60,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return need;
 }
 
-void store_sb_safe(struct store_sb *b, const char *s, size_t n,
+void store_sb_safe(struct sbuf *b, const char *s, size_t n,
 		   bool keep_newlines)
 {
 	const unsigned char *u = (const unsigned char *)s;
@@ -141,15 +72,15 @@ void store_sb_safe(struct store_sb *b, const char *s, size_t n,
 		if (k == 1 && (u[i] < 0x20 || u[i] == 0x7f) &&
 		    !(keep_newlines && (u[i] == '\n' || u[i] == '\t'))) {
 			if (u[i] == '\n' || u[i] == '\t' || u[i] == '\r')
-				store_sb_add(b, " ", 1);
+				sbuf_add(b, " ", 1);
 			else
-				store_sb_printf(b, "^%c", u[i] ^ 0x40);
+				sbuf_printf(b, "^%c", u[i] ^ 0x40);
 			i++;
 		} else if (k == 0) {
-			store_sb_printf(b, "\\x%02x", u[i]);
+			sbuf_printf(b, "\\x%02x", u[i]);
 			i++;
 		} else {
-			store_sb_add(b, s + i, k);
+			sbuf_add(b, s + i, k);
 			i += k;
 		}
 	}
@@ -157,7 +88,7 @@ void store_sb_safe(struct store_sb *b, const char *s, size_t n,
 
 char *store_fmt_title(const char *text, size_t len, size_t max_chars)
 {
-	struct store_sb b = { 0 };
+	struct sbuf b = SBUF_INIT;
 	const unsigned char *u = (const unsigned char *)text;
 	size_t i = 0, chars = 0;
 	bool space = false;
@@ -174,11 +105,11 @@ char *store_fmt_title(const char *text, size_t len, size_t max_chars)
 			continue;
 		}
 		if (chars + (space ? 1 : 0) >= max_chars) {
-			store_sb_str(&b, "...");
+			sbuf_adds(&b, "...");
 			break;
 		}
 		if (space) {
-			store_sb_add(&b, " ", 1);
+			sbuf_add(&b, " ", 1);
 			chars++;
 			space = false;
 		}
@@ -186,7 +117,7 @@ char *store_fmt_title(const char *text, size_t len, size_t max_chars)
 			i++; /* drop invalid bytes */
 			continue;
 		}
-		store_sb_add(&b, text + i, k);
+		sbuf_add(&b, text + i, k);
 		chars++;
 		i += k;
 	}
@@ -215,10 +146,10 @@ static void fmt_when(char *buf, size_t len, int64_t ms, int64_t now_ms)
 char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
 		     int width)
 {
-	struct store_sb b = { 0 };
+	struct sbuf b = SBUF_INIT;
 	char when[64];
 
-	store_sb_printf(&b, "%6s  %-16s  %5s  %s\n", "ID", "UPDATED", "MSGS",
+	sbuf_printf(&b, "%6s  %-16s  %5s  %s\n", "ID", "UPDATED", "MSGS",
 			"TITLE");
 	for (size_t i = 0; i < n; i++) {
 		/* room left for the title after the fixed columns */
@@ -229,36 +160,36 @@ char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
 						   : width > 0 ? 8 : 1000);
 
 		fmt_when(when, sizeof(when), v[i].updated_ms, now_ms);
-		store_sb_printf(&b, "%6lld  %-16s  %5lld  ", (long long)v[i].id,
+		sbuf_printf(&b, "%6lld  %-16s  %5lld  ", (long long)v[i].id,
 				when, (long long)v[i].n_messages);
 		if (t)
 			store_sb_safe(&b, t, strlen(t), false);
 		else
-			b.oom = true;
+			b.failed = true;
 		if (v[i].archived)
-			store_sb_str(&b, " [archived]");
-		store_sb_add(&b, "\n", 1);
+			sbuf_adds(&b, " [archived]");
+		sbuf_add(&b, "\n", 1);
 		free(t);
 	}
 	return store_sb_take(&b, NULL);
 }
 
 /* After a message heading: branch position, finish reason, speed. */
-static void fmt_msg_extra(struct store_sb *b, const struct store_msg *m)
+static void fmt_msg_extra(struct sbuf *b, const struct store_msg *m)
 {
 	const char *f = store_finish_name(m->finish);
 
 	if (m->n_siblings > 1)
-		store_sb_printf(b, " (branch %d/%d)", m->sibling_index + 1,
+		sbuf_printf(b, " (branch %d/%d)", m->sibling_index + 1,
 				m->n_siblings);
 	if (m->role != STORE_ROLE_ASSISTANT)
 		return;
 	if (!f)
-		store_sb_str(b, " [incomplete]");
+		sbuf_adds(b, " [incomplete]");
 	else if (m->finish != STORE_FINISH_STOP)
-		store_sb_printf(b, " [%s]", f);
+		sbuf_printf(b, " [%s]", f);
 	if (m->stats.n_tokens > 0 && m->stats.decode_ms > 0)
-		store_sb_printf(b, " (%lld tokens, %.1f tok/s)",
+		sbuf_printf(b, " (%lld tokens, %.1f tok/s)",
 				(long long)m->stats.n_tokens,
 				m->stats.n_tokens * 1000.0 / m->stats.decode_ms);
 }
@@ -266,29 +197,29 @@ static void fmt_msg_extra(struct store_sb *b, const struct store_msg *m)
 char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
 		     size_t n)
 {
-	struct store_sb b = { 0 };
+	struct sbuf b = SBUF_INIT;
 	char when[64];
 
 	fmt_when(when, sizeof(when), c->created_ms, 0);
-	store_sb_printf(&b, "#%lld ", (long long)c->id);
+	sbuf_printf(&b, "#%lld ", (long long)c->id);
 	store_sb_safe(&b, c->title[0] ? c->title : "(untitled)",
 		      c->title[0] ? strlen(c->title) : 10, false);
-	store_sb_printf(&b, "\ncreated %s, model ", when);
+	sbuf_printf(&b, "\ncreated %s, model ", when);
 	store_sb_safe(&b, c->model_path, strlen(c->model_path), false);
-	store_sb_str(&b, "\n");
+	sbuf_adds(&b, "\n");
 	if (c->system_prompt) {
-		store_sb_str(&b, "\n--- system prompt\n");
+		sbuf_adds(&b, "\n--- system prompt\n");
 		store_sb_safe(&b, c->system_prompt, strlen(c->system_prompt),
 			      true);
-		store_sb_str(&b, "\n");
+		sbuf_adds(&b, "\n");
 	}
 	for (size_t i = 0; i < n; i++) {
-		store_sb_str(&b, "\n");
-		store_sb_printf(&b, "--- %s", store_role_name(m[i].role));
+		sbuf_adds(&b, "\n");
+		sbuf_printf(&b, "--- %s", store_role_name(m[i].role));
 		fmt_msg_extra(&b, &m[i]);
-		store_sb_str(&b, "\n");
+		sbuf_adds(&b, "\n");
 		store_sb_safe(&b, m[i].content, m[i].len, true);
-		store_sb_str(&b, "\n");
+		sbuf_adds(&b, "\n");
 	}
 	return store_sb_take(&b, NULL);
 }
@@ -296,43 +227,43 @@ char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
 char *store_fmt_markdown(const struct store_conv *c,
 			 const struct store_msg *m, size_t n)
 {
-	struct store_sb b = { 0 };
+	struct sbuf b = SBUF_INIT;
 	char when[64];
 
 	fmt_when(when, sizeof(when), c->created_ms, 0);
-	store_sb_str(&b, "# ");
+	sbuf_adds(&b, "# ");
 	if (c->title[0]) {
 		char *t = store_fmt_title(c->title, strlen(c->title), 200);
 
 		if (t)
-			store_sb_str(&b, t);
+			sbuf_adds(&b, t);
 		else
-			b.oom = true;
+			b.failed = true;
 		free(t);
 	} else {
-		store_sb_printf(&b, "Conversation %lld", (long long)c->id);
+		sbuf_printf(&b, "Conversation %lld", (long long)c->id);
 	}
-	store_sb_printf(&b, "\n\n- created: %s\n- model: `", when);
-	store_sb_str(&b, c->model_path);
-	store_sb_str(&b, "`\n");
+	sbuf_printf(&b, "\n\n- created: %s\n- model: `", when);
+	sbuf_adds(&b, c->model_path);
+	sbuf_adds(&b, "`\n");
 	if (c->template_name[0]) {
-		store_sb_str(&b, "- template: ");
-		store_sb_str(&b, c->template_name);
-		store_sb_str(&b, "\n");
+		sbuf_adds(&b, "- template: ");
+		sbuf_adds(&b, c->template_name);
+		sbuf_adds(&b, "\n");
 	}
 	if (c->system_prompt) {
-		store_sb_str(&b, "\n## System\n\n");
-		store_sb_str(&b, c->system_prompt);
-		store_sb_str(&b, "\n");
+		sbuf_adds(&b, "\n## System\n\n");
+		sbuf_adds(&b, c->system_prompt);
+		sbuf_adds(&b, "\n");
 	}
 	for (size_t i = 0; i < n; i++) {
 		const char *r = store_role_name(m[i].role);
 
-		store_sb_printf(&b, "\n## %c%s", r[0] - 'a' + 'A', r + 1);
+		sbuf_printf(&b, "\n## %c%s", r[0] - 'a' + 'A', r + 1);
 		fmt_msg_extra(&b, &m[i]);
-		store_sb_str(&b, "\n\n");
-		store_sb_add(&b, m[i].content, m[i].len);
-		store_sb_str(&b, "\n");
+		sbuf_adds(&b, "\n\n");
+		sbuf_add(&b, m[i].content, m[i].len);
+		sbuf_adds(&b, "\n");
 	}
 	return store_sb_take(&b, NULL);
 }

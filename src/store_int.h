@@ -5,6 +5,7 @@
 #ifndef PARLEY_STORE_INT_H
 #define PARLEY_STORE_INT_H
 
+#include "sbuf.h"
 #include "store.h"
 
 #include <sqlite3.h>
@@ -16,24 +17,13 @@ struct store {
 	bool corrupt; /* corruption was seen: refuse every write */
 };
 
-/* A growing string. On allocation failure oom is set and appends stop. */
-struct store_sb {
-	char *p;    /* NUL-terminated text (owned until taken) */
-	size_t len; /* bytes used, without the NUL */
-	size_t cap; /* bytes allocated */
-	bool oom;   /* an allocation failed */
-};
-
-void store_sb_add(struct store_sb *b, const char *s, size_t n);
-void store_sb_str(struct store_sb *b, const char *s);
-void store_sb_printf(struct store_sb *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 /* Append S escaped for a terminal: controls other than \n and \t shown
- * as ^X / \xNN, invalid UTF-8 bytes as \xNN. */
-void store_sb_safe(struct store_sb *b, const char *s, size_t n,
+ * as ^X, invalid UTF-8 bytes and C1 controls as \xNN. */
+void store_sb_safe(struct sbuf *b, const char *s, size_t n,
 		   bool keep_newlines);
-/* Take the text (caller frees), or NULL after an allocation failure. */
-char *store_sb_take(struct store_sb *b, size_t *len);
+/* Take B's text (caller frees) and its length, or NULL (B freed) after an
+ * allocation failure. */
+char *store_sb_take(struct sbuf *b, size_t *len);
 
 /*
  * Report a SQLite failure RC of WHAT on ST into err, with the path and

@@ -22,7 +22,7 @@
 /* Plain words -> an FTS5 query of quoted phrases ("a" "b"), all required. */
 static char *fts_query(const char *text)
 {
-	struct store_sb b = { 0 };
+	struct sbuf b = SBUF_INIT;
 	const char *p = text;
 
 	while (*p) {
@@ -34,12 +34,12 @@ static char *fts_query(const char *text)
 		if (n == 0)
 			break;
 		if (b.len)
-			store_sb_add(&b, " ", 1);
-		store_sb_add(&b, "\"", 1);
+			sbuf_add(&b, " ", 1);
+		sbuf_add(&b, "\"", 1);
 		for (size_t i = 0; i < n; i++)
-			store_sb_add(&b, p[i] == '"' ? "\"\"" : p + i,
+			sbuf_add(&b, p[i] == '"' ? "\"\"" : p + i,
 				     p[i] == '"' ? 2 : 1);
-		store_sb_add(&b, "\"", 1);
+		sbuf_add(&b, "\"", 1);
 		p += n;
 	}
 	return store_sb_take(&b, NULL);
@@ -141,14 +141,14 @@ int store_search(struct store *st, const char *text, unsigned flags,
 
 /* Append the JSON arrays of the branch's messages and their meta. */
 static int export_msgs(struct store *st, const struct store_conv *c,
-		       struct store_sb *msgs, struct store_sb *meta, char *err,
+		       struct sbuf *msgs, struct sbuf *meta, char *err,
 		       size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
-	store_sb_add(msgs, "[", 1);
-	store_sb_add(meta, "[", 1);
+	sbuf_add(msgs, "[", 1);
+	sbuf_add(meta, "[", 1);
 	if (c->system_prompt) {
 		if ((rc = store_prepare(st,
 					"SELECT json_object('role', 'system', "
@@ -157,12 +157,12 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 			return rc;
 		sqlite3_bind_text(s, 1, c->system_prompt, -1, SQLITE_STATIC);
 		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-			store_sb_str(msgs,
+			sbuf_adds(msgs,
 				     (const char *)sqlite3_column_text(s, 0));
 		sqlite3_finalize(s);
 		if (rc != SQLITE_ROW)
 			return store_fail(st, rc, "export", err, errlen);
-		store_sb_str(meta, "{\"system_prompt\":true}");
+		sbuf_adds(meta, "{\"system_prompt\":true}");
 	}
 	if ((rc = store_prepare(
 		     st,
@@ -185,24 +185,24 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 	sqlite3_bind_int64(s, 2, c->id);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (msgs->len > 1)
-			store_sb_add(msgs, ",", 1);
+			sbuf_add(msgs, ",", 1);
 		if (meta->len > 1)
-			store_sb_add(meta, ",", 1);
-		store_sb_str(msgs, (const char *)sqlite3_column_text(s, 0));
-		store_sb_str(meta, (const char *)sqlite3_column_text(s, 1));
+			sbuf_add(meta, ",", 1);
+		sbuf_adds(msgs, (const char *)sqlite3_column_text(s, 0));
+		sbuf_adds(meta, (const char *)sqlite3_column_text(s, 1));
 	}
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
 		return store_fail(st, rc, "export", err, errlen);
-	store_sb_add(msgs, "]", 1);
-	store_sb_add(meta, "]", 1);
+	sbuf_add(msgs, "]", 1);
+	sbuf_add(meta, "]", 1);
 	return STORE_OK;
 }
 
 int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
 		      char *err, size_t errlen)
 {
-	struct store_sb msgs = { 0 }, meta = { 0 };
+	struct sbuf msgs = SBUF_INIT, meta = SBUF_INIT;
 	struct store_conv c;
 	sqlite3_stmt *s = NULL;
 	int rc;
@@ -215,7 +215,7 @@ int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
 		rc = export_msgs(st, &c, &msgs, &meta, err, errlen);
 		store_conv_clear(&c);
 	}
-	if (rc == STORE_OK && (msgs.oom || meta.oom))
+	if (rc == STORE_OK && (msgs.failed || meta.failed))
 		rc = store_errf(st, STORE_ERR, err, errlen,
 				"export: out of memory");
 	if (rc == STORE_OK)
@@ -238,8 +238,10 @@ int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
 			&s, err, errlen);
 	if (rc == STORE_OK) {
 		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_text(s, 2, msgs.p, (int)msgs.len, SQLITE_STATIC);
-		sqlite3_bind_text(s, 3, meta.p, (int)meta.len, SQLITE_STATIC);
+		sqlite3_bind_text64(s, 2, msgs.buf, msgs.len, SQLITE_STATIC,
+				    SQLITE_UTF8);
+		sqlite3_bind_text64(s, 3, meta.buf, meta.len, SQLITE_STATIC,
+				    SQLITE_UTF8);
 		sqlite3_bind_int(s, 4, EXPORT_VERSION);
 		rc = sqlite3_step(s);
 		if (rc == SQLITE_ROW) {
@@ -731,11 +733,13 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 		goto out;
 	}
 	rc = STORE_OK;
-	if (i == 0) {
+	if (i == 0 && strcmp(path, "$") == 0) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
 				"import: no messages");
 		goto out;
 	}
+	if (i == 0) /* an exported empty conversation */
+		rc = imp_insert_conv(st, c, NULL, now, conv, err, errlen);
 	if (id) {
 		sqlite3_stmt *u;
 

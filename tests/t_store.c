@@ -7,6 +7,7 @@
 #include "store_int.h"
 #include "tap.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +587,24 @@ static void test_export_import(struct store *st)
 	       "Markdown export");
 	free(md);
 
+	/* an empty conversation round-trips too */
+	{
+		struct store_conv_new cn = { .title = "empty" };
+		int64_t e, e2;
+
+		store_conv_create(st, &cn, &e, err, sizeof(err));
+		store_export_json(st, e, &out, &len, err, sizeof(err));
+		rc = store_import_json(st, out, len, &e2, err, sizeof(err));
+		store_export_json(st, e2, &out2, &len2, err, sizeof(err));
+		tap_ok(rc == STORE_OK && out2 && strcmp(out, out2) == 0 &&
+			       strstr(out2, "\"messages\":[]") &&
+			       strstr(out2, "\"title\":\"empty\""),
+		       "an empty conversation exports and imports: %s",
+		       rc ? err : "ok");
+		free(out);
+		free(out2);
+	}
+
 	/* a bare OpenAI messages array */
 	const char *bare = "[{\"role\":\"system\",\"content\":\"S\"},"
 			   "{\"role\":\"user\",\"content\":\"What is 2+2?\"},"
@@ -665,6 +684,49 @@ static void test_export_import(struct store *st)
 	tap_ok(store_export_json(st, 424242, &out, &len, err, sizeof(err)) ==
 		       STORE_ENOTFOUND,
 	       "export of a missing conversation: %s", err);
+}
+
+/* Every file in DIR (if it exists) fed to import: no crash, and a failed
+ * import leaves nothing behind. MUST_PASS: each must import. */
+static void replay_dir(struct store *st, const char *sub, bool must_pass)
+{
+	const char *top = getenv("top_srcdir");
+	char path[1024], file[1300];
+	int64_t nc0, nm0, nc1, nm1, id;
+	int files = 0, good = 1;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/tests/data/%s", top ? top : ".", sub);
+	d = opendir(path);
+	if (!d) {
+		tap_diag("no %s: nothing to replay", path);
+		return;
+	}
+	while ((e = readdir(d))) {
+		char *buf;
+		size_t len;
+		int rc;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+		if (!(buf = slurp(file, &len)))
+			continue;
+		counts(st, &nc0, &nm0);
+		rc = store_import_json(st, buf, len, &id, err, sizeof(err));
+		counts(st, &nc1, &nm1);
+		if (rc != STORE_OK && (nc1 != nc0 || nm1 != nm0 || id != 0))
+			good = 0;
+		if (must_pass && rc != STORE_OK) {
+			tap_diag("%s: %s", file, err);
+			good = 0;
+		}
+		files++;
+		free(buf);
+	}
+	closedir(d);
+	tap_ok(good, "replayed %d files of %s", files, sub);
 }
 
 static void test_kv(struct store *st)
@@ -797,11 +859,13 @@ static void test_migrations(void)
 	const char *p0 = tpath("v0.db"), *p1 = tpath("v1-fixture.db");
 	const char *p1b = tpath("v1-steps.db");
 	char *sql, path[1024];
-	const char *srcdir = getenv("srcdir");
+	const char *srcdir = getenv("top_srcdir");
 	size_t len;
 	struct store *st;
 	sqlite3 *db;
 
+	if (!srcdir)
+		srcdir = getenv("srcdir");
 	/* v0: an empty file */
 	spit(p0, "", 0);
 	tap_ok(store_open(p0, 0, &st, err, sizeof(err)) == STORE_OK,
@@ -1042,6 +1106,67 @@ static void test_two_connections(void)
 	store_close(b);
 }
 
+/* Four processes create the same new database at once and write to it. */
+static void test_many_processes(void)
+{
+	const char *p = tpath("race.db");
+	int go[2], ok = 1;
+	pid_t pids[4];
+	struct store *st;
+	struct store_conv *v;
+	size_t n;
+	int64_t total = 0;
+
+	if (pipe(go) != 0) {
+		tap_ok(0, "pipe");
+		return;
+	}
+	for (int k = 0; k < 4; k++) {
+		pids[k] = fork();
+		if (pids[k] == 0) {
+			struct store *cs;
+			struct store_conv_new cn = { .title = "racer" };
+			int64_t conv;
+			char c;
+
+			close(go[1]);
+			if (read(go[0], &c, 1) < 0) /* wait for the start */
+				_exit(3);
+			if (store_open(p, 0, &cs, err, sizeof(err)) ||
+			    store_conv_create(cs, &cn, &conv, err,
+					      sizeof(err)))
+				_exit(1);
+			for (int i = 0; i < 20; i++)
+				if (add(cs, conv, STORE_PARENT_LEAF,
+					STORE_ROLE_USER, "concurrent") == 0)
+					_exit(2);
+			store_close(cs);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* EOF releases all four at once */
+	for (int k = 0; k < 4; k++) {
+		int status = -1;
+
+		waitpid(pids[k], &status, 0);
+		ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	}
+	tap_ok(ok, "4 processes created and wrote one new database at once");
+	if (store_open(p, 0, &st, err, sizeof(err)) != STORE_OK) {
+		tap_ok(0, "reopen: %s", err);
+		return;
+	}
+	store_conv_list(st, 0, 0, &v, &n, err, sizeof(err));
+	for (size_t i = 0; i < n; i++)
+		total += v[i].n_messages;
+	store_conv_list_free(v, n);
+	tap_ok(n == 4 && total == 80 &&
+		       store_check(st, err, sizeof(err)) == STORE_OK,
+	       "all 4 conversations and 80 messages are there, integrity ok");
+	store_close(st);
+}
+
 int main(void)
 {
 	struct store *st;
@@ -1061,6 +1186,8 @@ int main(void)
 	test_messages(st);
 	test_search(st);
 	test_export_import(st);
+	replay_dir(st, "store/seeds", true);
+	replay_dir(st, "store_import/crashers", false);
 	test_kv(st);
 	test_fmt(st);
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
@@ -1069,6 +1196,7 @@ int main(void)
 	test_migrations();
 	test_refusals();
 	test_two_connections();
+	test_many_processes();
 	if (!getenv("T_STORE_KEEP")) {
 		char cmd[600];
 

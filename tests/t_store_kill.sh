@@ -5,11 +5,10 @@
 # message the writer reported finished present and intact, and the text
 # lost from the reply in progress at most 1000 ms of writing (the writer
 # saves every 50 ms). Emits TAP. Helpers: store_writer, store_check, found
-# in $STORE_TEST_BIN (default: the directory of this script's build,
-# ./tests).
+# in $STORE_TEST_BIN (default: $top_builddir/tests).
 set -u
 runs=${STORE_KILL_RUNS:-20}
-bin=${STORE_TEST_BIN:-./tests}
+bin=${STORE_TEST_BIN:-${top_builddir:-.}/tests}
 limit_ms=1000
 
 if [ ! -x "$bin/store_writer" ] || [ ! -x "$bin/store_check" ]; then
