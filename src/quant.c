@@ -91,12 +91,29 @@ _Static_assert(sizeof(struct blk_q6_K) == 210, "Q6_K block");
 
 /* ---- activation blocks (our own layout, 4-byte aligned) ----------------- */
 
-/* x quantized per 32 (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). */
-struct vblk_q8 {
-	float d;       /* scale: x ~ d * qs */
-	float ds;      /* d * (sum of qs), for the formats with a minimum */
-	int8_t qs[QK]; /* quants, |q| <= 127 */
+/*
+ * x quantized per 32 (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), for NB blocks, is
+ * stored as three arrays so that eight blocks' scales load at once:
+ *   float d[nb]       scale: x ~ d * q
+ *   float ds[nb]      d * (sum of the block's q), for formats with a minimum
+ *   int8_t qs[nb][32] quants, |q| <= 127
+ * (40 bytes a block; d, ds and qs start 4-, 4- and 8-byte aligned.)
+ */
+struct vec_q8 {
+	float *d;	   /* nb scales */
+	float *ds;	   /* nb scale * quant sums */
+	int8_t (*qs)[QK]; /* nb blocks of quants */
 };
+
+/* The arrays of a prepared vector of NB blocks at VEC. */
+static inline struct vec_q8 vec_q8_view(const void *vec, int64_t nb)
+{
+	float *f = (float *)vec;
+	struct vec_q8 v = {f, f + nb, (int8_t(*)[QK])(f + 2 * nb)};
+
+	return v;
+}
+
 /* x quantized per 256 (for the K-quants), llama.cpp's Q8_K. */
 struct vblk_q8k {
 	float d;		  /* scale: x ~ d * qs */
@@ -104,7 +121,6 @@ struct vblk_q8k {
 	int16_t bsums[QK_K / 16]; /* sum of each 16 quants */
 };
 
-_Static_assert(sizeof(struct vblk_q8) == 40, "vec block");
 _Static_assert(sizeof(struct vblk_q8k) == 292, "vec K block");
 
 /* ---- dequantization (ggml's order of float operations) ------------------ */
@@ -280,6 +296,21 @@ static void q4k_scale_min(int j, const uint8_t *q, int *d, int *m)
 		*d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
 		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 	}
+}
+
+/* All 8 scales and mins of a Q4_K/Q5_K block at once (ggml's bit
+ * shuffling on 32-bit words): OUT[0..7] scales, OUT[8..15] mins. */
+static inline void q4k_unpack(const uint8_t packed[12], uint8_t out[16])
+{
+	uint32_t u[4];
+
+	memcpy(u, packed, 12);
+	u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+	const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+	u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+	u[2] = mins_lo;
+	u[0] &= 0x3f3f3f3fu;
+	memcpy(out, u, 16);
 }
 
 static void deq_q4_K(const struct blk_q4_K *x, float *y, int64_t nb)
@@ -472,15 +503,17 @@ static float quantize_i8(const float *x, int k, int8_t *q)
 	return d;
 }
 
-static void vec_q8(const float *x, int64_t nb, struct vblk_q8 *y)
+static void vec_q8(const float *x, int64_t nb, void *vec)
 {
+	const struct vec_q8 v = vec_q8_view(vec, nb);
+
 	for (int64_t i = 0; i < nb; i++, x += QK) {
 		int s = 0;
 
-		y[i].d = quantize_i8(x, QK, y[i].qs);
+		v.d[i] = quantize_i8(x, QK, v.qs[i]);
 		for (int j = 0; j < QK; j++)
-			s += y[i].qs[j];
-		y[i].ds = y[i].d * (float)s;
+			s += v.qs[i][j];
+		v.ds[i] = v.d[i] * (float)s;
 	}
 }
 
@@ -500,81 +533,64 @@ static void vec_q8k(const float *x, int64_t nb, struct vblk_q8k *y)
 
 /* ---- integer block kernels, portable C ---------------------------------- */
 /*
- * Each kernel writes, for blocks [0, nb), the exact integer dot of the
- * weight quants with the activation quants (isum) and, for the formats with
- * minimums, the integer the minimum multiplies (imin).
+ * The exact integer dot of a block's weight quants with the activation
+ * quants (isum) and, for the K-quants with minimums, the integer the
+ * minimum multiplies (imin).
  */
 
-static void isum_q4_0_c(const struct blk_q4_0 *w, const struct vblk_q8 *v,
-			int64_t nb, int32_t *isum)
+static int32_t isum_q4_0_c(const struct blk_q4_0 *w, const int8_t *x)
 {
-	for (int64_t i = 0; i < nb; i++) {
-		int32_t s = 0;
+	int32_t s = 0;
 
-		for (int j = 0; j < QK / 2; j++)
-			s += ((w[i].qs[j] & 0xF) - 8) * v[i].qs[j] +
-			     ((w[i].qs[j] >> 4) - 8) * v[i].qs[j + QK / 2];
-		isum[i] = s;
-	}
+	for (int j = 0; j < QK / 2; j++)
+		s += ((w->qs[j] & 0xF) - 8) * x[j] + ((w->qs[j] >> 4) - 8) * x[j + QK / 2];
+	return s;
 }
 
-static void isum_q4_1_c(const struct blk_q4_1 *w, const struct vblk_q8 *v,
-			int64_t nb, int32_t *isum)
+static int32_t isum_q4_1_c(const struct blk_q4_1 *w, const int8_t *x)
 {
-	for (int64_t i = 0; i < nb; i++) {
-		int32_t s = 0;
+	int32_t s = 0;
 
-		for (int j = 0; j < QK / 2; j++)
-			s += (w[i].qs[j] & 0xF) * v[i].qs[j] +
-			     (w[i].qs[j] >> 4) * v[i].qs[j + QK / 2];
-		isum[i] = s;
-	}
+	for (int j = 0; j < QK / 2; j++)
+		s += (w->qs[j] & 0xF) * x[j] + (w->qs[j] >> 4) * x[j + QK / 2];
+	return s;
 }
 
-static void isum_q5_0_c(const struct blk_q5_0 *w, const struct vblk_q8 *v,
-			int64_t nb, int32_t *isum)
+static int32_t isum_q5_0_c(const struct blk_q5_0 *w, const int8_t *x)
 {
-	for (int64_t i = 0; i < nb; i++) {
-		const uint32_t qh = q5_high(w[i].qh);
-		int32_t s = 0;
+	const uint32_t qh = q5_high(w->qh);
+	int32_t s = 0;
 
-		for (int j = 0; j < QK / 2; j++) {
-			const int x0 = ((w[i].qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
-			const int x1 = ((w[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+	for (int j = 0; j < QK / 2; j++) {
+		const int x0 = ((w->qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
+		const int x1 = ((w->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
 
-			s += x0 * v[i].qs[j] + x1 * v[i].qs[j + QK / 2];
-		}
-		isum[i] = s;
+		s += x0 * x[j] + x1 * x[j + QK / 2];
 	}
+	return s;
 }
 
-static void isum_q5_1_c(const struct blk_q5_1 *w, const struct vblk_q8 *v,
-			int64_t nb, int32_t *isum)
+static int32_t isum_q5_1_c(const struct blk_q5_1 *w, const int8_t *x)
 {
-	for (int64_t i = 0; i < nb; i++) {
-		const uint32_t qh = q5_high(w[i].qh);
-		int32_t s = 0;
+	const uint32_t qh = q5_high(w->qh);
+	int32_t s = 0;
 
-		for (int j = 0; j < QK / 2; j++) {
-			const int x0 = (w[i].qs[j] & 0xF) | (((qh >> j) & 1) << 4);
-			const int x1 = (w[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+	for (int j = 0; j < QK / 2; j++) {
+		const int x0 = (w->qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+		const int x1 = (w->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
 
-			s += x0 * v[i].qs[j] + x1 * v[i].qs[j + QK / 2];
-		}
-		isum[i] = s;
+		s += x0 * x[j] + x1 * x[j + QK / 2];
 	}
+	return s;
 }
 
-static void isum_q8_0_c(const struct blk_q8_0 *w, const struct vblk_q8 *v,
-			int64_t nb, int32_t *isum)
+static int32_t isum_q8_0_c(const struct blk_q8_0 *w, const int8_t *x)
 {
-	for (int64_t i = 0; i < nb; i++) {
-		int32_t s = 0;
+	int32_t s = 0;
 
-		for (int j = 0; j < QK; j++)
-			s += w[i].qs[j] * v[i].qs[j];
-		isum[i] = s;
-	}
+	for (int j = 0; j < QK; j++)
+		s += w->qs[j] * x[j];
+	return s;
 }
 
 /* Sum of mins[j] * (activation sum over sub-block j of SUB elements). */
@@ -631,9 +647,14 @@ static void isum_q4_K_c(const struct blk_q4_K *w, const struct vblk_q8k *v,
 		int8_t q[QK_K];
 		int sc[8], mn[8];
 
+		uint8_t sm[16];
+
 		unpack_q4_K(&w[i], q);
-		for (int j = 0; j < 8; j++)
-			q4k_scale_min(j, w[i].scales, &sc[j], &mn[j]);
+		q4k_unpack(w[i].scales, sm);
+		for (int j = 0; j < 8; j++) {
+			sc[j] = sm[j];
+			mn[j] = sm[8 + j];
+		}
 		isum[i] = isum_scaled(q, v[i].qs, sc, 32);
 		imin[i] = imin_bsums(&v[i], mn, 32);
 	}
@@ -646,9 +667,14 @@ static void isum_q5_K_c(const struct blk_q5_K *w, const struct vblk_q8k *v,
 		int8_t q[QK_K];
 		int sc[8], mn[8];
 
+		uint8_t sm[16];
+
 		unpack_q5_K(&w[i], q);
-		for (int j = 0; j < 8; j++)
-			q4k_scale_min(j, w[i].scales, &sc[j], &mn[j]);
+		q4k_unpack(w[i].scales, sm);
+		for (int j = 0; j < 8; j++) {
+			sc[j] = sm[j];
+			mn[j] = sm[8 + j];
+		}
 		isum[i] = isum_scaled(q, v[i].qs, sc, 32);
 		imin[i] = imin_bsums(&v[i], mn, 32);
 	}
@@ -677,7 +703,8 @@ static void isum_q6_K_c(const struct blk_q6_K *w, const struct vblk_q8k *v,
 #define FLANES 16
 
 #define DEFINE_DOT_FLOAT(NAME, WT, CONV)                                      \
-	static float NAME(const WT *w, const float *x, int64_t n)             \
+	static inline __attribute__((always_inline)) float NAME##_body(       \
+	    const WT *w, const float *x, int64_t n)                           \
 	{                                                                     \
 		float acc[FLANES] = {0};                                      \
 		int64_t i = 0;                                                \
@@ -694,180 +721,88 @@ static void isum_q6_K_c(const struct blk_q6_K *w, const struct vblk_q8k *v,
 	}
 
 #define CONV_F32(v) (v)
-DEFINE_DOT_FLOAT(dot_f32_c, float, CONV_F32)
-DEFINE_DOT_FLOAT(dot_f16_c, uint16_t, f16_to_f32)
-DEFINE_DOT_FLOAT(dot_bf16_c, uint16_t, bf16_to_f32)
+DEFINE_DOT_FLOAT(dot_f32, float, CONV_F32)
+DEFINE_DOT_FLOAT(dot_f16, uint16_t, f16_to_f32)
+DEFINE_DOT_FLOAT(dot_bf16, uint16_t, bf16_to_f32)
 
-/* ---- kernel selection ---------------------------------------------------- */
+/* ---- dots: the float32 part, shared by all kernels ---------------------- */
+/*
+ * Rule that keeps the AVX2 and the portable results bit-identical: the
+ * kernels differ only in how they get each block's exact integer sums; the
+ * float32 operations on them are the same, in the same order, everywhere.
+ */
 
-typedef void (*isum32_fn)(const void *w, const struct vblk_q8 *v, int64_t nb,
-			  int32_t *isum);
-typedef void (*isumk_fn)(const void *w, const struct vblk_q8k *v, int64_t nb,
-			 int32_t *isum, int32_t *imin);
-typedef float (*dotf_fn)(const void *w, const float *x, int64_t n);
+/* A row . vector dot of N elements; one per type and kernel set. */
+typedef float (*dot_fn)(const void *row, const void *vec, int64_t n);
 
-/* One set of kernels, indexed by type id (NULL: not this family). */
+/* One set of kernels, indexed by type id (NULL: not computable). */
 struct kernels {
-	isum32_fn isum32[QTYPE_COUNT]; /* 32-element formats */
-	isumk_fn isumk[QTYPE_COUNT];   /* K-quants */
-	dotf_fn dotf[QTYPE_COUNT];     /* float formats */
+	dot_fn dot[QTYPE_COUNT];
 };
-
-/* Adapters from the typed kernels to the table's signatures. */
-#define ADAPT32(NAME, BLK)                                                    \
-	static void NAME##_a(const void *w, const struct vblk_q8 *v,          \
-			     int64_t nb, int32_t *isum)                       \
-	{                                                                     \
-		NAME((const BLK *)w, v, nb, isum);                            \
-	}
-#define ADAPTK(NAME, BLK)                                                     \
-	static void NAME##_a(const void *w, const struct vblk_q8k *v,         \
-			     int64_t nb, int32_t *isum, int32_t *imin)        \
-	{                                                                     \
-		NAME((const BLK *)w, v, nb, isum, imin);                      \
-	}
-#define ADAPTK1(NAME, BLK)                                                    \
-	static void NAME##_a(const void *w, const struct vblk_q8k *v,         \
-			     int64_t nb, int32_t *isum, int32_t *imin)        \
-	{                                                                     \
-		(void)imin;                                                   \
-		NAME((const BLK *)w, v, nb, isum);                            \
-	}
-#define ADAPTF(NAME, WT)                                                      \
-	static float NAME##_a(const void *w, const float *x, int64_t n)       \
-	{                                                                     \
-		return NAME((const WT *)w, x, n);                             \
-	}
-
-ADAPT32(isum_q4_0_c, struct blk_q4_0)
-ADAPT32(isum_q4_1_c, struct blk_q4_1)
-ADAPT32(isum_q5_0_c, struct blk_q5_0)
-ADAPT32(isum_q5_1_c, struct blk_q5_1)
-ADAPT32(isum_q8_0_c, struct blk_q8_0)
-ADAPTK(isum_q2_K_c, struct blk_q2_K)
-ADAPTK1(isum_q3_K_c, struct blk_q3_K)
-ADAPTK(isum_q4_K_c, struct blk_q4_K)
-ADAPTK(isum_q5_K_c, struct blk_q5_K)
-ADAPTK1(isum_q6_K_c, struct blk_q6_K)
-ADAPTF(dot_f32_c, float)
-ADAPTF(dot_f16_c, uint16_t)
-ADAPTF(dot_bf16_c, uint16_t)
-
-static const struct kernels kernels_c = {
-	.isum32 = {[QTYPE_Q4_0] = isum_q4_0_c_a,
-		   [QTYPE_Q4_1] = isum_q4_1_c_a,
-		   [QTYPE_Q5_0] = isum_q5_0_c_a,
-		   [QTYPE_Q5_1] = isum_q5_1_c_a,
-		   [QTYPE_Q8_0] = isum_q8_0_c_a},
-	.isumk = {[QTYPE_Q2_K] = isum_q2_K_c_a,
-		  [QTYPE_Q3_K] = isum_q3_K_c_a,
-		  [QTYPE_Q4_K] = isum_q4_K_c_a,
-		  [QTYPE_Q5_K] = isum_q5_K_c_a,
-		  [QTYPE_Q6_K] = isum_q6_K_c_a},
-	.dotf = {[QTYPE_F32] = dot_f32_c_a,
-		 [QTYPE_F16] = dot_f16_c_a,
-		 [QTYPE_BF16] = dot_bf16_c_a},
-};
-
-#include "quant_avx2.h"
-
-static bool quant_simd_wanted = true; /* quant_set_simd */
-
-/* The kernels to use now. */
-static const struct kernels *quant_kernels(void)
-{
-#ifdef QUANT_HAVE_AVX2
-	if (quant_simd_wanted && __builtin_cpu_supports("avx2"))
-		return &kernels_avx2;
-#endif
-	return &kernels_c;
-}
-
-void quant_set_simd(bool on)
-{
-	quant_simd_wanted = on;
-}
-
-bool quant_simd_active(void)
-{
-	return quant_kernels() != &kernels_c;
-}
-
-/* ---- the float32 part of the dots (shared by all kernels) --------------- */
-
-#define CHUNK 64 /* blocks whose integer sums are computed at once */
 
 /* Half at byte offset OFF of block B. */
-static float blk_half(const uint8_t *b, int off)
+static inline float blk_half(const void *b, int off)
 {
 	uint16_t h;
 
-	memcpy(&h, b + off, sizeof h);
+	memcpy(&h, (const uint8_t *)b + off, sizeof h);
 	return f16_to_f32(h);
 }
 
-/* Dot of a row of a 32-element format (TYPE) with quantized activations. */
-static float dot_32(uint32_t type, isum32_fn kern, const uint8_t *row,
-		    const struct vblk_q8 *v, int64_t nb)
+/*
+ * The 32-element formats: block i's term t = (dw*dx)*isum, plus mw*ds for
+ * the formats with a minimum, is added to running sum i % 8; the eight sums
+ * are added pairwise at the end (acc8_sum). The AVX2 kernels keep the eight
+ * sums in one register.
+ */
+static inline float acc8_sum(const float acc[8])
 {
-	const size_t bs = qtype_get(type)->type_size;
-	const bool has_min = type == QTYPE_Q4_1 || type == QTYPE_Q5_1;
-	int32_t isum[CHUNK];
-	float sumf = 0.0f;
-
-	for (int64_t i0 = 0; i0 < nb; i0 += CHUNK) {
-		const int64_t nc = nb - i0 < CHUNK ? nb - i0 : CHUNK;
-
-		kern(row + i0 * bs, v + i0, nc, isum);
-		for (int64_t i = 0; i < nc; i++) {
-			const uint8_t *b = row + (i0 + i) * bs;
-			const float d = blk_half(b, 0) * v[i0 + i].d;
-			float t = d * (float)isum[i];
-
-			if (has_min) {
-				const float m = blk_half(b, 2) * v[i0 + i].ds;
-
-				t = t + m;
-			}
-			sumf += t;
-		}
-	}
-	return sumf;
+	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
+	       ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-/* Byte offsets of d and dmin in a K-quant block (-1: no dmin). */
-static void k_offsets(uint32_t type, int *d_off, int *dmin_off)
-{
-	switch (type) {
-	case QTYPE_Q2_K:
-		*d_off = offsetof(struct blk_q2_K, d);
-		*dmin_off = offsetof(struct blk_q2_K, dmin);
-		break;
-	case QTYPE_Q3_K:
-		*d_off = offsetof(struct blk_q3_K, d);
-		*dmin_off = -1;
-		break;
-	case QTYPE_Q6_K:
-		*d_off = offsetof(struct blk_q6_K, d);
-		*dmin_off = -1;
-		break;
-	default: /* Q4_K, Q5_K */
-		*d_off = 0;
-		*dmin_off = 2;
-		break;
+#define DEFINE_DOT32_C(NAME, BLK, ISUM, HAS_MIN)                              \
+	static float NAME(const void *row, const void *vec, int64_t n)        \
+	{                                                                     \
+		const BLK *w = row;                                           \
+		const struct vec_q8 v = vec_q8_view(vec, n / QK);             \
+		float acc[8] = {0};                                           \
+                                                                              \
+		for (int64_t i = 0; i < n / QK; i++) {                        \
+			const int32_t is = ISUM(&w[i], v.qs[i]);              \
+			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;  \
+                                                                              \
+			if (HAS_MIN)                                          \
+				t = t + blk_half(&w[i], 2) * v.ds[i];         \
+			acc[i % 8] += t;                                      \
+		}                                                             \
+		return acc8_sum(acc);                                         \
 	}
-}
 
-/* Dot of a row of a K-quant (TYPE) with Q8_K activations. */
-static float dot_k(uint32_t type, isumk_fn kern, const uint8_t *row,
-		   const struct vblk_q8k *v, int64_t nb)
+DEFINE_DOT32_C(dot_q4_0_c, struct blk_q4_0, isum_q4_0_c, 0)
+DEFINE_DOT32_C(dot_q4_1_c, struct blk_q4_1, isum_q4_1_c, 1)
+DEFINE_DOT32_C(dot_q5_0_c, struct blk_q5_0, isum_q5_0_c, 0)
+DEFINE_DOT32_C(dot_q5_1_c, struct blk_q5_1, isum_q5_1_c, 1)
+DEFINE_DOT32_C(dot_q8_0_c, struct blk_q8_0, isum_q8_0_c, 0)
+
+/* Integer sums of NB K-quant blocks: isum and, with minimums, imin. */
+typedef void (*isumk_fn)(const void *w, const struct vblk_q8k *v, int64_t nb,
+			 int32_t *isum, int32_t *imin);
+
+#define CHUNK 64 /* K-quant blocks whose integer sums are computed at once */
+
+/*
+ * The K-quants: super-block i's term (d*dx)*isum - (dmin*dx)*imin is added
+ * to one running sum in block order. D_OFF and DMIN_OFF are the byte
+ * offsets of the halves d and dmin in a block of BS bytes (DMIN_OFF < 0:
+ * none); KERN gives the integer sums.
+ */
+static float dot_k(isumk_fn kern, int bs, int d_off, int dmin_off,
+		   const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
 {
-	const size_t bs = qtype_get(type)->type_size;
 	int32_t isum[CHUNK], imin[CHUNK];
-	int d_off, dmin_off;
 	float sumf = 0.0f;
 
-	k_offsets(type, &d_off, &dmin_off);
 	for (int64_t i0 = 0; i0 < nb; i0 += CHUNK) {
 		const int64_t nc = nb - i0 < CHUNK ? nb - i0 : CHUNK;
 
@@ -886,6 +821,90 @@ static float dot_k(uint32_t type, isumk_fn kern, const uint8_t *row,
 		}
 	}
 	return sumf;
+}
+
+/* dot_fn NAME for K-quant BLK, integer kernel KERN: with minimums (2)
+ * or without (1). */
+#define DEFINE_DOTK2(NAME, BLK, KERN)                                         \
+	static void NAME##_k(const void *w, const struct vblk_q8k *v,         \
+			     int64_t nb, int32_t *isum, int32_t *imin)        \
+	{                                                                     \
+		KERN((const BLK *)w, v, nb, isum, imin);                      \
+	}                                                                     \
+	static float NAME(const void *row, const void *vec, int64_t n)        \
+	{                                                                     \
+		return dot_k(NAME##_k, sizeof(BLK), offsetof(BLK, d),         \
+			     offsetof(BLK, dmin), row, vec, n / QK_K);        \
+	}
+#define DEFINE_DOTK1(NAME, BLK, KERN)                                         \
+	static void NAME##_k(const void *w, const struct vblk_q8k *v,         \
+			     int64_t nb, int32_t *isum, int32_t *imin)        \
+	{                                                                     \
+		(void)imin;                                                   \
+		KERN((const BLK *)w, v, nb, isum);                            \
+	}                                                                     \
+	static float NAME(const void *row, const void *vec, int64_t n)        \
+	{                                                                     \
+		return dot_k(NAME##_k, sizeof(BLK), offsetof(BLK, d), -1,     \
+			     row, vec, n / QK_K);                             \
+	}
+
+DEFINE_DOTK2(dot_q2_K_c, struct blk_q2_K, isum_q2_K_c)
+DEFINE_DOTK1(dot_q3_K_c, struct blk_q3_K, isum_q3_K_c)
+DEFINE_DOTK2(dot_q4_K_c, struct blk_q4_K, isum_q4_K_c)
+DEFINE_DOTK2(dot_q5_K_c, struct blk_q5_K, isum_q5_K_c)
+DEFINE_DOTK1(dot_q6_K_c, struct blk_q6_K, isum_q6_K_c)
+
+/* dot_fn for a float format. */
+#define DEFINE_DOTF(NAME, BODY, WT)                                           \
+	static float NAME(const void *row, const void *vec, int64_t n)        \
+	{                                                                     \
+		return BODY((const WT *)row, vec, n);                         \
+	}
+
+DEFINE_DOTF(dot_f32_c, dot_f32_body, float)
+DEFINE_DOTF(dot_f16_c, dot_f16_body, uint16_t)
+DEFINE_DOTF(dot_bf16_c, dot_bf16_body, uint16_t)
+
+static const struct kernels kernels_c = {
+	.dot = {[QTYPE_F32] = dot_f32_c,
+		[QTYPE_F16] = dot_f16_c,
+		[QTYPE_BF16] = dot_bf16_c,
+		[QTYPE_Q4_0] = dot_q4_0_c,
+		[QTYPE_Q4_1] = dot_q4_1_c,
+		[QTYPE_Q5_0] = dot_q5_0_c,
+		[QTYPE_Q5_1] = dot_q5_1_c,
+		[QTYPE_Q8_0] = dot_q8_0_c,
+		[QTYPE_Q2_K] = dot_q2_K_c,
+		[QTYPE_Q3_K] = dot_q3_K_c,
+		[QTYPE_Q4_K] = dot_q4_K_c,
+		[QTYPE_Q5_K] = dot_q5_K_c,
+		[QTYPE_Q6_K] = dot_q6_K_c},
+};
+
+#include "quant_avx2.h"
+
+static bool quant_simd_wanted = true; /* quant_set_simd */
+
+/* The kernels to use now. */
+static const struct kernels *quant_kernels(void)
+{
+#ifdef QUANT_HAVE_AVX2
+	if (quant_simd_wanted && __builtin_cpu_supports("avx2") &&
+	    __builtin_cpu_supports("f16c"))
+		return &kernels_avx2;
+#endif
+	return &kernels_c;
+}
+
+void quant_set_simd(bool on)
+{
+	quant_simd_wanted = on;
+}
+
+bool quant_simd_active(void)
+{
+	return quant_kernels() != &kernels_c;
 }
 
 /* ---- public interface ----------------------------------------------------- */
@@ -970,7 +989,7 @@ size_t quant_vec_size(uint32_t type, int64_t n)
 		return 0;
 	switch (vec_kind_of(type)) {
 	case VEC_F32: return (size_t)n * sizeof(float);
-	case VEC_Q8: return (size_t)(n / QK) * sizeof(struct vblk_q8);
+	case VEC_Q8: return (size_t)(n / QK) * (2 * sizeof(float) + QK);
 	case VEC_Q8K: return (size_t)(n / QK_K) * sizeof(struct vblk_q8k);
 	default: return 0;
 	}
@@ -988,7 +1007,7 @@ void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec)
 
 void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n)
 {
-	const struct vblk_q8 *v = vec;
+	const struct vec_q8 v = vec_q8_view(vec, n / QK);
 	const struct vblk_q8k *vk = vec;
 
 	switch (vec_kind_of(type)) {
@@ -998,7 +1017,7 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n)
 		break;
 	case VEC_Q8:
 		for (int64_t i = 0; i < n; i++)
-			xhat[i] = (double)v[i / QK].d * v[i / QK].qs[i % QK];
+			xhat[i] = (double)v.d[i / QK] * v.qs[i / QK][i % QK];
 		break;
 	case VEC_Q8K:
 		for (int64_t i = 0; i < n; i++)
@@ -1015,12 +1034,9 @@ float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n)
 {
 	const struct kernels *k = quant_kernels();
 
-	switch (vec_kind_of(type)) {
-	case VEC_F32: return k->dotf[type](row, vec, n);
-	case VEC_Q8: return dot_32(type, k->isum32[type], row, vec, n / QK);
-	case VEC_Q8K: return dot_k(type, k->isumk[type], row, vec, n / QK_K);
-	default: return NAN;
-	}
+	if (!quant_can_compute(type))
+		return NAN;
+	return k->dot[type](row, vec, n);
 }
 
 int quant_check_tensor(const char *name, uint32_t type, char *err,

@@ -1,10 +1,315 @@
 /*
- * quant_avx2.h - the AVX2 integer kernels of quant.c (included by quant.c
- * only). Compiled with __attribute__((target("avx2"))) and chosen at run
- * time, so the build needs no -mavx2. Each kernel computes exactly the
- * integers its portable twin in quant.c computes.
+ * quant_avx2.h - the AVX2 kernels of quant.c (included by quant.c only).
+ *
+ * Compiled with __attribute__((target("avx2,f16c"))) and chosen at run time
+ * (quant_kernels), so the build needs no -mavx2. Each integer kernel
+ * computes exactly the integers its portable twin in quant.c computes; the
+ * float kernels are the portable C compiled for AVX2 (the same operations
+ * in the same order: no FMA is enabled, nothing is reassociated), so the
+ * results are bit-identical. Kernels absent here use the portable ones.
+ *
+ * The byte tricks are llama.cpp's (ggml-cpu/arch/x86/quants.c):
+ * _mm256_maddubs_epi16 needs an unsigned first operand, so signed weights
+ * multiply as |w| * (x with w's sign); 5th bits are spread to bytes with a
+ * shuffle and a compare.
  */
 #ifndef PARLEY_QUANT_AVX2_H
 #define PARLEY_QUANT_AVX2_H
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QUANT_HAVE_AVX2 1
+
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,f16c")))
+
+/* Sum of the 8 int32 lanes of V. */
+AVX2 static inline int32_t avx2_hsum_i32(__m256i v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
+				  _mm256_extracti128_si256(v, 1));
+
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+	return _mm_cvtsi128_si32(s);
+}
+
+/* 16 bytes of nibbles as 32 bytes: low nibbles then high nibbles (the
+ * 16 bytes in both halves, the upper half shifted right by 4). */
+AVX2 static inline __m256i avx2_nibbles(const uint8_t *p)
+{
+	const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+
+	return _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+				_mm256_set1_epi8(0x0F));
+}
+
+/* Byte j = 0xFF where bit j of X is set, else 0. */
+AVX2 static inline __m256i avx2_bits_to_bytes(uint32_t x)
+{
+	const __m256i shuf = _mm256_setr_epi64x(
+	    0x0000000000000000LL, 0x0101010101010101LL, 0x0202020202020202LL,
+	    0x0303030303030303LL);
+	__m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+
+	b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
+	return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+/* Pairwise int32 sums of unsigned U times signed S (|products| < 2^15). */
+AVX2 static inline __m256i avx2_dot_us(__m256i u, __m256i s)
+{
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* Same for signed W times signed X (w = -128 allowed, |x| <= 127). */
+AVX2 static inline __m256i avx2_dot_ss(__m256i w, __m256i x)
+{
+	return avx2_dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+/* Per-block int32 lane products of the 32-element formats (8 lanes whose
+ * sum is the block's exact integer dot). */
+AVX2 static inline __m256i avx2_prod_q4_0(const struct blk_q4_0 *b, __m256i x)
+{
+	return avx2_dot_ss(_mm256_sub_epi8(avx2_nibbles(b->qs), _mm256_set1_epi8(8)), x);
+}
+
+AVX2 static inline __m256i avx2_prod_q4_1(const struct blk_q4_1 *b, __m256i x)
+{
+	return avx2_dot_us(avx2_nibbles(b->qs), x);
+}
+
+AVX2 static inline __m256i avx2_prod_q5_0(const struct blk_q5_0 *b, __m256i x)
+{
+	/* bit clear: q4 | 0xF0 is q4 - 16 as int8; set: q4 */
+	const __m256i hi = _mm256_andnot_si256(avx2_bits_to_bytes(q5_high(b->qh)),
+					       _mm256_set1_epi8((char)0xF0));
+
+	return avx2_dot_ss(_mm256_or_si256(avx2_nibbles(b->qs), hi), x);
+}
+
+AVX2 static inline __m256i avx2_prod_q5_1(const struct blk_q5_1 *b, __m256i x)
+{
+	const __m256i hi = _mm256_and_si256(avx2_bits_to_bytes(q5_high(b->qh)),
+					    _mm256_set1_epi8(0x10));
+
+	return avx2_dot_us(_mm256_or_si256(avx2_nibbles(b->qs), hi), x);
+}
+
+AVX2 static inline __m256i avx2_prod_q8_0(const struct blk_q8_0 *b, __m256i x)
+{
+	return avx2_dot_ss(_mm256_loadu_si256((const __m256i *)b->qs), x);
+}
+
+/* Lane j = sum of the lanes of P[j], for 8 vectors. */
+AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
+{
+	const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
+					    _mm256_hadd_epi32(p[2], p[3]));
+	const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]),
+					    _mm256_hadd_epi32(p[6], p[7]));
+
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+				_mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/*
+ * dot_fn NAME for the 32-element format BLK: eight blocks per step, their
+ * terms computed as the portable DEFINE_DOT32_C computes them, lane j of
+ * the accumulator being running sum j; the last nb % 8 blocks one by one.
+ */
+#define DEFINE_DOT32_AVX2(NAME, BLK, PROD, HAS_MIN)                           \
+	AVX2 static float NAME(const void *row, const void *vec, int64_t n)   \
+	{                                                                     \
+		const BLK *w = row;                                           \
+		const int64_t nb = n / QK;                                    \
+		const struct vec_q8 v = vec_q8_view(vec, nb);                 \
+		__m256 acc = _mm256_setzero_ps();                             \
+		float a[8];                                                   \
+		int64_t i = 0;                                                \
+                                                                              \
+		for (; i + 8 <= nb; i += 8) {                                 \
+			__m256i p[8];                                         \
+			uint16_t dh[8], mh[8];                                \
+                                                                              \
+			for (int k = 0; k < 8; k++) {                         \
+				p[k] = PROD(&w[i + k], _mm256_loadu_si256(    \
+				    (const __m256i *)v.qs[i + k]));           \
+				memcpy(&dh[k], &w[i + k], 2);                 \
+				if (HAS_MIN)                                  \
+					memcpy(&mh[k], (const uint8_t *)&w[i + k] + 2, 2); \
+			}                                                     \
+			const __m256 is = _mm256_cvtepi32_ps(avx2_hsum8_i32(p)); \
+			__m256 t = _mm256_mul_ps(                             \
+			    _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(    \
+					      (const __m128i *)dh)),          \
+					  _mm256_loadu_ps(v.d + i)),               \
+			    is);                                              \
+			if (HAS_MIN)                                          \
+				t = _mm256_add_ps(                            \
+				    t, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128( \
+							 (const __m128i *)mh)), \
+						     _mm256_loadu_ps(v.ds + i)));   \
+			acc = _mm256_add_ps(acc, t);                          \
+		}                                                             \
+		_mm256_storeu_ps(a, acc);                                     \
+		for (; i < nb; i++) {                                         \
+			const int32_t is = avx2_hsum_i32(PROD(                \
+			    &w[i], _mm256_loadu_si256((const __m256i *)v.qs[i]))); \
+			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;  \
+                                                                              \
+			if (HAS_MIN)                                          \
+				t = t + blk_half(&w[i], 2) * v.ds[i];         \
+			a[i % 8] += t;                                        \
+		}                                                             \
+		return acc8_sum(a);                                           \
+	}
+
+DEFINE_DOT32_AVX2(dot_q4_0_avx2, struct blk_q4_0, avx2_prod_q4_0, 0)
+DEFINE_DOT32_AVX2(dot_q4_1_avx2, struct blk_q4_1, avx2_prod_q4_1, 1)
+DEFINE_DOT32_AVX2(dot_q5_0_avx2, struct blk_q5_0, avx2_prod_q5_0, 0)
+DEFINE_DOT32_AVX2(dot_q5_1_avx2, struct blk_q5_1, avx2_prod_q5_1, 1)
+DEFINE_DOT32_AVX2(dot_q8_0_avx2, struct blk_q8_0, avx2_prod_q8_0, 0)
+
+AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k *v,
+				int64_t nb, int32_t *isum, int32_t *imin)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint8_t sm[16];
+		__m256i acc = _mm256_setzero_si256();
+
+		q4k_unpack(w[i].scales, sm);
+		/* imin: mins . (sums of 32 activations), as pairs of bsums */
+		{
+			const __m256i bs = _mm256_loadu_si256((const __m256i *)v[i].bsums);
+			const __m128i b8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+							  _mm256_extracti128_si256(bs, 1));
+			const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 8)));
+			__m128i s = _mm_madd_epi16(mn, b8);
+
+			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+			imin[i] = _mm_cvtsi128_si32(s);
+		}
+		for (int j = 0; j < 4; j++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
+			const __m256i xl = _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j));
+			const __m256i xh = _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j + 32));
+			const __m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl);
+			const __m256i ph = _mm256_maddubs_epi16(
+			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh);
+
+			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, _mm256_set1_epi16(sm[2 * j])));
+			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(ph, _mm256_set1_epi16(sm[2 * j + 1])));
+		}
+		isum[i] = avx2_hsum_i32(acc);
+	}
+}
+
+AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k *v,
+				int64_t nb, int32_t *isum)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+
+	for (int64_t i = 0; i < nb; i++) {
+		const int8_t *sc = w[i].scales;
+		__m256i acc = _mm256_setzero_si256();
+		int32_t corr = 0;
+
+		/* weights as q + 32 in 0..63 (unsigned); subtract 32 * sum x later */
+		for (int j = 0; j < 16; j++)
+			corr += sc[j] * v[i].bsums[j];
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
+			const int8_t *x = v[i].qs + 128 * h;
+			const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i q[4];
+
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+			for (int k = 0; k < 4; k++) {
+				const int s = 8 * h + 2 * k;
+				const __m256i p = _mm256_maddubs_epi16(
+				    q[k], _mm256_loadu_si256((const __m256i *)(x + 32 * k)));
+				const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]),
+								     _mm_set1_epi16(sc[s]));
+
+				acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+			}
+		}
+		isum[i] = avx2_hsum_i32(acc) - 32 * corr;
+	}
+}
+
+/* The float formats: the portable code, compiled for AVX2 + F16C. */
+AVX2 static float dot_f32_avx2(const void *row, const void *vec, int64_t n)
+{
+	return dot_f32_body(row, vec, n);
+}
+
+/* F16 rows: dot_f16_body's 16 running sums as two registers (the same
+ * products and sums: multiply then add, no FMA), then its tail and tree. */
+AVX2 static float dot_f16_avx2(const void *row, const void *vec, int64_t n)
+{
+	const uint16_t *w = row;
+	const float *x = vec;
+	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+	float acc[FLANES];
+	int64_t i = 0;
+
+	for (; i + FLANES <= n; i += FLANES) {
+		const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+		const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8)));
+
+		a0 = _mm256_add_ps(a0, _mm256_mul_ps(w0, _mm256_loadu_ps(x + i)));
+		a1 = _mm256_add_ps(a1, _mm256_mul_ps(w1, _mm256_loadu_ps(x + i + 8)));
+	}
+	_mm256_storeu_ps(acc, a0);
+	_mm256_storeu_ps(acc + 8, a1);
+	for (int k = 0; i < n; i++, k++)
+		acc[k] += _cvtsh_ss(w[i]) * x[i];
+	for (int k = FLANES / 2; k > 0; k /= 2)
+		for (int j = 0; j < k; j++)
+			acc[j] += acc[j + k];
+	return acc[0];
+}
+
+AVX2 static float dot_bf16_avx2(const void *row, const void *vec, int64_t n)
+{
+	return dot_bf16_body(row, vec, n);
+}
+
+DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2)
+DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2)
+
+static const struct kernels kernels_avx2 = {
+	.dot = {[QTYPE_F32] = dot_f32_avx2,
+		[QTYPE_F16] = dot_f16_avx2,
+		[QTYPE_BF16] = dot_bf16_avx2,
+		[QTYPE_Q4_0] = dot_q4_0_avx2,
+		[QTYPE_Q4_1] = dot_q4_1_avx2,
+		[QTYPE_Q5_0] = dot_q5_0_avx2,
+		[QTYPE_Q5_1] = dot_q5_1_avx2,
+		[QTYPE_Q8_0] = dot_q8_0_avx2,
+		[QTYPE_Q2_K] = dot_q2_K_c,
+		[QTYPE_Q3_K] = dot_q3_K_c,
+		[QTYPE_Q4_K] = dot_q4_K_avx2,
+		[QTYPE_Q5_K] = dot_q5_K_c,
+		[QTYPE_Q6_K] = dot_q6_K_avx2},
+};
+
+#undef AVX2
+#endif /* x86-64 with GCC or clang */
 
 #endif /* PARLEY_QUANT_AVX2_H */

@@ -161,12 +161,12 @@ size_t r_u8off(const struct tstr *s, size_t cp)
 }
 
 /* A growable arena string for building text. */
-struct sbuf {
+struct tsbuf {
 	char *p;
 	size_t n, cap;
 };
 
-static void sb_add(struct trender *r, struct sbuf *b, const char *s, size_t n)
+static void tsb_add(struct trender *r, struct tsbuf *b, const char *s, size_t n)
 {
 	if (b->n + n > b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 64;
@@ -188,9 +188,9 @@ static void sb_add(struct trender *r, struct sbuf *b, const char *s, size_t n)
 	b->n += n;
 }
 
-static void sb_cstr(struct trender *r, struct sbuf *b, const char *s)
+static void tsb_cstr(struct trender *r, struct tsbuf *b, const char *s)
 {
-	sb_add(r, b, s, strlen(s));
+	tsb_add(r, b, s, strlen(s));
 }
 
 /* ----------------------------------------------------------- undefined */
@@ -527,11 +527,11 @@ bool r_has_content(struct tval v, int depth)
 
 /* ------------------------------------------------------- str() / repr() */
 
-static void repr_into(struct trender *r, struct sbuf *b, struct tval v,
+static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
 		      bool quote, int depth);
 
 /* Python repr of a str. */
-static void repr_str(struct trender *r, struct sbuf *b, const struct tstr *s)
+static void repr_str(struct trender *r, struct tsbuf *b, const struct tstr *s)
 {
 	bool sq = memchr(s->p, '\'', s->n) != NULL;
 	bool dq = memchr(s->p, '"', s->n) != NULL;
@@ -539,23 +539,23 @@ static void repr_str(struct trender *r, struct sbuf *b, const struct tstr *s)
 	size_t i = 0, k;
 	char esc[16];
 
-	sb_add(r, b, &q, 1);
+	tsb_add(r, b, &q, 1);
 	while (i < s->n) {
 		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
 
 		if (cp == (uint32_t)q || cp == '\\') {
-			sb_add(r, b, "\\", 1);
-			sb_add(r, b, s->p + i, 1);
+			tsb_add(r, b, "\\", 1);
+			tsb_add(r, b, s->p + i, 1);
 		} else if (cp == '\n') {
-			sb_cstr(r, b, "\\n");
+			tsb_cstr(r, b, "\\n");
 		} else if (cp == '\r') {
-			sb_cstr(r, b, "\\r");
+			tsb_cstr(r, b, "\\r");
 		} else if (cp == '\t') {
-			sb_cstr(r, b, "\\t");
+			tsb_cstr(r, b, "\\t");
 		} else if (cp == UINT32_MAX) {
 			snprintf(esc, sizeof(esc), "\\x%02x",
 				 (unsigned char)s->p[i]);
-			sb_cstr(r, b, esc);
+			tsb_cstr(r, b, esc);
 		} else if (cp < 0x20 || cp == 0x7f ||
 			   (cp >= 0x80 && !lib_isprint(cp))) {
 			if (cp <= 0xff)
@@ -564,16 +564,16 @@ static void repr_str(struct trender *r, struct sbuf *b, const struct tstr *s)
 				snprintf(esc, sizeof(esc), "\\u%04x", cp);
 			else
 				snprintf(esc, sizeof(esc), "\\U%08x", cp);
-			sb_cstr(r, b, esc);
+			tsb_cstr(r, b, esc);
 		} else {
-			sb_add(r, b, s->p + i, k);
+			tsb_add(r, b, s->p + i, k);
 		}
 		i += k;
 	}
-	sb_add(r, b, &q, 1);
+	tsb_add(r, b, &q, 1);
 }
 
-static void repr_into(struct trender *r, struct sbuf *b, struct tval v,
+static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
 		      bool quote, int depth)
 {
 	char num[48];
@@ -585,70 +585,70 @@ static void repr_into(struct trender *r, struct sbuf *b, struct tval v,
 	case V_UNDEF:
 		break;
 	case V_NONE:
-		sb_cstr(r, b, "None");
+		tsb_cstr(r, b, "None");
 		break;
 	case V_BOOL:
-		sb_cstr(r, b, v.u.b ? "True" : "False");
+		tsb_cstr(r, b, v.u.b ? "True" : "False");
 		break;
 	case V_INT:
 		snprintf(num, sizeof(num), "%lld", (long long)v.u.i);
-		sb_cstr(r, b, num);
+		tsb_cstr(r, b, num);
 		break;
 	case V_FLOAT:
 		json_fmt_double(v.u.f, false, num, sizeof(num));
-		sb_cstr(r, b, num);
+		tsb_cstr(r, b, num);
 		break;
 	case V_STR:
 		if (quote)
 			repr_str(r, b, v.u.s);
 		else
-			sb_add(r, b, v.u.s->p, v.u.s->n);
+			tsb_add(r, b, v.u.s->p, v.u.s->n);
 		break;
 	case V_LIST:
-		sb_cstr(r, b, v.tuple ? "(" : "[");
+		tsb_cstr(r, b, v.tuple ? "(" : "[");
 		for (i = 0; i < v.u.l->n; i++) {
 			if (i)
-				sb_cstr(r, b, ", ");
+				tsb_cstr(r, b, ", ");
 			repr_into(r, b, v.u.l->v[i], true, depth + 1);
 		}
 		if (v.tuple && v.u.l->n == 1)
-			sb_cstr(r, b, ",");
-		sb_cstr(r, b, v.tuple ? ")" : "]");
+			tsb_cstr(r, b, ",");
+		tsb_cstr(r, b, v.tuple ? ")" : "]");
 		break;
 	case V_DICT:
 	case V_NS:
-		sb_cstr(r, b, v.k == V_NS ? "<Namespace {" : "{");
+		tsb_cstr(r, b, v.k == V_NS ? "<Namespace {" : "{");
 		for (i = 0; i < v.u.d->n; i++) {
 			if (i)
-				sb_cstr(r, b, ", ");
+				tsb_cstr(r, b, ", ");
 			repr_into(r, b, v.u.d->keys[i], true, depth + 1);
-			sb_cstr(r, b, ": ");
+			tsb_cstr(r, b, ": ");
 			repr_into(r, b, v.u.d->vals[i], true, depth + 1);
 		}
-		sb_cstr(r, b, v.k == V_NS ? "}>" : "}");
+		tsb_cstr(r, b, v.k == V_NS ? "}>" : "}");
 		break;
 	case V_FUNC:
 		snprintf(num, sizeof(num), "<built-in function %.20s>",
 			 v.u.fn->name);
-		sb_cstr(r, b, num);
+		tsb_cstr(r, b, num);
 		break;
 	case V_MACRO:
-		sb_cstr(r, b, "<Macro '");
-		sb_add(r, b, v.u.m->def->s ? v.u.m->def->s : "caller",
+		tsb_cstr(r, b, "<Macro '");
+		tsb_add(r, b, v.u.m->def->s ? v.u.m->def->s : "caller",
 		       v.u.m->def->s ? v.u.m->def->sn : 6);
-		sb_cstr(r, b, "'>");
+		tsb_cstr(r, b, "'>");
 		break;
 	case V_LOOP:
 		snprintf(num, sizeof(num), "<LoopContext %zu/%zu>",
 			 v.u.lp->i + 1, v.u.lp->items->n);
-		sb_cstr(r, b, num);
+		tsb_cstr(r, b, num);
 		break;
 	}
 }
 
 struct tstr *r_to_str(struct trender *r, struct tval v)
 {
-	struct sbuf b = {0};
+	struct tsbuf b = {0};
 
 	if (v.k == V_STR)
 		return v.u.s;
@@ -658,7 +658,7 @@ struct tstr *r_to_str(struct trender *r, struct tval v)
 
 struct tstr *r_repr(struct trender *r, struct tval v)
 {
-	struct sbuf b = {0};
+	struct tsbuf b = {0};
 
 	repr_into(r, &b, v, true, 0);
 	return r_str_derived(r, b.p, b.n, r_has_content(v, 0));
@@ -941,13 +941,13 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 		return tv_str(r_str_sub(r, obj.u.s, a, b - a));
 	}
 	{
-		struct sbuf b = {0};
+		struct tsbuf b = {0};
 
 		for (i = start; step > 0 ? i < stop : i > stop; i += step) {
 			size_t a = r_u8off(obj.u.s, (size_t)i), k;
 
 			lib_u8dec(obj.u.s->p + a, obj.u.s->n - a, &k);
-			sb_add(r, &b, obj.u.s->p + a, k);
+			tsb_add(r, &b, obj.u.s->p + a, k);
 		}
 		return tv_str(r_str_derived(r, b.p, b.n, obj.u.s->nsp != 0));
 	}

@@ -389,7 +389,7 @@ static void check_api(void)
 static void check_nan(void)
 {
 	static const uint32_t types[] = {QTYPE_Q4_1, QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K};
-	uint8_t row[210 * 2] = {0};
+	uint8_t row[1024] = {0}; /* >= 512 elements of any of the types */
 	float x[512];
 	uint8_t vec[2048];
 	int ok = 1;

@@ -10,8 +10,8 @@
  * 3. Fuzz crashers under tests/data/template/crashers/ compile and render
  *    without crashing.
  *
- * The data directory is $(srcdir)/tests/data/template, found through the
- * environment variable PARLEY_SRCDIR (set by make check) or ".".
+ * The data directory is $(top_srcdir)/tests/data/template, found through
+ * the environment variable top_srcdir (exported by make check) or ".".
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -208,6 +208,25 @@ next:
 
 /* -------------------------------------------------------------- units */
 
+/* S with newlines and tabs shown as \n, \t (for one-line test names);
+ * a static buffer, valid until the next call with the same SLOT. */
+static const char *esc(const char *s, int slot)
+{
+	static char buf[2][300];
+	size_t o = 0;
+
+	for (; *s && o + 3 < sizeof(buf[0]); s++) {
+		if (*s == '\n' || *s == '\t') {
+			buf[slot][o++] = '\\';
+			buf[slot][o++] = *s == '\n' ? 'n' : 't';
+		} else {
+			buf[slot][o++] = *s;
+		}
+	}
+	buf[slot][o] = '\0';
+	return buf[slot];
+}
+
 /* Render SRC with MESSAGES (JSON text, may be NULL); result in OUT/ERR. */
 static int render(const char *src, const char *messages, char **out,
 		  char *err, size_t errlen)
@@ -248,10 +267,11 @@ static void expect(const char *src, const char *want)
 			&out, err, sizeof(err));
 
 	if (rc) {
-		tap_ok(0, "render %s: error %s", src, err);
+		tap_ok(0, "render %s: error %s", esc(src, 0), err);
 		return;
 	}
-	if (!tap_ok(strcmp(out, want) == 0, "%s -> %s", src, want))
+	if (!tap_ok(strcmp(out, want) == 0, "%s -> %s", esc(src, 0),
+		    esc(want, 1)))
 		tap_diag("got '%s'", out);
 	free(out);
 }
@@ -264,7 +284,7 @@ static void expect_err(const char *src, int want_rc, const char *want)
 			err, sizeof(err));
 
 	if (!tap_ok(rc == want_rc && strstr(err, want) != NULL,
-		    "error for %s: %s", src, want))
+		    "error for %s: %s", esc(src, 0), want))
 		tap_diag("got rc %d '%s' (out '%s')", rc, err, out ? out : "");
 	free(out);
 }
@@ -452,9 +472,13 @@ static void spans(void)
 				      "<|im_end|>\n<|im_start|>assistant\n") == 0,
 	       "span template renders");
 	for (i = 0; i < nsp; i++) {
-		tap_diag("span %zu: off %zu len %zu %s '%.*s'", i, sp[i].off,
+		char piece[128];
+
+		snprintf(piece, sizeof(piece), "%.*s", (int)sp[i].len,
+			 out + sp[i].off);
+		tap_diag("span %zu: off %zu len %zu %s '%s'", i, sp[i].off,
 			 sp[i].len, sp[i].is_content ? "content" : "template",
-			 (int)sp[i].len, out + sp[i].off);
+			 esc(piece, 0));
 		if (sp[i].off != pos)
 			break;
 		pos += sp[i].len;
@@ -552,7 +576,7 @@ static void crashers(void)
 
 int main(void)
 {
-	const char *src = getenv("PARLEY_SRCDIR");
+	const char *src = getenv("top_srcdir");
 
 	snprintf(datadir, sizeof(datadir), "%s/tests/data/template",
 		 src ? src : ".");
