@@ -11,6 +11,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 /* cmd_chat.c: the chat (REPL or one shot) and resuming a conversation */
 int cmd_chat(int argc, char **argv);

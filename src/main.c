@@ -26,6 +26,7 @@ static const struct command commands[] = {
     {"import", cmd_import, "import a conversation from JSON"},
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
+    {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -201,6 +201,9 @@ void tok_scratch_free(struct tok_scratch *sc)
 	free(sc->heap);
 	free(sc->tmp.p);
 	free(sc->tmp2.p);
+	free(sc->cache);
+	free(sc->cache_keys.p);
+	free(sc->cache_ids.v);
 }
 
 /* ---------- loading ---------- */

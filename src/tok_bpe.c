@@ -254,17 +254,92 @@ static void bpe_pop(struct tok_scratch *sc, struct bpe_cand *out)
 		h[i] = last;
 }
 
-/* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. */
+/* The cache slot for chunk S[0..n) with hash H: its entry, or the empty
+   slot where it goes. NULL when there is no cache. */
+static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
+					    const char *s, size_t n,
+					    uint32_t h)
+{
+	uint32_t i = h & (TOK_CACHE_SLOTS - 1);
+
+	if (sc->cache == NULL) {
+		sc->cache = calloc(TOK_CACHE_SLOTS, sizeof(*sc->cache));
+		if (sc->cache == NULL)
+			return NULL;
+	}
+	for (;;) {
+		struct tok_cache_ent *e = &sc->cache[i];
+
+		if (e->key_len == 0 ||
+		    (e->hash == h && e->key_len == n &&
+		     memcmp(sc->cache_keys.p + e->key_off, s, n) == 0))
+			return e;
+		i = (i + 1) & (TOK_CACHE_SLOTS - 1);
+	}
+}
+
+/* Remember that chunk S[0..n) gave OUT->v[from..]. Failure is harmless. */
+static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
+			  const char *s, size_t n, uint32_t h,
+			  const struct tok_ids *out, size_t from)
+{
+	size_t k, cnt = out->n - from;
+
+	if (e == NULL || sc->cache_n >= TOK_CACHE_SLOTS / 2 || cnt > 255)
+		return;
+	e->hash = h;
+	e->key_off = (uint32_t)sc->cache_keys.n;
+	e->ids_off = (uint32_t)sc->cache_ids.n;
+	if (tok_buf_append(&sc->cache_keys, s, n))
+		return;
+	for (k = 0; k < cnt; k++)
+		if (tok_ids_push(&sc->cache_ids, out->v[from + k]))
+			return;
+	e->n_ids = (uint8_t)cnt;
+	e->key_len = (uint8_t)n; /* last: the entry is complete */
+	sc->cache_n++;
+}
+
+static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
+			 const char *s, size_t n, struct tok_ids *out);
+
+/* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. Short
+   chunks go through a cache: the result only depends on the bytes. */
 int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 		  size_t n, struct tok_ids *out)
 {
-	int32_t i, head = -1, prev = -1, cnt = 0;
-	struct bpe_cand c;
+	struct tok_cache_ent *e;
+	size_t from = out->n, k;
+	uint32_t h = 2166136261u;
 
 	if (n == 0)
 		return 0;
 	if (n == 1 && t->byte_id[(unsigned char)s[0]] >= 0)
 		return tok_ids_push(out, t->byte_id[(unsigned char)s[0]]);
+	if (n > TOK_CACHE_MAX_KEY)
+		return tok_bpe_merge(t, sc, s, n, out);
+	for (k = 0; k < n; k++)
+		h = (h ^ (unsigned char)s[k]) * 16777619u;
+	e = bpe_cache_slot(sc, s, n, h);
+	if (e && e->key_len) {
+		for (k = 0; k < e->n_ids; k++)
+			if (tok_ids_push(out, sc->cache_ids.v[e->ids_off + k]))
+				return -1;
+		return 0;
+	}
+	if (tok_bpe_merge(t, sc, s, n, out))
+		return -1;
+	bpe_cache_put(sc, e, s, n, h, out, from);
+	return 0;
+}
+
+/* The merge loop proper over chunk S[0..n). */
+static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
+			 const char *s, size_t n, struct tok_ids *out)
+{
+	int32_t i, head = -1, prev = -1, cnt = 0;
+	struct bpe_cand c;
+
 	if (t->ignore_merges) {
 		size_t k;
 		int32_t id;

@@ -99,6 +99,22 @@ struct tok_scratch {
 	size_t heap_n, heap_cap;
 	struct tok_buf tmp;	/* text rewritten (NFC, U+2581) */
 	struct tok_buf tmp2;	/* second buffer */
+	/* BPE chunk cache: text repeats (" the"), merging need not */
+	struct tok_cache_ent *cache; /* TOK_CACHE_SLOTS slots (owned) */
+	uint32_t cache_n;	/* slots in use, at most half */
+	struct tok_buf cache_keys; /* chunk bytes back to back */
+	struct tok_ids cache_ids;  /* their ids back to back */
+};
+
+#define TOK_CACHE_SLOTS 16384 /* per encode call: ~0.4 MB at most */
+#define TOK_CACHE_MAX_KEY 48  /* longer chunks are not cached */
+
+struct tok_cache_ent {
+	uint32_t hash;	  /* of the chunk bytes; 0 with len 0 = empty */
+	uint32_t key_off; /* into cache_keys */
+	uint32_t ids_off; /* into cache_ids */
+	uint8_t key_len;  /* 1..TOK_CACHE_MAX_KEY, 0 = empty slot */
+	uint8_t n_ids;	  /* ids of the chunk (<= key_len) */
 };
 
 /* tok.c */
