@@ -517,6 +517,8 @@ static int chat_main(int argc, char **argv, bool resume)
 			if (loaded)
 				fprintf(stderr, "[KV cache restored in %.0f "
 					"ms]\n", ms);
+			fprintf(stderr, "[conversation %" PRId64 " resumed]\n",
+				session_conv_id(s));
 		}
 		if (cfg.verbose)
 			fprintf(stderr, "[seed %" PRIu64 "]\n", cfg.samp.seed);

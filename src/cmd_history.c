@@ -86,7 +86,7 @@ static int hist_parse(int argc, char **argv, struct hist_args *a)
 
 	memset(a, 0, sizeof(*a));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+ho:n:", hist_long, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ho:n:", hist_long, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			hist_usage(stdout, argv[0]);

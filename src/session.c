@@ -928,6 +928,18 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 	c.model_fingerprint = "";
 	c.template_name = s->template_name;
 	c.system_prompt = session_base(s) ? s->msgs[0].content : NULL;
+	const struct sampler_config *sc = sampler_config(s->smp);
+	char samp[512];
+
+	snprintf(samp, sizeof(samp),
+		 "{\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
+		 "\"min_p\":%.9g,\"repeat_penalty\":%.9g,\"penalty_last_n\":%d,"
+		 "\"seed\":%llu,\"n_predict\":%d,\"n_ctx\":%d}",
+		 sc->temperature, sc->top_k, sc->top_p, sc->min_p,
+		 sc->repeat_penalty, sc->penalty_last_n,
+		 (unsigned long long)sc->seed, s->n_predict,
+		 engine_n_ctx(s->eng));
+	c.sampling_json = samp;
 	rc = store_conv_create(s->st, &c, &s->conv_id, err, errlen);
 	free(title);
 	return rc == STORE_OK ? 0 : -1;
