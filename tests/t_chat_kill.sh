@@ -1,7 +1,8 @@
 #!/bin/bash
 # t_chat_kill.sh - kill -9 the real parley (one-shot mode, SmolLM2 on the
 # CPU, greedy, short replies) at random moments, CHAT_KILL_RUNS times
-# (default 20) on one database, and check after each kill:
+# (default 20) on one database (most of them while the reply streams),
+# and check after each kill:
 #   - PRAGMA integrity_check = ok (read through SQLite, tests/chat_dump);
 #   - no finished message lost: every message that was finished before
 #     the kill is still there, byte for byte;
@@ -32,8 +33,19 @@ for i in $(seq 1 "$runs"); do
 	"$PARLEY" -m "$model" --db "$db" -p "$p" --temp 0 -n 32 --threads 1 \
 		>"$tmp/out" 2>"$tmp/err" &
 	pid=$!
-	# a random moment 0.1 .. 3.0 s after the start
-	sleep "$((RANDOM % 3)).$(printf '%03d' $((100 + RANDOM % 900)))"
+	# two runs in three: a random moment 0 .. 0.9 s after the reply began
+	# to print (whatever the machine's load); else 0.1 .. 2 s after start
+	if [ $((RANDOM % 3)) -ne 0 ]; then
+		t=0
+		while [ ! -s "$tmp/out" ] && [ $t -lt 1500 ] &&
+			kill -0 "$pid" 2>/dev/null; do
+			sleep 0.02
+			t=$((t + 1))
+		done
+		sleep "0.$(printf '%03d' $((RANDOM % 900)))"
+	else
+		sleep "$((RANDOM % 2)).$(printf '%03d' $((100 + RANDOM % 900)))"
+	fi
 	kill -9 "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	"$dump" "$db" >"$tmp/now" 2>"$tmp/dump.err"
