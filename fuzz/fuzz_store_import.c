@@ -23,7 +23,7 @@ static size_t n_convs(void)
 	char err[256];
 
 	if (store_conv_list(st, STORE_LIST_ARCHIVED, 0, &v, &n, err,
-			    sizeof(err)) == STORE_OK)
+	                    sizeof(err)) == STORE_OK)
 		store_conv_list_free(v, n);
 	return n;
 }
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!st && store_open(":memory:", 0, &st, err, sizeof(err)) != 0)
 		abort();
 	if (store_import_json(st, (const char *)data, size, &id, err,
-			      sizeof(err)) != STORE_OK) {
+	                      sizeof(err)) != STORE_OK) {
 		if (id != 0 || n_convs() != 0)
 			abort(); /* a failed import wrote something */
 		return 0;

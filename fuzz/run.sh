@@ -29,6 +29,19 @@ fi
 if [ "$name" = store_import ]; then
 	cp tests/data/store/seeds/*.json "$corpus/"
 fi
+if [ "$name" = template ]; then
+	cp tests/data/template/templates/*.jinja prompts/templates/*.jinja "$corpus/"
+fi
+if [ "$name" = json ]; then
+	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
+fi
+if [ "$name" = tok ]; then
+	clang -std=c11 -o build-fuzz/seed_tok fuzz/seed_tok.c
+	build-fuzz/seed_tok tests/data/tok/corpus.txt "$corpus"
+fi
+if [ "$name" = tok_load ]; then
+	cp tests/data/tok/tiny-*.gguf "$corpus/"
+fi
 [ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
 mkdir -p build-fuzz/artifacts
 status=0

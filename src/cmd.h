@@ -12,6 +12,10 @@
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+/* parley generate -m FILE -p TEXT -n N: raw completion (cmd_generate.c) */
+int cmd_generate(int argc, char **argv);
+/* parley dev-mkmodel: random-weight GGUF models (cmd_mkmodel.c; hidden) */
+int cmd_mkmodel(int argc, char **argv);
 
 /* cmd_chat.c: the chat (REPL or one shot) and resuming a conversation */
 int cmd_chat(int argc, char **argv);

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cmd.h"
 #include "f16.h"
 #include "gguf.h"
 #include "gguf_write.h"

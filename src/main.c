@@ -27,6 +27,8 @@ static const struct command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
     {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
+    {"generate", cmd_generate, "complete a text with a model (no chat template)"},
+    {"dev-mkmodel", cmd_mkmodel, NULL}, /* hidden: random-weight models */
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -44,8 +46,9 @@ static void usage(FILE *fp)
 	      "Commands:\n",
 	      fp);
 	for (size_t i = 0; i < N_COMMANDS; i++)
-		fprintf(fp, "  %-10s %s\n", commands[i].name,
-			commands[i].summary);
+		if (commands[i].summary != NULL) /* NULL: hidden */
+			fprintf(fp, "  %-10s %s\n", commands[i].name,
+				commands[i].summary);
 	fputs("\n'parley chat --help' lists the chat options (model, sampling,"
 	      "\ncontext, system prompt); 'parley COMMAND --help' describes a "
 	      "command.\n",

@@ -1,10 +1,12 @@
 /*
  * quant.c - ggml's block formats: dequantization and dot products.
  *
- * Layout of the file: block structs; dequantization (one function per type,
- * a transcription of ggml's dequantize_row_*); activation quantization;
- * the integer block kernels (portable C, then AVX2); the dot products, whose
- * float32 part is shared by both kernel sets; the public dispatch.
+ * Layout of the file: ggml's block structs and our activation blocks;
+ * dequantization (one function per type, a transcription of ggml's
+ * dequantize_row_*); K-quant unpacking; activation quantization; the
+ * portable integer block kernels; the dots (float rows, 32-element formats,
+ * K-quants) and the portable kernel table; the AVX2 table (quant_avx2.h);
+ * the public functions.
  *
  * See quant.h for the invariants (bit-exact dequantization, identical
  * results with and without AVX2).
@@ -18,8 +20,16 @@
 
 #include "f16.h"
 
-#ifdef __clang__
+/*
+ * No fused multiply-add anywhere in this file: the dots must give the same
+ * bits on every path (and dequantization must match ggml's rounding), so a
+ * build with -march=... and GNU C (whose default is -ffp-contract=fast)
+ * must not fuse a*b+c. ISO C mode (-std=c11) is off already.
+ */
+#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
 #endif
 
 #define QK 32	 /* elements per block of the 32-element formats */
@@ -795,37 +805,44 @@ typedef void (*isumk_fn)(const void *w, const struct vblk_q8k *v, int64_t nb,
  * The K-quants: super-block i's term (d*dx)*isum - (dmin*dx)*imin is added
  * to one running sum in block order. D_OFF and DMIN_OFF are the byte
  * offsets of the halves d and dmin in a block of BS bytes (DMIN_OFF < 0:
- * none); KERN gives the integer sums.
+ * none); KERN gives the integer sums; HALF converts a float16 exactly.
  */
-static float dot_k(isumk_fn kern, int bs, int d_off, int dmin_off,
-		   const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
+#define DOTK_BODY(HALF)                                                       \
+	int32_t isum[CHUNK], imin[CHUNK];                                     \
+	float sumf = 0.0f;                                                    \
+                                                                              \
+	for (int64_t i0 = 0; i0 < nb; i0 += CHUNK) {                          \
+		const int64_t nc = nb - i0 < CHUNK ? nb - i0 : CHUNK;         \
+                                                                              \
+		kern(row + i0 * bs, v + i0, nc, isum, imin);                  \
+		for (int64_t i = 0; i < nc; i++) {                            \
+			const uint8_t *b = row + (i0 + i) * bs;               \
+			uint16_t h;                                           \
+                                                                              \
+			memcpy(&h, b + d_off, 2);                             \
+			const float d = HALF(h) * v[i0 + i].d;                \
+			float t = d * (float)isum[i];                         \
+                                                                              \
+			if (dmin_off >= 0) {                                  \
+				memcpy(&h, b + dmin_off, 2);                  \
+				const float m = HALF(h) * v[i0 + i].d;        \
+                                                                              \
+				t = t - m * (float)imin[i];                   \
+			}                                                     \
+			sumf += t;                                            \
+		}                                                             \
+	}                                                                     \
+	return sumf
+
+static float dot_k_c(isumk_fn kern, int bs, int d_off, int dmin_off,
+		     const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
 {
-	int32_t isum[CHUNK], imin[CHUNK];
-	float sumf = 0.0f;
-
-	for (int64_t i0 = 0; i0 < nb; i0 += CHUNK) {
-		const int64_t nc = nb - i0 < CHUNK ? nb - i0 : CHUNK;
-
-		kern(row + i0 * bs, v + i0, nc, isum, imin);
-		for (int64_t i = 0; i < nc; i++) {
-			const uint8_t *b = row + (i0 + i) * bs;
-			const float d = blk_half(b, d_off) * v[i0 + i].d;
-			float t = d * (float)isum[i];
-
-			if (dmin_off >= 0) {
-				const float m = blk_half(b, dmin_off) * v[i0 + i].d;
-
-				t = t - m * (float)imin[i];
-			}
-			sumf += t;
-		}
-	}
-	return sumf;
+	DOTK_BODY(f16_to_f32);
 }
 
 /* dot_fn NAME for K-quant BLK, integer kernel KERN: with minimums (2)
  * or without (1). */
-#define DEFINE_DOTK2(NAME, BLK, KERN)                                         \
+#define DEFINE_DOTK2(NAME, BLK, KERN, DOTK)                                         \
 	static void NAME##_k(const void *w, const struct vblk_q8k *v,         \
 			     int64_t nb, int32_t *isum, int32_t *imin)        \
 	{                                                                     \
@@ -833,10 +850,10 @@ static float dot_k(isumk_fn kern, int bs, int d_off, int dmin_off,
 	}                                                                     \
 	static float NAME(const void *row, const void *vec, int64_t n)        \
 	{                                                                     \
-		return dot_k(NAME##_k, sizeof(BLK), offsetof(BLK, d),         \
-			     offsetof(BLK, dmin), row, vec, n / QK_K);        \
+		return DOTK(NAME##_k, sizeof(BLK), offsetof(BLK, d),          \
+			    offsetof(BLK, dmin), row, vec, n / QK_K);         \
 	}
-#define DEFINE_DOTK1(NAME, BLK, KERN)                                         \
+#define DEFINE_DOTK1(NAME, BLK, KERN, DOTK)                                         \
 	static void NAME##_k(const void *w, const struct vblk_q8k *v,         \
 			     int64_t nb, int32_t *isum, int32_t *imin)        \
 	{                                                                     \
@@ -845,15 +862,15 @@ static float dot_k(isumk_fn kern, int bs, int d_off, int dmin_off,
 	}                                                                     \
 	static float NAME(const void *row, const void *vec, int64_t n)        \
 	{                                                                     \
-		return dot_k(NAME##_k, sizeof(BLK), offsetof(BLK, d), -1,     \
-			     row, vec, n / QK_K);                             \
+		return DOTK(NAME##_k, sizeof(BLK), offsetof(BLK, d), -1,      \
+			    row, vec, n / QK_K);                              \
 	}
 
-DEFINE_DOTK2(dot_q2_K_c, struct blk_q2_K, isum_q2_K_c)
-DEFINE_DOTK1(dot_q3_K_c, struct blk_q3_K, isum_q3_K_c)
-DEFINE_DOTK2(dot_q4_K_c, struct blk_q4_K, isum_q4_K_c)
-DEFINE_DOTK2(dot_q5_K_c, struct blk_q5_K, isum_q5_K_c)
-DEFINE_DOTK1(dot_q6_K_c, struct blk_q6_K, isum_q6_K_c)
+DEFINE_DOTK2(dot_q2_K_c, struct blk_q2_K, isum_q2_K_c, dot_k_c)
+DEFINE_DOTK1(dot_q3_K_c, struct blk_q3_K, isum_q3_K_c, dot_k_c)
+DEFINE_DOTK2(dot_q4_K_c, struct blk_q4_K, isum_q4_K_c, dot_k_c)
+DEFINE_DOTK2(dot_q5_K_c, struct blk_q5_K, isum_q5_K_c, dot_k_c)
+DEFINE_DOTK1(dot_q6_K_c, struct blk_q6_K, isum_q6_K_c, dot_k_c)
 
 /* dot_fn for a float format. */
 #define DEFINE_DOTF(NAME, BODY, WT)                                           \
@@ -890,8 +907,8 @@ static bool quant_simd_wanted = true; /* quant_set_simd */
 static const struct kernels *quant_kernels(void)
 {
 #ifdef QUANT_HAVE_AVX2
-	if (quant_simd_wanted && __builtin_cpu_supports("avx2") &&
-	    __builtin_cpu_supports("f16c"))
+	/* every AVX2 CPU has F16C (clang 14 cannot test for "f16c") */
+	if (quant_simd_wanted && __builtin_cpu_supports("avx2"))
 		return &kernels_avx2;
 #endif
 	return &kernels_c;

@@ -10,24 +10,26 @@
  *    alignment is assumed (Q8_0 blocks are 34 bytes).
  * 2. quant_dequant_row is bit-exact with ggml's dequantize_row_* (and with
  *    gguf-py's numpy dequantization): the same float operations in the same
- *    order. The build must not contract a*b+c into FMA for this file
- *    (-std=c11 implies -ffp-contract=off with GCC; clang is told by pragma).
+ *    order. quant.c forbids FMA contraction for itself (pragmas for GCC and
+ *    clang), so -march=native or GNU C mode cannot change a result.
  * 3. Dot products first convert the activation vector once
  *    (quant_vec_prepare), then dot it with many rows (quant_dot):
- *      - F32, F16, BF16 rows: x stays float32; exact weights, float32 sums.
- *      - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 rows: x is quantized to int8 blocks of
- *        32 with a float32 scale d = amax/127 (llama.cpp's Q8_0/Q8_1 with
- *        the scale kept in float32 instead of float16).
- *      - Q2_K..Q6_K rows: x is quantized to blocks of 256 (llama.cpp's Q8_K:
- *        float32 scale, int8 quants, int16 sums of each 16).
- *    Inside a block the products are summed in exact integer arithmetic; the
- *    float32 combination of block sums is done in block order by one shared
- *    piece of C, so the AVX2 path (chosen at run time when the CPU has it)
- *    and the portable path give bit-identical results.
+ *      - F32, F16, BF16 rows: x stays float32 (exact weights, float32 sums
+ *        in 16 interleaved running sums added pairwise).
+ *      - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 rows: x is quantized per 32 to int8
+ *        with a float32 scale d = amax/127, q = round(x/d) (llama.cpp's
+ *        Q8_0/Q8_1 with the scale kept in float32, not float16); the vector
+ *        holds the scales, d * sum(q) and the quants as three arrays.
+ *      - Q2_K..Q6_K rows: x is quantized per 256 the same way (llama.cpp's
+ *        Q8_K layout: float32 scale, int8 quants, int16 sums of each 16).
+ *    Inside a block the products are summed in exact integer arithmetic;
+ *    the float32 operations combining block sums are the same, in the same
+ *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2)
+ *    and in the portable C, so both give bit-identical results.
  * 4. Precision of quant_dot against the exact dot of the dequantized row
- *    with x: each activation is off by at most about d/2 (d = its block's
- *    amax/127), so |error| <= sum_i |w_i| * amax(block of i)/254 plus float
- *    rounding (t_quant checks this bound).
+ *    with x: each activation is off by at most 0.5001 * amax(its block)/127,
+ *    so |error| <= sum_i |w_i| * 0.5001 * amax_i / 127 plus the float32
+ *    rounding of one term per block (t_quant checks this bound).
  * 5. Calling these with a type quant_can_compute rejects is a caller bug:
  *    dequantization writes NaNs and quant_dot returns NaN. Use
  *    quant_check_tensor when loading.

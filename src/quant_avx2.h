@@ -2,11 +2,16 @@
  * quant_avx2.h - the AVX2 kernels of quant.c (included by quant.c only).
  *
  * Compiled with __attribute__((target("avx2,f16c"))) and chosen at run time
- * (quant_kernels), so the build needs no -mavx2. Each integer kernel
- * computes exactly the integers its portable twin in quant.c computes; the
- * float kernels are the portable C compiled for AVX2 (the same operations
- * in the same order: no FMA is enabled, nothing is reassociated), so the
- * results are bit-identical. Kernels absent here use the portable ones.
+ * (quant_kernels), so the build needs no -mavx2. What makes them give the
+ * portable kernels' bits exactly:
+ *   - integer block sums are exact whatever the order;
+ *   - the float32 operations on them are the portable ones, lane for lane:
+ *     the 32-element formats keep the portable code's eight running sums
+ *     (block i in sum i % 8) in one register, multiply then add (FMA is
+ *     neither enabled nor contracted), and finish with the same tail and
+ *     pairwise tree; F16C conversions are exact like f16_to_f32;
+ *   - the K-quants share dot_k's float part with the portable path.
+ * Types without an AVX2 kernel here (Q2_K, Q3_K, Q5_K) use the portable ones.
  *
  * The byte tricks are llama.cpp's (ggml-cpu/arch/x86/quants.c):
  * _mm256_maddubs_epi16 needs an unsigned first operand, so signed weights
@@ -133,6 +138,7 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 			__m256i p[8];                                         \
 			uint16_t dh[8], mh[8];                                \
                                                                               \
+			_Pragma("GCC unroll 8")                               \
 			for (int k = 0; k < 8; k++) {                         \
 				p[k] = PROD(&w[i + k], _mm256_loadu_si256(    \
 				    (const __m256i *)v.qs[i + k]));           \
@@ -172,28 +178,49 @@ DEFINE_DOT32_AVX2(dot_q5_0_avx2, struct blk_q5_0, avx2_prod_q5_0, 0)
 DEFINE_DOT32_AVX2(dot_q5_1_avx2, struct blk_q5_1, avx2_prod_q5_1, 1)
 DEFINE_DOT32_AVX2(dot_q8_0_avx2, struct blk_q8_0, avx2_prod_q8_0, 0)
 
+/* Shuffles for _mm256_shuffle_epi8: row J repeats int16 lane J of each
+ * 128-bit half in all eight lanes of that half. */
+static const uint8_t avx2_k4_shuffle[8][32] __attribute__((aligned(32))) = {
+#define K4(j) {2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
+	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1}
+	K4(0), K4(1), K4(2), K4(3), K4(4), K4(5), K4(6), K4(7),
+#undef K4
+};
+
 AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k *v,
 				int64_t nb, int32_t *isum, int32_t *imin)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
 
 	for (int64_t i = 0; i < nb; i++) {
-		uint8_t sm[16];
-		__m256i acc = _mm256_setzero_si256();
+		uint32_t u[3];
 
-		q4k_unpack(w[i].scales, sm);
+		/* q4k_unpack in registers: int16 lanes 0..7 scales, 8..15 mins */
+		memcpy(u, w[i].scales, 12);
+		const uint32_t u3 = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+		const uint32_t u2 = u[1] & 0x3f3f3f3fu;
+		const uint32_t u1 = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+		const uint32_t u0 = u[0] & 0x3f3f3f3fu;
+		const __m256i sm = _mm256_cvtepu8_epi16(
+		    _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0));
+		const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+
 		/* imin: mins . (sums of 32 activations), as pairs of bsums */
 		{
 			const __m256i bs = _mm256_loadu_si256((const __m256i *)v[i].bsums);
 			const __m128i b8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
 							  _mm256_extracti128_si256(bs, 1));
-			const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 8)));
-			__m128i s = _mm_madd_epi16(mn, b8);
+			__m128i t = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), b8);
 
-			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-			imin[i] = _mm_cvtsi128_si32(s);
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+			imin[i] = _mm_cvtsi128_si32(t);
 		}
+		__m256i acc = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
+
+		_Pragma("GCC unroll 4")
 		for (int j = 0; j < 4; j++) {
 			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
 			const __m256i xl = _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j));
@@ -201,13 +228,26 @@ AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k 
 			const __m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl);
 			const __m256i ph = _mm256_maddubs_epi16(
 			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh);
+			const __m256i sl = _mm256_shuffle_epi8(
+			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j]));
+			const __m256i sh = _mm256_shuffle_epi8(
+			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j + 1]));
 
-			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, _mm256_set1_epi16(sm[2 * j])));
-			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(ph, _mm256_set1_epi16(sm[2 * j + 1])));
+			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, sl));
+			acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, sh));
 		}
-		isum[i] = avx2_hsum_i32(acc);
+		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
 	}
 }
+
+/* Shuffles for _mm_shuffle_epi8: row G repeats bytes 2G and 2G+1 eight
+ * times each (widened, int16 lanes 0..7 = byte 2G, lanes 8..15 = 2G+1). */
+static const uint8_t avx2_pair_shuffle[8][16] __attribute__((aligned(16))) = {
+#define PAIR(g) {2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, \
+		 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1}
+	PAIR(0), PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6), PAIR(7),
+#undef PAIR
+};
 
 AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k *v,
 				int64_t nb, int32_t *isum)
@@ -215,13 +255,12 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
 
 	for (int64_t i = 0; i < nb; i++) {
-		const int8_t *sc = w[i].scales;
-		__m256i acc = _mm256_setzero_si256();
-		int32_t corr = 0;
+		const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
+		/* weights as q + 32 in 0..63 (unsigned): subtract 32 * scale . bsums */
+		__m256i acc = _mm256_madd_epi16(
+		    _mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)v[i].bsums));
 
-		/* weights as q + 32 in 0..63 (unsigned); subtract 32 * sum x later */
-		for (int j = 0; j < 16; j++)
-			corr += sc[j] * v[i].bsums[j];
+		acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(acc, 5));
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
 			const int8_t *x = v[i].qs + 128 * h;
@@ -237,18 +276,17 @@ AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k 
 			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
 					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
 			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
 			for (int k = 0; k < 4; k++) {
-				const int s = 8 * h + 2 * k;
 				const __m256i p = _mm256_maddubs_epi16(
 				    q[k], _mm256_loadu_si256((const __m256i *)(x + 32 * k)));
-				const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]),
-								     _mm_set1_epi16(sc[s]));
+				const __m256i scv = _mm256_cvtepi8_epi16(
+				    _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)avx2_pair_shuffle[4 * h + k])));
 
 				acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
 			}
 		}
-		isum[i] = avx2_hsum_i32(acc) - 32 * corr;
+		isum[i] = avx2_hsum_i32(acc);
 	}
 }
 
@@ -290,8 +328,15 @@ AVX2 static float dot_bf16_avx2(const void *row, const void *vec, int64_t n)
 	return dot_bf16_body(row, vec, n);
 }
 
-DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2)
-DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2)
+/* The float part of the K-quant dots, with F16C conversions. */
+AVX2 static float dot_k_avx2(isumk_fn kern, int bs, int d_off, int dmin_off,
+			     const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
+{
+	DOTK_BODY(_cvtsh_ss);
+}
+
+DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2, dot_k_avx2)
+DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2, dot_k_avx2)
 
 static const struct kernels kernels_avx2 = {
 	.dot = {[QTYPE_F32] = dot_f32_avx2,

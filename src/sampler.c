@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SAMPLER_MAX_VOCAB (1 << 30)
-#define SAMPLER_TOPP_FIRST 256 /* first partial selection for top_p */
-#define SAMPLER_HEAP_MAX 4096  /* top_k up to this: one pass with a heap */
+#define SAMPLER_MAX_VOCAB  (1 << 30)
+#define SAMPLER_TOPP_FIRST 256  /* first partial selection for top_p */
+#define SAMPLER_HEAP_MAX   4096 /* top_k up to this: one pass with a heap */
 
 /* One candidate token during a sampling step. */
 struct cand {
@@ -22,13 +22,13 @@ struct cand {
 
 struct sampler {
 	struct sampler_config cfg; /* copied at creation, never changed */
-	int32_t n_vocab;	   /* ids are 0..n_vocab-1 */
-	uint64_t rng[4];	   /* xoshiro256** state, never all zero */
-	struct cand *cand;	   /* n_vocab entries of scratch (owned) */
-	int32_t *win;		   /* penalty window scratch (owned) */
-	struct cand *pen;	   /* penalised ids, ascending id (owned) */
-	size_t n_pen;		   /* entries used in pen this step */
-	size_t win_cap;		   /* entries allocated in win and pen */
+	int32_t n_vocab;           /* ids are 0..n_vocab-1 */
+	uint64_t rng[4];           /* xoshiro256** state, never all zero */
+	struct cand *cand;         /* n_vocab entries of scratch (owned) */
+	int32_t *win;              /* penalty window scratch (owned) */
+	struct cand *pen;          /* penalised ids, ascending id (owned) */
+	size_t n_pen;              /* entries used in pen this step */
+	size_t win_cap;            /* entries allocated in win and pen */
 };
 
 /* splitmix64: expands a 64-bit seed into well-mixed words. */
@@ -90,7 +90,7 @@ void sampler_config_default(struct sampler_config *c)
 }
 
 int sampler_config_check(const struct sampler_config *c, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	const char *what = NULL;
 
@@ -118,15 +118,16 @@ int sampler_config_check(const struct sampler_config *c, char *err,
 }
 
 struct sampler *sampler_new(const struct sampler_config *c, int32_t n_vocab,
-			    char *err, size_t errlen)
+                            char *err, size_t errlen)
 {
 	struct sampler *s;
 
 	if (sampler_config_check(c, err, errlen) != 0)
 		return NULL;
 	if (n_vocab < 1 || n_vocab > SAMPLER_MAX_VOCAB) {
-		snprintf(err, errlen, "sampler: vocabulary size %ld out of range",
-			 (long)n_vocab);
+		snprintf(err, errlen,
+		         "sampler: vocabulary size %ld out of range",
+		         (long)n_vocab);
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -135,7 +136,7 @@ struct sampler *sampler_new(const struct sampler_config *c, int32_t n_vocab,
 	if (!s || !s->cand) {
 		free(s);
 		snprintf(err, errlen, "sampler: out of memory for %ld ids",
-			 (long)n_vocab);
+		         (long)n_vocab);
 		return NULL;
 	}
 	s->cfg = *c;
@@ -253,8 +254,8 @@ static int cmp_i32(const void *pa, const void *pb)
  * modifying the caller's logits.
  */
 static int sampler_penalize(struct sampler *s, const float *logits,
-			    const int32_t *hist, size_t n_hist, char *err,
-			    size_t errlen)
+                            const int32_t *hist, size_t n_hist, char *err,
+                            size_t errlen)
 {
 	const struct sampler_config *g = &s->cfg;
 	size_t w = n_hist, n = 0;
@@ -274,8 +275,8 @@ static int sampler_penalize(struct sampler *s, const float *logits,
 			s->win = p;
 		if (!q) {
 			snprintf(err, errlen,
-				 "sampler: out of memory for a window of %zu",
-				 w);
+			         "sampler: out of memory for a window of %zu",
+			         w);
 			return -1;
 		}
 		s->pen = q;
@@ -295,8 +296,8 @@ static int sampler_penalize(struct sampler *s, const float *logits,
 			l *= g->repeat_penalty;
 		else
 			l /= g->repeat_penalty;
-		l -= (float)(j - i) * g->frequency_penalty +
-		     g->presence_penalty;
+		l -=
+		    (float)(j - i) * g->frequency_penalty + g->presence_penalty;
 		s->pen[s->n_pen].id = s->win[i];
 		s->pen[s->n_pen++].logit = l;
 		i = j;
@@ -308,7 +309,7 @@ static int sampler_penalize(struct sampler *s, const float *logits,
 static int32_t bad_logit(float l, int32_t i, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "sampler: logit %ld is %s", (long)i,
-		 l != l ? "NaN" : "+inf");
+	         l != l ? "NaN" : "+inf");
 	return -1;
 }
 
@@ -341,14 +342,14 @@ static void heap_replace_root(struct cand *h, size_t n, struct cand x)
  * every logit is -inf.
  */
 static int sampler_scan_top(struct sampler *s, const float *logits, size_t k,
-			    char *err, size_t errlen)
+                            char *err, size_t errlen)
 {
 	struct cand *h = s->cand;
 	size_t n = 0, p = 0;
 	bool any = false;
 
 	for (int32_t i = 0; i < s->n_vocab; i++) {
-		struct cand x = { logits[i], i };
+		struct cand x = {logits[i], i};
 
 		if (x.logit != x.logit || x.logit == INFINITY)
 			return bad_logit(x.logit, i, err, errlen);
@@ -369,7 +370,7 @@ static int sampler_scan_top(struct sampler *s, const float *logits, size_t k,
 	}
 	if (!any) {
 		snprintf(err, errlen, "sampler: all %ld logits are -inf",
-			 (long)s->n_vocab);
+		         (long)s->n_vocab);
 		return -1;
 	}
 	qsort(h, n, sizeof(*h), cand_cmp);
@@ -399,8 +400,8 @@ static size_t sampler_min_p(struct cand *c, size_t n, float min_p)
  * length. The mass is taken over all n candidates (what stage 3 left),
  * even when min_p will cut further: the two stages commute.
  */
-static size_t sampler_top_p(struct cand *c, size_t n, double mass_sum,
-			    float mx, float top_p, bool sorted)
+static size_t sampler_top_p(struct cand *c, size_t n, double mass_sum, float mx,
+                            float top_p, bool sorted)
 {
 	double target = (double)top_p * mass_sum;
 	size_t m = sorted ? n : SAMPLER_TOPP_FIRST;
@@ -436,7 +437,7 @@ static size_t cand_argmax(const struct cand *c, size_t n)
 
 /* Fill the raw part of REP from the logits as given. */
 static void sampler_report_raw(const struct sampler *s, const float *logits,
-			       int32_t chosen, struct sampler_report *rep)
+                               int32_t chosen, struct sampler_report *rep)
 {
 	int32_t V = s->n_vocab, want = s->cfg.n_probs;
 	float mx = -INFINITY;
@@ -462,20 +463,20 @@ static void sampler_report_raw(const struct sampler *s, const float *logits,
 	rep->chosen_raw_prob = (float)exp((double)logits[chosen] - lse);
 	/* top-N by insertion into a sorted array of at most want entries */
 	for (int32_t i = 0; i < V && want > 0; i++) {
-		struct cand x = { logits[i], i };
+		struct cand x = {logits[i], i};
 		int32_t j;
 
 		if (nt == want) {
-			struct cand last = { rep->top[nt - 1].logit,
-					     rep->top[nt - 1].id };
+			struct cand last = {rep->top[nt - 1].logit,
+			                    rep->top[nt - 1].id};
 
 			if (!cand_gt(&x, &last))
 				continue;
 			nt--;
 		}
 		for (j = nt; j > 0; j--) {
-			struct cand y = { rep->top[j - 1].logit,
-					  rep->top[j - 1].id };
+			struct cand y = {rep->top[j - 1].logit,
+			                 rep->top[j - 1].id};
 
 			if (!cand_gt(&x, &y))
 				break;
@@ -495,8 +496,8 @@ static void sampler_report_raw(const struct sampler *s, const float *logits,
 }
 
 int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
-		       const int32_t *hist, size_t n_hist,
-		       struct sampler_report *rep, char *err, size_t errlen)
+                       const int32_t *hist, size_t n_hist,
+                       struct sampler_report *rep, char *err, size_t errlen)
 {
 	const struct sampler_config *g = &s->cfg;
 	struct cand *c = s->cand;
@@ -508,8 +509,8 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 
 	if (n_vocab != s->n_vocab) {
 		snprintf(err, errlen,
-			 "sampler: %ld logits given, vocabulary has %ld",
-			 (long)n_vocab, (long)s->n_vocab);
+		         "sampler: %ld logits given, vocabulary has %ld",
+		         (long)n_vocab, (long)s->n_vocab);
 		return -1;
 	}
 	if (sampler_penalize(s, logits, hist, n_hist, err, errlen) != 0)
@@ -532,7 +533,7 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 	    g->top_k <= SAMPLER_HEAP_MAX) {
 		/* stage 3: top_k in one pass */
 		if (sampler_scan_top(s, logits, (size_t)g->top_k, err,
-				     errlen) != 0)
+		                     errlen) != 0)
 			return -1;
 		n = (size_t)g->top_k;
 		sorted = true;
@@ -551,8 +552,9 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 			c[i].id = i;
 		}
 		if (!any) {
-			snprintf(err, errlen, "sampler: all %ld logits are -inf",
-				 (long)n_vocab);
+			snprintf(err, errlen,
+			         "sampler: all %ld logits are -inf",
+			         (long)n_vocab);
 			return -1;
 		}
 		if (g->top_k > 0 && (size_t)g->top_k < n) { /* stage 3 */
@@ -603,9 +605,9 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 	}
 	if (rep) {
 		rep->chosen = c[pick].id;
-		rep->chosen_prob = (float)(exp(((double)c[pick].logit - mx) /
-					       g->temperature) /
-					   sum);
+		rep->chosen_prob =
+		    (float)(exp(((double)c[pick].logit - mx) / g->temperature) /
+		            sum);
 		rep->entropy = (float)(log(sum) - acc / sum);
 		rep->n_kept = kept;
 		sampler_report_raw(s, logits, c[pick].id, rep);

@@ -67,16 +67,16 @@
 
 /* Sampling options; sampler_config_default() fills in the defaults below. */
 struct sampler_config {
-	float temperature;	 /* 0.8; <= 0 means greedy */
-	int32_t top_k;		 /* 40; <= 0 disables */
-	float top_p;		 /* 0.95; >= 1 disables; must be > 0 */
-	float min_p;		 /* 0.05; <= 0 disables; must be <= 1 */
-	float repeat_penalty;	 /* 1.0 (off); must be > 0 */
+	float temperature;       /* 0.8; <= 0 means greedy */
+	int32_t top_k;           /* 40; <= 0 disables */
+	float top_p;             /* 0.95; >= 1 disables; must be > 0 */
+	float min_p;             /* 0.05; <= 0 disables; must be <= 1 */
+	float repeat_penalty;    /* 1.0 (off); must be > 0 */
 	float frequency_penalty; /* 0.0 (off) */
-	float presence_penalty;	 /* 0.0 (off) */
-	int32_t penalty_last_n;	 /* 64 ids of history; 0 disables; -1 = all */
-	uint64_t seed;		 /* 0; the session picks one and records it */
-	int32_t n_probs;	 /* 0; top-N entries to report (<= MAX_PROBS) */
+	float presence_penalty;  /* 0.0 (off) */
+	int32_t penalty_last_n;  /* 64 ids of history; 0 disables; -1 = all */
+	uint64_t seed;           /* 0; the session picks one and records it */
+	int32_t n_probs;         /* 0; top-N entries to report (<= MAX_PROBS) */
 };
 
 /* One reported candidate, from the raw distribution. */
@@ -89,14 +89,14 @@ struct sampler_cand {
 
 /* What one sampling step saw; filled when a report pointer is passed. */
 struct sampler_report {
-	int32_t chosen;		      /* the returned id */
-	float chosen_prob;	      /* in the sampled distribution */
-	float chosen_raw_prob;	      /* in the raw distribution */
-	float chosen_raw_logprob;     /* ln of the above */
-	float entropy;		      /* nats, sampled distribution */
-	float raw_entropy;	      /* nats, raw distribution (whole vocab) */
-	int32_t n_kept;		      /* candidates left after truncation */
-	int32_t n_top;		      /* entries used in top[] (min(n_probs, V)) */
+	int32_t chosen;           /* the returned id */
+	float chosen_prob;        /* in the sampled distribution */
+	float chosen_raw_prob;    /* in the raw distribution */
+	float chosen_raw_logprob; /* ln of the above */
+	float entropy;            /* nats, sampled distribution */
+	float raw_entropy;        /* nats, raw distribution (whole vocab) */
+	int32_t n_kept;           /* candidates left after truncation */
+	int32_t n_top;            /* entries used in top[] (min(n_probs, V)) */
 	struct sampler_cand top[SAMPLER_MAX_PROBS]; /* by raw logit, desc */
 };
 
@@ -107,7 +107,7 @@ void sampler_config_default(struct sampler_config *c);
 
 /* 0 when C is usable; otherwise -1 and a message naming the field. */
 int sampler_config_check(const struct sampler_config *c, char *err,
-			 size_t errlen);
+                         size_t errlen);
 
 /*
  * A new sampler for a vocabulary of N_VOCAB ids (1..2^30), seeded from
@@ -115,7 +115,7 @@ int sampler_config_check(const struct sampler_config *c, char *err,
  * bad configuration or out of memory. Free with sampler_free().
  */
 struct sampler *sampler_new(const struct sampler_config *c, int32_t n_vocab,
-			    char *err, size_t errlen);
+                            char *err, size_t errlen);
 
 /* Free S and everything it owns. NULL is allowed. */
 void sampler_free(struct sampler *s);
@@ -136,8 +136,8 @@ const struct sampler_config *sampler_config(const struct sampler *s);
  * -inf, n_vocab mismatch).
  */
 int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
-		       const int32_t *hist, size_t n_hist,
-		       struct sampler_report *rep, char *err, size_t errlen);
+                       const int32_t *hist, size_t n_hist,
+                       struct sampler_report *rep, char *err, size_t errlen);
 
 /*
  * The PRNG, exposed for tests and for callers that need reproducible

@@ -9,26 +9,26 @@
 #include <string.h>
 
 struct stopstr {
-	char **stop;	 /* n stop strings (owned, NUL-terminated) */
-	size_t *len;	 /* n lengths */
-	size_t n;	 /* number of stop strings */
-	char *buf;	 /* pending text: held tail, then the new piece */
-	size_t used;	 /* bytes in buf */
-	size_t cap;	 /* bytes allocated in buf */
-	char *out;	 /* released text of the last call (owned) */
-	size_t out_cap;	 /* bytes allocated in out */
-	bool stopped;	 /* a stop string was found */
-	int which;	 /* its index, else -1 */
+	char **stop;    /* n stop strings (owned, NUL-terminated) */
+	size_t *len;    /* n lengths */
+	size_t n;       /* number of stop strings */
+	char *buf;      /* pending text: held tail, then the new piece */
+	size_t used;    /* bytes in buf */
+	size_t cap;     /* bytes allocated in buf */
+	char *out;      /* released text of the last call (owned) */
+	size_t out_cap; /* bytes allocated in out */
+	bool stopped;   /* a stop string was found */
+	int which;      /* its index, else -1 */
 };
 
 struct stopstr *stopstr_new(const char *const *stops, size_t n, char *err,
-			    size_t errlen)
+                            size_t errlen)
 {
 	struct stopstr *d;
 
 	if (n > STOPSTR_MAX_STRINGS) {
-		snprintf(err, errlen, "stop strings: %zu given, at most %d",
-			 n, STOPSTR_MAX_STRINGS);
+		snprintf(err, errlen, "stop strings: %zu given, at most %d", n,
+		         STOPSTR_MAX_STRINGS);
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -36,8 +36,8 @@ struct stopstr *stopstr_new(const char *const *stops, size_t n, char *err,
 
 		if (l == 0 || l > STOPSTR_MAX_LEN) {
 			snprintf(err, errlen,
-				 "stop string %zu: length %zu not in 1..%d", i,
-				 l, STOPSTR_MAX_LEN);
+			         "stop string %zu: length %zu not in 1..%d", i,
+			         l, STOPSTR_MAX_LEN);
 			return NULL;
 		}
 	}
@@ -114,8 +114,10 @@ static size_t utf8_incomplete_tail(const unsigned char *b, size_t n)
 
 		if ((c & 0xc0) == 0x80)
 			continue; /* continuation byte: look further back */
-		need = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c < 0xf0 ? 3
-					: c >= 0xc2 && c < 0xe0 ? 2 : 1;
+		need = c >= 0xf0 && c <= 0xf4  ? 4
+		       : c >= 0xe0 && c < 0xf0 ? 3
+		       : c >= 0xc2 && c < 0xe0 ? 2
+		                               : 1;
 		return need > k ? k : 0;
 	}
 	return 0;
@@ -123,7 +125,7 @@ static size_t utf8_incomplete_tail(const unsigned char *b, size_t n)
 
 /* Move B[0..n) into the output slot. */
 static int set_out(struct stopstr *d, const char *b, size_t n,
-		   struct stopstr_out *out)
+                   struct stopstr_out *out)
 {
 	if (grow(&d->out, &d->out_cap, n + 1) != 0)
 		return -1;
@@ -137,13 +139,13 @@ static int set_out(struct stopstr *d, const char *b, size_t n,
 }
 
 int stopstr_feed(struct stopstr *d, const char *piece, size_t len,
-		 struct stopstr_out *out, char *err, size_t errlen)
+                 struct stopstr_out *out, char *err, size_t errlen)
 {
 	size_t best = SIZE_MAX, hold = 0, emit;
 
-	if (d->stopped || (len > 0 && (d->used > SIZE_MAX - len ||
-				       grow(&d->buf, &d->cap,
-					    d->used + len + 1) != 0))) {
+	if (d->stopped ||
+	    (len > 0 && (d->used > SIZE_MAX - len ||
+	                 grow(&d->buf, &d->cap, d->used + len + 1) != 0))) {
 		if (d->stopped)
 			return set_out(d, "", 0, out) == 0 ? 0 : -1;
 		snprintf(err, errlen, "stop strings: out of memory");
@@ -158,8 +160,8 @@ int stopstr_feed(struct stopstr *d, const char *piece, size_t len,
 		size_t left = d->used;
 
 		while (left >= d->len[i]) {
-			const char *p = memchr(h, d->stop[i][0],
-					       left - d->len[i] + 1);
+			const char *p =
+			    memchr(h, d->stop[i][0], left - d->len[i] + 1);
 			size_t at;
 
 			if (!p)

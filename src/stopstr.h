@@ -32,17 +32,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define STOPSTR_MAX_STRINGS 64	 /* stop strings per detector */
-#define STOPSTR_MAX_LEN 1024	 /* bytes per stop string */
+#define STOPSTR_MAX_STRINGS 64   /* stop strings per detector */
+#define STOPSTR_MAX_LEN     1024 /* bytes per stop string */
 
 struct stopstr;
 
 /* What one feed or flush released. Pointers are valid until the next call. */
 struct stopstr_out {
 	const char *text; /* bytes safe to show and store (owned by detector) */
-	size_t len;	  /* length of text */
-	bool stopped;	  /* a stop string was found (now or earlier) */
-	int which;	  /* index of the stop string found, else -1 */
+	size_t len;       /* length of text */
+	bool stopped;     /* a stop string was found (now or earlier) */
+	int which;        /* index of the stop string found, else -1 */
 };
 
 /*
@@ -52,7 +52,7 @@ struct stopstr_out {
  * stopstr_free().
  */
 struct stopstr *stopstr_new(const char *const *stops, size_t n, char *err,
-			    size_t errlen);
+                            size_t errlen);
 
 /* Free D. NULL is allowed. */
 void stopstr_free(struct stopstr *d);
@@ -65,7 +65,7 @@ void stopstr_reset(struct stopstr *d);
  * -1 with a message when out of memory (nothing is released then).
  */
 int stopstr_feed(struct stopstr *d, const char *piece, size_t len,
-		 struct stopstr_out *out, char *err, size_t errlen);
+                 struct stopstr_out *out, char *err, size_t errlen);
 
 /* Release the held tail (the reply ended without a stop string). */
 void stopstr_flush(struct stopstr *d, struct stopstr_out *out);

@@ -6,6 +6,8 @@
 #include "store_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +18,28 @@
 #define STORE_MAX_DEPTH 1000000 /* bound on parent chains (no cycles) */
 
 /* The columns of a message row, in the order read_msg expects. */
-#define MSG_COLS                                                          \
-	"m.id, m.conversation_id, m.parent_id, m.role, m.content, "       \
-	"m.n_tokens, m.n_prompt_tokens, m.prefill_ms, m.decode_ms, "      \
-	"m.finish, m.created, m.updated, "                                \
-	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "     \
-	"m.conversation_id AND s.parent_id IS m.parent_id), "             \
-	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "     \
+#define MSG_COLS                                                               \
+	"m.id, m.conversation_id, m.parent_id, m.role, m.content, "            \
+	"m.n_tokens, m.n_prompt_tokens, m.prefill_ms, m.decode_ms, "           \
+	"m.finish, m.created, m.updated, "                                     \
+	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "          \
+	"m.conversation_id AND s.parent_id IS m.parent_id), "                  \
+	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "          \
 	"m.conversation_id AND s.parent_id IS m.parent_id AND s.id < m.id)"
 
 /* The columns of a conversation row, in the order read_conv expects. */
-#define CONV_COLS                                                         \
-	"c.id, c.title, c.model_path, c.model_size, c.model_fingerprint, "  \
-	"c.template, c.system_prompt, c.sampling, c.created, c.updated, "   \
-	"c.archived, "                                                      \
-	"COALESCE((SELECT l.id FROM messages l WHERE l.id = c.leaf_id "     \
-	"AND l.conversation_id = c.id), (SELECT max(l.id) FROM messages l " \
-	"WHERE l.conversation_id = c.id), 0), "                             \
+#define CONV_COLS                                                              \
+	"c.id, c.title, c.model_path, c.model_size, c.model_fingerprint, "     \
+	"c.template, c.system_prompt, c.sampling, c.created, c.updated, "      \
+	"c.archived, "                                                         \
+	"COALESCE((SELECT l.id FROM messages l WHERE l.id = c.leaf_id "        \
+	"AND l.conversation_id = c.id), (SELECT max(l.id) FROM messages l "    \
+	"WHERE l.conversation_id = c.id), 0), "                                \
 	"(SELECT count(*) FROM messages n WHERE n.conversation_id = c.id)"
 
-static const char *const role_names[] = { "system", "user", "assistant" };
-static const char *const finish_names[] = { NULL, "stop", "length",
-					    "interrupted", "error" };
+static const char *const role_names[] = {"system", "user", "assistant"};
+static const char *const finish_names[] = {NULL, "stop", "length",
+                                           "interrupted", "error"};
 
 const char *store_role_name(enum store_role r)
 {
@@ -76,7 +78,7 @@ int64_t store_now_ms(void)
 /* Errors ------------------------------------------------------------------ */
 
 int store_errf(struct store *st, int code, char *err, size_t errlen,
-	       const char *fmt, ...)
+               const char *fmt, ...)
 {
 	va_list ap;
 	int n = 0;
@@ -94,40 +96,40 @@ int store_errf(struct store *st, int code, char *err, size_t errlen,
 }
 
 int store_fail(struct store *st, int rc, const char *what, char *err,
-	       size_t errlen)
+               size_t errlen)
 {
 	int prim = rc & 0xff;
 
 	if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
 		st->corrupt = true;
 		return store_errf(st, STORE_ECORRUPT, err, errlen,
-				  "%s: the database is damaged or not a "
-				  "database (%s); parley will not write to it",
-				  what, sqlite3_errstr(rc));
+		                  "%s: the database is damaged or not a "
+		                  "database (%s); parley will not write to it",
+		                  what, sqlite3_errstr(rc));
 	}
 	if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
 		return store_errf(st, STORE_EBUSY, err, errlen,
-				  "%s: the database is locked by another "
-				  "process (%s)",
-				  what, sqlite3_errmsg(st->db));
+		                  "%s: the database is locked by another "
+		                  "process (%s)",
+		                  what, sqlite3_errmsg(st->db));
 	if (prim == SQLITE_NOMEM)
 		return store_errf(st, STORE_ERR, err, errlen,
-				  "%s: out of memory", what);
+		                  "%s: out of memory", what);
 	return store_errf(st, STORE_ERR, err, errlen, "%s: %s", what,
-			  st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+	                  st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
 }
 
 int store_writable(struct store *st, char *err, size_t errlen)
 {
 	if (st->corrupt)
 		return store_errf(st, STORE_ECORRUPT, err, errlen,
-				  "the database was found damaged; "
-				  "refusing to write to it");
+		                  "the database was found damaged; "
+		                  "refusing to write to it");
 	return STORE_OK;
 }
 
 int store_prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
-		  char *err, size_t errlen)
+                  char *err, size_t errlen)
 {
 	int rc = sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL);
 
@@ -139,13 +141,13 @@ int store_prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
 }
 
 /* Run one statement without results. */
-static int exec1(struct store *st, const char *sql, const char *what,
-		 char *err, size_t errlen)
+static int exec1(struct store *st, const char *sql, const char *what, char *err,
+                 size_t errlen)
 {
 	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
 
 	return rc == SQLITE_OK ? STORE_OK
-			       : store_fail(st, rc, what, err, errlen);
+	                       : store_fail(st, rc, what, err, errlen);
 }
 
 int store_begin(struct store *st, char *err, size_t errlen)
@@ -202,8 +204,8 @@ static char *cat2(const char *a, const char *b)
 }
 
 int store_path_resolve_env(const char *opt, const char *parley_db,
-			   const char *xdg_data_home, const char *home,
-			   char **out, char *err, size_t errlen)
+                           const char *xdg_data_home, const char *home,
+                           char **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	if (opt && *opt)
@@ -216,19 +218,19 @@ int store_path_resolve_env(const char *opt, const char *parley_db,
 		*out = cat2(home, "/.local/share/parley/parley.db");
 	else
 		return store_errf(NULL, STORE_EINVAL, err, errlen,
-				  "no database path: set PARLEY_DB, "
-				  "XDG_DATA_HOME or HOME");
+		                  "no database path: set PARLEY_DB, "
+		                  "XDG_DATA_HOME or HOME");
 	if (!*out)
 		return store_errf(NULL, STORE_ERR, err, errlen,
-				  "out of memory");
+		                  "out of memory");
 	return STORE_OK;
 }
 
 int store_path_resolve(const char *opt, char **out, char *err, size_t errlen)
 {
 	return store_path_resolve_env(opt, getenv("PARLEY_DB"),
-				      getenv("XDG_DATA_HOME"), getenv("HOME"),
-				      out, err, errlen);
+	                              getenv("XDG_DATA_HOME"), getenv("HOME"),
+	                              out, err, errlen);
 }
 
 /* Create the missing parent directories of PATH with mode 0700. */
@@ -238,14 +240,14 @@ static int make_parents(const char *path, char *err, size_t errlen)
 
 	if (!p)
 		return store_errf(NULL, STORE_ERR, err, errlen,
-				  "out of memory");
+		                  "out of memory");
 	for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
 		*s = '\0';
 		if (mkdir(p, 0700) != 0 && errno != EEXIST) {
 			int e = errno;
 
 			snprintf(err, errlen, "%s: cannot create directory: %s",
-				 p, strerror(e));
+			         p, strerror(e));
 			free(p);
 			return STORE_ERR;
 		}
@@ -255,9 +257,31 @@ static int make_parents(const char *path, char *err, size_t errlen)
 	return STORE_OK;
 }
 
+/*
+ * Create PATH empty with mode 0600 if it does not exist (an empty file is
+ * an empty SQLite database): chats are private, and SQLite would create it
+ * 0644; its -wal and -shm files take the database file's mode.
+ */
+static int create_private(const char *path, char *err, size_t errlen)
+{
+	int fd;
+
+	if (strcmp(path, ":memory:") == 0)
+		return STORE_OK;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		return STORE_OK;
+	}
+	if (errno == EEXIST)
+		return STORE_OK;
+	snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+	return STORE_ERR;
+}
+
 /* One integer from a PRAGMA or query, or a store_fail code. */
-static int query_int(struct store *st, const char *sql, int64_t *v,
-		     char *err, size_t errlen)
+static int query_int(struct store *st, const char *sql, int64_t *v, char *err,
+                     size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc = store_prepare(st, sql, &s, err, errlen);
@@ -273,9 +297,9 @@ static int query_int(struct store *st, const char *sql, int64_t *v,
 		rc = SQLITE_OK;
 	}
 	sqlite3_finalize(s);
-	return rc == SQLITE_OK ? STORE_OK
-			       : store_fail(st, rc, "read the header", err,
-					    errlen);
+	return rc == SQLITE_OK
+	           ? STORE_OK
+	           : store_fail(st, rc, "read the header", err, errlen);
 }
 
 /*
@@ -283,36 +307,63 @@ static int query_int(struct store *st, const char *sql, int64_t *v,
  * (application_id 0 or ours; no tables without a version), not newer.
  */
 static int check_header(struct store *st, int64_t *version, char *err,
-			size_t errlen)
+                        size_t errlen)
 {
 	int64_t app = 0, n_tables = 0;
 	int rc;
 
 	if ((rc = query_int(st, "SELECT count(*) FROM sqlite_schema", &n_tables,
-			    err, errlen)) ||
+	                    err, errlen)) ||
 	    (rc = query_int(st, "PRAGMA application_id", &app, err, errlen)) ||
 	    (rc = query_int(st, "PRAGMA user_version", version, err, errlen)))
 		return rc;
 	if (app != 0 && app != STORE_APPLICATION_ID)
 		return store_errf(st, STORE_ECORRUPT, err, errlen,
-				  "not a parley database (application_id "
-				  "0x%08llx); left untouched",
-				  (unsigned long long)app);
+		                  "not a parley database (application_id "
+		                  "0x%08llx); left untouched",
+		                  (unsigned long long)app);
 	if (*version == 0 && n_tables > 0)
 		return store_errf(st, STORE_ECORRUPT, err, errlen,
-				  "not a parley database (%lld tables, no "
-				  "schema version); left untouched",
-				  (long long)n_tables);
+		                  "not a parley database (%lld tables, no "
+		                  "schema version); left untouched",
+		                  (long long)n_tables);
 	if (*version > STORE_SCHEMA_VERSION)
 		return store_errf(st, STORE_ENEWER, err, errlen,
-				  "schema version %lld is newer than this "
-				  "parley knows (%d); upgrade parley",
-				  (long long)*version, STORE_SCHEMA_VERSION);
+		                  "schema version %lld is newer than this "
+		                  "parley knows (%d); upgrade parley",
+		                  (long long)*version, STORE_SCHEMA_VERSION);
 	if (*version < 0)
 		return store_errf(st, STORE_ECORRUPT, err, errlen,
-				  "bad schema version %lld",
-				  (long long)*version);
+		                  "bad schema version %lld",
+		                  (long long)*version);
 	return STORE_OK;
+}
+
+/*
+ * Switch to WAL unless already there. Changing the journal mode needs an
+ * exclusive lock, and SQLite does not call the busy handler for it when
+ * that could deadlock, so a concurrent opener can get SQLITE_BUSY at once:
+ * retry every 10 ms up to the busy timeout.
+ */
+static int set_wal(struct store *st, char *err, size_t errlen)
+{
+	struct timespec d = {0, 10 * 1000000L};
+	int64_t deadline = store_now_ms() + st->busy_ms;
+	sqlite3_stmt *s;
+	int rc;
+
+	for (;;) {
+		if ((rc = store_prepare(st, "PRAGMA journal_mode = WAL", &s,
+		                        err, errlen)))
+			return rc;
+		rc = sqlite3_step(s);
+		sqlite3_finalize(s);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			return STORE_OK;
+		if ((rc & 0xff) != SQLITE_BUSY || store_now_ms() > deadline)
+			return store_fail(st, rc, "set WAL mode", err, errlen);
+		nanosleep(&d, NULL);
+	}
 }
 
 /* Bring the schema to STORE_SCHEMA_VERSION in one transaction. */
@@ -328,19 +379,19 @@ static int migrate(struct store *st, char *err, size_t errlen)
 	rc = check_header(st, &v, err, errlen);
 	if (rc == STORE_OK && v < STORE_SCHEMA_VERSION) {
 		rc = store_schema_migrate(st->db, (int)v, STORE_SCHEMA_VERSION,
-					  msg, sizeof(msg));
+		                          msg, sizeof(msg));
 		if (rc)
 			store_errf(st, rc, err, errlen, "%s", msg);
 		else
 			rc = query_int(st,
-				       "SELECT count(*) FROM "
-				       "pragma_foreign_key_check",
-				       &bad, err, errlen);
+			               "SELECT count(*) FROM "
+			               "pragma_foreign_key_check",
+			               &bad, err, errlen);
 		if (rc == STORE_OK && bad)
 			rc = store_errf(st, STORE_ERR, err, errlen,
-					"migration to version %d left %lld "
-					"broken references; not applied",
-					STORE_SCHEMA_VERSION, (long long)bad);
+			                "migration to version %d left %lld "
+			                "broken references; not applied",
+			                STORE_SCHEMA_VERSION, (long long)bad);
 	}
 	if (rc) {
 		store_rollback(st);
@@ -349,8 +400,8 @@ static int migrate(struct store *st, char *err, size_t errlen)
 	return store_commit(st, err, errlen);
 }
 
-int store_open(const char *path, unsigned flags, struct store **out,
-	       char *err, size_t errlen)
+int store_open(const char *path, unsigned flags, struct store **out, char *err,
+               size_t errlen)
 {
 	struct store *st;
 	int64_t v;
@@ -360,47 +411,48 @@ int store_open(const char *path, unsigned flags, struct store **out,
 	*out = NULL;
 	if (!path || !*path)
 		return store_errf(NULL, STORE_EINVAL, err, errlen,
-				  "empty database path");
+		                  "empty database path");
 	if (flags & STORE_OPEN_NOCREATE) {
 		if (stat(path, &sb) != 0)
 			return store_errf(NULL, STORE_ENOTFOUND, err, errlen,
-					  "%s: %s", path, strerror(errno));
+			                  "%s: %s", path, strerror(errno));
 	} else {
 		oflags |= SQLITE_OPEN_CREATE;
-		if ((rc = make_parents(path, err, errlen)))
+		if ((rc = make_parents(path, err, errlen)) ||
+		    (rc = create_private(path, err, errlen)))
 			return rc;
 	}
 	st = calloc(1, sizeof(*st));
 	if (!st || !(st->path = cat2(path, ""))) {
 		free(st);
 		return store_errf(NULL, STORE_ERR, err, errlen,
-				  "out of memory");
+		                  "out of memory");
 	}
 	rc = sqlite3_open_v2(path, &st->db, oflags, NULL);
 	if (rc != SQLITE_OK) {
 		rc = store_errf(st, STORE_ERR, err, errlen, "cannot open: %s",
-				st->db ? sqlite3_errmsg(st->db)
-				       : sqlite3_errstr(rc));
+		                st->db ? sqlite3_errmsg(st->db)
+		                       : sqlite3_errstr(rc));
 		store_close(st);
 		return rc;
 	}
 	sqlite3_extended_result_codes(st->db, 1);
-	sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
+	st->busy_ms = STORE_BUSY_TIMEOUT_MS;
+	sqlite3_busy_timeout(st->db, st->busy_ms);
 	rc = check_header(st, &v, err, errlen);
 	if (rc == STORE_OK && sqlite3_db_readonly(st->db, "main") == 1)
 		rc = store_errf(st, STORE_ERR, err, errlen,
-				"the file is read-only");
+		                "the file is read-only");
 	if (rc == STORE_OK)
-		rc = exec1(st, "PRAGMA journal_mode = WAL", "set WAL mode", err,
-			   errlen);
+		rc = set_wal(st, err, errlen);
 	if (rc == STORE_OK)
 		rc = exec1(st, "PRAGMA synchronous = FULL", "set synchronous",
-			   err, errlen);
+		           err, errlen);
 	if (rc == STORE_OK && v < STORE_SCHEMA_VERSION)
 		rc = migrate(st, err, errlen);
 	if (rc == STORE_OK)
 		rc = exec1(st, "PRAGMA foreign_keys = ON", "set foreign keys",
-			   err, errlen);
+		           err, errlen);
 	if (rc != STORE_OK) {
 		store_close(st);
 		return rc;
@@ -425,7 +477,8 @@ const char *store_path(const struct store *st)
 
 void store_set_busy_timeout(struct store *st, int ms)
 {
-	sqlite3_busy_timeout(st->db, ms < 0 ? 0 : ms);
+	st->busy_ms = ms < 0 ? 0 : ms;
+	sqlite3_busy_timeout(st->db, st->busy_ms);
 }
 
 int store_check(struct store *st, char *err, size_t errlen)
@@ -443,7 +496,7 @@ int store_check(struct store *st, char *err, size_t errlen)
 		ok = t && strcmp(t, "ok") == 0;
 		if (!ok)
 			store_errf(st, STORE_ECORRUPT, err, errlen,
-				   "integrity check: %s", t ? t : "?");
+			           "integrity check: %s", t ? t : "?");
 		rc = SQLITE_OK;
 	}
 	sqlite3_finalize(s);
@@ -466,7 +519,7 @@ static int bind_str(sqlite3_stmt *s, int i, const char *t, bool null_empty)
 
 /* Step a write statement to completion; STORE_OK or a failure code. */
 static int step_done(struct store *st, sqlite3_stmt *s, const char *what,
-		     char *err, size_t errlen)
+                     char *err, size_t errlen)
 {
 	int rc = sqlite3_step(s);
 
@@ -477,7 +530,7 @@ static int step_done(struct store *st, sqlite3_stmt *s, const char *what,
 
 /* Check that JSON, if not NULL, is a JSON object. */
 static int check_json_object(struct store *st, const char *json, char *err,
-			     size_t errlen)
+                             size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc, ok = 0;
@@ -485,21 +538,21 @@ static int check_json_object(struct store *st, const char *json, char *err,
 	if (!json)
 		return STORE_OK;
 	if ((rc = store_prepare(st,
-				"SELECT json_valid(?1) AND "
-				"json_type(?1) = 'object'",
-				&s, err, errlen)))
+	                        "SELECT json_valid(?1) AND "
+	                        "json_type(?1) = 'object'",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_text(s, 1, json, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW)
 		ok = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
 	return ok ? STORE_OK
-		  : store_errf(st, STORE_EINVAL, err, errlen,
-			       "sampling options are not a JSON object");
+	          : store_errf(st, STORE_EINVAL, err, errlen,
+	                       "sampling options are not a JSON object");
 }
 
 int store_conv_create(struct store *st, const struct store_conv_new *c,
-		      int64_t *id, char *err, size_t errlen)
+                      int64_t *id, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int64_t now = store_now_ms();
@@ -509,11 +562,11 @@ int store_conv_create(struct store *st, const struct store_conv_new *c,
 	    (rc = check_json_object(st, c->sampling_json, err, errlen)))
 		return rc;
 	if ((rc = store_prepare(st,
-				"INSERT INTO conversations (title, model_path, "
-				"model_size, model_fingerprint, template, "
-				"system_prompt, sampling, created, updated) "
-				"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-				&s, err, errlen)))
+	                        "INSERT INTO conversations (title, model_path, "
+	                        "model_size, model_fingerprint, template, "
+	                        "system_prompt, sampling, created, updated) "
+	                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+	                        &s, err, errlen)))
 		return rc;
 	bind_str(s, 1, c->title, true);
 	bind_str(s, 2, c->model_path, true);
@@ -580,8 +633,7 @@ oom:
 }
 
 int store_conv_list(struct store *st, unsigned flags, size_t limit,
-		    struct store_conv **v, size_t *n, char *err,
-		    size_t errlen)
+                    struct store_conv **v, size_t *n, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	struct store_conv *a = NULL;
@@ -591,10 +643,10 @@ int store_conv_list(struct store *st, unsigned flags, size_t limit,
 	*v = NULL;
 	*n = 0;
 	if ((rc = store_prepare(st,
-				"SELECT " CONV_COLS " FROM conversations c "
-				"WHERE ?1 OR c.archived = 0 "
-				"ORDER BY c.updated DESC, c.id DESC LIMIT ?2",
-				&s, err, errlen)))
+	                        "SELECT " CONV_COLS " FROM conversations c "
+	                        "WHERE ?1 OR c.archived = 0 "
+	                        "ORDER BY c.updated DESC, c.id DESC LIMIT ?2",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int(s, 1, (flags & STORE_LIST_ARCHIVED) != 0);
 	sqlite3_bind_int64(s, 2, limit ? (int64_t)limit : -1);
@@ -616,10 +668,10 @@ int store_conv_list(struct store *st, unsigned flags, size_t limit,
 	if (rc != SQLITE_DONE) {
 		store_conv_list_free(a, cnt);
 		return rc == SQLITE_ROW
-			       ? store_errf(st, STORE_ERR, err, errlen,
-					    "list: out of memory")
-			       : store_fail(st, rc, "list conversations", err,
-					    errlen);
+		           ? store_errf(st, STORE_ERR, err, errlen,
+		                        "list: out of memory")
+		           : store_fail(st, rc, "list conversations", err,
+		                        errlen);
 	}
 	*v = a;
 	*n = cnt;
@@ -627,27 +679,26 @@ int store_conv_list(struct store *st, unsigned flags, size_t limit,
 }
 
 int store_conv_read(struct store *st, int64_t id, struct store_conv *c,
-		    char *err, size_t errlen)
+                    char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	memset(c, 0, sizeof(*c));
 	if ((rc = store_prepare(st,
-				"SELECT " CONV_COLS
-				" FROM conversations c WHERE c.id = ?1",
-				&s, err, errlen)))
+	                        "SELECT " CONV_COLS
+	                        " FROM conversations c WHERE c.id = ?1",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		rc = read_conv(s, c) == 0
-			     ? STORE_OK
-			     : store_errf(st, STORE_ERR, err, errlen,
-					  "out of memory");
+		rc = read_conv(s, c) == 0 ? STORE_OK
+		                          : store_errf(st, STORE_ERR, err,
+		                                       errlen, "out of memory");
 	else if (rc == SQLITE_DONE)
 		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-				"no conversation %lld", (long long)id);
+		                "no conversation %lld", (long long)id);
 	else
 		rc = store_fail(st, rc, "read a conversation", err, errlen);
 	sqlite3_finalize(s);
@@ -698,8 +749,8 @@ static int read_msg(sqlite3_stmt *s, struct store_msg *m)
 }
 
 int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
-		      struct store_msg **msgs, size_t *n, char *err,
-		      size_t errlen)
+                      struct store_msg **msgs, size_t *n, char *err,
+                      size_t errlen)
 {
 	sqlite3_stmt *s;
 	struct store_msg *a = NULL;
@@ -709,17 +760,17 @@ int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
 	*msgs = NULL;
 	*n = 0;
 	if ((rc = store_prepare(
-		     st,
-		     "WITH RECURSIVE br(id, depth) AS ("
-		     " SELECT ?1, 0"
-		     " UNION ALL"
-		     " SELECT m.parent_id, br.depth + 1 FROM messages m"
-		     " JOIN br ON m.id = br.id"
-		     " WHERE m.parent_id IS NOT NULL AND br.depth < ?3)"
-		     " SELECT " MSG_COLS " FROM br JOIN messages m"
-		     " ON m.id = br.id WHERE m.conversation_id = ?2"
-		     " ORDER BY br.depth DESC",
-		     &s, err, errlen)))
+	         st,
+	         "WITH RECURSIVE br(id, depth) AS ("
+	         " SELECT ?1, 0"
+	         " UNION ALL"
+	         " SELECT m.parent_id, br.depth + 1 FROM messages m"
+	         " JOIN br ON m.id = br.id"
+	         " WHERE m.parent_id IS NOT NULL AND br.depth < ?3)"
+	         " SELECT " MSG_COLS " FROM br JOIN messages m"
+	         " ON m.id = br.id WHERE m.conversation_id = ?2"
+	         " ORDER BY br.depth DESC",
+	         &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, leaf_id);
 	sqlite3_bind_int64(s, 2, conv_id);
@@ -742,10 +793,9 @@ int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
 	if (rc != SQLITE_DONE) {
 		store_msg_free(a, cnt);
 		return rc == SQLITE_ROW
-			       ? store_errf(st, STORE_ERR, err, errlen,
-					    "messages: out of memory")
-			       : store_fail(st, rc, "read messages", err,
-					    errlen);
+		           ? store_errf(st, STORE_ERR, err, errlen,
+		                        "messages: out of memory")
+		           : store_fail(st, rc, "read messages", err, errlen);
 	}
 	*msgs = a;
 	*n = cnt;
@@ -753,8 +803,7 @@ int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
 }
 
 int store_conv_get(struct store *st, int64_t id, struct store_conv *c,
-		   struct store_msg **msgs, size_t *n, char *err,
-		   size_t errlen)
+                   struct store_msg **msgs, size_t *n, char *err, size_t errlen)
 {
 	int rc;
 
@@ -767,8 +816,8 @@ int store_conv_get(struct store *st, int64_t id, struct store_conv *c,
 		return rc;
 	rc = store_conv_read(st, id, c, err, errlen);
 	if (rc == STORE_OK && msgs) {
-		rc = store_branch_read(st, id, c->leaf_id, msgs, n, err,
-				       errlen);
+		rc =
+		    store_branch_read(st, id, c->leaf_id, msgs, n, err, errlen);
 		if (rc)
 			store_conv_clear(c);
 	}
@@ -779,8 +828,8 @@ int store_conv_get(struct store *st, int64_t id, struct store_conv *c,
 /* Run an UPDATE/DELETE on conversation ID binding ?1 = id and ?2 = text
  * (or int); ENOTFOUND when no row changed. */
 static int conv_write(struct store *st, const char *sql, int64_t id,
-		      const char *text, bool have_text, int64_t num,
-		      const char *what, char *err, size_t errlen)
+                      const char *text, bool have_text, int64_t num,
+                      const char *what, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
@@ -798,73 +847,72 @@ static int conv_write(struct store *st, const char *sql, int64_t id,
 	sqlite3_finalize(s);
 	if (rc == STORE_OK && sqlite3_changes(st->db) == 0)
 		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-				"no conversation %lld", (long long)id);
+		                "no conversation %lld", (long long)id);
 	return rc;
 }
 
 int store_conv_rename(struct store *st, int64_t id, const char *title,
-		      char *err, size_t errlen)
+                      char *err, size_t errlen)
 {
 	return conv_write(st,
-			  "UPDATE conversations SET title = COALESCE(?2, ''), "
-			  "updated = ?3 WHERE id = ?1",
-			  id, title, true, 0, "rename", err, errlen);
+	                  "UPDATE conversations SET title = COALESCE(?2, ''), "
+	                  "updated = ?3 WHERE id = ?1",
+	                  id, title, true, 0, "rename", err, errlen);
 }
 
-int store_conv_archive(struct store *st, int64_t id, bool archived,
-		       char *err, size_t errlen)
+int store_conv_archive(struct store *st, int64_t id, bool archived, char *err,
+                       size_t errlen)
 {
 	return conv_write(st,
-			  "UPDATE conversations SET archived = ?2 "
-			  "WHERE id = ?1 AND ?3 IS NOT NULL",
-			  id, NULL, false, archived ? 1 : 0, "archive", err,
-			  errlen);
+	                  "UPDATE conversations SET archived = ?2 "
+	                  "WHERE id = ?1 AND ?3 IS NOT NULL",
+	                  id, NULL, false, archived ? 1 : 0, "archive", err,
+	                  errlen);
 }
 
 int store_conv_set_system(struct store *st, int64_t id, const char *text,
-			  char *err, size_t errlen)
+                          char *err, size_t errlen)
 {
 	return conv_write(st,
-			  "UPDATE conversations SET system_prompt = ?2, "
-			  "updated = ?3 WHERE id = ?1",
-			  id, text, true, 0, "set the system prompt", err,
-			  errlen);
+	                  "UPDATE conversations SET system_prompt = ?2, "
+	                  "updated = ?3 WHERE id = ?1",
+	                  id, text, true, 0, "set the system prompt", err,
+	                  errlen);
 }
 
 int store_conv_set_sampling(struct store *st, int64_t id, const char *json,
-			    char *err, size_t errlen)
+                            char *err, size_t errlen)
 {
 	int rc = check_json_object(st, json, err, errlen);
 
 	return rc ? rc
-		  : conv_write(st,
-			       "UPDATE conversations SET sampling = ?2, "
-			       "updated = ?3 WHERE id = ?1",
-			       id, json, true, 0, "set sampling options", err,
-			       errlen);
+	          : conv_write(st,
+	                       "UPDATE conversations SET sampling = ?2, "
+	                       "updated = ?3 WHERE id = ?1",
+	                       id, json, true, 0, "set sampling options", err,
+	                       errlen);
 }
 
-int store_conv_delete(struct store *st, int64_t id, char *err,
-		      size_t errlen)
+int store_conv_delete(struct store *st, int64_t id, char *err, size_t errlen)
 {
 	return conv_write(st,
-			  "DELETE FROM conversations WHERE id = ?1 AND "
-			  "?2 IS NOT NULL AND ?3 IS NOT NULL",
-			  id, NULL, false, 0, "delete", err, errlen);
+	                  "DELETE FROM conversations WHERE id = ?1 AND "
+	                  "?2 IS NOT NULL AND ?3 IS NOT NULL",
+	                  id, NULL, false, 0, "delete", err, errlen);
 }
 
 /* ID's conversation, or 0 if there is no such message. */
 static int msg_conv(struct store *st, int64_t id, int64_t *conv, char *err,
-		    size_t errlen)
+                    size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	*conv = 0;
 	if ((rc = store_prepare(st,
-				"SELECT conversation_id FROM messages "
-				"WHERE id = ?1",
-				&s, err, errlen)))
+	                        "SELECT conversation_id FROM messages "
+	                        "WHERE id = ?1",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
@@ -872,12 +920,12 @@ static int msg_conv(struct store *st, int64_t id, int64_t *conv, char *err,
 		*conv = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE
-		       ? STORE_OK
-		       : store_fail(st, rc, "read a message", err, errlen);
+	           ? STORE_OK
+	           : store_fail(st, rc, "read a message", err, errlen);
 }
 
-int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id,
-			char *err, size_t errlen)
+int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id, char *err,
+                        size_t errlen)
 {
 	int64_t conv;
 	int rc = msg_conv(st, msg_id, &conv, err, errlen);
@@ -886,13 +934,13 @@ int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id,
 		return rc;
 	if (conv != id)
 		return store_errf(st, STORE_ENOTFOUND, err, errlen,
-				  "no message %lld in conversation %lld",
-				  (long long)msg_id, (long long)id);
+		                  "no message %lld in conversation %lld",
+		                  (long long)msg_id, (long long)id);
 	return conv_write(st,
-			  "UPDATE conversations SET leaf_id = ?2, updated = ?3 "
-			  "WHERE id = ?1",
-			  id, NULL, false, msg_id, "select a branch", err,
-			  errlen);
+	                  "UPDATE conversations SET leaf_id = ?2, updated = ?3 "
+	                  "WHERE id = ?1",
+	                  id, NULL, false, msg_id, "select a branch", err,
+	                  errlen);
 }
 
 /* Messages ----------------------------------------------------------------- */
@@ -903,7 +951,7 @@ int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id,
  * exist and belong together.
  */
 static int resolve_parent(struct store *st, int64_t conv, int64_t parent,
-			  int64_t *out, char *err, size_t errlen)
+                          int64_t *out, char *err, size_t errlen)
 {
 	struct store_conv c;
 	int64_t pc;
@@ -915,41 +963,41 @@ static int resolve_parent(struct store *st, int64_t conv, int64_t parent,
 	store_conv_clear(&c);
 	if (*out < 0)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "bad parent id %lld", (long long)parent);
+		                  "bad parent id %lld", (long long)parent);
 	if (*out == 0)
 		return STORE_OK;
 	if ((rc = msg_conv(st, *out, &pc, err, errlen)))
 		return rc;
 	if (pc != conv)
 		return store_errf(st, STORE_ENOTFOUND, err, errlen,
-				  "no message %lld in conversation %lld",
-				  (long long)*out, (long long)conv);
+		                  "no message %lld in conversation %lld",
+		                  (long long)*out, (long long)conv);
 	return STORE_OK;
 }
 
 /* Inside a transaction: insert a message row and make it the leaf. */
 static int insert_msg(struct store *st, const struct store_msg_new *m,
-		      const char *finish, int64_t parent, int64_t *id,
-		      char *err, size_t errlen)
+                      const char *finish, int64_t parent, int64_t *id,
+                      char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int64_t now = store_now_ms();
 	int rc;
 
 	if ((rc = store_prepare(st,
-				"INSERT INTO messages (conversation_id, "
-				"parent_id, role, content, n_tokens, "
-				"n_prompt_tokens, prefill_ms, decode_ms, "
-				"finish, created, updated) VALUES (?1, ?2, "
-				"?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-				&s, err, errlen)))
+	                        "INSERT INTO messages (conversation_id, "
+	                        "parent_id, role, content, n_tokens, "
+	                        "n_prompt_tokens, prefill_ms, decode_ms, "
+	                        "finish, created, updated) VALUES (?1, ?2, "
+	                        "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, m->conv_id);
 	if (parent)
 		sqlite3_bind_int64(s, 2, parent);
 	sqlite3_bind_text(s, 3, store_role_name(m->role), -1, SQLITE_STATIC);
 	sqlite3_bind_text64(s, 4, m->content ? m->content : "", m->len,
-			    SQLITE_STATIC, SQLITE_UTF8);
+	                    SQLITE_STATIC, SQLITE_UTF8);
 	sqlite3_bind_int64(s, 5, m->stats.n_tokens);
 	sqlite3_bind_int64(s, 6, m->stats.n_prompt_tokens);
 	sqlite3_bind_double(s, 7, m->stats.prefill_ms);
@@ -963,9 +1011,9 @@ static int insert_msg(struct store *st, const struct store_msg_new *m,
 		return rc;
 	*id = sqlite3_last_insert_rowid(st->db);
 	if ((rc = store_prepare(st,
-				"UPDATE conversations SET leaf_id = ?2, "
-				"updated = ?3 WHERE id = ?1",
-				&s, err, errlen)))
+	                        "UPDATE conversations SET leaf_id = ?2, "
+	                        "updated = ?3 WHERE id = ?1",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, m->conv_id);
 	sqlite3_bind_int64(s, 2, *id);
@@ -975,20 +1023,33 @@ static int insert_msg(struct store *st, const struct store_msg_new *m,
 	return rc;
 }
 
+/* Statistics must be non-negative and finite (they are exported). */
+static int check_stats(struct store *st, const struct store_msg_stats *x,
+                       char *err, size_t errlen)
+{
+	if (x->n_tokens < 0 || x->n_prompt_tokens < 0 ||
+	    !(x->prefill_ms >= 0 && isfinite(x->prefill_ms)) ||
+	    !(x->decode_ms >= 0 && isfinite(x->decode_ms)))
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "message statistics must be finite and "
+		                  ">= 0");
+	return STORE_OK;
+}
+
 /* Shared body of append and begin. */
 static int add_msg(struct store *st, const struct store_msg_new *m,
-		   const char *finish, int64_t *id, char *err, size_t errlen)
+                   const char *finish, int64_t *id, char *err, size_t errlen)
 {
 	int64_t parent;
 	int rc;
 
 	if ((unsigned)m->role > STORE_ROLE_ASSISTANT)
-		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "bad role %d", (int)m->role);
-	if ((rc = store_begin(st, err, errlen)))
+		return store_errf(st, STORE_EINVAL, err, errlen, "bad role %d",
+		                  (int)m->role);
+	if ((rc = check_stats(st, &m->stats, err, errlen)) ||
+	    (rc = store_begin(st, err, errlen)))
 		return rc;
-	rc = resolve_parent(st, m->conv_id, m->parent_id, &parent, err,
-			    errlen);
+	rc = resolve_parent(st, m->conv_id, m->parent_id, &parent, err, errlen);
 	if (rc == STORE_OK)
 		rc = insert_msg(st, m, finish, parent, id, err, errlen);
 	if (rc) {
@@ -999,57 +1060,56 @@ static int add_msg(struct store *st, const struct store_msg_new *m,
 }
 
 int store_msg_append(struct store *st, const struct store_msg_new *m,
-		     int64_t *id, char *err, size_t errlen)
+                     int64_t *id, char *err, size_t errlen)
 {
 	const char *f = store_finish_name(m->finish);
 
 	if (!f)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "a complete message needs a finish reason");
+		                  "a complete message needs a finish reason");
 	return add_msg(st, m, f, id, err, errlen);
 }
 
 int store_msg_begin(struct store *st, int64_t conv_id, int64_t parent_id,
-		    enum store_role role, int64_t *id, char *err,
-		    size_t errlen)
+                    enum store_role role, int64_t *id, char *err, size_t errlen)
 {
-	struct store_msg_new m = { .conv_id = conv_id,
-				   .parent_id = parent_id,
-				   .role = role,
-				   .content = "",
-				   .len = 0 };
+	struct store_msg_new m = {.conv_id = conv_id,
+	                          .parent_id = parent_id,
+	                          .role = role,
+	                          .content = "",
+	                          .len = 0};
 
 	return add_msg(st, &m, NULL, id, err, errlen);
 }
 
 int store_msg_update(struct store *st, int64_t id, const char *content,
-		     size_t len, char *err, size_t errlen)
+                     size_t len, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	if ((rc = store_writable(st, err, errlen)) ||
 	    (rc = store_prepare(st,
-				"UPDATE messages SET content = ?2, "
-				"updated = ?3 WHERE id = ?1 AND finish IS NULL",
-				&s, err, errlen)))
+	                        "UPDATE messages SET content = ?2, "
+	                        "updated = ?3 WHERE id = ?1 AND finish IS NULL",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, id);
 	sqlite3_bind_text64(s, 2, content ? content : "", len, SQLITE_STATIC,
-			    SQLITE_UTF8);
+	                    SQLITE_UTF8);
 	sqlite3_bind_int64(s, 3, store_now_ms());
 	rc = step_done(st, s, "save the reply in progress", err, errlen);
 	sqlite3_finalize(s);
 	if (rc == STORE_OK && sqlite3_changes(st->db) == 0)
 		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-				"no message %lld in progress", (long long)id);
+		                "no message %lld in progress", (long long)id);
 	return rc;
 }
 
 int store_msg_finish(struct store *st, int64_t id, const char *content,
-		     size_t len, enum store_finish finish,
-		     const struct store_msg_stats *stats, char *err,
-		     size_t errlen)
+                     size_t len, enum store_finish finish,
+                     const struct store_msg_stats *stats, char *err,
+                     size_t errlen)
 {
 	static const struct store_msg_stats zero;
 	const char *f = store_finish_name(finish);
@@ -1059,23 +1119,24 @@ int store_msg_finish(struct store *st, int64_t id, const char *content,
 
 	if (!f)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "finishing message %lld needs a reason",
-				  (long long)id);
+		                  "finishing message %lld needs a reason",
+		                  (long long)id);
 	if (!stats)
 		stats = &zero;
-	if ((rc = store_begin(st, err, errlen)))
+	if ((rc = check_stats(st, stats, err, errlen)) ||
+	    (rc = store_begin(st, err, errlen)))
 		return rc;
 	rc = store_prepare(st,
-			   "UPDATE messages SET content = ?2, finish = ?3, "
-			   "n_tokens = ?4, n_prompt_tokens = ?5, "
-			   "prefill_ms = ?6, decode_ms = ?7, updated = ?8 "
-			   "WHERE id = ?1 AND finish IS NULL "
-			   "RETURNING conversation_id",
-			   &s, err, errlen);
+	                   "UPDATE messages SET content = ?2, finish = ?3, "
+	                   "n_tokens = ?4, n_prompt_tokens = ?5, "
+	                   "prefill_ms = ?6, decode_ms = ?7, updated = ?8 "
+	                   "WHERE id = ?1 AND finish IS NULL "
+	                   "RETURNING conversation_id",
+	                   &s, err, errlen);
 	if (rc == STORE_OK) {
 		sqlite3_bind_int64(s, 1, id);
 		sqlite3_bind_text64(s, 2, content ? content : "", len,
-				    SQLITE_STATIC, SQLITE_UTF8);
+		                    SQLITE_STATIC, SQLITE_UTF8);
 		sqlite3_bind_text(s, 3, f, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 4, stats->n_tokens);
 		sqlite3_bind_int64(s, 5, stats->n_prompt_tokens);
@@ -1088,19 +1149,19 @@ int store_msg_finish(struct store *st, int64_t id, const char *content,
 			rc = step_done(st, s, "finish a message", err, errlen);
 		} else if (rc == SQLITE_DONE) {
 			rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-					"no message %lld in progress",
-					(long long)id);
+			                "no message %lld in progress",
+			                (long long)id);
 		} else {
-			rc = store_fail(st, rc, "finish a message", err,
-					errlen);
+			rc =
+			    store_fail(st, rc, "finish a message", err, errlen);
 		}
 		sqlite3_finalize(s);
 	}
 	if (rc == STORE_OK &&
 	    (rc = store_prepare(st,
-				"UPDATE conversations SET updated = ?2 "
-				"WHERE id = ?1",
-				&s, err, errlen)) == STORE_OK) {
+	                        "UPDATE conversations SET updated = ?2 "
+	                        "WHERE id = ?1",
+	                        &s, err, errlen)) == STORE_OK) {
 		sqlite3_bind_int64(s, 1, conv);
 		sqlite3_bind_int64(s, 2, now);
 		rc = step_done(st, s, "update the conversation", err, errlen);
@@ -1113,27 +1174,26 @@ int store_msg_finish(struct store *st, int64_t id, const char *content,
 	return store_commit(st, err, errlen);
 }
 
-int store_msg_get(struct store *st, int64_t id, struct store_msg *m,
-		  char *err, size_t errlen)
+int store_msg_get(struct store *st, int64_t id, struct store_msg *m, char *err,
+                  size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if ((rc = store_prepare(st,
-				"SELECT " MSG_COLS
-				" FROM messages m WHERE m.id = ?1",
-				&s, err, errlen)))
+	if ((rc = store_prepare(
+	         st, "SELECT " MSG_COLS " FROM messages m WHERE m.id = ?1", &s,
+	         err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
 		rc = read_msg(s, m) == 0 ? STORE_OK
-					 : store_errf(st, STORE_ERR, err,
-						      errlen, "out of memory");
+		                         : store_errf(st, STORE_ERR, err,
+		                                      errlen, "out of memory");
 	else if (rc == SQLITE_DONE)
 		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-				"no message %lld", (long long)id);
+		                "no message %lld", (long long)id);
 	else
 		rc = store_fail(st, rc, "read a message", err, errlen);
 	sqlite3_finalize(s);
@@ -1145,8 +1205,8 @@ int store_msg_get(struct store *st, int64_t id, struct store_msg *m,
 /* KV-cache slot ------------------------------------------------------------ */
 
 int store_kv_set(struct store *st, int64_t conv_id, const char *format,
-		 const int32_t *tokens, size_t n_tokens, const void *state,
-		 size_t state_len, char *err, size_t errlen)
+                 const int32_t *tokens, size_t n_tokens, const void *state,
+                 size_t state_len, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	unsigned char *tb;
@@ -1154,12 +1214,11 @@ int store_kv_set(struct store *st, int64_t conv_id, const char *format,
 
 	if (n_tokens > (size_t)INT32_MAX)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "KV state: %zu tokens is too many",
-				  n_tokens);
+		                  "KV state: %zu tokens is too many", n_tokens);
 	tb = malloc(n_tokens * 4 + 1);
 	if (!tb)
 		return store_errf(st, STORE_ERR, err, errlen,
-				  "KV state: out of memory");
+		                  "KV state: out of memory");
 	for (size_t i = 0; i < n_tokens; i++) { /* little-endian int32 */
 		uint32_t u = (uint32_t)tokens[i];
 
@@ -1169,18 +1228,19 @@ int store_kv_set(struct store *st, int64_t conv_id, const char *format,
 		tb[4 * i + 3] = (unsigned char)(u >> 24);
 	}
 	if ((rc = store_writable(st, err, errlen)) == STORE_OK &&
-	    (rc = store_prepare(st,
-				"INSERT OR REPLACE INTO kv_states "
-				"(conversation_id, format, n_tokens, tokens, "
-				"state, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-				&s, err, errlen)) == STORE_OK) {
+	    (rc = store_prepare(
+	         st,
+	         "INSERT OR REPLACE INTO kv_states "
+	         "(conversation_id, format, n_tokens, tokens, "
+	         "state, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	         &s, err, errlen)) == STORE_OK) {
 		sqlite3_bind_int64(s, 1, conv_id);
 		bind_str(s, 2, format, true);
 		sqlite3_bind_int64(s, 3, (int64_t)n_tokens);
 		sqlite3_bind_blob64(s, 4, tb, n_tokens * 4, SQLITE_STATIC);
 		if (state_len)
 			sqlite3_bind_blob64(s, 5, state, state_len,
-					    SQLITE_STATIC);
+			                    SQLITE_STATIC);
 		else
 			sqlite3_bind_zeroblob(s, 5, 0);
 		sqlite3_bind_int64(s, 6, store_now_ms());
@@ -1189,11 +1249,11 @@ int store_kv_set(struct store *st, int64_t conv_id, const char *format,
 			rc = STORE_OK;
 		else if ((rc & 0xff) == SQLITE_CONSTRAINT)
 			rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-					"KV state: no conversation %lld",
-					(long long)conv_id);
+			                "KV state: no conversation %lld",
+			                (long long)conv_id);
 		else
 			rc = store_fail(st, rc, "save the KV state", err,
-					errlen);
+			                errlen);
 		sqlite3_finalize(s);
 	}
 	free(tb);
@@ -1211,16 +1271,16 @@ void store_kv_free(struct store_kv *kv)
 }
 
 int store_kv_get(struct store *st, int64_t conv_id, struct store_kv *kv,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	memset(kv, 0, sizeof(*kv));
 	if ((rc = store_prepare(st,
-				"SELECT format, tokens, state, created "
-				"FROM kv_states WHERE conversation_id = ?1",
-				&s, err, errlen)))
+	                        "SELECT format, tokens, state, created "
+	                        "FROM kv_states WHERE conversation_id = ?1",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, conv_id);
 	rc = sqlite3_step(s);
@@ -1239,21 +1299,21 @@ int store_kv_get(struct store *st, int64_t conv_id, struct store_kv *kv,
 		rc = STORE_OK;
 		if (!kv->format || !kv->tokens || !kv->state) {
 			rc = store_errf(st, STORE_ERR, err, errlen,
-					"KV state: out of memory");
+			                "KV state: out of memory");
 		} else {
 			for (size_t i = 0; i < kv->n_tokens; i++)
 				kv->tokens[i] =
-					(int32_t)((uint32_t)tb[4 * i] |
-						  (uint32_t)tb[4 * i + 1] << 8 |
-						  (uint32_t)tb[4 * i + 2] << 16 |
-						  (uint32_t)tb[4 * i + 3] << 24);
+				    (int32_t)((uint32_t)tb[4 * i] |
+				              (uint32_t)tb[4 * i + 1] << 8 |
+				              (uint32_t)tb[4 * i + 2] << 16 |
+				              (uint32_t)tb[4 * i + 3] << 24);
 			if (sl)
 				memcpy(kv->state, sb, sl);
 		}
 	} else if (rc == SQLITE_DONE) {
 		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
-				"no KV state saved for conversation %lld",
-				(long long)conv_id);
+		                "no KV state saved for conversation %lld",
+		                (long long)conv_id);
 	} else {
 		rc = store_fail(st, rc, "read the KV state", err, errlen);
 	}
@@ -1263,17 +1323,16 @@ int store_kv_get(struct store *st, int64_t conv_id, struct store_kv *kv,
 	return rc;
 }
 
-int store_kv_clear(struct store *st, int64_t conv_id, char *err,
-		   size_t errlen)
+int store_kv_clear(struct store *st, int64_t conv_id, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	if ((rc = store_writable(st, err, errlen)) ||
 	    (rc = store_prepare(st,
-				"DELETE FROM kv_states WHERE "
-				"conversation_id = ?1",
-				&s, err, errlen)))
+	                        "DELETE FROM kv_states WHERE "
+	                        "conversation_id = ?1",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, conv_id);
 	rc = step_done(st, s, "clear the KV state", err, errlen);

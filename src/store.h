@@ -31,7 +31,12 @@
  *      calls store_msg_update() with the whole text so far (each call a
  *      small transaction, meant for every ~0.25-1 s) and store_msg_finish()
  *      at the end; a crash loses only the text since the last update, and
- *      the row stays with finish = NONE (readers show it as interrupted).
+ *      the row stays with finish = NONE (readers show it as interrupted;
+ *      the session that resumes the conversation may close it with
+ *      store_msg_finish(..., STORE_FINISH_INTERRUPTED) - the store never
+ *      does so itself, since another process may still be writing it).
+ *      Measured by tests/t_store_kill.sh with updates every 50 ms: at most
+ *      ~0.1 s of text lost over 120 kill -9 runs.
  *   3. A file that is not a SQLite database, is corrupt, belongs to another
  *      program (application_id, or tables without a version) or has a
  *      newer schema than this program knows is reported and never written:
@@ -53,18 +58,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_OK 0
-#define STORE_ERR (-1)	     /* I/O, SQL or memory error */
+#define STORE_OK        0
+#define STORE_ERR       (-1) /* I/O, SQL or memory error */
 #define STORE_ENOTFOUND (-2) /* no such conversation / message / kv state */
-#define STORE_EBUSY (-3)     /* the database stayed locked past the timeout */
-#define STORE_ECORRUPT (-4)  /* not a (parley) database, or corrupt */
-#define STORE_ENEWER (-5)    /* schema newer than this program */
-#define STORE_EINVAL (-6)    /* bad argument or malformed import */
+#define STORE_EBUSY     (-3) /* the database stayed locked past the timeout */
+#define STORE_ECORRUPT  (-4) /* not a (parley) database, or corrupt */
+#define STORE_ENEWER    (-5) /* schema newer than this program */
+#define STORE_EINVAL    (-6) /* bad argument or malformed import */
 
-#define STORE_SCHEMA_VERSION 2		/* what this program writes */
-#define STORE_APPLICATION_ID 0x50726c79 /* "Prly" in the file header */
-#define STORE_BUSY_TIMEOUT_MS 5000	/* default busy timeout */
-#define STORE_IMPORT_MAX (64u << 20)	/* bytes of JSON accepted */
+#define STORE_SCHEMA_VERSION  2           /* what this program writes */
+#define STORE_APPLICATION_ID  0x50726c79  /* "Prly" in the file header */
+#define STORE_BUSY_TIMEOUT_MS 5000        /* default busy timeout */
+#define STORE_IMPORT_MAX      (64u << 20) /* bytes of JSON accepted */
 
 /* store_open flags */
 #define STORE_OPEN_NOCREATE 0x1 /* fail if the file does not exist */
@@ -73,7 +78,7 @@
 #define STORE_LIST_ARCHIVED 0x1 /* include archived conversations */
 
 /* store_search flags */
-#define STORE_SEARCH_RAW 0x1	  /* TEXT is an FTS5 query, not plain words */
+#define STORE_SEARCH_RAW      0x1 /* TEXT is an FTS5 query, not plain words */
 #define STORE_SEARCH_ARCHIVED 0x2 /* include archived conversations */
 
 /* store_msg_append / store_msg_begin parent_id values */
@@ -87,20 +92,20 @@ enum store_role {
 };
 
 enum store_finish {
-	STORE_FINISH_NONE,	  /* in progress (or its writer died) */
-	STORE_FINISH_STOP,	  /* end-of-turn / stop string; complete */
-	STORE_FINISH_LENGTH,	  /* hit the token limit */
+	STORE_FINISH_NONE,        /* in progress (or its writer died) */
+	STORE_FINISH_STOP,        /* end-of-turn / stop string; complete */
+	STORE_FINISH_LENGTH,      /* hit the token limit */
 	STORE_FINISH_INTERRUPTED, /* the user stopped it */
-	STORE_FINISH_ERROR,	  /* generation failed */
+	STORE_FINISH_ERROR,       /* generation failed */
 };
 
 struct store;
 
 /* Fields of a new conversation. NULL strings are stored as empty. */
 struct store_conv_new {
-	const char *title;	       /* shown by list; "" until named */
-	const char *model_path;	       /* GGUF file the chat used */
-	int64_t model_size;	       /* its size in bytes */
+	const char *title;             /* shown by list; "" until named */
+	const char *model_path;        /* GGUF file the chat used */
+	int64_t model_size;            /* its size in bytes */
 	const char *model_fingerprint; /* cheap hash (size + header bytes) */
 	const char *template_name;     /* chat template used */
 	const char *system_prompt;     /* NULL: none (distinct from "") */
@@ -109,73 +114,73 @@ struct store_conv_new {
 
 /* A conversation as read back. Strings owned (store_conv_clear). */
 struct store_conv {
-	int64_t id;		 /* conversation id */
-	char *title;		 /* never NULL */
-	char *model_path;	 /* never NULL */
-	int64_t model_size;	 /* bytes, 0 if unknown */
+	int64_t id;              /* conversation id */
+	char *title;             /* never NULL */
+	char *model_path;        /* never NULL */
+	int64_t model_size;      /* bytes, 0 if unknown */
 	char *model_fingerprint; /* never NULL */
-	char *template_name;	 /* never NULL */
-	char *system_prompt;	 /* NULL when none */
-	char *sampling_json;	 /* NULL when none */
-	int64_t created_ms;	 /* creation time */
-	int64_t updated_ms;	 /* last message or change */
-	bool archived;		 /* hidden from list by default */
-	int64_t leaf_id;	 /* active leaf message, 0 if no messages */
-	int64_t n_messages;	 /* messages in all branches */
+	char *template_name;     /* never NULL */
+	char *system_prompt;     /* NULL when none */
+	char *sampling_json;     /* NULL when none */
+	int64_t created_ms;      /* creation time */
+	int64_t updated_ms;      /* last message or change */
+	bool archived;           /* hidden from list by default */
+	int64_t leaf_id;         /* active leaf message, 0 if no messages */
+	int64_t n_messages;      /* messages in all branches */
 };
 
 /* Generation statistics of a message (zero for user messages). */
 struct store_msg_stats {
-	int64_t n_tokens;	 /* tokens of this message */
+	int64_t n_tokens;        /* tokens of this message */
 	int64_t n_prompt_tokens; /* tokens prefilled before it was generated */
-	double prefill_ms;	 /* time spent on the prompt */
-	double decode_ms;	 /* time spent generating */
+	double prefill_ms;       /* time spent on the prompt */
+	double decode_ms;        /* time spent generating */
 };
 
 /* A complete message to append. */
 struct store_msg_new {
-	int64_t conv_id;	      /* conversation */
-	int64_t parent_id;	      /* STORE_PARENT_LEAF, _NONE or an id */
-	enum store_role role;	      /* who wrote it */
-	const char *content;	      /* text (not necessarily NUL-ended) */
-	size_t len;		      /* bytes of content */
+	int64_t conv_id;              /* conversation */
+	int64_t parent_id;            /* STORE_PARENT_LEAF, _NONE or an id */
+	enum store_role role;         /* who wrote it */
+	const char *content;          /* text (not necessarily NUL-ended) */
+	size_t len;                   /* bytes of content */
 	enum store_finish finish;     /* not NONE; STOP for user messages */
 	struct store_msg_stats stats; /* generation statistics */
 };
 
 /* A message as read back. content owned (store_msg_free). */
 struct store_msg {
-	int64_t id;		      /* message id */
-	int64_t conv_id;	      /* conversation */
-	int64_t parent_id;	      /* 0 for a root */
-	enum store_role role;	      /* who wrote it */
-	char *content;		      /* NUL-terminated; may hold NULs */
-	size_t len;		      /* bytes of content */
+	int64_t id;                   /* message id */
+	int64_t conv_id;              /* conversation */
+	int64_t parent_id;            /* 0 for a root */
+	enum store_role role;         /* who wrote it */
+	char *content;                /* NUL-terminated; may hold NULs */
+	size_t len;                   /* bytes of content */
 	enum store_finish finish;     /* NONE: in progress or cut by a crash */
 	struct store_msg_stats stats; /* generation statistics */
-	int64_t created_ms;	      /* creation time */
-	int64_t updated_ms;	      /* last update */
-	int32_t n_siblings;	      /* messages sharing its parent (>= 1) */
-	int32_t sibling_index;	      /* 0-based rank among them by id */
+	int64_t created_ms;           /* creation time */
+	int64_t updated_ms;           /* last update */
+	int32_t n_siblings;           /* messages sharing its parent (>= 1) */
+	int32_t sibling_index;        /* 0-based rank among them by id */
 };
 
 /* One search result. Strings owned (store_hits_free). */
 struct store_hit {
-	int64_t conv_id;     /* conversation */
-	int64_t msg_id;	     /* message */
-	char *title;	     /* conversation title */
+	int64_t conv_id;      /* conversation */
+	int64_t msg_id;       /* message */
+	char *title;          /* conversation title */
 	enum store_role role; /* message role */
-	char *snippet;	     /* excerpt with the matches between marks */
-	int64_t created_ms;  /* message time */
+	char *snippet;        /* excerpt with the matches between marks */
+	int64_t created_ms;   /* message time */
 };
 
 /* The KV-cache slot of a conversation. Buffers owned (store_kv_free). */
 struct store_kv {
-	char *format;	   /* producer tag: backend, model fingerprint, layout */
-	int32_t *tokens;   /* n_tokens ids whose K/V the state holds */
-	size_t n_tokens;   /* entries in tokens */
-	void *state;	   /* opaque engine bytes */
-	size_t state_len;  /* bytes in state */
+	char *format;     /* producer tag: backend, model fingerprint, layout */
+	int32_t *tokens;  /* n_tokens ids whose K/V the state holds */
+	size_t n_tokens;  /* entries in tokens */
+	void *state;      /* opaque engine bytes */
+	size_t state_len; /* bytes in state */
 	int64_t created_ms; /* when it was saved */
 };
 
@@ -193,8 +198,8 @@ int store_path_resolve(const char *opt, char **out, char *err, size_t errlen);
 
 /* The same with the environment given explicitly (NULL = unset). */
 int store_path_resolve_env(const char *opt, const char *parley_db,
-			   const char *xdg_data_home, const char *home,
-			   char **out, char *err, size_t errlen);
+                           const char *xdg_data_home, const char *home,
+                           char **out, char *err, size_t errlen);
 
 /*
  * Open or create the database at PATH (missing parent directories are
@@ -202,8 +207,8 @@ int store_path_resolve_env(const char *opt, const char *parley_db,
  * On success *OUT is a handle the caller closes with store_close(). On
  * failure *OUT is NULL, the file is left as it was, and err names it.
  */
-int store_open(const char *path, unsigned flags, struct store **out,
-	       char *err, size_t errlen);
+int store_open(const char *path, unsigned flags, struct store **out, char *err,
+               size_t errlen);
 
 /* Close ST (NULL allowed). */
 void store_close(struct store *st);
@@ -221,15 +226,14 @@ int store_check(struct store *st, char *err, size_t errlen);
 
 /* Create a conversation; *ID receives its id. */
 int store_conv_create(struct store *st, const struct store_conv_new *c,
-		      int64_t *id, char *err, size_t errlen);
+                      int64_t *id, char *err, size_t errlen);
 
 /*
  * Conversations, most recently updated first, at most LIMIT (0 = all).
  * *V is a malloc'd array of *N entries (store_conv_list_free).
  */
 int store_conv_list(struct store *st, unsigned flags, size_t limit,
-		    struct store_conv **v, size_t *n, char *err,
-		    size_t errlen);
+                    struct store_conv **v, size_t *n, char *err, size_t errlen);
 void store_conv_list_free(struct store_conv *v, size_t n);
 
 /*
@@ -238,50 +242,49 @@ void store_conv_list_free(struct store_conv *v, size_t n);
  * (store_msg_free). STORE_ENOTFOUND if there is no such conversation.
  */
 int store_conv_get(struct store *st, int64_t id, struct store_conv *c,
-		   struct store_msg **msgs, size_t *n, char *err,
-		   size_t errlen);
+                   struct store_msg **msgs, size_t *n, char *err,
+                   size_t errlen);
 void store_conv_clear(struct store_conv *c);
 
 int store_conv_rename(struct store *st, int64_t id, const char *title,
-		      char *err, size_t errlen);
-int store_conv_archive(struct store *st, int64_t id, bool archived,
-		       char *err, size_t errlen);
+                      char *err, size_t errlen);
+int store_conv_archive(struct store *st, int64_t id, bool archived, char *err,
+                       size_t errlen);
 /* Replace the system prompt (NULL = none) or the sampling JSON (NULL). */
 int store_conv_set_system(struct store *st, int64_t id, const char *text,
-			  char *err, size_t errlen);
+                          char *err, size_t errlen);
 int store_conv_set_sampling(struct store *st, int64_t id, const char *json,
-			    char *err, size_t errlen);
+                            char *err, size_t errlen);
 /* Make MSG_ID (a message of conversation ID) the active leaf. */
-int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id,
-			char *err, size_t errlen);
+int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id, char *err,
+                        size_t errlen);
 /* Delete the conversation, its messages and its KV state. */
-int store_conv_delete(struct store *st, int64_t id, char *err,
-		      size_t errlen);
+int store_conv_delete(struct store *st, int64_t id, char *err, size_t errlen);
 
 /* Messages -------------------------------------------------------------- */
 
 /* Append a complete message (committed before returning); *ID its id. */
 int store_msg_append(struct store *st, const struct store_msg_new *m,
-		     int64_t *id, char *err, size_t errlen);
+                     int64_t *id, char *err, size_t errlen);
 
 /* Start a message in progress (empty, finish NONE) under PARENT_ID. */
 int store_msg_begin(struct store *st, int64_t conv_id, int64_t parent_id,
-		    enum store_role role, int64_t *id, char *err,
-		    size_t errlen);
+                    enum store_role role, int64_t *id, char *err,
+                    size_t errlen);
 
 /* Replace the text of in-progress message ID (one small transaction). */
 int store_msg_update(struct store *st, int64_t id, const char *content,
-		     size_t len, char *err, size_t errlen);
+                     size_t len, char *err, size_t errlen);
 
 /* Final text, finish reason (not NONE) and statistics of message ID. */
 int store_msg_finish(struct store *st, int64_t id, const char *content,
-		     size_t len, enum store_finish finish,
-		     const struct store_msg_stats *stats, char *err,
-		     size_t errlen);
+                     size_t len, enum store_finish finish,
+                     const struct store_msg_stats *stats, char *err,
+                     size_t errlen);
 
 /* Message ID into the caller's *M (free its content: store_msg_clear). */
-int store_msg_get(struct store *st, int64_t id, struct store_msg *m,
-		  char *err, size_t errlen);
+int store_msg_get(struct store *st, int64_t id, struct store_msg *m, char *err,
+                  size_t errlen);
 
 /* Free the contents of the N messages of V and the array V itself. */
 void store_msg_free(struct store_msg *v, size_t n);
@@ -297,8 +300,8 @@ void store_msg_clear(struct store_msg *m);
  * "]"). *HITS is a malloc'd array of *N (store_hits_free).
  */
 int store_search(struct store *st, const char *text, unsigned flags,
-		 size_t limit, const char *open, const char *close,
-		 struct store_hit **hits, size_t *n, char *err, size_t errlen);
+                 size_t limit, const char *open, const char *close,
+                 struct store_hit **hits, size_t *n, char *err, size_t errlen);
 void store_hits_free(struct store_hit *v, size_t n);
 
 /* Export and import ---------------------------------------------------- */
@@ -315,11 +318,11 @@ void store_hits_free(struct store_hit *v, size_t n);
  * {"system_prompt": true}. Built with SQLite's JSON1. *OUT malloc'd.
  */
 int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
-		      char *err, size_t errlen);
+                      char *err, size_t errlen);
 
 /* The active branch as Markdown (title, metadata, one section per message). */
 int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
-		    char *err, size_t errlen);
+                    char *err, size_t errlen);
 
 /*
  * Import JSON of LEN bytes: either the object above (only "messages" is
@@ -329,19 +332,18 @@ int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
  * A first "system" message without parley meta becomes the system prompt.
  */
 int store_import_json(struct store *st, const char *json, size_t len,
-		      int64_t *id, char *err, size_t errlen);
+                      int64_t *id, char *err, size_t errlen);
 
 /* KV-cache slot ---------------------------------------------------------- */
 
 /* Save (replace) the KV state of conversation CONV_ID. */
 int store_kv_set(struct store *st, int64_t conv_id, const char *format,
-		 const int32_t *tokens, size_t n_tokens, const void *state,
-		 size_t state_len, char *err, size_t errlen);
+                 const int32_t *tokens, size_t n_tokens, const void *state,
+                 size_t state_len, char *err, size_t errlen);
 /* Load it into *KV (store_kv_free); STORE_ENOTFOUND when none is saved. */
 int store_kv_get(struct store *st, int64_t conv_id, struct store_kv *kv,
-		 char *err, size_t errlen);
-int store_kv_clear(struct store *st, int64_t conv_id, char *err,
-		   size_t errlen);
+                 char *err, size_t errlen);
+int store_kv_clear(struct store *st, int64_t conv_id, char *err, size_t errlen);
 void store_kv_free(struct store_kv *kv);
 
 /* Formatting helpers for the CLI (pure; malloc'd results, NULL on OOM) --- */
@@ -352,19 +354,29 @@ void store_kv_free(struct store_kv *kv);
  * replaced. Times relative to NOW_MS when recent ("5 min ago").
  */
 char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
-		     int width);
+                     int width);
 
 /* A plain-text transcript for `parley show` (control characters escaped). */
 char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
-		     size_t n);
+                     size_t n);
 
 /* The Markdown of store_export_md from already-read rows. */
-char *store_fmt_markdown(const struct store_conv *c,
-			 const struct store_msg *m, size_t n);
+char *store_fmt_markdown(const struct store_conv *c, const struct store_msg *m,
+                         size_t n);
 
 /* A one-line title from TEXT: whitespace folded, at most MAX_CHARS
  * characters (UTF-8 aware), "..." appended when cut. */
 char *store_fmt_title(const char *text, size_t len, size_t max_chars);
+
+/*
+ * The fingerprint of the model file at PATH for conversations'
+ * model_fingerprint: "fnv1a64:" + 16 hex digits over the size and the
+ * first and last 64 KiB (store_fp.c). OUT gets at least 25 bytes; *SIZE
+ * (may be NULL) the file size.
+ */
+#define STORE_FP_LEN 32 /* a buffer size that always fits */
+int store_model_fingerprint(const char *path, char *out, size_t outlen,
+                            int64_t *size, char *err, size_t errlen);
 
 /* Current time in Unix milliseconds. */
 int64_t store_now_ms(void);

@@ -60,8 +60,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return need;
 }
 
-void store_sb_safe(struct sbuf *b, const char *s, size_t n,
-		   bool keep_newlines)
+void store_sb_safe(struct sbuf *b, const char *s, size_t n, bool keep_newlines)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0;
@@ -93,8 +92,8 @@ char *store_fmt_title(const char *text, size_t len, size_t max_chars)
 	size_t i = 0, chars = 0;
 	bool space = false;
 
-	while (i < len && (u[i] == ' ' || u[i] == '\n' || u[i] == '\t' ||
-			   u[i] == '\r'))
+	while (i < len &&
+	       (u[i] == ' ' || u[i] == '\n' || u[i] == '\t' || u[i] == '\r'))
 		i++;
 	while (i < len) {
 		size_t k = utf8_seq(u + i, len - i);
@@ -144,24 +143,25 @@ static void fmt_when(char *buf, size_t len, int64_t ms, int64_t now_ms)
 }
 
 char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
-		     int width)
+                     int width)
 {
 	struct sbuf b = SBUF_INIT;
 	char when[64];
 
 	sbuf_printf(&b, "%6s  %-16s  %5s  %s\n", "ID", "UPDATED", "MSGS",
-			"TITLE");
+	            "TITLE");
 	for (size_t i = 0; i < n; i++) {
 		/* room left for the title after the fixed columns */
 		int room = width > 0 ? width - 34 : 0;
 		const char *title = v[i].title[0] ? v[i].title : "(untitled)";
 		char *t = store_fmt_title(title, strlen(title),
-					  room > 8 ? (size_t)room
-						   : width > 0 ? 8 : 1000);
+		                          room > 8    ? (size_t)room
+		                          : width > 0 ? 8
+		                                      : 1000);
 
 		fmt_when(when, sizeof(when), v[i].updated_ms, now_ms);
 		sbuf_printf(&b, "%6lld  %-16s  %5lld  ", (long long)v[i].id,
-				when, (long long)v[i].n_messages);
+		            when, (long long)v[i].n_messages);
 		if (t)
 			store_sb_safe(&b, t, strlen(t), false);
 		else
@@ -181,7 +181,7 @@ static void fmt_msg_extra(struct sbuf *b, const struct store_msg *m)
 
 	if (m->n_siblings > 1)
 		sbuf_printf(b, " (branch %d/%d)", m->sibling_index + 1,
-				m->n_siblings);
+		            m->n_siblings);
 	if (m->role != STORE_ROLE_ASSISTANT)
 		return;
 	if (!f)
@@ -190,12 +190,12 @@ static void fmt_msg_extra(struct sbuf *b, const struct store_msg *m)
 		sbuf_printf(b, " [%s]", f);
 	if (m->stats.n_tokens > 0 && m->stats.decode_ms > 0)
 		sbuf_printf(b, " (%lld tokens, %.1f tok/s)",
-				(long long)m->stats.n_tokens,
-				m->stats.n_tokens * 1000.0 / m->stats.decode_ms);
+		            (long long)m->stats.n_tokens,
+		            m->stats.n_tokens * 1000.0 / m->stats.decode_ms);
 }
 
 char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
-		     size_t n)
+                     size_t n)
 {
 	struct sbuf b = SBUF_INIT;
 	char when[64];
@@ -203,14 +203,14 @@ char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
 	fmt_when(when, sizeof(when), c->created_ms, 0);
 	sbuf_printf(&b, "#%lld ", (long long)c->id);
 	store_sb_safe(&b, c->title[0] ? c->title : "(untitled)",
-		      c->title[0] ? strlen(c->title) : 10, false);
+	              c->title[0] ? strlen(c->title) : 10, false);
 	sbuf_printf(&b, "\ncreated %s, model ", when);
 	store_sb_safe(&b, c->model_path, strlen(c->model_path), false);
 	sbuf_adds(&b, "\n");
 	if (c->system_prompt) {
 		sbuf_adds(&b, "\n--- system prompt\n");
 		store_sb_safe(&b, c->system_prompt, strlen(c->system_prompt),
-			      true);
+		              true);
 		sbuf_adds(&b, "\n");
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -224,8 +224,8 @@ char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
 	return store_sb_take(&b, NULL);
 }
 
-char *store_fmt_markdown(const struct store_conv *c,
-			 const struct store_msg *m, size_t n)
+char *store_fmt_markdown(const struct store_conv *c, const struct store_msg *m,
+                         size_t n)
 {
 	struct sbuf b = SBUF_INIT;
 	char when[64];

@@ -15,12 +15,12 @@ struct store {
 	sqlite3 *db;  /* the connection (owned) */
 	char *path;   /* as given to store_open (owned) */
 	bool corrupt; /* corruption was seen: refuse every write */
+	int busy_ms;  /* busy timeout in use */
 };
 
 /* Append S escaped for a terminal: controls other than \n and \t shown
  * as ^X, invalid UTF-8 bytes and C1 controls as \xNN. */
-void store_sb_safe(struct sbuf *b, const char *s, size_t n,
-		   bool keep_newlines);
+void store_sb_safe(struct sbuf *b, const char *s, size_t n, bool keep_newlines);
 /* Take B's text (caller frees) and its length, or NULL (B freed) after an
  * allocation failure. */
 char *store_sb_take(struct sbuf *b, size_t *len);
@@ -31,15 +31,15 @@ char *store_sb_take(struct sbuf *b, size_t *len);
  * SQLITE_CORRUPT / SQLITE_NOTADB).
  */
 int store_fail(struct store *st, int rc, const char *what, char *err,
-	       size_t errlen);
+               size_t errlen);
 
 /* Set err to "PATH: message" and return CODE. */
 int store_errf(struct store *st, int code, char *err, size_t errlen,
-	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Prepare SQL on ST; reports failures like store_fail. */
 int store_prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
-		  char *err, size_t errlen);
+                  char *err, size_t errlen);
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK (rollback never fails visibly). */
 int store_begin(struct store *st, char *err, size_t errlen);
@@ -55,10 +55,10 @@ char *store_col_text(sqlite3_stmt *s, int col, size_t *len);
 
 /* Conversation and branch readers shared by export. */
 int store_conv_read(struct store *st, int64_t id, struct store_conv *c,
-		    char *err, size_t errlen);
+                    char *err, size_t errlen);
 int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
-		      struct store_msg **msgs, size_t *n, char *err,
-		      size_t errlen);
+                      struct store_msg **msgs, size_t *n, char *err,
+                      size_t errlen);
 
 /* Parse a role / finish name; -1 if unknown. */
 int store_role_parse(const char *s);
@@ -69,6 +69,6 @@ int store_finish_parse(const char *s);
  * TO inside the caller's transaction, one step at a time.
  */
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,
-			 size_t errlen);
+                         size_t errlen);
 
 #endif /* PARLEY_STORE_INT_H */

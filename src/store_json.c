@@ -10,11 +10,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "store_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT_VERSION 1      /* "parley.version" written and accepted */
+#define EXPORT_VERSION  1       /* "parley.version" written and accepted */
 #define IMPORT_MAX_MSGS 1000000 /* messages per imported conversation */
 
 /* Search ------------------------------------------------------------------ */
@@ -38,7 +39,7 @@ static char *fts_query(const char *text)
 		sbuf_add(&b, "\"", 1);
 		for (size_t i = 0; i < n; i++)
 			sbuf_add(&b, p[i] == '"' ? "\"\"" : p + i,
-				     p[i] == '"' ? 2 : 1);
+			         p[i] == '"' ? 2 : 1);
 		sbuf_add(&b, "\"", 1);
 		p += n;
 	}
@@ -55,8 +56,8 @@ void store_hits_free(struct store_hit *v, size_t n)
 }
 
 int store_search(struct store *st, const char *text, unsigned flags,
-		 size_t limit, const char *open, const char *close,
-		 struct store_hit **hits, size_t *n, char *err, size_t errlen)
+                 size_t limit, const char *open, const char *close,
+                 struct store_hit **hits, size_t *n, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	struct store_hit *a = NULL;
@@ -67,24 +68,24 @@ int store_search(struct store *st, const char *text, unsigned flags,
 	*hits = NULL;
 	*n = 0;
 	q = flags & STORE_SEARCH_RAW ? strdup(text ? text : "")
-				     : fts_query(text ? text : "");
+	                             : fts_query(text ? text : "");
 	if (!q)
 		return store_errf(st, STORE_ERR, err, errlen,
-				  "search: out of memory");
+		                  "search: out of memory");
 	if (!q[0]) {
 		free(q);
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "search: no words to look for");
+		                  "search: no words to look for");
 	}
 	rc = store_prepare(
-		st,
-		"SELECT m.conversation_id, m.id, c.title, m.role, "
-		"snippet(messages_fts, 0, ?2, ?3, '...', 16), m.created "
-		"FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-		"JOIN conversations c ON c.id = m.conversation_id "
-		"WHERE messages_fts MATCH ?1 AND (?4 OR c.archived = 0) "
-		"ORDER BY rank, m.id DESC LIMIT ?5",
-		&s, err, errlen);
+	    st,
+	    "SELECT m.conversation_id, m.id, c.title, m.role, "
+	    "snippet(messages_fts, 0, ?2, ?3, '...', 16), m.created "
+	    "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+	    "JOIN conversations c ON c.id = m.conversation_id "
+	    "WHERE messages_fts MATCH ?1 AND (?4 OR c.archived = 0) "
+	    "ORDER BY rank, m.id DESC LIMIT ?5",
+	    &s, err, errlen);
 	if (rc) {
 		free(q);
 		return rc;
@@ -125,11 +126,10 @@ int store_search(struct store *st, const char *text, unsigned flags,
 		store_hits_free(a, cnt);
 		if (rc == SQLITE_ROW)
 			return store_errf(st, STORE_ERR, err, errlen,
-					  "search: out of memory");
+			                  "search: out of memory");
 		if ((rc & 0xff) == SQLITE_ERROR)
 			return store_errf(st, STORE_EINVAL, err, errlen,
-					  "search: %s",
-					  sqlite3_errmsg(st->db));
+			                  "search: %s", sqlite3_errmsg(st->db));
 		return store_fail(st, rc, "search", err, errlen);
 	}
 	*hits = a;
@@ -137,12 +137,13 @@ int store_search(struct store *st, const char *text, unsigned flags,
 	return STORE_OK;
 }
 
-/* Export -------------------------------------------------------------------- */
+/* Export --------------------------------------------------------------------
+ */
 
 /* Append the JSON arrays of the branch's messages and their meta. */
 static int export_msgs(struct store *st, const struct store_conv *c,
-		       struct sbuf *msgs, struct sbuf *meta, char *err,
-		       size_t errlen)
+                       struct sbuf *msgs, struct sbuf *meta, char *err,
+                       size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
@@ -151,35 +152,35 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 	sbuf_add(meta, "[", 1);
 	if (c->system_prompt) {
 		if ((rc = store_prepare(st,
-					"SELECT json_object('role', 'system', "
-					"'content', ?1)",
-					&s, err, errlen)))
+		                        "SELECT json_object('role', 'system', "
+		                        "'content', ?1)",
+		                        &s, err, errlen)))
 			return rc;
 		sqlite3_bind_text(s, 1, c->system_prompt, -1, SQLITE_STATIC);
 		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
 			sbuf_adds(msgs,
-				     (const char *)sqlite3_column_text(s, 0));
+			          (const char *)sqlite3_column_text(s, 0));
 		sqlite3_finalize(s);
 		if (rc != SQLITE_ROW)
 			return store_fail(st, rc, "export", err, errlen);
 		sbuf_adds(meta, "{\"system_prompt\":true}");
 	}
 	if ((rc = store_prepare(
-		     st,
-		     "WITH RECURSIVE br(id, depth) AS ("
-		     " SELECT ?1, 0"
-		     " UNION ALL"
-		     " SELECT m.parent_id, br.depth + 1 FROM messages m"
-		     " JOIN br ON m.id = br.id"
-		     " WHERE m.parent_id IS NOT NULL AND br.depth < 1000000)"
-		     " SELECT json_object('role', m.role, 'content', m.content),"
-		     " json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
-		     " 'n_prompt_tokens', m.n_prompt_tokens,"
-		     " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
-		     " 'created', m.created)"
-		     " FROM br JOIN messages m ON m.id = br.id"
-		     " WHERE m.conversation_id = ?2 ORDER BY br.depth DESC",
-		     &s, err, errlen)))
+	         st,
+	         "WITH RECURSIVE br(id, depth) AS ("
+	         " SELECT ?1, 0"
+	         " UNION ALL"
+	         " SELECT m.parent_id, br.depth + 1 FROM messages m"
+	         " JOIN br ON m.id = br.id"
+	         " WHERE m.parent_id IS NOT NULL AND br.depth < 1000000)"
+	         " SELECT json_object('role', m.role, 'content', m.content),"
+	         " json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
+	         " 'n_prompt_tokens', m.n_prompt_tokens,"
+	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
+	         " 'created', m.created)"
+	         " FROM br JOIN messages m ON m.id = br.id"
+	         " WHERE m.conversation_id = ?2 ORDER BY br.depth DESC",
+	         &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, c->leaf_id);
 	sqlite3_bind_int64(s, 2, c->id);
@@ -200,7 +201,7 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 }
 
 int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
-		      char *err, size_t errlen)
+                      char *err, size_t errlen)
 {
 	struct sbuf msgs = SBUF_INIT, meta = SBUF_INIT;
 	struct store_conv c;
@@ -217,38 +218,38 @@ int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
 	}
 	if (rc == STORE_OK && (msgs.failed || meta.failed))
 		rc = store_errf(st, STORE_ERR, err, errlen,
-				"export: out of memory");
+		                "export: out of memory");
 	if (rc == STORE_OK)
 		rc = store_prepare(
-			st,
-			"SELECT json_object('model', c.model_path,"
-			" 'messages', json(?2),"
-			" 'parley', json_object("
-			"  'format', 'parley-conversation', 'version', ?4,"
-			"  'title', c.title, 'created', c.created,"
-			"  'updated', c.updated,"
-			"  'archived', json(CASE WHEN c.archived THEN 'true'"
-			"   ELSE 'false' END),"
-			"  'model_size', c.model_size,"
-			"  'model_fingerprint', c.model_fingerprint,"
-			"  'template', c.template,"
-			"  'sampling', json(c.sampling),"
-			"  'messages', json(?3)))"
-			" FROM conversations c WHERE c.id = ?1",
-			&s, err, errlen);
+		    st,
+		    "SELECT json_object('model', c.model_path,"
+		    " 'messages', json(?2),"
+		    " 'parley', json_object("
+		    "  'format', 'parley-conversation', 'version', ?4,"
+		    "  'title', c.title, 'created', c.created,"
+		    "  'updated', c.updated,"
+		    "  'archived', json(CASE WHEN c.archived THEN 'true'"
+		    "   ELSE 'false' END),"
+		    "  'model_size', c.model_size,"
+		    "  'model_fingerprint', c.model_fingerprint,"
+		    "  'template', c.template,"
+		    "  'sampling', json(c.sampling),"
+		    "  'messages', json(?3)))"
+		    " FROM conversations c WHERE c.id = ?1",
+		    &s, err, errlen);
 	if (rc == STORE_OK) {
 		sqlite3_bind_int64(s, 1, id);
 		sqlite3_bind_text64(s, 2, msgs.buf, msgs.len, SQLITE_STATIC,
-				    SQLITE_UTF8);
+		                    SQLITE_UTF8);
 		sqlite3_bind_text64(s, 3, meta.buf, meta.len, SQLITE_STATIC,
-				    SQLITE_UTF8);
+		                    SQLITE_UTF8);
 		sqlite3_bind_int(s, 4, EXPORT_VERSION);
 		rc = sqlite3_step(s);
 		if (rc == SQLITE_ROW) {
 			*out = store_col_text(s, 0, len);
 			rc = *out ? STORE_OK
-				  : store_errf(st, STORE_ERR, err, errlen,
-					       "export: out of memory");
+			          : store_errf(st, STORE_ERR, err, errlen,
+			                       "export: out of memory");
 		} else {
 			rc = store_fail(st, rc, "export", err, errlen);
 		}
@@ -261,7 +262,7 @@ int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
 }
 
 int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
-		    char *err, size_t errlen)
+                    char *err, size_t errlen)
 {
 	struct store_conv c;
 	struct store_msg *m;
@@ -277,17 +278,18 @@ int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
 	store_conv_clear(&c);
 	store_msg_free(m, n);
 	return *out ? STORE_OK
-		    : store_errf(st, STORE_ERR, err, errlen,
-				 "export: out of memory");
+	            : store_errf(st, STORE_ERR, err, errlen,
+	                         "export: out of memory");
 }
 
-/* Import -------------------------------------------------------------------- */
+/* Import --------------------------------------------------------------------
+ */
 
 /* Conversation-level fields of an import document. */
 struct imp_conv {
 	char *model, *title, *fingerprint, *template_name, *sampling;
 	int64_t model_size, created, updated; /* -1 when absent */
-	int archived;			      /* 0/1 */
+	int archived;                         /* 0/1 */
 };
 
 static void imp_conv_clear(struct imp_conv *c)
@@ -302,9 +304,9 @@ static void imp_conv_clear(struct imp_conv *c)
 /* Type-checked field K of an import statement row (type at K, value at
  * K+1). WANT: "text", "integer", "number", "bool", "object". NULL type
  * (absent) or JSON null is allowed and leaves the output untouched. */
-static int imp_field(struct store *st, sqlite3_stmt *s, int k,
-		     const char *want, const char *name, char **str,
-		     int64_t *num, double *real, char *err, size_t errlen)
+static int imp_field(struct store *st, sqlite3_stmt *s, int k, const char *want,
+                     const char *name, char **str, int64_t *num, double *real,
+                     char *err, size_t errlen)
 {
 	const char *t = (const char *)sqlite3_column_text(s, k);
 	bool ok;
@@ -319,11 +321,23 @@ static int imp_field(struct store *st, sqlite3_stmt *s, int k,
 		ok = strcmp(t, want) == 0;
 	if (!ok)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: %s is %s, expected %s", name, t,
-				  want);
+		                  "import: %s is %s, expected %s", name, t,
+		                  want);
 	if (str && !(*str = store_col_text(s, k + 1, NULL)))
 		return store_errf(st, STORE_ERR, err, errlen,
-				  "import: out of memory");
+		                  "import: out of memory");
+	/* every number of the format is a non-negative count, size, time */
+	if (strcmp(want, "integer") == 0 &&
+	    (sqlite3_column_type(s, k + 1) != SQLITE_INTEGER ||
+	     sqlite3_column_int64(s, k + 1) < 0))
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "import: %s is out of range (0..2^63)", name);
+	if (strcmp(want, "number") == 0 &&
+	    !(sqlite3_column_double(s, k + 1) >= 0 &&
+	      isfinite(sqlite3_column_double(s, k + 1))))
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "import: %s is not a finite number >= 0",
+		                  name);
 	if (num && strcmp(want, "bool") == 0)
 		*num = strcmp(t, "true") == 0;
 	else if (num)
@@ -335,8 +349,8 @@ static int imp_field(struct store *st, sqlite3_stmt *s, int k,
 
 /* Read and check the conversation-level fields and the document shape. */
 static int imp_read_conv(struct store *st, const char *json, size_t len,
-			 struct imp_conv *c, const char **msgs_path,
-			 bool *has_meta, char *err, size_t errlen)
+                         struct imp_conv *c, const char **msgs_path,
+                         bool *has_meta, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int64_t version = EXPORT_VERSION;
@@ -345,41 +359,41 @@ static int imp_read_conv(struct store *st, const char *json, size_t len,
 	int rc;
 
 	if ((rc = store_prepare(
-		     st,
-		     "SELECT json_valid(?1), json_type(?1),"
-		     " json_type(?1, '$.messages'), json_type(?1, '$.parley'),"
-		     " json_type(?1, '$.parley.messages'),"
-		     " json_type(?1, '$.model'), json_extract(?1, '$.model'),"
-		     " json_type(?1, '$.parley.title'),"
-		     " json_extract(?1, '$.parley.title'),"
-		     " json_type(?1, '$.parley.created'),"
-		     " json_extract(?1, '$.parley.created'),"
-		     " json_type(?1, '$.parley.updated'),"
-		     " json_extract(?1, '$.parley.updated'),"
-		     " json_type(?1, '$.parley.archived'),"
-		     " json_extract(?1, '$.parley.archived'),"
-		     " json_type(?1, '$.parley.model_size'),"
-		     " json_extract(?1, '$.parley.model_size'),"
-		     " json_type(?1, '$.parley.model_fingerprint'),"
-		     " json_extract(?1, '$.parley.model_fingerprint'),"
-		     " json_type(?1, '$.parley.template'),"
-		     " json_extract(?1, '$.parley.template'),"
-		     " json_type(?1, '$.parley.sampling'),"
-		     " json_extract(?1, '$.parley.sampling'),"
-		     " json_type(?1, '$.parley.format'),"
-		     " json_extract(?1, '$.parley.format'),"
-		     " json_type(?1, '$.parley.version'),"
-		     " json_extract(?1, '$.parley.version'),"
-		     " json_array_length(?1, '$.messages'),"
-		     " json_array_length(?1, '$.parley.messages')",
-		     &s, err, errlen)))
+	         st,
+	         "SELECT json_valid(?1), json_type(?1),"
+	         " json_type(?1, '$.messages'), json_type(?1, '$.parley'),"
+	         " json_type(?1, '$.parley.messages'),"
+	         " json_type(?1, '$.model'), json_extract(?1, '$.model'),"
+	         " json_type(?1, '$.parley.title'),"
+	         " json_extract(?1, '$.parley.title'),"
+	         " json_type(?1, '$.parley.created'),"
+	         " json_extract(?1, '$.parley.created'),"
+	         " json_type(?1, '$.parley.updated'),"
+	         " json_extract(?1, '$.parley.updated'),"
+	         " json_type(?1, '$.parley.archived'),"
+	         " json_extract(?1, '$.parley.archived'),"
+	         " json_type(?1, '$.parley.model_size'),"
+	         " json_extract(?1, '$.parley.model_size'),"
+	         " json_type(?1, '$.parley.model_fingerprint'),"
+	         " json_extract(?1, '$.parley.model_fingerprint'),"
+	         " json_type(?1, '$.parley.template'),"
+	         " json_extract(?1, '$.parley.template'),"
+	         " json_type(?1, '$.parley.sampling'),"
+	         " json_extract(?1, '$.parley.sampling'),"
+	         " json_type(?1, '$.parley.format'),"
+	         " json_extract(?1, '$.parley.format'),"
+	         " json_type(?1, '$.parley.version'),"
+	         " json_extract(?1, '$.parley.version'),"
+	         " json_array_length(?1, '$.messages'),"
+	         " json_array_length(?1, '$.parley.messages')",
+	         &s, err, errlen)))
 		return rc;
 	sqlite3_bind_text64(s, 1, json, len, SQLITE_STATIC, SQLITE_UTF8);
 	rc = sqlite3_step(s);
 	if (rc != SQLITE_ROW) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: not valid JSON (%s)",
-				sqlite3_errmsg(st->db));
+		                "import: not valid JSON (%s)",
+		                sqlite3_errmsg(st->db));
 		goto out;
 	}
 	rc = STORE_OK;
@@ -389,7 +403,7 @@ static int imp_read_conv(struct store *st, const char *json, size_t len,
 	pm = (const char *)sqlite3_column_text(s, 4);
 	if (!sqlite3_column_int(s, 0)) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: not valid JSON");
+		                "import: not valid JSON");
 		goto out;
 	}
 	if (strcmp(top, "array") == 0) {
@@ -399,70 +413,70 @@ static int imp_read_conv(struct store *st, const char *json, size_t len,
 	}
 	if (strcmp(top, "object") != 0 || !mt || strcmp(mt, "array") != 0) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: expected an array of messages or an "
-				"object with a \"messages\" array");
+		                "import: expected an array of messages or an "
+		                "object with a \"messages\" array");
 		goto out;
 	}
 	*msgs_path = "$.messages";
 	if (pt && strcmp(pt, "object") != 0 && strcmp(pt, "null") != 0) {
-		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: \"parley\" is %s, expected object",
-				pt);
+		rc =
+		    store_errf(st, STORE_EINVAL, err, errlen,
+		               "import: \"parley\" is %s, expected object", pt);
 		goto out;
 	}
 	*has_meta = pm != NULL && strcmp(pm, "null") != 0;
 	if (*has_meta && strcmp(pm, "array") != 0) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: parley.messages is %s, expected array",
-				pm);
+		                "import: parley.messages is %s, expected array",
+		                pm);
 		goto out;
 	}
 	if (*has_meta &&
 	    sqlite3_column_int64(s, 27) != sqlite3_column_int64(s, 28)) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: %lld messages but %lld entries in "
-				"parley.messages",
-				(long long)sqlite3_column_int64(s, 27),
-				(long long)sqlite3_column_int64(s, 28));
+		                "import: %lld messages but %lld entries in "
+		                "parley.messages",
+		                (long long)sqlite3_column_int64(s, 27),
+		                (long long)sqlite3_column_int64(s, 28));
 		goto out;
 	}
 	int64_t arch = 0;
 	if ((rc = imp_field(st, s, 5, "text", "model", &c->model, NULL, NULL,
-			    err, errlen)) ||
+	                    err, errlen)) ||
 	    (rc = imp_field(st, s, 7, "text", "parley.title", &c->title, NULL,
-			    NULL, err, errlen)) ||
+	                    NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 9, "integer", "parley.created", NULL,
-			    &c->created, NULL, err, errlen)) ||
+	                    &c->created, NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 11, "integer", "parley.updated", NULL,
-			    &c->updated, NULL, err, errlen)) ||
+	                    &c->updated, NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 13, "bool", "parley.archived", NULL, &arch,
-			    NULL, err, errlen)) ||
+	                    NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 15, "integer", "parley.model_size", NULL,
-			    &c->model_size, NULL, err, errlen)) ||
+	                    &c->model_size, NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 17, "text", "parley.model_fingerprint",
-			    &c->fingerprint, NULL, NULL, err, errlen)) ||
+	                    &c->fingerprint, NULL, NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 19, "text", "parley.template",
-			    &c->template_name, NULL, NULL, err, errlen)) ||
+	                    &c->template_name, NULL, NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 21, "object", "parley.sampling",
-			    &c->sampling, NULL, NULL, err, errlen)) ||
+	                    &c->sampling, NULL, NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 23, "text", "parley.format", &format, NULL,
-			    NULL, err, errlen)) ||
+	                    NULL, err, errlen)) ||
 	    (rc = imp_field(st, s, 25, "integer", "parley.version", NULL,
-			    &version, NULL, err, errlen)))
+	                    &version, NULL, err, errlen)))
 		goto out;
 	c->archived = arch != 0;
 	if (format && strcmp(format, "parley-conversation") != 0)
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: parley.format is not "
-				"\"parley-conversation\"");
+		                "import: parley.format is not "
+		                "\"parley-conversation\"");
 	else if (version < 1 || version > EXPORT_VERSION)
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: parley.version %lld is not supported "
-				"(this parley writes %d)",
-				(long long)version, EXPORT_VERSION);
+		                "import: parley.version %lld is not supported "
+		                "(this parley writes %d)",
+		                (long long)version, EXPORT_VERSION);
 	else if (c->model_size < -1)
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: negative parley.model_size");
+		                "import: negative parley.model_size");
 out:
 	free(format);
 	sqlite3_finalize(s);
@@ -471,18 +485,18 @@ out:
 
 /* One message of an import document, checked. */
 struct imp_msg {
-	int role;	     /* enum store_role */
-	char *content;	     /* owned */
-	size_t len;	     /* bytes of content */
-	char *finish;	     /* owned; NULL when absent */
+	int role;      /* enum store_role */
+	char *content; /* owned */
+	size_t len;    /* bytes of content */
+	char *finish;  /* owned; NULL when absent */
 	struct store_msg_stats stats;
-	int64_t created;     /* -1 when absent */
-	int64_t system;	     /* meta system_prompt flag */
+	int64_t created; /* -1 when absent */
+	int64_t system;  /* meta system_prompt flag */
 };
 
 /* Read message row S (and meta row M, or NULL) into *X. */
 static int imp_read_msg(struct store *st, sqlite3_stmt *s, sqlite3_stmt *m,
-			size_t i, struct imp_msg *x, char *err, size_t errlen)
+                        size_t i, struct imp_msg *x, char *err, size_t errlen)
 {
 	char name[64], *role = NULL;
 	int rc;
@@ -490,82 +504,83 @@ static int imp_read_msg(struct store *st, sqlite3_stmt *s, sqlite3_stmt *m,
 	memset(x, 0, sizeof(*x));
 	x->created = -1;
 	if (strcmp((const char *)sqlite3_column_text(s, 0), "object") != 0)
-		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: messages[%zu] is %s, expected object",
-				  i, sqlite3_column_text(s, 0));
+		return store_errf(
+		    st, STORE_EINVAL, err, errlen,
+		    "import: messages[%zu] is %s, expected object", i,
+		    sqlite3_column_text(s, 0));
 	snprintf(name, sizeof(name), "messages[%zu].role", i);
 	if ((rc = imp_field(st, s, 1, "text", name, &role, NULL, NULL, err,
-			    errlen)))
+	                    errlen)))
 		return rc;
 	x->role = store_role_parse(role);
 	free(role);
 	if (x->role < 0)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: %s must be \"system\", \"user\" or "
-				  "\"assistant\"",
-				  name);
+		                  "import: %s must be \"system\", \"user\" or "
+		                  "\"assistant\"",
+		                  name);
 	snprintf(name, sizeof(name), "messages[%zu].content", i);
 	if (!sqlite3_column_text(s, 3) ||
 	    strcmp((const char *)sqlite3_column_text(s, 3), "text") != 0)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: %s must be a string", name);
+		                  "import: %s must be a string", name);
 	if (!(x->content = store_col_text(s, 4, &x->len)))
 		return store_errf(st, STORE_ERR, err, errlen,
-				  "import: out of memory");
+		                  "import: out of memory");
 	if (!m)
 		return STORE_OK;
 	if (strcmp((const char *)sqlite3_column_text(m, 0), "object") != 0)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: parley.messages[%zu] is %s, "
-				  "expected object",
-				  i, sqlite3_column_text(m, 0));
-#define F(k, want, what, str, num, real)                                      \
-	(snprintf(name, sizeof(name), "parley.messages[%zu]." what, i),       \
+		                  "import: parley.messages[%zu] is %s, "
+		                  "expected object",
+		                  i, sqlite3_column_text(m, 0));
+#define F(k, want, what, str, num, real)                                       \
+	(snprintf(name, sizeof(name), "parley.messages[%zu]." what, i),        \
 	 imp_field(st, m, k, want, name, str, num, real, err, errlen))
 	if ((rc = F(1, "text", "finish", &x->finish, NULL, NULL)) ||
-	    (rc = F(3, "integer", "n_tokens", NULL, &x->stats.n_tokens,
-		    NULL)) ||
+	    (rc =
+	         F(3, "integer", "n_tokens", NULL, &x->stats.n_tokens, NULL)) ||
 	    (rc = F(5, "integer", "n_prompt_tokens", NULL,
-		    &x->stats.n_prompt_tokens, NULL)) ||
+	            &x->stats.n_prompt_tokens, NULL)) ||
 	    (rc = F(7, "number", "prefill_ms", NULL, NULL,
-		    &x->stats.prefill_ms)) ||
+	            &x->stats.prefill_ms)) ||
 	    (rc = F(9, "number", "decode_ms", NULL, NULL,
-		    &x->stats.decode_ms)) ||
+	            &x->stats.decode_ms)) ||
 	    (rc = F(11, "integer", "created", NULL, &x->created, NULL)) ||
 	    (rc = F(13, "bool", "system_prompt", NULL, &x->system, NULL)))
 		return rc;
 #undef F
 	if (x->finish && store_finish_parse(x->finish) < 0)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: parley.messages[%zu].finish \"%s\" "
-				  "is not stop, length, interrupted or error",
-				  i, x->finish);
+		                  "import: parley.messages[%zu].finish \"%s\" "
+		                  "is not stop, length, interrupted or error",
+		                  i, x->finish);
 	return STORE_OK;
 }
 
 /* Insert the conversation row; *ID its id. */
 static int imp_insert_conv(struct store *st, const struct imp_conv *c,
-			   const char *system, int64_t now, int64_t *id,
-			   char *err, size_t errlen)
+                           const char *system, int64_t now, int64_t *id,
+                           char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	if ((rc = store_prepare(st,
-				"INSERT INTO conversations (title, model_path,"
-				" model_size, model_fingerprint, template,"
-				" system_prompt, sampling, created, updated,"
-				" archived) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-				" ?7, ?8, ?9, ?10)",
-				&s, err, errlen)))
+	                        "INSERT INTO conversations (title, model_path,"
+	                        " model_size, model_fingerprint, template,"
+	                        " system_prompt, sampling, created, updated,"
+	                        " archived) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+	                        " ?7, ?8, ?9, ?10)",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_text(s, 1, c->title ? c->title : "", -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, c->model ? c->model : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, c->model_size > 0 ? c->model_size : 0);
 	sqlite3_bind_text(s, 4, c->fingerprint ? c->fingerprint : "", -1,
-			  SQLITE_STATIC);
+	                  SQLITE_STATIC);
 	sqlite3_bind_text(s, 5, c->template_name ? c->template_name : "", -1,
-			  SQLITE_STATIC);
+	                  SQLITE_STATIC);
 	if (system)
 		sqlite3_bind_text(s, 6, system, -1, SQLITE_STATIC);
 	if (c->sampling)
@@ -583,8 +598,8 @@ static int imp_insert_conv(struct store *st, const struct imp_conv *c,
 
 /* Insert message X of conversation CONV under PARENT; *ID its id. */
 static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
-			  const struct imp_msg *x, bool has_meta, int64_t when,
-			  int64_t *id, char *err, size_t errlen)
+                          const struct imp_msg *x, bool has_meta, int64_t when,
+                          int64_t *id, char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	const char *finish = x->finish;
@@ -592,23 +607,23 @@ static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
 
 	if (!finish)
 		finish = has_meta && x->role == STORE_ROLE_ASSISTANT
-				 ? "interrupted"
-				 : "stop";
+		             ? "interrupted"
+		             : "stop";
 	if ((rc = store_prepare(st,
-				"INSERT INTO messages (conversation_id,"
-				" parent_id, role, content, n_tokens,"
-				" n_prompt_tokens, prefill_ms, decode_ms,"
-				" finish, created, updated) VALUES (?1, ?2,"
-				" ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-				&s, err, errlen)))
+	                        "INSERT INTO messages (conversation_id,"
+	                        " parent_id, role, content, n_tokens,"
+	                        " n_prompt_tokens, prefill_ms, decode_ms,"
+	                        " finish, created, updated) VALUES (?1, ?2,"
+	                        " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, conv);
 	if (parent)
 		sqlite3_bind_int64(s, 2, parent);
 	sqlite3_bind_text(s, 3, store_role_name((enum store_role)x->role), -1,
-			  SQLITE_STATIC);
+	                  SQLITE_STATIC);
 	sqlite3_bind_text64(s, 4, x->content, x->len, SQLITE_STATIC,
-			    SQLITE_UTF8);
+	                    SQLITE_UTF8);
 	sqlite3_bind_int64(s, 5, x->stats.n_tokens);
 	sqlite3_bind_int64(s, 6, x->stats.n_prompt_tokens);
 	sqlite3_bind_double(s, 7, x->stats.prefill_ms);
@@ -625,27 +640,27 @@ static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
 
 /* Walk the messages (and meta) and insert them; inside the transaction. */
 static int imp_messages(struct store *st, const char *json, size_t len,
-			const char *path, bool has_meta, struct imp_conv *c,
-			int64_t *conv, char *err, size_t errlen)
+                        const char *path, bool has_meta, struct imp_conv *c,
+                        int64_t *conv, char *err, size_t errlen)
 {
 	static const char msg_sql[] =
-		"SELECT type,"
-		" CASE WHEN type = 'object' THEN json_type(value, '$.role') END,"
-		" CASE WHEN type = 'object' THEN json_extract(value, '$.role') END,"
-		" CASE WHEN type = 'object' THEN json_type(value, '$.content') END,"
-		" CASE WHEN type = 'object' THEN json_extract(value, '$.content')"
-		" END FROM json_each(?1, ?2) ORDER BY key";
+	    "SELECT type,"
+	    " CASE WHEN type = 'object' THEN json_type(value, '$.role') END,"
+	    " CASE WHEN type = 'object' THEN json_extract(value, '$.role') END,"
+	    " CASE WHEN type = 'object' THEN json_type(value, '$.content') END,"
+	    " CASE WHEN type = 'object' THEN json_extract(value, '$.content')"
+	    " END FROM json_each(?1, ?2) ORDER BY key";
 #define JT(p) " CASE WHEN type = 'object' THEN json_type(value, '" p "') END,"
 #define JX(p) " CASE WHEN type = 'object' THEN json_extract(value, '" p "') END"
-	static const char meta_sql[] =
-		"SELECT type," JT("$.finish") JX("$.finish") ","
-		JT("$.n_tokens") JX("$.n_tokens") ","
-		JT("$.n_prompt_tokens") JX("$.n_prompt_tokens") ","
-		JT("$.prefill_ms") JX("$.prefill_ms") ","
-		JT("$.decode_ms") JX("$.decode_ms") ","
-		JT("$.created") JX("$.created") ","
-		JT("$.system_prompt") JX("$.system_prompt")
-		" FROM json_each(?1, '$.parley.messages') ORDER BY key";
+	static const char meta_sql[] = "SELECT type," JT("$.finish") JX(
+	    "$.finish") "," JT("$.n_tokens")
+	    JX("$.n_tokens") "," JT("$.n_prompt_tokens") JX(
+	        "$.n_prompt_tokens") "," JT("$.prefill_ms")
+	        JX("$.prefill_ms") "," JT("$.decode_ms") JX(
+	            "$.decode_ms") "," JT("$.created")
+	            JX("$.created") "," JT("$.system_prompt") JX(
+	                "$.system_prompt") " FROM json_each(?1, "
+	                                   "'$.parley.messages') ORDER BY key";
 #undef JT
 #undef JX
 	sqlite3_stmt *s = NULL, *m = NULL;
@@ -663,30 +678,30 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
 	if (m)
 		sqlite3_bind_text64(m, 1, json, len, SQLITE_STATIC,
-				    SQLITE_UTF8);
+		                    SQLITE_UTF8);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (m && sqlite3_step(m) != SQLITE_ROW) {
 			rc = store_errf(st, STORE_EINVAL, err, errlen,
-					"import: parley.messages too short");
+			                "import: parley.messages too short");
 			goto out;
 		}
 		if (i >= IMPORT_MAX_MSGS) {
 			rc = store_errf(st, STORE_EINVAL, err, errlen,
-					"import: more than %d messages",
-					IMPORT_MAX_MSGS);
+			                "import: more than %d messages",
+			                IMPORT_MAX_MSGS);
 			goto out;
 		}
 		rc = imp_read_msg(st, s, m, i, &x, err, errlen);
 		if (rc == STORE_OK && x.system && (i > 0 || x.role != 0))
 			rc = store_errf(st, STORE_EINVAL, err, errlen,
-					"import: only messages[0] with role "
-					"system can be the system prompt");
+			                "import: only messages[0] with role "
+			                "system can be the system prompt");
 		if (rc == STORE_OK && i == 0) {
 			bool sys = x.role == STORE_ROLE_SYSTEM &&
-				   (has_meta ? x.system != 0 : true);
+			           (has_meta ? x.system != 0 : true);
 
-			rc = imp_insert_conv(st, c, sys ? x.content : NULL,
-					     now, conv, err, errlen);
+			rc = imp_insert_conv(st, c, sys ? x.content : NULL, now,
+			                     conv, err, errlen);
 			if (sys) {
 				free(x.content);
 				free(x.finish);
@@ -697,29 +712,29 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 		if (rc == STORE_OK) {
 			if (!c->title && x.role == STORE_ROLE_USER) {
 				/* title from the first user message */
-				c->title = store_fmt_title(x.content, x.len,
-							   60);
+				c->title =
+				    store_fmt_title(x.content, x.len, 60);
 				if (c->title) {
 					sqlite3_stmt *u;
 
 					if (store_prepare(st,
-							  "UPDATE conversations"
-							  " SET title = ?2 "
-							  "WHERE id = ?1",
-							  &u, err,
-							  errlen) == STORE_OK) {
+					                  "UPDATE conversations"
+					                  " SET title = ?2 "
+					                  "WHERE id = ?1",
+					                  &u, err,
+					                  errlen) == STORE_OK) {
 						sqlite3_bind_int64(u, 1, *conv);
 						sqlite3_bind_text(
-							u, 2, c->title, -1,
-							SQLITE_STATIC);
+						    u, 2, c->title, -1,
+						    SQLITE_STATIC);
 						sqlite3_step(u);
 						sqlite3_finalize(u);
 					}
 				}
 			}
 			rc = imp_insert_msg(st, *conv, parent, &x, has_meta,
-					    c->created >= 0 ? c->created : now,
-					    &id, err, errlen);
+			                    c->created >= 0 ? c->created : now,
+			                    &id, err, errlen);
 			parent = id;
 		}
 		free(x.content);
@@ -735,7 +750,7 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 	rc = STORE_OK;
 	if (i == 0 && strcmp(path, "$") == 0) {
 		rc = store_errf(st, STORE_EINVAL, err, errlen,
-				"import: no messages");
+		                "import: no messages");
 		goto out;
 	}
 	if (i == 0) /* an exported empty conversation */
@@ -744,15 +759,15 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 		sqlite3_stmt *u;
 
 		if ((rc = store_prepare(st,
-					"UPDATE conversations SET leaf_id = ?2"
-					" WHERE id = ?1",
-					&u, err, errlen)) == STORE_OK) {
+		                        "UPDATE conversations SET leaf_id = ?2"
+		                        " WHERE id = ?1",
+		                        &u, err, errlen)) == STORE_OK) {
 			sqlite3_bind_int64(u, 1, *conv);
 			sqlite3_bind_int64(u, 2, id);
 			rc = sqlite3_step(u) == SQLITE_DONE
-				     ? STORE_OK
-				     : store_fail(st, sqlite3_errcode(st->db),
-						  "import", err, errlen);
+			         ? STORE_OK
+			         : store_fail(st, sqlite3_errcode(st->db),
+			                      "import", err, errlen);
 			sqlite3_finalize(u);
 		}
 	}
@@ -763,9 +778,9 @@ out:
 }
 
 int store_import_json(struct store *st, const char *json, size_t len,
-		      int64_t *id, char *err, size_t errlen)
+                      int64_t *id, char *err, size_t errlen)
 {
-	struct imp_conv c = { .model_size = -1, .created = -1, .updated = -1 };
+	struct imp_conv c = {.model_size = -1, .created = -1, .updated = -1};
 	const char *path = "$";
 	bool has_meta = false;
 	int rc;
@@ -773,17 +788,17 @@ int store_import_json(struct store *st, const char *json, size_t len,
 	*id = 0;
 	if (len > STORE_IMPORT_MAX)
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: %zu bytes is over the limit of %u",
-				  len, STORE_IMPORT_MAX);
+		                  "import: %zu bytes is over the limit of %u",
+		                  len, STORE_IMPORT_MAX);
 	if (memchr(json, '\0', len))
 		return store_errf(st, STORE_EINVAL, err, errlen,
-				  "import: the input contains a NUL byte");
+		                  "import: the input contains a NUL byte");
 	if ((rc = store_begin(st, err, errlen)))
 		return rc;
 	rc = imp_read_conv(st, json, len, &c, &path, &has_meta, err, errlen);
 	if (rc == STORE_OK)
 		rc = imp_messages(st, json, len, path, has_meta, &c, id, err,
-				  errlen);
+		                  errlen);
 	imp_conv_clear(&c);
 	if (rc) {
 		*id = 0;

@@ -17,123 +17,123 @@
 #include <stdio.h>
 
 static const char schema_v1[] =
-	"PRAGMA application_id = 1349676153;\n" /* 0x50726c79 */
-	"CREATE TABLE conversations (\n"
-	"  id INTEGER PRIMARY KEY,\n"
-	"  title TEXT NOT NULL DEFAULT '',\n"
-	"  model TEXT NOT NULL DEFAULT '',\n"
-	"  system_prompt TEXT,\n"
-	"  created INTEGER NOT NULL,\n"
-	"  updated INTEGER NOT NULL\n"
-	");\n"
-	"CREATE TABLE messages (\n"
-	"  id INTEGER PRIMARY KEY,\n"
-	"  conversation_id INTEGER NOT NULL\n"
-	"    REFERENCES conversations(id) ON DELETE CASCADE,\n"
-	"  role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),\n"
-	"  content TEXT NOT NULL,\n"
-	"  created INTEGER NOT NULL\n"
-	");\n"
-	"CREATE INDEX messages_by_conversation ON messages(conversation_id, id);\n";
+    "PRAGMA application_id = 1349676153;\n" /* 0x50726c79 */
+    "CREATE TABLE conversations (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  title TEXT NOT NULL DEFAULT '',\n"
+    "  model TEXT NOT NULL DEFAULT '',\n"
+    "  system_prompt TEXT,\n"
+    "  created INTEGER NOT NULL,\n"
+    "  updated INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE TABLE messages (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  conversation_id INTEGER NOT NULL\n"
+    "    REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),\n"
+    "  content TEXT NOT NULL,\n"
+    "  created INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, id);\n";
 
 static const char schema_v2[] =
-	"ALTER TABLE conversations RENAME COLUMN model TO model_path;\n"
-	"ALTER TABLE conversations ADD COLUMN model_size INTEGER NOT NULL\n"
-	"  DEFAULT 0;\n"
-	"ALTER TABLE conversations ADD COLUMN model_fingerprint TEXT NOT NULL\n"
-	"  DEFAULT '';\n"
-	"ALTER TABLE conversations ADD COLUMN template TEXT NOT NULL DEFAULT '';\n"
-	"ALTER TABLE conversations ADD COLUMN sampling TEXT\n"
-	"  CHECK (sampling IS NULL OR json_valid(sampling));\n"
-	"ALTER TABLE conversations ADD COLUMN archived INTEGER NOT NULL\n"
-	"  DEFAULT 0 CHECK (archived IN (0, 1));\n"
-	"ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;\n"
-	"CREATE INDEX conversations_by_updated\n"
-	"  ON conversations(archived, updated DESC, id DESC);\n"
-	"CREATE TABLE messages_v2 (\n"
-	"  id INTEGER PRIMARY KEY,\n"
-	"  conversation_id INTEGER NOT NULL\n"
-	"    REFERENCES conversations(id) ON DELETE CASCADE,\n"
-	"  parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,\n"
-	"  role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),\n"
-	"  content TEXT NOT NULL,\n"
-	"  n_tokens INTEGER NOT NULL DEFAULT 0,\n"
-	"  n_prompt_tokens INTEGER NOT NULL DEFAULT 0,\n"
-	"  prefill_ms REAL NOT NULL DEFAULT 0,\n"
-	"  decode_ms REAL NOT NULL DEFAULT 0,\n"
-	"  finish TEXT CHECK (finish IN\n"
-	"    ('stop', 'length', 'interrupted', 'error')),\n"
-	"  created INTEGER NOT NULL,\n"
-	"  updated INTEGER NOT NULL,\n"
-	"  CHECK (parent_id IS NULL OR parent_id < id)\n"
-	");\n"
-	"INSERT INTO messages_v2 (id, conversation_id, parent_id, role,\n"
-	"    content, finish, created, updated)\n"
-	"  SELECT m.id, m.conversation_id,\n"
-	"    (SELECT max(p.id) FROM messages p\n"
-	"      WHERE p.conversation_id = m.conversation_id AND p.id < m.id),\n"
-	"    m.role, m.content, 'stop', m.created, m.created\n"
-	"  FROM messages m ORDER BY m.id;\n"
-	"DROP TABLE messages;\n"
-	"ALTER TABLE messages_v2 RENAME TO messages;\n"
-	"CREATE INDEX messages_by_conversation ON messages(conversation_id, id);\n"
-	"CREATE INDEX messages_by_parent ON messages(parent_id);\n"
-	"CREATE VIRTUAL TABLE messages_fts USING fts5(content,\n"
-	"  content = 'messages', content_rowid = 'id',\n"
-	"  tokenize = 'unicode61 remove_diacritics 2');\n"
-	"CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN\n"
-	"  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);\n"
-	"END;\n"
-	"CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN\n"
-	"  INSERT INTO messages_fts(messages_fts, rowid, content)\n"
-	"    VALUES ('delete', old.id, old.content);\n"
-	"END;\n"
-	"CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages\n"
-	"BEGIN\n"
-	"  INSERT INTO messages_fts(messages_fts, rowid, content)\n"
-	"    VALUES ('delete', old.id, old.content);\n"
-	"  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);\n"
-	"END;\n"
-	"INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');\n"
-	"CREATE TABLE kv_states (\n"
-	"  conversation_id INTEGER PRIMARY KEY\n"
-	"    REFERENCES conversations(id) ON DELETE CASCADE,\n"
-	"  format TEXT NOT NULL,\n"
-	"  n_tokens INTEGER NOT NULL,\n"
-	"  tokens BLOB NOT NULL,\n"
-	"  state BLOB NOT NULL,\n"
-	"  created INTEGER NOT NULL,\n"
-	"  CHECK (length(tokens) = 4 * n_tokens)\n"
-	");\n";
+    "ALTER TABLE conversations RENAME COLUMN model TO model_path;\n"
+    "ALTER TABLE conversations ADD COLUMN model_size INTEGER NOT NULL\n"
+    "  DEFAULT 0;\n"
+    "ALTER TABLE conversations ADD COLUMN model_fingerprint TEXT NOT NULL\n"
+    "  DEFAULT '';\n"
+    "ALTER TABLE conversations ADD COLUMN template TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE conversations ADD COLUMN sampling TEXT\n"
+    "  CHECK (sampling IS NULL OR json_valid(sampling));\n"
+    "ALTER TABLE conversations ADD COLUMN archived INTEGER NOT NULL\n"
+    "  DEFAULT 0 CHECK (archived IN (0, 1));\n"
+    "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;\n"
+    "CREATE INDEX conversations_by_updated\n"
+    "  ON conversations(archived, updated DESC, id DESC);\n"
+    "CREATE TABLE messages_v2 (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  conversation_id INTEGER NOT NULL\n"
+    "    REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,\n"
+    "  role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),\n"
+    "  content TEXT NOT NULL,\n"
+    "  n_tokens INTEGER NOT NULL DEFAULT 0,\n"
+    "  n_prompt_tokens INTEGER NOT NULL DEFAULT 0,\n"
+    "  prefill_ms REAL NOT NULL DEFAULT 0,\n"
+    "  decode_ms REAL NOT NULL DEFAULT 0,\n"
+    "  finish TEXT CHECK (finish IN\n"
+    "    ('stop', 'length', 'interrupted', 'error')),\n"
+    "  created INTEGER NOT NULL,\n"
+    "  updated INTEGER NOT NULL,\n"
+    "  CHECK (parent_id IS NULL OR parent_id < id)\n"
+    ");\n"
+    "INSERT INTO messages_v2 (id, conversation_id, parent_id, role,\n"
+    "    content, finish, created, updated)\n"
+    "  SELECT m.id, m.conversation_id,\n"
+    "    (SELECT max(p.id) FROM messages p\n"
+    "      WHERE p.conversation_id = m.conversation_id AND p.id < m.id),\n"
+    "    m.role, m.content, 'stop', m.created, m.created\n"
+    "  FROM messages m ORDER BY m.id;\n"
+    "DROP TABLE messages;\n"
+    "ALTER TABLE messages_v2 RENAME TO messages;\n"
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, id);\n"
+    "CREATE INDEX messages_by_parent ON messages(parent_id);\n"
+    "CREATE VIRTUAL TABLE messages_fts USING fts5(content,\n"
+    "  content = 'messages', content_rowid = 'id',\n"
+    "  tokenize = 'unicode61 remove_diacritics 2');\n"
+    "CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN\n"
+    "  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);\n"
+    "END;\n"
+    "CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN\n"
+    "  INSERT INTO messages_fts(messages_fts, rowid, content)\n"
+    "    VALUES ('delete', old.id, old.content);\n"
+    "END;\n"
+    "CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages\n"
+    "BEGIN\n"
+    "  INSERT INTO messages_fts(messages_fts, rowid, content)\n"
+    "    VALUES ('delete', old.id, old.content);\n"
+    "  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);\n"
+    "END;\n"
+    "INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');\n"
+    "CREATE TABLE kv_states (\n"
+    "  conversation_id INTEGER PRIMARY KEY\n"
+    "    REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  format TEXT NOT NULL,\n"
+    "  n_tokens INTEGER NOT NULL,\n"
+    "  tokens BLOB NOT NULL,\n"
+    "  state BLOB NOT NULL,\n"
+    "  created INTEGER NOT NULL,\n"
+    "  CHECK (length(tokens) = 4 * n_tokens)\n"
+    ");\n";
 
 static const char *const steps[STORE_SCHEMA_VERSION] = {
-	schema_v1,
-	schema_v2,
+    schema_v1,
+    schema_v2,
 };
 
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	char *msg = NULL;
 	char sql[64];
 
 	if (from < 0 || to > STORE_SCHEMA_VERSION || from > to) {
 		snprintf(err, errlen, "no migration from version %d to %d",
-			 from, to);
+		         from, to);
 		return STORE_EINVAL;
 	}
 	for (int v = from + 1; v <= to; v++) {
 		if (sqlite3_exec(db, steps[v - 1], NULL, NULL, &msg) !=
 		    SQLITE_OK) {
 			snprintf(err, errlen, "migration to version %d: %s", v,
-				 msg ? msg : "failed");
+			         msg ? msg : "failed");
 			sqlite3_free(msg);
 			return STORE_ERR;
 		}
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v);
 		if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 			snprintf(err, errlen, "migration to version %d: %s", v,
-				 msg ? msg : "failed");
+			         msg ? msg : "failed");
 			sqlite3_free(msg);
 			return STORE_ERR;
 		}

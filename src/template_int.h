@@ -35,6 +35,8 @@ struct tarena {
 	size_t total;	     /* bytes allocated in chunks */
 	size_t max;	     /* budget; passing it fails with TMPL_ELIMIT */
 	struct tfail *fail;  /* where allocation failures go */
+	const int *line;     /* position for messages, or NULL */
+	const int *col;
 };
 
 void *ta_alloc(struct tarena *a, size_t n);

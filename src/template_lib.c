@@ -185,6 +185,21 @@ static struct tstr *cstr(struct trender *r, const char *s)
 	return r_str_new(r, s, strlen(s), false);
 }
 
+/* Is CP one of the code points of CHARS (NULL: whitespace)? */
+static bool strip_member(const struct tstr *chars, uint32_t cp)
+{
+	size_t j = 0, k;
+
+	if (!chars)
+		return lib_isspace(cp);
+	while (j < chars->n) {
+		if (lib_u8dec(chars->p + j, chars->n - j, &k) == cp)
+			return true;
+		j += k;
+	}
+	return false;
+}
+
 /* Python's str.strip family: WHICH 1 left, 2 right, 3 both; CHARS NULL
  * means whitespace. */
 static struct tstr *do_strip(struct trender *r, const struct tstr *s,
@@ -192,25 +207,11 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 {
 	size_t a = 0, b = s->n, k;
 
-	/* membership of code point CP in CHARS */
-#define IN_SET(cp)                                                            \
-	(chars ? ({                                                           \
-		bool f_ = false;                                              \
-		size_t j_ = 0, kk_;                                           \
-		while (j_ < chars->n && !f_) {                                \
-			uint32_t c_ = lib_u8dec(chars->p + j_, chars->n - j_, \
-						&kk_);                        \
-			f_ = c_ == (cp);                                      \
-			j_ += kk_;                                            \
-		}                                                             \
-		f_;                                                           \
-	})                                                                    \
-	       : lib_isspace(cp))
 	if (which & 1) {
 		while (a < b) {
 			uint32_t cp = lib_u8dec(s->p + a, b - a, &k);
 
-			if (cp == UINT32_MAX || !IN_SET(cp))
+			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
 			a += k;
 		}
@@ -228,12 +229,11 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 				st = b - 1;
 				cp = UINT32_MAX;
 			}
-			if (cp == UINT32_MAX || !IN_SET(cp))
+			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
 			b = st;
 		}
 	}
-#undef IN_SET
 	return r_str_sub(r, s, a, b - a);
 }
 
@@ -1196,6 +1196,9 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 		memcpy(z, a.u.s->p, a.u.s->n);
 		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
 	}
+	if (v.k == V_UNDEF && (!strcmp(name, "even") || !strcmp(name, "odd") ||
+			       !strcmp(name, "divisibleby")))
+		r_undef_fail(r, v);
 	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
 		if (v.k != V_INT && v.k != V_BOOL)
 			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",

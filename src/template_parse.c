@@ -39,7 +39,8 @@ void *ta_alloc(struct tarena *a, size_t n)
 		size_t cap = n > 65536 ? n : 65536;
 
 		if (cap > a->max || a->total > a->max - cap)
-			t_fail(a->fail, TMPL_ELIMIT, 0, 0,
+			t_fail(a->fail, TMPL_ELIMIT, a->line ? *a->line : 0,
+			       a->col ? *a->col : 0,
 			       "template memory limit of %zu bytes reached",
 			       a->max);
 		c = malloc(sizeof(*c) + cap);
@@ -125,15 +126,25 @@ struct lexer {
 	struct token *tk;   /* tokens */
 	size_t ntk, cap;    /* used / allocated */
 	bool line_starting; /* last match ended with "\n" */
+	size_t pos_off;	    /* lx_pos cache: offset, */
+	int pos_line;	    /* its line */
+	int pos_col;	    /* and column */
 };
 
-/* Line and column of byte OFF of the normalized source. */
-static void lx_pos(const struct lexer *lx, size_t off, int *line, int *col)
+/* Line and column of byte OFF of the normalized source (columns count
+ * code points).  Scans on from the last answer when OFF is not before it,
+ * so lexing stays linear. */
+static void lx_pos(struct lexer *lx, size_t off, int *line, int *col)
 {
-	size_t i;
+	size_t i = 0;
 	int l = 1, c = 1;
 
-	for (i = 0; i < off && i < lx->len; i++) {
+	if (off >= lx->pos_off) {
+		i = lx->pos_off;
+		l = lx->pos_line;
+		c = lx->pos_col;
+	}
+	for (; i < off && i < lx->len; i++) {
 		if (lx->s[i] == '\n') {
 			l++;
 			c = 1;
@@ -141,6 +152,9 @@ static void lx_pos(const struct lexer *lx, size_t off, int *line, int *col)
 			c++;
 		}
 	}
+	lx->pos_off = i;
+	lx->pos_line = l;
+	lx->pos_col = c;
 	*line = l;
 	*col = c;
 }
@@ -683,10 +697,11 @@ static const char *p_desc(struct parser *p, const struct token *t, char *buf,
 	case TK_BEND:
 		return "end of statement block";
 	case TK_STRING:
-		return "string";
+		return "'string'";
 	case TK_INT:
+		return "'integer'";
 	case TK_FLOAT:
-		return "number";
+		return "'float'";
 	case TK_DATA:
 		return "template data";
 	default:
@@ -731,7 +746,7 @@ static void p_expect_op(struct parser *p, const char *op)
 	char buf[64];
 
 	if (!p_skip_op(p, op))
-		p_fail(p, P_TK(p), "expected '%s', got %s", op,
+		p_fail(p, P_TK(p), "expected token '%s', got %s", op,
 		       p_desc(p, P_TK(p), buf, sizeof(buf)));
 }
 
@@ -926,6 +941,18 @@ static struct node *p_subscript(struct parser *p, struct node *obj,
 
 		if (!a)
 			p_fail(p, P_TK(p), "expected an expression");
+		if (p_is_op(p, ",")) {
+			/* x[a, b]: the key is a tuple */
+			struct node *tup = p_node(p, N_TUPLE, t);
+			struct nvec items = {0};
+
+			nv_push(p, &items, a);
+			while (p_skip_op(p, ",") && !p_is_op(p, "]"))
+				nv_push(p, &items, p_expr(p, true));
+			tup->v = items.v;
+			tup->n = items.n;
+			a = tup;
+		}
 		n->a = obj;
 		n->b = a;
 		return n;
@@ -1688,6 +1715,8 @@ static void compile_into(struct tmpl *t, const char *src, size_t len)
 	lx.t = t;
 	lx.s = norm;
 	lx.len = n;
+	lx.pos_line = 1;
+	lx.pos_col = 1;
 	/* the source must be UTF-8 (jinja2 works on str) */
 	for (i = 0; i < n;) {
 		size_t k;
@@ -1720,7 +1749,7 @@ int tmpl_compile(const char *src, size_t len, struct tmpl **out, char *err,
 	t->fail.errlen = errlen;
 	t->arena.fail = &t->fail;
 	t->arena.max = len > ((size_t)1 << 26) ? SIZE_MAX / 4
-					       : (len * 64 + ((size_t)1 << 20));
+					       : (len * 256 + ((size_t)4 << 20));
 	if (setjmp(t->fail.jb)) {
 		int code = t->fail.code;
 

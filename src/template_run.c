@@ -1783,6 +1783,8 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	if (!r->lim.max_steps)
 		r->lim.max_steps = DEF_MAX_STEPS;
 	r->arena.max = r->lim.max_memory;
+	r->arena.line = &r->line;
+	r->arena.col = &r->col;
 	if (setjmp(r->fail.jb)) {
 		code = r->fail.code;
 		goto done;

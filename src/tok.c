@@ -123,32 +123,42 @@ int tok_buf_append(struct tok_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-/* FNV-1a over N bytes at S. */
+/* FNV-1a (64-bit) over N bytes at S, then a murmur3 finalizer so that
+   the low bits used as the slot index depend on every byte: vocabularies
+   are full of near-identical texts ("<unused17>", runs of spaces). */
 static uint32_t tok_hash_str(const char *s, size_t n)
 {
-	uint32_t h = 2166136261u;
+	uint64_t h = 14695981039346656037ull;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		h ^= (unsigned char)s[i];
-		h *= 16777619u;
+		h *= 1099511628211ull;
 	}
-	return h;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (uint32_t)h;
 }
 
 /* The id whose text is S[0..n), or -1. */
 int32_t tok_lookup(const struct tok *t, const char *s, size_t n)
 {
 	uint32_t mask = t->hash_cap - 1;
-	uint32_t i = tok_hash_str(s, n) & mask;
+	uint32_t h = tok_hash_str(s, n);
+	uint32_t i = h & mask;
 	int32_t id;
 
-	while ((id = t->hash[i]) >= 0) {
-		uint32_t off = t->text_off[id];
-		uint32_t len = t->text_off[id + 1] - off;
+	/* the stored hash rejects almost every other text without touching
+	   the text arena (a cache miss per probe otherwise) */
+	while ((id = t->hash[i].id) >= 0) {
+		if (t->hash[i].h == h) {
+			uint32_t off = t->text_off[id];
+			uint32_t len = t->text_off[id + 1] - off;
 
-		if (len == n && memcmp(t->text + off, s, n) == 0)
-			return id;
+			if (len == n && memcmp(t->text + off, s, n) == 0)
+				return id;
+		}
 		i = (i + 1) & mask;
 	}
 	return -1;
@@ -263,13 +273,13 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 	while (cap < 2u * (uint32_t)t->n_vocab)
 		cap *= 2;
 	t->hash_cap = cap;
-	t->hash = malloc((size_t)cap * sizeof(int32_t));
+	t->hash = malloc((size_t)cap * sizeof(*t->hash));
 	if (!t->text || !t->text_off || !t->hash) {
 		snprintf(err, errlen, "%s: out of memory for %d tokens",
 			 f->path, t->n_vocab);
 		return -1;
 	}
-	memset(t->hash, 0xff, (size_t)cap * sizeof(int32_t));
+	memset(t->hash, 0xff, (size_t)cap * sizeof(*t->hash));
 	total = 0;
 	for (i = 0; i < t->n_vocab; i++) {
 		t->text_off[i] = (uint32_t)total;
@@ -281,14 +291,16 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 	for (i = 0; i < t->n_vocab; i++) {
 		const char *s = t->text + t->text_off[i];
 		size_t n = t->text_off[i + 1] - t->text_off[i];
-		uint32_t h;
+		uint32_t h, k;
 
 		if (tok_lookup(t, s, n) >= 0)
 			continue;
-		h = tok_hash_str(s, n) & (cap - 1);
-		while (t->hash[h] >= 0)
-			h = (h + 1) & (cap - 1);
-		t->hash[h] = i;
+		h = tok_hash_str(s, n);
+		k = h & (cap - 1);
+		while (t->hash[k].id >= 0)
+			k = (k + 1) & (cap - 1);
+		t->hash[k].h = h;
+		t->hash[k].id = i;
 	}
 	return 0;
 }
@@ -454,7 +466,14 @@ static int tok_added_cmp(const void *pa, const void *pb)
 	return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Collect the tokens the partition may match, and the end-of-turn set. */
+/* True for the token types the partition matches in text. */
+static bool tok_type_added(uint8_t ty)
+{
+	return ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED ||
+	       ty == TOK_TYPE_UNKNOWN;
+}
+
+/* Collect the lengths the partition must try, and the end-of-turn set. */
 static int tok_load_added(const struct gguf_file *f, struct tok *t,
 			  char *err, size_t errlen)
 {
@@ -464,42 +483,41 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t,
 		"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
 		"\xef\xbd\x9c>",
 	};
+	struct tok_added *added;
 	uint32_t n = 0, i, b;
 	int32_t id;
 	size_t k;
 
-	for (id = 0; id < t->n_vocab; id++) {
-		uint8_t ty = t->type[id];
-
-		if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED ||
-		     ty == TOK_TYPE_UNKNOWN) &&
+	for (id = 0; id < t->n_vocab; id++)
+		if (tok_type_added(t->type[id]) &&
 		    t->text_off[id + 1] > t->text_off[id])
 			n++;
-	}
-	t->added = malloc((n ? n : 1) * sizeof(*t->added));
-	if (t->added == NULL) {
+	added = malloc((n ? n : 1) * sizeof(*added));
+	t->added_len = malloc((n ? n : 1) * sizeof(*t->added_len));
+	if (added == NULL || t->added_len == NULL) {
+		free(added);
 		snprintf(err, errlen, "%s: out of memory", f->path);
 		return -1;
 	}
-	for (id = 0; id < t->n_vocab; id++) {
-		uint8_t ty = t->type[id];
+	for (n = 0, id = 0; id < t->n_vocab; id++) {
 		uint32_t len = t->text_off[id + 1] - t->text_off[id];
 
-		if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED ||
-		     ty == TOK_TYPE_UNKNOWN) && len > 0) {
-			t->added[t->n_added].id = id;
-			t->added[t->n_added].len = len;
-			t->added[t->n_added].first =
-			    (unsigned char)t->text[t->text_off[id]];
-			t->n_added++;
+		if (tok_type_added(t->type[id]) && len > 0) {
+			added[n].id = id;
+			added[n].len = len;
+			added[n].first = (unsigned char)t->text[t->text_off[id]];
+			n++;
 		}
 	}
-	qsort(t->added, t->n_added, sizeof(*t->added), tok_added_cmp);
+	qsort(added, n, sizeof(*added), tok_added_cmp);
 	for (b = 0, i = 0; b < 257; b++) {
-		while (i < t->n_added && t->added[i].first < b)
-			i++;
-		t->added_first[b] = i;
+		t->added_first[b] = t->n_added_len;
+		for (; i < n && added[i].first == b; i++)
+			if (t->n_added_len == t->added_first[b] ||
+			    t->added_len[t->n_added_len - 1] != added[i].len)
+				t->added_len[t->n_added_len++] = added[i].len;
 	}
+	free(added);
 	for (k = 0; k < sizeof(eog_texts) / sizeof(eog_texts[0]); k++) {
 		id = tok_lookup(t, eog_texts[k], strlen(eog_texts[k]));
 		if (id >= 0 && (t->type[id] == TOK_TYPE_CONTROL ||
@@ -667,7 +685,7 @@ void tok_free(struct tok *t)
 	free(t->eog);
 	free(t->hash);
 	free(t->merges);
-	free(t->added);
+	free(t->added_len);
 	free(t);
 }
 
@@ -745,26 +763,27 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 	return tok_pretok_encode(t, sc, s, n, out);
 }
 
-/* The longest enabled added token starting at S[i], or NULL. */
-static const struct tok_added *tok_added_at(const struct tok *t,
-					    const char *s, size_t n, size_t i,
-					    unsigned flags)
+/* The longest enabled added token starting at S[i], or -1. */
+static int32_t tok_added_at(const struct tok *t, const char *s, size_t n,
+			    size_t i, unsigned flags)
 {
 	unsigned char c = (unsigned char)s[i];
 	uint32_t k;
 
 	for (k = t->added_first[c]; k < t->added_first[c + 1]; k++) {
-		const struct tok_added *a = &t->added[k];
+		uint32_t len = t->added_len[k];
+		int32_t id;
 
-		if (a->len > n - i)
+		if (len > n - i)
 			continue;
-		if (t->type[a->id] != TOK_TYPE_USER_DEFINED &&
-		    !(flags & TOK_PARSE_SPECIAL))
+		id = tok_lookup(t, s + i, len);
+		if (id < 0 || !tok_type_added(t->type[id]))
 			continue;
-		if (memcmp(s + i, t->text + t->text_off[a->id], a->len) == 0)
-			return a;
+		if (t->type[id] == TOK_TYPE_USER_DEFINED ||
+		    (flags & TOK_PARSE_SPECIAL))
+			return id;
 	}
-	return NULL;
+	return -1;
 }
 
 /* Split on added tokens (leftmost-longest) and encode the parts. */
@@ -775,20 +794,20 @@ static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
 	size_t i = 0, last = 0;
 
 	while (i < n) {
-		const struct tok_added *a = NULL;
+		int32_t id = -1;
 		size_t start = i, end;
 
 		if (t->added_first[(unsigned char)s[i]] !=
 		    t->added_first[(unsigned char)s[i] + 1])
-			a = tok_added_at(t, s, n, i, flags);
-		if (a == NULL) {
+			id = tok_added_at(t, s, n, i, flags);
+		if (id < 0) {
 			i++;
 			continue;
 		}
-		end = i + a->len;
-		if (t->attr[a->id] & TOK_ATTR_LSTRIP)
+		end = i + (t->text_off[id + 1] - t->text_off[id]);
+		if (t->attr[id] & TOK_ATTR_LSTRIP)
 			start -= tok_space_before(s, last, start);
-		if (t->attr[a->id] & TOK_ATTR_RSTRIP) {
+		if (t->attr[id] & TOK_ATTR_RSTRIP) {
 			size_t w;
 
 			while (end < n && (w = tok_space_at(s + end, n - end)))
@@ -796,7 +815,7 @@ static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
 		}
 		if (tok_encode_raw(t, sc, s + last, start - last,
 				   prev_special, out) ||
-		    tok_ids_push(out, a->id))
+		    tok_ids_push(out, id))
 			return -1;
 		prev_special = true;
 		i = last = end;
@@ -816,6 +835,12 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
 			 "limit of %u bytes", len, TOK_MAX_TEXT);
 		return -1;
 	}
+	/* a chunk cache sized to the text: one slot per ~8 bytes */
+	if (len >= TOK_CACHE_MIN_TEXT)
+		for (sc.cache_cap = 512;
+		     sc.cache_cap < TOK_CACHE_SLOTS && sc.cache_cap < len / 8;
+		     sc.cache_cap *= 2)
+			;
 	if ((flags & TOK_ADD_SPECIAL) && t->add_bos && t->bos >= 0)
 		rc = tok_ids_push(out, t->bos);
 	if (rc == 0)

@@ -25,37 +25,32 @@ struct bpe_cand {
 	int32_t id;    /* merged token */
 };
 
-/* GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the
-   others for 256, 257, ... in byte order. */
+/* GPT-2's bytes_to_unicode(): the printable bytes 0x21-0x7e, 0xa1-0xac
+   and 0xae-0xff stand for themselves; the other 68 (0x00-0x20, 0x7f-0xa0,
+   0xad) stand for 256, 257, ... in byte order. */
 uint32_t tok_bpe_byte_cp(unsigned b)
 {
-	unsigned k, n = 0;
-
-	if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) ||
-	    (b >= 0xae && b <= 0xff))
-		return b;
-	for (k = 0; k < b; k++)
-		if (!((k >= 0x21 && k <= 0x7e) || (k >= 0xa1 && k <= 0xac) ||
-		      (k >= 0xae && k <= 0xff)))
-			n++;
-	return 256 + n;
+	if (b <= 0x20)
+		return 256 + b;
+	if (b >= 0x7f && b <= 0xa0)
+		return 256 + 33 + (b - 0x7f);
+	if (b == 0xad)
+		return 256 + 67;
+	return b;
 }
 
 /* The byte code point CP stands for, or -1. */
 int tok_bpe_cp_byte(uint32_t cp)
 {
-	static int16_t inv[512];
-	static int ready;
-	unsigned b;
-
-	if (!ready) { /* idempotent: racing threads write the same values */
-		for (b = 0; b < 512; b++)
-			inv[b] = -1;
-		for (b = 0; b < 256; b++)
-			inv[tok_bpe_byte_cp(b)] = (int16_t)b;
-		ready = 1;
-	}
-	return cp < 512 ? inv[cp] : -1;
+	if (cp < 256)
+		return tok_bpe_byte_cp(cp) == cp ? (int)cp : -1;
+	if (cp < 256 + 33)
+		return (int)(cp - 256);
+	if (cp < 256 + 67)
+		return (int)(0x7f + (cp - 256 - 33));
+	if (cp == 256 + 67)
+		return 0xad;
+	return -1;
 }
 
 static uint32_t tok_pair_hash(uint64_t key)
@@ -169,8 +164,10 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		if (tok_merge_parse(t, &a->strs[i], i, ids, err, errlen)) {
 			char m[384];
 
-			snprintf(m, sizeof(m), "%s", err);
-			snprintf(err, errlen, "%s: %s", f->path, m);
+			if (err != NULL && errlen > 0) {
+				snprintf(m, sizeof(m), "%s", err);
+				snprintf(err, errlen, "%s: %s", f->path, m);
+			}
 			return -1;
 		}
 		if (tok_merge_find(t, ids[0], ids[1]))
@@ -260,21 +257,20 @@ static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
 					    const char *s, size_t n,
 					    uint32_t h)
 {
-	uint32_t i = h & (TOK_CACHE_SLOTS - 1);
+	uint32_t i;
 
 	if (sc->cache == NULL) {
-		sc->cache = calloc(TOK_CACHE_SLOTS, sizeof(*sc->cache));
+		sc->cache = calloc(sc->cache_cap, sizeof(*sc->cache));
 		if (sc->cache == NULL)
 			return NULL;
 	}
-	for (;;) {
+	for (i = h & (sc->cache_cap - 1);; i = (i + 1) & (sc->cache_cap - 1)) {
 		struct tok_cache_ent *e = &sc->cache[i];
 
 		if (e->key_len == 0 ||
 		    (e->hash == h && e->key_len == n &&
 		     memcmp(sc->cache_keys.p + e->key_off, s, n) == 0))
 			return e;
-		i = (i + 1) & (TOK_CACHE_SLOTS - 1);
 	}
 }
 
@@ -285,7 +281,7 @@ static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
 {
 	size_t k, cnt = out->n - from;
 
-	if (e == NULL || sc->cache_n >= TOK_CACHE_SLOTS / 2 || cnt > 255)
+	if (e == NULL || sc->cache_n >= sc->cache_cap / 2 || cnt > 255)
 		return;
 	e->hash = h;
 	e->key_off = (uint32_t)sc->cache_keys.n;
@@ -316,7 +312,7 @@ int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 		return 0;
 	if (n == 1 && t->byte_id[(unsigned char)s[0]] >= 0)
 		return tok_ids_push(out, t->byte_id[(unsigned char)s[0]]);
-	if (n > TOK_CACHE_MAX_KEY)
+	if (n > TOK_CACHE_MAX_KEY || sc->cache_cap == 0)
 		return tok_bpe_merge(t, sc, s, n, out);
 	for (k = 0; k < n; k++)
 		h = (h ^ (unsigned char)s[k]) * 16777619u;

@@ -30,13 +30,19 @@ enum tok_pre {
 	TOK_PRE_SMOLLM,	   /* "smollm": digits split, then gpt-2 */
 };
 
+/* A slot of the text -> id table. */
+struct tok_hslot {
+	uint32_t h;  /* tok_hash_str() of the token's text */
+	int32_t id;  /* the token, -1 when the slot is empty */
+};
+
 struct tok_merge {
 	uint64_t key;  /* left id << 32 | right id; 0 with rank -1 = empty */
 	int32_t rank;  /* index in tokenizer.ggml.merges; -1 = empty slot */
 	int32_t id;    /* the merged token */
 };
 
-/* An added token that the partition step may match. */
+/* An added token that the partition step may match (sorted at load). */
 struct tok_added {
 	int32_t id;	     /* token id */
 	uint32_t len;	     /* bytes of its text (> 0) */
@@ -65,7 +71,7 @@ struct tok {
 	uint8_t *eog;		/* n_vocab booleans: ends a turn (owned) */
 
 	/* text -> id */
-	int32_t *hash;		/* hash_cap slots, -1 empty (owned) */
+	struct tok_hslot *hash;	/* hash_cap slots, id -1 = empty (owned) */
 	uint32_t hash_cap;	/* power of two >= 2 * n_vocab */
 
 	/* BPE merges */
@@ -75,11 +81,13 @@ struct tok {
 				     id of <0xXX>; -1 when missing */
 
 
-	/* added tokens, sorted by first byte then by length descending */
-	struct tok_added *added; /* n_added entries (owned) */
-	uint32_t n_added;
-	uint32_t added_first[257]; /* added[added_first[b] .. [b+1]) start
-				      with byte b */
+	/* added tokens: for each first byte, the distinct lengths of the
+	   added tokens starting with it, longest first; the partition looks
+	   each length up in the text hash */
+	uint32_t *added_len;	   /* n_added_len lengths (owned) */
+	uint32_t n_added_len;
+	uint32_t added_first[257]; /* added_len[added_first[b] .. [b+1])
+				      are the lengths for first byte b */
 
 	/* pre-tokenizer regexes (compiled at load) */
 	pcre2_code *re;		/* the split pattern, NULL for SPM */
@@ -100,13 +108,15 @@ struct tok_scratch {
 	struct tok_buf tmp;	/* text rewritten (NFC, U+2581) */
 	struct tok_buf tmp2;	/* second buffer */
 	/* BPE chunk cache: text repeats (" the"), merging need not */
-	struct tok_cache_ent *cache; /* TOK_CACHE_SLOTS slots (owned) */
+	struct tok_cache_ent *cache; /* cache_cap slots (owned) */
+	uint32_t cache_cap;	/* power of two <= TOK_CACHE_SLOTS; 0 = off */
 	uint32_t cache_n;	/* slots in use, at most half */
 	struct tok_buf cache_keys; /* chunk bytes back to back */
 	struct tok_ids cache_ids;  /* their ids back to back */
 };
 
 #define TOK_CACHE_SLOTS 16384 /* per encode call: ~0.4 MB at most */
+#define TOK_CACHE_MIN_TEXT 4096 /* shorter texts are not worth a cache */
 #define TOK_CACHE_MAX_KEY 48  /* longer chunks are not cached */
 
 struct tok_cache_ent {

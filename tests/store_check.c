@@ -63,29 +63,30 @@ int main(int argc, char **argv)
 	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) ||
 	    sqlite3_step(s) != SQLITE_ROW ||
 	    strcmp((const char *)sqlite3_column_text(s, 0), "ok") != 0)
-		return fail("integrity_check: %s (%lld)",
-			    sqlite3_errmsg(db), 0);
+		return fail("integrity_check: %s (%lld)", sqlite3_errmsg(db),
+		            0);
 	sqlite3_finalize(s);
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM "
-				   "pragma_foreign_key_check",
-			       -1, &s, NULL) ||
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT count(*) FROM "
+	                       "pragma_foreign_key_check",
+	                       -1, &s, NULL) ||
 	    sqlite3_step(s) != SQLITE_ROW || sqlite3_column_int(s, 0) != 0)
 		return fail("foreign keys: %s %lld", "violations",
-			    sqlite3_column_int(s, 0));
+		            sqlite3_column_int(s, 0));
 	sqlite3_finalize(s);
 	if (sqlite3_exec(db,
-			 "INSERT INTO messages_fts(messages_fts) "
-			 "VALUES ('integrity-check')",
-			 NULL, NULL, NULL))
+	                 "INSERT INTO messages_fts(messages_fts) "
+	                 "VALUES ('integrity-check')",
+	                 NULL, NULL, NULL))
 		return fail("FTS index: %s (%lld)", sqlite3_errmsg(db), 0);
 
 	f = fopen(argv[2], "r");
 	if (!f)
 		return fail("cannot read %s (%lld)", argv[2], 0);
 	sqlite3_prepare_v2(db,
-			   "SELECT length(CAST(content AS BLOB)), finish "
-			   "FROM messages WHERE id = ?1",
-			   -1, &s, NULL);
+	                   "SELECT length(CAST(content AS BLOB)), finish "
+	                   "FROM messages WHERE id = ?1",
+	                   -1, &s, NULL);
 	while (fgets(line, sizeof(line), f)) {
 		char kind;
 		long long id, len;
@@ -98,10 +99,9 @@ int main(int argc, char **argv)
 		sqlite3_bind_int64(s, 1, id);
 		if (sqlite3_step(s) != SQLITE_ROW)
 			return fail("finished message lost: %s id %lld", "",
-				    id);
+			            id);
 		if (sqlite3_column_type(s, 1) == SQLITE_NULL)
-			return fail("message not finished:%s id %lld", "",
-				    id);
+			return fail("message not finished:%s id %lld", "", id);
 		if (sqlite3_column_int64(s, 0) != len)
 			return fail("message text changed:%s id %lld", "", id);
 		n_ids++;
@@ -110,11 +110,12 @@ int main(int argc, char **argv)
 	sqlite3_finalize(s);
 
 	sqlite3_prepare_v2(db,
-			   "SELECT content, finish IS NULL FROM messages "
-			   "WHERE role = 'assistant' ORDER BY id DESC LIMIT 2",
-			   -1, &s, NULL);
+	                   "SELECT content, finish IS NULL FROM messages "
+	                   "WHERE role = 'assistant' ORDER BY id DESC LIMIT 2",
+	                   -1, &s, NULL);
 	for (int i = 0; sqlite3_step(s) == SQLITE_ROW; i++) {
-		long long t = last_stamp((const char *)sqlite3_column_text(s, 0));
+		long long t =
+		    last_stamp((const char *)sqlite3_column_text(s, 0));
 
 		if (i == 0)
 			in_progress = sqlite3_column_int(s, 1);

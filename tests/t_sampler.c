@@ -32,21 +32,20 @@ static void test_defaults(void)
 
 	sampler_config_default(&c);
 	tap_ok(c.temperature == 0.8f && c.top_k == 40 && c.top_p == 0.95f &&
-		       c.min_p == 0.05f && c.repeat_penalty == 1.0f &&
-		       c.frequency_penalty == 0.0f &&
-		       c.presence_penalty == 0.0f && c.penalty_last_n == 64 &&
-		       c.n_probs == 0,
+	           c.min_p == 0.05f && c.repeat_penalty == 1.0f &&
+	           c.frequency_penalty == 0.0f && c.presence_penalty == 0.0f &&
+	           c.penalty_last_n == 64 && c.n_probs == 0,
 	       "defaults are llama.cpp's (0.8, 40, 0.95, 0.05, 1.0, 0, 0, 64)");
 	tap_ok(sampler_config_check(&c, err, sizeof(err)) == 0,
 	       "defaults pass the check");
 	c.top_p = 0.0f;
 	tap_ok(sampler_config_check(&c, err, sizeof(err)) != 0 &&
-		       strstr(err, "top_p"),
+	           strstr(err, "top_p"),
 	       "top_p = 0 rejected: %s", err);
 	sampler_config_default(&c);
 	c.repeat_penalty = 0.0f;
 	tap_ok(sampler_new(&c, 10, err, sizeof(err)) == NULL &&
-		       strstr(err, "repeat_penalty"),
+	           strstr(err, "repeat_penalty"),
 	       "repeat_penalty = 0 rejected: %s", err);
 	sampler_config_default(&c);
 	c.n_probs = SAMPLER_MAX_PROBS + 1;
@@ -65,11 +64,11 @@ static void test_rng(void)
 	struct sampler_config c = plain();
 	struct sampler *s;
 	static const uint64_t want0[4] = {
-		0x99ec5f36cb75f2b4ULL, 0xbf6e1f784956452aULL,
-		0x1a5f849d4933e6e0ULL, 0x6aa594f1262d2d2cULL };
+	    0x99ec5f36cb75f2b4ULL, 0xbf6e1f784956452aULL, 0x1a5f849d4933e6e0ULL,
+	    0x6aa594f1262d2d2cULL};
 	static const uint64_t want1[4] = {
-		0x30a3a1c363600467ULL, 0x19405f0f579929caULL,
-		0x115beaac046ddbd9ULL, 0xeb17caf48f27d7f6ULL };
+	    0x30a3a1c363600467ULL, 0x19405f0f579929caULL, 0x115beaac046ddbd9ULL,
+	    0xeb17caf48f27d7f6ULL};
 	int ok0 = 1, ok1 = 1;
 	double u, umin = 1, umax = 0;
 
@@ -125,15 +124,15 @@ static void test_greedy(void)
 			if (x[i] > x[best])
 				best = i;
 		ok &= sampler_sample(s, x, V, NULL, 0, NULL, err,
-				     sizeof(err)) == best;
+		                     sizeof(err)) == best;
 	}
 	tap_ok(ok, "greedy returns the argmax (20 random vectors, V=%d)", V);
 	memset(x, 0, sizeof(x));
 	x[7] = 1.0f;
 	x[3] = 1.0f;
 	tap_ok(sampler_sample(s, x, V, NULL, 0, &rep, err, sizeof(err)) == 3 &&
-		       rep.chosen == 3 && rep.chosen_prob == 1.0f &&
-		       rep.entropy == 0.0f && rep.n_kept == 1,
+	           rep.chosen == 3 && rep.chosen_prob == 1.0f &&
+	           rep.entropy == 0.0f && rep.n_kept == 1,
 	       "greedy tie goes to the lowest id; report p=1, H=0");
 	c.temperature = -1.0f;
 	sampler_free(s);
@@ -164,11 +163,11 @@ static void test_reproducible(void)
 		for (int j = 0; j < V; j++)
 			x[j] *= 0.4f; /* flatter: many live candidates */
 		a[i] = sampler_sample(s1, x, V, a, (size_t)i, NULL, err,
-				      sizeof(err));
+		                      sizeof(err));
 		b[i] = sampler_sample(s2, x, V, b, (size_t)i, NULL, err,
-				      sizeof(err));
+		                      sizeof(err));
 		d[i] = sampler_sample(s3, x, V, d, (size_t)i, NULL, err,
-				      sizeof(err));
+		                      sizeof(err));
 		same &= a[i] == b[i];
 		diff += a[i] != d[i];
 	}
@@ -181,12 +180,12 @@ static void test_reproducible(void)
 		for (int j = 0; j < V; j++)
 			x[j] *= 0.4f;
 		same &= sampler_sample(s1, x, V, a, (size_t)i, NULL, err,
-				       sizeof(err)) == a[i];
+		                       sizeof(err)) == a[i];
 	}
 	tap_ok(same, "reseed replays the same sequence");
 	/* pinned so that a change of algorithm or PRNG is noticed */
-	tap_ok(a[0] == 5313 && a[1] == 30087 && a[2] == 6837 &&
-		       a[3] == 17312 && a[4] == 7322,
+	tap_ok(a[0] == 5313 && a[1] == 30087 && a[2] == 6837 && a[3] == 17312 &&
+	           a[4] == 7322,
 	       "seed 42 golden ids: %d %d %d %d %d", a[0], a[1], a[2], a[3],
 	       a[4]);
 	sampler_free(s1);
@@ -200,16 +199,16 @@ static void test_reproducible(void)
  * come out (counted in *bad).
  */
 static double chi2(struct sampler_config c, const float *logits, int V,
-		   const double *want, int N, int *bad)
+                   const double *want, int N, int *bad)
 {
 	struct sampler *s = sampler_new(&c, V, err, sizeof(err));
-	int cnt[16] = { 0 };
+	int cnt[16] = {0};
 	double x2 = 0;
 
 	*bad = 0;
 	for (int i = 0; i < N; i++) {
 		int id = sampler_sample(s, logits, V, NULL, 0, NULL, err,
-					sizeof(err));
+		                        sizeof(err));
 
 		if (id < 0 || id >= V || want[id] == 0.0)
 			(*bad)++;
@@ -235,7 +234,7 @@ static double chi2(struct sampler_config c, const float *logits, int V,
  */
 static void test_distribution(void)
 {
-	static const double p[5] = { 0.40, 0.30, 0.15, 0.10, 0.05 };
+	static const double p[5] = {0.40, 0.30, 0.15, 0.10, 0.05};
 	float l[5];
 	double w[5], s;
 	struct sampler_config c = plain();
@@ -312,9 +311,16 @@ static int cmpd(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static int cmpf_desc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x < y) - (x > y);
+}
+
 static void test_truncation(void)
 {
-	static const double p[5] = { 0.40, 0.30, 0.15, 0.10, 0.05 };
+	static const double p[5] = {0.40, 0.30, 0.15, 0.10, 0.05};
 	float l[5];
 	struct sampler_config c;
 	enum { V = 200000 };
@@ -329,14 +335,21 @@ static void test_truncation(void)
 		float tp, mp;
 		int n;
 	} cases[] = {
-		{ 3, 1.0f, 0.0f, 3 },	 { 5, 1.0f, 0.0f, 5 },
-		{ 9, 1.0f, 0.0f, 5 },	 { 0, 0.39f, 0.0f, 1 },
-		{ 0, 0.69f, 0.0f, 2 },	 { 0, 0.71f, 0.0f, 3 },
-		{ 0, 0.999f, 0.0f, 5 },	 { 0, 1.0f, 0.26f, 3 },
-		{ 0, 1.0f, 0.24f, 4 },	 { 0, 1.0f, 0.5f, 2 },
-		{ 0, 1.0f, 1.0f, 1 },	 { 4, 0.85f, 0.0f, 3 },
-		/* top_k 4 leaves mass 0.95: 0.4/.95=.42 .74 .89 -> 0.85 keeps 3 */
-		{ 4, 0.85f, 0.5f, 2 },	 { 2, 0.99f, 0.1f, 2 },
+	    {3, 1.0f, 0.0f, 3},
+	    {5, 1.0f, 0.0f, 5},
+	    {9, 1.0f, 0.0f, 5},
+	    {0, 0.39f, 0.0f, 1},
+	    {0, 0.69f, 0.0f, 2},
+	    {0, 0.71f, 0.0f, 3},
+	    {0, 0.999f, 0.0f, 5},
+	    {0, 1.0f, 0.26f, 3},
+	    {0, 1.0f, 0.24f, 4},
+	    {0, 1.0f, 0.5f, 2},
+	    {0, 1.0f, 1.0f, 1},
+	    {4, 0.85f, 0.0f, 3},
+	    /* top_k 4 leaves mass 0.95: 0.4/.95=.42 .74 .89 -> 0.85 keeps 3 */
+	    {4, 0.85f, 0.5f, 2},
+	    {2, 0.99f, 0.1f, 2},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		c = plain();
@@ -380,9 +393,41 @@ static void test_truncation(void)
 		got = kept(c, l2, V);
 		ok &= got == want;
 		tap_diag("V=%d scale %.1f top_p %.2f: kept %d, naive %d", V,
-			 scale, tp, got, want);
+		         scale, tp, got, want);
 	}
 	tap_ok(ok, "top_p without top_k matches a full sort on V=%d", V);
+	/* top_k by the heap (k <= 4096) and by quickselect (larger k): the
+	 * kept count and every draw inside the naive top-k set */
+	{
+		static float srt[V];
+		int ks[2] = {100, 5000};
+
+		memcpy(srt, big, sizeof(srt));
+		qsort(srt, V, sizeof(*srt), cmpf_desc);
+		for (int t = 0; t < 2; t++) {
+			struct sampler *s;
+			struct sampler_report rep;
+			int inside = 1, n_ok = 1;
+
+			c = plain();
+			c.top_k = ks[t];
+			c.temperature = 3.0f; /* flat: draws reach the tail */
+			s = sampler_new(&c, V, err, sizeof(err));
+			for (int i = 0; i < 300; i++) {
+				int id = sampler_sample(s, big, V, NULL, 0,
+				                        &rep, err, sizeof(err));
+
+				inside &= id >= 0 && big[id] >= srt[ks[t] - 1];
+				n_ok &= rep.n_kept == ks[t];
+			}
+			sampler_free(s);
+			tap_ok(inside && n_ok,
+			       "top_k=%d (%s): %d kept, 300 draws in the "
+			       "naive top-%d",
+			       ks[t], ks[t] <= 4096 ? "heap" : "quickselect",
+			       ks[t], ks[t]);
+		}
+	}
 	c = plain();
 	c.min_p = 0.05f;
 	want = 0;
@@ -406,13 +451,13 @@ static void test_truncation(void)
  */
 static void test_penalties(void)
 {
-	float l[6] = { 2.0f, -1.0f, 0.5f, 0.0f, 1.0f, -0.5f };
+	float l[6] = {2.0f, -1.0f, 0.5f, 0.0f, 1.0f, -0.5f};
 	/* window = last 6 ids: 0 0 3 1 0 3; id 2 only before the window */
-	int32_t hist[] = { 2, 2, 0, 0, 3, 1, 0, 3 };
+	int32_t hist[] = {2, 2, 0, 0, 3, 1, 0, 3};
 	struct sampler_config c = plain();
 	struct sampler *s;
 	struct sampler_report rep;
-	double pen[6], got[6] = { 0 }, mx = -1e30, sum = 0, worst = 0;
+	double pen[6], got[6] = {0}, mx = -1e30, sum = 0, worst = 0;
 	int seen = 0;
 
 	c.repeat_penalty = 1.3f;
@@ -433,8 +478,8 @@ static void test_penalties(void)
 		sum += exp(pen[i] - mx);
 	s = sampler_new(&c, 6, err, sizeof(err));
 	for (int t = 0; t < 2000 && seen != 0x3f; t++) {
-		int id = sampler_sample(s, l, 6, hist, 8, &rep, err,
-					sizeof(err));
+		int id =
+		    sampler_sample(s, l, 6, hist, 8, &rep, err, sizeof(err));
 
 		got[id] = rep.chosen_prob;
 		seen |= 1 << id;
@@ -455,22 +500,22 @@ static void test_penalties(void)
 	c.temperature = 0;
 	c.repeat_penalty = 1.5f;
 	{
-		float g[3] = { 3.0f, 2.5f, -1.0f };
-		int32_t h[1] = { 0 };
+		float g[3] = {3.0f, 2.5f, -1.0f};
+		int32_t h[1] = {0};
 
 		s = sampler_new(&c, 3, err, sizeof(err));
 		tap_ok(sampler_sample(s, g, 3, h, 1, NULL, err, sizeof(err)) ==
-			       1,
+		           1,
 		       "repeat_penalty 1.5 moves greedy from id 0 to id 1");
 		tap_ok(sampler_sample(s, g, 3, NULL, 0, NULL, err,
-				      sizeof(err)) == 0,
+		                      sizeof(err)) == 0,
 		       "no history: id 0");
 		tap_ok(g[0] == 3.0f, "caller's logits are not modified");
 		sampler_free(s);
 		c.penalty_last_n = 0;
 		s = sampler_new(&c, 3, err, sizeof(err));
 		tap_ok(sampler_sample(s, g, 3, h, 1, NULL, err, sizeof(err)) ==
-			       0,
+		           0,
 		       "penalty_last_n = 0 disables penalties");
 		sampler_free(s);
 		c.penalty_last_n = -1;
@@ -483,10 +528,10 @@ static void test_penalties(void)
 				hl[i] = i == 0 ? 0 : 2;
 			s = sampler_new(&c, 3, err, sizeof(err));
 			tap_ok(sampler_sample(s, g, 3, hl, 200, NULL, err,
-					      sizeof(err)) == 1,
+			                      sizeof(err)) == 1,
 			       "penalty_last_n = -1 sees the whole history");
 			tap_ok(sampler_sample(s, g, 3, hl + 1, 199, NULL, err,
-					      sizeof(err)) == 0,
+			                      sizeof(err)) == 0,
 			       "ids outside the history are not penalised");
 			sampler_free(s);
 		}
@@ -508,7 +553,7 @@ static void test_report(void)
 	s = sampler_new(&c, V, err, sizeof(err));
 	sampler_sample(s, x, V, NULL, 0, &rep, err, sizeof(err));
 	tap_ok(fabs(rep.raw_entropy - log(V)) < 1e-5 &&
-		       fabs(rep.entropy - log(V)) < 1e-5,
+	           fabs(rep.entropy - log(V)) < 1e-5,
 	       "uniform over %d: H = ln N = %.6f (raw %.6f, sampled %.6f)", V,
 	       log(V), rep.raw_entropy, rep.entropy);
 	tap_ok(rep.n_top == 10 && rep.top[0].id == 0 && rep.top[9].id == 9,
@@ -518,7 +563,7 @@ static void test_report(void)
 	sampler_free(s);
 
 	/* five tokens, all reported: probabilities sum to 1 */
-	float l[5] = { 1.0f, 3.0f, -2.0f, 0.5f, 2.0f };
+	float l[5] = {1.0f, 3.0f, -2.0f, 0.5f, 2.0f};
 	c.n_probs = 5;
 	c.top_k = 2;
 	s = sampler_new(&c, 5, err, sizeof(err));
@@ -530,8 +575,7 @@ static void test_report(void)
 		lp &= fabs(log(rep.top[i].prob) - rep.top[i].logprob) < 1e-5;
 	}
 	tap_ok(rep.n_top == 5 && fabs(sum - 1) < 1e-6 && sorted && lp,
-	       "raw top-5 of 5: sum p = %.7f, descending, logprob = ln p",
-	       sum);
+	       "raw top-5 of 5: sum p = %.7f, descending, logprob = ln p", sum);
 	{
 		double e1 = exp(3.0), e4 = exp(2.0), H;
 		double pc = id == 1 ? e1 / (e1 + e4) : e4 / (e1 + e4);
@@ -539,39 +583,38 @@ static void test_report(void)
 		H = -(e1 / (e1 + e4)) * log(e1 / (e1 + e4)) -
 		    (e4 / (e1 + e4)) * log(e4 / (e1 + e4));
 		tap_ok((id == 1 || id == 4) && rep.n_kept == 2 &&
-			       fabs(rep.chosen_prob - pc) < 1e-6 &&
-			       fabs(rep.entropy - H) < 1e-6,
-		       "top_k=2 report: chosen %d p=%.6f, H=%.6f (sampled)",
-		       id, rep.chosen_prob, rep.entropy);
-		tap_ok(fabs(rep.chosen_raw_prob - rep.top[id == 1 ? 0 : 1].prob) <
-			       1e-7,
+		           fabs(rep.chosen_prob - pc) < 1e-6 &&
+		           fabs(rep.entropy - H) < 1e-6,
+		       "top_k=2 report: chosen %d p=%.6f, H=%.6f (sampled)", id,
+		       rep.chosen_prob, rep.entropy);
+		tap_ok(fabs(rep.chosen_raw_prob -
+		            rep.top[id == 1 ? 0 : 1].prob) < 1e-7,
 		       "chosen raw p agrees with the top list");
 	}
 	sampler_free(s);
 
 	/* -inf logits are banned tokens and add nothing to the entropy */
-	float m[4] = { 0.0f, -INFINITY, 0.0f, -INFINITY };
+	float m[4] = {0.0f, -INFINITY, 0.0f, -INFINITY};
 	c = plain();
 	c.n_probs = 4;
 	s = sampler_new(&c, 4, err, sizeof(err));
 	id = sampler_sample(s, m, 4, NULL, 0, &rep, err, sizeof(err));
 	tap_ok((id == 0 || id == 2) && fabs(rep.raw_entropy - log(2)) < 1e-6 &&
-		       rep.n_kept == 2 && rep.top[3].prob == 0.0f,
+	           rep.n_kept == 2 && rep.top[3].prob == 0.0f,
 	       "-inf logits never chosen; H = ln 2");
 	sampler_free(s);
 }
 
 static void test_errors(void)
 {
-	float l[4] = { 0, 1, 2, 3 };
-	float ninf[3] = { -INFINITY, -INFINITY, -INFINITY };
+	float l[4] = {0, 1, 2, 3};
+	float ninf[3] = {-INFINITY, -INFINITY, -INFINITY};
 	struct sampler_config c = plain();
 	struct sampler *s = sampler_new(&c, 4, err, sizeof(err));
 
 	l[2] = NAN;
-	tap_ok(sampler_sample(s, l, 4, NULL, 0, NULL, err, sizeof(err)) ==
-			   -1 &&
-		       strstr(err, "logit 2 is NaN"),
+	tap_ok(sampler_sample(s, l, 4, NULL, 0, NULL, err, sizeof(err)) == -1 &&
+	           strstr(err, "logit 2 is NaN"),
 	       "NaN logit: %s", err);
 	l[2] = INFINITY;
 	tap_ok(sampler_sample(s, l, 4, NULL, 0, NULL, err, sizeof(err)) == -1,
@@ -581,7 +624,7 @@ static void test_errors(void)
 	sampler_free(s);
 	s = sampler_new(&c, 3, err, sizeof(err));
 	tap_ok(sampler_sample(s, ninf, 3, NULL, 0, NULL, err, sizeof(err)) ==
-		       -1,
+	           -1,
 	       "all -inf: %s", err);
 	sampler_free(s);
 }
@@ -611,9 +654,8 @@ static void test_speed(void)
 	s = sampler_new(&c, V, err, sizeof(err));
 	t0 = now_s();
 	for (int i = 0; i < N; i++)
-		hist[64 + i] =
-			sampler_sample(s, x, V, hist, 64 + i, NULL, err,
-				       sizeof(err));
+		hist[64 + i] = sampler_sample(s, x, V, hist, 64 + i, NULL, err,
+		                              sizeof(err));
 	t1 = now_s();
 	tap_diag("V=%d defaults: %.3f CPU ms/token", V, (t1 - t0) * 1e3 / N);
 	sampler_free(s);
@@ -634,7 +676,7 @@ static void test_speed(void)
 		sampler_sample(s, x, V, hist, 64, &rep, err, sizeof(err));
 	t1 = now_s();
 	tap_diag("V=%d top_k off, top_p 0.95, 20 probs: %.3f CPU ms/token", V,
-		 (t1 - t0) * 1e3 / N);
+	         (t1 - t0) * 1e3 / N);
 	sampler_free(s);
 }
 

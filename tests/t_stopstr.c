@@ -12,11 +12,11 @@ static char err[256];
 /* Feed TEXT cut into pieces at the byte offsets CUTS (ascending, ending
  * with -1), flush unless stopped; return everything released (static). */
 static const char *run(struct stopstr *d, const char *text, const int *cuts,
-		       int *which, int *max_held)
+                       int *which, int *max_held)
 {
 	static char acc[4096];
 	size_t n = 0, at = 0, len = strlen(text);
-	struct stopstr_out o = { 0 };
+	struct stopstr_out o = {0};
 
 	stopstr_reset(d);
 	*max_held = 0;
@@ -45,14 +45,14 @@ static const char *run(struct stopstr *d, const char *text, const int *cuts,
 
 int main(void)
 {
-	const char *stops[] = { "\nUser:", "</s>", "ab" };
+	const char *stops[] = {"\nUser:", "</s>", "ab"};
 	struct stopstr *d = stopstr_new(stops, 3, err, sizeof(err));
 	int which, held;
 	const char *r;
 
 	tap_ok(d != NULL, "new with 3 stop strings");
 	{
-		int cuts[] = { 3, 7, 9, -1 };
+		int cuts[] = {3, 7, 9, -1};
 
 		r = run(d, "Hello\nUser: hi", cuts, &which, &held);
 		tap_ok(r && strcmp(r, "Hello") == 0 && which == 0,
@@ -60,7 +60,7 @@ int main(void)
 		       which);
 	}
 	{
-		int cuts[] = { -1 };
+		int cuts[] = {-1};
 
 		r = run(d, "Hello there", cuts, &which, &held);
 		tap_ok(r && strcmp(r, "Hello there") == 0 && which == -1,
@@ -73,16 +73,17 @@ int main(void)
 
 		for (int a = 0; a <= 20; a++)
 			for (int b = a; b <= 20; b++) {
-				int cuts[] = { a, b, -1 };
+				int cuts[] = {a, b, -1};
 
 				r = run(d, t, cuts, &which, &held);
 				ok &= r && strcmp(r, "xx\nUsxy </ ") == 0 &&
 				      which == 1 && held < 6 + 4;
 			}
-		tap_ok(ok, "all two-cut splits give the same prefix, held < 10");
+		tap_ok(ok,
+		       "all two-cut splits give the same prefix, held < 10");
 	}
 	{
-		int cuts[] = { 1, 2, 3, 4, 5, -1 };
+		int cuts[] = {1, 2, 3, 4, 5, -1};
 
 		r = run(d, "xyz</", cuts, &which, &held);
 		tap_ok(r && strcmp(r, "xyz</") == 0 && which == -1,
@@ -90,7 +91,7 @@ int main(void)
 	}
 	{
 		/* "ab" (index 2) and "</s>" both present: the earliest wins */
-		int cuts[] = { -1 };
+		int cuts[] = {-1};
 
 		r = run(d, "1</s>ab", cuts, &which, &held);
 		tap_ok(r && strcmp(r, "1") == 0 && which == 1,
@@ -98,8 +99,8 @@ int main(void)
 	}
 	stopstr_free(d);
 	{
-		const char *s2[] = { "ab", "abc" };
-		int cuts[] = { -1 };
+		const char *s2[] = {"ab", "abc"};
+		int cuts[] = {-1};
 
 		d = stopstr_new(s2, 2, err, sizeof(err));
 		r = run(d, "zabcd", cuts, &which, &held);
@@ -132,9 +133,9 @@ int main(void)
 		stopstr_free(d);
 	}
 	{
-		const char *bad[] = { "" };
+		const char *bad[] = {""};
 		char big[STOPSTR_MAX_LEN + 2];
-		const char *bb[] = { big };
+		const char *bb[] = {big};
 
 		tap_ok(stopstr_new(bad, 1, err, sizeof(err)) == NULL,
 		       "empty stop string rejected: %s", err);
@@ -145,7 +146,7 @@ int main(void)
 	}
 	{
 		/* after a stop, later feeds release nothing */
-		const char *s3[] = { "STOP" };
+		const char *s3[] = {"STOP"};
 		struct stopstr_out o;
 
 		d = stopstr_new(s3, 1, err, sizeof(err));

@@ -100,14 +100,14 @@ static int64_t raw_int(const char *path, const char *sql)
 }
 
 static int64_t add(struct store *st, int64_t conv, int64_t parent,
-		   enum store_role role, const char *text)
+                   enum store_role role, const char *text)
 {
-	struct store_msg_new m = { .conv_id = conv,
-				   .parent_id = parent,
-				   .role = role,
-				   .content = text,
-				   .len = strlen(text),
-				   .finish = STORE_FINISH_STOP };
+	struct store_msg_new m = {.conv_id = conv,
+	                          .parent_id = parent,
+	                          .role = role,
+	                          .content = text,
+	                          .len = strlen(text),
+	                          .finish = STORE_FINISH_STOP};
 	int64_t id = 0;
 
 	if (store_msg_append(st, &m, &id, err, sizeof(err)) != STORE_OK)
@@ -120,7 +120,7 @@ static void test_paths(void)
 	char *p = NULL;
 
 	store_path_resolve_env("/o/p.db", "/e.db", "/x", "/h", &p, err,
-			       sizeof(err));
+	                       sizeof(err));
 	tap_ok(p && strcmp(p, "/o/p.db") == 0, "option wins: %s", p);
 	free(p);
 	store_path_resolve_env("", "/e.db", "/x", "/h", &p, err, sizeof(err));
@@ -135,8 +135,8 @@ static void test_paths(void)
 	       "relative XDG_DATA_HOME ignored: %s", p);
 	free(p);
 	tap_ok(store_path_resolve_env(NULL, NULL, NULL, NULL, &p, err,
-				      sizeof(err)) == STORE_EINVAL &&
-		       p == NULL,
+	                              sizeof(err)) == STORE_EINVAL &&
+	           p == NULL,
 	       "no HOME: %s", err);
 }
 
@@ -147,41 +147,52 @@ static void test_open(void)
 	const char *path = tpath("a/b/parley.db");
 
 	tap_ok(store_open(tpath("none/x.db"), STORE_OPEN_NOCREATE, &st, err,
-			  sizeof(err)) == STORE_ENOTFOUND &&
-		       st == NULL,
+	                  sizeof(err)) == STORE_ENOTFOUND &&
+	           st == NULL,
 	       "NOCREATE on a missing file: %s", err);
 	tap_ok(store_open(path, 0, &st, err, sizeof(err)) == STORE_OK,
 	       "open creates the file and its directories");
 	tap_ok(stat(tpath("a"), &sb) == 0 && (sb.st_mode & 0777) == 0700 &&
-		       stat(tpath("a/b"), &sb) == 0 &&
-		       (sb.st_mode & 0777) == 0700,
+	           stat(tpath("a/b"), &sb) == 0 && (sb.st_mode & 0777) == 0700,
 	       "parent directories have mode 0700");
 	tap_ok(strcmp(store_path(st), path) == 0, "store_path");
+	{
+		struct store_conv_new cn = {.title = "x"};
+		int64_t id;
+		struct stat w;
+
+		store_conv_create(st, &cn, &id, err, sizeof(err));
+		tap_ok(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 &&
+		           stat(tpath("a/b/parley.db-wal"), &w) == 0 &&
+		           (w.st_mode & 0777) == 0600,
+		       "database and WAL files have mode 0600");
+		store_conv_delete(st, id, err, sizeof(err));
+	}
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
 	       "integrity check ok");
 	store_close(st);
 	tap_ok(raw_int(path, "PRAGMA user_version") == STORE_SCHEMA_VERSION &&
-		       raw_int(path, "PRAGMA application_id") ==
-			       STORE_APPLICATION_ID,
+	           raw_int(path, "PRAGMA application_id") ==
+	               STORE_APPLICATION_ID,
 	       "user_version %d and application_id set", STORE_SCHEMA_VERSION);
 	tap_ok(raw_int(path, "SELECT journal_mode = 'wal' FROM "
-			     "pragma_journal_mode") == 1,
+	                     "pragma_journal_mode") == 1,
 	       "WAL mode is persistent");
 	tap_ok(store_open(path, STORE_OPEN_NOCREATE, &st, err, sizeof(err)) ==
-		       STORE_OK,
+	           STORE_OK,
 	       "reopen");
 	store_close(st);
 }
 
 static void test_conversations(struct store *st)
 {
-	struct store_conv_new cn = { .title = "first",
-				     .model_path = "/m/smol.gguf",
-				     .model_size = 123456,
-				     .model_fingerprint = "fp1",
-				     .template_name = "chatml",
-				     .system_prompt = "Be brief.",
-				     .sampling_json = "{\"temperature\":0.7}" };
+	struct store_conv_new cn = {.title = "first",
+	                            .model_path = "/m/smol.gguf",
+	                            .model_size = 123456,
+	                            .model_fingerprint = "fp1",
+	                            .template_name = "chatml",
+	                            .system_prompt = "Be brief.",
+	                            .sampling_json = "{\"temperature\":0.7}"};
 	struct store_conv c, *v;
 	size_t n;
 	int64_t a, b, bad;
@@ -194,51 +205,49 @@ static void test_conversations(struct store *st)
 	store_conv_create(st, &cn, &b, err, sizeof(err));
 	cn.sampling_json = "[1,2]";
 	tap_ok(store_conv_create(st, &cn, &bad, err, sizeof(err)) ==
-		       STORE_EINVAL,
+	           STORE_EINVAL,
 	       "sampling must be a JSON object: %s", err);
 	tap_ok(store_conv_get(st, a, &c, NULL, NULL, err, sizeof(err)) ==
-				   STORE_OK &&
-		       strcmp(c.title, "first") == 0 &&
-		       strcmp(c.model_path, "/m/smol.gguf") == 0 &&
-		       c.model_size == 123456 &&
-		       strcmp(c.model_fingerprint, "fp1") == 0 &&
-		       strcmp(c.template_name, "chatml") == 0 &&
-		       strcmp(c.system_prompt, "Be brief.") == 0 &&
-		       strcmp(c.sampling_json, "{\"temperature\":0.7}") == 0 &&
-		       !c.archived && c.n_messages == 0 && c.leaf_id == 0 &&
-		       c.created_ms > 1600000000000LL,
+	               STORE_OK &&
+	           strcmp(c.title, "first") == 0 &&
+	           strcmp(c.model_path, "/m/smol.gguf") == 0 &&
+	           c.model_size == 123456 &&
+	           strcmp(c.model_fingerprint, "fp1") == 0 &&
+	           strcmp(c.template_name, "chatml") == 0 &&
+	           strcmp(c.system_prompt, "Be brief.") == 0 &&
+	           strcmp(c.sampling_json, "{\"temperature\":0.7}") == 0 &&
+	           !c.archived && c.n_messages == 0 && c.leaf_id == 0 &&
+	           c.created_ms > 1600000000000LL,
 	       "get returns every field");
 	store_conv_clear(&c);
 	store_conv_get(st, b, &c, NULL, NULL, err, sizeof(err));
 	tap_ok(c.system_prompt == NULL && c.sampling_json == NULL &&
-		       c.title[0] == '\0',
+	           c.title[0] == '\0',
 	       "NULL system prompt and sampling stay NULL, title \"\"");
 	store_conv_clear(&c);
 	tap_ok(store_conv_get(st, 999, &c, NULL, NULL, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "missing conversation: %s", err);
 
 	{
-		struct timespec d = { 0, 5 * 1000000L }; /* distinct times */
+		struct timespec d = {0, 5 * 1000000L}; /* distinct times */
 
 		nanosleep(&d, NULL);
 	}
 	add(st, a, STORE_PARENT_LEAF, STORE_ROLE_USER, "hello");
-	tap_ok(store_conv_list(st, 0, 0, &v, &n, err, sizeof(err)) ==
-				   STORE_OK &&
-		       n == 2 && v[0].id == a && v[0].n_messages == 1 &&
-		       v[1].id == b,
-	       "list: most recently updated first, with message counts");
+	tap_ok(
+	    store_conv_list(st, 0, 0, &v, &n, err, sizeof(err)) == STORE_OK &&
+	        n == 2 && v[0].id == a && v[0].n_messages == 1 && v[1].id == b,
+	    "list: most recently updated first, with message counts");
 	store_conv_list_free(v, n);
 	store_conv_list(st, 0, 1, &v, &n, err, sizeof(err));
 	tap_ok(n == 1, "list limit");
 	store_conv_list_free(v, n);
 
-	tap_ok(store_conv_rename(st, b, "second", err, sizeof(err)) ==
-		       STORE_OK,
+	tap_ok(store_conv_rename(st, b, "second", err, sizeof(err)) == STORE_OK,
 	       "rename");
 	tap_ok(store_conv_rename(st, 999, "x", err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "rename missing: %s", err);
 	tap_ok(store_conv_archive(st, b, true, err, sizeof(err)) == STORE_OK,
 	       "archive");
@@ -247,20 +256,20 @@ static void test_conversations(struct store *st)
 	store_conv_list_free(v, n);
 	store_conv_list(st, STORE_LIST_ARCHIVED, 0, &v, &n, err, sizeof(err));
 	tap_ok(n == 2 && v[0].id == b && v[0].archived &&
-		       strcmp(v[0].title, "second") == 0,
+	           strcmp(v[0].title, "second") == 0,
 	       "STORE_LIST_ARCHIVED shows it (renamed, updated first)");
 	store_conv_list_free(v, n);
 	store_conv_archive(st, b, false, err, sizeof(err));
 	tap_ok(store_conv_set_system(st, b, "New system.", err, sizeof(err)) ==
-				   STORE_OK &&
-		       store_conv_set_sampling(st, b, "{\"top_k\":5}", err,
-					       sizeof(err)) == STORE_OK &&
-		       store_conv_set_sampling(st, b, "nope", err,
-					       sizeof(err)) == STORE_EINVAL,
+	               STORE_OK &&
+	           store_conv_set_sampling(st, b, "{\"top_k\":5}", err,
+	                                   sizeof(err)) == STORE_OK &&
+	           store_conv_set_sampling(st, b, "nope", err, sizeof(err)) ==
+	               STORE_EINVAL,
 	       "set system prompt and sampling; bad JSON rejected");
 	store_conv_get(st, b, &c, NULL, NULL, err, sizeof(err));
 	tap_ok(strcmp(c.system_prompt, "New system.") == 0 &&
-		       strcmp(c.sampling_json, "{\"top_k\":5}") == 0,
+	           strcmp(c.sampling_json, "{\"top_k\":5}") == 0,
 	       "new values read back");
 	store_conv_clear(&c);
 	store_conv_set_system(st, b, NULL, err, sizeof(err));
@@ -271,10 +280,10 @@ static void test_conversations(struct store *st)
 
 static void test_messages(struct store *st)
 {
-	struct store_conv_new cn = { .title = "branches" };
+	struct store_conv_new cn = {.title = "branches"};
 	struct store_conv c;
 	struct store_msg *m, one;
-	struct store_msg_stats stats = { 12, 30, 45.5, 250.25 };
+	struct store_msg_stats stats = {12, 30, 45.5, 250.25};
 	size_t n;
 	int64_t conv, other, u1, a1, u2, a2, a2b, p, bad;
 
@@ -287,56 +296,61 @@ static void test_messages(struct store *st)
 
 	/* a streamed reply */
 	tap_ok(store_msg_begin(st, conv, STORE_PARENT_LEAF,
-			       STORE_ROLE_ASSISTANT, &a2, err,
-			       sizeof(err)) == STORE_OK,
+	                       STORE_ROLE_ASSISTANT, &a2, err,
+	                       sizeof(err)) == STORE_OK,
 	       "begin a reply");
 	store_msg_get(st, a2, &one, err, sizeof(err));
 	tap_ok(one.finish == STORE_FINISH_NONE && one.len == 0 &&
-		       one.parent_id == u2,
+	           one.parent_id == u2,
 	       "in progress: empty, finish NONE, parent = leaf");
 	store_msg_clear(&one);
 	tap_ok(store_msg_update(st, a2, "Partial te", 10, err, sizeof(err)) ==
-		       STORE_OK,
+	           STORE_OK,
 	       "update");
 	store_msg_get(st, a2, &one, err, sizeof(err));
 	tap_ok(strcmp(one.content, "Partial te") == 0, "update visible");
 	store_msg_clear(&one);
 	tap_ok(store_msg_finish(st, a2, "Partial text.", 13,
-				STORE_FINISH_LENGTH, &stats, err,
-				sizeof(err)) == STORE_OK,
+	                        STORE_FINISH_LENGTH, &stats, err,
+	                        sizeof(err)) == STORE_OK,
 	       "finish");
 	tap_ok(store_msg_update(st, a2, "x", 1, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "update after finish refused: %s", err);
 	tap_ok(store_msg_finish(st, a2, "x", 1, STORE_FINISH_STOP, NULL, err,
-				sizeof(err)) == STORE_ENOTFOUND,
+	                        sizeof(err)) == STORE_ENOTFOUND,
 	       "finish twice refused");
 	tap_ok(store_msg_finish(st, u1, "x", 1, STORE_FINISH_NONE, NULL, err,
-				sizeof(err)) == STORE_EINVAL,
+	                        sizeof(err)) == STORE_EINVAL,
 	       "finish NONE refused");
+	{
+		struct store_msg_stats inf = {1, 1, 1.0 / 0.0, 0};
+
+		tap_ok(store_msg_finish(st, a2, "x", 1, STORE_FINISH_STOP, &inf,
+		                        err, sizeof(err)) == STORE_EINVAL,
+		       "non-finite timings refused: %s", err);
+	}
 	store_msg_get(st, a2, &one, err, sizeof(err));
-	tap_ok(one.finish == STORE_FINISH_LENGTH &&
-		       strcmp(one.content, "Partial text.") == 0 &&
-		       one.stats.n_tokens == 12 &&
-		       one.stats.n_prompt_tokens == 30 &&
-		       one.stats.prefill_ms == 45.5 &&
-		       one.stats.decode_ms == 250.25 &&
-		       one.role == STORE_ROLE_ASSISTANT && one.conv_id == conv,
-	       "finished message: text, reason, counts, timings");
+	tap_ok(
+	    one.finish == STORE_FINISH_LENGTH &&
+	        strcmp(one.content, "Partial text.") == 0 &&
+	        one.stats.n_tokens == 12 && one.stats.n_prompt_tokens == 30 &&
+	        one.stats.prefill_ms == 45.5 && one.stats.decode_ms == 250.25 &&
+	        one.role == STORE_ROLE_ASSISTANT && one.conv_id == conv,
+	    "finished message: text, reason, counts, timings");
 	store_msg_clear(&one);
 
 	/* regenerate: a sibling of a2 under u2 */
 	a2b = add(st, conv, u2, STORE_ROLE_ASSISTANT, "Second try.");
 	store_conv_get(st, conv, &c, &m, &n, err, sizeof(err));
 	tap_ok(n == 4 && m[0].id == u1 && m[1].id == a1 && m[2].id == u2 &&
-		       m[3].id == a2b && m[3].n_siblings == 2 &&
-		       m[3].sibling_index == 1 && m[0].n_siblings == 1 &&
-		       c.leaf_id == a2b && c.n_messages == 5,
+	           m[3].id == a2b && m[3].n_siblings == 2 &&
+	           m[3].sibling_index == 1 && m[0].n_siblings == 1 &&
+	           c.leaf_id == a2b && c.n_messages == 5,
 	       "active branch follows the newest leaf (branch 2/2)");
 	store_msg_free(m, n);
 	store_conv_clear(&c);
-	tap_ok(store_conv_set_leaf(st, conv, a2, err, sizeof(err)) ==
-		       STORE_OK,
+	tap_ok(store_conv_set_leaf(st, conv, a2, err, sizeof(err)) == STORE_OK,
 	       "select the other branch");
 	store_conv_get(st, conv, &c, &m, &n, err, sizeof(err));
 	tap_ok(n == 4 && m[3].id == a2 && m[3].sibling_index == 0,
@@ -344,7 +358,7 @@ static void test_messages(struct store *st)
 	store_msg_free(m, n);
 	store_conv_clear(&c);
 	tap_ok(store_conv_set_leaf(st, other, a2, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "leaf from another conversation refused");
 
 	/* edit the first question: a new root branch */
@@ -355,68 +369,68 @@ static void test_messages(struct store *st)
 	store_msg_free(m, n);
 	store_conv_clear(&c);
 
-	struct store_msg_new bm = { .conv_id = other,
-				    .parent_id = u1,
-				    .role = STORE_ROLE_USER,
-				    .content = "x",
-				    .len = 1,
-				    .finish = STORE_FINISH_STOP };
+	struct store_msg_new bm = {.conv_id = other,
+	                           .parent_id = u1,
+	                           .role = STORE_ROLE_USER,
+	                           .content = "x",
+	                           .len = 1,
+	                           .finish = STORE_FINISH_STOP};
 	tap_ok(store_msg_append(st, &bm, &bad, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "parent from another conversation refused: %s", err);
 	bm.conv_id = 9999;
 	bm.parent_id = STORE_PARENT_LEAF;
 	tap_ok(store_msg_append(st, &bm, &bad, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "append to a missing conversation refused");
 	bm.conv_id = other;
 	bm.finish = STORE_FINISH_NONE;
 	tap_ok(store_msg_append(st, &bm, &bad, err, sizeof(err)) ==
-		       STORE_EINVAL,
+	           STORE_EINVAL,
 	       "append needs a finish reason");
 	tap_ok(store_msg_get(st, 99999, &one, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "missing message");
 	/* the schema's own guard: a parent must be older than its child */
 	tap_ok(sqlite3_exec(st->db,
-			    "UPDATE messages SET parent_id = id + 1 "
-			    "WHERE id = (SELECT min(id) FROM messages)",
-			    NULL, NULL, NULL) == SQLITE_CONSTRAINT_CHECK,
+	                    "UPDATE messages SET parent_id = id + 1 "
+	                    "WHERE id = (SELECT min(id) FROM messages)",
+	                    NULL, NULL, NULL) == SQLITE_CONSTRAINT_CHECK,
 	       "CHECK parent_id < id rejects cycles");
 
 	/* text with NUL bytes and UTF-8 survives */
 	const char blob[] = "a\0b \xc3\xa9";
-	struct store_msg_new nm = { .conv_id = other,
-				    .parent_id = STORE_PARENT_LEAF,
-				    .role = STORE_ROLE_USER,
-				    .content = blob,
-				    .len = sizeof(blob) - 1,
-				    .finish = STORE_FINISH_STOP };
+	struct store_msg_new nm = {.conv_id = other,
+	                           .parent_id = STORE_PARENT_LEAF,
+	                           .role = STORE_ROLE_USER,
+	                           .content = blob,
+	                           .len = sizeof(blob) - 1,
+	                           .finish = STORE_FINISH_STOP};
 	int64_t nid;
 	store_msg_append(st, &nm, &nid, err, sizeof(err));
 	store_msg_get(st, nid, &one, err, sizeof(err));
 	tap_ok(one.len == sizeof(blob) - 1 &&
-		       memcmp(one.content, blob, one.len) == 0,
+	           memcmp(one.content, blob, one.len) == 0,
 	       "content with a NUL byte and UTF-8 round-trips");
 	store_msg_clear(&one);
 
 	/* delete cascades to messages, the FTS index and the KV slot */
-	int32_t toks[3] = { 1, 2, 3 };
+	int32_t toks[3] = {1, 2, 3};
 	store_kv_set(st, conv, "cpu", toks, 3, "abc", 3, err, sizeof(err));
 	tap_ok(store_conv_delete(st, conv, err, sizeof(err)) == STORE_OK,
 	       "delete");
 	tap_ok(store_conv_get(st, conv, &c, NULL, NULL, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "deleted conversation is gone");
 	{
 		int64_t left = -1, kv = -1;
 		sqlite3_stmt *s;
 
 		sqlite3_prepare_v2(st->db,
-				   "SELECT (SELECT count(*) FROM messages WHERE"
-				   " conversation_id = ?1), (SELECT count(*) "
-				   "FROM kv_states WHERE conversation_id = ?1)",
-				   -1, &s, NULL);
+		                   "SELECT (SELECT count(*) FROM messages WHERE"
+		                   " conversation_id = ?1), (SELECT count(*) "
+		                   "FROM kv_states WHERE conversation_id = ?1)",
+		                   -1, &s, NULL);
 		sqlite3_bind_int64(s, 1, conv);
 		if (sqlite3_step(s) == SQLITE_ROW) {
 			left = sqlite3_column_int64(s, 0);
@@ -426,51 +440,50 @@ static void test_messages(struct store *st)
 		tap_ok(left == 0 && kv == 0,
 		       "its messages and KV state are gone too");
 	}
-	tap_ok(store_conv_delete(st, conv, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	tap_ok(store_conv_delete(st, conv, err, sizeof(err)) == STORE_ENOTFOUND,
 	       "delete twice: %s", err);
 }
 
 static void test_search(struct store *st)
 {
-	struct store_conv_new cn = { .title = "search me" };
+	struct store_conv_new cn = {.title = "search me"};
 	struct store_hit *h;
 	size_t n;
 	int64_t conv, u, conv2;
 
 	store_conv_create(st, &cn, &conv, err, sizeof(err));
 	u = add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER,
-		"The quick brown fox jumps over the lazy dog");
+	        "The quick brown fox jumps over the lazy dog");
 	add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_ASSISTANT,
 	    "Foxes are quick; café au lait");
 	tap_ok(store_search(st, "quick fox", 0, 0, "<", ">", &h, &n, err,
-			    sizeof(err)) == STORE_OK &&
-		       n == 1 && h[0].msg_id == u && h[0].conv_id == conv &&
-		       strcmp(h[0].title, "search me") == 0 &&
-		       strstr(h[0].snippet, "<quick>") &&
-		       strstr(h[0].snippet, "<fox>"),
+	                    sizeof(err)) == STORE_OK &&
+	           n == 1 && h[0].msg_id == u && h[0].conv_id == conv &&
+	           strcmp(h[0].title, "search me") == 0 &&
+	           strstr(h[0].snippet, "<quick>") &&
+	           strstr(h[0].snippet, "<fox>"),
 	       "plain words: all required; snippet marks the matches");
 	store_hits_free(h, n);
 	tap_ok(store_search(st, "cafe", 0, 0, NULL, NULL, &h, &n, err,
-			    sizeof(err)) == STORE_OK &&
-		       n == 1 && strstr(h[0].snippet, "[café]"),
+	                    sizeof(err)) == STORE_OK &&
+	           n == 1 && strstr(h[0].snippet, "[café]"),
 	       "diacritics folded: cafe finds café");
 	store_hits_free(h, n);
 	tap_ok(store_search(st, "\"quick\" OR ) NEAR(", 0, 0, NULL, NULL, &h,
-			    &n, err, sizeof(err)) == STORE_OK &&
-		       n == 0,
+	                    &n, err, sizeof(err)) == STORE_OK &&
+	           n == 0,
 	       "FTS5 syntax in plain mode is just text (no error)");
 	store_hits_free(h, n);
 	tap_ok(store_search(st, "quick OR nothing", STORE_SEARCH_RAW, 0, NULL,
-			    NULL, &h, &n, err, sizeof(err)) == STORE_OK &&
-		       n == 2,
+	                    NULL, &h, &n, err, sizeof(err)) == STORE_OK &&
+	           n == 2,
 	       "raw FTS5 query: OR finds both");
 	store_hits_free(h, n);
 	tap_ok(store_search(st, "quick AND (", STORE_SEARCH_RAW, 0, NULL, NULL,
-			    &h, &n, err, sizeof(err)) == STORE_EINVAL,
+	                    &h, &n, err, sizeof(err)) == STORE_EINVAL,
 	       "raw syntax error reported: %s", err);
 	tap_ok(store_search(st, "   ", 0, 0, NULL, NULL, &h, &n, err,
-			    sizeof(err)) == STORE_EINVAL,
+	                    sizeof(err)) == STORE_EINVAL,
 	       "empty search refused");
 	store_conv_create(st, &cn, &conv2, err, sizeof(err));
 	add(st, conv2, STORE_PARENT_LEAF, STORE_ROLE_USER, "archived zebra");
@@ -479,52 +492,52 @@ static void test_search(struct store *st)
 	tap_ok(n == 0, "archived conversations not searched by default");
 	store_hits_free(h, n);
 	store_search(st, "zebra", STORE_SEARCH_ARCHIVED, 0, NULL, NULL, &h, &n,
-		     err, sizeof(err));
+	             err, sizeof(err));
 	tap_ok(n == 1, "STORE_SEARCH_ARCHIVED finds them");
 	store_hits_free(h, n);
 	/* the index follows updates of a streamed message */
 	int64_t a;
 	store_msg_begin(st, conv2, STORE_PARENT_LEAF, STORE_ROLE_ASSISTANT, &a,
-			err, sizeof(err));
+	                err, sizeof(err));
 	store_msg_update(st, a, "alpha", 5, err, sizeof(err));
 	store_msg_finish(st, a, "omega", 5, STORE_FINISH_STOP, NULL, err,
-			 sizeof(err));
+	                 sizeof(err));
 	store_search(st, "alpha", STORE_SEARCH_ARCHIVED, 0, NULL, NULL, &h, &n,
-		     err, sizeof(err));
+	             err, sizeof(err));
 	size_t n2 = n;
 	store_hits_free(h, n);
 	store_search(st, "omega", STORE_SEARCH_ARCHIVED, 0, NULL, NULL, &h, &n,
-		     err, sizeof(err));
+	             err, sizeof(err));
 	tap_ok(n2 == 0 && n == 1, "FTS follows updates (old text gone)");
 	store_hits_free(h, n);
 	tap_ok(sqlite3_exec(st->db,
-			    "INSERT INTO messages_fts(messages_fts) "
-			    "VALUES ('integrity-check')",
-			    NULL, NULL, NULL) == SQLITE_OK,
+	                    "INSERT INTO messages_fts(messages_fts) "
+	                    "VALUES ('integrity-check')",
+	                    NULL, NULL, NULL) == SQLITE_OK,
 	       "FTS integrity-check passes");
 }
 
 static const char doc[] =
-	"{\"model\":\"/m/smol.gguf\",\"messages\":["
-	"{\"role\":\"system\",\"content\":\"Be brief.\"},"
-	"{\"role\":\"user\",\"content\":\"Hi \\\"there\\\"\\n\xc3\xa9\"},"
-	"{\"role\":\"assistant\",\"content\":\"Hello!\"},"
-	"{\"role\":\"user\",\"content\":\"Bye\"},"
-	"{\"role\":\"assistant\",\"content\":\"Goodb\"}],"
-	"\"parley\":{\"format\":\"parley-conversation\",\"version\":1,"
-	"\"title\":\"Greetings\",\"created\":1700000000000,"
-	"\"updated\":1700000009000,\"archived\":false,"
-	"\"model_size\":99,\"model_fingerprint\":\"abc\","
-	"\"template\":\"chatml\",\"sampling\":{\"temperature\":0.5},"
-	"\"messages\":[{\"system_prompt\":true},"
-	"{\"finish\":\"stop\",\"n_tokens\":0,\"n_prompt_tokens\":0,"
-	"\"prefill_ms\":0.0,\"decode_ms\":0.0,\"created\":1700000001000},"
-	"{\"finish\":\"stop\",\"n_tokens\":3,\"n_prompt_tokens\":20,"
-	"\"prefill_ms\":1.5,\"decode_ms\":30.25,\"created\":1700000002000},"
-	"{\"finish\":\"stop\",\"n_tokens\":0,\"n_prompt_tokens\":0,"
-	"\"prefill_ms\":0.0,\"decode_ms\":0.0,\"created\":1700000003000},"
-	"{\"finish\":\"length\",\"n_tokens\":2,\"n_prompt_tokens\":31,"
-	"\"prefill_ms\":2.0,\"decode_ms\":20.0,\"created\":1700000004000}]}}";
+    "{\"model\":\"/m/smol.gguf\",\"messages\":["
+    "{\"role\":\"system\",\"content\":\"Be brief.\"},"
+    "{\"role\":\"user\",\"content\":\"Hi \\\"there\\\"\\n\xc3\xa9\"},"
+    "{\"role\":\"assistant\",\"content\":\"Hello!\"},"
+    "{\"role\":\"user\",\"content\":\"Bye\"},"
+    "{\"role\":\"assistant\",\"content\":\"Goodb\"}],"
+    "\"parley\":{\"format\":\"parley-conversation\",\"version\":1,"
+    "\"title\":\"Greetings\",\"created\":1700000000000,"
+    "\"updated\":1700000009000,\"archived\":false,"
+    "\"model_size\":99,\"model_fingerprint\":\"abc\","
+    "\"template\":\"chatml\",\"sampling\":{\"temperature\":0.5},"
+    "\"messages\":[{\"system_prompt\":true},"
+    "{\"finish\":\"stop\",\"n_tokens\":0,\"n_prompt_tokens\":0,"
+    "\"prefill_ms\":0.0,\"decode_ms\":0.0,\"created\":1700000001000},"
+    "{\"finish\":\"stop\",\"n_tokens\":3,\"n_prompt_tokens\":20,"
+    "\"prefill_ms\":1.5,\"decode_ms\":30.25,\"created\":1700000002000},"
+    "{\"finish\":\"stop\",\"n_tokens\":0,\"n_prompt_tokens\":0,"
+    "\"prefill_ms\":0.0,\"decode_ms\":0.0,\"created\":1700000003000},"
+    "{\"finish\":\"length\",\"n_tokens\":2,\"n_prompt_tokens\":31,"
+    "\"prefill_ms\":2.0,\"decode_ms\":20.0,\"created\":1700000004000}]}}";
 
 /* Conversations and messages in the database. */
 static void counts(struct store *st, int64_t *nc, int64_t *nm)
@@ -532,9 +545,9 @@ static void counts(struct store *st, int64_t *nc, int64_t *nm)
 	sqlite3_stmt *s;
 
 	sqlite3_prepare_v2(st->db,
-			   "SELECT (SELECT count(*) FROM conversations), "
-			   "(SELECT count(*) FROM messages)",
-			   -1, &s, NULL);
+	                   "SELECT (SELECT count(*) FROM conversations), "
+	                   "(SELECT count(*) FROM messages)",
+	                   -1, &s, NULL);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		*nc = sqlite3_column_int64(s, 0);
 		*nm = sqlite3_column_int64(s, 1);
@@ -557,17 +570,17 @@ static void test_export_import(struct store *st)
 	       rc ? err : "ok");
 	store_conv_get(st, id, &c, &m, &n, err, sizeof(err));
 	tap_ok(n == 4 && strcmp(c.system_prompt, "Be brief.") == 0 &&
-		       strcmp(c.title, "Greetings") == 0 &&
-		       c.created_ms == 1700000000000LL &&
-		       strcmp(m[0].content, "Hi \"there\"\n\xc3\xa9") == 0 &&
-		       m[3].finish == STORE_FINISH_LENGTH &&
-		       m[1].stats.decode_ms == 30.25 && m[2].parent_id == m[1].id,
+	           strcmp(c.title, "Greetings") == 0 &&
+	           c.created_ms == 1700000000000LL &&
+	           strcmp(m[0].content, "Hi \"there\"\n\xc3\xa9") == 0 &&
+	           m[3].finish == STORE_FINISH_LENGTH &&
+	           m[1].stats.decode_ms == 30.25 && m[2].parent_id == m[1].id,
 	       "imported fields, escapes and parent chain");
 	store_conv_clear(&c);
 	store_msg_free(m, n);
 	tap_ok(store_export_json(st, id, &out, &len, err, sizeof(err)) ==
-			   STORE_OK &&
-		       strcmp(out, doc) == 0,
+	               STORE_OK &&
+	           strcmp(out, doc) == 0,
 	       "export reproduces the imported document byte for byte");
 	if (out && strcmp(out, doc) != 0)
 		tap_diag("got  %s\nwant %s", out, doc);
@@ -579,17 +592,17 @@ static void test_export_import(struct store *st)
 	free(out2);
 
 	tap_ok(store_export_md(st, id, &md, &len, err, sizeof(err)) ==
-			   STORE_OK &&
-		       strstr(md, "# Greetings\n") &&
-		       strstr(md, "## System\n\nBe brief.\n") &&
-		       strstr(md, "## User\n\nHi \"there\"\n") &&
-		       strstr(md, "## Assistant [length]") && len == strlen(md),
+	               STORE_OK &&
+	           strstr(md, "# Greetings\n") &&
+	           strstr(md, "## System\n\nBe brief.\n") &&
+	           strstr(md, "## User\n\nHi \"there\"\n") &&
+	           strstr(md, "## Assistant [length]") && len == strlen(md),
 	       "Markdown export");
 	free(md);
 
 	/* an empty conversation round-trips too */
 	{
-		struct store_conv_new cn = { .title = "empty" };
+		struct store_conv_new cn = {.title = "empty"};
 		int64_t e, e2;
 
 		store_conv_create(st, &cn, &e, err, sizeof(err));
@@ -597,8 +610,8 @@ static void test_export_import(struct store *st)
 		rc = store_import_json(st, out, len, &e2, err, sizeof(err));
 		store_export_json(st, e2, &out2, &len2, err, sizeof(err));
 		tap_ok(rc == STORE_OK && out2 && strcmp(out, out2) == 0 &&
-			       strstr(out2, "\"messages\":[]") &&
-			       strstr(out2, "\"title\":\"empty\""),
+		           strstr(out2, "\"messages\":[]") &&
+		           strstr(out2, "\"title\":\"empty\""),
 		       "an empty conversation exports and imports: %s",
 		       rc ? err : "ok");
 		free(out);
@@ -607,15 +620,15 @@ static void test_export_import(struct store *st)
 
 	/* a bare OpenAI messages array */
 	const char *bare = "[{\"role\":\"system\",\"content\":\"S\"},"
-			   "{\"role\":\"user\",\"content\":\"What is 2+2?\"},"
-			   "{\"role\":\"assistant\",\"content\":\"4\"}]";
+	                   "{\"role\":\"user\",\"content\":\"What is 2+2?\"},"
+	                   "{\"role\":\"assistant\",\"content\":\"4\"}]";
 	tap_ok(store_import_json(st, bare, strlen(bare), &id, err,
-				 sizeof(err)) == STORE_OK,
+	                         sizeof(err)) == STORE_OK,
 	       "import a bare messages array");
 	store_conv_get(st, id, &c, &m, &n, err, sizeof(err));
 	tap_ok(n == 2 && strcmp(c.system_prompt, "S") == 0 &&
-		       strcmp(c.title, "What is 2+2?") == 0 &&
-		       m[1].finish == STORE_FINISH_STOP,
+	           strcmp(c.title, "What is 2+2?") == 0 &&
+	           m[1].finish == STORE_FINISH_STOP,
 	       "first system message -> system prompt; title from the "
 	       "first user message");
 	store_conv_clear(&c);
@@ -625,55 +638,63 @@ static void test_export_import(struct store *st)
 	static const struct {
 		const char *json, *what;
 	} bad[] = {
-		{ "{\"messages\":[", "not valid JSON" },
-		{ "\"hello\"", "expected an array of messages" },
-		{ "{\"msgs\":[]}", "object with a \"messages\" array" },
-		{ "[]", "no messages" },
-		{ "[1]", "messages[0] is integer" },
-		{ "[{\"role\":\"tool\",\"content\":\"x\"}]", "messages[0].role" },
-		{ "[{\"role\":7,\"content\":\"x\"}]", "messages[0].role is" },
-		{ "[{\"role\":\"user\"}]", "messages[0].content" },
-		{ "[{\"role\":\"user\",\"content\":\"a\"},"
-		  "{\"role\":\"user\",\"content\":[1]}]",
-		  "messages[1].content" },
-		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
-		  "\"parley\":{\"messages\":[]}}",
-		  "1 messages but 0" },
-		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
-		  "\"parley\":{\"messages\":[{\"finish\":\"done\"}]}}",
-		  "finish \"done\"" },
-		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
-		  "\"parley\":{\"messages\":[{\"n_tokens\":\"3\"}]}}",
-		  "n_tokens is text" },
-		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
-		  "\"parley\":{\"version\":2}}",
-		  "version 2" },
-		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
-		  "\"parley\":{\"sampling\":3}}",
-		  "sampling is integer" },
-		{ "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
-		  "{\"role\":\"system\",\"content\":\"b\"}],"
-		  "\"parley\":{\"messages\":[{},{\"system_prompt\":true}]}}",
-		  "only messages[0]" },
+	    {"{\"messages\":[", "not valid JSON"},
+	    {"\"hello\"", "expected an array of messages"},
+	    {"{\"msgs\":[]}", "object with a \"messages\" array"},
+	    {"[]", "no messages"},
+	    {"[1]", "messages[0] is integer"},
+	    {"[{\"role\":\"tool\",\"content\":\"x\"}]", "messages[0].role"},
+	    {"[{\"role\":7,\"content\":\"x\"}]", "messages[0].role is"},
+	    {"[{\"role\":\"user\"}]", "messages[0].content"},
+	    {"[{\"role\":\"user\",\"content\":\"a\"},"
+	     "{\"role\":\"user\",\"content\":[1]}]",
+	     "messages[1].content"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"messages\":[]}}",
+	     "1 messages but 0"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"messages\":[{\"finish\":\"done\"}]}}",
+	     "finish \"done\""},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"messages\":[{\"n_tokens\":\"3\"}]}}",
+	     "n_tokens is text"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"version\":2}}",
+	     "version 2"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"messages\":[{\"decode_ms\":1e999}]}}",
+	     "decode_ms is not a finite number"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"messages\":[{\"created\":-5}]}}",
+	     "created is out of range"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"model_size\":99999999999999999999999}}",
+	     "model_size is"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+	     "\"parley\":{\"sampling\":3}}",
+	     "sampling is integer"},
+	    {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	     "{\"role\":\"system\",\"content\":\"b\"}],"
+	     "\"parley\":{\"messages\":[{},{\"system_prompt\":true}]}}",
+	     "only messages[0]"},
 	};
 	counts(st, &nc0, &nm0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int rc = store_import_json(st, bad[i].json,
-					   strlen(bad[i].json), &id, err,
-					   sizeof(err));
+		int rc = store_import_json(st, bad[i].json, strlen(bad[i].json),
+		                           &id, err, sizeof(err));
 
 		tap_ok(rc == STORE_EINVAL && strstr(err, bad[i].what) &&
-			       id == 0,
+		           id == 0,
 		       "rejects %s: %s", bad[i].what, err);
 	}
 	{
 		char nul[] = "[{\"role\":\"user\",\"content\":\"a\"}]\0";
 
 		tap_ok(store_import_json(st, nul, sizeof(nul), &id, err,
-					 sizeof(err)) == STORE_EINVAL,
+		                         sizeof(err)) == STORE_EINVAL,
 		       "rejects a NUL byte: %s", err);
 		tap_ok(store_import_json(st, nul, STORE_IMPORT_MAX + 1u, &id,
-					 err, sizeof(err)) == STORE_EINVAL,
+		                         err, sizeof(err)) == STORE_EINVAL,
 		       "rejects input over the size limit: %s", err);
 	}
 	counts(st, &nc1, &nm1);
@@ -682,12 +703,13 @@ static void test_export_import(struct store *st)
 	       "msgs)",
 	       (long long)nc1, (long long)nm1);
 	tap_ok(store_export_json(st, 424242, &out, &len, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	           STORE_ENOTFOUND,
 	       "export of a missing conversation: %s", err);
 }
 
-/* Every file in DIR (if it exists) fed to import: no crash, and a failed
- * import leaves nothing behind. MUST_PASS: each must import. */
+/* Every file in DIR (if it exists) fed to import: no crash, a failed
+ * import leaves nothing behind, a successful one round-trips exactly.
+ * MUST_PASS: each must import. */
 static void replay_dir(struct store *st, const char *sub, bool must_pass)
 {
 	const char *top = getenv("top_srcdir");
@@ -722,6 +744,25 @@ static void replay_dir(struct store *st, const char *sub, bool must_pass)
 			tap_diag("%s: %s", file, err);
 			good = 0;
 		}
+		if (rc == STORE_OK) { /* the fuzzer's property: round trip */
+			char *a = NULL, *b = NULL;
+			size_t la = 0, lb = 0;
+			int64_t id2 = 0;
+
+			if (store_export_json(st, id, &a, &la, err,
+			                      sizeof(err)) ||
+			    store_import_json(st, a, la, &id2, err,
+			                      sizeof(err)) ||
+			    store_export_json(st, id2, &b, &lb, err,
+			                      sizeof(err)) ||
+			    la != lb || memcmp(a, b, la) != 0) {
+				tap_diag("%s: round trip differs: %s", file,
+				         err);
+				good = 0;
+			}
+			free(a);
+			free(b);
+		}
 		files++;
 		free(buf);
 	}
@@ -731,28 +772,26 @@ static void replay_dir(struct store *st, const char *sub, bool must_pass)
 
 static void test_kv(struct store *st)
 {
-	struct store_conv_new cn = { .title = "kv" };
+	struct store_conv_new cn = {.title = "kv"};
 	struct store_kv kv;
 	int64_t conv;
 	size_t big = 8u << 20;
-	int32_t toks[5] = { 0, -1, 49151, 7, 2147483647 };
+	int32_t toks[5] = {0, -1, 49151, 7, 2147483647};
 	unsigned char *state = malloc(big);
 
 	for (size_t i = 0; i < big; i++)
 		state[i] = (unsigned char)(i * 131 + (i >> 9));
 	store_conv_create(st, &cn, &conv, err, sizeof(err));
-	tap_ok(store_kv_get(st, conv, &kv, err, sizeof(err)) ==
-		       STORE_ENOTFOUND,
+	tap_ok(store_kv_get(st, conv, &kv, err, sizeof(err)) == STORE_ENOTFOUND,
 	       "no KV state yet: %s", err);
 	tap_ok(store_kv_set(st, conv, "cpu/f32/v1", toks, 5, state, big, err,
-			    sizeof(err)) == STORE_OK,
+	                    sizeof(err)) == STORE_OK,
 	       "save 8 MiB of KV state");
 	tap_ok(store_kv_get(st, conv, &kv, err, sizeof(err)) == STORE_OK &&
-		       kv.n_tokens == 5 &&
-		       memcmp(kv.tokens, toks, sizeof(toks)) == 0 &&
-		       kv.state_len == big &&
-		       memcmp(kv.state, state, big) == 0 &&
-		       strcmp(kv.format, "cpu/f32/v1") == 0,
+	           kv.n_tokens == 5 &&
+	           memcmp(kv.tokens, toks, sizeof(toks)) == 0 &&
+	           kv.state_len == big && memcmp(kv.state, state, big) == 0 &&
+	           strcmp(kv.format, "cpu/f32/v1") == 0,
 	       "read back: tokens, bytes and format identical");
 	store_kv_free(&kv);
 	store_kv_set(st, conv, "x", toks, 2, "ab", 2, err, sizeof(err));
@@ -760,19 +799,19 @@ static void test_kv(struct store *st)
 	tap_ok(kv.n_tokens == 2 && kv.state_len == 2, "set replaces");
 	store_kv_free(&kv);
 	tap_ok(store_kv_clear(st, conv, err, sizeof(err)) == STORE_OK &&
-		       store_kv_get(st, conv, &kv, err, sizeof(err)) ==
-			       STORE_ENOTFOUND,
+	           store_kv_get(st, conv, &kv, err, sizeof(err)) ==
+	               STORE_ENOTFOUND,
 	       "clear");
 	tap_ok(store_kv_set(st, 777777, "x", toks, 1, "a", 1, err,
-			    sizeof(err)) == STORE_ENOTFOUND,
+	                    sizeof(err)) == STORE_ENOTFOUND,
 	       "KV for a missing conversation: %s", err);
 	free(state);
 }
 
 static void test_fmt(struct store *st)
 {
-	struct store_conv_new cn = { .title = "evil \x1b]0;pwned\x07 title",
-				     .model_path = "/m.gguf" };
+	struct store_conv_new cn = {.title = "evil \x1b]0;pwned\x07 title",
+	                            .model_path = "/m.gguf"};
 	struct store_conv *v, c;
 	struct store_msg *m;
 	size_t n;
@@ -780,12 +819,13 @@ static void test_fmt(struct store *st)
 	char *s;
 
 	store_conv_create(st, &cn, &conv, err, sizeof(err));
-	add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER, "line1\nline2\x1b[2J");
+	add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER,
+	    "line1\nline2\x1b[2J");
 	store_conv_list(st, 0, 0, &v, &n, err, sizeof(err));
 	s = store_fmt_list(v, n, store_now_ms(), 80);
 	tap_ok(s && strstr(s, "evil ]0;pwned title") && !strchr(s, 0x1b) &&
-		       !strchr(s, 0x07) &&
-		       strstr(s, "just now") && strstr(s, "TITLE"),
+	           !strchr(s, 0x07) && strstr(s, "just now") &&
+	           strstr(s, "TITLE"),
 	       "list: control characters folded away, relative time");
 	free(s);
 	store_conv_list_free(v, n);
@@ -805,7 +845,43 @@ static void test_fmt(struct store *st)
 	free(s);
 }
 
-/* Migrations ---------------------------------------------------------------- */
+static void test_fingerprint(void)
+{
+	char a[STORE_FP_LEN], b[STORE_FP_LEN], c[STORE_FP_LEN];
+	const char *p = tpath("model.bin");
+	static unsigned char data[300000];
+	int64_t size = 0;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	spit(p, data, sizeof(data));
+	store_model_fingerprint(p, a, sizeof(a), &size, err, sizeof(err));
+	store_model_fingerprint(p, b, sizeof(b), NULL, err, sizeof(err));
+	tap_ok(strncmp(a, "fnv1a64:", 8) == 0 && strlen(a) == 24 &&
+	           strcmp(a, b) == 0 && size == (int64_t)sizeof(data),
+	       "fingerprint %s is stable, size %lld", a, (long long)size);
+	data[100] ^= 1; /* header */
+	spit(p, data, sizeof(data));
+	store_model_fingerprint(p, b, sizeof(b), NULL, err, sizeof(err));
+	data[100] ^= 1;
+	data[sizeof(data) - 5] ^= 1; /* tail */
+	spit(p, data, sizeof(data));
+	store_model_fingerprint(p, c, sizeof(c), NULL, err, sizeof(err));
+	tap_ok(strcmp(a, b) != 0 && strcmp(a, c) != 0 && strcmp(b, c) != 0,
+	       "a changed header or tail byte changes it");
+	spit(p, data, 10); /* smaller than one span */
+	tap_ok(store_model_fingerprint(p, c, sizeof(c), &size, err,
+	                               sizeof(err)) == STORE_OK &&
+	           size == 10,
+	       "small file: %s", c);
+	tap_ok(store_model_fingerprint(tpath("nope.bin"), c, sizeof(c), NULL,
+	                               err, sizeof(err)) == STORE_ERR &&
+	           strstr(err, "nope.bin"),
+	       "missing file: %s", err);
+}
+
+/* Migrations ----------------------------------------------------------------
+ */
 
 static void check_v1_data(const char *path, const char *what)
 {
@@ -823,21 +899,20 @@ static void check_v1_data(const char *path, const char *what)
 		return;
 	store_conv_get(st, 1, &c, &m, &n, err, sizeof(err));
 	tap_ok(n == 4 && strcmp(c.title, "Capitals") == 0 &&
-		       strcmp(c.model_path, "/models/smol.gguf") == 0 &&
-		       strcmp(c.system_prompt, "You are terse.") == 0 &&
-		       m[0].id == 1 && m[1].id == 3 && m[2].id == 4 &&
-		       m[3].id == 6 && m[0].parent_id == 0 &&
-		       m[1].parent_id == 1 && m[3].parent_id == 4 &&
-		       strcmp(m[3].content, "Rome.") == 0 &&
-		       m[3].finish == STORE_FINISH_STOP &&
-		       m[2].created_ms == 1700000003000LL &&
-		       c.updated_ms == 1700000005000LL,
+	           strcmp(c.model_path, "/models/smol.gguf") == 0 &&
+	           strcmp(c.system_prompt, "You are terse.") == 0 &&
+	           m[0].id == 1 && m[1].id == 3 && m[2].id == 4 &&
+	           m[3].id == 6 && m[0].parent_id == 0 && m[1].parent_id == 1 &&
+	           m[3].parent_id == 4 && strcmp(m[3].content, "Rome.") == 0 &&
+	           m[3].finish == STORE_FINISH_STOP &&
+	           m[2].created_ms == 1700000003000LL &&
+	           c.updated_ms == 1700000005000LL,
 	       "%s: conversation 1 intact, linked in order", what);
 	store_conv_clear(&c);
 	store_msg_free(m, n);
 	store_conv_get(st, 2, &c, &m, &n, err, sizeof(err));
 	tap_ok(n == 2 && m[1].parent_id == 2 && c.system_prompt == NULL &&
-		       strcmp(c.title, "Zürich trip") == 0,
+	           strcmp(c.title, "Zürich trip") == 0,
 	       "%s: conversation 2 intact (interleaved ids)", what);
 	store_conv_clear(&c);
 	store_msg_free(m, n);
@@ -846,8 +921,8 @@ static void check_v1_data(const char *path, const char *what)
 	       what);
 	store_hits_free(h, n);
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK &&
-		       raw_int(path, "SELECT count(*) FROM "
-				     "pragma_foreign_key_check") == 0,
+	           raw_int(path, "SELECT count(*) FROM "
+	                         "pragma_foreign_key_check") == 0,
 	       "%s: integrity and foreign keys ok", what);
 	store_close(st);
 	tap_ok(raw_int(path, "PRAGMA user_version") == STORE_SCHEMA_VERSION,
@@ -876,13 +951,13 @@ static void test_migrations(void)
 
 	/* v1 from the frozen fixture */
 	snprintf(path, sizeof(path), "%s/tests/data/store/v1.sql",
-		 srcdir ? srcdir : ".");
+	         srcdir ? srcdir : ".");
 	sql = slurp(path, &len);
 	if (!sql) {
 		tap_ok(0, "read %s", path);
 	} else {
 		tap_ok(raw_exec(p1, sql) == SQLITE_OK &&
-			       raw_int(p1, "PRAGMA user_version") == 1,
+		           raw_int(p1, "PRAGMA user_version") == 1,
 		       "v1 fixture loaded");
 		check_v1_data(p1, "v1 fixture");
 		free(sql);
@@ -892,42 +967,42 @@ static void test_migrations(void)
 	sqlite3_open(p1b, &db);
 	tap_ok(store_schema_migrate(db, 0, 1, err, sizeof(err)) == STORE_OK,
 	       "schema step 0 -> 1");
-	sqlite3_exec(db,
-		     "INSERT INTO conversations VALUES (1, 'Capitals', "
-		     "'/models/smol.gguf', 'You are terse.', 1700000000000, "
-		     "1700000005000);"
-		     "INSERT INTO conversations VALUES (2, 'Zürich trip', "
-		     "'/models/smol.gguf', NULL, 1700000100000, 1700000200000);"
-		     "INSERT INTO messages VALUES (1, 1, 'user', 'What is the "
-		     "capital of France?', 1700000001000);"
-		     "INSERT INTO messages VALUES (2, 2, 'user', 'Plan a day', "
-		     "1700000101000);"
-		     "INSERT INTO messages VALUES (3, 1, 'assistant', 'Paris.', "
-		     "1700000002000);"
-		     "INSERT INTO messages VALUES (4, 1, 'user', 'And Italy?', "
-		     "1700000003000);"
-		     "INSERT INTO messages VALUES (5, 2, 'assistant', 'The "
-		     "lake.', 1700000102000);"
-		     "INSERT INTO messages VALUES (6, 1, 'assistant', 'Rome.', "
-		     "1700000004000);",
-		     NULL, NULL, NULL);
+	sqlite3_exec(
+	    db,
+	    "INSERT INTO conversations VALUES (1, 'Capitals', "
+	    "'/models/smol.gguf', 'You are terse.', 1700000000000, "
+	    "1700000005000);"
+	    "INSERT INTO conversations VALUES (2, 'Zürich trip', "
+	    "'/models/smol.gguf', NULL, 1700000100000, 1700000200000);"
+	    "INSERT INTO messages VALUES (1, 1, 'user', 'What is the "
+	    "capital of France?', 1700000001000);"
+	    "INSERT INTO messages VALUES (2, 2, 'user', 'Plan a day', "
+	    "1700000101000);"
+	    "INSERT INTO messages VALUES (3, 1, 'assistant', 'Paris.', "
+	    "1700000002000);"
+	    "INSERT INTO messages VALUES (4, 1, 'user', 'And Italy?', "
+	    "1700000003000);"
+	    "INSERT INTO messages VALUES (5, 2, 'assistant', 'The "
+	    "lake.', 1700000102000);"
+	    "INSERT INTO messages VALUES (6, 1, 'assistant', 'Rome.', "
+	    "1700000004000);",
+	    NULL, NULL, NULL);
 	sqlite3_close(db);
 	check_v1_data(p1b, "v1 by step 1");
 
 	/* a migration that fails midway leaves the old version */
 	tap_ok(raw_exec(tpath("v1-bad.db"),
-			"PRAGMA application_id = 1349676153;"
-			"PRAGMA user_version = 1;"
-			"CREATE TABLE conversations (id INTEGER PRIMARY KEY);"
-			"CREATE TABLE messages (id INTEGER PRIMARY KEY);") ==
-		       SQLITE_OK,
+	                "PRAGMA application_id = 1349676153;"
+	                "PRAGMA user_version = 1;"
+	                "CREATE TABLE conversations (id INTEGER PRIMARY KEY);"
+	                "CREATE TABLE messages (id INTEGER PRIMARY KEY);") ==
+	           SQLITE_OK,
 	       "a damaged v1 schema");
 	tap_ok(store_open(tpath("v1-bad.db"), 0, &st, err, sizeof(err)) ==
-			   STORE_ERR &&
-		       raw_int(tpath("v1-bad.db"), "PRAGMA user_version") ==
-			       1 &&
-		       raw_int(tpath("v1-bad.db"),
-			       "SELECT count(*) FROM sqlite_schema") == 2,
+	               STORE_ERR &&
+	           raw_int(tpath("v1-bad.db"), "PRAGMA user_version") == 1 &&
+	           raw_int(tpath("v1-bad.db"),
+	                   "SELECT count(*) FROM sqlite_schema") == 2,
 	       "failed migration rolled back: %s", err);
 }
 
@@ -947,7 +1022,7 @@ static void test_refusals(void)
 	raw_exec(pn, "PRAGMA user_version = 3");
 	before = slurp(pn, &lb);
 	tap_ok(store_open(pn, 0, &st, err, sizeof(err)) == STORE_ENEWER &&
-		       st == NULL && strstr(err, pn) && strstr(err, "3"),
+	           st == NULL && strstr(err, pn) && strstr(err, "3"),
 	       "newer version refused: %s", err);
 	after = slurp(pn, &la);
 	tap_ok(before && after && la == lb && memcmp(before, after, la) == 0,
@@ -966,7 +1041,7 @@ static void test_refusals(void)
 	free(after);
 	raw_exec(pa, "PRAGMA application_id = 42;");
 	tap_ok(store_open(pa, 0, &st, err, sizeof(err)) == STORE_ECORRUPT &&
-		       strstr(err, "application_id"),
+	           strstr(err, "application_id"),
 	       "foreign application_id refused: %s", err);
 
 	/* not a database at all */
@@ -974,7 +1049,7 @@ static void test_refusals(void)
 		garbage[i] = (char)(i * 7 + 3);
 	spit(pg, garbage, sizeof(garbage));
 	tap_ok(store_open(pg, 0, &st, err, sizeof(err)) == STORE_ECORRUPT &&
-		       strstr(err, pg),
+	           strstr(err, pg),
 	       "garbage refused: %s", err);
 	after = slurp(pg, &la);
 	tap_ok(la == sizeof(garbage) && memcmp(after, garbage, la) == 0,
@@ -983,7 +1058,7 @@ static void test_refusals(void)
 
 	/* a real database with its later pages overwritten (a copy) */
 	{
-		struct store_conv_new cn = { .title = "to be damaged" };
+		struct store_conv_new cn = {.title = "to be damaged"};
 		int64_t conv;
 		struct store_conv c;
 		struct store_msg *m;
@@ -1003,17 +1078,17 @@ static void test_refusals(void)
 		rc = store_open(pc, 0, &st, err, sizeof(err));
 		if (rc == STORE_OK) {
 			rc = store_conv_get(st, conv, &c, &m, &n, err,
-					    sizeof(err));
+			                    sizeof(err));
 			if (rc == STORE_OK) {
 				store_conv_clear(&c);
 				store_msg_free(m, n);
 				rc = store_check(st, err, sizeof(err));
 			}
-			tap_ok(rc == STORE_ECORRUPT,
-			       "damage found on use: %s", err);
-			tap_ok(add(st, conv, STORE_PARENT_LEAF,
-				   STORE_ROLE_USER, "x") == 0 &&
-				       strstr(err, "refusing"),
+			tap_ok(rc == STORE_ECORRUPT, "damage found on use: %s",
+			       err);
+			tap_ok(add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER,
+			           "x") == 0 &&
+			           strstr(err, "refusing"),
 			       "then writes are refused: %s", err);
 			store_close(st);
 		} else {
@@ -1041,7 +1116,7 @@ static void test_two_connections(void)
 {
 	const char *p = tpath("two.db");
 	struct store *a, *b;
-	struct store_conv_new cn = { .title = "shared" };
+	struct store_conv_new cn = {.title = "shared"};
 	struct store_conv *v;
 	size_t n;
 	int64_t conv, id = 0;
@@ -1078,7 +1153,7 @@ static void test_two_connections(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		sqlite3 *l2;
-		struct timespec d = { 0, 300 * 1000000L };
+		struct timespec d = {0, 300 * 1000000L};
 
 		sqlite3_open(p, &l2);
 		sqlite3_exec(l2, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -1088,13 +1163,13 @@ static void test_two_connections(void)
 		_exit(0);
 	}
 	{
-		struct timespec d = { 0, 100 * 1000000L };
+		struct timespec d = {0, 100 * 1000000L};
 
 		nanosleep(&d, NULL); /* let the child take the lock */
 	}
 	t0 = now_s();
 	rc = store_conv_rename(b, conv, "renamed while locked", err,
-			       sizeof(err));
+	                       sizeof(err));
 	t1 = now_s();
 	waitpid_compat(pid);
 	tap_ok(rc == STORE_OK && t1 - t0 >= 0.1,
@@ -1125,7 +1200,7 @@ static void test_many_processes(void)
 		pids[k] = fork();
 		if (pids[k] == 0) {
 			struct store *cs;
-			struct store_conv_new cn = { .title = "racer" };
+			struct store_conv_new cn = {.title = "racer"};
 			int64_t conv;
 			char c;
 
@@ -1134,12 +1209,14 @@ static void test_many_processes(void)
 				_exit(3);
 			if (store_open(p, 0, &cs, err, sizeof(err)) ||
 			    store_conv_create(cs, &cn, &conv, err,
-					      sizeof(err)))
+			                      sizeof(err))) {
+				tap_diag("process %d: %s", k, err);
 				_exit(1);
+			}
 			for (int i = 0; i < 20; i++)
 				if (add(cs, conv, STORE_PARENT_LEAF,
-					STORE_ROLE_USER, "concurrent") == 0)
-					_exit(2);
+				        STORE_ROLE_USER, "concurrent") == 0)
+					_exit(2); /* add() printed why */
 			store_close(cs);
 			_exit(0);
 		}
@@ -1162,7 +1239,7 @@ static void test_many_processes(void)
 		total += v[i].n_messages;
 	store_conv_list_free(v, n);
 	tap_ok(n == 4 && total == 80 &&
-		       store_check(st, err, sizeof(err)) == STORE_OK,
+	           store_check(st, err, sizeof(err)) == STORE_OK,
 	       "all 4 conversations and 80 messages are there, integrity ok");
 	store_close(st);
 }
@@ -1193,6 +1270,7 @@ int main(void)
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
 	       "integrity check after all API tests");
 	store_close(st);
+	test_fingerprint();
 	test_migrations();
 	test_refusals();
 	test_two_connections();

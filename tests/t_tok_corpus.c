@@ -119,6 +119,45 @@ static void check_ids(const struct tok *t, const char *name,
 	free(f);
 }
 
+/* All strings in one call, joined by the EOS token's text and parsed with
+   TOK_PARSE_SPECIAL: the parts are encoded independently, so the result
+   must be every string's oracle ids followed by EOS. One long call also
+   exercises the chunk cache (only used for texts >= 4 KB). */
+static void check_joined(const struct tok *t, const char *name,
+			 const struct strs *st, const char *ids_path)
+{
+	static int32_t want[MAX_IDS];
+	struct tok_ids ids = {0}, exp = {0};
+	struct tok_buf text = {0};
+	size_t eos_len, len, i;
+	const char *eos = tok_text(t, tok_eos(t), &eos_len);
+	char *f = tu_read(ids_path, &len), err[256];
+	const char *o = f;
+	int good = f != NULL && eos != NULL;
+
+	for (i = 0; good && i < st->cnt; i++) {
+		long nw = tu_parse_ids(o, want, MAX_IDS, &o);
+		long k;
+
+		good = nw >= 0;
+		for (k = 0; good && k < nw; k++)
+			good = tok_ids_push(&exp, want[k]) == 0;
+		good = good && tok_ids_push(&exp, tok_eos(t)) == 0 &&
+		       tok_buf_append(&text, st->s[i], st->n[i]) == 0 &&
+		       tok_buf_append(&text, eos, eos_len) == 0;
+	}
+	good = good && tok_encode(t, text.p, text.n, TOK_PARSE_SPECIAL, &ids,
+				  err, sizeof(err)) == 0;
+	tap_ok(good && ids.n == exp.n &&
+		   memcmp(ids.v, exp.v, ids.n * sizeof(int32_t)) == 0,
+	       "%s: all strings in one %zu-byte call, joined by EOS: %zu ids "
+	       "as expected", name, text.n, exp.n);
+	free(ids.v);
+	free(exp.v);
+	free(text.p);
+	free(f);
+}
+
 /* True when the N bytes at P are valid UTF-8. */
 static bool valid_utf8(const char *p, size_t n)
 {
@@ -270,6 +309,8 @@ static int run(const char *name, const char *path, const struct strs *corpus,
 	}
 	free_strs(&sp);
 	check_decode(t, name, corpus, bpe, nfc);
+	snprintf(rel, sizeof(rel), "tests/data/tok/%s.ids", name);
+	check_joined(t, name, corpus, tu_src(rel, p, sizeof(p)));
 	tok_free(t);
 	return 1;
 }

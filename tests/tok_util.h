@@ -16,7 +16,10 @@
 static inline const char *tu_shared(const char *rel, char *buf, size_t n)
 {
 	const char *s = getenv("PARLEY_SHARED");
-	const char *src = getenv("srcdir");
+	const char *src = getenv("top_srcdir");
+
+	if (src == NULL || *src == 0)
+		src = getenv("srcdir");
 
 	if (s && *s)
 		snprintf(buf, n, "%s/%s", s, rel);
@@ -44,10 +47,13 @@ static inline const char *tu_model(char *buf, size_t n)
 	return buf;
 }
 
-/* A path under the source tree (srcdir or "."). */
+/* A path under the source tree (top_srcdir, srcdir or "."). */
 static inline const char *tu_src(const char *rel, char *buf, size_t n)
 {
-	const char *src = getenv("srcdir");
+	const char *src = getenv("top_srcdir");
+
+	if (src == NULL || *src == 0)
+		src = getenv("srcdir");
 
 	snprintf(buf, n, "%s/%s", src && *src ? src : ".", rel);
 	return buf;

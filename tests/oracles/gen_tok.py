@@ -28,6 +28,7 @@ Outputs (tests/data/tok/):
   special.txt     strings holding control-token text, same format
   qwen2-strip.txt, qwen2-strip.ids  strings around <|im_end|> (lstrip) and
                   <|im_start|> (rstrip) and HF's ids for them
+  tiny-bpe.gguf, tiny-spm.gguf  small vocabularies, fuzz seeds
   llama2-hf.gguf  vocab GGUF made from tokenizers/llama2/tokenizer.json
   NAME.ids        one line per corpus string: the ids, space-separated
   NAME.special    one line per special.txt string, encoded with special
@@ -441,6 +442,53 @@ def hf_qwen_strip(shared):
     return Tokenizer.from_str(json.dumps(j))
 
 
+def byte_level_chars():
+    bs = (list(range(ord("!"), ord("~") + 1)) +
+          list(range(ord("\u00a1"), ord("\u00ac") + 1)) +
+          list(range(ord("\u00ae"), ord("\u00ff") + 1)))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    m = dict(zip(bs, cs))
+    return [chr(m[b]) for b in range(256)]
+
+
+def write_tiny_seeds():
+    """Small vocab GGUFs: seeds for fuzz/fuzz_tok_load.c."""
+    toks = byte_level_chars() + ["he", "ll", "hell", "hello", "\u0120w",
+                                 "<|im_end|>", "<tool>"]
+    types = [1] * 260 + [1, 3, 4]
+    w = gguf.GGUFWriter(os.path.join(OUT, "tiny-bpe.gguf"), "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(toks)
+    w.add_token_types(types)
+    w.add_token_merges(["h e", "l l", "he ll", "hell o", "\u0120 w"])
+    w.add_eos_token_id(261)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    toks += ["\u2581", "a", "b", "\u2581a", "ab", "\u2581ab", "<t>"]
+    types = [2, 3, 3] + [6] * 256 + [1] * 6 + [4]
+    w = gguf.GGUFWriter(os.path.join(OUT, "tiny-spm.gguf"), "llama")
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * 259 + [-1.0 - i for i in range(7)])
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def hf_encode(tk, strs):
     return [tk.encode(s, add_special_tokens=False).ids for s in strs]
 
@@ -489,6 +537,7 @@ def main():
               [sp_encode_special(sp, sset, ids_of, x) for x in sstr])
     print("llama-spm: %d rows, %d ids (sentencepiece %s)" % (
         len(rows), sum(map(len, rows)), __import__("sentencepiece").__version__))
+    write_tiny_seeds()
     tk = hf_qwen_strip(a.shared)
     write_strings(os.path.join(OUT, "qwen2-strip.txt"), STRIP_STRINGS)
     write_ids(os.path.join(OUT, "qwen2-strip.ids"),

@@ -1,0 +1,90 @@
+/*
+ * engine_util.h - helpers shared by the engine tests: locating the test
+ * model and the golden data, reading token lists and raw float32 files.
+ * All functions are static: each test includes this header once.
+ */
+#ifndef PARLEY_ENGINE_UTIL_H
+#define PARLEY_ENGINE_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Path of NAME + EXT under $top_srcdir/tests/data/engine. */
+static inline void eu_data_path(const char *name, const char *ext, char *out,
+				size_t len)
+{
+	const char *top = getenv("top_srcdir");
+
+	snprintf(out, len, "%.512s/tests/data/engine/%.200s%.16s",
+		 top ? top : ".", name, ext);
+}
+
+/* The SmolLM2 test model path (PARLEY_TEST_MODEL or the XDG cache). */
+static inline void eu_model_path(char *out, size_t len)
+{
+	const char *env = getenv("PARLEY_TEST_MODEL");
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+
+	if (env && *env)
+		snprintf(out, len, "%.1000s", env);
+	else if (xdg && *xdg)
+		snprintf(out, len,
+			 "%.900s/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+			 xdg);
+	else
+		snprintf(out, len, "%.900s/.cache/parley/models/"
+			 "SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+}
+
+/* Read N float32 from PATH into a new array (caller frees), or NULL. */
+static inline float *eu_read_f32(const char *path, size_t n)
+{
+	FILE *f = fopen(path, "rb");
+	float *p = f ? malloc(n * sizeof(float)) : NULL;
+
+	if (p && fread(p, sizeof(float), n, f) != n) {
+		free(p);
+		p = NULL;
+	}
+	if (f)
+		fclose(f);
+	return p;
+}
+
+/* Parse "COUNT id id ..." from S into a new array; *n gets COUNT. */
+static inline int32_t *eu_parse_ids(const char *s, int32_t *n)
+{
+	char *end;
+	long cnt = strtol(s, &end, 10);
+	int32_t *ids;
+
+	if (end == s || cnt < 0 || cnt > 1000000)
+		return NULL;
+	ids = malloc((size_t)(cnt ? cnt : 1) * sizeof(*ids));
+	for (long i = 0; ids && i < cnt; i++) {
+		s = end;
+		ids[i] = (int32_t)strtol(s, &end, 10);
+		if (end == s) {
+			free(ids);
+			return NULL;
+		}
+	}
+	*n = (int32_t)cnt;
+	return ids;
+}
+
+/* Index of the largest logit (lowest index on ties). */
+static inline int32_t eu_argmax(const float *x, int32_t n)
+{
+	int32_t best = 0;
+
+	for (int32_t i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+#endif /* PARLEY_ENGINE_UTIL_H */

@@ -1,0 +1,178 @@
+"""Independent float64 forward pass of llama / qwen2 GGUF models (numpy).
+
+Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM
+(modeling_llama.py, modeling_qwen2.py), not from parley's C code:
+
+  * weights are read with gguf-py and dequantized by gguf-py (F16, Q8_0, ...);
+  * HF keeps Q/K rows in their original order and rotates the two HALVES of
+    each head (rotate_half). llama.cpp's converter permutes the rows of the
+    "llama" architecture's attn_q / attn_k (convert_hf_to_gguf.py
+    LlamaModel.permute) so that llama.cpp can rotate adjacent pairs. This
+    script undoes that permutation for llama and then follows HF exactly;
+    qwen2 tensors are stored un-permuted and are used as they are;
+  * rope_freqs.weight (llama 3 scaling) divides HF's inv_freq, which is how
+    the converter derives it from HF's rope_scaling;
+  * RMSNorm, SwiGLU MLP, GQA (repeat_kv), causal softmax attention, tied
+    embeddings as in the HF modules.
+
+Everything is computed in float64. With act_quant=True the activation
+vector of every product with a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weight is first
+rounded the way parley's quant.h and ggml's quantize_row_q8_0 define it
+(blocks of 32, d = amax/127 in float32, q = round-half-away(x/d), x ~ d*q):
+the arithmetic parley's default CPU path defines, so that the comparison
+measures everything else at fp32-rounding precision.
+"""
+import numpy as np
+import gguf
+
+
+Q32 = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
+
+
+def _act_quant(x):
+    """x [T, n] -> activations as the int8 blocks of 32 represent them."""
+    T, n = x.shape
+    b = x.astype(np.float32).reshape(T, n // 32, 32)
+    amax = np.abs(b).max(-1, keepdims=True)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = (b * idv).astype(np.float32)
+    q = np.clip(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)), -127, 127)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(T, n)
+
+
+def _arr(t):
+    """Tensor as float64 numpy array in (rows, cols) = (ne1, ne0) order."""
+    data = gguf.quants.dequantize(t.data, t.tensor_type)
+    shape = [int(x) for x in reversed(t.shape)]
+    return np.asarray(data, dtype=np.float64).reshape(shape)
+
+
+def _field(r, key, default=None):
+    f = r.fields.get(key)
+    if f is None:
+        return default
+    v = f.parts[f.data[0]]
+    if f.types[0] == gguf.GGUFValueType.STRING:
+        return bytes(v).decode()
+    return v[0].item()
+
+
+def _unpermute(w, n_head):
+    """Inverse of convert_hf_to_gguf's permute(): GGUF llama rows -> HF rows.
+
+    permute: w.reshape(n_head, 2, d // n_head // 2, n_in).swapaxes(1, 2)
+    """
+    d = w.shape[0]
+    return (w.reshape(n_head, d // n_head // 2, 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+class RefModel:
+    def __init__(self, path, act_quant=False):
+        r = gguf.GGUFReader(path)
+        self.arch = _field(r, "general.architecture")
+        a = self.arch
+        if a not in ("llama", "qwen2"):
+            raise ValueError("unsupported architecture " + a)
+        self.n_layer = _field(r, a + ".block_count")
+        self.n_embd = _field(r, a + ".embedding_length")
+        self.n_head = _field(r, a + ".attention.head_count")
+        self.n_head_kv = _field(r, a + ".attention.head_count_kv", self.n_head)
+        self.head_dim = _field(r, a + ".attention.key_length",
+                               self.n_embd // self.n_head)
+        self.n_rot = _field(r, a + ".rope.dimension_count", self.head_dim)
+        self.base = _field(r, a + ".rope.freq_base", 10000.0)
+        self.eps = _field(r, a + ".attention.layer_norm_rms_epsilon")
+        T = {t.name: t for t in r.tensors}
+        self.act_quant = act_quant
+        self.qtype = {n: t.tensor_type.name for n, t in T.items()}
+        out_name = "output.weight" if "output.weight" in T else "token_embd.weight"
+        self.out_q = self.qtype[out_name] in Q32
+        self.emb = _arr(T["token_embd.weight"])
+        self.out = _arr(T["output.weight"]) if "output.weight" in T else self.emb
+        self.out_norm = _arr(T["output_norm.weight"]).reshape(-1)
+        self.rope_freqs = (_arr(T["rope_freqs.weight"]).reshape(-1)
+                           if "rope_freqs.weight" in T else None)
+        self.layers = []
+        for i in range(self.n_layer):
+            g = lambda n: _arr(T["blk.%d.%s" % (i, n)])
+            L = dict(attn_norm=g("attn_norm.weight").reshape(-1),
+                     q=g("attn_q.weight"), k=g("attn_k.weight"),
+                     v=g("attn_v.weight"), o=g("attn_output.weight"),
+                     ffn_norm=g("ffn_norm.weight").reshape(-1),
+                     gate=g("ffn_gate.weight"), up=g("ffn_up.weight"),
+                     down=g("ffn_down.weight"))
+            L["quant"] = {n: self.qtype["blk.%d.%s.weight" % (i, n2)] in Q32
+                          for n, n2 in (("q", "attn_q"), ("k", "attn_k"),
+                                        ("v", "attn_v"), ("o", "attn_output"),
+                                        ("gate", "ffn_gate"), ("up", "ffn_up"),
+                                        ("down", "ffn_down"))}
+            for b in ("q", "k", "v"):
+                n = "blk.%d.attn_%s.bias" % (i, b)
+                L["b" + b] = _arr(T[n]).reshape(-1) if n in T else None
+            if a == "llama":  # back to HF's row order
+                L["q"] = _unpermute(L["q"], self.n_head)
+                L["k"] = _unpermute(L["k"], self.n_head_kv)
+                if L["bq"] is not None:
+                    L["bq"] = _unpermute(L["bq"][:, None], self.n_head)[:, 0]
+                    L["bk"] = _unpermute(L["bk"][:, None], self.n_head_kv)[:, 0]
+            self.layers.append(L)
+
+    def _mm(self, x, w, quantized):
+        """x @ w.T, with x rounded as parley's int8 blocks if asked."""
+        if self.act_quant and quantized:
+            x = _act_quant(x)
+        return x @ w.T
+
+    def _rms(self, x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
+
+    def _rope(self, x, pos):
+        """HF apply_rotary_pos_emb on x [T, H, hd] (first n_rot dims)."""
+        d = self.n_rot
+        inv = 1.0 / (self.base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        if self.rope_freqs is not None:
+            inv = inv / self.rope_freqs
+        ang = np.outer(pos, inv)                      # [T, d/2]
+        emb = np.concatenate([ang, ang], axis=-1)     # HF: cat(freqs, freqs)
+        cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+        xr = x[..., :d]
+        half = np.concatenate([-xr[..., d // 2:], xr[..., :d // 2]], axis=-1)
+        out = x.copy()
+        out[..., :d] = xr * cos + half * sin
+        return out
+
+    def forward(self, tokens):
+        """Logits [T, n_vocab] of every position for tokens at 0..T-1."""
+        T = len(tokens)
+        hd, H, KV = self.head_dim, self.n_head, self.n_head_kv
+        pos = np.arange(T, dtype=np.float64)
+        x = self.emb[np.asarray(tokens)]
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        self.hidden = []
+        for L in self.layers:
+            h = self._rms(x, L["attn_norm"])
+            Q = L["quant"]
+            q = self._mm(h, L["q"], Q["q"])
+            k = self._mm(h, L["k"], Q["k"])
+            v = self._mm(h, L["v"], Q["v"])
+            if L["bq"] is not None:
+                q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
+            q = self._rope(q.reshape(T, H, hd), pos)
+            k = self._rope(k.reshape(T, KV, hd), pos)
+            v = v.reshape(T, KV, hd)
+            rep = H // KV                                  # repeat_kv
+            k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+            s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            a = np.einsum("hts,shd->thd", s, v).reshape(T, H * hd)
+            x = x + self._mm(a, L["o"], Q["o"])
+            h = self._rms(x, L["ffn_norm"])
+            g = self._mm(h, L["gate"], Q["gate"])
+            u = self._mm(h, L["up"], Q["up"])
+            x = x + self._mm(g / (1.0 + np.exp(-g)) * u, L["down"], Q["down"])
+            self.hidden.append(x.copy())
+        return self._mm(self._rms(x, self.out_norm), self.out, self.out_q)

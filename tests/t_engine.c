@@ -1,0 +1,349 @@
+/*
+ * t_engine.c - the engine's own invariants on random-weight models
+ * (the .gguf files under tests/data/engine), independent of any oracle:
+ *   - a prefill of N tokens gives the same logits as N one-token decode
+ *     steps, and as prefill in chunks (n_batch smaller than N);
+ *   - truncate + re-evaluate gives the same logits as never having gone
+ *     further; state save + restore (into the same or a fresh engine)
+ *     gives the same logits as never having stopped;
+ *   - errors: tokens out of range, context full, bad states, unknown
+ *     backend, unsupported architecture, missing / misshapen tensors; a
+ *     failed call leaves n_past unchanged;
+ *   - the trace: per-layer statistics and top-k of the last step, JSON.
+ * "Same" is bit-identical here: the CPU backend computes each token's row
+ * with the same operations in the same order however tokens are batched,
+ * so any difference is a bug (a tolerance would hide a position mix-up).
+ */
+#include <math.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "engine_util.h"
+#include "gguf.h"
+#include "gguf_write.h"
+#include "model.h"
+#include "tap.h"
+#include "trace.h"
+
+#define N 24
+
+/* Open model NAME from tests/data/engine; NULL on failure. */
+static struct model *open_model(const char *name, struct gguf_file **f)
+{
+	char path[1024], err[512];
+	struct model *m = NULL;
+
+	eu_data_path(name, ".gguf", path, sizeof(path));
+	*f = gguf_open(path, err, sizeof(err));
+	if (*f == NULL || model_load(*f, &m, err, sizeof(err)) != 0) {
+		tap_diag("%s: %s", name, err);
+		return NULL;
+	}
+	return m;
+}
+
+/* A new engine with N_BATCH (0 default) and N_THREADS. */
+static struct engine *open_engine(const struct model *m, int n_batch,
+				  int n_threads)
+{
+	struct engine_params p = {0};
+	struct engine *e = NULL;
+	char err[512];
+
+	p.n_ctx = 64;
+	p.n_batch = n_batch;
+	p.n_threads = n_threads;
+	if (engine_open(m, &p, &e, err, sizeof(err)) != 0)
+		tap_diag("engine_open: %s", err);
+	return e;
+}
+
+/* Largest |a - b| over n. */
+static double maxdiff(const float *a, const float *b, size_t n)
+{
+	double mx = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+
+		if (d > mx || isnan(d))
+			mx = isnan(d) ? INFINITY : d;
+	}
+	return mx;
+}
+
+/* Prefill vs decode vs chunked prefill, truncate, state. */
+static void check_consistency(const char *name)
+{
+	struct gguf_file *f;
+	struct model *m = open_model(name, &f);
+	struct engine *a, *b, *c;
+	int32_t toks[N], alt[8];
+	float *pre, *dec;
+	size_t nv, ssz;
+	char err[512];
+	void *st;
+	double d;
+
+	if (!tap_ok(m != NULL, "%s: model loads", name))
+		return;
+	nv = (size_t)m->cfg.n_vocab;
+	for (int i = 0; i < N; i++)
+		toks[i] = (int32_t)((i * 37 + 11) % m->cfg.n_vocab);
+	for (int i = 0; i < 8; i++)
+		alt[i] = (int32_t)((i * 53 + 5) % m->cfg.n_vocab);
+	pre = malloc(N * nv * sizeof(float));
+	dec = malloc(N * nv * sizeof(float));
+	a = open_engine(m, 0, 2);
+	b = open_engine(m, 5, 1);
+	c = open_engine(m, 0, 2);
+
+	/* prefill of N (one chunk) vs N decode steps vs chunks of 5 */
+	engine_eval(a, toks, N, ENGINE_EVAL_ALL, err, sizeof(err));
+	memcpy(pre, engine_logits(a), N * nv * sizeof(float));
+	for (int i = 0; i < N; i++) {
+		engine_eval(c, &toks[i], 1, 0, err, sizeof(err));
+		memcpy(dec + i * nv, engine_logits(c), nv * sizeof(float));
+	}
+	d = maxdiff(pre, dec, N * nv);
+	tap_ok(d == 0, "%s: prefill of %d == %d decode steps (max |d| %g)",
+	       name, N, N, d);
+	engine_eval(b, toks, N, ENGINE_EVAL_ALL, err, sizeof(err));
+	d = maxdiff(pre, engine_logits(b), N * nv);
+	tap_ok(d == 0, "%s: prefill in chunks of 5 (1 thread) == one chunk "
+	       "(2 threads) (max |d| %g)", name, d);
+	engine_eval(b, toks, 1, 0, err, sizeof(err)); /* pos N */
+	tap_ok(engine_n_past(b) == N + 1, "%s: n_past %d after N+1", name,
+	       engine_n_past(b));
+
+	/* truncate + re-evaluate */
+	tap_ok(engine_truncate(a, 10) == 0 && engine_n_past(a) == 10,
+	       "%s: truncate to 10", name);
+	engine_eval(a, toks + 10, N - 10, ENGINE_EVAL_ALL, err, sizeof(err));
+	d = maxdiff(pre + 10 * nv, engine_logits(a), (N - 10) * nv);
+	tap_ok(d == 0, "%s: truncate(10) + re-eval == never went further "
+	       "(max |d| %g)", name, d);
+	engine_truncate(a, 12);
+	engine_eval(a, alt, 8, 0, err, sizeof(err));
+	engine_truncate(a, 12);
+	engine_eval(a, toks + 12, 1, 0, err, sizeof(err));
+	d = maxdiff(pre + 12 * nv, engine_logits(a), nv);
+	tap_ok(d == 0, "%s: other tokens after 12, truncate, re-eval (max "
+	       "|d| %g)", name, d);
+	tap_ok(engine_truncate(a, 14) == -1 && engine_n_past(a) == 13,
+	       "%s: truncate beyond n_past refused", name);
+
+	/* state save at 16, continue, restore into same and fresh engine */
+	engine_eval(a, toks + 13, 3, 0, err, sizeof(err));
+	ssz = engine_state_size(a);
+	st = malloc(ssz);
+	tap_ok(engine_state_save(a, st, ssz, err, sizeof(err)) == ssz,
+	       "%s: state save (%zu bytes)", name, ssz);
+	tap_ok(engine_state_save(a, st, ssz - 1, err, sizeof(err)) == 0,
+	       "%s: short buffer refused: %s", name, err);
+	engine_eval(a, alt, 8, 0, err, sizeof(err));
+	tap_ok(engine_state_load(a, st, ssz, err, sizeof(err)) == 0 &&
+		       engine_n_past(a) == 16,
+	       "%s: state restore", name);
+	engine_eval(a, toks + 16, N - 16, ENGINE_EVAL_ALL, err, sizeof(err));
+	d = maxdiff(pre + 16 * nv, engine_logits(a), (N - 16) * nv);
+	tap_ok(d == 0, "%s: restored state continues exactly (max |d| %g)",
+	       name, d);
+	engine_truncate(c, 0);
+	tap_ok(engine_state_load(c, st, ssz, err, sizeof(err)) == 0,
+	       "%s: state into a second engine", name);
+	engine_eval(c, toks + 16, 1, 0, err, sizeof(err));
+	d = maxdiff(pre + 16 * nv, engine_logits(c), nv);
+	tap_ok(d == 0, "%s: second engine continues exactly (max |d| %g)",
+	       name, d);
+	((unsigned char *)st)[0] ^= 1;
+	tap_ok(engine_state_load(c, st, ssz, err, sizeof(err)) == -1 &&
+		       engine_n_past(c) == 0,
+	       "%s: bad magic refused: %s", name, err);
+	((unsigned char *)st)[0] ^= 1;
+	tap_ok(engine_state_load(c, st, ssz - 4, err, sizeof(err)) == -1,
+	       "%s: truncated state refused: %s", name, err);
+
+	/* errors leave n_past unchanged */
+	{
+		int32_t bad = m->cfg.n_vocab;
+		int32_t n_past = engine_n_past(a);
+		int32_t many[64] = {0};
+
+		tap_ok(engine_eval(a, &bad, 1, 0, err, sizeof(err)) == -1 &&
+			       engine_n_past(a) == n_past,
+		       "%s: token out of range refused: %s", name, err);
+		tap_ok(engine_eval(a, many, 64 - n_past + 1, 0, err,
+				   sizeof(err)) == -1 &&
+			       engine_n_past(a) == n_past,
+		       "%s: context overflow refused: %s", name, err);
+		tap_ok(engine_eval(a, many, 0, 0, err, sizeof(err)) == -1,
+		       "%s: empty eval refused", name);
+	}
+	free(st);
+	free(pre);
+	free(dec);
+	engine_close(a);
+	engine_close(b);
+	engine_close(c);
+	model_free(m);
+	gguf_close(f);
+}
+
+/* The trace: stats per layer, top-k, JSON. */
+static void check_trace(void)
+{
+	struct gguf_file *f;
+	struct model *m = open_model("qwen2_f32_gqa7", &f);
+	struct engine *e = m ? open_engine(m, 0, 1) : NULL;
+	char err[512], buf[8192];
+	FILE *tmp = tmpfile();
+	struct trace *t;
+	int32_t toks[3] = {1, 2, 3};
+	int ok = 1;
+
+	if (!tap_ok(e != NULL && tmp != NULL, "trace: setup"))
+		return;
+	t = trace_new(m->cfg.n_layer, 5, tmp);
+	engine_set_trace(e, t);
+	engine_eval(e, toks, 3, 0, err, sizeof(err));
+	engine_eval(e, toks, 1, 0, err, sizeof(err));
+	for (int il = 0; il < m->cfg.n_layer; il++)
+		ok &= isfinite(t->layers[il].rms) && t->layers[il].rms > 0 &&
+		      t->layers[il].min <= t->layers[il].mean &&
+		      t->layers[il].mean <= t->layers[il].max;
+	tap_ok(ok, "trace: layer stats finite and ordered (layer 0 rms %g)",
+	       (double)t->layers[0].rms);
+	tap_ok(t->top_id[0] == eu_argmax(engine_logits(e), m->cfg.n_vocab) &&
+		       t->top_logit[0] >= t->top_logit[4] &&
+		       t->top_prob[0] > 0 && t->top_prob[0] <= 1,
+	       "trace: top-1 %d is the argmax, p=%.3f, entropy %.3f",
+	       t->top_id[0], (double)t->top_prob[0], (double)t->entropy);
+	tap_ok(t->step == 2 && t->pos == 3 && t->n_tokens == 1,
+	       "trace: step %lld pos %d", (long long)t->step, t->pos);
+	rewind(tmp);
+	buf[fread(buf, 1, sizeof(buf) - 1, tmp)] = '\0';
+	tap_ok(strstr(buf, "{\"step\":0,\"pos\":2,\"n_tokens\":3") != NULL &&
+		       strstr(buf, "{\"step\":1,\"pos\":3,") != NULL &&
+		       strstr(buf, "\"layers\":[{\"min\":") != NULL,
+	       "trace: two JSON lines");
+	engine_set_trace(e, NULL);
+	trace_free(t);
+	fclose(tmp);
+	engine_close(e);
+	model_free(m);
+	gguf_close(f);
+}
+
+/* Copy SRC to a temp file, dropping DROP, renaming arch, resizing one. */
+static int write_variant(const struct gguf_file *src, const char *path,
+			 const char *drop, const char *arch,
+			 const char *shrink)
+{
+	struct gguf_writer *w = gguf_writer_new();
+	char err[512];
+	int rc;
+
+	for (uint64_t i = 0; i < src->n_kv; i++) {
+		if (arch && strcmp(src->kv[i].key, "general.architecture") == 0)
+			gguf_writer_set_str(w, "general.architecture", arch);
+		else
+			gguf_writer_copy_kv(w, &src->kv[i]);
+	}
+	for (uint64_t i = 0; i < src->n_tensors; i++) {
+		const struct gguf_tensor *t = &src->tensors[i];
+		uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+
+		if (drop && strcmp(t->name, drop) == 0)
+			continue;
+		if (shrink && strcmp(t->name, shrink) == 0)
+			ne[1] -= 1;
+		gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne,
+				       t->data, NULL, NULL);
+	}
+	rc = gguf_writer_write(w, path, err, sizeof(err));
+	if (rc)
+		tap_diag("%s", err);
+	gguf_writer_free(w);
+	return rc;
+}
+
+/* Model description errors name the key / tensor. */
+static void check_model_errors(void)
+{
+	char path[1024], err[512];
+	struct gguf_file *src, *f;
+	struct model *m;
+	struct engine_params p = {0};
+	struct engine *e;
+	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct {
+		const char *drop, *arch, *shrink, *expect;
+	} cases[] = {
+		{NULL, "gpt2", NULL, "unsupported architecture \"gpt2\" "
+				     "(supported: llama, qwen2)"},
+		{"blk.1.ffn_up.weight", NULL, NULL,
+		 "missing tensor blk.1.ffn_up.weight"},
+		{"blk.0.attn_k.bias", NULL, NULL, "blk.0.attn_k.bias"},
+		{NULL, NULL, "blk.1.attn_v.weight", "tensor blk.1.attn_v.weight "
+						    "has shape"},
+		{"output_norm.weight", NULL, NULL,
+		 "missing tensor output_norm.weight"},
+	};
+
+	m = open_model("qwen2_f32_gqa7", &src);
+	tap_ok(m != NULL && m->cfg.n_head == 14 && m->cfg.n_head_kv == 2 &&
+		       m->cfg.has_qkv_bias && !m->cfg.tied_output &&
+		       m->cfg.rope_style == MODEL_ROPE_NEOX &&
+		       m->cfg.rope_freq_base == 1000000.0f,
+	       "qwen2 description: 14/2 heads, biases, untied, NEOX, base 1e6");
+	p.backend = "tpu";
+	tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
+		       strstr(err, "available: cpu") != NULL,
+	       "unknown backend: %s", err);
+	model_free(m);
+	snprintf(path, sizeof(path), "%s/t_engine_%d.gguf", tmpdir,
+		 (int)getpid());
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		int rc = -1;
+
+		err[0] = '\0';
+		if (write_variant(src, path, cases[k].drop, cases[k].arch,
+				  cases[k].shrink) == 0) {
+			f = gguf_open(path, err, sizeof(err));
+			if (f != NULL) {
+				rc = model_load(f, &m, err, sizeof(err));
+				if (rc == 0)
+					model_free(m);
+				gguf_close(f);
+			}
+		}
+		tap_ok(rc == -1 && strstr(err, cases[k].expect) != NULL,
+		       "model error names it: %s", err);
+	}
+	unlink(path);
+	gguf_close(src);
+
+	m = open_model("llama_f32_gqa7_tied", &src);
+	tap_ok(m != NULL && m->cfg.tied_output && !m->cfg.has_qkv_bias &&
+		       m->cfg.rope_style == MODEL_ROPE_NORM &&
+		       m->w.output.data == m->w.token_embd.data,
+	       "llama description: tied output, no biases, normal RoPE");
+	model_free(m);
+	gguf_close(src);
+	m = open_model("qwen2_f32_hd32_tied", &src);
+	tap_ok(m != NULL && m->cfg.head_dim_k == 32 && m->cfg.n_rot == 32 &&
+		       m->cfg.n_embd == 64 && m->cfg.n_head == 4,
+	       "key_length 32 with n_embd 64 and 4 heads");
+	model_free(m);
+	gguf_close(src);
+}
+
+int main(void)
+{
+	check_consistency("llama_f32");
+	check_consistency("qwen2_q8_0");
+	check_trace();
+	check_model_errors();
+	return tap_done();
+}
