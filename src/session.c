@@ -59,6 +59,8 @@
 
 #define SESSION_DEFAULT_CTX 4096
 #define SESSION_PREFILL_CHUNK 64 /* ids per eval call (interrupt checks) */
+#define SESSION_STALE_MS 10000	 /* a reply in progress not updated for this
+				    long lost its writer */
 
 struct session {
 	/* configuration (fixed after open, except where noted) */
@@ -414,9 +416,20 @@ static int session_resume(struct session *s, int64_t conv_id, char *err,
 		rc = session_push_msg(s, STORE_ROLE_SYSTEM, c.system_prompt,
 				      strlen(c.system_prompt), 0,
 				      STORE_FINISH_STOP);
-	for (i = 0; i < n && rc == 0; i++)
+	for (i = 0; i < n && rc == 0; i++) {
+		enum store_finish f = m[i].finish;
+
+		/* a reply whose writer died (no update for a while): close it
+		   as interrupted; a live writer updates every SESSION_STORE_MS */
+		if (f == STORE_FINISH_NONE &&
+		    m[i].updated_ms < store_now_ms() - SESSION_STALE_MS &&
+		    store_msg_finish(s->st, m[i].id, m[i].content, m[i].len,
+				     STORE_FINISH_INTERRUPTED, &m[i].stats,
+				     NULL, 0) == STORE_OK)
+			f = STORE_FINISH_INTERRUPTED;
 		rc = session_push_msg(s, m[i].role, m[i].content, m[i].len,
-				      m[i].id, m[i].finish);
+				      m[i].id, f);
+	}
 	store_msg_free(m, n);
 	store_conv_clear(&c);
 	if (rc) {

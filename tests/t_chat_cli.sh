@@ -28,6 +28,11 @@ echo "What is the capital of France?" |
 cmp -s "$tmp/o1" "$tmp/o2"
 ok $? "-p - reads the message from stdin, same reply"
 
+"$PARLEY" $opts --system "$sys" --no-store --stop " Paris" \
+	-p "What is the capital of France?" >"$tmp/o6"
+[ "$(cat "$tmp/o6")" = "The capital of France is" ]
+ok $? "--stop ends the reply before the stop string: $(cat "$tmp/o6")"
+
 "$PARLEY" $opts --system "$sys" --no-store -p "Hello" >/dev/null
 n=$("$PARLEY" list | tail -n +2 | wc -l)
 [ "$n" -eq 2 ]
