@@ -488,6 +488,14 @@ static int chat_main(int argc, char **argv, bool resume)
 				ss.decode_ms, ss.n_prompt, ss.n_prompt_eval,
 				ss.prefill_ms, ss.n_ctx_used, ss.n_ctx,
 				store_finish_name(ss.finish));
+		if (cfg.verbose) {
+			bool loaded = false;
+			double ms = session_restore_ms(s, &loaded);
+
+			if (loaded)
+				fprintf(stderr, "[KV cache restored from the "
+					"store in %.0f ms]\n", ms);
+		}
 		status = ss.finish == STORE_FINISH_INTERRUPTED ? 130 : 0;
 		goto out;
 	}

@@ -1000,6 +1000,8 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 		rc = session_decode(s, &r, cb, st, err, errlen);
 	}
 	st->n_ctx_used = (int32_t)s->kv.n;
+	if (st->finish == STORE_FINISH_INTERRUPTED && s->intr)
+		*s->intr = 0; /* handled: the front end's next read is clean */
 	ms.n_tokens = st->n_gen;
 	ms.n_prompt_tokens = st->n_prompt;
 	ms.prefill_ms = st->prefill_ms;

@@ -60,4 +60,17 @@ ok $? "parley resume --last ran and exited 0"
 diff -u "$data/resume.golden" "$tmp/resume.golden" >"$tmp/diff2"
 ok $? "resume transcript = tests/data/chat/resume.golden"
 sed 's/^/#   /' "$tmp/diff2" | head -n 40
+
+# Ctrl-C in the middle of a reply: the REPL goes on, the next line is
+# taken, the partial reply is stored as interrupted (not a golden: where
+# the reply stops depends on timing)
+export PARLEY_DB=$tmp/int.db
+"$pty" -t 120 "$data/interrupt.script" -- "$PARLEY" $opts -n 200 \
+	--system "$sys" >"$tmp/int"
+ok $? "Ctrl-C during a reply: the REPL stays and exits 0 on /quit"
+"$PARLEY" show 1 >"$tmp/show"
+grep -q '^--- assistant \[interrupted\]' "$tmp/show" &&
+	grep -qx 'Thanks.' "$tmp/show"
+ok $? "the partial reply is stored as interrupted and the next message was taken"
+sed 's/^/#   /' "$tmp/show" | head -n 30
 done_testing

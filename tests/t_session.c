@@ -6,7 +6,8 @@
  *      reuses the whole cache of the previous one (the reply stays as the
  *      sampled ids) and evaluates only the new turn's tokens;
  *   2. a user who types "<|im_end|>" gets plain-text tokens;
- *   3. regenerate cuts the cache at the turn boundary (1 id re-evaluated)
+ *   3. Ctrl-C keeps the partial reply and a cache the next turn reuses;
+ *      regenerate cuts the cache at the turn boundary (1 id re-evaluated)
  *      and, greedy, gives the same reply; edit reuses everything before the
  *      edited message;
  *   4. a small context overflows: the oldest turns leave, the system prompt
@@ -217,6 +218,53 @@ static void test_turns(void)
 	session_close(s);
 }
 
+/* Ctrl-C: the piece callback raises the flag after 3 pieces. */
+static volatile sig_atomic_t stop_flag;
+static int pieces_left;
+static void stop_piece(void *ud, const char *t, size_t n)
+{
+	sink_piece(ud, t, n);
+	if (--pieces_left == 0)
+		stop_flag = 1;
+}
+
+/* 3b: an interrupted reply is kept, and so is the cache. */
+static void test_interrupt(void)
+{
+	struct session_opts o = base_opts(512, 40);
+	struct session *s;
+	struct session_stats st;
+	struct sink k = {{0}, 0, 0};
+	struct session_cb cb = {stop_piece, NULL, sink_notice, &k};
+	const struct session_msg *m;
+	size_t n, kvn;
+	char err[512];
+	int rc;
+
+	o.interrupt = &stop_flag;
+	s = open_or_die(&o);
+	pieces_left = 3;
+	rc = session_send(s, "Tell me a long story about a dragon.", 36, &cb,
+			  &st, err, sizeof(err));
+	m = session_messages(s, &n);
+	session_kv_tokens(s, &kvn);
+	tap_ok(rc == 0 && st.finish == STORE_FINISH_INTERRUPTED &&
+		   st.n_gen == 3 && n == 3 &&
+		   strcmp(m[2].content, k.buf) == 0 && k.n > 0,
+	       "Ctrl-C after 3 tokens: reply \"%s\" kept, finish interrupted",
+	       k.buf);
+	tap_ok(stop_flag == 0, "the session cleared the interrupt flag");
+	size_t before = kvn;
+
+	k.n = 0;
+	send(s, "Thanks.", &k, &st);
+	tap_ok((size_t)st.n_reused == before,
+	       "the next turn reuses the whole cache (%d of %zu), the partial "
+	       "reply's ids included",
+	       st.n_reused, before);
+	session_close(s);
+}
+
 /* 2: "<|im_end|>" typed by the user stays text. */
 static void test_special_text(void)
 {
@@ -371,6 +419,7 @@ int main(void)
 		return tap_skip_all("model file not found (PARLEY_TEST_MODEL)");
 	test_turns();
 	test_special_text();
+	test_interrupt();
 	test_overflow();
 	test_resume();
 	return tap_done();
