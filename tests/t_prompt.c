@@ -108,7 +108,7 @@ int main(void)
 	    "\n", " ", "  ", "\t", "a", "Hello", " world", "123", "é", "日本",
 	    "🙂", "user", "assistant", "<", ">", "'s", "\xc3", "\x80",
 	};
-	int bad = 0, n_cases = 3000;
+	int bad = 0, n_cases = 3000, skipped = 0;
 
 	why[0] = '\0';
 	for (int c = 0; c < n_cases && !bad; c++) {
@@ -139,12 +139,17 @@ int main(void)
 			content = !content;
 			pos += l;
 		}
+		if (!prompt_check_representable(&pv, buf, bl)) {
+			skipped++;
+			continue;
+		}
 		if (prompt_check(&pv, buf, bl, c % 4 ? rs : NULL,
 				 c % 4 ? nrs : 0, why, sizeof(why)))
 			bad = c + 1;
 	}
-	tap_ok(bad == 0, "%d random texts and spans: all properties hold%s%s",
-	       n_cases, bad ? ": " : "", bad ? why : "");
+	tap_ok(bad == 0 && skipped < n_cases / 10,
+	       "%d random texts and spans (%d skipped): all properties hold%s%s",
+	       n_cases, skipped, bad ? ": " : "", bad ? why : "");
 	prompt_vocab_free(&pv);
 	tok_free(t);
 	gguf_close(f);
