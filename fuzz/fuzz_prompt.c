@@ -29,8 +29,11 @@ static int valid_utf8(const unsigned char *s, size_t n)
 	size_t i = 0;
 
 	while (i < n) {
-		unsigned c = s[i], len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2
-			: c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+		unsigned c = s[i], len = c < 0x80                ? 1
+		                         : c >= 0xc2 && c < 0xe0 ? 2
+		                         : c >= 0xe0 && c < 0xf0 ? 3
+		                         : c >= 0xf0 && c < 0xf5 ? 4
+		                                                 : 0;
 
 		if (len == 0 || i + len > n)
 			return 0;
@@ -53,8 +56,10 @@ static void load(void)
 	if (env && *env)
 		snprintf(path, sizeof(path), "%s", env);
 	else
-		snprintf(path, sizeof(path), "%s/.cache/parley/models/"
-			 "SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : "");
+		snprintf(path, sizeof(path),
+		         "%s/.cache/parley/models/"
+		         "SmolLM2-135M-Instruct.Q4_1.gguf",
+		         home ? home : "");
 	f = gguf_open(path, err, sizeof(err));
 	t = f ? tok_load(f, err, sizeof(err)) : NULL;
 	gguf_close(f);
@@ -92,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pos += l;
 	}
 	if (prompt_check(&pv, text, len, nsp ? sp : NULL, nsp, why,
-			 sizeof(why))) {
+	                 sizeof(why))) {
 		fprintf(stderr, "prompt property: %s\n", why);
 		abort();
 	}

@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHAT_MAX_OPTS 64	       /* options on one command line */
-#define CHAT_MAX_STDIN (64u << 20)     /* -p - reads at most this much */
+#define CHAT_MAX_OPTS  64          /* options on one command line */
+#define CHAT_MAX_STDIN (64u << 20) /* -p - reads at most this much */
 
 /* Set by SIGINT; the session and the REPL poll it. */
 static volatile sig_atomic_t chat_intr;
@@ -43,9 +43,9 @@ static void chat_on_sigint(int sig)
 struct chat_args {
 	const char *prompt;   /* -p TEXT, or NULL */
 	const char *cfg_file; /* --config FILE, or NULL */
-	bool plain;	      /* --plain */
-	bool no_store;	      /* --no-store */
-	bool last;	      /* resume --last */
+	bool plain;           /* --plain */
+	bool no_store;        /* --no-store */
+	bool last;            /* resume --last */
 	int64_t conv_id;      /* resume ID */
 	bool model_given;     /* -m or model in the config */
 	bool system_given;    /* --system on the command line */
@@ -89,12 +89,13 @@ static const struct option chat_long[] = {
 static void chat_usage(FILE *fp, bool resume)
 {
 	if (resume)
-		fputs("usage: parley resume [ID | --last] [OPTIONS]\n"
-		      "\n"
-		      "Continue a stored conversation (default: the most recent"
-		      ") as if\nparley had never stopped. With -p TEXT, send one"
-		      " message and print\nthe reply.\n\n",
-		      fp);
+		fputs(
+		    "usage: parley resume [ID | --last] [OPTIONS]\n"
+		    "\n"
+		    "Continue a stored conversation (default: the most recent"
+		    ") as if\nparley had never stopped. With -p TEXT, send one"
+		    " message and print\nthe reply.\n\n",
+		    fp);
 	else
 		fputs("usage: parley [chat] [OPTIONS]\n"
 		      "       parley -p TEXT [OPTIONS]     (one shot; TEXT - "
@@ -137,8 +138,9 @@ static void chat_usage(FILE *fp, bool resume)
 	      "  -h, --help              this text\n",
 	      fp);
 	if (resume)
-		fputs("      --last              the most recent conversation\n",
-		      fp);
+		fputs(
+		    "      --last              the most recent conversation\n",
+		    fp);
 }
 
 /* A positive conversation id from S, or 0. */
@@ -160,7 +162,7 @@ static int64_t chat_parse_id(const char *s)
  * a usage error, or -1 for --help (printed).
  */
 static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
-		      struct chat_args *a)
+                      struct chat_args *a)
 {
 	const char *keys[CHAT_MAX_OPTS], *vals[CHAT_MAX_OPTS];
 	size_t n = 0;
@@ -202,7 +204,8 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 		case OPT_LAST:
 			if (!resume) {
 				fputs("parley: --last belongs to parley "
-				      "resume\n", stderr);
+				      "resume\n",
+				      stderr);
 				return 2;
 			}
 			a->last = true;
@@ -225,15 +228,19 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 	if (resume && optind < argc) {
 		a->conv_id = chat_parse_id(argv[optind]);
 		if (a->conv_id == 0) {
-			fprintf(stderr, "parley: '%s' is not a conversation "
-				"id\n", argv[optind]);
+			fprintf(stderr,
+			        "parley: '%s' is not a conversation "
+			        "id\n",
+			        argv[optind]);
 			return 2;
 		}
 		optind++;
 	}
 	if (optind < argc) {
-		fprintf(stderr, "parley: unexpected argument '%s' (try "
-			"--help)\n", argv[optind]);
+		fprintf(stderr,
+		        "parley: unexpected argument '%s' (try "
+		        "--help)\n",
+		        argv[optind]);
 		return 2;
 	}
 	if (config_load_file(cfg, a->cfg_file, err, sizeof(err))) {
@@ -261,9 +268,10 @@ static char *chat_read_stdin(size_t *len)
 			char *p;
 
 			if (cap >= CHAT_MAX_STDIN) {
-				fprintf(stderr, "parley: standard input is "
-					"larger than %u MiB\n",
-					CHAT_MAX_STDIN >> 20);
+				fprintf(stderr,
+				        "parley: standard input is "
+				        "larger than %u MiB\n",
+				        CHAT_MAX_STDIN >> 20);
 				free(buf);
 				return NULL;
 			}
@@ -291,7 +299,7 @@ static char *chat_read_stdin(size_t *len)
 /* One-shot output: the reply streams to stdout. */
 struct chat_oneshot {
 	bool at_line_start; /* the last byte written was '\n' */
-	bool any;	    /* anything written */
+	bool any;           /* anything written */
 };
 
 static void chat_piece(void *ud, const char *t, size_t n)
@@ -326,16 +334,16 @@ static void chat_show_history(struct session *s)
 		else
 			printf("%s\n%s", m[i].content,
 			       m[i].finish == STORE_FINISH_NONE ||
-				       m[i].finish == STORE_FINISH_INTERRUPTED
-				   ? "[stopped]\n"
-				   : "");
+			               m[i].finish == STORE_FINISH_INTERRUPTED
+			           ? "[stopped]\n"
+			           : "");
 	}
 	fflush(stdout);
 }
 
 /* The model for a resumed conversation: -m, else the one it used. */
 static int chat_resume_model(struct store *st, struct chat_args *a,
-			     struct config *cfg)
+                             struct config *cfg)
 {
 	struct store_conv c;
 	struct stat sb;
@@ -396,7 +404,8 @@ static int chat_main(int argc, char **argv, bool resume)
 		return rc < 0 ? 0 : rc;
 	}
 	if (resume && a.no_store) {
-		fputs("parley: resume needs the store (no --no-store)\n", stderr);
+		fputs("parley: resume needs the store (no --no-store)\n",
+		      stderr);
 		goto out;
 	}
 	if (resume && !a.last && a.conv_id == 0)
@@ -412,20 +421,22 @@ static int chat_main(int argc, char **argv, bool resume)
 		goto out;
 	if (cfg.model == NULL && (cfg.model = config_default_model()) == NULL) {
 		fputs("parley: no model (-m FILE) and no HOME for the default "
-		      "one\n", stderr);
+		      "one\n",
+		      stderr);
 		goto out;
 	}
 	if (access(cfg.model, R_OK) != 0) {
 		fprintf(stderr, "parley: %s: %s%s\n", cfg.model,
-			strerror(errno),
-			a.model_given ? "" : " (run ./setup.sh model, or give "
-					     "-m FILE)");
+		        strerror(errno),
+		        a.model_given ? ""
+		                      : " (run ./setup.sh model, or give "
+		                        "-m FILE)");
 		goto out;
 	}
 	config_apply_model(&cfg, cfg.model);
 	if (!cfg.seed_set)
-		cfg.samp.seed = (uint64_t)time(NULL) ^
-				((uint64_t)getpid() << 32);
+		cfg.samp.seed =
+		    (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
 	memset(&so, 0, sizeof(so));
 	so.model_path = cfg.model;
@@ -445,8 +456,8 @@ static int chat_main(int argc, char **argv, bool resume)
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
 	}
-	if (resume && a.system_given && session_set_system(s, cfg.system, err,
-						      sizeof(err))) {
+	if (resume && a.system_given &&
+	    session_set_system(s, cfg.system, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
 	}
@@ -470,7 +481,7 @@ static int chat_main(int argc, char **argv, bool resume)
 			len = strlen(a.prompt);
 		}
 		rc = session_send(s, text ? text : a.prompt, len, &cb, &ss, err,
-				  sizeof(err));
+		                  sizeof(err));
 		free(text);
 		if (o.any && !o.at_line_start)
 			fputs("\n", stdout);
@@ -480,21 +491,24 @@ static int chat_main(int argc, char **argv, bool resume)
 			goto out;
 		}
 		if (cfg.verbose)
-			fprintf(stderr, "[conversation %" PRId64 ", seed %" PRIu64
-				", reply %d tokens in %.0f ms, prompt %d "
-				"tokens (%d new) in %.0f ms, context %d/%d, "
-				"%s]\n",
-				session_conv_id(s), cfg.samp.seed, ss.n_gen,
-				ss.decode_ms, ss.n_prompt, ss.n_prompt_eval,
-				ss.prefill_ms, ss.n_ctx_used, ss.n_ctx,
-				store_finish_name(ss.finish));
+			fprintf(stderr,
+			        "[conversation %" PRId64 ", seed %" PRIu64
+			        ", reply %d tokens in %.0f ms, prompt %d "
+			        "tokens (%d new) in %.0f ms, context %d/%d, "
+			        "%s]\n",
+			        session_conv_id(s), cfg.samp.seed, ss.n_gen,
+			        ss.decode_ms, ss.n_prompt, ss.n_prompt_eval,
+			        ss.prefill_ms, ss.n_ctx_used, ss.n_ctx,
+			        store_finish_name(ss.finish));
 		if (cfg.verbose) {
 			bool loaded = false;
 			double ms = session_restore_ms(s, &loaded);
 
 			if (loaded)
-				fprintf(stderr, "[KV cache restored from the "
-					"store in %.0f ms]\n", ms);
+				fprintf(stderr,
+				        "[KV cache restored from the "
+				        "store in %.0f ms]\n",
+				        ms);
 		}
 		status = ss.finish == STORE_FINISH_INTERRUPTED ? 130 : 0;
 		goto out;
@@ -517,16 +531,19 @@ static int chat_main(int argc, char **argv, bool resume)
 		bool loaded = false;
 		double ms = session_restore_ms(s, &loaded);
 
-		fprintf(stderr, "[%s, context %d tokens; /help lists the "
-			"commands]\n", base ? base + 1 : cfg.model,
-			session_n_ctx(s));
+		fprintf(stderr,
+		        "[%s, context %d tokens; /help lists the "
+		        "commands]\n",
+		        base ? base + 1 : cfg.model, session_n_ctx(s));
 		if (resume) {
 			chat_show_history(s);
 			if (loaded)
-				fprintf(stderr, "[KV cache restored in %.0f "
-					"ms]\n", ms);
+				fprintf(stderr,
+				        "[KV cache restored in %.0f "
+				        "ms]\n",
+				        ms);
 			fprintf(stderr, "[conversation %" PRId64 " resumed]\n",
-				session_conv_id(s));
+			        session_conv_id(s));
 		}
 		if (cfg.verbose)
 			fprintf(stderr, "[seed %" PRIu64 "]\n", cfg.samp.seed);

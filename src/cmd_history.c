@@ -44,28 +44,32 @@ static const struct {
 	const char *args;
 	const char *what;
 } hist_usage_tab[] = {
-    {"list", "[--all] [-n N]", "stored conversations, newest first "
-			       "(--all: archived too)"},
+    {"list", "[--all] [-n N]",
+     "stored conversations, newest first "
+     "(--all: archived too)"},
     {"show", "ID", "the transcript of a conversation"},
-    {"search", "[--raw] [-n N] TEXT...", "messages containing all the "
-					 "words (--raw: an FTS5 query)"},
+    {"search", "[--raw] [-n N] TEXT...",
+     "messages containing all the "
+     "words (--raw: an FTS5 query)"},
     {"rename", "ID TITLE", "set a conversation's title"},
     {"rm", "ID...", "delete conversations"},
-    {"export", "ID [--format md|json] [-o FILE]", "a conversation as "
-						  "Markdown or JSON (OpenAI "
-						  "messages)"},
-    {"import", "FILE.json|-", "a conversation from JSON (export's format "
-			      "or a bare messages array)"},
+    {"export", "ID [--format md|json] [-o FILE]",
+     "a conversation as "
+     "Markdown or JSON (OpenAI "
+     "messages)"},
+    {"import", "FILE.json|-",
+     "a conversation from JSON (export's format "
+     "or a bare messages array)"},
 };
 
 /* Options of one history command. */
 struct hist_args {
-	const char *db;	    /* --db */
-	bool all;	    /* --all */
-	bool raw;	    /* --raw */
+	const char *db;     /* --db */
+	bool all;           /* --all */
+	bool raw;           /* --raw */
 	const char *format; /* --format */
 	const char *output; /* -o */
-	long limit;	    /* -n */
+	long limit;         /* -n */
 };
 
 static void hist_usage(FILE *fp, const char *cmd)
@@ -74,8 +78,8 @@ static void hist_usage(FILE *fp, const char *cmd)
 	     i++)
 		if (strcmp(cmd, hist_usage_tab[i].name) == 0)
 			fprintf(fp, "usage: parley %s %s [--db FILE]\n\n%s.\n",
-				cmd, hist_usage_tab[i].args,
-				hist_usage_tab[i].what);
+			        cmd, hist_usage_tab[i].args,
+			        hist_usage_tab[i].what);
 }
 
 /* Parse options; returns the index of the first operand, -1 after
@@ -112,8 +116,10 @@ static int hist_parse(int argc, char **argv, struct hist_args *a)
 			errno = 0;
 			a->limit = strtol(optarg, &end, 10);
 			if (end == optarg || *end || errno || a->limit < 0) {
-				fprintf(stderr, "parley: -n: '%s' is not a "
-					"count\n", optarg);
+				fprintf(stderr,
+				        "parley: -n: '%s' is not a "
+				        "count\n",
+				        optarg);
 				return -2;
 			}
 			break;
@@ -157,7 +163,7 @@ static int64_t hist_id(const char *s)
 
 /* Common start: parse, check the operand count, open the store. */
 static int hist_begin(int argc, char **argv, struct hist_args *a, int min,
-		      int max, struct store **st, int *first)
+                      int max, struct store **st, int *first)
 {
 	int i = hist_parse(argc, argv, a);
 
@@ -190,7 +196,7 @@ int cmd_list(int argc, char **argv)
 	if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0)
 		width = ws.ws_col;
 	rc = store_conv_list(st, a.all ? STORE_LIST_ARCHIVED : 0,
-			     (size_t)a.limit, &v, &n, err, sizeof(err));
+	                     (size_t)a.limit, &v, &n, err, sizeof(err));
 	if (rc != STORE_OK) {
 		fprintf(stderr, "parley: %s\n", err);
 		store_close(st);
@@ -265,9 +271,8 @@ int cmd_search(int argc, char **argv)
 		len += l;
 	}
 	q[len] = '\0';
-	rc = store_search(st, q, a.raw ? STORE_SEARCH_RAW : 0,
-			  (size_t)a.limit, NULL, NULL, &h, &n, err,
-			  sizeof(err));
+	rc = store_search(st, q, a.raw ? STORE_SEARCH_RAW : 0, (size_t)a.limit,
+	                  NULL, NULL, &h, &n, err, sizeof(err));
 	free(q);
 	if (rc != STORE_OK) {
 		fprintf(stderr, "parley: %s\n", err);
@@ -348,7 +353,7 @@ int cmd_export(int argc, char **argv)
 	if (a.format && strcmp(a.format, "md") && strcmp(a.format, "json") &&
 	    strcmp(a.format, "markdown")) {
 		fprintf(stderr, "parley: --format: '%s' is not md or json\n",
-			a.format);
+		        a.format);
 		store_close(st);
 		return 2;
 	}
@@ -376,7 +381,7 @@ int cmd_export(int argc, char **argv)
 	free(out);
 	if (!rc)
 		fprintf(stderr, "parley: write error on %s\n",
-			a.output ? a.output : "standard output");
+		        a.output ? a.output : "standard output");
 	return rc ? 0 : 1;
 }
 
@@ -403,8 +408,10 @@ int cmd_import(int argc, char **argv)
 			char *p;
 
 			if (cap > STORE_IMPORT_MAX) {
-				fprintf(stderr, "parley: %s: larger than %u "
-					"MiB\n", argv[i], STORE_IMPORT_MAX >> 20);
+				fprintf(stderr,
+				        "parley: %s: larger than %u "
+				        "MiB\n",
+				        argv[i], STORE_IMPORT_MAX >> 20);
 				goto fail;
 			}
 			p = realloc(buf, cap + 65536);

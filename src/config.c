@@ -19,7 +19,7 @@ enum config_type { CT_FLOAT, CT_INT, CT_U64, CT_STR, CT_BOOL, CT_STOP };
 struct config_opt {
 	const char *key;       /* long option name and file key */
 	enum config_type type; /* how the value is parsed */
-	double lo, hi;	       /* accepted range (numbers) */
+	double lo, hi;         /* accepted range (numbers) */
 	unsigned set_bit;      /* CONFIG_SET_* or 0 */
 	const char *help;      /* one line */
 };
@@ -39,16 +39,20 @@ static const struct config_opt config_opts[] = {
     {"repeat-last-n", CT_INT, -1, 1e9, CONFIG_SET_REPEAT_N,
      "tokens the penalty looks back, -1 = all (64)"},
     {"seed", CT_U64, 0, 0, 0, "sampler seed (default: from the clock)"},
-    {"n-predict", CT_INT, -1, 1e9, 0, "reply limit in tokens, -1 = none "
-				      "(512)"},
-    {"ctx", CT_INT, 0, 1048576, 0, "context in tokens, 0 = model's, "
-				   "at most 4096 (0)"},
+    {"n-predict", CT_INT, -1, 1e9, 0,
+     "reply limit in tokens, -1 = none "
+     "(512)"},
+    {"ctx", CT_INT, 0, 1048576, 0,
+     "context in tokens, 0 = model's, "
+     "at most 4096 (0)"},
     {"threads", CT_INT, 0, 1024, 0, "CPU threads, 0 = all (0)"},
     {"stop", CT_STOP, 0, 0, 0, "stop string (repeatable)"},
-    {"save-kv", CT_BOOL, 0, 0, 0, "save the KV cache with the "
-				  "conversation (false)"},
-    {"verbose", CT_BOOL, 0, 0, 0, "speed and context after each reply "
-				  "(false)"},
+    {"save-kv", CT_BOOL, 0, 0, 0,
+     "save the KV cache with the "
+     "conversation (false)"},
+    {"verbose", CT_BOOL, 0, 0, 0,
+     "speed and context after each reply "
+     "(false)"},
 };
 
 #define CONFIG_N_OPTS (sizeof(config_opts) / sizeof(config_opts[0]))
@@ -79,9 +83,9 @@ const char *config_keys(void)
 		size_t n = 0;
 
 		for (size_t i = 0; i < CONFIG_N_OPTS && n < sizeof(buf); i++)
-			n += (size_t)snprintf(buf + n, sizeof(buf) - n,
-					      "  %-15s %s\n", config_opts[i].key,
-					      config_opts[i].help);
+			n += (size_t)snprintf(
+			    buf + n, sizeof(buf) - n, "  %-15s %s\n",
+			    config_opts[i].key, config_opts[i].help);
 	}
 	return buf;
 }
@@ -100,7 +104,7 @@ static int config_str(char **dst, const char *v)
 
 /* Parse a whole number or a float in [lo, hi]. */
 static int config_num(const struct config_opt *o, const char *v, double *out,
-		      char *err, size_t errlen)
+                      char *err, size_t errlen)
 {
 	char *end;
 	double d;
@@ -110,8 +114,8 @@ static int config_num(const struct config_opt *o, const char *v, double *out,
 	if (end == v || *end != '\0' || errno || !isfinite(d) || d < o->lo ||
 	    d > o->hi || (o->type == CT_INT && d != floor(d))) {
 		snprintf(err, errlen, "%s: '%s' is not %s in [%g, %g]", o->key,
-			 v, o->type == CT_INT ? "an integer" : "a number",
-			 o->lo, o->hi);
+		         v, o->type == CT_INT ? "an integer" : "a number",
+		         o->lo, o->hi);
 		return -1;
 	}
 	*out = d;
@@ -144,8 +148,8 @@ static void config_put(struct config *c, const struct config_opt *o, double d)
 	c->set |= o->set_bit;
 }
 
-int config_set(struct config *c, const char *key, const char *value,
-	       char *err, size_t errlen)
+int config_set(struct config *c, const char *key, const char *value, char *err,
+               size_t errlen)
 {
 	const struct config_opt *o = NULL;
 	double d;
@@ -171,8 +175,10 @@ int config_set(struct config *c, const char *key, const char *value,
 		errno = 0;
 		u = strtoull(value, &end, 10);
 		if (end == value || *end || errno || value[0] == '-') {
-			snprintf(err, errlen, "%s: '%s' is not a number in "
-				 "[0, 2^64-1]", key, value);
+			snprintf(err, errlen,
+			         "%s: '%s' is not a number in "
+			         "[0, 2^64-1]",
+			         key, value);
 			return -1;
 		}
 		c->samp.seed = (uint64_t)u;
@@ -186,11 +192,11 @@ int config_set(struct config *c, const char *key, const char *value,
 		    !strcmp(value, "yes") || !strcmp(value, "on"))
 			b = true;
 		else if (!strcmp(value, "0") || !strcmp(value, "false") ||
-			 !strcmp(value, "no") || !strcmp(value, "off"))
+		         !strcmp(value, "no") || !strcmp(value, "off"))
 			b = false;
 		else {
 			snprintf(err, errlen, "%s: '%s' is not true or false",
-				 key, value);
+			         key, value);
 			return -1;
 		}
 		if (strcmp(key, "save-kv") == 0)
@@ -201,9 +207,9 @@ int config_set(struct config *c, const char *key, const char *value,
 	}
 	case CT_STOP:
 		if (value[0] == '\0' || c->n_stops >= CONFIG_MAX_STOPS) {
-			snprintf(err, errlen, "stop: %s", value[0] ?
-				 "too many stop strings (16 at most)" :
-				 "an empty stop string");
+			snprintf(err, errlen, "stop: %s",
+			         value[0] ? "too many stop strings (16 at most)"
+			                  : "an empty stop string");
 			return -1;
 		}
 		c->stops[c->n_stops] = strdup(value);
@@ -213,10 +219,10 @@ int config_set(struct config *c, const char *key, const char *value,
 		return 0;
 	case CT_STR:
 		if (config_str(strcmp(key, "model") == 0    ? &c->model
-			       : strcmp(key, "system") == 0 ? &c->system
-			       : strcmp(key, "db") == 0	    ? &c->db
-							    : &c->template_name,
-			       value))
+		               : strcmp(key, "system") == 0 ? &c->system
+		               : strcmp(key, "db") == 0     ? &c->db
+		                                            : &c->template_name,
+		               value))
 			goto nomem;
 		return 0;
 	}
@@ -226,8 +232,7 @@ nomem:
 }
 
 /* $VAR if absolute, else $HOME/FALLBACK; then "/parley/NAME". */
-static char *config_xdg(const char *var, const char *fallback,
-			const char *name)
+static char *config_xdg(const char *var, const char *fallback, const char *name)
 {
 	const char *x = getenv(var), *home = getenv("HOME");
 	char buf[4096];
@@ -237,7 +242,7 @@ static char *config_xdg(const char *var, const char *fallback,
 		n = snprintf(buf, sizeof(buf), "%s/parley/%s", x, name);
 	else if (home && *home)
 		n = snprintf(buf, sizeof(buf), "%s/%s/parley/%s", home,
-			     fallback, name);
+		             fallback, name);
 	else
 		return NULL;
 	if (n < 0 || (size_t)n >= sizeof(buf))
@@ -253,7 +258,7 @@ char *config_default_path(void)
 char *config_default_model(void)
 {
 	return config_xdg("XDG_CACHE_HOME", ".cache",
-			  "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+	                  "models/SmolLM2-135M-Instruct.Q4_1.gguf");
 }
 
 /* mkdir -p of the directories in PATH up to its last '/'. */
@@ -290,13 +295,13 @@ static char *config_trim(char *s)
 		s++;
 	n = strlen(s);
 	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' ||
-			 s[n - 1] == '\n' || s[n - 1] == '\r'))
+	                 s[n - 1] == '\n' || s[n - 1] == '\r'))
 		s[--n] = '\0';
 	return s;
 }
 
 int config_load_file(struct config *c, const char *path, char *err,
-		     size_t errlen)
+                     size_t errlen)
 {
 	char *def = NULL, *line = NULL, msg[512];
 	size_t cap = 0;
@@ -323,8 +328,9 @@ int config_load_file(struct config *c, const char *path, char *err,
 
 		lineno++;
 		if (n > CONFIG_MAX_LINE) {
-			snprintf(err, errlen, "%s:%d: line longer than %d bytes",
-				 path, lineno, CONFIG_MAX_LINE);
+			snprintf(err, errlen,
+			         "%s:%d: line longer than %d bytes", path,
+			         lineno, CONFIG_MAX_LINE);
 			rc = -1;
 			break;
 		}
@@ -377,12 +383,12 @@ void config_apply_model(struct config *c, const char *model_path)
 		c->samp.min_p = (float)d;
 	if (!(c->set & CONFIG_SET_REPEAT) &&
 	    gguf_get_f64(f, "general.sampling.penalty_repeat", &d, NULL, 0) ==
-		0 &&
+	        0 &&
 	    d > 0 && d <= 100)
 		c->samp.repeat_penalty = (float)d;
 	if (!(c->set & CONFIG_SET_REPEAT_N) &&
 	    gguf_get_i64(f, "general.sampling.penalty_last_n", &i, NULL, 0) ==
-		0 &&
+	        0 &&
 	    i >= -1 && i <= INT32_MAX)
 		c->samp.penalty_last_n = (int32_t)i;
 	gguf_close(f);

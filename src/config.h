@@ -28,32 +28,32 @@
 
 #include "sampler.h"
 
-#define CONFIG_MAX_STOPS 16 /* --stop given at most this often */
-#define CONFIG_MAX_LINE 65536 /* longest config file line */
+#define CONFIG_MAX_STOPS 16    /* --stop given at most this often */
+#define CONFIG_MAX_LINE  65536 /* longest config file line */
 
 /* Bits of config.set: which options were given explicitly. */
-#define CONFIG_SET_TEMP (1u << 0)
-#define CONFIG_SET_TOP_K (1u << 1)
-#define CONFIG_SET_TOP_P (1u << 2)
-#define CONFIG_SET_MIN_P (1u << 3)
-#define CONFIG_SET_REPEAT (1u << 4)
+#define CONFIG_SET_TEMP     (1u << 0)
+#define CONFIG_SET_TOP_K    (1u << 1)
+#define CONFIG_SET_TOP_P    (1u << 2)
+#define CONFIG_SET_MIN_P    (1u << 3)
+#define CONFIG_SET_REPEAT   (1u << 4)
 #define CONFIG_SET_REPEAT_N (1u << 5)
 
 struct config {
-	char *model;		     /* model file or NULL (owned) */
-	char *system;		     /* system prompt or NULL (owned) */
-	char *template_name;	     /* template name/path or NULL (owned) */
-	char *db;		     /* database path or NULL (owned) */
+	char *model;                   /* model file or NULL (owned) */
+	char *system;                  /* system prompt or NULL (owned) */
+	char *template_name;           /* template name/path or NULL (owned) */
+	char *db;                      /* database path or NULL (owned) */
 	char *stops[CONFIG_MAX_STOPS]; /* stop strings (owned) */
-	size_t n_stops;		     /* entries in stops */
-	struct sampler_config samp;  /* sampling options */
-	bool seed_set;		     /* seed given (else: from the clock) */
-	int32_t n_predict;	     /* -n: reply limit, <= 0 none */
-	int32_t n_ctx;		     /* --ctx: 0 = model's (capped) */
-	int32_t n_threads;	     /* --threads: 0 = online CPUs */
-	bool save_kv;		     /* --save-kv: keep the KV state */
-	bool verbose;		     /* --verbose: stats after replies */
-	unsigned set;		     /* CONFIG_SET_* bits */
+	size_t n_stops;                /* entries in stops */
+	struct sampler_config samp;    /* sampling options */
+	bool seed_set;                 /* seed given (else: from the clock) */
+	int32_t n_predict;             /* -n: reply limit, <= 0 none */
+	int32_t n_ctx;                 /* --ctx: 0 = model's (capped) */
+	int32_t n_threads;             /* --threads: 0 = online CPUs */
+	bool save_kv;                  /* --save-kv: keep the KV state */
+	bool verbose;                  /* --verbose: stats after replies */
+	unsigned set;                  /* CONFIG_SET_* bits */
 };
 
 /* Defaults: sampler_config_default, n_predict 512, nothing else set. */
@@ -67,8 +67,8 @@ void config_free(struct config *c);
  * config_keys()) from the text VALUE. Returns 0, or -1 with a message
  * naming the key and the accepted range.
  */
-int config_set(struct config *c, const char *key, const char *value,
-	       char *err, size_t errlen);
+int config_set(struct config *c, const char *key, const char *value, char *err,
+               size_t errlen);
 
 /* The keys config_set accepts, one line each with a help text (static). */
 const char *config_keys(void);
@@ -78,7 +78,7 @@ const char *config_keys(void);
  * file is not an error). Returns 0, or -1 with "FILE:LINE: message".
  */
 int config_load_file(struct config *c, const char *path, char *err,
-		     size_t errlen);
+                     size_t errlen);
 
 /* Fill unset sampling options from the general.sampling.* keys of the
    GGUF file MODEL_PATH, where it has them. Errors are ignored (the file

@@ -8,7 +8,7 @@
 #include <string.h>
 
 int prompt_marks_push(struct prompt_marks *m, size_t n_tok, size_t n_bytes,
-		      bool clean)
+                      bool clean)
 {
 	if (m == NULL)
 		return 0;
@@ -47,8 +47,8 @@ static int prompt_ctl_cmp(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
-int prompt_vocab_init(struct prompt_vocab *pv, const struct tok *t,
-		      char *err, size_t errlen)
+int prompt_vocab_init(struct prompt_vocab *pv, const struct tok *t, char *err,
+                      size_t errlen)
 {
 	int32_t n = tok_n_vocab(t), id;
 	size_t k = 0, len;
@@ -81,7 +81,7 @@ void prompt_vocab_free(struct prompt_vocab *pv)
 
 /* The longest control token at TEXT[i] that ends by LIT_END, or -1. */
 static int32_t prompt_ctl_at(const struct prompt_vocab *pv, const char *text,
-			     size_t i, size_t lit_end, size_t *tlen)
+                             size_t i, size_t lit_end, size_t *tlen)
 {
 	for (size_t k = 0; k < pv->n_ctl; k++) {
 		size_t len;
@@ -97,9 +97,9 @@ static int32_t prompt_ctl_at(const struct prompt_vocab *pv, const char *text,
 }
 
 /* Encode the raw run TEXT[a, b) and mark its end. */
-static int prompt_raw(const struct prompt_vocab *pv, const char *text,
-		      size_t a, size_t b, struct tok_ids *out,
-		      struct prompt_marks *marks, char *err, size_t errlen)
+static int prompt_raw(const struct prompt_vocab *pv, const char *text, size_t a,
+                      size_t b, struct tok_ids *out, struct prompt_marks *marks,
+                      char *err, size_t errlen)
 {
 	if (b > a && tok_encode(pv->tok, text + a, b - a, 0, out, err, errlen))
 		return -1;
@@ -111,9 +111,9 @@ static int prompt_raw(const struct prompt_vocab *pv, const char *text,
 }
 
 int prompt_encode(const struct prompt_vocab *pv, const char *text, size_t len,
-		  const struct tmpl_span *spans, size_t nspans, size_t from,
-		  struct tok_ids *out, struct prompt_marks *marks, char *err,
-		  size_t errlen)
+                  const struct tmpl_span *spans, size_t nspans, size_t from,
+                  struct tok_ids *out, struct prompt_marks *marks, char *err,
+                  size_t errlen)
 {
 	struct tmpl_span all = {0, len, false};
 	size_t n0 = out->n, s, run = from;
@@ -132,15 +132,16 @@ int prompt_encode(const struct prompt_vocab *pv, const char *text, size_t len,
 		/* a literal span: look for control tokens inside it */
 		for (size_t i = a; i < b;) {
 			size_t tlen = 0;
-			int32_t id = pv->n_ctl ? prompt_ctl_at(pv, text, i, b, &tlen)
-					       : -1;
+			int32_t id = pv->n_ctl
+			                 ? prompt_ctl_at(pv, text, i, b, &tlen)
+			                 : -1;
 
 			if (id < 0) {
 				i++;
 				continue;
 			}
 			if (prompt_raw(pv, text, run, i, out, marks, err,
-				       errlen)) {
+			               errlen)) {
 				out->n = n0;
 				return -1;
 			}

@@ -37,31 +37,31 @@
 
 /* A point where tokens [0, n_tok) are exactly the text [0, n_bytes). */
 struct prompt_mark {
-	size_t n_tok;	/* tokens before the point */
+	size_t n_tok;   /* tokens before the point */
 	size_t n_bytes; /* bytes before the point */
-	bool clean;	/* encoding may restart here (after a control token,
-			   at the start, or anywhere for byte-level BPE) */
+	bool clean;     /* encoding may restart here (after a control token,
+	                   at the start, or anywhere for byte-level BPE) */
 };
 
 /* A growable list of marks (owner frees v). */
 struct prompt_marks {
 	struct prompt_mark *v; /* n marks, increasing in both fields */
-	size_t n;	       /* in use */
-	size_t cap;	       /* allocated */
+	size_t n;              /* in use */
+	size_t cap;            /* allocated */
 };
 
 /* The control tokens of a vocabulary, for the partition step. */
 struct prompt_vocab {
 	const struct tok *tok; /* borrowed: outlives this struct */
-	int32_t *ctl;	       /* ids of control tokens with text (owned) */
-	size_t n_ctl;	       /* entries in ctl, sorted by text length desc */
+	int32_t *ctl;          /* ids of control tokens with text (owned) */
+	size_t n_ctl;          /* entries in ctl, sorted by text length desc */
 	bool restart_anywhere; /* byte-level BPE: encoding may restart at any
-				  token boundary (no space-prefix rule) */
+	                          token boundary (no space-prefix rule) */
 };
 
 /* Collect the control tokens of T. 0, or -1 with a message (no memory). */
-int prompt_vocab_init(struct prompt_vocab *pv, const struct tok *t,
-		      char *err, size_t errlen);
+int prompt_vocab_init(struct prompt_vocab *pv, const struct tok *t, char *err,
+                      size_t errlen);
 
 /* Free what prompt_vocab_init allocated. */
 void prompt_vocab_free(struct prompt_vocab *pv);
@@ -76,12 +76,12 @@ void prompt_vocab_free(struct prompt_vocab *pv);
  * or -1 with a message (no memory); OUT keeps what it had then.
  */
 int prompt_encode(const struct prompt_vocab *pv, const char *text, size_t len,
-		  const struct tmpl_span *spans, size_t nspans, size_t from,
-		  struct tok_ids *out, struct prompt_marks *marks, char *err,
-		  size_t errlen);
+                  const struct tmpl_span *spans, size_t nspans, size_t from,
+                  struct tok_ids *out, struct prompt_marks *marks, char *err,
+                  size_t errlen);
 
 /* Append a mark; 0 or -1 (no memory). */
 int prompt_marks_push(struct prompt_marks *m, size_t n_tok, size_t n_bytes,
-		      bool clean);
+                      bool clean);
 
 #endif /* PARLEY_PROMPT_H */

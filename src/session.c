@@ -57,44 +57,45 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define SESSION_DEFAULT_CTX 4096
+#define SESSION_DEFAULT_CTX   4096
 #define SESSION_PREFILL_CHUNK 64 /* ids per eval call (interrupt checks) */
-#define SESSION_STALE_MS 10000	 /* a reply in progress not updated for this
-				    long lost its writer */
+#define SESSION_STALE_MS                                                       \
+	10000 /* a reply in progress not updated for this                      \
+	         long lost its writer */
 
 struct session {
 	/* configuration (fixed after open, except where noted) */
-	char *model_path;	      /* GGUF path (owned) */
-	char *template_name;	      /* "model", "chatml" or a path (owned) */
-	struct gguf_file *gf;	      /* the mapping (owned) */
-	struct model *model;	      /* weights (owned) */
-	struct tok *tok;	      /* tokenizer (owned) */
-	struct engine *eng;	      /* engine + KV cache (owned) */
-	struct tmpl *tmpl;	      /* compiled chat template (owned) */
-	char *bos_text, *eos_text;    /* bos_token / eos_token (owned) */
-	struct prompt_vocab pv;	      /* control tokens for prompt_encode */
-	struct sampler *smp;	      /* sampler (owned; set_sampling) */
-	struct stopstr *stop;	      /* stop strings (owned) */
-	int32_t n_predict;	      /* reply limit, <= 0 none (mutable) */
-	struct store *st;	      /* store or NULL (borrowed) */
-	bool use_kv_slot;	      /* save the KV state on close */
-	volatile sig_atomic_t *intr;  /* interrupt flag or NULL (borrowed) */
-	char *kv_format;	      /* producer tag of saved states (owned) */
+	char *model_path;            /* GGUF path (owned) */
+	char *template_name;         /* "model", "chatml" or a path (owned) */
+	struct gguf_file *gf;        /* the mapping (owned) */
+	struct model *model;         /* weights (owned) */
+	struct tok *tok;             /* tokenizer (owned) */
+	struct engine *eng;          /* engine + KV cache (owned) */
+	struct tmpl *tmpl;           /* compiled chat template (owned) */
+	char *bos_text, *eos_text;   /* bos_token / eos_token (owned) */
+	struct prompt_vocab pv;      /* control tokens for prompt_encode */
+	struct sampler *smp;         /* sampler (owned; set_sampling) */
+	struct stopstr *stop;        /* stop strings (owned) */
+	int32_t n_predict;           /* reply limit, <= 0 none (mutable) */
+	struct store *st;            /* store or NULL (borrowed) */
+	bool use_kv_slot;            /* save the KV state on close */
+	volatile sig_atomic_t *intr; /* interrupt flag or NULL (borrowed) */
+	char *kv_format;             /* producer tag of saved states (owned) */
 
 	/* conversation */
 	struct session_msg *msgs; /* n_msgs messages, system first (owned) */
 	size_t n_msgs, cap_msgs;
-	size_t first;		  /* first non-system message in the window */
-	int64_t conv_id;	  /* store id, 0 until the first message */
+	size_t first;    /* first non-system message in the window */
+	int64_t conv_id; /* store id, 0 until the first message */
 
 	/* cache and alignment (see the notes above) */
-	struct tok_ids kv;	     /* ids in the cache (invariant 1) */
-	struct tok_ids al_tok;	     /* aligned ids */
-	struct tok_buf al_text;	     /* the text they stand for */
+	struct tok_ids kv;            /* ids in the cache (invariant 1) */
+	struct tok_ids al_tok;        /* aligned ids */
+	struct tok_buf al_text;       /* the text they stand for */
 	struct prompt_marks al_marks; /* aligned points */
-	int64_t n_evaluated;	     /* ids evaluated since open */
-	double restore_ms;	     /* time to load the KV slot */
-	bool restored;		     /* a KV state was loaded */
+	int64_t n_evaluated;          /* ids evaluated since open */
+	double restore_ms;            /* time to load the KV slot */
+	bool restored;                /* a KV state was loaded */
 };
 
 /* Monotonic time in milliseconds. */
@@ -116,8 +117,8 @@ static char *session_dup(const char *s)
 
 /* Append a message (content copied). 0 or -1 (no memory). */
 static int session_push_msg(struct session *s, enum store_role role,
-			    const char *text, size_t len, int64_t store_id,
-			    enum store_finish finish)
+                            const char *text, size_t len, int64_t store_id,
+                            enum store_finish finish)
 {
 	struct session_msg *m;
 
@@ -164,7 +165,7 @@ static size_t session_base(const struct session *s)
 
 /* Read a whole small file into a malloc'd NUL-terminated buffer. */
 static char *session_read_file(const char *path, size_t *len, char *err,
-			       size_t errlen)
+                               size_t errlen)
 {
 	FILE *fp = fopen(path, "rb");
 	char *buf = NULL;
@@ -179,13 +180,16 @@ static char *session_read_file(const char *path, size_t *len, char *err,
 			char *p;
 
 			if (cap > (4u << 20)) {
-				snprintf(err, errlen, "%s: template larger than "
-					 "4 MiB", path);
+				snprintf(err, errlen,
+				         "%s: template larger than "
+				         "4 MiB",
+				         path);
 				goto fail;
 			}
 			p = realloc(buf, cap + 8192);
 			if (p == NULL) {
-				snprintf(err, errlen, "%s: out of memory", path);
+				snprintf(err, errlen, "%s: out of memory",
+				         path);
 				goto fail;
 			}
 			buf = p;
@@ -224,19 +228,18 @@ static char *session_builtin_path(const char *name)
 #endif
 	if (dir && *dir)
 		n = snprintf(buf, sizeof(buf), "%s/templates/%s.jinja", dir,
-			     name);
+		             name);
 	else
-		n = snprintf(buf, sizeof(buf),
-			     "%s/prompts/templates/%s.jinja", PARLEY_DATADIR,
-			     name);
+		n = snprintf(buf, sizeof(buf), "%s/prompts/templates/%s.jinja",
+		             PARLEY_DATADIR, name);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return NULL;
 	return strdup(buf);
 }
 
 /* Compile the chat template chosen by NAME (see session_opts). */
-static int session_load_template(struct session *s, const char *name,
-				 char *err, size_t errlen)
+static int session_load_template(struct session *s, const char *name, char *err,
+                                 size_t errlen)
 {
 	struct gguf_str gs;
 	char *src = NULL, *path = NULL, msg[512];
@@ -244,8 +247,7 @@ static int session_load_template(struct session *s, const char *name,
 	int rc;
 
 	if ((name == NULL || *name == '\0') &&
-	    gguf_get_str(s->gf, "tokenizer.chat_template", &gs, NULL, 0) ==
-		0 &&
+	    gguf_get_str(s->gf, "tokenizer.chat_template", &gs, NULL, 0) == 0 &&
 	    gs.len > 0) {
 		src = gguf_str_dup(gs);
 		len = gs.len;
@@ -258,7 +260,8 @@ static int session_load_template(struct session *s, const char *name,
 		else
 			path = session_builtin_path(name);
 		if (path == NULL) {
-			snprintf(err, errlen, "template %s: out of memory", name);
+			snprintf(err, errlen, "template %s: out of memory",
+			         name);
 			return -1;
 		}
 		src = session_read_file(path, &len, err, errlen);
@@ -276,7 +279,7 @@ static int session_load_template(struct session *s, const char *name,
 	free(src);
 	if (rc != TMPL_OK) {
 		snprintf(err, errlen, "chat template %s: %s", s->template_name,
-			 msg);
+		         msg);
 		return -1;
 	}
 	return 0;
@@ -299,7 +302,7 @@ static char *session_special_text(const struct tok *t, int32_t id)
 
 /* Open the model, tokenizer, engine, template, sampler and stop strings. */
 static int session_load(struct session *s, const struct session_opts *o,
-			char *err, size_t errlen)
+                        char *err, size_t errlen)
 {
 	struct engine_params ep = {0};
 	struct stat sb;
@@ -314,9 +317,11 @@ static int session_load(struct session *s, const struct session_opts *o,
 	if (s->tok == NULL)
 		return -1;
 	if (tok_n_vocab(s->tok) > s->model->cfg.n_vocab) {
-		snprintf(err, errlen, "%s: tokenizer has %d tokens, the model "
-			 "only %d", o->model_path, tok_n_vocab(s->tok),
-			 s->model->cfg.n_vocab);
+		snprintf(err, errlen,
+		         "%s: tokenizer has %d tokens, the model "
+		         "only %d",
+		         o->model_path, tok_n_vocab(s->tok),
+		         s->model->cfg.n_vocab);
 		return -1;
 	}
 	if (n_ctx <= 0) {
@@ -346,10 +351,11 @@ static int session_load(struct session *s, const struct session_opts *o,
 	if (stat(o->model_path, &sb) != 0)
 		sb.st_size = 0;
 	char fmt[512];
-	snprintf(fmt, sizeof(fmt), "parley-kv/1 backend=%s n_ctx=%d size=%lld "
-		 "arch=%s layers=%d", s->eng->ops->name, engine_n_ctx(s->eng),
-		 (long long)sb.st_size, s->model->cfg.arch_name,
-		 s->model->cfg.n_layer);
+	snprintf(fmt, sizeof(fmt),
+	         "parley-kv/1 backend=%s n_ctx=%d size=%lld "
+	         "arch=%s layers=%d",
+	         s->eng->ops->name, engine_n_ctx(s->eng), (long long)sb.st_size,
+	         s->model->cfg.arch_name, s->model->cfg.n_layer);
 	s->kv_format = strdup(fmt);
 	return s->kv_format ? 0 : -1;
 }
@@ -365,8 +371,7 @@ static void session_align_clear(struct session *s)
 }
 
 /* Align to the saved ids TOKS[0, n): their decoded text, a mark at each. */
-static int session_align_ids(struct session *s, const int32_t *toks,
-			     size_t n)
+static int session_align_ids(struct session *s, const int32_t *toks, size_t n)
 {
 	size_t i = 0;
 
@@ -380,16 +385,16 @@ static int session_align_ids(struct session *s, const int32_t *toks,
 		return -1;
 	for (; i < n; i++) {
 		size_t len;
-		const char *p = tok_piece(s->tok, toks[i], TOK_DECODE_SPECIAL,
-					  &len);
+		const char *p =
+		    tok_piece(s->tok, toks[i], TOK_DECODE_SPECIAL, &len);
 
 		if (p == NULL)
 			return -1;
 		if (tok_ids_push(&s->al_tok, toks[i]) ||
 		    tok_buf_append(&s->al_text, p, len) ||
 		    prompt_marks_push(&s->al_marks, s->al_tok.n, s->al_text.n,
-				      s->pv.restart_anywhere ||
-					  tok_is_control(s->tok, toks[i])))
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, toks[i])))
 			return -1;
 	}
 	return 0;
@@ -399,7 +404,7 @@ static int session_align_ids(struct session *s, const int32_t *toks,
 
 /* Load conversation CONV_ID's messages (and KV slot) from the store. */
 static int session_resume(struct session *s, int64_t conv_id, char *err,
-			  size_t errlen)
+                          size_t errlen)
 {
 	struct store_conv c;
 	struct store_msg *m = NULL;
@@ -414,21 +419,22 @@ static int session_resume(struct session *s, int64_t conv_id, char *err,
 	rc = 0;
 	if (c.system_prompt)
 		rc = session_push_msg(s, STORE_ROLE_SYSTEM, c.system_prompt,
-				      strlen(c.system_prompt), 0,
-				      STORE_FINISH_STOP);
+		                      strlen(c.system_prompt), 0,
+		                      STORE_FINISH_STOP);
 	for (i = 0; i < n && rc == 0; i++) {
 		enum store_finish f = m[i].finish;
 
 		/* a reply whose writer died (no update for a while): close it
-		   as interrupted; a live writer updates every SESSION_STORE_MS */
+		   as interrupted; a live writer updates every SESSION_STORE_MS
+		 */
 		if (f == STORE_FINISH_NONE &&
 		    m[i].updated_ms < store_now_ms() - SESSION_STALE_MS &&
 		    store_msg_finish(s->st, m[i].id, m[i].content, m[i].len,
-				     STORE_FINISH_INTERRUPTED, &m[i].stats,
-				     NULL, 0) == STORE_OK)
+		                     STORE_FINISH_INTERRUPTED, &m[i].stats,
+		                     NULL, 0) == STORE_OK)
 			f = STORE_FINISH_INTERRUPTED;
 		rc = session_push_msg(s, m[i].role, m[i].content, m[i].len,
-				      m[i].id, f);
+		                      m[i].id, f);
 	}
 	store_msg_free(m, n);
 	store_conv_clear(&c);
@@ -468,8 +474,8 @@ static int session_resume(struct session *s, int64_t conv_id, char *err,
 	return 0;
 }
 
-int session_open(const struct session_opts *o, struct session **out,
-		 char *err, size_t errlen)
+int session_open(const struct session_opts *o, struct session **out, char *err,
+                 size_t errlen)
 {
 	struct session *s = calloc(1, sizeof(*s));
 
@@ -493,9 +499,9 @@ int session_open(const struct session_opts *o, struct session **out,
 		if (session_resume(s, o->conv_id, err, errlen))
 			goto fail;
 	} else if (o->system_prompt &&
-		   session_push_msg(s, STORE_ROLE_SYSTEM, o->system_prompt,
-				    strlen(o->system_prompt), 0,
-				    STORE_FINISH_STOP)) {
+	           session_push_msg(s, STORE_ROLE_SYSTEM, o->system_prompt,
+	                            strlen(o->system_prompt), 0,
+	                            STORE_FINISH_STOP)) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -519,7 +525,7 @@ int session_save_kv(struct session *s, char *err, size_t errlen)
 	buf = malloc(len ? len : 1);
 	if (buf == NULL) {
 		snprintf(err, errlen, "KV state of %zu bytes: out of memory",
-			 len);
+		         len);
 		return -1;
 	}
 	if (engine_state_save(s->eng, buf, len, err, errlen) == 0) {
@@ -527,7 +533,7 @@ int session_save_kv(struct session *s, char *err, size_t errlen)
 		return -1;
 	}
 	rc = store_kv_set(s->st, s->conv_id, s->kv_format, s->kv.v, s->kv.n,
-			  buf, len, err, errlen);
+	                  buf, len, err, errlen);
 	free(buf);
 	return rc == STORE_OK ? 0 : -1;
 }
@@ -564,8 +570,8 @@ void session_close(struct session *s)
 
 /* Render the window with the generation prompt: *T, *SPANS malloc'd. */
 static int session_render(struct session *s, char **t, size_t *tlen,
-			  struct tmpl_span **spans, size_t *nspans, char *err,
-			  size_t errlen)
+                          struct tmpl_span **spans, size_t *nspans, char *err,
+                          size_t errlen)
 {
 	struct json_value *arr = json_new_array();
 	struct tmpl_ctx ctx = {0};
@@ -582,12 +588,12 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 			continue;
 		o = json_new_object();
 		if (o == NULL || json_array_push(arr, o) ||
-		    json_object_set(o, "role", 4,
-				    json_new_string(store_role_name(m->role),
-						    strlen(store_role_name(
-							m->role)))) ||
+		    json_object_set(
+		        o, "role", 4,
+		        json_new_string(store_role_name(m->role),
+		                        strlen(store_role_name(m->role)))) ||
 		    json_object_set(o, "content", 7,
-				    json_new_string(m->content, m->len)))
+		                    json_new_string(m->content, m->len)))
 			goto nomem;
 	}
 	ctx.messages = arr;
@@ -600,7 +606,7 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 nomem:
 	json_free(arr);
 	snprintf(err, errlen, "out of memory rendering %zu messages",
-		 s->n_msgs);
+	         s->n_msgs);
 	return -1;
 }
 
@@ -608,9 +614,9 @@ nomem:
  * The ids of prompt T (see the notes, step 2) into OUT with MARKS.
  */
 static int session_tokens(struct session *s, const char *t, size_t tlen,
-			  const struct tmpl_span *spans, size_t nspans,
-			  struct tok_ids *out, struct prompt_marks *marks,
-			  char *err, size_t errlen)
+                          const struct tmpl_span *spans, size_t nspans,
+                          struct tok_ids *out, struct prompt_marks *marks,
+                          char *err, size_t errlen)
 {
 	size_t l = 0, k, from = 0;
 	const struct prompt_mark *best = NULL;
@@ -631,27 +637,28 @@ static int session_tokens(struct session *s, const char *t, size_t tlen,
 		for (k = 0; k < best->n_tok; k++)
 			if (tok_ids_push(out, s->al_tok.v[k]))
 				goto nomem;
-		for (k = 0; k < s->al_marks.n && s->al_marks.v[k].n_tok <=
-						      best->n_tok; k++)
+		for (k = 0;
+		     k < s->al_marks.n && s->al_marks.v[k].n_tok <= best->n_tok;
+		     k++)
 			if (prompt_marks_push(marks, s->al_marks.v[k].n_tok,
-					      s->al_marks.v[k].n_bytes,
-					      s->al_marks.v[k].clean))
+			                      s->al_marks.v[k].n_bytes,
+			                      s->al_marks.v[k].clean))
 				goto nomem;
 		from = best->n_bytes;
 		return prompt_encode(&s->pv, t, tlen, spans, nspans, from, out,
-				     marks, err, errlen);
+		                     marks, err, errlen);
 	}
 	/* from scratch: BOS unless the template wrote it */
 	int32_t bos = tok_bos(s->tok);
 	bool add = tok_add_bos(s->tok) && bos >= 0;
 
-	if (add && (tok_ids_push(out, bos) ||
-		    prompt_marks_push(marks, 1, 0, true)))
+	if (add &&
+	    (tok_ids_push(out, bos) || prompt_marks_push(marks, 1, 0, true)))
 		goto nomem;
 	if (!add && prompt_marks_push(marks, 0, 0, true))
 		goto nomem;
 	if (prompt_encode(&s->pv, t, tlen, spans, nspans, 0, out, marks, err,
-			  errlen))
+	                  errlen))
 		return -1;
 	if (add && out->n > 1 && out->v[1] == bos) {
 		memmove(out->v, out->v + 1, (out->n - 1) * sizeof(*out->v));
@@ -689,13 +696,13 @@ static bool session_drop_turn(struct session *s)
 /* Evaluate IDS[0, n) at the end of the cache (chunks, interrupt checks).
    Returns 0, 1 when interrupted, -1 on error. */
 static int session_eval(struct session *s, const int32_t *ids, size_t n,
-			char *err, size_t errlen)
+                        char *err, size_t errlen)
 {
 	size_t i = 0;
 
 	while (i < n) {
 		size_t c = n - i > SESSION_PREFILL_CHUNK ? SESSION_PREFILL_CHUNK
-							 : n - i;
+		                                         : n - i;
 
 		if (s->intr && *s->intr)
 			return 1;
@@ -717,7 +724,7 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
  * 1 when interrupted during the prefill, -1 on error.
  */
 static int session_prepare(struct session *s, const struct session_cb *cb,
-			   struct session_stats *st, char *err, size_t errlen)
+                           struct session_stats *st, char *err, size_t errlen)
 {
 	struct tok_ids ids = {0};
 	struct prompt_marks marks = {0};
@@ -735,18 +742,21 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 		free(spans);
 		t = NULL;
 		spans = NULL;
-		if (session_render(s, &t, &tlen, &spans, &nspans, err, errlen) ||
+		if (session_render(s, &t, &tlen, &spans, &nspans, err,
+		                   errlen) ||
 		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
-				   errlen))
+		                   errlen))
 			goto out;
 		if ((int64_t)ids.n + reserve <= n_ctx)
 			break;
 		if (!session_drop_turn(s)) {
 			if ((int64_t)ids.n < n_ctx)
 				break; /* fits, with less room for the reply */
-			snprintf(err, errlen, "the prompt needs %zu tokens, the "
-				 "context holds %d (use a larger --ctx or a "
-				 "shorter message)", ids.n, n_ctx);
+			snprintf(err, errlen,
+			         "the prompt needs %zu tokens, the "
+			         "context holds %d (use a larger --ctx or a "
+			         "shorter message)",
+			         ids.n, n_ctx);
 			goto out;
 		}
 		st->n_dropped_turns++;
@@ -754,10 +764,11 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 	if (st->n_dropped_turns && cb && cb->notice) {
 		char msg[160];
 
-		snprintf(msg, sizeof(msg), "context full: the oldest %d "
-			 "turn%s left the context (still in the history)",
-			 st->n_dropped_turns,
-			 st->n_dropped_turns == 1 ? "" : "s");
+		snprintf(msg, sizeof(msg),
+		         "context full: the oldest %d "
+		         "turn%s left the context (still in the history)",
+		         st->n_dropped_turns,
+		         st->n_dropped_turns == 1 ? "" : "s");
 		cb->notice(cb->ud, msg);
 	}
 	for (p = 0; p < ids.n && p < s->kv.n && ids.v[p] == s->kv.v[p]; p++)
@@ -800,14 +811,14 @@ out:
 
 /* The reply being generated. */
 struct session_reply {
-	struct tok_buf text;	  /* what was shown (owned) */
-	int64_t store_id;	  /* its message in the store, or 0 */
-	double last_store;	  /* session_ms() of the last update */
+	struct tok_buf text; /* what was shown (owned) */
+	int64_t store_id;    /* its message in the store, or 0 */
+	double last_store;   /* session_ms() of the last update */
 };
 
 /* Show and keep OUT's released text. */
 static int session_emit(struct session_reply *r, const struct stopstr_out *o,
-			const struct session_cb *cb)
+                        const struct session_cb *cb)
 {
 	if (o->len == 0)
 		return 0;
@@ -820,8 +831,8 @@ static int session_emit(struct session_reply *r, const struct stopstr_out *o,
 
 /* Step 5: generate after the prompt. Fills ST; 0 or -1 (hard error). */
 static int session_decode(struct session *s, struct session_reply *r,
-			  const struct session_cb *cb,
-			  struct session_stats *st, char *err, size_t errlen)
+                          const struct session_cb *cb, struct session_stats *st,
+                          char *err, size_t errlen)
 {
 	struct tok_stream ts;
 	struct tok_buf piece = {0};
@@ -851,14 +862,15 @@ static int session_decode(struct session *s, struct session_reply *r,
 		if ((int32_t)s->kv.n >= n_ctx) {
 			fin = STORE_FINISH_LENGTH;
 			if (cb && cb->notice)
-				cb->notice(cb->ud, "context full: the reply "
-					   "was cut; the next message drops "
-					   "the oldest turns");
+				cb->notice(cb->ud,
+				           "context full: the reply "
+				           "was cut; the next message drops "
+				           "the oldest turns");
 			break;
 		}
 		id = sampler_sample(s->smp, engine_logits(s->eng), nv, s->kv.v,
-				    s->kv.n, cb && cb->token ? &rep : NULL,
-				    msg, sizeof(msg));
+		                    s->kv.n, cb && cb->token ? &rep : NULL, msg,
+		                    sizeof(msg));
 		if (id < 0) {
 			snprintf(err, errlen, "sampler: %s", msg);
 			fin = STORE_FINISH_ERROR;
@@ -872,7 +884,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		piece.n = 0;
 		if (tok_stream_push(&ts, id, &piece) ||
 		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
-				 sizeof(msg)) ||
+		                 sizeof(msg)) ||
 		    session_emit(r, &o, cb)) {
 			snprintf(err, errlen, "out of memory in the reply");
 			fin = STORE_FINISH_ERROR;
@@ -883,7 +895,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		rc = session_eval(s, &id, 1, err, errlen);
 		if (rc != 0) {
 			fin = rc > 0 ? STORE_FINISH_INTERRUPTED
-				     : STORE_FINISH_ERROR;
+			             : STORE_FINISH_ERROR;
 			rc = 0;
 			break;
 		}
@@ -892,14 +904,14 @@ static int session_decode(struct session *s, struct session_reply *r,
 		if (tok_ids_push(&s->al_tok, id) ||
 		    tok_buf_append(&s->al_text, p, plen) ||
 		    prompt_marks_push(&s->al_marks, s->al_tok.n, s->al_text.n,
-				      s->pv.restart_anywhere ||
-					  tok_is_control(s->tok, id))) {
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, id))) {
 			session_align_clear(s);
 		}
 		if (s->st && r->store_id &&
 		    session_ms() - r->last_store >= SESSION_STORE_MS) {
 			store_msg_update(s->st, r->store_id, r->text.p,
-					 r->text.n, NULL, 0);
+			                 r->text.n, NULL, 0);
 			r->last_store = session_ms();
 		}
 	}
@@ -910,7 +922,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		piece.n = 0;
 		tok_stream_flush(&ts, &piece);
 		if (stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
-				 sizeof(msg)) == 0)
+		                 sizeof(msg)) == 0)
 			session_emit(r, &o, cb);
 		if (!o.stopped) {
 			stopstr_flush(s->stop, &o);
@@ -925,7 +937,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 
 /* Create the conversation in the store on the first message. */
 static int session_ensure_conv(struct session *s, const char *first_text,
-			       size_t len, char *err, size_t errlen)
+                               size_t len, char *err, size_t errlen)
 {
 	struct store_conv_new c = {0};
 	struct stat sb;
@@ -945,13 +957,13 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 	char samp[512];
 
 	snprintf(samp, sizeof(samp),
-		 "{\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
-		 "\"min_p\":%.9g,\"repeat_penalty\":%.9g,\"penalty_last_n\":%d,"
-		 "\"seed\":%llu,\"n_predict\":%d,\"n_ctx\":%d}",
-		 sc->temperature, sc->top_k, sc->top_p, sc->min_p,
-		 sc->repeat_penalty, sc->penalty_last_n,
-		 (unsigned long long)sc->seed, s->n_predict,
-		 engine_n_ctx(s->eng));
+	         "{\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
+	         "\"min_p\":%.9g,\"repeat_penalty\":%.9g,\"penalty_last_n\":%d,"
+	         "\"seed\":%llu,\"n_predict\":%d,\"n_ctx\":%d}",
+	         sc->temperature, sc->top_k, sc->top_p, sc->min_p,
+	         sc->repeat_penalty, sc->penalty_last_n,
+	         (unsigned long long)sc->seed, s->n_predict,
+	         engine_n_ctx(s->eng));
 	c.sampling_json = samp;
 	rc = store_conv_create(s->st, &c, &s->conv_id, err, errlen);
 	free(title);
@@ -971,7 +983,7 @@ static int64_t session_parent(const struct session *s, size_t i)
 
 /* Generate the reply to the messages as they are (last one: user). */
 static int session_reply(struct session *s, const struct session_cb *cb,
-			 struct session_stats *st, char *err, size_t errlen)
+                         struct session_stats *st, char *err, size_t errlen)
 {
 	struct session_reply r = {{0}, 0, 0};
 	struct store_msg_stats ms = {0};
@@ -988,9 +1000,9 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 		return -1;
 	}
 	if (s->st && s->conv_id &&
-	    store_msg_begin(s->st, s->conv_id,
-			    session_parent(s, s->n_msgs), STORE_ROLE_ASSISTANT,
-			    &r.store_id, NULL, 0) != STORE_OK)
+	    store_msg_begin(s->st, s->conv_id, session_parent(s, s->n_msgs),
+	                    STORE_ROLE_ASSISTANT, &r.store_id, NULL,
+	                    0) != STORE_OK)
 		r.store_id = 0;
 	r.last_store = session_ms();
 	if (rc > 0) {
@@ -1008,9 +1020,9 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	ms.decode_ms = st->decode_ms;
 	if (r.store_id)
 		store_msg_finish(s->st, r.store_id, r.text.p ? r.text.p : "",
-				 r.text.n, st->finish, &ms, NULL, 0);
+		                 r.text.n, st->finish, &ms, NULL, 0);
 	if (session_push_msg(s, STORE_ROLE_ASSISTANT, r.text.p ? r.text.p : "",
-			     r.text.n, r.store_id, st->finish)) {
+	                     r.text.n, r.store_id, st->finish)) {
 		free(r.text.p);
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -1019,13 +1031,13 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	/* the ids of the cache, so that a resume rebuilds the same cache */
 	if (s->st && s->conv_id)
 		store_kv_set(s->st, s->conv_id, "tokens", s->kv.v, s->kv.n,
-			     NULL, 0, NULL, 0);
+		             NULL, 0, NULL, 0);
 	return rc;
 }
 
 int session_send(struct session *s, const char *text, size_t len,
-		 const struct session_cb *cb, struct session_stats *st,
-		 char *err, size_t errlen)
+                 const struct session_cb *cb, struct session_stats *st,
+                 char *err, size_t errlen)
 {
 	int64_t id = 0;
 
@@ -1044,7 +1056,7 @@ int session_send(struct session *s, const char *text, size_t len,
 			return -1;
 	}
 	if (session_push_msg(s, STORE_ROLE_USER, text, len, id,
-			     STORE_FINISH_STOP)) {
+	                     STORE_FINISH_STOP)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -1061,7 +1073,7 @@ static size_t session_last_user(const struct session *s)
 }
 
 int session_regen(struct session *s, const struct session_cb *cb,
-		  struct session_stats *st, char *err, size_t errlen)
+                  struct session_stats *st, char *err, size_t errlen)
 {
 	size_t u = session_last_user(s);
 
@@ -1074,13 +1086,13 @@ int session_regen(struct session *s, const struct session_cb *cb,
 		s->first = u;
 	if (s->st && s->conv_id && s->msgs[u].store_id)
 		store_conv_set_leaf(s->st, s->conv_id, s->msgs[u].store_id,
-				    NULL, 0);
+		                    NULL, 0);
 	return session_reply(s, cb, st, err, errlen);
 }
 
 int session_edit_last(struct session *s, const char *text, size_t len,
-		      const struct session_cb *cb, struct session_stats *st,
-		      char *err, size_t errlen)
+                      const struct session_cb *cb, struct session_stats *st,
+                      char *err, size_t errlen)
 {
 	size_t u = session_last_user(s);
 	int64_t parent;
@@ -1106,10 +1118,10 @@ int session_edit_last(struct session *s, const char *text, size_t len,
 		if (store_msg_append(s->st, &m, &id, err, errlen) != STORE_OK)
 			return -1;
 		if (session_push_msg(s, STORE_ROLE_USER, text, len, id,
-				     STORE_FINISH_STOP))
+		                     STORE_FINISH_STOP))
 			goto nomem;
 	} else if (session_push_msg(s, STORE_ROLE_USER, text, len, 0,
-				    STORE_FINISH_STOP)) {
+	                            STORE_FINISH_STOP)) {
 		goto nomem;
 	}
 	return session_reply(s, cb, st, err, errlen);
@@ -1129,40 +1141,40 @@ int session_clear(struct session *s, char *err, size_t errlen)
 }
 
 int session_set_system(struct session *s, const char *text, char *err,
-		       size_t errlen)
+                       size_t errlen)
 {
 	size_t base = session_base(s);
 
 	if (base) {
 		free(s->msgs[0].content);
 		memmove(s->msgs, s->msgs + 1,
-			(s->n_msgs - 1) * sizeof(*s->msgs));
+		        (s->n_msgs - 1) * sizeof(*s->msgs));
 		s->n_msgs--;
 		if (s->first > 0)
 			s->first--;
 	}
 	if (text) {
-		if (session_push_msg(s, STORE_ROLE_SYSTEM, text, strlen(text), 0,
-				     STORE_FINISH_STOP)) {
+		if (session_push_msg(s, STORE_ROLE_SYSTEM, text, strlen(text),
+		                     0, STORE_FINISH_STOP)) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
 		struct session_msg m = s->msgs[s->n_msgs - 1];
 
 		memmove(s->msgs + 1, s->msgs,
-			(s->n_msgs - 1) * sizeof(*s->msgs));
+		        (s->n_msgs - 1) * sizeof(*s->msgs));
 		s->msgs[0] = m;
 		s->first++;
 	}
 	if (s->st && s->conv_id &&
 	    store_conv_set_system(s->st, s->conv_id, text, err, errlen) !=
-		STORE_OK)
+	        STORE_OK)
 		return -1;
 	return 0;
 }
 
 int session_set_sampling(struct session *s, const struct sampler_config *c,
-			 char *err, size_t errlen)
+                         char *err, size_t errlen)
 {
 	struct sampler *n = sampler_new(c, engine_n_vocab(s->eng), err, errlen);
 
@@ -1184,20 +1196,19 @@ void session_set_n_predict(struct session *s, int32_t n)
 }
 
 int session_set_title(struct session *s, const char *title, char *err,
-		      size_t errlen)
+                      size_t errlen)
 {
 	if (s->st == NULL || s->conv_id == 0) {
 		snprintf(err, errlen, "no stored conversation yet");
 		return -1;
 	}
 	return store_conv_rename(s->st, s->conv_id, title, err, errlen) ==
-		       STORE_OK
-		   ? 0
-		   : -1;
+	               STORE_OK
+	           ? 0
+	           : -1;
 }
 
-const struct session_msg *session_messages(const struct session *s,
-					   size_t *n)
+const struct session_msg *session_messages(const struct session *s, size_t *n)
 {
 	*n = s->n_msgs;
 	return s->msgs;

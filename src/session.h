@@ -40,50 +40,50 @@
 
 struct session;
 
-#define SESSION_STORE_MS 250	 /* store a reply in progress this often */
-#define SESSION_MAX_STOPS 16	 /* stop strings */
-#define SESSION_MIN_REPLY 64	 /* tokens kept free for a reply */
+#define SESSION_STORE_MS  250 /* store a reply in progress this often */
+#define SESSION_MAX_STOPS 16  /* stop strings */
+#define SESSION_MIN_REPLY 64  /* tokens kept free for a reply */
 
 /* How the session is opened. Zero / NULL fields take defaults. */
 struct session_opts {
-	const char *model_path;	      /* GGUF file (required) */
-	const char *template_name;    /* NULL: the model's own template, else
-					 chatml; a name of prompts/templates
-					 or a path to a .jinja file */
-	const char *system_prompt;    /* NULL: none */
+	const char *model_path;         /* GGUF file (required) */
+	const char *template_name;      /* NULL: the model's own template, else
+	                                   chatml; a name of prompts/templates
+	                                   or a path to a .jinja file */
+	const char *system_prompt;      /* NULL: none */
 	struct sampler_config sampling; /* sampler_config_default() first */
-	int32_t n_ctx;		      /* 0: min(model's, 4096) */
-	int32_t n_threads;	      /* 0: online CPUs */
-	int32_t n_predict;	      /* max reply tokens; <= 0: until full */
+	int32_t n_ctx;                  /* 0: min(model's, 4096) */
+	int32_t n_threads;              /* 0: online CPUs */
+	int32_t n_predict;              /* max reply tokens; <= 0: until full */
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
-	size_t n_stops;		      /* entries used in stops */
-	struct store *store;	      /* NULL: nothing stored (borrowed) */
-	int64_t conv_id;	      /* resume this conversation (store) */
-	bool use_kv_slot;	      /* resume from / save the KV state */
+	size_t n_stops;                       /* entries used in stops */
+	struct store *store;              /* NULL: nothing stored (borrowed) */
+	int64_t conv_id;                  /* resume this conversation (store) */
+	bool use_kv_slot;                 /* resume from / save the KV state */
 	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */
 };
 
 /* One message of the conversation (the active branch). */
 struct session_msg {
-	enum store_role role; /* system / user / assistant */
-	char *content;	      /* text, NUL-terminated (owned) */
-	size_t len;	      /* bytes of content */
-	int64_t store_id;     /* message id in the store, 0 if none */
+	enum store_role role;     /* system / user / assistant */
+	char *content;            /* text, NUL-terminated (owned) */
+	size_t len;               /* bytes of content */
+	int64_t store_id;         /* message id in the store, 0 if none */
 	enum store_finish finish; /* assistant: how the reply ended */
 };
 
 /* What one reply cost; filled by session_send and friends. */
 struct session_stats {
-	int32_t n_prompt;	 /* tokens of the whole prompt */
-	int32_t n_reused;	 /* of those, already in the cache */
-	int32_t n_prompt_eval;	 /* of those, evaluated now */
-	int32_t n_gen;		 /* tokens sampled for the reply */
-	int32_t n_gen_eval;	 /* of those, evaluated (kept in the cache) */
-	int32_t n_dropped_turns; /* turns dropped to fit the context */
-	double prefill_ms;	 /* time evaluating the prompt */
-	double decode_ms;	 /* time generating */
-	int32_t n_ctx_used;	 /* kv tokens after the reply */
-	int32_t n_ctx;		 /* capacity */
+	int32_t n_prompt;         /* tokens of the whole prompt */
+	int32_t n_reused;         /* of those, already in the cache */
+	int32_t n_prompt_eval;    /* of those, evaluated now */
+	int32_t n_gen;            /* tokens sampled for the reply */
+	int32_t n_gen_eval;       /* of those, evaluated (kept in the cache) */
+	int32_t n_dropped_turns;  /* turns dropped to fit the context */
+	double prefill_ms;        /* time evaluating the prompt */
+	double decode_ms;         /* time generating */
+	int32_t n_ctx_used;       /* kv tokens after the reply */
+	int32_t n_ctx;            /* capacity */
 	enum store_finish finish; /* STOP, LENGTH, INTERRUPTED or ERROR */
 };
 
@@ -105,7 +105,7 @@ struct session_cb {
  * (session_close) and returns 0, or -1 with a message.
  */
 int session_open(const struct session_opts *opts, struct session **out,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 
 /* Save the KV slot if asked, free everything. NULL allowed. */
 void session_close(struct session *s);
@@ -117,28 +117,28 @@ void session_close(struct session *s);
  * (the user message then stays in the conversation).
  */
 int session_send(struct session *s, const char *text, size_t len,
-		 const struct session_cb *cb, struct session_stats *st,
-		 char *err, size_t errlen);
+                 const struct session_cb *cb, struct session_stats *st,
+                 char *err, size_t errlen);
 
 /* Replace the last reply by a new one (the cache is cut at the turn). */
 int session_regen(struct session *s, const struct session_cb *cb,
-		  struct session_stats *st, char *err, size_t errlen);
+                  struct session_stats *st, char *err, size_t errlen);
 
 /* Replace the last user message (and its reply) and generate anew. */
 int session_edit_last(struct session *s, const char *text, size_t len,
-		      const struct session_cb *cb, struct session_stats *st,
-		      char *err, size_t errlen);
+                      const struct session_cb *cb, struct session_stats *st,
+                      char *err, size_t errlen);
 
 /* Start a new, empty conversation (same model, same system prompt). */
 int session_clear(struct session *s, char *err, size_t errlen);
 
 /* Replace the system prompt (NULL: none); applies from the next turn. */
 int session_set_system(struct session *s, const char *text, char *err,
-		       size_t errlen);
+                       size_t errlen);
 
 /* Change the sampling options (checked); applies from the next reply. */
 int session_set_sampling(struct session *s, const struct sampler_config *c,
-			 char *err, size_t errlen);
+                         char *err, size_t errlen);
 const struct sampler_config *session_sampling(const struct session *s);
 
 /* Change the reply limit (<= 0: until the context is full). */
@@ -146,11 +146,10 @@ void session_set_n_predict(struct session *s, int32_t n);
 
 /* Set the conversation's title in the store. */
 int session_set_title(struct session *s, const char *title, char *err,
-		      size_t errlen);
+                      size_t errlen);
 
 /* The messages of the active branch (borrowed, valid until the next call). */
-const struct session_msg *session_messages(const struct session *s,
-					   size_t *n);
+const struct session_msg *session_messages(const struct session *s, size_t *n);
 
 /* The conversation id in the store (0 before the first message). */
 int64_t session_conv_id(const struct session *s);

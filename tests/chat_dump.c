@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 	if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, NULL) !=
 	    SQLITE_OK) {
 		fprintf(stderr, "chat_dump: %s: %s\n", argv[1],
-			sqlite3_errmsg(db));
+		        sqlite3_errmsg(db));
 		return 1;
 	}
 	sqlite3_busy_timeout(db, 5000);
@@ -36,10 +36,10 @@ int main(int argc, char **argv)
 		printf("%s\n", (const char *)sqlite3_column_text(s, 0));
 	sqlite3_finalize(s);
 	rc = sqlite3_prepare_v2(db,
-				"SELECT id, conversation_id, role, "
-				"coalesce(finish, '-'), hex(content) FROM "
-				"messages ORDER BY id",
-				-1, &s, NULL);
+	                        "SELECT id, conversation_id, role, "
+	                        "coalesce(finish, '-'), hex(content) FROM "
+	                        "messages ORDER BY id",
+	                        -1, &s, NULL);
 	if (rc != SQLITE_OK) {
 		fprintf(stderr, "chat_dump: %s\n", sqlite3_errmsg(db));
 		sqlite3_close(db);

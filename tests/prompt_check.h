@@ -29,7 +29,7 @@
  * does; property 1 cannot hold for such texts.
  */
 static int prompt_check_representable(const struct prompt_vocab *pv,
-				      const char *text, size_t len)
+                                      const char *text, size_t len)
 {
 	static const struct tok *for_tok;
 	static signed char ok[256]; /* 0 unknown, 1 yes, -1 no */
@@ -46,8 +46,8 @@ static int prompt_check_representable(const struct prompt_vocab *pv,
 			char err[64];
 			size_t pl = 0;
 
-			if (tok_encode(pv->tok, (const char *)&c, 1, 0, &ids, err,
-				       sizeof(err)) == 0 &&
+			if (tok_encode(pv->tok, (const char *)&c, 1, 0, &ids,
+			               err, sizeof(err)) == 0 &&
 			    ids.n == 1)
 				tok_piece(pv->tok, ids.v[0], 0, &pl);
 			ok[c] = pl == 1 ? 1 : -1;
@@ -60,8 +60,8 @@ static int prompt_check_representable(const struct prompt_vocab *pv,
 }
 
 /* True when [a, b) lies inside one literal span. */
-static int prompt_check_literal(const struct tmpl_span *sp, size_t n,
-				size_t a, size_t b)
+static int prompt_check_literal(const struct tmpl_span *sp, size_t n, size_t a,
+                                size_t b)
 {
 	if (sp == NULL)
 		return 1;
@@ -73,25 +73,29 @@ static int prompt_check_literal(const struct tmpl_span *sp, size_t n,
 
 /* Property 1 (and 2 when SPANS is given) for IDS; -1 with WHY. */
 static int prompt_check_ids(const struct prompt_vocab *pv, const char *text,
-			    size_t len, const struct tmpl_span *sp, size_t nsp,
-			    const struct tok_ids *ids, char *why, size_t wlen)
+                            size_t len, const struct tmpl_span *sp, size_t nsp,
+                            const struct tok_ids *ids, char *why, size_t wlen)
 {
 	size_t pos = 0;
 
 	for (size_t i = 0; i < ids->n; i++) {
 		size_t pl;
-		const char *p = tok_piece(pv->tok, ids->v[i], TOK_DECODE_SPECIAL,
-					  &pl);
+		const char *p =
+		    tok_piece(pv->tok, ids->v[i], TOK_DECODE_SPECIAL, &pl);
 
 		if (p == NULL || pos + pl > len || memcmp(text + pos, p, pl)) {
-			snprintf(why, wlen, "id %zu (%d) does not match the text "
-				 "at byte %zu", i, ids->v[i], pos);
+			snprintf(why, wlen,
+			         "id %zu (%d) does not match the text "
+			         "at byte %zu",
+			         i, ids->v[i], pos);
 			return -1;
 		}
 		if (tok_is_control(pv->tok, ids->v[i]) &&
 		    !prompt_check_literal(sp, nsp, pos, pos + pl)) {
-			snprintf(why, wlen, "control id %d from content at byte "
-				 "%zu", ids->v[i], pos);
+			snprintf(why, wlen,
+			         "control id %d from content at byte "
+			         "%zu",
+			         ids->v[i], pos);
 			return -1;
 		}
 		pos += pl;
@@ -105,8 +109,8 @@ static int prompt_check_ids(const struct prompt_vocab *pv, const char *text,
 
 /* All properties for TEXT with SPANS (NULL: all literal). */
 static int prompt_check(const struct prompt_vocab *pv, const char *text,
-			size_t len, const struct tmpl_span *sp, size_t nsp,
-			char *why, size_t wlen)
+                        size_t len, const struct tmpl_span *sp, size_t nsp,
+                        char *why, size_t wlen)
 {
 	struct tok_ids ids = {0}, ref = {0}, re = {0};
 	struct prompt_marks mk = {0};
@@ -114,7 +118,7 @@ static int prompt_check(const struct prompt_vocab *pv, const char *text,
 	int rc = -1;
 
 	if (prompt_encode(pv, text, len, sp, nsp, 0, &ids, &mk, err,
-			  sizeof(err))) {
+	                  sizeof(err))) {
 		snprintf(why, wlen, "prompt_encode: %s", err);
 		goto out;
 	}
@@ -122,11 +126,13 @@ static int prompt_check(const struct prompt_vocab *pv, const char *text,
 		goto out;
 	if (sp == NULL) {
 		if (tok_encode(pv->tok, text, len, TOK_PARSE_SPECIAL, &ref, err,
-			       sizeof(err)) ||
+		               sizeof(err)) ||
 		    ref.n != ids.n ||
 		    (ids.n && memcmp(ref.v, ids.v, ids.n * sizeof(*ids.v)))) {
-			snprintf(why, wlen, "differs from tok_encode "
-				 "(%zu vs %zu ids)", ids.n, ref.n);
+			snprintf(why, wlen,
+			         "differs from tok_encode "
+			         "(%zu vs %zu ids)",
+			         ids.n, ref.n);
 			goto out;
 		}
 	}
@@ -134,7 +140,7 @@ static int prompt_check(const struct prompt_vocab *pv, const char *text,
 		const struct prompt_mark *m = &mk.v[k];
 
 		if ((k && (m->n_tok < mk.v[k - 1].n_tok ||
-			   m->n_bytes <= mk.v[k - 1].n_bytes)) ||
+		           m->n_bytes <= mk.v[k - 1].n_bytes)) ||
 		    m->n_tok > ids.n || m->n_bytes > len) {
 			snprintf(why, wlen, "mark %zu out of order", k);
 			goto out;
@@ -145,16 +151,17 @@ static int prompt_check(const struct prompt_vocab *pv, const char *text,
 		for (size_t i = 0; i < m->n_tok; i++)
 			tok_ids_push(&re, ids.v[i]);
 		if (prompt_encode(pv, text, len, sp, nsp, m->n_bytes, &re, NULL,
-				  err, sizeof(err)) ||
+		                  err, sizeof(err)) ||
 		    prompt_check_ids(pv, text, len, sp, nsp, &re, why, wlen)) {
 			size_t l = strlen(why);
 
-			snprintf(why + l, wlen - l, " (restart at mark %zu)", k);
+			snprintf(why + l, wlen - l, " (restart at mark %zu)",
+			         k);
 			goto out;
 		}
 	}
 	if (len > 0 && (mk.n == 0 || mk.v[mk.n - 1].n_tok != ids.n ||
-			mk.v[mk.n - 1].n_bytes != len)) {
+	                mk.v[mk.n - 1].n_bytes != len)) {
 		snprintf(why, wlen, "the last mark is not the end");
 		goto out;
 	}

@@ -28,8 +28,8 @@
 
 static int master = -1;
 static pid_t child;
-static char *seen;	 /* output since the last match (malloc'd) */
-static size_t n_seen;	 /* bytes in seen */
+static char *seen;    /* output since the last match (malloc'd) */
+static size_t n_seen; /* bytes in seen */
 static int timeout_s = 120;
 
 /* Monotonic seconds. */
@@ -91,7 +91,8 @@ static void expect(const char *text)
 		char *at = seen ? strstr(seen, text) : NULL;
 
 		if (at) {
-			size_t keep = n_seen - (size_t)(at - seen) - strlen(text);
+			size_t keep =
+			    n_seen - (size_t)(at - seen) - strlen(text);
 
 			memmove(seen, at + strlen(text), keep + 1);
 			n_seen = keep;
@@ -100,8 +101,8 @@ static void expect(const char *text)
 		}
 		if (now_s() > end || pump(100) < 0) {
 			fprintf(stderr, "pty_run: %s waiting for \"%s\"\n",
-				now_s() > end ? "timeout" : "end of output",
-				text);
+			        now_s() > end ? "timeout" : "end of output",
+			        text);
 			kill(child, SIGKILL);
 			exit(3);
 		}

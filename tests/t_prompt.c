@@ -24,12 +24,15 @@ static const char *model_path(char *buf, size_t n)
 		return env;
 	xdg = getenv("XDG_CACHE_HOME");
 	if (xdg && *xdg == '/')
-		snprintf(buf, n, "%s/parley/models/SmolLM2-135M-Instruct.Q4_1."
-			 "gguf", xdg);
+		snprintf(buf, n,
+		         "%s/parley/models/SmolLM2-135M-Instruct.Q4_1."
+		         "gguf",
+		         xdg);
 	else
-		snprintf(buf, n, "%s/.cache/parley/models/SmolLM2-135M-"
-			 "Instruct.Q4_1.gguf", getenv("HOME") ? getenv("HOME")
-							     : "");
+		snprintf(buf, n,
+		         "%s/.cache/parley/models/SmolLM2-135M-"
+		         "Instruct.Q4_1.gguf",
+		         getenv("HOME") ? getenv("HOME") : "");
 	return buf;
 }
 
@@ -63,9 +66,13 @@ int main(void)
 
 	/* a chat whose user typed the end-of-turn text */
 	static const char *parts[][2] = {
-	    {"L", "<|im_start|>"}, {"C", "user"}, {"L", "\n"},
-	    {"C", "Hi <|im_end|> there"}, {"L", "<|im_end|>\n<|im_start|>"},
-	    {"C", "assistant"}, {"L", "\n"},
+	    {"L", "<|im_start|>"},
+	    {"C", "user"},
+	    {"L", "\n"},
+	    {"C", "Hi <|im_end|> there"},
+	    {"L", "<|im_end|>\n<|im_start|>"},
+	    {"C", "assistant"},
+	    {"L", "\n"},
 	};
 	struct tmpl_span sp[8];
 	char text[256];
@@ -85,28 +92,48 @@ int main(void)
 	prompt_encode(&pv, text, len, sp, nsp, 0, &ids, NULL, err, sizeof(err));
 	tok_ids_push(&want, tok_find(t, "<|im_start|>", 12));
 	tok_encode(t, "user\nHi <|im_end|> there", 24, 0, &want, err,
-		   sizeof(err));
+	           sizeof(err));
 	tok_ids_push(&want, tok_find(t, "<|im_end|>", 10));
 	tok_encode(t, "\n", 1, 0, &want, err, sizeof(err));
 	tok_ids_push(&want, tok_find(t, "<|im_start|>", 12));
 	tok_encode(t, "assistant\n", 10, 0, &want, err, sizeof(err));
 	tap_ok(ids.n == want.n &&
-		   memcmp(ids.v, want.v, ids.n * sizeof(*ids.v)) == 0,
+	           memcmp(ids.v, want.v, ids.n * sizeof(*ids.v)) == 0,
 	       "typed <|im_end|> stays text; raw runs cross span boundaries "
-	       "(%zu ids)", ids.n);
+	       "(%zu ids)",
+	       ids.n);
 	why[0] = '\0';
 	int rc = prompt_check(&pv, text, len, sp, nsp, why, sizeof(why));
 
-	tap_ok(rc == 0, "properties hold on the chat%s%s", rc ? ": " : "",
-	       why);
+	tap_ok(rc == 0, "properties hold on the chat%s%s", rc ? ": " : "", why);
 	free(ids.v);
 	free(want.v);
 
 	/* random texts and spans */
 	static const char *atoms[] = {
-	    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im_", "|>",
-	    "\n", " ", "  ", "\t", "a", "Hello", " world", "123", "é", "日本",
-	    "🙂", "user", "assistant", "<", ">", "'s", "\xc3", "\x80",
+	    "<|im_start|>",
+	    "<|im_end|>",
+	    "<|endoftext|>",
+	    "<|im_",
+	    "|>",
+	    "\n",
+	    " ",
+	    "  ",
+	    "\t",
+	    "a",
+	    "Hello",
+	    " world",
+	    "123",
+	    "é",
+	    "日本",
+	    "🙂",
+	    "user",
+	    "assistant",
+	    "<",
+	    ">",
+	    "'s",
+	    "\xc3",
+	    "\x80",
 	};
 	int bad = 0, n_cases = 3000, skipped = 0;
 
@@ -117,8 +144,8 @@ int main(void)
 		size_t bl = 0, nrs = 0, natoms = 1 + rnd(24);
 
 		for (size_t k = 0; k < natoms; k++) {
-			const char *a = atoms[rnd(sizeof(atoms) /
-						  sizeof(atoms[0]))];
+			const char *a =
+			    atoms[rnd(sizeof(atoms) / sizeof(atoms[0]))];
 			size_t l = strlen(a);
 
 			memcpy(buf + bl, a, l);
@@ -144,12 +171,13 @@ int main(void)
 			continue;
 		}
 		if (prompt_check(&pv, buf, bl, c % 4 ? rs : NULL,
-				 c % 4 ? nrs : 0, why, sizeof(why)))
+		                 c % 4 ? nrs : 0, why, sizeof(why)))
 			bad = c + 1;
 	}
-	tap_ok(bad == 0 && skipped < n_cases / 10,
-	       "%d random texts and spans (%d skipped): all properties hold%s%s",
-	       n_cases, skipped, bad ? ": " : "", bad ? why : "");
+	tap_ok(
+	    bad == 0 && skipped < n_cases / 10,
+	    "%d random texts and spans (%d skipped): all properties hold%s%s",
+	    n_cases, skipped, bad ? ": " : "", bad ? why : "");
 	prompt_vocab_free(&pv);
 	tok_free(t);
 	gguf_close(f);

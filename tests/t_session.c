@@ -41,13 +41,13 @@ static bool find_model(void)
 		snprintf(model, sizeof(model), "%s", env);
 	else if (xdg && *xdg == '/')
 		snprintf(model, sizeof(model),
-			 "%s/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-			 xdg);
+		         "%s/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+		         xdg);
 	else
 		snprintf(model, sizeof(model),
-			 "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1."
-			 "gguf",
-			 home ? home : "");
+		         "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1."
+		         "gguf",
+		         home ? home : "");
 	return access(model, R_OK) == 0;
 }
 
@@ -106,7 +106,7 @@ static struct session *open_or_die(const struct session_opts *o)
 
 /* Send TEXT; the reply into K (reset first). */
 static int send(struct session *s, const char *text, struct sink *k,
-		struct session_stats *st)
+                struct session_stats *st)
 {
 	struct session_cb cb = {sink_piece, NULL, sink_notice, k};
 	char err[512];
@@ -153,12 +153,13 @@ static void test_turns(void)
 			return;
 		}
 		session_kv_tokens(s, &kvn);
-		tap_diag("turn %2d: prompt %3d reused %3d evaluated %2d + reply "
-			 "%2d/%2d  \"%s\"",
-			 i + 1, st.n_prompt, st.n_reused, st.n_prompt_eval,
-			 st.n_gen_eval, st.n_gen, k.buf);
+		tap_diag(
+		    "turn %2d: prompt %3d reused %3d evaluated %2d + reply "
+		    "%2d/%2d  \"%s\"",
+		    i + 1, st.n_prompt, st.n_reused, st.n_prompt_eval,
+		    st.n_gen_eval, st.n_gen, k.buf);
 		cl += (size_t)snprintf(counts + cl, sizeof(counts) - cl, "%s%d",
-				       i ? "," : "", st.n_prompt_eval);
+		                       i ? "," : "", st.n_prompt_eval);
 		if ((size_t)st.n_reused != prev_used)
 			all_reused = false;
 		total_prompt_eval += st.n_prompt_eval;
@@ -170,11 +171,11 @@ static void test_turns(void)
 	}
 	tap_diag("evaluated prompt tokens per turn: %s", counts);
 	tap_ok(all_reused, "every turn reuses the whole cache of the previous "
-	       "one (reply kept as sampled ids)");
+	                   "one (reply kept as sampled ids)");
 	tap_ok(once, "every token evaluated exactly once: total evaluated = "
-	       "tokens in the cache after each turn");
+	             "tokens in the cache after each turn");
 	tap_ok(session_n_evaluated(s) == total_prompt_eval + total_gen_eval &&
-		   (size_t)session_n_evaluated(s) == kvn,
+	           (size_t)session_n_evaluated(s) == kvn,
 	       "10 turns: %lld ids evaluated = %zu in the cache",
 	       (long long)session_n_evaluated(s), kvn);
 
@@ -206,14 +207,14 @@ static void test_turns(void)
 	(void)m;
 	k.n = 0;
 	rc = session_edit_last(s, "Who painted the Mona Lisa?", 26, &cb, &st,
-			       err, sizeof(err));
+	                       err, sizeof(err));
 	tap_ok(rc == 0 && st.n_prompt_eval < 20 &&
-		   st.n_reused >= prompt_before_edit - 20,
+	           st.n_reused >= prompt_before_edit - 20,
 	       "edit: reused %d, evaluated %d (reply \"%s\")", st.n_reused,
 	       st.n_prompt_eval, k.buf);
 	m = session_messages(s, &after);
 	tap_ok(after == nmsg && strcmp(m[after - 2].content,
-				       "Who painted the Mona Lisa?") == 0,
+	                               "Who painted the Mona Lisa?") == 0,
 	       "edit replaced the last user message and its reply");
 	session_close(s);
 }
@@ -245,12 +246,12 @@ static void test_interrupt(void)
 	s = open_or_die(&o);
 	pieces_left = 3;
 	rc = session_send(s, "Tell me a long story about a dragon.", 36, &cb,
-			  &st, err, sizeof(err));
+	                  &st, err, sizeof(err));
 	m = session_messages(s, &n);
 	session_kv_tokens(s, &kvn);
 	tap_ok(rc == 0 && st.finish == STORE_FINISH_INTERRUPTED &&
-		   st.n_gen == 3 && n == 3 &&
-		   strcmp(m[2].content, k.buf) == 0 && k.n > 0,
+	           st.n_gen == 3 && n == 3 &&
+	           strcmp(m[2].content, k.buf) == 0 && k.n > 0,
 	       "Ctrl-C after 3 tokens: reply \"%s\" kept, finish interrupted",
 	       k.buf);
 	tap_ok(stop_flag == 0, "the session cleared the interrupt flag");
@@ -282,8 +283,10 @@ static void test_special_text(void)
 		if (kv[i] == 1 || kv[i] == 2) /* <|im_start|>, <|im_end|> */
 			ctl++;
 	/* system: start,end; user: start,end; assistant: start */
-	tap_ok(ctl == 5, "typed control-token text is plain text (%d control "
-	       "ids in the prompt, expected 5)", ctl);
+	tap_ok(ctl == 5,
+	       "typed control-token text is plain text (%d control "
+	       "ids in the prompt, expected 5)",
+	       ctl);
 	session_close(s);
 }
 
@@ -307,7 +310,8 @@ static void test_overflow(void)
 		kv = session_kv_tokens(s, &n);
 		if (n > 192 || st.n_ctx_used > 192)
 			fits = false;
-		if (i == 0) { /* the system prompt's ids: up to the 2nd im_end */
+		if (i ==
+		    0) { /* the system prompt's ids: up to the 2nd im_end */
 			for (sys_n = 0; sys_n < n && sys_n < 64; sys_n++) {
 				sys_ids[sys_n] = kv[sys_n];
 				if (kv[sys_n] == 2) {
@@ -316,7 +320,7 @@ static void test_overflow(void)
 				}
 			}
 		} else if (n < sys_n ||
-			   memcmp(kv, sys_ids, sys_n * sizeof(*kv)) != 0) {
+		           memcmp(kv, sys_ids, sys_n * sizeof(*kv)) != 0) {
 			sys_first = false;
 		}
 	}
@@ -375,8 +379,10 @@ static void test_resume(void)
 	send(s, questions[2], &k, &st);
 	tap_ok(strcmp(k.buf, straight) == 0,
 	       "greedy reply after resume = without restart: \"%s\"", k.buf);
-	tap_ok(st.n_reused == 0, "without a KV state the resumed turn "
-	       "prefills (%d evaluated)", st.n_prompt_eval);
+	tap_ok(st.n_reused == 0,
+	       "without a KV state the resumed turn "
+	       "prefills (%d evaluated)",
+	       st.n_prompt_eval);
 	session_close(s);
 
 	/* the same with the KV state saved on close */
@@ -398,8 +404,8 @@ static void test_resume(void)
 	session_kv_tokens(s, &kvn);
 	send(s, questions[2], &k, &st);
 	tap_ok(loaded && (size_t)st.n_reused == kvn,
-	       "KV state restored in %.1f ms: %zu ids reused, %d evaluated",
-	       ms, kvn, st.n_prompt_eval);
+	       "KV state restored in %.1f ms: %zu ids reused, %d evaluated", ms,
+	       kvn, st.n_prompt_eval);
 	tap_ok(strcmp(k.buf, straight) == 0,
 	       "greedy reply after a KV-state resume = without restart");
 	session_close(s);

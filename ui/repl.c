@@ -14,14 +14,14 @@
 
 /* The state of one REPL run. */
 struct repl {
-	struct session *s;	    /* the chat (borrowed) */
-	const struct repl_opts *o;  /* options (borrowed) */
-	EditLine *el;		    /* libedit, NULL when not interactive */
-	History *hist;		    /* its history, or NULL */
-	const char *prompt;	    /* what repl_prompt shows */
-	struct session_stats last;  /* stats of the last reply */
-	bool have_last;		    /* last is set */
-	bool at_line_start;	    /* the reply output ended with '\n' */
+	struct session *s;         /* the chat (borrowed) */
+	const struct repl_opts *o; /* options (borrowed) */
+	EditLine *el;              /* libedit, NULL when not interactive */
+	History *hist;             /* its history, or NULL */
+	const char *prompt;        /* what repl_prompt shows */
+	struct session_stats last; /* stats of the last reply */
+	bool have_last;            /* last is set */
+	bool at_line_start;        /* the reply output ended with '\n' */
 };
 
 /* libedit's prompt callback: the prompt of the current read. */
@@ -33,9 +33,9 @@ static char *repl_prompt(EditLine *el)
 }
 
 /* Read one line without its newline (malloc'd), or NULL at end of input.
-   *INTR is set when Ctrl-C cancelled the read. PUSH pre-fills the line. */
+ *INTR is set when Ctrl-C cancelled the read. PUSH pre-fills the line. */
 static char *repl_line(struct repl *r, const char *prompt, const char *push,
-		       bool *intr)
+                       bool *intr)
 {
 	*intr = false;
 	if (r->el) {
@@ -183,17 +183,16 @@ static void repl_print_stats(const struct session_stats *st)
 	double gen_s = st->decode_ms / 1e3, pre_s = st->prefill_ms / 1e3;
 
 	fprintf(stderr,
-		"[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new), "
-		"%.1f tok/s; context %d/%d]\n",
-		st->n_gen, gen_s > 0 ? st->n_gen / gen_s : 0.0, st->n_prompt,
-		st->n_prompt_eval,
-		pre_s > 0 ? st->n_prompt_eval / pre_s : 0.0, st->n_ctx_used,
-		st->n_ctx);
+	        "[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new), "
+	        "%.1f tok/s; context %d/%d]\n",
+	        st->n_gen, gen_s > 0 ? st->n_gen / gen_s : 0.0, st->n_prompt,
+	        st->n_prompt_eval, pre_s > 0 ? st->n_prompt_eval / pre_s : 0.0,
+	        st->n_ctx_used, st->n_ctx);
 }
 
 /* After a reply: end the line, say how it ended, stats if verbose. */
 static void repl_after(struct repl *r, int rc, const struct session_stats *st,
-		       const char *err)
+                       const char *err)
 {
 	if (!r->at_line_start)
 		fputs("\n", stdout);
@@ -275,7 +274,7 @@ static void repl_set(struct repl *r, char *args)
 	    strcmp(key, "threads") == 0 || strcmp(key, "template") == 0 ||
 	    strcmp(key, "db") == 0) {
 		fprintf(stderr, "parley: %s cannot change in a running chat\n",
-			key);
+		        key);
 		return;
 	}
 	struct config copy = *c;
@@ -339,7 +338,7 @@ static int repl_command(struct repl *r, char *line)
 		}
 		r->at_line_start = true;
 		rc = session_edit_last(r->s, text, strlen(text), &cb, &st, err,
-				       sizeof(err));
+		                       sizeof(err));
 		free(text);
 		repl_after(r, rc, &st, err);
 	} else if (!strcmp(cmd, "clear")) {
@@ -352,11 +351,11 @@ static int repl_command(struct repl *r, char *line)
 
 		if (*args == '\0') {
 			printf("%s\n", n && m[0].role == STORE_ROLE_SYSTEM
-					   ? m[0].content
-					   : "(no system prompt)");
+			                   ? m[0].content
+			                   : "(no system prompt)");
 		} else if (session_set_system(r->s,
-					      strcmp(args, "-") ? args : NULL,
-					      err, sizeof(err))) {
+		                              strcmp(args, "-") ? args : NULL,
+		                              err, sizeof(err))) {
 			fprintf(stderr, "parley: %s\n", err);
 		}
 	} else if (!strcmp(cmd, "set")) {
@@ -375,7 +374,7 @@ static int repl_command(struct repl *r, char *line)
 			fputs("[no reply yet]\n", stderr);
 	} else {
 		fprintf(stderr, "parley: unknown command /%s (try /help)\n",
-			cmd);
+		        cmd);
 	}
 	return 0;
 }
@@ -454,8 +453,8 @@ int repl_run(struct session *s, const struct repl_opts *o)
 		}
 		r.at_line_start = true;
 		rc = session_send(s, text[0] == '/' ? text + 1 : text,
-				  strlen(text[0] == '/' ? text + 1 : text), &cb,
-				  &st, err, sizeof(err));
+		                  strlen(text[0] == '/' ? text + 1 : text), &cb,
+		                  &st, err, sizeof(err));
 		free(text);
 		repl_after(&r, rc, &st, err);
 	}

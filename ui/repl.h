@@ -30,12 +30,12 @@ struct session;
 struct config;
 
 struct repl_opts {
-	bool interactive;	       /* libedit on a terminal, prompts */
-	bool verbose;		       /* stats after each reply */
-	const char *history_path;      /* NULL: no history file */
-	volatile sig_atomic_t *intr;   /* the SIGINT flag (also the
-					  session's), or NULL */
-	struct config *cfg;	       /* options /set changes (borrowed) */
+	bool interactive;            /* libedit on a terminal, prompts */
+	bool verbose;                /* stats after each reply */
+	const char *history_path;    /* NULL: no history file */
+	volatile sig_atomic_t *intr; /* the SIGINT flag (also the
+	                                session's), or NULL */
+	struct config *cfg;          /* options /set changes (borrowed) */
 };
 
 /*
