@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 static struct tok *toks[5]; /* loaded vocabularies */
-static int nfcs[5];	    /* 1 for qwen2 */
+static int nfcs[5];         /* 1 for qwen2 */
 static size_t n_toks;
 
 static void load(const char *path, int nfc)
@@ -39,7 +39,7 @@ static void load(const char *path, int nfc)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	static const char *const names[] = {"gpt-2", "llama-bpe", "qwen2",
-					    "llama-spm"};
+	                                    "llama-spm"};
 	const char *shared = getenv("PARLEY_SHARED");
 	const char *home = getenv("HOME");
 	char path[4096];
@@ -49,13 +49,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	for (i = 0; i < 4; i++) {
 		snprintf(path, sizeof(path),
-			 "%s/testdata/vocab/ggml-vocab-%s.gguf",
-			 shared ? shared : "../shared", names[i]);
+		         "%s/testdata/vocab/ggml-vocab-%s.gguf",
+		         shared ? shared : "../shared", names[i]);
 		load(path, i == 2);
 	}
 	snprintf(path, sizeof(path),
-		 "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-		 home ? home : ".");
+	         "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+	         home ? home : ".");
 	load(path, 0);
 	if (n_toks == 0)
 		abort(); /* nothing to fuzz: say so loudly */
@@ -70,8 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0)
 		return 0;
 	k = data[0] % n_toks;
-	fail = tok_fuzz_check(toks[k], nfcs[k], (const char *)data + 1,
-			      size - 1);
+	fail =
+	    tok_fuzz_check(toks[k], nfcs[k], (const char *)data + 1, size - 1);
 	if (fail) {
 		fprintf(stderr, "fuzz_tok: vocabulary %zu: %s\n", k, fail);
 		abort();

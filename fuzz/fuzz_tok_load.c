@@ -18,12 +18,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const texts[] = {
-	    "hello world", "  <|im_end|>\n\n<tool>x", "ab a\xc3\xa9 \xe2\x96\x81",
-	    "123 4567 'll", "\xf0\x9f\x99\x82\xff\xfe", "",
+	    "hello world",
+	    "  <|im_end|>\n\n<tool>x",
+	    "ab a\xc3\xa9 \xe2\x96\x81",
+	    "123 4567 'll",
+	    "\xf0\x9f\x99\x82\xff\xfe",
+	    "",
 	};
 	char err[512];
-	struct gguf_file *f = gguf_open_memory(data, size, "fuzz", err,
-					       sizeof(err));
+	struct gguf_file *f =
+	    gguf_open_memory(data, size, "fuzz", err, sizeof(err));
 	struct tok *t;
 	size_t i;
 
@@ -34,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (t == NULL)
 		return 0;
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
-		const char *fail = tok_fuzz_check(t, 0, texts[i],
-						  strlen(texts[i]));
+		const char *fail =
+		    tok_fuzz_check(t, 0, texts[i], strlen(texts[i]));
 
 		/* a hostile vocabulary may lack bytes or decode oddly, but
 		   must never break the first two properties */

@@ -42,11 +42,15 @@ fi
 if [ "$name" = tok_load ]; then
 	cp tests/data/tok/tiny-*.gguf "$corpus/"
 fi
-[ -d "fuzz/dict" ] && [ -f "fuzz/dict/$name.dict" ] && dict="-dict=fuzz/dict/$name.dict" || dict=
+[ -f "fuzz/dict/$name.dict" ] && dict="-dict=../fuzz/dict/$name.dict" || dict=
 mkdir -p build-fuzz/artifacts
 status=0
-"build-fuzz/fuzz/fuzz_$name" $dict -max_total_time="$secs" -jobs="$jobs" -workers="$jobs" \
-	-artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 "$corpus" || status=$?
+# One job runs in the foreground; several write build-fuzz/fuzz-N.log each.
+par=
+[ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
+# shellcheck disable=SC2086
+(cd build-fuzz && "./fuzz/fuzz_$name" $dict $par -max_total_time="$secs" \
+	-artifact_prefix=artifacts/ -print_final_stats=1 "../$corpus") || status=$?
 for c in build-fuzz/artifacts/crash-* build-fuzz/artifacts/leak-* build-fuzz/artifacts/timeout-* build-fuzz/artifacts/oom-*; do
 	[ -f "$c" ] && cp "$c" "tests/data/$name/crashers/" && echo "kept $c as a regression file"
 done

@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 			return 1;
 		if (k % 8 == 0) {
 			snprintf(path, sizeof(path), "%s/corpus-%04zu", argv[2],
-				 k);
+			         k);
 			if ((o = fopen(path, "wb")) == NULL)
 				return 1;
 			fwrite(&sel, 1, 1, o);

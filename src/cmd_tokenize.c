@@ -77,15 +77,17 @@ static int tokenize_read_stdin(struct sbuf *out)
 
 	while ((n = fread(buf, 1, sizeof(buf), stdin)) > 0) {
 		if (out->len + n > TOKENIZE_MAX_STDIN) {
-			fprintf(stderr, "parley tokenize: standard input is "
-				"longer than %u bytes\n", TOKENIZE_MAX_STDIN);
+			fprintf(stderr,
+			        "parley tokenize: standard input is "
+			        "longer than %u bytes\n",
+			        TOKENIZE_MAX_STDIN);
 			return -1;
 		}
 		sbuf_add(out, buf, n);
 	}
 	if (ferror(stdin) || out->failed) {
 		fprintf(stderr, "parley tokenize: cannot read standard "
-			"input\n");
+		                "input\n");
 		return -1;
 	}
 	return 0;
@@ -101,8 +103,8 @@ static void tokenize_quote(struct sbuf *sb, const char *p, size_t n)
 	while (i < n) {
 		unsigned char c = (unsigned char)p[i];
 		size_t len = c >= 0xc2 && c <= 0xf4
-				 ? tokenize_utf8_len(p + i, n - i)
-				 : 0;
+		                 ? tokenize_utf8_len(p + i, n - i)
+		                 : 0;
 
 		if (len > 0) {
 			sbuf_add(sb, p + i, len);
@@ -133,13 +135,13 @@ static void tokenize_quote(struct sbuf *sb, const char *p, size_t n)
 
 /* Format the ids as asked into SB. */
 static void tokenize_print(struct sbuf *sb, const struct tok *t,
-			   const struct tok_ids *ids, int mode)
+                           const struct tok_ids *ids, int mode)
 {
 	size_t i, len;
 
 	for (i = 0; i < ids->n; i++) {
-		const char *p = tok_piece(t, ids->v[i], TOK_DECODE_SPECIAL,
-					  &len);
+		const char *p =
+		    tok_piece(t, ids->v[i], TOK_DECODE_SPECIAL, &len);
 
 		if (mode == 'i') {
 			sbuf_printf(sb, "%s%d", i ? " " : "", ids->v[i]);
@@ -187,7 +189,8 @@ int cmd_tokenize(int argc, char **argv)
 		case 'p':
 			if (mode && mode != c) {
 				fputs("parley tokenize: --ids and --pieces "
-				      "exclude each other\n", stderr);
+				      "exclude each other\n",
+				      stderr);
 				return 2;
 			}
 			mode = c;
@@ -208,8 +211,8 @@ int cmd_tokenize(int argc, char **argv)
 	}
 	if (model == NULL || argc - optind > 1) {
 		fputs(model ? "parley tokenize: give the text as one argument "
-			      "(quote it) or on standard input\n"
-			    : "parley tokenize: -m FILE is required\n",
+		              "(quote it) or on standard input\n"
+		            : "parley tokenize: -m FILE is required\n",
 		      stderr);
 		tokenize_usage(stderr);
 		return 2;
@@ -224,7 +227,7 @@ int cmd_tokenize(int argc, char **argv)
 		goto done;
 	}
 	if (tok_encode(t, text.buf ? text.buf : "", text.len, flags, &ids, err,
-		       sizeof(err))) {
+	               sizeof(err))) {
 		fprintf(stderr, "parley tokenize: %s\n", err);
 		goto done;
 	}

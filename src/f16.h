@@ -42,11 +42,12 @@ static inline float f16_to_f32(uint16_t h)
 	const uint32_t sign = w & 0x80000000u;
 	const uint32_t two_w = w + w;
 	/* normal: move exponent and mantissa in place, rebias by 2^-112 */
-	const float norm = f16_bits_f32((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+	const float norm =
+	    f16_bits_f32((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
 	/* subnormal: mantissa * 2^-24, built as (0.5 + m*2^-24) - 0.5 */
 	const float denorm = f16_bits_f32((two_w >> 17) | (126u << 23)) - 0.5f;
-	const uint32_t bits = two_w < (1u << 27) ? f16_f32_bits(denorm)
-						 : f16_f32_bits(norm);
+	const uint32_t bits =
+	    two_w < (1u << 27) ? f16_f32_bits(denorm) : f16_f32_bits(norm);
 
 	return f16_bits_f32(sign | bits);
 }
@@ -69,7 +70,7 @@ static inline uint16_t f32_to_f16(float f)
 		return (uint16_t)(sign | 0x7E00u | ((aw >> 13) & 0x3FFu));
 	if (aw >= 0x477FF000u) /* rounds to >= 65520: infinity */
 		return (uint16_t)(sign | 0x7C00u);
-	if (aw < 0x38800000u) { /* below 2^-14: subnormal half or zero */
+	if (aw < 0x38800000u) {       /* below 2^-14: subnormal half or zero */
 		if (aw < 0x33000000u) /* below 2^-25: rounds to zero */
 			return (uint16_t)sign;
 		e = aw >> 23;

@@ -32,43 +32,43 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#define QK 32	 /* elements per block of the 32-element formats */
+#define QK   32  /* elements per block of the 32-element formats */
 #define QK_K 256 /* elements per K-quant super-block */
 
 /* ---- ggml's blocks (little-endian, 2-byte aligned) ---------------------- */
 
 struct blk_q4_0 {
-	uint16_t d;	     /* scale, half */
+	uint16_t d;         /* scale, half */
 	uint8_t qs[QK / 2]; /* nibbles: low = elements 0..15, high = 16..31 */
 };
 struct blk_q4_1 {
-	uint16_t d, m;	     /* scale and minimum, half */
+	uint16_t d, m;      /* scale and minimum, half */
 	uint8_t qs[QK / 2]; /* nibbles as Q4_0 */
 };
 struct blk_q5_0 {
-	uint16_t d;	     /* scale, half */
-	uint8_t qh[4];	     /* fifth bits, bit j = element j (LE uint32) */
+	uint16_t d;         /* scale, half */
+	uint8_t qh[4];      /* fifth bits, bit j = element j (LE uint32) */
 	uint8_t qs[QK / 2]; /* low four bits as Q4_0 */
 };
 struct blk_q5_1 {
-	uint16_t d, m;	     /* scale and minimum, half */
-	uint8_t qh[4];	     /* fifth bits as Q5_0 */
+	uint16_t d, m;      /* scale and minimum, half */
+	uint8_t qh[4];      /* fifth bits as Q5_0 */
 	uint8_t qs[QK / 2]; /* low four bits as Q4_0 */
 };
 struct blk_q8_0 {
-	uint16_t d;	/* scale, half */
+	uint16_t d;    /* scale, half */
 	int8_t qs[QK]; /* quants */
 };
 struct blk_q2_K {
 	uint8_t scales[QK_K / 16]; /* per 16: low nibble scale, high min */
-	uint8_t qs[QK_K / 4];	   /* 2-bit quants */
-	uint16_t d, dmin;	   /* super-block scales, half */
+	uint8_t qs[QK_K / 4];      /* 2-bit quants */
+	uint16_t d, dmin;          /* super-block scales, half */
 };
 struct blk_q3_K {
 	uint8_t hmask[QK_K / 8]; /* high bits (set: no -4 offset) */
-	uint8_t qs[QK_K / 4];	 /* low 2 bits */
-	uint8_t scales[12];	 /* 16 6-bit scales, packed */
-	uint16_t d;		 /* super-block scale, half */
+	uint8_t qs[QK_K / 4];    /* low 2 bits */
+	uint8_t scales[12];      /* 16 6-bit scales, packed */
+	uint16_t d;              /* super-block scale, half */
 };
 struct blk_q4_K {
 	uint16_t d, dmin;     /* super-block scales, half */
@@ -82,10 +82,10 @@ struct blk_q5_K {
 	uint8_t qs[QK_K / 2]; /* low 4 bits */
 };
 struct blk_q6_K {
-	uint8_t ql[QK_K / 2];	  /* low 4 bits */
-	uint8_t qh[QK_K / 4];	  /* high 2 bits */
+	uint8_t ql[QK_K / 2];     /* low 4 bits */
+	uint8_t qh[QK_K / 4];     /* high 2 bits */
 	int8_t scales[QK_K / 16]; /* 8-bit scales per 16 */
-	uint16_t d;		  /* super-block scale, half */
+	uint16_t d;               /* super-block scale, half */
 };
 
 _Static_assert(sizeof(struct blk_q4_0) == 18, "Q4_0 block");
@@ -110,8 +110,8 @@ _Static_assert(sizeof(struct blk_q6_K) == 210, "Q6_K block");
  * (40 bytes a block; d, ds and qs start 4-, 4- and 8-byte aligned.)
  */
 struct vec_q8 {
-	float *d;	   /* nb scales */
-	float *ds;	   /* nb scale * quant sums */
+	float *d;         /* nb scales */
+	float *ds;        /* nb scale * quant sums */
 	int8_t (*qs)[QK]; /* nb blocks of quants */
 };
 
@@ -126,8 +126,8 @@ static inline struct vec_q8 vec_q8_view(const void *vec, int64_t nb)
 
 /* x quantized per 256 (for the K-quants), llama.cpp's Q8_K. */
 struct vblk_q8k {
-	float d;		  /* scale: x ~ d * qs */
-	int8_t qs[QK_K];	  /* quants, |q| <= 127 */
+	float d;                  /* scale: x ~ d * qs */
+	int8_t qs[QK_K];          /* quants, |q| <= 127 */
 	int16_t bsums[QK_K / 16]; /* sum of each 16 quants */
 };
 
@@ -253,7 +253,10 @@ static void deq_q2_K(const struct blk_q2_K *x, float *y, int64_t nb)
 					const float ml = min * (sc >> 4);
 
 					for (int l = 0; l < 16; l++)
-						*y++ = dl * ((q[l + 16 * k] >> shift) & 3) - ml;
+						*y++ = dl * ((q[l + 16 * k] >>
+						              shift) &
+						             3) -
+						       ml;
 				}
 			}
 		}
@@ -287,9 +290,11 @@ static void deq_q3_K(const struct blk_q3_K *x, float *y, int64_t nb)
 				for (int k = 0; k < 2; k++) {
 					const float dl = d_all * sc[is++];
 
-					for (int l = 16 * k; l < 16 * k + 16; l++)
-						*y++ = dl * (((q[l] >> shift) & 3) -
-							     ((hm[l] & m) ? 0 : 4));
+					for (int l = 16 * k; l < 16 * k + 16;
+					     l++)
+						*y++ = dl *
+						       (((q[l] >> shift) & 3) -
+						        ((hm[l] & m) ? 0 : 4));
 				}
 			}
 		}
@@ -362,9 +367,13 @@ static void deq_q5_K(const struct blk_q5_K *x, float *y, int64_t nb)
 			q4k_scale_min(j + 1, x[i].scales, &sc, &m);
 			const float d2 = d * sc, m2 = min * m;
 			for (int l = 0; l < 32; l++)
-				*y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+				*y++ = d1 * ((ql[l] & 0xF) +
+				             (qh[l] & u1 ? 16 : 0)) -
+				       m1;
 			for (int l = 0; l < 32; l++)
-				*y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+				*y++ = d2 * ((ql[l] >> 4) +
+				             (qh[l] & u2 ? 16 : 0)) -
+				       m2;
 		}
 	}
 }
@@ -380,10 +389,17 @@ static void deq_q6_K(const struct blk_q6_K *x, float *y, int64_t nb)
 		for (int n = 0; n < QK_K; n += 128) {
 			for (int l = 0; l < 32; l++) {
 				const int is = l / 16;
-				const int q1 = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
-				const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-				const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-				const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+				const int q1 =
+				    ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
+				const int q2 = ((ql[l + 32] & 0xF) |
+				                (((qh[l] >> 2) & 3) << 4)) -
+				               32;
+				const int q3 =
+				    ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) -
+				    32;
+				const int q4 = ((ql[l + 32] >> 4) |
+				                (((qh[l] >> 6) & 3) << 4)) -
+				               32;
 
 				y[l] = d * sc[is] * q1;
 				y[l + 32] = d * sc[is + 2] * q2;
@@ -407,7 +423,8 @@ static void unpack_q2_K(const struct blk_q2_K *b, int8_t q[QK_K])
 		for (int j = 0; j < 4; j++)
 			for (int l = 0; l < 32; l++)
 				q[128 * h + 32 * j + l] =
-				    (int8_t)((b->qs[32 * h + l] >> (2 * j)) & 3);
+				    (int8_t)((b->qs[32 * h + l] >> (2 * j)) &
+				             3);
 }
 
 /* Quants of a Q3_K block in element order (-4..3). */
@@ -418,9 +435,10 @@ static void unpack_q3_K(const struct blk_q3_K *b, int8_t q[QK_K])
 			const uint8_t m = (uint8_t)(1u << (4 * h + j));
 
 			for (int l = 0; l < 32; l++)
-				q[128 * h + 32 * j + l] = (int8_t)(
-				    ((b->qs[32 * h + l] >> (2 * j)) & 3) -
-				    ((b->hmask[l] & m) ? 0 : 4));
+				q[128 * h + 32 * j + l] =
+				    (int8_t)(((b->qs[32 * h + l] >> (2 * j)) &
+				              3) -
+				             ((b->hmask[l] & m) ? 0 : 4));
 		}
 }
 
@@ -441,9 +459,11 @@ static void unpack_q5_K(const struct blk_q5_K *b, int8_t q[QK_K])
 		for (int l = 0; l < 32; l++) {
 			const uint8_t v = b->qs[32 * j + l], h = b->qh[l];
 
-			q[64 * j + l] = (int8_t)((v & 0xF) | (((h >> (2 * j)) & 1) << 4));
+			q[64 * j + l] =
+			    (int8_t)((v & 0xF) | (((h >> (2 * j)) & 1) << 4));
 			q[64 * j + 32 + l] =
-			    (int8_t)((v >> 4) | (((h >> (2 * j + 1)) & 1) << 4));
+			    (int8_t)((v >> 4) |
+			             (((h >> (2 * j + 1)) & 1) << 4));
 		}
 }
 
@@ -455,17 +475,24 @@ static void unpack_q6_K(const struct blk_q6_K *b, int8_t q[QK_K])
 		int8_t *o = q + 128 * h;
 
 		for (int l = 0; l < 32; l++) {
-			o[l] = (int8_t)(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
-			o[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-			o[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-			o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+			o[l] =
+			    (int8_t)(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
+			o[l + 32] = (int8_t)(((ql[l + 32] & 0xF) |
+			                      (((qh[l] >> 2) & 3) << 4)) -
+			                     32);
+			o[l + 64] = (int8_t)(((ql[l] >> 4) |
+			                      (((qh[l] >> 4) & 3) << 4)) -
+			                     32);
+			o[l + 96] = (int8_t)(((ql[l + 32] >> 4) |
+			                      (((qh[l] >> 6) & 3) << 4)) -
+			                     32);
 		}
 	}
 }
 
 /* Sum over sub-blocks of size SUB: scale[j] * (q . x over sub-block j). */
 static int32_t isum_scaled(const int8_t *q, const int8_t *x, const int *scale,
-			   int sub)
+                           int sub)
 {
 	int32_t total = 0;
 
@@ -553,7 +580,8 @@ static int32_t isum_q4_0_c(const struct blk_q4_0 *w, const int8_t *x)
 	int32_t s = 0;
 
 	for (int j = 0; j < QK / 2; j++)
-		s += ((w->qs[j] & 0xF) - 8) * x[j] + ((w->qs[j] >> 4) - 8) * x[j + QK / 2];
+		s += ((w->qs[j] & 0xF) - 8) * x[j] +
+		     ((w->qs[j] >> 4) - 8) * x[j + QK / 2];
 	return s;
 }
 
@@ -573,7 +601,8 @@ static int32_t isum_q5_0_c(const struct blk_q5_0 *w, const int8_t *x)
 
 	for (int j = 0; j < QK / 2; j++) {
 		const int x0 = ((w->qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
-		const int x1 = ((w->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+		const int x1 =
+		    ((w->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
 
 		s += x0 * x[j] + x1 * x[j + QK / 2];
 	}
@@ -619,7 +648,7 @@ static int32_t imin_bsums(const struct vblk_q8k *v, const int *mins, int sub)
 }
 
 static void isum_q2_K_c(const struct blk_q2_K *w, const struct vblk_q8k *v,
-			int64_t nb, int32_t *isum, int32_t *imin)
+                        int64_t nb, int32_t *isum, int32_t *imin)
 {
 	for (int64_t i = 0; i < nb; i++) {
 		int8_t q[QK_K];
@@ -636,7 +665,7 @@ static void isum_q2_K_c(const struct blk_q2_K *w, const struct vblk_q8k *v,
 }
 
 static void isum_q3_K_c(const struct blk_q3_K *w, const struct vblk_q8k *v,
-			int64_t nb, int32_t *isum)
+                        int64_t nb, int32_t *isum)
 {
 	for (int64_t i = 0; i < nb; i++) {
 		int8_t q[QK_K], s8[16];
@@ -651,7 +680,7 @@ static void isum_q3_K_c(const struct blk_q3_K *w, const struct vblk_q8k *v,
 }
 
 static void isum_q4_K_c(const struct blk_q4_K *w, const struct vblk_q8k *v,
-			int64_t nb, int32_t *isum, int32_t *imin)
+                        int64_t nb, int32_t *isum, int32_t *imin)
 {
 	for (int64_t i = 0; i < nb; i++) {
 		int8_t q[QK_K];
@@ -671,7 +700,7 @@ static void isum_q4_K_c(const struct blk_q4_K *w, const struct vblk_q8k *v,
 }
 
 static void isum_q5_K_c(const struct blk_q5_K *w, const struct vblk_q8k *v,
-			int64_t nb, int32_t *isum, int32_t *imin)
+                        int64_t nb, int32_t *isum, int32_t *imin)
 {
 	for (int64_t i = 0; i < nb; i++) {
 		int8_t q[QK_K];
@@ -691,7 +720,7 @@ static void isum_q5_K_c(const struct blk_q5_K *w, const struct vblk_q8k *v,
 }
 
 static void isum_q6_K_c(const struct blk_q6_K *w, const struct vblk_q8k *v,
-			int64_t nb, int32_t *isum)
+                        int64_t nb, int32_t *isum)
 {
 	for (int64_t i = 0; i < nb; i++) {
 		int8_t q[QK_K];
@@ -712,22 +741,22 @@ static void isum_q6_K_c(const struct blk_q6_K *w, const struct vblk_q8k *v,
  */
 #define FLANES 16
 
-#define DEFINE_DOT_FLOAT(NAME, WT, CONV)                                      \
-	static inline __attribute__((always_inline)) float NAME##_body(       \
-	    const WT *w, const float *x, int64_t n)                           \
-	{                                                                     \
-		float acc[FLANES] = {0};                                      \
-		int64_t i = 0;                                                \
-                                                                              \
-		for (; i + FLANES <= n; i += FLANES)                          \
-			for (int k = 0; k < FLANES; k++)                      \
-				acc[k] += CONV(w[i + k]) * x[i + k];          \
-		for (int k = 0; i < n; i++, k++)                              \
-			acc[k] += CONV(w[i]) * x[i];                          \
-		for (int k = FLANES / 2; k > 0; k /= 2)                       \
-			for (int j = 0; j < k; j++)                           \
-				acc[j] += acc[j + k];                         \
-		return acc[0];                                                \
+#define DEFINE_DOT_FLOAT(NAME, WT, CONV)                                       \
+	static inline __attribute__((always_inline)) float NAME##_body(        \
+	    const WT *w, const float *x, int64_t n)                            \
+	{                                                                      \
+		float acc[FLANES] = {0};                                       \
+		int64_t i = 0;                                                 \
+                                                                               \
+		for (; i + FLANES <= n; i += FLANES)                           \
+			for (int k = 0; k < FLANES; k++)                       \
+				acc[k] += CONV(w[i + k]) * x[i + k];           \
+		for (int k = 0; i < n; i++, k++)                               \
+			acc[k] += CONV(w[i]) * x[i];                           \
+		for (int k = FLANES / 2; k > 0; k /= 2)                        \
+			for (int j = 0; j < k; j++)                            \
+				acc[j] += acc[j + k];                          \
+		return acc[0];                                                 \
 	}
 
 #define CONV_F32(v) (v)
@@ -771,22 +800,22 @@ static inline float acc8_sum(const float acc[8])
 	       ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-#define DEFINE_DOT32_C(NAME, BLK, ISUM, HAS_MIN)                              \
-	static float NAME(const void *row, const void *vec, int64_t n)        \
-	{                                                                     \
-		const BLK *w = row;                                           \
-		const struct vec_q8 v = vec_q8_view(vec, n / QK);             \
-		float acc[8] = {0};                                           \
-                                                                              \
-		for (int64_t i = 0; i < n / QK; i++) {                        \
-			const int32_t is = ISUM(&w[i], v.qs[i]);              \
-			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;  \
-                                                                              \
-			if (HAS_MIN)                                          \
-				t = t + blk_half(&w[i], 2) * v.ds[i];         \
-			acc[i % 8] += t;                                      \
-		}                                                             \
-		return acc8_sum(acc);                                         \
+#define DEFINE_DOT32_C(NAME, BLK, ISUM, HAS_MIN)                               \
+	static float NAME(const void *row, const void *vec, int64_t n)         \
+	{                                                                      \
+		const BLK *w = row;                                            \
+		const struct vec_q8 v = vec_q8_view(vec, n / QK);              \
+		float acc[8] = {0};                                            \
+                                                                               \
+		for (int64_t i = 0; i < n / QK; i++) {                         \
+			const int32_t is = ISUM(&w[i], v.qs[i]);               \
+			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;   \
+                                                                               \
+			if (HAS_MIN)                                           \
+				t = t + blk_half(&w[i], 2) * v.ds[i];          \
+			acc[i % 8] += t;                                       \
+		}                                                              \
+		return acc8_sum(acc);                                          \
 	}
 
 DEFINE_DOT32_C(dot_q4_0_c, struct blk_q4_0, isum_q4_0_c, 0)
@@ -797,7 +826,7 @@ DEFINE_DOT32_C(dot_q8_0_c, struct blk_q8_0, isum_q8_0_c, 0)
 
 /* Integer sums of NB K-quant blocks: isum and, with minimums, imin. */
 typedef void (*isumk_fn)(const void *w, const struct vblk_q8k *v, int64_t nb,
-			 int32_t *isum, int32_t *imin);
+                         int32_t *isum, int32_t *imin);
 
 #define CHUNK 64 /* K-quant blocks whose integer sums are computed at once */
 
@@ -807,63 +836,63 @@ typedef void (*isumk_fn)(const void *w, const struct vblk_q8k *v, int64_t nb,
  * offsets of the halves d and dmin in a block of BS bytes (DMIN_OFF < 0:
  * none); KERN gives the integer sums; HALF converts a float16 exactly.
  */
-#define DOTK_BODY(HALF)                                                       \
-	int32_t isum[CHUNK], imin[CHUNK];                                     \
-	float sumf = 0.0f;                                                    \
-                                                                              \
-	for (int64_t i0 = 0; i0 < nb; i0 += CHUNK) {                          \
-		const int64_t nc = nb - i0 < CHUNK ? nb - i0 : CHUNK;         \
-                                                                              \
-		kern(row + i0 * bs, v + i0, nc, isum, imin);                  \
-		for (int64_t i = 0; i < nc; i++) {                            \
-			const uint8_t *b = row + (i0 + i) * bs;               \
-			uint16_t h;                                           \
-                                                                              \
-			memcpy(&h, b + d_off, 2);                             \
-			const float d = HALF(h) * v[i0 + i].d;                \
-			float t = d * (float)isum[i];                         \
-                                                                              \
-			if (dmin_off >= 0) {                                  \
-				memcpy(&h, b + dmin_off, 2);                  \
-				const float m = HALF(h) * v[i0 + i].d;        \
-                                                                              \
-				t = t - m * (float)imin[i];                   \
-			}                                                     \
-			sumf += t;                                            \
-		}                                                             \
-	}                                                                     \
+#define DOTK_BODY(HALF)                                                        \
+	int32_t isum[CHUNK], imin[CHUNK];                                      \
+	float sumf = 0.0f;                                                     \
+                                                                               \
+	for (int64_t i0 = 0; i0 < nb; i0 += CHUNK) {                           \
+		const int64_t nc = nb - i0 < CHUNK ? nb - i0 : CHUNK;          \
+                                                                               \
+		kern(row + i0 * bs, v + i0, nc, isum, imin);                   \
+		for (int64_t i = 0; i < nc; i++) {                             \
+			const uint8_t *b = row + (i0 + i) * bs;                \
+			uint16_t h;                                            \
+                                                                               \
+			memcpy(&h, b + d_off, 2);                              \
+			const float d = HALF(h) * v[i0 + i].d;                 \
+			float t = d * (float)isum[i];                          \
+                                                                               \
+			if (dmin_off >= 0) {                                   \
+				memcpy(&h, b + dmin_off, 2);                   \
+				const float m = HALF(h) * v[i0 + i].d;         \
+                                                                               \
+				t = t - m * (float)imin[i];                    \
+			}                                                      \
+			sumf += t;                                             \
+		}                                                              \
+	}                                                                      \
 	return sumf
 
 static float dot_k_c(isumk_fn kern, int bs, int d_off, int dmin_off,
-		     const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
+                     const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
 {
 	DOTK_BODY(f16_to_f32);
 }
 
 /* dot_fn NAME for K-quant BLK, integer kernel KERN: with minimums (2)
  * or without (1). */
-#define DEFINE_DOTK2(NAME, BLK, KERN, DOTK)                                         \
-	static void NAME##_k(const void *w, const struct vblk_q8k *v,         \
-			     int64_t nb, int32_t *isum, int32_t *imin)        \
-	{                                                                     \
-		KERN((const BLK *)w, v, nb, isum, imin);                      \
-	}                                                                     \
-	static float NAME(const void *row, const void *vec, int64_t n)        \
-	{                                                                     \
-		return DOTK(NAME##_k, sizeof(BLK), offsetof(BLK, d),          \
-			    offsetof(BLK, dmin), row, vec, n / QK_K);         \
+#define DEFINE_DOTK2(NAME, BLK, KERN, DOTK)                                    \
+	static void NAME##_k(const void *w, const struct vblk_q8k *v,          \
+	                     int64_t nb, int32_t *isum, int32_t *imin)         \
+	{                                                                      \
+		KERN((const BLK *)w, v, nb, isum, imin);                       \
+	}                                                                      \
+	static float NAME(const void *row, const void *vec, int64_t n)         \
+	{                                                                      \
+		return DOTK(NAME##_k, sizeof(BLK), offsetof(BLK, d),           \
+		            offsetof(BLK, dmin), row, vec, n / QK_K);          \
 	}
-#define DEFINE_DOTK1(NAME, BLK, KERN, DOTK)                                         \
-	static void NAME##_k(const void *w, const struct vblk_q8k *v,         \
-			     int64_t nb, int32_t *isum, int32_t *imin)        \
-	{                                                                     \
-		(void)imin;                                                   \
-		KERN((const BLK *)w, v, nb, isum);                            \
-	}                                                                     \
-	static float NAME(const void *row, const void *vec, int64_t n)        \
-	{                                                                     \
-		return DOTK(NAME##_k, sizeof(BLK), offsetof(BLK, d), -1,      \
-			    row, vec, n / QK_K);                              \
+#define DEFINE_DOTK1(NAME, BLK, KERN, DOTK)                                    \
+	static void NAME##_k(const void *w, const struct vblk_q8k *v,          \
+	                     int64_t nb, int32_t *isum, int32_t *imin)         \
+	{                                                                      \
+		(void)imin;                                                    \
+		KERN((const BLK *)w, v, nb, isum);                             \
+	}                                                                      \
+	static float NAME(const void *row, const void *vec, int64_t n)         \
+	{                                                                      \
+		return DOTK(NAME##_k, sizeof(BLK), offsetof(BLK, d), -1, row,  \
+		            vec, n / QK_K);                                    \
 	}
 
 DEFINE_DOTK2(dot_q2_K_c, struct blk_q2_K, isum_q2_K_c, dot_k_c)
@@ -873,10 +902,10 @@ DEFINE_DOTK2(dot_q5_K_c, struct blk_q5_K, isum_q5_K_c, dot_k_c)
 DEFINE_DOTK1(dot_q6_K_c, struct blk_q6_K, isum_q6_K_c, dot_k_c)
 
 /* dot_fn for a float format. */
-#define DEFINE_DOTF(NAME, BODY, WT)                                           \
-	static float NAME(const void *row, const void *vec, int64_t n)        \
-	{                                                                     \
-		return BODY((const WT *)row, vec, n);                         \
+#define DEFINE_DOTF(NAME, BODY, WT)                                            \
+	static float NAME(const void *row, const void *vec, int64_t n)         \
+	{                                                                      \
+		return BODY((const WT *)row, vec, n);                          \
 	}
 
 DEFINE_DOTF(dot_f32_c, dot_f32_body, float)
@@ -884,19 +913,19 @@ DEFINE_DOTF(dot_f16_c, dot_f16_body, uint16_t)
 DEFINE_DOTF(dot_bf16_c, dot_bf16_body, uint16_t)
 
 static const struct kernels kernels_c = {
-	.dot = {[QTYPE_F32] = dot_f32_c,
-		[QTYPE_F16] = dot_f16_c,
-		[QTYPE_BF16] = dot_bf16_c,
-		[QTYPE_Q4_0] = dot_q4_0_c,
-		[QTYPE_Q4_1] = dot_q4_1_c,
-		[QTYPE_Q5_0] = dot_q5_0_c,
-		[QTYPE_Q5_1] = dot_q5_1_c,
-		[QTYPE_Q8_0] = dot_q8_0_c,
-		[QTYPE_Q2_K] = dot_q2_K_c,
-		[QTYPE_Q3_K] = dot_q3_K_c,
-		[QTYPE_Q4_K] = dot_q4_K_c,
-		[QTYPE_Q5_K] = dot_q5_K_c,
-		[QTYPE_Q6_K] = dot_q6_K_c},
+    .dot = {[QTYPE_F32] = dot_f32_c,
+            [QTYPE_F16] = dot_f16_c,
+            [QTYPE_BF16] = dot_bf16_c,
+            [QTYPE_Q4_0] = dot_q4_0_c,
+            [QTYPE_Q4_1] = dot_q4_1_c,
+            [QTYPE_Q5_0] = dot_q5_0_c,
+            [QTYPE_Q5_1] = dot_q5_1_c,
+            [QTYPE_Q8_0] = dot_q8_0_c,
+            [QTYPE_Q2_K] = dot_q2_K_c,
+            [QTYPE_Q3_K] = dot_q3_K_c,
+            [QTYPE_Q4_K] = dot_q4_K_c,
+            [QTYPE_Q5_K] = dot_q5_K_c,
+            [QTYPE_Q6_K] = dot_q6_K_c},
 };
 
 #include "quant_avx2.h"
@@ -924,13 +953,14 @@ bool quant_simd_active(void)
 	return quant_kernels() != &kernels_c;
 }
 
-/* ---- public interface ----------------------------------------------------- */
+/* ---- public interface -----------------------------------------------------
+ */
 
 /* The 13 computable types, in the order messages list them. */
 static const uint32_t quant_supported[] = {
-	QTYPE_F32,  QTYPE_F16,	QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
-	QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
-	QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
+    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
+    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
+    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
 };
 
 /* Kind of activation vector a type's dot wants. */
@@ -980,19 +1010,45 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
 	const int64_t nb = qi && qi->blck_size ? n / qi->blck_size : 0;
 
 	switch (type) {
-	case QTYPE_F32: deq_f32(src, dst, n); break;
-	case QTYPE_F16: deq_f16(src, dst, n); break;
-	case QTYPE_BF16: deq_bf16(src, dst, n); break;
-	case QTYPE_Q4_0: deq_q4_0(src, dst, nb); break;
-	case QTYPE_Q4_1: deq_q4_1(src, dst, nb); break;
-	case QTYPE_Q5_0: deq_q5_0(src, dst, nb); break;
-	case QTYPE_Q5_1: deq_q5_1(src, dst, nb); break;
-	case QTYPE_Q8_0: deq_q8_0(src, dst, nb); break;
-	case QTYPE_Q2_K: deq_q2_K(src, dst, nb); break;
-	case QTYPE_Q3_K: deq_q3_K(src, dst, nb); break;
-	case QTYPE_Q4_K: deq_q4_K(src, dst, nb); break;
-	case QTYPE_Q5_K: deq_q5_K(src, dst, nb); break;
-	case QTYPE_Q6_K: deq_q6_K(src, dst, nb); break;
+	case QTYPE_F32:
+		deq_f32(src, dst, n);
+		break;
+	case QTYPE_F16:
+		deq_f16(src, dst, n);
+		break;
+	case QTYPE_BF16:
+		deq_bf16(src, dst, n);
+		break;
+	case QTYPE_Q4_0:
+		deq_q4_0(src, dst, nb);
+		break;
+	case QTYPE_Q4_1:
+		deq_q4_1(src, dst, nb);
+		break;
+	case QTYPE_Q5_0:
+		deq_q5_0(src, dst, nb);
+		break;
+	case QTYPE_Q5_1:
+		deq_q5_1(src, dst, nb);
+		break;
+	case QTYPE_Q8_0:
+		deq_q8_0(src, dst, nb);
+		break;
+	case QTYPE_Q2_K:
+		deq_q2_K(src, dst, nb);
+		break;
+	case QTYPE_Q3_K:
+		deq_q3_K(src, dst, nb);
+		break;
+	case QTYPE_Q4_K:
+		deq_q4_K(src, dst, nb);
+		break;
+	case QTYPE_Q5_K:
+		deq_q5_K(src, dst, nb);
+		break;
+	case QTYPE_Q6_K:
+		deq_q6_K(src, dst, nb);
+		break;
 	default:
 		for (int64_t i = 0; i < n; i++)
 			dst[i] = NAN;
@@ -1005,20 +1061,31 @@ size_t quant_vec_size(uint32_t type, int64_t n)
 	if (n < 0)
 		return 0;
 	switch (vec_kind_of(type)) {
-	case VEC_F32: return (size_t)n * sizeof(float);
-	case VEC_Q8: return (size_t)(n / QK) * (2 * sizeof(float) + QK);
-	case VEC_Q8K: return (size_t)(n / QK_K) * sizeof(struct vblk_q8k);
-	default: return 0;
+	case VEC_F32:
+		return (size_t)n * sizeof(float);
+	case VEC_Q8:
+		return (size_t)(n / QK) * (2 * sizeof(float) + QK);
+	case VEC_Q8K:
+		return (size_t)(n / QK_K) * sizeof(struct vblk_q8k);
+	default:
+		return 0;
 	}
 }
 
 void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec)
 {
 	switch (vec_kind_of(type)) {
-	case VEC_F32: memcpy(vec, x, (size_t)n * sizeof(float)); break;
-	case VEC_Q8: vec_q8(x, n / QK, vec); break;
-	case VEC_Q8K: vec_q8k(x, n / QK_K, vec); break;
-	default: break;
+	case VEC_F32:
+		memcpy(vec, x, (size_t)n * sizeof(float));
+		break;
+	case VEC_Q8:
+		vec_q8(x, n / QK, vec);
+		break;
+	case VEC_Q8K:
+		vec_q8k(x, n / QK_K, vec);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -1038,7 +1105,8 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n)
 		break;
 	case VEC_Q8K:
 		for (int64_t i = 0; i < n; i++)
-			xhat[i] = (double)vk[i / QK_K].d * vk[i / QK_K].qs[i % QK_K];
+			xhat[i] =
+			    (double)vk[i / QK_K].d * vk[i / QK_K].qs[i % QK_K];
 		break;
 	default:
 		for (int64_t i = 0; i < n; i++)
@@ -1057,7 +1125,7 @@ float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n)
 }
 
 int quant_check_tensor(const char *name, uint32_t type, char *err,
-		       size_t errlen)
+                       size_t errlen)
 {
 	size_t len;
 
@@ -1066,13 +1134,14 @@ int quant_check_tensor(const char *name, uint32_t type, char *err,
 	if (err == NULL || errlen == 0)
 		return -1;
 	snprintf(err, errlen,
-		 "tensor '%s' has type %s (id %u), which the CPU engine does "
-		 "not support (supported: ",
-		 name, qtype_name(type), (unsigned)type);
-	for (size_t i = 0; i < sizeof quant_supported / sizeof *quant_supported; i++) {
+	         "tensor '%s' has type %s (id %u), which the CPU engine does "
+	         "not support (supported: ",
+	         name, qtype_name(type), (unsigned)type);
+	for (size_t i = 0; i < sizeof quant_supported / sizeof *quant_supported;
+	     i++) {
 		len = strlen(err);
 		snprintf(err + len, errlen - len, "%s%s", i ? ", " : "",
-			 qtype_name(quant_supported[i]));
+		         qtype_name(quant_supported[i]));
 	}
 	len = strlen(err);
 	snprintf(err + len, errlen - len, ")");

@@ -43,7 +43,8 @@
 
 #include "qtype.h"
 
-/* True when the CPU engine can dequantize and dot type T (the 13 types above). */
+/* True when the CPU engine can dequantize and dot type T (the 13 types above).
+ */
 bool quant_can_compute(uint32_t type);
 
 /* Bytes of one row of N elements of type T (N a multiple of the block
@@ -58,8 +59,11 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
  * Dot products with one activation vector: convert x (n floats) once into
  * the form type T's dot wants (quant_vec_size bytes: quantized int8 blocks
  * or plain floats, see note 3), then dot it with any number of rows.
+ * N must be a multiple of the type's block size (32 or 256; any N for
+ * F32/F16/BF16), the same N for the preparation and the dots.
  * VEC is caller-owned memory of quant_vec_size(type, n) bytes, 4-byte
  * aligned (malloc'd memory is). Results are float32 accumulations.
+ * Thread-safe: VEC and ROW are only read by quant_dot.
  * A non-finite x makes every dot with its block NaN.
  */
 size_t quant_vec_size(uint32_t type, int64_t n);
@@ -80,7 +84,7 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n);
  * F16, ...)" into err (errlen bytes; err may be NULL) and returns -1.
  */
 int quant_check_tensor(const char *name, uint32_t type, char *err,
-		       size_t errlen);
+                       size_t errlen);
 
 /*
  * Test hook: false forces the portable C kernels even when the CPU has

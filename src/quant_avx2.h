@@ -11,7 +11,6 @@
  *     neither enabled nor contracted), and finish with the same tail and
  *     pairwise tree; F16C conversions are exact like f16_to_f32;
  *   - the K-quants share dot_k's float part with the portable path.
- * Types without an AVX2 kernel here (Q2_K, Q3_K, Q5_K) use the portable ones.
  *
  * The byte tricks are llama.cpp's (ggml-cpu/arch/x86/quants.c):
  * _mm256_maddubs_epi16 needs an unsigned first operand, so signed weights
@@ -32,7 +31,7 @@
 AVX2 static inline int32_t avx2_hsum_i32(__m256i v)
 {
 	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
-				  _mm256_extracti128_si256(v, 1));
+	                          _mm256_extracti128_si256(v, 1));
 
 	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
 	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
@@ -43,18 +42,20 @@ AVX2 static inline int32_t avx2_hsum_i32(__m256i v)
  * 16 bytes in both halves, the upper half shifted right by 4). */
 AVX2 static inline __m256i avx2_nibbles(const uint8_t *p)
 {
-	const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+	const __m256i q =
+	    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
 
-	return _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-				_mm256_set1_epi8(0x0F));
+	return _mm256_and_si256(
+	    _mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+	    _mm256_set1_epi8(0x0F));
 }
 
 /* Byte j = 0xFF where bit j of X is set, else 0. */
 AVX2 static inline __m256i avx2_bits_to_bytes(uint32_t x)
 {
-	const __m256i shuf = _mm256_setr_epi64x(
-	    0x0000000000000000LL, 0x0101010101010101LL, 0x0202020202020202LL,
-	    0x0303030303030303LL);
+	const __m256i shuf =
+	    _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL,
+	                       0x0202020202020202LL, 0x0303030303030303LL);
 	__m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
 
 	b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
@@ -64,7 +65,8 @@ AVX2 static inline __m256i avx2_bits_to_bytes(uint32_t x)
 /* Pairwise int32 sums of unsigned U times signed S (|products| < 2^15). */
 AVX2 static inline __m256i avx2_dot_us(__m256i u, __m256i s)
 {
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
+	                         _mm256_set1_epi16(1));
 }
 
 /* Same for signed W times signed X (w = -128 allowed, |x| <= 127). */
@@ -77,7 +79,8 @@ AVX2 static inline __m256i avx2_dot_ss(__m256i w, __m256i x)
  * sum is the block's exact integer dot). */
 AVX2 static inline __m256i avx2_prod_q4_0(const struct blk_q4_0 *b, __m256i x)
 {
-	return avx2_dot_ss(_mm256_sub_epi8(avx2_nibbles(b->qs), _mm256_set1_epi8(8)), x);
+	return avx2_dot_ss(
+	    _mm256_sub_epi8(avx2_nibbles(b->qs), _mm256_set1_epi8(8)), x);
 }
 
 AVX2 static inline __m256i avx2_prod_q4_1(const struct blk_q4_1 *b, __m256i x)
@@ -88,8 +91,8 @@ AVX2 static inline __m256i avx2_prod_q4_1(const struct blk_q4_1 *b, __m256i x)
 AVX2 static inline __m256i avx2_prod_q5_0(const struct blk_q5_0 *b, __m256i x)
 {
 	/* bit clear: q4 | 0xF0 is q4 - 16 as int8; set: q4 */
-	const __m256i hi = _mm256_andnot_si256(avx2_bits_to_bytes(q5_high(b->qh)),
-					       _mm256_set1_epi8((char)0xF0));
+	const __m256i hi = _mm256_andnot_si256(
+	    avx2_bits_to_bytes(q5_high(b->qh)), _mm256_set1_epi8((char)0xF0));
 
 	return avx2_dot_ss(_mm256_or_si256(avx2_nibbles(b->qs), hi), x);
 }
@@ -97,7 +100,7 @@ AVX2 static inline __m256i avx2_prod_q5_0(const struct blk_q5_0 *b, __m256i x)
 AVX2 static inline __m256i avx2_prod_q5_1(const struct blk_q5_1 *b, __m256i x)
 {
 	const __m256i hi = _mm256_and_si256(avx2_bits_to_bytes(q5_high(b->qh)),
-					    _mm256_set1_epi8(0x10));
+	                                    _mm256_set1_epi8(0x10));
 
 	return avx2_dot_us(_mm256_or_si256(avx2_nibbles(b->qs), hi), x);
 }
@@ -111,12 +114,12 @@ AVX2 static inline __m256i avx2_prod_q8_0(const struct blk_q8_0 *b, __m256i x)
 AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 {
 	const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
-					    _mm256_hadd_epi32(p[2], p[3]));
+	                                    _mm256_hadd_epi32(p[2], p[3]));
 	const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]),
-					    _mm256_hadd_epi32(p[6], p[7]));
+	                                    _mm256_hadd_epi32(p[6], p[7]));
 
 	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-				_mm256_permute2x128_si256(a, b, 0x31));
+	                        _mm256_permute2x128_si256(a, b, 0x31));
 }
 
 /*
@@ -124,52 +127,59 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
  * terms computed as the portable DEFINE_DOT32_C computes them, lane j of
  * the accumulator being running sum j; the last nb % 8 blocks one by one.
  */
-#define DEFINE_DOT32_AVX2(NAME, BLK, PROD, HAS_MIN)                           \
-	AVX2 static float NAME(const void *row, const void *vec, int64_t n)   \
-	{                                                                     \
-		const BLK *w = row;                                           \
-		const int64_t nb = n / QK;                                    \
-		const struct vec_q8 v = vec_q8_view(vec, nb);                 \
-		__m256 acc = _mm256_setzero_ps();                             \
-		float a[8];                                                   \
-		int64_t i = 0;                                                \
-                                                                              \
-		for (; i + 8 <= nb; i += 8) {                                 \
-			__m256i p[8];                                         \
-			uint16_t dh[8], mh[8];                                \
-                                                                              \
-			_Pragma("GCC unroll 8")                               \
-			for (int k = 0; k < 8; k++) {                         \
-				p[k] = PROD(&w[i + k], _mm256_loadu_si256(    \
-				    (const __m256i *)v.qs[i + k]));           \
-				memcpy(&dh[k], &w[i + k], 2);                 \
-				if (HAS_MIN)                                  \
-					memcpy(&mh[k], (const uint8_t *)&w[i + k] + 2, 2); \
-			}                                                     \
-			const __m256 is = _mm256_cvtepi32_ps(avx2_hsum8_i32(p)); \
-			__m256 t = _mm256_mul_ps(                             \
-			    _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(    \
-					      (const __m128i *)dh)),          \
-					  _mm256_loadu_ps(v.d + i)),               \
-			    is);                                              \
-			if (HAS_MIN)                                          \
-				t = _mm256_add_ps(                            \
-				    t, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128( \
-							 (const __m128i *)mh)), \
-						     _mm256_loadu_ps(v.ds + i)));   \
-			acc = _mm256_add_ps(acc, t);                          \
-		}                                                             \
-		_mm256_storeu_ps(a, acc);                                     \
-		for (; i < nb; i++) {                                         \
-			const int32_t is = avx2_hsum_i32(PROD(                \
-			    &w[i], _mm256_loadu_si256((const __m256i *)v.qs[i]))); \
-			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;  \
-                                                                              \
-			if (HAS_MIN)                                          \
-				t = t + blk_half(&w[i], 2) * v.ds[i];         \
-			a[i % 8] += t;                                        \
-		}                                                             \
-		return acc8_sum(a);                                           \
+#define DEFINE_DOT32_AVX2(NAME, BLK, PROD, HAS_MIN)                            \
+	AVX2 static float NAME(const void *row, const void *vec, int64_t n)    \
+	{                                                                      \
+		const BLK *w = row;                                            \
+		const int64_t nb = n / QK;                                     \
+		const struct vec_q8 v = vec_q8_view(vec, nb);                  \
+		__m256 acc = _mm256_setzero_ps();                              \
+		float a[8];                                                    \
+		int64_t i = 0;                                                 \
+                                                                               \
+		for (; i + 8 <= nb; i += 8) {                                  \
+			__m256i p[8];                                          \
+			uint16_t dh[8], mh[8];                                 \
+                                                                               \
+			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)    \
+			{                                                      \
+				p[k] =                                         \
+				    PROD(&w[i + k],                            \
+				         _mm256_loadu_si256(                   \
+				             (const __m256i *)v.qs[i + k]));   \
+				memcpy(&dh[k], &w[i + k], 2);                  \
+				if (HAS_MIN)                                   \
+					memcpy(&mh[k],                         \
+					       (const uint8_t *)&w[i + k] + 2, \
+					       2);                             \
+			}                                                      \
+			const __m256 is =                                      \
+			    _mm256_cvtepi32_ps(avx2_hsum8_i32(p));             \
+			__m256 t = _mm256_mul_ps(                              \
+			    _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(     \
+			                      (const __m128i *)dh)),           \
+			                  _mm256_loadu_ps(v.d + i)),           \
+			    is);                                               \
+			if (HAS_MIN)                                           \
+				t = _mm256_add_ps(                             \
+				    t, _mm256_mul_ps(                          \
+				           _mm256_cvtph_ps(_mm_loadu_si128(    \
+				               (const __m128i *)mh)),          \
+				           _mm256_loadu_ps(v.ds + i)));        \
+			acc = _mm256_add_ps(acc, t);                           \
+		}                                                              \
+		_mm256_storeu_ps(a, acc);                                      \
+		for (; i < nb; i++) {                                          \
+			const int32_t is = avx2_hsum_i32(PROD(                 \
+			    &w[i],                                             \
+			    _mm256_loadu_si256((const __m256i *)v.qs[i])));    \
+			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;   \
+                                                                               \
+			if (HAS_MIN)                                           \
+				t = t + blk_half(&w[i], 2) * v.ds[i];          \
+			a[i % 8] += t;                                         \
+		}                                                              \
+		return acc8_sum(a);                                            \
 	}
 
 DEFINE_DOT32_AVX2(dot_q4_0_avx2, struct blk_q4_0, avx2_prod_q4_0, 0)
@@ -181,60 +191,83 @@ DEFINE_DOT32_AVX2(dot_q8_0_avx2, struct blk_q8_0, avx2_prod_q8_0, 0)
 /* Shuffles for _mm256_shuffle_epi8: row J repeats int16 lane J of each
  * 128-bit half in all eight lanes of that half. */
 static const uint8_t avx2_k4_shuffle[8][32] __attribute__((aligned(32))) = {
-#define K4(j) {2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
-	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
-	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, \
-	       2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1}
-	K4(0), K4(1), K4(2), K4(3), K4(4), K4(5), K4(6), K4(7),
+#define K4(j)                                                                  \
+	{                                                                      \
+		2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j,   \
+		    2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j,      \
+		    2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j,      \
+		    2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j,      \
+		    2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j,      \
+		    2 * j + 1                                                  \
+	}
+    K4(0), K4(1), K4(2), K4(3), K4(4), K4(5), K4(6), K4(7),
 #undef K4
 };
 
-AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k *v,
-				int64_t nb, int32_t *isum, int32_t *imin)
+AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w,
+                                const struct vblk_q8k *v, int64_t nb,
+                                int32_t *isum, int32_t *imin)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
 
 	for (int64_t i = 0; i < nb; i++) {
 		uint32_t u[3];
 
-		/* q4k_unpack in registers: int16 lanes 0..7 scales, 8..15 mins */
+		/* q4k_unpack in registers: int16 lanes 0..7 scales, 8..15 mins
+		 */
 		memcpy(u, w[i].scales, 12);
-		const uint32_t u3 = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+		const uint32_t u3 = ((u[2] >> 4) & 0x0f0f0f0fu) |
+		                    (((u[1] >> 6) & 0x03030303u) << 4);
 		const uint32_t u2 = u[1] & 0x3f3f3f3fu;
-		const uint32_t u1 = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+		const uint32_t u1 =
+		    (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
 		const uint32_t u0 = u[0] & 0x3f3f3f3fu;
 		const __m256i sm = _mm256_cvtepu8_epi16(
 		    _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0));
-		const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		const __m256i scales =
+		    _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
 
 		/* imin: mins . (sums of 32 activations), as pairs of bsums */
 		{
-			const __m256i bs = _mm256_loadu_si256((const __m256i *)v[i].bsums);
-			const __m128i b8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-							  _mm256_extracti128_si256(bs, 1));
-			__m128i t = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), b8);
+			const __m256i bs =
+			    _mm256_loadu_si256((const __m256i *)v[i].bsums);
+			const __m128i b8 =
+			    _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+			                   _mm256_extracti128_si256(bs, 1));
+			__m128i t =
+			    _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), b8);
 
 			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
 			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
 			imin[i] = _mm_cvtsi128_si32(t);
 		}
-		__m256i acc = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
+		__m256i acc = _mm256_setzero_si256(),
+		        acc2 = _mm256_setzero_si256();
 
-		_Pragma("GCC unroll 4")
-		for (int j = 0; j < 4; j++) {
-			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * j));
-			const __m256i xl = _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j));
-			const __m256i xh = _mm256_loadu_si256((const __m256i *)(v[i].qs + 64 * j + 32));
-			const __m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl);
+		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		{
+			const __m256i q = _mm256_loadu_si256(
+			    (const __m256i *)(w[i].qs + 32 * j));
+			const __m256i xl = _mm256_loadu_si256(
+			    (const __m256i *)(v[i].qs + 64 * j));
+			const __m256i xh = _mm256_loadu_si256(
+			    (const __m256i *)(v[i].qs + 64 * j + 32));
+			const __m256i pl =
+			    _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl);
 			const __m256i ph = _mm256_maddubs_epi16(
 			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh);
 			const __m256i sl = _mm256_shuffle_epi8(
-			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j]));
+			    scales,
+			    _mm256_load_si256(
+			        (const __m256i *)avx2_k4_shuffle[2 * j]));
 			const __m256i sh = _mm256_shuffle_epi8(
-			    scales, _mm256_load_si256((const __m256i *)avx2_k4_shuffle[2 * j + 1]));
+			    scales,
+			    _mm256_load_si256(
+			        (const __m256i *)avx2_k4_shuffle[2 * j + 1]));
 
 			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, sl));
-			acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, sh));
+			acc2 =
+			    _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, sh));
 		}
 		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
 	}
@@ -243,47 +276,264 @@ AVX2 static void isum_q4_K_avx2(const struct blk_q4_K *w, const struct vblk_q8k 
 /* Shuffles for _mm_shuffle_epi8: row G repeats bytes 2G and 2G+1 eight
  * times each (widened, int16 lanes 0..7 = byte 2G, lanes 8..15 = 2G+1). */
 static const uint8_t avx2_pair_shuffle[8][16] __attribute__((aligned(16))) = {
-#define PAIR(g) {2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, \
-		 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1}
-	PAIR(0), PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6), PAIR(7),
+#define PAIR(g)                                                                \
+	{                                                                      \
+		2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g, 2 * g,        \
+		    2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,     \
+		    2 * g + 1, 2 * g + 1, 2 * g + 1                            \
+	}
+    PAIR(0), PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6), PAIR(7),
 #undef PAIR
 };
 
-AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w, const struct vblk_q8k *v,
-				int64_t nb, int32_t *isum)
+AVX2 static void isum_q6_K_avx2(const struct blk_q6_K *w,
+                                const struct vblk_q8k *v, int64_t nb,
+                                int32_t *isum)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
 
 	for (int64_t i = 0; i < nb; i++) {
-		const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
-		/* weights as q + 32 in 0..63 (unsigned): subtract 32 * scale . bsums */
+		const __m128i sc8 =
+		    _mm_loadu_si128((const __m128i *)w[i].scales);
+		/* weights as q + 32 in 0..63 (unsigned): subtract 32 * scale .
+		 * bsums */
 		__m256i acc = _mm256_madd_epi16(
-		    _mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)v[i].bsums));
+		    _mm256_cvtepi8_epi16(sc8),
+		    _mm256_loadu_si256((const __m256i *)v[i].bsums));
 
-		acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(acc, 5));
-		for (int h = 0; h < 2; h++) {
-			const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
+		acc = _mm256_sub_epi32(_mm256_setzero_si256(),
+		                       _mm256_slli_epi32(acc, 5));
+		__m256i acc2 = _mm256_setzero_si256();
+
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+		{
+			const uint8_t *ql = w[i].ql + 64 * h,
+			              *qh = w[i].qh + 32 * h;
 			const int8_t *x = v[i].qs + 128 * h;
-			const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-			const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+			const __m256i l0 =
+			    _mm256_loadu_si256((const __m256i *)ql);
+			const __m256i l1 =
+			    _mm256_loadu_si256((const __m256i *)(ql + 32));
+			const __m256i hb =
+			    _mm256_loadu_si256((const __m256i *)qh);
 			__m256i q[4];
 
-			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-					       _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), _mm256_set1_epi8(0x30)));
-			for (int k = 0; k < 4; k++) {
+			q[0] = _mm256_or_si256(
+			    _mm256_and_si256(l0, m4),
+			    _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+			q[1] = _mm256_or_si256(
+			    _mm256_and_si256(l1, m4),
+			    _mm256_slli_epi16(
+			        _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
+			        4));
+			q[2] = _mm256_or_si256(
+			    _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+			    _mm256_slli_epi16(
+			        _mm256_and_si256(_mm256_srli_epi16(hb, 4), m2),
+			        4));
+			q[3] = _mm256_or_si256(
+			    _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+			    _mm256_and_si256(_mm256_srli_epi16(hb, 2),
+			                     _mm256_set1_epi8(0x30)));
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+			{
 				const __m256i p = _mm256_maddubs_epi16(
-				    q[k], _mm256_loadu_si256((const __m256i *)(x + 32 * k)));
-				const __m256i scv = _mm256_cvtepi8_epi16(
-				    _mm_shuffle_epi8(sc8, _mm_load_si128((const __m128i *)avx2_pair_shuffle[4 * h + k])));
+				    q[k], _mm256_loadu_si256(
+				              (const __m256i *)(x + 32 * k)));
+				const __m256i scv =
+				    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+				        sc8,
+				        _mm_load_si128(
+				            (const __m128i *)
+				                avx2_pair_shuffle[4 * h + k])));
 
-				acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+				if (k % 2)
+					acc2 = _mm256_add_epi32(
+					    acc2, _mm256_madd_epi16(p, scv));
+				else
+					acc = _mm256_add_epi32(
+					    acc, _mm256_madd_epi16(p, scv));
+			}
+		}
+		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
+	}
+}
+
+AVX2 static void isum_q5_K_avx2(const struct blk_q5_K *w,
+                                const struct vblk_q8k *v, int64_t nb,
+                                int32_t *isum, int32_t *imin)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(0x01);
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint32_t u[3];
+
+		/* as Q4_K: int16 lanes 0..7 scales, 8..15 mins */
+		memcpy(u, w[i].scales, 12);
+		const uint32_t u3 = ((u[2] >> 4) & 0x0f0f0f0fu) |
+		                    (((u[1] >> 6) & 0x03030303u) << 4);
+		const uint32_t u2 = u[1] & 0x3f3f3f3fu;
+		const uint32_t u1 =
+		    (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+		const uint32_t u0 = u[0] & 0x3f3f3f3fu;
+		const __m256i sm = _mm256_cvtepu8_epi16(
+		    _mm_set_epi32((int)u3, (int)u2, (int)u1, (int)u0));
+		const __m256i scales =
+		    _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		const __m256i hb = _mm256_loadu_si256((const __m256i *)w[i].qh);
+
+		{
+			const __m256i bs =
+			    _mm256_loadu_si256((const __m256i *)v[i].bsums);
+			const __m128i b8 =
+			    _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+			                   _mm256_extracti128_si256(bs, 1));
+			__m128i t =
+			    _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), b8);
+
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+			imin[i] = _mm_cvtsi128_si32(t);
+		}
+		__m256i acc = _mm256_setzero_si256(),
+		        acc2 = _mm256_setzero_si256();
+
+		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		{
+			const __m256i q = _mm256_loadu_si256(
+			    (const __m256i *)(w[i].qs + 32 * j));
+			const __m256i hl = _mm256_slli_epi16(
+			    _mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), m1),
+			    4);
+			const __m256i hh = _mm256_slli_epi16(
+			    _mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1),
+			                     m1),
+			    4);
+			const __m256i ql =
+			    _mm256_or_si256(_mm256_and_si256(q, m4), hl);
+			const __m256i qv = _mm256_or_si256(
+			    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh);
+			const __m256i pl = _mm256_maddubs_epi16(
+			    ql, _mm256_loadu_si256(
+			            (const __m256i *)(v[i].qs + 64 * j)));
+			const __m256i ph = _mm256_maddubs_epi16(
+			    qv, _mm256_loadu_si256(
+			            (const __m256i *)(v[i].qs + 64 * j + 32)));
+			const __m256i sl = _mm256_shuffle_epi8(
+			    scales,
+			    _mm256_load_si256(
+			        (const __m256i *)avx2_k4_shuffle[2 * j]));
+			const __m256i sh = _mm256_shuffle_epi8(
+			    scales,
+			    _mm256_load_si256(
+			        (const __m256i *)avx2_k4_shuffle[2 * j + 1]));
+
+			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pl, sl));
+			acc2 =
+			    _mm256_add_epi32(acc2, _mm256_madd_epi16(ph, sh));
+		}
+		isum[i] = avx2_hsum_i32(_mm256_add_epi32(acc, acc2));
+	}
+}
+
+/*
+ * Q2_K and Q3_K: 32 quants at a time (bytes 0..15 in one 16-element
+ * sub-block, 16..31 in the next), scaled per sub-block with the pair
+ * shuffles. SC8 holds the 16 scales as int8.
+ */
+AVX2 static inline __m256i avx2_q2q3_group(__m256i q, const int8_t *x,
+                                           __m128i sc8, int g)
+{
+	const __m256i p =
+	    _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x));
+	const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+	    sc8, _mm_load_si128((const __m128i *)avx2_pair_shuffle[g])));
+
+	return _mm256_madd_epi16(p, scv);
+}
+
+AVX2 static void isum_q2_K_avx2(const struct blk_q2_K *w,
+                                const struct vblk_q8k *v, int64_t nb,
+                                int32_t *isum, int32_t *imin)
+{
+	const __m256i m3 = _mm256_set1_epi8(0x03);
+
+	for (int64_t i = 0; i < nb; i++) {
+		const __m128i raw =
+		    _mm_loadu_si128((const __m128i *)w[i].scales);
+		const __m128i sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+		const __m128i mn8 =
+		    _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+		__m256i acc = _mm256_setzero_si256();
+
+		imin[i] = avx2_hsum_i32(_mm256_madd_epi16(
+		    _mm256_cvtepu8_epi16(mn8),
+		    _mm256_loadu_si256((const __m256i *)v[i].bsums)));
+		for (int h = 0; h < 2; h++) {
+			const __m256i q = _mm256_loadu_si256(
+			    (const __m256i *)(w[i].qs + 32 * h));
+
+			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+			    acc = _mm256_add_epi32(
+			        acc, avx2_q2q3_group(
+			                 _mm256_and_si256(
+			                     _mm256_srli_epi16(q, 2 * j), m3),
+			                 v[i].qs + 128 * h + 32 * j, sc8,
+			                 4 * h + j));
+		}
+		isum[i] = avx2_hsum_i32(acc);
+	}
+}
+
+AVX2 static void isum_q3_K_avx2(const struct blk_q3_K *w,
+                                const struct vblk_q8k *v, int64_t nb,
+                                int32_t *isum)
+{
+	const __m256i m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint32_t a[3];
+
+		/* q3k_scales in registers (ggml's word shuffle), minus 32 */
+		memcpy(a, w[i].scales, 12);
+		const uint32_t s0 =
+		    (a[0] & 0x0f0f0f0fu) | ((a[2] & 0x03030303u) << 4);
+		const uint32_t s1 =
+		    (a[1] & 0x0f0f0f0fu) | (((a[2] >> 2) & 0x03030303u) << 4);
+		const uint32_t s2 = ((a[0] >> 4) & 0x0f0f0f0fu) |
+		                    (((a[2] >> 4) & 0x03030303u) << 4);
+		const uint32_t s3 = ((a[1] >> 4) & 0x0f0f0f0fu) |
+		                    (((a[2] >> 6) & 0x03030303u) << 4);
+		const __m128i sc8 = _mm_sub_epi8(
+		    _mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0),
+		    _mm_set1_epi8(32));
+		const __m256i hb =
+		    _mm256_loadu_si256((const __m256i *)w[i].hmask);
+		/* weights as q + 4 in 0..7: subtract 4 * scale . bsums */
+		__m256i acc = _mm256_madd_epi16(
+		    _mm256_cvtepi8_epi16(sc8),
+		    _mm256_loadu_si256((const __m256i *)v[i].bsums));
+
+		acc = _mm256_sub_epi32(_mm256_setzero_si256(),
+		                       _mm256_slli_epi32(acc, 2));
+		for (int h = 0; h < 2; h++) {
+			const __m256i q = _mm256_loadu_si256(
+			    (const __m256i *)(w[i].qs + 32 * h));
+
+			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+			{
+				const __m256i lo = _mm256_and_si256(
+				    _mm256_srli_epi16(q, 2 * j), m3);
+				const __m256i hi = _mm256_slli_epi16(
+				    _mm256_and_si256(
+				        _mm256_srli_epi16(hb, 4 * h + j), m1),
+				    2);
+
+				acc = _mm256_add_epi32(
+				    acc,
+				    avx2_q2q3_group(_mm256_or_si256(lo, hi),
+				                    v[i].qs + 128 * h + 32 * j,
+				                    sc8, 4 * h + j));
 			}
 		}
 		isum[i] = avx2_hsum_i32(acc);
@@ -307,11 +557,15 @@ AVX2 static float dot_f16_avx2(const void *row, const void *vec, int64_t n)
 	int64_t i = 0;
 
 	for (; i + FLANES <= n; i += FLANES) {
-		const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
-		const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8)));
+		const __m256 w0 =
+		    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+		const __m256 w1 = _mm256_cvtph_ps(
+		    _mm_loadu_si128((const __m128i *)(w + i + 8)));
 
-		a0 = _mm256_add_ps(a0, _mm256_mul_ps(w0, _mm256_loadu_ps(x + i)));
-		a1 = _mm256_add_ps(a1, _mm256_mul_ps(w1, _mm256_loadu_ps(x + i + 8)));
+		a0 = _mm256_add_ps(a0,
+		                   _mm256_mul_ps(w0, _mm256_loadu_ps(x + i)));
+		a1 = _mm256_add_ps(
+		    a1, _mm256_mul_ps(w1, _mm256_loadu_ps(x + i + 8)));
 	}
 	_mm256_storeu_ps(acc, a0);
 	_mm256_storeu_ps(acc + 8, a1);
@@ -330,28 +584,32 @@ AVX2 static float dot_bf16_avx2(const void *row, const void *vec, int64_t n)
 
 /* The float part of the K-quant dots, with F16C conversions. */
 AVX2 static float dot_k_avx2(isumk_fn kern, int bs, int d_off, int dmin_off,
-			     const uint8_t *row, const struct vblk_q8k *v, int64_t nb)
+                             const uint8_t *row, const struct vblk_q8k *v,
+                             int64_t nb)
 {
 	DOTK_BODY(_cvtsh_ss);
 }
 
+DEFINE_DOTK2(dot_q2_K_avx2, struct blk_q2_K, isum_q2_K_avx2, dot_k_avx2)
+DEFINE_DOTK1(dot_q3_K_avx2, struct blk_q3_K, isum_q3_K_avx2, dot_k_avx2)
 DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2, dot_k_avx2)
+DEFINE_DOTK2(dot_q5_K_avx2, struct blk_q5_K, isum_q5_K_avx2, dot_k_avx2)
 DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2, dot_k_avx2)
 
 static const struct kernels kernels_avx2 = {
-	.dot = {[QTYPE_F32] = dot_f32_avx2,
-		[QTYPE_F16] = dot_f16_avx2,
-		[QTYPE_BF16] = dot_bf16_avx2,
-		[QTYPE_Q4_0] = dot_q4_0_avx2,
-		[QTYPE_Q4_1] = dot_q4_1_avx2,
-		[QTYPE_Q5_0] = dot_q5_0_avx2,
-		[QTYPE_Q5_1] = dot_q5_1_avx2,
-		[QTYPE_Q8_0] = dot_q8_0_avx2,
-		[QTYPE_Q2_K] = dot_q2_K_c,
-		[QTYPE_Q3_K] = dot_q3_K_c,
-		[QTYPE_Q4_K] = dot_q4_K_avx2,
-		[QTYPE_Q5_K] = dot_q5_K_c,
-		[QTYPE_Q6_K] = dot_q6_K_avx2},
+    .dot = {[QTYPE_F32] = dot_f32_avx2,
+            [QTYPE_F16] = dot_f16_avx2,
+            [QTYPE_BF16] = dot_bf16_avx2,
+            [QTYPE_Q4_0] = dot_q4_0_avx2,
+            [QTYPE_Q4_1] = dot_q4_1_avx2,
+            [QTYPE_Q5_0] = dot_q5_0_avx2,
+            [QTYPE_Q5_1] = dot_q5_1_avx2,
+            [QTYPE_Q8_0] = dot_q8_0_avx2,
+            [QTYPE_Q2_K] = dot_q2_K_avx2,
+            [QTYPE_Q3_K] = dot_q3_K_avx2,
+            [QTYPE_Q4_K] = dot_q4_K_avx2,
+            [QTYPE_Q5_K] = dot_q5_K_avx2,
+            [QTYPE_Q6_K] = dot_q6_K_avx2},
 };
 
 #undef AVX2

@@ -334,6 +334,14 @@ int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
 int store_import_json(struct store *st, const char *json, size_t len,
                       int64_t *id, char *err, size_t errlen);
 
+/*
+ * Read the file at PATH (at most STORE_IMPORT_MAX bytes, else
+ * STORE_EINVAL) and import it as store_import_json does; errors name the
+ * file.
+ */
+int store_import_file(struct store *st, const char *path, int64_t *id,
+                      char *err, size_t errlen);
+
 /* KV-cache slot ---------------------------------------------------------- */
 
 /* Save (replace) the KV state of conversation CONV_ID. */
@@ -355,6 +363,10 @@ void store_kv_free(struct store_kv *kv);
  */
 char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
                      int width);
+
+/* Search results for `parley search`: "CONV#MSG  ROLE  TITLE: SNIPPET",
+ * one per line, control characters folded away. */
+char *store_fmt_hits(const struct store_hit *h, size_t n);
 
 /* A plain-text transcript for `parley show` (control characters escaped). */
 char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,

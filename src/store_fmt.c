@@ -174,6 +174,31 @@ char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
 	return store_sb_take(&b, NULL);
 }
 
+char *store_fmt_hits(const struct store_hit *h, size_t n)
+{
+	struct sbuf b = SBUF_INIT;
+
+	for (size_t i = 0; i < n; i++) {
+		char *t = store_fmt_title(h[i].title, strlen(h[i].title), 40);
+		char *sn =
+		    store_fmt_title(h[i].snippet, strlen(h[i].snippet), 200);
+
+		sbuf_printf(&b, "%lld#%lld  %-9s  ", (long long)h[i].conv_id,
+		            (long long)h[i].msg_id, store_role_name(h[i].role));
+		if (t && sn) {
+			store_sb_safe(&b, t, strlen(t), false);
+			sbuf_adds(&b, ": ");
+			store_sb_safe(&b, sn, strlen(sn), false);
+		} else {
+			b.failed = true;
+		}
+		sbuf_add(&b, "\n", 1);
+		free(t);
+		free(sn);
+	}
+	return store_sb_take(&b, NULL);
+}
+
 /* After a message heading: branch position, finish reason, speed. */
 static void fmt_msg_extra(struct sbuf *b, const struct store_msg *m)
 {

@@ -10,10 +10,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "store_int.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define EXPORT_VERSION  1       /* "parley.version" written and accepted */
 #define IMPORT_MAX_MSGS 1000000 /* messages per imported conversation */
@@ -806,4 +808,70 @@ int store_import_json(struct store *st, const char *json, size_t len,
 		return rc;
 	}
 	return store_commit(st, err, errlen);
+}
+
+int store_import_file(struct store *st, const char *path, int64_t *id,
+                      char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	size_t cap = 1 << 16, len = 0, r;
+	char *buf = NULL, *p;
+	struct stat sb;
+	int rc;
+
+	*id = 0;
+	if (!f)
+		return store_errf(NULL, STORE_ERR, err, errlen, "%s: %s", path,
+		                  strerror(errno));
+	if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
+	    (uint64_t)sb.st_size > STORE_IMPORT_MAX) {
+		rc = store_errf(NULL, STORE_EINVAL, err, errlen,
+		                "%s: larger than the import limit of %u bytes",
+		                path, STORE_IMPORT_MAX);
+		goto out;
+	}
+	for (;;) { /* bounded even when the size is unknown (a pipe) */
+		if (len == cap || !buf) {
+			if (buf)
+				cap *= 2;
+			p = realloc(buf, cap);
+			if (!p) {
+				rc = store_errf(NULL, STORE_ERR, err, errlen,
+				                "%s: out of memory", path);
+				goto out;
+			}
+			buf = p;
+		}
+		r = fread(buf + len, 1, cap - len, f);
+		len += r;
+		if (len > STORE_IMPORT_MAX) {
+			rc = store_errf(NULL, STORE_EINVAL, err, errlen,
+			                "%s: larger than the import limit of "
+			                "%u bytes",
+			                path, STORE_IMPORT_MAX);
+			goto out;
+		}
+		if (r == 0)
+			break;
+	}
+	if (ferror(f)) {
+		rc = store_errf(NULL, STORE_ERR, err, errlen, "%s: read error",
+		                path);
+		goto out;
+	}
+	rc = store_import_json(st, buf, len, id, err, errlen);
+	if (rc && err && errlen) { /* name the file, not only the database */
+		size_t n = strlen(err);
+		char *copy = malloc(n + 1);
+
+		if (copy) {
+			memcpy(copy, err, n + 1);
+			snprintf(err, errlen, "%s: %s", path, copy);
+			free(copy);
+		}
+	}
+out:
+	free(buf);
+	fclose(f);
+	return rc;
 }

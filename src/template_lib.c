@@ -702,8 +702,9 @@ static struct tval attr_path(struct trender *r, struct tval v,
 /* ------------------------------------------------------------- filters */
 
 static const char *const filters[] = {
-    "abs",	 "capitalize", "count",	  "d",	       "default", "first",
-    "float",	 "int",	       "items",	  "join",      "last",	  "length",
+    "abs",	 "capitalize", "count",	  "d",	       "default", "e",
+    "escape",	 "first",
+    "float",	 "indent",     "int",	  "items",	  "join",      "last",	  "length",
     "list",	 "lower",      "map",	  "max",       "min",	  "reject",
     "rejectattr", "replace",   "reverse", "round",     "safe",	  "select",
     "selectattr", "string",    "sum",	  "title",     "tojson",  "trim",
@@ -838,6 +839,56 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
 	return tv_list(out);
 }
 
+/* Length of the line break at S[i..] as Python's str.splitlines sees it,
+ * or 0. */
+static size_t line_break(const struct tstr *s, size_t i)
+{
+	size_t k;
+	uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+
+	if (cp == '\r' && i + 1 < s->n && s->p[i + 1] == '\n')
+		return 2;
+	if (cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c ||
+	    (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 ||
+	    cp == 0x2029)
+		return k;
+	return 0;
+}
+
+/* jinja2's indent filter (3.1): every line but the first (FIRST: also the
+ * first) gets INDENT in front; blank lines only when BLANK. */
+static struct tstr *do_indent(struct trender *r, const struct tstr *s,
+			      const struct tstr *ind, bool first, bool blank)
+{
+	struct tstr *res = cstr(r, ""), *nl = cstr(r, "\n");
+	size_t i = 0, start = 0, line = 0;
+
+	/* jinja2 splits s + "\n" with splitlines(): the segments of S
+	 * between line breaks, the last one (maybe empty) included */
+	for (;;) {
+		size_t e = start, b = 0;
+		struct tstr *piece;
+
+		while (e < s->n && !(b = line_break(s, e)))
+			e += lib_u8dec(s->p + e, s->n - e, &i) == UINT32_MAX ? 1 : i;
+		piece = r_str_sub(r, s, start, e - start);
+		if (line > 0) {
+			res = r_str_cat(r, res, nl);
+			if (blank || piece->n)
+				res = r_str_cat(r, res, ind);
+		}
+		res = r_str_cat(r, res, piece);
+		line++;
+		r_step(r);
+		if (e >= s->n)
+			break;
+		start = e + b;
+	}
+	if (first)
+		res = r_str_cat(r, ind, res);
+	return res;
+}
+
 struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		       struct tval *args, size_t nargs, const char **kn,
 		       struct tval *kv, size_t nk)
@@ -852,10 +903,57 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			chars = want_str(r, a, "trim chars");
 		return tv_str(do_strip(r, r_to_str(r, v), chars, 3));
 	}
+	if (!strcmp(name, "indent")) {
+		struct tval w = tv_int(4), f = tv_bool(false), b = tv_bool(false);
+		struct tstr *ind;
+
+		arg(args, nargs, kn, kv, nk, 0, "width", &w);
+		arg(args, nargs, kn, kv, nk, 1, "first", &f);
+		arg(args, nargs, kn, kv, nk, 2, "blank", &b);
+		if (w.k == V_STR) {
+			ind = w.u.s;
+		} else if (w.k == V_INT && w.u.i >= 0 && w.u.i <= 256) {
+			char *sp = ta_alloc(&r->arena, (size_t)w.u.i + 1);
+
+			memset(sp, ' ', (size_t)w.u.i);
+			ind = r_str_new(r, sp, (size_t)w.u.i, false);
+		} else {
+			r_fail(r, TMPL_ERUNTIME, "indent: width must be a string "
+						 "or an integer 0..256");
+		}
+		return tv_str(do_indent(r, r_to_str(r, v), ind, r_truthy(r, f),
+					r_truthy(r, b)));
+	}
 	if (!strcmp(name, "length") || !strcmp(name, "count"))
 		return tv_int(py_len(r, v));
 	if (!strcmp(name, "safe"))
 		return v;
+	if (!strcmp(name, "escape") || !strcmp(name, "e")) {
+		/* markupsafe.escape: & < > " ' */
+		struct tstr *in = r_to_str(r, v);
+		char *d;
+		size_t o = 0;
+
+		if (in->n > (SIZE_MAX - 1) / 5)
+			r_fail(r, TMPL_ELIMIT, "string too long");
+		d = ta_alloc(&r->arena, in->n * 5 + 1);
+		for (i = 0; i < in->n; i++) {
+			const char *rep = in->p[i] == '&'    ? "&amp;"
+					  : in->p[i] == '<'  ? "&lt;"
+					  : in->p[i] == '>'  ? "&gt;"
+					  : in->p[i] == '"'  ? "&#34;"
+					  : in->p[i] == '\'' ? "&#39;"
+							     : NULL;
+
+			if (rep) {
+				memcpy(d + o, rep, strlen(rep));
+				o += strlen(rep);
+			} else {
+				d[o++] = in->p[i];
+			}
+		}
+		return tv_str(r_str_derived(r, d, o, in->nsp != 0));
+	}
 	if (!strcmp(name, "string"))
 		return tv_str(r_to_str(r, v));
 	if (!strcmp(name, "lower") || !strcmp(name, "upper") ||
@@ -1357,7 +1455,12 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 
 			localtime_r(&t, &tmv);
 		}
+		/* The format comes from the template by design (Llama-3's
+		 * "%d %b %Y"); strftime cannot overrun OUT. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 		n = f->n ? strftime(out, sizeof(out), fmt, &tmv) : 0;
+#pragma GCC diagnostic pop
 		{
 			char *d = ta_alloc(&r->arena, n + 1);
 

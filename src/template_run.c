@@ -994,8 +994,6 @@ static void out_add(struct trender *r, struct tout *o, const char *p, size_t n,
 
 	if (!n)
 		return;
-	if (o == r->out && r->out->p == NULL && 0)
-		return;
 	if (n > r->lim.max_output || o->n > r->lim.max_output - n)
 		r_fail(r, TMPL_ELIMIT, "output longer than %zu bytes",
 		       r->lim.max_output);
@@ -1330,9 +1328,8 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 				set = true;
 			}
 		}
-		if (!set)
-			v = prm->a ? r_eval(r, prm->a)
-				   : r_undef_hint(r, "parameter was not provided");
+		if (!set && prm->a)
+			v = r_eval(r, prm->a);
 		if (!set && !prm->a) {
 			char *h = ta_alloc(&r->arena, 96 + prm->sn);
 
@@ -1823,7 +1820,8 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	/* hand the result over in malloc'd memory */
 	*out = malloc(top.n + 1);
 	if (!*out) {
-		snprintf(err, errlen, "out of memory");
+		if (err && errlen)
+			snprintf(err, errlen, "out of memory");
 		code = TMPL_ENOMEM;
 		goto done;
 	}
@@ -1838,7 +1836,9 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 		if (!sp) {
 			free(*out);
 			*out = NULL;
-			snprintf(err, errlen, "out of memory");
+			if (err && errlen)
+			if (err && errlen)
+				snprintf(err, errlen, "out of memory");
 			code = TMPL_ENOMEM;
 			goto done;
 		}

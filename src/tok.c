@@ -183,7 +183,7 @@ int tok_scratch_syms(struct tok_scratch *sc, size_t n)
 		return -1;
 #define TOK_GROW(field)                                                        \
 	do {                                                                   \
-		p = realloc(sc->field, cap * sizeof(*sc->field));             \
+		p = realloc(sc->field, cap * sizeof(*sc->field));              \
 		if (p == NULL)                                                 \
 			return -1;                                             \
 		sc->field = p;                                                 \
@@ -220,8 +220,7 @@ void tok_scratch_free(struct tok_scratch *sc)
 
 /* Read optional special id KEY into *OUT (-1 when absent). */
 static int tok_load_id(const struct gguf_file *f, struct tok *t,
-		       const char *key, int32_t *out, char *err,
-		       size_t errlen)
+                       const char *key, int32_t *out, char *err, size_t errlen)
 {
 	uint32_t v;
 	int rc = gguf_get_u32(f, key, &v, err, errlen);
@@ -233,7 +232,7 @@ static int tok_load_id(const struct gguf_file *f, struct tok *t,
 		return -1;
 	if (v >= (uint32_t)t->n_vocab) {
 		snprintf(err, errlen, "%s: %s = %u is out of range (%d tokens)",
-			 f->path, key, v, t->n_vocab);
+		         f->path, key, v, t->n_vocab);
 		return -1;
 	}
 	*out = (int32_t)v;
@@ -241,8 +240,8 @@ static int tok_load_id(const struct gguf_file *f, struct tok *t,
 }
 
 /* Read optional boolean KEY into *OUT, leaving it when absent. */
-static int tok_load_bool(const struct gguf_file *f, const char *key,
-			 bool *out, char *err, size_t errlen)
+static int tok_load_bool(const struct gguf_file *f, const char *key, bool *out,
+                         char *err, size_t errlen)
 {
 	int rc = gguf_get_bool(f, key, out, err, errlen);
 
@@ -251,7 +250,7 @@ static int tok_load_bool(const struct gguf_file *f, const char *key,
 
 /* Copy the token texts into one arena and build the text hash. */
 static int tok_load_texts(const struct gguf_file *f, struct tok *t,
-			  const struct gguf_array *a, char *err, size_t errlen)
+                          const struct gguf_array *a, char *err, size_t errlen)
 {
 	uint64_t total = 0;
 	uint32_t cap = 1;
@@ -260,13 +259,20 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 	for (i = 0; i < t->n_vocab; i++) {
 		if (a->strs[i].len > TOK_MAX_TOKEN_LEN) {
 			snprintf(err, errlen,
-				 "%s: tokenizer.ggml.tokens[%d] is %llu bytes "
-				 "long (limit %d)",
-				 f->path, i, (unsigned long long)a->strs[i].len,
-				 TOK_MAX_TOKEN_LEN);
+			         "%s: tokenizer.ggml.tokens[%d] is %llu bytes "
+			         "long (limit %d)",
+			         f->path, i, (unsigned long long)a->strs[i].len,
+			         TOK_MAX_TOKEN_LEN);
 			return -1;
 		}
 		total += a->strs[i].len;
+	}
+	if (total >= UINT32_MAX) {
+		snprintf(err, errlen,
+		         "%s: tokenizer.ggml.tokens holds %llu "
+		         "bytes of text (limit 4 GB)",
+		         f->path, (unsigned long long)total);
+		return -1;
 	}
 	t->text = malloc(total ? total : 1);
 	t->text_off = malloc(((size_t)t->n_vocab + 1) * sizeof(uint32_t));
@@ -276,7 +282,7 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 	t->hash = malloc((size_t)cap * sizeof(*t->hash));
 	if (!t->text || !t->text_off || !t->hash) {
 		snprintf(err, errlen, "%s: out of memory for %d tokens",
-			 f->path, t->n_vocab);
+		         f->path, t->n_vocab);
 		return -1;
 	}
 	memset(t->hash, 0xff, (size_t)cap * sizeof(*t->hash));
@@ -307,7 +313,7 @@ static int tok_load_texts(const struct gguf_file *f, struct tok *t,
 
 /* Read scores and types (both optional, SPM needs scores). */
 static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
-				 char *err, size_t errlen)
+                                 char *err, size_t errlen)
 {
 	const struct gguf_array *a;
 	int32_t i;
@@ -323,13 +329,13 @@ static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
 	}
 	memset(t->type, TOK_TYPE_NORMAL, (size_t)t->n_vocab);
 	rc = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &a,
-			  err, errlen);
+	                  err, errlen);
 	if (rc == GGUF_OK) {
 		if (a->n != (uint64_t)t->n_vocab) {
 			snprintf(err, errlen,
-				 "%s: tokenizer.ggml.scores has %llu entries, "
-				 "tokens has %d",
-				 f->path, (unsigned long long)a->n, t->n_vocab);
+			         "%s: tokenizer.ggml.scores has %llu entries, "
+			         "tokens has %d",
+			         f->path, (unsigned long long)a->n, t->n_vocab);
 			return -1;
 		}
 		for (i = 0; i < t->n_vocab; i++)
@@ -338,16 +344,16 @@ static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
 		return -1;
 	}
 	rc = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &a,
-			  err, errlen);
+	                  err, errlen);
 	if (rc == GGUF_ENOKEY)
 		return 0;
 	if (rc != GGUF_OK)
 		return -1;
 	if (a->n != (uint64_t)t->n_vocab) {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.token_type has %llu entries, "
-			 "tokens has %d",
-			 f->path, (unsigned long long)a->n, t->n_vocab);
+		         "%s: tokenizer.ggml.token_type has %llu entries, "
+		         "tokens has %d",
+		         f->path, (unsigned long long)a->n, t->n_vocab);
 		return -1;
 	}
 	for (i = 0; i < t->n_vocab; i++) {
@@ -355,9 +361,9 @@ static int tok_load_scores_types(const struct gguf_file *f, struct tok *t,
 
 		if (v < 0 || v > TOK_TYPE_BYTE) {
 			snprintf(err, errlen,
-				 "%s: tokenizer.ggml.token_type[%d] = %lld is "
-				 "not a token type (0..6)",
-				 f->path, i, (long long)v);
+			         "%s: tokenizer.ggml.token_type[%d] = %lld is "
+			         "not a token type (0..6)",
+			         f->path, i, (long long)v);
 			return -1;
 		}
 		t->type[i] = (uint8_t)v;
@@ -389,7 +395,8 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 			return tok_buf_append(b, &c, 1);
 		}
 		for (k = 0; k < n;) {
-			if (n - k >= 3 && memcmp(s + k, "\xe2\x96\x81", 3) == 0) {
+			if (n - k >= 3 &&
+			    memcmp(s + k, "\xe2\x96\x81", 3) == 0) {
 				if (tok_buf_append(b, " ", 1))
 					return -1;
 				k += 3;
@@ -403,7 +410,8 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 	}
 	/* byte-level: every character maps back to one byte, else raw */
 	for (k = 0; k < n;) {
-		size_t len = tok_utf8_valid((const unsigned char *)s + k, n - k);
+		size_t len =
+		    tok_utf8_valid((const unsigned char *)s + k, n - k);
 		uint32_t cp = 0;
 		size_t j;
 		int byte;
@@ -429,8 +437,8 @@ raw:
 }
 
 /* Build the decoded-piece arena. */
-static int tok_load_pieces(const struct gguf_file *f, struct tok *t,
-			   char *err, size_t errlen)
+static int tok_load_pieces(const struct gguf_file *f, struct tok *t, char *err,
+                           size_t errlen)
 {
 	struct tok_buf b = {0};
 	int32_t i;
@@ -474,14 +482,21 @@ static bool tok_type_added(uint8_t ty)
 }
 
 /* Collect the lengths the partition must try, and the end-of-turn set. */
-static int tok_load_added(const struct gguf_file *f, struct tok *t,
-			  char *err, size_t errlen)
+static int tok_load_added(const struct gguf_file *f, struct tok *t, char *err,
+                          size_t errlen)
 {
 	static const char *const eog_texts[] = {
-		"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>",
-		"<end_of_turn>", "<|endoftext|>", "<EOT>", "<|end_of_text|>",
-		"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
-		"\xef\xbd\x9c>",
+	    "<|eot_id|>",
+	    "<|eom_id|>",
+	    "<|im_end|>",
+	    "<|end|>",
+	    "<end_of_turn>",
+	    "<|endoftext|>",
+	    "<EOT>",
+	    "<|end_of_text|>",
+	    "<\xef\xbd\x9c"
+	    "end\xe2\x96\x81of\xe2\x96\x81sentence"
+	    "\xef\xbd\x9c>",
 	};
 	struct tok_added *added;
 	uint32_t n = 0, i, b;
@@ -505,7 +520,8 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t,
 		if (tok_type_added(t->type[id]) && len > 0) {
 			added[n].id = id;
 			added[n].len = len;
-			added[n].first = (unsigned char)t->text[t->text_off[id]];
+			added[n].first =
+			    (unsigned char)t->text[t->text_off[id]];
 			n++;
 		}
 	}
@@ -521,7 +537,7 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t,
 	for (k = 0; k < sizeof(eog_texts) / sizeof(eog_texts[0]); k++) {
 		id = tok_lookup(t, eog_texts[k], strlen(eog_texts[k]));
 		if (id >= 0 && (t->type[id] == TOK_TYPE_CONTROL ||
-				t->type[id] == TOK_TYPE_USER_DEFINED))
+		                t->type[id] == TOK_TYPE_USER_DEFINED))
 			t->eog[id] = 1;
 	}
 	return 0;
@@ -529,16 +545,16 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t,
 
 /* Read the model kind and the pre-tokenizer name. */
 static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	static const struct {
 		const char *name;
 		enum tok_pre pre;
 	} pres[] = {
-		{"gpt-2", TOK_PRE_GPT2},	  {"gpt2", TOK_PRE_GPT2},
-		{"llama-bpe", TOK_PRE_LLAMA3},	  {"llama3", TOK_PRE_LLAMA3},
-		{"qwen2", TOK_PRE_QWEN2},	  {"deepseek-r1-qwen", TOK_PRE_QWEN2},
-		{"smollm", TOK_PRE_SMOLLM},
+	    {"gpt-2", TOK_PRE_GPT2},       {"gpt2", TOK_PRE_GPT2},
+	    {"llama-bpe", TOK_PRE_LLAMA3}, {"llama3", TOK_PRE_LLAMA3},
+	    {"qwen2", TOK_PRE_QWEN2},      {"deepseek-r1-qwen", TOK_PRE_QWEN2},
+	    {"smollm", TOK_PRE_SMOLLM},
 	};
 	struct gguf_str s;
 	size_t k;
@@ -552,9 +568,9 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 		t->model = TOK_MODEL_SPM;
 	} else {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.model \"%.*s\" is not supported "
-			 "(supported: gpt2, llama)",
-			 f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+		         "%s: tokenizer.ggml.model \"%.*s\" is not supported "
+		         "(supported: gpt2, llama)",
+		         f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 		return -1;
 	}
 	rc = gguf_get_str(f, "tokenizer.ggml.pre", &s, err, errlen);
@@ -577,10 +593,10 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 			t->pre = pres[k].pre;
 	if (t->pre == TOK_PRE_NONE) {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.pre \"%.*s\" is not a known "
-			 "pre-tokenizer (known: gpt-2, llama-bpe, qwen2, "
-			 "deepseek-r1-qwen, smollm)",
-			 f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
+		         "%s: tokenizer.ggml.pre \"%.*s\" is not a known "
+		         "pre-tokenizer (known: gpt-2, llama-bpe, qwen2, "
+		         "deepseek-r1-qwen, smollm)",
+		         f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 		return -1;
 	}
 	return 0;
@@ -588,18 +604,18 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 
 /* Special ids and the BOS / EOS / space-prefix rules. */
 static int tok_load_specials(const struct gguf_file *f, struct tok *t,
-			     char *err, size_t errlen)
+                             char *err, size_t errlen)
 {
 	int32_t eot, eom;
 
 	if (tok_load_id(f, t, "tokenizer.ggml.bos_token_id", &t->bos, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.eos_token_id", &t->eos, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.unknown_token_id", &t->unk, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.eot_token_id", &eot, err,
-			errlen) ||
+	                errlen) ||
 	    tok_load_id(f, t, "tokenizer.ggml.eom_token_id", &eom, err, errlen))
 		return -1;
 	if (t->unk < 0 && t->model == TOK_MODEL_SPM)
@@ -608,11 +624,11 @@ static int tok_load_specials(const struct gguf_file *f, struct tok *t,
 	t->add_eos = false;
 	t->add_space_prefix = t->model == TOK_MODEL_SPM;
 	if (tok_load_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err,
-			  errlen) ||
+	                  errlen) ||
 	    tok_load_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err,
-			  errlen) ||
+	                  errlen) ||
 	    tok_load_bool(f, "tokenizer.ggml.add_space_prefix",
-			  &t->add_space_prefix, err, errlen))
+	                  &t->add_space_prefix, err, errlen))
 		return -1;
 	if (t->model != TOK_MODEL_SPM)
 		t->add_space_prefix = false;
@@ -638,13 +654,13 @@ struct tok *tok_load(const struct gguf_file *f, char *err, size_t errlen)
 	if (tok_load_kind(f, t, err, errlen))
 		goto fail;
 	if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &a, err,
-			 errlen))
+	                 errlen))
 		goto fail;
 	if (a->n == 0 || a->n > TOK_MAX_VOCAB) {
 		snprintf(err, errlen,
-			 "%s: tokenizer.ggml.tokens has %llu entries "
-			 "(must be 1..%d)",
-			 f->path, (unsigned long long)a->n, TOK_MAX_VOCAB);
+		         "%s: tokenizer.ggml.tokens has %llu entries "
+		         "(must be 1..%d)",
+		         f->path, (unsigned long long)a->n, TOK_MAX_VOCAB);
 		goto fail;
 	}
 	t->n_vocab = (int32_t)a->n;
@@ -658,8 +674,6 @@ struct tok *tok_load(const struct gguf_file *f, char *err, size_t errlen)
 		if (tok_bpe_setup(t, f, err, errlen) ||
 		    tok_pretok_compile(t, err, errlen))
 			goto fail;
-		if (err && errlen)
-			err[0] = 0;
 	} else if (tok_spm_setup(t, err, errlen)) {
 		goto fail;
 	}
@@ -696,14 +710,25 @@ static size_t tok_space_at(const char *s, size_t n)
 {
 	utf8proc_int32_t cp;
 	utf8proc_ssize_t len = utf8proc_iterate((const utf8proc_uint8_t *)s,
-						(utf8proc_ssize_t)n, &cp);
+	                                        (utf8proc_ssize_t)n, &cp);
 
 	if (len <= 0)
 		return 0;
 	switch (cp) {
-	case 0x09: case 0x0a: case 0x0b: case 0x0c: case 0x0d: case 0x20:
-	case 0x85: case 0xa0: case 0x1680: case 0x2028: case 0x2029:
-	case 0x202f: case 0x205f: case 0x3000:
+	case 0x09:
+	case 0x0a:
+	case 0x0b:
+	case 0x0c:
+	case 0x0d:
+	case 0x20:
+	case 0x85:
+	case 0xa0:
+	case 0x1680:
+	case 0x2028:
+	case 0x2029:
+	case 0x202f:
+	case 0x205f:
+	case 0x3000:
 		return (size_t)len;
 	default:
 		return cp >= 0x2000 && cp <= 0x200a ? (size_t)len : 0;
@@ -732,8 +757,8 @@ static size_t tok_space_before(const char *s, size_t begin, size_t end)
 
 /* Encode one stretch of text that holds no added token. */
 static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
-			  const char *s, size_t n, bool prev_special,
-			  struct tok_ids *out)
+                          const char *s, size_t n, bool prev_special,
+                          struct tok_ids *out)
 {
 	size_t k;
 
@@ -741,7 +766,7 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 		return 0;
 	if (t->model == TOK_MODEL_SPM)
 		return tok_spm_encode(t, sc, s, n,
-				      t->add_space_prefix && prev_special, out);
+		                      t->add_space_prefix && prev_special, out);
 	if (t->pre == TOK_PRE_QWEN2) {
 		for (k = 0; k < n && (unsigned char)s[k] < 0x80; k++)
 			;
@@ -755,7 +780,7 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 			if (m < 0) /* invalid UTF-8: take it as bytes */
 				return tok_pretok_encode(t, sc, s, n, out);
 			rc = tok_pretok_encode(t, sc, (const char *)nfc,
-					       (size_t)m, out);
+			                       (size_t)m, out);
 			free(nfc);
 			return rc;
 		}
@@ -765,7 +790,7 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 
 /* The longest enabled added token starting at S[i], or -1. */
 static int32_t tok_added_at(const struct tok *t, const char *s, size_t n,
-			    size_t i, unsigned flags)
+                            size_t i, unsigned flags)
 {
 	unsigned char c = (unsigned char)s[i];
 	uint32_t k;
@@ -788,8 +813,8 @@ static int32_t tok_added_at(const struct tok *t, const char *s, size_t n,
 
 /* Split on added tokens (leftmost-longest) and encode the parts. */
 static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
-			    const char *s, size_t n, unsigned flags,
-			    bool prev_special, struct tok_ids *out)
+                            const char *s, size_t n, unsigned flags,
+                            bool prev_special, struct tok_ids *out)
 {
 	size_t i = 0, last = 0;
 
@@ -813,8 +838,8 @@ static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
 			while (end < n && (w = tok_space_at(s + end, n - end)))
 				end += w;
 		}
-		if (tok_encode_raw(t, sc, s + last, start - last,
-				   prev_special, out) ||
+		if (tok_encode_raw(t, sc, s + last, start - last, prev_special,
+		                   out) ||
 		    tok_ids_push(out, id))
 			return -1;
 		prev_special = true;
@@ -824,15 +849,17 @@ static int tok_encode_parts(const struct tok *t, struct tok_scratch *sc,
 }
 
 int tok_encode(const struct tok *t, const char *text, size_t len,
-	       unsigned flags, struct tok_ids *out, char *err, size_t errlen)
+               unsigned flags, struct tok_ids *out, char *err, size_t errlen)
 {
 	struct tok_scratch sc = {0};
 	size_t n0 = out->n;
 	int rc = 0;
 
 	if (len > TOK_MAX_TEXT) {
-		snprintf(err, errlen, "text of %zu bytes is longer than the "
-			 "limit of %u bytes", len, TOK_MAX_TEXT);
+		snprintf(err, errlen,
+		         "text of %zu bytes is longer than the "
+		         "limit of %u bytes",
+		         len, TOK_MAX_TEXT);
 		return -1;
 	}
 	/* a chunk cache sized to the text: one slot per ~8 bytes */
@@ -850,8 +877,10 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
 	tok_scratch_free(&sc);
 	if (rc) {
 		out->n = n0;
-		snprintf(err, errlen, "out of memory while tokenizing %zu "
-			 "bytes", len);
+		snprintf(err, errlen,
+		         "out of memory while tokenizing %zu "
+		         "bytes",
+		         len);
 	}
 	return rc;
 }
@@ -859,7 +888,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
 /* ---------- decoding and queries ---------- */
 
 const char *tok_piece(const struct tok *t, int32_t id, unsigned flags,
-		      size_t *len)
+                      size_t *len)
 {
 	if (id < 0 || id >= t->n_vocab) {
 		*len = 0;
@@ -884,7 +913,7 @@ const char *tok_text(const struct tok *t, int32_t id, size_t *len)
 }
 
 int tok_decode(const struct tok *t, const int32_t *ids, size_t n,
-	       unsigned flags, struct tok_buf *out, char *err, size_t errlen)
+               unsigned flags, struct tok_buf *out, char *err, size_t errlen)
 {
 	size_t i, n0 = out->n, len;
 
@@ -892,9 +921,10 @@ int tok_decode(const struct tok *t, const int32_t *ids, size_t n,
 		const char *p = tok_piece(t, ids[i], flags, &len);
 
 		if (p == NULL) {
-			snprintf(err, errlen, "token id %d at position %zu is "
-				 "out of range (%d tokens)", ids[i], i,
-				 t->n_vocab);
+			snprintf(err, errlen,
+			         "token id %d at position %zu is "
+			         "out of range (%d tokens)",
+			         ids[i], i, t->n_vocab);
 			out->n = n0;
 			return -1;
 		}

@@ -31,7 +31,19 @@
  *      tokenizer may be shared by threads.
  *   4. tok_piece() bytes are what the token decodes to; concatenating the
  *      pieces of tok_encode(x) (plain flags) gives back x for byte-level
- *      BPE (after NFC for qwen2, whose HF tokenizer normalizes to NFC).
+ *      BPE (after NFC for qwen2, whose HF tokenizer normalizes to NFC),
+ *      except for bytes the vocabulary has no symbol for: HF drops those
+ *      and so do we (SmolLM2 lacks 21 of the 256 bytes, e.g. 0x04, 0xf1).
+ *
+ * Exactness: every id is checked against an oracle (tests/t_tok_vocab.c,
+ * tests/t_tok_corpus.c; goldens from tests/oracles/gen_tok.py): HF
+ * tokenizers for qwen2, llama-bpe, SmolLM2 and a Llama-2-style
+ * tokenizer.json, sentencepiece for Llama-2, llama.cpp for Gemma-3.
+ * Assumptions not covered by an oracle: "deepseek-r1-qwen" is treated
+ * exactly as "qwen2" (NFC included); Gemma-3's user-defined whitespace
+ * tokens ("  ", "\t\t", "\n\n") are matched in the raw text, as llama.cpp
+ * does (a sentencepiece model rebuilt from the GGUF disagrees on runs of
+ * spaces; no Gemma-3 tokenizer.json was available to settle it).
  *
  * The tokenizer copies everything it needs out of the GGUF file: the
  * gguf_file may be closed after tok_load().
@@ -46,9 +58,9 @@
 struct gguf_file;
 struct tok;
 
-#define TOK_MAX_VOCAB (1 << 22)	     /* 4M tokens: far above any model */
-#define TOK_MAX_TEXT (256u << 20)    /* longest text tok_encode accepts */
-#define TOK_MAX_TOKEN_LEN 4096	     /* longest token text accepted */
+#define TOK_MAX_VOCAB     (1 << 22)    /* 4M tokens: far above any model */
+#define TOK_MAX_TEXT      (256u << 20) /* longest text tok_encode accepts */
+#define TOK_MAX_TOKEN_LEN 4096         /* longest token text accepted */
 
 /* Token types, numbered as tokenizer.ggml.token_type (llama.cpp). */
 enum tok_type {
@@ -62,7 +74,7 @@ enum tok_type {
 };
 
 /* Flags of tok_encode(). */
-#define TOK_ADD_SPECIAL 1u   /* add BOS / EOS as the model asks */
+#define TOK_ADD_SPECIAL   1u /* add BOS / EOS as the model asks */
 #define TOK_PARSE_SPECIAL 2u /* match control-token text ("<|im_end|>") */
 
 /* Flags of tok_piece() / tok_decode() / tok_stream. */
@@ -103,7 +115,7 @@ void tok_free(struct tok *t);
  * text longer than TOK_MAX_TEXT); on error OUT keeps its old ids.
  */
 int tok_encode(const struct tok *t, const char *text, size_t len,
-	       unsigned flags, struct tok_ids *out, char *err, size_t errlen);
+               unsigned flags, struct tok_ids *out, char *err, size_t errlen);
 
 /*
  * The bytes token ID decodes to: *len bytes at the returned pointer, owned
@@ -111,7 +123,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len,
  * unless flags has TOK_DECODE_SPECIAL. An id out of range gives NULL.
  */
 const char *tok_piece(const struct tok *t, int32_t id, unsigned flags,
-		      size_t *len);
+                      size_t *len);
 
 /* The token's text as stored in the vocabulary (e.g. "Ġthe"), or NULL. */
 const char *tok_text(const struct tok *t, int32_t id, size_t *len);
@@ -122,7 +134,7 @@ const char *tok_text(const struct tok *t, int32_t id, size_t *len);
  * Returns 0 or -1 (out of memory, id out of range) with a message.
  */
 int tok_decode(const struct tok *t, const int32_t *ids, size_t n,
-	       unsigned flags, struct tok_buf *out, char *err, size_t errlen);
+               unsigned flags, struct tok_buf *out, char *err, size_t errlen);
 
 /* The id whose text is exactly TEXT[0..len), or -1. */
 int32_t tok_find(const struct tok *t, const char *text, size_t len);
@@ -156,14 +168,13 @@ const char *tok_pre_name(const struct tok *t);
  */
 struct tok_stream {
 	const struct tok *t;   /* the tokenizer (not owned) */
-	unsigned flags;	       /* TOK_DECODE_SPECIAL or 0 */
-	bool at_start;	       /* nothing emitted yet (leading space rule) */
+	unsigned flags;        /* TOK_DECODE_SPECIAL or 0 */
+	bool at_start;         /* nothing emitted yet (leading space rule) */
 	unsigned char pend[4]; /* bytes of an incomplete character */
-	size_t npend;	       /* bytes in pend, 0..3 */
+	size_t npend;          /* bytes in pend, 0..3 */
 };
 
-void tok_stream_init(struct tok_stream *s, const struct tok *t,
-		     unsigned flags);
+void tok_stream_init(struct tok_stream *s, const struct tok *t, unsigned flags);
 /* Append what token ID completes. Returns 0 or -1 (bad id, no memory). */
 int tok_stream_push(struct tok_stream *s, int32_t id, struct tok_buf *out);
 /* Emit what is pending (an incomplete character becomes U+FFFD). */

@@ -62,8 +62,8 @@ static uint32_t tok_pair_hash(uint64_t key)
 }
 
 /* The merge of LEFT and RIGHT, or NULL. */
-static const struct tok_merge *tok_merge_find(const struct tok *t,
-					      int32_t left, int32_t right)
+static const struct tok_merge *tok_merge_find(const struct tok *t, int32_t left,
+                                              int32_t right)
 {
 	uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
 	uint32_t mask = t->merge_cap - 1;
@@ -77,43 +77,37 @@ static const struct tok_merge *tok_merge_find(const struct tok *t,
 	return NULL;
 }
 
-/* Parse merge I ("left right") into ids; -1 with a message on error. */
+/* Parse merge I ("left right") into ids, using BOTH (2 *
+   TOK_MAX_TOKEN_LEN bytes) as scratch; -1 with a message on error. */
 static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
-			   uint64_t i, int32_t ids[3], char *err,
-			   size_t errlen)
+                           uint64_t i, int32_t ids[3], char *both, char *err,
+                           size_t errlen)
 {
 	const char *s = m->ptr;
 	size_t n = (size_t)m->len, sp;
-	char *both;
 
 	for (sp = 1; sp < n && s[sp] != ' '; sp++)
 		;
-	if (n < 3 || sp >= n - 1) {
+	if (n < 3 || sp >= n - 1 || n > 2 * TOK_MAX_TOKEN_LEN) {
 		snprintf(err, errlen,
-			 "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
-			 "tokens separated by a space",
-			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
+		         "tokenizer.ggml.merges[%llu] \"%.*s\" is not two "
+		         "tokens separated by a space (or is too long)",
+		         (unsigned long long)i, (int)(n > 64 ? 64 : n), s);
 		return -1;
 	}
 	ids[0] = tok_lookup(t, s, sp);
 	ids[1] = tok_lookup(t, s + sp + 1, n - sp - 1);
-	both = malloc(n);
-	if (both == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	memcpy(both, s, sp);
 	memcpy(both + sp, s + sp + 1, n - sp - 1);
 	ids[2] = tok_lookup(t, both, n - 1);
-	free(both);
 	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
 		snprintf(err, errlen,
-			 "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
-			 "token",
-			 (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
-			 ids[0] < 0   ? "the left part"
-			 : ids[1] < 0 ? "the right part"
-				      : "the merged text");
+		         "tokenizer.ggml.merges[%llu] \"%.*s\": %s is not a "
+		         "token",
+		         (unsigned long long)i, (int)(n > 64 ? 64 : n), s,
+		         ids[0] < 0   ? "the left part"
+		         : ids[1] < 0 ? "the right part"
+		                      : "the merged text");
 		return -1;
 	}
 	return 0;
@@ -121,12 +115,13 @@ static int tok_merge_parse(const struct tok *t, const struct gguf_str *m,
 
 /* Byte symbols and the merge table from tokenizer.ggml.merges. */
 int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
-		  size_t errlen)
+                  size_t errlen)
 {
 	const struct gguf_array *a;
 	uint32_t cap = 16;
 	uint64_t i;
 	unsigned b;
+	char *both;
 
 	for (b = 0; b < 256; b++) {
 		char u[4];
@@ -134,12 +129,14 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 
 		t->byte_id[b] = tok_lookup(t, u, n);
 	}
-	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a,
-			 err, errlen))
+	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a, err,
+	                 errlen))
 		return -1;
 	if (a->n > (uint64_t)INT32_MAX / 4) {
-		snprintf(err, errlen, "%s: tokenizer.ggml.merges has %llu "
-			 "entries", f->path, (unsigned long long)a->n);
+		snprintf(err, errlen,
+		         "%s: tokenizer.ggml.merges has %llu "
+		         "entries",
+		         f->path, (unsigned long long)a->n);
 		return -1;
 	}
 	while (cap < 2 * a->n)
@@ -147,10 +144,15 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 	t->merges = malloc((size_t)cap * sizeof(*t->merges));
 	if (t->merges == NULL) {
 		snprintf(err, errlen, "out of memory for %llu merges",
-			 (unsigned long long)a->n);
+		         (unsigned long long)a->n);
 		return -1;
 	}
 	t->merge_cap = cap;
+	both = malloc(2 * TOK_MAX_TOKEN_LEN);
+	if (both == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	for (i = 0; i < cap; i++) {
 		t->merges[i].key = 0;
 		t->merges[i].rank = -1;
@@ -161,13 +163,15 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		uint64_t key;
 		uint32_t h;
 
-		if (tok_merge_parse(t, &a->strs[i], i, ids, err, errlen)) {
+		if (tok_merge_parse(t, &a->strs[i], i, ids, both, err,
+		                    errlen)) {
 			char m[384];
 
 			if (err != NULL && errlen > 0) {
 				snprintf(m, sizeof(m), "%s", err);
 				snprintf(err, errlen, "%s: %s", f->path, m);
 			}
+			free(both);
 			return -1;
 		}
 		if (tok_merge_find(t, ids[0], ids[1]))
@@ -180,6 +184,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 		t->merges[h].rank = (int32_t)i;
 		t->merges[h].id = ids[2];
 	}
+	free(both);
 	return 0;
 }
 
@@ -254,8 +259,7 @@ static void bpe_pop(struct tok_scratch *sc, struct bpe_cand *out)
 /* The cache slot for chunk S[0..n) with hash H: its entry, or the empty
    slot where it goes. NULL when there is no cache. */
 static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
-					    const char *s, size_t n,
-					    uint32_t h)
+                                            const char *s, size_t n, uint32_t h)
 {
 	uint32_t i;
 
@@ -276,8 +280,8 @@ static struct tok_cache_ent *bpe_cache_slot(struct tok_scratch *sc,
 
 /* Remember that chunk S[0..n) gave OUT->v[from..]. Failure is harmless. */
 static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
-			  const char *s, size_t n, uint32_t h,
-			  const struct tok_ids *out, size_t from)
+                          const char *s, size_t n, uint32_t h,
+                          const struct tok_ids *out, size_t from)
 {
 	size_t k, cnt = out->n - from;
 
@@ -297,12 +301,12 @@ static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
 }
 
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
-			 const char *s, size_t n, struct tok_ids *out);
+                         const char *s, size_t n, struct tok_ids *out);
 
 /* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. Short
    chunks go through a cache: the result only depends on the bytes. */
 int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
-		  size_t n, struct tok_ids *out)
+                  size_t n, struct tok_ids *out)
 {
 	struct tok_cache_ent *e;
 	size_t from = out->n, k;
@@ -331,7 +335,7 @@ int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 
 /* The merge loop proper over chunk S[0..n). */
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
-			 const char *s, size_t n, struct tok_ids *out)
+                         const char *s, size_t n, struct tok_ids *out)
 {
 	int32_t i, head = -1, prev = -1, cnt = 0;
 	struct bpe_cand c;

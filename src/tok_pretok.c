@@ -42,19 +42,19 @@ static const char re_digit[] = "\\p{N}";
 
 /* Compile PATTERN into *OUT (JIT-compiled when PCRE2 supports it). */
 static int tok_pretok_one(const char *pattern, pcre2_code **out, char *err,
-			  size_t errlen)
+                          size_t errlen)
 {
 	PCRE2_UCHAR msg[256];
 	PCRE2_SIZE off;
 	int ec;
 
 	*out = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-			     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
-			     &ec, &off, NULL);
+	                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+	                     &ec, &off, NULL);
 	if (*out == NULL) {
 		pcre2_get_error_message(ec, msg, sizeof(msg));
 		snprintf(err, errlen, "pre-tokenizer pattern, offset %zu: %s",
-			 (size_t)off, (const char *)msg);
+		         (size_t)off, (const char *)msg);
 		return -1;
 	}
 	/* without JIT (not built in) the interpreter gives the same result */
@@ -87,14 +87,14 @@ void tok_pretok_free(struct tok *t)
 
 /* Run RE over S[0..n) and BPE-encode every match and every gap. */
 static int tok_pretok_split(const struct tok *t, struct tok_scratch *sc,
-			    const pcre2_code *re, const char *s, size_t n,
-			    struct tok_ids *out)
+                            const pcre2_code *re, const char *s, size_t n,
+                            struct tok_ids *out)
 {
 	size_t off = 0;
 
 	while (off < n) {
-		int rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, 0, sc->md,
-				     NULL);
+		int rc =
+		    pcre2_match(re, (PCRE2_SPTR)s, n, off, 0, sc->md, NULL);
 		PCRE2_SIZE *ov;
 
 		if (rc == PCRE2_ERROR_NOMATCH)
@@ -102,8 +102,8 @@ static int tok_pretok_split(const struct tok *t, struct tok_scratch *sc,
 		if (rc < 0)
 			return -1;
 		ov = pcre2_get_ovector_pointer(sc->md);
-		if (ov[0] > off && tok_bpe_chunk(t, sc, s + off, ov[0] - off,
-						 out))
+		if (ov[0] > off &&
+		    tok_bpe_chunk(t, sc, s + off, ov[0] - off, out))
 			return -1;
 		if (ov[1] <= ov[0]) { /* an empty match cannot happen here */
 			size_t k = ov[0] + 1;
@@ -121,7 +121,7 @@ static int tok_pretok_split(const struct tok *t, struct tok_scratch *sc,
 }
 
 int tok_pretok_encode(const struct tok *t, struct tok_scratch *sc,
-		      const char *s, size_t n, struct tok_ids *out)
+                      const char *s, size_t n, struct tok_ids *out)
 {
 	size_t off = 0;
 
@@ -134,12 +134,12 @@ int tok_pretok_encode(const struct tok *t, struct tok_scratch *sc,
 		return tok_pretok_split(t, sc, t->re, s, n, out);
 	while (off < n) {
 		int rc = pcre2_match(t->re_digits, (PCRE2_SPTR)s, n, off, 0,
-				     sc->md, NULL);
+		                     sc->md, NULL);
 		PCRE2_SIZE *ov, a, b;
 
 		if (rc == PCRE2_ERROR_NOMATCH)
 			return tok_pretok_split(t, sc, t->re, s + off, n - off,
-						out);
+			                        out);
 		if (rc < 0)
 			return -1;
 		ov = pcre2_get_ovector_pointer(sc->md);

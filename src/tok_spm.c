@@ -46,8 +46,8 @@ int tok_spm_setup(struct tok *t, char *err, size_t errlen)
 
 		snprintf(name, sizeof(name), "<0x%02X>", b);
 		id = tok_lookup(t, name, 6);
-		t->byte_id[b] = id >= 0 && t->type[id] == TOK_TYPE_BYTE ? id
-									 : -1;
+		t->byte_id[b] =
+		    id >= 0 && t->type[id] == TOK_TYPE_BYTE ? id : -1;
 	}
 	return 0;
 }
@@ -59,8 +59,8 @@ static int spm_before(const struct spm_cand *a, const struct spm_cand *b)
 }
 
 /* Push the merge of symbol L with its successor if it is a token. */
-static int spm_push(const struct tok *t, struct tok_scratch *sc,
-		    const char *s, int32_t l)
+static int spm_push(const struct tok *t, struct tok_scratch *sc, const char *s,
+                    int32_t l)
 {
 	int32_t r, id;
 	struct spm_cand *h, c;
@@ -69,7 +69,7 @@ static int spm_push(const struct tok *t, struct tok_scratch *sc,
 	if (l < 0 || (r = sc->sym_next[l]) < 0)
 		return 0;
 	id = tok_lookup(t, s + sc->sym_start[l],
-			sc->sym_len[l] + sc->sym_len[r]);
+	                sc->sym_len[l] + sc->sym_len[r]);
 	if (id < 0 || !spm_mergeable(t, id))
 		return 0;
 	if (sc->heap_n == sc->heap_cap) {
@@ -120,8 +120,8 @@ static void spm_pop(struct tok_scratch *sc, struct spm_cand *out)
 }
 
 /* Emit symbol I: its token, or its bytes as <0xXX> tokens, or <unk>. */
-static int spm_emit(const struct tok *t, struct tok_scratch *sc,
-		    const char *s, int32_t i, struct tok_ids *out)
+static int spm_emit(const struct tok *t, struct tok_scratch *sc, const char *s,
+                    int32_t i, struct tok_ids *out)
 {
 	int32_t id = sc->sym_id[i];
 	uint32_t k;
@@ -141,8 +141,8 @@ static int spm_emit(const struct tok *t, struct tok_scratch *sc,
 }
 
 /* Encode S[0..n) (no added tokens in it), prepending "▁" if PREFIX. */
-int tok_spm_encode(const struct tok *t, struct tok_scratch *sc,
-		   const char *s, size_t n, bool prefix, struct tok_ids *out)
+int tok_spm_encode(const struct tok *t, struct tok_scratch *sc, const char *s,
+                   size_t n, bool prefix, struct tok_ids *out)
 {
 	struct tok_buf *b = &sc->tmp;
 	int32_t i, nsym = 0;
@@ -154,7 +154,7 @@ int tok_spm_encode(const struct tok *t, struct tok_scratch *sc,
 		return -1;
 	for (k = 0; k < n; k++) {
 		if (s[k] == ' ' ? tok_buf_append(b, "\xe2\x96\x81", 3)
-				: tok_buf_append(b, s + k, 1))
+		                : tok_buf_append(b, s + k, 1))
 			return -1;
 	}
 	if (b->n > INT32_MAX / 2 || tok_scratch_syms(sc, b->n))

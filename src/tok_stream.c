@@ -19,8 +19,7 @@
 
 static const char tok_repl[] = "\xef\xbf\xbd"; /* U+FFFD */
 
-void tok_stream_init(struct tok_stream *s, const struct tok *t,
-		     unsigned flags)
+void tok_stream_init(struct tok_stream *s, const struct tok *t, unsigned flags)
 {
 	memset(s, 0, sizeof(*s));
 	s->t = t;
@@ -42,17 +41,16 @@ static bool tok_stream_incomplete(const unsigned char *p, size_t n)
 		if ((p[k] & 0xc0) != 0x80)
 			return false;
 	/* second-byte limits that rule out overlongs and surrogates */
-	if (n >= 2 && ((p[0] == 0xe0 && p[1] < 0xa0) ||
-		       (p[0] == 0xed && p[1] > 0x9f) ||
-		       (p[0] == 0xf0 && p[1] < 0x90) ||
-		       (p[0] == 0xf4 && p[1] > 0x8f)))
+	if (n >= 2 &&
+	    ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+	     (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f)))
 		return false;
 	return true;
 }
 
 /* Feed one byte C; append what becomes complete to OUT. */
 static int tok_stream_byte(struct tok_stream *s, unsigned char c,
-			   struct tok_buf *out)
+                           struct tok_buf *out)
 {
 	size_t len;
 

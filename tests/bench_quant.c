@@ -29,21 +29,28 @@ static double now(void)
 /* Byte offsets of the half fields of a block of TYPE (-1 ends). */
 static const int *half_fields(uint32_t t)
 {
-	static const int d0[] = {0, -1}, d02[] = {0, 2, -1}, q2k[] = {80, 82, -1},
-			 q3k[] = {108, -1}, q6k[] = {208, -1}, none[] = {-1};
+	static const int d0[] = {0, -1}, d02[] = {0, 2, -1},
+	                 q2k[] = {80, 82, -1}, q3k[] = {108, -1},
+	                 q6k[] = {208, -1}, none[] = {-1};
 
 	switch (t) {
 	case QTYPE_Q4_1:
 	case QTYPE_Q5_1:
 	case QTYPE_Q4_K:
-	case QTYPE_Q5_K: return d02;
-	case QTYPE_Q2_K: return q2k;
-	case QTYPE_Q3_K: return q3k;
-	case QTYPE_Q6_K: return q6k;
+	case QTYPE_Q5_K:
+		return d02;
+	case QTYPE_Q2_K:
+		return q2k;
+	case QTYPE_Q3_K:
+		return q3k;
+	case QTYPE_Q6_K:
+		return q6k;
 	case QTYPE_Q4_0:
 	case QTYPE_Q5_0:
-	case QTYPE_Q8_0: return d0;
-	default: return none;
+	case QTYPE_Q8_0:
+		return d0;
+	default:
+		return none;
 	}
 }
 
@@ -66,10 +73,12 @@ static double bench(uint32_t type, int64_t rows, int64_t n, double secs)
 	if (qi->blck_size == 1) {
 		for (size_t i = 0; i < rs * rows; i += qi->type_size)
 			if (type == QTYPE_F32) {
-				float v = (float)((double)rand() / RAND_MAX - 0.5);
+				float v =
+				    (float)((double)rand() / RAND_MAX - 0.5);
 				memcpy(w + i, &v, 4);
 			} else {
-				w[i + 1] = 0x3c; /* around 1.0 in half and bfloat16 */
+				w[i + 1] =
+				    0x3c; /* around 1.0 in half and bfloat16 */
 			}
 	}
 	for (size_t b = 0; b < rs * rows; b += qi->type_size)
@@ -100,26 +109,31 @@ int main(int argc, char **argv)
 	const char **names = argc > 1 ? (const char **)argv + 1 : defaults;
 	const int count = argc > 1 ? argc - 1 : 4;
 
-	printf("quant_dot, one thread; GB/s of weight bytes (AVX2 kernels %s)\n",
-	       quant_simd_active() ? "available" : "not available");
-	printf("%-6s %14s %14s %14s %14s\n", "type", "cache avx2", "cache C", "memory avx2",
-	       "memory C");
+	printf(
+	    "quant_dot, one thread; GB/s of weight bytes (AVX2 kernels %s)\n",
+	    quant_simd_active() ? "available" : "not available");
+	printf("%-6s %14s %14s %14s %14s\n", "type", "cache avx2", "cache C",
+	       "memory avx2", "memory C");
 	for (int i = 0; i < count; i++) {
 		uint32_t t = 0;
 
 		while (t < QTYPE_COUNT && strcmp(qtype_name(t), names[i]) != 0)
 			t++;
 		if (t == QTYPE_COUNT || !quant_can_compute(t)) {
-			fprintf(stderr, "bench_quant: unknown type %s\n", names[i]);
+			fprintf(stderr, "bench_quant: unknown type %s\n",
+			        names[i]);
 			return 1;
 		}
 		double r[4];
 		for (int k = 0; k < 4; k++) {
 			quant_set_simd(k % 2 == 0);
-			/* cache: 256 rows x 1024 (<= 300 KB); memory: 16384 x 2048 */
-			r[k] = k < 2 ? bench(t, 32, 8192, 0.4) : bench(t, 16384, 2048, 0.8);
+			/* cache: 256 rows x 1024 (<= 300 KB); memory: 16384 x
+			 * 2048 */
+			r[k] = k < 2 ? bench(t, 32, 8192, 0.4)
+			             : bench(t, 16384, 2048, 0.8);
 		}
-		printf("%-6s %14.2f %14.2f %14.2f %14.2f\n", names[i], r[0], r[1], r[2], r[3]);
+		printf("%-6s %14.2f %14.2f %14.2f %14.2f\n", names[i], r[0],
+		       r[1], r[2], r[3]);
 	}
 	return 0;
 }

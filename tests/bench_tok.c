@@ -26,8 +26,8 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	const char *src = argc > 2 ? argv[2]
-				   : "/usr/share/common-licenses/GPL-3";
+	const char *src =
+	    argc > 2 ? argv[2] : "/usr/share/common-licenses/GPL-3";
 	double mb = argc > 3 ? atof(argv[3]) : 4.0, t0 = 0, t1 = 0, t2;
 	double best_paste = 0;
 	int rep;
@@ -91,8 +91,8 @@ int main(int argc, char **argv)
 	printf("%s (%s/%s): %.1f MB in one call: %.3f s CPU, %.1f MB/s, %.0f "
 	       "tokens/s; 100 KB pastes: %.1f MB/s, %.1f ms per paste\n",
 	       argv[1], tok_model_name(t), tok_pre_name(t), n / 1e6, t1 - t0,
-	       n / 1e6 / (t1 - t0), ntok_paste / (t1 - t0),
-	       n / 1e6 / (t2 - t1), (t2 - t1) * 1e3 / ((n + paste - 1) / paste));
+	       n / 1e6 / (t1 - t0), ntok_paste / (t1 - t0), n / 1e6 / (t2 - t1),
+	       (t2 - t1) * 1e3 / ((n + paste - 1) / paste));
 	free(ids.v);
 	free(big);
 	free(text);

@@ -20,11 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(const char *fmt, const char *a, long long b)
+/* Report "FAIL WHAT: A (B)" and return the failure status. */
+static int fail(const char *what, const char *a, long long b)
 {
-	printf("FAIL ");
-	printf(fmt, a, b);
-	printf("\n");
+	printf("FAIL %s: %s (%lld)\n", what, a, b);
 	return 1;
 }
 
@@ -59,11 +58,11 @@ int main(int argc, char **argv)
 	}
 	kill_ms = strtoll(argv[3], NULL, 10);
 	if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READWRITE, NULL))
-		return fail("open %s (%lld)", argv[1], 0);
+		return fail("open", argv[1], 0);
 	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) ||
 	    sqlite3_step(s) != SQLITE_ROW ||
 	    strcmp((const char *)sqlite3_column_text(s, 0), "ok") != 0)
-		return fail("integrity_check: %s (%lld)", sqlite3_errmsg(db),
+		return fail("integrity_check", sqlite3_errmsg(db),
 		            0);
 	sqlite3_finalize(s);
 	if (sqlite3_prepare_v2(db,
@@ -71,18 +70,18 @@ int main(int argc, char **argv)
 	                       "pragma_foreign_key_check",
 	                       -1, &s, NULL) ||
 	    sqlite3_step(s) != SQLITE_ROW || sqlite3_column_int(s, 0) != 0)
-		return fail("foreign keys: %s %lld", "violations",
+		return fail("foreign keys", "violations",
 		            sqlite3_column_int(s, 0));
 	sqlite3_finalize(s);
 	if (sqlite3_exec(db,
 	                 "INSERT INTO messages_fts(messages_fts) "
 	                 "VALUES ('integrity-check')",
 	                 NULL, NULL, NULL))
-		return fail("FTS index: %s (%lld)", sqlite3_errmsg(db), 0);
+		return fail("FTS index", sqlite3_errmsg(db), 0);
 
 	f = fopen(argv[2], "r");
 	if (!f)
-		return fail("cannot read %s (%lld)", argv[2], 0);
+		return fail("cannot read", argv[2], 0);
 	sqlite3_prepare_v2(db,
 	                   "SELECT length(CAST(content AS BLOB)), finish "
 	                   "FROM messages WHERE id = ?1",
@@ -94,16 +93,16 @@ int main(int argc, char **argv)
 		if (!strchr(line, '\n'))
 			break; /* torn last line: the writer died writing it */
 		if (sscanf(line, "%c %lld %lld", &kind, &id, &len) != 3)
-			return fail("bad ids line: %s (%lld)", line, 0);
+			return fail("bad ids line", line, 0);
 		sqlite3_reset(s);
 		sqlite3_bind_int64(s, 1, id);
 		if (sqlite3_step(s) != SQLITE_ROW)
-			return fail("finished message lost: %s id %lld", "",
+			return fail("finished message lost", "id",
 			            id);
 		if (sqlite3_column_type(s, 1) == SQLITE_NULL)
-			return fail("message not finished:%s id %lld", "", id);
+			return fail("message not finished", "id", id);
 		if (sqlite3_column_int64(s, 0) != len)
-			return fail("message text changed:%s id %lld", "", id);
+			return fail("message text changed", "id", id);
 		n_ids++;
 	}
 	fclose(f);
@@ -126,7 +125,7 @@ int main(int argc, char **argv)
 	sqlite3_close(db);
 
 	if (store_open(argv[1], 0, &st, err, sizeof(err)) != STORE_OK)
-		return fail("store_open after the kill: %s (%lld)", err, 0);
+		return fail("store_open after the kill", err, 0);
 	store_close(st);
 	printf("ok ids=%lld lost_ms=%lld in_progress=%d\n", n_ids,
 	       stamp < 0 ? -1 : (kill_ms > stamp ? kill_ms - stamp : 0),

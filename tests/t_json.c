@@ -11,7 +11,10 @@
 #include <string.h>
 
 #include "json.h"
+#include "json_fuzz_check.h"
 #include "tap.h"
+
+#include <dirent.h>
 
 /* S with newlines and tabs shown as \n, \t (for one-line test names);
  * a static buffer, valid until the next call with the same SLOT. */
@@ -168,6 +171,49 @@ int main(void)
 		free(out);
 		json_free(o);
 		json_free(c);
+	}
+	/* fuzz findings replayed through the harness's checks */
+	{
+		const char *top = getenv("top_srcdir");
+		char path[4096];
+		DIR *d;
+		struct dirent *e;
+		int n = 0, bad = 0;
+
+		snprintf(path, sizeof(path), "%s/tests/data/json/crashers",
+			 top ? top : ".");
+		d = opendir(path);
+		while (d && (e = readdir(d))) {
+			char file[8192];
+			FILE *f;
+			char *buf;
+			long len;
+
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+			f = fopen(file, "rb");
+			if (!f)
+				continue;
+			fseek(f, 0, SEEK_END);
+			len = ftell(f);
+			fseek(f, 0, SEEK_SET);
+			buf = malloc(len > 0 ? (size_t)len : 1);
+			if (buf && len >= 0 &&
+			    fread(buf, 1, (size_t)len, f) == (size_t)len) {
+				n++;
+				if (json_fuzz_check(buf, (size_t)len)) {
+					bad++;
+					tap_diag("crasher %s fails", e->d_name);
+				}
+			}
+			free(buf);
+			fclose(f);
+		}
+		if (d)
+			closedir(d);
+		tap_ok(n > 0 && bad == 0, "%d fuzz crashers (%s) pass the "
+					  "harness checks", n, path);
 	}
 	return tap_done();
 }

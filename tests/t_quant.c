@@ -81,7 +81,8 @@ static void make_x(float *x, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++) {
 		const double u = rng_unit(), v = rng_unit();
-		const double g = sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+		const double g =
+		    sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
 
 		x[i] = (float)(g * ldexp(1.0, (int)((i / 32 * 7) % 17) - 8));
 	}
@@ -111,10 +112,14 @@ static int min_offset(uint32_t type)
 static int d_offset(uint32_t type)
 {
 	switch (type) {
-	case QTYPE_Q2_K: return 80;
-	case QTYPE_Q3_K: return 108;
-	case QTYPE_Q6_K: return 208;
-	default: return 0;
+	case QTYPE_Q2_K:
+		return 80;
+	case QTYPE_Q3_K:
+		return 108;
+	case QTYPE_Q6_K:
+		return 208;
+	default:
+		return 0;
 	}
 }
 
@@ -123,13 +128,14 @@ static int d_offset(uint32_t type)
  * minimum, |w_i with min zeroed| + |w_i with d zeroed|; else |w_i|.
  */
 static void gross_weights(uint32_t type, const uint8_t *row, int64_t n,
-			  double *g)
+                          double *g)
 {
 	const struct qtype_info *qi = qtype_get(type);
 	const size_t rs = quant_row_size(type, n);
 	const int moff = min_offset(type);
 	uint8_t *tmp = malloc(rs);
-	float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+	float *a = malloc((size_t)n * sizeof *a),
+	      *b = malloc((size_t)n * sizeof *b);
 
 	if (moff < 0) {
 		quant_dequant_row(type, row, a, n);
@@ -153,8 +159,8 @@ static void gross_weights(uint32_t type, const uint8_t *row, int64_t n,
 }
 
 struct dot_stats {
-	double worst_a;	  /* max over rows of |x^ err| / bound(a) */
-	double worst_b;	  /* max of |dot - sum w x^| / bound(b) */
+	double worst_a;   /* max over rows of |x^ err| / bound(a) */
+	double worst_b;   /* max of |dot - sum w x^| / bound(b) */
 	double worst_rel; /* max of |dot - sum w x| / sum |w x| */
 	int fails;
 };
@@ -165,19 +171,22 @@ static int64_t act_block(uint32_t type)
 	switch (type) {
 	case QTYPE_F32:
 	case QTYPE_F16:
-	case QTYPE_BF16: return 1;
+	case QTYPE_BF16:
+		return 1;
 	case QTYPE_Q2_K:
 	case QTYPE_Q3_K:
 	case QTYPE_Q4_K:
 	case QTYPE_Q5_K:
-	case QTYPE_Q6_K: return 256;
-	default: return 32;
+	case QTYPE_Q6_K:
+		return 256;
+	default:
+		return 32;
 	}
 }
 
 /* Check quant_dot of one row (N elements) against note 3. */
 static void check_dot(uint32_t type, const uint8_t *row, const float *w,
-		      const float *x, int64_t n, struct dot_stats *st)
+                      const float *x, int64_t n, struct dot_stats *st)
 {
 	const int64_t ab = act_block(type);
 	const size_t vs = quant_vec_size(type, n);
@@ -199,8 +208,10 @@ static void check_dot(uint32_t type, const uint8_t *row, const float *w,
 		for (int64_t i = b; i < b + ab; i++) {
 			if (fabs(xh[i] - x[i]) > delta) {
 				st->fails++;
-				tap_diag("%s: x^[%lld] = %.9g for x = %.9g, off by more than %.9g",
-					 qtype_name(type), (long long)i, xh[i], x[i], delta);
+				tap_diag("%s: x^[%lld] = %.9g for x = %.9g, "
+				         "off by more than %.9g",
+				         qtype_name(type), (long long)i, xh[i],
+				         x[i], delta);
 			}
 			bound_a += fabs(w[i]) * delta;
 		}
@@ -211,7 +222,8 @@ static void check_dot(uint32_t type, const uint8_t *row, const float *w,
 		absw += fabs((double)w[i] * x[i]);
 		gx += g[i] * fabs(xh[i]);
 	}
-	const double nterms = ab == 1 ? n / 16.0 : (double)(n / qtype_get(type)->blck_size);
+	const double nterms =
+	    ab == 1 ? n / 16.0 : (double)(n / qtype_get(type)->blck_size);
 	const double bound_b = (nterms + 8) * 0x1p-24 * gx;
 
 	quant_set_simd(true);
@@ -221,18 +233,19 @@ static void check_dot(uint32_t type, const uint8_t *row, const float *w,
 	quant_set_simd(true);
 	if (memcmp(&dot_simd, &dot_c, sizeof dot_c) != 0) {
 		st->fails++;
-		tap_diag("%s: AVX2 dot %.9g != portable dot %.9g", qtype_name(type),
-			 dot_simd, dot_c);
+		tap_diag("%s: AVX2 dot %.9g != portable dot %.9g",
+		         qtype_name(type), dot_simd, dot_c);
 	}
 	const double eb = fabs(dot_c - refh);
 	if (!(eb <= bound_b)) {
 		st->fails++;
-		tap_diag("%s: |dot - sum w x^| = %.3g > %.3g", qtype_name(type), eb, bound_b);
+		tap_diag("%s: |dot - sum w x^| = %.3g > %.3g", qtype_name(type),
+		         eb, bound_b);
 	}
 	if (!(fabs(dot_c - ref) <= bound_a + bound_b)) {
 		st->fails++;
 		tap_diag("%s: |dot - sum w x| = %.3g > %.3g", qtype_name(type),
-			 fabs(dot_c - ref), bound_a + bound_b);
+		         fabs(dot_c - ref), bound_a + bound_b);
 	}
 	if (bound_a > 0)
 		st->worst_a = fmax(st->worst_a, fabs(refh - ref) / bound_a);
@@ -265,7 +278,8 @@ static void float_row(uint32_t type, uint8_t *row, float *w, int64_t n)
 
 			memcpy(&b, &w[i], 4);
 			if (type == QTYPE_BF16) {
-				b &= 0xFFFF0000u; /* exact: truncate to bfloat16 */
+				b &= 0xFFFF0000u; /* exact: truncate to bfloat16
+				                   */
 				h = (uint16_t)(b >> 16);
 			} else {
 				h = f32_to_f16(w[i]);
@@ -299,8 +313,8 @@ static void check_type(uint32_t type)
 	const int64_t n = (int64_t)nb * qi->blck_size;
 	const size_t raw = (size_t)nb * qi->type_size;
 	if (!tap_ok(memcmp(buf, "PQGT", 4) == 0 && t == type &&
-			len == 12 + raw + (size_t)n * 4,
-		    "%s: golden file header (%u blocks)", name, nb)) {
+	                len == 12 + raw + (size_t)n * 4,
+	            "%s: golden file header (%u blocks)", name, nb)) {
 		free(buf);
 		return;
 	}
@@ -316,17 +330,21 @@ static void check_type(uint32_t type)
 			first = i;
 	if (first >= 0)
 		tap_diag("%s: element %lld: got %.9g, gguf-py %.9g", name,
-			 (long long)first, got[first], want[first]);
-	tap_ok(bad == 0, "%s: dequantization of %lld elements bit-exact with gguf-py (%lld differ)",
+		         (long long)first, got[first], want[first]);
+	tap_ok(bad == 0,
+	       "%s: dequantization of %lld elements bit-exact with gguf-py "
+	       "(%lld differ)",
 	       name, (long long)n, (long long)bad);
 
 	/* also row by row in pieces (the block loop restarts correctly) */
 	{
-		const int64_t rown = qi->blck_size == 1 ? 256 : 4 * qi->blck_size;
+		const int64_t rown =
+		    qi->blck_size == 1 ? 256 : 4 * qi->blck_size;
 		int64_t bad2 = 0;
 
 		for (int64_t r = 0; r + rown <= n; r += rown) {
-			quant_dequant_row(type, blocks + quant_row_size(type, r), got, rown);
+			quant_dequant_row(
+			    type, blocks + quant_row_size(type, r), got, rown);
 			bad2 += memcmp(got, want + r, (size_t)rown * 4) != 0;
 		}
 		tap_ok(bad2 == 0, "%s: row-wise dequantization matches", name);
@@ -334,7 +352,9 @@ static void check_type(uint32_t type)
 
 	/* dots: rows of 256 (floats), 8 blocks (32-formats) or 2 blocks (K) */
 	{
-		const int64_t rown = qi->blck_size == 1 ? 256 : qi->blck_size == 32 ? 256 : 512;
+		const int64_t rown = qi->blck_size == 1    ? 256
+		                     : qi->blck_size == 32 ? 256
+		                                           : 512;
 		float *x = malloc((size_t)rown * sizeof *x);
 		struct dot_stats st = {0};
 		int rows = 0;
@@ -342,11 +362,15 @@ static void check_type(uint32_t type)
 		for (int64_t r = 0; r + rown <= n; r += rown, rows++) {
 			make_x(x, rown);
 			if (qi->blck_size == 1)
-				float_row(type, blocks + quant_row_size(type, r), want + r, rown);
-			check_dot(type, blocks + quant_row_size(type, r), want + r, x, rown, &st);
+				float_row(type,
+				          blocks + quant_row_size(type, r),
+				          want + r, rown);
+			check_dot(type, blocks + quant_row_size(type, r),
+			          want + r, x, rown, &st);
 		}
 		tap_ok(st.fails == 0 && rows > 0,
-		       "%s: %d dots within bounds, AVX2 == portable (worst: act %.3f, fp %.3f of bound; rel err %.2e)",
+		       "%s: %d dots within bounds, AVX2 == portable (worst: "
+		       "act %.3f, fp %.3f of bound; rel err %.2e)",
 		       name, rows, st.worst_a, st.worst_b, st.worst_rel);
 		free(x);
 	}
@@ -359,36 +383,106 @@ static void check_type(uint32_t type)
 static void check_api(void)
 {
 	char err[512];
-	const char *want = "tensor 'blk.0.attn_q.weight' has type Q4_2 (id 4), which the CPU "
-			   "engine does not support (supported: F32, F16, BF16, Q8_0, Q4_0, "
-			   "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)";
+	const char *want =
+	    "tensor 'blk.0.attn_q.weight' has type Q4_2 (id 4), which the CPU "
+	    "engine does not support (supported: F32, F16, BF16, Q8_0, Q4_0, "
+	    "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)";
 	int rc = quant_check_tensor("blk.0.attn_q.weight", 4, err, sizeof err);
 
-	tap_ok(rc == -1 && strcmp(err, want) == 0, "check_tensor message: %s", err);
+	tap_ok(rc == -1 && strcmp(err, want) == 0, "check_tensor message: %s",
+	       err);
 	rc = quant_check_tensor("x", 200, err, sizeof err);
-	tap_ok(rc == -1 && strncmp(err, "tensor 'x' has type unknown (id 200), which", 43) == 0,
+	tap_ok(rc == -1 &&
+	           strncmp(err, "tensor 'x' has type unknown (id 200), which",
+	                   43) == 0,
 	       "check_tensor names an unknown id: %s", err);
 	rc = quant_check_tensor("y", QTYPE_IQ2_XXS, err, 20);
-	tap_ok(rc == -1 && strlen(err) == 19, "check_tensor truncates to errlen");
+	tap_ok(rc == -1 && strlen(err) == 19,
+	       "check_tensor truncates to errlen");
 	tap_ok(quant_check_tensor("z", QTYPE_Q6_K, err, sizeof err) == 0,
 	       "check_tensor accepts Q6_K");
 	int ncomp = 0;
 	for (uint32_t t = 0; t < 64; t++)
 		ncomp += quant_can_compute(t);
 	tap_ok(ncomp == 13, "13 computable types");
-	tap_ok(quant_row_size(QTYPE_Q4_K, 512) == 288 && quant_row_size(QTYPE_Q8_0, 64) == 68 &&
-		       quant_row_size(QTYPE_F32, 3) == 12 && quant_row_size(QTYPE_Q4_0, 33) == 0 &&
-		       quant_row_size(4, 32) == 0 && quant_row_size(QTYPE_Q4_0, -32) == 0,
+	tap_ok(quant_row_size(QTYPE_Q4_K, 512) == 288 &&
+	           quant_row_size(QTYPE_Q8_0, 64) == 68 &&
+	           quant_row_size(QTYPE_F32, 3) == 12 &&
+	           quant_row_size(QTYPE_Q4_0, 33) == 0 &&
+	           quant_row_size(4, 32) == 0 &&
+	           quant_row_size(QTYPE_Q4_0, -32) == 0,
 	       "quant_row_size");
-	tap_ok(quant_vec_size(QTYPE_Q4_1, 64) == 80 && quant_vec_size(QTYPE_Q6_K, 512) == 584 &&
-		       quant_vec_size(QTYPE_F16, 10) == 40 && quant_vec_size(QTYPE_IQ1_S, 256) == 0,
+	tap_ok(quant_vec_size(QTYPE_Q4_1, 64) == 80 &&
+	           quant_vec_size(QTYPE_Q6_K, 512) == 584 &&
+	           quant_vec_size(QTYPE_F16, 10) == 40 &&
+	           quant_vec_size(QTYPE_IQ1_S, 256) == 0,
 	       "quant_vec_size");
+}
+
+/*
+ * AVX2 and portable dots agree bit for bit on many random rows of TYPE
+ * (random quant bytes, finite random float16 scales; floats: random values).
+ */
+static void check_simd_random(uint32_t type)
+{
+	const int64_t n = 1024, rows = 300;
+	const struct qtype_info *qi = qtype_get(type);
+	const size_t rs = quant_row_size(type, n);
+	uint8_t *w = malloc(rs * rows);
+	float *x = malloc(n * sizeof *x);
+	void *vec = malloc(quant_vec_size(type, n));
+	int bad = 0;
+
+	for (size_t i = 0; i < rs * rows; i++)
+		w[i] = (uint8_t)(rng_unit() * 256);
+	for (size_t b = 0; b < rs * rows; b += qi->type_size) {
+		if (qi->blck_size == 1) { /* finite values of modest size */
+			const float f = (float)(rng_unit() - 0.5);
+			uint16_t h = type == QTYPE_F16
+			                 ? f32_to_f16(f)
+			                 : (uint16_t)(f16_f32_bits(f) >> 16);
+
+			if (type == QTYPE_F32)
+				memcpy(w + b, &f, 4);
+			else
+				memcpy(w + b, &h, 2);
+			continue;
+		}
+		const int offs[2] = {d_offset(type), min_offset(type)};
+		for (int k = 0; k < 2; k++) {
+			if (offs[k] < 0)
+				continue;
+			const uint16_t h =
+			    f32_to_f16((float)((rng_unit() - 0.5) * 0.1));
+			memcpy(w + b + offs[k], &h, 2);
+		}
+	}
+	make_x(x, n);
+	quant_vec_prepare(type, x, n, vec);
+	for (int64_t r = 0; r < rows; r++) {
+		float a, c;
+
+		quant_set_simd(true);
+		a = quant_dot(type, w + r * rs, vec, n);
+		quant_set_simd(false);
+		c = quant_dot(type, w + r * rs, vec, n);
+		bad += memcmp(&a, &c, sizeof a) != 0;
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "%s: AVX2 and portable dots identical on %lld random rows (%d "
+	       "differ)",
+	       qtype_name(type), (long long)rows, bad);
+	free(w);
+	free(x);
+	free(vec);
 }
 
 /* An inf or NaN activation makes the dots of its block NaN. */
 static void check_nan(void)
 {
-	static const uint32_t types[] = {QTYPE_Q4_1, QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q6_K};
+	static const uint32_t types[] = {QTYPE_Q4_1, QTYPE_Q8_0, QTYPE_Q4_K,
+	                                 QTYPE_Q6_K};
 	uint8_t row[1024] = {0}; /* >= 512 elements of any of the types */
 	float x[512];
 	uint8_t vec[2048];
@@ -407,14 +501,17 @@ static void check_nan(void)
 int main(void)
 {
 	static const uint32_t types[] = {
-	    QTYPE_F32,	QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
+	    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
 	    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
 	    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
 	};
 
-	tap_diag("AVX2 kernels %s", quant_simd_active() ? "active" : "not available");
+	tap_diag("AVX2 kernels %s",
+	         quant_simd_active() ? "active" : "not available");
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
 		check_type(types[i]);
+	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+		check_simd_random(types[i]);
 	check_api();
 	check_nan();
 	return tap_done();

@@ -49,17 +49,18 @@ static void model_path(const char *env, const char *file, char *buf, size_t len)
 	else if (cache != NULL && cache[0] == '/')
 		snprintf(buf, len, "%s/parley/models/%s", cache, file);
 	else
-		snprintf(buf, len, "%s/.cache/parley/models/%s", home ? home : "", file);
+		snprintf(buf, len, "%s/.cache/parley/models/%s",
+		         home ? home : "", file);
 }
 
 struct type_count {
 	int match, total; /* tensors of this type: hash equal / compared */
-	int dots_bad;	  /* rows whose AVX2 and portable dots differ */
+	int dots_bad;     /* rows whose AVX2 and portable dots differ */
 };
 
 /* Dequantize, hash and dot every row of tensor T; returns the hash. */
 static uint64_t tensor_hash(const struct gguf_tensor *t, float *y, void *vec,
-			    const float *x, int *dots_bad)
+                            const float *x, int *dots_bad)
 {
 	const int64_t ne0 = (int64_t)t->ne[0];
 	const int64_t rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
@@ -111,11 +112,13 @@ static void check_model(const char *tag, const char *path, const char *hashes)
 		x[i] = (float)((i * 7919 % 2001) - 1000) / 1000.0f;
 	while (fgets(line, sizeof line, g) != NULL) {
 		if (line[0] == '#' ||
-		    sscanf(line, "%511s %u %" SCNu64 " %" SCNx64, name, &type, &n, &want) != 4)
+		    sscanf(line, "%511s %u %" SCNu64 " %" SCNx64, name, &type,
+		           &n, &want) != 4)
 			continue;
 		const struct gguf_tensor *t = gguf_find_tensor(f, name);
 		if (t == NULL || t->type != type || type >= QTYPE_COUNT) {
-			tap_diag("%s: tensor %s (type %u) not in the file", tag, name, type);
+			tap_diag("%s: tensor %s (type %u) not in the file", tag,
+			         name, type);
 			missing_golden++;
 			continue;
 		}
@@ -124,17 +127,20 @@ static void check_model(const char *tag, const char *path, const char *hashes)
 			continue;
 		}
 		if (t->ne[0] * 4 > (1 << 20)) {
-			tap_diag("%s: %s rows too long for the test", tag, name);
+			tap_diag("%s: %s rows too long for the test", tag,
+			         name);
 			missing_golden++;
 			continue;
 		}
-		const uint64_t h = tensor_hash(t, y, vec, x, &count[type].dots_bad);
+		const uint64_t h =
+		    tensor_hash(t, y, vec, x, &count[type].dots_bad);
 		count[type].total++;
 		if (h == want)
 			count[type].match++;
 		else
-			tap_diag("%s: %s (%s): hash %016" PRIx64 ", gguf-py %016" PRIx64, tag,
-				 name, qtype_name(type), h, want);
+			tap_diag("%s: %s (%s): hash %016" PRIx64
+			         ", gguf-py %016" PRIx64,
+			         tag, name, qtype_name(type), h, want);
 	}
 	fclose(g);
 	int total = 0;
@@ -142,15 +148,18 @@ static void check_model(const char *tag, const char *path, const char *hashes)
 		if (count[ty].total == 0)
 			continue;
 		total += count[ty].total;
-		tap_ok(count[ty].match == count[ty].total,
-		       "%s: %s: %d/%d tensors dequantize bit-exact with gguf-py", tag,
-		       qtype_name(ty), count[ty].match, count[ty].total);
-		tap_ok(count[ty].dots_bad == 0, "%s: %s: AVX2 and portable dots agree on every row (%d differ)",
+		tap_ok(
+		    count[ty].match == count[ty].total,
+		    "%s: %s: %d/%d tensors dequantize bit-exact with gguf-py",
+		    tag, qtype_name(ty), count[ty].match, count[ty].total);
+		tap_ok(count[ty].dots_bad == 0,
+		       "%s: %s: AVX2 and portable dots agree on every row (%d "
+		       "differ)",
 		       tag, qtype_name(ty), count[ty].dots_bad);
 	}
 	tap_ok(total + unsupported == (int)f->n_tensors && missing_golden == 0,
-	       "%s: all %d tensors covered (%d of unsupported types)", tag, total,
-	       unsupported);
+	       "%s: all %d tensors covered (%d of unsupported types)", tag,
+	       total, unsupported);
 	free(y);
 	free(x);
 	free(vec);
@@ -166,12 +175,17 @@ int main(void)
 		top = getenv("srcdir");
 	if (top == NULL)
 		top = ".";
-	tap_diag("AVX2 kernels %s", quant_simd_active() ? "active" : "not available");
-	model_path("PARLEY_TEST_MODEL", "SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path);
-	snprintf(hashes, sizeof hashes, "%s/tests/data/quant/smollm2.hashes", top);
+	tap_diag("AVX2 kernels %s",
+	         quant_simd_active() ? "active" : "not available");
+	model_path("PARLEY_TEST_MODEL", "SmolLM2-135M-Instruct.Q4_1.gguf", path,
+	           sizeof path);
+	snprintf(hashes, sizeof hashes, "%s/tests/data/quant/smollm2.hashes",
+	         top);
 	check_model("SmolLM2", path, hashes);
-	model_path("PARLEY_TEST_GEMMA", "gemma-3-270m-q4_k_m.gguf", path, sizeof path);
-	snprintf(hashes, sizeof hashes, "%s/tests/data/quant/gemma3.hashes", top);
+	model_path("PARLEY_TEST_GEMMA", "gemma-3-270m-q4_k_m.gguf", path,
+	           sizeof path);
+	snprintf(hashes, sizeof hashes, "%s/tests/data/quant/gemma3.hashes",
+	         top);
 	check_model("Gemma3", path, hashes);
 	if (tap_n == 0)
 		return tap_skip_all("no model file available");

@@ -482,6 +482,18 @@ static void test_search(struct store *st)
 	tap_ok(store_search(st, "quick AND (", STORE_SEARCH_RAW, 0, NULL, NULL,
 	                    &h, &n, err, sizeof(err)) == STORE_EINVAL,
 	       "raw syntax error reported: %s", err);
+	{
+		char *txt;
+
+		store_search(st, "quick", 0, 0, "<", ">", &h, &n, err,
+		             sizeof(err));
+		txt = store_fmt_hits(h, n);
+		tap_ok(txt && strstr(txt, "#") && strstr(txt, "search me: ") &&
+		           strstr(txt, "<quick>"),
+		       "store_fmt_hits: %s", txt ? txt : "(null)");
+		free(txt);
+		store_hits_free(h, n);
+	}
 	tap_ok(store_search(st, "   ", 0, 0, NULL, NULL, &h, &n, err,
 	                    sizeof(err)) == STORE_EINVAL,
 	       "empty search refused");
@@ -600,6 +612,38 @@ static void test_export_import(struct store *st)
 	       "Markdown export");
 	free(md);
 
+	/* from a file */
+	{
+		const char *f = tpath("import.json"), *big = tpath("big.json");
+		FILE *fp;
+
+		spit(f, doc, strlen(doc));
+		tap_ok(store_import_file(st, f, &id2, err, sizeof(err)) ==
+		               STORE_OK &&
+		           id2 > 0,
+		       "import a file");
+		spit(f, "[{\"role\":1}]", 12);
+		tap_ok(store_import_file(st, f, &id2, err, sizeof(err)) ==
+		               STORE_EINVAL &&
+		           strstr(err, "import.json: ") &&
+		           strstr(err, "messages[0]"),
+		       "a bad file is named: %s", err);
+		fp = fopen(big, "wb");
+		if (fp) {
+			fseek(fp, (long)STORE_IMPORT_MAX + 10, SEEK_SET);
+			fputc(' ', fp);
+			fclose(fp);
+		}
+		tap_ok(store_import_file(st, big, &id2, err, sizeof(err)) ==
+		               STORE_EINVAL &&
+		           strstr(err, "limit"),
+		       "a file over the limit is refused: %s", err);
+		unlink(big);
+		tap_ok(store_import_file(st, tpath("none.json"), &id2, err,
+		                         sizeof(err)) == STORE_ERR,
+		       "a missing file: %s", err);
+	}
+
 	/* an empty conversation round-trips too */
 	{
 		struct store_conv_new cn = {.title = "empty"};
@@ -680,10 +724,10 @@ static void test_export_import(struct store *st)
 	};
 	counts(st, &nc0, &nm0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int rc = store_import_json(st, bad[i].json, strlen(bad[i].json),
+		int irc = store_import_json(st, bad[i].json, strlen(bad[i].json),
 		                           &id, err, sizeof(err));
 
-		tap_ok(rc == STORE_EINVAL && strstr(err, bad[i].what) &&
+		tap_ok(irc == STORE_EINVAL && strstr(err, bad[i].what) &&
 		           id == 0,
 		       "rejects %s: %s", bad[i].what, err);
 	}
@@ -1066,6 +1110,9 @@ static void test_refusals(void)
 		int rc;
 
 		store_open(pc, 0, &st, err, sizeof(err));
+		/* durability is not under test here (t_store_kill.sh) */
+		sqlite3_exec(st->db, "PRAGMA synchronous = OFF", NULL, NULL,
+		             NULL);
 		store_conv_create(st, &cn, &conv, err, sizeof(err));
 		for (int i = 0; i < 300; i++)
 			add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER,
@@ -1149,32 +1196,43 @@ static void test_two_connections(void)
 	store_conv_list_free(v, n);
 	sqlite3_exec(lock, "COMMIT", NULL, NULL, NULL);
 	store_set_busy_timeout(b, 5000);
-	/* a child process holds the lock for 300 ms; b's write waits */
+	/* A child process takes the write lock, says so through a pipe,
+	 * holds it for 300 ms and commits: b's write, started once the lock
+	 * is known to be held, must wait for it and then succeed. No sleep
+	 * decides the order, so a loaded machine cannot make this flaky. */
+	int sync[2];
+	char byte = 0;
+
+	if (pipe(sync) != 0)
+		sync[0] = sync[1] = -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		sqlite3 *l2;
 		struct timespec d = {0, 300 * 1000000L};
 
+		close(sync[0]);
 		sqlite3_open(p, &l2);
+		sqlite3_busy_timeout(l2, 5000);
 		sqlite3_exec(l2, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+		if (write(sync[1], "L", 1) != 1)
+			_exit(1);
 		nanosleep(&d, NULL);
 		sqlite3_exec(l2, "COMMIT", NULL, NULL, NULL);
 		sqlite3_close(l2);
 		_exit(0);
 	}
-	{
-		struct timespec d = {0, 100 * 1000000L};
-
-		nanosleep(&d, NULL); /* let the child take the lock */
-	}
+	close(sync[1]);
+	if (read(sync[0], &byte, 1) != 1)
+		byte = 0;
+	close(sync[0]);
 	t0 = now_s();
 	rc = store_conv_rename(b, conv, "renamed while locked", err,
 	                       sizeof(err));
 	t1 = now_s();
 	waitpid_compat(pid);
-	tap_ok(rc == STORE_OK && t1 - t0 >= 0.1,
-	       "busy_timeout: the write waited %.0f ms for the lock and "
-	       "succeeded",
+	tap_ok(byte == 'L' && rc == STORE_OK,
+	       "busy_timeout: a write started while another process held the "
+	       "lock waited %.0f ms and succeeded",
 	       (t1 - t0) * 1e3);
 	sqlite3_close(lock);
 	store_close(a);
@@ -1259,6 +1317,8 @@ int main(void)
 		tap_ok(0, "open main.db: %s", err);
 		return tap_done();
 	}
+	/* fsync per commit is tested by t_store_kill.sh; keep this fast */
+	sqlite3_exec(st->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
 	test_conversations(st);
 	test_messages(st);
 	test_search(st);

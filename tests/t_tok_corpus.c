@@ -78,8 +78,8 @@ static void free_strs(struct strs *s)
 
 /* Compare every string of STRS with the id lines of IDS_PATH. */
 static void check_ids(const struct tok *t, const char *name,
-		      const struct strs *st, const char *ids_path,
-		      unsigned flags, const char *what)
+                      const struct strs *st, const char *ids_path,
+                      unsigned flags, const char *what)
 {
 	static int32_t want[MAX_IDS];
 	size_t len, i, ok = 0, shown = 0;
@@ -95,7 +95,7 @@ static void check_ids(const struct tok *t, const char *name,
 
 		if (nw >= 0 &&
 		    tok_encode(t, st->s[i], st->n[i], flags, &ids, err,
-			       sizeof(err)) == 0 &&
+		               sizeof(err)) == 0 &&
 		    ids.n == (size_t)nw &&
 		    (nw == 0 || memcmp(ids.v, want, ids.n * 4) == 0)) {
 			ok++;
@@ -103,19 +103,21 @@ static void check_ids(const struct tok *t, const char *name,
 			size_t k;
 
 			tap_diag("%s: %s string %zu (%zu bytes) differs", name,
-				 what, i, st->n[i]);
+			         what, i, st->n[i]);
 			for (k = 0; k < ids.n && k < (size_t)nw; k++)
 				if (ids.v[k] != want[k])
 					break;
 			tap_diag("  first difference at id %zu: got %d, want "
-				 "%d (got %zu ids, want %ld)", k,
-				 k < ids.n ? ids.v[k] : -1,
-				 k < (size_t)nw ? want[k] : -1, ids.n, nw);
+			         "%d (got %zu ids, want %ld)",
+			         k, k < ids.n ? ids.v[k] : -1,
+			         k < (size_t)nw ? want[k] : -1, ids.n, nw);
 		}
 		free(ids.v);
 	}
-	tap_ok(i == st->cnt && ok == st->cnt, "%s: %s: %zu/%zu strings give "
-	       "the oracle's ids", name, what, ok, st->cnt);
+	tap_ok(i == st->cnt && ok == st->cnt,
+	       "%s: %s: %zu/%zu strings give "
+	       "the oracle's ids",
+	       name, what, ok, st->cnt);
 	free(f);
 }
 
@@ -124,7 +126,7 @@ static void check_ids(const struct tok *t, const char *name,
    must be every string's oracle ids followed by EOS. One long call also
    exercises the chunk cache (only used for texts >= 4 KB). */
 static void check_joined(const struct tok *t, const char *name,
-			 const struct strs *st, const char *ids_path)
+                         const struct strs *st, const char *ids_path)
 {
 	static int32_t want[MAX_IDS];
 	struct tok_ids ids = {0}, exp = {0};
@@ -147,11 +149,12 @@ static void check_joined(const struct tok *t, const char *name,
 		       tok_buf_append(&text, eos, eos_len) == 0;
 	}
 	good = good && tok_encode(t, text.p, text.n, TOK_PARSE_SPECIAL, &ids,
-				  err, sizeof(err)) == 0;
+	                          err, sizeof(err)) == 0;
 	tap_ok(good && ids.n == exp.n &&
-		   memcmp(ids.v, exp.v, ids.n * sizeof(int32_t)) == 0,
+	           memcmp(ids.v, exp.v, ids.n * sizeof(int32_t)) == 0,
 	       "%s: all strings in one %zu-byte call, joined by EOS: %zu ids "
-	       "as expected", name, text.n, exp.n);
+	       "as expected",
+	       name, text.n, exp.n);
 	free(ids.v);
 	free(exp.v);
 	free(text.p);
@@ -194,7 +197,7 @@ static void byte_cover(const struct tok *t, bool cover[256])
 
 /* Round trip and streaming checks over the corpus. */
 static void check_decode(const struct tok *t, const char *name,
-			 const struct strs *st, bool bpe, bool nfc)
+                         const struct strs *st, bool bpe, bool nfc)
 {
 	size_t i, rt_ok = 0, rt_n = 0, st_ok = 0;
 	bool cover[256];
@@ -231,14 +234,14 @@ static void check_decode(const struct tok *t, const char *name,
 			st_ok++;
 		if (nfc)
 			wn = utf8proc_map((const utf8proc_uint8_t *)st->s[i],
-					  wn, &want,
-					  UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+			                  wn, &want,
+			                  UTF8PROC_STABLE | UTF8PROC_COMPOSE);
 		if (covered) {
 			rt_n++;
 			if (wn >= 0 && (size_t)wn == dec.n &&
 			    (dec.n == 0 ||
 			     memcmp(dec.p, want ? (char *)want : st->s[i],
-				    dec.n) == 0))
+			            dec.n) == 0))
 				rt_ok++;
 		}
 		free(want);
@@ -248,10 +251,12 @@ static void check_decode(const struct tok *t, const char *name,
 	}
 	tap_ok(rt_ok == rt_n && rt_n > st->cnt / 2,
 	       "%s: decode(encode(x)) == %s for %zu/%zu (%zu strings hold "
-	       "bytes the vocabulary lacks)", name, nfc ? "NFC(x)" : "x",
-	       rt_ok, rt_n, st->cnt - rt_n);
-	tap_ok(st_ok == st->cnt, "%s: streaming decode is valid UTF-8 and "
-	       "equals decode for %zu/%zu", name, st_ok, st->cnt);
+	       "bytes the vocabulary lacks)",
+	       name, nfc ? "NFC(x)" : "x", rt_ok, rt_n, st->cnt - rt_n);
+	tap_ok(st_ok == st->cnt,
+	       "%s: streaming decode is valid UTF-8 and "
+	       "equals decode for %zu/%zu",
+	       name, st_ok, st->cnt);
 }
 
 /* HF's lstrip / rstrip: qwen2 with <|im_end|> lstrip, <|im_start|>
@@ -267,23 +272,25 @@ static void check_strip(const char *path)
 	if (t == NULL)
 		return;
 	tap_ok(tok_set_attr(t, tok_find(t, "<|im_end|>", 10),
-			    TOK_ATTR_LSTRIP) == 0 &&
-		   tok_set_attr(t, tok_find(t, "<|im_start|>", 12),
-				TOK_ATTR_RSTRIP) == 0,
+	                    TOK_ATTR_LSTRIP) == 0 &&
+	           tok_set_attr(t, tok_find(t, "<|im_start|>", 12),
+	                        TOK_ATTR_RSTRIP) == 0,
 	       "qwen2: lstrip / rstrip set");
-	if (tap_ok(read_strs(tu_src("tests/data/tok/qwen2-strip.txt", p,
-				    sizeof(p)), &st) == 0,
-		   "qwen2-strip strings readable"))
-		check_ids(t, "qwen2-strip", &st,
-			  tu_src("tests/data/tok/qwen2-strip.ids", p, sizeof(p)),
-			  TOK_PARSE_SPECIAL, "lstrip/rstrip");
+	if (tap_ok(read_strs(
+	               tu_src("tests/data/tok/qwen2-strip.txt", p, sizeof(p)),
+	               &st) == 0,
+	           "qwen2-strip strings readable"))
+		check_ids(
+		    t, "qwen2-strip", &st,
+		    tu_src("tests/data/tok/qwen2-strip.ids", p, sizeof(p)),
+		    TOK_PARSE_SPECIAL, "lstrip/rstrip");
 	free_strs(&st);
 	tok_free(t);
 }
 
 /* Load PATH and run every check for NAME; 0 when PATH is absent. */
 static int run(const char *name, const char *path, const struct strs *corpus,
-	       bool bpe, bool nfc)
+               bool bpe, bool nfc)
 {
 	char err[512], p[1024], rel[256];
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
@@ -302,10 +309,10 @@ static int run(const char *name, const char *path, const struct strs *corpus,
 	check_ids(t, name, corpus, tu_src(rel, p, sizeof(p)), 0, "corpus");
 	snprintf(rel, sizeof(rel), "tests/data/tok/%s.special.txt", name);
 	if (tap_ok(read_strs(tu_src(rel, p, sizeof(p)), &sp) == 0,
-		   "%s: special strings readable", name)) {
+	           "%s: special strings readable", name)) {
 		snprintf(rel, sizeof(rel), "tests/data/tok/%s.special", name);
 		check_ids(t, name, &sp, tu_src(rel, p, sizeof(p)),
-			  TOK_PARSE_SPECIAL, "parse-special");
+		          TOK_PARSE_SPECIAL, "parse-special");
 	}
 	free_strs(&sp);
 	check_decode(t, name, corpus, bpe, nfc);
@@ -325,26 +332,35 @@ int main(void)
 	if (read_strs(tu_src("tests/data/tok/corpus.txt", p, sizeof(p)), &c))
 		return tap_skip_all("tests/data/tok/corpus.txt unreadable");
 	tap_ok(c.cnt >= 2000, "corpus has %zu strings", c.cnt);
-	ran += run("qwen2", tu_shared("testdata/vocab/ggml-vocab-qwen2.gguf",
-				      p, sizeof(p)), &c, true, true);
+	ran +=
+	    run("qwen2",
+	        tu_shared("testdata/vocab/ggml-vocab-qwen2.gguf", p, sizeof(p)),
+	        &c, true, true);
 	check_strip(p);
-	ran += run("llama-bpe",
-		   tu_shared("testdata/vocab/ggml-vocab-llama-bpe.gguf", p,
-			     sizeof(p)), &c, true, false);
-	ran += run("llama-spm",
-		   tu_shared("testdata/vocab/ggml-vocab-llama-spm.gguf", p,
-			     sizeof(p)), &c, false, false);
-	ran += run("llama2-hf", tu_src("tests/data/tok/llama2-hf.gguf", p,
-				      sizeof(p)), &c, false, false);
+	ran += run(
+	    "llama-bpe",
+	    tu_shared("testdata/vocab/ggml-vocab-llama-bpe.gguf", p, sizeof(p)),
+	    &c, true, false);
+	ran += run(
+	    "llama-spm",
+	    tu_shared("testdata/vocab/ggml-vocab-llama-spm.gguf", p, sizeof(p)),
+	    &c, false, false);
+	ran += run("llama2-hf",
+	           tu_src("tests/data/tok/llama2-hf.gguf", p, sizeof(p)), &c,
+	           false, false);
 	ran += run("smollm", tu_model(m, sizeof(m)), &c, true, false);
 	if (getenv("PARLEY_TEST_GEMMA"))
 		snprintf(g, sizeof(g), "%s", getenv("PARLEY_TEST_GEMMA"));
 	else if (x && *x)
-		snprintf(g, sizeof(g), "%s/parley/models/"
-			 "gemma-3-270m-q4_k_m.gguf", x);
+		snprintf(g, sizeof(g),
+		         "%s/parley/models/"
+		         "gemma-3-270m-q4_k_m.gguf",
+		         x);
 	else
-		snprintf(g, sizeof(g), "%s/.cache/parley/models/"
-			 "gemma-3-270m-q4_k_m.gguf", h ? h : ".");
+		snprintf(g, sizeof(g),
+		         "%s/.cache/parley/models/"
+		         "gemma-3-270m-q4_k_m.gguf",
+		         h ? h : ".");
 	ran += run("gemma3", g, &c, false, false);
 	free_strs(&c);
 	if (ran == 0)

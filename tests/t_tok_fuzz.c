@@ -85,7 +85,7 @@ static size_t random_text(char *buf, int utf8)
 			     : r < 50 ? next() % 0x20
 			     : r < 70 ? 0x80 + next() % 0x780
 			     : r < 90 ? 0x800 + next() % 0xf7fe
-				      : 0x10000 + next() % 0x100000;
+			              : 0x10000 + next() % 0x100000;
 			if (cp >= 0xd800 && cp <= 0xdfff)
 				cp = 0x4e00;
 			n += tok_utf8_put_test(cp, buf + n);
@@ -120,13 +120,13 @@ static int replay(const char *rel, int gguf_files)
 			char err[512];
 			struct gguf_file *f = gguf_open_memory(
 			    data, len, e->d_name, err, sizeof(err));
-			struct tok *t = f ? tok_load(f, err, sizeof(err))
-					  : NULL;
+			struct tok *t =
+			    f ? tok_load(f, err, sizeof(err)) : NULL;
 			const char *fail;
 
 			gguf_close(f);
-			fail = t ? tok_fuzz_check(t, 0, "hello <x> 12", 12)
-				 : NULL;
+			fail =
+			    t ? tok_fuzz_check(t, 0, "hello <x> 12", 12) : NULL;
 			if (fail && strcmp(fail, "decode(encode(x)) != x"))
 				bad++;
 			tok_free(t);
@@ -134,7 +134,7 @@ static int replay(const char *rel, int gguf_files)
 			size_t k = (unsigned char)data[0] % n_toks;
 
 			if (tok_fuzz_check(toks[k], nfcs[k], data + 1,
-					   len - 1)) {
+			                   len - 1)) {
 				tap_diag("%s fails", path);
 				bad++;
 			}
@@ -142,21 +142,21 @@ static int replay(const char *rel, int gguf_files)
 		free(data);
 	}
 	closedir(d);
-	tap_ok(bad == 0, "%s: %d regression files replayed, %d failed", rel,
-	       n, bad);
+	tap_ok(bad == 0, "%s: %d regression files replayed, %d failed", rel, n,
+	       bad);
 	return n;
 }
 
 int main(void)
 {
 	static const char *const names[] = {"gpt-2", "llama-bpe", "qwen2",
-					    "llama-spm"};
+	                                    "llama-spm"};
 	char p[1024], rel[256], buf[1024];
 	size_t i, k;
 
 	for (i = 0; i < 4; i++) {
 		snprintf(rel, sizeof(rel), "testdata/vocab/ggml-vocab-%s.gguf",
-			 names[i]);
+		         names[i]);
 		load(tu_shared(rel, p, sizeof(p)), i == 2);
 	}
 	load(tu_model(p, sizeof(p)), 0);
@@ -166,17 +166,19 @@ int main(void)
 
 		for (i = 0; i < 3000; i++) {
 			size_t n = random_text(buf, i % 2);
-			const char *f = tok_fuzz_check(toks[k], nfcs[k], buf,
-						       n);
+			const char *f =
+			    tok_fuzz_check(toks[k], nfcs[k], buf, n);
 
 			if (f) {
 				bad++;
 				fail = f;
 			}
 		}
-		tap_ok(bad == 0, "%s: 3000 random strings keep the properties "
-		       "(%d failed%s%s)", tok_pre_name(toks[k]), bad,
-		       fail ? ": " : "", fail ? fail : "");
+		tap_ok(bad == 0,
+		       "%s: 3000 random strings keep the properties "
+		       "(%d failed%s%s)",
+		       tok_pre_name(toks[k]), bad, fail ? ": " : "",
+		       fail ? fail : "");
 	}
 	replay("tests/data/tok/crashers", 0);
 	replay("tests/data/tok_load/crashers", 1);

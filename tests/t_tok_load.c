@@ -14,17 +14,17 @@
 
 /* A vocabulary to write; NULL / negative fields are left out. */
 struct spec {
-	const char *model;	    /* tokenizer.ggml.model */
-	const char *pre;	    /* tokenizer.ggml.pre */
-	const char *const *tokens;  /* n_tokens texts */
+	const char *model;         /* tokenizer.ggml.model */
+	const char *pre;           /* tokenizer.ggml.pre */
+	const char *const *tokens; /* n_tokens texts */
 	size_t n_tokens;
-	const int32_t *types;	    /* n_types token types */
+	const int32_t *types; /* n_types token types */
 	size_t n_types;
-	const float *scores;	    /* n_scores scores */
+	const float *scores; /* n_scores scores */
 	size_t n_scores;
-	const char *const *merges;  /* n_merges "a b" strings */
+	const char *const *merges; /* n_merges "a b" strings */
 	size_t n_merges;
-	int64_t bos;		    /* bos id, -1 = absent */
+	int64_t bos; /* bos id, -1 = absent */
 };
 
 static void put_key(struct sbuf *sb, const char *key, uint32_t type)
@@ -37,8 +37,8 @@ static void put_key(struct sbuf *sb, const char *key, uint32_t type)
 static void build(struct sbuf *sb, const struct spec *s)
 {
 	uint64_t n_kv = 1 + (s->pre != NULL) + (s->tokens != NULL) +
-			(s->types != NULL) + (s->scores != NULL) +
-			(s->merges != NULL) + (s->bos >= 0);
+	                (s->types != NULL) + (s->scores != NULL) +
+	                (s->merges != NULL) + (s->bos >= 0);
 	size_t i;
 
 	gb_header(sb, 3, 0, n_kv);
@@ -111,8 +111,8 @@ static char bpe_text[256][4];
 
 static size_t bpe_vocab(void)
 {
-	static const char *const extra[] = {"h", "e", "he", "ll", "hell",
-					    "hello", "<x>", "\xc4\xa0w"};
+	static const char *const extra[] = {
+	    "h", "e", "he", "ll", "hell", "hello", "<x>", "\xc4\xa0w"};
 	size_t n = 0, i;
 	unsigned b;
 
@@ -144,11 +144,11 @@ static size_t bpe_vocab(void)
 static void test_bpe(void)
 {
 	static const char *const merges[] = {"h e", "l l", "he ll", "hell o",
-					     "\xc4\xa0 w"};
+	                                     "\xc4\xa0 w"};
 	static int32_t types[256 + 8];
 	size_t n = bpe_vocab(), i;
-	struct spec s = {"gpt2", "gpt-2", bpe_tokens, n, types, n, NULL, 0,
-			 merges, 5, 0};
+	struct spec s = {"gpt2", "gpt-2", bpe_tokens, n, types, n,
+	                 NULL,   0,       merges,     5, 0};
 	struct tok_ids ids = {0};
 	struct tok_buf b = {0};
 	char err[512];
@@ -161,21 +161,22 @@ static void test_bpe(void)
 	types[n - 2] = TOK_TYPE_CONTROL; /* <x> */
 	t = load(&s, err, sizeof(err));
 	if (!tap_ok(t != NULL, "tiny BPE vocabulary loads (%s)",
-		    t ? "ok" : err))
+	            t ? "ok" : err))
 		return;
 	hello = tok_find(t, "hello", 5);
 	x = tok_find(t, "<x>", 3);
 	sw = tok_find(t, "\xc4\xa0w", 3);
 	tok_encode(t, "hello w<x>", 10, 0, &ids, err, sizeof(err));
 	tap_ok(ids.n == 5 && ids.v[0] == hello && ids.v[1] == sw &&
-		   ids.v[2] == '<' - 0 && ids.v[3] == 'x' && ids.v[4] == '>',
+	           ids.v[2] == '<' - 0 && ids.v[3] == 'x' && ids.v[4] == '>',
 	       "merges applied, <x> is text without TOK_PARSE_SPECIAL (%zu "
-	       "ids)", ids.n);
+	       "ids)",
+	       ids.n);
 	ids.n = 0;
 	tok_encode(t, "hello w<x>", 10, TOK_PARSE_SPECIAL, &ids, err,
-		   sizeof(err));
+	           sizeof(err));
 	tap_ok(ids.n == 3 && ids.v[2] == x, "TOK_PARSE_SPECIAL: <x> is one "
-	       "control token");
+	                                    "control token");
 	tok_decode(t, ids.v, ids.n, 0, &b, err, sizeof(err));
 	tap_ok(b.n == 7 && memcmp(b.p, "hello w", 7) == 0,
 	       "decode hides the control token");
@@ -186,10 +187,10 @@ static void test_bpe(void)
 	tap_ok(tok_is_control(t, x) && !tok_is_control(t, hello),
 	       "tok_is_control");
 	tap_ok(tok_bos(t) == 0 && !tok_add_bos(t), "gpt-2: no BOS added by "
-	       "default");
+	                                           "default");
 	tap_ok(tok_decode(t, (int32_t[]){(int32_t)n}, 1, 0, &b, err,
-			  sizeof(err)) == -1 &&
-		   strstr(err, "out of range") != NULL,
+	                  sizeof(err)) == -1 &&
+	           strstr(err, "out of range") != NULL,
 	       "decode refuses an id out of range: %s", err);
 	free(ids.v);
 	free(b.p);
@@ -198,40 +199,45 @@ static void test_bpe(void)
 	/* malformed variants */
 	s.pre = "gpt-5";
 	refused("unknown pre-tokenizer", &s,
-		"tokenizer.ggml.pre \"gpt-5\" is not a known pre-tokenizer");
+	        "tokenizer.ggml.pre \"gpt-5\" is not a known pre-tokenizer");
 	s.pre = NULL;
 	refused("BPE without a pre-tokenizer", &s,
-		"tokenizer.ggml.pre \"default\" is not a known");
+	        "tokenizer.ggml.pre \"default\" is not a known");
 	s.pre = "qwen2";
 	s.model = "bert";
-	refused("unknown model", &s, "tokenizer.ggml.model \"bert\" is not "
-		"supported");
+	refused("unknown model", &s,
+	        "tokenizer.ggml.model \"bert\" is not "
+	        "supported");
 	s.model = "gpt2";
 	s.merges = (const char *const[]){"h e", "qq z"};
 	s.n_merges = 2;
 	refused("merge of unknown tokens", &s,
-		"tokenizer.ggml.merges[1] \"qq z\": the left part is not a "
-		"token");
+	        "tokenizer.ggml.merges[1] \"qq z\": the left part is not a "
+	        "token");
 	s.merges = (const char *const[]){"h o"};
 	s.n_merges = 1;
 	refused("merge whose result is not a token", &s,
-		"merges[0] \"h o\": the merged text is not a token");
+	        "merges[0] \"h o\": the merged text is not a token");
 	s.merges = (const char *const[]){"hello"};
 	refused("merge without a space", &s,
-		"merges[0] \"hello\" is not two tokens");
+	        "merges[0] \"hello\" is not two tokens");
 	s.merges = merges;
 	s.n_merges = 5;
 	s.bos = (int64_t)n;
-	snprintf(msg, sizeof(msg), "bos_token_id = %zu is out of range (%zu "
-		 "tokens)", n, n);
+	snprintf(msg, sizeof(msg),
+	         "bos_token_id = %zu is out of range (%zu "
+	         "tokens)",
+	         n, n);
 	refused("bos id out of range", &s, msg);
 	s.bos = 0;
 	types[3] = 9;
 	refused("token type 9", &s, "token_type[3] = 9 is not a token type");
 	types[3] = TOK_TYPE_NORMAL;
 	s.n_types = n - 1;
-	snprintf(msg, sizeof(msg), "token_type has %zu entries, tokens has "
-		 "%zu", n - 1, n);
+	snprintf(msg, sizeof(msg),
+	         "token_type has %zu entries, tokens has "
+	         "%zu",
+	         n - 1, n);
 	refused("token_type of the wrong length", &s, msg);
 	s.n_types = n;
 	s.tokens = NULL;
@@ -243,15 +249,25 @@ static void test_bpe(void)
 
 static void test_spm(void)
 {
-	static const char *const toks[] = {
-	    "<unk>", "<s>", "</s>", "<0x41>", "<0xC3>", "<0xA9>",
-	    "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab",
-	    "\xe2\x96\x81" "ab"};
+	static const char *const toks[] = {"<unk>",
+	                                   "<s>",
+	                                   "</s>",
+	                                   "<0x41>",
+	                                   "<0xC3>",
+	                                   "<0xA9>",
+	                                   "\xe2\x96\x81",
+	                                   "a",
+	                                   "b",
+	                                   "\xe2\x96\x81"
+	                                   "a",
+	                                   "ab",
+	                                   "\xe2\x96\x81"
+	                                   "ab"};
 	static const int32_t types[] = {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1};
-	static const float scores[] = {0, 0, 0, 0, 0, 0, -1, -2, -3, -4, -5,
-				       -6};
-	struct spec s = {"llama", "default", toks, 12, types, 12, scores, 12,
-			 NULL, 0, 1};
+	static const float scores[] = {0,  0,  0,  0,  0,  0,
+	                               -1, -2, -3, -4, -5, -6};
+	struct spec s = {"llama", "default", toks, 12, types, 12,
+	                 scores,  12,        NULL, 0,  1};
 	struct tok_ids ids = {0};
 	struct tok_buf b = {0};
 	struct tok *t;
@@ -259,21 +275,20 @@ static void test_spm(void)
 
 	t = load(&s, err, sizeof(err));
 	if (!tap_ok(t != NULL, "tiny SentencePiece vocabulary loads (%s)",
-		    t ? "ok" : err))
+	            t ? "ok" : err))
 		return;
 	tok_encode(t, "ab A\xc3\xa9", 6, TOK_ADD_SPECIAL, &ids, err,
-		   sizeof(err));
+	           sizeof(err));
 	/* BOS, ▁ab (score -6 beats ▁a -4? no: ▁a merges first at -4, then
 	   ▁a+b = ▁ab), ▁, A -> <0x41>, é -> <0xC3> <0xA9> */
-	tap_ok(ids.n == 6 && ids.v[0] == 1 && ids.v[1] == 11 &&
-		   ids.v[2] == 6 && ids.v[3] == 3 && ids.v[4] == 4 &&
-		   ids.v[5] == 5,
+	tap_ok(ids.n == 6 && ids.v[0] == 1 && ids.v[1] == 11 && ids.v[2] == 6 &&
+	           ids.v[3] == 3 && ids.v[4] == 4 && ids.v[5] == 5,
 	       "BOS, space prefix, merges, byte fallback (%zu ids)", ids.n);
 	tok_decode(t, ids.v, ids.n, 0, &b, err, sizeof(err));
 	tap_ok(b.n == 6 && memcmp(b.p, "ab A\xc3\xa9", 6) == 0,
 	       "decode drops BOS and the prefix space");
 	tap_ok(tok_add_bos(t) && tok_eos(t) == -1, "SentencePiece adds BOS "
-	       "by default");
+	                                           "by default");
 	free(ids.v);
 	free(b.p);
 	tok_free(t);
@@ -282,7 +297,7 @@ static void test_spm(void)
 	s.scores = scores;
 	s.n_scores = 11;
 	refused("scores of the wrong length", &s,
-		"tokenizer.ggml.scores has 11 entries, tokens has 12");
+	        "tokenizer.ggml.scores has 11 entries, tokens has 12");
 }
 
 int main(void)

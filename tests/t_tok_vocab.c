@@ -11,13 +11,13 @@
 #include "tok_util.h"
 
 static const char *const vocabs[] = {
-	"llama-spm",
-	"gpt-2",
-	"qwen2",
-	"llama-bpe",
+    "llama-spm",
+    "gpt-2",
+    "qwen2",
+    "llama-bpe",
 };
 
-#define SEP "\n__ggml_vocab_test__\n"
+#define SEP     "\n__ggml_vocab_test__\n"
 #define MAX_IDS 4096
 
 /* Run one vocabulary's vectors; returns 0 when the files are missing. */
@@ -42,10 +42,10 @@ static int run_vocab(const char *name)
 	if (!tap_ok(t != NULL, "%s: tok_load (%s)", name, t ? "ok" : err))
 		return 1;
 	snprintf(rel, sizeof(rel), "testdata/vocab/ggml-vocab-%s.gguf.inp",
-		 name);
+	         name);
 	inp = tu_read(tu_shared(rel, path, sizeof(path)), &inp_len);
 	snprintf(rel, sizeof(rel), "testdata/vocab/ggml-vocab-%s.gguf.out",
-		 name);
+	         name);
 	outf = tu_read(tu_shared(rel, path, sizeof(path)), &out_len);
 	if (!tap_ok(inp && outf, "%s: .inp and .out readable", name))
 		goto done;
@@ -63,20 +63,20 @@ static int run_vocab(const char *name)
 		len = (size_t)(e - s);
 		nw = tu_parse_ids(o, want, MAX_IDS, &o);
 		n_str++;
-		if (nw >= 0 && tok_encode(t, s, len, 0, &ids, err,
-					  sizeof(err)) == 0 &&
+		if (nw >= 0 &&
+		    tok_encode(t, s, len, 0, &ids, err, sizeof(err)) == 0 &&
 		    ids.n == (size_t)nw &&
 		    (ids.n == 0 ||
 		     memcmp(ids.v, want, ids.n * sizeof(int32_t)) == 0))
 			n_ok++;
 		else if (n_str - n_ok <= 3)
 			tap_diag("%s: string %zu \"%.*s\": %zu ids, want %ld",
-				 name, n_str, (int)len, s, ids.n, nw);
+			         name, n_str, (int)len, s, ids.n, nw);
 		if (strcmp(name, "llama-spm") != 0 &&
 		    strcmp(name, "qwen2") != 0) {
 			n_rt++;
 			if (tok_decode(t, ids.v, ids.n, 0, &back, err,
-				       sizeof(err)) == 0 &&
+			               sizeof(err)) == 0 &&
 			    back.n == len &&
 			    (len == 0 || memcmp(back.p, s, len) == 0))
 				n_rt_ok++;
@@ -88,8 +88,10 @@ static int run_vocab(const char *name)
 	tap_ok(n_str > 0 && n_ok == n_str, "%s: %zu/%zu strings give HF's ids",
 	       name, n_ok, n_str);
 	if (n_rt)
-		tap_ok(n_rt_ok == n_rt, "%s: decode(encode(x)) == x for "
-		       "%zu/%zu", name, n_rt_ok, n_rt);
+		tap_ok(n_rt_ok == n_rt,
+		       "%s: decode(encode(x)) == x for "
+		       "%zu/%zu",
+		       name, n_rt_ok, n_rt);
 done:
 	free(inp);
 	free(outf);

@@ -27,9 +27,9 @@ static inline size_t tfc_valid_prefix(const char *p, size_t n)
 	utf8proc_int32_t cp;
 
 	while (off < n) {
-		utf8proc_ssize_t l = utf8proc_iterate(
-		    (const utf8proc_uint8_t *)p + off,
-		    (utf8proc_ssize_t)(n - off), &cp);
+		utf8proc_ssize_t l =
+		    utf8proc_iterate((const utf8proc_uint8_t *)p + off,
+		                     (utf8proc_ssize_t)(n - off), &cp);
 
 		if (l <= 0)
 			break;
@@ -40,8 +40,7 @@ static inline size_t tfc_valid_prefix(const char *p, size_t n)
 
 /* True when every byte of TEXT has a byte-level symbol in T (a byte alone
    then encodes to exactly one id). */
-static inline int tfc_covered(const struct tok *t, const char *text,
-			      size_t n)
+static inline int tfc_covered(const struct tok *t, const char *text, size_t n)
 {
 	unsigned char seen[256] = {0};
 	char err[64];
@@ -66,7 +65,7 @@ static inline int tfc_covered(const struct tok *t, const char *text,
 }
 
 static inline const char *tok_fuzz_check(const struct tok *t, int nfc,
-					 const char *text, size_t n)
+                                         const char *text, size_t n)
 {
 	const char *fail = NULL;
 	unsigned flags;
@@ -82,7 +81,7 @@ static inline const char *tok_fuzz_check(const struct tok *t, int nfc,
 		size_t i;
 
 		if (tok_encode(t, text, n, flags | TOK_ADD_SPECIAL, &ids, err,
-			       sizeof(err)) ||
+		               sizeof(err)) ||
 		    (ids.n = 0,
 		     tok_encode(t, text, n, flags, &ids, err, sizeof(err)))) {
 			fail = "tok_encode failed";
@@ -96,7 +95,7 @@ static inline const char *tok_fuzz_check(const struct tok *t, int nfc,
 				fail = "tok_stream_push failed";
 		}
 		if (!fail && (tok_stream_flush(&s, &str) ||
-			      tfc_valid_prefix(str.p, str.n) != str.n))
+		              tfc_valid_prefix(str.p, str.n) != str.n))
 			fail = "stream output is not valid UTF-8";
 		if (fail || flags || tfc_valid_prefix(text, n) != n ||
 		    (strcmp(tok_model_name(t), "bpe") == 0 &&
@@ -110,8 +109,8 @@ static inline const char *tok_fuzz_check(const struct tok *t, int nfc,
 		}
 		if (nfc)
 			wn = utf8proc_map((const utf8proc_uint8_t *)text, wn,
-					  &want,
-					  UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+			                  &want,
+			                  UTF8PROC_STABLE | UTF8PROC_COMPOSE);
 		if (wn < 0 || (size_t)wn != dec.n ||
 		    (dec.n > 0 &&
 		     memcmp(dec.p, want ? (const char *)want : text, dec.n)))

@@ -25,7 +25,7 @@ static inline const char *tu_shared(const char *rel, char *buf, size_t n)
 		snprintf(buf, n, "%s/%s", s, rel);
 	else
 		snprintf(buf, n, "%s/../shared/%s", src && *src ? src : ".",
-			 rel);
+		         rel);
 	return buf;
 }
 
@@ -39,11 +39,15 @@ static inline const char *tu_model(char *buf, size_t n)
 	if (m && *m)
 		snprintf(buf, n, "%s", m);
 	else if (x && *x)
-		snprintf(buf, n, "%s/parley/models/"
-			 "SmolLM2-135M-Instruct.Q4_1.gguf", x);
+		snprintf(buf, n,
+		         "%s/parley/models/"
+		         "SmolLM2-135M-Instruct.Q4_1.gguf",
+		         x);
 	else
-		snprintf(buf, n, "%s/.cache/parley/models/"
-			 "SmolLM2-135M-Instruct.Q4_1.gguf", h ? h : ".");
+		snprintf(buf, n,
+		         "%s/.cache/parley/models/"
+		         "SmolLM2-135M-Instruct.Q4_1.gguf",
+		         h ? h : ".");
 	return buf;
 }
 
@@ -87,7 +91,7 @@ static inline char *tu_read(const char *path, size_t *len)
    (at most cap); returns the count, or -1 on a malformed number. *END is
    set past the newline. */
 static inline long tu_parse_ids(const char *s, int32_t *v, size_t cap,
-				const char **end)
+                                const char **end)
 {
 	long n = 0;
 
