@@ -36,6 +36,9 @@
  *      the next rendering brings the template's own closing tokens), a
  *      stop string, the limit, a full context or an interrupt.
  *
+ * Invariant 1 is asserted (debug builds: configure --enable-debug) after
+ * every truncate and eval.
+ *
  * Counting: every id passed to engine_eval is counted (n_evaluated and
  * the per-reply stats), which tests/t_session.c uses to prove that a
  * 10-turn conversation evaluates each token once.
@@ -50,6 +53,7 @@
 #include "template.h"
 #include "tok.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -715,6 +719,7 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 			}
 		s->n_evaluated += (int64_t)c;
 		i += c;
+		assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* inv. 1 */
 	}
 	return 0;
 }
@@ -780,6 +785,7 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 		goto out;
 	}
 	s->kv.n = p;
+	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
 	st->n_prompt = (int32_t)ids.n;
 	st->n_reused = (int32_t)p;
 	double t0 = session_ms();
