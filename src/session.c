@@ -34,7 +34,10 @@
  *   5. Generate: sample, stream the piece, evaluate, append to kv and
  *      align, until end-of-generation (the eog id itself is not evaluated:
  *      the next rendering brings the template's own closing tokens), a
- *      stop string, the limit, a full context or an interrupt.
+ *      stop string, the limit or an interrupt. When the cache fills in the
+ *      middle of a reply, session_shift() drops the oldest turns, renders
+ *      the prompt again, appends the reply's ids so far and evaluates what
+ *      changed; the reply goes on (cut only when no turn is left to drop).
  *
  * Invariant 1 is asserted (debug builds: configure --enable-debug) after
  * every truncate and eval.
@@ -835,6 +838,122 @@ static int session_emit(struct session_reply *r, const struct stopstr_out *o,
 	return 0;
 }
 
+/*
+ * The context filled up in the middle of a reply: drop the oldest turns,
+ * render the prompt again, put the reply's ids so far after it and
+ * evaluate what the cache lacks (from the first dropped turn on); the
+ * reply then goes on. *REPLY_AT (where the reply starts in kv) is updated.
+ * Returns 0, 1 when no turn can be dropped (nothing changed), -1 on error.
+ */
+static int session_shift(struct session *s, size_t *reply_at,
+                         const struct session_cb *cb, struct session_stats *st,
+                         char *err, size_t errlen)
+{
+	int32_t n_ctx = engine_n_ctx(s->eng);
+	size_t nrep = s->kv.n - *reply_at, p, k;
+	struct tok_ids ids = {0};
+	struct prompt_marks marks = {0};
+	struct tmpl_span *spans = NULL;
+	int32_t *rep = NULL;
+	char *t = NULL;
+	size_t tlen = 0, nspans = 0;
+	int dropped = 0, rc = -1;
+
+	rep = malloc((nrep ? nrep : 1) * sizeof(*rep));
+	if (rep == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(rep, s->kv.v + *reply_at, nrep * sizeof(*rep));
+	for (;;) {
+		if (!session_drop_turn(s)) {
+			rc = 1;
+			if (dropped == 0 || ids.n + nrep >= (size_t)n_ctx)
+				goto out;
+			break; /* fits, with little room left */
+		}
+		dropped++;
+		free(t);
+		free(spans);
+		t = NULL;
+		spans = NULL;
+		if (session_render(s, &t, &tlen, &spans, &nspans, err,
+		                   errlen) ||
+		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
+		                   errlen))
+			goto out;
+		if (ids.n + nrep + SESSION_MIN_REPLY / 2 <= (size_t)n_ctx)
+			break;
+	}
+	/* the new list: prompt ids, then the reply's ids with their pieces */
+	size_t prompt_n = ids.n;
+
+	s->al_text.n = 0;
+	if (tok_buf_append(&s->al_text, t, tlen))
+		goto nomem;
+	for (k = 0; k < nrep; k++) {
+		size_t plen;
+		const char *pc =
+		    tok_piece(s->tok, rep[k], TOK_DECODE_SPECIAL, &plen);
+
+		if (tok_ids_push(&ids, rep[k]) ||
+		    tok_buf_append(&s->al_text, pc, plen) ||
+		    prompt_marks_push(&marks, ids.n, s->al_text.n,
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, rep[k])))
+			goto nomem;
+	}
+	for (p = 0; p < ids.n && p < s->kv.n && ids.v[p] == s->kv.v[p]; p++)
+		;
+	if (p == ids.n)
+		p--; /* the last id's logits are needed */
+	if (engine_truncate(s->eng, (int32_t)p)) {
+		snprintf(err, errlen, "engine cannot truncate to %zu", p);
+		goto out;
+	}
+	s->kv.n = p;
+	double t0 = session_ms();
+	int e = session_eval(s, ids.v + p, ids.n - p, err, errlen);
+
+	st->prefill_ms += session_ms() - t0;
+	st->n_prompt_eval += (int32_t)(s->kv.n - p);
+	if (e != 0) {
+		session_align_clear(s);
+		rc = e > 0 ? 1 : -1;
+		goto out;
+	}
+	free(s->al_tok.v);
+	free(s->al_marks.v);
+	s->al_tok = ids;
+	s->al_marks = marks;
+	ids = (struct tok_ids){0};
+	marks = (struct prompt_marks){0};
+	*reply_at = prompt_n;
+	st->n_dropped_turns += dropped;
+	if (cb && cb->notice) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg),
+		         "context full: the oldest %d turn%s left the context "
+		         "(still in the history); %zu tokens evaluated again",
+		         dropped, dropped == 1 ? "" : "s", s->kv.n - p);
+		cb->notice(cb->ud, msg);
+	}
+	rc = 0;
+	goto out;
+nomem:
+	session_align_clear(s);
+	snprintf(err, errlen, "out of memory");
+	rc = -1;
+out:
+	free(rep);
+	free(ids.v);
+	free(marks.v);
+	free(t);
+	free(spans);
+	return rc;
+}
+
 /* Step 5: generate after the prompt. Fills ST; 0 or -1 (hard error). */
 static int session_decode(struct session *s, struct session_reply *r,
                           const struct session_cb *cb, struct session_stats *st,
@@ -848,6 +967,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 	double t0 = session_ms();
 	char msg[256];
 	int rc = 0;
+
+	size_t reply_at = s->kv.n; /* the reply's ids are kv[reply_at..] */
 
 	tok_stream_init(&ts, s->tok, 0);
 	stopstr_reset(s->stop);
@@ -865,13 +986,17 @@ static int session_decode(struct session *s, struct session_reply *r,
 			fin = STORE_FINISH_LENGTH;
 			break;
 		}
-		if ((int32_t)s->kv.n >= n_ctx) {
-			fin = STORE_FINISH_LENGTH;
-			if (cb && cb->notice)
-				cb->notice(cb->ud,
-				           "context full: the reply "
-				           "was cut; the next message drops "
-				           "the oldest turns");
+		if ((int32_t)s->kv.n >= n_ctx &&
+		    (rc = session_shift(s, &reply_at, cb, st, err, errlen))) {
+			fin = rc < 0                ? STORE_FINISH_ERROR
+			      : s->intr && *s->intr ? STORE_FINISH_INTERRUPTED
+			                            : STORE_FINISH_LENGTH;
+			if (fin == STORE_FINISH_LENGTH && cb && cb->notice)
+				cb->notice(
+				    cb->ud,
+				    "context full: no older turn left to "
+				    "drop; the reply was cut");
+			rc = 0;
 			break;
 		}
 		id = sampler_sample(s->smp, engine_logits(s->eng), nv, s->kv.v,

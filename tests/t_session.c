@@ -11,7 +11,8 @@
  *      and, greedy, gives the same reply; edit reuses everything before the
  *      edited message;
  *   4. a small context overflows: the oldest turns leave, the system prompt
- *      stays, the user is told, nothing fails;
+ *      stays, the user is told, nothing fails; also in the middle of a
+ *      reply, which then goes on;
  *   5. resume: the greedy reply after a restart (store + saved ids) equals
  *      the reply of a session that never stopped; with the saved KV state
  *      the resumed session evaluates only the new turn.
@@ -334,6 +335,39 @@ static void test_overflow(void)
 	session_close(s);
 }
 
+/* 4b: the context fills in the middle of a reply. */
+static void test_overflow_mid_reply(void)
+{
+	struct session_opts o = base_opts(160, 8);
+	struct session *s = open_or_die(&o);
+	struct session_stats st;
+	struct sink k = {{0}, 0, 0};
+	size_t kvn;
+	int32_t prompt;
+
+	send(s, questions[0], &k, &st);
+	session_set_n_predict(s, 0); /* until the context is full */
+	k.notices = 0;
+	send(s, "Write a long story about a dragon and a knight.", &k, &st);
+	prompt = st.n_prompt;
+	session_kv_tokens(s, &kvn);
+	tap_ok(st.n_dropped_turns == 1 && k.notices == 2,
+	       "mid-reply: the older turn was dropped (%d) and the reply went "
+	       "on; %d notices",
+	       st.n_dropped_turns, k.notices);
+	tap_ok(st.finish == STORE_FINISH_LENGTH && st.n_gen > 160 - prompt &&
+	           kvn <= 160,
+	       "the reply (%d tokens) outgrew the room it started with (%d), "
+	       "cut only when nothing was left to drop; cache %zu <= 160",
+	       st.n_gen, 160 - prompt, kvn);
+	session_set_n_predict(s, 8);
+	int rc = send(s, "Thanks.", &k, &st);
+
+	tap_ok(rc == 0 && st.finish != STORE_FINISH_ERROR,
+	       "the next turn works: \"%s\" (reused %d)", k.buf, st.n_reused);
+	session_close(s);
+}
+
 /* 5: resume = same greedy reply; the KV slot spares the prefill. */
 static void test_resume(void)
 {
@@ -427,6 +461,7 @@ int main(void)
 	test_special_text();
 	test_interrupt();
 	test_overflow();
+	test_overflow_mid_reply();
 	test_resume();
 	return tap_done();
 }
