@@ -99,8 +99,8 @@ build) deps; build ;;
 model) model ;;
 chat)
 	deps; build; model
-	# The chat front end is not built yet: show the model it will run.
-	exec "$build/parley" info "$cache/$model_file"
+	# The plain REPL (the ncurses screen is not built yet).
+	exec "$build/parley" -m "$cache/$model_file"
 	;;
 test)
 	deps; build; model

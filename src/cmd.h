@@ -17,4 +17,17 @@ int cmd_generate(int argc, char **argv);
 /* parley dev-mkmodel: random-weight GGUF models (cmd_mkmodel.c; hidden) */
 int cmd_mkmodel(int argc, char **argv);
 
+/* cmd_chat.c: the chat (REPL or one shot) and resuming a conversation */
+int cmd_chat(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+
+/* cmd_history.c: the stored conversations */
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_rename(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+
 #endif /* PARLEY_CMD_H */

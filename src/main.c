@@ -15,6 +15,15 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"chat", cmd_chat, "chat with a model (the default command)"},
+    {"resume", cmd_resume, "continue a stored conversation [ID|--last]"},
+    {"list", cmd_list, "list the stored conversations"},
+    {"show", cmd_show, "print a stored conversation"},
+    {"search", cmd_search, "search the stored messages"},
+    {"rename", cmd_rename, "set a conversation's title"},
+    {"rm", cmd_rm, "delete conversations"},
+    {"export", cmd_export, "export a conversation (Markdown or JSON)"},
+    {"import", cmd_import, "import a conversation from JSON"},
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
     {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
@@ -26,7 +35,10 @@ static const struct command commands[] = {
 
 static void usage(FILE *fp)
 {
-	fputs("usage: parley COMMAND [OPTIONS] [ARGS]\n"
+	fputs("usage: parley [-m MODEL] [OPTIONS]        chat (plain REPL)\n"
+	      "       parley -p TEXT [OPTIONS]           one message, reply on "
+	      "stdout\n"
+	      "       parley COMMAND [OPTIONS] [ARGS]\n"
 	      "       parley --help | --version\n"
 	      "\n"
 	      "A terminal chat application for GGUF language models.\n"
@@ -37,18 +49,19 @@ static void usage(FILE *fp)
 		if (commands[i].summary != NULL) /* NULL: hidden */
 			fprintf(fp, "  %-10s %s\n", commands[i].name,
 				commands[i].summary);
-	fputs("\n'parley COMMAND --help' describes a command's options.\n"
-	      "The chat itself is not built yet; see README.md.\n",
+	fputs("\n'parley chat --help' lists the chat options (model, sampling,"
+	      "\ncontext, system prompt); 'parley COMMAND --help' describes a "
+	      "command.\n",
 	      fp);
 }
 
 int main(int argc, char **argv)
 {
 	setlocale(LC_ALL, "");
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") &&
+			 strcmp(argv[1], "-h") && strcmp(argv[1], "--version") &&
+			 strcmp(argv[1], "-V")))
+		return cmd_chat(argc, argv); /* `parley [OPTIONS]` chats */
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(stdout);

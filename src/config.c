@@ -1,0 +1,395 @@
+/*
+ * config.c - chat options (see config.h).
+ */
+#include "config.h"
+
+#include "gguf.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum config_type { CT_FLOAT, CT_INT, CT_U64, CT_STR, CT_BOOL, CT_STOP };
+
+/* One option: its key, type, range and where it goes. */
+struct config_opt {
+	const char *key;       /* long option name and file key */
+	enum config_type type; /* how the value is parsed */
+	double lo, hi;         /* accepted range (numbers) */
+	unsigned set_bit;      /* CONFIG_SET_* or 0 */
+	const char *help;      /* one line */
+};
+
+static const struct config_opt config_opts[] = {
+    {"model", CT_STR, 0, 0, 0, "GGUF model file"},
+    {"system", CT_STR, 0, 0, 0, "system prompt"},
+    {"template", CT_STR, 0, 0, 0, "chat template: name or .jinja file"},
+    {"db", CT_STR, 0, 0, 0, "conversation database file"},
+    {"temp", CT_FLOAT, 0, 100, CONFIG_SET_TEMP,
+     "temperature, 0 = greedy (default 0.8)"},
+    {"top-k", CT_INT, 0, 1e9, CONFIG_SET_TOP_K, "top-k, 0 = off (40)"},
+    {"top-p", CT_FLOAT, 1e-9, 1, CONFIG_SET_TOP_P, "top-p, 1 = off (0.95)"},
+    {"min-p", CT_FLOAT, 0, 1, CONFIG_SET_MIN_P, "min-p, 0 = off (0.05)"},
+    {"repeat-penalty", CT_FLOAT, 1e-6, 100, CONFIG_SET_REPEAT,
+     "repetition penalty, 1 = off (1.0)"},
+    {"repeat-last-n", CT_INT, -1, 1e9, CONFIG_SET_REPEAT_N,
+     "tokens the penalty looks back, -1 = all (64)"},
+    {"seed", CT_U64, 0, 0, 0, "sampler seed (default: from the clock)"},
+    {"n-predict", CT_INT, -1, 1e9, 0,
+     "reply limit in tokens, -1 = none "
+     "(512)"},
+    {"ctx", CT_INT, 0, 1048576, 0,
+     "context in tokens, 0 = model's, "
+     "at most 4096 (0)"},
+    {"threads", CT_INT, 0, 1024, 0, "CPU threads, 0 = all (0)"},
+    {"stop", CT_STOP, 0, 0, 0, "stop string (repeatable)"},
+    {"save-kv", CT_BOOL, 0, 0, 0,
+     "save the KV cache with the "
+     "conversation (false)"},
+    {"verbose", CT_BOOL, 0, 0, 0,
+     "speed and context after each reply "
+     "(false)"},
+};
+
+#define CONFIG_N_OPTS (sizeof(config_opts) / sizeof(config_opts[0]))
+
+void config_init(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	sampler_config_default(&c->samp);
+	c->n_predict = 512;
+}
+
+void config_free(struct config *c)
+{
+	free(c->model);
+	free(c->system);
+	free(c->template_name);
+	free(c->db);
+	for (size_t i = 0; i < c->n_stops; i++)
+		free(c->stops[i]);
+	memset(c, 0, sizeof(*c));
+}
+
+const char *config_keys(void)
+{
+	static char buf[2048];
+
+	if (buf[0] == '\0') {
+		size_t n = 0;
+
+		for (size_t i = 0; i < CONFIG_N_OPTS && n < sizeof(buf); i++)
+			n += (size_t)snprintf(
+			    buf + n, sizeof(buf) - n, "  %-15s %s\n",
+			    config_opts[i].key, config_opts[i].help);
+	}
+	return buf;
+}
+
+/* Replace *DST by a copy of V. */
+static int config_str(char **dst, const char *v)
+{
+	char *d = strdup(v);
+
+	if (d == NULL)
+		return -1;
+	free(*dst);
+	*dst = d;
+	return 0;
+}
+
+/* Parse a whole number or a float in [lo, hi]. */
+static int config_num(const struct config_opt *o, const char *v, double *out,
+                      char *err, size_t errlen)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(v, &end);
+	if (end == v || *end != '\0' || errno || !isfinite(d) || d < o->lo ||
+	    d > o->hi || (o->type == CT_INT && d != floor(d))) {
+		snprintf(err, errlen, "%s: '%s' is not %s in [%g, %g]", o->key,
+		         v, o->type == CT_INT ? "an integer" : "a number",
+		         o->lo, o->hi);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
+/* Store the parsed number D for option O. */
+static void config_put(struct config *c, const struct config_opt *o, double d)
+{
+	const char *k = o->key;
+
+	if (strcmp(k, "temp") == 0)
+		c->samp.temperature = (float)d;
+	else if (strcmp(k, "top-k") == 0)
+		c->samp.top_k = (int32_t)d;
+	else if (strcmp(k, "top-p") == 0)
+		c->samp.top_p = (float)d;
+	else if (strcmp(k, "min-p") == 0)
+		c->samp.min_p = (float)d;
+	else if (strcmp(k, "repeat-penalty") == 0)
+		c->samp.repeat_penalty = (float)d;
+	else if (strcmp(k, "repeat-last-n") == 0)
+		c->samp.penalty_last_n = (int32_t)d;
+	else if (strcmp(k, "n-predict") == 0)
+		c->n_predict = (int32_t)d;
+	else if (strcmp(k, "ctx") == 0)
+		c->n_ctx = (int32_t)d;
+	else if (strcmp(k, "threads") == 0)
+		c->n_threads = (int32_t)d;
+	c->set |= o->set_bit;
+}
+
+int config_set(struct config *c, const char *key, const char *value, char *err,
+               size_t errlen)
+{
+	const struct config_opt *o = NULL;
+	double d;
+
+	for (size_t i = 0; i < CONFIG_N_OPTS; i++)
+		if (strcmp(config_opts[i].key, key) == 0)
+			o = &config_opts[i];
+	if (o == NULL) {
+		snprintf(err, errlen, "unknown option '%s'", key);
+		return -1;
+	}
+	switch (o->type) {
+	case CT_FLOAT:
+	case CT_INT:
+		if (config_num(o, value, &d, err, errlen))
+			return -1;
+		config_put(c, o, d);
+		return 0;
+	case CT_U64: {
+		char *end;
+		unsigned long long u;
+
+		errno = 0;
+		u = strtoull(value, &end, 10);
+		if (end == value || *end || errno || value[0] == '-') {
+			snprintf(err, errlen,
+			         "%s: '%s' is not a number in "
+			         "[0, 2^64-1]",
+			         key, value);
+			return -1;
+		}
+		c->samp.seed = (uint64_t)u;
+		c->seed_set = true;
+		return 0;
+	}
+	case CT_BOOL: {
+		bool b;
+
+		if (!strcmp(value, "1") || !strcmp(value, "true") ||
+		    !strcmp(value, "yes") || !strcmp(value, "on"))
+			b = true;
+		else if (!strcmp(value, "0") || !strcmp(value, "false") ||
+		         !strcmp(value, "no") || !strcmp(value, "off"))
+			b = false;
+		else {
+			snprintf(err, errlen, "%s: '%s' is not true or false",
+			         key, value);
+			return -1;
+		}
+		if (strcmp(key, "save-kv") == 0)
+			c->save_kv = b;
+		else
+			c->verbose = b;
+		return 0;
+	}
+	case CT_STOP:
+		if (value[0] == '\0' || c->n_stops >= CONFIG_MAX_STOPS) {
+			snprintf(err, errlen, "stop: %s",
+			         value[0] ? "too many stop strings (16 at most)"
+			                  : "an empty stop string");
+			return -1;
+		}
+		c->stops[c->n_stops] = strdup(value);
+		if (c->stops[c->n_stops] == NULL)
+			goto nomem;
+		c->n_stops++;
+		return 0;
+	case CT_STR:
+		if (config_str(strcmp(key, "model") == 0    ? &c->model
+		               : strcmp(key, "system") == 0 ? &c->system
+		               : strcmp(key, "db") == 0     ? &c->db
+		                                            : &c->template_name,
+		               value))
+			goto nomem;
+		return 0;
+	}
+nomem:
+	snprintf(err, errlen, "%s: out of memory", key);
+	return -1;
+}
+
+/* $VAR if absolute, else $HOME/FALLBACK; then "/parley/NAME". */
+static char *config_xdg(const char *var, const char *fallback, const char *name)
+{
+	const char *x = getenv(var), *home = getenv("HOME");
+	char buf[4096];
+	int n;
+
+	if (x && x[0] == '/')
+		n = snprintf(buf, sizeof(buf), "%s/parley/%s", x, name);
+	else if (home && *home)
+		n = snprintf(buf, sizeof(buf), "%s/%s/parley/%s", home,
+		             fallback, name);
+	else
+		return NULL;
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return NULL;
+	return strdup(buf);
+}
+
+char *config_default_path(void)
+{
+	return config_xdg("XDG_CONFIG_HOME", ".config", "config");
+}
+
+char *config_default_model(void)
+{
+	return config_xdg("XDG_CACHE_HOME", ".cache",
+	                  "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+
+/* mkdir -p of the directories in PATH up to its last '/'. */
+static void config_mkdirs(const char *path)
+{
+	char *p = strdup(path);
+
+	if (p == NULL)
+		return;
+	for (char *s = p + 1; *s; s++)
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(p, 0700);
+			*s = '/';
+		}
+	free(p);
+}
+
+char *config_state_path(const char *name, bool mk)
+{
+	char *p = config_xdg("XDG_STATE_HOME", ".local/state", name);
+
+	if (p && mk)
+		config_mkdirs(p);
+	return p;
+}
+
+/* Trim ASCII whitespace at both ends of S in place. */
+static char *config_trim(char *s)
+{
+	size_t n;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	n = strlen(s);
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' ||
+	                 s[n - 1] == '\n' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	return s;
+}
+
+int config_load_file(struct config *c, const char *path, char *err,
+                     size_t errlen)
+{
+	char *def = NULL, *line = NULL, msg[512];
+	size_t cap = 0;
+	ssize_t n;
+	FILE *fp;
+	int lineno = 0, rc = 0;
+
+	if (path == NULL) {
+		def = config_default_path();
+		if (def == NULL)
+			return 0;
+		fp = fopen(def, "r");
+		if (fp == NULL) {
+			free(def);
+			return 0;
+		}
+		path = def;
+	} else if ((fp = fopen(path, "r")) == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((n = getline(&line, &cap, fp)) >= 0) {
+		char *s, *k, *v;
+
+		lineno++;
+		if (n > CONFIG_MAX_LINE) {
+			snprintf(err, errlen,
+			         "%s:%d: line longer than %d bytes", path,
+			         lineno, CONFIG_MAX_LINE);
+			rc = -1;
+			break;
+		}
+		s = config_trim(line);
+		if (*s == '\0' || *s == '#')
+			continue;
+		k = s;
+		v = s + strcspn(s, " \t=");
+		if (*v) {
+			*v++ = '\0';
+			v = config_trim(v);
+			if (*v == '=')
+				v = config_trim(v + 1);
+		}
+		if (config_set(c, config_trim(k), v, msg, sizeof(msg))) {
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+			rc = -1;
+			break;
+		}
+	}
+	free(line);
+	fclose(fp);
+	free(def);
+	return rc;
+}
+
+void config_apply_model(struct config *c, const char *model_path)
+{
+	struct gguf_file *f = gguf_open(model_path, NULL, 0);
+	double d;
+	int64_t i;
+
+	if (f == NULL)
+		return;
+	if (!(c->set & CONFIG_SET_TEMP) &&
+	    gguf_get_f64(f, "general.sampling.temp", &d, NULL, 0) == 0 &&
+	    d >= 0 && d <= 100)
+		c->samp.temperature = (float)d;
+	if (!(c->set & CONFIG_SET_TOP_K) &&
+	    gguf_get_i64(f, "general.sampling.top_k", &i, NULL, 0) == 0 &&
+	    i >= 0 && i <= INT32_MAX)
+		c->samp.top_k = (int32_t)i;
+	if (!(c->set & CONFIG_SET_TOP_P) &&
+	    gguf_get_f64(f, "general.sampling.top_p", &d, NULL, 0) == 0 &&
+	    d > 0 && d <= 1)
+		c->samp.top_p = (float)d;
+	if (!(c->set & CONFIG_SET_MIN_P) &&
+	    gguf_get_f64(f, "general.sampling.min_p", &d, NULL, 0) == 0 &&
+	    d >= 0 && d <= 1)
+		c->samp.min_p = (float)d;
+	if (!(c->set & CONFIG_SET_REPEAT) &&
+	    gguf_get_f64(f, "general.sampling.penalty_repeat", &d, NULL, 0) ==
+	        0 &&
+	    d > 0 && d <= 100)
+		c->samp.repeat_penalty = (float)d;
+	if (!(c->set & CONFIG_SET_REPEAT_N) &&
+	    gguf_get_i64(f, "general.sampling.penalty_last_n", &i, NULL, 0) ==
+	        0 &&
+	    i >= -1 && i <= INT32_MAX)
+		c->samp.penalty_last_n = (int32_t)i;
+	gguf_close(f);
+}

@@ -1,0 +1,1384 @@
+/*
+ * session.c - the chat session (see session.h).
+ *
+ * NOTES ON THE DESIGN: how "only the new tokens" is kept
+ *
+ * Two token lists are kept:
+ *
+ *   kv        the ids in the engine's KV cache, exactly (invariant 1).
+ *   align     a token list with the text it stands for: al_text, al_tok
+ *             and marks (n_tok, n_bytes) where both are aligned. After a
+ *             reply, al_text = the rendered prompt + the raw bytes of
+ *             every evaluated sampled id, al_tok = the prompt ids + the
+ *             sampled ids (so al_tok == kv), and every sampled id is a
+ *             mark. After a resume, align holds the saved kv ids and
+ *             their decoded text (not yet in the cache).
+ *
+ * One turn (session_prepare):
+ *   1. Render all messages (system first, then the turns still in the
+ *      window) with add_generation_prompt; T = text, spans = provenance.
+ *   2. L = the common byte prefix of al_text and T. The last clean mark
+ *      at or before L gives (n, b): the new list is al_tok[0, n) followed
+ *      by prompt_encode(T from byte b). The previous reply is thus reused
+ *      as the sampled ids whenever the template renders it back as the
+ *      same bytes, however the tokenizer would split it today. When it
+ *      does not (a template that trims the content, a stop string cut the
+ *      text), the cut falls at the last mark before the difference: a few
+ *      more tokens are evaluated, never a wrong one.
+ *   3. Context: if the list plus room for a reply exceeds n_ctx, the
+ *      oldest turn after the system prompt leaves the window (it stays in
+ *      the store) and the prompt is rendered again; the user is told.
+ *   4. p = LCP(new, kv); engine_truncate(p); evaluate new[p..]; kv = new.
+ *      Regenerate and edit need nothing more: the rendering without the
+ *      old reply diverges from kv exactly at the turn boundary.
+ *   5. Generate: sample, stream the piece, evaluate, append to kv and
+ *      align, until end-of-generation (the eog id itself is not evaluated:
+ *      the next rendering brings the template's own closing tokens), a
+ *      stop string, the limit or an interrupt. When the cache fills in the
+ *      middle of a reply, session_shift() drops the oldest turns, renders
+ *      the prompt again, appends the reply's ids so far and evaluates what
+ *      changed; the reply goes on (cut only when no turn is left to drop).
+ *
+ * Invariant 1 is asserted (debug builds: configure --enable-debug) after
+ * every truncate and eval.
+ *
+ * Counting: every id passed to engine_eval is counted (n_evaluated and
+ * the per-reply stats), which tests/t_session.c uses to prove that a
+ * 10-turn conversation evaluates each token once.
+ */
+#include "session.h"
+
+#include "engine.h"
+#include "gguf.h"
+#include "model.h"
+#include "prompt.h"
+#include "stopstr.h"
+#include "template.h"
+#include "tok.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define SESSION_DEFAULT_CTX   4096
+#define SESSION_PREFILL_CHUNK 64 /* ids per eval call (interrupt checks) */
+#define SESSION_STALE_MS                                                       \
+	10000 /* a reply in progress not updated for this                      \
+	         long lost its writer */
+
+struct session {
+	/* configuration (fixed after open, except where noted) */
+	char *model_path;            /* GGUF path (owned) */
+	char *template_name;         /* "model", "chatml" or a path (owned) */
+	struct gguf_file *gf;        /* the mapping (owned) */
+	struct model *model;         /* weights (owned) */
+	struct tok *tok;             /* tokenizer (owned) */
+	struct engine *eng;          /* engine + KV cache (owned) */
+	struct tmpl *tmpl;           /* compiled chat template (owned) */
+	char *bos_text, *eos_text;   /* bos_token / eos_token (owned) */
+	struct prompt_vocab pv;      /* control tokens for prompt_encode */
+	struct sampler *smp;         /* sampler (owned; set_sampling) */
+	struct stopstr *stop;        /* stop strings (owned) */
+	int32_t n_predict;           /* reply limit, <= 0 none (mutable) */
+	struct store *st;            /* store or NULL (borrowed) */
+	bool use_kv_slot;            /* save the KV state on close */
+	volatile sig_atomic_t *intr; /* interrupt flag or NULL (borrowed) */
+	char *kv_format;             /* producer tag of saved states (owned) */
+
+	/* conversation */
+	struct session_msg *msgs; /* n_msgs messages, system first (owned) */
+	size_t n_msgs, cap_msgs;
+	size_t first;    /* first non-system message in the window */
+	int64_t conv_id; /* store id, 0 until the first message */
+
+	/* cache and alignment (see the notes above) */
+	struct tok_ids kv;            /* ids in the cache (invariant 1) */
+	struct tok_ids al_tok;        /* aligned ids */
+	struct tok_buf al_text;       /* the text they stand for */
+	struct prompt_marks al_marks; /* aligned points */
+	int64_t n_evaluated;          /* ids evaluated since open */
+	double restore_ms;            /* time to load the KV slot */
+	bool restored;                /* a KV state was loaded */
+};
+
+/* Monotonic time in milliseconds. */
+static double session_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* strdup that returns NULL for NULL. */
+static char *session_dup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* ---------- messages ---------- */
+
+/* Append a message (content copied). 0 or -1 (no memory). */
+static int session_push_msg(struct session *s, enum store_role role,
+                            const char *text, size_t len, int64_t store_id,
+                            enum store_finish finish)
+{
+	struct session_msg *m;
+
+	if (s->n_msgs == s->cap_msgs) {
+		size_t cap = s->cap_msgs ? s->cap_msgs * 2 : 16;
+
+		m = realloc(s->msgs, cap * sizeof(*m));
+		if (m == NULL)
+			return -1;
+		s->msgs = m;
+		s->cap_msgs = cap;
+	}
+	m = &s->msgs[s->n_msgs];
+	m->content = malloc(len + 1);
+	if (m->content == NULL)
+		return -1;
+	if (len)
+		memcpy(m->content, text, len);
+	m->content[len] = '\0';
+	m->len = len;
+	m->role = role;
+	m->store_id = store_id;
+	m->finish = finish;
+	s->n_msgs++;
+	return 0;
+}
+
+/* Drop messages from index I on. */
+static void session_pop_to(struct session *s, size_t i)
+{
+	while (s->n_msgs > i)
+		free(s->msgs[--s->n_msgs].content);
+	if (s->first > s->n_msgs)
+		s->first = s->n_msgs;
+}
+
+/* Index of the first non-system message. */
+static size_t session_base(const struct session *s)
+{
+	return s->n_msgs > 0 && s->msgs[0].role == STORE_ROLE_SYSTEM;
+}
+
+/* ---------- loading ---------- */
+
+/* Read a whole small file into a malloc'd NUL-terminated buffer. */
+static char *session_read_file(const char *path, size_t *len, char *err,
+                               size_t errlen)
+{
+	FILE *fp = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (fp == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		if (cap - n < 4096) {
+			char *p;
+
+			if (cap > (4u << 20)) {
+				snprintf(err, errlen,
+				         "%s: template larger than "
+				         "4 MiB",
+				         path);
+				goto fail;
+			}
+			p = realloc(buf, cap + 8192);
+			if (p == NULL) {
+				snprintf(err, errlen, "%s: out of memory",
+				         path);
+				goto fail;
+			}
+			buf = p;
+			cap += 8192;
+		}
+		size_t r = fread(buf + n, 1, cap - n - 1, fp);
+
+		n += r;
+		if (r == 0)
+			break;
+	}
+	if (ferror(fp)) {
+		snprintf(err, errlen, "%s: read error", path);
+		goto fail;
+	}
+	fclose(fp);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+fail:
+	free(buf);
+	fclose(fp);
+	return NULL;
+}
+
+/* The file of built-in template NAME: $PARLEY_DATA_DIR/templates/NAME.jinja
+   or PARLEY_DATADIR/prompts/templates/NAME.jinja. Malloc'd. */
+static char *session_builtin_path(const char *name)
+{
+	const char *dir = getenv("PARLEY_DATA_DIR");
+	char buf[4096];
+	int n;
+
+#ifndef PARLEY_DATADIR
+#define PARLEY_DATADIR "/usr/local/share/parley"
+#endif
+	if (dir && *dir)
+		n = snprintf(buf, sizeof(buf), "%s/templates/%s.jinja", dir,
+		             name);
+	else
+		n = snprintf(buf, sizeof(buf), "%s/prompts/templates/%s.jinja",
+		             PARLEY_DATADIR, name);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return NULL;
+	return strdup(buf);
+}
+
+/* Compile the chat template chosen by NAME (see session_opts). */
+static int session_load_template(struct session *s, const char *name, char *err,
+                                 size_t errlen)
+{
+	struct gguf_str gs;
+	char *src = NULL, *path = NULL, msg[512];
+	size_t len = 0;
+	int rc;
+
+	if ((name == NULL || *name == '\0') &&
+	    gguf_get_str(s->gf, "tokenizer.chat_template", &gs, NULL, 0) == 0 &&
+	    gs.len > 0) {
+		src = gguf_str_dup(gs);
+		len = gs.len;
+		s->template_name = strdup("model");
+	} else {
+		if (name == NULL || *name == '\0')
+			name = "chatml";
+		if (strchr(name, '/') || strstr(name, ".jinja"))
+			path = strdup(name);
+		else
+			path = session_builtin_path(name);
+		if (path == NULL) {
+			snprintf(err, errlen, "template %s: out of memory",
+			         name);
+			return -1;
+		}
+		src = session_read_file(path, &len, err, errlen);
+		free(path);
+		if (src == NULL)
+			return -1;
+		s->template_name = strdup(name);
+	}
+	if (src == NULL || s->template_name == NULL) {
+		free(src);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = tmpl_compile(src, len, &s->tmpl, msg, sizeof(msg));
+	free(src);
+	if (rc != TMPL_OK) {
+		snprintf(err, errlen, "chat template %s: %s", s->template_name,
+		         msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* The text of special token ID (or "" when none). Malloc'd. */
+static char *session_special_text(const struct tok *t, int32_t id)
+{
+	size_t len = 0;
+	const char *p = id >= 0 ? tok_text(t, id, &len) : NULL;
+	char *r = malloc(len + 1);
+
+	if (r == NULL)
+		return NULL;
+	if (len)
+		memcpy(r, p, len);
+	r[len] = '\0';
+	return r;
+}
+
+/* Open the model, tokenizer, engine, template, sampler and stop strings. */
+static int session_load(struct session *s, const struct session_opts *o,
+                        char *err, size_t errlen)
+{
+	struct engine_params ep = {0};
+	struct stat sb;
+	int32_t n_ctx = o->n_ctx;
+
+	s->gf = gguf_open(o->model_path, err, errlen);
+	if (s->gf == NULL)
+		return -1;
+	if (model_load(s->gf, &s->model, err, errlen))
+		return -1;
+	s->tok = tok_load(s->gf, err, errlen);
+	if (s->tok == NULL)
+		return -1;
+	if (tok_n_vocab(s->tok) > s->model->cfg.n_vocab) {
+		snprintf(err, errlen,
+		         "%s: tokenizer has %d tokens, the model "
+		         "only %d",
+		         o->model_path, tok_n_vocab(s->tok),
+		         s->model->cfg.n_vocab);
+		return -1;
+	}
+	if (n_ctx <= 0) {
+		n_ctx = s->model->cfg.n_ctx_train;
+		if (n_ctx <= 0 || n_ctx > SESSION_DEFAULT_CTX)
+			n_ctx = SESSION_DEFAULT_CTX;
+	}
+	ep.n_ctx = n_ctx;
+	ep.n_threads = o->n_threads;
+	if (engine_open(s->model, &ep, &s->eng, err, errlen))
+		return -1;
+	if (session_load_template(s, o->template_name, err, errlen))
+		return -1;
+	s->bos_text = session_special_text(s->tok, tok_bos(s->tok));
+	s->eos_text = session_special_text(s->tok, tok_eos(s->tok));
+	if (!s->bos_text || !s->eos_text ||
+	    prompt_vocab_init(&s->pv, s->tok, err, errlen)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	s->smp = sampler_new(&o->sampling, engine_n_vocab(s->eng), err, errlen);
+	if (s->smp == NULL)
+		return -1;
+	s->stop = stopstr_new(o->stops, o->n_stops, err, errlen);
+	if (s->stop == NULL)
+		return -1;
+	if (stat(o->model_path, &sb) != 0)
+		sb.st_size = 0;
+	char fmt[512];
+	snprintf(fmt, sizeof(fmt),
+	         "parley-kv/1 backend=%s n_ctx=%d size=%lld "
+	         "arch=%s layers=%d",
+	         s->eng->ops->name, engine_n_ctx(s->eng), (long long)sb.st_size,
+	         s->model->cfg.arch_name, s->model->cfg.n_layer);
+	s->kv_format = strdup(fmt);
+	return s->kv_format ? 0 : -1;
+}
+
+/* ---------- alignment ---------- */
+
+/* Reset align to empty. */
+static void session_align_clear(struct session *s)
+{
+	s->al_tok.n = 0;
+	s->al_text.n = 0;
+	s->al_marks.n = 0;
+}
+
+/* Align to the saved ids TOKS[0, n): their decoded text, a mark at each. */
+static int session_align_ids(struct session *s, const int32_t *toks, size_t n)
+{
+	size_t i = 0;
+
+	session_align_clear(s);
+	if (n > 0 && tok_add_bos(s->tok) && toks[0] == tok_bos(s->tok)) {
+		if (tok_ids_push(&s->al_tok, toks[0]))
+			return -1;
+		i = 1;
+	}
+	if (prompt_marks_push(&s->al_marks, s->al_tok.n, 0, true))
+		return -1;
+	for (; i < n; i++) {
+		size_t len;
+		const char *p =
+		    tok_piece(s->tok, toks[i], TOK_DECODE_SPECIAL, &len);
+
+		if (p == NULL)
+			return -1;
+		if (tok_ids_push(&s->al_tok, toks[i]) ||
+		    tok_buf_append(&s->al_text, p, len) ||
+		    prompt_marks_push(&s->al_marks, s->al_tok.n, s->al_text.n,
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, toks[i])))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---------- open / close ---------- */
+
+/* Load conversation CONV_ID's messages (and KV slot) from the store. */
+static int session_resume(struct session *s, int64_t conv_id, char *err,
+                          size_t errlen)
+{
+	struct store_conv c;
+	struct store_msg *m = NULL;
+	struct store_kv kv;
+	size_t n = 0, i;
+	int rc;
+
+	rc = store_conv_get(s->st, conv_id, &c, &m, &n, err, errlen);
+	if (rc != STORE_OK)
+		return -1;
+	session_pop_to(s, 0);
+	rc = 0;
+	if (c.system_prompt)
+		rc = session_push_msg(s, STORE_ROLE_SYSTEM, c.system_prompt,
+		                      strlen(c.system_prompt), 0,
+		                      STORE_FINISH_STOP);
+	for (i = 0; i < n && rc == 0; i++) {
+		enum store_finish f = m[i].finish;
+
+		/* a reply whose writer died (no update for a while): close it
+		   as interrupted; a live writer updates every SESSION_STORE_MS
+		 */
+		if (f == STORE_FINISH_NONE &&
+		    m[i].updated_ms < store_now_ms() - SESSION_STALE_MS &&
+		    store_msg_finish(s->st, m[i].id, m[i].content, m[i].len,
+		                     STORE_FINISH_INTERRUPTED, &m[i].stats,
+		                     NULL, 0) == STORE_OK)
+			f = STORE_FINISH_INTERRUPTED;
+		rc = session_push_msg(s, m[i].role, m[i].content, m[i].len,
+		                      m[i].id, f);
+	}
+	store_msg_free(m, n);
+	store_conv_clear(&c);
+	if (rc) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	s->first = session_base(s);
+	s->conv_id = conv_id;
+	if (store_kv_get(s->st, conv_id, &kv, NULL, 0) != STORE_OK)
+		return 0; /* no slot: the first turn prefills everything */
+	double t0 = session_ms();
+	if (session_align_ids(s, kv.tokens, kv.n_tokens)) {
+		store_kv_free(&kv);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (s->use_kv_slot && kv.state_len > 0 &&
+	    strcmp(kv.format, s->kv_format) == 0 &&
+	    engine_state_load(s->eng, kv.state, kv.state_len, NULL, 0) == 0 &&
+	    (size_t)engine_n_past(s->eng) == kv.n_tokens) {
+		s->kv.n = 0;
+		for (i = 0; i < kv.n_tokens; i++)
+			if (tok_ids_push(&s->kv, kv.tokens[i]))
+				break;
+		if (s->kv.n != kv.n_tokens) {
+			engine_truncate(s->eng, 0);
+			s->kv.n = 0;
+		} else {
+			s->restored = true;
+		}
+	} else {
+		engine_truncate(s->eng, 0);
+	}
+	s->restore_ms = session_ms() - t0;
+	store_kv_free(&kv);
+	return 0;
+}
+
+int session_open(const struct session_opts *o, struct session **out, char *err,
+                 size_t errlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	s->model_path = session_dup(o->model_path);
+	s->n_predict = o->n_predict;
+	s->st = o->store;
+	s->use_kv_slot = o->use_kv_slot && o->store;
+	s->intr = o->interrupt;
+	if (o->model_path == NULL || s->model_path == NULL) {
+		snprintf(err, errlen, "no model given");
+		goto fail;
+	}
+	if (session_load(s, o, err, errlen))
+		goto fail;
+	if (o->conv_id && s->st) {
+		if (session_resume(s, o->conv_id, err, errlen))
+			goto fail;
+	} else if (o->system_prompt &&
+	           session_push_msg(s, STORE_ROLE_SYSTEM, o->system_prompt,
+	                            strlen(o->system_prompt), 0,
+	                            STORE_FINISH_STOP)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	s->first = session_base(s);
+	*out = s;
+	return 0;
+fail:
+	session_close(s);
+	return -1;
+}
+
+int session_save_kv(struct session *s, char *err, size_t errlen)
+{
+	size_t len;
+	void *buf;
+	int rc;
+
+	if (s->st == NULL || s->conv_id == 0 || s->kv.n == 0)
+		return 0;
+	len = engine_state_size(s->eng);
+	buf = malloc(len ? len : 1);
+	if (buf == NULL) {
+		snprintf(err, errlen, "KV state of %zu bytes: out of memory",
+		         len);
+		return -1;
+	}
+	if (engine_state_save(s->eng, buf, len, err, errlen) == 0) {
+		free(buf);
+		return -1;
+	}
+	rc = store_kv_set(s->st, s->conv_id, s->kv_format, s->kv.v, s->kv.n,
+	                  buf, len, err, errlen);
+	free(buf);
+	return rc == STORE_OK ? 0 : -1;
+}
+
+void session_close(struct session *s)
+{
+	if (s == NULL)
+		return;
+	if (s->use_kv_slot && s->eng)
+		session_save_kv(s, NULL, 0);
+	session_pop_to(s, 0);
+	free(s->msgs);
+	free(s->kv.v);
+	free(s->al_tok.v);
+	free(s->al_text.p);
+	free(s->al_marks.v);
+	stopstr_free(s->stop);
+	sampler_free(s->smp);
+	prompt_vocab_free(&s->pv);
+	free(s->bos_text);
+	free(s->eos_text);
+	tmpl_free(s->tmpl);
+	engine_close(s->eng);
+	tok_free(s->tok);
+	model_free(s->model);
+	gguf_close(s->gf);
+	free(s->kv_format);
+	free(s->template_name);
+	free(s->model_path);
+	free(s);
+}
+
+/* ---------- one turn ---------- */
+
+/* Render the window with the generation prompt: *T, *SPANS malloc'd. */
+static int session_render(struct session *s, char **t, size_t *tlen,
+                          struct tmpl_span **spans, size_t *nspans, char *err,
+                          size_t errlen)
+{
+	struct json_value *arr = json_new_array();
+	struct tmpl_ctx ctx = {0};
+	size_t i;
+	int rc;
+
+	if (arr == NULL)
+		goto nomem;
+	for (i = 0; i < s->n_msgs; i++) {
+		const struct session_msg *m = &s->msgs[i];
+		struct json_value *o;
+
+		if (m->role != STORE_ROLE_SYSTEM && i < s->first)
+			continue;
+		o = json_new_object();
+		if (o == NULL || json_array_push(arr, o) ||
+		    json_object_set(
+		        o, "role", 4,
+		        json_new_string(store_role_name(m->role),
+		                        strlen(store_role_name(m->role)))) ||
+		    json_object_set(o, "content", 7,
+		                    json_new_string(m->content, m->len)))
+			goto nomem;
+	}
+	ctx.messages = arr;
+	ctx.add_generation_prompt = true;
+	ctx.bos_token = s->bos_text;
+	ctx.eos_token = s->eos_text;
+	rc = tmpl_render(s->tmpl, &ctx, t, tlen, spans, nspans, err, errlen);
+	json_free(arr);
+	return rc == TMPL_OK ? 0 : -1;
+nomem:
+	json_free(arr);
+	snprintf(err, errlen, "out of memory rendering %zu messages",
+	         s->n_msgs);
+	return -1;
+}
+
+/*
+ * The ids of prompt T (see the notes, step 2) into OUT with MARKS.
+ */
+static int session_tokens(struct session *s, const char *t, size_t tlen,
+                          const struct tmpl_span *spans, size_t nspans,
+                          struct tok_ids *out, struct prompt_marks *marks,
+                          char *err, size_t errlen)
+{
+	size_t l = 0, k, from = 0;
+	const struct prompt_mark *best = NULL;
+
+	out->n = 0;
+	marks->n = 0;
+	while (l < tlen && l < s->al_text.n && t[l] == s->al_text.p[l])
+		l++;
+	for (k = 0; k < s->al_marks.n; k++) {
+		const struct prompt_mark *m = &s->al_marks.v[k];
+
+		if (m->n_bytes > l)
+			break;
+		if (m->clean && m->n_tok <= s->al_tok.n)
+			best = m;
+	}
+	if (best && best->n_tok > 0) {
+		for (k = 0; k < best->n_tok; k++)
+			if (tok_ids_push(out, s->al_tok.v[k]))
+				goto nomem;
+		for (k = 0;
+		     k < s->al_marks.n && s->al_marks.v[k].n_tok <= best->n_tok;
+		     k++)
+			if (prompt_marks_push(marks, s->al_marks.v[k].n_tok,
+			                      s->al_marks.v[k].n_bytes,
+			                      s->al_marks.v[k].clean))
+				goto nomem;
+		from = best->n_bytes;
+		return prompt_encode(&s->pv, t, tlen, spans, nspans, from, out,
+		                     marks, err, errlen);
+	}
+	/* from scratch: BOS unless the template wrote it */
+	int32_t bos = tok_bos(s->tok);
+	bool add = tok_add_bos(s->tok) && bos >= 0;
+
+	if (add &&
+	    (tok_ids_push(out, bos) || prompt_marks_push(marks, 1, 0, true)))
+		goto nomem;
+	if (!add && prompt_marks_push(marks, 0, 0, true))
+		goto nomem;
+	if (prompt_encode(&s->pv, t, tlen, spans, nspans, 0, out, marks, err,
+	                  errlen))
+		return -1;
+	if (add && out->n > 1 && out->v[1] == bos) {
+		memmove(out->v, out->v + 1, (out->n - 1) * sizeof(*out->v));
+		out->n--;
+		for (k = 0; k < marks->n; k++)
+			if (marks->v[k].n_tok > 0)
+				marks->v[k].n_tok--;
+	}
+	return 0;
+nomem:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+/* Move the window past the oldest turn. False when none can go. */
+static bool session_drop_turn(struct session *s)
+{
+	size_t i = s->first, last_user = s->n_msgs;
+
+	/* never drop the newest user message (the one being answered) */
+	for (size_t k = s->n_msgs; k > s->first; k--)
+		if (s->msgs[k - 1].role == STORE_ROLE_USER) {
+			last_user = k - 1;
+			break;
+		}
+	if (i >= last_user)
+		return false;
+	i++; /* the oldest message, then everything up to the next user one */
+	while (i < last_user && s->msgs[i].role != STORE_ROLE_USER)
+		i++;
+	s->first = i;
+	return true;
+}
+
+/* Evaluate IDS[0, n) at the end of the cache (chunks, interrupt checks).
+   Returns 0, 1 when interrupted, -1 on error. */
+static int session_eval(struct session *s, const int32_t *ids, size_t n,
+                        char *err, size_t errlen)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t c = n - i > SESSION_PREFILL_CHUNK ? SESSION_PREFILL_CHUNK
+		                                         : n - i;
+
+		if (s->intr && *s->intr)
+			return 1;
+		if (engine_eval(s->eng, ids + i, (int32_t)c, 0, err, errlen))
+			return -1;
+		for (size_t k = 0; k < c; k++)
+			if (tok_ids_push(&s->kv, ids[i + k])) {
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+		s->n_evaluated += (int64_t)c;
+		i += c;
+		assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* inv. 1 */
+	}
+	return 0;
+}
+
+/*
+ * Steps 1-4: render, fit, and bring the cache to the prompt. Returns 0,
+ * 1 when interrupted during the prefill, -1 on error.
+ */
+static int session_prepare(struct session *s, const struct session_cb *cb,
+                           struct session_stats *st, char *err, size_t errlen)
+{
+	struct tok_ids ids = {0};
+	struct prompt_marks marks = {0};
+	struct tmpl_span *spans = NULL;
+	char *t = NULL;
+	size_t tlen = 0, nspans = 0, p;
+	int32_t n_ctx = engine_n_ctx(s->eng), reserve;
+	int rc = -1;
+
+	reserve = s->n_predict > 0 ? s->n_predict : SESSION_MIN_REPLY;
+	if (reserve > n_ctx / 2)
+		reserve = n_ctx / 2;
+	for (;;) {
+		free(t);
+		free(spans);
+		t = NULL;
+		spans = NULL;
+		if (session_render(s, &t, &tlen, &spans, &nspans, err,
+		                   errlen) ||
+		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
+		                   errlen))
+			goto out;
+		if ((int64_t)ids.n + reserve <= n_ctx)
+			break;
+		if (!session_drop_turn(s)) {
+			if ((int64_t)ids.n < n_ctx)
+				break; /* fits, with less room for the reply */
+			snprintf(err, errlen,
+			         "the prompt needs %zu tokens, the "
+			         "context holds %d (use a larger --ctx or a "
+			         "shorter message)",
+			         ids.n, n_ctx);
+			goto out;
+		}
+		st->n_dropped_turns++;
+	}
+	if (st->n_dropped_turns && cb && cb->notice) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg),
+		         "context full: the oldest %d "
+		         "turn%s left the context (still in the history)",
+		         st->n_dropped_turns,
+		         st->n_dropped_turns == 1 ? "" : "s");
+		cb->notice(cb->ud, msg);
+	}
+	for (p = 0; p < ids.n && p < s->kv.n && ids.v[p] == s->kv.v[p]; p++)
+		;
+	if (p == ids.n && p > 0)
+		p--; /* re-evaluate the last id: its logits are needed */
+	if (engine_truncate(s->eng, (int32_t)p)) {
+		snprintf(err, errlen, "engine cannot truncate to %zu", p);
+		goto out;
+	}
+	s->kv.n = p;
+	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
+	st->n_prompt = (int32_t)ids.n;
+	st->n_reused = (int32_t)p;
+	double t0 = session_ms();
+	rc = session_eval(s, ids.v + p, ids.n - p, err, errlen);
+	st->prefill_ms = session_ms() - t0;
+	st->n_prompt_eval = (int32_t)(s->kv.n - p);
+	if (rc != 0)
+		goto out;
+	/* the cache now holds the prompt: align to it */
+	free(s->al_tok.v);
+	free(s->al_marks.v);
+	s->al_tok = ids;
+	s->al_marks = marks;
+	ids = (struct tok_ids){0};
+	marks = (struct prompt_marks){0};
+	s->al_text.n = 0;
+	if (tok_buf_append(&s->al_text, t, tlen)) {
+		session_align_clear(s);
+		snprintf(err, errlen, "out of memory");
+		rc = -1;
+	}
+out:
+	free(ids.v);
+	free(marks.v);
+	free(t);
+	free(spans);
+	return rc;
+}
+
+/* The reply being generated. */
+struct session_reply {
+	struct tok_buf text; /* what was shown (owned) */
+	int64_t store_id;    /* its message in the store, or 0 */
+	double last_store;   /* session_ms() of the last update */
+};
+
+/* Show and keep OUT's released text. */
+static int session_emit(struct session_reply *r, const struct stopstr_out *o,
+                        const struct session_cb *cb)
+{
+	if (o->len == 0)
+		return 0;
+	if (tok_buf_append(&r->text, o->text, o->len))
+		return -1;
+	if (cb && cb->piece)
+		cb->piece(cb->ud, o->text, o->len);
+	return 0;
+}
+
+/*
+ * The context filled up in the middle of a reply: drop the oldest turns,
+ * render the prompt again, put the reply's ids so far after it and
+ * evaluate what the cache lacks (from the first dropped turn on); the
+ * reply then goes on. *REPLY_AT (where the reply starts in kv) is updated.
+ * Returns 0, 1 when no turn can be dropped (nothing changed), -1 on error.
+ */
+static int session_shift(struct session *s, size_t *reply_at,
+                         const struct session_cb *cb, struct session_stats *st,
+                         char *err, size_t errlen)
+{
+	int32_t n_ctx = engine_n_ctx(s->eng);
+	size_t nrep = s->kv.n - *reply_at, p, k;
+	struct tok_ids ids = {0};
+	struct prompt_marks marks = {0};
+	struct tmpl_span *spans = NULL;
+	int32_t *rep = NULL;
+	char *t = NULL;
+	size_t tlen = 0, nspans = 0;
+	int dropped = 0, rc = -1;
+
+	rep = malloc((nrep ? nrep : 1) * sizeof(*rep));
+	if (rep == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(rep, s->kv.v + *reply_at, nrep * sizeof(*rep));
+	for (;;) {
+		if (!session_drop_turn(s)) {
+			rc = 1;
+			if (dropped == 0 || ids.n + nrep >= (size_t)n_ctx)
+				goto out;
+			break; /* fits, with little room left */
+		}
+		dropped++;
+		free(t);
+		free(spans);
+		t = NULL;
+		spans = NULL;
+		if (session_render(s, &t, &tlen, &spans, &nspans, err,
+		                   errlen) ||
+		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
+		                   errlen))
+			goto out;
+		if (ids.n + nrep + SESSION_MIN_REPLY / 2 <= (size_t)n_ctx)
+			break;
+	}
+	/* the new list: prompt ids, then the reply's ids with their pieces */
+	size_t prompt_n = ids.n;
+
+	s->al_text.n = 0;
+	if (tok_buf_append(&s->al_text, t, tlen))
+		goto nomem;
+	for (k = 0; k < nrep; k++) {
+		size_t plen;
+		const char *pc =
+		    tok_piece(s->tok, rep[k], TOK_DECODE_SPECIAL, &plen);
+
+		if (tok_ids_push(&ids, rep[k]) ||
+		    tok_buf_append(&s->al_text, pc, plen) ||
+		    prompt_marks_push(&marks, ids.n, s->al_text.n,
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, rep[k])))
+			goto nomem;
+	}
+	for (p = 0; p < ids.n && p < s->kv.n && ids.v[p] == s->kv.v[p]; p++)
+		;
+	if (p == ids.n)
+		p--; /* the last id's logits are needed */
+	if (engine_truncate(s->eng, (int32_t)p)) {
+		snprintf(err, errlen, "engine cannot truncate to %zu", p);
+		goto out;
+	}
+	s->kv.n = p;
+	double t0 = session_ms();
+	int e = session_eval(s, ids.v + p, ids.n - p, err, errlen);
+
+	st->prefill_ms += session_ms() - t0;
+	st->n_prompt_eval += (int32_t)(s->kv.n - p);
+	if (e != 0) {
+		session_align_clear(s);
+		rc = e > 0 ? 1 : -1;
+		goto out;
+	}
+	free(s->al_tok.v);
+	free(s->al_marks.v);
+	s->al_tok = ids;
+	s->al_marks = marks;
+	ids = (struct tok_ids){0};
+	marks = (struct prompt_marks){0};
+	*reply_at = prompt_n;
+	st->n_dropped_turns += dropped;
+	if (cb && cb->notice) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg),
+		         "context full: the oldest %d turn%s left the context "
+		         "(still in the history); %zu tokens evaluated again",
+		         dropped, dropped == 1 ? "" : "s", s->kv.n - p);
+		cb->notice(cb->ud, msg);
+	}
+	rc = 0;
+	goto out;
+nomem:
+	session_align_clear(s);
+	snprintf(err, errlen, "out of memory");
+	rc = -1;
+out:
+	free(rep);
+	free(ids.v);
+	free(marks.v);
+	free(t);
+	free(spans);
+	return rc;
+}
+
+/* Step 5: generate after the prompt. Fills ST; 0 or -1 (hard error). */
+static int session_decode(struct session *s, struct session_reply *r,
+                          const struct session_cb *cb, struct session_stats *st,
+                          char *err, size_t errlen)
+{
+	struct tok_stream ts;
+	struct tok_buf piece = {0};
+	struct stopstr_out o;
+	enum store_finish fin = STORE_FINISH_STOP;
+	int32_t n_ctx = engine_n_ctx(s->eng), nv = engine_n_vocab(s->eng);
+	double t0 = session_ms();
+	char msg[256];
+	int rc = 0;
+
+	size_t reply_at = s->kv.n; /* the reply's ids are kv[reply_at..] */
+
+	tok_stream_init(&ts, s->tok, 0);
+	stopstr_reset(s->stop);
+	for (;;) {
+		struct sampler_report rep;
+		int32_t id;
+		size_t plen;
+		const char *p;
+
+		if (s->intr && *s->intr) {
+			fin = STORE_FINISH_INTERRUPTED;
+			break;
+		}
+		if (s->n_predict > 0 && st->n_gen >= s->n_predict) {
+			fin = STORE_FINISH_LENGTH;
+			break;
+		}
+		if ((int32_t)s->kv.n >= n_ctx &&
+		    (rc = session_shift(s, &reply_at, cb, st, err, errlen))) {
+			fin = rc < 0                ? STORE_FINISH_ERROR
+			      : s->intr && *s->intr ? STORE_FINISH_INTERRUPTED
+			                            : STORE_FINISH_LENGTH;
+			if (fin == STORE_FINISH_LENGTH && cb && cb->notice)
+				cb->notice(
+				    cb->ud,
+				    "context full: no older turn left to "
+				    "drop; the reply was cut");
+			rc = 0;
+			break;
+		}
+		id = sampler_sample(s->smp, engine_logits(s->eng), nv, s->kv.v,
+		                    s->kv.n, cb && cb->token ? &rep : NULL, msg,
+		                    sizeof(msg));
+		if (id < 0) {
+			snprintf(err, errlen, "sampler: %s", msg);
+			fin = STORE_FINISH_ERROR;
+			break;
+		}
+		st->n_gen++;
+		if (cb && cb->token)
+			cb->token(cb->ud, &rep);
+		if (tok_is_eog(s->tok, id))
+			break;
+		piece.n = 0;
+		if (tok_stream_push(&ts, id, &piece) ||
+		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
+		                 sizeof(msg)) ||
+		    session_emit(r, &o, cb)) {
+			snprintf(err, errlen, "out of memory in the reply");
+			fin = STORE_FINISH_ERROR;
+			break;
+		}
+		if (o.stopped)
+			break;
+		rc = session_eval(s, &id, 1, err, errlen);
+		if (rc != 0) {
+			fin = rc > 0 ? STORE_FINISH_INTERRUPTED
+			             : STORE_FINISH_ERROR;
+			rc = 0;
+			break;
+		}
+		st->n_gen_eval++;
+		p = tok_piece(s->tok, id, TOK_DECODE_SPECIAL, &plen);
+		if (tok_ids_push(&s->al_tok, id) ||
+		    tok_buf_append(&s->al_text, p, plen) ||
+		    prompt_marks_push(&s->al_marks, s->al_tok.n, s->al_text.n,
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, id))) {
+			session_align_clear(s);
+		}
+		if (s->st && r->store_id &&
+		    session_ms() - r->last_store >= SESSION_STORE_MS) {
+			store_msg_update(s->st, r->store_id, r->text.p,
+			                 r->text.n, NULL, 0);
+			r->last_store = session_ms();
+		}
+	}
+	/* release what is held back (an incomplete character, a possible
+	   stop-string prefix) unless a stop string ended the reply */
+	stopstr_feed(s->stop, "", 0, &o, msg, sizeof(msg));
+	if (!o.stopped) {
+		piece.n = 0;
+		tok_stream_flush(&ts, &piece);
+		if (stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
+		                 sizeof(msg)) == 0)
+			session_emit(r, &o, cb);
+		if (!o.stopped) {
+			stopstr_flush(s->stop, &o);
+			session_emit(r, &o, cb);
+		}
+	}
+	free(piece.p);
+	st->decode_ms = session_ms() - t0;
+	st->finish = fin;
+	return fin == STORE_FINISH_ERROR ? -1 : rc;
+}
+
+/* Create the conversation in the store on the first message. */
+static int session_ensure_conv(struct session *s, const char *first_text,
+                               size_t len, char *err, size_t errlen)
+{
+	struct store_conv_new c = {0};
+	struct stat sb;
+	char *title;
+	int rc;
+
+	if (s->st == NULL || s->conv_id)
+		return 0;
+	title = store_fmt_title(first_text, len, 60);
+	c.title = title ? title : "";
+	c.model_path = s->model_path;
+	c.model_size = stat(s->model_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	c.model_fingerprint = "";
+	c.template_name = s->template_name;
+	c.system_prompt = session_base(s) ? s->msgs[0].content : NULL;
+	const struct sampler_config *sc = sampler_config(s->smp);
+	char samp[512];
+
+	snprintf(samp, sizeof(samp),
+	         "{\"temperature\":%.9g,\"top_k\":%d,\"top_p\":%.9g,"
+	         "\"min_p\":%.9g,\"repeat_penalty\":%.9g,\"penalty_last_n\":%d,"
+	         "\"seed\":%llu,\"n_predict\":%d,\"n_ctx\":%d}",
+	         sc->temperature, sc->top_k, sc->top_p, sc->min_p,
+	         sc->repeat_penalty, sc->penalty_last_n,
+	         (unsigned long long)sc->seed, s->n_predict,
+	         engine_n_ctx(s->eng));
+	c.sampling_json = samp;
+	rc = store_conv_create(s->st, &c, &s->conv_id, err, errlen);
+	free(title);
+	return rc == STORE_OK ? 0 : -1;
+}
+
+/* The store id of the message before index I (0: a root). */
+static int64_t session_parent(const struct session *s, size_t i)
+{
+	while (i > 0) {
+		i--;
+		if (s->msgs[i].role != STORE_ROLE_SYSTEM)
+			return s->msgs[i].store_id;
+	}
+	return STORE_PARENT_NONE;
+}
+
+/* Generate the reply to the messages as they are (last one: user). */
+static int session_reply(struct session *s, const struct session_cb *cb,
+                         struct session_stats *st, char *err, size_t errlen)
+{
+	struct session_reply r = {{0}, 0, 0};
+	struct store_msg_stats ms = {0};
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	st->n_ctx = engine_n_ctx(s->eng);
+	if (s->intr)
+		*s->intr = 0;
+	rc = session_prepare(s, cb, st, err, errlen);
+	if (rc < 0) {
+		st->finish = STORE_FINISH_ERROR;
+		st->n_ctx_used = (int32_t)s->kv.n;
+		return -1;
+	}
+	if (s->st && s->conv_id &&
+	    store_msg_begin(s->st, s->conv_id, session_parent(s, s->n_msgs),
+	                    STORE_ROLE_ASSISTANT, &r.store_id, NULL,
+	                    0) != STORE_OK)
+		r.store_id = 0;
+	r.last_store = session_ms();
+	if (rc > 0) {
+		st->finish = STORE_FINISH_INTERRUPTED;
+		rc = 0;
+	} else {
+		rc = session_decode(s, &r, cb, st, err, errlen);
+	}
+	st->n_ctx_used = (int32_t)s->kv.n;
+	if (st->finish == STORE_FINISH_INTERRUPTED && s->intr)
+		*s->intr = 0; /* handled: the front end's next read is clean */
+	ms.n_tokens = st->n_gen;
+	ms.n_prompt_tokens = st->n_prompt;
+	ms.prefill_ms = st->prefill_ms;
+	ms.decode_ms = st->decode_ms;
+	if (r.store_id)
+		store_msg_finish(s->st, r.store_id, r.text.p ? r.text.p : "",
+		                 r.text.n, st->finish, &ms, NULL, 0);
+	if (session_push_msg(s, STORE_ROLE_ASSISTANT, r.text.p ? r.text.p : "",
+	                     r.text.n, r.store_id, st->finish)) {
+		free(r.text.p);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	free(r.text.p);
+	/* the ids of the cache, so that a resume rebuilds the same cache */
+	if (s->st && s->conv_id)
+		store_kv_set(s->st, s->conv_id, "tokens", s->kv.v, s->kv.n,
+		             NULL, 0, NULL, 0);
+	return rc;
+}
+
+int session_send(struct session *s, const char *text, size_t len,
+                 const struct session_cb *cb, struct session_stats *st,
+                 char *err, size_t errlen)
+{
+	int64_t id = 0;
+
+	if (session_ensure_conv(s, text, len, err, errlen))
+		return -1;
+	if (s->st) {
+		struct store_msg_new m = {0};
+
+		m.conv_id = s->conv_id;
+		m.parent_id = session_parent(s, s->n_msgs);
+		m.role = STORE_ROLE_USER;
+		m.content = text;
+		m.len = len;
+		m.finish = STORE_FINISH_STOP;
+		if (store_msg_append(s->st, &m, &id, err, errlen) != STORE_OK)
+			return -1;
+	}
+	if (session_push_msg(s, STORE_ROLE_USER, text, len, id,
+	                     STORE_FINISH_STOP)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return session_reply(s, cb, st, err, errlen);
+}
+
+/* Index of the last user message, or n_msgs when none. */
+static size_t session_last_user(const struct session *s)
+{
+	for (size_t k = s->n_msgs; k > 0; k--)
+		if (s->msgs[k - 1].role == STORE_ROLE_USER)
+			return k - 1;
+	return s->n_msgs;
+}
+
+int session_regen(struct session *s, const struct session_cb *cb,
+                  struct session_stats *st, char *err, size_t errlen)
+{
+	size_t u = session_last_user(s);
+
+	if (u == s->n_msgs) {
+		snprintf(err, errlen, "nothing to regenerate yet");
+		return -1;
+	}
+	session_pop_to(s, u + 1);
+	if (s->first > u)
+		s->first = u;
+	if (s->st && s->conv_id && s->msgs[u].store_id)
+		store_conv_set_leaf(s->st, s->conv_id, s->msgs[u].store_id,
+		                    NULL, 0);
+	return session_reply(s, cb, st, err, errlen);
+}
+
+int session_edit_last(struct session *s, const char *text, size_t len,
+                      const struct session_cb *cb, struct session_stats *st,
+                      char *err, size_t errlen)
+{
+	size_t u = session_last_user(s);
+	int64_t parent;
+
+	if (u == s->n_msgs) {
+		snprintf(err, errlen, "no message to edit yet");
+		return -1;
+	}
+	parent = session_parent(s, u);
+	session_pop_to(s, u);
+	if (s->first > u)
+		s->first = u;
+	if (s->st && s->conv_id) {
+		struct store_msg_new m = {0};
+		int64_t id = 0;
+
+		m.conv_id = s->conv_id;
+		m.parent_id = parent;
+		m.role = STORE_ROLE_USER;
+		m.content = text;
+		m.len = len;
+		m.finish = STORE_FINISH_STOP;
+		if (store_msg_append(s->st, &m, &id, err, errlen) != STORE_OK)
+			return -1;
+		if (session_push_msg(s, STORE_ROLE_USER, text, len, id,
+		                     STORE_FINISH_STOP))
+			goto nomem;
+	} else if (session_push_msg(s, STORE_ROLE_USER, text, len, 0,
+	                            STORE_FINISH_STOP)) {
+		goto nomem;
+	}
+	return session_reply(s, cb, st, err, errlen);
+nomem:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+int session_clear(struct session *s, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	session_pop_to(s, session_base(s));
+	s->first = session_base(s);
+	s->conv_id = 0;
+	return 0;
+}
+
+int session_set_system(struct session *s, const char *text, char *err,
+                       size_t errlen)
+{
+	size_t base = session_base(s);
+
+	if (base) {
+		free(s->msgs[0].content);
+		memmove(s->msgs, s->msgs + 1,
+		        (s->n_msgs - 1) * sizeof(*s->msgs));
+		s->n_msgs--;
+		if (s->first > 0)
+			s->first--;
+	}
+	if (text) {
+		if (session_push_msg(s, STORE_ROLE_SYSTEM, text, strlen(text),
+		                     0, STORE_FINISH_STOP)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		struct session_msg m = s->msgs[s->n_msgs - 1];
+
+		memmove(s->msgs + 1, s->msgs,
+		        (s->n_msgs - 1) * sizeof(*s->msgs));
+		s->msgs[0] = m;
+		s->first++;
+	}
+	if (s->st && s->conv_id &&
+	    store_conv_set_system(s->st, s->conv_id, text, err, errlen) !=
+	        STORE_OK)
+		return -1;
+	return 0;
+}
+
+int session_set_sampling(struct session *s, const struct sampler_config *c,
+                         char *err, size_t errlen)
+{
+	struct sampler *n = sampler_new(c, engine_n_vocab(s->eng), err, errlen);
+
+	if (n == NULL)
+		return -1;
+	sampler_free(s->smp);
+	s->smp = n;
+	return 0;
+}
+
+const struct sampler_config *session_sampling(const struct session *s)
+{
+	return sampler_config(s->smp);
+}
+
+void session_set_n_predict(struct session *s, int32_t n)
+{
+	s->n_predict = n;
+}
+
+int session_set_title(struct session *s, const char *title, char *err,
+                      size_t errlen)
+{
+	if (s->st == NULL || s->conv_id == 0) {
+		snprintf(err, errlen, "no stored conversation yet");
+		return -1;
+	}
+	return store_conv_rename(s->st, s->conv_id, title, err, errlen) ==
+	               STORE_OK
+	           ? 0
+	           : -1;
+}
+
+const struct session_msg *session_messages(const struct session *s, size_t *n)
+{
+	*n = s->n_msgs;
+	return s->msgs;
+}
+
+int64_t session_conv_id(const struct session *s)
+{
+	return s->conv_id;
+}
+
+const int32_t *session_kv_tokens(const struct session *s, size_t *n)
+{
+	*n = s->kv.n;
+	return s->kv.v;
+}
+
+int64_t session_n_evaluated(const struct session *s)
+{
+	return s->n_evaluated;
+}
+
+int32_t session_n_ctx(const struct session *s)
+{
+	return engine_n_ctx(s->eng);
+}
+
+const char *session_model_path(const struct session *s)
+{
+	return s->model_path;
+}
+
+const char *session_template_name(const struct session *s)
+{
+	return s->template_name;
+}
+
+double session_restore_ms(const struct session *s, bool *loaded)
+{
+	if (loaded)
+		*loaded = s->restored;
+	return s->restore_ms;
+}

@@ -1,0 +1,175 @@
+/*
+ * session.h - the chat session: messages -> chat template -> tokens -> the
+ * engine -> sampled reply, with the KV cache kept across turns and every
+ * message in the store.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * The session owns the model (GGUF mapping, weights, tokenizer, engine),
+ * the compiled chat template, the sampler and the messages of one
+ * conversation. It knows nothing of terminals: front ends (ui/repl.c,
+ * the one-shot mode of cmd_chat.c, later the ncurses screen) call
+ * session_send() and receive the reply through callbacks.
+ *
+ * Invariants (session.c states how they are kept):
+ *   1. kv_tokens holds exactly the ids whose K/V are in the engine's cache
+ *      (engine_n_past(e) == kv.n); they are evaluated in order, once.
+ *   2. A new turn evaluates only the ids after the longest common prefix
+ *      of the new prompt's ids and kv_tokens; the previous reply stays in
+ *      the cache as the ids that were sampled.
+ *   3. The system prompt (if any) is always the first message and is never
+ *      dropped when the context is full; the oldest other turns are.
+ *   4. With a store: every user message is committed before the model
+ *      runs; the reply is a message in progress updated every
+ *      SESSION_STORE_MS and finished with its finish reason.
+ *
+ * Interrupting: the front end's SIGINT handler sets *opts.interrupt (a
+ * volatile sig_atomic_t) to 1; the generation loop checks it before each
+ * token, keeps the partial reply (finish "interrupted") and clears it.
+ */
+#ifndef PARLEY_SESSION_H
+#define PARLEY_SESSION_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sampler.h"
+#include "store.h"
+
+struct session;
+
+#define SESSION_STORE_MS  250 /* store a reply in progress this often */
+#define SESSION_MAX_STOPS 16  /* stop strings */
+#define SESSION_MIN_REPLY 64  /* tokens kept free for a reply */
+
+/* How the session is opened. Zero / NULL fields take defaults. */
+struct session_opts {
+	const char *model_path;         /* GGUF file (required) */
+	const char *template_name;      /* NULL: the model's own template, else
+	                                   chatml; a name of prompts/templates
+	                                   or a path to a .jinja file */
+	const char *system_prompt;      /* NULL: none */
+	struct sampler_config sampling; /* sampler_config_default() first */
+	int32_t n_ctx;                  /* 0: min(model's, 4096) */
+	int32_t n_threads;              /* 0: online CPUs */
+	int32_t n_predict;              /* max reply tokens; <= 0: until full */
+	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
+	size_t n_stops;                       /* entries used in stops */
+	struct store *store;              /* NULL: nothing stored (borrowed) */
+	int64_t conv_id;                  /* resume this conversation (store) */
+	bool use_kv_slot;                 /* resume from / save the KV state */
+	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */
+};
+
+/* One message of the conversation (the active branch). */
+struct session_msg {
+	enum store_role role;     /* system / user / assistant */
+	char *content;            /* text, NUL-terminated (owned) */
+	size_t len;               /* bytes of content */
+	int64_t store_id;         /* message id in the store, 0 if none */
+	enum store_finish finish; /* assistant: how the reply ended */
+};
+
+/* What one reply cost; filled by session_send and friends. */
+struct session_stats {
+	int32_t n_prompt;         /* tokens of the whole prompt */
+	int32_t n_reused;         /* of those, already in the cache */
+	int32_t n_prompt_eval;    /* of those, evaluated now */
+	int32_t n_gen;            /* tokens sampled for the reply */
+	int32_t n_gen_eval;       /* of those, evaluated (kept in the cache) */
+	int32_t n_dropped_turns;  /* turns dropped to fit the context */
+	double prefill_ms;        /* time evaluating the prompt */
+	double decode_ms;         /* time generating */
+	int32_t n_ctx_used;       /* kv tokens after the reply */
+	int32_t n_ctx;            /* capacity */
+	enum store_finish finish; /* STOP, LENGTH, INTERRUPTED or ERROR */
+};
+
+/* Callbacks of one reply; any may be NULL. */
+struct session_cb {
+	/* LEN bytes of reply text, whole UTF-8 characters only */
+	void (*piece)(void *ud, const char *text, size_t len);
+	/* the sampler's report of each sampled token (debug pane) */
+	void (*token)(void *ud, const struct sampler_report *rep);
+	/* a message for the user ("context full: dropped 2 turns") */
+	void (*notice)(void *ud, const char *msg);
+	void *ud; /* passed back */
+};
+
+/*
+ * Open a session. Loads the model (borrowed strings of OPTS are copied
+ * where kept), and with opts->conv_id != 0 the conversation's messages
+ * (and its KV state when use_kv_slot). Stores the session in *OUT
+ * (session_close) and returns 0, or -1 with a message.
+ */
+int session_open(const struct session_opts *opts, struct session **out,
+                 char *err, size_t errlen);
+
+/* Save the KV slot if asked, free everything. NULL allowed. */
+void session_close(struct session *s);
+
+/*
+ * Add the user message TEXT[0, len) and generate the reply, streamed
+ * through CB. Returns 0 (the reply's finish reason in st->finish, also
+ * "interrupted"), or -1 with a message when nothing could be generated
+ * (the user message then stays in the conversation).
+ */
+int session_send(struct session *s, const char *text, size_t len,
+                 const struct session_cb *cb, struct session_stats *st,
+                 char *err, size_t errlen);
+
+/* Replace the last reply by a new one (the cache is cut at the turn). */
+int session_regen(struct session *s, const struct session_cb *cb,
+                  struct session_stats *st, char *err, size_t errlen);
+
+/* Replace the last user message (and its reply) and generate anew. */
+int session_edit_last(struct session *s, const char *text, size_t len,
+                      const struct session_cb *cb, struct session_stats *st,
+                      char *err, size_t errlen);
+
+/* Start a new, empty conversation (same model, same system prompt). */
+int session_clear(struct session *s, char *err, size_t errlen);
+
+/* Replace the system prompt (NULL: none); applies from the next turn. */
+int session_set_system(struct session *s, const char *text, char *err,
+                       size_t errlen);
+
+/* Change the sampling options (checked); applies from the next reply. */
+int session_set_sampling(struct session *s, const struct sampler_config *c,
+                         char *err, size_t errlen);
+const struct sampler_config *session_sampling(const struct session *s);
+
+/* Change the reply limit (<= 0: until the context is full). */
+void session_set_n_predict(struct session *s, int32_t n);
+
+/* Set the conversation's title in the store. */
+int session_set_title(struct session *s, const char *title, char *err,
+                      size_t errlen);
+
+/* The messages of the active branch (borrowed, valid until the next call). */
+const struct session_msg *session_messages(const struct session *s, size_t *n);
+
+/* The conversation id in the store (0 before the first message). */
+int64_t session_conv_id(const struct session *s);
+
+/* The ids in the KV cache (borrowed) and their number. */
+const int32_t *session_kv_tokens(const struct session *s, size_t *n);
+
+/* Total ids evaluated by the engine since the session opened. */
+int64_t session_n_evaluated(const struct session *s);
+
+/* Context capacity in tokens; the model file's path; the template's name. */
+int32_t session_n_ctx(const struct session *s);
+const char *session_model_path(const struct session *s);
+const char *session_template_name(const struct session *s);
+
+/* The time in milliseconds session_open spent restoring the cache (KV
+ * slot) or 0, and whether a KV state was loaded. */
+double session_restore_ms(const struct session *s, bool *loaded);
+
+/* Save the KV state (tokens and cache bytes) to the store's slot now. */
+int session_save_kv(struct session *s, char *err, size_t errlen);
+
+#endif /* PARLEY_SESSION_H */

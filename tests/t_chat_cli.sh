@@ -1,0 +1,117 @@
+#!/bin/sh
+# t_chat_cli.sh - the chat's command line with the real SmolLM2 model
+# (greedy, short replies): one-shot -p (argument and stdin), --no-store,
+# the config file and its precedence, resume -p, list / show / search /
+# rename / rm, export (JSON and Markdown) and the import round trip, and
+# that --help and the man page name every chat option.
+. "${top_srcdir:-.}/tests/lib.sh"
+model=$(test_model)
+[ -f "$model" ] || skip_all "default model not fetched ($model)"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/t_chat_cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export XDG_CONFIG_HOME=$tmp/config XDG_STATE_HOME=$tmp/state
+export PARLEY_DB=$tmp/chat.db
+sys="You are a helpful assistant."
+opts="-m $model --threads 1 --temp 0 -n 12"
+
+# greedy reply of SmolLM2 to this question (same as tests/data/chat/
+# repl.golden's first turn)
+want="The capital of France is Paris."
+
+"$PARLEY" $opts --system "$sys" -p "What is the capital of France?" >"$tmp/o1"
+ok $? "one shot exits 0"
+[ "$(cat "$tmp/o1")" = "$want" ]
+ok $? "one-shot reply on stdout: $(cat "$tmp/o1")"
+
+echo "What is the capital of France?" |
+	"$PARLEY" $opts --system "$sys" -p - >"$tmp/o2"
+cmp -s "$tmp/o1" "$tmp/o2"
+ok $? "-p - reads the message from stdin, same reply"
+
+"$PARLEY" $opts --system "$sys" --no-store --stop " Paris" \
+	-p "What is the capital of France?" >"$tmp/o6"
+[ "$(cat "$tmp/o6")" = "The capital of France is" ]
+ok $? "--stop ends the reply before the stop string: $(cat "$tmp/o6")"
+
+"$PARLEY" $opts --system "$sys" --no-store -p "Hello" >/dev/null
+n=$("$PARLEY" list | tail -n +2 | wc -l)
+[ "$n" -eq 2 ]
+ok $? "--no-store stores nothing (2 conversations listed, got $n)"
+
+mkdir -p "$XDG_CONFIG_HOME/parley"
+printf '# test config\ntemp = 0\nn-predict 12\nsystem = %s\nthreads=1\n' \
+	"$sys" >"$XDG_CONFIG_HOME/parley/config"
+"$PARLEY" -m "$model" -p "What is the capital of France?" --no-store >"$tmp/o3"
+cmp -s "$tmp/o1" "$tmp/o3"
+ok $? "options from \$XDG_CONFIG_HOME/parley/config"
+"$PARLEY" -m "$model" -n 3 -p "What is the capital of France?" --no-store >"$tmp/o4"
+[ "$(cat "$tmp/o4")" = "The capital of" ]
+ok $? "the command line wins over the config file (-n 3: $(cat "$tmp/o4"))"
+printf 'temp = hot\n' >"$XDG_CONFIG_HOME/parley/config"
+"$PARLEY" -m "$model" -p x 2>"$tmp/err" >/dev/null
+st=$?
+[ $st -eq 2 ] && grep -q 'config:1: temp:' "$tmp/err"
+ok $? "a bad config value is refused with file and line: $(cat "$tmp/err")"
+rm -f "$XDG_CONFIG_HOME/parley/config"
+
+"$PARLEY" resume 1 $opts -p "And of Germany?" >"$tmp/o5"
+ok $? "resume ID -p continues a conversation: $(cat "$tmp/o5")"
+"$PARLEY" show 1 >"$tmp/show"
+grep -q '^And of Germany?$' "$tmp/show" && grep -qxF "$want" "$tmp/show" &&
+	grep -qxF "$(cat "$tmp/o5")" "$tmp/show"
+ok $? "show prints the whole conversation"
+
+"$PARLEY" search Germany >"$tmp/search"
+grep -q '\[Germany\]' "$tmp/search"
+ok $? "search finds the message with the match marked"
+
+"$PARLEY" rename 1 "Capitals"
+ok $? "rename exits 0"
+"$PARLEY" list >"$tmp/list"
+grep -q ' Capitals$' "$tmp/list"
+ok $? "list shows the new title"
+
+"$PARLEY" export 1 --format json >"$tmp/e1.json"
+ok $? "export --format json"
+grep -q '"messages":\[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of France?"}' "$tmp/e1.json"
+ok $? "JSON export in the OpenAI messages shape"
+id=$("$PARLEY" import "$tmp/e1.json")
+ok $? "import prints the new id ($id)"
+"$PARLEY" export "$id" --format json -o "$tmp/e2.json"
+cmp -s "$tmp/e1.json" "$tmp/e2.json"
+ok $? "export -> import -> export gives the same JSON"
+"$PARLEY" export "$id" --format md >"$tmp/e.md"
+grep -q '^## Assistant' "$tmp/e.md" && grep -qxF "$want" "$tmp/e.md"
+ok $? "Markdown export"
+printf '[{"role":"user","content":"hi"},{"role":"wizard","content":"x"}]' >"$tmp/bad.json"
+"$PARLEY" import "$tmp/bad.json" >/dev/null 2>&1
+[ $? -eq 1 ]
+ok $? "a malformed import is refused"
+
+"$PARLEY" rm "$id"
+ok $? "rm exits 0"
+"$PARLEY" show "$id" >/dev/null 2>&1
+[ $? -eq 1 ]
+ok $? "the removed conversation is gone"
+"$PARLEY" show abc >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "a bad id is a usage error"
+
+# --help and the man page name every long option of the chat
+"$PARLEY" chat --help >"$tmp/help"
+ok $? "parley chat --help exits 0"
+man=${top_srcdir:-.}/man/parley.1
+missing=
+for o in $(grep -o -- '--[a-z][a-z-]*' "$tmp/help" | sort -u); do
+	grep -q -- "Fl -${o#--}" "$man" || missing="$missing $o"
+done
+[ -z "$missing" ]
+ok $? "man/parley.1 documents every option of --help${missing:+ (missing:$missing)}"
+missing=
+for c in chat resume list show search rename rm export import; do
+	"$PARLEY" --help | grep -q "^  $c " || missing="$missing $c"
+	grep -q "^\.It Cm $c" "$man" || missing="$missing man:$c"
+done
+[ -z "$missing" ]
+ok $? "parley --help and the man page list every command${missing:+ (missing:$missing)}"
+done_testing
