@@ -88,6 +88,7 @@ struct session {
 	bool use_kv_slot;            /* save the KV state on close */
 	volatile sig_atomic_t *intr; /* interrupt flag or NULL (borrowed) */
 	char *kv_format;             /* producer tag of saved states (owned) */
+	char model_fp[STORE_FP_LEN]; /* store_model_fingerprint of the file */
 
 	/* conversation */
 	struct session_msg *msgs; /* n_msgs messages, system first (owned) */
@@ -312,7 +313,6 @@ static int session_load(struct session *s, const struct session_opts *o,
                         char *err, size_t errlen)
 {
 	struct engine_params ep = {0};
-	struct stat sb;
 	int32_t n_ctx = o->n_ctx;
 
 	s->gf = gguf_open(o->model_path, err, errlen);
@@ -355,14 +355,18 @@ static int session_load(struct session *s, const struct session_opts *o,
 	s->stop = stopstr_new(o->stops, o->n_stops, err, errlen);
 	if (s->stop == NULL)
 		return -1;
-	if (stat(o->model_path, &sb) != 0)
-		sb.st_size = 0;
+	int64_t size = 0;
+
+	if (store_model_fingerprint(o->model_path, s->model_fp,
+	                            sizeof(s->model_fp), &size, NULL, 0))
+		s->model_fp[0] = '\0';
 	char fmt[512];
 	snprintf(fmt, sizeof(fmt),
-	         "parley-kv/1 backend=%s n_ctx=%d size=%lld "
-	         "arch=%s layers=%d",
-	         s->eng->ops->name, engine_n_ctx(s->eng), (long long)sb.st_size,
-	         s->model->cfg.arch_name, s->model->cfg.n_layer);
+	         "parley-kv/1 backend=%s n_ctx=%d model=%s size=%lld arch=%s "
+	         "layers=%d",
+	         s->eng->ops->name, engine_n_ctx(s->eng), s->model_fp,
+	         (long long)size, s->model->cfg.arch_name,
+	         s->model->cfg.n_layer);
 	s->kv_format = strdup(fmt);
 	return s->kv_format ? 0 : -1;
 }
@@ -1081,7 +1085,7 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 	c.title = title ? title : "";
 	c.model_path = s->model_path;
 	c.model_size = stat(s->model_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
-	c.model_fingerprint = "";
+	c.model_fingerprint = s->model_fp;
 	c.template_name = s->template_name;
 	c.system_prompt = session_base(s) ? s->msgs[0].content : NULL;
 	const struct sampler_config *sc = sampler_config(s->smp);
