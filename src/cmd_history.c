@@ -279,10 +279,11 @@ int cmd_search(int argc, char **argv)
 		store_close(st);
 		return 1;
 	}
-	for (size_t k = 0; k < n; k++)
-		printf("%6" PRId64 "  %-9s  %s\n        %s\n", h[k].conv_id,
-		       store_role_name(h[k].role),
-		       h[k].title[0] ? h[k].title : "(untitled)", h[k].snippet);
+	char *text = store_fmt_hits(h, n);
+
+	if (text)
+		fputs(text, stdout);
+	free(text);
 	store_hits_free(h, n);
 	store_close(st);
 	return n ? 0 : 1;
@@ -397,7 +398,16 @@ int cmd_import(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	fp = strcmp(argv[i], "-") ? fopen(argv[i], "rb") : stdin;
+	if (strcmp(argv[i], "-") != 0) { /* a file: bounded by its size */
+		rc = store_import_file(st, argv[i], &id, err, sizeof(err));
+		if (rc == STORE_OK)
+			printf("%" PRId64 "\n", id);
+		else
+			fprintf(stderr, "parley: %s\n", err);
+		store_close(st);
+		return rc == STORE_OK ? 0 : 1;
+	}
+	fp = stdin;
 	if (fp == NULL) {
 		fprintf(stderr, "parley: %s: %s\n", argv[i], strerror(errno));
 		store_close(st);
