@@ -12,6 +12,8 @@
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_render(int argc, char **argv);
+int cmd_templates(int argc, char **argv);
 /* parley generate -m FILE -p TEXT -n N: raw completion (cmd_generate.c) */
 int cmd_generate(int argc, char **argv);
 /* parley dev-mkmodel: random-weight GGUF models (cmd_mkmodel.c; hidden) */

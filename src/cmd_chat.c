@@ -12,6 +12,7 @@
 #include "cmd.h"
 
 #include "config.h"
+#include "promptdir.h"
 #include "session.h"
 #include "store.h"
 #include "../ui/repl.h"
@@ -49,6 +50,7 @@ struct chat_args {
 	int64_t conv_id;      /* resume ID */
 	bool model_given;     /* -m or model in the config */
 	bool system_given;    /* --system on the command line */
+	char *preset;         /* --system-preset text (owned) */
 };
 
 enum {
@@ -56,6 +58,7 @@ enum {
 	OPT_NO_STORE,
 	OPT_CONFIG,
 	OPT_LAST,
+	OPT_PRESET,
 	OPT_KEY, /* options that go straight to config_set */
 };
 
@@ -70,6 +73,7 @@ static const struct option chat_long[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"last", no_argument, NULL, OPT_LAST},
     {"system", required_argument, NULL, OPT_KEY},
+    {"system-preset", required_argument, NULL, OPT_PRESET},
     {"template", required_argument, NULL, OPT_KEY},
     {"db", required_argument, NULL, OPT_KEY},
     {"temp", required_argument, NULL, OPT_KEY},
@@ -115,6 +119,8 @@ static void chat_usage(FILE *fp, bool resume)
 	      "      --ctx N             context in tokens (model's, at most "
 	      "4096)\n"
 	      "      --system TEXT       system prompt\n"
+	      "      --system-preset NAME  a built-in system prompt "
+	      "(parley templates)\n"
 	      "      --template NAME     chat template: model's, chatml, or a "
 	      ".jinja file\n"
 	      "      --temp X            temperature, 0 = greedy (0.8)\n"
@@ -209,6 +215,17 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 				return 2;
 			}
 			a->last = true;
+			break;
+		case OPT_PRESET:
+			free(a->preset);
+			if (promptdir_system_preset(optarg, &a->preset, err,
+			                            sizeof(err))) {
+				fprintf(stderr, "parley: %s\n", err);
+				return 2;
+			}
+			key = "system";
+			val = a->preset;
+			a->system_given = true;
 			break;
 		case OPT_KEY:
 			key = chat_long[li].name;
@@ -400,6 +417,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	config_init(&cfg);
 	rc = chat_parse(argc, argv, resume, &cfg, &a);
 	if (rc) {
+		free(a.preset);
 		config_free(&cfg);
 		return rc < 0 ? 0 : rc;
 	}
@@ -554,6 +572,7 @@ out:
 	session_close(s);
 	store_close(st);
 	free(dbpath);
+	free(a.preset);
 	config_free(&cfg);
 	return status;
 }

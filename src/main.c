@@ -27,6 +27,8 @@ static const struct command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
     {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
+    {"render", cmd_render, "print what a chat template makes of messages"},
+    {"templates", cmd_templates, "list the built-in templates and system prompts"},
     {"generate", cmd_generate, "complete a text with a model (no chat template)"},
     {"dev-mkmodel", cmd_mkmodel, NULL}, /* hidden: random-weight models */
 };

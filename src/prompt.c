@@ -161,3 +161,33 @@ int prompt_encode(const struct prompt_vocab *pv, const char *text, size_t len,
 	}
 	return 0;
 }
+
+int prompt_encode_prompt(const struct prompt_vocab *pv, const char *text,
+                         size_t len, const struct tmpl_span *spans,
+                         size_t nspans, struct tok_ids *out,
+                         struct prompt_marks *marks, char *err, size_t errlen)
+{
+	int32_t bos = tok_bos(pv->tok);
+	bool add = tok_add_bos(pv->tok) && bos >= 0;
+
+	out->n = 0;
+	if (marks != NULL)
+		marks->n = 0;
+	if ((add && tok_ids_push(out, bos)) ||
+	    (marks != NULL && prompt_marks_push(marks, add ? 1 : 0, 0, true))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (prompt_encode(pv, text, len, spans, nspans, 0, out, marks, err,
+	                  errlen))
+		return -1;
+	/* The template wrote bos_token itself: keep one BOS, not two. */
+	if (add && out->n > 1 && out->v[1] == bos) {
+		memmove(out->v, out->v + 1, (out->n - 1) * sizeof(*out->v));
+		out->n--;
+		for (size_t k = 0; marks != NULL && k < marks->n; k++)
+			if (marks->v[k].n_tok > 0)
+				marks->v[k].n_tok--;
+	}
+	return 0;
+}

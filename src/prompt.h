@@ -80,6 +80,17 @@ int prompt_encode(const struct prompt_vocab *pv, const char *text, size_t len,
                   struct tok_ids *out, struct prompt_marks *marks, char *err,
                   size_t errlen);
 
+/*
+ * Encode a whole rendered prompt from scratch, as the chat session feeds
+ * it: BOS first when the vocabulary asks for it (tok_add_bos), unless the
+ * template already wrote it, then prompt_encode(). OUT is reset; MARKS (may
+ * be NULL) gets a clean mark at the start. 0, or -1 with a message.
+ */
+int prompt_encode_prompt(const struct prompt_vocab *pv, const char *text,
+                         size_t len, const struct tmpl_span *spans,
+                         size_t nspans, struct tok_ids *out,
+                         struct prompt_marks *marks, char *err, size_t errlen);
+
 /* Append a mark; 0 or -1 (no memory). */
 int prompt_marks_push(struct prompt_marks *m, size_t n_tok, size_t n_bytes,
                       bool clean);

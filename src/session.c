@@ -52,6 +52,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "prompt.h"
+#include "promptdir.h"
 #include "stopstr.h"
 #include "template.h"
 #include "tok.h"
@@ -171,118 +172,18 @@ static size_t session_base(const struct session *s)
 
 /* ---------- loading ---------- */
 
-/* Read a whole small file into a malloc'd NUL-terminated buffer. */
-static char *session_read_file(const char *path, size_t *len, char *err,
-                               size_t errlen)
-{
-	FILE *fp = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-
-	if (fp == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	for (;;) {
-		if (cap - n < 4096) {
-			char *p;
-
-			if (cap > (4u << 20)) {
-				snprintf(err, errlen,
-				         "%s: template larger than "
-				         "4 MiB",
-				         path);
-				goto fail;
-			}
-			p = realloc(buf, cap + 8192);
-			if (p == NULL) {
-				snprintf(err, errlen, "%s: out of memory",
-				         path);
-				goto fail;
-			}
-			buf = p;
-			cap += 8192;
-		}
-		size_t r = fread(buf + n, 1, cap - n - 1, fp);
-
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (ferror(fp)) {
-		snprintf(err, errlen, "%s: read error", path);
-		goto fail;
-	}
-	fclose(fp);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-fail:
-	free(buf);
-	fclose(fp);
-	return NULL;
-}
-
-/* The file of built-in template NAME: $PARLEY_DATA_DIR/templates/NAME.jinja
-   or PARLEY_DATADIR/prompts/templates/NAME.jinja. Malloc'd. */
-static char *session_builtin_path(const char *name)
-{
-	const char *dir = getenv("PARLEY_DATA_DIR");
-	char buf[4096];
-	int n;
-
-#ifndef PARLEY_DATADIR
-#define PARLEY_DATADIR "/usr/local/share/parley"
-#endif
-	if (dir && *dir)
-		n = snprintf(buf, sizeof(buf), "%s/templates/%s.jinja", dir,
-		             name);
-	else
-		n = snprintf(buf, sizeof(buf), "%s/prompts/templates/%s.jinja",
-		             PARLEY_DATADIR, name);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return NULL;
-	return strdup(buf);
-}
-
-/* Compile the chat template chosen by NAME (see session_opts). */
+/* Compile the chat template chosen by NAME (see session_opts and
+   promptdir_template for the choice). */
 static int session_load_template(struct session *s, const char *name, char *err,
                                  size_t errlen)
 {
-	struct gguf_str gs;
-	char *src = NULL, *path = NULL, msg[512];
+	char *src = NULL, msg[512];
 	size_t len = 0;
 	int rc;
 
-	if ((name == NULL || *name == '\0') &&
-	    gguf_get_str(s->gf, "tokenizer.chat_template", &gs, NULL, 0) == 0 &&
-	    gs.len > 0) {
-		src = gguf_str_dup(gs);
-		len = gs.len;
-		s->template_name = strdup("model");
-	} else {
-		if (name == NULL || *name == '\0')
-			name = "chatml";
-		if (strchr(name, '/') || strstr(name, ".jinja"))
-			path = strdup(name);
-		else
-			path = session_builtin_path(name);
-		if (path == NULL) {
-			snprintf(err, errlen, "template %s: out of memory",
-			         name);
-			return -1;
-		}
-		src = session_read_file(path, &len, err, errlen);
-		free(path);
-		if (src == NULL)
-			return -1;
-		s->template_name = strdup(name);
-	}
-	if (src == NULL || s->template_name == NULL) {
-		free(src);
-		snprintf(err, errlen, "out of memory");
+	if (promptdir_template(s->gf, name, &src, &len, &s->template_name, err,
+	                       errlen) != 0)
 		return -1;
-	}
 	rc = tmpl_compile(src, len, &s->tmpl, msg, sizeof(msg));
 	free(src);
 	if (rc != TMPL_OK) {
@@ -660,25 +561,8 @@ static int session_tokens(struct session *s, const char *t, size_t tlen,
 		                     marks, err, errlen);
 	}
 	/* from scratch: BOS unless the template wrote it */
-	int32_t bos = tok_bos(s->tok);
-	bool add = tok_add_bos(s->tok) && bos >= 0;
-
-	if (add &&
-	    (tok_ids_push(out, bos) || prompt_marks_push(marks, 1, 0, true)))
-		goto nomem;
-	if (!add && prompt_marks_push(marks, 0, 0, true))
-		goto nomem;
-	if (prompt_encode(&s->pv, t, tlen, spans, nspans, 0, out, marks, err,
-	                  errlen))
-		return -1;
-	if (add && out->n > 1 && out->v[1] == bos) {
-		memmove(out->v, out->v + 1, (out->n - 1) * sizeof(*out->v));
-		out->n--;
-		for (k = 0; k < marks->n; k++)
-			if (marks->v[k].n_tok > 0)
-				marks->v[k].n_tok--;
-	}
-	return 0;
+	return prompt_encode_prompt(&s->pv, t, tlen, spans, nspans, out, marks,
+	                            err, errlen);
 nomem:
 	snprintf(err, errlen, "out of memory");
 	return -1;
