@@ -19,6 +19,7 @@
 #include "gguf.h"
 #include "sbuf.h"
 #include "tok.h"
+#include "utf8.h"
 
 #include <getopt.h>
 #include <stdint.h>
@@ -27,27 +28,6 @@
 #include <string.h>
 
 #define TOKENIZE_MAX_STDIN (64u << 20) /* bytes read from stdin at most */
-
-/* Bytes of the valid multi-byte UTF-8 character at P (N bytes left), or 0. */
-static size_t tokenize_utf8_len(const char *p, size_t n)
-{
-	const unsigned char *s = (const unsigned char *)p;
-	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2, k;
-	uint32_t cp;
-
-	if (len > n)
-		return 0;
-	cp = s[0] & (0x7f >> len);
-	for (k = 1; k < len; k++) {
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[k] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
 
 static void tokenize_usage(FILE *fp)
 {
@@ -102,9 +82,7 @@ static void tokenize_quote(struct sbuf *sb, const char *p, size_t n)
 	sbuf_adds(sb, "\"");
 	while (i < n) {
 		unsigned char c = (unsigned char)p[i];
-		size_t len = c >= 0xc2 && c <= 0xf4
-		                 ? tokenize_utf8_len(p + i, n - i)
-		                 : 0;
+		size_t len = c >= 0x80 ? utf8_valid_len(p + i, n - i) : 0;
 
 		if (len > 0) {
 			sbuf_add(sb, p + i, len);

@@ -4,6 +4,8 @@
  */
 #include "json.h"
 
+#include "utf8.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -289,28 +291,8 @@ static void jp_ws(struct json_parser *p)
 static int jp_put_utf8(struct json_buf *b, uint32_t cp)
 {
 	char u[4];
-	size_t n;
 
-	if (cp < 0x80) {
-		u[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		u[0] = (char)(0xc0 | (cp >> 6));
-		u[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		u[0] = (char)(0xe0 | (cp >> 12));
-		u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		u[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		u[0] = (char)(0xf0 | (cp >> 18));
-		u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-		u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		u[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	return json_buf_add(b, u, n);
+	return json_buf_add(b, u, utf8_put(cp, u));
 }
 
 /* Four hex digits at p->pos; -1 on error. */
@@ -338,36 +320,6 @@ static long jp_hex4(struct json_parser *p)
 	return v;
 }
 
-/* Length of the valid UTF-8 sequence at S (N bytes left), or 0. */
-static size_t jp_utf8_len(const unsigned char *s, size_t n)
-{
-	uint32_t cp;
-	size_t k, i;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		k = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		k = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		k = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (n < k)
-		return 0;
-	for (i = 1; i < k; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 ||
-						  cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return k;
-}
-
 /* Parse a string literal (p->pos at the opening quote) into B. */
 static int jp_string(struct json_parser *p, struct json_buf *b)
 {
@@ -393,7 +345,7 @@ static int jp_string(struct json_parser *p, struct json_buf *b)
 			return 0;
 		}
 		if (c >= 0x80) {
-			size_t k = jp_utf8_len((const unsigned char *)p->s +
+			size_t k = utf8_valid_len((const unsigned char *)p->s +
 						   p->pos, p->len - p->pos);
 
 			if (!k) {
@@ -862,7 +814,7 @@ int json_write_string(struct json_buf *b, const char *s, size_t len,
 			rep = esc;
 			rlen = 6;
 		} else if (c >= 0x80 && ensure_ascii) {
-			size_t k = jp_utf8_len((const unsigned char *)s + i,
+			size_t k = utf8_valid_len((const unsigned char *)s + i,
 					       len - i);
 			uint32_t cp;
 			size_t j;

@@ -3,6 +3,8 @@
  */
 #include "sbuf.h"
 
+#include "utf8.h"
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,35 +68,6 @@ void sbuf_printf(struct sbuf *sb, const char *fmt, ...)
 	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
 	sb->len += (size_t)n;
-}
-
-/* Length of the valid UTF-8 sequence at P (N bytes left), or 0. */
-static size_t utf8_valid_len(const unsigned char *p, size_t n)
-{
-	size_t len;
-	uint32_t cp;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		len = 2, cp = p[0] & 0x1f;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		len = 3, cp = p[0] & 0x0f;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		len = 4, cp = p[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
 }
 
 void sbuf_add_json_str(struct sbuf *sb, const char *p, size_t n)

@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "store_int.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,36 +29,14 @@ char *store_sb_take(struct sbuf *b, size_t *len)
 	return sbuf_take(b);
 }
 
-/* Length of the valid UTF-8 sequence at S (N bytes left), or 0. */
+/* Length of the valid UTF-8 sequence at S (N bytes left), or 0; the C1
+   controls U+0080..U+009F count as invalid: some terminals take them for
+   escape sequences. */
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
-	size_t need;
-	uint32_t cp;
+	size_t k = utf8_valid_len(s, n);
 
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		need = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		need = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		need = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (need > n)
-		return 0;
-	for (size_t i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	/* C1 controls U+0080..U+009F are escape sequences to some terminals */
-	if (need == 2 && cp < 0xa0)
-		return 0;
-	return need;
+	return k == 2 && utf8_decode(s, 2) < 0xa0 ? 0 : k;
 }
 
 void store_sb_safe(struct sbuf *b, const char *s, size_t n, bool keep_newlines)

@@ -318,6 +318,5 @@ bool lib_isprint(uint32_t cp);
 /* Decode one code point at P (N > 0 bytes left); *LEN gets its length
  * (1 for an invalid byte, which decodes as UINT32_MAX). */
 uint32_t lib_u8dec(const char *p, size_t n, size_t *len);
-size_t lib_u8enc(char *d, uint32_t cp);
 
 #endif /* PARLEY_TEMPLATE_INT_H */

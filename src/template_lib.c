@@ -18,62 +18,16 @@
 #include <utf8proc.h>
 
 #include "template_case.h"
+#include "utf8.h"
 
 /* ------------------------------------------------------------- unicode */
 
 uint32_t lib_u8dec(const char *p, size_t n, size_t *len)
 {
-	const unsigned char *s = (const unsigned char *)p;
-	uint32_t cp;
-	size_t k, i;
+	size_t k = utf8_valid_len(p, n);
 
-	*len = 1;
-	if (s[0] < 0x80)
-		return s[0];
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		k = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		k = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		k = 4, cp = s[0] & 0x07;
-	else
-		return UINT32_MAX;
-	if (n < k)
-		return UINT32_MAX;
-	for (i = 1; i < k; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return UINT32_MAX;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return UINT32_MAX;
-	*len = k;
-	return cp;
-}
-
-size_t lib_u8enc(char *d, uint32_t cp)
-{
-	if (cp < 0x80) {
-		d[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		d[0] = (char)(0xc0 | (cp >> 6));
-		d[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		d[0] = (char)(0xe0 | (cp >> 12));
-		d[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		d[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	d[0] = (char)(0xf0 | (cp >> 18));
-	d[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	d[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	d[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
+	*len = k ? k : 1;
+	return k ? utf8_decode(p, k) : UINT32_MAX;
 }
 
 /* Python's str.isspace() (and re's \s on str patterns). */
@@ -332,7 +286,7 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 			break;
 		}
 		first = false;
-		o += lib_u8enc(d + o, (uint32_t)m);
+		o += utf8_put((uint32_t)m, d + o);
 		i += k;
 	}
 	return r_str_derived(r, d, o, s->nsp != 0);

@@ -11,6 +11,7 @@
  * tighter than arithmetic).
  */
 #include "template_int.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -275,31 +276,6 @@ static bool lx_end(struct lexer *lx, const char *end, bool trim, bool plus_ok)
 	return true;
 }
 
-/* Append code point CP as UTF-8 at D; returns bytes written. */
-static size_t lx_put_u8(char *d, uint32_t cp)
-{
-	if (cp < 0x80) {
-		d[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		d[0] = (char)(0xc0 | (cp >> 6));
-		d[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		d[0] = (char)(0xe0 | (cp >> 12));
-		d[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		d[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	d[0] = (char)(0xf0 | (cp >> 18));
-	d[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	d[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	d[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
 /* Value of hex digit C or -1. */
 static int lx_hex(char c)
 {
@@ -385,7 +361,7 @@ static void lx_string(struct lexer *lx)
 					"escape \\%c is not a valid character", c);
 			i += (size_t)nd;
 			/* the escape takes nd+2 source bytes >= 4 output */
-			dn += lx_put_u8(d + dn, cp);
+			dn += utf8_put(cp, d + dn);
 			continue;
 		default:
 			if (c >= '0' && c <= '7') {
@@ -395,7 +371,7 @@ static void lx_string(struct lexer *lx)
 				     k++, i++)
 					cp = cp * 8 + (uint32_t)(lx->s[i] - '0');
 				i--;
-				dn += lx_put_u8(d + dn, cp);
+				dn += utf8_put(cp, d + dn);
 				continue;
 			}
 			d[dn++] = '\\';

@@ -13,74 +13,6 @@
 
 /* ---------- small helpers ---------- */
 
-/* Bytes of the character whose lead byte is C (1 for a bad lead byte). */
-size_t tok_utf8_len(unsigned char c)
-{
-	if (c < 0x80)
-		return 1;
-	if ((c & 0xe0) == 0xc0)
-		return 2;
-	if ((c & 0xf0) == 0xe0)
-		return 3;
-	if ((c & 0xf8) == 0xf0)
-		return 4;
-	return 1;
-}
-
-/* Bytes of the valid character at S (N bytes left), 0 if invalid/short. */
-size_t tok_utf8_valid(const unsigned char *s, size_t n)
-{
-	uint32_t cp;
-	size_t len, i;
-
-	if (n == 0)
-		return 0;
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] < 0xc2 || s[0] > 0xf4)
-		return 0;
-	len = tok_utf8_len(s[0]);
-	if (len > n)
-		return 0;
-	cp = s[0] & (0x7f >> len);
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-/* Write CP as UTF-8 into DST (4 bytes room); returns the bytes written. */
-size_t tok_utf8_put(uint32_t cp, char *dst)
-{
-	unsigned char *d = (unsigned char *)dst;
-
-	if (cp < 0x80) {
-		d[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		d[0] = (unsigned char)(0xc0 | cp >> 6);
-		d[1] = (unsigned char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		d[0] = (unsigned char)(0xe0 | cp >> 12);
-		d[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-		d[2] = (unsigned char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	d[0] = (unsigned char)(0xf0 | cp >> 18);
-	d[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
-	d[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-	d[3] = (unsigned char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
 /* Grow A to hold one more id and append ID. */
 int tok_ids_push(struct tok_ids *a, int32_t id)
 {
@@ -411,7 +343,7 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 	/* byte-level: every character maps back to one byte, else raw */
 	for (k = 0; k < n;) {
 		size_t len =
-		    tok_utf8_valid((const unsigned char *)s + k, n - k);
+		    utf8_valid_len((const unsigned char *)s + k, n - k);
 		uint32_t cp = 0;
 		size_t j;
 		int byte;

@@ -125,7 +125,7 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 
 	for (b = 0; b < 256; b++) {
 		char u[4];
-		size_t n = tok_utf8_put(tok_bpe_byte_cp(b), u);
+		size_t n = utf8_put(tok_bpe_byte_cp(b), u);
 
 		t->byte_id[b] = tok_lookup(t, u, n);
 	}
@@ -347,7 +347,7 @@ static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
 		sc->tmp2.n = 0;
 		for (k = 0; k < n; k++) {
 			char u[4];
-			size_t l = tok_utf8_put(
+			size_t l = utf8_put(
 			    tok_bpe_byte_cp((unsigned char)s[k]), u);
 
 			if (tok_buf_append(&sc->tmp2, u, l))

@@ -16,6 +16,7 @@
 #define PARLEY_TOK_IMPL_H
 
 #include "tok.h"
+#include "utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -152,11 +153,5 @@ int tok_pretok_encode(const struct tok *t, struct tok_scratch *sc,
 int tok_spm_setup(struct tok *t, char *err, size_t errlen);
 int tok_spm_encode(const struct tok *t, struct tok_scratch *sc, const char *s,
                    size_t n, bool prefix, struct tok_ids *out);
-
-/* utf8 helpers (tok.c) */
-size_t tok_utf8_len(unsigned char c); /* 1..4 from a lead byte, 1 if bad */
-size_t tok_utf8_valid(const unsigned char *s, size_t n); /* bytes of one
-                valid character at s, 0 when invalid or incomplete */
-size_t tok_utf8_put(uint32_t cp, char *dst); /* encode; returns 1..4 */
 
 #endif /* PARLEY_TOK_IMPL_H */

@@ -161,7 +161,7 @@ int tok_spm_encode(const struct tok *t, struct tok_scratch *sc, const char *s,
 		return -1;
 	s = b->p;
 	for (k = 0; k < b->n; nsym++) {
-		size_t len = tok_utf8_len((unsigned char)s[k]);
+		size_t len = utf8_lead_len((unsigned char)s[k]);
 		int32_t id;
 
 		if (len > b->n - k)

@@ -34,7 +34,7 @@ static bool tok_stream_incomplete(const unsigned char *p, size_t n)
 
 	if (n == 0 || p[0] < 0xc2 || p[0] > 0xf4)
 		return false;
-	need = tok_utf8_len(p[0]);
+	need = utf8_lead_len(p[0]);
 	if (n >= need)
 		return false;
 	for (k = 1; k < n; k++)
@@ -56,7 +56,7 @@ static int tok_stream_byte(struct tok_stream *s, unsigned char c,
 
 	s->pend[s->npend++] = c;
 	for (;;) {
-		len = tok_utf8_valid(s->pend, s->npend);
+		len = utf8_valid_len(s->pend, s->npend);
 		if (len > 0) {
 			if (tok_buf_append(out, s->pend, len))
 				return -1;
