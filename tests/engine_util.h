@@ -6,6 +6,7 @@
 #ifndef PARLEY_ENGINE_UTIL_H
 #define PARLEY_ENGINE_UTIL_H
 
+#include "testenv.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,19 +25,7 @@ static inline void eu_data_path(const char *name, const char *ext, char *out,
 /* The SmolLM2 test model path (PARLEY_TEST_MODEL or the XDG cache). */
 static inline void eu_model_path(char *out, size_t len)
 {
-	const char *env = getenv("PARLEY_TEST_MODEL");
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-
-	if (env && *env)
-		snprintf(out, len, "%.1000s", env);
-	else if (xdg && *xdg)
-		snprintf(out, len,
-			 "%.900s/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-			 xdg);
-	else
-		snprintf(out, len, "%.900s/.cache/parley/models/"
-			 "SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+	testenv_model(out, len);
 }
 
 /* Read N float32 from PATH into a new array (caller frees), or NULL. */

@@ -2,6 +2,7 @@
  * t_gguf.c - the GGUF reader: a built valid file, malformed files (each with
  * its specific error), the shared vocab GGUFs and the real SmolLM2 file.
  */
+#include "testenv.h"
 #include "gguf.h"
 #include "gguf_bytes.h"
 #include "qtype.h"
@@ -466,22 +467,8 @@ static void test_smollm2(void)
 	float fl;
 	int n_q41 = 0, n_f32 = 0, n_q80 = 0;
 
-	if (path == NULL) {
-		const char *cache = getenv("XDG_CACHE_HOME");
-		const char *home = getenv("HOME");
-
-		if (cache != NULL && cache[0] == '/')
-			snprintf(buf, sizeof(buf),
-				 "%s/parley/models/SmolLM2-135M-Instruct.Q4_1."
-				 "gguf",
-				 cache);
-		else
-			snprintf(buf, sizeof(buf),
-				 "%s/.cache/parley/models/"
-				 "SmolLM2-135M-Instruct.Q4_1.gguf",
-				 home ? home : "");
-		path = buf;
-	}
+	if (path == NULL)
+		path = testenv_model(buf, sizeof(buf));
 	f = gguf_open(path, err, sizeof(err));
 	if (f == NULL) {
 		tap_diag("SmolLM2 not available (%s): skipped", err);

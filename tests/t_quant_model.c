@@ -13,6 +13,7 @@
  * $PARLEY_TEST_GEMMA or the cache's gemma-3-270m-q4_k_m.gguf (made by
  * tests/fetch-gemma.sh). An absent model is skipped.
  */
+#include "testenv.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,16 +42,7 @@ static uint64_t qhash_add(uint64_t h, const float *y, int64_t n, uint64_t base)
 /* Path of a model: env variable ENV, else the cache folder's FILE. */
 static void model_path(const char *env, const char *file, char *buf, size_t len)
 {
-	const char *p = getenv(env), *cache = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-
-	if (p != NULL && p[0] != '\0')
-		snprintf(buf, len, "%s", p);
-	else if (cache != NULL && cache[0] == '/')
-		snprintf(buf, len, "%s/parley/models/%s", cache, file);
-	else
-		snprintf(buf, len, "%s/.cache/parley/models/%s",
-		         home ? home : "", file);
+	testenv_model_file(env, file, buf, len);
 }
 
 struct type_count {

@@ -20,6 +20,7 @@
  * Model: $PARLEY_TEST_MODEL or ${XDG_CACHE_HOME:-~/.cache}/parley/models/
  * SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent.
  */
+#include "testenv.h"
 #include "session.h"
 #include "tap.h"
 #include "tok.h"
@@ -34,21 +35,7 @@ static char model[4096];
 /* Locate the model file; false when absent. */
 static bool find_model(void)
 {
-	const char *env = getenv("PARLEY_TEST_MODEL");
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-
-	if (env && *env)
-		snprintf(model, sizeof(model), "%s", env);
-	else if (xdg && *xdg == '/')
-		snprintf(model, sizeof(model),
-		         "%s/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-		         xdg);
-	else
-		snprintf(model, sizeof(model),
-		         "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1."
-		         "gguf",
-		         home ? home : "");
+	testenv_model(model, sizeof(model));
 	return access(model, R_OK) == 0;
 }
 

@@ -23,6 +23,7 @@
  * start the text (HF prepends U+2581 to the first section only), which
  * tok_encode() cannot be told yet; see the report of the template branch.
  */
+#include "testenv.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,21 +318,8 @@ int main(void)
 	if (!top)
 		top = ".";
 	snprintf(casedir, sizeof(casedir), "%s/tests/data/template/cases", top);
-	if (!model) {
-		const char *cache = getenv("XDG_CACHE_HOME");
-		const char *home = getenv("HOME");
-
-		if (cache && cache[0] == '/')
-			snprintf(mpath, sizeof(mpath),
-				 "%s/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-				 cache);
-		else
-			snprintf(mpath, sizeof(mpath),
-				 "%s/.cache/parley/models/"
-				 "SmolLM2-135M-Instruct.Q4_1.gguf",
-				 home ? home : "");
-		model = mpath;
-	}
+	if (!model)
+		model = testenv_model(mpath, sizeof(mpath));
 	/* SmolLM2: its own template from the GGUF */
 	f = gguf_open(model, err, sizeof(err));
 	if (f) {

@@ -7,6 +7,7 @@
 #ifndef PARLEY_TOK_UTIL_H
 #define PARLEY_TOK_UTIL_H
 
+#include "testenv.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,23 +33,7 @@ static inline const char *tu_shared(const char *rel, char *buf, size_t n)
 /* PATH of the default model (PARLEY_TEST_MODEL or the XDG cache). */
 static inline const char *tu_model(char *buf, size_t n)
 {
-	const char *m = getenv("PARLEY_TEST_MODEL");
-	const char *x = getenv("XDG_CACHE_HOME");
-	const char *h = getenv("HOME");
-
-	if (m && *m)
-		snprintf(buf, n, "%s", m);
-	else if (x && *x)
-		snprintf(buf, n,
-		         "%s/parley/models/"
-		         "SmolLM2-135M-Instruct.Q4_1.gguf",
-		         x);
-	else
-		snprintf(buf, n,
-		         "%s/.cache/parley/models/"
-		         "SmolLM2-135M-Instruct.Q4_1.gguf",
-		         h ? h : ".");
-	return buf;
+	return testenv_model(buf, n);
 }
 
 /* A path under the source tree (top_srcdir, srcdir or "."). */
