@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "promptdir.h"
 #include "json.h"
 #include "tap.h"
 #include "template.h"
@@ -28,26 +29,9 @@ static char datadir[4096];
 /* Read a whole file into a malloc'd buffer; NULL on error. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
+	char err[256];
 
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-	    fseek(f, 0, SEEK_SET) == 0) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		if (buf) {
-			buf[n] = '\0';
-			*len = (size_t)n;
-		}
-	}
-	fclose(f);
-	return buf;
+	return promptdir_read_file(path, len, err, sizeof(err));
 }
 
 static struct json_value *load_json(const char *path)

@@ -23,6 +23,7 @@
  * start the text (HF prepends U+2581 to the first section only), which
  * tok_encode() cannot be told yet; see the report of the template branch.
  */
+#include "promptdir.h"
 #include "testenv.h"
 #include <dirent.h>
 #include <stdio.h>
@@ -40,26 +41,9 @@
 /* Read a whole file into a malloc'd buffer; NULL on error. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
+	char err[256];
 
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-	    fseek(f, 0, SEEK_SET) == 0) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		if (buf) {
-			buf[n] = '\0';
-			*len = (size_t)n;
-		}
-	}
-	fclose(f);
-	return buf;
+	return promptdir_read_file(path, len, err, sizeof(err));
 }
 
 /* The control tokens of T (id and text), found once per vocabulary. */
