@@ -20,9 +20,9 @@
 		cudaError_t cuda_try_rc_ = (call);                             \
 		if (cuda_try_rc_ != cudaSuccess) {                             \
 			snprintf((err), (errlen), "%s %s:%d: %s: %s (%s)",     \
-				 __func__, __FILE__, __LINE__, #call,          \
-				 cudaGetErrorName(cuda_try_rc_),               \
-				 cudaGetErrorString(cuda_try_rc_));            \
+			         __func__, __FILE__, __LINE__, #call,          \
+			         cudaGetErrorName(cuda_try_rc_),               \
+			         cudaGetErrorString(cuda_try_rc_));            \
 			return -1;                                             \
 		}                                                              \
 	} while (0)

@@ -24,8 +24,8 @@ extern "C" int cuda_devices_count(int *n, char *err, size_t errlen)
 	return 0;
 }
 
-extern "C" int cuda_devices_get(int i, struct cuda_device_info *info,
-				char *err, size_t errlen)
+extern "C" int cuda_devices_get(int i, struct cuda_device_info *info, char *err,
+                                size_t errlen)
 {
 	cudaDeviceProp p;
 	int clock_khz = 0, bus_bits = 0;
@@ -38,12 +38,12 @@ extern "C" int cuda_devices_get(int i, struct cuda_device_info *info,
 	info->sm_count = p.multiProcessorCount;
 	info->global_mem = p.totalGlobalMem;
 	/* memoryClockRate left cudaDeviceProp in CUDA 13: ask attributes. */
-	CUDA_TRY(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate,
-					i),
-		 err, errlen);
+	CUDA_TRY(
+	    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i),
+	    err, errlen);
 	CUDA_TRY(cudaDeviceGetAttribute(&bus_bits,
-					cudaDevAttrGlobalMemoryBusWidth, i),
-		 err, errlen);
+	                                cudaDevAttrGlobalMemoryBusWidth, i),
+	         err, errlen);
 	/* Double data rate: 2 transfers per clock, bus_bits/8 bytes each. */
 	info->peak_bw_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
 	CUDA_TRY(cudaDriverGetVersion(&info->driver_version), err, errlen);

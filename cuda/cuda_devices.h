@@ -17,13 +17,13 @@ extern "C" {
 #endif
 
 struct cuda_device_info {
-	char name[256];		 /* e.g. "NVIDIA H100 80GB HBM3" */
-	int major, minor;	 /* compute capability */
-	int sm_count;		 /* streaming multiprocessors */
-	uint64_t global_mem;	 /* bytes of device memory */
-	double peak_bw_gbs;	 /* datasheet HBM bandwidth, GB/s (1e9) */
-	int driver_version;	 /* e.g. 13000 */
-	int runtime_version;	 /* e.g. 13000 */
+	char name[256];      /* e.g. "NVIDIA H100 80GB HBM3" */
+	int major, minor;    /* compute capability */
+	int sm_count;        /* streaming multiprocessors */
+	uint64_t global_mem; /* bytes of device memory */
+	double peak_bw_gbs;  /* datasheet HBM bandwidth, GB/s (1e9) */
+	int driver_version;  /* e.g. 13000 */
+	int runtime_version; /* e.g. 13000 */
 };
 
 /*
@@ -35,7 +35,7 @@ int cuda_devices_count(int *n, char *err, size_t errlen);
 
 /* Fill *info for device I. Returns 0, or -1 with a message in err. */
 int cuda_devices_get(int i, struct cuda_device_info *info, char *err,
-		     size_t errlen);
+                     size_t errlen);
 
 #ifdef __cplusplus
 }

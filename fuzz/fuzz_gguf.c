@@ -13,8 +13,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char err[512];
-	struct gguf_file *f = gguf_open_memory(data, size, "fuzz", err,
-					       sizeof(err));
+	struct gguf_file *f =
+	    gguf_open_memory(data, size, "fuzz", err, sizeof(err));
 	volatile double sink = 0;
 
 	if (f == NULL)

@@ -19,8 +19,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char err[512];
-	struct gguf_file *f = gguf_open_memory(data, size, "fuzz", err,
-					       sizeof(err));
+	struct gguf_file *f =
+	    gguf_open_memory(data, size, "fuzz", err, sizeof(err));
 	struct engine_params p = {0};
 	struct engine *e = NULL;
 	struct model *m = NULL;

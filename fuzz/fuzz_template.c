@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char *out = NULL;
 
 		json_parse(msgs_json[i], strlen(msgs_json[i]), &m, err,
-			   sizeof(err));
+		           sizeof(err));
 		memset(&ctx, 0, sizeof(ctx));
 		ctx.messages = m;
 		ctx.add_generation_prompt = i == 0;
@@ -52,8 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ctx.eos_token = "</s>";
 		ctx.now = &now;
 		ctx.limits = &lim;
-		if (tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err, sizeof(err)) ==
-		    TMPL_OK) {
+		if (tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err,
+		                sizeof(err)) == TMPL_OK) {
 			/* spans must tile the output */
 			for (k = 0; k < nsp; k++) {
 				if (sp[k].off != pos || sp[k].len == 0)

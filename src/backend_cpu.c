@@ -52,24 +52,24 @@ struct cpu_state {
 	int32_t n_batch;       /* tokens per chunk */
 	int32_t kv_dim_k;      /* n_head_kv * head_dim_k */
 	int32_t kv_dim_v;      /* n_head_kv * head_dim_v */
-	int32_t q_dim;	       /* n_head * head_dim_k */
-	int32_t o_dim;	       /* n_head * head_dim_v */
+	int32_t q_dim;         /* n_head * head_dim_k */
+	int32_t o_dim;         /* n_head * head_dim_v */
 
 	/* activations of one chunk (n_batch rows each) */
-	float *x;	/* [n_batch][n_embd] residual stream */
-	float *xb;	/* [n_batch][max(n_embd, o_dim)] normed input / attn out */
-	float *q;	/* [n_batch][q_dim] queries (after RoPE) */
-	float *k;	/* [n_batch][kv_dim_k] keys of the chunk */
-	float *v;	/* [n_batch][kv_dim_v] values of the chunk */
-	float *hb;	/* [n_batch][n_ff] gate, then silu(gate) * up */
-	float *hb2;	/* [n_batch][n_ff] up */
-	float *y;	/* [n_batch][n_embd] output of a projection */
-	float *att;	/* [n_threads][n_ctx] attention scores per thread */
-	float *rope_cs; /* [n_batch][n_rot] cos, sin interleaved per pair */
+	float *x;   /* [n_batch][n_embd] residual stream */
+	float *xb;  /* [n_batch][max(n_embd, o_dim)] normed input / attn out */
+	float *q;   /* [n_batch][q_dim] queries (after RoPE) */
+	float *k;   /* [n_batch][kv_dim_k] keys of the chunk */
+	float *v;   /* [n_batch][kv_dim_v] values of the chunk */
+	float *hb;  /* [n_batch][n_ff] gate, then silu(gate) * up */
+	float *hb2; /* [n_batch][n_ff] up */
+	float *y;   /* [n_batch][n_embd] output of a projection */
+	float *att; /* [n_threads][n_ctx] attention scores per thread */
+	float *rope_cs;   /* [n_batch][n_rot] cos, sin interleaved per pair */
 	double *inv_freq; /* [n_rot / 2] angle per position of pair i */
 
-	bool exact;	     /* engine_params.exact_dots */
-	float *wrow;	     /* [n_threads][max_ne0] dequantized rows (exact) */
+	bool exact;          /* engine_params.exact_dots */
+	float *wrow;         /* [n_threads][max_ne0] dequantized rows (exact) */
 	int64_t wrow_stride; /* floats per thread in wrow */
 	const float *xsrc;   /* exact: the activations [n_tok][ne0] */
 
@@ -91,10 +91,10 @@ struct cpu_matmul_job {
 	const struct cpu_state *s;    /* for the exact mode's buffers */
 	const struct model_tensor *w; /* weight [ne1 rows, ne0] */
 	const unsigned char *vecs;    /* n_tok prepared vectors */
-	size_t vec_stride;	      /* bytes between them */
-	int32_t n_tok;		      /* tokens */
-	float *y;		      /* [n_tok][y_stride] */
-	int64_t y_stride;	      /* floats between output rows */
+	size_t vec_stride;            /* bytes between them */
+	int32_t n_tok;                /* tokens */
+	float *y;                     /* [n_tok][y_stride] */
+	int64_t y_stride;             /* floats between output rows */
 };
 
 /*
@@ -114,13 +114,14 @@ static void cpu_matmul_fn(void *arg, int ith, int nth)
 		const float *x = j->s->xsrc;
 
 		for (long r = lo; r < hi; r++) {
-			quant_dequant_row(w->type, base + (size_t)r * w->row_size,
-					  wr, w->ne0);
+			quant_dequant_row(w->type,
+			                  base + (size_t)r * w->row_size, wr,
+			                  w->ne0);
 			/* an F32 vector is the floats themselves (quant.h) */
 			for (int32_t t = 0; t < j->n_tok; t++)
 				j->y[t * j->y_stride + r] =
 				    quant_dot(QTYPE_F32, wr,
-					      x + (size_t)t * w->ne0, w->ne0);
+				              x + (size_t)t * w->ne0, w->ne0);
 		}
 		return;
 	}
@@ -136,10 +137,10 @@ static void cpu_matmul_fn(void *arg, int ith, int nth)
 
 /* A preparation job: quantize/convert n_tok activation rows for TYPE. */
 struct cpu_prepare_job {
-	uint32_t type;	    /* weight type the vectors are for */
-	const float *x;	    /* [n_tok][n] */
-	int64_t n;	    /* elements per row */
-	int32_t n_tok;	    /* rows */
+	uint32_t type;       /* weight type the vectors are for */
+	const float *x;      /* [n_tok][n] */
+	int64_t n;           /* elements per row */
+	int32_t n_tok;       /* rows */
 	unsigned char *vecs; /* [n_tok][vec_stride] */
 	size_t vec_stride;
 };
@@ -152,13 +153,13 @@ static void cpu_prepare_fn(void *arg, int ith, int nth)
 
 	threadpool_split(j->n_tok, ith, nth, &lo, &hi);
 	for (long t = lo; t < hi; t++)
-		quant_vec_prepare(j->type, j->x + t * j->n,
-				  j->n, j->vecs + (size_t)t * j->vec_stride);
+		quant_vec_prepare(j->type, j->x + t * j->n, j->n,
+		                  j->vecs + (size_t)t * j->vec_stride);
 }
 
 /* Prepare X[n_tok][n] for weights of TYPE into s->vecs. */
 static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
-			int64_t n, int32_t n_tok)
+                        int64_t n, int32_t n_tok)
 {
 	struct cpu_prepare_job j = {type, x, n, n_tok, s->vecs, s->vec_stride};
 
@@ -173,18 +174,18 @@ static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
 
 /* Y[t][r] = W row r . (prepared vector t), for the prepared vectors. */
 static void cpu_matmul_prepared(struct cpu_state *s,
-				const struct model_tensor *w, int32_t n_tok,
-				float *y, int64_t y_stride)
+                                const struct model_tensor *w, int32_t n_tok,
+                                float *y, int64_t y_stride)
 {
-	struct cpu_matmul_job j = {s, w, s->vecs, s->vec_stride, n_tok, y,
-				   y_stride};
+	struct cpu_matmul_job j = {s,     w, s->vecs, s->vec_stride,
+	                           n_tok, y, y_stride};
 
 	threadpool_run(s->tp, cpu_matmul_fn, &j);
 }
 
 /* Y = W X for X [n_tok][w->ne0], Y [n_tok][w->ne1]. */
 static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
-		       const float *x, int32_t n_tok, float *y)
+                       const float *x, int32_t n_tok, float *y)
 {
 	cpu_prepare(s, w->type, x, w->ne0, n_tok);
 	cpu_matmul_prepared(s, w, n_tok, y, w->ne1);
@@ -194,7 +195,7 @@ static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
 
 /* out = x / sqrt(mean(x^2) + eps) * w, one row of N. */
 static void cpu_rmsnorm(float *out, const float *x, const float *w, int n,
-			float eps)
+                        float eps)
 {
 	double ss = 0;
 
@@ -207,7 +208,7 @@ static void cpu_rmsnorm(float *out, const float *x, const float *w, int n,
 
 /* cos/sin of every pair's angle at position POS into CS[n_rot]. */
 static void cpu_rope_table(const struct cpu_state *s, int n_rot, int32_t pos,
-			   float *cs)
+                           float *cs)
 {
 	for (int i = 0; i < n_rot / 2; i++) {
 		double theta = (double)pos * s->inv_freq[i];
@@ -219,7 +220,7 @@ static void cpu_rope_table(const struct cpu_state *s, int n_rot, int32_t pos,
 
 /* Rotate the first n_rot dims of one head vector X (STYLE: pairs/halves). */
 static void cpu_rope(float *x, const float *cs, int n_rot,
-		     enum model_rope_style style)
+                     enum model_rope_style style)
 {
 	int half = n_rot / 2;
 
@@ -239,10 +240,10 @@ static void cpu_rope(float *x, const float *cs, int n_rot,
 /* An attention job over (token, head) pairs of one chunk in layer il. */
 struct cpu_attn_job {
 	const struct engine *e; /* engine (model shape, n_ctx) */
-	struct cpu_state *s;	/* buffers */
-	int il;			/* layer */
-	int32_t n_tok;		/* tokens in the chunk */
-	int32_t pos0;		/* position of the chunk's first token */
+	struct cpu_state *s;    /* buffers */
+	int il;                 /* layer */
+	int32_t n_tok;          /* tokens in the chunk */
+	int32_t pos0;           /* position of the chunk's first token */
 };
 
 /* Causal softmax attention for the pairs this thread takes. */
@@ -255,8 +256,10 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 	int group = c->n_head / c->n_head_kv;
 	float scale = 1.0f / sqrtf((float)hd);
 	float *att = s->att + (size_t)ith * j->e->n_ctx;
-	const float *kc = s->k_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_k;
-	const float *vc = s->v_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_v;
+	const float *kc =
+	    s->k_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_k;
+	const float *vc =
+	    s->v_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_v;
 	long lo, hi;
 
 	threadpool_split((long)j->n_tok * c->n_head, ith, nth, &lo, &hi);
@@ -270,8 +273,8 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		double sum = 0;
 
 		for (int32_t i = 0; i <= pos; i++) {
-			const float *k = kc + (size_t)i * s->kv_dim_k +
-					 (size_t)kvh * hd;
+			const float *k =
+			    kc + (size_t)i * s->kv_dim_k + (size_t)kvh * hd;
 			/* quant.h's fp32 dot: fixed order, SIMD when present */
 			float d = quant_dot(QTYPE_F32, k, q, hd);
 
@@ -286,8 +289,8 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		float inv = (float)(1.0 / sum);
 		memset(out, 0, (size_t)hdv * sizeof(float));
 		for (int32_t i = 0; i <= pos; i++) {
-			const float *v = vc + (size_t)i * s->kv_dim_v +
-					 (size_t)kvh * hdv;
+			const float *v =
+			    vc + (size_t)i * s->kv_dim_v + (size_t)kvh * hdv;
 			float a = att[i] * inv;
 
 			for (int e = 0; e < hdv; e++)
@@ -300,7 +303,7 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 
 /* Attention block of layer il for the chunk; adds into s->x. */
 static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
-				int32_t n, int32_t pos0)
+                                int32_t n, int32_t pos0)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_layer *l = &e->model->w.layers[il];
@@ -308,8 +311,8 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 
 	for (int32_t t = 0; t < n; t++)
 		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
-			    s->x + (size_t)t * c->n_embd, l->attn_norm,
-			    c->n_embd, c->rms_eps);
+		            s->x + (size_t)t * c->n_embd, l->attn_norm,
+		            c->n_embd, c->rms_eps);
 	cpu_prepare(s, l->wq.type, s->xb, c->n_embd, n);
 	cpu_matmul_prepared(s, &l->wq, n, s->q, s->q_dim);
 	if (l->wk.type != l->wq.type)
@@ -336,10 +339,10 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 		}
 		for (int h = 0; h < c->n_head; h++)
 			cpu_rope(q + (size_t)h * hd, cs, c->n_rot,
-				 c->rope_style);
+			         c->rope_style);
 		for (int h = 0; h < c->n_head_kv; h++)
 			cpu_rope(k + (size_t)h * hd, cs, c->n_rot,
-				 c->rope_style);
+			         c->rope_style);
 		memcpy(s->k_cache + at * s->kv_dim_k, k,
 		       (size_t)s->kv_dim_k * sizeof(float));
 		memcpy(s->v_cache + at * s->kv_dim_v, v,
@@ -356,15 +359,15 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 
 /* Feed-forward block (SwiGLU) of layer il for the chunk; adds into s->x. */
 static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
-			  int32_t n)
+                          int32_t n)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_layer *l = &e->model->w.layers[il];
 
 	for (int32_t t = 0; t < n; t++)
 		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
-			    s->x + (size_t)t * c->n_embd, l->ffn_norm,
-			    c->n_embd, c->rms_eps);
+		            s->x + (size_t)t * c->n_embd, l->ffn_norm,
+		            c->n_embd, c->rms_eps);
 	cpu_prepare(s, l->w_gate.type, s->xb, c->n_embd, n);
 	cpu_matmul_prepared(s, &l->w_gate, n, s->hb, c->n_ff);
 	if (l->w_up.type != l->w_gate.type)
@@ -382,8 +385,8 @@ static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
 
 /* One chunk of n <= n_batch tokens at positions pos0..; logits per flags. */
 static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
-			      const int32_t *tokens, int32_t n, int32_t pos0,
-			      float *logits, int32_t n_out)
+                              const int32_t *tokens, int32_t n, int32_t pos0,
+                              float *logits, int32_t n_out)
 {
 	const struct model *m = e->model;
 	const struct model_config *c = &m->cfg;
@@ -392,31 +395,31 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 
 	for (int32_t t = 0; t < n; t++) {
 		quant_dequant_row(te->type,
-				  (const unsigned char *)te->data +
-					  (size_t)tokens[t] * te->row_size,
-				  s->x + (size_t)t * c->n_embd, c->n_embd);
+		                  (const unsigned char *)te->data +
+		                      (size_t)tokens[t] * te->row_size,
+		                  s->x + (size_t)t * c->n_embd, c->n_embd);
 		cpu_rope_table(s, c->n_rot, pos0 + t,
-			       s->rope_cs + (size_t)t * c->n_rot);
+		               s->rope_cs + (size_t)t * c->n_rot);
 	}
 	for (int il = 0; il < c->n_layer; il++) {
 		cpu_attention_block(e, s, il, n, pos0);
 		cpu_ffn_block(e, s, il, n);
 		if (e->trace != NULL && il < e->trace->n_layer)
 			trace_stats_of(s->x + (size_t)(n - 1) * c->n_embd,
-				       c->n_embd, &e->trace->layers[il]);
+			               c->n_embd, &e->trace->layers[il]);
 	}
 	if (n_out == 0)
 		return;
 	for (int32_t t = 0; t < n_out; t++)
 		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
-			    s->x + (size_t)(first_out + t) * c->n_embd,
-			    m->w.output_norm, c->n_embd, c->rms_eps);
+		            s->x + (size_t)(first_out + t) * c->n_embd,
+		            m->w.output_norm, c->n_embd, c->rms_eps);
 	cpu_matmul(s, &m->w.output, s->xb, n_out, logits);
 }
 
 /* Grow e->logits to hold N rows. */
-static int cpu_logits_reserve(struct engine *e, struct cpu_state *s,
-			      int32_t n, char *err, size_t errlen)
+static int cpu_logits_reserve(struct engine *e, struct cpu_state *s, int32_t n,
+                              char *err, size_t errlen)
 {
 	size_t nv = (size_t)e->model->cfg.n_vocab;
 	float *p;
@@ -435,7 +438,7 @@ static int cpu_logits_reserve(struct engine *e, struct cpu_state *s,
 
 /* engine_ops.eval: chunks of n_batch tokens through the layer stack. */
 static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
-		    unsigned flags, char *err, size_t errlen)
+                    unsigned flags, char *err, size_t errlen)
 {
 	struct cpu_state *s = e->impl;
 	bool all = (flags & ENGINE_EVAL_ALL) != 0;
@@ -449,8 +452,8 @@ static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		int32_t n_out = all ? m : (last ? 1 : 0);
 		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
 
-		cpu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
-				  dst, n_out);
+		cpu_forward_chunk(e, s, tokens + done, m, e->n_past + done, dst,
+		                  n_out);
 	}
 	e->n_logits = all ? n : 1;
 	return 0;
@@ -479,7 +482,8 @@ static int cpu_kv_save(struct engine *e, int32_t n, void *buf)
 
 		memcpy(p, s->k_cache + (size_t)il * e->n_ctx * s->kv_dim_k, nk);
 		p += nk;
-		memcpy(p, s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v, nvb);
+		memcpy(p, s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v,
+		       nvb);
 		p += nvb;
 	}
 	return 0;
@@ -497,7 +501,8 @@ static int cpu_kv_load(struct engine *e, int32_t n, const void *buf)
 
 		memcpy(s->k_cache + (size_t)il * e->n_ctx * s->kv_dim_k, p, nk);
 		p += nk;
-		memcpy(s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v, p, nvb);
+		memcpy(s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v, p,
+		       nvb);
 		p += nvb;
 	}
 	return 0;
@@ -513,9 +518,9 @@ static size_t cpu_max_vec_size(const struct model *m)
 
 	for (int il = 0; il < c->n_layer; il++) {
 		const struct model_layer *l = &m->w.layers[il];
-		const struct model_tensor *ts[] = {&l->wq, &l->wk,    &l->wv,
-						   &l->wo, &l->w_gate, &l->w_up,
-						   &l->w_down};
+		const struct model_tensor *ts[] = {
+		    &l->wq,     &l->wk,   &l->wv,    &l->wo,
+		    &l->w_gate, &l->w_up, &l->w_down};
 
 		for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
 			size_t v = quant_vec_size(ts[i]->type, ts[i]->ne0);
@@ -565,8 +570,8 @@ static void cpu_close(struct engine *e)
 }
 
 /* engine_ops.open: allocate buffers and the KV cache, start the threads. */
-static int cpu_open(struct engine *e, const struct engine_params *p,
-		    char *err, size_t errlen)
+static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
+                    size_t errlen)
 {
 	const struct model *m = e->model;
 	const struct model_config *c = &m->cfg;
@@ -608,28 +613,27 @@ static int cpu_open(struct engine *e, const struct engine_params *p,
 	s->wrow_stride = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
 	if (s->o_dim > s->wrow_stride)
 		s->wrow_stride = s->o_dim;
-	s->wrow = s->exact ? cpu_floats((size_t)e->n_threads,
-					(size_t)s->wrow_stride)
-			   : malloc(1);
+	s->wrow = s->exact
+	              ? cpu_floats((size_t)e->n_threads, (size_t)s->wrow_stride)
+	              : malloc(1);
 	s->vecs = calloc(nb, s->vec_stride);
 	s->k_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_k);
 	s->v_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_v);
 	if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
 	    !s->y || !s->att || !s->rope_cs || !s->inv_freq || !s->vecs ||
-	    !s->wrow ||
-	    !s->k_cache || !s->v_cache) {
+	    !s->wrow || !s->k_cache || !s->v_cache) {
 		snprintf(err, errlen,
-			 "out of memory for the CPU run state (n_ctx %d, KV "
-			 "%.1f MiB)",
-			 e->n_ctx,
-			 (double)cpu_kv_bytes(e, e->n_ctx) / (1024.0 * 1024.0));
+		         "out of memory for the CPU run state (n_ctx %d, KV "
+		         "%.1f MiB)",
+		         e->n_ctx,
+		         (double)cpu_kv_bytes(e, e->n_ctx) / (1024.0 * 1024.0));
 		goto fail;
 	}
 	/* theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i] */
 	for (int i = 0; i < c->n_rot / 2; i++) {
 		double f = pow((double)c->rope_freq_base,
-			       -2.0 * i / (double)c->n_rot) *
-			   (double)c->rope_freq_scale;
+		               -2.0 * i / (double)c->n_rot) *
+		           (double)c->rope_freq_scale;
 
 		if (m->w.rope_freqs != NULL)
 			f /= (double)m->w.rope_freqs[i];
@@ -644,11 +648,11 @@ fail:
 }
 
 const struct engine_ops backend_cpu_ops = {
-	.name = "cpu",
-	.open = cpu_open,
-	.eval = cpu_eval,
-	.kv_bytes = cpu_kv_bytes,
-	.kv_save = cpu_kv_save,
-	.kv_load = cpu_kv_load,
-	.close = cpu_close,
+    .name = "cpu",
+    .open = cpu_open,
+    .eval = cpu_eval,
+    .kv_bytes = cpu_kv_bytes,
+    .kv_save = cpu_kv_save,
+    .kv_load = cpu_kv_load,
+    .close = cpu_close,
 };

@@ -41,16 +41,16 @@ static int32_t gen_argmax(const float *x, int32_t n)
 /* Usage text. */
 static void gen_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: parley generate -m FILE (-p TEXT | --ids \"ID ID ...\") "
-		"[options]\n"
-		"  -n N            tokens to generate (default 64)\n"
-		"  -t N            CPU threads (default: all cores)\n"
-		"  -c N            context size (default: prompt + n)\n"
-		"  --backend NAME  engine backend (default cpu)\n"
-		"  --trace FILE    write a JSON line per step (top-k, layers)\n"
-		"  --ignore-eos    do not stop at an end-of-generation token\n"
-		"Greedy decoding; prefill and decode speeds go to stderr.\n");
+	fprintf(
+	    f, "usage: parley generate -m FILE (-p TEXT | --ids \"ID ID ...\") "
+	       "[options]\n"
+	       "  -n N            tokens to generate (default 64)\n"
+	       "  -t N            CPU threads (default: all cores)\n"
+	       "  -c N            context size (default: prompt + n)\n"
+	       "  --backend NAME  engine backend (default cpu)\n"
+	       "  --trace FILE    write a JSON line per step (top-k, layers)\n"
+	       "  --ignore-eos    do not stop at an end-of-generation token\n"
+	       "Greedy decoding; prefill and decode speeds go to stderr.\n");
 }
 
 /* Parse "ID ID ..." into IDS. */
@@ -80,31 +80,53 @@ struct gen_opts {
 static int gen_parse(int argc, char **argv, struct gen_opts *o)
 {
 	static const struct option lo[] = {
-		{"model", required_argument, NULL, 'm'},
-		{"prompt", required_argument, NULL, 'p'},
-		{"ids", required_argument, NULL, 'I'},
-		{"trace", required_argument, NULL, 'T'},
-		{"backend", required_argument, NULL, 'B'},
-		{"ignore-eos", no_argument, NULL, 'E'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"model", required_argument, NULL, 'm'},
+	    {"prompt", required_argument, NULL, 'p'},
+	    {"ids", required_argument, NULL, 'I'},
+	    {"trace", required_argument, NULL, 'T'},
+	    {"backend", required_argument, NULL, 'B'},
+	    {"ignore-eos", no_argument, NULL, 'E'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "m:p:n:t:c:h", lo, NULL)) != -1) {
 		switch (c) {
-		case 'm': o->model = optarg; break;
-		case 'p': o->prompt = optarg; break;
-		case 'I': o->ids = optarg; break;
-		case 'T': o->trace = optarg; break;
-		case 'B': o->backend = optarg; break;
-		case 'E': o->ignore_eos = 1; break;
-		case 'n': o->n_gen = strtol(optarg, NULL, 10); break;
-		case 't': o->n_threads = strtol(optarg, NULL, 10); break;
-		case 'c': o->n_ctx = strtol(optarg, NULL, 10); break;
-		case 'h': gen_usage(stdout); return 1;
-		default: gen_usage(stderr); return 2;
+		case 'm':
+			o->model = optarg;
+			break;
+		case 'p':
+			o->prompt = optarg;
+			break;
+		case 'I':
+			o->ids = optarg;
+			break;
+		case 'T':
+			o->trace = optarg;
+			break;
+		case 'B':
+			o->backend = optarg;
+			break;
+		case 'E':
+			o->ignore_eos = 1;
+			break;
+		case 'n':
+			o->n_gen = strtol(optarg, NULL, 10);
+			break;
+		case 't':
+			o->n_threads = strtol(optarg, NULL, 10);
+			break;
+		case 'c':
+			o->n_ctx = strtol(optarg, NULL, 10);
+			break;
+		case 'h':
+			gen_usage(stdout);
+			return 1;
+		default:
+			gen_usage(stderr);
+			return 2;
 		}
 	}
 	if (o->model == NULL || (o->prompt == NULL) == (o->ids == NULL) ||
@@ -159,8 +181,8 @@ int cmd_generate(int argc, char **argv)
 			goto fail;
 		}
 	} else if (tok_encode(tk, o.prompt, strlen(o.prompt),
-			      TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, &ids, err,
-			      sizeof(err)) != 0) {
+	                      TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, &ids, err,
+	                      sizeof(err)) != 0) {
 		goto fail;
 	}
 	if (ids.n == 0) {
@@ -177,7 +199,7 @@ int cmd_generate(int argc, char **argv)
 		tr = tf ? trace_new(m->cfg.n_layer, 10, tf) : NULL;
 		if (tr == NULL) {
 			snprintf(err, sizeof(err), "%s: cannot open trace file",
-				 o.trace);
+			         o.trace);
 			goto fail;
 		}
 		engine_set_trace(e, tr);
@@ -206,10 +228,10 @@ int cmd_generate(int argc, char **argv)
 	printf("\n");
 	fflush(stdout);
 	fprintf(stderr,
-		"prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %ld "
-		"tokens in %.3f s (%.1f tokens/s); %d threads\n",
-		ids.n, t1 - t0, (double)ids.n / (t1 - t0), n_eval, t2 - t1,
-		n_eval > 0 ? (double)n_eval / (t2 - t1) : 0.0, e->n_threads);
+	        "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %ld "
+	        "tokens in %.3f s (%.1f tokens/s); %d threads\n",
+	        ids.n, t1 - t0, (double)ids.n / (t1 - t0), n_eval, t2 - t1,
+	        n_eval > 0 ? (double)n_eval / (t2 - t1) : 0.0, e->n_threads);
 	rc = 0;
 fail:
 	if (rc != 0)

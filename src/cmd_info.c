@@ -49,33 +49,33 @@ static void info_value_text(struct sbuf *sb, const struct gguf_value *v)
 	case GGUF_TYPE_STRING:
 		sbuf_adds(sb, "\"");
 		sbuf_add_json_str(sb, v->v.str.ptr,
-				  v->v.str.len > 200 ? 200 : v->v.str.len);
+		                  v->v.str.len > 200 ? 200 : v->v.str.len);
 		sbuf_adds(sb, v->v.str.len > 200 ? "...\"" : "\"");
 		if (v->v.str.len > 200)
 			sbuf_printf(sb, " (%" PRIu64 " bytes)", v->v.str.len);
 		return;
 	case GGUF_TYPE_ARRAY:
 		sbuf_printf(sb, "[%" PRIu64 " x %s]", a->n,
-			    gguf_type_name(a->elem_type));
+		            gguf_type_name(a->elem_type));
 		if (a->elem_type == GGUF_TYPE_STRING && a->n > 0) {
 			sbuf_adds(sb, " \"");
 			sbuf_add_json_str(sb, a->strs[0].ptr,
-					  a->strs[0].len > 40 ? 40
-							      : a->strs[0].len);
+			                  a->strs[0].len > 40 ? 40
+			                                      : a->strs[0].len);
 			sbuf_adds(sb, a->n > 1 ? "\", ..." : "\"");
 		} else if (a->elem_type != GGUF_TYPE_ARRAY && a->n > 0) {
-			uint64_t n = a->n < INFO_ARRAY_SHOWN ? a->n
-							     : INFO_ARRAY_SHOWN;
+			uint64_t n =
+			    a->n < INFO_ARRAY_SHOWN ? a->n : INFO_ARRAY_SHOWN;
 
 			for (uint64_t i = 0; i < n; i++)
 				if (a->elem_type == GGUF_TYPE_FLOAT32 ||
 				    a->elem_type == GGUF_TYPE_FLOAT64)
 					sbuf_printf(sb, "%s%g", i ? ", " : " ",
-						    gguf_arr_f64(a, i));
+					            gguf_arr_f64(a, i));
 				else
 					sbuf_printf(sb, "%s%" PRId64,
-						    i ? ", " : " ",
-						    gguf_arr_i64(a, i));
+					            i ? ", " : " ",
+					            gguf_arr_i64(a, i));
 			if (n < a->n)
 				sbuf_adds(sb, ", ...");
 		}
@@ -113,10 +113,10 @@ static void info_value_json(struct sbuf *sb, const struct gguf_value *v)
 		return;
 	case GGUF_TYPE_ARRAY:
 		if (a->n > 64 || a->elem_type == GGUF_TYPE_ARRAY) {
-			sbuf_printf(sb,
-				    "{\"array_of\": \"%s\", \"length\": %" PRIu64
-				    "}",
-				    gguf_type_name(a->elem_type), a->n);
+			sbuf_printf(
+			    sb,
+			    "{\"array_of\": \"%s\", \"length\": %" PRIu64 "}",
+			    gguf_type_name(a->elem_type), a->n);
 			return;
 		}
 		sbuf_adds(sb, "[");
@@ -130,10 +130,10 @@ static void info_value_json(struct sbuf *sb, const struct gguf_value *v)
 				e.v.str = a->strs[i];
 				info_value_json(sb, &e);
 			} else if (a->elem_type == GGUF_TYPE_BOOL) {
-				sbuf_adds(sb,
-					  gguf_arr_i64(a, i) ? "true" : "false");
+				sbuf_adds(sb, gguf_arr_i64(a, i) ? "true"
+				                                 : "false");
 			} else if (a->elem_type == GGUF_TYPE_FLOAT32 ||
-				   a->elem_type == GGUF_TYPE_FLOAT64) {
+			           a->elem_type == GGUF_TYPE_FLOAT64) {
 				sbuf_printf(sb, "%.9g", gguf_arr_f64(a, i));
 			} else {
 				sbuf_printf(sb, "%" PRId64, gguf_arr_i64(a, i));
@@ -163,11 +163,11 @@ static char *info_arch(const struct gguf_file *f)
 
 /* Per-type totals over the tensor table. */
 struct info_totals {
-	uint64_t count[QTYPE_COUNT];  /* tensors of each type */
-	uint64_t elems[QTYPE_COUNT];  /* elements of each type */
-	uint64_t bytes[QTYPE_COUNT];  /* data bytes of each type */
-	uint64_t all_bytes;	      /* data bytes in all */
-	uint64_t all_elems;	      /* parameters in all */
+	uint64_t count[QTYPE_COUNT]; /* tensors of each type */
+	uint64_t elems[QTYPE_COUNT]; /* elements of each type */
+	uint64_t bytes[QTYPE_COUNT]; /* data bytes of each type */
+	uint64_t all_bytes;          /* data bytes in all */
+	uint64_t all_elems;          /* parameters in all */
 };
 
 static void info_sum(const struct gguf_file *f, struct info_totals *t)
@@ -187,13 +187,12 @@ static void info_sum(const struct gguf_file *f, struct info_totals *t)
 }
 
 /* Text of token ID, or NULL if there is no such token. */
-static const struct gguf_str *info_token(const struct gguf_file *f,
-					 uint64_t id)
+static const struct gguf_str *info_token(const struct gguf_file *f, uint64_t id)
 {
 	const struct gguf_array *toks;
 
 	if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks,
-			 NULL, 0) != GGUF_OK ||
+	                 NULL, 0) != GGUF_OK ||
 	    id >= toks->n)
 		return NULL;
 	return &toks->strs[id];
@@ -227,28 +226,32 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 
 	sbuf_printf(sb, "file          %s\n", f->path);
 	sbuf_printf(sb,
-		    "size          %" PRIu64 " bytes (%.1f MiB), GGUF v%" PRIu32
-		    ", %" PRIu64 " metadata keys, %" PRIu64
-		    " tensors, alignment %" PRIu32 "\n",
-		    f->size, (double)f->size / 1048576.0, f->version, f->n_kv,
-		    f->n_tensors, f->alignment);
+	            "size          %" PRIu64 " bytes (%.1f MiB), GGUF v%" PRIu32
+	            ", %" PRIu64 " metadata keys, %" PRIu64
+	            " tensors, alignment %" PRIu32 "\n",
+	            f->size, (double)f->size / 1048576.0, f->version, f->n_kv,
+	            f->n_tensors, f->alignment);
 	if (gguf_get_str(f, "general.name", &s, NULL, 0) == GGUF_OK) {
 		sbuf_adds(sb, "name          ");
 		sbuf_add_json_str(sb, s.ptr, s.len);
 		sbuf_adds(sb, "\n");
 	}
-	sbuf_printf(sb, "architecture  %s\n", arch ? arch : "(none: no "
-							  "general.architecture"
-							  ")");
+	sbuf_printf(sb, "architecture  %s\n",
+	            arch ? arch
+	                 : "(none: no "
+	                   "general.architecture"
+	                   ")");
 	if (arch != NULL) {
 		for (size_t i = 0;
 		     i < sizeof(info_hparams) / sizeof(info_hparams[0]); i++) {
 			struct sbuf key = SBUF_INIT;
 
-			sbuf_printf(&key, "%s.%s", arch, info_hparams[i].suffix);
+			sbuf_printf(&key, "%s.%s", arch,
+			            info_hparams[i].suffix);
 			kv = key.buf ? gguf_find_kv(f, key.buf) : NULL;
 			if (kv != NULL) {
-				sbuf_printf(sb, "  %-12s ", info_hparams[i].label);
+				sbuf_printf(sb, "  %-12s ",
+				            info_hparams[i].label);
 				info_value_text(sb, &kv->val);
 				sbuf_adds(sb, "\n");
 			}
@@ -268,10 +271,10 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 		sbuf_add_json_str(sb, s.ptr, s.len);
 	}
 	if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &arr,
-			 NULL, 0) == GGUF_OK)
+	                 NULL, 0) == GGUF_OK)
 		sbuf_printf(sb, ", vocab %" PRIu64, arr->n);
 	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &arr,
-			 NULL, 0) == GGUF_OK)
+	                 NULL, 0) == GGUF_OK)
 		sbuf_printf(sb, ", %" PRIu64 " merges", arr->n);
 	sbuf_adds(sb, "\n");
 	for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -283,7 +286,7 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 		    gguf_get_u64(f, kv->key, &id, NULL, 0) != GGUF_OK)
 			continue;
 		sbuf_printf(sb, "  %-12.*s %" PRIu64,
-			    (int)(strlen(kv->key) - 24), kv->key + 15, id);
+		            (int)(strlen(kv->key) - 24), kv->key + 15, id);
 		tok = info_token(f, id);
 		if (tok != NULL) {
 			sbuf_adds(sb, " \"");
@@ -296,7 +299,7 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 	}
 	if (gguf_get_str(f, "tokenizer.chat_template", &s, NULL, 0) == GGUF_OK)
 		sbuf_printf(sb, "chat template present (%" PRIu64 " bytes)\n",
-			    s.len);
+		            s.len);
 	else
 		sbuf_adds(sb, "chat template none\n");
 
@@ -304,34 +307,34 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 	for (uint64_t i = 0; i < f->n_kv; i++) {
 		kv = &f->kv[i];
 		sbuf_printf(sb, "  %-40s %-8s ", kv->key,
-			    gguf_type_name(kv->val.type));
+		            gguf_type_name(kv->val.type));
 		info_value_text(sb, &kv->val);
 		sbuf_adds(sb, "\n");
 	}
 
 	info_sum(f, &tot);
 	sbuf_printf(sb,
-		    "tensors       %" PRIu64 " tensors, %" PRIu64
-		    " parameters, %" PRIu64 " bytes\n",
-		    f->n_tensors, tot.all_elems, tot.all_bytes);
+	            "tensors       %" PRIu64 " tensors, %" PRIu64
+	            " parameters, %" PRIu64 " bytes\n",
+	            f->n_tensors, tot.all_elems, tot.all_bytes);
 	for (uint64_t i = 0; i < f->n_tensors; i++) {
 		const struct gguf_tensor *t = &f->tensors[i];
 		struct sbuf shape = SBUF_INIT;
 
 		info_shape_text(&shape, t);
 		sbuf_printf(sb, "  %-40s %-7s %-20s %12" PRIu64 "\n", t->name,
-			    qtype_name(t->type), shape.buf ? shape.buf : "",
-			    t->nbytes);
+		            qtype_name(t->type), shape.buf ? shape.buf : "",
+		            t->nbytes);
 		sbuf_free(&shape);
 	}
 	sbuf_adds(sb, "totals by type\n");
 	for (uint32_t ty = 0; ty < QTYPE_COUNT; ty++)
 		if (tot.count[ty] > 0)
 			sbuf_printf(sb,
-				    "  %-7s %5" PRIu64 " tensors %12" PRIu64
-				    " parameters %12" PRIu64 " bytes\n",
-				    qtype_name(ty), tot.count[ty],
-				    tot.elems[ty], tot.bytes[ty]);
+			            "  %-7s %5" PRIu64 " tensors %12" PRIu64
+			            " parameters %12" PRIu64 " bytes\n",
+			            qtype_name(ty), tot.count[ty],
+			            tot.elems[ty], tot.bytes[ty]);
 	free(arch);
 }
 
@@ -344,9 +347,9 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 	sbuf_adds(sb, "{\"file\": \"");
 	sbuf_add_json_str(sb, f->path, strlen(f->path));
 	sbuf_printf(sb,
-		    "\", \"size\": %" PRIu64 ", \"version\": %" PRIu32
-		    ", \"alignment\": %" PRIu32 ",\n \"metadata\": {",
-		    f->size, f->version, f->alignment);
+	            "\", \"size\": %" PRIu64 ", \"version\": %" PRIu32
+	            ", \"alignment\": %" PRIu32 ",\n \"metadata\": {",
+	            f->size, f->version, f->alignment);
 	for (uint64_t i = 0; i < f->n_kv; i++) {
 		sbuf_adds(sb, i ? ",\n  \"" : "\n  \"");
 		sbuf_add_json_str(sb, f->kv[i].key, strlen(f->kv[i].key));
@@ -363,8 +366,8 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 		    gguf_get_u64(f, kv->key, &id, NULL, 0) != GGUF_OK)
 			continue;
 		sbuf_printf(sb, "%s\n  \"%.*s\": {\"id\": %" PRIu64,
-			    first ? "" : ",", (int)(strlen(kv->key) - 24),
-			    kv->key + 15, id);
+		            first ? "" : ",", (int)(strlen(kv->key) - 24),
+		            kv->key + 15, id);
 		tok = info_token(f, id);
 		if (tok != NULL) {
 			sbuf_adds(sb, ", \"text\": \"");
@@ -375,20 +378,20 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 		first = false;
 	}
 	sbuf_printf(sb, "},\n \"chat_template\": %s,\n \"tensors\": [",
-		    gguf_find_kv(f, "tokenizer.chat_template") ? "true"
-							      : "false");
+	            gguf_find_kv(f, "tokenizer.chat_template") ? "true"
+	                                                       : "false");
 	for (uint64_t i = 0; i < f->n_tensors; i++) {
 		const struct gguf_tensor *t = &f->tensors[i];
 
 		sbuf_adds(sb, i ? ",\n  {\"name\": \"" : "\n  {\"name\": \"");
 		sbuf_add_json_str(sb, t->name, strlen(t->name));
 		sbuf_printf(sb, "\", \"type\": \"%s\", \"shape\": [",
-			    qtype_name(t->type));
+		            qtype_name(t->type));
 		for (uint32_t d = 0; d < t->n_dims; d++)
 			sbuf_printf(sb, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
-		sbuf_printf(sb, "], \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64
-				"}",
-			    f->data_offset + t->offset, t->nbytes);
+		sbuf_printf(
+		    sb, "], \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+		    f->data_offset + t->offset, t->nbytes);
 	}
 	info_sum(f, &tot);
 	sbuf_adds(sb, "],\n \"totals\": {");
@@ -397,17 +400,17 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 		if (tot.count[ty] == 0)
 			continue;
 		sbuf_printf(sb,
-			    "%s\n  \"%s\": {\"tensors\": %" PRIu64
-			    ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
-			    "}",
-			    first ? "" : ",", qtype_name(ty), tot.count[ty],
-			    tot.elems[ty], tot.bytes[ty]);
+		            "%s\n  \"%s\": {\"tensors\": %" PRIu64
+		            ", \"parameters\": %" PRIu64 ", \"bytes\": %" PRIu64
+		            "}",
+		            first ? "" : ",", qtype_name(ty), tot.count[ty],
+		            tot.elems[ty], tot.bytes[ty]);
 		first = false;
 	}
 	sbuf_printf(sb,
-		    "},\n \"n_tensors\": %" PRIu64 ", \"parameters\": %" PRIu64
-		    ", \"tensor_bytes\": %" PRIu64 "}\n",
-		    f->n_tensors, tot.all_elems, tot.all_bytes);
+	            "},\n \"n_tensors\": %" PRIu64 ", \"parameters\": %" PRIu64
+	            ", \"tensor_bytes\": %" PRIu64 "}\n",
+	            f->n_tensors, tot.all_elems, tot.all_bytes);
 }
 
 static void info_usage(FILE *fp)
@@ -464,7 +467,7 @@ int cmd_info(int argc, char **argv)
 		fprintf(stderr, "parley: out of memory\n");
 		rc = 1;
 	} else if (fwrite(sb.buf, 1, sb.len, stdout) != sb.len ||
-		   fflush(stdout) != 0) {
+	           fflush(stdout) != 0) {
 		rc = 1;
 	}
 	sbuf_free(&sb);

@@ -35,30 +35,30 @@
 
 /* Options of one run. */
 struct mk_opts {
-	const char *arch;	/* "llama" or "qwen2" */
-	const char *out;	/* output path */
-	const char *tok_from;	/* GGUF to copy tokenizer.* keys from, or NULL */
+	const char *arch;     /* "llama" or "qwen2" */
+	const char *out;      /* output path */
+	const char *tok_from; /* GGUF to copy tokenizer.* keys from, or NULL */
 	int64_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
-	int64_t n_ctx;		/* context_length */
-	double rope_base;	/* rope.freq_base */
-	double rms_eps;		/* layer_norm_rms_epsilon */
-	uint32_t type;		/* type of the layer matrices */
-	uint32_t embd_type;	/* type of token_embd */
-	uint32_t out_type;	/* type of output.weight */
-	int tied;		/* no output.weight */
-	int bias;		/* Q/K/V biases (-1 = by architecture) */
-	int rope_freqs;		/* write rope_freqs.weight */
-	uint64_t seed;		/* generator seed */
+	int64_t n_ctx;      /* context_length */
+	double rope_base;   /* rope.freq_base */
+	double rms_eps;     /* layer_norm_rms_epsilon */
+	uint32_t type;      /* type of the layer matrices */
+	uint32_t embd_type; /* type of token_embd */
+	uint32_t out_type;  /* type of output.weight */
+	int tied;           /* no output.weight */
+	int bias;           /* Q/K/V biases (-1 = by architecture) */
+	int rope_freqs;     /* write rope_freqs.weight */
+	uint64_t seed;      /* generator seed */
 };
 
 /* How a tensor's values are drawn. */
 struct mk_tensor {
-	uint64_t seed;	/* seed of the tensor (from name and run seed) */
-	uint32_t type;	/* storage type */
-	uint64_t ne0;	/* elements per row */
-	double mean;	/* of the gaussian */
-	double std;	/* of the gaussian */
-	int kind;	/* 0 gaussian, 1 rope frequency factors in [1, 8] */
+	uint64_t seed; /* seed of the tensor (from name and run seed) */
+	uint32_t type; /* storage type */
+	uint64_t ne0;  /* elements per row */
+	double mean;   /* of the gaussian */
+	double std;    /* of the gaussian */
+	int kind;      /* 0 gaussian, 1 rope frequency factors in [1, 8] */
 };
 
 /* splitmix64: the generator's step. */
@@ -106,26 +106,22 @@ static void mk_put_f16(unsigned char *p, float v)
 /* Offsets of the fp16 scale fields of one block, and their targets. */
 struct mk_block_desc {
 	uint32_t type;
-	int n_f16;	    /* fp16 fields in the block */
-	int off[2];	    /* their byte offsets */
-	double div[2];	    /* scale = amplitude / div (negative: minus) */
+	int n_f16;     /* fp16 fields in the block */
+	int off[2];    /* their byte offsets */
+	double div[2]; /* scale = amplitude / div (negative: minus) */
 };
 
 static const struct mk_block_desc mk_blocks[] = {
-	{QTYPE_Q4_0, 1, {0, 0}, {8, 0}},
-	{QTYPE_Q4_1, 2, {0, 2}, {7.5, -1}},
-	{QTYPE_Q5_0, 1, {0, 0}, {16, 0}},
-	{QTYPE_Q5_1, 2, {0, 2}, {15.5, -1}},
-	{QTYPE_Q2_K, 2, {80, 82}, {22.5, 15}},
-	{QTYPE_Q3_K, 1, {108, 0}, {128, 0}},
-	{QTYPE_Q4_K, 2, {0, 2}, {472.5, 63}},
-	{QTYPE_Q5_K, 2, {0, 2}, {976.5, 63}},
-	{QTYPE_Q6_K, 1, {208, 0}, {4096, 0}},
+    {QTYPE_Q4_0, 1, {0, 0}, {8, 0}},       {QTYPE_Q4_1, 2, {0, 2}, {7.5, -1}},
+    {QTYPE_Q5_0, 1, {0, 0}, {16, 0}},      {QTYPE_Q5_1, 2, {0, 2}, {15.5, -1}},
+    {QTYPE_Q2_K, 2, {80, 82}, {22.5, 15}}, {QTYPE_Q3_K, 1, {108, 0}, {128, 0}},
+    {QTYPE_Q4_K, 2, {0, 2}, {472.5, 63}},  {QTYPE_Q5_K, 2, {0, 2}, {976.5, 63}},
+    {QTYPE_Q6_K, 1, {208, 0}, {4096, 0}},
 };
 
 /* Fill one row of a random-quant type: random bytes, sane scales. */
 static int mk_fill_blocks(const struct mk_tensor *t, uint64_t *s,
-			  unsigned char *buf, size_t row_bytes)
+                          unsigned char *buf, size_t row_bytes)
 {
 	const struct qtype_info *q = qtype_get(t->type);
 	const struct mk_block_desc *d = NULL;
@@ -142,11 +138,11 @@ static int mk_fill_blocks(const struct mk_tensor *t, uint64_t *s,
 		unsigned char *blk = buf + b * q->type_size;
 
 		for (int k = 0; k < d->n_f16; k++) {
-			double v = amp / fabs(d->div[k]) *
-				   (0.5 + mk_uniform(s));
+			double v =
+			    amp / fabs(d->div[k]) * (0.5 + mk_uniform(s));
 
 			mk_put_f16(blk + d->off[k],
-				   (float)(d->div[k] < 0 ? -v : v));
+			           (float)(d->div[k] < 0 ? -v : v));
 		}
 	}
 	return 0;
@@ -169,9 +165,9 @@ static int mk_fill(void *ctx, uint64_t row, void *out, size_t row_bytes)
 
 			for (uint64_t k = 0; k < m; k++) {
 				v[k] = (float)(t->kind == 1
-						   ? 1.0 + 7.0 * mk_uniform(&s)
-						   : t->mean +
-							 t->std * mk_gauss(&s));
+				                   ? 1.0 + 7.0 * mk_uniform(&s)
+				                   : t->mean +
+				                         t->std * mk_gauss(&s));
 				if (fabsf(v[k]) > amax)
 					amax = fabsf(v[k]);
 			}
@@ -200,8 +196,9 @@ static int mk_fill(void *ctx, uint64_t row, void *out, size_t row_bytes)
 
 				mk_put_f16(blk, d);
 				for (int k = 0; k < 32; k++)
-					blk[2 + k] = (unsigned char)(int8_t)
-						roundf(v[k] * id);
+					blk[2 + k] =
+					    (unsigned char)(int8_t)roundf(v[k] *
+					                                  id);
 			}
 		}
 		return 0;
@@ -232,8 +229,8 @@ struct mk_state {
 
 /* Describe and add one tensor. */
 static int mk_add(struct gguf_writer *w, struct mk_state *st,
-		  const struct mk_opts *o, const char *name, uint32_t type,
-		  uint64_t ne0, uint64_t ne1, double mean, double std, int kind)
+                  const struct mk_opts *o, const char *name, uint32_t type,
+                  uint64_t ne0, uint64_t ne1, double mean, double std, int kind)
 {
 	uint64_t ne[2] = {ne0, ne1};
 	struct mk_tensor *t;
@@ -248,7 +245,7 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
 	t->std = std;
 	t->kind = kind;
 	return gguf_writer_add_tensor(w, name, type, ne1 ? 2 : 1, ne, NULL,
-				      mk_fill, t);
+	                              mk_fill, t);
 }
 
 /* Metadata keys of the architecture. */
@@ -266,25 +263,25 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_opts *o)
 	gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)o->n_ff);
 	gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)o->n_head);
 	gguf_writer_set_u32(w, K("attention.head_count_kv"),
-			    (uint32_t)o->n_head_kv);
+	                    (uint32_t)o->n_head_kv);
 	if (o->head_dim * o->n_head != o->n_embd) {
 		gguf_writer_set_u32(w, K("attention.key_length"),
-				    (uint32_t)o->head_dim);
+		                    (uint32_t)o->head_dim);
 		gguf_writer_set_u32(w, K("attention.value_length"),
-				    (uint32_t)o->head_dim);
+		                    (uint32_t)o->head_dim);
 	}
 	gguf_writer_set_u32(w, K("rope.dimension_count"),
-			    (uint32_t)o->head_dim);
+	                    (uint32_t)o->head_dim);
 	gguf_writer_set_f32(w, K("rope.freq_base"), (float)o->rope_base);
 	gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"),
-			    (float)o->rms_eps);
+	                    (float)o->rms_eps);
 	gguf_writer_set_u32(w, "general.file_type", 0);
 #undef K
 }
 
 /* Copy tokenizer.* keys from PATH; sets *n_vocab from the token list. */
 static int mk_copy_tokenizer(struct gguf_writer *w, const char *path,
-			     int64_t *n_vocab, struct gguf_file **keep)
+                             int64_t *n_vocab, struct gguf_file **keep)
 {
 	char err[512];
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
@@ -295,16 +292,16 @@ static int mk_copy_tokenizer(struct gguf_writer *w, const char *path,
 		return -1;
 	}
 	if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks,
-			 err, sizeof(err)) != GGUF_OK) {
+	                 err, sizeof(err)) != GGUF_OK) {
 		fprintf(stderr, "parley-mkmodel: %s: %s\n", path, err);
 		gguf_close(f);
 		return -1;
 	}
 	if (*n_vocab != 0 && *n_vocab != (int64_t)toks->n) {
 		fprintf(stderr,
-			"parley-mkmodel: --n-vocab %lld differs from the %llu "
-			"tokens of %s\n",
-			(long long)*n_vocab, (unsigned long long)toks->n, path);
+		        "parley-mkmodel: --n-vocab %lld differs from the %llu "
+		        "tokens of %s\n",
+		        (long long)*n_vocab, (unsigned long long)toks->n, path);
 		gguf_close(f);
 		return -1;
 	}
@@ -319,31 +316,32 @@ static int mk_copy_tokenizer(struct gguf_writer *w, const char *path,
 /* Usage text. */
 static void mk_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: parley-mkmodel --arch llama|qwen2 -o FILE [options]\n"
-		"  --n-vocab N --n-embd N --n-ff N --n-layer N --n-head N\n"
-		"  --n-head-kv N --head-dim N --n-ctx N --rope-base F\n"
-		"  --rms-eps F --seed N\n"
-		"  --type T        layer matrices (F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
-		"                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)\n"
-		"  --embd-type T   token_embd (default: --type)\n"
-		"  --out-type T    output.weight (default: --type)\n"
-		"  --tied          no output.weight (LM head = token_embd)\n"
-		"  --bias / --no-bias   Q/K/V biases (default: qwen2 yes)\n"
-		"  --rope-freqs    write rope_freqs.weight (llama-3 style)\n"
-		"  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n");
+	fprintf(
+	    f,
+	    "usage: parley-mkmodel --arch llama|qwen2 -o FILE [options]\n"
+	    "  --n-vocab N --n-embd N --n-ff N --n-layer N --n-head N\n"
+	    "  --n-head-kv N --head-dim N --n-ctx N --rope-base F\n"
+	    "  --rms-eps F --seed N\n"
+	    "  --type T        layer matrices (F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
+	    "                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)\n"
+	    "  --embd-type T   token_embd (default: --type)\n"
+	    "  --out-type T    output.weight (default: --type)\n"
+	    "  --tied          no output.weight (LM head = token_embd)\n"
+	    "  --bias / --no-bias   Q/K/V biases (default: qwen2 yes)\n"
+	    "  --rope-freqs    write rope_freqs.weight (llama-3 style)\n"
+	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n");
 }
 
 /* Parse one numeric option value. */
 static int mk_num(const char *opt, const char *v, double lo, double hi,
-		  double *out)
+                  double *out)
 {
 	char *end;
 	double d = v ? strtod(v, &end) : 0;
 
 	if (v == NULL || *v == '\0' || *end != '\0' || !(d >= lo && d <= hi)) {
 		fprintf(stderr, "parley-mkmodel: %s needs a number in %g..%g\n",
-			opt, lo, hi);
+		        opt, lo, hi);
 		return -1;
 	}
 	*out = d;
@@ -361,14 +359,14 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 			int64_t *dst;
 			double max;
 		} ints[] = {
-			{"--n-vocab", &o->n_vocab, 4194304},
-			{"--n-embd", &o->n_embd, 65536},
-			{"--n-ff", &o->n_ff, 262144},
-			{"--n-layer", &o->n_layer, 1024},
-			{"--n-head", &o->n_head, 1024},
-			{"--n-head-kv", &o->n_head_kv, 1024},
-			{"--head-dim", &o->head_dim, 1024},
-			{"--n-ctx", &o->n_ctx, 1048576},
+		    {"--n-vocab", &o->n_vocab, 4194304},
+		    {"--n-embd", &o->n_embd, 65536},
+		    {"--n-ff", &o->n_ff, 262144},
+		    {"--n-layer", &o->n_layer, 1024},
+		    {"--n-head", &o->n_head, 1024},
+		    {"--n-head-kv", &o->n_head_kv, 1024},
+		    {"--head-dim", &o->head_dim, 1024},
+		    {"--n-ctx", &o->n_ctx, 1048576},
 		};
 		int done = 0;
 
@@ -406,14 +404,14 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 			o->seed = (uint64_t)d;
 			i++;
 		} else if ((strcmp(a, "--type") == 0 ||
-			    strcmp(a, "--embd-type") == 0 ||
-			    strcmp(a, "--out-type") == 0) &&
-			   v) {
+		            strcmp(a, "--embd-type") == 0 ||
+		            strcmp(a, "--out-type") == 0) &&
+		           v) {
 			uint32_t t;
 
 			if (mk_parse_type(v, &t)) {
 				fprintf(stderr,
-					"parley-mkmodel: unknown type %s\n", v);
+				        "parley-mkmodel: unknown type %s\n", v);
 				return -1;
 			}
 			if (strcmp(a, "--type") == 0)
@@ -449,7 +447,7 @@ static int mk_check(struct mk_opts *o)
 	if (o->arch == NULL || o->out == NULL ||
 	    (strcmp(o->arch, "llama") != 0 && strcmp(o->arch, "qwen2") != 0)) {
 		fprintf(stderr, "parley-mkmodel: need --arch llama|qwen2 and "
-				"-o FILE\n");
+		                "-o FILE\n");
 		return -1;
 	}
 	if (o->n_head_kv == 0)
@@ -465,7 +463,7 @@ static int mk_check(struct mk_opts *o)
 	if (o->n_head % o->n_head_kv != 0 || o->head_dim % 2 != 0 ||
 	    o->head_dim < 2) {
 		fprintf(stderr, "parley-mkmodel: n_head must be a multiple of "
-				"n_head_kv and head_dim even\n");
+		                "n_head_kv and head_dim even\n");
 		return -1;
 	}
 	return 0;
@@ -473,7 +471,7 @@ static int mk_check(struct mk_opts *o)
 
 /* Add every tensor of the model. */
 static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
-		      const struct mk_opts *o)
+                      const struct mk_opts *o)
 {
 	uint64_t E = (uint64_t)o->n_embd, F = (uint64_t)o->n_ff;
 	uint64_t Q = (uint64_t)(o->n_head * o->head_dim);
@@ -482,44 +480,43 @@ static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
 	int rc = 0;
 
 	rc |= mk_add(w, st, o, "token_embd.weight", o->embd_type, E,
-		     (uint64_t)o->n_vocab, 0, 1.0, 0);
+	             (uint64_t)o->n_vocab, 0, 1.0, 0);
 	rc |= mk_add(w, st, o, "output_norm.weight", QTYPE_F32, E, 0, 1.0, 0.1,
-		     0);
+	             0);
 	if (!o->tied)
 		rc |= mk_add(w, st, o, "output.weight", o->out_type, E,
-			     (uint64_t)o->n_vocab, 0, 1.0 / sqrt((double)E),
-			     0);
+		             (uint64_t)o->n_vocab, 0, 1.0 / sqrt((double)E), 0);
 	if (o->rope_freqs)
 		rc |= mk_add(w, st, o, "rope_freqs.weight", QTYPE_F32,
-			     (uint64_t)o->head_dim / 2, 0, 0, 0, 1);
+		             (uint64_t)o->head_dim / 2, 0, 0, 0, 1);
 	for (int64_t il = 0; il < o->n_layer; il++) {
 #define N(s) (snprintf(name, sizeof(name), "blk.%lld." s, (long long)il), name)
 		rc |= mk_add(w, st, o, N("attn_norm.weight"), QTYPE_F32, E, 0,
-			     1.0, 0.1, 0);
+		             1.0, 0.1, 0);
 		rc |= mk_add(w, st, o, N("attn_q.weight"), o->type, E, Q, 0,
-			     1.0 / sqrt((double)E), 0);
+		             1.0 / sqrt((double)E), 0);
 		rc |= mk_add(w, st, o, N("attn_k.weight"), o->type, E, KV, 0,
-			     1.0 / sqrt((double)E), 0);
+		             1.0 / sqrt((double)E), 0);
 		rc |= mk_add(w, st, o, N("attn_v.weight"), o->type, E, KV, 0,
-			     1.0 / sqrt((double)E), 0);
+		             1.0 / sqrt((double)E), 0);
 		if (o->bias) {
 			rc |= mk_add(w, st, o, N("attn_q.bias"), QTYPE_F32, Q,
-				     0, 0, 0.5, 0);
+			             0, 0, 0.5, 0);
 			rc |= mk_add(w, st, o, N("attn_k.bias"), QTYPE_F32, KV,
-				     0, 0, 0.5, 0);
+			             0, 0, 0.5, 0);
 			rc |= mk_add(w, st, o, N("attn_v.bias"), QTYPE_F32, KV,
-				     0, 0, 0.5, 0);
+			             0, 0, 0.5, 0);
 		}
 		rc |= mk_add(w, st, o, N("attn_output.weight"), o->type, Q, E,
-			     0, 1.0 / sqrt((double)Q), 0);
+		             0, 1.0 / sqrt((double)Q), 0);
 		rc |= mk_add(w, st, o, N("ffn_norm.weight"), QTYPE_F32, E, 0,
-			     1.0, 0.1, 0);
+		             1.0, 0.1, 0);
 		rc |= mk_add(w, st, o, N("ffn_gate.weight"), o->type, E, F, 0,
-			     1.0 / sqrt((double)E), 0);
+		             1.0 / sqrt((double)E), 0);
 		rc |= mk_add(w, st, o, N("ffn_up.weight"), o->type, E, F, 0,
-			     1.0 / sqrt((double)E), 0);
+		             1.0 / sqrt((double)E), 0);
 		rc |= mk_add(w, st, o, N("ffn_down.weight"), o->type, F, E, 0,
-			     1.0 / sqrt((double)F), 0);
+		             1.0 / sqrt((double)F), 0);
 #undef N
 	}
 	return rc ? -1 : 0;
@@ -529,10 +526,18 @@ static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
 int cmd_mkmodel(int argc, char **argv)
 {
 	struct mk_opts o = {
-		.n_embd = 64, .n_ff = 160, .n_layer = 2, .n_head = 4,
-		.n_ctx = 2048, .rope_base = 10000.0, .rms_eps = 1e-6,
-		.type = QTYPE_F32, .embd_type = UINT32_MAX,
-		.out_type = UINT32_MAX, .bias = -1, .seed = 1,
+	    .n_embd = 64,
+	    .n_ff = 160,
+	    .n_layer = 2,
+	    .n_head = 4,
+	    .n_ctx = 2048,
+	    .rope_base = 10000.0,
+	    .rms_eps = 1e-6,
+	    .type = QTYPE_F32,
+	    .embd_type = UINT32_MAX,
+	    .out_type = UINT32_MAX,
+	    .bias = -1,
+	    .seed = 1,
 	};
 	struct gguf_file *tok = NULL;
 	struct gguf_writer *w;
@@ -561,7 +566,7 @@ int cmd_mkmodel(int argc, char **argv)
 	     gguf_writer_write(w, o.out, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "parley-mkmodel: %s\n",
-			st.t == NULL ? "out of memory" : err);
+		        st.t == NULL ? "out of memory" : err);
 	gguf_writer_free(w);
 	gguf_close(tok);
 	free(st.t);

@@ -23,25 +23,26 @@
 
 static void render_usage(FILE *fp)
 {
-	fputs("usage: parley render [-m MODEL] [--template NAME|FILE] "
-	      "[--messages FILE.json]\n"
-	      "                     [--bos TEXT] [--eos TEXT] "
-	      "[--no-generation-prompt] [--count]\n"
-	      "Print exactly the text a chat template renders for a message "
-	      "list.\n"
-	      "  -m, --model FILE        take the template, bos and eos from "
-	      "this GGUF\n"
-	      "  -t, --template NAME|FILE  a built-in template (parley "
-	      "templates) or a .jinja file\n"
-	      "  -M, --messages FILE     JSON: [{\"role\":..., \"content\":...}, "
-	      "...] or {\"messages\": [...]};\n"
-	      "                          '-' or absent: standard input\n"
-	      "      --bos TEXT, --eos TEXT  bos_token / eos_token (default: "
-	      "the model's, else \"\")\n"
-	      "      --no-generation-prompt  add_generation_prompt = false\n"
-	      "  -c, --count             print the prompt's token count on "
-	      "stderr (needs -m)\n",
-	      fp);
+	fputs(
+	    "usage: parley render [-m MODEL] [--template NAME|FILE] "
+	    "[--messages FILE.json]\n"
+	    "                     [--bos TEXT] [--eos TEXT] "
+	    "[--no-generation-prompt] [--count]\n"
+	    "Print exactly the text a chat template renders for a message "
+	    "list.\n"
+	    "  -m, --model FILE        take the template, bos and eos from "
+	    "this GGUF\n"
+	    "  -t, --template NAME|FILE  a built-in template (parley "
+	    "templates) or a .jinja file\n"
+	    "  -M, --messages FILE     JSON: [{\"role\":..., \"content\":...}, "
+	    "...] or {\"messages\": [...]};\n"
+	    "                          '-' or absent: standard input\n"
+	    "      --bos TEXT, --eos TEXT  bos_token / eos_token (default: "
+	    "the model's, else \"\")\n"
+	    "      --no-generation-prompt  add_generation_prompt = false\n"
+	    "  -c, --count             print the prompt's token count on "
+	    "stderr (needs -m)\n",
+	    fp);
 }
 
 /* The text of special token ID, or NULL. Malloc'd. */
@@ -63,8 +64,8 @@ static const struct json_value *render_messages(const struct json_value *doc)
 
 /* Token count of the prompt as the chat session builds it. */
 static int render_count(const struct tok *t, const char *text, size_t len,
-			const struct tmpl_span *spans, size_t nspans,
-			size_t *count, char *err, size_t errlen)
+                        const struct tmpl_span *spans, size_t nspans,
+                        size_t *count, char *err, size_t errlen)
 {
 	struct prompt_vocab pv;
 	struct tok_ids ids = {0};
@@ -73,7 +74,7 @@ static int render_count(const struct tok *t, const char *text, size_t len,
 	if (prompt_vocab_init(&pv, t, err, errlen) != 0)
 		return -1;
 	rc = prompt_encode_prompt(&pv, text, len, spans, nspans, &ids, NULL,
-				  err, errlen);
+	                          err, errlen);
 	*count = ids.n;
 	free(ids.v);
 	prompt_vocab_free(&pv);
@@ -143,7 +144,7 @@ int cmd_render(int argc, char **argv)
 	if (optind != argc || (count && model == NULL)) {
 		if (count && model == NULL)
 			fprintf(stderr, "parley render: --count needs -m "
-					"MODEL (its tokenizer)\n");
+			                "MODEL (its tokenizer)\n");
 		render_usage(stderr);
 		free(bos);
 		free(eos);
@@ -151,7 +152,8 @@ int cmd_render(int argc, char **argv)
 	}
 	if (model != NULL) {
 		gf = gguf_open(model, err, sizeof(err));
-		if (gf == NULL || (tok = tok_load(gf, err, sizeof(err))) == NULL)
+		if (gf == NULL ||
+		    (tok = tok_load(gf, err, sizeof(err))) == NULL)
 			goto fail;
 		if (bos == NULL)
 			bos = render_special(tok, tok_bos(tok));
@@ -159,34 +161,35 @@ int cmd_render(int argc, char **argv)
 			eos = render_special(tok, tok_eos(tok));
 	}
 	if (promptdir_template(gf, tname, &src, &srclen, &shown, err,
-			       sizeof(err)) != 0)
+	                       sizeof(err)) != 0)
 		goto fail;
 	if (tmpl_compile(src, srclen, &tmpl, err, sizeof(err)) != TMPL_OK) {
 		fprintf(stderr, "parley: chat template %s: %s\n", shown, err);
 		goto out;
 	}
 	json = strcmp(mfile, "-") == 0
-		   ? promptdir_read_file("/dev/stdin", &jlen, err, sizeof(err))
-		   : promptdir_read_file(mfile, &jlen, err, sizeof(err));
+	           ? promptdir_read_file("/dev/stdin", &jlen, err, sizeof(err))
+	           : promptdir_read_file(mfile, &jlen, err, sizeof(err));
 	if (json == NULL)
 		goto fail;
 	if (json_parse(json, jlen, &doc, err, sizeof(err)) != 0) {
 		fprintf(stderr, "parley: %s: %s\n",
-			strcmp(mfile, "-") == 0 ? "stdin" : mfile, err);
+		        strcmp(mfile, "-") == 0 ? "stdin" : mfile, err);
 		goto out;
 	}
 	ctx.messages = render_messages(doc);
 	if (ctx.messages == NULL) {
-		fprintf(stderr, "parley: %s: expected an array of messages or "
-				"an object with \"messages\"\n",
-			strcmp(mfile, "-") == 0 ? "stdin" : mfile);
+		fprintf(stderr,
+		        "parley: %s: expected an array of messages or "
+		        "an object with \"messages\"\n",
+		        strcmp(mfile, "-") == 0 ? "stdin" : mfile);
 		goto out;
 	}
 	ctx.add_generation_prompt = gen;
 	ctx.bos_token = bos;
 	ctx.eos_token = eos;
 	if (tmpl_render(tmpl, &ctx, &out, &outlen, &spans, &nspans, err,
-			sizeof(err)) != TMPL_OK) {
+	                sizeof(err)) != TMPL_OK) {
 		fprintf(stderr, "parley: chat template %s: %s\n", shown, err);
 		goto out;
 	}
@@ -196,7 +199,7 @@ int cmd_render(int argc, char **argv)
 	}
 	if (count) {
 		if (render_count(tok, out, outlen, spans, nspans, &n, err,
-				 sizeof(err)) != 0)
+		                 sizeof(err)) != 0)
 			goto fail;
 		fprintf(stderr, "%zu tokens\n", n);
 	}

@@ -28,9 +28,10 @@ int cmd_templates(int argc, char **argv)
 	nt = promptdir_names("templates", ".jinja", &t);
 	ns = promptdir_names("system", ".txt", &s);
 	if (nt < 0 && ns < 0) {
-		fprintf(stderr, "parley: cannot read %s (set PARLEY_DATA_DIR "
-				"or install parley)\n",
-			promptdir_root());
+		fprintf(stderr,
+		        "parley: cannot read %s (set PARLEY_DATA_DIR "
+		        "or install parley)\n",
+		        promptdir_root());
 		return 1;
 	}
 	printf("directory       %s\n", promptdir_root());

@@ -13,25 +13,25 @@
 #include "trace.h"
 
 /* Magic and version at the start of a saved state. */
-#define ENGINE_STATE_MAGIC 0x564b5250u /* "PRKV" little-endian */
+#define ENGINE_STATE_MAGIC   0x564b5250u /* "PRKV" little-endian */
 #define ENGINE_STATE_VERSION 1u
 
 /* Header of a saved state: the model shape it belongs to. */
 struct engine_state_header {
-	uint32_t magic;	     /* ENGINE_STATE_MAGIC */
-	uint32_t version;    /* ENGINE_STATE_VERSION */
-	int32_t n_layer;     /* model shape ... */
+	uint32_t magic;   /* ENGINE_STATE_MAGIC */
+	uint32_t version; /* ENGINE_STATE_VERSION */
+	int32_t n_layer;  /* model shape ... */
 	int32_t n_head_kv;
 	int32_t head_dim_k;
 	int32_t head_dim_v;
 	int32_t n_vocab;
-	int32_t n_past;	     /* positions that follow */
-	uint64_t kv_bytes;   /* bytes of K/V data after the header */
+	int32_t n_past;    /* positions that follow */
+	uint64_t kv_bytes; /* bytes of K/V data after the header */
 };
 
 /* Backends compiled in. */
 static const struct engine_ops *const engine_all_backends[] = {
-	&backend_cpu_ops,
+    &backend_cpu_ops,
 };
 
 /* Comma-separated names of the backends compiled in. */
@@ -53,7 +53,7 @@ static void engine_check(const struct engine *e)
 
 /* Open an engine; see engine.h for the contract. */
 int engine_open(const struct model *m, const struct engine_params *p,
-		struct engine **out, char *err, size_t errlen)
+                struct engine **out, char *err, size_t errlen)
 {
 	struct engine_params def = {0};
 	const struct engine_ops *ops = NULL;
@@ -64,19 +64,19 @@ int engine_open(const struct model *m, const struct engine_params *p,
 	if (p == NULL)
 		p = &def;
 	name = p->backend ? p->backend : "cpu";
-	for (size_t i = 0; i < sizeof(engine_all_backends) /
-				   sizeof(engine_all_backends[0]);
+	for (size_t i = 0;
+	     i < sizeof(engine_all_backends) / sizeof(engine_all_backends[0]);
 	     i++)
 		if (strcmp(engine_all_backends[i]->name, name) == 0)
 			ops = engine_all_backends[i];
 	if (ops == NULL) {
 		snprintf(err, errlen, "unknown backend \"%s\" (available: %s)",
-			 name, engine_backends());
+		         name, engine_backends());
 		return -1;
 	}
 	if (p->n_ctx < 0 || p->n_ctx > MODEL_MAX_CTX) {
 		snprintf(err, errlen, "context size %d out of range (1..%d)",
-			 p->n_ctx, MODEL_MAX_CTX);
+		         p->n_ctx, MODEL_MAX_CTX);
 		return -1;
 	}
 	e = calloc(1, sizeof(*e));
@@ -89,8 +89,8 @@ int engine_open(const struct model *m, const struct engine_params *p,
 	e->n_ctx = p->n_ctx;
 	if (e->n_ctx == 0)
 		e->n_ctx = m->cfg.n_ctx_train < ENGINE_DEFAULT_MAX_CTX
-				   ? m->cfg.n_ctx_train
-				   : ENGINE_DEFAULT_MAX_CTX;
+		               ? m->cfg.n_ctx_train
+		               : ENGINE_DEFAULT_MAX_CTX;
 	if (ops->open(e, p, err, errlen) != 0) {
 		free(e);
 		return -1;
@@ -111,7 +111,7 @@ void engine_close(struct engine *e)
 
 /* Evaluate a batch; see engine.h. */
 int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
-		unsigned flags, char *err, size_t errlen)
+                unsigned flags, char *err, size_t errlen)
 {
 	int32_t n_vocab = e->model->cfg.n_vocab;
 	struct trace *t = e->trace;
@@ -123,16 +123,16 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 	}
 	if (n > e->n_ctx - e->n_past) {
 		snprintf(err, errlen,
-			 "context full: %d tokens held + %d new > n_ctx %d",
-			 e->n_past, n, e->n_ctx);
+		         "context full: %d tokens held + %d new > n_ctx %d",
+		         e->n_past, n, e->n_ctx);
 		return -1;
 	}
 	for (int32_t i = 0; i < n; i++) {
 		if (tokens[i] < 0 || tokens[i] >= n_vocab) {
 			snprintf(err, errlen,
-				 "token %d (batch index %d) out of range "
-				 "0..%d",
-				 tokens[i], i, n_vocab - 1);
+			         "token %d (batch index %d) out of range "
+			         "0..%d",
+			         tokens[i], i, n_vocab - 1);
 			return -1;
 		}
 	}
@@ -144,9 +144,9 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		t->pos = e->n_past + n - 1;
 		t->n_tokens = n;
 		t->token = tokens[n - 1];
-		trace_set_logits(t, e->logits +
-					    (size_t)(e->n_logits - 1) * n_vocab,
-				 n_vocab);
+		trace_set_logits(
+		    t, e->logits + (size_t)(e->n_logits - 1) * n_vocab,
+		    n_vocab);
 		trace_write_json(t);
 		t->step++;
 	}
@@ -199,7 +199,7 @@ size_t engine_state_size(const struct engine *e)
 
 /* The header describing E's model shape with N_PAST positions. */
 static void engine_header(const struct engine *e, int32_t n_past,
-			  struct engine_state_header *h)
+                          struct engine_state_header *h)
 {
 	const struct model_config *c = &e->model->cfg;
 
@@ -217,68 +217,74 @@ static void engine_header(const struct engine *e, int32_t n_past,
 
 /* Save header + K/V; see engine.h. */
 size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	struct engine_state_header h;
 	size_t need = engine_state_size(e);
 
 	if (len < need) {
 		snprintf(err, errlen, "state buffer of %zu bytes, need %zu",
-			 len, need);
+		         len, need);
 		return 0;
 	}
 	engine_header(e, e->n_past, &h);
 	memcpy(buf, &h, sizeof(h));
 	if (e->ops->kv_save(e, e->n_past, (char *)buf + sizeof(h)) != 0) {
 		snprintf(err, errlen, "backend %s could not save the KV cache",
-			 e->ops->name);
+		         e->ops->name);
 		return 0;
 	}
 	return need;
 }
 
 /* Restore header + K/V; see engine.h. */
-int engine_state_load(struct engine *e, const void *buf, size_t len,
-		      char *err, size_t errlen)
+int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
+                      size_t errlen)
 {
 	struct engine_state_header h, want;
 
 	e->n_past = 0;
 	if (len < sizeof(h)) {
-		snprintf(err, errlen, "state of %zu bytes is shorter than its "
-			 "header (%zu)", len, sizeof(h));
+		snprintf(err, errlen,
+		         "state of %zu bytes is shorter than its "
+		         "header (%zu)",
+		         len, sizeof(h));
 		return -1;
 	}
 	memcpy(&h, buf, sizeof(h));
-	if (h.magic != ENGINE_STATE_MAGIC || h.version != ENGINE_STATE_VERSION) {
-		snprintf(err, errlen, "not a parley KV state (magic %08x "
-			 "version %u)", h.magic, h.version);
+	if (h.magic != ENGINE_STATE_MAGIC ||
+	    h.version != ENGINE_STATE_VERSION) {
+		snprintf(err, errlen,
+		         "not a parley KV state (magic %08x "
+		         "version %u)",
+		         h.magic, h.version);
 		return -1;
 	}
 	if (h.n_past < 0 || h.n_past > e->n_ctx) {
 		snprintf(err, errlen, "state holds %d positions, n_ctx is %d",
-			 h.n_past, e->n_ctx);
+		         h.n_past, e->n_ctx);
 		return -1;
 	}
 	engine_header(e, h.n_past, &want);
 	if (memcmp(&h, &want, sizeof(h)) != 0) {
 		snprintf(err, errlen,
-			 "state is for another model shape (layers %d kv-heads "
-			 "%d head %d vocab %d; this model: %d %d %d %d)",
-			 h.n_layer, h.n_head_kv, h.head_dim_k, h.n_vocab,
-			 want.n_layer, want.n_head_kv, want.head_dim_k,
-			 want.n_vocab);
+		         "state is for another model shape (layers %d kv-heads "
+		         "%d head %d vocab %d; this model: %d %d %d %d)",
+		         h.n_layer, h.n_head_kv, h.head_dim_k, h.n_vocab,
+		         want.n_layer, want.n_head_kv, want.head_dim_k,
+		         want.n_vocab);
 		return -1;
 	}
 	if (len - sizeof(h) != h.kv_bytes) {
-		snprintf(err, errlen, "state has %zu bytes of K/V, expected "
-			 "%llu", len - sizeof(h),
-			 (unsigned long long)h.kv_bytes);
+		snprintf(err, errlen,
+		         "state has %zu bytes of K/V, expected "
+		         "%llu",
+		         len - sizeof(h), (unsigned long long)h.kv_bytes);
 		return -1;
 	}
 	if (e->ops->kv_load(e, h.n_past, (const char *)buf + sizeof(h)) != 0) {
 		snprintf(err, errlen, "backend %s could not load the KV cache",
-			 e->ops->name);
+		         e->ops->name);
 		return -1;
 	}
 	e->n_past = h.n_past;

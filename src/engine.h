@@ -57,14 +57,14 @@ struct engine;
 /* Options for engine_open. Zero means "the default" for every field. */
 struct engine_params {
 	const char *backend; /* "cpu" (default) or "cuda" */
-	int32_t n_ctx;	     /* KV capacity in tokens; 0 = model's n_ctx_train,
-				capped at ENGINE_DEFAULT_MAX_CTX */
+	int32_t n_ctx;       /* KV capacity in tokens; 0 = model's n_ctx_train,
+	                        capped at ENGINE_DEFAULT_MAX_CTX */
 	int32_t n_threads;   /* CPU threads; 0 = number of online CPUs */
 	int32_t n_batch;     /* tokens per forward chunk in prefill; 0 = 64 */
 	bool exact_dots;     /* CPU: dot dequantized weight rows with the fp32
-				activations, no int8 rounding of activations
-				(slow; the reference mode that compares with a
-				float forward pass, see backend_cpu.c) */
+	                        activations, no int8 rounding of activations
+	                        (slow; the reference mode that compares with a
+	                        float forward pass, see backend_cpu.c) */
 };
 
 #define ENGINE_DEFAULT_MAX_CTX 8192
@@ -74,10 +74,10 @@ struct engine_ops {
 	const char *name; /* "cpu", "cuda" */
 	/* allocate run state and KV cache for e->model, e->n_ctx */
 	int (*open)(struct engine *e, const struct engine_params *p, char *err,
-		    size_t errlen);
+	            size_t errlen);
 	/* tokens at positions e->n_past.. ; fill e->logits (see flags) */
 	int (*eval)(struct engine *e, const int32_t *tokens, int32_t n,
-		    unsigned flags, char *err, size_t errlen);
+	            unsigned flags, char *err, size_t errlen);
 	/* copy K/V of positions [0, n) of every layer to/from BUF */
 	size_t (*kv_bytes)(const struct engine *e, int32_t n);
 	int (*kv_save)(struct engine *e, int32_t n, void *buf);
@@ -90,13 +90,13 @@ struct engine_ops {
 struct engine {
 	const struct engine_ops *ops; /* the backend */
 	const struct model *model;    /* borrowed: outlives the engine */
-	int32_t n_ctx;		      /* KV capacity in tokens */
-	int32_t n_past;		      /* positions held in the KV cache */
-	int32_t n_threads;	      /* threads the backend uses */
-	struct trace *trace;	      /* attached trace or NULL (borrowed) */
-	float *logits;		      /* [n_logits * n_vocab] (owned by backend) */
-	int32_t n_logits;	      /* rows of logits valid after the last eval */
-	void *impl;		      /* backend state */
+	int32_t n_ctx;                /* KV capacity in tokens */
+	int32_t n_past;               /* positions held in the KV cache */
+	int32_t n_threads;            /* threads the backend uses */
+	struct trace *trace;          /* attached trace or NULL (borrowed) */
+	float *logits;    /* [n_logits * n_vocab] (owned by backend) */
+	int32_t n_logits; /* rows of logits valid after the last eval */
+	void *impl;       /* backend state */
 };
 
 /*
@@ -106,7 +106,7 @@ struct engine {
  * unknown backend gets the list of the available ones).
  */
 int engine_open(const struct model *m, const struct engine_params *p,
-		struct engine **out, char *err, size_t errlen);
+                struct engine **out, char *err, size_t errlen);
 
 /* Free the engine (not the model, not the trace). NULL allowed. */
 void engine_close(struct engine *e);
@@ -117,7 +117,7 @@ void engine_close(struct engine *e);
  * context full, out of memory). FLAGS: 0 or ENGINE_EVAL_ALL.
  */
 int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
-		unsigned flags, char *err, size_t errlen);
+                unsigned flags, char *err, size_t errlen);
 
 /* The logits of the last eval: n_vocab floats per kept token. */
 const float *engine_logits(const struct engine *e);
@@ -143,15 +143,15 @@ size_t engine_state_size(const struct engine *e);
  * written, or 0 with a message if LEN is too small.
  */
 size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
-			 size_t errlen);
+                         size_t errlen);
 
 /*
  * Restore a state written by engine_state_save for a model of the same
  * shape. Returns 0, or -1 with a message (wrong magic, other shape, more
  * positions than n_ctx, truncated buffer); on failure n_past is 0.
  */
-int engine_state_load(struct engine *e, const void *buf, size_t len,
-		      char *err, size_t errlen);
+int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
+                      size_t errlen);
 
 /* Attach (or with NULL detach) a trace; borrowed, must outlive its use. */
 void engine_set_trace(struct engine *e, struct trace *t);

@@ -40,26 +40,26 @@
 /* A bounded reading position in the file. */
 struct cur {
 	const uint8_t *base; /* start of the file */
-	uint64_t size;	     /* bytes in the file */
-	uint64_t pos;	     /* next byte to read */
+	uint64_t size;       /* bytes in the file */
+	uint64_t pos;        /* next byte to read */
 };
 
 /* Parsing context: the file being built and where errors go. */
 struct parse {
-	struct cur c;		/* the cursor */
-	struct gguf_file *f;	/* result under construction */
-	const char *name;	/* file name for messages */
-	char *err;		/* message buffer, may be NULL */
-	size_t errlen;		/* its size */
+	struct cur c;        /* the cursor */
+	struct gguf_file *f; /* result under construction */
+	const char *name;    /* file name for messages */
+	char *err;           /* message buffer, may be NULL */
+	size_t errlen;       /* its size */
 };
 
 static const char *const gguf_type_names[GGUF_TYPE_COUNT] = {
-	"uint8", "int8",  "uint16", "int16",  "uint32", "int32",  "float32",
-	"bool",	 "string", "array", "uint64", "int64",	"float64",
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64",
 };
 
 static const size_t gguf_type_sizes[GGUF_TYPE_COUNT] = {
-	1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8,
+    1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8,
 };
 
 /* Write a message prefixed with the file name into the parse's err. */
@@ -162,14 +162,16 @@ static int read_str(struct parse *p, struct gguf_str *s, const char *what)
 	const uint8_t *b;
 
 	if (cur_u64(&p->c, &len) != 0)
-		return perr(p, "%s: string length at offset %" PRIu64
-			       " runs past the end of the file (%" PRIu64
-			       " bytes)",
-			    what, at, p->c.size);
+		return perr(p,
+		            "%s: string length at offset %" PRIu64
+		            " runs past the end of the file (%" PRIu64
+		            " bytes)",
+		            what, at, p->c.size);
 	if (cur_take(&p->c, len, &b) != 0)
-		return perr(p, "%s: string at offset %" PRIu64 " claims %" PRIu64
-			       " bytes but only %" PRIu64 " are left in the file",
-			    what, at, len, cur_left(&p->c));
+		return perr(p,
+		            "%s: string at offset %" PRIu64 " claims %" PRIu64
+		            " bytes but only %" PRIu64 " are left in the file",
+		            what, at, len, cur_left(&p->c));
 	s->ptr = (const char *)b;
 	s->len = len;
 	return 0;
@@ -212,11 +214,11 @@ static void value_free(struct gguf_value *v)
 }
 
 static int read_value(struct parse *p, struct gguf_value *v, uint32_t type,
-		      const char *key, int depth);
+                      const char *key, int depth);
 
 /* Read an array body (element type, count, elements) into V. */
 static int read_array(struct parse *p, struct gguf_value *v, const char *key,
-		      int depth)
+                      int depth)
 {
 	struct gguf_array *a = &v->v.arr;
 	uint64_t at = p->c.pos, n, min_size;
@@ -225,28 +227,31 @@ static int read_array(struct parse *p, struct gguf_value *v, const char *key,
 
 	if (depth >= GGUF_MAX_ARRAY_DEPTH)
 		return perr(p, "key '%s': arrays nested deeper than %d levels",
-			    key, GGUF_MAX_ARRAY_DEPTH);
+		            key, GGUF_MAX_ARRAY_DEPTH);
 	if (cur_u32(&p->c, &et) != 0 || cur_u64(&p->c, &n) != 0)
-		return perr(p, "key '%s': array header at offset %" PRIu64
-			       " runs past the end of the file",
-			    key, at);
+		return perr(p,
+		            "key '%s': array header at offset %" PRIu64
+		            " runs past the end of the file",
+		            key, at);
 	if (et >= GGUF_TYPE_COUNT)
-		return perr(p, "key '%s': array element type %" PRIu32
-			       " is not a GGUF type (0..%d)",
-			    key, et, GGUF_TYPE_COUNT - 1);
+		return perr(p,
+		            "key '%s': array element type %" PRIu32
+		            " is not a GGUF type (0..%d)",
+		            key, et, GGUF_TYPE_COUNT - 1);
 	a->elem_type = (enum gguf_type)et;
 	a->n = 0;
 	/* Smallest encoding of one element: a string is at least its 8-byte
 	 * length, a nested array its 12-byte header. */
 	min_size = et == GGUF_TYPE_STRING  ? 8
-		   : et == GGUF_TYPE_ARRAY ? 12
-					   : gguf_type_sizes[et];
+	           : et == GGUF_TYPE_ARRAY ? 12
+	                                   : gguf_type_sizes[et];
 	if (n > cur_left(&p->c) / min_size)
-		return perr(p, "key '%s': array of %" PRIu64 " %s elements "
-			       "needs at least %" PRIu64 " bytes per element "
-			       "but only %" PRIu64 " bytes are left in the file",
-			    key, n, gguf_type_names[et], min_size,
-			    cur_left(&p->c));
+		return perr(p,
+		            "key '%s': array of %" PRIu64 " %s elements "
+		            "needs at least %" PRIu64 " bytes per element "
+		            "but only %" PRIu64 " bytes are left in the file",
+		            key, n, gguf_type_names[et], min_size,
+		            cur_left(&p->c));
 	if (et == GGUF_TYPE_STRING) {
 		a->strs = calloc(n ? n : 1, sizeof(*a->strs));
 		if (a->strs == NULL)
@@ -276,16 +281,17 @@ static int read_array(struct parse *p, struct gguf_value *v, const char *key,
 
 /* Read one value of TYPE at the cursor into V. */
 static int read_value(struct parse *p, struct gguf_value *v, uint32_t type,
-		      const char *key, int depth)
+                      const char *key, int depth)
 {
 	const uint8_t *b;
 	uint64_t raw;
 	size_t sz;
 
 	if (type >= GGUF_TYPE_COUNT)
-		return perr(p, "key '%s': value type %" PRIu32
-			       " is not a GGUF type (0..%d)",
-			    key, type, GGUF_TYPE_COUNT - 1);
+		return perr(p,
+		            "key '%s': value type %" PRIu32
+		            " is not a GGUF type (0..%d)",
+		            key, type, GGUF_TYPE_COUNT - 1);
 	v->type = (enum gguf_type)type;
 	if (type == GGUF_TYPE_STRING)
 		return read_str(p, &v->v.str, key);
@@ -293,9 +299,10 @@ static int read_value(struct parse *p, struct gguf_value *v, uint32_t type,
 		return read_array(p, v, key, depth);
 	sz = gguf_type_sizes[type];
 	if (cur_take(&p->c, sz, &b) != 0)
-		return perr(p, "key '%s': %s value runs past the end of the "
-			       "file (%" PRIu64 " bytes)",
-			    key, gguf_type_names[type], p->c.size);
+		return perr(p,
+		            "key '%s': %s value runs past the end of the "
+		            "file (%" PRIu64 " bytes)",
+		            key, gguf_type_names[type], p->c.size);
 	raw = load_le(b, sz);
 	switch (type) {
 	case GGUF_TYPE_UINT8:
@@ -329,9 +336,10 @@ static int read_value(struct parse *p, struct gguf_value *v, uint32_t type,
 		break;
 	case GGUF_TYPE_BOOL:
 		if (raw > 1)
-			return perr(p, "key '%s': bool value %" PRIu64
-				       " is neither 0 nor 1",
-				    key, raw);
+			return perr(p,
+			            "key '%s': bool value %" PRIu64
+			            " is neither 0 nor 1",
+			            key, raw);
 		v->v.b = raw != 0;
 		break;
 	}
@@ -352,8 +360,7 @@ static int cmp_tensor_name(const void *a, const void *b)
 {
 	const uint64_t *x = a, *y = b;
 
-	return strcmp(sort_file->tensors[*x].name,
-		      sort_file->tensors[*y].name);
+	return strcmp(sort_file->tensors[*x].name, sort_file->tensors[*y].name);
 }
 
 static int cmp_tensor_offset(const void *a, const void *b)
@@ -367,11 +374,11 @@ static int cmp_tensor_offset(const void *a, const void *b)
 
 /* Copy a key or name, rejecting embedded NULs (they would alias). */
 static int dup_name(struct parse *p, struct gguf_str s, char **out,
-		    const char *what, uint64_t idx)
+                    const char *what, uint64_t idx)
 {
 	if (memchr(s.ptr, '\0', (size_t)s.len) != NULL)
 		return perr(p, "%s %" PRIu64 ": name contains a NUL byte", what,
-			    idx);
+		            idx);
 	*out = gguf_str_dup(s);
 	if (*out == NULL)
 		return perr(p, "%s %" PRIu64 ": out of memory", what, idx);
@@ -385,9 +392,10 @@ static int parse_kv(struct parse *p)
 
 	/* Each pair takes at least 8 (key length) + 4 (type) + 1 bytes. */
 	if (f->n_kv > cur_left(&p->c) / 13)
-		return perr(p, "header claims %" PRIu64 " metadata keys but "
-			       "only %" PRIu64 " bytes are left in the file",
-			    f->n_kv, cur_left(&p->c));
+		return perr(p,
+		            "header claims %" PRIu64 " metadata keys but "
+		            "only %" PRIu64 " bytes are left in the file",
+		            f->n_kv, cur_left(&p->c));
 	f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof(*f->kv));
 	f->kv_by_key = calloc(f->n_kv ? f->n_kv : 1, sizeof(uint64_t));
 	if (f->kv == NULL || f->kv_by_key == NULL)
@@ -404,9 +412,10 @@ static int parse_kv(struct parse *p)
 			return -1;
 		kv->val.type = GGUF_TYPE_UINT8; /* nothing owned yet */
 		if (cur_u32(&p->c, &type) != 0)
-			return perr(p, "key '%s': type runs past the end of "
-				       "the file",
-				    kv->key);
+			return perr(p,
+			            "key '%s': type runs past the end of "
+			            "the file",
+			            kv->key);
 		if (read_value(p, &kv->val, type, kv->key, 0) != 0)
 			return -1;
 		f->kv_by_key[i] = i;
@@ -431,13 +440,15 @@ static int parse_alignment(struct parse *p)
 	if (kv == NULL)
 		return 0;
 	if (kv->val.type != GGUF_TYPE_UINT32)
-		return perr(p, "key 'general.alignment' has type %s, expected "
-			       "uint32",
-			    gguf_type_name(kv->val.type));
+		return perr(p,
+		            "key 'general.alignment' has type %s, expected "
+		            "uint32",
+		            gguf_type_name(kv->val.type));
 	if (kv->val.v.u64 == 0 || (kv->val.v.u64 & (kv->val.v.u64 - 1)) != 0)
-		return perr(p, "key 'general.alignment' is %" PRIu64
-			       ", not a power of two",
-			    kv->val.v.u64);
+		return perr(p,
+		            "key 'general.alignment' is %" PRIu64
+		            ", not a power of two",
+		            kv->val.v.u64);
 	p->f->alignment = (uint32_t)kv->val.v.u64;
 	return 0;
 }
@@ -454,24 +465,28 @@ static int parse_tensor(struct parse *p, uint64_t i)
 	    dup_name(p, name, &t->name, "tensor", i) != 0)
 		return -1;
 	if (cur_u32(&p->c, &t->n_dims) != 0)
-		return perr(p, "tensor '%s': header runs past the end of the "
-			       "file",
-			    t->name);
+		return perr(p,
+		            "tensor '%s': header runs past the end of the "
+		            "file",
+		            t->name);
 	if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
-		return perr(p, "tensor '%s': %" PRIu32 " dimensions (1..%d "
-			       "supported)",
-			    t->name, t->n_dims, GGUF_MAX_DIMS);
+		return perr(p,
+		            "tensor '%s': %" PRIu32 " dimensions (1..%d "
+		            "supported)",
+		            t->name, t->n_dims, GGUF_MAX_DIMS);
 	for (int d = 0; d < GGUF_MAX_DIMS; d++)
 		t->ne[d] = 1;
 	for (uint32_t d = 0; d < t->n_dims; d++)
 		if (cur_u64(&p->c, &t->ne[d]) != 0)
-			return perr(p, "tensor '%s': header runs past the end "
-				       "of the file",
-				    t->name);
+			return perr(p,
+			            "tensor '%s': header runs past the end "
+			            "of the file",
+			            t->name);
 	if (cur_u32(&p->c, &t->type) != 0 || cur_u64(&p->c, &t->offset) != 0)
-		return perr(p, "tensor '%s': header runs past the end of the "
-			       "file",
-			    t->name);
+		return perr(p,
+		            "tensor '%s': header runs past the end of the "
+		            "file",
+		            t->name);
 	return 0;
 }
 
@@ -483,20 +498,23 @@ static int size_tensor(struct parse *p, struct gguf_tensor *t)
 
 	for (uint32_t d = 0; d < t->n_dims; d++)
 		if (t->ne[d] == 0 || t->ne[d] > INT64_MAX)
-			return perr(p, "tensor '%s': dimension %" PRIu32
-				       " is %" PRIu64 " (must be 1..2^63-1)",
-				    t->name, d, t->ne[d]);
+			return perr(p,
+			            "tensor '%s': dimension %" PRIu32
+			            " is %" PRIu64 " (must be 1..2^63-1)",
+			            t->name, d, t->ne[d]);
 	if (qi == NULL)
 		return perr(p, "tensor '%s': unknown ggml type id %" PRIu32,
-			    t->name, t->type);
+		            t->name, t->type);
 	if (qi->blck_size == 0)
-		return perr(p, "tensor '%s': type %s (id %" PRIu32 ") was "
-			       "removed from ggml; its size is unknown",
-			    t->name, qi->name, t->type);
+		return perr(p,
+		            "tensor '%s': type %s (id %" PRIu32 ") was "
+		            "removed from ggml; its size is unknown",
+		            t->name, qi->name, t->type);
 	if (t->ne[0] % qi->blck_size != 0)
-		return perr(p, "tensor '%s': row length %" PRIu64 " is not a "
-			       "multiple of the %s block size %" PRIu32,
-			    t->name, t->ne[0], qi->name, qi->blck_size);
+		return perr(p,
+		            "tensor '%s': row length %" PRIu64 " is not a "
+		            "multiple of the %s block size %" PRIu32,
+		            t->name, t->ne[0], qi->name, qi->blck_size);
 	for (uint32_t d = 1; d < t->n_dims; d++) {
 		if (rows > UINT64_MAX / t->ne[d])
 			goto overflow;
@@ -511,9 +529,10 @@ static int size_tensor(struct parse *p, struct gguf_tensor *t)
 	t->nbytes = nbytes * rows;
 	return 0;
 overflow:
-	return perr(p, "tensor '%s': shape [%" PRIu64 ", %" PRIu64 ", %" PRIu64
-		       ", %" PRIu64 "] overflows a 64-bit byte size",
-		    t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+	return perr(p,
+	            "tensor '%s': shape [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+	            ", %" PRIu64 "] overflows a 64-bit byte size",
+	            t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
 }
 
 /* Parse the tensor table and check every tensor against the data. */
@@ -524,16 +543,17 @@ static int parse_tensors(struct parse *p)
 
 	/* Each descriptor takes at least 8 + 4 + 8 + 4 + 8 bytes. */
 	if (f->n_tensors > cur_left(&p->c) / 32)
-		return perr(p, "header claims %" PRIu64 " tensors but only "
-			       "%" PRIu64 " bytes are left in the file",
-			    f->n_tensors, cur_left(&p->c));
-	f->tensors = calloc(f->n_tensors ? f->n_tensors : 1,
-			    sizeof(*f->tensors));
-	f->tensor_by_name = calloc(f->n_tensors ? f->n_tensors : 1,
-				   sizeof(uint64_t));
+		return perr(p,
+		            "header claims %" PRIu64 " tensors but only "
+		            "%" PRIu64 " bytes are left in the file",
+		            f->n_tensors, cur_left(&p->c));
+	f->tensors =
+	    calloc(f->n_tensors ? f->n_tensors : 1, sizeof(*f->tensors));
+	f->tensor_by_name =
+	    calloc(f->n_tensors ? f->n_tensors : 1, sizeof(uint64_t));
 	if (f->tensors == NULL || f->tensor_by_name == NULL)
 		return perr(p, "out of memory for %" PRIu64 " tensors",
-			    f->n_tensors);
+		            f->n_tensors);
 	for (uint64_t i = 0; i < f->n_tensors; i++) {
 		if (parse_tensor(p, i) != 0)
 			return -1;
@@ -544,9 +564,10 @@ static int parse_tensors(struct parse *p)
 	if (f->data_offset % f->alignment != 0)
 		f->data_offset += f->alignment - f->data_offset % f->alignment;
 	if (f->n_tensors > 0 && f->data_offset > f->size)
-		return perr(p, "data section would start at offset %" PRIu64
-			       ", past the end of the file (%" PRIu64 " bytes)",
-			    f->data_offset, f->size);
+		return perr(p,
+		            "data section would start at offset %" PRIu64
+		            ", past the end of the file (%" PRIu64 " bytes)",
+		            f->data_offset, f->size);
 	data_size = f->data_offset <= f->size ? f->size - f->data_offset : 0;
 
 	sort_file = f;
@@ -556,8 +577,7 @@ static int parse_tensors(struct parse *p)
 		const char *a = f->tensors[f->tensor_by_name[i - 1]].name;
 
 		if (strcmp(a, f->tensors[f->tensor_by_name[i]].name) == 0)
-			return perr(p, "tensor '%s' appears more than once",
-				    a);
+			return perr(p, "tensor '%s' appears more than once", a);
 	}
 	for (uint64_t i = 0; i < f->n_tensors; i++) {
 		struct gguf_tensor *t = &f->tensors[i];
@@ -565,16 +585,18 @@ static int parse_tensors(struct parse *p)
 		if (size_tensor(p, t) != 0)
 			return -1;
 		if (t->offset % f->alignment != 0)
-			return perr(p, "tensor '%s': data offset %" PRIu64
-				       " is not a multiple of the alignment "
-				       "%" PRIu32,
-				    t->name, t->offset, f->alignment);
+			return perr(p,
+			            "tensor '%s': data offset %" PRIu64
+			            " is not a multiple of the alignment "
+			            "%" PRIu32,
+			            t->name, t->offset, f->alignment);
 		if (t->offset > data_size || t->nbytes > data_size - t->offset)
-			return perr(p, "tensor '%s': data [offset %" PRIu64
-				       ", %" PRIu64 " bytes] ends past the "
-				       "end of the file (%" PRIu64 " bytes)",
-				    t->name, f->data_offset + t->offset,
-				    t->nbytes, f->size);
+			return perr(p,
+			            "tensor '%s': data [offset %" PRIu64
+			            ", %" PRIu64 " bytes] ends past the "
+			            "end of the file (%" PRIu64 " bytes)",
+			            t->name, f->data_offset + t->offset,
+			            t->nbytes, f->size);
 		t->data = f->base + f->data_offset + t->offset;
 	}
 
@@ -591,10 +613,10 @@ static int parse_tensors(struct parse *p)
 		const struct gguf_tensor *b = &f->tensors[by_off[i]];
 
 		if (a->offset + a->nbytes > b->offset) {
-			perr(p, "tensors '%s' [offset %" PRIu64 ", %" PRIu64
-				" bytes] and '%s' [offset %" PRIu64 "] overlap",
-			     a->name, a->offset, a->nbytes, b->name,
-			     b->offset);
+			perr(p,
+			     "tensors '%s' [offset %" PRIu64 ", %" PRIu64
+			     " bytes] and '%s' [offset %" PRIu64 "] overlap",
+			     a->name, a->offset, a->nbytes, b->name, b->offset);
 			free(by_off);
 			return -1;
 		}
@@ -611,20 +633,20 @@ static int parse_file(struct parse *p)
 
 	if (cur_take(&p->c, 4, &magic) != 0 || memcmp(magic, "GGUF", 4) != 0)
 		return perr(p, "not a GGUF file (no \"GGUF\" magic at offset "
-			       "0)");
+		               "0)");
 	if (cur_u32(&p->c, &f->version) != 0)
-		return perr(p, "file ends inside the header (%" PRIu64
-			       " bytes)",
-			    f->size);
+		return perr(p,
+		            "file ends inside the header (%" PRIu64 " bytes)",
+		            f->size);
 	if (f->version != 2 && f->version != 3)
-		return perr(p, "GGUF version %" PRIu32 " is not supported "
-			       "(versions 2 and 3 are)",
-			    f->version);
-	if (cur_u64(&p->c, &f->n_tensors) != 0 ||
-	    cur_u64(&p->c, &f->n_kv) != 0)
-		return perr(p, "file ends inside the header (%" PRIu64
-			       " bytes)",
-			    f->size);
+		return perr(p,
+		            "GGUF version %" PRIu32 " is not supported "
+		            "(versions 2 and 3 are)",
+		            f->version);
+	if (cur_u64(&p->c, &f->n_tensors) != 0 || cur_u64(&p->c, &f->n_kv) != 0)
+		return perr(p,
+		            "file ends inside the header (%" PRIu64 " bytes)",
+		            f->size);
 	/* n_tensors is read first but the tensor table follows the kv. */
 	if (parse_kv(p) != 0 || parse_alignment(p) != 0 ||
 	    parse_tensors(p) != 0)
@@ -634,8 +656,8 @@ static int parse_file(struct parse *p)
 
 /* Build a gguf_file over BASE/SIZE; NAME for messages. */
 static struct gguf_file *open_common(const uint8_t *base, uint64_t size,
-				     bool mapped, const char *name, char *err,
-				     size_t errlen)
+                                     bool mapped, const char *name, char *err,
+                                     size_t errlen)
 {
 	struct gguf_file *f = calloc(1, sizeof(*f));
 	struct parse p;
@@ -665,7 +687,7 @@ static struct gguf_file *open_common(const uint8_t *base, uint64_t size,
 }
 
 struct gguf_file *gguf_open_memory(const void *buf, size_t len,
-				   const char *name, char *err, size_t errlen)
+                                   const char *name, char *err, size_t errlen)
 {
 	return open_common(buf, len, false, name, err, errlen);
 }
@@ -693,8 +715,8 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen)
 	}
 	if (st.st_size < 8) {
 		set_err(err, errlen,
-			"%s: not a GGUF file (%lld bytes, too short)", path,
-			(long long)st.st_size);
+		        "%s: not a GGUF file (%lld bytes, too short)", path,
+		        (long long)st.st_size);
 		close(fd);
 		return NULL;
 	}
@@ -704,8 +726,7 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen)
 		set_err(err, errlen, "%s: mmap: %s", path, strerror(errno));
 		return NULL;
 	}
-	return open_common(map, (uint64_t)st.st_size, true, path, err,
-			   errlen);
+	return open_common(map, (uint64_t)st.st_size, true, path, err, errlen);
 }
 
 void gguf_close(struct gguf_file *f)
@@ -753,7 +774,7 @@ const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key)
 }
 
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f,
-					   const char *name)
+                                           const char *name)
 {
 	uint64_t lo = 0, hi = f->n_tensors;
 
@@ -775,7 +796,7 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f,
 
 /* Find KEY or report it missing. */
 static const struct gguf_kv *get_kv(const struct gguf_file *f, const char *key,
-				    char *err, size_t errlen)
+                                    char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = gguf_find_kv(f, key);
 
@@ -786,10 +807,10 @@ static const struct gguf_kv *get_kv(const struct gguf_file *f, const char *key,
 
 /* Report KV has the wrong type. */
 static int type_err(const struct gguf_file *f, const struct gguf_kv *kv,
-		    const char *want, char *err, size_t errlen)
+                    const char *want, char *err, size_t errlen)
 {
 	set_err(err, errlen, "%s: key '%s' has type %s, expected %s", f->path,
-		kv->key, gguf_type_name(kv->val.type), want);
+	        kv->key, gguf_type_name(kv->val.type), want);
 	return GGUF_ETYPE;
 }
 
@@ -806,7 +827,7 @@ static bool is_signed(enum gguf_type t)
 }
 
 int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = get_kv(f, key, err, errlen);
 
@@ -819,9 +840,9 @@ int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out,
 	if (is_signed(kv->val.type)) {
 		if (kv->val.v.i64 < 0) {
 			set_err(err, errlen,
-				"%s: key '%s' is %" PRId64
-				", expected a non-negative integer",
-				f->path, key, kv->val.v.i64);
+			        "%s: key '%s' is %" PRId64
+			        ", expected a non-negative integer",
+			        f->path, key, kv->val.v.i64);
 			return GGUF_ETYPE;
 		}
 		*out = (uint64_t)kv->val.v.i64;
@@ -831,7 +852,7 @@ int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out,
 }
 
 int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	uint64_t v;
 	int rc = gguf_get_u64(f, key, &v, err, errlen);
@@ -839,9 +860,9 @@ int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out,
 	if (rc != GGUF_OK)
 		return rc;
 	if (v > UINT32_MAX) {
-		set_err(err, errlen, "%s: key '%s' is %" PRIu64
-				     ", too large for 32 bits",
-			f->path, key, v);
+		set_err(err, errlen,
+		        "%s: key '%s' is %" PRIu64 ", too large for 32 bits",
+		        f->path, key, v);
 		return GGUF_ETYPE;
 	}
 	*out = (uint32_t)v;
@@ -849,7 +870,7 @@ int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out,
 }
 
 int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = get_kv(f, key, err, errlen);
 
@@ -862,9 +883,9 @@ int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out,
 	if (is_unsigned(kv->val.type)) {
 		if (kv->val.v.u64 > INT64_MAX) {
 			set_err(err, errlen,
-				"%s: key '%s' is %" PRIu64
-				", too large for a signed 64-bit integer",
-				f->path, key, kv->val.v.u64);
+			        "%s: key '%s' is %" PRIu64
+			        ", too large for a signed 64-bit integer",
+			        f->path, key, kv->val.v.u64);
 			return GGUF_ETYPE;
 		}
 		*out = (int64_t)kv->val.v.u64;
@@ -874,7 +895,7 @@ int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out,
 }
 
 int gguf_get_f64(const struct gguf_file *f, const char *key, double *out,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = get_kv(f, key, err, errlen);
 
@@ -888,7 +909,7 @@ int gguf_get_f64(const struct gguf_file *f, const char *key, double *out,
 }
 
 int gguf_get_f32(const struct gguf_file *f, const char *key, float *out,
-		 char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
 	double v;
 	int rc = gguf_get_f64(f, key, &v, err, errlen);
@@ -899,7 +920,7 @@ int gguf_get_f32(const struct gguf_file *f, const char *key, float *out,
 }
 
 int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out,
-		  char *err, size_t errlen)
+                  char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = get_kv(f, key, err, errlen);
 
@@ -912,7 +933,7 @@ int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out,
 }
 
 int gguf_get_str(const struct gguf_file *f, const char *key,
-		 struct gguf_str *out, char *err, size_t errlen)
+                 struct gguf_str *out, char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = get_kv(f, key, err, errlen);
 
@@ -925,8 +946,8 @@ int gguf_get_str(const struct gguf_file *f, const char *key,
 }
 
 int gguf_get_arr(const struct gguf_file *f, const char *key,
-		 enum gguf_type elem, const struct gguf_array **out, char *err,
-		 size_t errlen)
+                 enum gguf_type elem, const struct gguf_array **out, char *err,
+                 size_t errlen)
 {
 	const struct gguf_kv *kv = get_kv(f, key, err, errlen);
 
@@ -936,10 +957,10 @@ int gguf_get_arr(const struct gguf_file *f, const char *key,
 		return type_err(f, kv, "array", err, errlen);
 	if (elem != GGUF_TYPE_COUNT && kv->val.v.arr.elem_type != elem) {
 		set_err(err, errlen,
-			"%s: key '%s' is an array of %s, expected an array "
-			"of %s",
-			f->path, key, gguf_type_name(kv->val.v.arr.elem_type),
-			gguf_type_name(elem));
+		        "%s: key '%s' is an array of %s, expected an array "
+		        "of %s",
+		        f->path, key, gguf_type_name(kv->val.v.arr.elem_type),
+		        gguf_type_name(elem));
 		return GGUF_ETYPE;
 	}
 	*out = &kv->val.v.arr;

@@ -48,26 +48,28 @@ enum gguf_type {
 };
 
 #define GGUF_DEFAULT_ALIGNMENT 32
-#define GGUF_MAX_DIMS 4
-#define GGUF_MAX_ARRAY_DEPTH 8 /* nesting of arrays of arrays */
+#define GGUF_MAX_DIMS          4
+#define GGUF_MAX_ARRAY_DEPTH   8 /* nesting of arrays of arrays */
 
 /* Return codes of the typed getters. */
-#define GGUF_OK 0
+#define GGUF_OK     0
 #define GGUF_ENOKEY (-1) /* no such key */
-#define GGUF_ETYPE (-2)  /* key present with another type, or value out of range */
+#define GGUF_ETYPE                                                             \
+	(-2) /* key present with another type, or value out of range */
 
 struct gguf_str {
 	const char *ptr; /* into the mapping; not NUL-terminated */
-	uint64_t len;	 /* bytes */
+	uint64_t len;    /* bytes */
 };
 
 struct gguf_value;
 
 struct gguf_array {
 	enum gguf_type elem_type; /* type of every element */
-	uint64_t n;		  /* element count */
-	const void *raw;	  /* fixed-size elements: little-endian, maybe unaligned */
-	struct gguf_str *strs;	  /* elem_type STRING: n entries (owned) */
+	uint64_t n;               /* element count */
+	const void
+	    *raw; /* fixed-size elements: little-endian, maybe unaligned */
+	struct gguf_str *strs;    /* elem_type STRING: n entries (owned) */
 	struct gguf_value *elems; /* elem_type ARRAY: n nested values (owned) */
 };
 
@@ -77,7 +79,7 @@ struct gguf_value {
 		uint64_t u64; /* UINT8..UINT64 */
 		int64_t i64;  /* INT8..INT64 */
 		double f64;   /* FLOAT32, FLOAT64 */
-		bool b;	      /* BOOL */
+		bool b;       /* BOOL */
 		struct gguf_str str;
 		struct gguf_array arr;
 	} v;
@@ -89,29 +91,29 @@ struct gguf_kv {
 };
 
 struct gguf_tensor {
-	char *name;		   /* NUL-terminated copy (owned) */
-	uint32_t type;		   /* ggml type id, see qtype.h */
-	uint32_t n_dims;	   /* 1..GGUF_MAX_DIMS */
+	char *name;                 /* NUL-terminated copy (owned) */
+	uint32_t type;              /* ggml type id, see qtype.h */
+	uint32_t n_dims;            /* 1..GGUF_MAX_DIMS */
 	uint64_t ne[GGUF_MAX_DIMS]; /* ne[0] is contiguous; unused dims are 1 */
-	uint64_t offset;	   /* from the start of the data section */
-	uint64_t nbytes;	   /* size of the data */
-	const void *data;	   /* into the mapping */
+	uint64_t offset;            /* from the start of the data section */
+	uint64_t nbytes;            /* size of the data */
+	const void *data;           /* into the mapping */
 };
 
 struct gguf_file {
-	char *path;		   /* as given to gguf_open (owned) */
-	const uint8_t *base;	   /* start of the mapping (or caller's buffer) */
-	uint64_t size;		   /* bytes in the file */
-	bool mapped;		   /* base must be munmap'ed on close */
-	uint32_t version;	   /* 2 or 3 */
-	uint32_t alignment;	   /* general.alignment, or 32 */
-	uint64_t data_offset;	   /* start of the tensor data section */
+	char *path;           /* as given to gguf_open (owned) */
+	const uint8_t *base;  /* start of the mapping (or caller's buffer) */
+	uint64_t size;        /* bytes in the file */
+	bool mapped;          /* base must be munmap'ed on close */
+	uint32_t version;     /* 2 or 3 */
+	uint32_t alignment;   /* general.alignment, or 32 */
+	uint64_t data_offset; /* start of the tensor data section */
 	uint64_t n_kv;
-	struct gguf_kv *kv;	   /* n_kv entries, file order (owned) */
+	struct gguf_kv *kv; /* n_kv entries, file order (owned) */
 	uint64_t n_tensors;
 	struct gguf_tensor *tensors; /* n_tensors entries, file order (owned) */
-	uint64_t *tensor_by_name;  /* indices into tensors sorted by name */
-	uint64_t *kv_by_key;	   /* indices into kv sorted by key */
+	uint64_t *tensor_by_name;    /* indices into tensors sorted by name */
+	uint64_t *kv_by_key;         /* indices into kv sorted by key */
 };
 
 /*
@@ -126,7 +128,7 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen);
  * used in error messages. Same contract as gguf_open otherwise.
  */
 struct gguf_file *gguf_open_memory(const void *buf, size_t len,
-				   const char *name, char *err, size_t errlen);
+                                   const char *name, char *err, size_t errlen);
 
 /* Free everything gguf_open allocated and unmap the file. NULL is allowed. */
 void gguf_close(struct gguf_file *f);
@@ -139,7 +141,7 @@ const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
 
 /* The tensor named NAME, or NULL. */
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f,
-					   const char *name);
+                                           const char *name);
 
 /*
  * Typed getters. Each returns GGUF_OK and stores the value, GGUF_ENOKEY if
@@ -149,23 +151,23 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f,
  * the value fits; floats accept FLOAT32 and FLOAT64. err may be NULL.
  */
 int gguf_get_u64(const struct gguf_file *f, const char *key, uint64_t *out,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 int gguf_get_f64(const struct gguf_file *f, const char *key, double *out,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 int gguf_get_f32(const struct gguf_file *f, const char *key, float *out,
-		 char *err, size_t errlen);
+                 char *err, size_t errlen);
 int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out,
-		  char *err, size_t errlen);
+                  char *err, size_t errlen);
 int gguf_get_str(const struct gguf_file *f, const char *key,
-		 struct gguf_str *out, char *err, size_t errlen);
+                 struct gguf_str *out, char *err, size_t errlen);
 /* An array whose elements have type ELEM (GGUF_TYPE_COUNT accepts any). */
 int gguf_get_arr(const struct gguf_file *f, const char *key,
-		 enum gguf_type elem, const struct gguf_array **out, char *err,
-		 size_t errlen);
+                 enum gguf_type elem, const struct gguf_array **out, char *err,
+                 size_t errlen);
 
 /* Element I of a fixed-size numeric array, converted. I < a->n required. */
 int64_t gguf_arr_i64(const struct gguf_array *a, uint64_t i);

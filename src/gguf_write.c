@@ -14,34 +14,34 @@
 
 /* Limits on what the writer accepts (hostile callers are not expected,
  * but a shape typo must not make it allocate or write terabytes). */
-#define GGUF_WRITER_MAX_KEY 65535
+#define GGUF_WRITER_MAX_KEY     65535
 #define GGUF_WRITER_MAX_TENSORS 1000000
 
 /* One tensor to write. */
 struct gguf_writer_tensor {
-	char *name;		     /* owned */
-	uint32_t type;		     /* ggml type id */
-	uint32_t n_dims;	     /* 1..4 */
-	uint64_t ne[GGUF_MAX_DIMS];  /* unused dims are 1 */
-	size_t row_size;	     /* bytes of ne[0] elements */
-	uint64_t n_rows;	     /* ne[1] * ne[2] * ne[3] */
-	uint64_t offset;	     /* in the data section, aligned */
-	const void *data;	     /* borrowed, or NULL */
-	gguf_writer_fill_fn fill;    /* or a row producer */
-	void *ctx;		     /* its argument */
+	char *name;                 /* owned */
+	uint32_t type;              /* ggml type id */
+	uint32_t n_dims;            /* 1..4 */
+	uint64_t ne[GGUF_MAX_DIMS]; /* unused dims are 1 */
+	size_t row_size;            /* bytes of ne[0] elements */
+	uint64_t n_rows;            /* ne[1] * ne[2] * ne[3] */
+	uint64_t offset;            /* in the data section, aligned */
+	const void *data;           /* borrowed, or NULL */
+	gguf_writer_fill_fn fill;   /* or a row producer */
+	void *ctx;                  /* its argument */
 };
 
 struct gguf_writer {
-	unsigned char *kv;	/* serialized key/values (owned) */
-	size_t kv_len;		/* bytes used */
-	size_t kv_cap;		/* bytes allocated */
-	uint64_t n_kv;		/* pairs serialized */
-	char **keys;		/* [n_kv] copies, to refuse duplicates */
-	uint32_t alignment;	/* general.alignment or 32 */
+	unsigned char *kv;  /* serialized key/values (owned) */
+	size_t kv_len;      /* bytes used */
+	size_t kv_cap;      /* bytes allocated */
+	uint64_t n_kv;      /* pairs serialized */
+	char **keys;        /* [n_kv] copies, to refuse duplicates */
+	uint32_t alignment; /* general.alignment or 32 */
 	struct gguf_writer_tensor *tensors; /* [n_tensors] (owned) */
 	uint64_t n_tensors;
 	uint64_t cap_tensors;
-	char error[256];	/* first error, "" if none */
+	char error[256]; /* first error, "" if none */
 };
 
 /* Record the first error; always returns -1. */
@@ -49,7 +49,7 @@ static int gw_fail(struct gguf_writer *w, const char *msg, const char *what)
 {
 	if (w->error[0] == '\0')
 		snprintf(w->error, sizeof(w->error), "%.100s%s%.128s", msg,
-			 what ? ": " : "", what ? what : "");
+		         what ? ": " : "", what ? what : "");
 	return -1;
 }
 
@@ -152,8 +152,10 @@ int gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v)
 		return -1;
 	if (strcmp(key, "general.alignment") == 0) {
 		if (v == 0 || (v & (v - 1)) != 0 || v > 65536)
-			return gw_fail(w, "general.alignment must be a power "
-				       "of two <= 65536", key);
+			return gw_fail(w,
+			               "general.alignment must be a power "
+			               "of two <= 65536",
+			               key);
 		w->alignment = v;
 	}
 	return gw_u32(w, v);
@@ -189,8 +191,7 @@ int gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v)
 	return gw_put(w, &b, 1);
 }
 
-int gguf_writer_set_str(struct gguf_writer *w, const char *key,
-			const char *v)
+int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v)
 {
 	if (gw_key(w, key, GGUF_TYPE_STRING))
 		return -1;
@@ -198,7 +199,7 @@ int gguf_writer_set_str(struct gguf_writer *w, const char *key,
 }
 
 int gguf_writer_set_arr(struct gguf_writer *w, const char *key,
-			enum gguf_type elem, const void *data, uint64_t n)
+                        enum gguf_type elem, const void *data, uint64_t n)
 {
 	size_t es = gguf_type_size(elem);
 
@@ -214,7 +215,7 @@ int gguf_writer_set_arr(struct gguf_writer *w, const char *key,
 }
 
 int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key,
-			    const struct gguf_str *strs, uint64_t n)
+                            const struct gguf_str *strs, uint64_t n)
 {
 	if (gw_key(w, key, GGUF_TYPE_ARRAY))
 		return -1;
@@ -228,7 +229,7 @@ int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key,
 
 /* Serialize the body of a value (after its type), recursively. */
 static int gw_value(struct gguf_writer *w, const struct gguf_value *v,
-		    int depth)
+                    int depth)
 {
 	size_t es;
 
@@ -244,7 +245,7 @@ static int gw_value(struct gguf_writer *w, const struct gguf_value *v,
 		if (v->v.arr.elem_type == GGUF_TYPE_STRING) {
 			for (uint64_t i = 0; i < v->v.arr.n; i++)
 				if (gw_str(w, v->v.arr.strs[i].ptr,
-					   v->v.arr.strs[i].len))
+				           v->v.arr.strs[i].len))
 					return -1;
 			return 0;
 		}
@@ -257,9 +258,9 @@ static int gw_value(struct gguf_writer *w, const struct gguf_value *v,
 		es = gguf_type_size(v->v.arr.elem_type);
 		if (es == 0 || v->v.arr.n > SIZE_MAX / es)
 			return gw_fail(w, "bad array", NULL);
-		return v->v.arr.n ? gw_put(w, v->v.arr.raw,
-					   (size_t)v->v.arr.n * es)
-				  : 0;
+		return v->v.arr.n
+		           ? gw_put(w, v->v.arr.raw, (size_t)v->v.arr.n * es)
+		           : 0;
 	case GGUF_TYPE_BOOL: {
 		unsigned char b = v->v.b ? 1 : 0;
 
@@ -318,9 +319,9 @@ size_t gguf_writer_row_size(uint32_t type, uint64_t ne0)
 
 /* Add a tensor description. */
 int gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
-			   uint32_t type, uint32_t n_dims, const uint64_t *ne,
-			   const void *data, gguf_writer_fill_fn fill,
-			   void *ctx)
+                           uint32_t type, uint32_t n_dims, const uint64_t *ne,
+                           const void *data, gguf_writer_fill_fn fill,
+                           void *ctx)
 {
 	struct gguf_writer_tensor *t;
 	uint64_t rows = 1;
@@ -331,7 +332,7 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
 		return gw_fail(w, "tensor must have 1..4 dimensions", name);
 	if ((data == NULL) == (fill == NULL))
 		return gw_fail(w, "tensor needs exactly one of data and fill",
-			       name);
+		               name);
 	if (w->n_tensors >= GGUF_WRITER_MAX_TENSORS)
 		return gw_fail(w, "too many tensors", name);
 	for (uint64_t i = 0; i < w->n_tensors; i++)
@@ -355,8 +356,10 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
 	memset(t, 0, sizeof(*t));
 	t->row_size = gguf_writer_row_size(type, ne[0]);
 	if (t->row_size == 0)
-		return gw_fail(w, "ne[0] is not a whole number of blocks of "
-			       "the tensor's type", name);
+		return gw_fail(w,
+		               "ne[0] is not a whole number of blocks of "
+		               "the tensor's type",
+		               name);
 	if (rows > UINT64_MAX / t->row_size)
 		return gw_fail(w, "tensor too large", name);
 	t->name = strdup(name);
@@ -428,7 +431,7 @@ static int gw_write_head(struct gguf_writer *w, FILE *f, uint64_t *pos)
 
 /* The data of tensor T, row by row. */
 static int gw_write_tensor(struct gguf_writer *w, FILE *f,
-			   const struct gguf_writer_tensor *t, void *buf)
+                           const struct gguf_writer_tensor *t, void *buf)
 {
 	(void)w;
 	if (t->data != NULL) {
@@ -447,7 +450,7 @@ static int gw_write_tensor(struct gguf_writer *w, FILE *f,
 
 /* Write the file; see gguf_write.h. */
 int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
-		      size_t errlen)
+                      size_t errlen)
 {
 	FILE *f;
 	uint64_t pos = 0;
@@ -466,7 +469,7 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
 	f = fopen(path, "wb");
 	if (f == NULL || buf == NULL) {
 		snprintf(err, errlen, "%s: %s", path,
-			 f == NULL ? strerror(errno) : "out of memory");
+		         f == NULL ? strerror(errno) : "out of memory");
 		if (f != NULL)
 			fclose(f);
 		free(buf);
@@ -482,7 +485,7 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
 		rc = gw_write_tensor(w, f, t, buf);
 		if (rc == -2) {
 			snprintf(err, errlen, "%s: producing tensor %s failed",
-				 path, t->name);
+			         path, t->name);
 			break;
 		}
 		if (rc == 0 && i + 1 < w->n_tensors &&
@@ -491,10 +494,10 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
 	}
 	if (rc == -1)
 		snprintf(err, errlen, "%s: write failed: %s", path,
-			 strerror(errno));
+		         strerror(errno));
 	if (fclose(f) != 0 && rc == 0) {
 		snprintf(err, errlen, "%s: close failed: %s", path,
-			 strerror(errno));
+		         strerror(errno));
 		rc = -1;
 	}
 	free(buf);

@@ -37,7 +37,7 @@ struct gguf_writer;
  * of ROW_BYTES bytes. Return 0, or -1 to abort the write.
  */
 typedef int (*gguf_writer_fill_fn)(void *ctx, uint64_t row, void *buf,
-				   size_t row_bytes);
+                                   size_t row_bytes);
 
 /* A new empty writer (free with gguf_writer_free), or NULL if out of memory. */
 struct gguf_writer *gguf_writer_new(void);
@@ -51,16 +51,15 @@ int gguf_writer_set_i32(struct gguf_writer *w, const char *key, int32_t v);
 int gguf_writer_set_u64(struct gguf_writer *w, const char *key, uint64_t v);
 int gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v);
 int gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v);
-int gguf_writer_set_str(struct gguf_writer *w, const char *key,
-			const char *v);
+int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v);
 
 /* An array of N fixed-size elements of type ELEM at DATA (copied). */
 int gguf_writer_set_arr(struct gguf_writer *w, const char *key,
-			enum gguf_type elem, const void *data, uint64_t n);
+                        enum gguf_type elem, const void *data, uint64_t n);
 
 /* An array of N strings (copied). */
 int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key,
-			    const struct gguf_str *strs, uint64_t n);
+                            const struct gguf_str *strs, uint64_t n);
 
 /* Copy a key/value read by gguf.h (any type, nested arrays included). */
 int gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_kv *kv);
@@ -72,9 +71,9 @@ int gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_kv *kv);
  * rows * row size) and FILL (called at write time with CTX) is non-NULL.
  */
 int gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
-			   uint32_t type, uint32_t n_dims, const uint64_t *ne,
-			   const void *data, gguf_writer_fill_fn fill,
-			   void *ctx);
+                           uint32_t type, uint32_t n_dims, const uint64_t *ne,
+                           const void *data, gguf_writer_fill_fn fill,
+                           void *ctx);
 
 /* Bytes of one row (ne[0] elements) of TYPE, or 0 if not a whole block. */
 size_t gguf_writer_row_size(uint32_t type, uint64_t ne0);
@@ -85,6 +84,6 @@ size_t gguf_writer_row_size(uint32_t type, uint64_t ne0);
  * is removed on failure.
  */
 int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
-		      size_t errlen);
+                      size_t errlen);
 
 #endif /* PARLEY_GGUF_WRITE_H */

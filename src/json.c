@@ -139,7 +139,7 @@ int json_array_push(struct json_value *a, struct json_value *v)
 {
 	if (!a || a->type != JSON_ARRAY || !v ||
 	    json_grow((void **)&a->u.arr.items, a->u.arr.n, &a->u.arr.cap,
-		      sizeof(*a->u.arr.items))) {
+	              sizeof(*a->u.arr.items))) {
 		json_free(v);
 		return -1;
 	}
@@ -148,7 +148,7 @@ int json_array_push(struct json_value *a, struct json_value *v)
 }
 
 int json_object_set(struct json_value *o, const char *key, size_t klen,
-		    struct json_value *v)
+                    struct json_value *v)
 {
 	struct json_member *m;
 	size_t i;
@@ -164,7 +164,7 @@ int json_object_set(struct json_value *o, const char *key, size_t klen,
 		}
 	}
 	if (json_grow((void **)&o->u.obj.members, o->u.obj.n, &o->u.obj.cap,
-		      sizeof(*o->u.obj.members)))
+	              sizeof(*o->u.obj.members)))
 		goto fail;
 	m = &o->u.obj.members[o->u.obj.n];
 	m->key = malloc(klen + 1);
@@ -183,7 +183,7 @@ fail:
 }
 
 const struct json_value *json_object_get(const struct json_value *o,
-					 const char *key)
+                                         const char *key)
 {
 	size_t i, klen = strlen(key);
 
@@ -227,7 +227,7 @@ struct json_value *json_clone(const struct json_value *v)
 			const struct json_member *m = &v->u.obj.members[i];
 
 			if (json_object_set(c, m->key, m->klen,
-					    json_clone(m->val))) {
+			                    json_clone(m->val))) {
 				json_free(c);
 				return NULL;
 			}
@@ -240,12 +240,12 @@ struct json_value *json_clone(const struct json_value *v)
 /* ---------------------------------------------------------------- parser */
 
 struct json_parser {
-	const char *s;	/* input */
-	size_t len;	/* input bytes */
-	size_t pos;	/* next byte */
-	char *err;	/* message buffer */
-	size_t errlen;	/* its size */
-	int failed;	/* an error was written */
+	const char *s; /* input */
+	size_t len;    /* input bytes */
+	size_t pos;    /* next byte */
+	char *err;     /* message buffer */
+	size_t errlen; /* its size */
+	int failed;    /* an error was written */
 };
 
 /* Record an error at the current position: "line L, column C: ...". */
@@ -283,7 +283,7 @@ static void jp_ws(struct json_parser *p)
 {
 	while (p->pos < p->len &&
 	       (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
-		p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+	        p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
 		p->pos++;
 }
 
@@ -345,8 +345,9 @@ static int jp_string(struct json_parser *p, struct json_buf *b)
 			return 0;
 		}
 		if (c >= 0x80) {
-			size_t k = utf8_valid_len((const unsigned char *)p->s +
-						   p->pos, p->len - p->pos);
+			size_t k =
+			    utf8_valid_len((const unsigned char *)p->s + p->pos,
+			                   p->len - p->pos);
 
 			if (!k) {
 				jp_fail(p, "invalid UTF-8 in string");
@@ -392,15 +393,18 @@ static int jp_string(struct json_parser *p, struct json_buf *b)
 				return -1;
 			}
 			if (cp >= 0xd800 && cp <= 0xdbff) {
-				if (p->len - p->pos < 6 || p->s[p->pos] != '\\' ||
+				if (p->len - p->pos < 6 ||
+				    p->s[p->pos] != '\\' ||
 				    p->s[p->pos + 1] != 'u') {
-					jp_fail(p, "lone surrogate \\u%04lx", cp);
+					jp_fail(p, "lone surrogate \\u%04lx",
+					        cp);
 					return -1;
 				}
 				p->pos += 2;
 				lo = jp_hex4(p);
 				if (lo < 0xdc00 || lo > 0xdfff) {
-					jp_fail(p, "lone surrogate \\u%04lx", cp);
+					jp_fail(p, "lone surrogate \\u%04lx",
+					        cp);
 					return -1;
 				}
 				cp = 0x10000 + ((cp - 0xd800) << 10) +
@@ -432,7 +436,7 @@ static struct json_value *jp_number(struct json_parser *p)
 	if (p->pos < p->len && p->s[p->pos] == '0') {
 		p->pos++;
 	} else if (p->pos < p->len && p->s[p->pos] >= '1' &&
-		   p->s[p->pos] <= '9') {
+	           p->s[p->pos] <= '9') {
 		while (p->pos < p->len && p->s[p->pos] >= '0' &&
 		       p->s[p->pos] <= '9')
 			p->pos++;
@@ -443,7 +447,8 @@ static struct json_value *jp_number(struct json_parser *p)
 	if (p->pos < p->len && p->s[p->pos] == '.') {
 		is_float = 1;
 		p->pos++;
-		if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9') {
+		if (p->pos >= p->len || p->s[p->pos] < '0' ||
+		    p->s[p->pos] > '9') {
 			jp_fail(p, "digit expected after '.'");
 			return NULL;
 		}
@@ -454,9 +459,11 @@ static struct json_value *jp_number(struct json_parser *p)
 	if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
 		is_float = 1;
 		p->pos++;
-		if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
+		if (p->pos < p->len &&
+		    (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
 			p->pos++;
-		if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9') {
+		if (p->pos >= p->len || p->s[p->pos] < '0' ||
+		    p->s[p->pos] > '9') {
 			jp_fail(p, "digit expected in exponent");
 			return NULL;
 		}
@@ -642,17 +649,18 @@ static struct json_value *jp_value(struct json_parser *p, int depth)
 		p->pos += 4;
 		v = json_new_bool(true);
 	} else if (p->len - p->pos >= 5 &&
-		   memcmp(p->s + p->pos, "false", 5) == 0) {
+	           memcmp(p->s + p->pos, "false", 5) == 0) {
 		p->pos += 5;
 		v = json_new_bool(false);
 	} else if (p->len - p->pos >= 4 &&
-		   memcmp(p->s + p->pos, "null", 4) == 0) {
+	           memcmp(p->s + p->pos, "null", 4) == 0) {
 		p->pos += 4;
 		v = json_new_null();
 	} else {
 		jp_fail(p, "unexpected character '%c'",
-			(unsigned char)c >= 0x20 && (unsigned char)c < 0x7f ? c
-									    : '?');
+		        (unsigned char)c >= 0x20 && (unsigned char)c < 0x7f
+		            ? c
+		            : '?');
 		return NULL;
 	}
 	if (!v)
@@ -660,8 +668,8 @@ static struct json_value *jp_value(struct json_parser *p, int depth)
 	return v;
 }
 
-int json_parse(const char *text, size_t len, struct json_value **out,
-	       char *err, size_t errlen)
+int json_parse(const char *text, size_t len, struct json_value **out, char *err,
+               size_t errlen)
 {
 	struct json_parser p = {text, len, 0, err, errlen, 0};
 	struct json_value *v;
@@ -717,11 +725,13 @@ size_t json_fmt_double(double f, bool json_flavour, char *buf, size_t n)
 	char *e;
 
 	if (isnan(f))
-		return (size_t)snprintf(buf, n, "%s", json_flavour ? "NaN" : "nan");
-	if (isinf(f))
 		return (size_t)snprintf(buf, n, "%s",
-					f < 0 ? (json_flavour ? "-Infinity" : "-inf")
-					      : (json_flavour ? "Infinity" : "inf"));
+		                        json_flavour ? "NaN" : "nan");
+	if (isinf(f))
+		return (size_t)snprintf(
+		    buf, n, "%s",
+		    f < 0 ? (json_flavour ? "-Infinity" : "-inf")
+		          : (json_flavour ? "Infinity" : "inf"));
 	/* shortest digit string that reads back as F */
 	for (prec = 1; prec <= 17; prec++) {
 		snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, f);
@@ -772,9 +782,9 @@ size_t json_fmt_double(double f, bool json_flavour, char *buf, size_t n)
 				for (k = 1; k < nd; k++)
 					out[w++] = digits[k];
 			}
-			w += (size_t)snprintf(out + w, sizeof(out) - w, "e%c%02d",
-					      exp10 < 0 ? '-' : '+',
-					      exp10 < 0 ? -exp10 : exp10);
+			w += (size_t)snprintf(out + w, sizeof(out) - w,
+			                      "e%c%02d", exp10 < 0 ? '-' : '+',
+			                      exp10 < 0 ? -exp10 : exp10);
 		}
 		out[w] = '\0';
 		o = (size_t)snprintf(buf, n, "%s", out);
@@ -783,7 +793,7 @@ size_t json_fmt_double(double f, bool json_flavour, char *buf, size_t n)
 }
 
 int json_write_string(struct json_buf *b, const char *s, size_t len,
-		      bool ensure_ascii)
+                      bool ensure_ascii)
 {
 	size_t i, start = 0;
 	char esc[16];
@@ -815,7 +825,7 @@ int json_write_string(struct json_buf *b, const char *s, size_t len,
 			rlen = 6;
 		} else if (c >= 0x80 && ensure_ascii) {
 			size_t k = utf8_valid_len((const unsigned char *)s + i,
-					       len - i);
+			                          len - i);
 			uint32_t cp;
 			size_t j;
 
@@ -824,14 +834,18 @@ int json_write_string(struct json_buf *b, const char *s, size_t len,
 				cp = c;
 				k = 1;
 			} else {
-				cp = k == 2 ? c & 0x1f : k == 3 ? c & 0x0f : c & 0x07;
+				cp = k == 2   ? c & 0x1f
+				     : k == 3 ? c & 0x0f
+				              : c & 0x07;
 				for (j = 1; j < k; j++)
-					cp = (cp << 6) | ((unsigned char)s[i + j] & 0x3f);
+					cp = (cp << 6) |
+					     ((unsigned char)s[i + j] & 0x3f);
 			}
 			if (cp >= 0x10000) {
 				cp -= 0x10000;
 				snprintf(esc, sizeof(esc), "\\u%04x\\u%04x",
-					 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+				         0xd800 + (cp >> 10),
+				         0xdc00 + (cp & 0x3ff));
 				rlen = 12;
 			} else {
 				snprintf(esc, sizeof(esc), "\\u%04x", cp);
@@ -855,7 +869,7 @@ int json_write_string(struct json_buf *b, const char *s, size_t len,
 
 /* Newline plus LEVEL*INDENT spaces. */
 static int json_newline(struct json_buf *b, const struct json_fmt *fmt,
-			int level)
+                        int level)
 {
 	long k, n = (long)fmt->indent * level;
 
@@ -881,7 +895,7 @@ static int json_member_cmp(const void *a, const void *b)
 }
 
 int json_write(struct json_buf *b, const struct json_value *v,
-	       const struct json_fmt *fmt, int level)
+               const struct json_fmt *fmt, int level)
 {
 	char num[48];
 	size_t i, n;
@@ -894,16 +908,17 @@ int json_write(struct json_buf *b, const struct json_value *v,
 		return json_buf_add(b, "null", 4);
 	case JSON_BOOL:
 		return v->u.b ? json_buf_add(b, "true", 4)
-			      : json_buf_add(b, "false", 5);
+		              : json_buf_add(b, "false", 5);
 	case JSON_INT:
-		n = (size_t)snprintf(num, sizeof(num), "%lld", (long long)v->u.i);
+		n = (size_t)snprintf(num, sizeof(num), "%lld",
+		                     (long long)v->u.i);
 		return json_buf_add(b, num, n);
 	case JSON_FLOAT:
 		n = json_fmt_double(v->u.f, true, num, sizeof(num));
 		return json_buf_add(b, num, n);
 	case JSON_STRING:
 		return json_write_string(b, v->u.str.ptr, v->u.str.len,
-					 fmt->ensure_ascii);
+		                         fmt->ensure_ascii);
 	case JSON_ARRAY:
 		if (v->u.arr.n == 0)
 			return json_buf_add(b, "[]", 2);
@@ -932,7 +947,8 @@ int json_write(struct json_buf *b, const struct json_value *v,
 		for (i = 0; i < v->u.obj.n; i++)
 			order[i] = &v->u.obj.members[i];
 		if (fmt->sort_keys)
-			qsort(order, v->u.obj.n, sizeof(*order), json_member_cmp);
+			qsort(order, v->u.obj.n, sizeof(*order),
+			      json_member_cmp);
 		if (json_buf_add(b, "{", 1))
 			goto out;
 		for (i = 0; i < v->u.obj.n; i++) {
@@ -941,7 +957,7 @@ int json_write(struct json_buf *b, const struct json_value *v,
 			if (fmt->indent >= 0 && json_newline(b, fmt, level + 1))
 				goto out;
 			if (json_write_string(b, order[i]->key, order[i]->klen,
-					      fmt->ensure_ascii) ||
+			                      fmt->ensure_ascii) ||
 			    json_buf_add(b, ": ", 2) ||
 			    json_write(b, order[i]->val, fmt, level + 1))
 				goto out;
@@ -949,7 +965,7 @@ int json_write(struct json_buf *b, const struct json_value *v,
 		if (fmt->indent >= 0 && json_newline(b, fmt, level))
 			goto out;
 		rc = json_buf_add(b, "}", 1);
-out:
+	out:
 		free(order);
 		return rc;
 	}
@@ -958,7 +974,7 @@ out:
 }
 
 int json_serialize(const struct json_value *v, const struct json_fmt *fmt,
-		   char **out, size_t *outlen, char *err, size_t errlen)
+                   char **out, size_t *outlen, char *err, size_t errlen)
 {
 	struct json_buf b = {0};
 	struct json_fmt def = {-1, false, false};
@@ -970,8 +986,9 @@ int json_serialize(const struct json_value *v, const struct json_fmt *fmt,
 	if (json_write(&b, v, fmt, 0) || json_buf_add(&b, "", 0)) {
 		free(b.ptr);
 		if (err && errlen)
-			snprintf(err, errlen, "json: out of memory while "
-					      "serializing");
+			snprintf(err, errlen,
+			         "json: out of memory while "
+			         "serializing");
 		return -1;
 	}
 	*out = b.ptr;

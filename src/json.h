@@ -50,21 +50,21 @@ enum json_type {
 struct json_value;
 
 struct json_member {
-	char *key;		/* UTF-8, NUL-terminated copy (owned) */
-	size_t klen;		/* key length in bytes (may hold NULs) */
+	char *key;              /* UTF-8, NUL-terminated copy (owned) */
+	size_t klen;            /* key length in bytes (may hold NULs) */
 	struct json_value *val; /* owned */
 };
 
 struct json_value {
 	enum json_type type;
 	union {
-		bool b;	  /* JSON_BOOL */
+		bool b;    /* JSON_BOOL */
 		int64_t i; /* JSON_INT */
 		double f;  /* JSON_FLOAT */
 		struct {
 			char *ptr;  /* owned, NUL-terminated for convenience */
 			size_t len; /* bytes, not counting the terminator */
-		} str;		    /* JSON_STRING */
+		} str;              /* JSON_STRING */
 		struct {
 			struct json_value **items; /* owned; n used, cap room */
 			size_t n, cap;
@@ -81,8 +81,8 @@ struct json_value {
  * *OUT.  Returns 0, or -1 with "line L, column C: what" in ERR (then *OUT
  * is NULL).  The caller owns *OUT and frees it with json_free().
  */
-int json_parse(const char *text, size_t len, struct json_value **out,
-	       char *err, size_t errlen);
+int json_parse(const char *text, size_t len, struct json_value **out, char *err,
+               size_t errlen);
 
 /* Free a tree (NULL is fine). */
 void json_free(struct json_value *v);
@@ -104,22 +104,22 @@ int json_array_push(struct json_value *a, struct json_value *v);
 /* Set member KEY (KLEN bytes) of object O to V, replacing an existing
  * member of that key in place.  Takes ownership of V even on failure. */
 int json_object_set(struct json_value *o, const char *key, size_t klen,
-		    struct json_value *v);
+                    struct json_value *v);
 
 /* Member KEY (NUL-terminated) of object O, or NULL (also when O is not an
  * object).  The result is borrowed from O. */
 const struct json_value *json_object_get(const struct json_value *o,
-					 const char *key);
+                                         const char *key);
 
 /* A deep copy of V owned by the caller, or NULL (no memory). */
 struct json_value *json_clone(const struct json_value *v);
 
 /* Output options of json_serialize, mirroring Python json.dumps. */
 struct json_fmt {
-	int indent;	  /* < 0: one line with ", " and ": "; >= 0: that
-			     many spaces per level, "," and ": " */
+	int indent;        /* < 0: one line with ", " and ": "; >= 0: that
+	                      many spaces per level, "," and ": " */
 	bool ensure_ascii; /* escape non-ASCII as \uXXXX (surrogate pairs) */
-	bool sort_keys;	   /* members in byte order of their keys */
+	bool sort_keys;    /* members in byte order of their keys */
 };
 
 /* A growable byte buffer (used by the serializer and the template
@@ -140,16 +140,16 @@ int json_buf_add(struct json_buf *b, const char *s, size_t len);
  * sort_keys) does.  Returns 0 or -1 with a message (no memory).
  */
 int json_serialize(const struct json_value *v, const struct json_fmt *fmt,
-		   char **out, size_t *outlen, char *err, size_t errlen);
+                   char **out, size_t *outlen, char *err, size_t errlen);
 
 /* Append V serialized (as json_serialize) to B; LEVEL is the current
  * indentation level (0 at the top).  Returns 0 or -1 (buffer limit). */
 int json_write(struct json_buf *b, const struct json_value *v,
-	       const struct json_fmt *fmt, int level);
+               const struct json_fmt *fmt, int level);
 
 /* Append string S (LEN bytes of UTF-8) as a JSON string literal. */
 int json_write_string(struct json_buf *b, const char *s, size_t len,
-		      bool ensure_ascii);
+                      bool ensure_ascii);
 
 /*
  * Format F the way Python's repr(float) does ("1.0", "0.1", "1e+20",

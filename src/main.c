@@ -9,9 +9,9 @@
 #include <string.h>
 
 struct command {
-	const char *name;		   /* as typed after `parley` */
+	const char *name;                  /* as typed after `parley` */
 	int (*run)(int argc, char **argv); /* see cmd.h */
-	const char *summary;		   /* one line for --help */
+	const char *summary;               /* one line for --help */
 };
 
 static const struct command commands[] = {
@@ -28,8 +28,10 @@ static const struct command commands[] = {
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
     {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},
     {"render", cmd_render, "print what a chat template makes of messages"},
-    {"templates", cmd_templates, "list the built-in templates and system prompts"},
-    {"generate", cmd_generate, "complete a text with a model (no chat template)"},
+    {"templates", cmd_templates,
+     "list the built-in templates and system prompts"},
+    {"generate", cmd_generate,
+     "complete a text with a model (no chat template)"},
     {"dev-mkmodel", cmd_mkmodel, NULL}, /* hidden: random-weight models */
 };
 
@@ -50,7 +52,7 @@ static void usage(FILE *fp)
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		if (commands[i].summary != NULL) /* NULL: hidden */
 			fprintf(fp, "  %-10s %s\n", commands[i].name,
-				commands[i].summary);
+			        commands[i].summary);
 	fputs("\n'parley chat --help' lists the chat options (model, sampling,"
 	      "\ncontext, system prompt); 'parley COMMAND --help' describes a "
 	      "command.\n",
@@ -61,8 +63,8 @@ int main(int argc, char **argv)
 {
 	setlocale(LC_ALL, "");
 	if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") &&
-			 strcmp(argv[1], "-h") && strcmp(argv[1], "--version") &&
-			 strcmp(argv[1], "-V")))
+	                 strcmp(argv[1], "-h") &&
+	                 strcmp(argv[1], "--version") && strcmp(argv[1], "-V")))
 		return cmd_chat(argc, argv); /* `parley [OPTIONS]` chats */
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
@@ -77,6 +79,6 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].run(argc - 1, argv + 1);
 	fprintf(stderr, "parley: unknown command '%s' (try parley --help)\n",
-		argv[1]);
+	        argv[1]);
 	return 2;
 }

@@ -19,8 +19,8 @@ static const struct model_arch_desc {
 	enum model_rope_style rope;
 	bool bias_required;
 } model_archs[] = {
-	{"llama", MODEL_ARCH_LLAMA, MODEL_ROPE_NORM, false},
-	{"qwen2", MODEL_ARCH_QWEN2, MODEL_ROPE_NEOX, true},
+    {"llama", MODEL_ARCH_LLAMA, MODEL_ROPE_NORM, false},
+    {"qwen2", MODEL_ARCH_QWEN2, MODEL_ROPE_NEOX, true},
 };
 
 /* Comma-separated list of the supported architectures (static). */
@@ -31,8 +31,8 @@ const char *model_supported_archs(void)
 
 /* Read "ARCH.SUFFIX" as u32 into *out; absent is an error unless OPTIONAL. */
 static int model_get_u32(const struct gguf_file *f, const char *arch,
-			 const char *suffix, bool optional, uint32_t *out,
-			 char *err, size_t errlen)
+                         const char *suffix, bool optional, uint32_t *out,
+                         char *err, size_t errlen)
 {
 	char key[128];
 	char e[256];
@@ -51,8 +51,8 @@ static int model_get_u32(const struct gguf_file *f, const char *arch,
 
 /* Read "ARCH.SUFFIX" as f32 into *out; absent returns 1 (left unchanged). */
 static int model_get_f32(const struct gguf_file *f, const char *arch,
-			 const char *suffix, float *out, char *err,
-			 size_t errlen)
+                         const char *suffix, float *out, char *err,
+                         size_t errlen)
 {
 	char key[128];
 	char e[256];
@@ -71,12 +71,11 @@ static int model_get_f32(const struct gguf_file *f, const char *arch,
 
 /* Check a bounded positive count; message names the key. */
 static int model_check_range(const char *arch, const char *what, int64_t v,
-			     int64_t max, char *err, size_t errlen)
+                             int64_t max, char *err, size_t errlen)
 {
 	if (v < 1 || v > max) {
-		snprintf(err, errlen,
-			 "%s.%s = %lld is out of range (1..%lld)", arch, what,
-			 (long long)v, (long long)max);
+		snprintf(err, errlen, "%s.%s = %lld is out of range (1..%lld)",
+		         arch, what, (long long)v, (long long)max);
 		return -1;
 	}
 	return 0;
@@ -84,7 +83,7 @@ static int model_check_range(const char *arch, const char *what, int64_t v,
 
 /* Read and check the hyper-parameters (tensor-independent part). */
 static int model_read_config(const struct gguf_file *f, const char *arch,
-			     struct model_config *c, char *err, size_t errlen)
+                             struct model_config *c, char *err, size_t errlen)
 {
 	uint32_t v;
 	float fv;
@@ -92,41 +91,42 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 
 	if (model_get_u32(f, arch, "block_count", false, &v, err, errlen) ||
 	    model_check_range(arch, "block_count", v, MODEL_MAX_LAYERS, err,
-			      errlen))
+	                      errlen))
 		return -1;
 	c->n_layer = (int32_t)v;
-	if (model_get_u32(f, arch, "embedding_length", false, &v, err, errlen) ||
+	if (model_get_u32(f, arch, "embedding_length", false, &v, err,
+	                  errlen) ||
 	    model_check_range(arch, "embedding_length", v, MODEL_MAX_EMBD, err,
-			      errlen))
+	                      errlen))
 		return -1;
 	c->n_embd = (int32_t)v;
 	if (model_get_u32(f, arch, "feed_forward_length", false, &v, err,
-			  errlen) ||
+	                  errlen) ||
 	    model_check_range(arch, "feed_forward_length", v, MODEL_MAX_FF, err,
-			      errlen))
+	                      errlen))
 		return -1;
 	c->n_ff = (int32_t)v;
 	if (model_get_u32(f, arch, "attention.head_count", false, &v, err,
-			  errlen) ||
+	                  errlen) ||
 	    model_check_range(arch, "attention.head_count", v, MODEL_MAX_HEADS,
-			      err, errlen))
+	                      err, errlen))
 		return -1;
 	c->n_head = (int32_t)v;
 	rc = model_get_u32(f, arch, "attention.head_count_kv", true, &v, err,
-			   errlen);
+	                   errlen);
 	if (rc < 0)
 		return -1;
 	if (rc == 1)
 		v = (uint32_t)c->n_head;
 	if (model_check_range(arch, "attention.head_count_kv", v, c->n_head,
-			      err, errlen))
+	                      err, errlen))
 		return -1;
 	c->n_head_kv = (int32_t)v;
 	if (c->n_head % c->n_head_kv != 0) {
 		snprintf(err, errlen,
-			 "%s.attention.head_count = %d is not a multiple of "
-			 "head_count_kv = %d",
-			 arch, c->n_head, c->n_head_kv);
+		         "%s.attention.head_count = %d is not a multiple of "
+		         "head_count_kv = %d",
+		         arch, c->n_head, c->n_head_kv);
 		return -1;
 	}
 	if (c->n_embd % c->n_head != 0)
@@ -134,51 +134,51 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 	else
 		v = (uint32_t)(c->n_embd / c->n_head);
 	rc = model_get_u32(f, arch, "attention.key_length", true, &v, err,
-			   errlen);
+	                   errlen);
 	if (rc < 0 || model_check_range(arch, "attention.key_length", v,
-					MODEL_MAX_HEAD_DIM, err, errlen))
+	                                MODEL_MAX_HEAD_DIM, err, errlen))
 		return -1;
 	c->head_dim_k = (int32_t)v;
 	v = (uint32_t)c->head_dim_k;
 	rc = model_get_u32(f, arch, "attention.value_length", true, &v, err,
-			   errlen);
+	                   errlen);
 	if (rc < 0 || model_check_range(arch, "attention.value_length", v,
-					MODEL_MAX_HEAD_DIM, err, errlen))
+	                                MODEL_MAX_HEAD_DIM, err, errlen))
 		return -1;
 	c->head_dim_v = (int32_t)v;
 	if (c->head_dim_v != c->head_dim_k) {
 		snprintf(err, errlen,
-			 "%s.attention.value_length = %d differs from "
-			 "key_length = %d (not supported)",
-			 arch, c->head_dim_v, c->head_dim_k);
+		         "%s.attention.value_length = %d differs from "
+		         "key_length = %d (not supported)",
+		         arch, c->head_dim_v, c->head_dim_k);
 		return -1;
 	}
 	v = (uint32_t)c->head_dim_k;
 	rc = model_get_u32(f, arch, "rope.dimension_count", true, &v, err,
-			   errlen);
+	                   errlen);
 	if (rc < 0)
 		return -1;
 	if (v < 2 || v > (uint32_t)c->head_dim_k || v % 2 != 0) {
 		snprintf(err, errlen,
-			 "%s.rope.dimension_count = %u must be even and in "
-			 "2..%d (the head size)",
-			 arch, v, c->head_dim_k);
+		         "%s.rope.dimension_count = %u must be even and in "
+		         "2..%d (the head size)",
+		         arch, v, c->head_dim_k);
 		return -1;
 	}
 	c->n_rot = (int32_t)v;
 	v = 4096;
 	rc = model_get_u32(f, arch, "context_length", true, &v, err, errlen);
 	if (rc < 0 || model_check_range(arch, "context_length", v,
-					MODEL_MAX_CTX, err, errlen))
+	                                MODEL_MAX_CTX, err, errlen))
 		return -1;
 	c->n_ctx_train = (int32_t)v;
 	c->rope_freq_base = 10000.0f;
 	if (model_get_f32(f, arch, "rope.freq_base", &c->rope_freq_base, err,
-			  errlen) < 0)
+	                  errlen) < 0)
 		return -1;
 	if (!(c->rope_freq_base > 1.0f) || !isfinite(c->rope_freq_base)) {
 		snprintf(err, errlen, "%s.rope.freq_base = %g is not > 1", arch,
-			 (double)c->rope_freq_base);
+		         (double)c->rope_freq_base);
 		return -1;
 	}
 	c->rope_freq_scale = 1.0f;
@@ -190,21 +190,22 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 		if (gguf_get_str(f, key, &s, NULL, 0) == GGUF_OK &&
 		    !gguf_str_eq(s, "none")) {
 			if (!gguf_str_eq(s, "linear")) {
-				snprintf(err, errlen,
-					 "%s = \"%.*s\": only \"none\" and "
-					 "\"linear\" RoPE scaling are supported",
-					 key, (int)(s.len > 64 ? 64 : s.len),
-					 s.ptr);
+				snprintf(
+				    err, errlen,
+				    "%s = \"%.*s\": only \"none\" and "
+				    "\"linear\" RoPE scaling are supported",
+				    key, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 				return -1;
 			}
 			fv = 1.0f;
 			if (model_get_f32(f, arch, "rope.scaling.factor", &fv,
-					  err, errlen) < 0)
+			                  err, errlen) < 0)
 				return -1;
 			if (!(fv >= 1.0f) || !isfinite(fv)) {
 				snprintf(err, errlen,
-					 "%s.rope.scaling.factor = %g is not "
-					 ">= 1", arch, (double)fv);
+				         "%s.rope.scaling.factor = %g is not "
+				         ">= 1",
+				         arch, (double)fv);
 				return -1;
 			}
 			c->rope_freq_scale = 1.0f / fv;
@@ -212,19 +213,21 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 	}
 	c->rms_eps = 1e-5f;
 	rc = model_get_f32(f, arch, "attention.layer_norm_rms_epsilon",
-			   &c->rms_eps, err, errlen);
+	                   &c->rms_eps, err, errlen);
 	if (rc < 0)
 		return -1;
 	if (rc == 1) {
-		snprintf(err, errlen, "%s: missing key %s.attention."
-			 "layer_norm_rms_epsilon", f->path ? f->path : "model",
-			 arch);
+		snprintf(err, errlen,
+		         "%s: missing key %s.attention."
+		         "layer_norm_rms_epsilon",
+		         f->path ? f->path : "model", arch);
 		return -1;
 	}
 	if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f)) {
 		snprintf(err, errlen,
-			 "%s.attention.layer_norm_rms_epsilon = %g is not in "
-			 "(0, 1)", arch, (double)c->rms_eps);
+		         "%s.attention.layer_norm_rms_epsilon = %g is not in "
+		         "(0, 1)",
+		         arch, (double)c->rms_eps);
 		return -1;
 	}
 	return 0;
@@ -236,8 +239,8 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
  * OPTIONAL, -1 with a message naming the tensor otherwise.
  */
 static int model_tensor_get(const struct gguf_file *f, const char *name,
-			    int64_t ne0, int64_t ne1, bool optional,
-			    struct model_tensor *t, char *err, size_t errlen)
+                            int64_t ne0, int64_t ne1, bool optional,
+                            struct model_tensor *t, char *err, size_t errlen)
 {
 	const struct gguf_tensor *g = gguf_find_tensor(f, name);
 	uint32_t want_dims = ne1 == 0 ? 1 : 2;
@@ -256,18 +259,18 @@ static int model_tensor_get(const struct gguf_file *f, const char *name,
 	}
 	if (!quant_can_compute(g->type)) {
 		snprintf(err, errlen, "tensor %s has type %s, not supported",
-			 name, qtype_name(g->type));
+		         name, qtype_name(g->type));
 		return -1;
 	}
 	if (g->n_dims != want_dims || (int64_t)g->ne[0] != ne0 ||
 	    (ne1 != 0 && (int64_t)g->ne[1] != ne1)) {
 		snprintf(err, errlen,
-			 "tensor %s has shape [%llu, %llu] (%u dims), expected "
-			 "[%lld, %lld] (%u dims)",
-			 name, (unsigned long long)g->ne[0],
-			 (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 1),
-			 g->n_dims, (long long)ne0,
-			 (long long)(ne1 == 0 ? 1 : ne1), want_dims);
+		         "tensor %s has shape [%llu, %llu] (%u dims), expected "
+		         "[%lld, %lld] (%u dims)",
+		         name, (unsigned long long)g->ne[0],
+		         (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 1),
+		         g->n_dims, (long long)ne0,
+		         (long long)(ne1 == 0 ? 1 : ne1), want_dims);
 		return -1;
 	}
 	t->name = g->name;
@@ -279,10 +282,10 @@ static int model_tensor_get(const struct gguf_file *f, const char *name,
 	if (t->row_size == 0 ||
 	    (uint64_t)t->row_size * (uint64_t)t->ne1 != g->nbytes) {
 		snprintf(err, errlen,
-			 "tensor %s: %llu bytes, expected %llu for type %s",
-			 name, (unsigned long long)g->nbytes,
-			 (unsigned long long)t->row_size * (uint64_t)t->ne1,
-			 qtype_name(g->type));
+		         "tensor %s: %llu bytes, expected %llu for type %s",
+		         name, (unsigned long long)g->nbytes,
+		         (unsigned long long)t->row_size * (uint64_t)t->ne1,
+		         qtype_name(g->type));
 		return -1;
 	}
 	return 0;
@@ -290,8 +293,8 @@ static int model_tensor_get(const struct gguf_file *f, const char *name,
 
 /* A 1-D tensor of N elements as a new fp32 array (*out, owned), or NULL. */
 static int model_vector_get(const struct gguf_file *f, const char *name,
-			    int64_t n, bool optional, float **out, char *err,
-			    size_t errlen)
+                            int64_t n, bool optional, float **out, char *err,
+                            size_t errlen)
 {
 	struct model_tensor t;
 	int rc = model_tensor_get(f, name, n, 0, optional, &t, err, errlen);
@@ -308,8 +311,8 @@ static int model_vector_get(const struct gguf_file *f, const char *name,
 	for (int64_t i = 0; i < n; i++) {
 		if (!isfinite((*out)[i])) {
 			snprintf(err, errlen,
-				 "tensor %s: element %lld is not finite", name,
-				 (long long)i);
+			         "tensor %s: element %lld is not finite", name,
+			         (long long)i);
 			free(*out);
 			*out = NULL;
 			return -1;
@@ -319,9 +322,8 @@ static int model_vector_get(const struct gguf_file *f, const char *name,
 }
 
 /* Load the tensors of layer IL. */
-static int model_load_layer(const struct gguf_file *f, struct model *m,
-			    int il, bool bias_required, char *err,
-			    size_t errlen)
+static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
+                            bool bias_required, char *err, size_t errlen)
 {
 	const struct model_config *c = &m->cfg;
 	struct model_layer *l = &m->w.layers[il];
@@ -332,20 +334,20 @@ static int model_load_layer(const struct gguf_file *f, struct model *m,
 	char name[96];
 	int rc[3];
 
-#define T(field, suffix, ne0, ne1)                                           \
-	do {                                                                 \
-		snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);       \
-		if (model_tensor_get(f, name, ne0, ne1, false, &l->field,    \
-				     err, errlen))                           \
-			return -1;                                           \
+#define T(field, suffix, ne0, ne1)                                             \
+	do {                                                                   \
+		snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);         \
+		if (model_tensor_get(f, name, ne0, ne1, false, &l->field, err, \
+		                     errlen))                                  \
+			return -1;                                             \
 	} while (0)
-#define V(field, suffix, n, opt, rcv)                                        \
-	do {                                                                 \
-		snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);       \
-		rcv = model_vector_get(f, name, n, opt, &l->field, err,      \
-				       errlen);                              \
-		if (rcv < 0)                                                 \
-			return -1;                                           \
+#define V(field, suffix, n, opt, rcv)                                          \
+	do {                                                                   \
+		snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);         \
+		rcv =                                                          \
+		    model_vector_get(f, name, n, opt, &l->field, err, errlen); \
+		if (rcv < 0)                                                   \
+			return -1;                                             \
 	} while (0)
 
 	V(attn_norm, "attn_norm.weight", c->n_embd, false, rc[0]);
@@ -357,15 +359,16 @@ static int model_load_layer(const struct gguf_file *f, struct model *m,
 	V(bv, "attn_v.bias", nv, !bias_required, rc[2]);
 	if (rc[0] != rc[1] || rc[1] != rc[2]) {
 		snprintf(err, errlen,
-			 "layer %d: attn_q/k/v.bias must be all present or all "
-			 "absent", il);
+		         "layer %d: attn_q/k/v.bias must be all present or all "
+		         "absent",
+		         il);
 		return -1;
 	}
 	if ((rc[0] == 0) != c->has_qkv_bias) {
 		snprintf(err, errlen,
-			 "layer %d: attn_q.bias is %s but it is %s in layer 0",
-			 il, rc[0] == 0 ? "present" : "absent",
-			 c->has_qkv_bias ? "present" : "absent");
+		         "layer %d: attn_q.bias is %s but it is %s in layer 0",
+		         il, rc[0] == 0 ? "present" : "absent",
+		         c->has_qkv_bias ? "present" : "absent");
 		return -1;
 	}
 	T(wo, "attn_output.weight", no, c->n_embd);
@@ -380,7 +383,7 @@ static int model_load_layer(const struct gguf_file *f, struct model *m,
 
 /* Load the global tensors and count the vocabulary. */
 static int model_load_globals(const struct gguf_file *f, struct model *m,
-			      char *err, size_t errlen)
+                              char *err, size_t errlen)
 {
 	struct model_config *c = &m->cfg;
 	const struct gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
@@ -392,36 +395,37 @@ static int model_load_globals(const struct gguf_file *f, struct model *m,
 	}
 	if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > MODEL_MAX_VOCAB) {
 		snprintf(err, errlen,
-			 "tensor token_embd.weight: %u dims, %llu rows "
-			 "(expected 2 dims, 1..%d rows)",
-			 te->n_dims, (unsigned long long)te->ne[1],
-			 MODEL_MAX_VOCAB);
+		         "tensor token_embd.weight: %u dims, %llu rows "
+		         "(expected 2 dims, 1..%d rows)",
+		         te->n_dims, (unsigned long long)te->ne[1],
+		         MODEL_MAX_VOCAB);
 		return -1;
 	}
 	c->n_vocab = (int32_t)te->ne[1];
 	if (model_tensor_get(f, "token_embd.weight", c->n_embd, c->n_vocab,
-			     false, &m->w.token_embd, err, errlen))
+	                     false, &m->w.token_embd, err, errlen))
 		return -1;
 	if (model_vector_get(f, "output_norm.weight", c->n_embd, false,
-			     &m->w.output_norm, err, errlen))
+	                     &m->w.output_norm, err, errlen))
 		return -1;
 	rc = model_tensor_get(f, "output.weight", c->n_embd, c->n_vocab, true,
-			      &m->w.output, err, errlen);
+	                      &m->w.output, err, errlen);
 	if (rc < 0)
 		return -1;
 	c->tied_output = rc == 1;
 	if (c->tied_output)
 		m->w.output = m->w.token_embd;
 	rc = model_vector_get(f, "rope_freqs.weight", c->n_rot / 2, true,
-			      &m->w.rope_freqs, err, errlen);
+	                      &m->w.rope_freqs, err, errlen);
 	if (rc < 0)
 		return -1;
 	c->has_rope_freqs = rc == 0;
 	for (int i = 0; c->has_rope_freqs && i < c->n_rot / 2; i++) {
 		if (!(m->w.rope_freqs[i] > 0.0f)) {
 			snprintf(err, errlen,
-				 "tensor rope_freqs.weight: element %d = %g is "
-				 "not > 0", i, (double)m->w.rope_freqs[i]);
+			         "tensor rope_freqs.weight: element %d = %g is "
+			         "not > 0",
+			         i, (double)m->w.rope_freqs[i]);
 			return -1;
 		}
 	}
@@ -430,7 +434,7 @@ static int model_load_globals(const struct gguf_file *f, struct model *m,
 
 /* Describe the model in F; see model.h for the contract. */
 int model_load(const struct gguf_file *f, struct model **out, char *err,
-	       size_t errlen)
+               size_t errlen)
 {
 	const struct model_arch_desc *ad = NULL;
 	struct gguf_str s;
@@ -449,11 +453,11 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 			ad = &model_archs[i];
 	if (ad == NULL) {
 		snprintf(err, errlen,
-			 "%s: unsupported architecture \"%.*s\" (supported: "
-			 "%s)",
-			 f->path ? f->path : "model",
-			 (int)(s.len > 64 ? 64 : s.len), s.ptr,
-			 model_supported_archs());
+		         "%s: unsupported architecture \"%.*s\" (supported: "
+		         "%s)",
+		         f->path ? f->path : "model",
+		         (int)(s.len > 64 ? 64 : s.len), s.ptr,
+		         model_supported_archs());
 		return -1;
 	}
 	m = calloc(1, sizeof(*m));
@@ -471,14 +475,14 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	m->w.layers = calloc((size_t)m->cfg.n_layer, sizeof(*m->w.layers));
 	if (m->w.layers == NULL) {
 		snprintf(err, errlen, "out of memory for %d layers",
-			 m->cfg.n_layer);
+		         m->cfg.n_layer);
 		goto fail;
 	}
 	m->cfg.has_qkv_bias = gguf_find_tensor(f, "blk.0.attn_q.bias") != NULL;
 	if (ad->bias_required && !m->cfg.has_qkv_bias) {
 		snprintf(err, errlen,
-			 "missing tensor blk.0.attn_q.bias (required by %s)",
-			 ad->name);
+		         "missing tensor blk.0.attn_q.bias (required by %s)",
+		         ad->name);
 		goto fail;
 	}
 	for (int il = 0; il < m->cfg.n_layer; il++)

@@ -53,13 +53,13 @@
 struct gguf_file;
 
 /* Limits that keep every size computation far from overflow. */
-#define MODEL_MAX_LAYERS 1024
-#define MODEL_MAX_EMBD 65536
-#define MODEL_MAX_FF 262144
-#define MODEL_MAX_HEADS 1024
+#define MODEL_MAX_LAYERS   1024
+#define MODEL_MAX_EMBD     65536
+#define MODEL_MAX_FF       262144
+#define MODEL_MAX_HEADS    1024
 #define MODEL_MAX_HEAD_DIM 1024
-#define MODEL_MAX_VOCAB 4194304
-#define MODEL_MAX_CTX 1048576
+#define MODEL_MAX_VOCAB    4194304
+#define MODEL_MAX_CTX      1048576
 
 enum model_arch {
 	MODEL_ARCH_LLAMA, /* "llama" */
@@ -73,65 +73,67 @@ enum model_rope_style {
 
 /* Hyper-parameters: immutable after model_load(). */
 struct model_config {
-	enum model_arch arch;		 /* architecture */
-	const char *arch_name;		 /* "llama" or "qwen2" (static) */
-	int32_t n_vocab;		 /* rows of token_embd.weight */
-	int32_t n_ctx_train;		 /* ARCH.context_length */
-	int32_t n_embd;			 /* ARCH.embedding_length */
-	int32_t n_ff;			 /* ARCH.feed_forward_length */
-	int32_t n_layer;		 /* ARCH.block_count */
-	int32_t n_head;			 /* ARCH.attention.head_count */
-	int32_t n_head_kv;		 /* ARCH.attention.head_count_kv */
-	int32_t head_dim_k;		 /* ARCH.attention.key_length or n_embd/n_head */
-	int32_t head_dim_v;		 /* ARCH.attention.value_length, same default */
-	int32_t n_rot;			 /* ARCH.rope.dimension_count or head_dim_k */
-	float rope_freq_base;		 /* ARCH.rope.freq_base, default 10000 */
-	float rope_freq_scale;		 /* 1 / ARCH.rope.scaling.factor (linear), else 1 */
+	enum model_arch arch;  /* architecture */
+	const char *arch_name; /* "llama" or "qwen2" (static) */
+	int32_t n_vocab;       /* rows of token_embd.weight */
+	int32_t n_ctx_train;   /* ARCH.context_length */
+	int32_t n_embd;        /* ARCH.embedding_length */
+	int32_t n_ff;          /* ARCH.feed_forward_length */
+	int32_t n_layer;       /* ARCH.block_count */
+	int32_t n_head;        /* ARCH.attention.head_count */
+	int32_t n_head_kv;     /* ARCH.attention.head_count_kv */
+	int32_t head_dim_k;    /* ARCH.attention.key_length or n_embd/n_head */
+	int32_t head_dim_v;    /* ARCH.attention.value_length, same default */
+	int32_t n_rot;         /* ARCH.rope.dimension_count or head_dim_k */
+	float rope_freq_base;  /* ARCH.rope.freq_base, default 10000 */
+	float
+	    rope_freq_scale; /* 1 / ARCH.rope.scaling.factor (linear), else 1 */
 	enum model_rope_style rope_style; /* by architecture, see above */
-	float rms_eps;			 /* ARCH.attention.layer_norm_rms_epsilon */
-	bool tied_output;		 /* no output.weight: LM head = token_embd */
-	bool has_qkv_bias;		 /* attn_q/k/v.bias present (qwen2: always) */
-	bool has_rope_freqs;		 /* rope_freqs.weight present (llama 3.1+) */
+	float rms_eps;       /* ARCH.attention.layer_norm_rms_epsilon */
+	bool tied_output;    /* no output.weight: LM head = token_embd */
+	bool has_qkv_bias;   /* attn_q/k/v.bias present (qwen2: always) */
+	bool has_rope_freqs; /* rope_freqs.weight present (llama 3.1+) */
 };
 
 /* One weight matrix (or vector) as stored in the file. */
 struct model_tensor {
 	const char *name; /* tensor name (points into the gguf_file) */
-	uint32_t type;	  /* ggml type id (qtype.h) */
-	int64_t ne0;	  /* elements per row (contiguous) */
-	int64_t ne1;	  /* rows (1 for a vector) */
+	uint32_t type;    /* ggml type id (qtype.h) */
+	int64_t ne0;      /* elements per row (contiguous) */
+	int64_t ne1;      /* rows (1 for a vector) */
 	size_t row_size;  /* bytes per row: quant_row_size(type, ne0) */
 	const void *data; /* ne1 rows of row_size bytes, into the mapping */
 };
 
 /* The weights of one block. W x means: row r of W dotted with x. */
 struct model_layer {
-	float *attn_norm;	   /* [n_embd] (owned copy) */
-	struct model_tensor wq;	   /* [n_head * head_dim_k rows, n_embd] */
-	struct model_tensor wk;	   /* [n_head_kv * head_dim_k rows, n_embd] */
-	struct model_tensor wv;	   /* [n_head_kv * head_dim_v rows, n_embd] */
-	float *bq;		   /* [n_head * head_dim_k] or NULL (owned) */
-	float *bk;		   /* [n_head_kv * head_dim_k] or NULL (owned) */
-	float *bv;		   /* [n_head_kv * head_dim_v] or NULL (owned) */
-	struct model_tensor wo;	   /* [n_embd rows, n_head * head_dim_v] */
-	float *ffn_norm;	   /* [n_embd] (owned copy) */
+	float *attn_norm;       /* [n_embd] (owned copy) */
+	struct model_tensor wq; /* [n_head * head_dim_k rows, n_embd] */
+	struct model_tensor wk; /* [n_head_kv * head_dim_k rows, n_embd] */
+	struct model_tensor wv; /* [n_head_kv * head_dim_v rows, n_embd] */
+	float *bq;              /* [n_head * head_dim_k] or NULL (owned) */
+	float *bk;              /* [n_head_kv * head_dim_k] or NULL (owned) */
+	float *bv;              /* [n_head_kv * head_dim_v] or NULL (owned) */
+	struct model_tensor wo; /* [n_embd rows, n_head * head_dim_v] */
+	float *ffn_norm;        /* [n_embd] (owned copy) */
 	struct model_tensor w_gate; /* [n_ff rows, n_embd] */
-	struct model_tensor w_up;  /* [n_ff rows, n_embd] */
+	struct model_tensor w_up;   /* [n_ff rows, n_embd] */
 	struct model_tensor w_down; /* [n_embd rows, n_ff] */
 };
 
 /* All weights: read-only, valid while the gguf_file is open. */
 struct model_weights {
 	struct model_tensor token_embd; /* [n_vocab rows, n_embd] */
-	float *output_norm;		/* [n_embd] (owned copy) */
-	struct model_tensor output;	/* [n_vocab rows, n_embd]; = token_embd if tied */
-	float *rope_freqs;		/* [n_rot / 2] divisors of the angles, or NULL */
-	struct model_layer *layers;	/* [n_layer] (owned) */
+	float *output_norm;             /* [n_embd] (owned copy) */
+	struct model_tensor
+	    output;        /* [n_vocab rows, n_embd]; = token_embd if tied */
+	float *rope_freqs; /* [n_rot / 2] divisors of the angles, or NULL */
+	struct model_layer *layers; /* [n_layer] (owned) */
 };
 
 struct model {
 	struct model_config cfg;      /* hyper-parameters */
-	struct model_weights w;	      /* weights */
+	struct model_weights w;       /* weights */
 	const struct gguf_file *file; /* borrowed: must outlive the model */
 };
 
@@ -143,7 +145,7 @@ struct model {
  * supported ones.
  */
 int model_load(const struct gguf_file *f, struct model **out, char *err,
-	       size_t errlen);
+               size_t errlen);
 
 /* Free the model and its owned copies (not the gguf_file). NULL allowed. */
 void model_free(struct model *m);

@@ -25,7 +25,7 @@ const char *promptdir_root(void)
 }
 
 char *promptdir_read_file(const char *path, size_t *len, char *err,
-			  size_t errlen)
+                          size_t errlen)
 {
 	FILE *fp = fopen(path, "rb");
 	struct sbuf sb = SBUF_INIT;
@@ -39,7 +39,7 @@ char *promptdir_read_file(const char *path, size_t *len, char *err,
 	while ((r = fread(chunk, 1, sizeof(chunk), fp)) > 0) {
 		if (sb.len + r > PROMPTDIR_MAX_FILE) {
 			snprintf(err, errlen, "%s: larger than %u bytes", path,
-				 PROMPTDIR_MAX_FILE);
+			         PROMPTDIR_MAX_FILE);
 			goto fail;
 		}
 		sbuf_add(&sb, chunk, r);
@@ -74,8 +74,8 @@ static bool promptdir_plain_name(const char *name)
 
 /* Read SUBDIR/NAME SUFFIX; on a missing file, list what exists. */
 static char *promptdir_read_named(const char *subdir, const char *name,
-				  const char *suffix, const char *what,
-				  size_t *len, char *err, size_t errlen)
+                                  const char *suffix, const char *what,
+                                  size_t *len, char *err, size_t errlen)
 {
 	struct sbuf path = SBUF_INIT, names = SBUF_INIT;
 	char *text = NULL;
@@ -86,7 +86,7 @@ static char *promptdir_read_named(const char *subdir, const char *name,
 		return NULL;
 	}
 	sbuf_printf(&path, "%s/%s/%s%s", promptdir_root(), subdir, name,
-		    suffix);
+	            suffix);
 	if (path.failed) {
 		snprintf(err, errlen, "out of memory");
 		sbuf_free(&path);
@@ -96,7 +96,7 @@ static char *promptdir_read_named(const char *subdir, const char *name,
 	if (fp == NULL && errno == ENOENT) {
 		promptdir_names(subdir, suffix, &names);
 		snprintf(err, errlen, "no %s named '%s' (built in: %s)", what,
-			 name, names.buf != NULL ? names.buf : "none found");
+		         name, names.buf != NULL ? names.buf : "none found");
 	} else {
 		if (fp != NULL)
 			fclose(fp);
@@ -107,16 +107,15 @@ static char *promptdir_read_named(const char *subdir, const char *name,
 	return text;
 }
 
-int promptdir_template(const struct gguf_file *gf, const char *name,
-		       char **src, size_t *len, char **shown, char *err,
-		       size_t errlen)
+int promptdir_template(const struct gguf_file *gf, const char *name, char **src,
+                       size_t *len, char **shown, char *err, size_t errlen)
 {
 	struct gguf_str gs;
 
 	*src = *shown = NULL;
 	if ((name == NULL || *name == '\0') && gf != NULL &&
 	    gguf_get_str(gf, "tokenizer.chat_template", &gs, NULL, 0) ==
-		GGUF_OK &&
+	        GGUF_OK &&
 	    gs.len > 0) {
 		*src = gguf_str_dup(gs);
 		*len = gs.len;
@@ -130,8 +129,8 @@ int promptdir_template(const struct gguf_file *gf, const char *name,
 			*src = promptdir_read_file(name, len, err, errlen);
 		else
 			*src = promptdir_read_named("templates", name, ".jinja",
-						    "chat template", len, err,
-						    errlen);
+			                            "chat template", len, err,
+			                            errlen);
 		if (*src == NULL)
 			return -1;
 		*shown = strdup(name);
@@ -147,12 +146,12 @@ int promptdir_template(const struct gguf_file *gf, const char *name,
 }
 
 int promptdir_system_preset(const char *name, char **text, char *err,
-			    size_t errlen)
+                            size_t errlen)
 {
 	size_t len = 0;
 
 	*text = promptdir_read_named("system", name, ".txt", "system preset",
-				     &len, err, errlen);
+	                             &len, err, errlen);
 	if (*text == NULL)
 		return -1;
 	if (len > 0 && (*text)[len - 1] == '\n')
@@ -185,8 +184,8 @@ int promptdir_names(const char *subdir, const char *suffix, struct sbuf *out)
 		    strcmp(e->d_name + l - slen, suffix) != 0)
 			continue;
 		if (n == cap) {
-			char **nv = realloc(v, (cap ? cap * 2 : 16) *
-						   sizeof(*v));
+			char **nv =
+			    realloc(v, (cap ? cap * 2 : 16) * sizeof(*v));
 
 			if (nv == NULL)
 				break;

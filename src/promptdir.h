@@ -27,7 +27,7 @@ const char *promptdir_root(void);
  * a message naming the file on failure.
  */
 char *promptdir_read_file(const char *path, size_t *len, char *err,
-			  size_t errlen);
+                          size_t errlen);
 
 /*
  * The source of the chat template chosen by NAME for model file GF (may be
@@ -38,9 +38,8 @@ char *promptdir_read_file(const char *path, size_t *len, char *err,
  * the built-in name or the path) in *SHOWN; the caller frees both.
  * Returns 0, or -1 with a message (an unknown name lists the built-ins).
  */
-int promptdir_template(const struct gguf_file *gf, const char *name,
-		       char **src, size_t *len, char **shown, char *err,
-		       size_t errlen);
+int promptdir_template(const struct gguf_file *gf, const char *name, char **src,
+                       size_t *len, char **shown, char *err, size_t errlen);
 
 /*
  * The text of system preset NAME (system/NAME.txt, one trailing newline
@@ -48,7 +47,7 @@ int promptdir_template(const struct gguf_file *gf, const char *name,
  * lists the presets when NAME is unknown.
  */
 int promptdir_system_preset(const char *name, char **text, char *err,
-			    size_t errlen);
+                            size_t errlen);
 
 /*
  * Append the names in SUBDIR ("templates" or "system") whose files end in

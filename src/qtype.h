@@ -51,9 +51,9 @@ enum qtype {
 };
 
 struct qtype_info {
-	const char *name;    /* as ggml names it: "Q4_K", "F16" */
-	uint32_t blck_size;  /* elements per block; 0 = removed/unknown */
-	uint32_t type_size;  /* bytes per block */
+	const char *name;   /* as ggml names it: "Q4_K", "F16" */
+	uint32_t blck_size; /* elements per block; 0 = removed/unknown */
+	uint32_t type_size; /* bytes per block */
 };
 
 /* Geometry of type id T, or NULL if T was never assigned by ggml. */

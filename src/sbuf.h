@@ -19,7 +19,10 @@ struct sbuf {
 	bool failed; /* an allocation failed; contents are truncated */
 };
 
-#define SBUF_INIT {NULL, 0, 0, false}
+#define SBUF_INIT                                                              \
+	{                                                                      \
+		NULL, 0, 0, false                                              \
+	}
 
 /* Append N bytes at P. */
 void sbuf_add(struct sbuf *sb, const void *p, size_t n);

@@ -46,49 +46,49 @@
 
 #include "json.h"
 
-#define TMPL_OK 0
-#define TMPL_ESYNTAX (-1) /* malformed template: "line L, column C: ..." */
+#define TMPL_OK       0
+#define TMPL_ESYNTAX  (-1) /* malformed template: "line L, column C: ..." */
 #define TMPL_ERUNTIME (-2) /* error while rendering (undefined, types) */
-#define TMPL_ERAISE (-3)   /* raise_exception(msg): ERR holds msg */
-#define TMPL_ELIMIT (-4)   /* a limit of struct tmpl_limits was reached */
-#define TMPL_ENOMEM (-5)   /* the system ran out of memory */
+#define TMPL_ERAISE   (-3) /* raise_exception(msg): ERR holds msg */
+#define TMPL_ELIMIT   (-4) /* a limit of struct tmpl_limits was reached */
+#define TMPL_ENOMEM   (-5) /* the system ran out of memory */
 
 struct tmpl;
 
 /* Resource limits of one compile or render; zero fields take defaults. */
 struct tmpl_limits {
-	size_t max_output;     /* bytes of rendered text (default 16 MiB) */
-	size_t max_memory;     /* arena bytes while rendering (256 MiB) */
-	unsigned max_depth;    /* macro call depth (64) */
-	uint64_t max_steps;    /* loop iterations + macro calls (1,000,000) */
+	size_t max_output;  /* bytes of rendered text (default 16 MiB) */
+	size_t max_memory;  /* arena bytes while rendering (256 MiB) */
+	unsigned max_depth; /* macro call depth (64) */
+	uint64_t max_steps; /* loop iterations + macro calls (1,000,000) */
 };
 
 /* One extra variable visible to the template. */
 struct tmpl_var {
-	const char *name;	       /* NUL-terminated identifier */
+	const char *name;               /* NUL-terminated identifier */
 	const struct json_value *value; /* borrowed for the render */
-	bool untrusted;		       /* its strings count as content */
+	bool untrusted;                 /* its strings count as content */
 };
 
 /* What a render sees.  All pointers are borrowed for the call. */
 struct tmpl_ctx {
 	const struct json_value *messages; /* array of {role, content, ...};
-					      NULL: empty list. Untrusted. */
-	bool add_generation_prompt;	   /* the variable of that name */
-	const char *bos_token;		   /* NULL: "" */
-	const char *eos_token;		   /* NULL: "" */
-	const struct json_value *tools;	   /* NULL: none (still defined) */
-	const struct tmpl_var *vars;	   /* nvars extra variables */
+	                                      NULL: empty list. Untrusted. */
+	bool add_generation_prompt;        /* the variable of that name */
+	const char *bos_token;             /* NULL: "" */
+	const char *eos_token;             /* NULL: "" */
+	const struct json_value *tools;    /* NULL: none (still defined) */
+	const struct tmpl_var *vars;       /* nvars extra variables */
 	size_t nvars;
-	const struct tm *now;		   /* strftime_now's time; NULL: the
-					      local time at the call */
-	const struct tmpl_limits *limits;  /* NULL: defaults */
+	const struct tm *now;             /* strftime_now's time; NULL: the
+	                                     local time at the call */
+	const struct tmpl_limits *limits; /* NULL: defaults */
 };
 
 /* One run of output bytes of a single provenance. */
 struct tmpl_span {
-	size_t off;	 /* first byte in the output */
-	size_t len;	 /* bytes, > 0 */
+	size_t off;      /* first byte in the output */
+	size_t len;      /* bytes, > 0 */
 	bool is_content; /* came from untrusted input (parse as plain text) */
 };
 
@@ -98,7 +98,7 @@ struct tmpl_span {
  * TMPL_ESYNTAX / TMPL_ENOMEM with "line L, column C: ..." in ERR.
  */
 int tmpl_compile(const char *src, size_t len, struct tmpl **out, char *err,
-		 size_t errlen);
+                 size_t errlen);
 
 /* Free a compiled template (NULL is fine). */
 void tmpl_free(struct tmpl *t);
@@ -112,7 +112,7 @@ void tmpl_free(struct tmpl *t);
  * NULL and ERR holds the message; see the TMPL_E* codes.
  */
 int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
-		size_t *outlen, struct tmpl_span **spans, size_t *nspans,
-		char *err, size_t errlen);
+                size_t *outlen, struct tmpl_span **spans, size_t *nspans,
+                char *err, size_t errlen);
 
 #endif /* PARLEY_TEMPLATE_H */

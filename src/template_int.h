@@ -21,10 +21,10 @@
 
 /* Where an error goes: the entry point's jump buffer and message. */
 struct tfail {
-	jmp_buf jb;	/* target of longjmp */
-	int code;	/* TMPL_E* */
-	char *err;	/* caller's buffer */
-	size_t errlen;	/* its size */
+	jmp_buf jb;    /* target of longjmp */
+	int code;      /* TMPL_E* */
+	char *err;     /* caller's buffer */
+	size_t errlen; /* its size */
 };
 
 struct tchunk;
@@ -32,8 +32,8 @@ struct tchunk;
 /* A bump allocator with a byte budget. */
 struct tarena {
 	struct tchunk *head; /* newest chunk first */
-	size_t total;	     /* bytes allocated in chunks */
-	size_t max;	     /* budget; passing it fails with TMPL_ELIMIT */
+	size_t total;        /* bytes allocated in chunks */
+	size_t max;          /* budget; passing it fails with TMPL_ELIMIT */
 	struct tfail *fail;  /* where allocation failures go */
 	const int *line;     /* position for messages, or NULL */
 	const int *col;
@@ -44,7 +44,8 @@ void ta_free_all(struct tarena *a);
 
 /* Fail with CODE; the message is "line L, column C: ..." when LINE > 0. */
 _Noreturn void t_fail(struct tfail *f, int code, int line, int col,
-		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                      const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* ------------------------------------------------------------- values */
 
@@ -70,32 +71,32 @@ struct tcspan {
 };
 
 struct tstr {
-	const char *p;	   /* bytes (arena or borrowed); not terminated */
-	size_t n;	   /* length in bytes */
-	size_t nsp;	   /* content spans, sorted, disjoint, non-adjacent */
+	const char *p;     /* bytes (arena or borrowed); not terminated */
+	size_t n;          /* length in bytes */
+	size_t nsp;        /* content spans, sorted, disjoint, non-adjacent */
 	struct tcspan *sp; /* nsp spans */
 };
 
 struct tval;
 struct tlist {
-	size_t n;	 /* items */
-	struct tval *v;	 /* n items */
+	size_t n;       /* items */
+	struct tval *v; /* n items */
 };
 
 struct tdict {
-	size_t n, cap;	   /* members used / allocated */
+	size_t n, cap;     /* members used / allocated */
 	struct tval *keys; /* n keys (usually strings) */
 	struct tval *vals; /* n values */
 };
 
 /* Why a value is undefined, for jinja2's error message. */
 struct tundef {
-	const char *hint;   /* complete message, or NULL */
-	const char *obj;    /* "dict object", "None", ...; NULL: a name */
-	const char *name;   /* the missing name or key */
-	size_t nlen;	    /* its length */
-	bool is_index;	    /* NAME was an integer index (IDX) */
-	int64_t idx;	    /* the index */
+	const char *hint; /* complete message, or NULL */
+	const char *obj;  /* "dict object", "None", ...; NULL: a name */
+	const char *name; /* the missing name or key */
+	size_t nlen;      /* its length */
+	bool is_index;    /* NAME was an integer index (IDX) */
+	int64_t idx;      /* the index */
 };
 
 struct node;
@@ -104,36 +105,36 @@ struct tloop;
 
 /* A builtin function, possibly bound to a receiver (a method). */
 struct tfunc {
-	int id;		     /* TF_* in template_lib.c */
-	const char *name;    /* for messages */
-	struct tval *self;   /* receiver or NULL */
+	int id;            /* TF_* in template_lib.c */
+	const char *name;  /* for messages */
+	struct tval *self; /* receiver or NULL */
 };
 
 struct tmacro {
-	const struct node *def;	/* N_MACRO node (or call-block for caller) */
-	struct tscope *scope;	/* defining scope */
+	const struct node *def; /* N_MACRO node (or call-block for caller) */
+	struct tscope *scope;   /* defining scope */
 };
 
 struct tval {
-	enum vkind k;  /* kind */
-	bool tuple;    /* V_LIST made as a tuple (repr "(...)") */
+	enum vkind k; /* kind */
+	bool tuple;   /* V_LIST made as a tuple (repr "(...)") */
 	union {
-		bool b;		    /* V_BOOL */
-		int64_t i;	    /* V_INT */
-		double f;	    /* V_FLOAT */
-		struct tstr *s;	    /* V_STR */
-		struct tlist *l;    /* V_LIST */
-		struct tdict *d;    /* V_DICT, V_NS */
-		struct tfunc *fn;   /* V_FUNC */
-		struct tmacro *m;   /* V_MACRO */
-		struct tloop *lp;   /* V_LOOP */
-		struct tundef *u;   /* V_UNDEF (NULL: plain) */
+		bool b;           /* V_BOOL */
+		int64_t i;        /* V_INT */
+		double f;         /* V_FLOAT */
+		struct tstr *s;   /* V_STR */
+		struct tlist *l;  /* V_LIST */
+		struct tdict *d;  /* V_DICT, V_NS */
+		struct tfunc *fn; /* V_FUNC */
+		struct tmacro *m; /* V_MACRO */
+		struct tloop *lp; /* V_LOOP */
+		struct tundef *u; /* V_UNDEF (NULL: plain) */
 	} u;
 };
 
 struct tloop {
 	struct tlist *items; /* what is iterated */
-	size_t i;	     /* current index0 */
+	size_t i;            /* current index0 */
 };
 
 /* ---------------------------------------------------------------- AST */
@@ -141,31 +142,31 @@ struct tloop {
 enum nkind {
 	N_LIT,
 	N_NAME,
-	N_ATTR,	  /* a.s */
-	N_ITEM,	  /* a[b] */
+	N_ATTR,   /* a.s */
+	N_ITEM,   /* a[b] */
 	N_SLICE,  /* a[b:c:d] (NULL parts absent) */
-	N_CALL,	  /* a(v..., kw...) */
+	N_CALL,   /* a(v..., kw...) */
 	N_FILTER, /* a | s(v..., kw...) */
-	N_TEST,	  /* a is [not] s(v...) */
+	N_TEST,   /* a is [not] s(v...) */
 	N_NEG,
 	N_POS,
 	N_NOT,
-	N_BIN,	/* a op b; op one of + - * / % ~ F(//) P(**) */
+	N_BIN, /* a op b; op one of + - * / % ~ F(//) P(**) */
 	N_AND,
 	N_OR,
-	N_CMP,	 /* v[0] ops[0] v[1] ... chained */
-	N_COND,	 /* b if a else c */
+	N_CMP,  /* v[0] ops[0] v[1] ... chained */
+	N_COND, /* b if a else c */
 	N_LIST,
 	N_TUPLE,
-	N_DICT,	 /* keys v, values kv */
-	N_TEXT,	 /* template text s */
-	N_OUT,	 /* {{ a }} */
-	N_IF,	 /* if a: b else c */
-	N_FOR,	 /* for a in b if c: d else e */
-	N_SET,	 /* a = b */
-	N_SETBLOCK, /* a = body b | filters v */
-	N_MACRO, /* s(v params with defaults in ->a) body b */
-	N_CALLBLOCK, /* call(v params) a: body b */
+	N_DICT,        /* keys v, values kv */
+	N_TEXT,        /* template text s */
+	N_OUT,         /* {{ a }} */
+	N_IF,          /* if a: b else c */
+	N_FOR,         /* for a in b if c: d else e */
+	N_SET,         /* a = b */
+	N_SETBLOCK,    /* a = body b | filters v */
+	N_MACRO,       /* s(v params with defaults in ->a) body b */
+	N_CALLBLOCK,   /* call(v params) a: body b */
 	N_FILTERBLOCK, /* body b | filters v */
 	N_BREAK,
 	N_CONTINUE,
@@ -173,20 +174,20 @@ enum nkind {
 };
 
 struct node {
-	enum nkind k;	     /* kind */
-	int op;		     /* operator of N_BIN */
-	int line, col;	     /* source position (1-based) */
+	enum nkind k;                   /* kind */
+	int op;                         /* operator of N_BIN */
+	int line, col;                  /* source position (1-based) */
 	struct node *a, *b, *c, *d, *e; /* children, see enum nkind */
-	struct node **v;     /* n items / args / params / statements */
+	struct node **v; /* n items / args / params / statements */
 	size_t n;
-	struct node **kv;    /* nk keyword-argument values (or dict values) */
-	const char **kn;     /* nk keyword names (NUL-terminated) */
+	struct node **kv; /* nk keyword-argument values (or dict values) */
+	const char **kn;  /* nk keyword names (NUL-terminated) */
 	size_t nk;
-	int *ops;	     /* N_CMP operators, n - 1 of them */
-	const char *s;	     /* name or text */
-	size_t sn;	     /* its length */
-	struct tval lit;     /* N_LIT value */
-	bool neg;	     /* N_TEST: "is not" */
+	int *ops;        /* N_CMP operators, n - 1 of them */
+	const char *s;   /* name or text */
+	size_t sn;       /* its length */
+	struct tval lit; /* N_LIT value */
+	bool neg;        /* N_TEST: "is not" */
 };
 
 struct tmpl {
@@ -199,32 +200,32 @@ struct tmpl {
 
 struct tscope {
 	struct tscope *parent; /* enclosing scope or NULL */
-	size_t n, cap;	       /* variables used / allocated */
+	size_t n, cap;         /* variables used / allocated */
 	const char **names;    /* n names (NUL-terminated) */
 	struct tval *vals;     /* n values */
 };
 
 /* An output buffer with provenance, also used to capture blocks. */
 struct tout {
-	char *p;	    /* bytes (arena) */
-	size_t n, cap;	    /* used / allocated */
-	struct tcspan *sp;  /* content spans */
-	size_t nsp, spcap;  /* used / allocated */
+	char *p;           /* bytes (arena) */
+	size_t n, cap;     /* used / allocated */
+	struct tcspan *sp; /* content spans */
+	size_t nsp, spcap; /* used / allocated */
 };
 
 struct trender {
-	struct tarena arena;	    /* all values of this render */
-	struct tfail fail;	    /* error target */
+	struct tarena arena;        /* all values of this render */
+	struct tfail fail;          /* error target */
 	const struct tmpl_ctx *ctx; /* caller's context */
-	struct tmpl_limits lim;	    /* effective limits */
-	struct tscope *globals;	    /* context variables */
-	struct tscope *root;	    /* template top-level scope */
-	struct tscope *scope;	    /* innermost scope now */
-	struct tout *out;	    /* current output (captures nest) */
-	uint64_t steps;		    /* loop iterations + calls so far */
-	unsigned depth;		    /* macro call depth */
-	int ctl;		    /* 1 break, 2 continue pending */
-	int line, col;		    /* position of the current node */
+	struct tmpl_limits lim;     /* effective limits */
+	struct tscope *globals;     /* context variables */
+	struct tscope *root;        /* template top-level scope */
+	struct tscope *scope;       /* innermost scope now */
+	struct tout *out;           /* current output (captures nest) */
+	uint64_t steps;             /* loop iterations + calls so far */
+	unsigned depth;             /* macro call depth */
+	int ctl;                    /* 1 break, 2 continue pending */
+	int line, col;              /* position of the current node */
 };
 
 /* template_run.c */
@@ -232,39 +233,38 @@ _Noreturn void r_fail(struct trender *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 struct tval r_eval(struct trender *r, const struct node *n);
 struct tstr *r_str_new(struct trender *r, const char *p, size_t n,
-		       bool content);
+                       bool content);
 struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
-		       const struct tstr *b);
+                       const struct tstr *b);
 struct tstr *r_str_sub(struct trender *r, const struct tstr *s, size_t off,
-		       size_t n);
+                       size_t n);
 struct tstr *r_str_derived(struct trender *r, const char *p, size_t n,
-			   bool content);
+                           bool content);
 struct tstr *r_to_str(struct trender *r, struct tval v);
 struct tstr *r_repr(struct trender *r, struct tval v);
 bool r_has_content(struct tval v, int depth);
 bool r_truthy(struct trender *r, struct tval v);
 bool r_equal(struct tval a, struct tval b, int depth);
 struct tval r_getattr(struct trender *r, struct tval obj, const char *name,
-		      size_t nlen);
+                      size_t nlen);
 struct tval r_getitem(struct trender *r, struct tval obj, struct tval key);
 _Noreturn void r_undef_fail(struct trender *r, struct tval u);
 struct tlist *r_iter(struct trender *r, struct tval v);
 struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
-		   size_t nargs, const char **kn, struct tval *kv, size_t nk);
+                   size_t nargs, const char **kn, struct tval *kv, size_t nk);
 const char *r_type_name(struct tval v);
 struct tval r_undef(struct trender *r, const char *obj, const char *name,
-		    size_t nlen);
+                    size_t nlen);
 struct tval r_undef_idx(struct trender *r, const char *obj, int64_t idx);
 struct tval r_undef_hint(struct trender *r, const char *hint);
 const char *r_obj_repr(struct tval v);
 struct tval r_dict_get(struct tval d, struct tval key, bool *found);
 void r_dict_set(struct trender *r, struct tdict *d, struct tval key,
-		struct tval val);
+                struct tval val);
 struct tlist *r_list_new(struct trender *r, size_t n);
 void r_step(struct trender *r);
 size_t r_u8len(const struct tstr *s);
-int r_order(struct trender *r, int op, struct tval a, struct tval b,
-	    int depth);
+int r_order(struct trender *r, int op, struct tval a, struct tval b, int depth);
 bool r_contains(struct trender *r, struct tval a, struct tval b);
 size_t r_u8off(const struct tstr *s, size_t cp);
 
@@ -301,18 +301,18 @@ static inline struct tval tv_list(struct tlist *l)
 
 /* template_lib.c */
 struct tval lib_filter(struct trender *r, const char *name, struct tval v,
-		       struct tval *args, size_t nargs, const char **kn,
-		       struct tval *kv, size_t nk);
+                       struct tval *args, size_t nargs, const char **kn,
+                       struct tval *kv, size_t nk);
 bool lib_test(struct trender *r, const char *name, struct tval v,
-	      struct tval *args, size_t nargs);
+              struct tval *args, size_t nargs);
 bool lib_has_filter(const char *name);
 bool lib_has_test(const char *name);
 struct tval lib_method(struct trender *r, struct tval self, const char *name,
-		       size_t nlen, bool *found);
+                       size_t nlen, bool *found);
 struct tval lib_global(struct trender *r, const char *name, bool *found);
 struct tval lib_call(struct trender *r, const struct tfunc *fn,
-		     struct tval *args, size_t nargs, const char **kn,
-		     struct tval *kv, size_t nk);
+                     struct tval *args, size_t nargs, const char **kn,
+                     struct tval *kv, size_t nk);
 bool lib_isspace(uint32_t cp);
 bool lib_isprint(uint32_t cp);
 /* Decode one code point at P (N > 0 bytes left); *LEN gets its length

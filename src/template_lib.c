@@ -35,8 +35,8 @@ bool lib_isspace(uint32_t cp)
 {
 	return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) ||
 	       cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-	       (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
-	       cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+	       (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+	       cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
 /* Python's str.isprintable() for one non-ASCII code point. */
@@ -45,9 +45,9 @@ bool lib_isprint(uint32_t cp)
 	utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
 
 	return !(c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF ||
-		 c == UTF8PROC_CATEGORY_CS || c == UTF8PROC_CATEGORY_CO ||
-		 c == UTF8PROC_CATEGORY_CN || c == UTF8PROC_CATEGORY_ZL ||
-		 c == UTF8PROC_CATEGORY_ZP || c == UTF8PROC_CATEGORY_ZS);
+	         c == UTF8PROC_CATEGORY_CS || c == UTF8PROC_CATEGORY_CO ||
+	         c == UTF8PROC_CATEGORY_CN || c == UTF8PROC_CATEGORY_ZL ||
+	         c == UTF8PROC_CATEGORY_ZP || c == UTF8PROC_CATEGORY_ZS);
 }
 
 static bool is_cased(uint32_t cp)
@@ -88,7 +88,7 @@ enum {
 };
 
 static struct tval mkfunc(struct trender *r, int id, const char *name,
-			  const struct tval *self)
+                          const struct tval *self)
 {
 	struct tval v = {.k = V_FUNC};
 
@@ -104,8 +104,8 @@ static struct tval mkfunc(struct trender *r, int id, const char *name,
 
 /* Argument POS or keyword NAME; false when absent. */
 static bool arg(struct tval *args, size_t nargs, const char **kn,
-		struct tval *kv, size_t nk, size_t pos, const char *name,
-		struct tval *out)
+                struct tval *kv, size_t nk, size_t pos, const char *name,
+                struct tval *out)
 {
 	size_t i;
 
@@ -123,8 +123,7 @@ static bool arg(struct tval *args, size_t nargs, const char **kn,
 }
 
 /* A string argument or fail. */
-static struct tstr *want_str(struct trender *r, struct tval v,
-			     const char *what)
+static struct tstr *want_str(struct trender *r, struct tval v, const char *what)
 {
 	if (v.k == V_UNDEF)
 		r_undef_fail(r, v);
@@ -157,7 +156,7 @@ static bool strip_member(const struct tstr *chars, uint32_t cp)
 /* Python's str.strip family: WHICH 1 left, 2 right, 3 both; CHARS NULL
  * means whitespace. */
 static struct tstr *do_strip(struct trender *r, const struct tstr *s,
-			     const struct tstr *chars, int which)
+                             const struct tstr *chars, int which)
 {
 	size_t a = 0, b = s->n, k;
 
@@ -175,7 +174,8 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 			size_t st = b - 1;
 			uint32_t cp;
 
-			while (st > a && ((unsigned char)s->p[st] & 0xc0) == 0x80 &&
+			while (st > a &&
+			       ((unsigned char)s->p[st] & 0xc0) == 0x80 &&
 			       b - st < 4)
 				st--;
 			cp = lib_u8dec(s->p + st, b - st, &k);
@@ -214,7 +214,7 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 		}
 		if (cp >= 0xdf) {
 			size_t lo = 0, hi = sizeof(tcase_special) /
-					    sizeof(*tcase_special);
+			                    sizeof(*tcase_special);
 
 			while (lo < hi) {
 				size_t mid = (lo + hi) / 2;
@@ -224,19 +224,20 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 				else
 					hi = mid;
 			}
-			if (lo < sizeof(tcase_special) / sizeof(*tcase_special) &&
+			if (lo < sizeof(tcase_special) /
+			             sizeof(*tcase_special) &&
 			    tcase_special[lo].cp == cp)
 				sc = &tcase_special[lo];
 		}
 		if (sc) {
 			const char *rep;
 			bool up = mode == 'u' || (mode == 't' && !prev_cased) ||
-				  (mode == 'c' && first) ||
-				  (mode == 'j' && word_start);
+			          (mode == 'c' && first) ||
+			          (mode == 'j' && word_start);
 
-			rep = !up ? sc->lower
+			rep = !up                            ? sc->lower
 			      : (mode == 't' || mode == 'c') ? sc->title
-							     : sc->upper;
+			                                     : sc->upper;
 			memcpy(d + o, rep, strlen(rep));
 			o += strlen(rep);
 			prev_cased = is_cased(cp);
@@ -254,10 +255,10 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 			if (cp == 0x3a3 && prev_cased) {
 				/* Final_Sigma: no cased letter follows */
 				size_t k2;
-				bool next_cased = i + k < s->n &&
-						  is_cased(lib_u8dec(s->p + i + k,
-								     s->n - i - k,
-								     &k2));
+				bool next_cased =
+				    i + k < s->n &&
+				    is_cased(lib_u8dec(s->p + i + k,
+				                       s->n - i - k, &k2));
 
 				if (!next_cased)
 					m = 0x3c2;
@@ -266,12 +267,12 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 			break;
 		case 't':
 			m = prev_cased ? utf8proc_tolower((int32_t)cp)
-				       : utf8proc_totitle((int32_t)cp);
+			               : utf8proc_totitle((int32_t)cp);
 			prev_cased = is_cased(cp);
 			break;
 		case 'c':
 			m = first ? utf8proc_totitle((int32_t)cp)
-				  : utf8proc_tolower((int32_t)cp);
+			          : utf8proc_tolower((int32_t)cp);
 			break;
 		default: /* 'j' */
 			if (cp == '-' || cp == '(' || cp == '{' || cp == '[' ||
@@ -280,7 +281,7 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 				word_start = true;
 			} else {
 				m = word_start ? utf8proc_toupper((int32_t)cp)
-					       : utf8proc_tolower((int32_t)cp);
+				               : utf8proc_tolower((int32_t)cp);
 				word_start = false;
 			}
 			break;
@@ -294,8 +295,8 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 
 /* Python str.replace(old, new, count). */
 static struct tstr *do_replace(struct trender *r, const struct tstr *s,
-			       const struct tstr *old, const struct tstr *new_,
-			       int64_t count)
+                               const struct tstr *old, const struct tstr *new_,
+                               int64_t count)
 {
 	struct tstr *res = r_str_new(r, "", 0, false);
 	size_t i = 0, last = 0, k;
@@ -317,8 +318,8 @@ static struct tstr *do_replace(struct trender *r, const struct tstr *s,
 	} else {
 		while (count != 0 && i + old->n <= s->n) {
 			if (memcmp(s->p + i, old->p, old->n) == 0) {
-				res = r_str_cat(r, res,
-						r_str_sub(r, s, last, i - last));
+				res = r_str_cat(
+				    r, res, r_str_sub(r, s, last, i - last));
 				res = r_str_cat(r, res, new_);
 				i += old->n;
 				last = i;
@@ -335,26 +336,26 @@ static struct tstr *do_replace(struct trender *r, const struct tstr *s,
 
 /* Python str.split(sep, maxsplit) (SEP NULL: whitespace runs). */
 static struct tval do_split(struct trender *r, const struct tstr *s,
-			    const struct tstr *sep, int64_t maxsplit)
+                            const struct tstr *sep, int64_t maxsplit)
 {
 	struct tval parts[1];
 	struct tlist *l = r_list_new(r, 0);
 	size_t cap = 0, i = 0, k;
 
 	(void)parts;
-#define PUSH(str)                                                           \
-	do {                                                                \
-		if (l->n == cap) {                                          \
-			size_t nc_ = cap ? cap * 2 : 8;                     \
-			struct tval *nv_ = ta_alloc(&r->arena,              \
-						    nc_ * sizeof(*nv_));    \
-			if (l->n)                                           \
-				memcpy(nv_, l->v, l->n * sizeof(*nv_));     \
-			l->v = nv_;                                         \
-			cap = nc_;                                          \
-		}                                                           \
-		l->v[l->n++] = tv_str(str);                                 \
-		r_step(r);                                                  \
+#define PUSH(str)                                                              \
+	do {                                                                   \
+		if (l->n == cap) {                                             \
+			size_t nc_ = cap ? cap * 2 : 8;                        \
+			struct tval *nv_ =                                     \
+			    ta_alloc(&r->arena, nc_ * sizeof(*nv_));           \
+			if (l->n)                                              \
+				memcpy(nv_, l->v, l->n * sizeof(*nv_));        \
+			l->v = nv_;                                            \
+			cap = nc_;                                             \
+		}                                                              \
+		l->v[l->n++] = tv_str(str);                                    \
+		r_step(r);                                                     \
 	} while (0)
 	if (!sep) {
 		while (i < s->n) {
@@ -372,9 +373,11 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
 					size_t b = e - 1;
 
 					while (b > i &&
-					       ((unsigned char)s->p[b] & 0xc0) == 0x80)
+					       ((unsigned char)s->p[b] &
+					        0xc0) == 0x80)
 						b--;
-					if (!lib_isspace(lib_u8dec(s->p + b, e - b, &k)))
+					if (!lib_isspace(
+					        lib_u8dec(s->p + b, e - b, &k)))
 						break;
 					e = b;
 				}
@@ -414,9 +417,9 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
 /* ------------------------------------------------------------- tojson */
 
 struct jopts {
-	int indent;	   /* < 0: none */
+	int indent;        /* < 0: none */
 	bool ensure_ascii; /* escape non-ASCII */
-	bool sort_keys;	   /* sort members */
+	bool sort_keys;    /* sort members */
 };
 
 /* An arena buffer for tojson output (nothing to free on errors). */
@@ -449,7 +452,7 @@ static void tj_add(struct trender *r, struct abuf *b, const char *s, size_t n)
 
 /* A JSON string literal of S appended to B. */
 static void tj_string(struct trender *r, struct abuf *b, const struct tstr *s,
-		      bool ensure_ascii)
+                      bool ensure_ascii)
 {
 	struct json_buf tmp = {0};
 
@@ -463,7 +466,7 @@ static void tj_string(struct trender *r, struct abuf *b, const struct tstr *s,
 }
 
 static void tj_nl(struct trender *r, struct abuf *b, const struct jopts *o,
-		  int level)
+                  int level)
 {
 	long i;
 
@@ -495,8 +498,10 @@ static struct tstr *tj_key(struct trender *r, struct tval k)
 		snprintf(num, sizeof(num), "null");
 		break;
 	default:
-		r_fail(r, TMPL_ERUNTIME, "keys must be str, int, float, bool or "
-					 "None, not %s", r_type_name(k));
+		r_fail(r, TMPL_ERUNTIME,
+		       "keys must be str, int, float, bool or "
+		       "None, not %s",
+		       r_type_name(k));
 	}
 	{
 		size_t n = strlen(num);
@@ -508,7 +513,7 @@ static struct tstr *tj_key(struct trender *r, struct tval k)
 }
 
 static void tj_write(struct trender *r, struct abuf *b, struct tval v,
-		     const struct jopts *o, int level)
+                     const struct jopts *o, int level)
 {
 	char num[48];
 	size_t i, n;
@@ -524,7 +529,8 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 		tj_add(r, b, v.u.b ? "true" : "false", v.u.b ? 4 : 5);
 		return;
 	case V_INT:
-		n = (size_t)snprintf(num, sizeof(num), "%lld", (long long)v.u.i);
+		n = (size_t)snprintf(num, sizeof(num), "%lld",
+		                     (long long)v.u.i);
 		tj_add(r, b, num, n);
 		return;
 	case V_FLOAT:
@@ -564,9 +570,9 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 			for (i = 1; i < v.u.d->n; i++) {
 				size_t j = i, t = ord[i];
 
-				while (j > 0 &&
-				       r_order(r, '<', v.u.d->keys[t],
-					       v.u.d->keys[ord[j - 1]], 0) < 0) {
+				while (j > 0 && r_order(r, '<', v.u.d->keys[t],
+				                        v.u.d->keys[ord[j - 1]],
+				                        0) < 0) {
 					ord[j] = ord[j - 1];
 					j--;
 				}
@@ -589,14 +595,16 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 		return;
 	}
 	default:
-		r_fail(r, TMPL_ERUNTIME, "Object of type %s is not JSON "
-					 "serializable", r_type_name(v));
+		r_fail(r, TMPL_ERUNTIME,
+		       "Object of type %s is not JSON "
+		       "serializable",
+		       r_type_name(v));
 	}
 }
 
 static struct tval do_tojson(struct trender *r, struct tval v,
-			     struct tval *args, size_t nargs, const char **kn,
-			     struct tval *kv, size_t nk)
+                             struct tval *args, size_t nargs, const char **kn,
+                             struct tval *kv, size_t nk)
 {
 	struct jopts o = {-1, false, false};
 	struct abuf b = {0};
@@ -606,24 +614,26 @@ static struct tval do_tojson(struct trender *r, struct tval v,
 		o.ensure_ascii = r_truthy(r, a);
 	if (arg(args, nargs, kn, kv, nk, 1, "indent", &a) && a.k != V_NONE) {
 		if (a.k != V_INT || a.u.i < 0 || a.u.i > 64)
-			r_fail(r, TMPL_ERUNTIME, "tojson: indent must be an "
-						 "integer 0..64");
+			r_fail(r, TMPL_ERUNTIME,
+			       "tojson: indent must be an "
+			       "integer 0..64");
 		o.indent = (int)a.u.i;
 	}
 	if (arg(args, nargs, kn, kv, nk, 3, "sort_keys", &a))
 		o.sort_keys = r_truthy(r, a);
 	if (arg(args, nargs, kn, kv, nk, 2, "separators", &a) && a.k != V_NONE)
-		r_fail(r, TMPL_ERUNTIME, "tojson: separators are not supported");
+		r_fail(r, TMPL_ERUNTIME,
+		       "tojson: separators are not supported");
 	tj_write(r, &b, v, &o, 0);
-	return tv_str(r_str_derived(r, b.p ? b.p : "", b.n,
-				    r_has_content(v, 0)));
+	return tv_str(
+	    r_str_derived(r, b.p ? b.p : "", b.n, r_has_content(v, 0)));
 }
 
 /* ----------------------------------------------------- attribute paths */
 
 /* Look up dotted ATTR ("a.b", "0") in V like jinja2's make_attrgetter. */
 static struct tval attr_path(struct trender *r, struct tval v,
-			     const struct tstr *attr)
+                             const struct tstr *attr)
 {
 	size_t a = 0;
 
@@ -643,8 +653,8 @@ static struct tval attr_path(struct trender *r, struct tval v,
 			else
 				idx = idx * 10 + (attr->p[i] - '0');
 		}
-		key = digits ? tv_int(idx)
-			     : tv_str(r_str_sub(r, attr, a, e - a));
+		key =
+		    digits ? tv_int(idx) : tv_str(r_str_sub(r, attr, a, e - a));
 		v = r_getitem(r, v, key);
 		if (e >= attr->n)
 			break;
@@ -656,13 +666,13 @@ static struct tval attr_path(struct trender *r, struct tval v,
 /* ------------------------------------------------------------- filters */
 
 static const char *const filters[] = {
-    "abs",	 "capitalize", "count",	  "d",	       "default", "e",
-    "escape",	 "first",
-    "float",	 "indent",     "int",	  "items",	  "join",      "last",	  "length",
-    "list",	 "lower",      "map",	  "max",       "min",	  "reject",
-    "rejectattr", "replace",   "reverse", "round",     "safe",	  "select",
-    "selectattr", "string",    "sum",	  "title",     "tojson",  "trim",
-    "unique",	 "upper",      "wordcount", NULL};
+    "abs",    "capitalize", "count",  "d",          "default", "e",
+    "escape", "first",      "float",  "indent",     "int",     "items",
+    "join",   "last",       "length", "list",       "lower",   "map",
+    "max",    "min",        "reject", "rejectattr", "replace", "reverse",
+    "round",  "safe",       "select", "selectattr", "string",  "sum",
+    "title",  "tojson",     "trim",   "unique",     "upper",   "wordcount",
+    NULL};
 
 bool lib_has_filter(const char *name)
 {
@@ -675,13 +685,13 @@ bool lib_has_filter(const char *name)
 }
 
 static const char *const tests[] = {
-    "boolean", "callable", "defined",  "divisibleby", "eq",	 "equalto",
-    "escaped", "even",	   "false",    "float",	      "ge",	 "gt",
-    "in",      "integer",  "iterable", "le",	      "lower",	 "lt",
-    "mapping", "ne",	   "none",     "number",      "odd",	 "sameas",
-    "sequence", "string",  "true",     "undefined",   "upper",	 "==",
-    "!=",      "<",	   ">",	       "<=",	      ">=",	 "greaterthan",
-    "lessthan", "filter",  "test",     NULL};
+    "boolean",  "callable", "defined",  "divisibleby", "eq",    "equalto",
+    "escaped",  "even",     "false",    "float",       "ge",    "gt",
+    "in",       "integer",  "iterable", "le",          "lower", "lt",
+    "mapping",  "ne",       "none",     "number",      "odd",   "sameas",
+    "sequence", "string",   "true",     "undefined",   "upper", "==",
+    "!=",       "<",        ">",        "<=",          ">=",    "greaterthan",
+    "lessthan", "filter",   "test",     NULL};
 
 bool lib_has_test(const char *name)
 {
@@ -715,8 +725,8 @@ static int64_t py_len(struct trender *r, struct tval v)
 
 /* select/reject/selectattr/rejectattr. */
 static struct tval do_select(struct trender *r, struct tval v,
-			     struct tval *args, size_t nargs, bool by_attr,
-			     bool keep)
+                             struct tval *args, size_t nargs, bool by_attr,
+                             bool keep)
 {
 	struct tlist *in = r_iter(r, v), *out = r_list_new(r, in->n);
 	const struct tstr *attr = NULL;
@@ -725,8 +735,9 @@ static struct tval do_select(struct trender *r, struct tval v,
 
 	if (by_attr) {
 		if (nargs < 1)
-			r_fail(r, TMPL_ERUNTIME, "Missing parameter for attribute "
-						 "name");
+			r_fail(r, TMPL_ERUNTIME,
+			       "Missing parameter for attribute "
+			       "name");
 		attr = want_str(r, args[0], "attribute");
 		skip = 1;
 	}
@@ -742,9 +753,11 @@ static struct tval do_select(struct trender *r, struct tval v,
 	}
 	out->n = 0;
 	for (i = 0; i < in->n; i++) {
-		struct tval item = attr ? attr_path(r, in->v[i], attr) : in->v[i];
-		bool ok = test ? lib_test(r, test, item, args + skip, nargs - skip)
-			       : r_truthy(r, item);
+		struct tval item =
+		    attr ? attr_path(r, in->v[i], attr) : in->v[i];
+		bool ok =
+		    test ? lib_test(r, test, item, args + skip, nargs - skip)
+		         : r_truthy(r, item);
 
 		r_step(r);
 		if (ok == keep)
@@ -754,8 +767,8 @@ static struct tval do_select(struct trender *r, struct tval v,
 }
 
 static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
-			  size_t nargs, const char **kn, struct tval *kv,
-			  size_t nk)
+                          size_t nargs, const char **kn, struct tval *kv,
+                          size_t nk)
 {
 	struct tlist *in = r_iter(r, v), *out = r_list_new(r, in->n);
 	struct tval a, def;
@@ -785,8 +798,8 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
 		if (!lib_has_filter(z))
 			r_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", z);
 		for (i = 0; i < in->n; i++) {
-			out->v[i] = lib_filter(r, z, in->v[i], args + 1, nargs - 1,
-					       NULL, NULL, 0);
+			out->v[i] = lib_filter(r, z, in->v[i], args + 1,
+			                       nargs - 1, NULL, NULL, 0);
 			r_step(r);
 		}
 	}
@@ -812,7 +825,7 @@ static size_t line_break(const struct tstr *s, size_t i)
 /* jinja2's indent filter (3.1): every line but the first (FIRST: also the
  * first) gets INDENT in front; blank lines only when BLANK. */
 static struct tstr *do_indent(struct trender *r, const struct tstr *s,
-			      const struct tstr *ind, bool first, bool blank)
+                              const struct tstr *ind, bool first, bool blank)
 {
 	struct tstr *res = cstr(r, ""), *nl = cstr(r, "\n");
 	size_t i = 0, start = 0, line = 0;
@@ -824,7 +837,9 @@ static struct tstr *do_indent(struct trender *r, const struct tstr *s,
 		struct tstr *piece;
 
 		while (e < s->n && !(b = line_break(s, e)))
-			e += lib_u8dec(s->p + e, s->n - e, &i) == UINT32_MAX ? 1 : i;
+			e += lib_u8dec(s->p + e, s->n - e, &i) == UINT32_MAX
+			         ? 1
+			         : i;
 		piece = r_str_sub(r, s, start, e - start);
 		if (line > 0) {
 			res = r_str_cat(r, res, nl);
@@ -844,8 +859,8 @@ static struct tstr *do_indent(struct trender *r, const struct tstr *s,
 }
 
 struct tval lib_filter(struct trender *r, const char *name, struct tval v,
-		       struct tval *args, size_t nargs, const char **kn,
-		       struct tval *kv, size_t nk)
+                       struct tval *args, size_t nargs, const char **kn,
+                       struct tval *kv, size_t nk)
 {
 	struct tval a;
 	size_t i;
@@ -853,12 +868,14 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 	if (!strcmp(name, "trim")) {
 		struct tstr *chars = NULL;
 
-		if (arg(args, nargs, kn, kv, nk, 0, "chars", &a) && a.k != V_NONE)
+		if (arg(args, nargs, kn, kv, nk, 0, "chars", &a) &&
+		    a.k != V_NONE)
 			chars = want_str(r, a, "trim chars");
 		return tv_str(do_strip(r, r_to_str(r, v), chars, 3));
 	}
 	if (!strcmp(name, "indent")) {
-		struct tval w = tv_int(4), f = tv_bool(false), b = tv_bool(false);
+		struct tval w = tv_int(4), f = tv_bool(false),
+		            b = tv_bool(false);
 		struct tstr *ind;
 
 		arg(args, nargs, kn, kv, nk, 0, "width", &w);
@@ -872,11 +889,12 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			memset(sp, ' ', (size_t)w.u.i);
 			ind = r_str_new(r, sp, (size_t)w.u.i, false);
 		} else {
-			r_fail(r, TMPL_ERUNTIME, "indent: width must be a string "
-						 "or an integer 0..256");
+			r_fail(r, TMPL_ERUNTIME,
+			       "indent: width must be a string "
+			       "or an integer 0..256");
 		}
 		return tv_str(do_indent(r, r_to_str(r, v), ind, r_truthy(r, f),
-					r_truthy(r, b)));
+		                        r_truthy(r, b)));
 	}
 	if (!strcmp(name, "length") || !strcmp(name, "count"))
 		return tv_int(py_len(r, v));
@@ -893,11 +911,11 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		d = ta_alloc(&r->arena, in->n * 5 + 1);
 		for (i = 0; i < in->n; i++) {
 			const char *rep = in->p[i] == '&'    ? "&amp;"
-					  : in->p[i] == '<'  ? "&lt;"
-					  : in->p[i] == '>'  ? "&gt;"
-					  : in->p[i] == '"'  ? "&#34;"
-					  : in->p[i] == '\'' ? "&#39;"
-							     : NULL;
+			                  : in->p[i] == '<'  ? "&lt;"
+			                  : in->p[i] == '>'  ? "&gt;"
+			                  : in->p[i] == '"'  ? "&#34;"
+			                  : in->p[i] == '\'' ? "&#39;"
+			                                     : NULL;
 
 			if (rep) {
 				memcpy(d + o, rep, strlen(rep));
@@ -913,10 +931,10 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 	if (!strcmp(name, "lower") || !strcmp(name, "upper") ||
 	    !strcmp(name, "title") || !strcmp(name, "capitalize"))
 		return tv_str(do_case(r, r_to_str(r, v),
-				      name[0] == 'l'   ? 'l'
-				      : name[0] == 'u' ? 'u'
-				      : name[0] == 't' ? 'j'
-						       : 'c'));
+		                      name[0] == 'l'   ? 'l'
+		                      : name[0] == 'u' ? 'u'
+		                      : name[0] == 't' ? 'j'
+		                                       : 'c'));
 	if (!strcmp(name, "default") || !strcmp(name, "d")) {
 		struct tval def = tv_str(cstr(r, "")), b;
 		bool boolean = false;
@@ -932,11 +950,11 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		struct tlist *l = r_iter(r, v);
 
 		if (!l->n)
-			return r_undef_hint(r, name[0] == 'f'
-						   ? "No first item, sequence was "
-						     "empty."
-						   : "No last item, sequence was "
-						     "empty.");
+			return r_undef_hint(
+			    r, name[0] == 'f' ? "No first item, sequence was "
+			                        "empty."
+			                      : "No last item, sequence was "
+			                        "empty.");
 		return l->v[name[0] == 'f' ? 0 : l->n - 1];
 	}
 	if (!strcmp(name, "join")) {
@@ -950,8 +968,8 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		    a.k != V_NONE)
 			attr = want_str(r, a, "attribute");
 		for (i = 0; i < l->n; i++) {
-			struct tval x = attr ? attr_path(r, l->v[i], attr)
-					     : l->v[i];
+			struct tval x =
+			    attr ? attr_path(r, l->v[i], attr) : l->v[i];
 
 			if (i)
 				res = r_str_cat(r, res, sep);
@@ -975,8 +993,9 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		if (v.k == V_UNDEF)
 			return tv_list(r_list_new(r, 0));
 		if (v.k != V_DICT)
-			r_fail(r, TMPL_ERUNTIME, "Can only get item pairs from a "
-						 "mapping.");
+			r_fail(r, TMPL_ERUNTIME,
+			       "Can only get item pairs from a "
+			       "mapping.");
 		l = r_list_new(r, v.u.d->n);
 		for (i = 0; i < v.u.d->n; i++) {
 			struct tlist *p = r_list_new(r, 2);
@@ -1000,7 +1019,7 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		if (c.k != V_INT)
 			r_fail(r, TMPL_ERUNTIME, "replace: count must be int");
 		return tv_str(do_replace(r, r_to_str(r, v), r_to_str(r, o),
-					 r_to_str(r, n), c.u.i));
+		                         r_to_str(r, n), c.u.i));
 	}
 	if (!strcmp(name, "select") || !strcmp(name, "reject"))
 		return do_select(r, v, args, nargs, false, name[0] == 's');
@@ -1017,7 +1036,8 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 				res = r_str_cat(r, res, l->v[i].u.s);
 			return tv_str(res);
 		} else {
-			struct tlist *l = r_iter(r, v), *c = r_list_new(r, l->n);
+			struct tlist *l = r_iter(r, v),
+			             *c = r_list_new(r, l->n);
 
 			for (i = 0; i < l->n; i++)
 				c->v[i] = l->v[l->n - 1 - i];
@@ -1040,7 +1060,8 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		}
 		return tv_list(c);
 	}
-	if (!strcmp(name, "sum") || !strcmp(name, "max") || !strcmp(name, "min")) {
+	if (!strcmp(name, "sum") || !strcmp(name, "max") ||
+	    !strcmp(name, "min")) {
 		struct tlist *l = r_iter(r, v);
 		struct tval acc = tv_int(0);
 
@@ -1050,20 +1071,29 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 				struct tval tmp;
 
 				if (x.k == V_FLOAT || acc.k == V_FLOAT)
-					tmp = tv_float((acc.k == V_FLOAT ? acc.u.f
-									: (double)acc.u.i) +
-						       (x.k == V_FLOAT ? x.u.f
-								       : (double)(x.k == V_INT ? x.u.i : x.u.b)));
+					tmp = tv_float(
+					    (acc.k == V_FLOAT
+					         ? acc.u.f
+					         : (double)acc.u.i) +
+					    (x.k == V_FLOAT
+					         ? x.u.f
+					         : (double)(x.k == V_INT
+					                        ? x.u.i
+					                        : x.u.b)));
 				else if (x.k == V_INT || x.k == V_BOOL) {
-					int64_t y = x.k == V_INT ? x.u.i : x.u.b, z;
+					int64_t y = x.k == V_INT ? x.u.i
+					                         : x.u.b,
+					        z;
 
-					if (__builtin_add_overflow(acc.u.i, y, &z))
+					if (__builtin_add_overflow(acc.u.i, y,
+					                           &z))
 						r_fail(r, TMPL_ERUNTIME,
 						       "integer too large");
 					tmp = tv_int(z);
 				} else {
 					r_fail(r, TMPL_ERUNTIME,
-					       "unsupported operand type(s) for +: "
+					       "unsupported operand type(s) "
+					       "for +: "
 					       "'int' and '%s'",
 					       r_type_name(x));
 				}
@@ -1072,13 +1102,15 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			return acc;
 		}
 		if (!l->n)
-			return r_undef_hint(r, "No aggregated item, sequence was "
-					       "empty.");
+			return r_undef_hint(r,
+			                    "No aggregated item, sequence was "
+			                    "empty.");
 		acc = l->v[0];
 		for (i = 1; i < l->n; i++) {
 			int c = r_order(r, '<', l->v[i], acc, 0);
 
-			if ((name[1] == 'a' && c > 0) || (name[1] == 'i' && c < 0))
+			if ((name[1] == 'a' && c > 0) ||
+			    (name[1] == 'i' && c < 0))
 				acc = l->v[i];
 		}
 		return acc;
@@ -1098,9 +1130,10 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 
 		arg(args, nargs, kn, kv, nk, 0, "default", &def);
 		if (v.k == V_INT || v.k == V_BOOL)
-			return name[0] == 'i' ? tv_int(v.k == V_INT ? v.u.i : v.u.b)
-					      : tv_float(v.k == V_INT ? (double)v.u.i
-								     : v.u.b);
+			return name[0] == 'i'
+			           ? tv_int(v.k == V_INT ? v.u.i : v.u.b)
+			           : tv_float(v.k == V_INT ? (double)v.u.i
+			                                   : v.u.b);
 		if (v.k == V_FLOAT) {
 			if (name[0] == 'f')
 				return v;
@@ -1122,7 +1155,8 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 				if (*end) {
 					double d = strtod(buf, &end);
 
-					if (*end || !(d > -9.2e18 && d < 9.2e18))
+					if (*end ||
+					    !(d > -9.2e18 && d < 9.2e18))
 						return def;
 					return tv_int((int64_t)d);
 				}
@@ -1144,11 +1178,15 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		if (!(v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL) ||
 		    p.k != V_INT || p.u.i < 0 || p.u.i > 15)
 			r_fail(r, TMPL_ERUNTIME, "round: bad arguments");
-		x = v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : v.u.b;
+		x = v.k == V_FLOAT ? v.u.f
+		    : v.k == V_INT ? (double)v.u.i
+		                   : v.u.b;
 		f = pow(10.0, (double)p.u.i);
-		if (m.k == V_STR && m.u.s->n == 4 && !memcmp(m.u.s->p, "ceil", 4))
+		if (m.k == V_STR && m.u.s->n == 4 &&
+		    !memcmp(m.u.s->p, "ceil", 4))
 			return tv_float(ceil(x * f) / f);
-		if (m.k == V_STR && m.u.s->n == 5 && !memcmp(m.u.s->p, "floor", 5))
+		if (m.k == V_STR && m.u.s->n == 5 &&
+		    !memcmp(m.u.s->p, "floor", 5))
 			return tv_float(floor(x * f) / f);
 		return tv_float(round(x * f) / f);
 	}
@@ -1162,10 +1200,11 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
 			utf8proc_category_t c =
 			    utf8proc_category((utf8proc_int32_t)cp);
-			bool w = cp == '_' || (c >= UTF8PROC_CATEGORY_LU &&
-					       c <= UTF8PROC_CATEGORY_LO) ||
-				 (c >= UTF8PROC_CATEGORY_ND &&
-				  c <= UTF8PROC_CATEGORY_NO);
+			bool w = cp == '_' ||
+			         (c >= UTF8PROC_CATEGORY_LU &&
+			          c <= UTF8PROC_CATEGORY_LO) ||
+			         (c >= UTF8PROC_CATEGORY_ND &&
+			          c <= UTF8PROC_CATEGORY_NO);
 
 			if (w && !in)
 				n++;
@@ -1201,7 +1240,7 @@ static bool str_all_case(const struct tstr *s, bool upper)
 }
 
 bool lib_test(struct trender *r, const char *name, struct tval v,
-	      struct tval *args, size_t nargs)
+              struct tval *args, size_t nargs)
 {
 	struct tval a = nargs ? args[0] : tv_none();
 
@@ -1249,7 +1288,7 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
 	}
 	if (v.k == V_UNDEF && (!strcmp(name, "even") || !strcmp(name, "odd") ||
-			       !strcmp(name, "divisibleby")))
+	                       !strcmp(name, "divisibleby")))
 		r_undef_fail(r, v);
 	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
 		if (v.k != V_INT && v.k != V_BOOL)
@@ -1294,8 +1333,9 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 			       name);
 		x = v.k == V_INT ? v.u.i : v.u.b;
 		if (a.k != V_INT || a.u.i == 0)
-			r_fail(r, TMPL_ERUNTIME, "divisibleby needs a non-zero "
-						 "integer");
+			r_fail(r, TMPL_ERUNTIME,
+			       "divisibleby needs a non-zero "
+			       "integer");
 		return a.u.i == -1 || x % a.u.i == 0;
 	}
 	r_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
@@ -1304,23 +1344,31 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 /* ------------------------------------------------------ methods, globals */
 
 struct tval lib_method(struct trender *r, struct tval self, const char *name,
-		       size_t nlen, bool *found)
+                       size_t nlen, bool *found)
 {
 	static const struct {
 		int kind; /* V_STR, V_DICT, V_LOOP */
 		const char *name;
 		int id;
 	} m[] = {
-	    {V_STR, "strip", TF_STRIP},	      {V_STR, "lstrip", TF_LSTRIP},
-	    {V_STR, "rstrip", TF_RSTRIP},     {V_STR, "split", TF_SPLIT},
+	    {V_STR, "strip", TF_STRIP},
+	    {V_STR, "lstrip", TF_LSTRIP},
+	    {V_STR, "rstrip", TF_RSTRIP},
+	    {V_STR, "split", TF_SPLIT},
 	    {V_STR, "startswith", TF_STARTSWITH},
-	    {V_STR, "endswith", TF_ENDSWITH}, {V_STR, "upper", TF_UPPER},
-	    {V_STR, "lower", TF_LOWER},	      {V_STR, "title", TF_TITLE},
+	    {V_STR, "endswith", TF_ENDSWITH},
+	    {V_STR, "upper", TF_UPPER},
+	    {V_STR, "lower", TF_LOWER},
+	    {V_STR, "title", TF_TITLE},
 	    {V_STR, "capitalize", TF_CAPITALIZE},
-	    {V_STR, "replace", TF_REPLACE},   {V_STR, "join", TF_JOIN},
-	    {V_STR, "find", TF_FIND},	      {V_STR, "count", TF_COUNT},
-	    {V_DICT, "items", TF_ITEMS},      {V_DICT, "keys", TF_KEYS},
-	    {V_DICT, "values", TF_VALUES},    {V_DICT, "get", TF_GET},
+	    {V_STR, "replace", TF_REPLACE},
+	    {V_STR, "join", TF_JOIN},
+	    {V_STR, "find", TF_FIND},
+	    {V_STR, "count", TF_COUNT},
+	    {V_DICT, "items", TF_ITEMS},
+	    {V_DICT, "keys", TF_KEYS},
+	    {V_DICT, "values", TF_VALUES},
+	    {V_DICT, "get", TF_GET},
 	    {V_LOOP, "cycle", TF_CYCLE},
 	};
 	size_t i;
@@ -1355,7 +1403,7 @@ struct tval lib_global(struct trender *r, const char *name, bool *found)
 
 /* Python str.startswith/endswith with a str or tuple of str. */
 static bool affix(struct trender *r, const struct tstr *s, struct tval a,
-		  bool end)
+                  bool end)
 {
 	size_t i;
 
@@ -1366,8 +1414,8 @@ static bool affix(struct trender *r, const struct tstr *s, struct tval a,
 		return false;
 	}
 	{
-		const struct tstr *p = want_str(r, a, end ? "endswith arg"
-							  : "startswith arg");
+		const struct tstr *p =
+		    want_str(r, a, end ? "endswith arg" : "startswith arg");
 
 		if (p->n > s->n)
 			return false;
@@ -1376,8 +1424,8 @@ static bool affix(struct trender *r, const struct tstr *s, struct tval a,
 }
 
 struct tval lib_call(struct trender *r, const struct tfunc *fn,
-		     struct tval *args, size_t nargs, const char **kn,
-		     struct tval *kv, size_t nk)
+                     struct tval *args, size_t nargs, const char **kn,
+                     struct tval *kv, size_t nk)
 {
 	struct tval self = fn->self ? *fn->self : tv_none(), a;
 	size_t i;
@@ -1387,7 +1435,8 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		struct tstr *msg = nargs ? r_to_str(r, args[0]) : cstr(r, "");
 
 		/* the message goes to the user as is, without a position */
-		t_fail(&r->fail, TMPL_ERAISE, 0, 0, "%.*s", (int)msg->n, msg->p);
+		t_fail(&r->fail, TMPL_ERAISE, 0, 0, "%.*s", (int)msg->n,
+		       msg->p);
 	}
 	case TF_STRFTIME: {
 		struct tstr *f;
@@ -1396,10 +1445,12 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		size_t n;
 
 		if (!nargs)
-			r_fail(r, TMPL_ERUNTIME, "strftime_now() needs a format");
+			r_fail(r, TMPL_ERUNTIME,
+			       "strftime_now() needs a format");
 		f = want_str(r, args[0], "format");
 		if (f->n >= sizeof(fmt) || memchr(f->p, 0, f->n))
-			r_fail(r, TMPL_ERUNTIME, "strftime_now: format too long");
+			r_fail(r, TMPL_ERUNTIME,
+			       "strftime_now: format too long");
 		memcpy(fmt, f->p, f->n);
 		fmt[f->n] = '\0';
 		if (r->ctx->now) {
@@ -1428,8 +1479,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 
 		for (i = 0; i < nargs; i++)
 			if (args[i].k != V_INT)
-				r_fail(r, TMPL_ERUNTIME, "range() arguments must "
-							 "be integers");
+				r_fail(r, TMPL_ERUNTIME,
+				       "range() arguments must "
+				       "be integers");
 		if (nargs == 1) {
 			en = args[0].u.i;
 		} else if (nargs == 2 || nargs == 3) {
@@ -1438,15 +1490,18 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			if (nargs == 3)
 				step = args[2].u.i;
 		} else {
-			r_fail(r, TMPL_ERUNTIME, "range expected 1 to 3 arguments");
+			r_fail(r, TMPL_ERUNTIME,
+			       "range expected 1 to 3 arguments");
 		}
 		if (step == 0)
-			r_fail(r, TMPL_ERUNTIME, "range() arg 3 must not be zero");
+			r_fail(r, TMPL_ERUNTIME,
+			       "range() arg 3 must not be zero");
 		for (x = st; step > 0 ? x < en : x > en; x += step)
 			if (++cnt > 100000)
-				r_fail(r, TMPL_ERUNTIME,
-				       "Range too big. The sandbox blocks ranges "
-				       "larger than MAX_RANGE (100000).");
+				r_fail(
+				    r, TMPL_ERUNTIME,
+				    "Range too big. The sandbox blocks ranges "
+				    "larger than MAX_RANGE (100000).");
 		l = r_list_new(r, (size_t)cnt);
 		for (i = 0, x = st; i < (size_t)cnt; i++, x += step)
 			l->v[i] = tv_int(x);
@@ -1460,7 +1515,7 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		if (nargs && args[0].k == V_DICT)
 			for (i = 0; i < args[0].u.d->n; i++)
 				r_dict_set(r, d.u.d, args[0].u.d->keys[i],
-					   args[0].u.d->vals[i]);
+				           args[0].u.d->vals[i]);
 		for (i = 0; i < nk; i++)
 			r_dict_set(r, d.u.d, tv_str(cstr(r, kn[i])), kv[i]);
 		return d;
@@ -1477,7 +1532,7 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 
 		for (i = 0; i < self.u.d->n; i++)
 			l->v[i] = fn->id == TF_KEYS ? self.u.d->keys[i]
-						    : self.u.d->vals[i];
+			                            : self.u.d->vals[i];
 		return tv_list(l);
 	}
 	case TF_GET: {
@@ -1485,7 +1540,8 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		struct tval v;
 
 		if (!nargs)
-			r_fail(r, TMPL_ERUNTIME, "get expected at least 1 argument");
+			r_fail(r, TMPL_ERUNTIME,
+			       "get expected at least 1 argument");
 		v = r_dict_get(self, args[0], &found);
 		if (found)
 			return v;
@@ -1507,9 +1563,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			if (nargs && args[0].k != V_NONE)
 				chars = want_str(r, args[0], "strip arg");
 			return tv_str(do_strip(r, s, chars,
-					       fn->id == TF_STRIP    ? 3
-					       : fn->id == TF_LSTRIP ? 1
-								     : 2));
+			                       fn->id == TF_STRIP    ? 3
+			                       : fn->id == TF_LSTRIP ? 1
+			                                             : 2));
 		}
 		case TF_SPLIT: {
 			struct tstr *sep = NULL;
@@ -1520,8 +1576,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 				sep = want_str(r, a, "separator");
 			if (arg(args, nargs, kn, kv, nk, 1, "maxsplit", &a)) {
 				if (a.k != V_INT)
-					r_fail(r, TMPL_ERUNTIME, "maxsplit must be "
-								 "an integer");
+					r_fail(r, TMPL_ERUNTIME,
+					       "maxsplit must be "
+					       "an integer");
 				maxsplit = a.u.i;
 			}
 			return do_split(r, s, sep, maxsplit);
@@ -1529,9 +1586,10 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		case TF_STARTSWITH:
 		case TF_ENDSWITH:
 			if (!nargs)
-				r_fail(r, TMPL_ERUNTIME, "%s takes one argument",
-				       fn->name);
-			return tv_bool(affix(r, s, args[0], fn->id == TF_ENDSWITH));
+				r_fail(r, TMPL_ERUNTIME,
+				       "%s takes one argument", fn->name);
+			return tv_bool(
+			    affix(r, s, args[0], fn->id == TF_ENDSWITH));
 		case TF_UPPER:
 			return tv_str(do_case(r, s, 'u'));
 		case TF_LOWER:
@@ -1544,31 +1602,35 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			int64_t count = -1;
 
 			if (nargs < 2)
-				r_fail(r, TMPL_ERUNTIME, "replace expected at least "
-							 "2 arguments");
+				r_fail(r, TMPL_ERUNTIME,
+				       "replace expected at least "
+				       "2 arguments");
 			if (nargs > 2) {
 				if (args[2].k != V_INT)
-					r_fail(r, TMPL_ERUNTIME, "count must be an "
-								 "integer");
+					r_fail(r, TMPL_ERUNTIME,
+					       "count must be an "
+					       "integer");
 				count = args[2].u.i;
 			}
-			return tv_str(do_replace(r, s, want_str(r, args[0], "old"),
-						 want_str(r, args[1], "new"),
-						 count));
+			return tv_str(
+			    do_replace(r, s, want_str(r, args[0], "old"),
+			               want_str(r, args[1], "new"), count));
 		}
 		case TF_JOIN: {
 			struct tlist *l;
 			struct tstr *res = cstr(r, "");
 
 			if (!nargs)
-				r_fail(r, TMPL_ERUNTIME, "join takes one argument");
+				r_fail(r, TMPL_ERUNTIME,
+				       "join takes one argument");
 			l = r_iter(r, args[0]);
 			for (i = 0; i < l->n; i++) {
 				if (l->v[i].k != V_STR)
-					r_fail(r, TMPL_ERUNTIME,
-					       "sequence item %zu: expected str "
-					       "instance, %s found",
-					       i, r_type_name(l->v[i]));
+					r_fail(
+					    r, TMPL_ERUNTIME,
+					    "sequence item %zu: expected str "
+					    "instance, %s found",
+					    i, r_type_name(l->v[i]));
 				if (i)
 					res = r_str_cat(r, res, s);
 				res = r_str_cat(r, res, l->v[i].u.s);
@@ -1588,9 +1650,11 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			for (j = 0; j + sub->n <= s->n;) {
 				if (memcmp(s->p + j, sub->p, sub->n) == 0) {
 					if (fn->id == TF_FIND) {
-						struct tstr pre = {s->p, j, 0, NULL};
+						struct tstr pre = {s->p, j, 0,
+						                   NULL};
 
-						return tv_int((int64_t)r_u8len(&pre));
+						return tv_int(
+						    (int64_t)r_u8len(&pre));
 					}
 					cnt++;
 					j += sub->n ? sub->n : 1;

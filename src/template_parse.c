@@ -75,7 +75,7 @@ void ta_free_all(struct tarena *a)
 }
 
 _Noreturn void t_fail(struct tfail *f, int code, int line, int col,
-		      const char *fmt, ...)
+                      const char *fmt, ...)
 {
 	va_list ap;
 	int n = 0;
@@ -83,8 +83,8 @@ _Noreturn void t_fail(struct tfail *f, int code, int line, int col,
 	f->code = code;
 	if (f->err && f->errlen) {
 		if (line > 0)
-			n = snprintf(f->err, f->errlen, "line %d, column %d: ",
-				     line, col);
+			n = snprintf(f->err, f->errlen,
+			             "line %d, column %d: ", line, col);
 		if (n < 0 || (size_t)n >= f->errlen)
 			n = 0;
 		va_start(ap, fmt);
@@ -111,25 +111,25 @@ enum tkind {
 };
 
 struct token {
-	enum tkind k;	/* kind */
-	const char *p;	/* text: name, operator, decoded string, data */
-	size_t n;	/* its length */
-	int line, col;	/* position */
-	int64_t i;	/* TK_INT */
-	double f;	/* TK_FLOAT */
+	enum tkind k;  /* kind */
+	const char *p; /* text: name, operator, decoded string, data */
+	size_t n;      /* its length */
+	int line, col; /* position */
+	int64_t i;     /* TK_INT */
+	double f;      /* TK_FLOAT */
 };
 
 struct lexer {
-	struct tmpl *t;	    /* arena, fail */
-	const char *s;	    /* normalized source */
-	size_t len;	    /* its length */
-	size_t pos;	    /* next byte */
+	struct tmpl *t;     /* arena, fail */
+	const char *s;      /* normalized source */
+	size_t len;         /* its length */
+	size_t pos;         /* next byte */
 	struct token *tk;   /* tokens */
 	size_t ntk, cap;    /* used / allocated */
 	bool line_starting; /* last match ended with "\n" */
-	size_t pos_off;	    /* lx_pos cache: offset, */
-	int pos_line;	    /* its line */
-	int pos_col;	    /* and column */
+	size_t pos_off;     /* lx_pos cache: offset, */
+	int pos_line;       /* its line */
+	int pos_col;        /* and column */
 };
 
 /* Line and column of byte OFF of the normalized source (columns count
@@ -161,9 +161,9 @@ static void lx_pos(struct lexer *lx, size_t off, int *line, int *col)
 }
 
 _Noreturn static void lx_fail(struct lexer *lx, size_t off, const char *msg,
-			      ...) __attribute__((format(printf, 3, 4)));
+                              ...) __attribute__((format(printf, 3, 4)));
 _Noreturn static void lx_fail(struct lexer *lx, size_t off, const char *msg,
-			      ...)
+                              ...)
 {
 	char buf[256];
 	va_list ap;
@@ -178,7 +178,7 @@ _Noreturn static void lx_fail(struct lexer *lx, size_t off, const char *msg,
 
 /* Append a token of kind K for text P/N starting at source offset OFF. */
 static struct token *lx_emit(struct lexer *lx, enum tkind k, const char *p,
-			     size_t n, size_t off)
+                             size_t n, size_t off)
 {
 	struct token *t;
 
@@ -227,14 +227,15 @@ static bool lx_all_ws(const char *s, size_t a, size_t b)
 /* Emit template text S[a..b) with the strip rules for the tag that
  * follows (SIGN '-', '+' or 0; IS_VAR: the tag is "{{"). */
 static void lx_text(struct lexer *lx, size_t a, size_t b, char sign,
-		    bool is_var)
+                    bool is_var)
 {
 	if (sign == '-') {
 		/* strip all trailing whitespace */
 		while (b > a) {
 			size_t k = b - 1;
 
-			while (k > a && ((unsigned char)lx->s[k] & 0xc0) == 0x80)
+			while (k > a &&
+			       ((unsigned char)lx->s[k] & 0xc0) == 0x80)
 				k--;
 			if (!lx_space(lx->s + k, b - k))
 				break;
@@ -263,7 +264,7 @@ static bool lx_end(struct lexer *lx, const char *end, bool trim, bool plus_ok)
 		lx->pos += 3;
 		lx->pos += lx_span_ws(lx->s, lx->len, lx->pos);
 	} else if (plus_ok && left >= 3 && s[0] == '+' &&
-		   memcmp(s + 1, end, 2) == 0) {
+	           memcmp(s + 1, end, 2) == 0) {
 		lx->pos += 3;
 	} else if (left >= 2 && memcmp(s, end, 2) == 0) {
 		lx->pos += 2;
@@ -348,17 +349,19 @@ static void lx_string(struct lexer *lx)
 			cp = 0;
 			for (k = 0; k < nd; k++) {
 				h = i + 1 + (size_t)k < lx->len
-					? lx_hex(lx->s[i + 1 + (size_t)k])
-					: -1;
+				        ? lx_hex(lx->s[i + 1 + (size_t)k])
+				        : -1;
 				if (h < 0)
-					lx_fail(lx, i - 1,
-						"truncated \\%c escape in string",
-						c);
+					lx_fail(
+					    lx, i - 1,
+					    "truncated \\%c escape in string",
+					    c);
 				cp = cp * 16 + (uint32_t)h;
 			}
 			if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
 				lx_fail(lx, i - 1,
-					"escape \\%c is not a valid character", c);
+				        "escape \\%c is not a valid character",
+				        c);
 			i += (size_t)nd;
 			/* the escape takes nd+2 source bytes >= 4 output */
 			dn += utf8_put(cp, d + dn);
@@ -367,9 +370,10 @@ static void lx_string(struct lexer *lx)
 			if (c >= '0' && c <= '7') {
 				cp = 0;
 				for (k = 0; k < 3 && lx->s[i] >= '0' &&
-					    lx->s[i] <= '7';
+				            lx->s[i] <= '7';
 				     k++, i++)
-					cp = cp * 8 + (uint32_t)(lx->s[i] - '0');
+					cp =
+					    cp * 8 + (uint32_t)(lx->s[i] - '0');
 				i--;
 				dn += utf8_put(cp, d + dn);
 				continue;
@@ -393,15 +397,15 @@ static void lx_number(struct lexer *lx)
 	struct token *t;
 
 	while (i < lx->len && ((lx->s[i] >= '0' && lx->s[i] <= '9') ||
-			       (lx->s[i] == '_' && i + 1 < lx->len &&
-				lx->s[i + 1] >= '0' && lx->s[i + 1] <= '9')))
+	                       (lx->s[i] == '_' && i + 1 < lx->len &&
+	                        lx->s[i + 1] >= '0' && lx->s[i + 1] <= '9')))
 		i++;
 	if (i + 1 < lx->len && lx->s[i] == '.' && lx->s[i + 1] >= '0' &&
 	    lx->s[i + 1] <= '9') {
 		is_float = true;
 		i++;
 		while (i < lx->len && ((lx->s[i] >= '0' && lx->s[i] <= '9') ||
-				       lx->s[i] == '_'))
+		                       lx->s[i] == '_'))
 			i++;
 	}
 	if (i < lx->len && (lx->s[i] == 'e' || lx->s[i] == 'E')) {
@@ -412,7 +416,8 @@ static void lx_number(struct lexer *lx)
 		if (j < lx->len && lx->s[j] >= '0' && lx->s[j] <= '9') {
 			is_float = true;
 			i = j;
-			while (i < lx->len && lx->s[i] >= '0' && lx->s[i] <= '9')
+			while (i < lx->len && lx->s[i] >= '0' &&
+			       lx->s[i] <= '9')
 				i++;
 		}
 	}
@@ -425,7 +430,7 @@ static void lx_number(struct lexer *lx)
 	}
 	buf[bn] = '\0';
 	t = lx_emit(lx, is_float ? TK_FLOAT : TK_INT, lx->s + start, i - start,
-		    start);
+	            start);
 	if (is_float) {
 		t->f = strtod(buf, NULL);
 	} else {
@@ -451,15 +456,16 @@ static void lx_tag(struct lexer *lx, bool is_var, size_t open_off)
 
 		lx->pos += lx_span_ws(lx->s, lx->len, lx->pos);
 		if (lx->pos >= lx->len)
-			lx_fail(lx, open_off, "unexpected end of template: "
-					      "tag opened here is not closed");
+			lx_fail(lx, open_off,
+			        "unexpected end of template: "
+			        "tag opened here is not closed");
 		if (depth == 0) {
 			size_t off = lx->pos;
 
 			if (is_var ? lx_end(lx, "}}", false, false)
-				   : lx_end(lx, "%}", true, true)) {
+			           : lx_end(lx, "%}", true, true)) {
 				lx_emit(lx, is_var ? TK_VEND : TK_BEND,
-					lx->s + off, 0, off);
+				        lx->s + off, 0, off);
 				return;
 			}
 		}
@@ -468,14 +474,16 @@ static void lx_tag(struct lexer *lx, bool is_var, size_t open_off)
 			lx_number(lx);
 			continue;
 		}
-		if (c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+		if (c == '_' || (c >= 'a' && c <= 'z') ||
+		    (c >= 'A' && c <= 'Z')) {
 			size_t s = lx->pos;
 
-			while (lx->pos < lx->len &&
-			       (lx->s[lx->pos] == '_' ||
-				(lx->s[lx->pos] >= 'a' && lx->s[lx->pos] <= 'z') ||
-				(lx->s[lx->pos] >= 'A' && lx->s[lx->pos] <= 'Z') ||
-				(lx->s[lx->pos] >= '0' && lx->s[lx->pos] <= '9')))
+			while (
+			    lx->pos < lx->len &&
+			    (lx->s[lx->pos] == '_' ||
+			     (lx->s[lx->pos] >= 'a' && lx->s[lx->pos] <= 'z') ||
+			     (lx->s[lx->pos] >= 'A' && lx->s[lx->pos] <= 'Z') ||
+			     (lx->s[lx->pos] >= '0' && lx->s[lx->pos] <= '9')))
 				lx->pos++;
 			lx_emit(lx, TK_NAME, lx->s + s, lx->pos - s, s);
 			continue;
@@ -495,23 +503,26 @@ static void lx_tag(struct lexer *lx, bool is_var, size_t open_off)
 				n = 1;
 			if (!n)
 				lx_fail(lx, lx->pos, "unexpected char '%c'",
-					(unsigned char)c >= 0x20 &&
-						(unsigned char)c < 0x7f
-					    ? c
-					    : '?');
+				        (unsigned char)c >= 0x20 &&
+				                (unsigned char)c < 0x7f
+				            ? c
+				            : '?');
 			if (n == 1 && strchr("([{", c)) {
 				if (depth >= MAX_NEST)
 					lx_fail(lx, lx->pos,
-						"brackets nested too deeply");
-				stack[depth++] = c == '(' ? ')' : c == '[' ? ']'
-									   : '}';
+					        "brackets nested too deeply");
+				stack[depth++] = c == '('   ? ')'
+				                 : c == '[' ? ']'
+				                            : '}';
 			} else if (n == 1 && strchr(")]}", c)) {
 				if (depth == 0)
-					lx_fail(lx, lx->pos, "unexpected '%c'", c);
+					lx_fail(lx, lx->pos, "unexpected '%c'",
+					        c);
 				if (stack[depth - 1] != c)
-					lx_fail(lx, lx->pos,
-						"unexpected '%c', expected '%c'", c,
-						stack[depth - 1]);
+					lx_fail(
+					    lx, lx->pos,
+					    "unexpected '%c', expected '%c'", c,
+					    stack[depth - 1]);
 				depth--;
 			}
 			lx_emit(lx, TK_OP, lx->s + lx->pos, n, lx->pos);
@@ -522,7 +533,7 @@ static void lx_tag(struct lexer *lx, bool is_var, size_t open_off)
 
 /* Is there "{%[-+]?\s*WORD\s*" at OFF? Returns the offset after it or 0. */
 static size_t lx_word_tag(struct lexer *lx, size_t off, const char *word,
-			  char *sign)
+                          char *sign)
 {
 	size_t p = off + 2, wl = strlen(word);
 
@@ -533,9 +544,9 @@ static size_t lx_word_tag(struct lexer *lx, size_t off, const char *word,
 	if (lx->len - p < wl || memcmp(lx->s + p, word, wl) != 0)
 		return 0;
 	p += wl;
-	if (p < lx->len && (lx->s[p] == '_' || (lx->s[p] >= 'a' &&
-						  lx->s[p] <= 'z') ||
-			    (lx->s[p] >= '0' && lx->s[p] <= '9')))
+	if (p < lx->len &&
+	    (lx->s[p] == '_' || (lx->s[p] >= 'a' && lx->s[p] <= 'z') ||
+	     (lx->s[p] >= '0' && lx->s[p] <= '9')))
 		return 0;
 	p += lx_span_ws(lx->s, lx->len, p);
 	return p;
@@ -573,9 +584,9 @@ static void lx_run(struct lexer *lx)
 		char kind = 0, sign = 0;
 
 		for (i = a; i + 1 < lx->len; i++) {
-			if (lx->s[i] == '{' && (lx->s[i + 1] == '{' ||
-						lx->s[i + 1] == '%' ||
-						lx->s[i + 1] == '#')) {
+			if (lx->s[i] == '{' &&
+			    (lx->s[i + 1] == '{' || lx->s[i + 1] == '%' ||
+			     lx->s[i + 1] == '#')) {
 				kind = lx->s[i + 1];
 				break;
 			}
@@ -584,7 +595,8 @@ static void lx_run(struct lexer *lx)
 			lx_emit(lx, TK_DATA, lx->s + a, lx->len - a, a);
 			break;
 		}
-		if (i + 2 < lx->len && (lx->s[i + 2] == '-' || lx->s[i + 2] == '+'))
+		if (i + 2 < lx->len &&
+		    (lx->s[i + 2] == '-' || lx->s[i + 2] == '+'))
 			sign = lx->s[i + 2];
 		if (kind == '%') {
 			char rs;
@@ -597,8 +609,9 @@ static void lx_run(struct lexer *lx)
 				if (lx->len - p >= 3 && lx->s[p] == '-' &&
 				    memcmp(lx->s + p + 1, "%}", 2) == 0) {
 					lx_text(lx, a, i, sign, false);
-					lx->pos = p + 3 + lx_span_ws(lx->s, lx->len,
-								      p + 3);
+					lx->pos =
+					    p + 3 +
+					    lx_span_ws(lx->s, lx->len, p + 3);
 					lx_raw(lx, i);
 					continue;
 				}
@@ -628,7 +641,8 @@ static void lx_run(struct lexer *lx)
 				lx_fail(lx, i, "missing end of comment tag");
 			continue;
 		}
-		lx_emit(lx, kind == '{' ? TK_VBEGIN : TK_BBEGIN, lx->s + i, 2, i);
+		lx_emit(lx, kind == '{' ? TK_VBEGIN : TK_BBEGIN, lx->s + i, 2,
+		        i);
 		lx_tag(lx, kind == '{', i);
 	}
 	lx_emit(lx, TK_EOF, lx->s + lx->len, 0, lx->len);
@@ -637,19 +651,19 @@ static void lx_run(struct lexer *lx)
 /* ---------------------------------------------------------------- parser */
 
 struct parser {
-	struct lexer *lx;   /* tokens */
-	size_t i;	    /* current token */
-	int depth;	    /* recursion */
-	int loops;	    /* enclosing for loops (break/continue) */
+	struct lexer *lx; /* tokens */
+	size_t i;         /* current token */
+	int depth;        /* recursion */
+	int loops;        /* enclosing for loops (break/continue) */
 };
 
 #define P_TK(p) (&(p)->lx->tk[(p)->i])
 
 _Noreturn static void p_fail(struct parser *p, const struct token *t,
-			     const char *fmt, ...)
+                             const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 _Noreturn static void p_fail(struct parser *p, const struct token *t,
-			     const char *fmt, ...)
+                             const char *fmt, ...)
 {
 	char buf[300];
 	va_list ap;
@@ -662,7 +676,7 @@ _Noreturn static void p_fail(struct parser *p, const struct token *t,
 
 /* Token text for messages (bounded). */
 static const char *p_desc(struct parser *p, const struct token *t, char *buf,
-			  size_t n)
+                          size_t n)
 {
 	(void)p;
 	switch (t->k) {
@@ -690,7 +704,8 @@ static bool p_is_op(struct parser *p, const char *op)
 {
 	const struct token *t = P_TK(p);
 
-	return t->k == TK_OP && t->n == strlen(op) && memcmp(t->p, op, t->n) == 0;
+	return t->k == TK_OP && t->n == strlen(op) &&
+	       memcmp(t->p, op, t->n) == 0;
 }
 
 static bool p_is_name(struct parser *p, const char *name)
@@ -738,7 +753,7 @@ static void p_expect_bend(struct parser *p)
 
 /* A new node of kind K at token T. */
 static struct node *p_node(struct parser *p, enum nkind k,
-			   const struct token *t)
+                           const struct token *t)
 {
 	struct node *n = ta_alloc(&p->lx->t->arena, sizeof(*n));
 
@@ -768,7 +783,8 @@ static void nv_push(struct parser *p, struct nvec *v, struct node *n)
 {
 	if (v->n == v->cap) {
 		size_t ncap = v->cap ? v->cap * 2 : 4;
-		struct node **nv = ta_alloc(&p->lx->t->arena, ncap * sizeof(*nv));
+		struct node **nv =
+		    ta_alloc(&p->lx->t->arena, ncap * sizeof(*nv));
 
 		if (v->n)
 			memcpy(nv, v->v, v->n * sizeof(*nv));
@@ -804,11 +820,12 @@ static void p_args(struct parser *p, struct node *n)
 		if (p_is_op(p, ")"))
 			break;
 		if (P_TK(p)->k == TK_NAME && p->lx->tk[p->i + 1].k == TK_OP &&
-		    p->lx->tk[p->i + 1].n == 1 && p->lx->tk[p->i + 1].p[0] == '=') {
+		    p->lx->tk[p->i + 1].n == 1 &&
+		    p->lx->tk[p->i + 1].p[0] == '=') {
 			if (nk == kcap) {
 				size_t nc = kcap ? kcap * 2 : 4;
 				const char **nn = ta_alloc(&p->lx->t->arena,
-							   nc * sizeof(*nn));
+				                           nc * sizeof(*nn));
 
 				if (nk)
 					memcpy(nn, kn, nk * sizeof(*nn));
@@ -820,8 +837,9 @@ static void p_args(struct parser *p, struct node *n)
 			nv_push(p, &kvals, p_expr(p, true));
 		} else {
 			if (nk)
-				p_fail(p, P_TK(p), "positional argument after "
-						   "keyword argument");
+				p_fail(p, P_TK(p),
+				       "positional argument after "
+				       "keyword argument");
 			nv_push(p, &args, p_expr(p, true));
 		}
 	}
@@ -877,14 +895,17 @@ static struct node *p_filter_expr(struct parser *p, struct node *n)
 			if (p_is_op(p, "(")) {
 				p_args(p, f);
 			} else if ((c->k == TK_NAME || c->k == TK_STRING ||
-				    c->k == TK_INT || c->k == TK_FLOAT ||
-				    p_is_op(p, "[") || p_is_op(p, "{")) &&
-				   !p_is_name(p, "else") && !p_is_name(p, "or") &&
-				   !p_is_name(p, "and")) {
+			            c->k == TK_INT || c->k == TK_FLOAT ||
+			            p_is_op(p, "[") || p_is_op(p, "{")) &&
+			           !p_is_name(p, "else") &&
+			           !p_is_name(p, "or") &&
+			           !p_is_name(p, "and")) {
 				if (p_is_name(p, "is"))
-					p_fail(p, c, "You cannot chain multiple "
-						     "tests with is");
-				f->v = ta_alloc(&p->lx->t->arena, sizeof(*f->v));
+					p_fail(p, c,
+					       "You cannot chain multiple "
+					       "tests with is");
+				f->v =
+				    ta_alloc(&p->lx->t->arena, sizeof(*f->v));
 				f->v[0] = p_postfix(p, p_primary(p));
 				f->n = 1;
 			}
@@ -905,7 +926,7 @@ static struct node *p_filter_expr(struct parser *p, struct node *n)
 
 /* Subscript inside [...]: an expression or a slice. */
 static struct node *p_subscript(struct parser *p, struct node *obj,
-				const struct token *t)
+                                const struct token *t)
 {
 	struct node *a = NULL, *parts[3] = {NULL, NULL, NULL};
 	int k = 0;
@@ -978,7 +999,8 @@ static struct node *p_postfix(struct parser *p, struct node *n)
 				p->i++;
 				n = a;
 			} else {
-				p_fail(p, nt, "expected name or number after '.'");
+				p_fail(p, nt,
+				       "expected name or number after '.'");
 			}
 		} else if (p_is_op(p, "[")) {
 			p->i++;
@@ -1016,8 +1038,8 @@ static struct node *p_primary(struct parser *p)
 
 	p_enter(p);
 	if (t->k == TK_NAME) {
-		static const char *const lits[] = {"true", "True", "false",
-						   "False", "none", "None"};
+		static const char *const lits[] = {"true",  "True", "false",
+		                                   "False", "none", "None"};
 		size_t k;
 
 		p->i++;
@@ -1025,9 +1047,9 @@ static struct node *p_primary(struct parser *p)
 			if (t->n == strlen(lits[k]) &&
 			    memcmp(t->p, lits[k], t->n) == 0) {
 				n = p_node(p, N_LIT, t);
-				n->lit = k < 2 ? tv_bool(true)
-					 : k < 4 ? tv_bool(false)
-						 : tv_none();
+				n->lit = k < 2   ? tv_bool(true)
+				         : k < 4 ? tv_bool(false)
+				                 : tv_none();
 				goto out;
 			}
 		}
@@ -1121,7 +1143,7 @@ static struct node *p_unary(struct parser *p, bool with_filter)
 
 /* A binary node OP of A and B at token T. */
 static struct node *p_bin(struct parser *p, int op, struct node *a,
-			  struct node *b, const struct token *t)
+                          struct node *b, const struct token *t)
 {
 	struct node *n = p_node(p, N_BIN, t);
 
@@ -1151,10 +1173,10 @@ static struct node *p_math2(struct parser *p)
 	for (;;) {
 		const struct token *t = P_TK(p);
 		int op = p_is_op(p, "*")    ? '*'
-			 : p_is_op(p, "/")  ? '/'
-			 : p_is_op(p, "//") ? 'F'
-			 : p_is_op(p, "%")  ? '%'
-					    : 0;
+		         : p_is_op(p, "/")  ? '/'
+		         : p_is_op(p, "//") ? 'F'
+		         : p_is_op(p, "%")  ? '%'
+		                            : 0;
 
 		if (!op)
 			return n;
@@ -1199,16 +1221,17 @@ static struct node *p_compare(struct parser *p)
 
 	for (;;) {
 		const struct token *t = P_TK(p);
-		int op = p_is_op(p, "==")   ? 'e'
-			 : p_is_op(p, "!=") ? 'n'
-			 : p_is_op(p, "<")  ? '<'
-			 : p_is_op(p, ">")  ? '>'
-			 : p_is_op(p, "<=") ? 'l'
-			 : p_is_op(p, ">=") ? 'g'
-			 : p_is_name(p, "in") ? 'i'
-					      : 0;
+		int op = p_is_op(p, "==")     ? 'e'
+		         : p_is_op(p, "!=")   ? 'n'
+		         : p_is_op(p, "<")    ? '<'
+		         : p_is_op(p, ">")    ? '>'
+		         : p_is_op(p, "<=")   ? 'l'
+		         : p_is_op(p, ">=")   ? 'g'
+		         : p_is_name(p, "in") ? 'i'
+		                              : 0;
 
-		if (!op && p_is_name(p, "not") && p->lx->tk[p->i + 1].k == TK_NAME &&
+		if (!op && p_is_name(p, "not") &&
+		    p->lx->tk[p->i + 1].k == TK_NAME &&
 		    p->lx->tk[p->i + 1].n == 2 &&
 		    memcmp(p->lx->tk[p->i + 1].p, "in", 2) == 0) {
 			op = 'I';
@@ -1383,7 +1406,7 @@ static struct node *p_target(struct parser *p, bool with_ns)
 }
 
 static struct node *p_body(struct parser *p, const char *const *ends,
-			   const char *tag, const struct token *open);
+                           const char *tag, const struct token *open);
 
 /* The statement after "{%" (current token is its name). */
 static struct node *p_statement(struct parser *p)
@@ -1397,7 +1420,8 @@ static struct node *p_statement(struct parser *p)
 	p->i++;
 	p_enter(p);
 	if (t->n == 2 && !memcmp(t->p, "if", 2)) {
-		static const char *const ends[] = {"elif", "else", "endif", NULL};
+		static const char *const ends[] = {"elif", "else", "endif",
+		                                   NULL};
 		struct node *cur;
 
 		n = cur = p_node(p, N_IF, t);
@@ -1415,7 +1439,8 @@ static struct node *p_statement(struct parser *p)
 				continue;
 			}
 			if (p_skip_name(p, "else")) {
-				static const char *const ends2[] = {"endif", NULL};
+				static const char *const ends2[] = {"endif",
+				                                    NULL};
 
 				p_expect_bend(p);
 				cur->c = p_body(p, ends2, "if", t);
@@ -1464,14 +1489,16 @@ static struct node *p_statement(struct parser *p)
 			while (p_is_op(p, "|")) {
 				p->i++;
 				{
-					struct node *f = p_node(p, N_FILTER, P_TK(p));
+					struct node *f =
+					    p_node(p, N_FILTER, P_TK(p));
 
 					p_dotted(p, f);
 					if (p_is_op(p, "("))
 						p_args(p, f);
 					if (!lib_has_filter(f->s))
 						p_fail(p, P_TK(p),
-						       "No filter named '%s'.", f->s);
+						       "No filter named '%s'.",
+						       f->s);
 					nv_push(p, &filters, f);
 				}
 			}
@@ -1484,9 +1511,10 @@ static struct node *p_statement(struct parser *p)
 			goto out;
 		}
 	} else if ((t->n == 5 && !memcmp(t->p, "break", 5)) ||
-		   (t->n == 8 && !memcmp(t->p, "continue", 8))) {
+	           (t->n == 8 && !memcmp(t->p, "continue", 8))) {
 		if (!p->loops)
-			p_fail(p, t, "'%.*s' outside of a loop", (int)t->n, t->p);
+			p_fail(p, t, "'%.*s' outside of a loop", (int)t->n,
+			       t->p);
 		n = p_node(p, t->n == 5 ? N_BREAK : N_CONTINUE, t);
 	} else if (t->n == 5 && !memcmp(t->p, "macro", 5)) {
 		static const char *const ends[] = {"endmacro", NULL};
@@ -1537,7 +1565,8 @@ static struct node *p_statement(struct parser *p)
 				if (params.n)
 					p_expect_op(p, ",");
 				if (P_TK(p)->k != TK_NAME)
-					p_fail(p, P_TK(p), "expected parameter name");
+					p_fail(p, P_TK(p),
+					       "expected parameter name");
 				prm = p_node(p, N_NAME, P_TK(p));
 				prm->s = p_strdup(p, P_TK(p)->p, P_TK(p)->n);
 				prm->sn = P_TK(p)->n;
@@ -1570,7 +1599,8 @@ static struct node *p_statement(struct parser *p)
 			if (p_is_op(p, "("))
 				p_args(p, f);
 			if (!lib_has_filter(f->s))
-				p_fail(p, P_TK(p), "No filter named '%s'.", f->s);
+				p_fail(p, P_TK(p), "No filter named '%s'.",
+				       f->s);
 			nv_push(p, &filters, f);
 		} while (p_skip_op(p, "|"));
 		p_expect_bend(p);
@@ -1598,7 +1628,7 @@ out:
 /* Statements until one of ENDS (NULL: end of template).  Leaves the
  * parser at the end tag's name. */
 static struct node *p_body(struct parser *p, const char *const *ends,
-			   const char *tag, const struct token *open)
+                           const char *tag, const struct token *open)
 {
 	struct node *body = p_node(p, N_BODY, P_TK(p));
 	struct nvec v = {0};
@@ -1608,11 +1638,12 @@ static struct node *p_body(struct parser *p, const char *const *ends,
 
 		if (t->k == TK_EOF) {
 			if (ends)
-				p_fail(p, open, "Unexpected end of template. "
-						"Jinja was looking for the "
-						"following tags: '%s'. The "
-						"innermost block that needs to "
-						"be closed is '%s'.",
+				p_fail(p, open,
+				       "Unexpected end of template. "
+				       "Jinja was looking for the "
+				       "following tags: '%s'. The "
+				       "innermost block that needs to "
+				       "be closed is '%s'.",
 				       ends[0], tag);
 			break;
 		}
@@ -1630,8 +1661,9 @@ static struct node *p_body(struct parser *p, const char *const *ends,
 			p->i++;
 			n->a = p_tuple(p, true, false);
 			if (P_TK(p)->k != TK_VEND)
-				p_fail(p, P_TK(p), "expected end of print "
-						   "statement, got %s",
+				p_fail(p, P_TK(p),
+				       "expected end of print "
+				       "statement, got %s",
 				       p_desc(p, P_TK(p), buf, sizeof(buf)));
 			p->i++;
 			nv_push(p, &v, n);
@@ -1640,7 +1672,8 @@ static struct node *p_body(struct parser *p, const char *const *ends,
 			size_t k;
 
 			for (k = 0; ends && ends[k]; k++) {
-				if (nt->k == TK_NAME && nt->n == strlen(ends[k]) &&
+				if (nt->k == TK_NAME &&
+				    nt->n == strlen(ends[k]) &&
 				    !memcmp(nt->p, ends[k], nt->n)) {
 					p->i++;
 					goto done;
@@ -1708,7 +1741,7 @@ static void compile_into(struct tmpl *t, const char *src, size_t len)
 }
 
 int tmpl_compile(const char *src, size_t len, struct tmpl **out, char *err,
-		 size_t errlen)
+                 size_t errlen)
 {
 	struct tmpl *volatile t;
 
@@ -1724,8 +1757,9 @@ int tmpl_compile(const char *src, size_t len, struct tmpl **out, char *err,
 	t->fail.err = err;
 	t->fail.errlen = errlen;
 	t->arena.fail = &t->fail;
-	t->arena.max = len > ((size_t)1 << 26) ? SIZE_MAX / 4
-					       : (len * 256 + ((size_t)4 << 20));
+	t->arena.max = len > ((size_t)1 << 26)
+	                   ? SIZE_MAX / 4
+	                   : (len * 256 + ((size_t)4 << 20));
 	if (setjmp(t->fail.jb)) {
 		int code = t->fail.code;
 

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEF_MAX_OUTPUT ((size_t)16 << 20)
-#define DEF_MAX_MEMORY ((size_t)256 << 20)
-#define DEF_MAX_DEPTH 64
-#define DEF_MAX_STEPS 1000000
+#define DEF_MAX_OUTPUT  ((size_t)16 << 20)
+#define DEF_MAX_MEMORY  ((size_t)256 << 20)
+#define DEF_MAX_DEPTH   64
+#define DEF_MAX_STEPS   1000000
 #define MAX_VALUE_DEPTH 256 /* nesting walked by equality, repr, json */
 
 _Noreturn void r_fail(struct trender *r, int code, const char *fmt, ...)
@@ -42,8 +42,7 @@ void r_step(struct trender *r)
 
 /* --------------------------------------------------------------- strings */
 
-struct tstr *r_str_new(struct trender *r, const char *p, size_t n,
-		       bool content)
+struct tstr *r_str_new(struct trender *r, const char *p, size_t n, bool content)
 {
 	struct tstr *s = ta_alloc(&r->arena, sizeof(*s));
 
@@ -59,13 +58,13 @@ struct tstr *r_str_new(struct trender *r, const char *p, size_t n,
 }
 
 struct tstr *r_str_derived(struct trender *r, const char *p, size_t n,
-			   bool content)
+                           bool content)
 {
 	return r_str_new(r, p, n, content);
 }
 
 struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
-		       const struct tstr *b)
+                       const struct tstr *b)
 {
 	struct tstr *s;
 	char *d;
@@ -102,7 +101,7 @@ struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
 }
 
 struct tstr *r_str_sub(struct trender *r, const struct tstr *s, size_t off,
-		       size_t n)
+                       size_t n)
 {
 	struct tstr *d;
 	size_t i, k = 0;
@@ -196,7 +195,7 @@ static void tsb_cstr(struct trender *r, struct tsbuf *b, const char *s)
 /* ----------------------------------------------------------- undefined */
 
 struct tval r_undef(struct trender *r, const char *obj, const char *name,
-		    size_t nlen)
+                    size_t nlen)
 {
 	struct tval v = {.k = V_UNDEF};
 
@@ -330,7 +329,7 @@ struct tval r_dict_get(struct tval d, struct tval key, bool *found)
 }
 
 void r_dict_set(struct trender *r, struct tdict *d, struct tval key,
-		struct tval val)
+                struct tval val)
 {
 	size_t i;
 
@@ -360,7 +359,7 @@ void r_dict_set(struct trender *r, struct tdict *d, struct tval key,
 
 /* A value for JSON node J; strings borrowed, untrusted when CONTENT. */
 static struct tval r_from_json(struct trender *r, const struct json_value *j,
-			       bool content, int depth)
+                               bool content, int depth)
 {
 	size_t i;
 
@@ -376,13 +375,14 @@ static struct tval r_from_json(struct trender *r, const struct json_value *j,
 	case JSON_FLOAT:
 		return tv_float(j->u.f);
 	case JSON_STRING:
-		return tv_str(r_str_new(r, j->u.str.ptr, j->u.str.len, content));
+		return tv_str(
+		    r_str_new(r, j->u.str.ptr, j->u.str.len, content));
 	case JSON_ARRAY: {
 		struct tlist *l = r_list_new(r, j->u.arr.n);
 
 		for (i = 0; i < j->u.arr.n; i++)
 			l->v[i] = r_from_json(r, j->u.arr.items[i], content,
-					      depth + 1);
+			                      depth + 1);
 		return tv_list(l);
 	}
 	case JSON_OBJECT: {
@@ -392,9 +392,10 @@ static struct tval r_from_json(struct trender *r, const struct json_value *j,
 		for (i = 0; i < j->u.obj.n; i++) {
 			const struct json_member *m = &j->u.obj.members[i];
 
-			r_dict_set(r, d.u.d,
-				   tv_str(r_str_new(r, m->key, m->klen, content)),
-				   r_from_json(r, m->val, content, depth + 1));
+			r_dict_set(
+			    r, d.u.d,
+			    tv_str(r_str_new(r, m->key, m->klen, content)),
+			    r_from_json(r, m->val, content, depth + 1));
 		}
 		return d;
 	}
@@ -462,7 +463,8 @@ bool r_equal(struct tval a, struct tval b, int depth)
 		return true;
 	case V_STR:
 		return a.u.s->n == b.u.s->n &&
-		       (a.u.s->n == 0 || memcmp(a.u.s->p, b.u.s->p, a.u.s->n) == 0);
+		       (a.u.s->n == 0 ||
+		        memcmp(a.u.s->p, b.u.s->p, a.u.s->n) == 0);
 	case V_LIST:
 		if (a.tuple != b.tuple || a.u.l->n != b.u.l->n)
 			return false;
@@ -479,9 +481,9 @@ bool r_equal(struct tval a, struct tval b, int depth)
 
 			for (j = 0; j < b.u.d->n && !ok; j++)
 				if (r_equal(a.u.d->keys[i], b.u.d->keys[j],
-					    depth + 1))
+				            depth + 1))
 					ok = r_equal(a.u.d->vals[i],
-						     b.u.d->vals[j], depth + 1);
+					             b.u.d->vals[j], depth + 1);
 			if (!ok)
 				return false;
 		}
@@ -528,7 +530,7 @@ bool r_has_content(struct tval v, int depth)
 /* ------------------------------------------------------- str() / repr() */
 
 static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
-		      bool quote, int depth);
+                      bool quote, int depth);
 
 /* Python repr of a str. */
 static void repr_str(struct trender *r, struct tsbuf *b, const struct tstr *s)
@@ -554,10 +556,10 @@ static void repr_str(struct trender *r, struct tsbuf *b, const struct tstr *s)
 			tsb_cstr(r, b, "\\t");
 		} else if (cp == UINT32_MAX) {
 			snprintf(esc, sizeof(esc), "\\x%02x",
-				 (unsigned char)s->p[i]);
+			         (unsigned char)s->p[i]);
 			tsb_cstr(r, b, esc);
 		} else if (cp < 0x20 || cp == 0x7f ||
-			   (cp >= 0x80 && !lib_isprint(cp))) {
+		           (cp >= 0x80 && !lib_isprint(cp))) {
 			if (cp <= 0xff)
 				snprintf(esc, sizeof(esc), "\\x%02x", cp);
 			else if (cp <= 0xffff)
@@ -574,7 +576,7 @@ static void repr_str(struct trender *r, struct tsbuf *b, const struct tstr *s)
 }
 
 static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
-		      bool quote, int depth)
+                      bool quote, int depth)
 {
 	char num[48];
 	size_t i;
@@ -629,18 +631,18 @@ static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
 		break;
 	case V_FUNC:
 		snprintf(num, sizeof(num), "<built-in function %.20s>",
-			 v.u.fn->name);
+		         v.u.fn->name);
 		tsb_cstr(r, b, num);
 		break;
 	case V_MACRO:
 		tsb_cstr(r, b, "<Macro '");
 		tsb_add(r, b, v.u.m->def->s ? v.u.m->def->s : "caller",
-		       v.u.m->def->s ? v.u.m->def->sn : 6);
+		        v.u.m->def->s ? v.u.m->def->sn : 6);
 		tsb_cstr(r, b, "'>");
 		break;
 	case V_LOOP:
 		snprintf(num, sizeof(num), "<LoopContext %zu/%zu>",
-			 v.u.lp->i + 1, v.u.lp->items->n);
+		         v.u.lp->i + 1, v.u.lp->items->n);
 		tsb_cstr(r, b, num);
 		break;
 	}
@@ -675,7 +677,7 @@ static struct tscope *scope_new(struct trender *r, struct tscope *parent)
 }
 
 static void scope_set(struct trender *r, struct tscope *s, const char *name,
-		      struct tval v)
+                      struct tval v)
 {
 	size_t i;
 
@@ -728,13 +730,13 @@ static struct tval lookup(struct trender *r, const char *name, size_t nlen)
 static bool is_unsafe_method(struct tval obj, const char *name)
 {
 	static const char *const list_m[] = {"append", "extend", "insert",
-					     "pop", "remove", "reverse",
-					     "sort", "clear", NULL};
-	static const char *const dict_m[] = {"pop", "popitem", "setdefault",
-					     "update", "clear", NULL};
+	                                     "pop",    "remove", "reverse",
+	                                     "sort",   "clear",  NULL};
+	static const char *const dict_m[] = {"pop",    "popitem", "setdefault",
+	                                     "update", "clear",   NULL};
 	const char *const *m = obj.k == V_LIST && !obj.tuple ? list_m
-			       : obj.k == V_DICT	     ? dict_m
-							     : NULL;
+	                       : obj.k == V_DICT             ? dict_m
+	                                                     : NULL;
 
 	for (; m && *m; m++)
 		if (strcmp(*m, name) == 0)
@@ -743,7 +745,7 @@ static bool is_unsafe_method(struct tval obj, const char *name)
 }
 
 static struct tval loop_attr(struct trender *r, struct tloop *lp,
-			     const char *name, size_t nlen, bool *found)
+                             const char *name, size_t nlen, bool *found)
 {
 	size_t n = lp->items->n, i = lp->i;
 
@@ -768,10 +770,10 @@ static struct tval loop_attr(struct trender *r, struct tloop *lp,
 		return tv_int(0);
 	if (!strcmp(name, "previtem"))
 		return i ? lp->items->v[i - 1]
-			 : r_undef_hint(r, "there is no previous item");
+		         : r_undef_hint(r, "there is no previous item");
 	if (!strcmp(name, "nextitem"))
 		return i + 1 < n ? lp->items->v[i + 1]
-				 : r_undef_hint(r, "there is no next item");
+		                 : r_undef_hint(r, "there is no next item");
 	if (!strcmp(name, "cycle")) {
 		struct tval self = {.k = V_LOOP, .u.lp = lp};
 
@@ -782,7 +784,7 @@ static struct tval loop_attr(struct trender *r, struct tloop *lp,
 }
 
 struct tval r_getattr(struct trender *r, struct tval obj, const char *name,
-		      size_t nlen)
+                      size_t nlen)
 {
 	bool found;
 	struct tval v;
@@ -792,8 +794,10 @@ struct tval r_getattr(struct trender *r, struct tval obj, const char *name,
 	if (is_unsafe_method(obj, name)) {
 		char *h = ta_alloc(&r->arena, 128);
 
-		snprintf(h, 128, "access to attribute '%s' of '%s' object is "
-				 "unsafe.", name, r_type_name(obj));
+		snprintf(h, 128,
+		         "access to attribute '%s' of '%s' object is "
+		         "unsafe.",
+		         name, r_type_name(obj));
 		return r_undef_hint(r, h);
 	}
 	if (obj.k == V_LOOP) {
@@ -869,7 +873,7 @@ struct tval r_getitem(struct trender *r, struct tval obj, struct tval key)
 
 /* Python slice bounds for N items (PySlice_AdjustIndices). */
 static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
-			 int64_t *start, int64_t *stop, int64_t *step)
+                         int64_t *start, int64_t *stop, int64_t *step)
 {
 	int64_t len = (int64_t)n;
 	int k;
@@ -877,8 +881,9 @@ static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 	*step = 1;
 	if (parts[2].k != V_NONE) {
 		if (!is_num(parts[2]) || parts[2].k == V_FLOAT)
-			r_fail(r, TMPL_ERUNTIME, "slice indices must be integers "
-						 "or None");
+			r_fail(r, TMPL_ERUNTIME,
+			       "slice indices must be integers "
+			       "or None");
 		*step = num_i(parts[2]);
 		if (*step == 0)
 			r_fail(r, TMPL_ERUNTIME, "slice step cannot be zero");
@@ -894,8 +899,9 @@ static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 			continue;
 		}
 		if (!is_num(parts[k]) || parts[k].k == V_FLOAT)
-			r_fail(r, TMPL_ERUNTIME, "slice indices must be integers "
-						 "or None");
+			r_fail(r, TMPL_ERUNTIME,
+			       "slice indices must be integers "
+			       "or None");
 		v = num_i(parts[k]);
 		if (v < 0) {
 			v = v < -len ? -len - 1 : v; /* no overflow below */
@@ -910,7 +916,7 @@ static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 }
 
 static struct tval do_slice(struct trender *r, struct tval obj,
-			    struct tval *parts)
+                            struct tval *parts)
 {
 	int64_t start, stop, step, i;
 	size_t n, cnt = 0;
@@ -936,7 +942,8 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 	}
 	if (step == 1) {
 		size_t a = r_u8off(obj.u.s, (size_t)start);
-		size_t b = r_u8off(obj.u.s, (size_t)(stop > start ? stop : start));
+		size_t b =
+		    r_u8off(obj.u.s, (size_t)(stop > start ? stop : start));
 
 		return tv_str(r_str_sub(r, obj.u.s, a, b - a));
 	}
@@ -988,7 +995,7 @@ struct tlist *r_iter(struct trender *r, struct tval v)
 /* --------------------------------------------------------------- output */
 
 static void out_add(struct trender *r, struct tout *o, const char *p, size_t n,
-		    const struct tcspan *sp, size_t nsp)
+                    const struct tcspan *sp, size_t nsp)
 {
 	size_t i;
 
@@ -1014,14 +1021,15 @@ static void out_add(struct trender *r, struct tout *o, const char *p, size_t n,
 		struct tcspan s = sp[i];
 
 		s.off += o->n;
-		if (o->nsp && o->sp[o->nsp - 1].off + o->sp[o->nsp - 1].len ==
-				      s.off) {
+		if (o->nsp &&
+		    o->sp[o->nsp - 1].off + o->sp[o->nsp - 1].len == s.off) {
 			o->sp[o->nsp - 1].len += s.len;
 			continue;
 		}
 		if (o->nsp == o->spcap) {
 			size_t ncap = o->spcap ? o->spcap * 2 : 16;
-			struct tcspan *ns = ta_alloc(&r->arena, ncap * sizeof(*ns));
+			struct tcspan *ns =
+			    ta_alloc(&r->arena, ncap * sizeof(*ns));
 
 			if (o->nsp)
 				memcpy(ns, o->sp, o->nsp * sizeof(*ns));
@@ -1041,7 +1049,7 @@ static void out_str(struct trender *r, const struct tstr *s)
 /* ------------------------------------------------------------ operators */
 
 static struct tval arith(struct trender *r, int op, struct tval a,
-			 struct tval b)
+                         struct tval b)
 {
 	if (a.k == V_UNDEF)
 		r_undef_fail(r, a);
@@ -1049,8 +1057,7 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 		r_undef_fail(r, b);
 	if (op == '+' && a.k == V_STR && b.k == V_STR)
 		return tv_str(r_str_cat(r, a.u.s, b.u.s));
-	if (op == '+' && a.k == V_LIST && b.k == V_LIST &&
-	    a.tuple == b.tuple) {
+	if (op == '+' && a.k == V_LIST && b.k == V_LIST && a.tuple == b.tuple) {
 		struct tlist *l = r_list_new(r, a.u.l->n + b.u.l->n);
 		struct tval v;
 
@@ -1064,7 +1071,7 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 		return v;
 	}
 	if (op == '*' && ((a.k == V_STR && (b.k == V_INT || b.k == V_BOOL)) ||
-			  (b.k == V_STR && (a.k == V_INT || a.k == V_BOOL)))) {
+	                  (b.k == V_STR && (a.k == V_INT || a.k == V_BOOL)))) {
 		const struct tstr *s = a.k == V_STR ? a.u.s : b.u.s;
 		int64_t k = a.k == V_STR ? num_i(b) : num_i(a);
 		struct tstr *res = r_str_new(r, "", 0, false);
@@ -1080,11 +1087,15 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 		char o[2] = {(char)op, 0};
 
 		if (op == '+' && a.k == V_STR)
-			r_fail(r, TMPL_ERUNTIME, "can only concatenate str (not "
-						 "\"%s\") to str", r_type_name(b));
+			r_fail(r, TMPL_ERUNTIME,
+			       "can only concatenate str (not "
+			       "\"%s\") to str",
+			       r_type_name(b));
 		if (op == '+' && a.k == V_LIST)
-			r_fail(r, TMPL_ERUNTIME, "can only concatenate list (not "
-						 "\"%s\") to list", r_type_name(b));
+			r_fail(r, TMPL_ERUNTIME,
+			       "can only concatenate list (not "
+			       "\"%s\") to list",
+			       r_type_name(b));
 		r_fail(r, TMPL_ERUNTIME,
 		       "unsupported operand type(s) for %s: '%s' and '%s'",
 		       sym ? sym : o, r_type_name(a), r_type_name(b));
@@ -1108,9 +1119,11 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 		case 'F':
 		case '%':
 			if (y == 0)
-				r_fail(r, TMPL_ERUNTIME, op == 'F'
-					       ? "integer division or modulo by zero"
-					       : "integer modulo by zero");
+				r_fail(
+				    r, TMPL_ERUNTIME,
+				    op == 'F'
+				        ? "integer division or modulo by zero"
+				        : "integer modulo by zero");
 			if (x == INT64_MIN && y == -1)
 				break;
 			z = x / y;
@@ -1122,7 +1135,8 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 				int64_t acc = 1;
 
 				for (; y > 0; y--)
-					if (__builtin_mul_overflow(acc, x, &acc))
+					if (__builtin_mul_overflow(acc, x,
+					                           &acc))
 						r_fail(r, TMPL_ERUNTIME,
 						       "integer too large");
 				return tv_int(acc);
@@ -1147,7 +1161,8 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 			return tv_float(x / y);
 		case 'F':
 			if (y == 0)
-				r_fail(r, TMPL_ERUNTIME, "float floor division by zero");
+				r_fail(r, TMPL_ERUNTIME,
+				       "float floor division by zero");
 			return tv_float(floor(x / y));
 		case '%':
 			if (y == 0)
@@ -1167,11 +1182,13 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 }
 
 /* Python ordering; returns <0, 0, >0. */
-int r_order(struct trender *r, int op, struct tval a, struct tval b,
-		 int depth)
+int r_order(struct trender *r, int op, struct tval a, struct tval b, int depth)
 {
 	static const char *names[] = {"<", ">", "<=", ">="};
-	const char *sym = names[op == '<' ? 0 : op == '>' ? 1 : op == 'l' ? 2 : 3];
+	const char *sym = names[op == '<'   ? 0
+	                        : op == '>' ? 1
+	                        : op == 'l' ? 2
+	                                    : 3];
 
 	if (a.k == V_UNDEF)
 		r_undef_fail(r, a);
@@ -1198,7 +1215,8 @@ int r_order(struct trender *r, int op, struct tval a, struct tval b,
 		for (i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
 			if (r_equal(a.u.l->v[i], b.u.l->v[i], 0))
 				continue;
-			return r_order(r, op, a.u.l->v[i], b.u.l->v[i], depth + 1);
+			return r_order(r, op, a.u.l->v[i], b.u.l->v[i],
+			               depth + 1);
 		}
 		return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
 	}
@@ -1219,8 +1237,9 @@ bool r_contains(struct trender *r, struct tval a, struct tval b)
 		if (a.k == V_UNDEF)
 			r_undef_fail(r, a);
 		if (a.k != V_STR)
-			r_fail(r, TMPL_ERUNTIME, "'in <string>' requires string as "
-						 "left operand, not %s",
+			r_fail(r, TMPL_ERUNTIME,
+			       "'in <string>' requires string as "
+			       "left operand, not %s",
 			       r_type_name(a));
 		if (a.u.s->n == 0)
 			return true;
@@ -1242,8 +1261,8 @@ bool r_contains(struct trender *r, struct tval a, struct tval b)
 		return found;
 	}
 	default:
-		r_fail(r, TMPL_ERUNTIME, "argument of type '%s' is not iterable",
-		       r_type_name(b));
+		r_fail(r, TMPL_ERUNTIME,
+		       "argument of type '%s' is not iterable", r_type_name(b));
 	}
 }
 
@@ -1260,7 +1279,7 @@ static void at(struct trender *r, const struct node *n)
 
 /* Evaluate the arguments of call-like node N. */
 static void eval_args(struct trender *r, const struct node *n,
-		      struct tval **args, struct tval **kv)
+                      struct tval **args, struct tval **kv)
 {
 	size_t i;
 
@@ -1291,8 +1310,8 @@ static struct tstr *capture(struct trender *r, const struct node *body)
 
 /* Call macro M. */
 static struct tval call_macro(struct trender *r, const struct tmacro *m,
-			      struct tval *args, size_t nargs, const char **kn,
-			      struct tval *kv, size_t nk)
+                              struct tval *args, size_t nargs, const char **kn,
+                              struct tval *kv, size_t nk)
 {
 	const struct node *def = m->def;
 	struct tscope *saved = r->scope;
@@ -1333,8 +1352,8 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 		if (!set && !prm->a) {
 			char *h = ta_alloc(&r->arena, 96 + prm->sn);
 
-			snprintf(h, 96 + prm->sn, "parameter '%s' was not provided",
-				 prm->s);
+			snprintf(h, 96 + prm->sn,
+			         "parameter '%s' was not provided", prm->s);
 			v = r_undef_hint(r, h);
 		}
 		scope_set(r, s, prm->s, v);
@@ -1348,9 +1367,10 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 		if (strcmp(kn[j], "caller") == 0)
 			scope_set(r, s, "caller", kv[j]);
 		else if (!is_param)
-			r_dict_set(r, kwargs.u.d,
-				   tv_str(r_str_new(r, kn[j], strlen(kn[j]), false)),
-				   kv[j]);
+			r_dict_set(
+			    r, kwargs.u.d,
+			    tv_str(r_str_new(r, kn[j], strlen(kn[j]), false)),
+			    kv[j]);
 	}
 	scope_set(r, s, "varargs", tv_list(varargs));
 	scope_set(r, s, "kwargs", kwargs);
@@ -1364,7 +1384,7 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 }
 
 struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
-		   size_t nargs, const char **kn, struct tval *kv, size_t nk)
+                   size_t nargs, const char **kn, struct tval *kv, size_t nk)
 {
 	if (fn.k == V_UNDEF)
 		r_undef_fail(r, fn);
@@ -1372,12 +1392,13 @@ struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
 		return lib_call(r, fn.u.fn, args, nargs, kn, kv, nk);
 	if (fn.k == V_MACRO)
 		return call_macro(r, fn.u.m, args, nargs, kn, kv, nk);
-	r_fail(r, TMPL_ERUNTIME, "'%s' object is not callable", r_type_name(fn));
+	r_fail(r, TMPL_ERUNTIME, "'%s' object is not callable",
+	       r_type_name(fn));
 }
 
 /* Apply the filter node F (operand V). */
 static struct tval apply_filter(struct trender *r, const struct node *f,
-				struct tval v)
+                                struct tval v)
 {
 	struct tval *args, *kv;
 
@@ -1443,8 +1464,9 @@ struct tval r_eval(struct trender *r, const struct node *n)
 		if (a.k == V_UNDEF)
 			r_undef_fail(r, a);
 		if (!is_num(a))
-			r_fail(r, TMPL_ERUNTIME, "bad operand type for unary %c: "
-						 "'%s'",
+			r_fail(r, TMPL_ERUNTIME,
+			       "bad operand type for unary %c: "
+			       "'%s'",
 			       n->k == N_NEG ? '-' : '+', r_type_name(a));
 		if (n->k == N_POS)
 			return a.k == V_BOOL ? tv_int(a.u.b) : a;
@@ -1466,7 +1488,8 @@ struct tval r_eval(struct trender *r, const struct node *n)
 		b = r_eval(r, n->b);
 		at(r, n);
 		if (n->op == '~')
-			return tv_str(r_str_cat(r, r_to_str(r, a), r_to_str(r, b)));
+			return tv_str(
+			    r_str_cat(r, r_to_str(r, a), r_to_str(r, b)));
 		return arith(r, n->op, a, b);
 	case N_CMP:
 		a = r_eval(r, n->v[0]);
@@ -1492,10 +1515,10 @@ struct tval r_eval(struct trender *r, const struct node *n)
 			default: {
 				int c = r_order(r, op, a, b, 0);
 
-				ok = op == '<'	 ? c < 0
+				ok = op == '<'   ? c < 0
 				     : op == '>' ? c > 0
 				     : op == 'l' ? c <= 0
-						 : c >= 0;
+				                 : c >= 0;
 			}
 			}
 			if (!ok)
@@ -1508,8 +1531,9 @@ struct tval r_eval(struct trender *r, const struct node *n)
 			return r_eval(r, n->b);
 		if (n->c)
 			return r_eval(r, n->c);
-		return r_undef_hint(r, "the inline if-expression evaluated to "
-				       "false and no else section was defined.");
+		return r_undef_hint(r,
+		                    "the inline if-expression evaluated to "
+		                    "false and no else section was defined.");
 	case N_LIST:
 	case N_TUPLE: {
 		struct tlist *l = r_list_new(r, n->n);
@@ -1540,7 +1564,7 @@ struct tval r_eval(struct trender *r, const struct node *n)
 
 /* Bind assignment target T to V in scope S. */
 static void assign(struct trender *r, struct tscope *s, const struct node *t,
-		   struct tval v)
+                   struct tval v)
 {
 	size_t i;
 
@@ -1553,10 +1577,11 @@ static void assign(struct trender *r, struct tscope *s, const struct node *t,
 
 		at(r, t);
 		if (ns.k != V_NS)
-			r_fail(r, TMPL_ERUNTIME, "cannot assign attribute on "
-						 "non-namespace object");
-		r_dict_set(r, ns.u.d,
-			   tv_str(r_str_new(r, t->s, t->sn, false)), v);
+			r_fail(r, TMPL_ERUNTIME,
+			       "cannot assign attribute on "
+			       "non-namespace object");
+		r_dict_set(r, ns.u.d, tv_str(r_str_new(r, t->s, t->sn, false)),
+		           v);
 		return;
 	}
 	/* tuple unpacking */
@@ -1566,12 +1591,15 @@ static void assign(struct trender *r, struct tscope *s, const struct node *t,
 		at(r, t);
 		l = r_iter(r, v);
 		if (l->n < t->n)
-			r_fail(r, TMPL_ERUNTIME, "not enough values to unpack "
-						 "(expected %zu, got %zu)",
+			r_fail(r, TMPL_ERUNTIME,
+			       "not enough values to unpack "
+			       "(expected %zu, got %zu)",
 			       t->n, l->n);
 		if (l->n > t->n)
-			r_fail(r, TMPL_ERUNTIME, "too many values to unpack "
-						 "(expected %zu)", t->n);
+			r_fail(r, TMPL_ERUNTIME,
+			       "too many values to unpack "
+			       "(expected %zu)",
+			       t->n);
 		for (i = 0; i < t->n; i++)
 			assign(r, s, t->v[i], l->v[i]);
 	}
@@ -1696,8 +1724,8 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		eval_args(r, c, &args, &kv);
 		kn = ta_alloc(&r->arena, (c->nk + 1) * sizeof(*kn));
 		{
-			struct tval *kv2 = ta_alloc(&r->arena,
-						    (c->nk + 1) * sizeof(*kv2));
+			struct tval *kv2 =
+			    ta_alloc(&r->arena, (c->nk + 1) * sizeof(*kv2));
 
 			for (i = 0; i < c->nk; i++) {
 				kn[i] = c->kn[i];
@@ -1706,8 +1734,8 @@ static void exec_stmt(struct trender *r, const struct node *n)
 			kn[c->nk] = "caller";
 			kv2[c->nk] = caller;
 			at(r, n);
-			out_str(r, r_to_str(r, r_call(r, fn, args, c->n, kn, kv2,
-						       c->nk + 1)));
+			out_str(r, r_to_str(r, r_call(r, fn, args, c->n, kn,
+			                              kv2, c->nk + 1)));
 		}
 		break;
 	}
@@ -1743,8 +1771,8 @@ static void def_global(struct trender *r, const char *name, struct tval v)
 }
 
 int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
-		size_t *outlen, struct tmpl_span **spans, size_t *nspans,
-		char *err, size_t errlen)
+                size_t *outlen, struct tmpl_span **spans, size_t *nspans,
+                char *err, size_t errlen)
 {
 	struct trender *volatile r;
 	struct tout top = {0};
@@ -1791,20 +1819,21 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	r->scope = r->root;
 	r->out = &top;
 	def_global(r, "messages",
-		   ctx->messages ? r_from_json(r, ctx->messages, true, 0)
-				 : tv_list(r_list_new(r, 0)));
+	           ctx->messages ? r_from_json(r, ctx->messages, true, 0)
+	                         : tv_list(r_list_new(r, 0)));
 	def_global(r, "add_generation_prompt",
-		   tv_bool(ctx->add_generation_prompt));
+	           tv_bool(ctx->add_generation_prompt));
 	def_global(r, "bos_token",
-		   tv_str(r_str_new(r, ctx->bos_token ? ctx->bos_token : "",
-				    ctx->bos_token ? strlen(ctx->bos_token) : 0,
-				    false)));
+	           tv_str(r_str_new(r, ctx->bos_token ? ctx->bos_token : "",
+	                            ctx->bos_token ? strlen(ctx->bos_token) : 0,
+	                            false)));
 	def_global(r, "eos_token",
-		   tv_str(r_str_new(r, ctx->eos_token ? ctx->eos_token : "",
-				    ctx->eos_token ? strlen(ctx->eos_token) : 0,
-				    false)));
+	           tv_str(r_str_new(r, ctx->eos_token ? ctx->eos_token : "",
+	                            ctx->eos_token ? strlen(ctx->eos_token) : 0,
+	                            false)));
 	def_global(r, "tools",
-		   ctx->tools ? r_from_json(r, ctx->tools, true, 0) : tv_none());
+	           ctx->tools ? r_from_json(r, ctx->tools, true, 0)
+	                      : tv_none());
 	def_global(r, "documents", tv_none());
 	for (i = 0; i < ctx->nvars; i++) {
 		const struct tmpl_var *v = &ctx->vars[i];
@@ -1812,9 +1841,9 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 		char *name = ta_alloc(&r->arena, nl + 1);
 
 		memcpy(name, v->name, nl);
-		def_global(r, name, v->value ? r_from_json(r, v->value,
-							   v->untrusted, 0)
-					     : tv_none());
+		def_global(r, name,
+		           v->value ? r_from_json(r, v->value, v->untrusted, 0)
+		                    : tv_none());
 	}
 	exec_body(r, t->root);
 	/* hand the result over in malloc'd memory */
@@ -1837,18 +1866,17 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 			free(*out);
 			*out = NULL;
 			if (err && errlen)
-			if (err && errlen)
-				snprintf(err, errlen, "out of memory");
+				if (err && errlen)
+					snprintf(err, errlen, "out of memory");
 			code = TMPL_ENOMEM;
 			goto done;
 		}
 		for (i = 0; i < top.nsp; i++) {
 			if (top.sp[i].off > pos)
-				sp[k++] = (struct tmpl_span){pos,
-							     top.sp[i].off - pos,
-							     false};
+				sp[k++] = (struct tmpl_span){
+				    pos, top.sp[i].off - pos, false};
 			sp[k++] = (struct tmpl_span){top.sp[i].off,
-						     top.sp[i].len, true};
+			                             top.sp[i].len, true};
 			pos = top.sp[i].off + top.sp[i].len;
 		}
 		if (top.n > pos)

@@ -18,26 +18,26 @@
 
 struct threadpool_worker {
 	struct threadpool *tp; /* owning pool */
-	int ith;	       /* index 1..n_threads-1 */
+	int ith;               /* index 1..n_threads-1 */
 	pthread_t thread;      /* the worker */
 };
 
 struct threadpool {
 	/* configuration (fixed after threadpool_new) */
-	int n_threads;			   /* threads per job, caller included */
+	int n_threads; /* threads per job, caller included */
 	struct threadpool_worker *workers; /* n_threads - 1 entries (owned) */
-	int n_started;			   /* workers actually started */
+	int n_started;                     /* workers actually started */
 
 	/* the current job (written by the caller before bumping generation) */
 	threadpool_fn fn; /* job function */
-	void *arg;	  /* its argument */
+	void *arg;        /* its argument */
 
 	/* synchronisation */
 	atomic_uint generation; /* incremented once per job */
-	atomic_int n_pending;	/* workers that have not finished the job */
-	atomic_bool stop;	/* set by threadpool_free */
-	pthread_mutex_t mu;	/* guards the sleeps below */
-	pthread_cond_t cv_job;	/* workers sleep here waiting for a job */
+	atomic_int n_pending;   /* workers that have not finished the job */
+	atomic_bool stop;       /* set by threadpool_free */
+	pthread_mutex_t mu;     /* guards the sleeps below */
+	pthread_cond_t cv_job;  /* workers sleep here waiting for a job */
 	pthread_cond_t cv_done; /* the caller sleeps here waiting for workers */
 };
 
@@ -93,7 +93,7 @@ static void *threadpool_main(void *p)
 			break;
 		tp->fn(tp->arg, w->ith, tp->n_threads);
 		if (atomic_fetch_sub_explicit(&tp->n_pending, 1,
-					      memory_order_acq_rel) == 1) {
+		                              memory_order_acq_rel) == 1) {
 			pthread_mutex_lock(&tp->mu);
 			pthread_cond_signal(&tp->cv_done);
 			pthread_mutex_unlock(&tp->mu);
@@ -126,9 +126,11 @@ struct threadpool *threadpool_new(int n_threads, char *err, size_t errlen)
 	pthread_cond_init(&tp->cv_job, NULL);
 	pthread_cond_init(&tp->cv_done, NULL);
 	if (n_threads > 1) {
-		tp->workers = calloc((size_t)n_threads - 1, sizeof(*tp->workers));
+		tp->workers =
+		    calloc((size_t)n_threads - 1, sizeof(*tp->workers));
 		if (tp->workers == NULL) {
-			snprintf(err, errlen, "out of memory for the thread pool");
+			snprintf(err, errlen,
+			         "out of memory for the thread pool");
 			threadpool_free(tp);
 			return NULL;
 		}
@@ -139,8 +141,9 @@ struct threadpool *threadpool_new(int n_threads, char *err, size_t errlen)
 		w->tp = tp;
 		w->ith = i + 1;
 		if (pthread_create(&w->thread, NULL, threadpool_main, w) != 0) {
-			snprintf(err, errlen, "cannot start worker thread %d of %d",
-				 i + 1, n_threads - 1);
+			snprintf(err, errlen,
+			         "cannot start worker thread %d of %d", i + 1,
+			         n_threads - 1);
 			threadpool_free(tp);
 			return NULL;
 		}
@@ -192,7 +195,7 @@ void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg)
 
 	for (int i = 0; i < THREADPOOL_SPIN; i++)
 		if (atomic_load_explicit(&tp->n_pending,
-					 memory_order_acquire) == 0)
+		                         memory_order_acquire) == 0)
 			return;
 	pthread_mutex_lock(&tp->mu);
 	while (atomic_load(&tp->n_pending) != 0)

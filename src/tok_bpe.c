@@ -347,8 +347,8 @@ static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
 		sc->tmp2.n = 0;
 		for (k = 0; k < n; k++) {
 			char u[4];
-			size_t l = utf8_put(
-			    tok_bpe_byte_cp((unsigned char)s[k]), u);
+			size_t l =
+			    utf8_put(tok_bpe_byte_cp((unsigned char)s[k]), u);
 
 			if (tok_buf_append(&sc->tmp2, u, l))
 				return -1;

@@ -121,7 +121,7 @@ int trace_write_json(const struct trace *t)
 	if (f == NULL)
 		return 0;
 	fprintf(f, "{\"step\":%lld,\"pos\":%d,\"n_tokens\":%d,\"token\":%d,",
-		(long long)t->step, t->pos, t->n_tokens, t->token);
+	        (long long)t->step, t->pos, t->n_tokens, t->token);
 	trace_num(f, "entropy", t->entropy);
 	fprintf(f, ",\"top\":[");
 	for (int j = 0; j < t->top_k && t->top_id[j] >= 0; j++) {

@@ -32,20 +32,20 @@ struct trace_stats {
 
 struct trace {
 	/* configuration (set by trace_new) */
-	int n_layer;	    /* entries of layers */
-	int top_k;	    /* entries of top_id / top_logit / top_prob */
-	FILE *out;	    /* JSON lines sink, or NULL (borrowed) */
+	int n_layer; /* entries of layers */
+	int top_k;   /* entries of top_id / top_logit / top_prob */
+	FILE *out;   /* JSON lines sink, or NULL (borrowed) */
 
 	/* the last step */
-	int64_t step;		    /* engine_eval calls traced so far, from 0 */
-	int32_t pos;		    /* position of the last token of the step */
-	int32_t n_tokens;	    /* tokens in the step's batch */
-	int32_t token;		    /* the last token of the batch */
+	int64_t step;     /* engine_eval calls traced so far, from 0 */
+	int32_t pos;      /* position of the last token of the step */
+	int32_t n_tokens; /* tokens in the step's batch */
+	int32_t token;    /* the last token of the batch */
 	struct trace_stats *layers; /* [n_layer] residual after each layer */
-	int32_t *top_id;	    /* [top_k] token ids, best first */
-	float *top_logit;	    /* [top_k] their logits */
-	float *top_prob;	    /* [top_k] their softmax probabilities */
-	float entropy;		    /* of the softmax, in nats */
+	int32_t *top_id;            /* [top_k] token ids, best first */
+	float *top_logit;           /* [top_k] their logits */
+	float *top_prob;            /* [top_k] their softmax probabilities */
+	float entropy;              /* of the softmax, in nats */
 };
 
 /*

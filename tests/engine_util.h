@@ -14,12 +14,12 @@
 
 /* Path of NAME + EXT under $top_srcdir/tests/data/engine. */
 static inline void eu_data_path(const char *name, const char *ext, char *out,
-				size_t len)
+                                size_t len)
 {
 	const char *top = getenv("top_srcdir");
 
 	snprintf(out, len, "%.512s/tests/data/engine/%.200s%.16s",
-		 top ? top : ".", name, ext);
+	         top ? top : ".", name, ext);
 }
 
 /* The SmolLM2 test model path (PARLEY_TEST_MODEL or the XDG cache). */

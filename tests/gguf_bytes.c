@@ -37,7 +37,7 @@ void gb_str(struct sbuf *sb, const char *z)
 }
 
 void gb_header(struct sbuf *sb, uint32_t version, uint64_t n_tensors,
-	       uint64_t n_kv)
+               uint64_t n_kv)
 {
 	sbuf_add(sb, "GGUF", 4);
 	gb_u32(sb, version);
@@ -60,7 +60,7 @@ void gb_kv_str(struct sbuf *sb, const char *key, const char *v)
 }
 
 void gb_tensor(struct sbuf *sb, const char *name, uint32_t n_dims,
-	       const uint64_t *ne, uint32_t type, uint64_t offset)
+               const uint64_t *ne, uint32_t type, uint64_t offset)
 {
 	gb_str(sb, name);
 	gb_u32(sb, n_dims);

@@ -21,14 +21,14 @@ void gb_f32(struct sbuf *sb, float v);
 void gb_str(struct sbuf *sb, const char *z);
 /* Header: magic, version, tensor count, kv count. */
 void gb_header(struct sbuf *sb, uint32_t version, uint64_t n_tensors,
-	       uint64_t n_kv);
+               uint64_t n_kv);
 /* A key with a u32 value. */
 void gb_kv_u32(struct sbuf *sb, const char *key, uint32_t v);
 /* A key with a string value. */
 void gb_kv_str(struct sbuf *sb, const char *key, const char *v);
 /* A tensor descriptor with N_DIMS dims from NE. */
 void gb_tensor(struct sbuf *sb, const char *name, uint32_t n_dims,
-	       const uint64_t *ne, uint32_t type, uint64_t offset);
+               const uint64_t *ne, uint32_t type, uint64_t offset);
 /* Zero bytes up to the next multiple of ALIGN. */
 void gb_pad(struct sbuf *sb, uint32_t align);
 

@@ -35,7 +35,7 @@ static inline bool json_fuzz_nonfinite(const struct json_value *v, int depth)
 	if (v->type == JSON_OBJECT)
 		for (i = 0; i < v->u.obj.n; i++)
 			if (json_fuzz_nonfinite(v->u.obj.members[i].val,
-						depth + 1))
+			                        depth + 1))
 				return true;
 	return false;
 }
@@ -57,7 +57,7 @@ static inline int json_fuzz_check(const char *data, size_t size)
 			rc = -1; /* our own output must parse */
 		} else {
 			if (json_serialize(w, &compact, &b, &nb, err,
-					   sizeof(err)) ||
+			                   sizeof(err)) ||
 			    nb != na || memcmp(a, b, na) != 0)
 				rc = -1; /* and give the same text */
 			json_free(w);

@@ -62,8 +62,7 @@ int main(int argc, char **argv)
 	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) ||
 	    sqlite3_step(s) != SQLITE_ROW ||
 	    strcmp((const char *)sqlite3_column_text(s, 0), "ok") != 0)
-		return fail("integrity_check", sqlite3_errmsg(db),
-		            0);
+		return fail("integrity_check", sqlite3_errmsg(db), 0);
 	sqlite3_finalize(s);
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT count(*) FROM "
@@ -97,8 +96,7 @@ int main(int argc, char **argv)
 		sqlite3_reset(s);
 		sqlite3_bind_int64(s, 1, id);
 		if (sqlite3_step(s) != SQLITE_ROW)
-			return fail("finished message lost", "id",
-			            id);
+			return fail("finished message lost", "id", id);
 		if (sqlite3_column_type(s, 1) == SQLITE_NULL)
 			return fail("message not finished", "id", id);
 		if (sqlite3_column_int64(s, 0) != len)

@@ -45,7 +45,7 @@ static struct model *open_model(const char *name, struct gguf_file **f)
 
 /* A new engine with N_BATCH (0 default) and N_THREADS. */
 static struct engine *open_engine(const struct model *m, int n_batch,
-				  int n_threads)
+                                  int n_threads)
 {
 	struct engine_params p = {0};
 	struct engine *e = NULL;
@@ -111,8 +111,10 @@ static void check_consistency(const char *name)
 	       name, N, N, d);
 	engine_eval(b, toks, N, ENGINE_EVAL_ALL, err, sizeof(err));
 	d = maxdiff(pre, engine_logits(b), N * nv);
-	tap_ok(d == 0, "%s: prefill in chunks of 5 (1 thread) == one chunk "
-	       "(2 threads) (max |d| %g)", name, d);
+	tap_ok(d == 0,
+	       "%s: prefill in chunks of 5 (1 thread) == one chunk "
+	       "(2 threads) (max |d| %g)",
+	       name, d);
 	engine_eval(b, toks, 1, 0, err, sizeof(err)); /* pos N */
 	tap_ok(engine_n_past(b) == N + 1, "%s: n_past %d after N+1", name,
 	       engine_n_past(b));
@@ -122,15 +124,19 @@ static void check_consistency(const char *name)
 	       "%s: truncate to 10", name);
 	engine_eval(a, toks + 10, N - 10, ENGINE_EVAL_ALL, err, sizeof(err));
 	d = maxdiff(pre + 10 * nv, engine_logits(a), (N - 10) * nv);
-	tap_ok(d == 0, "%s: truncate(10) + re-eval == never went further "
-	       "(max |d| %g)", name, d);
+	tap_ok(d == 0,
+	       "%s: truncate(10) + re-eval == never went further "
+	       "(max |d| %g)",
+	       name, d);
 	engine_truncate(a, 12);
 	engine_eval(a, alt, 8, 0, err, sizeof(err));
 	engine_truncate(a, 12);
 	engine_eval(a, toks + 12, 1, 0, err, sizeof(err));
 	d = maxdiff(pre + 12 * nv, engine_logits(a), nv);
-	tap_ok(d == 0, "%s: other tokens after 12, truncate, re-eval (max "
-	       "|d| %g)", name, d);
+	tap_ok(d == 0,
+	       "%s: other tokens after 12, truncate, re-eval (max "
+	       "|d| %g)",
+	       name, d);
 	tap_ok(engine_truncate(a, 14) == -1 && engine_n_past(a) == 13,
 	       "%s: truncate beyond n_past refused", name);
 
@@ -144,7 +150,7 @@ static void check_consistency(const char *name)
 	       "%s: short buffer refused: %s", name, err);
 	engine_eval(a, alt, 8, 0, err, sizeof(err));
 	tap_ok(engine_state_load(a, st, ssz, err, sizeof(err)) == 0 &&
-		       engine_n_past(a) == 16,
+	           engine_n_past(a) == 16,
 	       "%s: state restore", name);
 	engine_eval(a, toks + 16, N - 16, ENGINE_EVAL_ALL, err, sizeof(err));
 	d = maxdiff(pre + 16 * nv, engine_logits(a), (N - 16) * nv);
@@ -155,11 +161,11 @@ static void check_consistency(const char *name)
 	       "%s: state into a second engine", name);
 	engine_eval(c, toks + 16, 1, 0, err, sizeof(err));
 	d = maxdiff(pre + 16 * nv, engine_logits(c), nv);
-	tap_ok(d == 0, "%s: second engine continues exactly (max |d| %g)",
-	       name, d);
+	tap_ok(d == 0, "%s: second engine continues exactly (max |d| %g)", name,
+	       d);
 	((unsigned char *)st)[0] ^= 1;
 	tap_ok(engine_state_load(c, st, ssz, err, sizeof(err)) == -1 &&
-		       engine_n_past(c) == 0,
+	           engine_n_past(c) == 0,
 	       "%s: bad magic refused: %s", name, err);
 	((unsigned char *)st)[0] ^= 1;
 	tap_ok(engine_state_load(c, st, ssz - 4, err, sizeof(err)) == -1,
@@ -172,11 +178,11 @@ static void check_consistency(const char *name)
 		int32_t many[64] = {0};
 
 		tap_ok(engine_eval(a, &bad, 1, 0, err, sizeof(err)) == -1 &&
-			       engine_n_past(a) == n_past,
+		           engine_n_past(a) == n_past,
 		       "%s: token out of range refused: %s", name, err);
 		tap_ok(engine_eval(a, many, 64 - n_past + 1, 0, err,
-				   sizeof(err)) == -1 &&
-			       engine_n_past(a) == n_past,
+		                   sizeof(err)) == -1 &&
+		           engine_n_past(a) == n_past,
 		       "%s: context overflow refused: %s", name, err);
 		tap_ok(engine_eval(a, many, 0, 0, err, sizeof(err)) == -1,
 		       "%s: empty eval refused", name);
@@ -216,8 +222,8 @@ static void check_trace(void)
 	tap_ok(ok, "trace: layer stats finite and ordered (layer 0 rms %g)",
 	       (double)t->layers[0].rms);
 	tap_ok(t->top_id[0] == eu_argmax(engine_logits(e), m->cfg.n_vocab) &&
-		       t->top_logit[0] >= t->top_logit[4] &&
-		       t->top_prob[0] > 0 && t->top_prob[0] <= 1,
+	           t->top_logit[0] >= t->top_logit[4] && t->top_prob[0] > 0 &&
+	           t->top_prob[0] <= 1,
 	       "trace: top-1 %d is the argmax, p=%.3f, entropy %.3f",
 	       t->top_id[0], (double)t->top_prob[0], (double)t->entropy);
 	tap_ok(t->step == 2 && t->pos == 3 && t->n_tokens == 1,
@@ -225,8 +231,8 @@ static void check_trace(void)
 	rewind(tmp);
 	buf[fread(buf, 1, sizeof(buf) - 1, tmp)] = '\0';
 	tap_ok(strstr(buf, "{\"step\":0,\"pos\":2,\"n_tokens\":3") != NULL &&
-		       strstr(buf, "{\"step\":1,\"pos\":3,") != NULL &&
-		       strstr(buf, "\"layers\":[{\"min\":") != NULL,
+	           strstr(buf, "{\"step\":1,\"pos\":3,") != NULL &&
+	           strstr(buf, "\"layers\":[{\"min\":") != NULL,
 	       "trace: two JSON lines");
 	engine_set_trace(e, NULL);
 	trace_free(t);
@@ -238,8 +244,7 @@ static void check_trace(void)
 
 /* Copy SRC to a temp file, dropping DROP, renaming arch, resizing one. */
 static int write_variant(const struct gguf_file *src, const char *path,
-			 const char *drop, const char *arch,
-			 const char *shrink)
+                         const char *drop, const char *arch, const char *shrink)
 {
 	struct gguf_writer *w = gguf_writer_new();
 	char err[512];
@@ -260,7 +265,7 @@ static int write_variant(const struct gguf_file *src, const char *path,
 		if (shrink && strcmp(t->name, shrink) == 0)
 			ne[1] -= 1;
 		gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne,
-				       t->data, NULL, NULL);
+		                       t->data, NULL, NULL);
 	}
 	rc = gguf_writer_write(w, path, err, sizeof(err));
 	if (rc)
@@ -281,36 +286,38 @@ static void check_model_errors(void)
 	struct {
 		const char *drop, *arch, *shrink, *expect;
 	} cases[] = {
-		{NULL, "gpt2", NULL, "unsupported architecture \"gpt2\" "
-				     "(supported: llama, qwen2)"},
-		{"blk.1.ffn_up.weight", NULL, NULL,
-		 "missing tensor blk.1.ffn_up.weight"},
-		{"blk.0.attn_k.bias", NULL, NULL, "blk.0.attn_k.bias"},
-		{NULL, NULL, "blk.1.attn_v.weight", "tensor blk.1.attn_v.weight "
-						    "has shape"},
-		{"output_norm.weight", NULL, NULL,
-		 "missing tensor output_norm.weight"},
+	    {NULL, "gpt2", NULL,
+	     "unsupported architecture \"gpt2\" "
+	     "(supported: llama, qwen2)"},
+	    {"blk.1.ffn_up.weight", NULL, NULL,
+	     "missing tensor blk.1.ffn_up.weight"},
+	    {"blk.0.attn_k.bias", NULL, NULL, "blk.0.attn_k.bias"},
+	    {NULL, NULL, "blk.1.attn_v.weight",
+	     "tensor blk.1.attn_v.weight "
+	     "has shape"},
+	    {"output_norm.weight", NULL, NULL,
+	     "missing tensor output_norm.weight"},
 	};
 
 	m = open_model("qwen2_f32_gqa7", &src);
 	tap_ok(m != NULL && m->cfg.n_head == 14 && m->cfg.n_head_kv == 2 &&
-		       m->cfg.has_qkv_bias && !m->cfg.tied_output &&
-		       m->cfg.rope_style == MODEL_ROPE_NEOX &&
-		       m->cfg.rope_freq_base == 1000000.0f,
+	           m->cfg.has_qkv_bias && !m->cfg.tied_output &&
+	           m->cfg.rope_style == MODEL_ROPE_NEOX &&
+	           m->cfg.rope_freq_base == 1000000.0f,
 	       "qwen2 description: 14/2 heads, biases, untied, NEOX, base 1e6");
 	p.backend = "tpu";
 	tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
-		       strstr(err, "available: cpu") != NULL,
+	           strstr(err, "available: cpu") != NULL,
 	       "unknown backend: %s", err);
 	model_free(m);
 	snprintf(path, sizeof(path), "%s/t_engine_%d.gguf", tmpdir,
-		 (int)getpid());
+	         (int)getpid());
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		int rc = -1;
 
 		err[0] = '\0';
 		if (write_variant(src, path, cases[k].drop, cases[k].arch,
-				  cases[k].shrink) == 0) {
+		                  cases[k].shrink) == 0) {
 			f = gguf_open(path, err, sizeof(err));
 			if (f != NULL) {
 				rc = model_load(f, &m, err, sizeof(err));
@@ -327,14 +334,14 @@ static void check_model_errors(void)
 
 	m = open_model("llama_f32_gqa7_tied", &src);
 	tap_ok(m != NULL && m->cfg.tied_output && !m->cfg.has_qkv_bias &&
-		       m->cfg.rope_style == MODEL_ROPE_NORM &&
-		       m->w.output.data == m->w.token_embd.data,
+	           m->cfg.rope_style == MODEL_ROPE_NORM &&
+	           m->w.output.data == m->w.token_embd.data,
 	       "llama description: tied output, no biases, normal RoPE");
 	model_free(m);
 	gguf_close(src);
 	m = open_model("qwen2_f32_hd32_tied", &src);
 	tap_ok(m != NULL && m->cfg.head_dim_k == 32 && m->cfg.n_rot == 32 &&
-		       m->cfg.n_embd == 64 && m->cfg.n_head == 4,
+	           m->cfg.n_embd == 64 && m->cfg.n_head == 4,
 	       "key_length 32 with n_embd 64 and 4 heads");
 	model_free(m);
 	gguf_close(src);
@@ -344,32 +351,45 @@ static void check_model_errors(void)
 static void check_mkmodel_types(void)
 {
 	static const char *types[] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0",
-				      "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
-				      "Q4_K", "Q5_K", "Q6_K"};
+	                              "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K",
+	                              "Q4_K", "Q5_K", "Q6_K"};
 	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	char path[1024], err[512];
 
 	snprintf(path, sizeof(path), "%.900s/t_engine_mk_%d.gguf", tmpdir,
-		 (int)getpid());
+	         (int)getpid());
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-		char *argv[] = {"dev-mkmodel", "--arch",     "qwen2",
-				"--n-embd",    "256",	     "--n-ff",
-				"512",	       "--n-head",   "4",
-				"--n-head-kv", "2",	     "--n-layer",
-				"2",	       "--n-vocab",  "64",
-				"--type",      (char *)types[i], "-o",
-				path,	       NULL};
+		char *argv[] = {"dev-mkmodel",
+		                "--arch",
+		                "qwen2",
+		                "--n-embd",
+		                "256",
+		                "--n-ff",
+		                "512",
+		                "--n-head",
+		                "4",
+		                "--n-head-kv",
+		                "2",
+		                "--n-layer",
+		                "2",
+		                "--n-vocab",
+		                "64",
+		                "--type",
+		                (char *)types[i],
+		                "-o",
+		                path,
+		                NULL};
 		struct gguf_file *f = NULL;
 		struct model *m = NULL;
 		struct engine *e = NULL;
 		int32_t toks[4] = {1, 7, 3, 63};
 		int ok = cmd_mkmodel((int)(sizeof(argv) / sizeof(argv[0])) - 1,
-				     argv) == 0 &&
-			 (f = gguf_open(path, err, sizeof(err))) != NULL &&
-			 model_load(f, &m, err, sizeof(err)) == 0 &&
-			 m->w.layers[1].w_down.type == m->w.token_embd.type &&
-			 (e = open_engine(m, 0, 1)) != NULL &&
-			 engine_eval(e, toks, 4, 0, err, sizeof(err)) == 0;
+		                     argv) == 0 &&
+		         (f = gguf_open(path, err, sizeof(err))) != NULL &&
+		         model_load(f, &m, err, sizeof(err)) == 0 &&
+		         m->w.layers[1].w_down.type == m->w.token_embd.type &&
+		         (e = open_engine(m, 0, 1)) != NULL &&
+		         engine_eval(e, toks, 4, 0, err, sizeof(err)) == 0;
 		double sd = 0;
 
 		for (int32_t v = 0; ok && v < m->cfg.n_vocab; v++) {
@@ -378,8 +398,10 @@ static void check_mkmodel_types(void)
 			ok &= isfinite(x);
 			sd += (double)x * x;
 		}
-		tap_ok(ok && sd > 0, "mkmodel --type %s: loads, 4 tokens give "
-		       "finite, non-zero logits", types[i]);
+		tap_ok(ok && sd > 0,
+		       "mkmodel --type %s: loads, 4 tokens give "
+		       "finite, non-zero logits",
+		       types[i]);
 		engine_close(e);
 		model_free(m);
 		gguf_close(f);

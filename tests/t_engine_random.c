@@ -25,16 +25,16 @@
 
 static const struct {
 	const char *name; /* tests/data/engine/NAME.{gguf,tokens,logits} */
-	double tol;	  /* relative error bound per row */
+	double tol;       /* relative error bound per row */
 } models[] = {
-	{"llama_f32", 1e-4},	       {"llama_f32_gqa7_tied", 1e-4},
-	{"qwen2_f32_gqa7", 1e-4},      {"qwen2_f32_hd32_tied", 1e-4},
-	{"llama_f16", 1e-4},	       {"qwen2_f16", 1e-4},
-	{"llama_q8_0", 1e-4},	       {"qwen2_q8_0", 1e-4},
+    {"llama_f32", 1e-4},      {"llama_f32_gqa7_tied", 1e-4},
+    {"qwen2_f32_gqa7", 1e-4}, {"qwen2_f32_hd32_tied", 1e-4},
+    {"llama_f16", 1e-4},      {"qwen2_f16", 1e-4},
+    {"llama_q8_0", 1e-4},     {"qwen2_q8_0", 1e-4},
 };
 
 #define N_PREFILL 16
-#define N_DECODE 16
+#define N_DECODE  16
 
 /* Relative error of one row. */
 static double row_err(const float *got, const float *ref, int32_t n)
@@ -69,7 +69,7 @@ static double run_model(const char *name, int n_threads)
 	if (!tap_ok(f != NULL, "%s: open: %s", name, f ? "" : err))
 		return -1;
 	if (!tap_ok(model_load(f, &m, err, sizeof(err)) == 0, "%s: load %s",
-		    name, err))
+	            name, err))
 		goto out;
 	eu_data_path(name, ".tokens", path, sizeof(path));
 	fp = fopen(path, "r");
@@ -78,28 +78,27 @@ static double run_model(const char *name, int n_threads)
 	if (fp)
 		fclose(fp);
 	eu_data_path(name, ".logits", path, sizeof(path));
-	ref = eu_read_f32(path, (size_t)(N_PREFILL + N_DECODE) *
-					m->cfg.n_vocab);
+	ref =
+	    eu_read_f32(path, (size_t)(N_PREFILL + N_DECODE) * m->cfg.n_vocab);
 	if (!tap_ok(toks && n_tok == N_PREFILL + N_DECODE && ref,
-		    "%s: goldens read", name))
+	            "%s: goldens read", name))
 		goto out;
 	p.n_ctx = 64;
 	p.n_threads = n_threads;
 	if (!tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
-		    "%s: engine %s", name, err))
+	            "%s: engine %s", name, err))
 		goto out;
 	worst = 0;
 	if (engine_eval(e, toks, N_PREFILL, ENGINE_EVAL_ALL, err,
-			sizeof(err)) != 0) {
+	                sizeof(err)) != 0) {
 		tap_ok(0, "%s: prefill: %s", name, err);
 		worst = -1;
 		goto out;
 	}
 	for (int i = 0; i < N_PREFILL; i++) {
-		double r = row_err(engine_logits(e) +
-					   (size_t)i * m->cfg.n_vocab,
-				   ref + (size_t)i * m->cfg.n_vocab,
-				   m->cfg.n_vocab);
+		double r =
+		    row_err(engine_logits(e) + (size_t)i * m->cfg.n_vocab,
+		            ref + (size_t)i * m->cfg.n_vocab, m->cfg.n_vocab);
 		worst = r > worst ? r : worst;
 	}
 	for (int i = N_PREFILL; i < N_PREFILL + N_DECODE; i++) {
@@ -111,7 +110,7 @@ static double run_model(const char *name, int n_threads)
 			goto out;
 		}
 		r = row_err(engine_logits(e), ref + (size_t)i * m->cfg.n_vocab,
-			    m->cfg.n_vocab);
+		            m->cfg.n_vocab);
 		worst = r > worst ? r : worst;
 	}
 out:

@@ -45,22 +45,22 @@
 #include "model.h"
 #include "tap.h"
 
-#define N_PROMPTS 6
+#define N_PROMPTS    6
 #define GAP_NEAR_TIE 0.1
 /* exact_dots vs float64: fp32 rounding through 30 layers */
 #define EXACT_MAX_DELTA 0.01
 
 struct golden {
-	char name[32];	  /* prompt name */
-	int32_t *ids;	  /* prompt ids */
+	char name[32]; /* prompt name */
+	int32_t *ids;  /* prompt ids */
 	int32_t n_ids;
-	int32_t *gen;	  /* llama.cpp's greedy tokens */
+	int32_t *gen; /* llama.cpp's greedy tokens */
 	int32_t n_gen;
-	double gap[256];  /* llama.cpp's top1 - top2 per step */
-	int32_t *rtop;	  /* float64 reference's argmax per step */
+	double gap[256]; /* llama.cpp's top1 - top2 per step */
+	int32_t *rtop;   /* float64 reference's argmax per step */
 	int32_t n_rtop;
 	double rgap[256]; /* float64 reference's top1 - top2 per step */
-	double lcpdev;	  /* mean |llama.cpp - reference| first logits */
+	double lcpdev;    /* mean |llama.cpp - reference| first logits */
 };
 
 /* Parse "N g g g ..." into OUT[0..min(N, 256)). */
@@ -139,7 +139,7 @@ static float *read_f16(const char *path, size_t n)
 
 /* max and mean |a - b| over n. */
 static void deltas(const float *a, const float *b, int32_t n, double *mx,
-		   double *mean)
+                   double *mean)
 {
 	double sum = 0;
 
@@ -192,7 +192,8 @@ static void check_exact(struct engine *e, struct golden *g, const float *ref)
 		deltas(lg, ref + (size_t)k * nv, nv, &mx, &mean);
 		tap_ok(mx < EXACT_MAX_DELTA,
 		       "%s: exact dots, first-position logits vs float64: max "
-		       "|d| %.2e mean %.2e", g[k].name, mx, mean);
+		       "|d| %.2e mean %.2e",
+		       g[k].name, mx, mean);
 		for (int32_t s = 0; s < g[k].n_gen; s++) {
 			int32_t tok = eu_argmax(lg + (size_t)s * nv, nv);
 
@@ -202,26 +203,32 @@ static void check_exact(struct engine *e, struct golden *g, const float *ref)
 			}
 			first = first < 0 ? s : first;
 			tap_diag("%s: step %d: got %d, reference %d, reference "
-				 "gap %.4f", g[k].name, s, tok, g[k].rtop[s],
-				 g[k].rgap[s]);
+			         "gap %.4f",
+			         g[k].name, s, tok, g[k].rtop[s], g[k].rgap[s]);
 			if (g[k].rgap[s] >= GAP_NEAR_TIE)
 				ok = near_tie_only = 0;
 		}
 		full += matched == g[k].n_gen;
-		tap_ok(ok, "%s: exact dots: %d/%d greedy tokens equal the "
+		tap_ok(ok,
+		       "%s: exact dots: %d/%d greedy tokens equal the "
 		       "float64 reference's (first divergence %d, gap there "
-		       "%.4f)", g[k].name, matched, g[k].n_gen, first,
+		       "%.4f)",
+		       g[k].name, matched, g[k].n_gen, first,
 		       first >= 0 ? g[k].rgap[first] : 0.0);
 	}
-	tap_ok(full >= 5, "exact dots: %d of %d prompts equal on all tokens "
-	       "(need 5)", full, N_PROMPTS);
-	tap_ok(near_tie_only, "exact dots: every divergence is a near-tie "
-	       "(reference gap < %.1f)", GAP_NEAR_TIE);
+	tap_ok(full >= 5,
+	       "exact dots: %d of %d prompts equal on all tokens "
+	       "(need 5)",
+	       full, N_PROMPTS);
+	tap_ok(near_tie_only,
+	       "exact dots: every divergence is a near-tie "
+	       "(reference gap < %.1f)",
+	       GAP_NEAR_TIE);
 }
 
 /* Run 2: the default (int8 activation) path, statistically. */
 static void check_default(struct engine *e, struct golden *g, const float *ref,
-			  const float *lcp)
+                          const float *lcp)
 {
 	int32_t nv = engine_n_vocab(e);
 	int lfull = 0, ok = 1;
@@ -254,25 +261,26 @@ static void check_default(struct engine *e, struct golden *g, const float *ref,
 		dev += mean / N_PROMPTS;
 		lcp_dev += g[k].lcpdev / N_PROMPTS;
 		tap_diag("%s: default path vs llama.cpp: %d/%d tokens (first "
-			 "divergence %d, llama.cpp gap there %.4f), first "
-			 "logits max |d| %.4f mean %.4f; vs float64: %d/%d "
-			 "tokens, first logits max |d| %.4f mean %.4f "
-			 "(llama.cpp's mean: %.4f)", g[k].name, lmatched,
-			 g[k].n_gen, lfirst, lfirst >= 0 ? g[k].gap[lfirst] : 0.0,
-			 lmx, lmean, rmatched, g[k].n_gen, mx, mean,
-			 g[k].lcpdev);
+		         "divergence %d, llama.cpp gap there %.4f), first "
+		         "logits max |d| %.4f mean %.4f; vs float64: %d/%d "
+		         "tokens, first logits max |d| %.4f mean %.4f "
+		         "(llama.cpp's mean: %.4f)",
+		         g[k].name, lmatched, g[k].n_gen, lfirst,
+		         lfirst >= 0 ? g[k].gap[lfirst] : 0.0, lmx, lmean,
+		         rmatched, g[k].n_gen, mx, mean, g[k].lcpdev);
 	}
 	tap_ok(ok, "default path: all runs evaluated");
 	tap_ok(dev <= 1.25 * lcp_dev,
 	       "default path: first logits mean |d| from float64, averaged "
-	       "over the prompts, %.4f <= 1.25 x llama.cpp's %.4f", dev,
-	       lcp_dev);
+	       "over the prompts, %.4f <= 1.25 x llama.cpp's %.4f",
+	       dev, lcp_dev);
 	tap_ok(agree * 100 >= 95L * N_PROMPTS * 64,
 	       "default path: argmax equals the float64 pass's on %ld of %d "
-	       "steps, >= 95%% (llama.cpp's tokens: %ld)", agree,
-	       N_PROMPTS * 64, lcp_agree);
+	       "steps, >= 95%% (llama.cpp's tokens: %ld)",
+	       agree, N_PROMPTS * 64, lcp_agree);
 	tap_diag("default path: %d of %d prompts equal llama.cpp on all 64 "
-		 "tokens", lfull, N_PROMPTS);
+	         "tokens",
+	         lfull, N_PROMPTS);
 }
 
 int main(void)
@@ -290,18 +298,19 @@ int main(void)
 	eu_model_path(path, sizeof(path));
 	f = gguf_open(path, err, sizeof(err));
 	if (f == NULL)
-		return tap_skip_all("SmolLM2-135M-Instruct.Q4_1.gguf not found");
+		return tap_skip_all(
+		    "SmolLM2-135M-Instruct.Q4_1.gguf not found");
 	eu_data_path("smollm2", ".golden", gpath, sizeof(gpath));
 	if (!tap_ok(read_golden(gpath, g) == N_PROMPTS, "read %s", gpath))
 		return tap_done();
 	for (int k = 0; k < N_PROMPTS; k++)
 		if (!tap_ok(g[k].ids && g[k].gen && g[k].rtop &&
-				    g[k].n_gen == g[k].n_rtop &&
-				    g[k].n_gen <= 256 && g[k].lcpdev > 0,
-			    "golden %s complete", g[k].name))
+		                g[k].n_gen == g[k].n_rtop &&
+		                g[k].n_gen <= 256 && g[k].lcpdev > 0,
+		            "golden %s complete", g[k].name))
 			return tap_done();
 	if (!tap_ok(model_load(f, &m, err, sizeof(err)) == 0, "model loads %s",
-		    err))
+	            err))
 		return tap_done();
 	eu_data_path("smollm2", ".logits", gpath, sizeof(gpath));
 	ref = eu_read_f32(gpath, (size_t)N_PROMPTS * m->cfg.n_vocab);
@@ -313,13 +322,13 @@ int main(void)
 	p.n_threads = thr ? atoi(thr) : 0;
 	p.exact_dots = true;
 	if (tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
-		   "engine (exact dots) opens %s", err)) {
+	           "engine (exact dots) opens %s", err)) {
 		check_exact(e, g, ref);
 		engine_close(e);
 	}
 	p.exact_dots = false;
 	if (tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
-		   "engine (default) opens %s", err)) {
+	           "engine (default) opens %s", err)) {
 		check_default(e, g, ref, lcp);
 		engine_close(e);
 	}

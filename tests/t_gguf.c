@@ -24,10 +24,10 @@ static void expect_fail(struct sbuf *sb, const char *what, const char *needle)
 	    gguf_open_memory(sb->buf, sb->len, "bad.gguf", err, sizeof(err));
 
 	if (!tap_ok(f == NULL && strstr(err, needle) != NULL &&
-			strncmp(err, "bad.gguf: ", 10) == 0,
-		    "malformed: %s", what))
+	                strncmp(err, "bad.gguf: ", 10) == 0,
+	            "malformed: %s", what))
 		tap_diag("expected '%s', got %s '%s'", needle,
-			 f ? "success" : "error", err);
+		         f ? "success" : "error", err);
 	gguf_close(f);
 	sbuf_free(sb);
 }
@@ -82,7 +82,7 @@ static void test_malformed(void)
 	gb_u32(&sb, 4);
 	gb_u64(&sb, BIG);
 	expect_fail(&sb, "array length 2^60",
-		    "key 'k': array of 1152921504606846976 uint32");
+	            "key 'k': array of 1152921504606846976 uint32");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_str(&sb, "k");
@@ -90,7 +90,7 @@ static void test_malformed(void)
 	gb_u32(&sb, 8);
 	gb_u64(&sb, BIG);
 	expect_fail(&sb, "string array length 2^60",
-		    "array of 1152921504606846976 string");
+	            "array of 1152921504606846976 string");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_str(&sb, "k");
@@ -98,7 +98,7 @@ static void test_malformed(void)
 	gb_u64(&sb, 100);
 	sbuf_adds(&sb, "short");
 	expect_fail(&sb, "string value past the end",
-		    "claims 100 bytes but only 5 are left");
+	            "claims 100 bytes but only 5 are left");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_str(&sb, "k");
@@ -106,7 +106,7 @@ static void test_malformed(void)
 	gb_u32(&sb, 13);
 	gb_u64(&sb, 0);
 	expect_fail(&sb, "array element type 13",
-		    "key 'k': array element type 13");
+	            "key 'k': array element type 13");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_str(&sb, "k");
@@ -135,17 +135,17 @@ static void test_malformed(void)
 	gb_u32(&sb, 4);
 	gb_u8(&sb, 1);
 	expect_fail(&sb, "u32 value past the end",
-		    "key 'k': uint32 value runs past");
+	            "key 'k': uint32 value runs past");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_kv_u32(&sb, "general.alignment", 24);
 	expect_fail(&sb, "alignment 24",
-		    "'general.alignment' is 24, not a power of two");
+	            "'general.alignment' is 24, not a power of two");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_kv_str(&sb, "general.alignment", "32");
 	expect_fail(&sb, "alignment as a string",
-		    "'general.alignment' has type string, expected uint32");
+	            "'general.alignment' has type string, expected uint32");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_u64(&sb, 3);
@@ -161,7 +161,7 @@ static void test_malformed(void)
 	for (int i = 0; i < 16; i++)
 		gb_u32(&sb, 0);
 	expect_fail(&sb, "duplicate tensor name",
-		    "tensor 't' appears more than once");
+	            "tensor 't' appears more than once");
 
 	tensor_file(&sb, 1);
 	gb_tensor(&sb, "t", 5, ne, 0, 0);
@@ -179,7 +179,7 @@ static void test_malformed(void)
 		gb_tensor(&sb, "t", 2, z, 0, 0);
 		gb_pad(&sb, 32);
 		expect_fail(&sb, "a zero dimension",
-			    "tensor 't': dimension 1 is 0");
+		            "tensor 't': dimension 1 is 0");
 	}
 
 	tensor_file(&sb, 1);
@@ -191,7 +191,7 @@ static void test_malformed(void)
 	gb_tensor(&sb, "t", 2, ne, 4, 0);
 	gb_pad(&sb, 32);
 	expect_fail(&sb, "removed type Q4_2",
-		    "type Q4_2 (id 4) was removed from ggml");
+	            "type Q4_2 (id 4) was removed from ggml");
 
 	{
 		uint64_t odd[1] = {33};
@@ -202,8 +202,8 @@ static void test_malformed(void)
 		for (int i = 0; i < 32; i++)
 			gb_u32(&sb, 0);
 		expect_fail(&sb, "row not a multiple of the block",
-			    "row length 33 is not a multiple of the Q4_0 "
-			    "block size 32");
+		            "row length 33 is not a multiple of the Q4_0 "
+		            "block size 32");
 	}
 
 	tensor_file(&sb, 1);
@@ -212,8 +212,8 @@ static void test_malformed(void)
 	for (int i = 0; i < 16; i++)
 		gb_u32(&sb, 0);
 	expect_fail(&sb, "misaligned data",
-		    "tensor 't': data offset 8 is not a multiple of the "
-		    "alignment 32");
+	            "tensor 't': data offset 8 is not a multiple of the "
+	            "alignment 32");
 
 	tensor_file(&sb, 1);
 	gb_tensor(&sb, "blk.3.attn_q.weight", 2, ne, 0, 0);
@@ -221,8 +221,8 @@ static void test_malformed(void)
 	for (int i = 0; i < 4; i++)
 		gb_u32(&sb, 0);
 	expect_fail(&sb, "data past the end",
-		    "tensor 'blk.3.attn_q.weight': data [offset 128, 32 bytes] "
-		    "ends past the end of the file (144 bytes)");
+	            "tensor 'blk.3.attn_q.weight': data [offset 128, 32 bytes] "
+	            "ends past the end of the file (144 bytes)");
 
 	tensor_file(&sb, 2);
 	gb_tensor(&sb, "x", 2, ne, 0, 0);
@@ -239,16 +239,17 @@ static void test_malformed(void)
 		gb_tensor(&sb, "t", 4, huge, 0, 0);
 		gb_pad(&sb, 32);
 		expect_fail(&sb, "shape overflow",
-			    "overflows a 64-bit byte size");
+		            "overflows a 64-bit byte size");
 	}
 
 	tensor_file(&sb, 1);
 	gb_str(&sb, "a_tensor_name_long_enough_to_pass_the_count_check");
 	gb_u32(&sb, 2);
 	gb_u64(&sb, 4);
-	expect_fail(&sb, "truncated tensor header",
-		    "tensor 'a_tensor_name_long_enough_to_pass_the_count_check': "
-		    "header runs past the end");
+	expect_fail(
+	    &sb, "truncated tensor header",
+	    "tensor 'a_tensor_name_long_enough_to_pass_the_count_check': "
+	    "header runs past the end");
 }
 
 static void test_valid(void)
@@ -275,60 +276,59 @@ static void test_valid(void)
 	tap_ok(f->version == 3 && f->n_kv == 9 && f->n_tensors == 2,
 	       "version 3, 9 keys, 2 tensors");
 	tap_ok(gguf_get_str(f, "general.architecture", &s, err, sizeof(err)) ==
-		       GGUF_OK &&
-		   gguf_str_eq(s, "llama"),
+	               GGUF_OK &&
+	           gguf_str_eq(s, "llama"),
 	       "string getter");
 	tap_ok(gguf_get_u32(f, "llama.block_count", &u32, err, sizeof(err)) ==
-		       GGUF_OK &&
-		   u32 == 2,
+	               GGUF_OK &&
+	           u32 == 2,
 	       "u32 getter");
 	tap_ok(gguf_get_i64(f, "test.i8", &i64, NULL, 0) == GGUF_OK &&
-		   i64 == -2,
+	           i64 == -2,
 	       "int8 read sign-extended");
-	tap_ok(gguf_get_u64(f, "test.i8", &u64, err, sizeof(err)) ==
-			   GGUF_ETYPE &&
-		   strstr(err, "'test.i8' is -2, expected a non-negative") !=
-		       NULL,
-	       "negative int refused as unsigned: %s", err);
+	tap_ok(
+	    gguf_get_u64(f, "test.i8", &u64, err, sizeof(err)) == GGUF_ETYPE &&
+	        strstr(err, "'test.i8' is -2, expected a non-negative") != NULL,
+	    "negative int refused as unsigned: %s", err);
 	tap_ok(gguf_get_i64(f, "test.i64", &i64, NULL, 0) == GGUF_OK &&
-		   i64 == -5,
+	           i64 == -5,
 	       "int64 getter");
 	tap_ok(gguf_get_f32(f, "test.f32", &fl, NULL, 0) == GGUF_OK &&
-		   fl == 0.5f,
+	           fl == 0.5f,
 	       "float getter");
 	tap_ok(gguf_get_bool(f, "test.bool", &b, NULL, 0) == GGUF_OK && b,
 	       "bool getter");
 	tap_ok(gguf_get_u32(f, "general.architecture", &u32, err,
-			    sizeof(err)) == GGUF_ETYPE &&
-		   strstr(err, "ok.gguf: key 'general.architecture' has type "
-			       "string, expected an unsigned integer") != NULL,
+	                    sizeof(err)) == GGUF_ETYPE &&
+	           strstr(err, "ok.gguf: key 'general.architecture' has type "
+	                       "string, expected an unsigned integer") != NULL,
 	       "wrong type: %s", err);
 	tap_ok(gguf_get_bool(f, "nope", &b, err, sizeof(err)) == GGUF_ENOKEY &&
-		   strstr(err, "key 'nope' is missing") != NULL,
+	           strstr(err, "key 'nope' is missing") != NULL,
 	       "missing key: %s", err);
 	tap_ok(gguf_get_arr(f, "test.strs", GGUF_TYPE_STRING, &arr, NULL, 0) ==
-			   GGUF_OK &&
-		   arr->n == 3 && gguf_str_eq(arr->strs[0], "one") &&
-		   gguf_str_eq(arr->strs[1], "") &&
-		   gguf_str_eq(arr->strs[2], "three"),
+	               GGUF_OK &&
+	           arr->n == 3 && gguf_str_eq(arr->strs[0], "one") &&
+	           gguf_str_eq(arr->strs[1], "") &&
+	           gguf_str_eq(arr->strs[2], "three"),
 	       "array of strings");
 	tap_ok(gguf_get_arr(f, "test.strs", GGUF_TYPE_INT32, &arr, err,
-			    sizeof(err)) == GGUF_ETYPE &&
-		   strstr(err, "array of string, expected an array of int32"),
+	                    sizeof(err)) == GGUF_ETYPE &&
+	           strstr(err, "array of string, expected an array of int32"),
 	       "array element type checked: %s", err);
-	tap_ok(gguf_get_arr(f, "test.nested", GGUF_TYPE_ARRAY, &arr, NULL,
-			    0) == GGUF_OK &&
-		   arr->n == 2 && arr->elems[0].v.arr.n == 2 &&
-		   gguf_arr_i64(&arr->elems[0].v.arr, 1) == -7 &&
-		   arr->elems[1].v.arr.n == 0,
+	tap_ok(gguf_get_arr(f, "test.nested", GGUF_TYPE_ARRAY, &arr, NULL, 0) ==
+	               GGUF_OK &&
+	           arr->n == 2 && arr->elems[0].v.arr.n == 2 &&
+	           gguf_arr_i64(&arr->elems[0].v.arr, 1) == -7 &&
+	           arr->elems[1].v.arr.n == 0,
 	       "nested arrays");
 	tap_ok(gguf_get_arr(f, "test.floats", GGUF_TYPE_FLOAT32, &arr, NULL,
-			    0) == GGUF_OK &&
-		   gguf_arr_f64(arr, 0) == 1.5 && gguf_arr_f64(arr, 1) == -2.0,
+	                    0) == GGUF_OK &&
+	           gguf_arr_f64(arr, 0) == 1.5 && gguf_arr_f64(arr, 1) == -2.0,
 	       "array of float32");
 	t = gguf_find_tensor(f, "b");
 	tap_ok(t != NULL && t->n_dims == 1 && t->ne[0] == 8 && t->ne[1] == 1 &&
-		   t->nbytes == 32 && t->offset == 32,
+	           t->nbytes == 32 && t->offset == 32,
 	       "tensor table entry");
 	tap_ok(t != NULL && ((const float *)t->data)[0] == 8.0f,
 	       "tensor data pointer");
@@ -345,7 +345,7 @@ static void test_valid(void)
 
 			memcpy(copy, sb.buf, n);
 			f = gguf_open_memory(copy, n, "cut.gguf", err,
-					     sizeof(err));
+			                     sizeof(err));
 			if (f != NULL || strncmp(err, "cut.gguf: ", 10) != 0)
 				all = 0;
 			gguf_close(f);
@@ -378,7 +378,7 @@ static void test_alignment(void)
 		gb_f32(&sb, 0);
 	f = gguf_open_memory(sb.buf, sb.len, "a.gguf", err, sizeof(err));
 	tap_ok(f != NULL && f->alignment == 64 && f->data_offset % 64 == 0 &&
-		   ((const float *)f->tensors[0].data)[0] == 42.0f,
+	           ((const float *)f->tensors[0].data)[0] == 42.0f,
 	       "general.alignment 64 honoured");
 	gguf_close(f);
 	sbuf_free(&sb);
@@ -388,10 +388,11 @@ static void test_alignment(void)
 static void test_files(void)
 {
 	char err[1024];
-	struct gguf_file *f = gguf_open("/nonexistent/x.gguf", err, sizeof(err));
+	struct gguf_file *f =
+	    gguf_open("/nonexistent/x.gguf", err, sizeof(err));
 
 	tap_ok(f == NULL &&
-		   strstr(err, "/nonexistent/x.gguf: No such file") != NULL,
+	           strstr(err, "/nonexistent/x.gguf: No such file") != NULL,
 	       "missing file: %s", err);
 	f = gguf_open("/", err, sizeof(err));
 	tap_ok(f == NULL && strstr(err, "not a regular file") != NULL,
@@ -426,7 +427,7 @@ static void test_vocab(void)
 		struct stat st;
 
 		snprintf(path, sizeof(path), "%s/testdata/vocab/%s", shared,
-			 vocabs[i].file);
+		         vocabs[i].file);
 		if (stat(path, &st) != 0) {
 			tap_diag("%s absent: skipped", path);
 			continue;
@@ -437,20 +438,20 @@ static void test_vocab(void)
 			continue;
 		}
 		tap_ok(gguf_get_str(f, "tokenizer.ggml.model", &s, NULL, 0) ==
-				   GGUF_OK &&
-			   gguf_str_eq(s, vocabs[i].model),
+		               GGUF_OK &&
+		           gguf_str_eq(s, vocabs[i].model),
 		       "%s: tokenizer model %s", vocabs[i].file,
 		       vocabs[i].model);
 		tap_ok(gguf_get_arr(f, "tokenizer.ggml.tokens",
-				    GGUF_TYPE_STRING, &toks, NULL,
-				    0) == GGUF_OK &&
-			   toks->n == vocabs[i].n_vocab,
+		                    GGUF_TYPE_STRING, &toks, NULL,
+		                    0) == GGUF_OK &&
+		           toks->n == vocabs[i].n_vocab,
 		       "%s: %llu tokens", vocabs[i].file,
 		       (unsigned long long)vocabs[i].n_vocab);
 		tap_ok(gguf_get_arr(f, "tokenizer.ggml.token_type",
-				    GGUF_TYPE_INT32, &types, NULL,
-				    0) == GGUF_OK &&
-			   types->n == vocabs[i].n_vocab,
+		                    GGUF_TYPE_INT32, &types, NULL,
+		                    0) == GGUF_OK &&
+		           types->n == vocabs[i].n_vocab,
 		       "%s: token types", vocabs[i].file);
 		gguf_close(f);
 	}
@@ -477,17 +478,17 @@ static void test_smollm2(void)
 	tap_ok(f->version == 3 && f->n_tensors == 272 && f->n_kv == 33,
 	       "SmolLM2: v3, 272 tensors, 33 keys");
 	tap_ok(gguf_get_u32(f, "llama.block_count", &u32, NULL, 0) == 0 &&
-		   u32 == 30,
+	           u32 == 30,
 	       "SmolLM2: 30 layers");
 	tap_ok(gguf_get_u32(f, "llama.embedding_length", &u32, NULL, 0) == 0 &&
-		   u32 == 576,
+	           u32 == 576,
 	       "SmolLM2: n_embd 576");
 	tap_ok(gguf_get_u32(f, "llama.attention.head_count_kv", &u32, NULL,
-			    0) == 0 &&
-		   u32 == 3,
+	                    0) == 0 &&
+	           u32 == 3,
 	       "SmolLM2: 3 KV heads");
 	tap_ok(gguf_get_f32(f, "llama.rope.freq_base", &fl, NULL, 0) == 0 &&
-		   fl == 100000.0f,
+	           fl == 100000.0f,
 	       "SmolLM2: rope base 100000");
 	for (uint64_t i = 0; i < f->n_tensors; i++) {
 		n_q41 += f->tensors[i].type == QTYPE_Q4_1;
@@ -498,11 +499,11 @@ static void test_smollm2(void)
 	       "SmolLM2: 210 Q4_1, 61 F32, 1 Q8_0 tensors");
 	t = gguf_find_tensor(f, "token_embd.weight");
 	tap_ok(t != NULL && t->type == QTYPE_Q8_0 && t->ne[0] == 576 &&
-		   t->ne[1] == 49152 && t->nbytes == 30081024,
+	           t->ne[1] == 49152 && t->nbytes == 30081024,
 	       "SmolLM2: token_embd.weight Q8_0 [576, 49152], 30081024 bytes");
 	t = gguf_find_tensor(f, "blk.29.ffn_down.weight");
 	tap_ok(t != NULL && t->type == QTYPE_Q4_1 && t->ne[0] == 1536 &&
-		   t->ne[1] == 576 && t->nbytes == 552960,
+	           t->ne[1] == 576 && t->nbytes == 552960,
 	       "SmolLM2: blk.29.ffn_down.weight Q4_1 [1536, 576]");
 	gguf_close(f);
 }
@@ -517,7 +518,7 @@ static void test_crashers(void)
 	int n = 0;
 
 	snprintf(dir, sizeof(dir), "%s/tests/data/gguf/crashers",
-		 top ? top : ".");
+	         top ? top : ".");
 	d = opendir(dir);
 	if (d == NULL) {
 		tap_diag("%s: no crasher corpus", dir);

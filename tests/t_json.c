@@ -37,7 +37,7 @@ static const char *esc(const char *s, int slot)
 
 /* Parse IN, serialize with FMT (NULL: compact), compare with WANT. */
 static void roundtrip(const char *in, const struct json_fmt *fmt,
-		      const char *want)
+                      const char *want)
 {
 	struct json_value *v;
 	char err[256], *out;
@@ -52,8 +52,8 @@ static void roundtrip(const char *in, const struct json_fmt *fmt,
 		json_free(v);
 		return;
 	}
-	if (!tap_ok(n == strlen(want) && memcmp(out, want, n) == 0,
-		    "%s -> %s", esc(in, 0), esc(want, 1)))
+	if (!tap_ok(n == strlen(want) && memcmp(out, want, n) == 0, "%s -> %s",
+	            esc(in, 0), esc(want, 1)))
 		tap_diag("got %s", out);
 	free(out);
 	json_free(v);
@@ -67,8 +67,8 @@ static void bad(const char *in, size_t len, const char *want)
 	int rc = json_parse(in, len, &v, err, sizeof(err));
 
 	if (!tap_ok(rc == -1 && v == NULL && strstr(err, want) != NULL,
-		    "rejects %.*s: %s", (int)(len > 30 ? 30 : len),
-		    esc(in, 0), want))
+	            "rejects %.*s: %s", (int)(len > 30 ? 30 : len), esc(in, 0),
+	            want))
 		tap_diag("got rc %d '%s'", rc, rc ? err : "");
 }
 
@@ -89,18 +89,19 @@ int main(void)
 	/* values and compact output (json.dumps defaults) */
 	roundtrip("null", NULL, "null");
 	roundtrip(" true ", NULL, "true");
-	roundtrip("[1,-2,3.5,1e3,0,-0.0]", NULL, "[1, -2, 3.5, 1000.0, 0, -0.0]");
+	roundtrip("[1,-2,3.5,1e3,0,-0.0]", NULL,
+	          "[1, -2, 3.5, 1000.0, 0, -0.0]");
 	roundtrip("{\"a\":1,\"b\":[true,false,null],\"c\":{}}", NULL,
-		  "{\"a\": 1, \"b\": [true, false, null], \"c\": {}}");
+	          "{\"a\": 1, \"b\": [true, false, null], \"c\": {}}");
 	roundtrip("\"\\u00e9\\ud83c\\udf89\\n\\t\\\"\\\\\\/\\u0001\"", NULL,
-		  "\"é🎉\\n\\t\\\"\\\\/\\u0001\"");
+	          "\"é🎉\\n\\t\\\"\\\\/\\u0001\"");
 	roundtrip("\"é🎉\"", &asc, "\"\\u00e9\\ud83c\\udf89\"");
 	roundtrip("{\"b\":1,\"a\":2,\"b\":3}", NULL, "{\"b\": 3, \"a\": 2}");
 	roundtrip("{\"b\":1,\"a\":{\"d\":1,\"c\":2}}", &sorted,
-		  "{\"a\": {\"c\": 2, \"d\": 1}, \"b\": 1}");
+	          "{\"a\": {\"c\": 2, \"d\": 1}, \"b\": 1}");
 	roundtrip("{\"a\":[1,{\"b\":[]}],\"c\":\"x\"}", &ind2,
-		  "{\n  \"a\": [\n    1,\n    {\n      \"b\": []\n    }\n  ],\n"
-		  "  \"c\": \"x\"\n}");
+	          "{\n  \"a\": [\n    1,\n    {\n      \"b\": []\n    }\n  ],\n"
+	          "  \"c\": \"x\"\n}");
 	roundtrip("[]", &ind2, "[]");
 	roundtrip("99999999999999999999", NULL, "1e+20");
 	roundtrip("-9223372036854775808", NULL, "-9223372036854775808");
@@ -160,11 +161,11 @@ int main(void)
 		c = json_clone(o);
 		json_serialize(c, NULL, &out, &n, err, sizeof(err));
 		tap_ok(strcmp(out, "{\"role\": \"assistant\", \"list\": "
-				   "[\"x\\u0000y\", 7]}") == 0,
+		                   "[\"x\\u0000y\", 7]}") == 0,
 		       "constructors, replace in place, clone: %s", out);
 		tap_ok(json_object_get(o, "list") == a &&
-			   json_object_get(o, "nope") == NULL &&
-			   json_object_get(a, "x") == NULL,
+		           json_object_get(o, "nope") == NULL &&
+		           json_object_get(a, "x") == NULL,
 		       "json_object_get");
 		tap_ok(json_array_push(o, json_new_null()) == -1,
 		       "push onto a non-array fails (and frees the value)");
@@ -181,7 +182,7 @@ int main(void)
 		int n = 0, bad = 0;
 
 		snprintf(path, sizeof(path), "%s/tests/data/json/crashers",
-			 top ? top : ".");
+		         top ? top : ".");
 		d = opendir(path);
 		while (d && (e = readdir(d))) {
 			char file[8192];
@@ -212,8 +213,10 @@ int main(void)
 		}
 		if (d)
 			closedir(d);
-		tap_ok(n > 0 && bad == 0, "%d fuzz crashers (%s) pass the "
-					  "harness checks", n, path);
+		tap_ok(n > 0 && bad == 0,
+		       "%d fuzz crashers (%s) pass the "
+		       "harness checks",
+		       n, path);
 	}
 	return tap_done();
 }

@@ -724,8 +724,9 @@ static void test_export_import(struct store *st)
 	};
 	counts(st, &nc0, &nm0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int irc = store_import_json(st, bad[i].json, strlen(bad[i].json),
-		                           &id, err, sizeof(err));
+		int irc =
+		    store_import_json(st, bad[i].json, strlen(bad[i].json), &id,
+		                      err, sizeof(err));
 
 		tap_ok(irc == STORE_EINVAL && strstr(err, bad[i].what) &&
 		           id == 0,

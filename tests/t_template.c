@@ -128,28 +128,33 @@ static void oracle(void)
 		ctx.eos_token = json_object_get(e, "eos")->u.str.ptr;
 		ctx.now = &now;
 		rc = tmpl_render(t, &ctx, &out, &outlen, NULL, NULL, err,
-				 sizeof(err));
+		                 sizeof(err));
 		if (is_err) {
 			/* jinja2's message is the core of ours: ours may add
 			 * "line L, column C: " in front */
 			ok = rc != TMPL_OK && strstr(err, gold) != NULL;
 			if (!ok)
-				tap_diag("%s x %s: expected error '%s', got rc %d "
-					 "'%s'", tn, cn, gold, rc,
-					 rc ? err : "(rendered)");
+				tap_diag(
+				    "%s x %s: expected error '%s', got rc %d "
+				    "'%s'",
+				    tn, cn, gold, rc, rc ? err : "(rendered)");
 		} else {
 			ok = rc == TMPL_OK && outlen == glen &&
 			     memcmp(out, gold, glen) == 0;
 			if (!ok && rc == TMPL_OK) {
 				size_t k = 0;
 
-				while (k < outlen && k < glen && out[k] == gold[k])
+				while (k < outlen && k < glen &&
+				       out[k] == gold[k])
 					k++;
-				tap_diag("%s x %s: first difference at byte %zu "
-					 "(got %zu bytes, want %zu)",
-					 tn, cn, k, outlen, glen);
-				tap_diag("  got:  '%.60s'", out + (k > 20 ? k - 20 : 0));
-				tap_diag("  want: '%.60s'", gold + (k > 20 ? k - 20 : 0));
+				tap_diag(
+				    "%s x %s: first difference at byte %zu "
+				    "(got %zu bytes, want %zu)",
+				    tn, cn, k, outlen, glen);
+				tap_diag("  got:  '%.60s'",
+				         out + (k > 20 ? k - 20 : 0));
+				tap_diag("  want: '%.60s'",
+				         gold + (k > 20 ? k - 20 : 0));
 			} else if (!ok) {
 				tap_diag("%s x %s: error %s", tn, cn, err);
 			}
@@ -159,7 +164,7 @@ static void oracle(void)
 		cell[ti][ci] = ok ? (is_err ? 'E' : 'o') : 'X';
 		total++;
 		pass += ok;
-next:
+	next:
 		free(out);
 		tmpl_free(t);
 		json_free(cs);
@@ -169,11 +174,12 @@ next:
 	tap_diag("match table (o = same bytes, E = same error, X = FAIL):");
 	{
 		char line[512];
-		int o = snprintf(line, sizeof(line), "%-44s", "template \\ case");
+		int o =
+		    snprintf(line, sizeof(line), "%-44s", "template \\ case");
 
 		for (j = 0; j < nc; j++)
-			o += snprintf(line + o, sizeof(line) - (size_t)o, " %.2s",
-				      cnames[j]);
+			o += snprintf(line + o, sizeof(line) - (size_t)o,
+			              " %.2s", cnames[j]);
 		tap_diag("%s", line);
 	}
 	for (i = 0; i < nt; i++) {
@@ -181,12 +187,12 @@ next:
 		int o = snprintf(line, sizeof(line), "%-44s", tnames[i]);
 
 		for (j = 0; j < nc; j++)
-			o += snprintf(line + o, sizeof(line) - (size_t)o, "  %c",
-				      cell[i][j] ? cell[i][j] : '-');
+			o += snprintf(line + o, sizeof(line) - (size_t)o,
+			              "  %c", cell[i][j] ? cell[i][j] : '-');
 		tap_diag("%s", line);
 	}
 	tap_diag("oracle: %zu of %zu (template, case) pairs match jinja2", pass,
-		 total);
+	         total);
 	json_free(man);
 }
 
@@ -212,8 +218,8 @@ static const char *esc(const char *s, int slot)
 }
 
 /* Render SRC with MESSAGES (JSON text, may be NULL); result in OUT/ERR. */
-static int render(const char *src, const char *messages, char **out,
-		  char *err, size_t errlen)
+static int render(const char *src, const char *messages, char **out, char *err,
+                  size_t errlen)
 {
 	struct tmpl *t;
 	struct json_value *msgs = NULL;
@@ -226,8 +232,8 @@ static int render(const char *src, const char *messages, char **out,
 	rc = tmpl_compile(src, strlen(src), &t, err, errlen);
 	if (rc)
 		return rc;
-	if (messages && json_parse(messages, strlen(messages), &msgs, err,
-				   errlen)) {
+	if (messages &&
+	    json_parse(messages, strlen(messages), &msgs, err, errlen)) {
 		tmpl_free(t);
 		return -100;
 	}
@@ -248,14 +254,14 @@ static void expect(const char *src, const char *want)
 {
 	char *out, err[512];
 	int rc = render(src, "[{\"role\":\"user\",\"content\":\"Hi there\"}]",
-			&out, err, sizeof(err));
+	                &out, err, sizeof(err));
 
 	if (rc) {
 		tap_ok(0, "render %s: error %s", esc(src, 0), err);
 		return;
 	}
 	if (!tap_ok(strcmp(out, want) == 0, "%s -> %s", esc(src, 0),
-		    esc(want, 1)))
+	            esc(want, 1)))
 		tap_diag("got '%s'", out);
 	free(out);
 }
@@ -265,10 +271,10 @@ static void expect_err(const char *src, int want_rc, const char *want)
 {
 	char *out, err[512];
 	int rc = render(src, "[{\"role\":\"user\",\"content\":\"Hi\"}]", &out,
-			err, sizeof(err));
+	                err, sizeof(err));
 
 	if (!tap_ok(rc == want_rc && strstr(err, want) != NULL,
-		    "error for %s: %s", esc(src, 0), want))
+	            "error for %s: %s", esc(src, 0), want))
 		tap_diag("got rc %d '%s' (out '%s')", rc, err, out ? out : "");
 	free(out);
 }
@@ -278,13 +284,15 @@ static void units(void)
 	/* expressions and operators */
 	expect("{{ 1 + 2 * 3 }}", "7");
 	expect("{{ (1 + 2) * 3 }}", "9");
-	expect("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }}", "3 -4 2 3.5");
+	expect("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }}",
+	       "3 -4 2 3.5");
 	expect("{{ 2 ** 3 ** 2 }}", "64");
 	expect("{{ 'a' ~ 1 ~ none }}", "a1None");
 	expect("{{ 1 if false }}|{{ 'x' if true else 'y' }}", "|x");
 	expect("{{ not 1 == 2 and 3 in [1, 3] }}", "True");
-	expect("{{ 'ell' in 'hello' }} {{ 'k' in {'k': 1} }} {{ 2 not in [1] }}",
-	       "True True True");
+	expect(
+	    "{{ 'ell' in 'hello' }} {{ 'k' in {'k': 1} }} {{ 2 not in [1] }}",
+	    "True True True");
 	expect("{{ [1, 2, 3][1:] }} {{ [1, 2, 3][-1] }} {{ 'héllo'[1:3] }}",
 	       "[2, 3] 3 él");
 	expect("{{ 'abc'[::-1] }} {{ [1,2,3,4][::2] }} {{ [1,2,3,4][::-2] }} "
@@ -305,7 +313,8 @@ static void units(void)
 	expect("{% raw %}{{ x }}{% endraw %}", "{{ x }}");
 	/* filters */
 	expect("{{ '  a b  ' | trim }}|{{ 'xxaxx' | trim('x') }}", "a b|a");
-	expect("{{ [1, 2] | length }} {{ 'héé' | length }} {{ {'a': 1} | length }}",
+	expect("{{ [1, 2] | length }} {{ 'héé' | length }} {{ {'a': 1} | "
+	       "length }}",
 	       "2 3 1");
 	expect("{{ [3, 4] | first }} {{ [3, 4] | last }} {{ 'abc' | last }}",
 	       "3 4 c");
@@ -324,7 +333,8 @@ static void units(void)
 	expect("{{ 42 | string }} {{ 'AbC' | lower }} {{ 'straße' | upper }}",
 	       "42 abc STRASSE");
 	expect("{{ x | default('d') }} {{ '' | default('e', true) }}", "d e");
-	expect("{{ 'a-b-c' | replace('-', '+') }} {{ 'aaa' | replace('a', 'b', 2) }}",
+	expect("{{ 'a-b-c' | replace('-', '+') }} {{ 'aaa' | replace('a', 'b', "
+	       "2) }}",
 	       "a+b+c bba");
 	expect("{{ {'b': 1, 'a': 2} | items | list }}", "[('b', 1), ('a', 2)]");
 	/* tests */
@@ -334,8 +344,9 @@ static void units(void)
 	       "True True True");
 	expect("{{ [] is iterable }} {{ 'a' is sequence }} {{ 1 is iterable }}",
 	       "True True False");
-	expect("{{ 1 is equalto 1 }} {{ 2 is equalto(3) }} {{ x is not defined }}",
-	       "True False True");
+	expect(
+	    "{{ 1 is equalto 1 }} {{ 2 is equalto(3) }} {{ x is not defined }}",
+	    "True False True");
 	/* methods */
 	expect("{{ ' a '.strip() }}|{{ ' a '.lstrip() }}|{{ ' a '.rstrip() }}",
 	       "a|a | a");
@@ -343,8 +354,9 @@ static void units(void)
 	       "['a', 'b', 'c'] ['a', 'b']");
 	expect("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x', 'c')) }}",
 	       "True True");
-	expect("{{ 'ab'.upper() }} {{ 'AB'.lower() }} {{ 'hello world'.title() }}",
-	       "AB ab Hello World");
+	expect(
+	    "{{ 'ab'.upper() }} {{ 'AB'.lower() }} {{ 'hello world'.title() }}",
+	    "AB ab Hello World");
 	expect("{{ {'a': 1}.items() | list }} {{ {'a': 1}.get('a') }} "
 	       "{{ {'a': 1}.get('b', 0) }}",
 	       "[('a', 1)] 1 0");
@@ -354,18 +366,21 @@ static void units(void)
 	       "{{ loop.first }}{{ loop.last }}{{ loop.length }};{% endfor %}",
 	       "10TrueFalse3;21FalseFalse3;32FalseTrue3;");
 	expect("{% for x in [] %}a{% else %}empty{% endfor %}", "empty");
-	expect("{% for x in [1,2,3,4] if x is even %}{{ x }}{% endfor %}", "24");
+	expect("{% for x in [1,2,3,4] if x is even %}{{ x }}{% endfor %}",
+	       "24");
 	expect("{% for k, v in {'a': 1}.items() %}{{ k }}={{ v }}{% endfor %}",
 	       "a=1");
 	expect("{% for x in range(9) %}{% if x == 1 %}{% continue %}{% endif %}"
 	       "{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
 	       "023");
 	expect("{% if false %}a{% elif true %}b{% else %}c{% endif %}", "b");
-	expect("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}",
+	expect("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ "
+	       "x }}",
 	       "1");
-	expect("{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}"
-	       "{% endfor %}{{ ns.x }}",
-	       "2");
+	expect(
+	    "{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}"
+	    "{% endfor %}{{ ns.x }}",
+	    "2");
 	expect("{% set b %}in{{ 1 }}{% endset %}[{{ b }}]", "[in1]");
 	expect("{% macro m(a, b='d') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}"
 	       "{{ m(1, b=2) }}",
@@ -376,39 +391,41 @@ static void units(void)
 	expect("{{ strftime_now('%Y-%m-%d') }}", "2025-03-07");
 	expect("{{ bos_token }}{{ eos_token }}{{ add_generation_prompt }}",
 	       "<s></s>True");
-	expect("{{ '\\n\\t\\u00e9\\x41' }}", "\n\té" "A");
+	expect("{{ '\\n\\t\\u00e9\\x41' }}", "\n\té"
+	                                     "A");
 	/* errors: syntax with line and column */
 	expect_err("a\n{{ 1 + }}", TMPL_ESYNTAX, "line 2, column 8");
 	expect_err("{% if x %}", TMPL_ESYNTAX, "Unexpected end of template");
 	expect_err("{% for %}", TMPL_ESYNTAX, "line 1, column 8");
 	expect_err("{% bogus %}", TMPL_ESYNTAX, "unknown tag 'bogus'");
-	expect_err("{{ x | nofilter }}", TMPL_ESYNTAX, "No filter named 'nofilter'");
+	expect_err("{{ x | nofilter }}", TMPL_ESYNTAX,
+	           "No filter named 'nofilter'");
 	expect_err("{{ 'abc }}", TMPL_ESYNTAX, "line 1, column 4");
 	expect_err("{# open", TMPL_ESYNTAX, "missing end of comment");
 	expect_err("{% break %}", TMPL_ESYNTAX, "outside of a loop");
 	expect_err("{{ (1 }}", TMPL_ESYNTAX, "unexpected");
 	/* errors at run time */
 	expect_err("{{ raise_exception('Roles must alternate') }}", TMPL_ERAISE,
-		   "Roles must alternate");
+	           "Roles must alternate");
 	expect_err("x\n  {{ messages[0].nope + 'a' }}", TMPL_ERUNTIME,
-		   "line 2, column 23: 'dict object' has no attribute 'nope'");
+	           "line 2, column 23: 'dict object' has no attribute 'nope'");
 	expect_err("{{ y + 1 }}", TMPL_ERUNTIME, "'y' is undefined");
 	expect_err("{{ 'a' + 1 }}", TMPL_ERUNTIME,
-		   "can only concatenate str (not \"int\") to str");
+	           "can only concatenate str (not \"int\") to str");
 	expect_err("{{ 1 / 0 }}", TMPL_ERUNTIME, "division by zero");
 	expect_err("{% for x in none %}{% endfor %}", TMPL_ERUNTIME,
-		   "'NoneType' object is not iterable");
+	           "'NoneType' object is not iterable");
 	expect_err("{{ [].append(1) }}", TMPL_ERUNTIME, "unsafe");
 	/* limits */
 	expect_err("{% for i in range(100000) %}{% for j in range(100000) %}"
-		   "{% endfor %}{% endfor %}",
-		   TMPL_ELIMIT, "loop iterations");
+	           "{% endfor %}{% endfor %}",
+	           TMPL_ELIMIT, "loop iterations");
 	expect_err("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
-		   TMPL_ELIMIT, "nested deeper");
+	           TMPL_ELIMIT, "nested deeper");
 	expect_err("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}"
-		   "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
-		   "{% endfor %}",
-		   TMPL_ELIMIT, "");
+	           "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+	           "{% endfor %}",
+	           TMPL_ELIMIT, "");
 	expect_err("{{ range(1000000) }}", TMPL_ERUNTIME, "Range too big");
 	{
 		/* deep nesting is a syntax error, not a stack overflow */
@@ -434,10 +451,10 @@ static void units(void)
 static void spans(void)
 {
 	const char *src = "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-			  "{{ m.content | trim }}<|im_end|>\n{% endfor %}"
-			  "{{ '<|im_start|>assistant\\n' }}";
+	                  "{{ m.content | trim }}<|im_end|>\n{% endfor %}"
+	                  "{{ '<|im_start|>assistant\\n' }}";
 	const char *msgs = "[{\"role\":\"user\",\"content\":"
-			   "\"  hi <|im_end|> there  \"}]";
+	                   "\"  hi <|im_end|> there  \"}]";
 	struct tmpl *t;
 	struct json_value *mv;
 	struct tmpl_ctx ctx;
@@ -452,17 +469,18 @@ static void spans(void)
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.messages = mv;
 	rc = tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err, sizeof(err));
-	tap_ok(rc == 0 && strcmp(out, "<|im_start|>user\nhi <|im_end|> there"
-				      "<|im_end|>\n<|im_start|>assistant\n") == 0,
+	tap_ok(rc == 0 &&
+	           strcmp(out, "<|im_start|>user\nhi <|im_end|> there"
+	                       "<|im_end|>\n<|im_start|>assistant\n") == 0,
 	       "span template renders");
 	for (i = 0; i < nsp; i++) {
 		char piece[128];
 
 		snprintf(piece, sizeof(piece), "%.*s", (int)sp[i].len,
-			 out + sp[i].off);
+		         out + sp[i].off);
 		tap_diag("span %zu: off %zu len %zu %s '%s'", i, sp[i].off,
-			 sp[i].len, sp[i].is_content ? "content" : "template",
-			 esc(piece, 0));
+		         sp[i].len, sp[i].is_content ? "content" : "template",
+		         esc(piece, 0));
 		if (sp[i].off != pos)
 			break;
 		pos += sp[i].len;
@@ -472,10 +490,11 @@ static void spans(void)
 	 * content "hi <|im_end|> there", template "<|im_end|>\n<|im_start|>
 	 * assistant\n" */
 	tap_ok(nsp == 5 && !sp[0].is_content && sp[1].is_content &&
-		   sp[1].len == 4 && !sp[2].is_content && sp[3].is_content &&
-		   sp[3].len == strlen("hi <|im_end|> there") &&
-		   memcmp(out + sp[3].off, "hi <|im_end|> there", sp[3].len) == 0 &&
-		   !sp[4].is_content,
+	           sp[1].len == 4 && !sp[2].is_content && sp[3].is_content &&
+	           sp[3].len == strlen("hi <|im_end|> there") &&
+	           memcmp(out + sp[3].off, "hi <|im_end|> there", sp[3].len) ==
+	               0 &&
+	           !sp[4].is_content,
 	       "a control token typed by the user stays inside a content span");
 	free(out);
 	free(sp);
@@ -485,7 +504,7 @@ static void spans(void)
 	/* trusted extra variables and derived strings */
 	{
 		const char *s2 = "{{ (messages[0].content ~ '|' ~ x) | upper }}"
-				 "{{ y }}";
+		                 "{{ y }}";
 		struct json_value *xv = json_new_string("ab", 2);
 		struct json_value *yv = json_new_string("<y>", 3);
 		struct tmpl_var vars[2] = {{"x", xv, false}, {"y", yv, true}};
@@ -496,8 +515,10 @@ static void spans(void)
 		ctx.messages = mv;
 		ctx.vars = vars;
 		ctx.nvars = 2;
-		rc = tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err, sizeof(err));
-		tap_ok(rc == 0 && nsp == 1 && sp[0].is_content && sp[0].len == n,
+		rc =
+		    tmpl_render(t, &ctx, &out, &n, &sp, &nsp, err, sizeof(err));
+		tap_ok(rc == 0 && nsp == 1 && sp[0].is_content &&
+		           sp[0].len == n,
 		       "upper() of content is content as a whole; untrusted "
 		       "variables are content");
 		free(out);
@@ -531,12 +552,13 @@ static void crashers(void)
 		struct tmpl_ctx ctx;
 		struct json_value *msgs;
 		const char *mj = "[{\"role\":\"system\",\"content\":\"s\"},"
-				 "{\"role\":\"user\",\"content\":\"u\"}]";
+		                 "{\"role\":\"user\",\"content\":\"u\"}]";
 		struct tmpl_limits lim = {1 << 20, 64 << 20, 32, 100000};
 
 		if (e->d_name[0] == '.' || strcmp(e->d_name, "README") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/crashers/%s", datadir, e->d_name);
+		snprintf(path, sizeof(path), "%s/crashers/%s", datadir,
+		         e->d_name);
 		src = slurp(path, &len);
 		if (!src)
 			continue;
@@ -546,7 +568,7 @@ static void crashers(void)
 			ctx.messages = msgs;
 			ctx.limits = &lim;
 			tmpl_render(t, &ctx, &out, &outlen, NULL, NULL, err,
-				    sizeof(err));
+			            sizeof(err));
 			free(out);
 			tmpl_free(t);
 		}
@@ -563,7 +585,7 @@ int main(void)
 	const char *src = getenv("top_srcdir");
 
 	snprintf(datadir, sizeof(datadir), "%s/tests/data/template",
-		 src ? src : ".");
+	         src ? src : ".");
 	oracle();
 	units();
 	spans();

@@ -48,9 +48,9 @@ static char *slurp(const char *path, size_t *len)
 
 /* The control tokens of T (id and text), found once per vocabulary. */
 struct ctl {
-	int32_t *ids;	    /* n ids */
-	const char **txt;   /* their texts (owned by the tokenizer) */
-	size_t *len;	    /* their lengths */
+	int32_t *ids;     /* n ids */
+	const char **txt; /* their texts (owned by the tokenizer) */
+	size_t *len;      /* their lengths */
 	size_t n;
 };
 
@@ -87,8 +87,9 @@ static void ctl_free(struct ctl *c)
 
 /* Encode rendered TEXT whose provenance is SP[0..NSP) into OUT. */
 static int encode_chat(const struct tok *t, const struct ctl *c,
-		       const char *text, size_t len, const struct tmpl_span *sp,
-		       size_t nsp, struct tok_ids *out, char *err, size_t errlen)
+                       const char *text, size_t len, const struct tmpl_span *sp,
+                       size_t nsp, struct tok_ids *out, char *err,
+                       size_t errlen)
 {
 	size_t s, start = 0;
 
@@ -104,7 +105,8 @@ static int encode_chat(const struct tok *t, const struct ctl *c,
 			/* leftmost-longest control token inside this span */
 			for (k = 0; k < c->n; k++) {
 				if (c->len[k] > best && c->len[k] <= end - i &&
-				    memcmp(text + i, c->txt[k], c->len[k]) == 0) {
+				    memcmp(text + i, c->txt[k], c->len[k]) ==
+				        0) {
 					best = c->len[k];
 					id = c->ids[k];
 				}
@@ -113,13 +115,13 @@ static int encode_chat(const struct tok *t, const struct ctl *c,
 				i++;
 				continue;
 			}
-			if (i > start &&
-			    tok_encode(t, text + start, i - start, 0, out, err,
-				       errlen))
+			if (i > start && tok_encode(t, text + start, i - start,
+			                            0, out, err, errlen))
 				return -1;
 			if (out->n == out->cap) {
 				size_t ncap = out->cap ? out->cap * 2 : 64;
-				int32_t *nv = realloc(out->v, ncap * sizeof(*nv));
+				int32_t *nv =
+				    realloc(out->v, ncap * sizeof(*nv));
 
 				if (!nv)
 					return -1;
@@ -149,7 +151,7 @@ static size_t n_control(const struct tok *t, const struct tok_ids *ids)
 
 /* Control-token texts (leftmost-longest) inside content spans. */
 static size_t content_hits(const struct ctl *c, const char *text,
-			   const struct tmpl_span *sp, size_t nsp)
+                           const struct tmpl_span *sp, size_t nsp)
 {
 	size_t s, hits = 0;
 
@@ -175,8 +177,8 @@ static size_t content_hits(const struct ctl *c, const char *text,
 /* Run the checks for one vocabulary and template (NFC: the tokenizer
  * normalizes to NFC, so decoding gives the NFC form back). */
 static void check_vocab(const char *label, const char *gguf_path,
-			const char *tmpl_src, size_t tmpl_len, const char *bos,
-			const char *eos, const char *casedir, bool nfc)
+                        const char *tmpl_src, size_t tmpl_len, const char *bos,
+                        const char *eos, const char *casedir, bool nfc)
 {
 	struct gguf_file *f;
 	struct tok *t;
@@ -190,7 +192,7 @@ static void check_vocab(const char *label, const char *gguf_path,
 	f = gguf_open(gguf_path, err, sizeof(err));
 	if (!f) {
 		tap_diag("%s: %s not available (%s): skipped", label, gguf_path,
-			 err);
+		         err);
 		return;
 	}
 	t = tok_load(f, err, sizeof(err));
@@ -200,8 +202,8 @@ static void check_vocab(const char *label, const char *gguf_path,
 		return;
 	}
 	if (!tap_ok(tmpl_compile(tmpl_src, tmpl_len, &tp, err, sizeof(err)) ==
-			TMPL_OK,
-		    "%s: template compiles", label)) {
+	                TMPL_OK,
+	            "%s: template compiles", label)) {
 		tok_free(t);
 		return;
 	}
@@ -233,7 +235,7 @@ static void check_vocab(const char *label, const char *gguf_path,
 		ctx.bos_token = bos;
 		ctx.eos_token = eos;
 		if (tmpl_render(tp, &ctx, &out, &n, &sp, &nsp, err,
-				sizeof(err)) != TMPL_OK) {
+		                sizeof(err)) != TMPL_OK) {
 			json_free(cs); /* the template refuses this list */
 			continue;
 		}
@@ -241,35 +243,36 @@ static void check_vocab(const char *label, const char *gguf_path,
 		encode_chat(t, &ctl, out, n, sp, nsp, &a, err, sizeof(err));
 		tok_encode(t, out, n, TOK_PARSE_SPECIAL, &b, err, sizeof(err));
 		tok_decode(t, a.v, a.n, TOK_DECODE_SPECIAL, &back, err,
-			   sizeof(err));
+		           sizeof(err));
 		ncases += !typed;
 		if (!typed) {
 			bool same = a.n == b.n &&
-				    memcmp(a.v, b.v, a.n * sizeof(*a.v)) == 0;
+			            memcmp(a.v, b.v, a.n * sizeof(*a.v)) == 0;
 
 			nsame += same;
-			tap_ok(same, "%s %s: same ids as the whole text with "
-				     "special tokens (%zu ids)",
+			tap_ok(same,
+			       "%s %s: same ids as the whole text with "
+			       "special tokens (%zu ids)",
 			       label, e->d_name, a.n);
 		} else {
 			/* every control id comes from the template: those of
 			 * the whole-text encoding minus the typed ones */
 			size_t hits = content_hits(&ctl, out, sp, nsp);
 
-			tap_ok(hits > 0 && n_control(t, &a) + hits ==
-						   n_control(t, &b),
+			tap_ok(hits > 0 &&
+			           n_control(t, &a) + hits == n_control(t, &b),
 			       "%s %s: typed control text stays text (%zu "
 			       "control ids; %zu typed ones not parsed)",
 			       label, e->d_name, n_control(t, &a), hits);
 		}
 		{
 			char *want = nfc ? (char *)utf8proc_NFC(
-					       (const utf8proc_uint8_t *)out)
-					 : out;
+			                       (const utf8proc_uint8_t *)out)
+			                 : out;
 			size_t wn = want ? strlen(want) : 0;
 
 			tap_ok(want && back.n == wn &&
-				   memcmp(back.p, want, wn) == 0,
+			           memcmp(back.p, want, wn) == 0,
 			       "%s %s: decodes back to the rendered text%s",
 			       label, e->d_name, nfc ? " (NFC)" : "");
 			if (nfc)
@@ -285,7 +288,8 @@ static void check_vocab(const char *label, const char *gguf_path,
 	if (d)
 		closedir(d);
 	tap_diag("%s: %d of %d message lists without typed control text "
-		 "tokenized as the reference", label, nsame, ncases);
+	         "tokenized as the reference",
+	         label, nsame, ncases);
 	ctl_free(&ctl);
 	tmpl_free(tp);
 	tok_free(t);
@@ -293,7 +297,8 @@ static void check_vocab(const char *label, const char *gguf_path,
 
 int main(void)
 {
-	const char *top = getenv("top_srcdir"), *shared = getenv("PARLEY_SHARED");
+	const char *top = getenv("top_srcdir"),
+	           *shared = getenv("PARLEY_SHARED");
 	const char *model = getenv("PARLEY_TEST_MODEL");
 	char mpath[4096], casedir[4096], path[4096];
 	struct gguf_file *f;
@@ -310,13 +315,14 @@ int main(void)
 		struct gguf_str s;
 
 		if (gguf_get_str(f, "tokenizer.chat_template", &s, err,
-				 sizeof(err)) == GGUF_OK) {
+		                 sizeof(err)) == GGUF_OK) {
 			char *src = malloc(s.len + 1);
 
 			memcpy(src, s.ptr, s.len);
 			src[s.len] = '\0';
-			check_vocab("SmolLM2", model, src, s.len, "<|im_start|>",
-				    "<|im_end|>", casedir, false);
+			check_vocab("SmolLM2", model, src, s.len,
+			            "<|im_start|>", "<|im_end|>", casedir,
+			            false);
 			free(src);
 		}
 		gguf_close(f);
@@ -329,16 +335,17 @@ int main(void)
 		char *src;
 
 		snprintf(path, sizeof(path),
-			 "%s/tests/data/template/templates/"
-			 "Qwen-Qwen2.5-7B-Instruct.jinja",
-			 top);
+		         "%s/tests/data/template/templates/"
+		         "Qwen-Qwen2.5-7B-Instruct.jinja",
+		         top);
 		src = slurp(path, &n);
-		snprintf(mpath, sizeof(mpath), "%s/testdata/vocab/"
-					       "ggml-vocab-qwen2.gguf",
-			 shared ? shared : "../shared");
+		snprintf(mpath, sizeof(mpath),
+		         "%s/testdata/vocab/"
+		         "ggml-vocab-qwen2.gguf",
+		         shared ? shared : "../shared");
 		if (src)
 			check_vocab("Qwen2", mpath, src, n, "", "<|im_end|>",
-				    casedir, true);
+			            casedir, true);
 		free(src);
 	}
 	if (tap_n == 0)

@@ -50,8 +50,9 @@ int main(void)
 		    utf8_lead_len((unsigned char)buf[0]) != n)
 			bad++;
 	}
-	tap_ok(bad == 0, "every scalar value encodes, validates and decodes "
-			 "back (%d failures)",
+	tap_ok(bad == 0,
+	       "every scalar value encodes, validates and decodes "
+	       "back (%d failures)",
 	       bad);
 	return tap_done();
 }

@@ -17,7 +17,7 @@
 
 /* Write the path of model FILE (override: $ENV) into BUF; returns BUF. */
 static inline const char *testenv_model_file(const char *env, const char *file,
-					     char *buf, size_t n)
+                                             char *buf, size_t n)
 {
 	const char *p = getenv(env), *cache = getenv("XDG_CACHE_HOME");
 	const char *home = getenv("HOME");
@@ -27,8 +27,8 @@ static inline const char *testenv_model_file(const char *env, const char *file,
 	else if (cache != NULL && cache[0] == '/')
 		snprintf(buf, n, "%s/parley/models/%s", cache, file);
 	else
-		snprintf(buf, n, "%s/.cache/parley/models/%s",
-			 home ? home : "", file);
+		snprintf(buf, n, "%s/.cache/parley/models/%s", home ? home : "",
+		         file);
 	return buf;
 }
 
