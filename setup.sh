@@ -26,7 +26,8 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 deps() {
 	missing=
 	for pair in gcc:gcc make:make autoreconf:autoconf automake:automake \
-		pkg-config:pkg-config python3:python3 tmux:tmux; do
+		pkg-config:pkg-config python3:python3 tmux:tmux \
+		clang-format:clang-format; do
 		command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 	done
 	python3 -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
