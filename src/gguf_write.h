@@ -1,6 +1,6 @@
 /*
  * gguf_write.h - write GGUF v3 files: metadata of every type, tensors,
- * alignment. Used by the random-weight model maker (cmd_mkmodel.c) and by
+ * alignment. Used by the random-weight model maker (ui/cmd_mkmodel.c) and by
  * tests that need files of a given shape.
  *
  * NOTES ON THE DESIGN

@@ -8,7 +8,7 @@
  * The session owns the model (GGUF mapping, weights, tokenizer, engine),
  * the compiled chat template, the sampler and the messages of one
  * conversation. It knows nothing of terminals: front ends (ui/repl.c,
- * the one-shot mode of cmd_chat.c, later the ncurses screen) call
+ * the one-shot mode of ui/cmd_chat.c, later the ncurses screen) call
  * session_send() and receive the reply through callbacks.
  *
  * Invariants (session.c states how they are kept):

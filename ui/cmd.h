@@ -4,7 +4,8 @@
  * Each takes the subcommand's own argv (argv[0] is the subcommand name),
  * parses its options with getopt_long, prints its results on stdout and its
  * errors on stderr, and returns the process exit status: 0 success,
- * 1 failure, 2 usage error. Library code below this layer never prints.
+ * 1 failure, 2 usage error. Library code below this layer (src/, cuda/)
+ * never prints or exits: it returns errors for these commands to show.
  */
 #ifndef PARLEY_CMD_H
 #define PARLEY_CMD_H

@@ -10,12 +10,12 @@
  * is shown by --verbose, so any reply can be reproduced.
  */
 #include "cmd.h"
+#include "repl.h"
 
 #include "config.h"
 #include "promptdir.h"
 #include "session.h"
 #include "store.h"
-#include "../ui/repl.h"
 
 #include <errno.h>
 #include <getopt.h>
