@@ -122,8 +122,9 @@ SILENT_CALLS='printf|vprintf|puts|putchar|perror|exit|_exit|_Exit|quick_exit|abo
 SILENT_NAMES='stdin|stdout|stderr|STDIN_FILENO|STDOUT_FILENO|STDERR_FILENO'
 FRONT_HEADERS='(n?curses|ncursesw/.*|term|histedit|editline/.*|readline/.*|err)\.h'
 
-# scan ROOT: every violation of the rules above, one a line; the counts of
-# files and includes looked at go to ROOT-relative file $2.
+# scan ROOT COUNTS: every violation of the rules above under ROOT, one a
+# line; "FILES INCLUDES" (how many were looked at) goes to the file COUNTS,
+# an absolute path.
 scan() {
 	(
 		cd "$1" || exit 1
