@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine_backend.h"
 #include "model.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -442,21 +442,31 @@ static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 {
 	struct cpu_state *s = e->impl;
 	bool all = (flags & ENGINE_EVAL_ALL) != 0;
+	bool none = (flags & ENGINE_EVAL_NO_LOGITS) != 0;
 	size_t nv = (size_t)e->model->cfg.n_vocab;
 
 	if (cpu_logits_reserve(e, s, all ? n : 1, err, errlen))
 		return -1;
+	e->n_logits = 0;
 	for (int32_t done = 0; done < n; done += s->n_batch) {
 		int32_t m = n - done < s->n_batch ? n - done : s->n_batch;
 		bool last = done + m == n;
-		int32_t n_out = all ? m : (last ? 1 : 0);
+		int32_t n_out = all ? m : (last && !none ? 1 : 0);
 		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
 
 		cpu_forward_chunk(e, s, tokens + done, m, e->n_past + done, dst,
 		                  n_out);
 	}
-	e->n_logits = all ? n : 1;
+	e->n_logits = all ? n : none ? 0 : 1;
 	return 0;
+}
+
+/* engine_ops.logits: the CPU's logits are on the host already. */
+static const float *cpu_logits(struct engine *e, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return e->logits;
 }
 
 /* ------------------------------------------------------------ KV state */
@@ -651,6 +661,8 @@ const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
     .open = cpu_open,
     .eval = cpu_eval,
+    .logits = cpu_logits,
+    .select = NULL, /* engine_select_row over cpu_logits: the reference */
     .kv_bytes = cpu_kv_bytes,
     .kv_save = cpu_kv_save,
     .kv_load = cpu_kv_load,

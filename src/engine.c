@@ -2,7 +2,7 @@
  * engine.c - the backend-independent half of the engine interface
  * (engine.h): argument checks, the n_past invariant, state headers, trace.
  */
-#include "engine.h"
+#include "engine_backend.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -51,6 +51,35 @@ static void engine_check(const struct engine *e)
 #define engine_check(e) ((void)0)
 #endif
 
+/* Allocate the fixed arrays of B (window scratch grows later). */
+static int engine_select_alloc(struct engine_select_buf *b)
+{
+	size_t n = ENGINE_SELECT_MAX;
+
+	memset(b, 0, sizeof(*b));
+	b->id = malloc(n * sizeof(*b->id));
+	b->logit = malloc(n * sizeof(*b->logit));
+	b->raw_logit = malloc(n * sizeof(*b->raw_logit));
+	b->raw_id = malloc(n * sizeof(*b->raw_id));
+	b->raw_top = malloc(n * sizeof(*b->raw_top));
+	return b->id && b->logit && b->raw_logit && b->raw_id && b->raw_top
+	           ? 0
+	           : -1;
+}
+
+/* Free what engine_select_alloc and the host select allocated. */
+static void engine_select_free(struct engine_select_buf *b)
+{
+	free(b->id);
+	free(b->logit);
+	free(b->raw_logit);
+	free(b->raw_id);
+	free(b->raw_top);
+	free(b->win);
+	free(b->pen_logit);
+	memset(b, 0, sizeof(*b));
+}
+
 /* Open an engine; see engine.h for the contract. */
 int engine_open(const struct model *m, const struct engine_params *p,
                 struct engine **out, char *err, size_t errlen)
@@ -84,6 +113,12 @@ int engine_open(const struct model *m, const struct engine_params *p,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	if (engine_select_alloc(&e->sel) != 0) {
+		engine_select_free(&e->sel);
+		free(e);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	e->ops = ops;
 	e->model = m;
 	e->n_ctx = p->n_ctx;
@@ -92,6 +127,7 @@ int engine_open(const struct model *m, const struct engine_params *p,
 		               ? m->cfg.n_ctx_train
 		               : ENGINE_DEFAULT_MAX_CTX;
 	if (ops->open(e, p, err, errlen) != 0) {
+		engine_select_free(&e->sel);
 		free(e);
 		return -1;
 	}
@@ -106,6 +142,7 @@ void engine_close(struct engine *e)
 	if (e == NULL)
 		return;
 	e->ops->close(e);
+	engine_select_free(&e->sel);
 	free(e);
 }
 
@@ -136,29 +173,93 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 			return -1;
 		}
 	}
+	if ((flags & ENGINE_EVAL_ALL) && (flags & ENGINE_EVAL_NO_LOGITS)) {
+		snprintf(err, errlen, "eval flags ask for all and no logits");
+		return -1;
+	}
+	e->sel.out.k = 0; /* a selection describes the last eval only */
 	if (e->ops->eval(e, tokens, n, flags, err, errlen) != 0) {
 		engine_check(e);
 		return -1;
 	}
+	e->n_past += n;
+	engine_check(e);
 	if (t != NULL) {
-		t->pos = e->n_past + n - 1;
+		/* tracing is opt-in: its full read of the row costs a copy on
+		   a device backend, never paid when no trace is attached */
+		const float *l = e->n_logits > 0 ? engine_logits(e) : NULL;
+
+		t->pos = e->n_past - 1;
 		t->n_tokens = n;
 		t->token = tokens[n - 1];
-		trace_set_logits(
-		    t, e->logits + (size_t)(e->n_logits - 1) * n_vocab,
-		    n_vocab);
+		if (l != NULL)
+			trace_set_logits(
+			    t, l + (size_t)(e->n_logits - 1) * n_vocab,
+			    n_vocab);
+		else
+			trace_clear_logits(t);
 		trace_write_json(t);
 		t->step++;
 	}
-	e->n_past += n;
-	engine_check(e);
 	return 0;
 }
 
-/* The logits of the last eval. */
-const float *engine_logits(const struct engine *e)
+/* The full logits of the last eval, read on request. */
+const float *engine_logits(struct engine *e)
 {
-	return e->logits;
+	char msg[128];
+
+	if (e->n_logits <= 0)
+		return NULL;
+	return e->ops->logits(e, msg, sizeof(msg));
+}
+
+/* Select from the last row; see engine.h. */
+const struct engine_selection *engine_select(struct engine *e,
+                                             const struct engine_select_req *q,
+                                             char *err, size_t errlen)
+{
+	int32_t nv = e->model->cfg.n_vocab;
+	const float *l;
+
+	if (e->n_logits <= 0) {
+		snprintf(err, errlen, "select: the last eval kept no logits");
+		return NULL;
+	}
+	if (q->k < 1 || q->k > ENGINE_SELECT_MAX || q->n_raw < 0 ||
+	    q->n_raw > ENGINE_SELECT_MAX || q->n_recent < 0 ||
+	    (q->n_recent > 0 && q->recent == NULL) ||
+	    !(q->repeat_penalty > 0.0f)) {
+		snprintf(err, errlen,
+		         "select: bad request (k %d, n_raw %d, window %d, "
+		         "repeat penalty %g)",
+		         q->k, q->n_raw, q->n_recent, q->repeat_penalty);
+		return NULL;
+	}
+	if (e->ops->select != NULL) {
+		if (e->ops->select(e, q, err, errlen) != 0)
+			return NULL;
+		return &e->sel.out;
+	}
+	l = e->ops->logits(e, err, errlen);
+	if (l == NULL)
+		return NULL;
+	if (engine_select_row(l + (size_t)(e->n_logits - 1) * nv, nv, q,
+	                      &e->sel, err, errlen) != 0)
+		return NULL;
+	return &e->sel.out;
+}
+
+/* Name of the backend. */
+const char *engine_backend_name(const struct engine *e)
+{
+	return e->ops->name;
+}
+
+/* Host threads of the backend. */
+int32_t engine_n_threads(const struct engine *e)
+{
+	return e->n_threads;
 }
 
 /* Length of one logits row. */

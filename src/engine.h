@@ -31,10 +31,24 @@
  *                        │    └── state_load ──> READY(n_past = saved)
  *      engine_close <────┘
  *
- * Logits: after an eval, engine_logits() points to n_vocab floats (the
- * last token), or n * n_vocab when the eval asked for ENGINE_EVAL_ALL
- * (token i's logits at i * n_vocab; for tests and perplexity). The buffer
- * belongs to the engine and is valid until the next eval or close.
+ * Logits stay where the backend computed them (a GPU keeps them on the
+ * device). After an eval the caller asks for what it needs of the last
+ * row with engine_select(): penalties over the recent ids applied, the
+ * top-k ids with their logits, the argmax, the log-sum-exp and entropy of
+ * the whole row - a few kilobytes instead of the vocabulary. A full read,
+ * engine_logits(), stays available on request (tests, perplexity, sampling
+ * with top-k disabled): n_vocab floats of the last token, or n * n_vocab
+ * when the eval asked for ENGINE_EVAL_ALL (token i's row at i * n_vocab).
+ * An eval with ENGINE_EVAL_NO_LOGITS (a prefill chunk followed by more
+ * tokens) computes no logits at all: no final norm, no LM head.
+ *
+ * Saved state (engine_state_save) has one layout whatever the backend, so
+ * a state saved by one backend restores on another: a header naming the
+ * model shape and n_past, then for each layer il = 0..n_layer-1 the keys
+ * of positions 0..n_past-1 as float32 [n_past][n_head_kv * head_dim_k]
+ * (after RoPE), then the values as float32 [n_past][n_head_kv *
+ * head_dim_v], little-endian. A backend that keeps its cache in fp16
+ * widens on save (exact) and rounds to nearest on load.
  *
  * Positions, RoPE and the causal mask: token i of a batch sits at position
  * p = n_past + i, is rotated by p, and attends to cache positions 0..p
@@ -47,12 +61,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend */
+#endif
+
 struct model;
 struct trace;
 struct engine;
 
 /* engine_eval flags */
-#define ENGINE_EVAL_ALL 1u /* keep the logits of every token of the batch */
+#define ENGINE_EVAL_ALL       1u /* keep the logits of every token */
+#define ENGINE_EVAL_NO_LOGITS 2u /* compute no logits (more tokens follow) */
 
 /* Options for engine_open. Zero means "the default" for every field. */
 struct engine_params {
@@ -69,36 +88,6 @@ struct engine_params {
 
 #define ENGINE_DEFAULT_MAX_CTX 8192
 
-/* What a backend implements. Every function gets the engine it serves. */
-struct engine_ops {
-	const char *name; /* "cpu", "cuda" */
-	/* allocate run state and KV cache for e->model, e->n_ctx */
-	int (*open)(struct engine *e, const struct engine_params *p, char *err,
-	            size_t errlen);
-	/* tokens at positions e->n_past.. ; fill e->logits (see flags) */
-	int (*eval)(struct engine *e, const int32_t *tokens, int32_t n,
-	            unsigned flags, char *err, size_t errlen);
-	/* copy K/V of positions [0, n) of every layer to/from BUF */
-	size_t (*kv_bytes)(const struct engine *e, int32_t n);
-	int (*kv_save)(struct engine *e, int32_t n, void *buf);
-	int (*kv_load)(struct engine *e, int32_t n, const void *buf);
-	/* free everything open allocated */
-	void (*close)(struct engine *e);
-};
-
-/* An open engine. Fields are read-only for callers. */
-struct engine {
-	const struct engine_ops *ops; /* the backend */
-	const struct model *model;    /* borrowed: outlives the engine */
-	int32_t n_ctx;                /* KV capacity in tokens */
-	int32_t n_past;               /* positions held in the KV cache */
-	int32_t n_threads;            /* threads the backend uses */
-	struct trace *trace;          /* attached trace or NULL (borrowed) */
-	float *logits;    /* [n_logits * n_vocab] (owned by backend) */
-	int32_t n_logits; /* rows of logits valid after the last eval */
-	void *impl;       /* backend state */
-};
-
 /*
  * Open an engine on model M (borrowed: must outlive the engine) with
  * options P (NULL = defaults). On success stores it in *OUT (close with
@@ -114,13 +103,74 @@ void engine_close(struct engine *e);
 /*
  * Evaluate TOKENS[0..n) at positions n_past..n_past+n-1 (see the
  * invariants). Returns 0, or -1 with a message (token id out of range,
- * context full, out of memory). FLAGS: 0 or ENGINE_EVAL_ALL.
+ * context full, out of memory). FLAGS: 0, ENGINE_EVAL_ALL or
+ * ENGINE_EVAL_NO_LOGITS.
  */
 int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
                 unsigned flags, char *err, size_t errlen);
 
-/* The logits of the last eval: n_vocab floats per kept token. */
-const float *engine_logits(const struct engine *e);
+/*
+ * The full logits of the last eval, read on request: n_vocab floats per
+ * kept token (a device backend copies them to the host here). The buffer
+ * belongs to the engine and is valid until the next eval or close.
+ * Returns NULL when the last eval kept none (ENGINE_EVAL_NO_LOGITS, or no
+ * eval yet) or the copy failed.
+ */
+const float *engine_logits(struct engine *e);
+
+/* ------------------------------------------------------------ select */
+
+/* Largest k and n_raw an engine_select request may ask for. */
+#define ENGINE_SELECT_MAX 4096
+
+/* What the caller needs of the last logits row (engine_select). */
+struct engine_select_req {
+	int32_t k;     /* penalised top entries wanted, 1..ENGINE_SELECT_MAX
+	                  (fewer are returned when n_vocab is smaller) */
+	int32_t n_raw; /* raw top entries wanted, 0..ENGINE_SELECT_MAX */
+	const int32_t *recent;   /* the penalty window: ids, any order,
+	                            repeats counted; out-of-vocab ids ignored */
+	int32_t n_recent;        /* entries in recent (0: no penalties) */
+	float repeat_penalty;    /* 1 = off; logit <= 0 ? *p : /p (> 0) */
+	float frequency_penalty; /* 0 = off; minus count * f */
+	float presence_penalty;  /* 0 = off; minus p once if count > 0 */
+};
+
+/*
+ * The answer of engine_select. "raw" is the row as the model computed it;
+ * "penalised" the row after the request's penalties (llama.cpp's formula,
+ * see sampler.h stage 1). Orders are by logit descending, ties by lower
+ * id. Arrays belong to the engine, valid until the next eval, select or
+ * close.
+ */
+struct engine_selection {
+	int32_t k;              /* entries in id, logit, raw_logit */
+	const int32_t *id;      /* [k] the k greatest penalised logits */
+	const float *logit;     /* [k] their penalised logits */
+	const float *raw_logit; /* [k] the same ids' raw logits */
+	int32_t n_raw;          /* entries in raw_id, raw_top */
+	const int32_t *raw_id;  /* [n_raw] the n_raw greatest raw logits */
+	const float *raw_top;   /* [n_raw] their raw logits */
+	double raw_lse;         /* ln sum exp over the whole raw row */
+	double raw_entropy;     /* nats, softmax of the whole raw row */
+	double lse;             /* ln sum exp over the whole penalised row */
+};
+
+/*
+ * Select from the last row of the last eval's logits, where they are (see
+ * the design notes). Returns the selection (engine-owned), or NULL with a
+ * message: no logits kept, a bad request, a NaN or +inf logit (named by
+ * its id: the engine produced garbage), every logit -inf.
+ */
+const struct engine_selection *engine_select(struct engine *e,
+                                             const struct engine_select_req *q,
+                                             char *err, size_t errlen);
+
+/* Name of E's backend ("cpu", "cuda"); static. */
+const char *engine_backend_name(const struct engine *e);
+
+/* Threads E's backend uses on the host. */
+int32_t engine_n_threads(const struct engine *e);
 
 /* Number of vocabulary entries (length of one logits row). */
 int32_t engine_n_vocab(const struct engine *e);
@@ -159,7 +209,8 @@ void engine_set_trace(struct engine *e, struct trace *t);
 /* Comma-separated names of the backends compiled in (static). */
 const char *engine_backends(void);
 
-/* The CPU backend's operations (backend_cpu.c). */
-extern const struct engine_ops backend_cpu_ops;
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_ENGINE_H */

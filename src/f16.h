@@ -17,6 +17,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend */
+#endif
+
 /* The float whose bits are W. */
 static inline float f16_bits_f32(uint32_t w)
 {
@@ -91,5 +95,9 @@ static inline uint16_t f32_to_f16(float f)
 		r++;
 	return (uint16_t)(sign | r);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_F16_H */

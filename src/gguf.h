@@ -29,6 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend */
+#endif
+
 /* Metadata value types, numbered as in the GGUF specification. */
 enum gguf_type {
 	GGUF_TYPE_UINT8 = 0,
@@ -181,5 +185,9 @@ char *gguf_str_dup(struct gguf_str s);
 
 /* True when S equals the C string Z. */
 bool gguf_str_eq(struct gguf_str s, const char *z);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_GGUF_H */

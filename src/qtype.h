@@ -12,6 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend */
+#endif
+
 enum qtype {
 	QTYPE_F32 = 0,
 	QTYPE_F16 = 1,
@@ -64,5 +68,9 @@ const char *qtype_name(uint32_t t);
 
 /* True when T has a known block geometry (size computable). */
 bool qtype_sized(uint32_t t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_QTYPE_H */

@@ -43,6 +43,10 @@
 
 #include "qtype.h"
 
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend */
+#endif
+
 /* True when the CPU engine can dequantize and dot type T (the 13 types above).
  */
 bool quant_can_compute(uint32_t type);
@@ -95,5 +99,9 @@ void quant_set_simd(bool on);
 
 /* True when quant_dot uses the AVX2 kernels on this CPU now. */
 bool quant_simd_active(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_QUANT_H */

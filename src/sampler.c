@@ -495,6 +495,71 @@ static void sampler_report_raw(const struct sampler *s, const float *logits,
 	rep->n_top = nt;
 }
 
+/*
+ * Stages 4-6 over the candidates c[0..n) that stage 3 left (SORTED: in
+ * rank order): top_p over their mass, min_p, temperature and the draw.
+ * Returns the index of the pick in c; fills the sampled part of REP.
+ */
+static size_t sampler_draw(struct sampler *s, struct cand *c, size_t n,
+                           bool sorted, struct sampler_report *rep)
+{
+	const struct sampler_config *g = &s->cfg;
+	double sum = 0.0, acc = 0.0, u, cum = 0.0;
+	int32_t kept = 0;
+	size_t pick;
+	float mx;
+
+	/* stages 4 and 5: top_p over the mass of these n, then min_p */
+	if (g->top_p < 1.0f && n > 1) {
+		size_t np;
+
+		mx = c[sorted ? 0 : cand_argmax(c, n)].logit;
+		sum = 0.0;
+		for (size_t i = 0; i < n; i++)
+			sum += exp((double)c[i].logit - mx);
+		n = sampler_min_p(c, n, g->min_p);
+		np = sampler_top_p(c, n, sum, mx, g->top_p, sorted);
+		sorted = true;
+		if (np < n)
+			n = np;
+	} else {
+		n = sampler_min_p(c, n, g->min_p);
+	}
+
+	/* stage 6: temperature and the draw */
+	mx = c[sorted ? 0 : cand_argmax(c, n)].logit;
+	sum = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].logit == -INFINITY)
+			continue;
+		double a = ((double)c[i].logit - mx) / g->temperature;
+		double w = exp(a);
+
+		sum += w;
+		acc += w * a;
+		kept++;
+	}
+	u = sampler_rng_uniform(s) * sum;
+	pick = n;
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].logit == -INFINITY)
+			continue;
+		cum += exp(((double)c[i].logit - mx) / g->temperature);
+		pick = i;
+		if (cum > u)
+			break;
+	}
+	if (rep) {
+		rep->chosen = c[pick].id;
+		rep->chosen_prob =
+		    (float)(exp(((double)c[pick].logit - mx) / g->temperature) /
+		            sum);
+		rep->entropy = (float)(log(sum) - acc / sum);
+		rep->n_kept = kept;
+	}
+	return pick;
+}
+
 int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
                        const int32_t *hist, size_t n_hist,
                        struct sampler_report *rep, char *err, size_t errlen)
@@ -503,9 +568,6 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 	struct cand *c = s->cand;
 	size_t n = (size_t)n_vocab, pick;
 	bool sorted = false, any = false;
-	double sum = 0.0, acc = 0.0, u, cum = 0.0;
-	int32_t kept = 0;
-	float mx;
 
 	if (n_vocab != s->n_vocab) {
 		snprintf(err, errlen,
@@ -563,54 +625,106 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 			sorted = true;
 		}
 	}
-	/* stages 4 and 5: top_p over the mass of these n, then min_p */
-	if (g->top_p < 1.0f && n > 1) {
-		size_t np;
-
-		mx = c[sorted ? 0 : cand_argmax(c, n)].logit;
-		sum = 0.0;
-		for (size_t i = 0; i < n; i++)
-			sum += exp((double)c[i].logit - mx);
-		n = sampler_min_p(c, n, g->min_p);
-		np = sampler_top_p(c, n, sum, mx, g->top_p, sorted);
-		sorted = true;
-		if (np < n)
-			n = np;
-	} else {
-		n = sampler_min_p(c, n, g->min_p);
-	}
-
-	/* stage 6: temperature and the draw */
-	mx = c[sorted ? 0 : cand_argmax(c, n)].logit;
-	sum = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		if (c[i].logit == -INFINITY)
-			continue;
-		double a = ((double)c[i].logit - mx) / g->temperature;
-		double w = exp(a);
-
-		sum += w;
-		acc += w * a;
-		kept++;
-	}
-	u = sampler_rng_uniform(s) * sum;
-	pick = n;
-	for (size_t i = 0; i < n; i++) {
-		if (c[i].logit == -INFINITY)
-			continue;
-		cum += exp(((double)c[i].logit - mx) / g->temperature);
-		pick = i;
-		if (cum > u)
-			break;
-	}
-	if (rep) {
-		rep->chosen = c[pick].id;
-		rep->chosen_prob =
-		    (float)(exp(((double)c[pick].logit - mx) / g->temperature) /
-		            sum);
-		rep->entropy = (float)(log(sum) - acc / sum);
-		rep->n_kept = kept;
+	pick = sampler_draw(s, c, n, sorted, rep);
+	if (rep)
 		sampler_report_raw(s, logits, c[pick].id, rep);
-	}
 	return c[pick].id;
+}
+
+/* Candidates a selection must hold; see sampler.h. */
+int32_t sampler_select_k(const struct sampler *s, int32_t max)
+{
+	const struct sampler_config *g = &s->cfg;
+
+	if (g->temperature <= 0.0f)
+		return 1;
+	/* top_k >= n_vocab keeps every id unsorted (the draw walks id
+	   order): only the full row reproduces that */
+	if (g->top_k > 0 && g->top_k < s->n_vocab && g->top_k <= max)
+		return g->top_k;
+	return 0;
+}
+
+/* The penalty window's length; see sampler.h. */
+size_t sampler_window(const struct sampler *s, size_t n_hist)
+{
+	const struct sampler_config *g = &s->cfg;
+
+	if (g->penalty_last_n == 0 ||
+	    (g->repeat_penalty == 1.0f && g->frequency_penalty == 0.0f &&
+	     g->presence_penalty == 0.0f))
+		return 0;
+	if (g->penalty_last_n > 0 && (size_t)g->penalty_last_n < n_hist)
+		return (size_t)g->penalty_last_n;
+	return n_hist;
+}
+
+/* The raw part of REP from a selection. */
+static void sampler_report_top(const struct sampler *s,
+                               const struct sampler_top *t, int32_t chosen,
+                               struct sampler_report *rep)
+{
+	int32_t want =
+	    s->cfg.n_probs < s->n_vocab ? s->cfg.n_probs : s->n_vocab;
+	int32_t at = 0;
+	double lp;
+
+	/* the draw compacts the candidates: find the chosen id's entry */
+	while (at < t->k - 1 && t->id[at] != chosen)
+		at++;
+	lp = (double)t->raw_logit[at] - t->raw_lse;
+
+	rep->raw_entropy = (float)t->raw_entropy;
+	rep->chosen_raw_logprob = (float)lp;
+	rep->chosen_raw_prob = (float)exp(lp);
+	for (int32_t j = 0; j < want; j++) {
+		rep->top[j].id = t->raw_id[j];
+		rep->top[j].logit = t->raw_top[j];
+		lp = (double)t->raw_top[j] - t->raw_lse;
+		rep->top[j].logprob = (float)lp;
+		rep->top[j].prob = (float)exp(lp);
+	}
+	rep->n_top = want;
+}
+
+/* Choose from a selection; see sampler.h. */
+int32_t sampler_sample_top(struct sampler *s, const struct sampler_top *t,
+                           struct sampler_report *rep, char *err, size_t errlen)
+{
+	int32_t k = sampler_select_k(s, INT32_MAX), want = s->cfg.n_probs;
+	size_t pick;
+
+	if (want > s->n_vocab)
+		want = s->n_vocab;
+	if (k == 0 || t->k < k) {
+		snprintf(err, errlen,
+		         "sampler: a selection of %d candidates, the "
+		         "configuration needs %s",
+		         t->k, k == 0 ? "the full row" : "more");
+		return -1;
+	}
+	if (rep && t->n_raw < want) {
+		snprintf(err, errlen,
+		         "sampler: %d raw entries for a report of %d", t->n_raw,
+		         want);
+		return -1;
+	}
+	for (int32_t i = 0; i < k; i++) {
+		s->cand[i].logit = t->logit[i];
+		s->cand[i].id = t->id[i];
+	}
+	if (k == 1 && s->cfg.temperature <= 0.0f) { /* stage 2: greedy */
+		pick = 0;
+		if (rep) {
+			rep->chosen = s->cand[0].id;
+			rep->chosen_prob = 1.0f;
+			rep->entropy = 0.0f;
+			rep->n_kept = 1;
+		}
+	} else {
+		pick = sampler_draw(s, s->cand, (size_t)k, true, rep);
+	}
+	if (rep)
+		sampler_report_top(s, t, s->cand[pick].id, rep);
+	return s->cand[pick].id;
 }

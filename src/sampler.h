@@ -140,6 +140,48 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
                        struct sampler_report *rep, char *err, size_t errlen);
 
 /*
+ * Sampling from a selection instead of the full row (engine_select: the
+ * engine computes penalties, top-k and the raw row's statistics where the
+ * logits are). The result is the same id, PRNG state and report as
+ * sampler_sample on the full row would give (the report's floats up to
+ * the rounding of the raw sums), provided the selection was made with
+ * sampler_select_k() candidates, sampler_window()'s ids and this
+ * sampler's penalties.
+ */
+struct sampler_top {
+	int32_t k;          /* candidates: the k greatest penalised logits */
+	const int32_t *id;  /* [k] rank order: logit desc, then lower id */
+	const float *logit; /* [k] penalised logits */
+	const float *raw_logit; /* [k] the same ids' raw logits */
+	int32_t n_raw;          /* raw top entries (>= cfg.n_probs when the
+	                           report is wanted, or all of the vocab) */
+	const int32_t *raw_id;  /* [n_raw] rank order by raw logit */
+	const float *raw_top;   /* [n_raw] their raw logits */
+	double raw_lse;         /* ln sum exp of the whole raw row */
+	double raw_entropy;     /* nats, of the whole raw row */
+};
+
+/*
+ * Candidates sampler_sample_top needs: 1 when greedy, top_k when it is
+ * between 1 and n_vocab - 1 and at most MAX; 0 when only the full row
+ * will do (top_k disabled or >= n_vocab, or larger than MAX).
+ */
+int32_t sampler_select_k(const struct sampler *s, int32_t max);
+
+/* Of N_HIST history ids, how many (the most recent) the penalties read:
+   0 when every penalty is off. */
+size_t sampler_window(const struct sampler *s, size_t n_hist);
+
+/*
+ * Choose a token from T (see struct sampler_top). Returns the id, or -1
+ * with a message (fewer candidates than sampler_select_k asked for, or a
+ * report wanted with fewer raw entries than n_probs).
+ */
+int32_t sampler_sample_top(struct sampler *s, const struct sampler_top *t,
+                           struct sampler_report *rep, char *err,
+                           size_t errlen);
+
+/*
  * The PRNG, exposed for tests and for callers that need reproducible
  * randomness of their own: the next 64-bit output of xoshiro256**, and a
  * double uniform in [0, 1) with 53 random bits.

@@ -265,7 +265,7 @@ static int session_load(struct session *s, const struct session_opts *o,
 	snprintf(fmt, sizeof(fmt),
 	         "parley-kv/1 backend=%s n_ctx=%d model=%s size=%lld arch=%s "
 	         "layers=%d",
-	         s->eng->ops->name, engine_n_ctx(s->eng), s->model_fp,
+	         engine_backend_name(s->eng), engine_n_ctx(s->eng), s->model_fp,
 	         (long long)size, s->model->cfg.arch_name,
 	         s->model->cfg.n_layer);
 	s->kv_format = strdup(fmt);
@@ -601,7 +601,10 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 
 		if (s->intr && *s->intr)
 			return 1;
-		if (engine_eval(s->eng, ids + i, (int32_t)c, 0, err, errlen))
+		/* only the last chunk's last token needs logits */
+		if (engine_eval(s->eng, ids + i, (int32_t)c,
+		                i + c < n ? ENGINE_EVAL_NO_LOGITS : 0, err,
+		                errlen))
 			return -1;
 		for (size_t k = 0; k < c; k++)
 			if (tok_ids_push(&s->kv, ids[i + k])) {
@@ -842,6 +845,56 @@ out:
 	return rc;
 }
 
+/*
+ * The next token from the engine's last logits. Where the sampler can work
+ * from a selection (greedy, or top-k within ENGINE_SELECT_MAX) the engine
+ * selects where its logits are; otherwise the full row is read. Both give
+ * the same token (sampler.h). Returns the id, or -1 with a message.
+ */
+static int32_t session_pick(struct session *s, int32_t nv,
+                            struct sampler_report *rep, char *err,
+                            size_t errlen)
+{
+	int32_t k = sampler_select_k(s->smp, ENGINE_SELECT_MAX);
+	const struct sampler_config *g = sampler_config(s->smp);
+	const struct engine_selection *sel;
+	struct engine_select_req q = {0};
+	struct sampler_top t;
+	size_t w;
+	const float *row;
+
+	if (k == 0) {
+		row = engine_logits(s->eng);
+		if (row == NULL) {
+			snprintf(err, errlen, "no logits to sample from");
+			return -1;
+		}
+		return sampler_sample(s->smp, row, nv, s->kv.v, s->kv.n, rep,
+		                      err, errlen);
+	}
+	w = sampler_window(s->smp, s->kv.n);
+	q.k = k;
+	q.n_raw = rep ? (g->n_probs < nv ? g->n_probs : nv) : 0;
+	q.recent = s->kv.v + (s->kv.n - w);
+	q.n_recent = (int32_t)w;
+	q.repeat_penalty = g->repeat_penalty;
+	q.frequency_penalty = g->frequency_penalty;
+	q.presence_penalty = g->presence_penalty;
+	sel = engine_select(s->eng, &q, err, errlen);
+	if (sel == NULL)
+		return -1;
+	t.k = sel->k;
+	t.id = sel->id;
+	t.logit = sel->logit;
+	t.raw_logit = sel->raw_logit;
+	t.n_raw = sel->n_raw;
+	t.raw_id = sel->raw_id;
+	t.raw_top = sel->raw_top;
+	t.raw_lse = sel->raw_lse;
+	t.raw_entropy = sel->raw_entropy;
+	return sampler_sample_top(s->smp, &t, rep, err, errlen);
+}
+
 /* Step 5: generate after the prompt. Fills ST; 0 or -1 (hard error). */
 static int session_decode(struct session *s, struct session_reply *r,
                           const struct session_cb *cb, struct session_stats *st,
@@ -887,9 +940,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 			rc = 0;
 			break;
 		}
-		id = sampler_sample(s->smp, engine_logits(s->eng), nv, s->kv.v,
-		                    s->kv.n, cb && cb->token ? &rep : NULL, msg,
-		                    sizeof(msg));
+		id = session_pick(s, nv, cb && cb->token ? &rep : NULL, msg,
+		                  sizeof(msg));
 		if (id < 0) {
 			snprintf(err, errlen, "sampler: %s", msg);
 			fin = STORE_FINISH_ERROR;

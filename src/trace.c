@@ -104,6 +104,17 @@ void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab)
 	t->entropy = (float)(log(z) - ez / z);
 }
 
+/* A step without logits: an empty top list, entropy null. */
+void trace_clear_logits(struct trace *t)
+{
+	for (int j = 0; j < t->top_k; j++) {
+		t->top_id[j] = -1;
+		t->top_logit[j] = 0;
+		t->top_prob[j] = 0;
+	}
+	t->entropy = NAN;
+}
+
 /* A float as JSON: non-finite values become null. */
 static void trace_num(FILE *f, const char *key, double v)
 {

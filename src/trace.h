@@ -22,6 +22,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" { /* included by the CUDA backend */
+#endif
+
 /* Statistics of one vector. */
 struct trace_stats {
 	float min;  /* smallest element */
@@ -64,7 +68,14 @@ void trace_stats_of(const float *x, int64_t n, struct trace_stats *s);
 /* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
 void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);
 
+/* Mark the step as one without logits (an eval that computed none). */
+void trace_clear_logits(struct trace *t);
+
 /* Write the last step as one JSON line to t->out (if set). */
 int trace_write_json(const struct trace *t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_TRACE_H */

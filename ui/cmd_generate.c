@@ -27,17 +27,6 @@ static double gen_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Index of the largest logit (lowest index on ties). */
-static int32_t gen_argmax(const float *x, int32_t n)
-{
-	int32_t best = 0;
-
-	for (int32_t i = 1; i < n; i++)
-		if (x[i] > x[best])
-			best = i;
-	return best;
-}
-
 /* Usage text. */
 static void gen_usage(FILE *f)
 {
@@ -210,7 +199,16 @@ int cmd_generate(int argc, char **argv)
 		goto fail;
 	t1 = gen_now();
 	for (n_done = 0; n_done < o.n_gen; n_done++) {
-		int32_t id = gen_argmax(engine_logits(e), engine_n_vocab(e));
+		/* greedy: the engine's argmax (lowest id on ties), selected
+		   where the logits are; a NaN logit is an error */
+		struct engine_select_req q = {.k = 1, .repeat_penalty = 1.0f};
+		const struct engine_selection *sel =
+		    engine_select(e, &q, err, sizeof(err));
+		int32_t id;
+
+		if (sel == NULL)
+			goto fail;
+		id = sel->id[0];
 
 		if (!o.ignore_eos && tok_is_eog(tk, id))
 			break;
@@ -231,7 +229,8 @@ int cmd_generate(int argc, char **argv)
 	        "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %ld "
 	        "tokens in %.3f s (%.1f tokens/s); %d threads\n",
 	        ids.n, t1 - t0, (double)ids.n / (t1 - t0), n_eval, t2 - t1,
-	        n_eval > 0 ? (double)n_eval / (t2 - t1) : 0.0, e->n_threads);
+	        n_eval > 0 ? (double)n_eval / (t2 - t1) : 0.0,
+	        engine_n_threads(e));
 	rc = 0;
 fail:
 	if (rc != 0)

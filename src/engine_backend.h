@@ -1,0 +1,101 @@
+/*
+ * engine_backend.h - what a backend of the engine implements, and the
+ * engine's state as backends see it. Callers of the engine include
+ * engine.h only: for them struct engine is opaque.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * engine.c checks every argument and keeps the invariants of engine.h
+ * (n_past, the state header); a backend only computes. A backend keeps its
+ * logits where it computed them; engine.c asks for them through ops.logits
+ * (a full read) or ops.select (the few numbers the sampler needs), so a
+ * device backend never copies the vocabulary unless asked. A backend
+ * without a select of its own gets engine_select_row() over the host row
+ * that ops.logits returns: the reference definition.
+ */
+#ifndef PARLEY_ENGINE_BACKEND_H
+#define PARLEY_ENGINE_BACKEND_H
+
+#include "engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a backend implements. Every function gets the engine it serves. */
+struct engine_ops {
+	const char *name; /* "cpu", "cuda" */
+	/* allocate run state and KV cache for e->model, e->n_ctx */
+	int (*open)(struct engine *e, const struct engine_params *p, char *err,
+	            size_t errlen);
+	/* tokens at positions e->n_past.. ; logits of the last token, of
+	   every token (ENGINE_EVAL_ALL) or none (ENGINE_EVAL_NO_LOGITS);
+	   sets e->n_logits to the rows kept */
+	int (*eval)(struct engine *e, const int32_t *tokens, int32_t n,
+	            unsigned flags, char *err, size_t errlen);
+	/* the e->n_logits rows of the last eval in host memory (e->logits
+	   or a buffer of the backend), or NULL with a message */
+	const float *(*logits)(struct engine *e, char *err, size_t errlen);
+	/* optional (NULL: engine_select_row over ops.logits' last row):
+	   select from the last row where it lives, into e->sel */
+	int (*select)(struct engine *e, const struct engine_select_req *q,
+	              char *err, size_t errlen);
+	/* copy K/V of positions [0, n) of every layer to/from BUF, in the
+	   state layout of engine.h (float32, layer by layer, K then V) */
+	size_t (*kv_bytes)(const struct engine *e, int32_t n);
+	int (*kv_save)(struct engine *e, int32_t n, void *buf);
+	int (*kv_load)(struct engine *e, int32_t n, const void *buf);
+	/* free everything open allocated */
+	void (*close)(struct engine *e);
+};
+
+/* Buffers behind a struct engine_selection (engine.c owns them). */
+struct engine_select_buf {
+	struct engine_selection out; /* what engine_select returns */
+	int32_t *id;                 /* [ENGINE_SELECT_MAX] */
+	float *logit;                /* [ENGINE_SELECT_MAX] */
+	float *raw_logit;            /* [ENGINE_SELECT_MAX] */
+	int32_t *raw_id;             /* [ENGINE_SELECT_MAX] */
+	float *raw_top;              /* [ENGINE_SELECT_MAX] */
+	/* scratch of the host path (engine_select_row), grown on demand */
+	int32_t *win;     /* [win_cap] the window's ids, sorted */
+	float *pen_logit; /* [win_cap] penalised logit of win[i]'s id */
+	size_t win_cap;   /* entries allocated in win and pen_logit */
+};
+
+/* An open engine. */
+struct engine {
+	const struct engine_ops *ops; /* the backend */
+	const struct model *model;    /* borrowed: outlives the engine */
+	int32_t n_ctx;                /* KV capacity in tokens */
+	int32_t n_past;               /* positions held in the KV cache */
+	int32_t n_threads;            /* host threads the backend uses */
+	struct trace *trace;          /* attached trace or NULL (borrowed) */
+	float *logits;    /* [n_logits * n_vocab] host copy (owned by the
+	                     backend; a device backend fills it in ops.logits) */
+	int32_t n_logits; /* rows of logits kept by the last eval */
+	struct engine_select_buf sel; /* engine_select's answer */
+	void *impl;                   /* backend state */
+};
+
+/*
+ * The reference select: Q over ROW[0..n_vocab) (the raw logits, read
+ * only) into B (whose five ENGINE_SELECT_MAX arrays must be allocated;
+ * the window scratch grows here). Returns 0, or -1 with a message (NaN or
+ * +inf logit named by id, every logit -inf, out of memory).
+ */
+int engine_select_row(const float *row, int32_t n_vocab,
+                      const struct engine_select_req *q,
+                      struct engine_select_buf *b, char *err, size_t errlen);
+
+/* The backends compiled in (backend_cpu.c, cuda/backend_cuda.cu). */
+extern const struct engine_ops backend_cpu_ops;
+#ifdef PARLEY_HAVE_CUDA
+extern const struct engine_ops backend_cuda_ops;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_ENGINE_BACKEND_H */
