@@ -22,7 +22,7 @@
 
 /* ------------------------------------------------------------- unicode */
 
-uint32_t lib_u8dec(const char *p, size_t n, size_t *len)
+uint32_t tmpl_lib_u8dec(const char *p, size_t n, size_t *len)
 {
 	size_t k = utf8_valid_len(p, n);
 
@@ -31,7 +31,7 @@ uint32_t lib_u8dec(const char *p, size_t n, size_t *len)
 }
 
 /* Python's str.isspace() (and re's \s on str patterns). */
-bool lib_isspace(uint32_t cp)
+bool tmpl_lib_isspace(uint32_t cp)
 {
 	return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) ||
 	       cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
@@ -40,7 +40,7 @@ bool lib_isspace(uint32_t cp)
 }
 
 /* Python's str.isprintable() for one non-ASCII code point. */
-bool lib_isprint(uint32_t cp)
+bool tmpl_lib_isprint(uint32_t cp)
 {
 	utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
 
@@ -92,11 +92,11 @@ static struct tval mkfunc(struct trender *r, int id, const char *name,
 {
 	struct tval v = {.k = V_FUNC};
 
-	v.u.fn = ta_alloc(&r->arena, sizeof(*v.u.fn));
+	v.u.fn = tmpl_arena_alloc(&r->arena, sizeof(*v.u.fn));
 	v.u.fn->id = id;
 	v.u.fn->name = name;
 	if (self) {
-		v.u.fn->self = ta_alloc(&r->arena, sizeof(struct tval));
+		v.u.fn->self = tmpl_arena_alloc(&r->arena, sizeof(struct tval));
 		*v.u.fn->self = *self;
 	}
 	return v;
@@ -126,16 +126,16 @@ static bool arg(struct tval *args, size_t nargs, const char **kn,
 static struct tstr *want_str(struct trender *r, struct tval v, const char *what)
 {
 	if (v.k == V_UNDEF)
-		r_undef_fail(r, v);
+		tmpl_run_undef_fail(r, v);
 	if (v.k != V_STR)
-		r_fail(r, TMPL_ERUNTIME, "%s must be str, not %s", what,
-		       r_type_name(v));
+		tmpl_run_fail(r, TMPL_ERUNTIME, "%s must be str, not %s", what,
+		              tmpl_run_type_name(v));
 	return v.u.s;
 }
 
 static struct tstr *cstr(struct trender *r, const char *s)
 {
-	return r_str_new(r, s, strlen(s), false);
+	return tmpl_run_str_new(r, s, strlen(s), false);
 }
 
 /* Is CP one of the code points of CHARS (NULL: whitespace)? */
@@ -144,9 +144,9 @@ static bool strip_member(const struct tstr *chars, uint32_t cp)
 	size_t j = 0, k;
 
 	if (!chars)
-		return lib_isspace(cp);
+		return tmpl_lib_isspace(cp);
 	while (j < chars->n) {
-		if (lib_u8dec(chars->p + j, chars->n - j, &k) == cp)
+		if (tmpl_lib_u8dec(chars->p + j, chars->n - j, &k) == cp)
 			return true;
 		j += k;
 	}
@@ -162,7 +162,7 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 
 	if (which & 1) {
 		while (a < b) {
-			uint32_t cp = lib_u8dec(s->p + a, b - a, &k);
+			uint32_t cp = tmpl_lib_u8dec(s->p + a, b - a, &k);
 
 			if (cp == UINT32_MAX || !strip_member(chars, cp))
 				break;
@@ -178,7 +178,7 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 			       ((unsigned char)s->p[st] & 0xc0) == 0x80 &&
 			       b - st < 4)
 				st--;
-			cp = lib_u8dec(s->p + st, b - st, &k);
+			cp = tmpl_lib_u8dec(s->p + st, b - st, &k);
 			if (cp == UINT32_MAX || st + k != b) {
 				st = b - 1;
 				cp = UINT32_MAX;
@@ -188,7 +188,7 @@ static struct tstr *do_strip(struct trender *r, const struct tstr *s,
 			b = st;
 		}
 	}
-	return r_str_sub(r, s, a, b - a);
+	return tmpl_run_str_sub(r, s, a, b - a);
 }
 
 /* Case mapping: MODE 'u' upper, 'l' lower, 't' Python title, 'c'
@@ -200,10 +200,10 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 	bool prev_cased = false, word_start = true, first = true;
 
 	if (s->n > (SIZE_MAX - 16) / 4)
-		r_fail(r, TMPL_ELIMIT, "string too long");
-	d = ta_alloc(&r->arena, s->n * 4 + 16);
+		tmpl_run_fail(r, TMPL_ELIMIT, "string too long");
+	d = tmpl_arena_alloc(&r->arena, s->n * 4 + 16);
 	while (i < s->n) {
-		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+		uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 		const struct tcase *sc = NULL;
 		int32_t m;
 
@@ -257,8 +257,8 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 				size_t k2;
 				bool next_cased =
 				    i + k < s->n &&
-				    is_cased(lib_u8dec(s->p + i + k,
-				                       s->n - i - k, &k2));
+				    is_cased(tmpl_lib_u8dec(s->p + i + k,
+				                            s->n - i - k, &k2));
 
 				if (!next_cased)
 					m = 0x3c2;
@@ -276,7 +276,7 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 			break;
 		default: /* 'j' */
 			if (cp == '-' || cp == '(' || cp == '{' || cp == '[' ||
-			    cp == '<' || lib_isspace(cp)) {
+			    cp == '<' || tmpl_lib_isspace(cp)) {
 				m = (int32_t)cp;
 				word_start = true;
 			} else {
@@ -290,7 +290,7 @@ static struct tstr *do_case(struct trender *r, const struct tstr *s, int mode)
 		o += utf8_put((uint32_t)m, d + o);
 		i += k;
 	}
-	return r_str_derived(r, d, o, s->nsp != 0);
+	return tmpl_run_str_derived(r, d, o, s->nsp != 0);
 }
 
 /* Python str.replace(old, new, count). */
@@ -298,40 +298,44 @@ static struct tstr *do_replace(struct trender *r, const struct tstr *s,
                                const struct tstr *old, const struct tstr *new_,
                                int64_t count)
 {
-	struct tstr *res = r_str_new(r, "", 0, false);
+	struct tstr *res = tmpl_run_str_new(r, "", 0, false);
 	size_t i = 0, last = 0, k;
 	bool content = s->nsp || old->nsp || new_->nsp;
 
 	if (old->n == 0) {
 		/* insert NEW before every code point and at the end */
 		while (count != 0) {
-			res = r_str_cat(r, res, new_);
+			res = tmpl_run_str_cat(r, res, new_);
 			count--;
 			if (i >= s->n)
 				break;
-			lib_u8dec(s->p + i, s->n - i, &k);
-			res = r_str_cat(r, res, r_str_sub(r, s, i, k));
+			tmpl_lib_u8dec(s->p + i, s->n - i, &k);
+			res = tmpl_run_str_cat(r, res,
+			                       tmpl_run_str_sub(r, s, i, k));
 			i += k;
-			r_step(r);
+			tmpl_run_step(r);
 		}
-		res = r_str_cat(r, res, r_str_sub(r, s, i, s->n - i));
+		res = tmpl_run_str_cat(r, res,
+		                       tmpl_run_str_sub(r, s, i, s->n - i));
 	} else {
 		while (count != 0 && i + old->n <= s->n) {
 			if (memcmp(s->p + i, old->p, old->n) == 0) {
-				res = r_str_cat(
-				    r, res, r_str_sub(r, s, last, i - last));
-				res = r_str_cat(r, res, new_);
+				res = tmpl_run_str_cat(
+				    r, res,
+				    tmpl_run_str_sub(r, s, last, i - last));
+				res = tmpl_run_str_cat(r, res, new_);
 				i += old->n;
 				last = i;
 				count--;
-				r_step(r);
+				tmpl_run_step(r);
 			} else {
 				i++;
 			}
 		}
-		res = r_str_cat(r, res, r_str_sub(r, s, last, s->n - last));
+		res = tmpl_run_str_cat(
+		    r, res, tmpl_run_str_sub(r, s, last, s->n - last));
 	}
-	return r_str_derived(r, res->p, res->n, content);
+	return tmpl_run_str_derived(r, res->p, res->n, content);
 }
 
 /* Python str.split(sep, maxsplit) (SEP NULL: whitespace runs). */
@@ -339,7 +343,7 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
                             const struct tstr *sep, int64_t maxsplit)
 {
 	struct tval parts[1];
-	struct tlist *l = r_list_new(r, 0);
+	struct tlist *l = tmpl_run_list_new(r, 0);
 	size_t cap = 0, i = 0, k;
 
 	(void)parts;
@@ -348,21 +352,21 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
 		if (l->n == cap) {                                             \
 			size_t nc_ = cap ? cap * 2 : 8;                        \
 			struct tval *nv_ =                                     \
-			    ta_alloc(&r->arena, nc_ * sizeof(*nv_));           \
+			    tmpl_arena_alloc(&r->arena, nc_ * sizeof(*nv_));   \
 			if (l->n)                                              \
 				memcpy(nv_, l->v, l->n * sizeof(*nv_));        \
 			l->v = nv_;                                            \
 			cap = nc_;                                             \
 		}                                                              \
 		l->v[l->n++] = tv_str(str);                                    \
-		r_step(r);                                                     \
+		tmpl_run_step(r);                                              \
 	} while (0)
 	if (!sep) {
 		while (i < s->n) {
 			size_t st;
 
-			while (i < s->n &&
-			       lib_isspace(lib_u8dec(s->p + i, s->n - i, &k)))
+			while (i < s->n && tmpl_lib_isspace(tmpl_lib_u8dec(
+			                       s->p + i, s->n - i, &k)))
 				i += k;
 			if (i >= s->n)
 				break;
@@ -376,19 +380,19 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
 					       ((unsigned char)s->p[b] &
 					        0xc0) == 0x80)
 						b--;
-					if (!lib_isspace(
-					        lib_u8dec(s->p + b, e - b, &k)))
+					if (!tmpl_lib_isspace(tmpl_lib_u8dec(
+					        s->p + b, e - b, &k)))
 						break;
 					e = b;
 				}
-				PUSH(r_str_sub(r, s, i, e - i));
+				PUSH(tmpl_run_str_sub(r, s, i, e - i));
 				break;
 			}
 			st = i;
-			while (i < s->n &&
-			       !lib_isspace(lib_u8dec(s->p + i, s->n - i, &k)))
+			while (i < s->n && !tmpl_lib_isspace(tmpl_lib_u8dec(
+			                       s->p + i, s->n - i, &k)))
 				i += k;
-			PUSH(r_str_sub(r, s, st, i - st));
+			PUSH(tmpl_run_str_sub(r, s, st, i - st));
 			if (maxsplit > 0)
 				maxsplit--;
 		}
@@ -396,10 +400,10 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
 		size_t last = 0;
 
 		if (sep->n == 0)
-			r_fail(r, TMPL_ERUNTIME, "empty separator");
+			tmpl_run_fail(r, TMPL_ERUNTIME, "empty separator");
 		while (maxsplit != 0 && i + sep->n <= s->n) {
 			if (memcmp(s->p + i, sep->p, sep->n) == 0) {
-				PUSH(r_str_sub(r, s, last, i - last));
+				PUSH(tmpl_run_str_sub(r, s, last, i - last));
 				i += sep->n;
 				last = i;
 				if (maxsplit > 0)
@@ -408,7 +412,7 @@ static struct tval do_split(struct trender *r, const struct tstr *s,
 				i++;
 			}
 		}
-		PUSH(r_str_sub(r, s, last, s->n - last));
+		PUSH(tmpl_run_str_sub(r, s, last, s->n - last));
 	}
 #undef PUSH
 	return tv_list(l);
@@ -431,15 +435,16 @@ struct abuf {
 static void tj_add(struct trender *r, struct abuf *b, const char *s, size_t n)
 {
 	if (n > r->lim.max_output || b->n > r->lim.max_output - n)
-		r_fail(r, TMPL_ELIMIT, "tojson output longer than %zu bytes",
-		       r->lim.max_output);
+		tmpl_run_fail(r, TMPL_ELIMIT,
+		              "tojson output longer than %zu bytes",
+		              r->lim.max_output);
 	if (b->n + n > b->cap) {
 		size_t ncap = b->cap ? b->cap * 2 : 64;
 		char *np;
 
 		while (ncap < b->n + n)
 			ncap *= 2;
-		np = ta_alloc(&r->arena, ncap);
+		np = tmpl_arena_alloc(&r->arena, ncap);
 		if (b->n)
 			memcpy(np, b->p, b->n);
 		b->p = np;
@@ -459,7 +464,7 @@ static void tj_string(struct trender *r, struct abuf *b, const struct tstr *s,
 	tmp.max = r->lim.max_output;
 	if (json_write_string(&tmp, s->p, s->n, ensure_ascii)) {
 		free(tmp.ptr);
-		r_fail(r, TMPL_ELIMIT, "tojson output too long");
+		tmpl_run_fail(r, TMPL_ELIMIT, "tojson output too long");
 	}
 	tj_add(r, b, tmp.ptr, tmp.len);
 	free(tmp.ptr);
@@ -498,17 +503,17 @@ static struct tstr *tj_key(struct trender *r, struct tval k)
 		snprintf(num, sizeof(num), "null");
 		break;
 	default:
-		r_fail(r, TMPL_ERUNTIME,
-		       "keys must be str, int, float, bool or "
-		       "None, not %s",
-		       r_type_name(k));
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "keys must be str, int, float, bool or "
+		              "None, not %s",
+		              tmpl_run_type_name(k));
 	}
 	{
 		size_t n = strlen(num);
-		char *d = ta_alloc(&r->arena, n + 1);
+		char *d = tmpl_arena_alloc(&r->arena, n + 1);
 
 		memcpy(d, num, n);
-		return r_str_new(r, d, n, false);
+		return tmpl_run_str_new(r, d, n, false);
 	}
 }
 
@@ -520,7 +525,8 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 	const char *sep = o->indent < 0 ? ", " : ",";
 
 	if (level > 256)
-		r_fail(r, TMPL_ELIMIT, "value nested too deeply for tojson");
+		tmpl_run_fail(r, TMPL_ELIMIT,
+		              "value nested too deeply for tojson");
 	switch (v.k) {
 	case V_NONE:
 		tj_add(r, b, "null", 4);
@@ -562,7 +568,7 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 			tj_add(r, b, "{}", 2);
 			return;
 		}
-		ord = ta_alloc(&r->arena, v.u.d->n * sizeof(*ord));
+		ord = tmpl_arena_alloc(&r->arena, v.u.d->n * sizeof(*ord));
 		for (i = 0; i < v.u.d->n; i++)
 			ord[i] = i;
 		if (o->sort_keys) {
@@ -570,9 +576,10 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 			for (i = 1; i < v.u.d->n; i++) {
 				size_t j = i, t = ord[i];
 
-				while (j > 0 && r_order(r, '<', v.u.d->keys[t],
-				                        v.u.d->keys[ord[j - 1]],
-				                        0) < 0) {
+				while (j > 0 &&
+				       tmpl_run_order(r, '<', v.u.d->keys[t],
+				                      v.u.d->keys[ord[j - 1]],
+				                      0) < 0) {
 					ord[j] = ord[j - 1];
 					j--;
 				}
@@ -595,10 +602,10 @@ static void tj_write(struct trender *r, struct abuf *b, struct tval v,
 		return;
 	}
 	default:
-		r_fail(r, TMPL_ERUNTIME,
-		       "Object of type %s is not JSON "
-		       "serializable",
-		       r_type_name(v));
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "Object of type %s is not JSON "
+		              "serializable",
+		              tmpl_run_type_name(v));
 	}
 }
 
@@ -611,22 +618,22 @@ static struct tval do_tojson(struct trender *r, struct tval v,
 	struct tval a;
 
 	if (arg(args, nargs, kn, kv, nk, 0, "ensure_ascii", &a))
-		o.ensure_ascii = r_truthy(r, a);
+		o.ensure_ascii = tmpl_run_truthy(r, a);
 	if (arg(args, nargs, kn, kv, nk, 1, "indent", &a) && a.k != V_NONE) {
 		if (a.k != V_INT || a.u.i < 0 || a.u.i > 64)
-			r_fail(r, TMPL_ERUNTIME,
-			       "tojson: indent must be an "
-			       "integer 0..64");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "tojson: indent must be an "
+			              "integer 0..64");
 		o.indent = (int)a.u.i;
 	}
 	if (arg(args, nargs, kn, kv, nk, 3, "sort_keys", &a))
-		o.sort_keys = r_truthy(r, a);
+		o.sort_keys = tmpl_run_truthy(r, a);
 	if (arg(args, nargs, kn, kv, nk, 2, "separators", &a) && a.k != V_NONE)
-		r_fail(r, TMPL_ERUNTIME,
-		       "tojson: separators are not supported");
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "tojson: separators are not supported");
 	tj_write(r, &b, v, &o, 0);
-	return tv_str(
-	    r_str_derived(r, b.p ? b.p : "", b.n, r_has_content(v, 0)));
+	return tv_str(tmpl_run_str_derived(r, b.p ? b.p : "", b.n,
+	                                   tmpl_run_has_content(v, 0)));
 }
 
 /* ----------------------------------------------------- attribute paths */
@@ -653,9 +660,9 @@ static struct tval attr_path(struct trender *r, struct tval v,
 			else
 				idx = idx * 10 + (attr->p[i] - '0');
 		}
-		key =
-		    digits ? tv_int(idx) : tv_str(r_str_sub(r, attr, a, e - a));
-		v = r_getitem(r, v, key);
+		key = digits ? tv_int(idx)
+		             : tv_str(tmpl_run_str_sub(r, attr, a, e - a));
+		v = tmpl_run_getitem(r, v, key);
 		if (e >= attr->n)
 			break;
 		a = e + 1;
@@ -674,7 +681,7 @@ static const char *const filters[] = {
     "title",  "tojson",     "trim",   "unique",     "upper",   "wordcount",
     NULL};
 
-bool lib_has_filter(const char *name)
+bool tmpl_lib_has_filter(const char *name)
 {
 	const char *const *f;
 
@@ -693,7 +700,7 @@ static const char *const tests[] = {
     "!=",       "<",        ">",        "<=",          ">=",    "greaterthan",
     "lessthan", "filter",   "test",     NULL};
 
-bool lib_has_test(const char *name)
+bool tmpl_lib_has_test(const char *name)
 {
 	const char *const *t;
 
@@ -710,7 +717,7 @@ static int64_t py_len(struct trender *r, struct tval v)
 	case V_UNDEF:
 		return 0;
 	case V_STR:
-		return (int64_t)r_u8len(v.u.s);
+		return (int64_t)tmpl_run_u8len(v.u.s);
 	case V_LIST:
 		return (int64_t)v.u.l->n;
 	case V_DICT:
@@ -718,8 +725,9 @@ static int64_t py_len(struct trender *r, struct tval v)
 	case V_LOOP:
 		return (int64_t)v.u.lp->items->n;
 	default:
-		r_fail(r, TMPL_ERUNTIME, "object of type '%s' has no len()",
-		       r_type_name(v));
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "object of type '%s' has no len()",
+		              tmpl_run_type_name(v));
 	}
 }
 
@@ -728,38 +736,40 @@ static struct tval do_select(struct trender *r, struct tval v,
                              struct tval *args, size_t nargs, bool by_attr,
                              bool keep)
 {
-	struct tlist *in = r_iter(r, v), *out = r_list_new(r, in->n);
+	struct tlist *in = tmpl_run_iter(r, v),
+	             *out = tmpl_run_list_new(r, in->n);
 	const struct tstr *attr = NULL;
 	const char *test = NULL;
 	size_t i, skip = 0;
 
 	if (by_attr) {
 		if (nargs < 1)
-			r_fail(r, TMPL_ERUNTIME,
-			       "Missing parameter for attribute "
-			       "name");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "Missing parameter for attribute "
+			              "name");
 		attr = want_str(r, args[0], "attribute");
 		skip = 1;
 	}
 	if (nargs > skip) {
 		struct tstr *t = want_str(r, args[skip], "test name");
-		char *z = ta_alloc(&r->arena, t->n + 1);
+		char *z = tmpl_arena_alloc(&r->arena, t->n + 1);
 
 		memcpy(z, t->p, t->n);
 		test = z;
-		if (!lib_has_test(test))
-			r_fail(r, TMPL_ERUNTIME, "No test named '%s'.", test);
+		if (!tmpl_lib_has_test(test))
+			tmpl_run_fail(r, TMPL_ERUNTIME, "No test named '%s'.",
+			              test);
 		skip++;
 	}
 	out->n = 0;
 	for (i = 0; i < in->n; i++) {
 		struct tval item =
 		    attr ? attr_path(r, in->v[i], attr) : in->v[i];
-		bool ok =
-		    test ? lib_test(r, test, item, args + skip, nargs - skip)
-		         : r_truthy(r, item);
+		bool ok = test ? tmpl_lib_test(r, test, item, args + skip,
+		                               nargs - skip)
+		               : tmpl_run_truthy(r, item);
 
-		r_step(r);
+		tmpl_run_step(r);
 		if (ok == keep)
 			out->v[out->n++] = in->v[i];
 	}
@@ -770,7 +780,8 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
                           size_t nargs, const char **kn, struct tval *kv,
                           size_t nk)
 {
-	struct tlist *in = r_iter(r, v), *out = r_list_new(r, in->n);
+	struct tlist *in = tmpl_run_iter(r, v),
+	             *out = tmpl_run_list_new(r, in->n);
 	struct tval a, def;
 	bool has_def = arg(NULL, 0, kn, kv, nk, 0, "default", &def);
 	size_t i;
@@ -784,23 +795,25 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
 			if (x.k == V_UNDEF && has_def)
 				x = def;
 			out->v[i] = x;
-			r_step(r);
+			tmpl_run_step(r);
 		}
 		return tv_list(out);
 	}
 	if (nargs < 1)
-		r_fail(r, TMPL_ERUNTIME, "map requires a filter argument");
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "map requires a filter argument");
 	{
 		struct tstr *f = want_str(r, args[0], "filter name");
-		char *z = ta_alloc(&r->arena, f->n + 1);
+		char *z = tmpl_arena_alloc(&r->arena, f->n + 1);
 
 		memcpy(z, f->p, f->n);
-		if (!lib_has_filter(z))
-			r_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", z);
+		if (!tmpl_lib_has_filter(z))
+			tmpl_run_fail(r, TMPL_ERUNTIME, "No filter named '%s'.",
+			              z);
 		for (i = 0; i < in->n; i++) {
-			out->v[i] = lib_filter(r, z, in->v[i], args + 1,
-			                       nargs - 1, NULL, NULL, 0);
-			r_step(r);
+			out->v[i] = tmpl_lib_filter(r, z, in->v[i], args + 1,
+			                            nargs - 1, NULL, NULL, 0);
+			tmpl_run_step(r);
 		}
 	}
 	return tv_list(out);
@@ -811,7 +824,7 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
 static size_t line_break(const struct tstr *s, size_t i)
 {
 	size_t k;
-	uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+	uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 
 	if (cp == '\r' && i + 1 < s->n && s->p[i + 1] == '\n')
 		return 2;
@@ -837,30 +850,31 @@ static struct tstr *do_indent(struct trender *r, const struct tstr *s,
 		struct tstr *piece;
 
 		while (e < s->n && !(b = line_break(s, e)))
-			e += lib_u8dec(s->p + e, s->n - e, &i) == UINT32_MAX
-			         ? 1
-			         : i;
-		piece = r_str_sub(r, s, start, e - start);
+			e +=
+			    tmpl_lib_u8dec(s->p + e, s->n - e, &i) == UINT32_MAX
+			        ? 1
+			        : i;
+		piece = tmpl_run_str_sub(r, s, start, e - start);
 		if (line > 0) {
-			res = r_str_cat(r, res, nl);
+			res = tmpl_run_str_cat(r, res, nl);
 			if (blank || piece->n)
-				res = r_str_cat(r, res, ind);
+				res = tmpl_run_str_cat(r, res, ind);
 		}
-		res = r_str_cat(r, res, piece);
+		res = tmpl_run_str_cat(r, res, piece);
 		line++;
-		r_step(r);
+		tmpl_run_step(r);
 		if (e >= s->n)
 			break;
 		start = e + b;
 	}
 	if (first)
-		res = r_str_cat(r, ind, res);
+		res = tmpl_run_str_cat(r, ind, res);
 	return res;
 }
 
-struct tval lib_filter(struct trender *r, const char *name, struct tval v,
-                       struct tval *args, size_t nargs, const char **kn,
-                       struct tval *kv, size_t nk)
+struct tval tmpl_lib_filter(struct trender *r, const char *name, struct tval v,
+                            struct tval *args, size_t nargs, const char **kn,
+                            struct tval *kv, size_t nk)
 {
 	struct tval a;
 	size_t i;
@@ -871,7 +885,7 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		if (arg(args, nargs, kn, kv, nk, 0, "chars", &a) &&
 		    a.k != V_NONE)
 			chars = want_str(r, a, "trim chars");
-		return tv_str(do_strip(r, r_to_str(r, v), chars, 3));
+		return tv_str(do_strip(r, tmpl_run_to_str(r, v), chars, 3));
 	}
 	if (!strcmp(name, "indent")) {
 		struct tval w = tv_int(4), f = tv_bool(false),
@@ -884,17 +898,19 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		if (w.k == V_STR) {
 			ind = w.u.s;
 		} else if (w.k == V_INT && w.u.i >= 0 && w.u.i <= 256) {
-			char *sp = ta_alloc(&r->arena, (size_t)w.u.i + 1);
+			char *sp =
+			    tmpl_arena_alloc(&r->arena, (size_t)w.u.i + 1);
 
 			memset(sp, ' ', (size_t)w.u.i);
-			ind = r_str_new(r, sp, (size_t)w.u.i, false);
+			ind = tmpl_run_str_new(r, sp, (size_t)w.u.i, false);
 		} else {
-			r_fail(r, TMPL_ERUNTIME,
-			       "indent: width must be a string "
-			       "or an integer 0..256");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "indent: width must be a string "
+			              "or an integer 0..256");
 		}
-		return tv_str(do_indent(r, r_to_str(r, v), ind, r_truthy(r, f),
-		                        r_truthy(r, b)));
+		return tv_str(do_indent(r, tmpl_run_to_str(r, v), ind,
+		                        tmpl_run_truthy(r, f),
+		                        tmpl_run_truthy(r, b)));
 	}
 	if (!strcmp(name, "length") || !strcmp(name, "count"))
 		return tv_int(py_len(r, v));
@@ -902,13 +918,13 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		return v;
 	if (!strcmp(name, "escape") || !strcmp(name, "e")) {
 		/* markupsafe.escape: & < > " ' */
-		struct tstr *in = r_to_str(r, v);
+		struct tstr *in = tmpl_run_to_str(r, v);
 		char *d;
 		size_t o = 0;
 
 		if (in->n > (SIZE_MAX - 1) / 5)
-			r_fail(r, TMPL_ELIMIT, "string too long");
-		d = ta_alloc(&r->arena, in->n * 5 + 1);
+			tmpl_run_fail(r, TMPL_ELIMIT, "string too long");
+		d = tmpl_arena_alloc(&r->arena, in->n * 5 + 1);
 		for (i = 0; i < in->n; i++) {
 			const char *rep = in->p[i] == '&'    ? "&amp;"
 			                  : in->p[i] == '<'  ? "&lt;"
@@ -924,13 +940,13 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 				d[o++] = in->p[i];
 			}
 		}
-		return tv_str(r_str_derived(r, d, o, in->nsp != 0));
+		return tv_str(tmpl_run_str_derived(r, d, o, in->nsp != 0));
 	}
 	if (!strcmp(name, "string"))
-		return tv_str(r_to_str(r, v));
+		return tv_str(tmpl_run_to_str(r, v));
 	if (!strcmp(name, "lower") || !strcmp(name, "upper") ||
 	    !strcmp(name, "title") || !strcmp(name, "capitalize"))
-		return tv_str(do_case(r, r_to_str(r, v),
+		return tv_str(do_case(r, tmpl_run_to_str(r, v),
 		                      name[0] == 'l'   ? 'l'
 		                      : name[0] == 'u' ? 'u'
 		                      : name[0] == 't' ? 'j'
@@ -941,16 +957,16 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 
 		arg(args, nargs, kn, kv, nk, 0, "default_value", &def);
 		if (arg(args, nargs, kn, kv, nk, 1, "boolean", &b))
-			boolean = r_truthy(r, b);
-		if (v.k == V_UNDEF || (boolean && !r_truthy(r, v)))
+			boolean = tmpl_run_truthy(r, b);
+		if (v.k == V_UNDEF || (boolean && !tmpl_run_truthy(r, v)))
 			return def;
 		return v;
 	}
 	if (!strcmp(name, "first") || !strcmp(name, "last")) {
-		struct tlist *l = r_iter(r, v);
+		struct tlist *l = tmpl_run_iter(r, v);
 
 		if (!l->n)
-			return r_undef_hint(
+			return tmpl_run_undef_hint(
 			    r, name[0] == 'f' ? "No first item, sequence was "
 			                        "empty."
 			                      : "No last item, sequence was "
@@ -958,12 +974,12 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		return l->v[name[0] == 'f' ? 0 : l->n - 1];
 	}
 	if (!strcmp(name, "join")) {
-		struct tlist *l = r_iter(r, v);
+		struct tlist *l = tmpl_run_iter(r, v);
 		struct tstr *sep = cstr(r, ""), *res = cstr(r, "");
 		const struct tstr *attr = NULL;
 
 		if (arg(args, nargs, kn, kv, nk, 0, "d", &a))
-			sep = r_to_str(r, a);
+			sep = tmpl_run_to_str(r, a);
 		if (arg(args, nargs, kn, kv, nk, 1, "attribute", &a) &&
 		    a.k != V_NONE)
 			attr = want_str(r, a, "attribute");
@@ -972,16 +988,17 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			    attr ? attr_path(r, l->v[i], attr) : l->v[i];
 
 			if (i)
-				res = r_str_cat(r, res, sep);
-			res = r_str_cat(r, res, r_to_str(r, x));
-			r_step(r);
+				res = tmpl_run_str_cat(r, res, sep);
+			res = tmpl_run_str_cat(r, res, tmpl_run_to_str(r, x));
+			tmpl_run_step(r);
 		}
 		return tv_str(res);
 	}
 	if (!strcmp(name, "tojson"))
 		return do_tojson(r, v, args, nargs, kn, kv, nk);
 	if (!strcmp(name, "list")) {
-		struct tlist *l = r_iter(r, v), *c = r_list_new(r, l->n);
+		struct tlist *l = tmpl_run_iter(r, v),
+		             *c = tmpl_run_list_new(r, l->n);
 
 		if (l->n)
 			memcpy(c->v, l->v, l->n * sizeof(*c->v));
@@ -991,14 +1008,14 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		struct tlist *l;
 
 		if (v.k == V_UNDEF)
-			return tv_list(r_list_new(r, 0));
+			return tv_list(tmpl_run_list_new(r, 0));
 		if (v.k != V_DICT)
-			r_fail(r, TMPL_ERUNTIME,
-			       "Can only get item pairs from a "
-			       "mapping.");
-		l = r_list_new(r, v.u.d->n);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "Can only get item pairs from a "
+			              "mapping.");
+		l = tmpl_run_list_new(r, v.u.d->n);
 		for (i = 0; i < v.u.d->n; i++) {
-			struct tlist *p = r_list_new(r, 2);
+			struct tlist *p = tmpl_run_list_new(r, 2);
 
 			p->v[0] = v.u.d->keys[i];
 			p->v[1] = v.u.d->vals[i];
@@ -1012,14 +1029,17 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 
 		if (!arg(args, nargs, kn, kv, nk, 0, "old", &o) ||
 		    !arg(args, nargs, kn, kv, nk, 1, "new", &n))
-			r_fail(r, TMPL_ERUNTIME, "replace needs old and new");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "replace needs old and new");
 		arg(args, nargs, kn, kv, nk, 2, "count", &c);
 		if (c.k == V_NONE)
 			c = tv_int(-1);
 		if (c.k != V_INT)
-			r_fail(r, TMPL_ERUNTIME, "replace: count must be int");
-		return tv_str(do_replace(r, r_to_str(r, v), r_to_str(r, o),
-		                         r_to_str(r, n), c.u.i));
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "replace: count must be int");
+		return tv_str(do_replace(r, tmpl_run_to_str(r, v),
+		                         tmpl_run_to_str(r, o),
+		                         tmpl_run_to_str(r, n), c.u.i));
 	}
 	if (!strcmp(name, "select") || !strcmp(name, "reject"))
 		return do_select(r, v, args, nargs, false, name[0] == 's');
@@ -1029,15 +1049,15 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		return do_map(r, v, args, nargs, kn, kv, nk);
 	if (!strcmp(name, "reverse")) {
 		if (v.k == V_STR) {
-			struct tlist *l = r_iter(r, v);
+			struct tlist *l = tmpl_run_iter(r, v);
 			struct tstr *res = cstr(r, "");
 
 			for (i = l->n; i-- > 0;)
-				res = r_str_cat(r, res, l->v[i].u.s);
+				res = tmpl_run_str_cat(r, res, l->v[i].u.s);
 			return tv_str(res);
 		} else {
-			struct tlist *l = r_iter(r, v),
-			             *c = r_list_new(r, l->n);
+			struct tlist *l = tmpl_run_iter(r, v),
+			             *c = tmpl_run_list_new(r, l->n);
 
 			for (i = 0; i < l->n; i++)
 				c->v[i] = l->v[l->n - 1 - i];
@@ -1045,7 +1065,8 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		}
 	}
 	if (!strcmp(name, "unique")) {
-		struct tlist *l = r_iter(r, v), *c = r_list_new(r, l->n);
+		struct tlist *l = tmpl_run_iter(r, v),
+		             *c = tmpl_run_list_new(r, l->n);
 		size_t j;
 
 		c->n = 0;
@@ -1053,16 +1074,16 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			bool seen = false;
 
 			for (j = 0; j < c->n && !seen; j++)
-				seen = r_equal(c->v[j], l->v[i], 0);
+				seen = tmpl_run_equal(c->v[j], l->v[i], 0);
 			if (!seen)
 				c->v[c->n++] = l->v[i];
-			r_step(r);
+			tmpl_run_step(r);
 		}
 		return tv_list(c);
 	}
 	if (!strcmp(name, "sum") || !strcmp(name, "max") ||
 	    !strcmp(name, "min")) {
-		struct tlist *l = r_iter(r, v);
+		struct tlist *l = tmpl_run_iter(r, v);
 		struct tval acc = tv_int(0);
 
 		if (name[1] == 'u') {
@@ -1087,27 +1108,29 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 
 					if (__builtin_add_overflow(acc.u.i, y,
 					                           &z))
-						r_fail(r, TMPL_ERUNTIME,
-						       "integer too large");
+						tmpl_run_fail(
+						    r, TMPL_ERUNTIME,
+						    "integer too large");
 					tmp = tv_int(z);
 				} else {
-					r_fail(r, TMPL_ERUNTIME,
-					       "unsupported operand type(s) "
-					       "for +: "
-					       "'int' and '%s'",
-					       r_type_name(x));
+					tmpl_run_fail(
+					    r, TMPL_ERUNTIME,
+					    "unsupported operand type(s) "
+					    "for +: "
+					    "'int' and '%s'",
+					    tmpl_run_type_name(x));
 				}
 				acc = tmp;
 			}
 			return acc;
 		}
 		if (!l->n)
-			return r_undef_hint(r,
-			                    "No aggregated item, sequence was "
-			                    "empty.");
+			return tmpl_run_undef_hint(
+			    r, "No aggregated item, sequence was "
+			       "empty.");
 		acc = l->v[0];
 		for (i = 1; i < l->n; i++) {
-			int c = r_order(r, '<', l->v[i], acc, 0);
+			int c = tmpl_run_order(r, '<', l->v[i], acc, 0);
 
 			if ((name[1] == 'a' && c > 0) ||
 			    (name[1] == 'i' && c < 0))
@@ -1122,8 +1145,9 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 			return tv_float(fabs(v.u.f));
 		if (v.k == V_BOOL)
 			return tv_int(v.u.b);
-		r_fail(r, TMPL_ERUNTIME, "bad operand type for abs(): '%s'",
-		       r_type_name(v));
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "bad operand type for abs(): '%s'",
+		              tmpl_run_type_name(v));
 	}
 	if (!strcmp(name, "int") || !strcmp(name, "float")) {
 		struct tval def = name[0] == 'i' ? tv_int(0) : tv_float(0.0);
@@ -1177,7 +1201,7 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		arg(args, nargs, kn, kv, nk, 1, "method", &m);
 		if (!(v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL) ||
 		    p.k != V_INT || p.u.i < 0 || p.u.i > 15)
-			r_fail(r, TMPL_ERUNTIME, "round: bad arguments");
+			tmpl_run_fail(r, TMPL_ERUNTIME, "round: bad arguments");
 		x = v.k == V_FLOAT ? v.u.f
 		    : v.k == V_INT ? (double)v.u.i
 		                   : v.u.b;
@@ -1191,13 +1215,13 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		return tv_float(round(x * f) / f);
 	}
 	if (!strcmp(name, "wordcount")) {
-		struct tstr *s = r_to_str(r, v);
+		struct tstr *s = tmpl_run_to_str(r, v);
 		size_t k, n = 0;
 		bool in = false;
 
 		/* \w+ runs: letters, digits, underscore */
 		for (i = 0; i < s->n; i += k) {
-			uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+			uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 			utf8proc_category_t c =
 			    utf8proc_category((utf8proc_int32_t)cp);
 			bool w = cp == '_' ||
@@ -1212,7 +1236,7 @@ struct tval lib_filter(struct trender *r, const char *name, struct tval v,
 		}
 		return tv_int((int64_t)n);
 	}
-	r_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", name);
+	tmpl_run_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", name);
 }
 
 /* --------------------------------------------------------------- tests */
@@ -1223,7 +1247,7 @@ static bool str_all_case(const struct tstr *s, bool upper)
 	bool any = false;
 
 	for (i = 0; i < s->n; i += k) {
-		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+		uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 		utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
 
 		if (c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LT) {
@@ -1239,8 +1263,8 @@ static bool str_all_case(const struct tstr *s, bool upper)
 	return any;
 }
 
-bool lib_test(struct trender *r, const char *name, struct tval v,
-              struct tval *args, size_t nargs)
+bool tmpl_lib_test(struct trender *r, const char *name, struct tval v,
+                   struct tval *args, size_t nargs)
 {
 	struct tval a = nargs ? args[0] : tv_none();
 
@@ -1283,39 +1307,41 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 
 		if (a.k != V_STR)
 			return false;
-		z = ta_alloc(&r->arena, a.u.s->n + 1);
+		z = tmpl_arena_alloc(&r->arena, a.u.s->n + 1);
 		memcpy(z, a.u.s->p, a.u.s->n);
-		return name[0] == 'f' ? lib_has_filter(z) : lib_has_test(z);
+		return name[0] == 'f' ? tmpl_lib_has_filter(z)
+		                      : tmpl_lib_has_test(z);
 	}
 	if (v.k == V_UNDEF && (!strcmp(name, "even") || !strcmp(name, "odd") ||
 	                       !strcmp(name, "divisibleby")))
-		r_undef_fail(r, v);
+		tmpl_run_undef_fail(r, v);
 	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
 		if (v.k != V_INT && v.k != V_BOOL)
-			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
-			       name);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "test '%s' needs an integer", name);
 		return ((v.k == V_INT ? v.u.i : v.u.b) % 2 != 0) ==
 		       (name[0] == 'o');
 	}
 	if (!nargs)
-		r_fail(r, TMPL_ERUNTIME, "test '%s' needs an argument", name);
+		tmpl_run_fail(r, TMPL_ERUNTIME, "test '%s' needs an argument",
+		              name);
 	if (!strcmp(name, "eq") || !strcmp(name, "equalto") ||
 	    !strcmp(name, "=="))
-		return r_equal(v, a, 0);
+		return tmpl_run_equal(v, a, 0);
 	if (!strcmp(name, "ne") || !strcmp(name, "!="))
-		return !r_equal(v, a, 0);
+		return !tmpl_run_equal(v, a, 0);
 	if (!strcmp(name, "lt") || !strcmp(name, "<") ||
 	    !strcmp(name, "lessthan"))
-		return r_order(r, '<', v, a, 0) < 0;
+		return tmpl_run_order(r, '<', v, a, 0) < 0;
 	if (!strcmp(name, "gt") || !strcmp(name, ">") ||
 	    !strcmp(name, "greaterthan"))
-		return r_order(r, '>', v, a, 0) > 0;
+		return tmpl_run_order(r, '>', v, a, 0) > 0;
 	if (!strcmp(name, "le") || !strcmp(name, "<="))
-		return r_order(r, 'l', v, a, 0) <= 0;
+		return tmpl_run_order(r, 'l', v, a, 0) <= 0;
 	if (!strcmp(name, "ge") || !strcmp(name, ">="))
-		return r_order(r, 'g', v, a, 0) >= 0;
+		return tmpl_run_order(r, 'g', v, a, 0) >= 0;
 	if (!strcmp(name, "in"))
-		return r_contains(r, v, a);
+		return tmpl_run_contains(r, v, a);
 	if (!strcmp(name, "sameas")) {
 		if (v.k != a.k)
 			return false;
@@ -1323,28 +1349,29 @@ bool lib_test(struct trender *r, const char *name, struct tval v,
 			return true;
 		if (v.k == V_BOOL)
 			return v.u.b == a.u.b;
-		return r_equal(v, a, 0) && v.k != V_LIST && v.k != V_DICT;
+		return tmpl_run_equal(v, a, 0) && v.k != V_LIST &&
+		       v.k != V_DICT;
 	}
 	if (!strcmp(name, "divisibleby")) {
 		int64_t x;
 
 		if (v.k != V_INT && v.k != V_BOOL)
-			r_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
-			       name);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "test '%s' needs an integer", name);
 		x = v.k == V_INT ? v.u.i : v.u.b;
 		if (a.k != V_INT || a.u.i == 0)
-			r_fail(r, TMPL_ERUNTIME,
-			       "divisibleby needs a non-zero "
-			       "integer");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "divisibleby needs a non-zero "
+			              "integer");
 		return a.u.i == -1 || x % a.u.i == 0;
 	}
-	r_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
+	tmpl_run_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
 }
 
 /* ------------------------------------------------------ methods, globals */
 
-struct tval lib_method(struct trender *r, struct tval self, const char *name,
-                       size_t nlen, bool *found)
+struct tval tmpl_lib_method(struct trender *r, struct tval self,
+                            const char *name, size_t nlen, bool *found)
 {
 	static const struct {
 		int kind; /* V_STR, V_DICT, V_LOOP */
@@ -1384,7 +1411,7 @@ struct tval lib_method(struct trender *r, struct tval self, const char *name,
 	return tv_none();
 }
 
-struct tval lib_global(struct trender *r, const char *name, bool *found)
+struct tval tmpl_lib_global(struct trender *r, const char *name, bool *found)
 {
 	*found = true;
 	if (!strcmp(name, "range"))
@@ -1423,20 +1450,21 @@ static bool affix(struct trender *r, const struct tstr *s, struct tval a,
 	}
 }
 
-struct tval lib_call(struct trender *r, const struct tfunc *fn,
-                     struct tval *args, size_t nargs, const char **kn,
-                     struct tval *kv, size_t nk)
+struct tval tmpl_lib_call(struct trender *r, const struct tfunc *fn,
+                          struct tval *args, size_t nargs, const char **kn,
+                          struct tval *kv, size_t nk)
 {
 	struct tval self = fn->self ? *fn->self : tv_none(), a;
 	size_t i;
 
 	switch (fn->id) {
 	case TF_RAISE: {
-		struct tstr *msg = nargs ? r_to_str(r, args[0]) : cstr(r, "");
+		struct tstr *msg =
+		    nargs ? tmpl_run_to_str(r, args[0]) : cstr(r, "");
 
 		/* the message goes to the user as is, without a position */
-		t_fail(&r->fail, TMPL_ERAISE, 0, 0, "%.*s", (int)msg->n,
-		       msg->p);
+		tmpl_fail(&r->fail, TMPL_ERAISE, 0, 0, "%.*s", (int)msg->n,
+		          msg->p);
 	}
 	case TF_STRFTIME: {
 		struct tstr *f;
@@ -1445,12 +1473,12 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		size_t n;
 
 		if (!nargs)
-			r_fail(r, TMPL_ERUNTIME,
-			       "strftime_now() needs a format");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "strftime_now() needs a format");
 		f = want_str(r, args[0], "format");
 		if (f->n >= sizeof(fmt) || memchr(f->p, 0, f->n))
-			r_fail(r, TMPL_ERUNTIME,
-			       "strftime_now: format too long");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "strftime_now: format too long");
 		memcpy(fmt, f->p, f->n);
 		fmt[f->n] = '\0';
 		if (r->ctx->now) {
@@ -1467,10 +1495,10 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		n = f->n ? strftime(out, sizeof(out), fmt, &tmv) : 0;
 #pragma GCC diagnostic pop
 		{
-			char *d = ta_alloc(&r->arena, n + 1);
+			char *d = tmpl_arena_alloc(&r->arena, n + 1);
 
 			memcpy(d, out, n);
-			return tv_str(r_str_new(r, d, n, false));
+			return tv_str(tmpl_run_str_new(r, d, n, false));
 		}
 	}
 	case TF_RANGE: {
@@ -1479,9 +1507,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 
 		for (i = 0; i < nargs; i++)
 			if (args[i].k != V_INT)
-				r_fail(r, TMPL_ERUNTIME,
-				       "range() arguments must "
-				       "be integers");
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "range() arguments must "
+				              "be integers");
 		if (nargs == 1) {
 			en = args[0].u.i;
 		} else if (nargs == 2 || nargs == 3) {
@@ -1490,19 +1518,19 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			if (nargs == 3)
 				step = args[2].u.i;
 		} else {
-			r_fail(r, TMPL_ERUNTIME,
-			       "range expected 1 to 3 arguments");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "range expected 1 to 3 arguments");
 		}
 		if (step == 0)
-			r_fail(r, TMPL_ERUNTIME,
-			       "range() arg 3 must not be zero");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "range() arg 3 must not be zero");
 		for (x = st; step > 0 ? x < en : x > en; x += step)
 			if (++cnt > 100000)
-				r_fail(
+				tmpl_run_fail(
 				    r, TMPL_ERUNTIME,
 				    "Range too big. The sandbox blocks ranges "
 				    "larger than MAX_RANGE (100000).");
-		l = r_list_new(r, (size_t)cnt);
+		l = tmpl_run_list_new(r, (size_t)cnt);
 		for (i = 0, x = st; i < (size_t)cnt; i++, x += step)
 			l->v[i] = tv_int(x);
 		return tv_list(l);
@@ -1511,24 +1539,28 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 	case TF_DICT: {
 		struct tval d = {.k = fn->id == TF_NAMESPACE ? V_NS : V_DICT};
 
-		d.u.d = ta_alloc(&r->arena, sizeof(*d.u.d));
+		d.u.d = tmpl_arena_alloc(&r->arena, sizeof(*d.u.d));
 		if (nargs && args[0].k == V_DICT)
 			for (i = 0; i < args[0].u.d->n; i++)
-				r_dict_set(r, d.u.d, args[0].u.d->keys[i],
-				           args[0].u.d->vals[i]);
+				tmpl_run_dict_set(r, d.u.d,
+				                  args[0].u.d->keys[i],
+				                  args[0].u.d->vals[i]);
 		for (i = 0; i < nk; i++)
-			r_dict_set(r, d.u.d, tv_str(cstr(r, kn[i])), kv[i]);
+			tmpl_run_dict_set(r, d.u.d, tv_str(cstr(r, kn[i])),
+			                  kv[i]);
 		return d;
 	}
 	case TF_CYCLE:
 		if (!nargs)
-			r_fail(r, TMPL_ERUNTIME, "no items for cycling given");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "no items for cycling given");
 		return args[self.u.lp->i % nargs];
 	case TF_ITEMS:
-		return lib_filter(r, "items", self, NULL, 0, NULL, NULL, 0);
+		return tmpl_lib_filter(r, "items", self, NULL, 0, NULL, NULL,
+		                       0);
 	case TF_KEYS:
 	case TF_VALUES: {
-		struct tlist *l = r_list_new(r, self.u.d->n);
+		struct tlist *l = tmpl_run_list_new(r, self.u.d->n);
 
 		for (i = 0; i < self.u.d->n; i++)
 			l->v[i] = fn->id == TF_KEYS ? self.u.d->keys[i]
@@ -1540,9 +1572,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		struct tval v;
 
 		if (!nargs)
-			r_fail(r, TMPL_ERUNTIME,
-			       "get expected at least 1 argument");
-		v = r_dict_get(self, args[0], &found);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "get expected at least 1 argument");
+		v = tmpl_run_dict_get(self, args[0], &found);
 		if (found)
 			return v;
 		return nargs > 1 ? args[1] : tv_none();
@@ -1576,9 +1608,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 				sep = want_str(r, a, "separator");
 			if (arg(args, nargs, kn, kv, nk, 1, "maxsplit", &a)) {
 				if (a.k != V_INT)
-					r_fail(r, TMPL_ERUNTIME,
-					       "maxsplit must be "
-					       "an integer");
+					tmpl_run_fail(r, TMPL_ERUNTIME,
+					              "maxsplit must be "
+					              "an integer");
 				maxsplit = a.u.i;
 			}
 			return do_split(r, s, sep, maxsplit);
@@ -1586,8 +1618,9 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 		case TF_STARTSWITH:
 		case TF_ENDSWITH:
 			if (!nargs)
-				r_fail(r, TMPL_ERUNTIME,
-				       "%s takes one argument", fn->name);
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "%s takes one argument",
+				              fn->name);
 			return tv_bool(
 			    affix(r, s, args[0], fn->id == TF_ENDSWITH));
 		case TF_UPPER:
@@ -1602,14 +1635,14 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			int64_t count = -1;
 
 			if (nargs < 2)
-				r_fail(r, TMPL_ERUNTIME,
-				       "replace expected at least "
-				       "2 arguments");
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "replace expected at least "
+				              "2 arguments");
 			if (nargs > 2) {
 				if (args[2].k != V_INT)
-					r_fail(r, TMPL_ERUNTIME,
-					       "count must be an "
-					       "integer");
+					tmpl_run_fail(r, TMPL_ERUNTIME,
+					              "count must be an "
+					              "integer");
 				count = args[2].u.i;
 			}
 			return tv_str(
@@ -1621,19 +1654,19 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			struct tstr *res = cstr(r, "");
 
 			if (!nargs)
-				r_fail(r, TMPL_ERUNTIME,
-				       "join takes one argument");
-			l = r_iter(r, args[0]);
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "join takes one argument");
+			l = tmpl_run_iter(r, args[0]);
 			for (i = 0; i < l->n; i++) {
 				if (l->v[i].k != V_STR)
-					r_fail(
+					tmpl_run_fail(
 					    r, TMPL_ERUNTIME,
 					    "sequence item %zu: expected str "
 					    "instance, %s found",
-					    i, r_type_name(l->v[i]));
+					    i, tmpl_run_type_name(l->v[i]));
 				if (i)
-					res = r_str_cat(r, res, s);
-				res = r_str_cat(r, res, l->v[i].u.s);
+					res = tmpl_run_str_cat(r, res, s);
+				res = tmpl_run_str_cat(r, res, l->v[i].u.s);
 			}
 			return tv_str(res);
 		}
@@ -1644,8 +1677,8 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 			size_t j;
 
 			if (!nargs)
-				r_fail(r, TMPL_ERUNTIME, "%s takes an argument",
-				       fn->name);
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "%s takes an argument", fn->name);
 			sub = want_str(r, args[0], "substring");
 			for (j = 0; j + sub->n <= s->n;) {
 				if (memcmp(s->p + j, sub->p, sub->n) == 0) {
@@ -1654,7 +1687,8 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 						                   NULL};
 
 						return tv_int(
-						    (int64_t)r_u8len(&pre));
+						    (int64_t)tmpl_run_u8len(
+						        &pre));
 					}
 					cnt++;
 					j += sub->n ? sub->n : 1;
@@ -1665,10 +1699,10 @@ struct tval lib_call(struct trender *r, const struct tfunc *fn,
 				}
 			}
 			if (fn->id == TF_COUNT && sub->n == 0)
-				return tv_int((int64_t)r_u8len(s) + 1);
+				return tv_int((int64_t)tmpl_run_u8len(s) + 1);
 			return tv_int(fn->id == TF_FIND ? -1 : cnt);
 		}
 		}
 	}
-	r_fail(r, TMPL_ERUNTIME, "cannot call %s", fn->name);
+	tmpl_run_fail(r, TMPL_ERUNTIME, "cannot call %s", fn->name);
 }
