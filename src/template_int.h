@@ -314,13 +314,22 @@ static inline struct tval tv_list(struct tlist *l)
 }
 
 /* template_lib.c */
+/* Apply filter NAME (a name of the filter table; others fail with "No
+ * filter named 'NAME'.") to V with the call's arguments. */
 struct tval tmpl_lib_filter(struct trender *r, const char *name, struct tval v,
                             struct tval *args, size_t nargs, const char **kn,
                             struct tval *kv, size_t nk);
+/* Test V with test NAME (of the test table; others fail likewise). */
 bool tmpl_lib_test(struct trender *r, const char *name, struct tval v,
                    struct tval *args, size_t nargs);
+/* Is NAME in the filter (test) table?  The parser, the `filter`/`test`
+ * tests, map and select ask these; the tables are the only lists. */
 bool tmpl_lib_has_filter(const char *name);
 bool tmpl_lib_has_test(const char *name);
+/* Name I of the filter (test) table, NULL past its end: what exists, for
+ * tests and listings. */
+const char *tmpl_lib_filter_name(size_t i);
+const char *tmpl_lib_test_name(size_t i);
 struct tval tmpl_lib_method(struct trender *r, struct tval self,
                             const char *name, size_t nlen, bool *found);
 struct tval tmpl_lib_global(struct trender *r, const char *name, bool *found);

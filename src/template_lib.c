@@ -122,6 +122,39 @@ static bool arg(struct tval *args, size_t nargs, const char **kn,
 	return false;
 }
 
+/* One call of a filter or a test: the value left of `|` or `is` and the
+ * call's arguments (tests get positional ones only). */
+struct fcall {
+	struct trender *r; /* the render (arena, limits, errors) */
+	struct tval v;     /* the value filtered or tested */
+	struct tval *args; /* nargs positional arguments */
+	size_t nargs;
+	const char **kn; /* nk keyword names */
+	struct tval *kv; /* nk keyword values */
+	size_t nk;
+};
+
+/* Argument POS or keyword NAME of call C; false when absent. */
+static bool farg(const struct fcall *c, size_t pos, const char *name,
+                 struct tval *out)
+{
+	return arg(c->args, c->nargs, c->kn, c->kv, c->nk, pos, name, out);
+}
+
+/* A NUL-terminated arena copy of S, or NULL when S holds a NUL byte (no
+ * filter or test has one in its name). */
+static const char *name_of(struct trender *r, const struct tstr *s)
+{
+	char *z;
+
+	if (s->n && memchr(s->p, 0, s->n))
+		return NULL;
+	z = tmpl_arena_alloc(&r->arena, s->n + 1);
+	if (s->n)
+		memcpy(z, s->p, s->n);
+	return z;
+}
+
 /* A string argument or fail. */
 static struct tstr *want_str(struct trender *r, struct tval v, const char *what)
 {
@@ -670,45 +703,298 @@ static struct tval attr_path(struct trender *r, struct tval v,
 	return v;
 }
 
-/* ------------------------------------------------------------- filters */
+/* --------------------------------------------------------------- tests */
 
-static const char *const filters[] = {
-    "abs",    "capitalize", "count",  "d",          "default", "e",
-    "escape", "first",      "float",  "indent",     "int",     "items",
-    "join",   "last",       "length", "list",       "lower",   "map",
-    "max",    "min",        "reject", "rejectattr", "replace", "reverse",
-    "round",  "safe",       "select", "selectattr", "string",  "sum",
-    "title",  "tojson",     "trim",   "unique",     "upper",   "wordcount",
-    NULL};
+/*
+ * Tests (`x is NAME`, select/reject) and filters (`x | NAME`, map) are
+ * each one table of {name, function} below (a test row adds its argument
+ * count and, for the type tests, the value kinds it accepts instead of a
+ * function).  The table is the only list:
+ * the parser's "No filter named" check, the `filter`/`test` tests, map,
+ * select and the call itself all look names up in it, so what is
+ * accepted and what runs cannot drift apart.  An alias is one more row
+ * with the same function.
+ */
 
-bool tmpl_lib_has_filter(const char *name)
+struct filter;
+static const struct filter *filter_find(const char *name);
+
+/* The answer of a test for call C; the checks its flags ask for have
+ * passed (see test_run). */
+typedef bool test_fn(const struct fcall *c);
+
+/* Flags of a test. TEST_ARG: it takes one argument ("is eq 1",
+ * "is eq(1)"); without the flag it takes none.  TEST_INT: the value must
+ * be an integer (or a bool). */
+#define TEST_ARG 1u
+#define TEST_INT 2u
+
+/* The bit of value kind K in struct test's kinds. */
+#define KIND(k) (1u << (k))
+
+struct test {
+	const char *name; /* as written after `is` */
+	test_fn *fn;      /* its answer; NULL: the value's kind is in kinds */
+	unsigned flags;   /* TEST_* */
+	unsigned kinds;   /* KIND(V_*) bits, for a test without fn */
+};
+
+/* The first argument, or None. */
+static struct tval arg0(const struct fcall *c)
 {
-	const char *const *f;
-
-	for (f = filters; *f; f++)
-		if (strcmp(*f, name) == 0)
-			return true;
-	return false;
+	return c->nargs ? c->args[0] : tv_none();
 }
 
-static const char *const tests[] = {
-    "boolean",  "callable", "defined",  "divisibleby", "eq",    "equalto",
-    "escaped",  "even",     "false",    "float",       "ge",    "gt",
-    "in",       "integer",  "iterable", "le",          "lower", "lt",
-    "mapping",  "ne",       "none",     "number",      "odd",   "sameas",
-    "sequence", "string",   "true",     "undefined",   "upper", "==",
-    "!=",       "<",        ">",        "<=",          ">=",    "greaterthan",
-    "lessthan", "filter",   "test",     NULL};
+/* The value of a TEST_INT test as an integer. */
+static int64_t test_int(const struct fcall *c)
+{
+	return c->v.k == V_INT ? c->v.u.i : c->v.u.b;
+}
+
+/* Python's str.isupper() (UPPER) or str.islower(). */
+static bool str_all_case(const struct tstr *s, bool upper)
+{
+	size_t i, k;
+	bool any = false;
+
+	for (i = 0; i < s->n; i += k) {
+		uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
+		utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+
+		if (c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LT) {
+			if (!upper)
+				return false;
+			any = true;
+		} else if (c == UTF8PROC_CATEGORY_LL) {
+			if (upper)
+				return false;
+			any = true;
+		}
+	}
+	return any;
+}
+
+static bool t_true(const struct fcall *c)
+{
+	return c->v.k == V_BOOL && c->v.u.b;
+}
+
+static bool t_false(const struct fcall *c)
+{
+	return c->v.k == V_BOOL && !c->v.u.b;
+}
+
+static bool t_lower(const struct fcall *c)
+{
+	return c->v.k == V_STR && str_all_case(c->v.u.s, false);
+}
+
+static bool t_upper(const struct fcall *c)
+{
+	return c->v.k == V_STR && str_all_case(c->v.u.s, true);
+}
+
+/* jinja2's test_filter: is the value the name of a filter? */
+static bool t_filter(const struct fcall *c)
+{
+	const char *z;
+
+	if (c->v.k != V_STR)
+		return false;
+	z = name_of(c->r, c->v.u.s);
+	return z && filter_find(z);
+}
+
+/* jinja2's test_test: is the value the name of a test? */
+static bool t_test(const struct fcall *c)
+{
+	const char *z;
+
+	if (c->v.k != V_STR)
+		return false;
+	z = name_of(c->r, c->v.u.s);
+	return z && tmpl_lib_has_test(z);
+}
+
+static bool t_even(const struct fcall *c)
+{
+	return test_int(c) % 2 == 0;
+}
+
+static bool t_odd(const struct fcall *c)
+{
+	return test_int(c) % 2 != 0;
+}
+
+static bool t_divisibleby(const struct fcall *c)
+{
+	struct tval a = arg0(c);
+
+	if (a.k != V_INT || a.u.i == 0)
+		tmpl_run_fail(c->r, TMPL_ERUNTIME,
+		              "divisibleby needs a non-zero integer");
+	return a.u.i == -1 || test_int(c) % a.u.i == 0;
+}
+
+static bool t_eq(const struct fcall *c)
+{
+	return tmpl_run_equal(c->v, arg0(c), 0);
+}
+
+static bool t_ne(const struct fcall *c)
+{
+	return !tmpl_run_equal(c->v, arg0(c), 0);
+}
+
+static bool t_lt(const struct fcall *c)
+{
+	return tmpl_run_order(c->r, '<', c->v, arg0(c), 0) < 0;
+}
+
+static bool t_gt(const struct fcall *c)
+{
+	return tmpl_run_order(c->r, '>', c->v, arg0(c), 0) > 0;
+}
+
+static bool t_le(const struct fcall *c)
+{
+	return tmpl_run_order(c->r, 'l', c->v, arg0(c), 0) <= 0;
+}
+
+static bool t_ge(const struct fcall *c)
+{
+	return tmpl_run_order(c->r, 'g', c->v, arg0(c), 0) >= 0;
+}
+
+static bool t_in(const struct fcall *c)
+{
+	return tmpl_run_contains(c->r, c->v, arg0(c));
+}
+
+/* Python's `is`: identity, which for our values means the same singleton
+ * or an equal immutable scalar/string; containers are never the same. */
+static bool t_sameas(const struct fcall *c)
+{
+	struct tval v = c->v, a = arg0(c);
+
+	if (v.k != a.k)
+		return false;
+	if (v.k == V_NONE || v.k == V_UNDEF)
+		return true;
+	if (v.k == V_BOOL)
+		return v.u.b == a.u.b;
+	return tmpl_run_equal(v, a, 0) && v.k != V_LIST && v.k != V_DICT;
+}
+
+/* Every test (jinja2 3.1's complete set).  The kind tests follow
+ * jinja2: an Undefined is iterable (it iterates as empty), a sequence and
+ * callable; nothing is `escaped` as the environment does not autoescape. */
+static const struct test tests[] = {
+    {"boolean", NULL, 0, KIND(V_BOOL)},
+    {"callable", NULL, 0, KIND(V_FUNC) | KIND(V_MACRO) | KIND(V_UNDEF)},
+    {"defined", NULL, 0, ~KIND(V_UNDEF)},
+    {"divisibleby", t_divisibleby, TEST_ARG | TEST_INT, 0},
+    {"eq", t_eq, TEST_ARG, 0},
+    {"equalto", t_eq, TEST_ARG, 0},
+    {"==", t_eq, TEST_ARG, 0},
+    {"escaped", NULL, 0, 0},
+    {"even", t_even, TEST_INT, 0},
+    {"false", t_false, 0, 0},
+    {"filter", t_filter, 0, 0},
+    {"float", NULL, 0, KIND(V_FLOAT)},
+    {"ge", t_ge, TEST_ARG, 0},
+    {">=", t_ge, TEST_ARG, 0},
+    {"gt", t_gt, TEST_ARG, 0},
+    {"greaterthan", t_gt, TEST_ARG, 0},
+    {">", t_gt, TEST_ARG, 0},
+    {"in", t_in, TEST_ARG, 0},
+    {"integer", NULL, 0, KIND(V_INT)},
+    {"iterable", NULL, 0,
+     KIND(V_STR) | KIND(V_LIST) | KIND(V_DICT) | KIND(V_UNDEF) | KIND(V_LOOP)},
+    {"le", t_le, TEST_ARG, 0},
+    {"<=", t_le, TEST_ARG, 0},
+    {"lower", t_lower, 0, 0},
+    {"lt", t_lt, TEST_ARG, 0},
+    {"lessthan", t_lt, TEST_ARG, 0},
+    {"<", t_lt, TEST_ARG, 0},
+    {"mapping", NULL, 0, KIND(V_DICT)},
+    {"ne", t_ne, TEST_ARG, 0},
+    {"!=", t_ne, TEST_ARG, 0},
+    {"none", NULL, 0, KIND(V_NONE)},
+    {"number", NULL, 0, KIND(V_INT) | KIND(V_FLOAT) | KIND(V_BOOL)},
+    {"odd", t_odd, TEST_INT, 0},
+    {"sameas", t_sameas, TEST_ARG, 0},
+    {"sequence", NULL, 0,
+     KIND(V_STR) | KIND(V_LIST) | KIND(V_DICT) | KIND(V_UNDEF)},
+    {"string", NULL, 0, KIND(V_STR)},
+    {"test", t_test, 0, 0},
+    {"true", t_true, 0, 0},
+    {"undefined", NULL, 0, KIND(V_UNDEF)},
+    {"upper", t_upper, 0, 0},
+};
+
+static const struct test *test_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(tests) / sizeof(*tests); i++)
+		if (strcmp(tests[i].name, name) == 0)
+			return &tests[i];
+	return NULL;
+}
+
+/* Run test T on V with ARGS after the checks its flags ask for, in
+ * jinja2's order: the argument count (Python's call), then the value. */
+static bool test_run(struct trender *r, const struct test *t, struct tval v,
+                     struct tval *args, size_t nargs)
+{
+	struct fcall c = {r, v, args, nargs, NULL, NULL, 0};
+
+	if ((t->flags & TEST_ARG) && nargs != 1)
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              nargs ? "test '%s' takes one argument"
+		                    : "test '%s' needs an argument",
+		              t->name);
+	if (!(t->flags & TEST_ARG) && nargs)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "test '%s' takes no argument",
+		              t->name);
+	if ((t->flags & TEST_INT) && v.k == V_UNDEF)
+		tmpl_run_undef_fail(r, v);
+	if ((t->flags & TEST_INT) && v.k != V_INT && v.k != V_BOOL)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "test '%s' needs an integer",
+		              t->name);
+	return t->fn ? t->fn(&c) : (t->kinds & KIND(v.k)) != 0;
+}
 
 bool tmpl_lib_has_test(const char *name)
 {
-	const char *const *t;
-
-	for (t = tests; *t; t++)
-		if (strcmp(*t, name) == 0)
-			return true;
-	return false;
+	return test_find(name) != NULL;
 }
+
+const char *tmpl_lib_test_name(size_t i)
+{
+	return i < sizeof(tests) / sizeof(*tests) ? tests[i].name : NULL;
+}
+
+bool tmpl_lib_test(struct trender *r, const char *name, struct tval v,
+                   struct tval *args, size_t nargs)
+{
+	const struct test *t = test_find(name);
+
+	if (!t)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
+	return test_run(r, t, v, args, nargs);
+}
+
+/* ------------------------------------------------------------- filters */
+
+/* A filter's result for call C. */
+typedef struct tval filter_fn(const struct fcall *c);
+
+struct filter {
+	const char *name; /* as written after `|` */
+	filter_fn *fn;    /* its result */
+};
 
 /* Length in Python terms. */
 static int64_t py_len(struct trender *r, struct tval v)
@@ -731,42 +1017,41 @@ static int64_t py_len(struct trender *r, struct tval v)
 	}
 }
 
-/* select/reject/selectattr/rejectattr. */
-static struct tval do_select(struct trender *r, struct tval v,
-                             struct tval *args, size_t nargs, bool by_attr,
-                             bool keep)
+/* select/reject (KEEP: what a passing item is kept for) and their
+ * ...attr forms (BY_ATTR: the first argument names an attribute). */
+static struct tval do_select(const struct fcall *c, bool by_attr, bool keep)
 {
-	struct tlist *in = tmpl_run_iter(r, v),
+	struct trender *r = c->r;
+	struct tlist *in = tmpl_run_iter(r, c->v),
 	             *out = tmpl_run_list_new(r, in->n);
 	const struct tstr *attr = NULL;
-	const char *test = NULL;
+	const struct test *test = NULL;
 	size_t i, skip = 0;
 
 	if (by_attr) {
-		if (nargs < 1)
+		if (c->nargs < 1)
 			tmpl_run_fail(r, TMPL_ERUNTIME,
 			              "Missing parameter for attribute "
 			              "name");
-		attr = want_str(r, args[0], "attribute");
+		attr = want_str(r, c->args[0], "attribute");
 		skip = 1;
 	}
-	if (nargs > skip) {
-		struct tstr *t = want_str(r, args[skip], "test name");
-		char *z = tmpl_arena_alloc(&r->arena, t->n + 1);
+	if (c->nargs > skip) {
+		struct tstr *t = want_str(r, c->args[skip], "test name");
+		const char *z = name_of(r, t);
 
-		memcpy(z, t->p, t->n);
-		test = z;
-		if (!tmpl_lib_has_test(test))
-			tmpl_run_fail(r, TMPL_ERUNTIME, "No test named '%s'.",
-			              test);
+		test = z ? test_find(z) : NULL;
+		if (!test)
+			tmpl_run_fail(r, TMPL_ERUNTIME, "No test named '%.*s'.",
+			              (int)t->n, t->p);
 		skip++;
 	}
 	out->n = 0;
 	for (i = 0; i < in->n; i++) {
 		struct tval item =
 		    attr ? attr_path(r, in->v[i], attr) : in->v[i];
-		bool ok = test ? tmpl_lib_test(r, test, item, args + skip,
-		                               nargs - skip)
+		bool ok = test ? test_run(r, test, item, c->args + skip,
+		                          c->nargs - skip)
 		               : tmpl_run_truthy(r, item);
 
 		tmpl_run_step(r);
@@ -776,17 +1061,36 @@ static struct tval do_select(struct trender *r, struct tval v,
 	return tv_list(out);
 }
 
-static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
-                          size_t nargs, const char **kn, struct tval *kv,
-                          size_t nk)
+static struct tval f_select(const struct fcall *c)
 {
-	struct tlist *in = tmpl_run_iter(r, v),
+	return do_select(c, false, true);
+}
+
+static struct tval f_reject(const struct fcall *c)
+{
+	return do_select(c, false, false);
+}
+
+static struct tval f_selectattr(const struct fcall *c)
+{
+	return do_select(c, true, true);
+}
+
+static struct tval f_rejectattr(const struct fcall *c)
+{
+	return do_select(c, true, false);
+}
+
+static struct tval f_map(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tlist *in = tmpl_run_iter(r, c->v),
 	             *out = tmpl_run_list_new(r, in->n);
 	struct tval a, def;
-	bool has_def = arg(NULL, 0, kn, kv, nk, 0, "default", &def);
+	bool has_def = arg(NULL, 0, c->kn, c->kv, c->nk, 0, "default", &def);
 	size_t i;
 
-	if (arg(NULL, 0, kn, kv, nk, 0, "attribute", &a)) {
+	if (arg(NULL, 0, c->kn, c->kv, c->nk, 0, "attribute", &a)) {
 		const struct tstr *attr = want_str(r, a, "attribute");
 
 		for (i = 0; i < in->n; i++) {
@@ -799,20 +1103,24 @@ static struct tval do_map(struct trender *r, struct tval v, struct tval *args,
 		}
 		return tv_list(out);
 	}
-	if (nargs < 1)
+	if (c->nargs < 1)
 		tmpl_run_fail(r, TMPL_ERUNTIME,
 		              "map requires a filter argument");
 	{
-		struct tstr *f = want_str(r, args[0], "filter name");
-		char *z = tmpl_arena_alloc(&r->arena, f->n + 1);
+		struct tstr *name = want_str(r, c->args[0], "filter name");
+		const char *z = name_of(r, name);
+		const struct filter *f = z ? filter_find(z) : NULL;
 
-		memcpy(z, f->p, f->n);
-		if (!tmpl_lib_has_filter(z))
-			tmpl_run_fail(r, TMPL_ERUNTIME, "No filter named '%s'.",
-			              z);
+		if (!f)
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "No filter named '%.*s'.", (int)name->n,
+			              name->p);
 		for (i = 0; i < in->n; i++) {
-			out->v[i] = tmpl_lib_filter(r, z, in->v[i], args + 1,
-			                            nargs - 1, NULL, NULL, 0);
+			struct fcall fc = {
+			    r,    in->v[i], c->args + 1, c->nargs - 1, NULL,
+			    NULL, 0};
+
+			out->v[i] = f->fn(&fc);
 			tmpl_run_step(r);
 		}
 	}
@@ -872,500 +1180,499 @@ static struct tstr *do_indent(struct trender *r, const struct tstr *s,
 	return res;
 }
 
+static struct tval f_indent(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tval w = tv_int(4), f = tv_bool(false), b = tv_bool(false);
+	struct tstr *ind;
+
+	farg(c, 0, "width", &w);
+	farg(c, 1, "first", &f);
+	farg(c, 2, "blank", &b);
+	if (w.k == V_STR) {
+		ind = w.u.s;
+	} else if (w.k == V_INT && w.u.i >= 0 && w.u.i <= 256) {
+		char *sp = tmpl_arena_alloc(&r->arena, (size_t)w.u.i + 1);
+
+		memset(sp, ' ', (size_t)w.u.i);
+		ind = tmpl_run_str_new(r, sp, (size_t)w.u.i, false);
+	} else {
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "indent: width must be a string "
+		              "or an integer 0..256");
+	}
+	return tv_str(do_indent(r, tmpl_run_to_str(r, c->v), ind,
+	                        tmpl_run_truthy(r, f), tmpl_run_truthy(r, b)));
+}
+
+static struct tval f_trim(const struct fcall *c)
+{
+	struct tstr *chars = NULL;
+	struct tval a;
+
+	if (farg(c, 0, "chars", &a) && a.k != V_NONE)
+		chars = want_str(c->r, a, "trim chars");
+	return tv_str(do_strip(c->r, tmpl_run_to_str(c->r, c->v), chars, 3));
+}
+
+/* length and its alias count. */
+static struct tval f_length(const struct fcall *c)
+{
+	return tv_int(py_len(c->r, c->v));
+}
+
+/* No autoescaping here, so marking a value safe changes nothing. */
+static struct tval f_safe(const struct fcall *c)
+{
+	return c->v;
+}
+
+/* markupsafe.escape: & < > " ' */
+static struct tval f_escape(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tstr *in = tmpl_run_to_str(r, c->v);
+	char *d;
+	size_t i, o = 0;
+
+	if (in->n > (SIZE_MAX - 1) / 5)
+		tmpl_run_fail(r, TMPL_ELIMIT, "string too long");
+	d = tmpl_arena_alloc(&r->arena, in->n * 5 + 1);
+	for (i = 0; i < in->n; i++) {
+		const char *rep = in->p[i] == '&'    ? "&amp;"
+		                  : in->p[i] == '<'  ? "&lt;"
+		                  : in->p[i] == '>'  ? "&gt;"
+		                  : in->p[i] == '"'  ? "&#34;"
+		                  : in->p[i] == '\'' ? "&#39;"
+		                                     : NULL;
+
+		if (rep) {
+			memcpy(d + o, rep, strlen(rep));
+			o += strlen(rep);
+		} else {
+			d[o++] = in->p[i];
+		}
+	}
+	return tv_str(tmpl_run_str_derived(r, d, o, in->nsp != 0));
+}
+
+static struct tval f_string(const struct fcall *c)
+{
+	return tv_str(tmpl_run_to_str(c->r, c->v));
+}
+
+static struct tval f_lower(const struct fcall *c)
+{
+	return tv_str(do_case(c->r, tmpl_run_to_str(c->r, c->v), 'l'));
+}
+
+static struct tval f_upper(const struct fcall *c)
+{
+	return tv_str(do_case(c->r, tmpl_run_to_str(c->r, c->v), 'u'));
+}
+
+/* jinja2's title filter (words start after space, - ( { [ <), which is
+ * not Python's str.title(). */
+static struct tval f_title(const struct fcall *c)
+{
+	return tv_str(do_case(c->r, tmpl_run_to_str(c->r, c->v), 'j'));
+}
+
+static struct tval f_capitalize(const struct fcall *c)
+{
+	return tv_str(do_case(c->r, tmpl_run_to_str(c->r, c->v), 'c'));
+}
+
+/* default and its alias d. */
+static struct tval f_default(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tval def = tv_str(cstr(r, "")), b;
+	bool boolean = false;
+
+	farg(c, 0, "default_value", &def);
+	if (farg(c, 1, "boolean", &b))
+		boolean = tmpl_run_truthy(r, b);
+	if (c->v.k == V_UNDEF || (boolean && !tmpl_run_truthy(r, c->v)))
+		return def;
+	return c->v;
+}
+
+static struct tval f_first(const struct fcall *c)
+{
+	struct tlist *l = tmpl_run_iter(c->r, c->v);
+
+	if (!l->n)
+		return tmpl_run_undef_hint(
+		    c->r, "No first item, sequence was empty.");
+	return l->v[0];
+}
+
+static struct tval f_last(const struct fcall *c)
+{
+	struct tlist *l = tmpl_run_iter(c->r, c->v);
+
+	if (!l->n)
+		return tmpl_run_undef_hint(c->r,
+		                           "No last item, sequence was empty.");
+	return l->v[l->n - 1];
+}
+
+static struct tval f_join(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tlist *l = tmpl_run_iter(r, c->v);
+	struct tstr *sep = cstr(r, ""), *res = cstr(r, "");
+	const struct tstr *attr = NULL;
+	struct tval a;
+	size_t i;
+
+	if (farg(c, 0, "d", &a))
+		sep = tmpl_run_to_str(r, a);
+	if (farg(c, 1, "attribute", &a) && a.k != V_NONE)
+		attr = want_str(r, a, "attribute");
+	for (i = 0; i < l->n; i++) {
+		struct tval x = attr ? attr_path(r, l->v[i], attr) : l->v[i];
+
+		if (i)
+			res = tmpl_run_str_cat(r, res, sep);
+		res = tmpl_run_str_cat(r, res, tmpl_run_to_str(r, x));
+		tmpl_run_step(r);
+	}
+	return tv_str(res);
+}
+
+static struct tval f_tojson(const struct fcall *c)
+{
+	return do_tojson(c->r, c->v, c->args, c->nargs, c->kn, c->kv, c->nk);
+}
+
+static struct tval f_list(const struct fcall *c)
+{
+	struct tlist *l = tmpl_run_iter(c->r, c->v),
+	             *copy = tmpl_run_list_new(c->r, l->n);
+
+	if (l->n)
+		memcpy(copy->v, l->v, l->n * sizeof(*copy->v));
+	return tv_list(copy);
+}
+
+/* A dict's (key, value) tuples; also dict.items(). */
+static struct tval f_items(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tval v = c->v;
+	struct tlist *l;
+	size_t i;
+
+	if (v.k == V_UNDEF)
+		return tv_list(tmpl_run_list_new(r, 0));
+	if (v.k != V_DICT)
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "Can only get item pairs from a mapping.");
+	l = tmpl_run_list_new(r, v.u.d->n);
+	for (i = 0; i < v.u.d->n; i++) {
+		struct tlist *p = tmpl_run_list_new(r, 2);
+
+		p->v[0] = v.u.d->keys[i];
+		p->v[1] = v.u.d->vals[i];
+		l->v[i] = tv_list(p);
+		l->v[i].tuple = true;
+	}
+	return tv_list(l);
+}
+
+static struct tval f_replace(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tval o, n, cnt = tv_int(-1);
+
+	if (!farg(c, 0, "old", &o) || !farg(c, 1, "new", &n))
+		tmpl_run_fail(r, TMPL_ERUNTIME, "replace needs old and new");
+	farg(c, 2, "count", &cnt);
+	if (cnt.k == V_NONE)
+		cnt = tv_int(-1);
+	if (cnt.k != V_INT)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "replace: count must be int");
+	return tv_str(do_replace(r, tmpl_run_to_str(r, c->v),
+	                         tmpl_run_to_str(r, o), tmpl_run_to_str(r, n),
+	                         cnt.u.i));
+}
+
+static struct tval f_reverse(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tlist *l = tmpl_run_iter(r, c->v), *rev;
+	size_t i;
+
+	if (c->v.k == V_STR) {
+		struct tstr *res = cstr(r, "");
+
+		for (i = l->n; i-- > 0;)
+			res = tmpl_run_str_cat(r, res, l->v[i].u.s);
+		return tv_str(res);
+	}
+	rev = tmpl_run_list_new(r, l->n);
+	for (i = 0; i < l->n; i++)
+		rev->v[i] = l->v[l->n - 1 - i];
+	return tv_list(rev);
+}
+
+static struct tval f_unique(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tlist *l = tmpl_run_iter(r, c->v),
+	             *u = tmpl_run_list_new(r, l->n);
+	size_t i, j;
+
+	u->n = 0;
+	for (i = 0; i < l->n; i++) {
+		bool seen = false;
+
+		for (j = 0; j < u->n && !seen; j++)
+			seen = tmpl_run_equal(u->v[j], l->v[i], 0);
+		if (!seen)
+			u->v[u->n++] = l->v[i];
+		tmpl_run_step(r);
+	}
+	return tv_list(u);
+}
+
+/* Python's sum(): ints stay exact (overflow is an error), a float makes
+ * the rest float. */
+static struct tval f_sum(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tlist *l = tmpl_run_iter(r, c->v);
+	struct tval acc = tv_int(0);
+	size_t i;
+
+	for (i = 0; i < l->n; i++) {
+		struct tval x = l->v[i];
+
+		if (x.k == V_FLOAT ||
+		    (acc.k == V_FLOAT && (x.k == V_INT || x.k == V_BOOL))) {
+			double a = acc.k == V_FLOAT ? acc.u.f : (double)acc.u.i;
+			double b = x.k == V_FLOAT ? x.u.f
+			           : x.k == V_INT ? (double)x.u.i
+			                          : (double)x.u.b;
+
+			acc = tv_float(a + b);
+		} else if (x.k == V_INT || x.k == V_BOOL) {
+			int64_t y = x.k == V_INT ? x.u.i : x.u.b, z;
+
+			if (__builtin_add_overflow(acc.u.i, y, &z))
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "integer too large");
+			acc = tv_int(z);
+		} else {
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "unsupported operand type(s) for +: "
+			              "'%s' and '%s'",
+			              tmpl_run_type_name(acc),
+			              tmpl_run_type_name(x));
+		}
+	}
+	return acc;
+}
+
+/* max (WANT_MAX) or min: the first of the extreme items, as Python. */
+static struct tval min_max(const struct fcall *c, bool want_max)
+{
+	struct trender *r = c->r;
+	struct tlist *l = tmpl_run_iter(r, c->v);
+	struct tval acc;
+	size_t i;
+
+	if (!l->n)
+		return tmpl_run_undef_hint(
+		    r, "No aggregated item, sequence was empty.");
+	acc = l->v[0];
+	for (i = 1; i < l->n; i++) {
+		int o = tmpl_run_order(r, '<', l->v[i], acc, 0);
+
+		if (want_max ? o > 0 : o < 0)
+			acc = l->v[i];
+	}
+	return acc;
+}
+
+static struct tval f_max(const struct fcall *c)
+{
+	return min_max(c, true);
+}
+
+static struct tval f_min(const struct fcall *c)
+{
+	return min_max(c, false);
+}
+
+static struct tval f_abs(const struct fcall *c)
+{
+	struct tval v = c->v;
+
+	if (v.k == V_INT && v.u.i != INT64_MIN)
+		return tv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+	if (v.k == V_FLOAT)
+		return tv_float(fabs(v.u.f));
+	if (v.k == V_BOOL)
+		return tv_int(v.u.b);
+	tmpl_run_fail(c->r, TMPL_ERUNTIME, "bad operand type for abs(): '%s'",
+	              tmpl_run_type_name(v));
+}
+
+/* The int (AS_INT) and float filters: numbers convert, strings parse
+ * (surrounding whitespace allowed; int also takes "2.5"), anything else
+ * gives the default. */
+static struct tval to_number(const struct fcall *c, bool as_int)
+{
+	struct tval v = c->v, def = as_int ? tv_int(0) : tv_float(0.0);
+
+	farg(c, 0, "default", &def);
+	if (v.k == V_INT || v.k == V_BOOL)
+		return as_int ? tv_int(v.k == V_INT ? v.u.i : v.u.b)
+		              : tv_float(v.k == V_INT ? (double)v.u.i : v.u.b);
+	if (v.k == V_FLOAT) {
+		if (!as_int)
+			return v;
+		if (!(v.u.f > -9.2e18 && v.u.f < 9.2e18))
+			return def;
+		return tv_int((int64_t)v.u.f);
+	}
+	if (v.k == V_STR) {
+		char buf[64], *end;
+		struct tstr *s = do_strip(c->r, v.u.s, NULL, 3);
+		double d;
+
+		if (s->n == 0 || s->n >= sizeof(buf))
+			return def;
+		memcpy(buf, s->p, s->n);
+		buf[s->n] = '\0';
+		if (as_int) {
+			long long x = strtoll(buf, &end, 10);
+
+			if (!*end)
+				return tv_int(x);
+		}
+		d = strtod(buf, &end);
+		if (*end)
+			return def;
+		if (!as_int)
+			return tv_float(d);
+		if (!(d > -9.2e18 && d < 9.2e18))
+			return def;
+		return tv_int((int64_t)d);
+	}
+	return def;
+}
+
+static struct tval f_int(const struct fcall *c)
+{
+	return to_number(c, true);
+}
+
+static struct tval f_float(const struct fcall *c)
+{
+	return to_number(c, false);
+}
+
+static struct tval f_round(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tval v = c->v, p = tv_int(0), m = tv_str(cstr(r, "common"));
+	double x, f;
+
+	farg(c, 0, "precision", &p);
+	farg(c, 1, "method", &m);
+	if (!(v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL) ||
+	    p.k != V_INT || p.u.i < 0 || p.u.i > 15)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "round: bad arguments");
+	x = v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : v.u.b;
+	f = pow(10.0, (double)p.u.i);
+	if (m.k == V_STR && m.u.s->n == 4 && !memcmp(m.u.s->p, "ceil", 4))
+		return tv_float(ceil(x * f) / f);
+	if (m.k == V_STR && m.u.s->n == 5 && !memcmp(m.u.s->p, "floor", 5))
+		return tv_float(floor(x * f) / f);
+	return tv_float(round(x * f) / f);
+}
+
+/* The number of \w+ runs: letters, digits, underscore. */
+static struct tval f_wordcount(const struct fcall *c)
+{
+	struct tstr *s = tmpl_run_to_str(c->r, c->v);
+	size_t i, k, n = 0;
+	bool in = false;
+
+	for (i = 0; i < s->n; i += k) {
+		uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
+		utf8proc_category_t cat =
+		    utf8proc_category((utf8proc_int32_t)cp);
+		bool w = cp == '_' ||
+		         (cat >= UTF8PROC_CATEGORY_LU &&
+		          cat <= UTF8PROC_CATEGORY_LO) ||
+		         (cat >= UTF8PROC_CATEGORY_ND &&
+		          cat <= UTF8PROC_CATEGORY_NO);
+
+		if (w && !in)
+			n++;
+		in = w;
+	}
+	return tv_int((int64_t)n);
+}
+
+/* Every filter (a subset of jinja2 3.1's; prompts/README.md lists it and
+ * t_template checks that the two agree). */
+static const struct filter filters[] = {
+    {"abs", f_abs},         {"capitalize", f_capitalize},
+    {"count", f_length},    {"d", f_default},
+    {"default", f_default}, {"e", f_escape},
+    {"escape", f_escape},   {"first", f_first},
+    {"float", f_float},     {"indent", f_indent},
+    {"int", f_int},         {"items", f_items},
+    {"join", f_join},       {"last", f_last},
+    {"length", f_length},   {"list", f_list},
+    {"lower", f_lower},     {"map", f_map},
+    {"max", f_max},         {"min", f_min},
+    {"reject", f_reject},   {"rejectattr", f_rejectattr},
+    {"replace", f_replace}, {"reverse", f_reverse},
+    {"round", f_round},     {"safe", f_safe},
+    {"select", f_select},   {"selectattr", f_selectattr},
+    {"string", f_string},   {"sum", f_sum},
+    {"title", f_title},     {"tojson", f_tojson},
+    {"trim", f_trim},       {"unique", f_unique},
+    {"upper", f_upper},     {"wordcount", f_wordcount},
+};
+
+static const struct filter *filter_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(filters) / sizeof(*filters); i++)
+		if (strcmp(filters[i].name, name) == 0)
+			return &filters[i];
+	return NULL;
+}
+
+bool tmpl_lib_has_filter(const char *name)
+{
+	return filter_find(name) != NULL;
+}
+
+const char *tmpl_lib_filter_name(size_t i)
+{
+	return i < sizeof(filters) / sizeof(*filters) ? filters[i].name : NULL;
+}
+
 struct tval tmpl_lib_filter(struct trender *r, const char *name, struct tval v,
                             struct tval *args, size_t nargs, const char **kn,
                             struct tval *kv, size_t nk)
 {
-	struct tval a;
-	size_t i;
+	const struct filter *f = filter_find(name);
+	struct fcall c = {r, v, args, nargs, kn, kv, nk};
 
-	if (!strcmp(name, "trim")) {
-		struct tstr *chars = NULL;
-
-		if (arg(args, nargs, kn, kv, nk, 0, "chars", &a) &&
-		    a.k != V_NONE)
-			chars = want_str(r, a, "trim chars");
-		return tv_str(do_strip(r, tmpl_run_to_str(r, v), chars, 3));
-	}
-	if (!strcmp(name, "indent")) {
-		struct tval w = tv_int(4), f = tv_bool(false),
-		            b = tv_bool(false);
-		struct tstr *ind;
-
-		arg(args, nargs, kn, kv, nk, 0, "width", &w);
-		arg(args, nargs, kn, kv, nk, 1, "first", &f);
-		arg(args, nargs, kn, kv, nk, 2, "blank", &b);
-		if (w.k == V_STR) {
-			ind = w.u.s;
-		} else if (w.k == V_INT && w.u.i >= 0 && w.u.i <= 256) {
-			char *sp =
-			    tmpl_arena_alloc(&r->arena, (size_t)w.u.i + 1);
-
-			memset(sp, ' ', (size_t)w.u.i);
-			ind = tmpl_run_str_new(r, sp, (size_t)w.u.i, false);
-		} else {
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "indent: width must be a string "
-			              "or an integer 0..256");
-		}
-		return tv_str(do_indent(r, tmpl_run_to_str(r, v), ind,
-		                        tmpl_run_truthy(r, f),
-		                        tmpl_run_truthy(r, b)));
-	}
-	if (!strcmp(name, "length") || !strcmp(name, "count"))
-		return tv_int(py_len(r, v));
-	if (!strcmp(name, "safe"))
-		return v;
-	if (!strcmp(name, "escape") || !strcmp(name, "e")) {
-		/* markupsafe.escape: & < > " ' */
-		struct tstr *in = tmpl_run_to_str(r, v);
-		char *d;
-		size_t o = 0;
-
-		if (in->n > (SIZE_MAX - 1) / 5)
-			tmpl_run_fail(r, TMPL_ELIMIT, "string too long");
-		d = tmpl_arena_alloc(&r->arena, in->n * 5 + 1);
-		for (i = 0; i < in->n; i++) {
-			const char *rep = in->p[i] == '&'    ? "&amp;"
-			                  : in->p[i] == '<'  ? "&lt;"
-			                  : in->p[i] == '>'  ? "&gt;"
-			                  : in->p[i] == '"'  ? "&#34;"
-			                  : in->p[i] == '\'' ? "&#39;"
-			                                     : NULL;
-
-			if (rep) {
-				memcpy(d + o, rep, strlen(rep));
-				o += strlen(rep);
-			} else {
-				d[o++] = in->p[i];
-			}
-		}
-		return tv_str(tmpl_run_str_derived(r, d, o, in->nsp != 0));
-	}
-	if (!strcmp(name, "string"))
-		return tv_str(tmpl_run_to_str(r, v));
-	if (!strcmp(name, "lower") || !strcmp(name, "upper") ||
-	    !strcmp(name, "title") || !strcmp(name, "capitalize"))
-		return tv_str(do_case(r, tmpl_run_to_str(r, v),
-		                      name[0] == 'l'   ? 'l'
-		                      : name[0] == 'u' ? 'u'
-		                      : name[0] == 't' ? 'j'
-		                                       : 'c'));
-	if (!strcmp(name, "default") || !strcmp(name, "d")) {
-		struct tval def = tv_str(cstr(r, "")), b;
-		bool boolean = false;
-
-		arg(args, nargs, kn, kv, nk, 0, "default_value", &def);
-		if (arg(args, nargs, kn, kv, nk, 1, "boolean", &b))
-			boolean = tmpl_run_truthy(r, b);
-		if (v.k == V_UNDEF || (boolean && !tmpl_run_truthy(r, v)))
-			return def;
-		return v;
-	}
-	if (!strcmp(name, "first") || !strcmp(name, "last")) {
-		struct tlist *l = tmpl_run_iter(r, v);
-
-		if (!l->n)
-			return tmpl_run_undef_hint(
-			    r, name[0] == 'f' ? "No first item, sequence was "
-			                        "empty."
-			                      : "No last item, sequence was "
-			                        "empty.");
-		return l->v[name[0] == 'f' ? 0 : l->n - 1];
-	}
-	if (!strcmp(name, "join")) {
-		struct tlist *l = tmpl_run_iter(r, v);
-		struct tstr *sep = cstr(r, ""), *res = cstr(r, "");
-		const struct tstr *attr = NULL;
-
-		if (arg(args, nargs, kn, kv, nk, 0, "d", &a))
-			sep = tmpl_run_to_str(r, a);
-		if (arg(args, nargs, kn, kv, nk, 1, "attribute", &a) &&
-		    a.k != V_NONE)
-			attr = want_str(r, a, "attribute");
-		for (i = 0; i < l->n; i++) {
-			struct tval x =
-			    attr ? attr_path(r, l->v[i], attr) : l->v[i];
-
-			if (i)
-				res = tmpl_run_str_cat(r, res, sep);
-			res = tmpl_run_str_cat(r, res, tmpl_run_to_str(r, x));
-			tmpl_run_step(r);
-		}
-		return tv_str(res);
-	}
-	if (!strcmp(name, "tojson"))
-		return do_tojson(r, v, args, nargs, kn, kv, nk);
-	if (!strcmp(name, "list")) {
-		struct tlist *l = tmpl_run_iter(r, v),
-		             *c = tmpl_run_list_new(r, l->n);
-
-		if (l->n)
-			memcpy(c->v, l->v, l->n * sizeof(*c->v));
-		return tv_list(c);
-	}
-	if (!strcmp(name, "items")) {
-		struct tlist *l;
-
-		if (v.k == V_UNDEF)
-			return tv_list(tmpl_run_list_new(r, 0));
-		if (v.k != V_DICT)
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "Can only get item pairs from a "
-			              "mapping.");
-		l = tmpl_run_list_new(r, v.u.d->n);
-		for (i = 0; i < v.u.d->n; i++) {
-			struct tlist *p = tmpl_run_list_new(r, 2);
-
-			p->v[0] = v.u.d->keys[i];
-			p->v[1] = v.u.d->vals[i];
-			l->v[i] = tv_list(p);
-			l->v[i].tuple = true;
-		}
-		return tv_list(l);
-	}
-	if (!strcmp(name, "replace")) {
-		struct tval o, n, c = tv_int(-1);
-
-		if (!arg(args, nargs, kn, kv, nk, 0, "old", &o) ||
-		    !arg(args, nargs, kn, kv, nk, 1, "new", &n))
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "replace needs old and new");
-		arg(args, nargs, kn, kv, nk, 2, "count", &c);
-		if (c.k == V_NONE)
-			c = tv_int(-1);
-		if (c.k != V_INT)
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "replace: count must be int");
-		return tv_str(do_replace(r, tmpl_run_to_str(r, v),
-		                         tmpl_run_to_str(r, o),
-		                         tmpl_run_to_str(r, n), c.u.i));
-	}
-	if (!strcmp(name, "select") || !strcmp(name, "reject"))
-		return do_select(r, v, args, nargs, false, name[0] == 's');
-	if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
-		return do_select(r, v, args, nargs, true, name[0] == 's');
-	if (!strcmp(name, "map"))
-		return do_map(r, v, args, nargs, kn, kv, nk);
-	if (!strcmp(name, "reverse")) {
-		if (v.k == V_STR) {
-			struct tlist *l = tmpl_run_iter(r, v);
-			struct tstr *res = cstr(r, "");
-
-			for (i = l->n; i-- > 0;)
-				res = tmpl_run_str_cat(r, res, l->v[i].u.s);
-			return tv_str(res);
-		} else {
-			struct tlist *l = tmpl_run_iter(r, v),
-			             *c = tmpl_run_list_new(r, l->n);
-
-			for (i = 0; i < l->n; i++)
-				c->v[i] = l->v[l->n - 1 - i];
-			return tv_list(c);
-		}
-	}
-	if (!strcmp(name, "unique")) {
-		struct tlist *l = tmpl_run_iter(r, v),
-		             *c = tmpl_run_list_new(r, l->n);
-		size_t j;
-
-		c->n = 0;
-		for (i = 0; i < l->n; i++) {
-			bool seen = false;
-
-			for (j = 0; j < c->n && !seen; j++)
-				seen = tmpl_run_equal(c->v[j], l->v[i], 0);
-			if (!seen)
-				c->v[c->n++] = l->v[i];
-			tmpl_run_step(r);
-		}
-		return tv_list(c);
-	}
-	if (!strcmp(name, "sum") || !strcmp(name, "max") ||
-	    !strcmp(name, "min")) {
-		struct tlist *l = tmpl_run_iter(r, v);
-		struct tval acc = tv_int(0);
-
-		if (name[1] == 'u') {
-			for (i = 0; i < l->n; i++) {
-				struct tval x = l->v[i];
-				struct tval tmp;
-
-				if (x.k == V_FLOAT || acc.k == V_FLOAT)
-					tmp = tv_float(
-					    (acc.k == V_FLOAT
-					         ? acc.u.f
-					         : (double)acc.u.i) +
-					    (x.k == V_FLOAT
-					         ? x.u.f
-					         : (double)(x.k == V_INT
-					                        ? x.u.i
-					                        : x.u.b)));
-				else if (x.k == V_INT || x.k == V_BOOL) {
-					int64_t y = x.k == V_INT ? x.u.i
-					                         : x.u.b,
-					        z;
-
-					if (__builtin_add_overflow(acc.u.i, y,
-					                           &z))
-						tmpl_run_fail(
-						    r, TMPL_ERUNTIME,
-						    "integer too large");
-					tmp = tv_int(z);
-				} else {
-					tmpl_run_fail(
-					    r, TMPL_ERUNTIME,
-					    "unsupported operand type(s) "
-					    "for +: "
-					    "'int' and '%s'",
-					    tmpl_run_type_name(x));
-				}
-				acc = tmp;
-			}
-			return acc;
-		}
-		if (!l->n)
-			return tmpl_run_undef_hint(
-			    r, "No aggregated item, sequence was "
-			       "empty.");
-		acc = l->v[0];
-		for (i = 1; i < l->n; i++) {
-			int c = tmpl_run_order(r, '<', l->v[i], acc, 0);
-
-			if ((name[1] == 'a' && c > 0) ||
-			    (name[1] == 'i' && c < 0))
-				acc = l->v[i];
-		}
-		return acc;
-	}
-	if (!strcmp(name, "abs")) {
-		if (v.k == V_INT && v.u.i != INT64_MIN)
-			return tv_int(v.u.i < 0 ? -v.u.i : v.u.i);
-		if (v.k == V_FLOAT)
-			return tv_float(fabs(v.u.f));
-		if (v.k == V_BOOL)
-			return tv_int(v.u.b);
-		tmpl_run_fail(r, TMPL_ERUNTIME,
-		              "bad operand type for abs(): '%s'",
-		              tmpl_run_type_name(v));
-	}
-	if (!strcmp(name, "int") || !strcmp(name, "float")) {
-		struct tval def = name[0] == 'i' ? tv_int(0) : tv_float(0.0);
-
-		arg(args, nargs, kn, kv, nk, 0, "default", &def);
-		if (v.k == V_INT || v.k == V_BOOL)
-			return name[0] == 'i'
-			           ? tv_int(v.k == V_INT ? v.u.i : v.u.b)
-			           : tv_float(v.k == V_INT ? (double)v.u.i
-			                                   : v.u.b);
-		if (v.k == V_FLOAT) {
-			if (name[0] == 'f')
-				return v;
-			if (!(v.u.f > -9.2e18 && v.u.f < 9.2e18))
-				return def;
-			return tv_int((int64_t)v.u.f);
-		}
-		if (v.k == V_STR) {
-			char buf[64], *end;
-			struct tstr *s = do_strip(r, v.u.s, NULL, 3);
-
-			if (s->n == 0 || s->n >= sizeof(buf))
-				return def;
-			memcpy(buf, s->p, s->n);
-			buf[s->n] = '\0';
-			if (name[0] == 'i') {
-				long long x = strtoll(buf, &end, 10);
-
-				if (*end) {
-					double d = strtod(buf, &end);
-
-					if (*end ||
-					    !(d > -9.2e18 && d < 9.2e18))
-						return def;
-					return tv_int((int64_t)d);
-				}
-				return tv_int(x);
-			} else {
-				double d = strtod(buf, &end);
-
-				return *end ? def : tv_float(d);
-			}
-		}
-		return def;
-	}
-	if (!strcmp(name, "round")) {
-		struct tval p = tv_int(0), m = tv_str(cstr(r, "common"));
-		double x, f;
-
-		arg(args, nargs, kn, kv, nk, 0, "precision", &p);
-		arg(args, nargs, kn, kv, nk, 1, "method", &m);
-		if (!(v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL) ||
-		    p.k != V_INT || p.u.i < 0 || p.u.i > 15)
-			tmpl_run_fail(r, TMPL_ERUNTIME, "round: bad arguments");
-		x = v.k == V_FLOAT ? v.u.f
-		    : v.k == V_INT ? (double)v.u.i
-		                   : v.u.b;
-		f = pow(10.0, (double)p.u.i);
-		if (m.k == V_STR && m.u.s->n == 4 &&
-		    !memcmp(m.u.s->p, "ceil", 4))
-			return tv_float(ceil(x * f) / f);
-		if (m.k == V_STR && m.u.s->n == 5 &&
-		    !memcmp(m.u.s->p, "floor", 5))
-			return tv_float(floor(x * f) / f);
-		return tv_float(round(x * f) / f);
-	}
-	if (!strcmp(name, "wordcount")) {
-		struct tstr *s = tmpl_run_to_str(r, v);
-		size_t k, n = 0;
-		bool in = false;
-
-		/* \w+ runs: letters, digits, underscore */
-		for (i = 0; i < s->n; i += k) {
-			uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
-			utf8proc_category_t c =
-			    utf8proc_category((utf8proc_int32_t)cp);
-			bool w = cp == '_' ||
-			         (c >= UTF8PROC_CATEGORY_LU &&
-			          c <= UTF8PROC_CATEGORY_LO) ||
-			         (c >= UTF8PROC_CATEGORY_ND &&
-			          c <= UTF8PROC_CATEGORY_NO);
-
-			if (w && !in)
-				n++;
-			in = w;
-		}
-		return tv_int((int64_t)n);
-	}
-	tmpl_run_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", name);
-}
-
-/* --------------------------------------------------------------- tests */
-
-static bool str_all_case(const struct tstr *s, bool upper)
-{
-	size_t i, k;
-	bool any = false;
-
-	for (i = 0; i < s->n; i += k) {
-		uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
-		utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-
-		if (c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LT) {
-			if (!upper)
-				return false;
-			any = true;
-		} else if (c == UTF8PROC_CATEGORY_LL) {
-			if (upper)
-				return false;
-			any = true;
-		}
-	}
-	return any;
-}
-
-bool tmpl_lib_test(struct trender *r, const char *name, struct tval v,
-                   struct tval *args, size_t nargs)
-{
-	struct tval a = nargs ? args[0] : tv_none();
-
-	if (!strcmp(name, "defined"))
-		return v.k != V_UNDEF;
-	if (!strcmp(name, "undefined"))
-		return v.k == V_UNDEF;
-	if (!strcmp(name, "none"))
-		return v.k == V_NONE;
-	if (!strcmp(name, "boolean"))
-		return v.k == V_BOOL;
-	if (!strcmp(name, "true"))
-		return v.k == V_BOOL && v.u.b;
-	if (!strcmp(name, "false"))
-		return v.k == V_BOOL && !v.u.b;
-	if (!strcmp(name, "integer"))
-		return v.k == V_INT;
-	if (!strcmp(name, "float"))
-		return v.k == V_FLOAT;
-	if (!strcmp(name, "number"))
-		return v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL;
-	if (!strcmp(name, "string"))
-		return v.k == V_STR;
-	if (!strcmp(name, "mapping"))
-		return v.k == V_DICT;
-	if (!strcmp(name, "iterable"))
-		return v.k == V_STR || v.k == V_LIST || v.k == V_DICT ||
-		       v.k == V_UNDEF || v.k == V_LOOP;
-	if (!strcmp(name, "sequence"))
-		return v.k == V_STR || v.k == V_LIST || v.k == V_DICT ||
-		       v.k == V_UNDEF;
-	if (!strcmp(name, "callable"))
-		return v.k == V_FUNC || v.k == V_MACRO || v.k == V_UNDEF;
-	if (!strcmp(name, "escaped"))
-		return false;
-	if (!strcmp(name, "lower") || !strcmp(name, "upper"))
-		return v.k == V_STR && str_all_case(v.u.s, name[0] == 'u');
-	if (!strcmp(name, "filter") || !strcmp(name, "test")) {
-		char *z;
-
-		if (a.k != V_STR)
-			return false;
-		z = tmpl_arena_alloc(&r->arena, a.u.s->n + 1);
-		memcpy(z, a.u.s->p, a.u.s->n);
-		return name[0] == 'f' ? tmpl_lib_has_filter(z)
-		                      : tmpl_lib_has_test(z);
-	}
-	if (v.k == V_UNDEF && (!strcmp(name, "even") || !strcmp(name, "odd") ||
-	                       !strcmp(name, "divisibleby")))
-		tmpl_run_undef_fail(r, v);
-	if (!strcmp(name, "even") || !strcmp(name, "odd")) {
-		if (v.k != V_INT && v.k != V_BOOL)
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "test '%s' needs an integer", name);
-		return ((v.k == V_INT ? v.u.i : v.u.b) % 2 != 0) ==
-		       (name[0] == 'o');
-	}
-	if (!nargs)
-		tmpl_run_fail(r, TMPL_ERUNTIME, "test '%s' needs an argument",
-		              name);
-	if (!strcmp(name, "eq") || !strcmp(name, "equalto") ||
-	    !strcmp(name, "=="))
-		return tmpl_run_equal(v, a, 0);
-	if (!strcmp(name, "ne") || !strcmp(name, "!="))
-		return !tmpl_run_equal(v, a, 0);
-	if (!strcmp(name, "lt") || !strcmp(name, "<") ||
-	    !strcmp(name, "lessthan"))
-		return tmpl_run_order(r, '<', v, a, 0) < 0;
-	if (!strcmp(name, "gt") || !strcmp(name, ">") ||
-	    !strcmp(name, "greaterthan"))
-		return tmpl_run_order(r, '>', v, a, 0) > 0;
-	if (!strcmp(name, "le") || !strcmp(name, "<="))
-		return tmpl_run_order(r, 'l', v, a, 0) <= 0;
-	if (!strcmp(name, "ge") || !strcmp(name, ">="))
-		return tmpl_run_order(r, 'g', v, a, 0) >= 0;
-	if (!strcmp(name, "in"))
-		return tmpl_run_contains(r, v, a);
-	if (!strcmp(name, "sameas")) {
-		if (v.k != a.k)
-			return false;
-		if (v.k == V_NONE || v.k == V_UNDEF)
-			return true;
-		if (v.k == V_BOOL)
-			return v.u.b == a.u.b;
-		return tmpl_run_equal(v, a, 0) && v.k != V_LIST &&
-		       v.k != V_DICT;
-	}
-	if (!strcmp(name, "divisibleby")) {
-		int64_t x;
-
-		if (v.k != V_INT && v.k != V_BOOL)
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "test '%s' needs an integer", name);
-		x = v.k == V_INT ? v.u.i : v.u.b;
-		if (a.k != V_INT || a.u.i == 0)
-			tmpl_run_fail(r, TMPL_ERUNTIME,
-			              "divisibleby needs a non-zero "
-			              "integer");
-		return a.u.i == -1 || x % a.u.i == 0;
-	}
-	tmpl_run_fail(r, TMPL_ERUNTIME, "No test named '%s'.", name);
+	if (!f)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "No filter named '%s'.", name);
+	return f->fn(&c);
 }
 
 /* ------------------------------------------------------ methods, globals */
@@ -1555,9 +1862,11 @@ struct tval tmpl_lib_call(struct trender *r, const struct tfunc *fn,
 			tmpl_run_fail(r, TMPL_ERUNTIME,
 			              "no items for cycling given");
 		return args[self.u.lp->i % nargs];
-	case TF_ITEMS:
-		return tmpl_lib_filter(r, "items", self, NULL, 0, NULL, NULL,
-		                       0);
+	case TF_ITEMS: {
+		struct fcall c = {r, self, NULL, 0, NULL, NULL, 0};
+
+		return f_items(&c);
+	}
 	case TF_KEYS:
 	case TF_VALUES: {
 		struct tlist *l = tmpl_run_list_new(r, self.u.d->n);
