@@ -242,7 +242,6 @@ struct trender {
 /* template_run.c */
 _Noreturn void tmpl_run_fail(struct trender *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-struct tval tmpl_run_eval(struct trender *r, const struct node *n);
 struct tstr *tmpl_run_str_new(struct trender *r, const char *p, size_t n,
                               bool content);
 struct tstr *tmpl_run_str_cat(struct trender *r, const struct tstr *a,
@@ -252,25 +251,15 @@ struct tstr *tmpl_run_str_sub(struct trender *r, const struct tstr *s,
 struct tstr *tmpl_run_str_derived(struct trender *r, const char *p, size_t n,
                                   bool content);
 struct tstr *tmpl_run_to_str(struct trender *r, struct tval v);
-struct tstr *tmpl_run_repr(struct trender *r, struct tval v);
 bool tmpl_run_has_content(struct tval v, int depth);
 bool tmpl_run_truthy(struct trender *r, struct tval v);
 bool tmpl_run_equal(struct tval a, struct tval b, int depth);
-struct tval tmpl_run_getattr(struct trender *r, struct tval obj,
-                             const char *name, size_t nlen);
 struct tval tmpl_run_getitem(struct trender *r, struct tval obj,
                              struct tval key);
 _Noreturn void tmpl_run_undef_fail(struct trender *r, struct tval u);
 struct tlist *tmpl_run_iter(struct trender *r, struct tval v);
-struct tval tmpl_run_call(struct trender *r, struct tval fn, struct tval *args,
-                          size_t nargs, const char **kn, struct tval *kv,
-                          size_t nk);
 const char *tmpl_run_type_name(struct tval v);
-struct tval tmpl_run_undef(struct trender *r, const char *obj, const char *name,
-                           size_t nlen);
-struct tval tmpl_run_undef_idx(struct trender *r, const char *obj, int64_t idx);
 struct tval tmpl_run_undef_hint(struct trender *r, const char *hint);
-const char *tmpl_run_obj_repr(struct tval v);
 struct tval tmpl_run_dict_get(struct tval d, struct tval key, bool *found);
 void tmpl_run_dict_set(struct trender *r, struct tdict *d, struct tval key,
                        struct tval val);
@@ -280,7 +269,6 @@ size_t tmpl_run_u8len(const struct tstr *s);
 int tmpl_run_order(struct trender *r, int op, struct tval a, struct tval b,
                    int depth);
 bool tmpl_run_contains(struct trender *r, struct tval a, struct tval b);
-size_t tmpl_run_u8off(const struct tstr *s, size_t cp);
 
 static inline struct tval tv_none(void)
 {

@@ -149,7 +149,7 @@ size_t tmpl_run_u8len(const struct tstr *s)
 }
 
 /* Byte offset of code point CP of S (S->n when past the end). */
-size_t tmpl_run_u8off(const struct tstr *s, size_t cp)
+static size_t r_u8off(const struct tstr *s, size_t cp)
 {
 	size_t i = 0, k;
 
@@ -197,7 +197,7 @@ static void tsb_cstr(struct trender *r, struct tsbuf *b, const char *s)
 
 /* ----------------------------------------------------------- undefined */
 
-struct tval tmpl_run_undef(struct trender *r, const char *obj, const char *name,
+static struct tval r_undef(struct trender *r, const char *obj, const char *name,
                            size_t nlen)
 {
 	struct tval v = {.k = V_UNDEF};
@@ -209,9 +209,9 @@ struct tval tmpl_run_undef(struct trender *r, const char *obj, const char *name,
 	return v;
 }
 
-struct tval tmpl_run_undef_idx(struct trender *r, const char *obj, int64_t idx)
+static struct tval r_undef_idx(struct trender *r, const char *obj, int64_t idx)
 {
-	struct tval v = tmpl_run_undef(r, obj, NULL, 0);
+	struct tval v = r_undef(r, obj, NULL, 0);
 
 	v.u.u->is_index = true;
 	v.u.u->idx = idx;
@@ -220,7 +220,7 @@ struct tval tmpl_run_undef_idx(struct trender *r, const char *obj, int64_t idx)
 
 struct tval tmpl_run_undef_hint(struct trender *r, const char *hint)
 {
-	struct tval v = tmpl_run_undef(r, NULL, NULL, 0);
+	struct tval v = r_undef(r, NULL, NULL, 0);
 
 	v.u.u->hint = hint;
 	return v;
@@ -275,7 +275,7 @@ const char *tmpl_run_type_name(struct tval v)
 	return "object";
 }
 
-const char *tmpl_run_obj_repr(struct tval v)
+static const char *r_obj_repr(struct tval v)
 {
 	switch (v.k) {
 	case V_NONE:
@@ -667,14 +667,6 @@ struct tstr *tmpl_run_to_str(struct trender *r, struct tval v)
 	return tmpl_run_str_derived(r, b.p, b.n, tmpl_run_has_content(v, 0));
 }
 
-struct tstr *tmpl_run_repr(struct trender *r, struct tval v)
-{
-	struct tsbuf b = {0};
-
-	repr_into(r, &b, v, true, 0);
-	return tmpl_run_str_derived(r, b.p, b.n, tmpl_run_has_content(v, 0));
-}
-
 /* ------------------------------------------------------- scopes, names */
 
 static struct tscope *scope_new(struct trender *r, struct tscope *parent)
@@ -733,7 +725,7 @@ static struct tval lookup(struct trender *r, const char *name, size_t nlen)
 	v = tmpl_lib_global(r, name, &found);
 	if (found)
 		return v;
-	return tmpl_run_undef(r, NULL, name, nlen);
+	return r_undef(r, NULL, name, nlen);
 }
 
 /* ------------------------------------------------ attributes, subscripts */
@@ -795,7 +787,7 @@ static struct tval loop_attr(struct trender *r, struct tloop *lp,
 	return tv_none();
 }
 
-struct tval tmpl_run_getattr(struct trender *r, struct tval obj,
+static struct tval r_getattr(struct trender *r, struct tval obj,
                              const char *name, size_t nlen)
 {
 	bool found;
@@ -828,7 +820,7 @@ struct tval tmpl_run_getattr(struct trender *r, struct tval obj,
 		if (found)
 			return v;
 	}
-	return tmpl_run_undef(r, tmpl_run_obj_repr(obj), name, nlen);
+	return r_undef(r, r_obj_repr(obj), name, nlen);
 }
 
 /* Python index I into a sequence of N items, or -1 when out of range. */
@@ -865,8 +857,7 @@ struct tval tmpl_run_getitem(struct trender *r, struct tval obj,
 		} else {
 			i = seq_index(num_i(key), tmpl_run_u8len(obj.u.s));
 			if (i >= 0) {
-				size_t a = tmpl_run_u8off(obj.u.s, (size_t)i),
-				       k;
+				size_t a = r_u8off(obj.u.s, (size_t)i), k;
 
 				tmpl_lib_u8dec(obj.u.s->p + a, obj.u.s->n - a,
 				               &k);
@@ -874,17 +865,16 @@ struct tval tmpl_run_getitem(struct trender *r, struct tval obj,
 				    tmpl_run_str_sub(r, obj.u.s, a, k));
 			}
 		}
-		return tmpl_run_undef_idx(r, tmpl_run_obj_repr(obj),
-		                          num_i(key));
+		return r_undef_idx(r, r_obj_repr(obj), num_i(key));
 	}
 	if (key.k == V_STR) {
 		char *name = tmpl_arena_alloc(&r->arena, key.u.s->n + 1);
 
 		memcpy(name, key.u.s->p, key.u.s->n);
-		return tmpl_run_getattr(r, obj, name, key.u.s->n);
+		return r_getattr(r, obj, name, key.u.s->n);
 	}
 	if (key.k == V_INT)
-		return tmpl_run_undef_idx(r, tmpl_run_obj_repr(obj), key.u.i);
+		return r_undef_idx(r, r_obj_repr(obj), key.u.i);
 	return tmpl_run_undef_hint(r, "invalid subscript");
 }
 
@@ -959,9 +949,9 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 		return v;
 	}
 	if (step == 1) {
-		size_t a = tmpl_run_u8off(obj.u.s, (size_t)start);
-		size_t b = tmpl_run_u8off(
-		    obj.u.s, (size_t)(stop > start ? stop : start));
+		size_t a = r_u8off(obj.u.s, (size_t)start);
+		size_t b =
+		    r_u8off(obj.u.s, (size_t)(stop > start ? stop : start));
 
 		return tv_str(tmpl_run_str_sub(r, obj.u.s, a, b - a));
 	}
@@ -969,7 +959,7 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 		struct tsbuf b = {0};
 
 		for (i = start; step > 0 ? i < stop : i > stop; i += step) {
-			size_t a = tmpl_run_u8off(obj.u.s, (size_t)i), k;
+			size_t a = r_u8off(obj.u.s, (size_t)i), k;
 
 			tmpl_lib_u8dec(obj.u.s->p + a, obj.u.s->n - a, &k);
 			tsb_add(r, &b, obj.u.s->p + a, k);
@@ -1296,6 +1286,7 @@ bool tmpl_run_contains(struct trender *r, struct tval a, struct tval b)
 /* ------------------------------------------------------------ evaluation */
 
 static void exec_body(struct trender *r, const struct node *body);
+static struct tval r_eval(struct trender *r, const struct node *n);
 
 /* Set position for error messages. */
 static void at(struct trender *r, const struct node *n)
@@ -1314,9 +1305,9 @@ static void eval_args(struct trender *r, const struct node *n,
 	    n->n ? tmpl_arena_alloc(&r->arena, n->n * sizeof(**args)) : NULL;
 	*kv = n->nk ? tmpl_arena_alloc(&r->arena, n->nk * sizeof(**kv)) : NULL;
 	for (i = 0; i < n->n; i++)
-		(*args)[i] = tmpl_run_eval(r, n->v[i]);
+		(*args)[i] = r_eval(r, n->v[i]);
 	for (i = 0; i < n->nk; i++)
-		(*kv)[i] = tmpl_run_eval(r, n->kv[i]);
+		(*kv)[i] = r_eval(r, n->kv[i]);
 }
 
 /* Capture the output of BODY as a string. */
@@ -1377,7 +1368,7 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 			}
 		}
 		if (!set && prm->a)
-			v = tmpl_run_eval(r, prm->a);
+			v = r_eval(r, prm->a);
 		if (!set && !prm->a) {
 			char *h = tmpl_arena_alloc(&r->arena, 96 + prm->sn);
 
@@ -1412,7 +1403,7 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 	return tv_str(out);
 }
 
-struct tval tmpl_run_call(struct trender *r, struct tval fn, struct tval *args,
+static struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
                           size_t nargs, const char **kn, struct tval *kv,
                           size_t nk)
 {
@@ -1437,7 +1428,7 @@ static struct tval apply_filter(struct trender *r, const struct node *f,
 	return tmpl_lib_filter(r, f->s, v, args, f->n, f->kn, kv, f->nk);
 }
 
-struct tval tmpl_run_eval(struct trender *r, const struct node *n)
+static struct tval r_eval(struct trender *r, const struct node *n)
 {
 	struct tval a, b;
 	size_t i;
@@ -1448,40 +1439,40 @@ struct tval tmpl_run_eval(struct trender *r, const struct node *n)
 	case N_NAME:
 		return lookup(r, n->s, n->sn);
 	case N_ATTR:
-		a = tmpl_run_eval(r, n->a);
+		a = r_eval(r, n->a);
 		at(r, n);
-		return tmpl_run_getattr(r, a, n->s, n->sn);
+		return r_getattr(r, a, n->s, n->sn);
 	case N_ITEM:
-		a = tmpl_run_eval(r, n->a);
-		b = tmpl_run_eval(r, n->b);
+		a = r_eval(r, n->a);
+		b = r_eval(r, n->b);
 		at(r, n);
 		return tmpl_run_getitem(r, a, b);
 	case N_SLICE: {
 		struct tval parts[3];
 
-		a = tmpl_run_eval(r, n->a);
-		parts[0] = n->b ? tmpl_run_eval(r, n->b) : tv_none();
-		parts[1] = n->c ? tmpl_run_eval(r, n->c) : tv_none();
-		parts[2] = n->d ? tmpl_run_eval(r, n->d) : tv_none();
+		a = r_eval(r, n->a);
+		parts[0] = n->b ? r_eval(r, n->b) : tv_none();
+		parts[1] = n->c ? r_eval(r, n->c) : tv_none();
+		parts[2] = n->d ? r_eval(r, n->d) : tv_none();
 		at(r, n);
 		return do_slice(r, a, parts);
 	}
 	case N_CALL: {
 		struct tval *args, *kv;
 
-		a = tmpl_run_eval(r, n->a);
+		a = r_eval(r, n->a);
 		eval_args(r, n, &args, &kv);
 		at(r, n);
-		return tmpl_run_call(r, a, args, n->n, n->kn, kv, n->nk);
+		return r_call(r, a, args, n->n, n->kn, kv, n->nk);
 	}
 	case N_FILTER:
-		a = tmpl_run_eval(r, n->a);
+		a = r_eval(r, n->a);
 		return apply_filter(r, n, a);
 	case N_TEST: {
 		struct tval *args, *kv;
 		bool res;
 
-		a = tmpl_run_eval(r, n->a);
+		a = r_eval(r, n->a);
 		eval_args(r, n, &args, &kv);
 		at(r, n);
 		res = tmpl_lib_test(r, n->s, a, args, n->n);
@@ -1489,7 +1480,7 @@ struct tval tmpl_run_eval(struct trender *r, const struct node *n)
 	}
 	case N_NEG:
 	case N_POS:
-		a = tmpl_run_eval(r, n->a);
+		a = r_eval(r, n->a);
 		at(r, n);
 		if (a.k == V_UNDEF)
 			tmpl_run_undef_fail(r, a);
@@ -1507,28 +1498,28 @@ struct tval tmpl_run_eval(struct trender *r, const struct node *n)
 			tmpl_run_fail(r, TMPL_ERUNTIME, "integer too large");
 		return tv_int(-num_i(a));
 	case N_NOT:
-		return tv_bool(!tmpl_run_truthy(r, tmpl_run_eval(r, n->a)));
+		return tv_bool(!tmpl_run_truthy(r, r_eval(r, n->a)));
 	case N_AND:
-		a = tmpl_run_eval(r, n->a);
-		return tmpl_run_truthy(r, a) ? tmpl_run_eval(r, n->b) : a;
+		a = r_eval(r, n->a);
+		return tmpl_run_truthy(r, a) ? r_eval(r, n->b) : a;
 	case N_OR:
-		a = tmpl_run_eval(r, n->a);
-		return tmpl_run_truthy(r, a) ? a : tmpl_run_eval(r, n->b);
+		a = r_eval(r, n->a);
+		return tmpl_run_truthy(r, a) ? a : r_eval(r, n->b);
 	case N_BIN:
-		a = tmpl_run_eval(r, n->a);
-		b = tmpl_run_eval(r, n->b);
+		a = r_eval(r, n->a);
+		b = r_eval(r, n->b);
 		at(r, n);
 		if (n->op == '~')
 			return tv_str(tmpl_run_str_cat(r, tmpl_run_to_str(r, a),
 			                               tmpl_run_to_str(r, b)));
 		return arith(r, n->op, a, b);
 	case N_CMP:
-		a = tmpl_run_eval(r, n->v[0]);
+		a = r_eval(r, n->v[0]);
 		for (i = 1; i < n->n; i++) {
 			bool ok;
 			int op = n->ops[i - 1];
 
-			b = tmpl_run_eval(r, n->v[i]);
+			b = r_eval(r, n->v[i]);
 			at(r, n);
 			switch (op) {
 			case 'e':
@@ -1558,10 +1549,10 @@ struct tval tmpl_run_eval(struct trender *r, const struct node *n)
 		}
 		return tv_bool(true);
 	case N_COND:
-		if (tmpl_run_truthy(r, tmpl_run_eval(r, n->a)))
-			return tmpl_run_eval(r, n->b);
+		if (tmpl_run_truthy(r, r_eval(r, n->a)))
+			return r_eval(r, n->b);
 		if (n->c)
-			return tmpl_run_eval(r, n->c);
+			return r_eval(r, n->c);
 		return tmpl_run_undef_hint(
 		    r, "the inline if-expression evaluated to "
 		       "false and no else section was defined.");
@@ -1570,7 +1561,7 @@ struct tval tmpl_run_eval(struct trender *r, const struct node *n)
 		struct tlist *l = tmpl_run_list_new(r, n->n);
 
 		for (i = 0; i < n->n; i++)
-			l->v[i] = tmpl_run_eval(r, n->v[i]);
+			l->v[i] = r_eval(r, n->v[i]);
 		a = tv_list(l);
 		a.tuple = n->k == N_TUPLE;
 		return a;
@@ -1580,10 +1571,9 @@ struct tval tmpl_run_eval(struct trender *r, const struct node *n)
 		a.tuple = false;
 		a.u.d = tmpl_arena_alloc(&r->arena, sizeof(*a.u.d));
 		for (i = 0; i < n->n; i++) {
-			struct tval k = tmpl_run_eval(r, n->v[i]);
+			struct tval k = r_eval(r, n->v[i]);
 
-			tmpl_run_dict_set(r, a.u.d, k,
-			                  tmpl_run_eval(r, n->kv[i]));
+			tmpl_run_dict_set(r, a.u.d, k, r_eval(r, n->kv[i]));
 		}
 		return a;
 	default:
@@ -1646,7 +1636,7 @@ static void exec_for(struct trender *r, const struct node *n)
 	struct tval loopv = {.k = V_LOOP};
 	size_t i;
 
-	items = tmpl_run_iter(r, tmpl_run_eval(r, n->b));
+	items = tmpl_run_iter(r, r_eval(r, n->b));
 	at(r, n);
 	if (n->c) {
 		struct tlist *f = tmpl_run_list_new(r, items->n);
@@ -1656,7 +1646,7 @@ static void exec_for(struct trender *r, const struct node *n)
 			tmpl_run_step(r);
 			r->scope = scope_new(r, saved);
 			assign(r, r->scope, n->a, items->v[i]);
-			if (tmpl_run_truthy(r, tmpl_run_eval(r, n->c)))
+			if (tmpl_run_truthy(r, r_eval(r, n->c)))
 				f->v[k++] = items->v[i];
 		}
 		f->n = k;
@@ -1691,7 +1681,7 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		out_add(r, r->out, n->s, n->sn, NULL, 0);
 		break;
 	case N_OUT: {
-		struct tval v = tmpl_run_eval(r, n->a);
+		struct tval v = r_eval(r, n->a);
 
 		at(r, n);
 		out_str(r, tmpl_run_to_str(r, v));
@@ -1701,7 +1691,7 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		const struct node *c = n;
 
 		while (c && c->k == N_IF) {
-			if (tmpl_run_truthy(r, tmpl_run_eval(r, c->a))) {
+			if (tmpl_run_truthy(r, r_eval(r, c->a))) {
 				exec_body(r, c->b);
 				return;
 			}
@@ -1715,7 +1705,7 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		exec_for(r, n);
 		break;
 	case N_SET:
-		assign(r, r->scope, n->a, tmpl_run_eval(r, n->b));
+		assign(r, r->scope, n->a, r_eval(r, n->b));
 		break;
 	case N_SETBLOCK: {
 		struct tval v = tv_str(capture(r, n->b));
@@ -1753,7 +1743,7 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		caller.u.m = tmpl_arena_alloc(&r->arena, sizeof(*caller.u.m));
 		caller.u.m->def = n;
 		caller.u.m->scope = r->scope;
-		fn = tmpl_run_eval(r, c->a);
+		fn = r_eval(r, c->a);
 		eval_args(r, c, &args, &kv);
 		kn = tmpl_arena_alloc(&r->arena, (c->nk + 1) * sizeof(*kn));
 		{
@@ -1767,9 +1757,9 @@ static void exec_stmt(struct trender *r, const struct node *n)
 			kn[c->nk] = "caller";
 			kv2[c->nk] = caller;
 			at(r, n);
-			out_str(r, tmpl_run_to_str(
-			               r, tmpl_run_call(r, fn, args, c->n, kn,
-			                                kv2, c->nk + 1)));
+			out_str(r,
+			        tmpl_run_to_str(r, r_call(r, fn, args, c->n, kn,
+			                                  kv2, c->nk + 1)));
 		}
 		break;
 	}
