@@ -7,6 +7,17 @@
  * The compile arena belongs to struct tmpl; the render arena to one call of
  * tmpl_render.  An error anywhere formats its message and longjmps to the
  * entry point (tmpl_compile / tmpl_render), which frees the arena.
+ *
+ * Names: every symbol the template module exports starts with tmpl_, so
+ * it cannot collide with the libraries parley links (SQLite, libedit,
+ * ncurses, PCRE2, utf8proc).  template.h holds the public API
+ * (tmpl_compile, tmpl_render, tmpl_free).  Internals shared between the
+ * template_*.c files say where they live in their second word:
+ *   tmpl_arena_*, tmpl_fail   arena and error unwinding (template_parse.c)
+ *   tmpl_run_*                the evaluator (template_run.c)
+ *   tmpl_lib_*                filters, tests, methods, globals
+ *                             (template_lib.c)
+ * Everything else is static and may keep a short name.
  */
 #ifndef PARLEY_TEMPLATE_INT_H
 #define PARLEY_TEMPLATE_INT_H
@@ -39,12 +50,12 @@ struct tarena {
 	const int *col;
 };
 
-void *ta_alloc(struct tarena *a, size_t n);
-void ta_free_all(struct tarena *a);
+void *tmpl_arena_alloc(struct tarena *a, size_t n);
+void tmpl_arena_free(struct tarena *a);
 
 /* Fail with CODE; the message is "line L, column C: ..." when LINE > 0. */
-_Noreturn void t_fail(struct tfail *f, int code, int line, int col,
-                      const char *fmt, ...)
+_Noreturn void tmpl_fail(struct tfail *f, int code, int line, int col,
+                         const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 /* ------------------------------------------------------------- values */
@@ -229,44 +240,35 @@ struct trender {
 };
 
 /* template_run.c */
-_Noreturn void r_fail(struct trender *r, int code, const char *fmt, ...)
+_Noreturn void tmpl_run_fail(struct trender *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-struct tval r_eval(struct trender *r, const struct node *n);
-struct tstr *r_str_new(struct trender *r, const char *p, size_t n,
-                       bool content);
-struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
-                       const struct tstr *b);
-struct tstr *r_str_sub(struct trender *r, const struct tstr *s, size_t off,
-                       size_t n);
-struct tstr *r_str_derived(struct trender *r, const char *p, size_t n,
-                           bool content);
-struct tstr *r_to_str(struct trender *r, struct tval v);
-struct tstr *r_repr(struct trender *r, struct tval v);
-bool r_has_content(struct tval v, int depth);
-bool r_truthy(struct trender *r, struct tval v);
-bool r_equal(struct tval a, struct tval b, int depth);
-struct tval r_getattr(struct trender *r, struct tval obj, const char *name,
-                      size_t nlen);
-struct tval r_getitem(struct trender *r, struct tval obj, struct tval key);
-_Noreturn void r_undef_fail(struct trender *r, struct tval u);
-struct tlist *r_iter(struct trender *r, struct tval v);
-struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
-                   size_t nargs, const char **kn, struct tval *kv, size_t nk);
-const char *r_type_name(struct tval v);
-struct tval r_undef(struct trender *r, const char *obj, const char *name,
-                    size_t nlen);
-struct tval r_undef_idx(struct trender *r, const char *obj, int64_t idx);
-struct tval r_undef_hint(struct trender *r, const char *hint);
-const char *r_obj_repr(struct tval v);
-struct tval r_dict_get(struct tval d, struct tval key, bool *found);
-void r_dict_set(struct trender *r, struct tdict *d, struct tval key,
-                struct tval val);
-struct tlist *r_list_new(struct trender *r, size_t n);
-void r_step(struct trender *r);
-size_t r_u8len(const struct tstr *s);
-int r_order(struct trender *r, int op, struct tval a, struct tval b, int depth);
-bool r_contains(struct trender *r, struct tval a, struct tval b);
-size_t r_u8off(const struct tstr *s, size_t cp);
+struct tstr *tmpl_run_str_new(struct trender *r, const char *p, size_t n,
+                              bool content);
+struct tstr *tmpl_run_str_cat(struct trender *r, const struct tstr *a,
+                              const struct tstr *b);
+struct tstr *tmpl_run_str_sub(struct trender *r, const struct tstr *s,
+                              size_t off, size_t n);
+struct tstr *tmpl_run_str_derived(struct trender *r, const char *p, size_t n,
+                                  bool content);
+struct tstr *tmpl_run_to_str(struct trender *r, struct tval v);
+bool tmpl_run_has_content(struct tval v, int depth);
+bool tmpl_run_truthy(struct trender *r, struct tval v);
+bool tmpl_run_equal(struct tval a, struct tval b, int depth);
+struct tval tmpl_run_getitem(struct trender *r, struct tval obj,
+                             struct tval key);
+_Noreturn void tmpl_run_undef_fail(struct trender *r, struct tval u);
+struct tlist *tmpl_run_iter(struct trender *r, struct tval v);
+const char *tmpl_run_type_name(struct tval v);
+struct tval tmpl_run_undef_hint(struct trender *r, const char *hint);
+struct tval tmpl_run_dict_get(struct tval d, struct tval key, bool *found);
+void tmpl_run_dict_set(struct trender *r, struct tdict *d, struct tval key,
+                       struct tval val);
+struct tlist *tmpl_run_list_new(struct trender *r, size_t n);
+void tmpl_run_step(struct trender *r);
+size_t tmpl_run_u8len(const struct tstr *s);
+int tmpl_run_order(struct trender *r, int op, struct tval a, struct tval b,
+                   int depth);
+bool tmpl_run_contains(struct trender *r, struct tval a, struct tval b);
 
 static inline struct tval tv_none(void)
 {
@@ -300,23 +302,32 @@ static inline struct tval tv_list(struct tlist *l)
 }
 
 /* template_lib.c */
-struct tval lib_filter(struct trender *r, const char *name, struct tval v,
-                       struct tval *args, size_t nargs, const char **kn,
-                       struct tval *kv, size_t nk);
-bool lib_test(struct trender *r, const char *name, struct tval v,
-              struct tval *args, size_t nargs);
-bool lib_has_filter(const char *name);
-bool lib_has_test(const char *name);
-struct tval lib_method(struct trender *r, struct tval self, const char *name,
-                       size_t nlen, bool *found);
-struct tval lib_global(struct trender *r, const char *name, bool *found);
-struct tval lib_call(struct trender *r, const struct tfunc *fn,
-                     struct tval *args, size_t nargs, const char **kn,
-                     struct tval *kv, size_t nk);
-bool lib_isspace(uint32_t cp);
-bool lib_isprint(uint32_t cp);
+/* Apply filter NAME (a name of the filter table; others fail with "No
+ * filter named 'NAME'.") to V with the call's arguments. */
+struct tval tmpl_lib_filter(struct trender *r, const char *name, struct tval v,
+                            struct tval *args, size_t nargs, const char **kn,
+                            struct tval *kv, size_t nk);
+/* Test V with test NAME (of the test table; others fail likewise). */
+bool tmpl_lib_test(struct trender *r, const char *name, struct tval v,
+                   struct tval *args, size_t nargs);
+/* Is NAME in the filter (test) table?  The parser, the `filter`/`test`
+ * tests, map and select ask these; the tables are the only lists. */
+bool tmpl_lib_has_filter(const char *name);
+bool tmpl_lib_has_test(const char *name);
+/* Name I of the filter (test) table, NULL past its end: what exists, for
+ * tests and listings. */
+const char *tmpl_lib_filter_name(size_t i);
+const char *tmpl_lib_test_name(size_t i);
+struct tval tmpl_lib_method(struct trender *r, struct tval self,
+                            const char *name, size_t nlen, bool *found);
+struct tval tmpl_lib_global(struct trender *r, const char *name, bool *found);
+struct tval tmpl_lib_call(struct trender *r, const struct tfunc *fn,
+                          struct tval *args, size_t nargs, const char **kn,
+                          struct tval *kv, size_t nk);
+bool tmpl_lib_isspace(uint32_t cp);
+bool tmpl_lib_isprint(uint32_t cp);
 /* Decode one code point at P (N > 0 bytes left); *LEN gets its length
  * (1 for an invalid byte, which decodes as UINT32_MAX). */
-uint32_t lib_u8dec(const char *p, size_t n, size_t *len);
+uint32_t tmpl_lib_u8dec(const char *p, size_t n, size_t *len);
 
 #endif /* PARLEY_TEMPLATE_INT_H */

@@ -28,7 +28,7 @@ struct tchunk {
 	max_align_t data[];  /* payload */
 };
 
-void *ta_alloc(struct tarena *a, size_t n)
+void *tmpl_arena_alloc(struct tarena *a, size_t n)
 {
 	struct tchunk *c = a->head;
 	size_t al = sizeof(max_align_t);
@@ -40,13 +40,13 @@ void *ta_alloc(struct tarena *a, size_t n)
 		size_t cap = n > 65536 ? n : 65536;
 
 		if (cap > a->max || a->total > a->max - cap)
-			t_fail(a->fail, TMPL_ELIMIT, a->line ? *a->line : 0,
-			       a->col ? *a->col : 0,
-			       "template memory limit of %zu bytes reached",
-			       a->max);
+			tmpl_fail(a->fail, TMPL_ELIMIT, a->line ? *a->line : 0,
+			          a->col ? *a->col : 0,
+			          "template memory limit of %zu bytes reached",
+			          a->max);
 		c = malloc(sizeof(*c) + cap);
 		if (!c)
-			t_fail(a->fail, TMPL_ENOMEM, 0, 0, "out of memory");
+			tmpl_fail(a->fail, TMPL_ENOMEM, 0, 0, "out of memory");
 		c->next = a->head;
 		c->used = 0;
 		c->cap = cap;
@@ -62,7 +62,7 @@ void *ta_alloc(struct tarena *a, size_t n)
 	}
 }
 
-void ta_free_all(struct tarena *a)
+void tmpl_arena_free(struct tarena *a)
 {
 	struct tchunk *c = a->head, *next;
 
@@ -74,8 +74,8 @@ void ta_free_all(struct tarena *a)
 	a->total = 0;
 }
 
-_Noreturn void t_fail(struct tfail *f, int code, int line, int col,
-                      const char *fmt, ...)
+_Noreturn void tmpl_fail(struct tfail *f, int code, int line, int col,
+                         const char *fmt, ...)
 {
 	va_list ap;
 	int n = 0;
@@ -173,7 +173,7 @@ _Noreturn static void lx_fail(struct lexer *lx, size_t off, const char *msg,
 	vsnprintf(buf, sizeof(buf), msg, ap);
 	va_end(ap);
 	lx_pos(lx, off, &line, &col);
-	t_fail(&lx->t->fail, TMPL_ESYNTAX, line, col, "%s", buf);
+	tmpl_fail(&lx->t->fail, TMPL_ESYNTAX, line, col, "%s", buf);
 }
 
 /* Append a token of kind K for text P/N starting at source offset OFF. */
@@ -184,7 +184,8 @@ static struct token *lx_emit(struct lexer *lx, enum tkind k, const char *p,
 
 	if (lx->ntk == lx->cap) {
 		size_t ncap = lx->cap ? lx->cap * 2 : 64;
-		struct token *nt = ta_alloc(&lx->t->arena, ncap * sizeof(*nt));
+		struct token *nt =
+		    tmpl_arena_alloc(&lx->t->arena, ncap * sizeof(*nt));
 
 		if (lx->ntk)
 			memcpy(nt, lx->tk, lx->ntk * sizeof(*nt));
@@ -203,9 +204,9 @@ static struct token *lx_emit(struct lexer *lx, enum tkind k, const char *p,
 static size_t lx_space(const char *p, size_t n)
 {
 	size_t len;
-	uint32_t cp = lib_u8dec(p, n, &len);
+	uint32_t cp = tmpl_lib_u8dec(p, n, &len);
 
-	return lib_isspace(cp) ? len : 0;
+	return tmpl_lib_isspace(cp) ? len : 0;
 }
 
 /* Bytes of whitespace at S[pos..]. */
@@ -302,7 +303,7 @@ static void lx_string(struct lexer *lx)
 			i++;
 	if (i >= lx->len)
 		lx_fail(lx, start, "unexpected end of string literal");
-	d = ta_alloc(&lx->t->arena, i - start + 1);
+	d = tmpl_arena_alloc(&lx->t->arena, i - start + 1);
 	for (i = start + 1; lx->s[i] != q; i++) {
 		char c = lx->s[i];
 		uint32_t cp;
@@ -671,7 +672,7 @@ _Noreturn static void p_fail(struct parser *p, const struct token *t,
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	t_fail(&p->lx->t->fail, TMPL_ESYNTAX, t->line, t->col, "%s", buf);
+	tmpl_fail(&p->lx->t->fail, TMPL_ESYNTAX, t->line, t->col, "%s", buf);
 }
 
 /* Token text for messages (bounded). */
@@ -755,7 +756,7 @@ static void p_expect_bend(struct parser *p)
 static struct node *p_node(struct parser *p, enum nkind k,
                            const struct token *t)
 {
-	struct node *n = ta_alloc(&p->lx->t->arena, sizeof(*n));
+	struct node *n = tmpl_arena_alloc(&p->lx->t->arena, sizeof(*n));
 
 	n->k = k;
 	n->line = t->line;
@@ -766,7 +767,7 @@ static struct node *p_node(struct parser *p, enum nkind k,
 /* Arena copy of S/N, NUL-terminated. */
 static const char *p_strdup(struct parser *p, const char *s, size_t n)
 {
-	char *d = ta_alloc(&p->lx->t->arena, n + 1);
+	char *d = tmpl_arena_alloc(&p->lx->t->arena, n + 1);
 
 	memcpy(d, s, n);
 	d[n] = '\0';
@@ -784,7 +785,7 @@ static void nv_push(struct parser *p, struct nvec *v, struct node *n)
 	if (v->n == v->cap) {
 		size_t ncap = v->cap ? v->cap * 2 : 4;
 		struct node **nv =
-		    ta_alloc(&p->lx->t->arena, ncap * sizeof(*nv));
+		    tmpl_arena_alloc(&p->lx->t->arena, ncap * sizeof(*nv));
 
 		if (v->n)
 			memcpy(nv, v->v, v->n * sizeof(*nv));
@@ -824,8 +825,8 @@ static void p_args(struct parser *p, struct node *n)
 		    p->lx->tk[p->i + 1].p[0] == '=') {
 			if (nk == kcap) {
 				size_t nc = kcap ? kcap * 2 : 4;
-				const char **nn = ta_alloc(&p->lx->t->arena,
-				                           nc * sizeof(*nn));
+				const char **nn = tmpl_arena_alloc(
+				    &p->lx->t->arena, nc * sizeof(*nn));
 
 				if (nk)
 					memcpy(nn, kn, nk * sizeof(*nn));
@@ -879,7 +880,7 @@ static struct node *p_filter_expr(struct parser *p, struct node *n)
 			f->a = n;
 			if (p_is_op(p, "("))
 				p_args(p, f);
-			if (!lib_has_filter(f->s))
+			if (!tmpl_lib_has_filter(f->s))
 				p_fail(p, t, "No filter named '%s'.", f->s);
 			n = f;
 		} else if (p_is_name(p, "is")) {
@@ -904,12 +905,12 @@ static struct node *p_filter_expr(struct parser *p, struct node *n)
 					p_fail(p, c,
 					       "You cannot chain multiple "
 					       "tests with is");
-				f->v =
-				    ta_alloc(&p->lx->t->arena, sizeof(*f->v));
+				f->v = tmpl_arena_alloc(&p->lx->t->arena,
+				                        sizeof(*f->v));
 				f->v[0] = p_postfix(p, p_primary(p));
 				f->n = 1;
 			}
-			if (!lib_has_test(f->s))
+			if (!tmpl_lib_has_test(f->s))
 				p_fail(p, t, "No test named '%s'.", f->s);
 			n = f;
 		} else if (p_is_op(p, "(")) {
@@ -1023,7 +1024,7 @@ static struct node *p_postfix(struct parser *p, struct node *n)
 /* A literal string value. */
 static struct tval p_strval(struct parser *p, const char *s, size_t n)
 {
-	struct tstr *ts = ta_alloc(&p->lx->t->arena, sizeof(*ts));
+	struct tstr *ts = tmpl_arena_alloc(&p->lx->t->arena, sizeof(*ts));
 
 	ts->p = s;
 	ts->n = n;
@@ -1063,7 +1064,7 @@ static struct node *p_primary(struct parser *p)
 
 		while (p->lx->tk[j].k == TK_STRING)
 			total += p->lx->tk[j++].n;
-		d = ta_alloc(&p->lx->t->arena, total + 1);
+		d = tmpl_arena_alloc(&p->lx->t->arena, total + 1);
 		while (p->lx->tk[p->i].k == TK_STRING) {
 			memcpy(d + o, p->lx->tk[p->i].p, p->lx->tk[p->i].n);
 			o += p->lx->tk[p->i].n;
@@ -1253,7 +1254,7 @@ static struct node *p_compare(struct parser *p)
 		return first;
 	n->v = ops_n.v;
 	n->n = ops_n.n;
-	n->ops = ta_alloc(&p->lx->t->arena, (size_t)nops * sizeof(int));
+	n->ops = tmpl_arena_alloc(&p->lx->t->arena, (size_t)nops * sizeof(int));
 	memcpy(n->ops, ops, (size_t)nops * sizeof(int));
 	return n;
 }
@@ -1495,7 +1496,7 @@ static struct node *p_statement(struct parser *p)
 					p_dotted(p, f);
 					if (p_is_op(p, "("))
 						p_args(p, f);
-					if (!lib_has_filter(f->s))
+					if (!tmpl_lib_has_filter(f->s))
 						p_fail(p, P_TK(p),
 						       "No filter named '%s'.",
 						       f->s);
@@ -1598,7 +1599,7 @@ static struct node *p_statement(struct parser *p)
 			p_dotted(p, f);
 			if (p_is_op(p, "("))
 				p_args(p, f);
-			if (!lib_has_filter(f->s))
+			if (!tmpl_lib_has_filter(f->s))
 				p_fail(p, P_TK(p), "No filter named '%s'.",
 				       f->s);
 			nv_push(p, &filters, f);
@@ -1708,7 +1709,7 @@ static void compile_into(struct tmpl *t, const char *src, size_t len)
 	size_t i, n = 0;
 
 	/* normalize newlines; drop one trailing newline */
-	norm = ta_alloc(&t->arena, len + 1);
+	norm = tmpl_arena_alloc(&t->arena, len + 1);
 	for (i = 0; i < len; i++) {
 		if (src[i] == '\r') {
 			norm[n++] = '\n';
@@ -1730,7 +1731,7 @@ static void compile_into(struct tmpl *t, const char *src, size_t len)
 	for (i = 0; i < n;) {
 		size_t k;
 
-		if (lib_u8dec(norm + i, n - i, &k) == UINT32_MAX)
+		if (tmpl_lib_u8dec(norm + i, n - i, &k) == UINT32_MAX)
 			lx_fail(&lx, i, "template is not valid UTF-8");
 		i += k;
 	}
@@ -1763,7 +1764,7 @@ int tmpl_compile(const char *src, size_t len, struct tmpl **out, char *err,
 	if (setjmp(t->fail.jb)) {
 		int code = t->fail.code;
 
-		ta_free_all(&t->arena);
+		tmpl_arena_free(&t->arena);
 		free(t);
 		return code;
 	}
@@ -1776,6 +1777,6 @@ void tmpl_free(struct tmpl *t)
 {
 	if (!t)
 		return;
-	ta_free_all(&t->arena);
+	tmpl_arena_free(&t->arena);
 	free(t);
 }

@@ -21,7 +21,7 @@
 #define DEF_MAX_STEPS   1000000
 #define MAX_VALUE_DEPTH 256 /* nesting walked by equality, repr, json */
 
-_Noreturn void r_fail(struct trender *r, int code, const char *fmt, ...)
+_Noreturn void tmpl_run_fail(struct trender *r, int code, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -29,27 +29,28 @@ _Noreturn void r_fail(struct trender *r, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	t_fail(&r->fail, code, r->line, r->col, "%s", buf);
+	tmpl_fail(&r->fail, code, r->line, r->col, "%s", buf);
 }
 
-void r_step(struct trender *r)
+void tmpl_run_step(struct trender *r)
 {
 	if (++r->steps > r->lim.max_steps)
-		r_fail(r, TMPL_ELIMIT,
-		       "more than %llu loop iterations and macro calls",
-		       (unsigned long long)r->lim.max_steps);
+		tmpl_run_fail(r, TMPL_ELIMIT,
+		              "more than %llu loop iterations and macro calls",
+		              (unsigned long long)r->lim.max_steps);
 }
 
 /* --------------------------------------------------------------- strings */
 
-struct tstr *r_str_new(struct trender *r, const char *p, size_t n, bool content)
+struct tstr *tmpl_run_str_new(struct trender *r, const char *p, size_t n,
+                              bool content)
 {
-	struct tstr *s = ta_alloc(&r->arena, sizeof(*s));
+	struct tstr *s = tmpl_arena_alloc(&r->arena, sizeof(*s));
 
 	s->p = p;
 	s->n = n;
 	if (content && n) {
-		s->sp = ta_alloc(&r->arena, sizeof(*s->sp));
+		s->sp = tmpl_arena_alloc(&r->arena, sizeof(*s->sp));
 		s->sp[0].off = 0;
 		s->sp[0].len = n;
 		s->nsp = 1;
@@ -57,14 +58,14 @@ struct tstr *r_str_new(struct trender *r, const char *p, size_t n, bool content)
 	return s;
 }
 
-struct tstr *r_str_derived(struct trender *r, const char *p, size_t n,
-                           bool content)
+struct tstr *tmpl_run_str_derived(struct trender *r, const char *p, size_t n,
+                                  bool content)
 {
-	return r_str_new(r, p, n, content);
+	return tmpl_run_str_new(r, p, n, content);
 }
 
-struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
-                       const struct tstr *b)
+struct tstr *tmpl_run_str_cat(struct trender *r, const struct tstr *a,
+                              const struct tstr *b)
 {
 	struct tstr *s;
 	char *d;
@@ -75,15 +76,16 @@ struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
 	if (!a->n)
 		return (struct tstr *)b;
 	if (a->n > SIZE_MAX / 2 - b->n)
-		r_fail(r, TMPL_ELIMIT, "string too long");
-	s = ta_alloc(&r->arena, sizeof(*s));
-	d = ta_alloc(&r->arena, a->n + b->n);
+		tmpl_run_fail(r, TMPL_ELIMIT, "string too long");
+	s = tmpl_arena_alloc(&r->arena, sizeof(*s));
+	d = tmpl_arena_alloc(&r->arena, a->n + b->n);
 	memcpy(d, a->p, a->n);
 	memcpy(d + a->n, b->p, b->n);
 	s->p = d;
 	s->n = a->n + b->n;
 	if (a->nsp + b->nsp) {
-		s->sp = ta_alloc(&r->arena, (a->nsp + b->nsp) * sizeof(*s->sp));
+		s->sp = tmpl_arena_alloc(&r->arena,
+		                         (a->nsp + b->nsp) * sizeof(*s->sp));
 		for (i = 0; i < a->nsp; i++)
 			s->sp[k++] = a->sp[i];
 		for (i = 0; i < b->nsp; i++) {
@@ -100,22 +102,22 @@ struct tstr *r_str_cat(struct trender *r, const struct tstr *a,
 	return s;
 }
 
-struct tstr *r_str_sub(struct trender *r, const struct tstr *s, size_t off,
-                       size_t n)
+struct tstr *tmpl_run_str_sub(struct trender *r, const struct tstr *s,
+                              size_t off, size_t n)
 {
 	struct tstr *d;
 	size_t i, k = 0;
 
 	if (off == 0 && n == s->n)
 		return (struct tstr *)s;
-	d = ta_alloc(&r->arena, sizeof(*d));
+	d = tmpl_arena_alloc(&r->arena, sizeof(*d));
 	d->p = s->p + off;
 	d->n = n;
 	for (i = 0; i < s->nsp; i++)
 		if (s->sp[i].off < off + n && s->sp[i].off + s->sp[i].len > off)
 			k++;
 	if (k) {
-		d->sp = ta_alloc(&r->arena, k * sizeof(*d->sp));
+		d->sp = tmpl_arena_alloc(&r->arena, k * sizeof(*d->sp));
 		for (i = 0; i < s->nsp; i++) {
 			size_t a = s->sp[i].off, b = a + s->sp[i].len;
 
@@ -134,12 +136,12 @@ struct tstr *r_str_sub(struct trender *r, const struct tstr *s, size_t off,
 }
 
 /* Code points in S (invalid bytes count one each). */
-size_t r_u8len(const struct tstr *s)
+size_t tmpl_run_u8len(const struct tstr *s)
 {
 	size_t i = 0, n = 0, k;
 
 	while (i < s->n) {
-		lib_u8dec(s->p + i, s->n - i, &k);
+		tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 		i += k;
 		n++;
 	}
@@ -147,12 +149,12 @@ size_t r_u8len(const struct tstr *s)
 }
 
 /* Byte offset of code point CP of S (S->n when past the end). */
-size_t r_u8off(const struct tstr *s, size_t cp)
+static size_t r_u8off(const struct tstr *s, size_t cp)
 {
 	size_t i = 0, k;
 
 	while (i < s->n && cp) {
-		lib_u8dec(s->p + i, s->n - i, &k);
+		tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 		i += k;
 		cp--;
 	}
@@ -173,10 +175,11 @@ static void tsb_add(struct trender *r, struct tsbuf *b, const char *s, size_t n)
 
 		while (ncap < b->n + n) {
 			if (ncap > r->lim.max_memory)
-				r_fail(r, TMPL_ELIMIT, "string too long");
+				tmpl_run_fail(r, TMPL_ELIMIT,
+				              "string too long");
 			ncap *= 2;
 		}
-		np = ta_alloc(&r->arena, ncap);
+		np = tmpl_arena_alloc(&r->arena, ncap);
 		if (b->n)
 			memcpy(np, b->p, b->n);
 		b->p = np;
@@ -194,19 +197,19 @@ static void tsb_cstr(struct trender *r, struct tsbuf *b, const char *s)
 
 /* ----------------------------------------------------------- undefined */
 
-struct tval r_undef(struct trender *r, const char *obj, const char *name,
-                    size_t nlen)
+static struct tval r_undef(struct trender *r, const char *obj, const char *name,
+                           size_t nlen)
 {
 	struct tval v = {.k = V_UNDEF};
 
-	v.u.u = ta_alloc(&r->arena, sizeof(*v.u.u));
+	v.u.u = tmpl_arena_alloc(&r->arena, sizeof(*v.u.u));
 	v.u.u->obj = obj;
 	v.u.u->name = name;
 	v.u.u->nlen = nlen;
 	return v;
 }
 
-struct tval r_undef_idx(struct trender *r, const char *obj, int64_t idx)
+static struct tval r_undef_idx(struct trender *r, const char *obj, int64_t idx)
 {
 	struct tval v = r_undef(r, obj, NULL, 0);
 
@@ -215,7 +218,7 @@ struct tval r_undef_idx(struct trender *r, const char *obj, int64_t idx)
 	return v;
 }
 
-struct tval r_undef_hint(struct trender *r, const char *hint)
+struct tval tmpl_run_undef_hint(struct trender *r, const char *hint)
 {
 	struct tval v = r_undef(r, NULL, NULL, 0);
 
@@ -223,25 +226,25 @@ struct tval r_undef_hint(struct trender *r, const char *hint)
 	return v;
 }
 
-_Noreturn void r_undef_fail(struct trender *r, struct tval v)
+_Noreturn void tmpl_run_undef_fail(struct trender *r, struct tval v)
 {
 	const struct tundef *u = v.u.u;
 
 	if (!u)
-		r_fail(r, TMPL_ERUNTIME, "value is undefined");
+		tmpl_run_fail(r, TMPL_ERUNTIME, "value is undefined");
 	if (u->hint)
-		r_fail(r, TMPL_ERUNTIME, "%s", u->hint);
+		tmpl_run_fail(r, TMPL_ERUNTIME, "%s", u->hint);
 	if (u->is_index)
-		r_fail(r, TMPL_ERUNTIME, "%s has no element %lld",
-		       u->obj ? u->obj : "object", (long long)u->idx);
+		tmpl_run_fail(r, TMPL_ERUNTIME, "%s has no element %lld",
+		              u->obj ? u->obj : "object", (long long)u->idx);
 	if (!u->obj)
-		r_fail(r, TMPL_ERUNTIME, "'%.*s' is undefined", (int)u->nlen,
-		       u->name);
-	r_fail(r, TMPL_ERUNTIME, "'%s' has no attribute '%.*s'", u->obj,
-	       (int)u->nlen, u->name);
+		tmpl_run_fail(r, TMPL_ERUNTIME, "'%.*s' is undefined",
+		              (int)u->nlen, u->name);
+	tmpl_run_fail(r, TMPL_ERUNTIME, "'%s' has no attribute '%.*s'", u->obj,
+	              (int)u->nlen, u->name);
 }
 
-const char *r_type_name(struct tval v)
+const char *tmpl_run_type_name(struct tval v)
 {
 	switch (v.k) {
 	case V_UNDEF:
@@ -272,7 +275,7 @@ const char *r_type_name(struct tval v)
 	return "object";
 }
 
-const char *r_obj_repr(struct tval v)
+static const char *r_obj_repr(struct tval v)
 {
 	switch (v.k) {
 	case V_NONE:
@@ -302,25 +305,25 @@ const char *r_obj_repr(struct tval v)
 
 /* ---------------------------------------------------------- containers */
 
-struct tlist *r_list_new(struct trender *r, size_t n)
+struct tlist *tmpl_run_list_new(struct trender *r, size_t n)
 {
-	struct tlist *l = ta_alloc(&r->arena, sizeof(*l));
+	struct tlist *l = tmpl_arena_alloc(&r->arena, sizeof(*l));
 
 	if (n > r->lim.max_memory / sizeof(struct tval))
-		r_fail(r, TMPL_ELIMIT, "list too long");
+		tmpl_run_fail(r, TMPL_ELIMIT, "list too long");
 	l->n = n;
 	if (n)
-		l->v = ta_alloc(&r->arena, n * sizeof(*l->v));
+		l->v = tmpl_arena_alloc(&r->arena, n * sizeof(*l->v));
 	return l;
 }
 
-struct tval r_dict_get(struct tval d, struct tval key, bool *found)
+struct tval tmpl_run_dict_get(struct tval d, struct tval key, bool *found)
 {
 	size_t i;
 
 	*found = false;
 	for (i = 0; i < d.u.d->n; i++) {
-		if (r_equal(d.u.d->keys[i], key, 0)) {
+		if (tmpl_run_equal(d.u.d->keys[i], key, 0)) {
 			*found = true;
 			return d.u.d->vals[i];
 		}
@@ -328,21 +331,23 @@ struct tval r_dict_get(struct tval d, struct tval key, bool *found)
 	return tv_none();
 }
 
-void r_dict_set(struct trender *r, struct tdict *d, struct tval key,
-                struct tval val)
+void tmpl_run_dict_set(struct trender *r, struct tdict *d, struct tval key,
+                       struct tval val)
 {
 	size_t i;
 
 	for (i = 0; i < d->n; i++) {
-		if (r_equal(d->keys[i], key, 0)) {
+		if (tmpl_run_equal(d->keys[i], key, 0)) {
 			d->vals[i] = val;
 			return;
 		}
 	}
 	if (d->n == d->cap) {
 		size_t ncap = d->cap ? d->cap * 2 : 4;
-		struct tval *nk = ta_alloc(&r->arena, ncap * sizeof(*nk));
-		struct tval *nv = ta_alloc(&r->arena, ncap * sizeof(*nv));
+		struct tval *nk =
+		    tmpl_arena_alloc(&r->arena, ncap * sizeof(*nk));
+		struct tval *nv =
+		    tmpl_arena_alloc(&r->arena, ncap * sizeof(*nv));
 
 		if (d->n) {
 			memcpy(nk, d->keys, d->n * sizeof(*nk));
@@ -364,7 +369,7 @@ static struct tval r_from_json(struct trender *r, const struct json_value *j,
 	size_t i;
 
 	if (depth > MAX_VALUE_DEPTH)
-		r_fail(r, TMPL_ELIMIT, "context data nested too deeply");
+		tmpl_run_fail(r, TMPL_ELIMIT, "context data nested too deeply");
 	switch (j->type) {
 	case JSON_NULL:
 		return tv_none();
@@ -376,9 +381,9 @@ static struct tval r_from_json(struct trender *r, const struct json_value *j,
 		return tv_float(j->u.f);
 	case JSON_STRING:
 		return tv_str(
-		    r_str_new(r, j->u.str.ptr, j->u.str.len, content));
+		    tmpl_run_str_new(r, j->u.str.ptr, j->u.str.len, content));
 	case JSON_ARRAY: {
-		struct tlist *l = r_list_new(r, j->u.arr.n);
+		struct tlist *l = tmpl_run_list_new(r, j->u.arr.n);
 
 		for (i = 0; i < j->u.arr.n; i++)
 			l->v[i] = r_from_json(r, j->u.arr.items[i], content,
@@ -388,13 +393,14 @@ static struct tval r_from_json(struct trender *r, const struct json_value *j,
 	case JSON_OBJECT: {
 		struct tval d = {.k = V_DICT};
 
-		d.u.d = ta_alloc(&r->arena, sizeof(*d.u.d));
+		d.u.d = tmpl_arena_alloc(&r->arena, sizeof(*d.u.d));
 		for (i = 0; i < j->u.obj.n; i++) {
 			const struct json_member *m = &j->u.obj.members[i];
 
-			r_dict_set(
+			tmpl_run_dict_set(
 			    r, d.u.d,
-			    tv_str(r_str_new(r, m->key, m->klen, content)),
+			    tv_str(
+			        tmpl_run_str_new(r, m->key, m->klen, content)),
 			    r_from_json(r, m->val, content, depth + 1));
 		}
 		return d;
@@ -405,7 +411,7 @@ static struct tval r_from_json(struct trender *r, const struct json_value *j,
 
 /* ---------------------------------------------------------- predicates */
 
-bool r_truthy(struct trender *r, struct tval v)
+bool tmpl_run_truthy(struct trender *r, struct tval v)
 {
 	(void)r;
 	switch (v.k) {
@@ -444,7 +450,7 @@ static int64_t num_i(struct tval v)
 	return v.k == V_INT ? v.u.i : v.u.b;
 }
 
-bool r_equal(struct tval a, struct tval b, int depth)
+bool tmpl_run_equal(struct tval a, struct tval b, int depth)
 {
 	size_t i;
 
@@ -469,7 +475,8 @@ bool r_equal(struct tval a, struct tval b, int depth)
 		if (a.tuple != b.tuple || a.u.l->n != b.u.l->n)
 			return false;
 		for (i = 0; i < a.u.l->n; i++)
-			if (!r_equal(a.u.l->v[i], b.u.l->v[i], depth + 1))
+			if (!tmpl_run_equal(a.u.l->v[i], b.u.l->v[i],
+			                    depth + 1))
 				return false;
 		return true;
 	case V_DICT:
@@ -480,10 +487,11 @@ bool r_equal(struct tval a, struct tval b, int depth)
 			bool ok = false;
 
 			for (j = 0; j < b.u.d->n && !ok; j++)
-				if (r_equal(a.u.d->keys[i], b.u.d->keys[j],
-				            depth + 1))
-					ok = r_equal(a.u.d->vals[i],
-					             b.u.d->vals[j], depth + 1);
+				if (tmpl_run_equal(a.u.d->keys[i],
+				                   b.u.d->keys[j], depth + 1))
+					ok = tmpl_run_equal(a.u.d->vals[i],
+					                    b.u.d->vals[j],
+					                    depth + 1);
 			if (!ok)
 				return false;
 		}
@@ -501,7 +509,7 @@ bool r_equal(struct tval a, struct tval b, int depth)
 	}
 }
 
-bool r_has_content(struct tval v, int depth)
+bool tmpl_run_has_content(struct tval v, int depth)
 {
 	size_t i;
 
@@ -512,14 +520,14 @@ bool r_has_content(struct tval v, int depth)
 		return v.u.s->nsp != 0;
 	case V_LIST:
 		for (i = 0; i < v.u.l->n; i++)
-			if (r_has_content(v.u.l->v[i], depth + 1))
+			if (tmpl_run_has_content(v.u.l->v[i], depth + 1))
 				return true;
 		return false;
 	case V_DICT:
 	case V_NS:
 		for (i = 0; i < v.u.d->n; i++)
-			if (r_has_content(v.u.d->keys[i], depth + 1) ||
-			    r_has_content(v.u.d->vals[i], depth + 1))
+			if (tmpl_run_has_content(v.u.d->keys[i], depth + 1) ||
+			    tmpl_run_has_content(v.u.d->vals[i], depth + 1))
 				return true;
 		return false;
 	default:
@@ -543,7 +551,7 @@ static void repr_str(struct trender *r, struct tsbuf *b, const struct tstr *s)
 
 	tsb_add(r, b, &q, 1);
 	while (i < s->n) {
-		uint32_t cp = lib_u8dec(s->p + i, s->n - i, &k);
+		uint32_t cp = tmpl_lib_u8dec(s->p + i, s->n - i, &k);
 
 		if (cp == (uint32_t)q || cp == '\\') {
 			tsb_add(r, b, "\\", 1);
@@ -559,7 +567,7 @@ static void repr_str(struct trender *r, struct tsbuf *b, const struct tstr *s)
 			         (unsigned char)s->p[i]);
 			tsb_cstr(r, b, esc);
 		} else if (cp < 0x20 || cp == 0x7f ||
-		           (cp >= 0x80 && !lib_isprint(cp))) {
+		           (cp >= 0x80 && !tmpl_lib_isprint(cp))) {
 			if (cp <= 0xff)
 				snprintf(esc, sizeof(esc), "\\x%02x", cp);
 			else if (cp <= 0xffff)
@@ -582,7 +590,8 @@ static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
 	size_t i;
 
 	if (depth > MAX_VALUE_DEPTH)
-		r_fail(r, TMPL_ELIMIT, "value nested too deeply to print");
+		tmpl_run_fail(r, TMPL_ELIMIT,
+		              "value nested too deeply to print");
 	switch (v.k) {
 	case V_UNDEF:
 		break;
@@ -648,29 +657,21 @@ static void repr_into(struct trender *r, struct tsbuf *b, struct tval v,
 	}
 }
 
-struct tstr *r_to_str(struct trender *r, struct tval v)
+struct tstr *tmpl_run_to_str(struct trender *r, struct tval v)
 {
 	struct tsbuf b = {0};
 
 	if (v.k == V_STR)
 		return v.u.s;
 	repr_into(r, &b, v, false, 0);
-	return r_str_derived(r, b.p, b.n, r_has_content(v, 0));
-}
-
-struct tstr *r_repr(struct trender *r, struct tval v)
-{
-	struct tsbuf b = {0};
-
-	repr_into(r, &b, v, true, 0);
-	return r_str_derived(r, b.p, b.n, r_has_content(v, 0));
+	return tmpl_run_str_derived(r, b.p, b.n, tmpl_run_has_content(v, 0));
 }
 
 /* ------------------------------------------------------- scopes, names */
 
 static struct tscope *scope_new(struct trender *r, struct tscope *parent)
 {
-	struct tscope *s = ta_alloc(&r->arena, sizeof(*s));
+	struct tscope *s = tmpl_arena_alloc(&r->arena, sizeof(*s));
 
 	s->parent = parent;
 	return s;
@@ -689,8 +690,10 @@ static void scope_set(struct trender *r, struct tscope *s, const char *name,
 	}
 	if (s->n == s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 2;
-		const char **nn = ta_alloc(&r->arena, ncap * sizeof(*nn));
-		struct tval *nv = ta_alloc(&r->arena, ncap * sizeof(*nv));
+		const char **nn =
+		    tmpl_arena_alloc(&r->arena, ncap * sizeof(*nn));
+		struct tval *nv =
+		    tmpl_arena_alloc(&r->arena, ncap * sizeof(*nv));
 
 		if (s->n) {
 			memcpy(nn, s->names, s->n * sizeof(*nn));
@@ -719,7 +722,7 @@ static struct tval lookup(struct trender *r, const char *name, size_t nlen)
 	for (i = 0; i < r->globals->n; i++)
 		if (strcmp(r->globals->names[i], name) == 0)
 			return r->globals->vals[i];
-	v = lib_global(r, name, &found);
+	v = tmpl_lib_global(r, name, &found);
 	if (found)
 		return v;
 	return r_undef(r, NULL, name, nlen);
@@ -770,49 +773,50 @@ static struct tval loop_attr(struct trender *r, struct tloop *lp,
 		return tv_int(0);
 	if (!strcmp(name, "previtem"))
 		return i ? lp->items->v[i - 1]
-		         : r_undef_hint(r, "there is no previous item");
+		         : tmpl_run_undef_hint(r, "there is no previous item");
 	if (!strcmp(name, "nextitem"))
-		return i + 1 < n ? lp->items->v[i + 1]
-		                 : r_undef_hint(r, "there is no next item");
+		return i + 1 < n
+		           ? lp->items->v[i + 1]
+		           : tmpl_run_undef_hint(r, "there is no next item");
 	if (!strcmp(name, "cycle")) {
 		struct tval self = {.k = V_LOOP, .u.lp = lp};
 
-		return lib_method(r, self, name, nlen, found);
+		return tmpl_lib_method(r, self, name, nlen, found);
 	}
 	*found = false;
 	return tv_none();
 }
 
-struct tval r_getattr(struct trender *r, struct tval obj, const char *name,
-                      size_t nlen)
+static struct tval r_getattr(struct trender *r, struct tval obj,
+                             const char *name, size_t nlen)
 {
 	bool found;
 	struct tval v;
 
 	if (obj.k == V_UNDEF)
-		r_undef_fail(r, obj);
+		tmpl_run_undef_fail(r, obj);
 	if (is_unsafe_method(obj, name)) {
-		char *h = ta_alloc(&r->arena, 128);
+		char *h = tmpl_arena_alloc(&r->arena, 128);
 
 		snprintf(h, 128,
 		         "access to attribute '%s' of '%s' object is "
 		         "unsafe.",
-		         name, r_type_name(obj));
-		return r_undef_hint(r, h);
+		         name, tmpl_run_type_name(obj));
+		return tmpl_run_undef_hint(r, h);
 	}
 	if (obj.k == V_LOOP) {
 		v = loop_attr(r, obj.u.lp, name, nlen, &found);
 		if (found)
 			return v;
 	} else if (obj.k == V_DICT || obj.k == V_STR || obj.k == V_LIST) {
-		v = lib_method(r, obj, name, nlen, &found);
+		v = tmpl_lib_method(r, obj, name, nlen, &found);
 		if (found)
 			return v;
 	}
 	if (obj.k == V_DICT || obj.k == V_NS) {
 		struct tstr key = {name, nlen, 0, NULL};
 
-		v = r_dict_get(obj, tv_str(&key), &found);
+		v = tmpl_run_dict_get(obj, tv_str(&key), &found);
 		if (found)
 			return v;
 	}
@@ -829,15 +833,16 @@ static int64_t seq_index(int64_t i, size_t n)
 	return i;
 }
 
-struct tval r_getitem(struct trender *r, struct tval obj, struct tval key)
+struct tval tmpl_run_getitem(struct trender *r, struct tval obj,
+                             struct tval key)
 {
 	bool found;
 	struct tval v;
 
 	if (obj.k == V_UNDEF)
-		r_undef_fail(r, obj);
+		tmpl_run_undef_fail(r, obj);
 	if (obj.k == V_DICT) {
-		v = r_dict_get(obj, key, &found);
+		v = tmpl_run_dict_get(obj, key, &found);
 		if (found)
 			return v;
 	}
@@ -850,25 +855,27 @@ struct tval r_getitem(struct trender *r, struct tval obj, struct tval key)
 			if (i >= 0)
 				return obj.u.l->v[i];
 		} else {
-			i = seq_index(num_i(key), r_u8len(obj.u.s));
+			i = seq_index(num_i(key), tmpl_run_u8len(obj.u.s));
 			if (i >= 0) {
 				size_t a = r_u8off(obj.u.s, (size_t)i), k;
 
-				lib_u8dec(obj.u.s->p + a, obj.u.s->n - a, &k);
-				return tv_str(r_str_sub(r, obj.u.s, a, k));
+				tmpl_lib_u8dec(obj.u.s->p + a, obj.u.s->n - a,
+				               &k);
+				return tv_str(
+				    tmpl_run_str_sub(r, obj.u.s, a, k));
 			}
 		}
 		return r_undef_idx(r, r_obj_repr(obj), num_i(key));
 	}
 	if (key.k == V_STR) {
-		char *name = ta_alloc(&r->arena, key.u.s->n + 1);
+		char *name = tmpl_arena_alloc(&r->arena, key.u.s->n + 1);
 
 		memcpy(name, key.u.s->p, key.u.s->n);
 		return r_getattr(r, obj, name, key.u.s->n);
 	}
 	if (key.k == V_INT)
 		return r_undef_idx(r, r_obj_repr(obj), key.u.i);
-	return r_undef_hint(r, "invalid subscript");
+	return tmpl_run_undef_hint(r, "invalid subscript");
 }
 
 /* Python slice bounds for N items (PySlice_AdjustIndices). */
@@ -881,12 +888,13 @@ static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 	*step = 1;
 	if (parts[2].k != V_NONE) {
 		if (!is_num(parts[2]) || parts[2].k == V_FLOAT)
-			r_fail(r, TMPL_ERUNTIME,
-			       "slice indices must be integers "
-			       "or None");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "slice indices must be integers "
+			              "or None");
 		*step = num_i(parts[2]);
 		if (*step == 0)
-			r_fail(r, TMPL_ERUNTIME, "slice step cannot be zero");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "slice step cannot be zero");
 	}
 	for (k = 0; k < 2; k++) {
 		int64_t *out = k ? stop : start, v;
@@ -899,9 +907,9 @@ static void slice_bounds(struct trender *r, struct tval *parts, size_t n,
 			continue;
 		}
 		if (!is_num(parts[k]) || parts[k].k == V_FLOAT)
-			r_fail(r, TMPL_ERUNTIME,
-			       "slice indices must be integers "
-			       "or None");
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "slice indices must be integers "
+			              "or None");
 		v = num_i(parts[k]);
 		if (v < 0) {
 			v = v < -len ? -len - 1 : v; /* no overflow below */
@@ -922,15 +930,15 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 	size_t n, cnt = 0;
 
 	if (obj.k == V_UNDEF)
-		r_undef_fail(r, obj);
+		tmpl_run_undef_fail(r, obj);
 	if (obj.k != V_LIST && obj.k != V_STR)
-		return r_undef_hint(r, "object cannot be sliced");
-	n = obj.k == V_LIST ? obj.u.l->n : r_u8len(obj.u.s);
+		return tmpl_run_undef_hint(r, "object cannot be sliced");
+	n = obj.k == V_LIST ? obj.u.l->n : tmpl_run_u8len(obj.u.s);
 	slice_bounds(r, parts, n, &start, &stop, &step);
 	for (i = start; step > 0 ? i < stop : i > stop; i += step)
 		cnt++;
 	if (obj.k == V_LIST) {
-		struct tlist *l = r_list_new(r, cnt);
+		struct tlist *l = tmpl_run_list_new(r, cnt);
 		struct tval v;
 		size_t k = 0;
 
@@ -945,7 +953,7 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 		size_t b =
 		    r_u8off(obj.u.s, (size_t)(stop > start ? stop : start));
 
-		return tv_str(r_str_sub(r, obj.u.s, a, b - a));
+		return tv_str(tmpl_run_str_sub(r, obj.u.s, a, b - a));
 	}
 	{
 		struct tsbuf b = {0};
@@ -953,42 +961,43 @@ static struct tval do_slice(struct trender *r, struct tval obj,
 		for (i = start; step > 0 ? i < stop : i > stop; i += step) {
 			size_t a = r_u8off(obj.u.s, (size_t)i), k;
 
-			lib_u8dec(obj.u.s->p + a, obj.u.s->n - a, &k);
+			tmpl_lib_u8dec(obj.u.s->p + a, obj.u.s->n - a, &k);
 			tsb_add(r, &b, obj.u.s->p + a, k);
 		}
-		return tv_str(r_str_derived(r, b.p, b.n, obj.u.s->nsp != 0));
+		return tv_str(
+		    tmpl_run_str_derived(r, b.p, b.n, obj.u.s->nsp != 0));
 	}
 }
 
-struct tlist *r_iter(struct trender *r, struct tval v)
+struct tlist *tmpl_run_iter(struct trender *r, struct tval v)
 {
 	struct tlist *l;
 	size_t i;
 
 	switch (v.k) {
 	case V_UNDEF:
-		return r_list_new(r, 0);
+		return tmpl_run_list_new(r, 0);
 	case V_LIST:
 		return v.u.l;
 	case V_DICT:
-		l = r_list_new(r, v.u.d->n);
+		l = tmpl_run_list_new(r, v.u.d->n);
 		for (i = 0; i < v.u.d->n; i++)
 			l->v[i] = v.u.d->keys[i];
 		return l;
 	case V_STR: {
-		size_t n = r_u8len(v.u.s), a = 0, k;
+		size_t n = tmpl_run_u8len(v.u.s), a = 0, k;
 
-		l = r_list_new(r, n);
+		l = tmpl_run_list_new(r, n);
 		for (i = 0; i < n; i++) {
-			lib_u8dec(v.u.s->p + a, v.u.s->n - a, &k);
-			l->v[i] = tv_str(r_str_sub(r, v.u.s, a, k));
+			tmpl_lib_u8dec(v.u.s->p + a, v.u.s->n - a, &k);
+			l->v[i] = tv_str(tmpl_run_str_sub(r, v.u.s, a, k));
 			a += k;
 		}
 		return l;
 	}
 	default:
-		r_fail(r, TMPL_ERUNTIME, "'%s' object is not iterable",
-		       r_type_name(v));
+		tmpl_run_fail(r, TMPL_ERUNTIME, "'%s' object is not iterable",
+		              tmpl_run_type_name(v));
 	}
 }
 
@@ -1002,15 +1011,15 @@ static void out_add(struct trender *r, struct tout *o, const char *p, size_t n,
 	if (!n)
 		return;
 	if (n > r->lim.max_output || o->n > r->lim.max_output - n)
-		r_fail(r, TMPL_ELIMIT, "output longer than %zu bytes",
-		       r->lim.max_output);
+		tmpl_run_fail(r, TMPL_ELIMIT, "output longer than %zu bytes",
+		              r->lim.max_output);
 	if (o->n + n > o->cap) {
 		size_t ncap = o->cap ? o->cap * 2 : 256;
 		char *np;
 
 		while (ncap < o->n + n)
 			ncap *= 2;
-		np = ta_alloc(&r->arena, ncap);
+		np = tmpl_arena_alloc(&r->arena, ncap);
 		if (o->n)
 			memcpy(np, o->p, o->n);
 		o->p = np;
@@ -1029,7 +1038,7 @@ static void out_add(struct trender *r, struct tout *o, const char *p, size_t n,
 		if (o->nsp == o->spcap) {
 			size_t ncap = o->spcap ? o->spcap * 2 : 16;
 			struct tcspan *ns =
-			    ta_alloc(&r->arena, ncap * sizeof(*ns));
+			    tmpl_arena_alloc(&r->arena, ncap * sizeof(*ns));
 
 			if (o->nsp)
 				memcpy(ns, o->sp, o->nsp * sizeof(*ns));
@@ -1052,13 +1061,13 @@ static struct tval arith(struct trender *r, int op, struct tval a,
                          struct tval b)
 {
 	if (a.k == V_UNDEF)
-		r_undef_fail(r, a);
+		tmpl_run_undef_fail(r, a);
 	if (b.k == V_UNDEF)
-		r_undef_fail(r, b);
+		tmpl_run_undef_fail(r, b);
 	if (op == '+' && a.k == V_STR && b.k == V_STR)
-		return tv_str(r_str_cat(r, a.u.s, b.u.s));
+		return tv_str(tmpl_run_str_cat(r, a.u.s, b.u.s));
 	if (op == '+' && a.k == V_LIST && b.k == V_LIST && a.tuple == b.tuple) {
-		struct tlist *l = r_list_new(r, a.u.l->n + b.u.l->n);
+		struct tlist *l = tmpl_run_list_new(r, a.u.l->n + b.u.l->n);
 		struct tval v;
 
 		if (a.u.l->n)
@@ -1074,12 +1083,13 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 	                  (b.k == V_STR && (a.k == V_INT || a.k == V_BOOL)))) {
 		const struct tstr *s = a.k == V_STR ? a.u.s : b.u.s;
 		int64_t k = a.k == V_STR ? num_i(b) : num_i(a);
-		struct tstr *res = r_str_new(r, "", 0, false);
+		struct tstr *res = tmpl_run_str_new(r, "", 0, false);
 
 		if (k > 0 && s->n && (uint64_t)k > r->lim.max_output / s->n)
-			r_fail(r, TMPL_ELIMIT, "string repetition too long");
+			tmpl_run_fail(r, TMPL_ELIMIT,
+			              "string repetition too long");
 		for (; k > 0; k--)
-			res = r_str_cat(r, res, s);
+			res = tmpl_run_str_cat(r, res, s);
 		return tv_str(res);
 	}
 	if (!is_num(a) || !is_num(b)) {
@@ -1087,18 +1097,20 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 		char o[2] = {(char)op, 0};
 
 		if (op == '+' && a.k == V_STR)
-			r_fail(r, TMPL_ERUNTIME,
-			       "can only concatenate str (not "
-			       "\"%s\") to str",
-			       r_type_name(b));
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "can only concatenate str (not "
+			              "\"%s\") to str",
+			              tmpl_run_type_name(b));
 		if (op == '+' && a.k == V_LIST)
-			r_fail(r, TMPL_ERUNTIME,
-			       "can only concatenate list (not "
-			       "\"%s\") to list",
-			       r_type_name(b));
-		r_fail(r, TMPL_ERUNTIME,
-		       "unsupported operand type(s) for %s: '%s' and '%s'",
-		       sym ? sym : o, r_type_name(a), r_type_name(b));
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "can only concatenate list (not "
+			              "\"%s\") to list",
+			              tmpl_run_type_name(b));
+		tmpl_run_fail(
+		    r, TMPL_ERUNTIME,
+		    "unsupported operand type(s) for %s: '%s' and '%s'",
+		    sym ? sym : o, tmpl_run_type_name(a),
+		    tmpl_run_type_name(b));
 	}
 	if (a.k != V_FLOAT && b.k != V_FLOAT && op != '/') {
 		int64_t x = num_i(a), y = num_i(b), z;
@@ -1119,7 +1131,7 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 		case 'F':
 		case '%':
 			if (y == 0)
-				r_fail(
+				tmpl_run_fail(
 				    r, TMPL_ERUNTIME,
 				    op == 'F'
 				        ? "integer division or modulo by zero"
@@ -1137,13 +1149,14 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 				for (; y > 0; y--)
 					if (__builtin_mul_overflow(acc, x,
 					                           &acc))
-						r_fail(r, TMPL_ERUNTIME,
-						       "integer too large");
+						tmpl_run_fail(
+						    r, TMPL_ERUNTIME,
+						    "integer too large");
 				return tv_int(acc);
 			}
 			return tv_float(pow((double)x, (double)y));
 		}
-		r_fail(r, TMPL_ERUNTIME, "integer too large");
+		tmpl_run_fail(r, TMPL_ERUNTIME, "integer too large");
 	}
 	{
 		double x = num_f(a), y = num_f(b);
@@ -1157,16 +1170,17 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 			return tv_float(x * y);
 		case '/':
 			if (y == 0)
-				r_fail(r, TMPL_ERUNTIME, "division by zero");
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "division by zero");
 			return tv_float(x / y);
 		case 'F':
 			if (y == 0)
-				r_fail(r, TMPL_ERUNTIME,
-				       "float floor division by zero");
+				tmpl_run_fail(r, TMPL_ERUNTIME,
+				              "float floor division by zero");
 			return tv_float(floor(x / y));
 		case '%':
 			if (y == 0)
-				r_fail(r, TMPL_ERUNTIME, "float modulo");
+				tmpl_run_fail(r, TMPL_ERUNTIME, "float modulo");
 			{
 				double m = fmod(x, y);
 
@@ -1178,11 +1192,12 @@ static struct tval arith(struct trender *r, int op, struct tval a,
 			return tv_float(pow(x, y));
 		}
 	}
-	r_fail(r, TMPL_ERUNTIME, "bad operator");
+	tmpl_run_fail(r, TMPL_ERUNTIME, "bad operator");
 }
 
 /* Python ordering; returns <0, 0, >0. */
-int r_order(struct trender *r, int op, struct tval a, struct tval b, int depth)
+int tmpl_run_order(struct trender *r, int op, struct tval a, struct tval b,
+                   int depth)
 {
 	static const char *names[] = {"<", ">", "<=", ">="};
 	const char *sym = names[op == '<'   ? 0
@@ -1191,11 +1206,12 @@ int r_order(struct trender *r, int op, struct tval a, struct tval b, int depth)
 	                                    : 3];
 
 	if (a.k == V_UNDEF)
-		r_undef_fail(r, a);
+		tmpl_run_undef_fail(r, a);
 	if (b.k == V_UNDEF)
-		r_undef_fail(r, b);
+		tmpl_run_undef_fail(r, b);
 	if (depth > MAX_VALUE_DEPTH)
-		r_fail(r, TMPL_ELIMIT, "values nested too deeply to compare");
+		tmpl_run_fail(r, TMPL_ELIMIT,
+		              "values nested too deeply to compare");
 	if (is_num(a) && is_num(b)) {
 		if (a.k != V_FLOAT && b.k != V_FLOAT)
 			return num_i(a) < num_i(b) ? -1 : num_i(a) > num_i(b);
@@ -1213,20 +1229,20 @@ int r_order(struct trender *r, int op, struct tval a, struct tval b, int depth)
 		size_t i;
 
 		for (i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-			if (r_equal(a.u.l->v[i], b.u.l->v[i], 0))
+			if (tmpl_run_equal(a.u.l->v[i], b.u.l->v[i], 0))
 				continue;
-			return r_order(r, op, a.u.l->v[i], b.u.l->v[i],
-			               depth + 1);
+			return tmpl_run_order(r, op, a.u.l->v[i], b.u.l->v[i],
+			                      depth + 1);
 		}
 		return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
 	}
-	r_fail(r, TMPL_ERUNTIME,
-	       "'%s' not supported between instances of '%s' and '%s'", sym,
-	       r_type_name(a), r_type_name(b));
+	tmpl_run_fail(r, TMPL_ERUNTIME,
+	              "'%s' not supported between instances of '%s' and '%s'",
+	              sym, tmpl_run_type_name(a), tmpl_run_type_name(b));
 }
 
 /* Python "a in b". */
-bool r_contains(struct trender *r, struct tval a, struct tval b)
+bool tmpl_run_contains(struct trender *r, struct tval a, struct tval b)
 {
 	size_t i;
 
@@ -1235,12 +1251,12 @@ bool r_contains(struct trender *r, struct tval a, struct tval b)
 		return false;
 	case V_STR:
 		if (a.k == V_UNDEF)
-			r_undef_fail(r, a);
+			tmpl_run_undef_fail(r, a);
 		if (a.k != V_STR)
-			r_fail(r, TMPL_ERUNTIME,
-			       "'in <string>' requires string as "
-			       "left operand, not %s",
-			       r_type_name(a));
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "'in <string>' requires string as "
+			              "left operand, not %s",
+			              tmpl_run_type_name(a));
 		if (a.u.s->n == 0)
 			return true;
 		if (a.u.s->n > b.u.s->n)
@@ -1251,24 +1267,26 @@ bool r_contains(struct trender *r, struct tval a, struct tval b)
 		return false;
 	case V_LIST:
 		for (i = 0; i < b.u.l->n; i++)
-			if (r_equal(a, b.u.l->v[i], 0))
+			if (tmpl_run_equal(a, b.u.l->v[i], 0))
 				return true;
 		return false;
 	case V_DICT: {
 		bool found;
 
-		r_dict_get(b, a, &found);
+		tmpl_run_dict_get(b, a, &found);
 		return found;
 	}
 	default:
-		r_fail(r, TMPL_ERUNTIME,
-		       "argument of type '%s' is not iterable", r_type_name(b));
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "argument of type '%s' is not iterable",
+		              tmpl_run_type_name(b));
 	}
 }
 
 /* ------------------------------------------------------------ evaluation */
 
 static void exec_body(struct trender *r, const struct node *body);
+static struct tval r_eval(struct trender *r, const struct node *n);
 
 /* Set position for error messages. */
 static void at(struct trender *r, const struct node *n)
@@ -1283,8 +1301,9 @@ static void eval_args(struct trender *r, const struct node *n,
 {
 	size_t i;
 
-	*args = n->n ? ta_alloc(&r->arena, n->n * sizeof(**args)) : NULL;
-	*kv = n->nk ? ta_alloc(&r->arena, n->nk * sizeof(**kv)) : NULL;
+	*args =
+	    n->n ? tmpl_arena_alloc(&r->arena, n->n * sizeof(**args)) : NULL;
+	*kv = n->nk ? tmpl_arena_alloc(&r->arena, n->nk * sizeof(**kv)) : NULL;
 	for (i = 0; i < n->n; i++)
 		(*args)[i] = r_eval(r, n->v[i]);
 	for (i = 0; i < n->nk; i++)
@@ -1300,7 +1319,7 @@ static struct tstr *capture(struct trender *r, const struct node *body)
 	r->out = &o;
 	exec_body(r, body);
 	r->out = saved;
-	s = ta_alloc(&r->arena, sizeof(*s));
+	s = tmpl_arena_alloc(&r->arena, sizeof(*s));
 	s->p = o.p ? o.p : "";
 	s->n = o.n;
 	s->sp = o.sp;
@@ -1322,13 +1341,14 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 	struct tstr *out;
 	int saved_line = r->line, saved_col = r->col;
 
-	r_step(r);
+	tmpl_run_step(r);
 	if (r->depth >= r->lim.max_depth)
-		r_fail(r, TMPL_ELIMIT, "macro calls nested deeper than %u",
-		       r->lim.max_depth);
+		tmpl_run_fail(r, TMPL_ELIMIT,
+		              "macro calls nested deeper than %u",
+		              r->lim.max_depth);
 	s = scope_new(r, m->scope);
-	kwargs.u.d = ta_alloc(&r->arena, sizeof(*kwargs.u.d));
-	varargs = r_list_new(r, nextra);
+	kwargs.u.d = tmpl_arena_alloc(&r->arena, sizeof(*kwargs.u.d));
+	varargs = tmpl_run_list_new(r, nextra);
 	for (i = 0; i < nextra; i++)
 		varargs->v[i] = args[def->n + i];
 	r->scope = s;
@@ -1350,11 +1370,11 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 		if (!set && prm->a)
 			v = r_eval(r, prm->a);
 		if (!set && !prm->a) {
-			char *h = ta_alloc(&r->arena, 96 + prm->sn);
+			char *h = tmpl_arena_alloc(&r->arena, 96 + prm->sn);
 
 			snprintf(h, 96 + prm->sn,
 			         "parameter '%s' was not provided", prm->s);
-			v = r_undef_hint(r, h);
+			v = tmpl_run_undef_hint(r, h);
 		}
 		scope_set(r, s, prm->s, v);
 	}
@@ -1367,10 +1387,10 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 		if (strcmp(kn[j], "caller") == 0)
 			scope_set(r, s, "caller", kv[j]);
 		else if (!is_param)
-			r_dict_set(
-			    r, kwargs.u.d,
-			    tv_str(r_str_new(r, kn[j], strlen(kn[j]), false)),
-			    kv[j]);
+			tmpl_run_dict_set(r, kwargs.u.d,
+			                  tv_str(tmpl_run_str_new(
+			                      r, kn[j], strlen(kn[j]), false)),
+			                  kv[j]);
 	}
 	scope_set(r, s, "varargs", tv_list(varargs));
 	scope_set(r, s, "kwargs", kwargs);
@@ -1383,17 +1403,18 @@ static struct tval call_macro(struct trender *r, const struct tmacro *m,
 	return tv_str(out);
 }
 
-struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
-                   size_t nargs, const char **kn, struct tval *kv, size_t nk)
+static struct tval r_call(struct trender *r, struct tval fn, struct tval *args,
+                          size_t nargs, const char **kn, struct tval *kv,
+                          size_t nk)
 {
 	if (fn.k == V_UNDEF)
-		r_undef_fail(r, fn);
+		tmpl_run_undef_fail(r, fn);
 	if (fn.k == V_FUNC)
-		return lib_call(r, fn.u.fn, args, nargs, kn, kv, nk);
+		return tmpl_lib_call(r, fn.u.fn, args, nargs, kn, kv, nk);
 	if (fn.k == V_MACRO)
 		return call_macro(r, fn.u.m, args, nargs, kn, kv, nk);
-	r_fail(r, TMPL_ERUNTIME, "'%s' object is not callable",
-	       r_type_name(fn));
+	tmpl_run_fail(r, TMPL_ERUNTIME, "'%s' object is not callable",
+	              tmpl_run_type_name(fn));
 }
 
 /* Apply the filter node F (operand V). */
@@ -1404,10 +1425,10 @@ static struct tval apply_filter(struct trender *r, const struct node *f,
 
 	eval_args(r, f, &args, &kv);
 	at(r, f);
-	return lib_filter(r, f->s, v, args, f->n, f->kn, kv, f->nk);
+	return tmpl_lib_filter(r, f->s, v, args, f->n, f->kn, kv, f->nk);
 }
 
-struct tval r_eval(struct trender *r, const struct node *n)
+static struct tval r_eval(struct trender *r, const struct node *n)
 {
 	struct tval a, b;
 	size_t i;
@@ -1425,7 +1446,7 @@ struct tval r_eval(struct trender *r, const struct node *n)
 		a = r_eval(r, n->a);
 		b = r_eval(r, n->b);
 		at(r, n);
-		return r_getitem(r, a, b);
+		return tmpl_run_getitem(r, a, b);
 	case N_SLICE: {
 		struct tval parts[3];
 
@@ -1454,7 +1475,7 @@ struct tval r_eval(struct trender *r, const struct node *n)
 		a = r_eval(r, n->a);
 		eval_args(r, n, &args, &kv);
 		at(r, n);
-		res = lib_test(r, n->s, a, args, n->n);
+		res = tmpl_lib_test(r, n->s, a, args, n->n);
 		return tv_bool(n->neg ? !res : res);
 	}
 	case N_NEG:
@@ -1462,34 +1483,35 @@ struct tval r_eval(struct trender *r, const struct node *n)
 		a = r_eval(r, n->a);
 		at(r, n);
 		if (a.k == V_UNDEF)
-			r_undef_fail(r, a);
+			tmpl_run_undef_fail(r, a);
 		if (!is_num(a))
-			r_fail(r, TMPL_ERUNTIME,
-			       "bad operand type for unary %c: "
-			       "'%s'",
-			       n->k == N_NEG ? '-' : '+', r_type_name(a));
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "bad operand type for unary %c: "
+			              "'%s'",
+			              n->k == N_NEG ? '-' : '+',
+			              tmpl_run_type_name(a));
 		if (n->k == N_POS)
 			return a.k == V_BOOL ? tv_int(a.u.b) : a;
 		if (a.k == V_FLOAT)
 			return tv_float(-a.u.f);
 		if (num_i(a) == INT64_MIN)
-			r_fail(r, TMPL_ERUNTIME, "integer too large");
+			tmpl_run_fail(r, TMPL_ERUNTIME, "integer too large");
 		return tv_int(-num_i(a));
 	case N_NOT:
-		return tv_bool(!r_truthy(r, r_eval(r, n->a)));
+		return tv_bool(!tmpl_run_truthy(r, r_eval(r, n->a)));
 	case N_AND:
 		a = r_eval(r, n->a);
-		return r_truthy(r, a) ? r_eval(r, n->b) : a;
+		return tmpl_run_truthy(r, a) ? r_eval(r, n->b) : a;
 	case N_OR:
 		a = r_eval(r, n->a);
-		return r_truthy(r, a) ? a : r_eval(r, n->b);
+		return tmpl_run_truthy(r, a) ? a : r_eval(r, n->b);
 	case N_BIN:
 		a = r_eval(r, n->a);
 		b = r_eval(r, n->b);
 		at(r, n);
 		if (n->op == '~')
-			return tv_str(
-			    r_str_cat(r, r_to_str(r, a), r_to_str(r, b)));
+			return tv_str(tmpl_run_str_cat(r, tmpl_run_to_str(r, a),
+			                               tmpl_run_to_str(r, b)));
 		return arith(r, n->op, a, b);
 	case N_CMP:
 		a = r_eval(r, n->v[0]);
@@ -1501,19 +1523,19 @@ struct tval r_eval(struct trender *r, const struct node *n)
 			at(r, n);
 			switch (op) {
 			case 'e':
-				ok = r_equal(a, b, 0);
+				ok = tmpl_run_equal(a, b, 0);
 				break;
 			case 'n':
-				ok = !r_equal(a, b, 0);
+				ok = !tmpl_run_equal(a, b, 0);
 				break;
 			case 'i':
-				ok = r_contains(r, a, b);
+				ok = tmpl_run_contains(r, a, b);
 				break;
 			case 'I':
-				ok = !r_contains(r, a, b);
+				ok = !tmpl_run_contains(r, a, b);
 				break;
 			default: {
-				int c = r_order(r, op, a, b, 0);
+				int c = tmpl_run_order(r, op, a, b, 0);
 
 				ok = op == '<'   ? c < 0
 				     : op == '>' ? c > 0
@@ -1527,16 +1549,16 @@ struct tval r_eval(struct trender *r, const struct node *n)
 		}
 		return tv_bool(true);
 	case N_COND:
-		if (r_truthy(r, r_eval(r, n->a)))
+		if (tmpl_run_truthy(r, r_eval(r, n->a)))
 			return r_eval(r, n->b);
 		if (n->c)
 			return r_eval(r, n->c);
-		return r_undef_hint(r,
-		                    "the inline if-expression evaluated to "
-		                    "false and no else section was defined.");
+		return tmpl_run_undef_hint(
+		    r, "the inline if-expression evaluated to "
+		       "false and no else section was defined.");
 	case N_LIST:
 	case N_TUPLE: {
-		struct tlist *l = r_list_new(r, n->n);
+		struct tlist *l = tmpl_run_list_new(r, n->n);
 
 		for (i = 0; i < n->n; i++)
 			l->v[i] = r_eval(r, n->v[i]);
@@ -1547,16 +1569,16 @@ struct tval r_eval(struct trender *r, const struct node *n)
 	case N_DICT:
 		a.k = V_DICT;
 		a.tuple = false;
-		a.u.d = ta_alloc(&r->arena, sizeof(*a.u.d));
+		a.u.d = tmpl_arena_alloc(&r->arena, sizeof(*a.u.d));
 		for (i = 0; i < n->n; i++) {
 			struct tval k = r_eval(r, n->v[i]);
 
-			r_dict_set(r, a.u.d, k, r_eval(r, n->kv[i]));
+			tmpl_run_dict_set(r, a.u.d, k, r_eval(r, n->kv[i]));
 		}
 		return a;
 	default:
 		at(r, n);
-		r_fail(r, TMPL_ERUNTIME, "not an expression");
+		tmpl_run_fail(r, TMPL_ERUNTIME, "not an expression");
 	}
 }
 
@@ -1577,11 +1599,12 @@ static void assign(struct trender *r, struct tscope *s, const struct node *t,
 
 		at(r, t);
 		if (ns.k != V_NS)
-			r_fail(r, TMPL_ERUNTIME,
-			       "cannot assign attribute on "
-			       "non-namespace object");
-		r_dict_set(r, ns.u.d, tv_str(r_str_new(r, t->s, t->sn, false)),
-		           v);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "cannot assign attribute on "
+			              "non-namespace object");
+		tmpl_run_dict_set(
+		    r, ns.u.d, tv_str(tmpl_run_str_new(r, t->s, t->sn, false)),
+		    v);
 		return;
 	}
 	/* tuple unpacking */
@@ -1589,17 +1612,17 @@ static void assign(struct trender *r, struct tscope *s, const struct node *t,
 		struct tlist *l;
 
 		at(r, t);
-		l = r_iter(r, v);
+		l = tmpl_run_iter(r, v);
 		if (l->n < t->n)
-			r_fail(r, TMPL_ERUNTIME,
-			       "not enough values to unpack "
-			       "(expected %zu, got %zu)",
-			       t->n, l->n);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "not enough values to unpack "
+			              "(expected %zu, got %zu)",
+			              t->n, l->n);
 		if (l->n > t->n)
-			r_fail(r, TMPL_ERUNTIME,
-			       "too many values to unpack "
-			       "(expected %zu)",
-			       t->n);
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "too many values to unpack "
+			              "(expected %zu)",
+			              t->n);
 		for (i = 0; i < t->n; i++)
 			assign(r, s, t->v[i], l->v[i]);
 	}
@@ -1613,28 +1636,28 @@ static void exec_for(struct trender *r, const struct node *n)
 	struct tval loopv = {.k = V_LOOP};
 	size_t i;
 
-	items = r_iter(r, r_eval(r, n->b));
+	items = tmpl_run_iter(r, r_eval(r, n->b));
 	at(r, n);
 	if (n->c) {
-		struct tlist *f = r_list_new(r, items->n);
+		struct tlist *f = tmpl_run_list_new(r, items->n);
 		size_t k = 0;
 
 		for (i = 0; i < items->n; i++) {
-			r_step(r);
+			tmpl_run_step(r);
 			r->scope = scope_new(r, saved);
 			assign(r, r->scope, n->a, items->v[i]);
-			if (r_truthy(r, r_eval(r, n->c)))
+			if (tmpl_run_truthy(r, r_eval(r, n->c)))
 				f->v[k++] = items->v[i];
 		}
 		f->n = k;
 		items = f;
 		r->scope = saved;
 	}
-	lp = ta_alloc(&r->arena, sizeof(*lp));
+	lp = tmpl_arena_alloc(&r->arena, sizeof(*lp));
 	lp->items = items;
 	loopv.u.lp = lp;
 	for (i = 0; i < items->n; i++) {
-		r_step(r);
+		tmpl_run_step(r);
 		lp->i = i;
 		r->scope = scope_new(r, saved);
 		scope_set(r, r->scope, "loop", loopv);
@@ -1661,14 +1684,14 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		struct tval v = r_eval(r, n->a);
 
 		at(r, n);
-		out_str(r, r_to_str(r, v));
+		out_str(r, tmpl_run_to_str(r, v));
 		break;
 	}
 	case N_IF: {
 		const struct node *c = n;
 
 		while (c && c->k == N_IF) {
-			if (r_truthy(r, r_eval(r, c->a))) {
+			if (tmpl_run_truthy(r, r_eval(r, c->a))) {
 				exec_body(r, c->b);
 				return;
 			}
@@ -1699,13 +1722,13 @@ static void exec_stmt(struct trender *r, const struct node *n)
 
 		for (i = 0; i < n->n; i++)
 			v = apply_filter(r, n->v[i], v);
-		out_str(r, r_to_str(r, v));
+		out_str(r, tmpl_run_to_str(r, v));
 		break;
 	}
 	case N_MACRO: {
 		struct tval v = {.k = V_MACRO};
 
-		v.u.m = ta_alloc(&r->arena, sizeof(*v.u.m));
+		v.u.m = tmpl_arena_alloc(&r->arena, sizeof(*v.u.m));
 		v.u.m->def = n;
 		v.u.m->scope = r->scope;
 		scope_set(r, r->scope, n->s, v);
@@ -1717,15 +1740,15 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		const char **kn;
 		size_t i;
 
-		caller.u.m = ta_alloc(&r->arena, sizeof(*caller.u.m));
+		caller.u.m = tmpl_arena_alloc(&r->arena, sizeof(*caller.u.m));
 		caller.u.m->def = n;
 		caller.u.m->scope = r->scope;
 		fn = r_eval(r, c->a);
 		eval_args(r, c, &args, &kv);
-		kn = ta_alloc(&r->arena, (c->nk + 1) * sizeof(*kn));
+		kn = tmpl_arena_alloc(&r->arena, (c->nk + 1) * sizeof(*kn));
 		{
-			struct tval *kv2 =
-			    ta_alloc(&r->arena, (c->nk + 1) * sizeof(*kv2));
+			struct tval *kv2 = tmpl_arena_alloc(
+			    &r->arena, (c->nk + 1) * sizeof(*kv2));
 
 			for (i = 0; i < c->nk; i++) {
 				kn[i] = c->kn[i];
@@ -1734,8 +1757,9 @@ static void exec_stmt(struct trender *r, const struct node *n)
 			kn[c->nk] = "caller";
 			kv2[c->nk] = caller;
 			at(r, n);
-			out_str(r, r_to_str(r, r_call(r, fn, args, c->n, kn,
-			                              kv2, c->nk + 1)));
+			out_str(r,
+			        tmpl_run_to_str(r, r_call(r, fn, args, c->n, kn,
+			                                  kv2, c->nk + 1)));
 		}
 		break;
 	}
@@ -1750,7 +1774,7 @@ static void exec_stmt(struct trender *r, const struct node *n)
 		break;
 	default:
 		at(r, n);
-		r_fail(r, TMPL_ERUNTIME, "not a statement");
+		tmpl_run_fail(r, TMPL_ERUNTIME, "not a statement");
 	}
 }
 
@@ -1820,17 +1844,17 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	r->out = &top;
 	def_global(r, "messages",
 	           ctx->messages ? r_from_json(r, ctx->messages, true, 0)
-	                         : tv_list(r_list_new(r, 0)));
+	                         : tv_list(tmpl_run_list_new(r, 0)));
 	def_global(r, "add_generation_prompt",
 	           tv_bool(ctx->add_generation_prompt));
 	def_global(r, "bos_token",
-	           tv_str(r_str_new(r, ctx->bos_token ? ctx->bos_token : "",
-	                            ctx->bos_token ? strlen(ctx->bos_token) : 0,
-	                            false)));
+	           tv_str(tmpl_run_str_new(
+	               r, ctx->bos_token ? ctx->bos_token : "",
+	               ctx->bos_token ? strlen(ctx->bos_token) : 0, false)));
 	def_global(r, "eos_token",
-	           tv_str(r_str_new(r, ctx->eos_token ? ctx->eos_token : "",
-	                            ctx->eos_token ? strlen(ctx->eos_token) : 0,
-	                            false)));
+	           tv_str(tmpl_run_str_new(
+	               r, ctx->eos_token ? ctx->eos_token : "",
+	               ctx->eos_token ? strlen(ctx->eos_token) : 0, false)));
 	def_global(r, "tools",
 	           ctx->tools ? r_from_json(r, ctx->tools, true, 0)
 	                      : tv_none());
@@ -1838,7 +1862,7 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	for (i = 0; i < ctx->nvars; i++) {
 		const struct tmpl_var *v = &ctx->vars[i];
 		size_t nl = strlen(v->name);
-		char *name = ta_alloc(&r->arena, nl + 1);
+		char *name = tmpl_arena_alloc(&r->arena, nl + 1);
 
 		memcpy(name, v->name, nl);
 		def_global(r, name,
@@ -1886,7 +1910,7 @@ int tmpl_render(const struct tmpl *t, const struct tmpl_ctx *ctx, char **out,
 	}
 	code = TMPL_OK;
 done:
-	ta_free_all(&r->arena);
+	tmpl_arena_free(&r->arena);
 	free(r);
 	return code;
 }

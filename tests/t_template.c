@@ -7,7 +7,11 @@
  *    The match table is printed as TAP diagnostics.
  * 2. Units: expressions, filters, tests, whitespace control, error
  *    positions, limits, provenance spans.
- * 3. Fuzz crashers under tests/data/template/crashers/ compile and render
+ * 3. Tables: the filter and test tables (template_lib.c) are the only
+ *    lists of names: each name there compiles and answers `is filter` /
+ *    `is test`, the names equal prompts/README.md's lists and are
+ *    jinja2's, and any other name fails with an error naming it.
+ * 4. Fuzz crashers under tests/data/template/crashers/ compile and render
  *    without crashing.
  *
  * The data directory is $(top_srcdir)/tests/data/template, found through
@@ -23,6 +27,7 @@
 #include "json.h"
 #include "tap.h"
 #include "template.h"
+#include "template_int.h" /* the filter and test tables */
 
 static char datadir[4096];
 
@@ -530,6 +535,240 @@ static void spans(void)
 	}
 }
 
+/* ------------------------------------------------- filter and test tables */
+
+/* jinja2 3.1's names: sorted(env.filters), sorted(env.tests) of the
+ * ImmutableSandboxedEnvironment the oracle uses.  Ours must be subsets:
+ * a name jinja2 lacks would render where transformers fails. */
+static const char *const jinja_filters[] = {
+    "abs",      "attr",       "batch",       "capitalize",
+    "center",   "count",      "d",           "default",
+    "dictsort", "e",          "escape",      "filesizeformat",
+    "first",    "float",      "forceescape", "format",
+    "groupby",  "indent",     "int",         "items",
+    "join",     "last",       "length",      "list",
+    "lower",    "map",        "max",         "min",
+    "pprint",   "random",     "reject",      "rejectattr",
+    "replace",  "reverse",    "round",       "safe",
+    "select",   "selectattr", "slice",       "sort",
+    "string",   "striptags",  "sum",         "title",
+    "tojson",   "trim",       "truncate",    "unique",
+    "upper",    "urlencode",  "urlize",      "wordcount",
+    "wordwrap", "xmlattr",    NULL};
+static const char *const jinja_tests[] = {
+    "!=",          "<",         "<=",      "==",          ">",        ">=",
+    "boolean",     "callable",  "defined", "divisibleby", "eq",       "equalto",
+    "escaped",     "even",      "false",   "filter",      "float",    "ge",
+    "greaterthan", "gt",        "in",      "integer",     "iterable", "le",
+    "lessthan",    "lower",     "lt",      "mapping",     "ne",       "none",
+    "number",      "odd",       "sameas",  "sequence",    "string",   "test",
+    "true",        "undefined", "upper",   NULL};
+
+static bool in_list(const char *const *list, const char *name)
+{
+	for (; *list; list++)
+		if (strcmp(*list, name) == 0)
+			return true;
+	return false;
+}
+
+#define MAX_DOC_NAMES 64
+
+/* The backquoted words of the bullet "- KEY: ..." of prompts/README.md
+ * (up to the next bullet or blank line) into NAMES; returns the count. */
+static size_t doc_names(const char *doc, const char *key, char names[][32],
+                        size_t max)
+{
+	const char *p = strstr(doc, key), *end;
+	bool quoted = false;
+	size_t n = 0;
+
+	if (!p)
+		return 0;
+	end = p + strlen(key);
+	while (*end && strncmp(end, "\n- ", 3) && strncmp(end, "\n\n", 2))
+		end++;
+	for (p += strlen(key); p < end; p++) {
+		size_t k = 0;
+
+		if (*p == '`') {
+			quoted = !quoted;
+			continue;
+		}
+		if (!quoted || *p == ' ' || *p == '\n')
+			continue;
+		while (p + k < end && p[k] != ' ' && p[k] != '\n' &&
+		       p[k] != '`' && k < 31)
+			k++;
+		if (n < max) {
+			memcpy(names[n], p, k);
+			names[n++][k] = '\0';
+		}
+		p += k - 1;
+	}
+	return n;
+}
+
+/* One table (filters or tests) against the README's list and jinja2's. */
+static void table_vs_doc(const char *what, const char *(*name_at)(size_t),
+                         bool (*has)(const char *), const char *doc,
+                         const char *key, const char *const *jinja)
+{
+	char names[MAX_DOC_NAMES][32];
+	size_t nd = doc_names(doc, key, names, MAX_DOC_NAMES), nt, i, j;
+	size_t missing = 0, extra = 0, foreign = 0, dup = 0;
+
+	for (nt = 0; name_at(nt); nt++) {
+		bool listed = false;
+
+		for (j = 0; j < nd && !listed; j++)
+			listed = strcmp(names[j], name_at(nt)) == 0;
+		if (!listed) {
+			tap_diag("%s '%s' is in the table, not in README", what,
+			         name_at(nt));
+			extra++;
+		}
+		if (!in_list(jinja, name_at(nt))) {
+			tap_diag("%s '%s' is not one of jinja2's", what,
+			         name_at(nt));
+			foreign++;
+		}
+		for (j = 0; j < nt; j++)
+			dup += strcmp(name_at(j), name_at(nt)) == 0;
+	}
+	for (i = 0; i < nd; i++) {
+		if (!has(names[i])) {
+			tap_diag("%s '%s' is in README, not in the table", what,
+			         names[i]);
+			missing++;
+		}
+	}
+	tap_ok(nd > 10 && nt == nd && !missing && !extra && !dup,
+	       "the %s table and prompts/README.md list the same %zu names",
+	       what, nt);
+	tap_ok(!foreign, "every %s of the table is one of jinja2's", what);
+}
+
+/* Every name of the filter table compiles as `| NAME` and is `is filter`;
+ * every name of the test table compiles after `is` and is `is test`. */
+static void table_names_work(void)
+{
+	size_t i, bad = 0;
+	char src[160], *out, err[512];
+	int rc;
+
+	for (i = 0; tmpl_lib_filter_name(i); i++) {
+		const char *f = tmpl_lib_filter_name(i);
+
+		snprintf(src, sizeof(src),
+		         "{{ '%s' is filter }}{{ '%s' is test }}", f, f);
+		rc = render(src, NULL, &out, err, sizeof(err));
+		if (rc || strcmp(out, tmpl_lib_has_test(f) ? "TrueTrue"
+		                                           : "TrueFalse")) {
+			tap_diag("'%s' is filter: rc %d '%s'", f, rc,
+			         rc ? err : out);
+			bad++;
+		}
+		free(out);
+		/* may fail on the value's type, never on the name */
+		snprintf(src, sizeof(src), "{{ [1, 2] | %s }}", f);
+		rc = render(src, NULL, &out, err, sizeof(err));
+		if (rc == TMPL_ESYNTAX || (rc && strstr(err, "No filter"))) {
+			tap_diag("| %s: rc %d '%s'", f, rc, err);
+			bad++;
+		}
+		free(out);
+	}
+	tap_ok(i > 0 && !bad,
+	       "all %zu filters of the table compile, run and are `is "
+	       "filter`",
+	       i);
+	bad = 0;
+	for (i = 0; tmpl_lib_test_name(i); i++) {
+		const char *t = tmpl_lib_test_name(i);
+		bool word = t[0] >= 'a' && t[0] <= 'z';
+
+		/* `is` takes a name; the operator names (==, <, ...) only
+		 * reach a test through select/reject, as in jinja2 */
+		snprintf(src, sizeof(src),
+		         "{{ '%s' is test }}{{ [] | select('%s') | list }}"
+		         "{{ 2 is %s(2) if false }}",
+		         t, t, word ? t : "eq");
+		rc = render(src, NULL, &out, err, sizeof(err));
+		if (rc || strcmp(out, "True[]")) {
+			tap_diag("'%s' is test: rc %d '%s'", t, rc,
+			         rc ? err : out);
+			bad++;
+		}
+		free(out);
+	}
+	tap_ok(i > 0 && !bad,
+	       "all %zu tests of the table compile and are `is test`", i);
+}
+
+static void tables(const char *topdir)
+{
+	char path[4200], *doc;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/prompts/README.md", topdir);
+	doc = slurp(path, &n);
+	if (!tap_ok(doc != NULL, "%s loads", path))
+		return;
+	table_vs_doc("filter", tmpl_lib_filter_name, tmpl_lib_has_filter, doc,
+	             "\n- filters:", jinja_filters);
+	table_vs_doc("test", tmpl_lib_test_name, tmpl_lib_has_test, doc,
+	             "\n- tests:", jinja_tests);
+	free(doc);
+	table_names_work();
+
+	/* a name not in the table: the same clear error everywhere */
+	expect_err("{{ x | bogus }}", TMPL_ESYNTAX,
+	           "line 1, column 6: No filter named 'bogus'.");
+	expect_err("{% filter bogus %}x{% endfilter %}", TMPL_ESYNTAX,
+	           "No filter named 'bogus'.");
+	expect_err("{% set a | bogus %}x{% endset %}", TMPL_ESYNTAX,
+	           "No filter named 'bogus'.");
+	expect_err("{{ [1] | map('bogus') | list }}", TMPL_ERUNTIME,
+	           "No filter named 'bogus'.");
+	expect_err("{{ [] | map('bogus') | list }}", TMPL_ERUNTIME,
+	           "No filter named 'bogus'.");
+	expect_err("{{ x is bogus }}", TMPL_ESYNTAX, "No test named 'bogus'.");
+	expect_err("{{ [1] | select('bogus') | list }}", TMPL_ERUNTIME,
+	           "No test named 'bogus'.");
+	expect_err("{{ [1] | rejectattr('a', 'bogus') | list }}", TMPL_ERUNTIME,
+	           "No test named 'bogus'.");
+	/* README's "not supported" filters fail the same way */
+	expect_err("{{ x | format }}", TMPL_ESYNTAX,
+	           "No filter named 'format'");
+	expect_err("{{ x | dictsort }}", TMPL_ESYNTAX,
+	           "No filter named 'dictsort'");
+	expect_err("{{ x | groupby('a') }}", TMPL_ESYNTAX,
+	           "No filter named 'groupby'");
+	expect_err("{{ x | batch(2) }}", TMPL_ESYNTAX,
+	           "No filter named 'batch'");
+	/* jinja2's test_filter/test_test ask about the value (checked with
+	 * jinja2 3.1.6) */
+	expect("{{ 'upper' is filter }} {{ 'bogus' is filter }} {{ 'defined' "
+	       "is test }} {{ 'bogus' is test }} {{ 1 is filter }} {{ "
+	       "'upper' is test }}",
+	       "True False True False False True");
+	expect("{{ ['a', 'trim', 'e', 'eq'] | select('filter') | list }}",
+	       "['trim', 'e']");
+	/* the table's argument counts, as jinja2's Python signatures */
+	expect_err("{{ 1 is number 2 }}", TMPL_ERUNTIME,
+	           "test 'number' takes no argument");
+	expect_err("{{ 4 is divisibleby(2, 3) }}", TMPL_ERUNTIME,
+	           "test 'divisibleby' takes one argument");
+	expect_err("{{ 4 is sameas }}", TMPL_ERUNTIME,
+	           "test 'sameas' needs an argument");
+	expect_err("{{ [1, 2] | select('odd', 1) | list }}", TMPL_ERUNTIME,
+	           "test 'odd' takes no argument");
+	expect("{{ [1, 2, 3, 4] | select('divisibleby', 2) | list }} {{ 3 is "
+	       "odd }} {{ 3 is not even }}",
+	       "[2, 4] True True");
+}
+
 /* ----------------------------------------------------------- crashers */
 
 static void crashers(void)
@@ -589,6 +828,7 @@ int main(void)
 	oracle();
 	units();
 	spans();
+	tables(src ? src : ".");
 	crashers();
 	return tap_done();
 }
