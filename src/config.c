@@ -357,9 +357,8 @@ int config_load_file(struct config *c, const char *path, char *err,
 	return rc;
 }
 
-void config_apply_model(struct config *c, const char *model_path)
+void config_apply_model(struct config *c, const struct gguf_file *f)
 {
-	struct gguf_file *f = gguf_open(model_path, NULL, 0);
 	double d;
 	int64_t i;
 
@@ -391,5 +390,4 @@ void config_apply_model(struct config *c, const char *model_path)
 	        0 &&
 	    i >= -1 && i <= INT32_MAX)
 		c->samp.penalty_last_n = (int32_t)i;
-	gguf_close(f);
 }

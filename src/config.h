@@ -28,6 +28,8 @@
 
 #include "sampler.h"
 
+struct gguf_file;
+
 #define CONFIG_MAX_STOPS 16    /* --stop given at most this often */
 #define CONFIG_MAX_LINE  65536 /* longest config file line */
 
@@ -80,10 +82,12 @@ const char *config_keys(void);
 int config_load_file(struct config *c, const char *path, char *err,
                      size_t errlen);
 
-/* Fill unset sampling options from the general.sampling.* keys of the
-   GGUF file MODEL_PATH, where it has them. Errors are ignored (the file
-   is opened again by the session, which reports them). */
-void config_apply_model(struct config *c, const char *model_path);
+/* Fill the sampling options not set by the file or the command line from
+   the general.sampling.* keys of the model F (already open: the session's
+   file, session_gguf), where it has them with a value in range; a missing
+   key, another type or a value out of range leaves the default. F NULL:
+   nothing. */
+void config_apply_model(struct config *c, const struct gguf_file *f);
 
 /* ${XDG_CONFIG_HOME:-$HOME/.config}/parley/config, malloc'd, or NULL. */
 char *config_default_path(void);

@@ -29,15 +29,39 @@ struct engine_state_header {
 	uint64_t kv_bytes; /* bytes of K/V data after the header */
 };
 
-/* Backends compiled in. */
+/* Backends compiled in: the one table engine_open picks from and
+   engine_backend_name lists, so a backend added here is offered and named
+   everywhere. */
 static const struct engine_ops *const engine_all_backends[] = {
     &backend_cpu_ops,
 };
 
-/* Comma-separated names of the backends compiled in. */
-const char *engine_backends(void)
+#define ENGINE_N_BACKENDS                                                      \
+	(sizeof(engine_all_backends) / sizeof(engine_all_backends[0]))
+
+/* Name of backend I of the table, NULL past the last. */
+const char *engine_backend_name(size_t i)
 {
-	return "cpu";
+	return i < ENGINE_N_BACKENDS ? engine_all_backends[i]->name : NULL;
+}
+
+/* The table's names joined with ", " into BUF (truncated to LEN). */
+const char *engine_backends(char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+	for (size_t i = 0; i < ENGINE_N_BACKENDS && n < len; i++) {
+		int k = snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+		                 engine_all_backends[i]->name);
+
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+	return buf;
 }
 
 #ifndef NDEBUG
@@ -93,14 +117,14 @@ int engine_open(const struct model *m, const struct engine_params *p,
 	if (p == NULL)
 		p = &def;
 	name = p->backend ? p->backend : "cpu";
-	for (size_t i = 0;
-	     i < sizeof(engine_all_backends) / sizeof(engine_all_backends[0]);
-	     i++)
+	for (size_t i = 0; i < ENGINE_N_BACKENDS; i++)
 		if (strcmp(engine_all_backends[i]->name, name) == 0)
 			ops = engine_all_backends[i];
 	if (ops == NULL) {
+		char names[256];
+
 		snprintf(err, errlen, "unknown backend \"%s\" (available: %s)",
-		         name, engine_backends());
+		         name, engine_backends(names, sizeof(names)));
 		return -1;
 	}
 	if (p->n_ctx < 0 || p->n_ctx > MODEL_MAX_CTX) {

@@ -206,8 +206,13 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 /* Attach (or with NULL detach) a trace; borrowed, must outlive its use. */
 void engine_set_trace(struct engine *e, struct trace *t);
 
-/* Comma-separated names of the backends compiled in (static). */
-const char *engine_backends(void);
+/* Name of the I-th backend compiled in (static), or NULL when I is past
+   the last: the table engine_open chooses from. */
+const char *engine_backend_name(size_t i);
+
+/* The names of the backends compiled in, joined with ", ", written into
+   BUF of LEN bytes (NUL-terminated, truncated to fit); returns BUF. */
+const char *engine_backends(char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 #include "gguf.h"
 
 #include "qtype.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -177,6 +178,46 @@ static int read_str(struct parse *p, struct gguf_str *s, const char *what)
 	return 0;
 }
 
+/* S for a message: printable ASCII kept, every other byte as \xNN, cut
+   with "..." to fit OUT (OUTLEN >= 8). */
+static const char *escape_str(struct gguf_str s, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (uint64_t i = 0; i < s.len; i++) {
+		unsigned char c = (unsigned char)s.ptr[i];
+
+		if (o + 8 > outlen) {
+			memcpy(out + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			out[o++] = (char)c;
+		else
+			o +=
+			    (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* Refuse S unless it is valid UTF-8 (utf8_check): WHAT names the key,
+   element or tensor; the message gives the first bad byte and its offset
+   in the file, so that a hex dump finds it. */
+static int check_utf8(struct parse *p, struct gguf_str s, const char *what)
+{
+	size_t bad = utf8_check(s.ptr, (size_t)s.len);
+
+	if (bad == s.len)
+		return 0;
+	return perr(p,
+	            "%s is not valid UTF-8 (byte 0x%02x at offset %" PRIu64
+	            " of the file)",
+	            what, (unsigned char)s.ptr[bad],
+	            (uint64_t)((const uint8_t *)s.ptr - p->c.base) + bad);
+}
+
 char *gguf_str_dup(struct gguf_str s)
 {
 	char *z;
@@ -257,9 +298,17 @@ static int read_array(struct parse *p, struct gguf_value *v, const char *key,
 		if (a->strs == NULL)
 			return perr(p, "key '%s': out of memory", key);
 		a->n = n;
-		for (uint64_t i = 0; i < n; i++)
+		for (uint64_t i = 0; i < n; i++) {
+			char what[300];
+
 			if (read_str(p, &a->strs[i], key) != 0)
 				return -1;
+			snprintf(what, sizeof(what),
+			         "key '%s': string array element %" PRIu64, key,
+			         i);
+			if (check_utf8(p, a->strs[i], what) != 0)
+				return -1;
+		}
 	} else if (et == GGUF_TYPE_ARRAY) {
 		a->elems = calloc(n ? n : 1, sizeof(*a->elems));
 		if (a->elems == NULL)
@@ -293,8 +342,14 @@ static int read_value(struct parse *p, struct gguf_value *v, uint32_t type,
 		            " is not a GGUF type (0..%d)",
 		            key, type, GGUF_TYPE_COUNT - 1);
 	v->type = (enum gguf_type)type;
-	if (type == GGUF_TYPE_STRING)
-		return read_str(p, &v->v.str, key);
+	if (type == GGUF_TYPE_STRING) {
+		char what[300];
+
+		if (read_str(p, &v->v.str, key) != 0)
+			return -1;
+		snprintf(what, sizeof(what), "key '%s': string value", key);
+		return check_utf8(p, v->v.str, what);
+	}
 	if (type == GGUF_TYPE_ARRAY)
 		return read_array(p, v, key, depth);
 	sz = gguf_type_sizes[type];
@@ -372,13 +427,20 @@ static int cmp_tensor_offset(const void *a, const void *b)
 	return ox < oy ? -1 : ox > oy;
 }
 
-/* Copy a key or name, rejecting embedded NULs (they would alias). */
+/* Copy a key or name, rejecting embedded NULs (they would alias) and
+   bytes that are not UTF-8 (every name is text for callers and users). */
 static int dup_name(struct parse *p, struct gguf_str s, char **out,
                     const char *what, uint64_t idx)
 {
+	char shown[80], msg[128];
+
 	if (memchr(s.ptr, '\0', (size_t)s.len) != NULL)
 		return perr(p, "%s %" PRIu64 ": name contains a NUL byte", what,
 		            idx);
+	snprintf(msg, sizeof(msg), "%s %" PRIu64 ": name '%s'", what, idx,
+	         escape_str(s, shown, sizeof(shown)));
+	if (check_utf8(p, s, msg) != 0)
+		return -1;
 	*out = gguf_str_dup(s);
 	if (*out == NULL)
 		return perr(p, "%s %" PRIu64 ": out of memory", what, idx);

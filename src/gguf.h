@@ -17,6 +17,11 @@
  *      aligned to general.alignment and do not overlap.
  *   4. Every tensor has 1..4 dimensions, none of them zero, a known ggml
  *      type whose block size divides ne[0], and a byte size that fits.
+ *   5. Every key, tensor name, string value and string array element is
+ *      valid UTF-8 (utf8_check: shortest form, no surrogates, nothing
+ *      past U+10FFFF); the error names the key (the index of a key or
+ *      tensor whose name is broken, shown with \xNN escapes), the array
+ *      element, the byte and its offset in the file.
  *
  * Strings that point into the mapping (struct gguf_str) are NOT
  * NUL-terminated; keys and tensor names are copied and NUL-terminated

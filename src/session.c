@@ -28,7 +28,8 @@
  *   3. Context: if the list plus room for a reply exceeds n_ctx, the
  *      oldest turn after the system prompt leaves the window (it stays in
  *      the store) and the prompt is rendered again; the user is told.
- *   4. p = LCP(new, kv); engine_truncate(p); evaluate new[p..]; kv = new.
+ *   4. session_sync_kv: p = LCP(new, kv); engine_truncate(p); evaluate
+ *      new[p..]; kv = new.
  *      Regenerate and edit need nothing more: the rendering without the
  *      old reply diverges from kv exactly at the turn boundary.
  *   5. Generate: sample, stream the piece, evaluate, append to kv and
@@ -314,14 +315,69 @@ static int session_align_ids(struct session *s, const int32_t *toks, size_t n)
 
 /* ---------- open / close ---------- */
 
+/* Tell the user about something that happened while opening. */
+static void session_open_notice(const struct session_opts *o, const char *msg)
+{
+	if (o->notice)
+		o->notice(o->notice_ud, msg);
+}
+
+/*
+ * Load the saved KV state KV (non-empty) into the engine. When it does
+ * not load (made by another backend, model or context size, or damaged),
+ * the cache is left empty and the user is told: the first turn then
+ * evaluates the whole conversation, which gives the same reply, only
+ * slower. Sets s->restored on success.
+ */
+static void session_restore_kv(struct session *s, const struct store_kv *kv,
+                               const struct session_opts *o)
+{
+	char why[300], msg[512];
+	size_t i;
+
+	why[0] = '\0';
+	if (strcmp(kv->format, s->kv_format) != 0)
+		snprintf(why, sizeof(why),
+		         "it was saved by another backend, model or context "
+		         "size (%.200s)",
+		         kv->format);
+	else if (engine_state_load(s->eng, kv->state, kv->state_len, why,
+	                           sizeof(why)) != 0)
+		; /* why says it */
+	else if ((size_t)engine_n_past(s->eng) != kv->n_tokens)
+		snprintf(why, sizeof(why),
+		         "it holds %d positions for %zu saved tokens",
+		         engine_n_past(s->eng), kv->n_tokens);
+	if (why[0] == '\0') {
+		s->kv.n = 0;
+		for (i = 0; i < kv->n_tokens; i++)
+			if (tok_ids_push(&s->kv, kv->tokens[i]))
+				break;
+		if (s->kv.n == kv->n_tokens) {
+			s->restored = true;
+			return;
+		}
+		snprintf(why, sizeof(why), "out of memory");
+	}
+	engine_truncate(s->eng, 0);
+	s->kv.n = 0;
+	snprintf(msg, sizeof(msg),
+	         "the saved KV cache was not loaded: %s; the conversation "
+	         "is evaluated again from the start",
+	         why);
+	session_open_notice(o, msg);
+}
+
 /* Load conversation CONV_ID's messages (and KV slot) from the store. */
-static int session_resume(struct session *s, int64_t conv_id, char *err,
+static int session_resume(struct session *s, int64_t conv_id,
+                          const struct session_opts *o, char *err,
                           size_t errlen)
 {
 	struct store_conv c;
 	struct store_msg *m = NULL;
 	struct store_kv kv;
 	size_t n = 0, i;
+	char msg[512];
 	int rc;
 
 	rc = store_conv_get(s->st, conv_id, &c, &m, &n, err, errlen);
@@ -356,31 +412,29 @@ static int session_resume(struct session *s, int64_t conv_id, char *err,
 	}
 	s->first = session_base(s);
 	s->conv_id = conv_id;
-	if (store_kv_get(s->st, conv_id, &kv, NULL, 0) != STORE_OK)
-		return 0; /* no slot: the first turn prefills everything */
+	rc = store_kv_get(s->st, conv_id, &kv, msg, sizeof(msg));
+	if (rc != STORE_OK) {
+		/* no slot: the first turn prefills everything */
+		if (rc != STORE_ENOTFOUND && s->use_kv_slot) {
+			char note[700];
+
+			snprintf(note, sizeof(note),
+			         "the saved KV cache could not be read: %s; "
+			         "the conversation is evaluated again from "
+			         "the start",
+			         msg);
+			session_open_notice(o, note);
+		}
+		return 0;
+	}
 	double t0 = session_ms();
 	if (session_align_ids(s, kv.tokens, kv.n_tokens)) {
 		store_kv_free(&kv);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (s->use_kv_slot && kv.state_len > 0 &&
-	    strcmp(kv.format, s->kv_format) == 0 &&
-	    engine_state_load(s->eng, kv.state, kv.state_len, NULL, 0) == 0 &&
-	    (size_t)engine_n_past(s->eng) == kv.n_tokens) {
-		s->kv.n = 0;
-		for (i = 0; i < kv.n_tokens; i++)
-			if (tok_ids_push(&s->kv, kv.tokens[i]))
-				break;
-		if (s->kv.n != kv.n_tokens) {
-			engine_truncate(s->eng, 0);
-			s->kv.n = 0;
-		} else {
-			s->restored = true;
-		}
-	} else {
-		engine_truncate(s->eng, 0);
-	}
+	if (s->use_kv_slot && kv.state_len > 0)
+		session_restore_kv(s, &kv, o);
 	s->restore_ms = session_ms() - t0;
 	store_kv_free(&kv);
 	return 0;
@@ -408,7 +462,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	if (session_load(s, o, err, errlen))
 		goto fail;
 	if (o->conv_id && s->st) {
-		if (session_resume(s, o->conv_id, err, errlen))
+		if (session_resume(s, o->conv_id, o, err, errlen))
 			goto fail;
 	} else if (o->system_prompt &&
 	           session_push_msg(s, STORE_ROLE_SYSTEM, o->system_prompt,
@@ -619,6 +673,44 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 }
 
 /*
+ * Step 4, shared by a new turn and a shift: bring the cache to hold
+ * exactly IDS[0, n). P = the longest common prefix of IDS and kv; the
+ * engine is truncated to P and IDS[P, n) evaluated. When IDS is entirely
+ * in the cache its last id is evaluated again (P = n - 1): its logits are
+ * what the next token is sampled from.
+ *
+ * Invariant 1 (kv = exactly the ids whose K/V are in the cache) holds on
+ * every return, also after an error or an interrupt: kv is cut to P with
+ * the engine, and session_eval appends ids only once they are evaluated.
+ * *REUSED gets P, *MS the time spent evaluating; kv.n - P ids were
+ * evaluated. Returns 0, 1 when interrupted, -1 on error.
+ */
+static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
+                           size_t *reused, double *ms, char *err, size_t errlen)
+{
+	size_t p;
+	double t0;
+	int rc;
+
+	for (p = 0; p < n && p < s->kv.n && ids[p] == s->kv.v[p]; p++)
+		;
+	if (p == n && p > 0)
+		p--; /* re-evaluate the last id: its logits are needed */
+	*reused = p;
+	*ms = 0;
+	if (engine_truncate(s->eng, (int32_t)p)) {
+		snprintf(err, errlen, "engine cannot truncate to %zu", p);
+		return -1;
+	}
+	s->kv.n = p;
+	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
+	t0 = session_ms();
+	rc = session_eval(s, ids + p, n - p, err, errlen);
+	*ms = session_ms() - t0;
+	return rc;
+}
+
+/*
  * Steps 1-4: render, fit, and bring the cache to the prompt. Returns 0,
  * 1 when interrupted during the prefill, -1 on error.
  */
@@ -629,8 +721,9 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 	struct prompt_marks marks = {0};
 	struct tmpl_span *spans = NULL;
 	char *t = NULL;
-	size_t tlen = 0, nspans = 0, p;
+	size_t tlen = 0, nspans = 0, p = 0;
 	int32_t n_ctx = engine_n_ctx(s->eng), reserve;
+	double ms = 0;
 	int rc = -1;
 
 	reserve = s->n_predict > 0 ? s->n_predict : SESSION_MIN_REPLY;
@@ -670,21 +763,10 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 		         st->n_dropped_turns == 1 ? "" : "s");
 		cb->notice(cb->ud, msg);
 	}
-	for (p = 0; p < ids.n && p < s->kv.n && ids.v[p] == s->kv.v[p]; p++)
-		;
-	if (p == ids.n && p > 0)
-		p--; /* re-evaluate the last id: its logits are needed */
-	if (engine_truncate(s->eng, (int32_t)p)) {
-		snprintf(err, errlen, "engine cannot truncate to %zu", p);
-		goto out;
-	}
-	s->kv.n = p;
-	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
+	rc = session_sync_kv(s, ids.v, ids.n, &p, &ms, err, errlen);
 	st->n_prompt = (int32_t)ids.n;
 	st->n_reused = (int32_t)p;
-	double t0 = session_ms();
-	rc = session_eval(s, ids.v + p, ids.n - p, err, errlen);
-	st->prefill_ms = session_ms() - t0;
+	st->prefill_ms = ms;
 	st->n_prompt_eval = (int32_t)(s->kv.n - p);
 	if (rc != 0)
 		goto out;
@@ -714,7 +796,41 @@ struct session_reply {
 	struct tok_buf text; /* what was shown (owned) */
 	int64_t store_id;    /* its message in the store, or 0 */
 	double last_store;   /* session_ms() of the last update */
+	bool update_failed;  /* the user was told an update failed */
 };
+
+/* A store write of the reply failed: tell the user what (WHAT), why (MSG)
+   and what it means (THEN); the reply goes on. */
+static void session_store_notice(const struct session_cb *cb, const char *what,
+                                 const char *msg, const char *then)
+{
+	char note[800];
+
+	if (cb == NULL || cb->notice == NULL)
+		return;
+	snprintf(note, sizeof(note), "could not %s: %s; %s", what, msg, then);
+	cb->notice(cb->ud, note);
+}
+
+/* Store the reply in progress (every SESSION_STORE_MS). A failure is told
+   once per reply: the next update or the final one may still succeed. */
+static void session_store_update(struct session *s, struct session_reply *r,
+                                 const struct session_cb *cb)
+{
+	char msg[512];
+
+	if (s->st == NULL || r->store_id == 0 ||
+	    session_ms() - r->last_store < SESSION_STORE_MS)
+		return;
+	if (store_msg_update(s->st, r->store_id, r->text.p, r->text.n, msg,
+	                     sizeof(msg)) != STORE_OK &&
+	    !r->update_failed) {
+		r->update_failed = true;
+		session_store_notice(cb, "save the reply in progress", msg,
+		                     "the reply goes on");
+	}
+	r->last_store = session_ms();
+}
 
 /* Show and keep OUT's released text. */
 static int session_emit(struct session_reply *r, const struct stopstr_out *o,
@@ -741,7 +857,7 @@ static int session_shift(struct session *s, size_t *reply_at,
                          char *err, size_t errlen)
 {
 	int32_t n_ctx = engine_n_ctx(s->eng);
-	size_t nrep = s->kv.n - *reply_at, p, k;
+	size_t nrep = s->kv.n - *reply_at, p = 0, k;
 	struct tok_ids ids = {0};
 	struct prompt_marks marks = {0};
 	struct tmpl_span *spans = NULL;
@@ -794,19 +910,10 @@ static int session_shift(struct session *s, size_t *reply_at,
 		                          tok_is_control(s->tok, rep[k])))
 			goto nomem;
 	}
-	for (p = 0; p < ids.n && p < s->kv.n && ids.v[p] == s->kv.v[p]; p++)
-		;
-	if (p == ids.n)
-		p--; /* the last id's logits are needed */
-	if (engine_truncate(s->eng, (int32_t)p)) {
-		snprintf(err, errlen, "engine cannot truncate to %zu", p);
-		goto out;
-	}
-	s->kv.n = p;
-	double t0 = session_ms();
-	int e = session_eval(s, ids.v + p, ids.n - p, err, errlen);
+	double ms = 0;
+	int e = session_sync_kv(s, ids.v, ids.n, &p, &ms, err, errlen);
 
-	st->prefill_ms += session_ms() - t0;
+	st->prefill_ms += ms;
 	st->n_prompt_eval += (int32_t)(s->kv.n - p);
 	if (e != 0) {
 		session_align_clear(s);
@@ -979,12 +1086,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		                          tok_is_control(s->tok, id))) {
 			session_align_clear(s);
 		}
-		if (s->st && r->store_id &&
-		    session_ms() - r->last_store >= SESSION_STORE_MS) {
-			store_msg_update(s->st, r->store_id, r->text.p,
-			                 r->text.n, NULL, 0);
-			r->last_store = session_ms();
-		}
+		session_store_update(s, r, cb);
 	}
 	/* release what is held back (an incomplete character, a possible
 	   stop-string prefix) unless a stop string ended the reply */
@@ -1056,8 +1158,9 @@ static int64_t session_parent(const struct session *s, size_t i)
 static int session_reply(struct session *s, const struct session_cb *cb,
                          struct session_stats *st, char *err, size_t errlen)
 {
-	struct session_reply r = {{0}, 0, 0};
+	struct session_reply r = {{0}, 0, 0, false};
 	struct store_msg_stats ms = {0};
+	char msg[512];
 	int rc;
 
 	memset(st, 0, sizeof(*st));
@@ -1072,9 +1175,12 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	}
 	if (s->st && s->conv_id &&
 	    store_msg_begin(s->st, s->conv_id, session_parent(s, s->n_msgs),
-	                    STORE_ROLE_ASSISTANT, &r.store_id, NULL,
-	                    0) != STORE_OK)
+	                    STORE_ROLE_ASSISTANT, &r.store_id, msg,
+	                    sizeof(msg)) != STORE_OK) {
 		r.store_id = 0;
+		session_store_notice(cb, "store the reply", msg,
+		                     "it is generated but not saved");
+	}
 	r.last_store = session_ms();
 	if (rc > 0) {
 		st->finish = STORE_FINISH_INTERRUPTED;
@@ -1089,9 +1195,12 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	ms.n_prompt_tokens = st->n_prompt;
 	ms.prefill_ms = st->prefill_ms;
 	ms.decode_ms = st->decode_ms;
-	if (r.store_id)
-		store_msg_finish(s->st, r.store_id, r.text.p ? r.text.p : "",
-		                 r.text.n, st->finish, &ms, NULL, 0);
+	if (r.store_id &&
+	    store_msg_finish(s->st, r.store_id, r.text.p ? r.text.p : "",
+	                     r.text.n, st->finish, &ms, msg,
+	                     sizeof(msg)) != STORE_OK)
+		session_store_notice(cb, "save the finished reply", msg,
+		                     "the history may keep it incomplete");
 	if (session_push_msg(s, STORE_ROLE_ASSISTANT, r.text.p ? r.text.p : "",
 	                     r.text.n, r.store_id, st->finish)) {
 		free(r.text.p);
@@ -1100,9 +1209,12 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	}
 	free(r.text.p);
 	/* the ids of the cache, so that a resume rebuilds the same cache */
-	if (s->st && s->conv_id)
-		store_kv_set(s->st, s->conv_id, "tokens", s->kv.v, s->kv.n,
-		             NULL, 0, NULL, 0);
+	if (s->st && s->conv_id &&
+	    store_kv_set(s->st, s->conv_id, "tokens", s->kv.v, s->kv.n, NULL, 0,
+	                 msg, sizeof(msg)) != STORE_OK)
+		session_store_notice(cb, "save the cache's token ids", msg,
+		                     "a resume evaluates the conversation "
+		                     "again");
 	return rc;
 }
 
@@ -1299,6 +1411,11 @@ const int32_t *session_kv_tokens(const struct session *s, size_t *n)
 int64_t session_n_evaluated(const struct session *s)
 {
 	return s->n_evaluated;
+}
+
+const struct gguf_file *session_gguf(const struct session *s)
+{
+	return s->gf;
 }
 
 int32_t session_n_ctx(const struct session *s)

@@ -23,6 +23,13 @@
  *      runs; the reply is a message in progress updated every
  *      SESSION_STORE_MS and finished with its finish reason.
  *
+ * Degraded, not failed (the user gets a notice, the work goes on): a
+ * saved KV state that does not load (the first turn evaluates the whole
+ * conversation instead: the same reply, slower; notice through
+ * opts.notice), and a store write of a reply that fails (the reply is
+ * still generated and shown; notice through session_cb.notice, once per
+ * reply and kind of write).
+ *
  * Interrupting: the front end's SIGINT handler sets *opts.interrupt (a
  * volatile sig_atomic_t) to 1; the generation loop checks it before each
  * token, keeps the partial reply (finish "interrupted") and clears it.
@@ -39,6 +46,7 @@
 #include "store.h"
 
 struct session;
+struct gguf_file;
 
 #define SESSION_STORE_MS  250 /* store a reply in progress this often */
 #define SESSION_MAX_STOPS 16  /* stop strings */
@@ -61,6 +69,10 @@ struct session_opts {
 	int64_t conv_id;                  /* resume this conversation (store) */
 	bool use_kv_slot;                 /* resume from / save the KV state */
 	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */
+	/* notices while opening (a saved KV state that does not load), in
+	   the style of session_cb.notice; NULL: none */
+	void (*notice)(void *ud, const char *msg);
+	void *notice_ud; /* passed back to notice */
 };
 
 /* One message of the conversation (the active branch). */
@@ -93,7 +105,8 @@ struct session_cb {
 	void (*piece)(void *ud, const char *text, size_t len);
 	/* the sampler's report of each sampled token (debug pane) */
 	void (*token)(void *ud, const struct sampler_report *rep);
-	/* a message for the user ("context full: dropped 2 turns") */
+	/* a message for the user ("context full: dropped 2 turns", "could
+	   not save the reply in progress: ..."); the reply goes on */
 	void (*notice)(void *ud, const char *msg);
 	void *ud; /* passed back */
 };
@@ -101,8 +114,9 @@ struct session_cb {
 /*
  * Open a session. Loads the model (borrowed strings of OPTS are copied
  * where kept), and with opts->conv_id != 0 the conversation's messages
- * (and its KV state when use_kv_slot). Stores the session in *OUT
- * (session_close) and returns 0, or -1 with a message.
+ * (and its KV state when use_kv_slot; one that does not load is a notice,
+ * not an error). Stores the session in *OUT (session_close) and returns
+ * 0, or -1 with a message.
  */
 int session_open(const struct session_opts *opts, struct session **out,
                  char *err, size_t errlen);
@@ -159,6 +173,10 @@ const int32_t *session_kv_tokens(const struct session *s, size_t *n);
 
 /* Total ids evaluated by the engine since the session opened. */
 int64_t session_n_evaluated(const struct session *s);
+
+/* The model's GGUF file, open for the session's life (borrowed): its
+   metadata, such as the sampling defaults config_apply_model reads. */
+const struct gguf_file *session_gguf(const struct session *s);
 
 /* Context capacity in tokens; the model file's path; the template's name. */
 int32_t session_n_ctx(const struct session *s);

@@ -56,6 +56,21 @@ size_t utf8_valid_len(const void *p, size_t n)
 	return len;
 }
 
+size_t utf8_check(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	size_t i = 0;
+
+	while (i < n) {
+		size_t k = s[i] < 0x80 ? 1 : utf8_valid_len(s + i, n - i);
+
+		if (k == 0)
+			return i;
+		i += k;
+	}
+	return n;
+}
+
 size_t utf8_put(uint32_t cp, char *dst)
 {
 	unsigned char *d = (unsigned char *)dst;

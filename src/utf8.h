@@ -20,6 +20,10 @@ size_t utf8_lead_len(unsigned char c);
  * is invalid, or truncated by N. N == 0 gives 0. */
 size_t utf8_valid_len(const void *p, size_t n);
 
+/* Offset of the first byte of P[0, n) where no valid character starts
+ * (utf8_valid_len gives 0 there), or N when all N bytes are valid UTF-8. */
+size_t utf8_check(const void *p, size_t n);
+
 /* Decode the valid character of LEN bytes at P (from utf8_valid_len). */
 uint32_t utf8_decode(const void *p, size_t len);
 

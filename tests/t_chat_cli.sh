@@ -2,8 +2,9 @@
 # t_chat_cli.sh - the chat's command line with the real SmolLM2 model
 # (greedy, short replies): one-shot -p (argument and stdin), --no-store,
 # the config file and its precedence, resume -p, list / show / search /
-# rename / rm, export (JSON and Markdown) and the import round trip, and
-# that --help and the man page name every chat option.
+# rename / rm, export (JSON and Markdown) and the import round trip, a
+# saved KV state that does not load (a notice), and that --help and the
+# man page name every chat option.
 . "${top_srcdir:-.}/tests/lib.sh"
 model=$(test_model)
 [ -f "$model" ] || skip_all "default model not fetched ($model)"
@@ -96,6 +97,16 @@ ok $? "the removed conversation is gone"
 "$PARLEY" show abc >/dev/null 2>&1
 [ $? -eq 2 ]
 ok $? "a bad id is a usage error"
+
+# a KV state saved with another context size does not load: parley says so
+# on stderr, evaluates the conversation again and gives the same reply
+"$PARLEY" $opts --system "$sys" --save-kv \
+	-p "What is the capital of France?" >/dev/null
+"$PARLEY" resume $opts --save-kv --ctx 2048 -p "And of Germany?" \
+	>"$tmp/o7" 2>"$tmp/err7"
+[ $? -eq 0 ] && cmp -s "$tmp/o5" "$tmp/o7" &&
+	grep -q '^parley: the saved KV cache was not loaded: ' "$tmp/err7"
+ok $? "resume with a KV state of another --ctx: a notice, the same reply ($(cat "$tmp/err7"))"
 
 # --help and the man page name every long option of the chat
 "$PARLEY" chat --help >"$tmp/help"

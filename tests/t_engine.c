@@ -347,6 +347,59 @@ static void check_model_errors(void)
 	gguf_close(src);
 }
 
+/* The backend list comes from the table engine_open picks from: every
+   listed name opens an engine of that backend, the joined list and the
+   unknown-backend error name exactly those, and "cpu" is one of them. */
+static void check_backends(void)
+{
+	struct gguf_file *f = NULL;
+	struct model *m = open_model("llama_f32", &f);
+	char list[256], want[256] = "", err[512], small[4];
+	struct engine_params p = {0};
+	size_t n = 0, opened = 0;
+	bool has_cpu = false, distinct = true;
+	const char *name;
+
+	if (!tap_ok(m != NULL, "backends: model opens"))
+		return;
+	p.n_ctx = 16;
+	for (; (name = engine_backend_name(n)) != NULL; n++) {
+		struct engine *e = NULL;
+
+		for (size_t j = 0; j < n; j++)
+			distinct &= strcmp(engine_backend_name(j), name) != 0;
+		has_cpu |= strcmp(name, "cpu") == 0;
+		snprintf(want + strlen(want), sizeof(want) - strlen(want),
+		         "%s%s", n ? ", " : "", name);
+		p.backend = name;
+		if (engine_open(m, &p, &e, err, sizeof(err)) == 0 &&
+		    strcmp(e->ops->name, name) == 0)
+			opened++;
+		else
+			tap_diag("backend %s: %s", name, err);
+		engine_close(e);
+	}
+	tap_ok(n >= 1 && has_cpu && distinct && opened == n,
+	       "%zu backend(s) listed, cpu among them, each opens", n);
+	tap_ok(strcmp(engine_backends(list, sizeof(list)), want) == 0,
+	       "engine_backends joins the table: \"%s\"", list);
+	engine_backends(small, sizeof(small));
+	tap_ok(strlen(small) == 3 && strncmp(small, want, 3) == 0,
+	       "engine_backends truncates to its buffer: \"%s\"", small);
+	p.backend = "no-such-backend";
+	{
+		struct engine *e = NULL;
+		char expect[300];
+
+		snprintf(expect, sizeof(expect), "(available: %s)", want);
+		tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
+		           e == NULL && strstr(err, expect) != NULL,
+		       "an unknown backend lists the table: %s", err);
+	}
+	model_free(m);
+	gguf_close(f);
+}
+
 /* parley-mkmodel makes valid models of every computable type. */
 static void check_mkmodel_types(void)
 {
@@ -415,6 +468,7 @@ int main(void)
 	check_consistency("qwen2_q8_0");
 	check_trace();
 	check_model_errors();
+	check_backends();
 	check_mkmodel_types();
 	return tap_done();
 }

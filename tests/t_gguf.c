@@ -384,6 +384,177 @@ static void test_alignment(void)
 	sbuf_free(&sb);
 }
 
+/* Byte sequences that are not UTF-8, each named for the messages. */
+static const struct {
+	const char *bytes; /* no NUL: gb_str measures with strlen */
+	const char *what;
+	unsigned char first; /* the byte the error names */
+} bad_utf8[] = {
+    {"\xc0\xaf", "overlong '/' (C0 AF)", 0xc0},
+    {"\xe0\x80\xaf", "overlong 3-byte '/'", 0xe0},
+    {"\x80", "lone continuation byte", 0x80},
+    {"\xed\xa0\x80", "surrogate U+D800", 0xed},
+    {"\xed\xbf\xbf", "surrogate U+DFFF", 0xed},
+    {"\xe2\x82", "truncated 3-byte sequence", 0xe2},
+    {"\xf4\x90\x80\x80", "past U+10FFFF", 0xf4},
+    {"\xff", "byte FF", 0xff},
+};
+
+#define N_BAD_UTF8 (sizeof(bad_utf8) / sizeof(bad_utf8[0]))
+
+/* B with every byte written as \xNN, as the reader shows broken names. */
+static const char *hex_escape(char *buf, size_t len, const char *b)
+{
+	size_t o = 0;
+
+	for (; *b && o + 5 <= len; b++)
+		o += (size_t)snprintf(buf + o, len - o, "\\x%02x",
+		                      (unsigned char)*b);
+	return buf;
+}
+
+/* "... is not valid UTF-8 (byte 0xNN at offset OFF" for the checks. */
+static const char *utf8_needle(char *buf, size_t len, const char *what,
+                               unsigned char b, size_t off)
+{
+	snprintf(buf, len, "%s is not valid UTF-8 (byte 0x%02x at offset %zu",
+	         what, b, off);
+	return buf;
+}
+
+/* Keys, string values, string array elements and tensor names must be
+   UTF-8: each kind of bad sequence in each place is refused at open, the
+   error naming the key (or the element, or the index of the key or
+   tensor), the byte and its offset in the file. */
+static void test_utf8(void)
+{
+	static const uint64_t ne[1] = {8};
+	struct sbuf sb = SBUF_INIT;
+	char needle[512], name[64], what[160], esc[64], shown[128];
+
+	for (size_t i = 0; i < N_BAD_UTF8; i++) {
+		const char *b = bad_utf8[i].bytes;
+		unsigned char c = bad_utf8[i].first;
+
+		/* a key: header 24 bytes, its length 8, then "bad" */
+		snprintf(name, sizeof(name), "bad%skey", b);
+		gb_header(&sb, 3, 0, 1);
+		gb_kv_u32(&sb, name, 1);
+		snprintf(what, sizeof(what), "key %s", bad_utf8[i].what);
+		snprintf(shown, sizeof(shown),
+		         "metadata key 0: name 'bad%skey'",
+		         hex_escape(esc, sizeof(esc), b));
+		expect_fail(&sb, what,
+		            utf8_needle(needle, sizeof(needle), shown, c, 35));
+
+		/* a string value, after a good key; value text at 24 +
+		   (8 + 2 + 4 + 4) + (8 + 12 + 4) + 8 = 74, bad at 75 */
+		snprintf(name, sizeof(name), "x%s", b);
+		gb_header(&sb, 3, 0, 2);
+		gb_kv_u32(&sb, "ok", 7);
+		gb_kv_str(&sb, "general.name", name);
+		snprintf(what, sizeof(what), "string value %s",
+		         bad_utf8[i].what);
+		expect_fail(&sb, what,
+		            utf8_needle(needle, sizeof(needle),
+		                        "key 'general.name': string value", c,
+		                        75));
+
+		/* element 2 of a string array: 24 + (8 + 9) + 4 + 4 + 8 +
+		   (8 + 3) + (8 + 0) + 8 = 84 */
+		gb_header(&sb, 3, 0, 1);
+		gb_str(&sb, "test.strs");
+		gb_u32(&sb, 9);
+		gb_u32(&sb, 8);
+		gb_u64(&sb, 3);
+		gb_str(&sb, "one");
+		gb_str(&sb, "");
+		gb_str(&sb, b);
+		snprintf(what, sizeof(what), "array element %s",
+		         bad_utf8[i].what);
+		expect_fail(&sb, what,
+		            utf8_needle(needle, sizeof(needle),
+		                        "key 'test.strs': string array "
+		                        "element 2",
+		                        c, 84));
+
+		/* tensor 1's name: after "k"=1 (24 + 8 + 1 + 4 + 4 = 41) and
+		   tensor 0 "a" (8 + 1 + 4 + 8 + 4 + 8 = 33): 74 + 8 + 1 */
+		snprintf(name, sizeof(name), "w%s", b);
+		tensor_file(&sb, 2);
+		gb_tensor(&sb, "a", 1, ne, 0, 0);
+		gb_tensor(&sb, name, 1, ne, 0, 32);
+		snprintf(what, sizeof(what), "tensor name %s",
+		         bad_utf8[i].what);
+		snprintf(shown, sizeof(shown), "tensor 1: name 'w%s'",
+		         hex_escape(esc, sizeof(esc), b));
+		expect_fail(&sb, what,
+		            utf8_needle(needle, sizeof(needle), shown, c, 83));
+	}
+
+	/* the name is shown escaped */
+	gb_header(&sb, 3, 0, 1);
+	gb_kv_u32(&sb, "gen\xc0\xafral", 1);
+	expect_fail(&sb, "a broken key is shown with \\x escapes",
+	            "metadata key 0: name 'gen\\xc0\\xafral' is not valid");
+
+	/* valid multi-byte text everywhere opens and reads back */
+	{
+		static const char key[] = "test.caf\xc3\xa9",
+		                  val[] = "\xe2\x82\xac 5 \xf0\x9f\x98\x80",
+		                  tname[] = "w\xc3\xa9ight";
+		struct gguf_file *f;
+		struct gguf_str v;
+		const struct gguf_array *a;
+		char err[1024] = "";
+
+		gb_header(&sb, 3, 1, 2);
+		gb_kv_str(&sb, key, val);
+		gb_str(&sb, "test.strs");
+		gb_u32(&sb, 9);
+		gb_u32(&sb, 8);
+		gb_u64(&sb, 2);
+		gb_str(&sb, "\xed\x9f\xbf"); /* U+D7FF, below the surrogates */
+		gb_str(&sb, "\xf4\x8f\xbf\xbf"); /* U+10FFFF */
+		gb_tensor(&sb, tname, 1, ne, 0, 0);
+		gb_pad(&sb, 32);
+		for (int i = 0; i < 8; i++)
+			gb_f32(&sb, (float)i);
+		f = gguf_open_memory(sb.buf, sb.len, "good.gguf", err,
+		                     sizeof(err));
+		tap_ok(
+		    f != NULL && gguf_get_str(f, key, &v, NULL, 0) == 0 &&
+		        gguf_str_eq(v, val) &&
+		        gguf_get_arr(f, "test.strs", GGUF_TYPE_STRING, &a, NULL,
+		                     0) == 0 &&
+		        a->n == 2 &&
+		        gguf_str_eq(a->strs[1], "\xf4\x8f\xbf\xbf") &&
+		        gguf_find_tensor(f, tname) != NULL,
+		    "valid UTF-8 (2-, 3-, 4-byte, U+D7FF, U+10FFFF) in a key, "
+		    "a value, array elements and a tensor name opens: %s",
+		    err);
+		gguf_close(f);
+		sbuf_free(&sb);
+	}
+}
+
+/* The regression file tests/data/gguf/invalid_utf8_value.gguf (a key
+   whose string value holds an overlong sequence) is refused by name. */
+static void test_utf8_file(void)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], err[1024] = "";
+	struct gguf_file *f;
+
+	snprintf(path, sizeof(path),
+	         "%s/tests/data/gguf/invalid_utf8_value.gguf", top ? top : ".");
+	f = gguf_open(path, err, sizeof(err));
+	tap_ok(f == NULL && strstr(err, "key 'general.name': string value is "
+	                                "not valid UTF-8 (byte 0xc0") != NULL,
+	       "invalid_utf8_value.gguf refused: %s", err);
+	gguf_close(f);
+}
+
 /* A file on disk: missing, directory. */
 static void test_files(void)
 {
@@ -544,6 +715,8 @@ int main(void)
 	test_valid();
 	test_alignment();
 	test_malformed();
+	test_utf8();
+	test_utf8_file();
 	test_files();
 	test_vocab();
 	test_smollm2();

@@ -53,6 +53,12 @@ printf 'GGUF\003\000\000\000' >"$out.json"
 [ $? -eq 1 ] && grep -q 'file ends inside the header' "$out.err"
 ok $? "truncated file: a clear error"
 
+bad_utf8="${top_srcdir:-.}/tests/data/gguf/invalid_utf8_value.gguf"
+"$PARLEY" info "$bad_utf8" >"$out" 2>"$out.err"
+[ $? -eq 1 ] && [ ! -s "$out" ] &&
+	grep -q "key 'general.name': string value is not valid UTF-8 (byte 0xc0" "$out.err"
+ok $? "a string that is not UTF-8: refused, the key named: $(cat "$out.err")"
+
 "$PARLEY" info 2>/dev/null
 [ $? -eq 2 ]
 ok $? "no file: usage error (exit 2)"

@@ -15,7 +15,12 @@
  *      reply, which then goes on;
  *   5. resume: the greedy reply after a restart (store + saved ids) equals
  *      the reply of a session that never stopped; with the saved KV state
- *      the resumed session evaluates only the new turn.
+ *      the resumed session evaluates only the new turn; a saved state that
+ *      does not load (damaged, truncated, another context size) is a
+ *      notice, and the full prefill gives the same reply;
+ *   6. the store fails while a reply is written (another connection holds
+ *      the write lock): the user is told once per kind of write, the reply
+ *      goes on to the same text.
  *
  * Model: $PARLEY_TEST_MODEL or ${XDG_CACHE_HOME:-~/.cache}/parley/models/
  * SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent.
@@ -25,9 +30,11 @@
 #include "tap.h"
 #include "tok.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char model[4096];
@@ -355,29 +362,54 @@ static void test_overflow_mid_reply(void)
 	session_close(s);
 }
 
-/* 5: resume = same greedy reply; the KV slot spares the prefill. */
-static void test_resume(void)
+/* The reply to questions[2] after questions[0..1], never stopped. */
+static char straight[8192];
+
+/* A new database under /tmp: its path into PATH (LEN bytes). */
+static struct store *new_db(char *path, size_t len)
 {
-	char dbpath[] = "/tmp/t_session_XXXXXX";
-	char path[600], err[512];
-	int fd = mkstemp(dbpath);
+	char tmpl[] = "/tmp/t_session_XXXXXX", err[512];
+	int fd = mkstemp(tmpl);
 	struct store *db = NULL;
-	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
-	char straight[8192];
-	int64_t conv;
 
 	if (fd < 0) {
 		tap_ok(0, "mkstemp");
-		return;
+		return NULL;
 	}
 	close(fd);
-	unlink(dbpath);
-	snprintf(path, sizeof(path), "%s.db", dbpath);
+	unlink(tmpl);
+	snprintf(path, len, "%s.db", tmpl);
 	if (store_open(path, 0, &db, err, sizeof(err)) != STORE_OK) {
 		tap_ok(0, "store_open: %s", err);
-		return;
+		return NULL;
 	}
+	return db;
+}
+
+/* Close DB and remove its files. */
+static void drop_db(struct store *db, const char *path)
+{
+	char side[700];
+
+	store_close(db);
+	unlink(path);
+	snprintf(side, sizeof(side), "%s-wal", path);
+	unlink(side);
+	snprintf(side, sizeof(side), "%s-shm", path);
+	unlink(side);
+}
+
+/* 5: resume = same greedy reply; the KV slot spares the prefill. */
+static void test_resume(void)
+{
+	char path[600];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_stats st;
+	struct sink k = {{0}, 0, 0};
+	int64_t conv;
+
+	if (db == NULL)
+		return;
 	/* never stopped: three turns */
 	struct session_opts o = base_opts(1024, 16);
 	struct session *s = open_or_die(&o);
@@ -430,14 +462,258 @@ static void test_resume(void)
 	tap_ok(strcmp(k.buf, straight) == 0,
 	       "greedy reply after a KV-state resume = without restart");
 	session_close(s);
-	store_close(db);
-	unlink(path);
-	char side[700];
+	drop_db(db, path);
+}
 
-	snprintf(side, sizeof(side), "%s-wal", path);
-	unlink(side);
-	snprintf(side, sizeof(side), "%s-shm", path);
-	unlink(side);
+/* Notices of session_open (opts.notice). */
+struct open_notes {
+	int n;
+	char last[1024];
+};
+
+static void open_notice(void *ud, const char *msg)
+{
+	struct open_notes *on = ud;
+
+	on->n++;
+	snprintf(on->last, sizeof(on->last), "%s", msg);
+	tap_diag("open notice: %s", msg);
+}
+
+/* How a saved KV state is spoiled before the resume. */
+enum spoil { SPOIL_MAGIC, SPOIL_TRUNCATE, SPOIL_CTX };
+
+/* 5b: two turns with the KV state saved on close, the state spoiled as
+   HOW says, resume: a notice, no state loaded, the whole conversation
+   evaluated, and the reply of a session that never stopped. */
+static void check_resume_bad_kv(enum spoil how, const char *what)
+{
+	char path[600], err[512];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_opts o = base_opts(1024, 16);
+	struct open_notes on = {0, ""};
+	struct session_stats st;
+	struct sink k = {{0}, 0, 0};
+	struct store_kv kv;
+	struct session *s;
+	bool loaded = true;
+	int64_t conv;
+	int rc;
+
+	if (db == NULL)
+		return;
+	o.store = db;
+	o.use_kv_slot = true;
+	s = open_or_die(&o);
+	for (int i = 0; i < 2; i++)
+		send(s, questions[i], &k, &st);
+	conv = session_conv_id(s);
+	session_close(s); /* saves the state */
+	rc = store_kv_get(db, conv, &kv, err, sizeof(err));
+	if (!tap_ok(rc == STORE_OK && kv.state_len > 64,
+	            "%s: a KV state was saved (%zu bytes)", what,
+	            rc == STORE_OK ? kv.state_len : 0)) {
+		drop_db(db, path);
+		return;
+	}
+	if (how == SPOIL_MAGIC)
+		((unsigned char *)kv.state)[0] ^= 0xff;
+	rc = store_kv_set(db, conv, kv.format, kv.tokens, kv.n_tokens, kv.state,
+	                  how == SPOIL_TRUNCATE ? kv.state_len - 1
+	                                        : kv.state_len,
+	                  err, sizeof(err));
+	store_kv_free(&kv);
+	o.conv_id = conv;
+	o.system_prompt = NULL;
+	o.notice = open_notice;
+	o.notice_ud = &on;
+	if (how == SPOIL_CTX)
+		o.n_ctx = 512; /* the state was saved with 1024 */
+	s = open_or_die(&o);
+	session_restore_ms(s, &loaded);
+	tap_ok(rc == STORE_OK && on.n == 1 && !loaded &&
+	           strstr(on.last, "the saved KV cache was not loaded") != NULL,
+	       "%s: the resume tells the user (%d notice) and loads nothing",
+	       what, on.n);
+	send(s, questions[2], &k, &st);
+	tap_ok(st.n_reused == 0 && st.n_prompt_eval == st.n_prompt &&
+	           strcmp(k.buf, straight) == 0,
+	       "%s: the turn prefills all %d tokens and gives the reply of a "
+	       "session that never stopped: \"%s\"",
+	       what, st.n_prompt_eval, k.buf);
+	session_close(s);
+	drop_db(db, path);
+}
+
+static void test_resume_bad_kv(void)
+{
+	if (straight[0] == '\0') {
+		tap_ok(0, "no reference reply from test_resume");
+		return;
+	}
+	check_resume_bad_kv(SPOIL_MAGIC, "damaged KV state (magic)");
+	check_resume_bad_kv(SPOIL_TRUNCATE, "truncated KV state");
+	check_resume_bad_kv(SPOIL_CTX, "KV state of another context size");
+}
+
+/* 6: a second connection takes the database's write lock at the first
+   piece of the reply; the session's writes then fail at once (busy
+   timeout 0). */
+struct locker {
+	struct sink k;
+	const char *path; /* the database */
+	sqlite3 *db;      /* the connection holding the lock, or NULL */
+	bool release;     /* let go at the first notice */
+	int pieces;       /* pieces seen */
+	int n_update, n_finish, n_tokens; /* notices by kind of write */
+};
+
+/* Wait until SESSION_STORE_MS have passed since T0 (milliseconds): the
+   session stores the reply in progress when that much time has passed
+   since its last write, so its next write is sure to meet the lock. */
+static void wait_store_interval(const struct timespec *t0)
+{
+	struct timespec now, d = {0, 5000000};
+
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0->tv_sec) * 1000.0 +
+		        (now.tv_nsec - t0->tv_nsec) / 1e6 >
+		    SESSION_STORE_MS + 5)
+			return;
+		nanosleep(&d, NULL);
+	}
+}
+
+static void locker_piece(void *ud, const char *t, size_t n)
+{
+	struct locker *l = ud;
+	struct timespec t0;
+
+	sink_piece(&l->k, t, n);
+	if (l->pieces++ == 0 && (sqlite3_open(l->path, &l->db) != SQLITE_OK ||
+	                         sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL,
+	                                      NULL, NULL) != SQLITE_OK))
+		tap_diag("locker: %s", sqlite3_errmsg(l->db));
+	if (l->pieces <= 2 && l->db) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		wait_store_interval(&t0);
+	}
+}
+
+/* Let go of the lock. */
+static void locker_release(struct locker *l)
+{
+	if (l->db == NULL)
+		return;
+	sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(l->db);
+	l->db = NULL;
+}
+
+static void locker_notice(void *ud, const char *msg)
+{
+	struct locker *l = ud;
+
+	l->k.notices++;
+	tap_diag("notice: %s", msg);
+	l->n_update +=
+	    strstr(msg, "could not save the reply in progress") != NULL;
+	l->n_finish += strstr(msg, "could not save the finished reply") != NULL;
+	l->n_tokens +=
+	    strstr(msg, "could not save the cache's token ids") != NULL;
+	if (l->release)
+		locker_release(l);
+}
+
+/* The last message of conversation CONV in DB: its text and finish. */
+static bool last_stored(struct store *db, int64_t conv, char *text, size_t len,
+                        enum store_finish *fin)
+{
+	struct store_conv c;
+	struct store_msg *m = NULL;
+	size_t n = 0;
+	char err[512];
+
+	if (store_conv_get(db, conv, &c, &m, &n, err, sizeof(err)) !=
+	        STORE_OK ||
+	    n == 0)
+		return false;
+	snprintf(text, len, "%s", m[n - 1].content);
+	*fin = m[n - 1].finish;
+	store_msg_free(m, n);
+	store_conv_clear(&c);
+	return true;
+}
+
+/* One reply to questions[3] with the lock taken at its first piece;
+   RELEASE: let go at the first notice, else hold it to the end. */
+static void check_store_fails(bool release, const char *ref, int32_t ref_n)
+{
+	char path[600], err[512], text[8192];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_opts o = base_opts(512, 16);
+	struct locker l;
+	struct session_stats st;
+	struct session *s;
+	enum store_finish fin = STORE_FINISH_NONE;
+	int rc;
+
+	if (db == NULL)
+		return;
+	memset(&l, 0, sizeof(l));
+	l.path = path;
+	l.release = release;
+	store_set_busy_timeout(db, 0);
+	o.store = db;
+	s = open_or_die(&o);
+	struct session_cb cb = {locker_piece, NULL, locker_notice, &l};
+
+	rc = session_send(s, questions[3], strlen(questions[3]), &cb, &st, err,
+	                  sizeof(err));
+	if (rc)
+		tap_diag("session_send: %s", err);
+	locker_release(&l);
+	tap_ok(rc == 0 && st.finish != STORE_FINISH_ERROR &&
+	           st.n_gen == ref_n && strcmp(l.k.buf, ref) == 0,
+	       "store locked mid-reply (%s): generation went on to the same "
+	       "reply (%d tokens) \"%s\"",
+	       release ? "released at the notice" : "held", st.n_gen, l.k.buf);
+	if (release) {
+		tap_ok(l.n_update == 1 && l.k.notices == 1,
+		       "the failed update of the reply in progress is told "
+		       "(%d notice)",
+		       l.k.notices);
+		tap_ok(last_stored(db, session_conv_id(s), text, sizeof(text),
+		                   &fin) &&
+		           strcmp(text, ref) == 0 && fin == st.finish,
+		       "the lock gone, the finished reply is stored whole");
+	} else {
+		tap_ok(l.n_update == 1 && l.n_finish == 1 && l.n_tokens == 1 &&
+		           l.k.notices == 3,
+		       "updates failed twice, told once; the final write and "
+		       "the token ids told too (%d notices)",
+		       l.k.notices);
+	}
+	session_close(s);
+	drop_db(db, path);
+}
+
+static void test_store_fails(void)
+{
+	struct session_opts o = base_opts(512, 16);
+	struct session *s = open_or_die(&o);
+	struct session_stats st;
+	struct sink k = {{0}, 0, 0};
+	char ref[8192];
+
+	send(s, questions[3], &k, &st); /* no store: the reference */
+	snprintf(ref, sizeof(ref), "%s", k.buf);
+	session_close(s);
+	if (!tap_ok(st.n_gen >= 3, "reference reply of %d tokens", st.n_gen))
+		return;
+	check_store_fails(true, ref, st.n_gen);
+	check_store_fails(false, ref, st.n_gen);
 }
 
 int main(void)
@@ -450,5 +726,7 @@ int main(void)
 	test_overflow();
 	test_overflow_mid_reply();
 	test_resume();
+	test_resume_bad_kv();
+	test_store_fails();
 	return tap_done();
 }

@@ -40,6 +40,18 @@ int main(void)
 	check("\xe2\x28\xa1", 3, 0, "bad continuation");
 	check("", 0, 0, "N = 0");
 
+	tap_ok(utf8_check("", 0) == 0, "utf8_check: empty is valid");
+	tap_ok(utf8_check("a\0b\xc3\xa9\xf0\x9f\x98\x80", 9) == 9,
+	       "utf8_check: ASCII, NUL, 2- and 4-byte characters are valid");
+	tap_ok(utf8_check("ab\xc0\x80", 4) == 2,
+	       "utf8_check: an overlong NUL at offset 2");
+	tap_ok(utf8_check("\xc3\xa9\x80z", 4) == 2,
+	       "utf8_check: a lone continuation byte after a character");
+	tap_ok(utf8_check("x\xed\xa0\x80", 4) == 1,
+	       "utf8_check: a surrogate at offset 1");
+	tap_ok(utf8_check("abc\xe2\x82", 5) == 3,
+	       "utf8_check: a sequence truncated by the end");
+
 	for (uint32_t cp = 0; cp <= 0x10ffff; cp++) {
 		size_t n;
 

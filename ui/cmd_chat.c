@@ -451,7 +451,6 @@ static int chat_main(int argc, char **argv, bool resume)
 		                        "-m FILE)");
 		goto out;
 	}
-	config_apply_model(&cfg, cfg.model);
 	if (!cfg.seed_set)
 		cfg.samp.seed =
 		    (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -470,7 +469,15 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.conv_id = resume ? a.conv_id : 0;
 	so.use_kv_slot = cfg.save_kv;
 	so.interrupt = &chat_intr;
+	so.notice = chat_notice;
 	if (session_open(&so, &s, err, sizeof(err))) {
+		fprintf(stderr, "parley: %s\n", err);
+		goto out;
+	}
+	/* the model's general.sampling.* defaults, read from the file the
+	   session opened, under the config file and the command line */
+	config_apply_model(&cfg, session_gguf(s));
+	if (session_set_sampling(s, &cfg.samp, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
 	}
