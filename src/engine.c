@@ -30,7 +30,7 @@ struct engine_state_header {
 };
 
 /* Backends compiled in: the one table engine_open picks from and
-   engine_backend_name lists, so a backend added here is offered and named
+   engine_backend_at lists, so a backend added here is offered and named
    everywhere. */
 static const struct engine_ops *const engine_all_backends[] = {
     &backend_cpu_ops,
@@ -40,7 +40,7 @@ static const struct engine_ops *const engine_all_backends[] = {
 	(sizeof(engine_all_backends) / sizeof(engine_all_backends[0]))
 
 /* Name of backend I of the table, NULL past the last. */
-const char *engine_backend_name(size_t i)
+const char *engine_backend_at(size_t i)
 {
 	return i < ENGINE_N_BACKENDS ? engine_all_backends[i]->name : NULL;
 }

@@ -208,7 +208,7 @@ void engine_set_trace(struct engine *e, struct trace *t);
 
 /* Name of the I-th backend compiled in (static), or NULL when I is past
    the last: the table engine_open chooses from. */
-const char *engine_backend_name(size_t i);
+const char *engine_backend_at(size_t i);
 
 /* The names of the backends compiled in, joined with ", ", written into
    BUF of LEN bytes (NUL-terminated, truncated to fit); returns BUF. */

@@ -363,11 +363,11 @@ static void check_backends(void)
 	if (!tap_ok(m != NULL, "backends: model opens"))
 		return;
 	p.n_ctx = 16;
-	for (; (name = engine_backend_name(n)) != NULL; n++) {
+	for (; (name = engine_backend_at(n)) != NULL; n++) {
 		struct engine *e = NULL;
 
 		for (size_t j = 0; j < n; j++)
-			distinct &= strcmp(engine_backend_name(j), name) != 0;
+			distinct &= strcmp(engine_backend_at(j), name) != 0;
 		has_cpu |= strcmp(name, "cpu") == 0;
 		snprintf(want + strlen(want), sizeof(want) - strlen(want),
 		         "%s%s", n ? ", " : "", name);
