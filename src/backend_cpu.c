@@ -651,6 +651,16 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	}
 	if (cpu_logits_reserve(e, s, 1, err, errlen))
 		goto fail;
+	/* the weights stay in the file mapping: what this backend holds is
+	   the KV cache (fp32) and the per-chunk activations */
+	e->kv_elem_bytes = sizeof(float);
+	e->mem_bytes = cpu_kv_bytes(e, e->n_ctx) +
+	               nb * sizeof(float) *
+	                   ((size_t)c->n_embd * 2 + xdim + (size_t)s->q_dim +
+	                    (size_t)s->kv_dim_k + (size_t)s->kv_dim_v +
+	                    (size_t)c->n_ff * 2 + (size_t)c->n_rot) +
+	               (size_t)e->n_threads * nctx * sizeof(float) +
+	               nb * s->vec_stride + (size_t)c->n_vocab * sizeof(float);
 	return 0;
 fail:
 	cpu_close(e);

@@ -104,35 +104,13 @@ static void engine_select_free(struct engine_select_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* Open an engine; see engine.h for the contract. */
-int engine_open(const struct model *m, const struct engine_params *p,
-                struct engine **out, char *err, size_t errlen)
+/* Open an engine on the backend OPS (see engine_open). */
+static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
+                           const struct engine_params *p, struct engine **out,
+                           char *err, size_t errlen)
 {
-	struct engine_params def = {0};
-	const struct engine_ops *ops = NULL;
-	struct engine *e;
-	const char *name;
+	struct engine *e = calloc(1, sizeof(*e));
 
-	*out = NULL;
-	if (p == NULL)
-		p = &def;
-	name = p->backend ? p->backend : "cpu";
-	for (size_t i = 0; i < ENGINE_N_BACKENDS; i++)
-		if (strcmp(engine_all_backends[i]->name, name) == 0)
-			ops = engine_all_backends[i];
-	if (ops == NULL) {
-		char names[256];
-
-		snprintf(err, errlen, "unknown backend \"%s\" (available: %s)",
-		         name, engine_backends(names, sizeof(names)));
-		return -1;
-	}
-	if (p->n_ctx < 0 || p->n_ctx > MODEL_MAX_CTX) {
-		snprintf(err, errlen, "context size %d out of range (1..%d)",
-		         p->n_ctx, MODEL_MAX_CTX);
-		return -1;
-	}
-	e = calloc(1, sizeof(*e));
 	if (e == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -158,6 +136,56 @@ int engine_open(const struct model *m, const struct engine_params *p,
 	engine_check(e);
 	*out = e;
 	return 0;
+}
+
+/* Open an engine; see engine.h for the contract. */
+int engine_open(const struct model *m, const struct engine_params *p,
+                struct engine **out, char *err, size_t errlen)
+{
+	struct engine_params def = {0};
+	size_t nb = ENGINE_N_BACKENDS;
+	char why[256] = "";
+	const char *name;
+
+	*out = NULL;
+	if (p == NULL)
+		p = &def;
+	name = p->backend ? p->backend : "cpu";
+	if (p->n_ctx < 0 || p->n_ctx > MODEL_MAX_CTX) {
+		snprintf(err, errlen, "context size %d out of range (1..%d)",
+		         p->n_ctx, MODEL_MAX_CTX);
+		return -1;
+	}
+	if (strcmp(name, "auto") == 0) {
+		/* the table is in order of preference; the last (cpu) is
+		   the fallback whose failure is the answer */
+		for (size_t i = 0; i < nb; i++) {
+			const struct engine_ops *ops = engine_all_backends[i];
+
+			if (engine_open_ops(ops, m, p, out, err, errlen) == 0) {
+				if (why[0] != '\0')
+					snprintf((*out)->notice,
+					         sizeof((*out)->notice),
+					         "%s; using the %s backend",
+					         why, ops->name);
+				return 0;
+			}
+			snprintf(why, sizeof(why), "%s backend: %s", ops->name,
+			         err);
+		}
+		return -1;
+	}
+	for (size_t i = 0; i < nb; i++)
+		if (strcmp(engine_all_backends[i]->name, name) == 0)
+			return engine_open_ops(engine_all_backends[i], m, p,
+			                       out, err, errlen);
+	{
+		char names[256];
+
+		snprintf(err, errlen, "unknown backend \"%s\" (available: %s)",
+		         name, engine_backends(names, sizeof(names)));
+	}
+	return -1;
 }
 
 /* Free the engine. */
@@ -278,6 +306,37 @@ const struct engine_selection *engine_select(struct engine *e,
 const char *engine_backend_name(const struct engine *e)
 {
 	return e->ops->name;
+}
+
+/* Why "auto" did not get its first choice, or NULL. */
+const char *engine_notice(const struct engine *e)
+{
+	return e->notice[0] != '\0' ? e->notice : NULL;
+}
+
+/* Memory the backend holds. */
+size_t engine_mem_bytes(const struct engine *e)
+{
+	return e->mem_bytes;
+}
+
+/* K and V of every layer at N_PAST positions, in the backend's type. */
+size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	return (size_t)c->n_layer * (size_t)n_past * (size_t)c->n_head_kv *
+	       (size_t)(c->head_dim_k + c->head_dim_v) *
+	       (size_t)e->kv_elem_bytes;
+}
+
+/* Bandwidth of the weights' memory. */
+int engine_measure_bandwidth(struct engine *e, double *bytes_per_s, char *err,
+                             size_t errlen)
+{
+	if (e->ops->bandwidth != NULL)
+		return e->ops->bandwidth(e, bytes_per_s, err, errlen);
+	return engine_host_bandwidth(e->n_threads, bytes_per_s, err, errlen);
 }
 
 /* Host threads of the backend. */

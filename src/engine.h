@@ -75,7 +75,9 @@ struct engine;
 
 /* Options for engine_open. Zero means "the default" for every field. */
 struct engine_params {
-	const char *backend; /* "cpu" (default) or "cuda" */
+	const char *backend; /* "cpu" (default), "cuda", or "auto": the
+	                        first backend that opens, GPU first (see
+	                        engine_notice) */
 	int32_t n_ctx;       /* KV capacity in tokens; 0 = model's n_ctx_train,
 	                        capped at ENGINE_DEFAULT_MAX_CTX */
 	int32_t n_threads;   /* CPU threads; 0 = number of online CPUs */
@@ -166,11 +168,34 @@ const struct engine_selection *engine_select(struct engine *e,
                                              const struct engine_select_req *q,
                                              char *err, size_t errlen);
 
+/*
+ * After an "auto" open that fell back (a GPU backend compiled in could not
+ * open: no device, too little memory), one line saying why and what was
+ * used instead, for the front end to show; NULL otherwise. Owned by E.
+ */
+const char *engine_notice(const struct engine *e);
+
 /* Name of E's backend ("cpu", "cuda"); static. */
 const char *engine_backend_name(const struct engine *e);
 
 /* Threads E's backend uses on the host. */
 int32_t engine_n_threads(const struct engine *e);
+
+/* Bytes of memory E's backend holds (device memory for a GPU backend;
+   the CPU backend's weights stay in the file mapping and are not
+   counted). */
+size_t engine_mem_bytes(const struct engine *e);
+
+/* Bytes one decode step reads from the KV cache at N_PAST positions. */
+size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past);
+
+/*
+ * Measure the read bandwidth of the memory E's weights live in (device
+ * memory for a GPU backend, host memory for the CPU), bytes/s. Takes a
+ * fraction of a second. Returns 0, or -1 with a message.
+ */
+int engine_measure_bandwidth(struct engine *e, double *bytes_per_s, char *err,
+                             size_t errlen);
 
 /* Number of vocabulary entries (length of one logits row). */
 int32_t engine_n_vocab(const struct engine *e);

@@ -45,6 +45,10 @@ struct engine_ops {
 	size_t (*kv_bytes)(const struct engine *e, int32_t n);
 	int (*kv_save)(struct engine *e, int32_t n, void *buf);
 	int (*kv_load)(struct engine *e, int32_t n, const void *buf);
+	/* optional (NULL: engine_host_bandwidth): read bandwidth of the
+	   memory the weights live in, bytes/s, measured now */
+	int (*bandwidth)(struct engine *e, double *bytes_per_s, char *err,
+	                 size_t errlen);
 	/* free everything open allocated */
 	void (*close)(struct engine *e);
 };
@@ -71,10 +75,14 @@ struct engine {
 	int32_t n_past;               /* positions held in the KV cache */
 	int32_t n_threads;            /* host threads the backend uses */
 	struct trace *trace;          /* attached trace or NULL (borrowed) */
-	float *logits;    /* [n_logits * n_vocab] host copy (owned by the
-	                     backend; a device backend fills it in ops.logits) */
-	int32_t n_logits; /* rows of logits kept by the last eval */
+	float *logits;         /* [n_logits * n_vocab] host copy (owned by the
+	                          backend; a device backend fills it in ops.logits) */
+	int32_t n_logits;      /* rows of logits kept by the last eval */
+	int32_t kv_elem_bytes; /* bytes of one cached K or V element */
+	size_t mem_bytes;      /* memory the backend holds (set by open):
+	                          device memory for a GPU backend */
 	struct engine_select_buf sel; /* engine_select's answer */
+	char notice[320];             /* why "auto" fell back, or "" */
 	void *impl;                   /* backend state */
 };
 
@@ -87,6 +95,14 @@ struct engine {
 int engine_select_row(const float *row, int32_t n_vocab,
                       const struct engine_select_req *q,
                       struct engine_select_buf *b, char *err, size_t errlen);
+
+/*
+ * Read bandwidth of host memory with N_THREADS threads: the best of a few
+ * passes summing a buffer far larger than the caches. Returns 0 with
+ * *BYTES_PER_S, or -1 with a message (out of memory).
+ */
+int engine_host_bandwidth(int n_threads, double *bytes_per_s, char *err,
+                          size_t errlen);
 
 /* The backends compiled in (backend_cpu.c, cuda/backend_cuda.cu). */
 extern const struct engine_ops backend_cpu_ops;

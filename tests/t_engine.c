@@ -356,7 +356,7 @@ static void check_backends(void)
 	struct model *m = open_model("llama_f32", &f);
 	char list[256], want[256] = "", err[512], small[4];
 	struct engine_params p = {0};
-	size_t n = 0, opened = 0;
+	size_t n = 0, opened = 0, refused = 0;
 	bool has_cpu = false, distinct = true;
 	const char *name;
 
@@ -372,15 +372,22 @@ static void check_backends(void)
 		snprintf(want + strlen(want), sizeof(want) - strlen(want),
 		         "%s%s", n ? ", " : "", name);
 		p.backend = name;
+		err[0] = '\0';
 		if (engine_open(m, &p, &e, err, sizeof(err)) == 0 &&
-		    strcmp(e->ops->name, name) == 0)
+		    strcmp(engine_backend_name(e), name) == 0)
 			opened++;
-		else
-			tap_diag("backend %s: %s", name, err);
+		else if (strcmp(name, "cpu") != 0 && err[0] != '\0')
+			/* a device backend on a machine without its device
+			   must refuse with a reason, never crash */
+			refused++;
+		tap_diag("backend %s: %s", name, e ? "opens" : err);
 		engine_close(e);
 	}
-	tap_ok(n >= 1 && has_cpu && distinct && opened == n,
-	       "%zu backend(s) listed, cpu among them, each opens", n);
+	tap_ok(n >= 1 && has_cpu && distinct && opened >= 1 &&
+	           opened + refused == n,
+	       "%zu backend(s) listed, cpu among them, each opens or says "
+	       "why not (%zu opened)",
+	       n, opened);
 	tap_ok(strcmp(engine_backends(list, sizeof(list)), want) == 0,
 	       "engine_backends joins the table: \"%s\"", list);
 	engine_backends(small, sizeof(small));

@@ -17,6 +17,8 @@ int cmd_render(int argc, char **argv);
 int cmd_templates(int argc, char **argv);
 /* parley generate -m FILE -p TEXT -n N: raw completion (cmd_generate.c) */
 int cmd_generate(int argc, char **argv);
+/* parley bench: prefill/decode speed and the bandwidth floor (cmd_bench.c) */
+int cmd_bench(int argc, char **argv);
 /* parley dev-mkmodel: random-weight GGUF models (cmd_mkmodel.c; hidden) */
 int cmd_mkmodel(int argc, char **argv);
 

@@ -32,6 +32,8 @@ static const struct command commands[] = {
      "list the built-in templates and system prompts"},
     {"generate", cmd_generate,
      "complete a text with a model (no chat template)"},
+    {"bench", cmd_bench,
+     "measure load, prefill and decode speed against the bandwidth"},
     {"dev-mkmodel", cmd_mkmodel, NULL}, /* hidden: random-weight models */
 };
 

@@ -1,0 +1,47 @@
+#!/bin/sh
+# t_bench.sh - `parley bench` end to end on a tiny committed model (CPU):
+# every figure it promises is printed and consistent (the decode share is
+# floor time / measured time, recomputed here from the printed numbers),
+# bad options are usage errors, an unknown backend names the available
+# ones. Speeds themselves are never asserted: CI machines differ.
+. "${top_srcdir:-.}/tests/lib.sh"
+
+model="$top_srcdir/tests/data/engine/llama_f32.gguf"
+out=$(mktemp)
+trap 'rm -f "$out" "$out.err"' EXIT
+
+"$PARLEY" bench -m "$model" -p 8 -n 6 -r 3 --depth 5 --backend cpu -t 1 \
+	>"$out" 2>"$out.err"
+ok $? "parley bench exits 0 $(cat "$out.err")"
+while read -r l; do diag "$l"; done <"$out"
+grep -Eq '^backend: +cpu, host threads 1; holds [0-9.]+ MiB$' "$out"
+ok $? "backend line names the backend, threads and memory held"
+grep -Eq '^load: +[0-9.]+ s \(file [0-9.]+ s, engine [0-9.]+ s\)$' "$out"
+ok $? "load time"
+grep -Eq '^bandwidth: +[0-9.]+ GB/s read' "$out" &&
+	! grep -Eq '^bandwidth: +0\.0 GB/s' "$out"
+ok $? "a measured, non-zero bandwidth"
+grep -Eq '^prefill: +8 tokens at depth 5: [0-9.]+ tok/s \(median of 3; [0-9.]+\.\.[0-9.]+\)$' "$out"
+ok $? "prefill: 8 tokens at depth 5, median of 3 with its range"
+grep -Eq '^decode: +6 tokens after 13: [0-9.]+ tok/s, [0-9.]+ ms/token' "$out"
+ok $? "decode: 6 tokens after depth + prompt = 13"
+# floor ms / measured ms must equal the printed share (to rounding)
+awk '/^decode:/ { for (i = 1; i <= NF; i++) if ($(i+1) == "ms/token") ms = $i }
+     /^floor:/ { for (i = 1; i <= NF; i++) if ($(i+1) == "ms/token") fl = $i }
+     /^decode at/ { sub("%", "", $3); share = $3 }
+     END { want = 100 * fl / ms; d = want - share; if (d < 0) d = -d;
+           exit !(ms > 0 && fl > 0 && d <= 0.06 + 0.001 * want) }' "$out"
+ok $? "the share printed = floor / measured time per token"
+"$PARLEY" bench -m "$model" -p x >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "-p x: usage error (exit 2)"
+"$PARLEY" bench -m "$model" -r 0 >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "-r 0: usage error (exit 2)"
+"$PARLEY" bench -m "$model" --backend tpu >/dev/null 2>"$out.err"
+[ $? -eq 1 ] && grep -q 'unknown backend "tpu" (available: cpu' "$out.err"
+ok $? "unknown backend: $(cat "$out.err")"
+"$PARLEY" bench -m /nonexistent.gguf 2>"$out.err" >/dev/null
+[ $? -eq 1 ] && grep -q nonexistent "$out.err"
+ok $? "missing model: error names the file"
+done_testing
