@@ -32,12 +32,19 @@ struct engine_state_header {
 /* Backends compiled in. */
 static const struct engine_ops *const engine_all_backends[] = {
     &backend_cpu_ops,
+#ifdef PARLEY_HAVE_CUDA
+    &backend_cuda_ops,
+#endif
 };
 
 /* Comma-separated names of the backends compiled in. */
 const char *engine_backends(void)
 {
+#ifdef PARLEY_HAVE_CUDA
+	return "cpu, cuda";
+#else
 	return "cpu";
+#endif
 }
 
 #ifndef NDEBUG

@@ -47,6 +47,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct model;
 struct trace;
 struct engine;
@@ -161,5 +165,14 @@ const char *engine_backends(void);
 
 /* The CPU backend's operations (backend_cpu.c). */
 extern const struct engine_ops backend_cpu_ops;
+
+#ifdef PARLEY_HAVE_CUDA
+/* The CUDA backend's operations (cuda/backend_cuda.cu). */
+extern const struct engine_ops backend_cuda_ops;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_ENGINE_H */

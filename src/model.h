@@ -50,6 +50,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct gguf_file;
 
 /* Limits that keep every size computation far from overflow. */
@@ -155,5 +159,9 @@ const char *model_supported_archs(void);
 
 /* Bytes of the weights the forward pass reads per token (for reports). */
 uint64_t model_weight_bytes(const struct model *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PARLEY_MODEL_H */
