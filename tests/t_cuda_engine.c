@@ -25,6 +25,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "tap.h"
+#include "trace.h"
 
 #define TOL       5e-4
 #define N_PREFILL 20
@@ -215,6 +216,64 @@ static const struct {
      -1},
 };
 
+/* Per-layer trace statistics of the last token agree (relative 1e-3 on
+ * the rms, which sees every element of the residual). */
+static void check_trace(const struct model *m, const char *what,
+                        const int32_t *toks)
+{
+	struct engine *g = open_engine(m, "cuda", 0, what);
+	struct engine *c = open_engine(m, "cpu", 0, what);
+	struct trace *tg = trace_new(m->cfg.n_layer, 5, NULL);
+	struct trace *tc = trace_new(m->cfg.n_layer, 5, NULL);
+	double worst = -1;
+
+	if (g && c && tg && tc) {
+		engine_set_trace(g, tg);
+		engine_set_trace(c, tc);
+		if (eval_both(g, c, toks, N_PREFILL, 0) >= 0) {
+			worst = 0;
+			for (int il = 0; il < m->cfg.n_layer; il++) {
+				double r = fabs(tg->layers[il].rms -
+				                tc->layers[il].rms) /
+				           tc->layers[il].rms;
+
+				worst = r > worst ? r : worst;
+			}
+		}
+	}
+	tap_ok(worst >= 0 && worst <= 1e-3,
+	       "%s: trace per-layer rms gpu vs cpu: worst relative %.3g", what,
+	       worst);
+	engine_close(g);
+	engine_close(c);
+	trace_free(tg);
+	trace_free(tc);
+}
+
+/* A context whose fp16 KV cache cannot fit (16 layers x 4096 dims x 2^20
+ * positions = 256 GiB) fails at open with what it needs and what is free. */
+static void check_oom(const char *path)
+{
+	char err[512] = "";
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct model *m = NULL;
+	struct engine *e = NULL;
+	struct engine_params p = {0};
+	int rc = -1;
+
+	if (f != NULL && model_load(f, &m, err, sizeof(err)) == 0) {
+		p.backend = "cuda";
+		p.n_ctx = 1048576;
+		rc = engine_open(m, &p, &e, err, sizeof(err));
+	}
+	tap_ok(rc != 0 && strstr(err, "model needs") != NULL &&
+	           strstr(err, "GiB free") != NULL,
+	       "KV cache too large for the GPU: \"%s\"", err);
+	engine_close(e);
+	model_free(m);
+	gguf_close(f);
+}
+
 /* Greedy decoding from PROMPT (N_PREFILL ids) with the CPU's choices: the
  * GPU's argmax must be the CPU's wherever the CPU's top-2 margin > 0.1. */
 static void check_greedy(const struct model *m, const char *what,
@@ -264,6 +323,7 @@ static void check_real(const char *path, const char *what,
 		goto out;
 	check_model(m, what, prompt, 0);
 	check_greedy(m, what, prompt);
+	check_trace(m, what, prompt);
 out:
 	model_free(m);
 	gguf_close(f);
@@ -307,6 +367,16 @@ int main(void)
 			           models[i].gpu_batch);
 		unlink(path);
 	}
+	snprintf(path, sizeof(path), "%s/oom.gguf", dir);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s/tests/parley-mkmodel --arch llama --type Q8_0 --n-vocab 64 "
+	    "--n-embd 256 --n-ff 256 --n-layer 16 --n-head 16 --head-dim "
+	    "256 --seed 7 -o %s",
+	    top ? top : ".", path);
+	if (tap_ok(system(cmd) == 0, "oom model: parley-mkmodel"))
+		check_oom(path);
+	unlink(path);
 	rmdir(dir);
 	eu_model_path(path, sizeof(path));
 	if (access(path, R_OK) == 0)
