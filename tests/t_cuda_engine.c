@@ -51,14 +51,16 @@ static struct engine *open_engine(const struct model *m, const char *backend,
 {
 	struct engine_params p = {0};
 	struct engine *e = NULL;
-	char err[512];
+	char err[512] = "";
 
 	p.backend = backend;
 	p.n_ctx = 128;
 	p.n_batch = n_batch;
 	p.exact_dots = true;
-	if (!tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
-	            "%s: open %s %s", what, backend, e ? "" : err))
+	int rc = engine_open(m, &p, &e, err, sizeof(err));
+
+	/* the call first: argument evaluation order is unspecified */
+	if (!tap_ok(rc == 0, "%s: open %s %s", what, backend, rc ? err : ""))
 		return NULL;
 	return e;
 }
@@ -67,7 +69,7 @@ static struct engine *open_engine(const struct model *m, const char *backend,
 static double eval_both(struct engine *g, struct engine *c, const int32_t *toks,
                         int32_t n, unsigned flags)
 {
-	char err[512];
+	char err[512] = "";
 	size_t rows = (flags & ENGINE_EVAL_ALL) ? (size_t)n : 1;
 
 	if (engine_eval(g, toks, n, flags, err, sizeof(err)) != 0 ||
@@ -107,7 +109,7 @@ static void check_model(const struct model *m, const char *what,
 	double e, worst = 0;
 	void *sg = NULL, *sc = NULL;
 	size_t lg = 0, lc = 0;
-	char err[512];
+	char err[512] = "";
 
 	if (g == NULL || c == NULL || keep == NULL)
 		goto out;
@@ -171,14 +173,15 @@ out:
 static void check_file(const char *path, const char *what, const int32_t *toks,
                        int32_t gpu_batch)
 {
-	char err[512];
+	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
 	struct model *m = NULL;
 
 	if (!tap_ok(f != NULL, "%s: open %s %s", what, path, f ? "" : err))
 		return;
-	if (tap_ok(model_load(f, &m, err, sizeof(err)) == 0, "%s: load %s",
-	           what, m ? "" : err))
+	int rc = model_load(f, &m, err, sizeof(err));
+
+	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
 		check_model(m, what, toks, gpu_batch);
 	model_free(m);
 	gguf_close(f);
@@ -314,12 +317,13 @@ out:
 static void check_real(const char *path, const char *what,
                        const int32_t *prompt)
 {
-	char err[512];
+	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
 	struct model *m = NULL;
 
-	if (!tap_ok(f != NULL && model_load(f, &m, err, sizeof(err)) == 0,
-	            "%s: load %s", what, m ? "" : err))
+	int rc = f != NULL ? model_load(f, &m, err, sizeof(err)) : -1;
+
+	if (!tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
 		goto out;
 	check_model(m, what, prompt, 0);
 	check_greedy(m, what, prompt);

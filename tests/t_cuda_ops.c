@@ -164,7 +164,7 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
                       int64_t ne1)
 {
 	static const int32_t toks[] = {1, 7, 512};
-	char err[512];
+	char err[512] = "";
 	size_t rs = quant_row_size(t, ne0);
 	unsigned char *w = malloc(rs * (size_t)ne1);
 	float *wf = malloc(sizeof(float) * (size_t)(ne0 * ne1));
@@ -461,7 +461,7 @@ static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
 int main(void)
 {
 	struct cuda_ctx ctx;
-	char err[512];
+	char err[512] = "";
 	int n = 0;
 
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
