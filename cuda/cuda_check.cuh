@@ -8,10 +8,13 @@
  * CUDA_TRY_LAUNCH checks cudaGetLastError() after a kernel launch, and in
  * debug builds (PARLEY_DEBUG) also synchronises so that an asynchronous
  * fault is reported at the launch that caused it.
+ * CUBLAS_TRY does the same for a cuBLAS call (status name from
+ * cublasGetStatusName).
  */
 #ifndef PARLEY_CUDA_CHECK_CUH
 #define PARLEY_CUDA_CHECK_CUH
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -36,5 +39,16 @@
 #else
 #define CUDA_TRY_LAUNCH(err, errlen) CUDA_TRY(cudaGetLastError(), err, errlen)
 #endif
+
+#define CUBLAS_TRY(call, err, errlen)                                          \
+	do {                                                                   \
+		cublasStatus_t cublas_try_rc_ = (call);                        \
+		if (cublas_try_rc_ != CUBLAS_STATUS_SUCCESS) {                 \
+			snprintf((err), (errlen), "%s %s:%d: %s: %s",          \
+			         __func__, __FILE__, __LINE__, #call,          \
+			         cublasGetStatusName(cublas_try_rc_));         \
+			return -1;                                             \
+		}                                                              \
+	} while (0)
 
 #endif /* PARLEY_CUDA_CHECK_CUH */

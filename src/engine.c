@@ -31,8 +31,12 @@ struct engine_state_header {
 
 /* Backends compiled in: the one table engine_open picks from and
    engine_backend_at lists, so a backend added here is offered and named
-   everywhere. */
+   everywhere. In order of preference for "auto": the CPU reference last,
+   the fallback that always opens. */
 static const struct engine_ops *const engine_all_backends[] = {
+#ifdef PARLEY_HAVE_CUDA
+    &backend_cuda_ops,
+#endif
     &backend_cpu_ops,
 };
 

@@ -39,7 +39,7 @@ ok $? "-p x: usage error (exit 2)"
 [ $? -eq 2 ]
 ok $? "-r 0: usage error (exit 2)"
 "$PARLEY" bench -m "$model" --backend tpu >/dev/null 2>"$out.err"
-[ $? -eq 1 ] && grep -q 'unknown backend "tpu" (available: cpu' "$out.err"
+[ $? -eq 1 ] && grep -q 'unknown backend "tpu" (available: .*cpu' "$out.err"
 ok $? "unknown backend: $(cat "$out.err")"
 "$PARLEY" bench -m /nonexistent.gguf 2>"$out.err" >/dev/null
 [ $? -eq 1 ] && grep -q nonexistent "$out.err"

@@ -1,0 +1,669 @@
+/*
+ * backend_cuda.cu - the CUDA backend of the engine interface (src/engine.h):
+ * the forward pass of model.h on one GPU, tested against backend_cpu.c.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * Memory, all allocated at open (an out-of-memory is reported there, with
+ * what the model needs and what the GPU has free, never in the middle of a
+ * reply):
+ *   - one arena with every weight in its GGUF type, copied verbatim (the
+ *     kernels read the blocks directly; a tied LM head shares the
+ *     embedding's copy), and the fp32 norms, biases and RoPE frequencies;
+ *   - the KV cache, fp16, [layer][kv_head][pos][dim] (cuda_ops.h): one
+ *     head's keys are contiguous for the attention's stream;
+ *   - fp32 activations for a chunk of n_batch tokens (the residual stream
+ *     is fp32 across layers: massive activations overflow fp16), the GEMM
+ *     scratch (cuda_ctx) and device logits for one row (all rows of a
+ *     chunk on demand, for ENGINE_EVAL_ALL).
+ *
+ * The pass mirrors backend_cpu.c step for step (same order, same RoPE
+ * angles, K stored after RoPE, V plus bias), so the CPU reference is a
+ * direct check. Everything is enqueued on one stream; the host waits once
+ * per chunk, when the logits come back to e->logits.
+ *
+ * KV state bytes are the CPU backend's layout (fp32; per layer: K of
+ * positions [0, n) as [pos][kv_head * dim], then V), so a state saved by
+ * one backend loads into the other; fp16 -> fp32 is exact, fp32 -> fp16
+ * rounds to nearest.
+ */
+#include "cuda_check.cuh"
+#include "cuda_ops.h"
+
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_backend.h"
+#include "f16.h"
+#include "model.h"
+extern "C" {
+#include "quant.h"
+#include "trace.h"
+}
+
+/* One layer's weights on the device. */
+struct cu_layer {
+	struct cuda_tensor wq, wk, wv, wo, gate, up, down;
+	const float *attn_norm, *ffn_norm; /* [n_embd] */
+	const float *bq, *bk, *bv;         /* or NULL */
+};
+
+/* Run state of the CUDA backend. */
+struct cu_state {
+	struct cuda_ctx ctx;
+	int ctx_ok;
+	int32_t n_batch;      /* tokens per chunk */
+	int32_t kv_dim;       /* n_head_kv * head_dim */
+	int32_t q_dim;        /* n_head * head_dim */
+	unsigned char *arena; /* weights, norms, biases, inv_freq */
+	struct cu_layer *layers;
+	struct cuda_tensor embd, output;
+	const float *output_norm;
+	const double *inv_freq; /* [n_rot / 2] */
+
+	/* activations of one chunk */
+	int32_t *tok;  /* [n_batch] */
+	float *x;      /* [n_batch][n_embd] residual stream */
+	float *xb;     /* [n_batch][n_embd] normed input */
+	float *q;      /* [n_batch][q_dim] */
+	float *k;      /* [n_batch][kv_dim] */
+	float *v;      /* [n_batch][kv_dim] */
+	float *o;      /* [n_batch][q_dim] attention output */
+	float *hb;     /* [n_batch][n_ff] */
+	float *hb2;    /* [n_batch][n_ff] */
+	float *y;      /* [n_batch][n_embd] */
+	float *logits; /* [logits_rows][n_vocab] */
+	int32_t logits_rows;
+	uint16_t *kc, *vc; /* KV cache, fp16 */
+
+	int32_t host_logits_cap; /* rows allocated in e->logits */
+};
+
+/* 256-byte aligned size (cudaMalloc's alignment; any block type fits). */
+static size_t cu_align(size_t n)
+{
+	return (n + 255) & ~(size_t)255;
+}
+
+static size_t cu_tensor_bytes(const struct model_tensor *t)
+{
+	return t->row_size * (size_t)t->ne1;
+}
+
+/* The weight matrices of layer L, in a fixed order. */
+static void cu_layer_tensors(const struct model_layer *l,
+                             const struct model_tensor *ts[7])
+{
+	ts[0] = &l->wq;
+	ts[1] = &l->wk;
+	ts[2] = &l->wv;
+	ts[3] = &l->wo;
+	ts[4] = &l->w_gate;
+	ts[5] = &l->w_up;
+	ts[6] = &l->w_down;
+}
+
+/* Bytes of the arena for model M. */
+static size_t cu_arena_bytes(const struct model *m)
+{
+	const struct model_config *c = &m->cfg;
+	size_t n = cu_align(cu_tensor_bytes(&m->w.token_embd));
+	size_t qd = (size_t)c->n_head * c->head_dim_k;
+	size_t kvd = (size_t)c->n_head_kv * c->head_dim_k;
+
+	if (m->w.output.data != m->w.token_embd.data)
+		n += cu_align(cu_tensor_bytes(&m->w.output));
+	n += cu_align((size_t)c->n_embd * sizeof(float));
+	n += cu_align((size_t)(c->n_rot / 2) * sizeof(double));
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_tensor *ts[7];
+
+		cu_layer_tensors(&m->w.layers[il], ts);
+		for (int i = 0; i < 7; i++)
+			n += cu_align(cu_tensor_bytes(ts[i]));
+		n += 2 * cu_align((size_t)c->n_embd * sizeof(float));
+		if (m->w.layers[il].bq != NULL)
+			n += cu_align(qd * sizeof(float)) +
+			     2 * cu_align(kvd * sizeof(float));
+	}
+	return n;
+}
+
+/* Copy N bytes of HOST to the arena at *OFF; returns the device address. */
+static void *cu_put(struct cu_state *s, size_t *off, const void *host, size_t n,
+                    char *err, size_t errlen, int *rc)
+{
+	void *d = s->arena + *off;
+
+	*off += cu_align(n);
+	if (*rc == 0 &&
+	    cudaMemcpy(d, host, n, cudaMemcpyHostToDevice) != cudaSuccess) {
+		snprintf(err, errlen, "copying %zu bytes of weights: %s", n,
+		         cudaGetErrorString(cudaGetLastError()));
+		*rc = -1;
+	}
+	return d;
+}
+
+/* A tensor's device description with its data uploaded at *OFF. */
+static struct cuda_tensor cu_put_tensor(struct cu_state *s, size_t *off,
+                                        const struct model_tensor *t, char *err,
+                                        size_t errlen, int *rc)
+{
+	struct cuda_tensor ct;
+
+	ct.type = t->type;
+	ct.ne0 = t->ne0;
+	ct.ne1 = t->ne1;
+	ct.row_size = t->row_size;
+	ct.d = cu_put(s, off, t->data, cu_tensor_bytes(t), err, errlen, rc);
+	if (*rc == 0 && !cuda_ops_type_ok(t->type)) {
+		snprintf(err, errlen,
+		         "tensor '%s' has type %s, which the CUDA engine does "
+		         "not support",
+		         t->name, qtype_name(t->type));
+		*rc = -1;
+	}
+	return ct;
+}
+
+/* Upload every weight; inverse RoPE frequencies as backend_cpu.c. */
+static int cu_upload(const struct model *m, struct cu_state *s, char *err,
+                     size_t errlen)
+{
+	const struct model_config *c = &m->cfg;
+	size_t off = 0, qd = (size_t)s->q_dim, kvd = (size_t)s->kv_dim;
+	size_t en = (size_t)c->n_embd * sizeof(float);
+	double *inv =
+	    (double *)calloc((size_t)c->n_rot / 2 + 1, sizeof(double));
+	int rc = 0;
+
+	if (inv == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i] */
+	for (int i = 0; i < c->n_rot / 2; i++) {
+		double f = pow((double)c->rope_freq_base,
+		               -2.0 * i / (double)c->n_rot) *
+		           (double)c->rope_freq_scale;
+
+		if (m->w.rope_freqs != NULL)
+			f /= (double)m->w.rope_freqs[i];
+		inv[i] = f;
+	}
+	s->embd = cu_put_tensor(s, &off, &m->w.token_embd, err, errlen, &rc);
+	if (m->w.output.data == m->w.token_embd.data)
+		s->output = s->embd; /* tied: one copy */
+	else
+		s->output =
+		    cu_put_tensor(s, &off, &m->w.output, err, errlen, &rc);
+	s->output_norm = (const float *)cu_put(s, &off, m->w.output_norm, en,
+	                                       err, errlen, &rc);
+	s->inv_freq = (const double *)cu_put(
+	    s, &off, inv, (size_t)(c->n_rot / 2) * sizeof(double), err, errlen,
+	    &rc);
+	free(inv);
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_layer *l = &m->w.layers[il];
+		struct cu_layer *d = &s->layers[il];
+
+		d->wq = cu_put_tensor(s, &off, &l->wq, err, errlen, &rc);
+		d->wk = cu_put_tensor(s, &off, &l->wk, err, errlen, &rc);
+		d->wv = cu_put_tensor(s, &off, &l->wv, err, errlen, &rc);
+		d->wo = cu_put_tensor(s, &off, &l->wo, err, errlen, &rc);
+		d->gate = cu_put_tensor(s, &off, &l->w_gate, err, errlen, &rc);
+		d->up = cu_put_tensor(s, &off, &l->w_up, err, errlen, &rc);
+		d->down = cu_put_tensor(s, &off, &l->w_down, err, errlen, &rc);
+		d->attn_norm = (const float *)cu_put(s, &off, l->attn_norm, en,
+		                                     err, errlen, &rc);
+		d->ffn_norm = (const float *)cu_put(s, &off, l->ffn_norm, en,
+		                                    err, errlen, &rc);
+		d->bq = d->bk = d->bv = NULL;
+		if (l->bq != NULL) {
+			d->bq = (const float *)cu_put(s, &off, l->bq,
+			                              qd * sizeof(float), err,
+			                              errlen, &rc);
+			d->bk = (const float *)cu_put(s, &off, l->bk,
+			                              kvd * sizeof(float), err,
+			                              errlen, &rc);
+			d->bv = (const float *)cu_put(s, &off, l->bv,
+			                              kvd * sizeof(float), err,
+			                              errlen, &rc);
+		}
+	}
+	return rc;
+}
+
+/* ----------------------------------------------------------- forward */
+
+/* Attention block of layer il for the chunk; adds into s->x. */
+static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
+                              int32_t n, int32_t pos0, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_ctx *x = &s->ctx;
+	int neox = c->rope_style == MODEL_ROPE_NEOX;
+
+	if (cuda_op_rmsnorm(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
+	                    s->xb, err, errlen) ||
+	    cuda_op_matmul(x, &l->wq, s->xb, n, s->q, 0, err, errlen) ||
+	    cuda_op_matmul(x, &l->wk, s->xb, n, s->k, 0, err, errlen) ||
+	    cuda_op_matmul(x, &l->wv, s->xb, n, s->v, 0, err, errlen))
+		return -1;
+	if (l->bq != NULL &&
+	    (cuda_op_add_bias(x, s->q, l->bq, s->q_dim, n, err, errlen) ||
+	     cuda_op_add_bias(x, s->k, l->bk, s->kv_dim, n, err, errlen) ||
+	     cuda_op_add_bias(x, s->v, l->bv, s->kv_dim, n, err, errlen)))
+		return -1;
+	if (cuda_op_rope(x, s->q, n, c->n_head, c->head_dim_k, c->n_rot,
+	                 s->inv_freq, pos0, neox, err, errlen) ||
+	    cuda_op_rope(x, s->k, n, c->n_head_kv, c->head_dim_k, c->n_rot,
+	                 s->inv_freq, pos0, neox, err, errlen) ||
+	    cuda_op_kv_store(x, s->k, s->v, n, c->n_head_kv, c->head_dim_k,
+	                     e->n_ctx, il, pos0, s->kc, s->vc, err, errlen) ||
+	    cuda_op_attention(x, s->q, s->kc, s->vc, n, c->n_head, c->n_head_kv,
+	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, err,
+	                      errlen) ||
+	    cuda_op_matmul(x, &l->wo, s->o, n, s->y, 0, err, errlen) ||
+	    cuda_op_add(x, s->x, s->y, (int64_t)n * c->n_embd, err, errlen))
+		return -1;
+	return 0;
+}
+
+/* Feed-forward block (SwiGLU) of layer il; adds into s->x. */
+static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
+                        char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_ctx *x = &s->ctx;
+
+	if (cuda_op_rmsnorm(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
+	                    s->xb, err, errlen) ||
+	    cuda_op_matmul(x, &l->gate, s->xb, n, s->hb, 0, err, errlen) ||
+	    cuda_op_matmul(x, &l->up, s->xb, n, s->hb2, 0, err, errlen) ||
+	    cuda_op_swiglu(x, s->hb, s->hb2, (int64_t)n * c->n_ff, err,
+	                   errlen) ||
+	    cuda_op_matmul(x, &l->down, s->hb, n, s->y, 0, err, errlen) ||
+	    cuda_op_add(x, s->x, s->y, (int64_t)n * c->n_embd, err, errlen))
+		return -1;
+	return 0;
+}
+
+/* Per-layer statistics of the last token's residual, when tracing (the
+ * one host round trip per layer, only with a trace attached). */
+static int cu_trace_layer(struct engine *e, struct cu_state *s, int il,
+                          int32_t n, char *err, size_t errlen)
+{
+	const int32_t ne = e->model->cfg.n_embd;
+	float *h = (float *)malloc((size_t)ne * sizeof(float));
+
+	if (h == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (cudaMemcpyAsync(h, s->x + (size_t)(n - 1) * ne,
+	                    (size_t)ne * sizeof(float), cudaMemcpyDeviceToHost,
+	                    s->ctx.stream) != cudaSuccess ||
+	    cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
+		free(h);
+		CUDA_TRY(cudaGetLastError(), err, errlen);
+		snprintf(err, errlen, "trace copy failed");
+		return -1;
+	}
+	trace_stats_of(h, ne, &e->trace->layers[il]);
+	free(h);
+	return 0;
+}
+
+/* One chunk of n <= n_batch tokens at pos0; N_OUT logits rows (the last
+ * n_out tokens) to HOST_LOGITS. */
+static int cu_forward_chunk(struct engine *e, struct cu_state *s,
+                            const int32_t *tokens, int32_t n, int32_t pos0,
+                            float *host_logits, int32_t n_out, char *err,
+                            size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	struct cuda_ctx *x = &s->ctx;
+
+	CUDA_TRY(cudaMemcpyAsync(s->tok, tokens, (size_t)n * sizeof(int32_t),
+	                         cudaMemcpyHostToDevice, x->stream),
+	         err, errlen);
+	if (cuda_op_get_rows(x, &s->embd, s->tok, n, s->x, err, errlen))
+		return -1;
+	for (int il = 0; il < c->n_layer; il++) {
+		if (cu_attention_block(e, s, il, n, pos0, err, errlen) ||
+		    cu_ffn_block(e, s, il, n, err, errlen))
+			return -1;
+		if (e->trace != NULL && il < e->trace->n_layer &&
+		    cu_trace_layer(e, s, il, n, err, errlen))
+			return -1;
+	}
+	if (n_out > 0) {
+		const float *last = s->x + (size_t)(n - n_out) * c->n_embd;
+		size_t bytes = (size_t)n_out * c->n_vocab * sizeof(float);
+
+		if (cuda_op_rmsnorm(x, last, s->output_norm, c->n_embd, n_out,
+		                    c->rms_eps, s->xb, err, errlen) ||
+		    cuda_op_matmul(x, &s->output, s->xb, n_out, s->logits, 0,
+		                   err, errlen))
+			return -1;
+		CUDA_TRY(cudaMemcpyAsync(host_logits, s->logits, bytes,
+		                         cudaMemcpyDeviceToHost, x->stream),
+		         err, errlen);
+	}
+	CUDA_TRY(cudaStreamSynchronize(x->stream), err, errlen);
+	return 0;
+}
+
+/* Grow e->logits to N rows. */
+static int cu_host_logits(struct engine *e, struct cu_state *s, int32_t n,
+                          char *err, size_t errlen)
+{
+	size_t nv = (size_t)e->model->cfg.n_vocab;
+	float *p;
+
+	if (n <= s->host_logits_cap)
+		return 0;
+	p = (float *)realloc(e->logits, (size_t)n * nv * sizeof(float));
+	if (p == NULL) {
+		snprintf(err, errlen, "out of memory for %d rows of logits", n);
+		return -1;
+	}
+	e->logits = p;
+	s->host_logits_cap = n;
+	return 0;
+}
+
+/* Device logits for N rows (all rows of a chunk only on request). */
+static int cu_dev_logits(struct engine *e, struct cu_state *s, int32_t n,
+                         char *err, size_t errlen)
+{
+	size_t bytes = (size_t)n * e->model->cfg.n_vocab * sizeof(float);
+
+	if (n <= s->logits_rows)
+		return 0;
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	cudaFree(s->logits);
+	s->logits = NULL;
+	s->logits_rows = 0;
+	CUDA_TRY(cudaMalloc((void **)&s->logits, bytes), err, errlen);
+	s->logits_rows = n;
+	return 0;
+}
+
+/* engine_ops.eval: chunks of n_batch tokens through the layer stack. */
+static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
+                   unsigned flags, char *err, size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	bool all = (flags & ENGINE_EVAL_ALL) != 0;
+	bool none = (flags & ENGINE_EVAL_NO_LOGITS) != 0;
+	size_t nv = (size_t)e->model->cfg.n_vocab;
+
+	e->n_logits = 0;
+	if (cu_host_logits(e, s, all ? n : 1, err, errlen) ||
+	    cu_dev_logits(e, s, all ? (n < s->n_batch ? n : s->n_batch) : 1,
+	                  err, errlen))
+		return -1;
+	for (int32_t done = 0; done < n; done += s->n_batch) {
+		int32_t m = n - done < s->n_batch ? n - done : s->n_batch;
+		bool last = done + m == n;
+		int32_t n_out = all ? m : (last && !none ? 1 : 0);
+		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
+
+		if (cu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
+		                     dst, n_out, err, errlen))
+			return -1;
+	}
+	e->n_logits = all ? n : none ? 0 : 1;
+	return 0;
+}
+
+/* engine_ops.logits: the rows cu_eval copied to the host. */
+static const float *cu_logits(struct engine *e, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return e->logits;
+}
+
+/* ------------------------------------------------------------ KV state */
+
+/* Bytes of K and V for positions [0, n): the CPU backend's fp32 layout. */
+static size_t cu_kv_bytes(const struct engine *e, int32_t n)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	return (size_t)c->n_layer * (size_t)n * 2 *
+	       ((size_t)c->n_head_kv * c->head_dim_k) * sizeof(float);
+}
+
+/*
+ * Copy positions [0, n) of layer IL of one cache between the device
+ * ([kv_head][n_ctx][dim] fp16) and BUF ([pos][kv_head][dim] fp32).
+ * TO_HOST: device -> BUF, else BUF -> device. STAGE: n_kv * n * dim halves.
+ */
+static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
+                      float *buf, uint16_t *stage, int to_host)
+{
+	const struct model_config *c = &e->model->cfg;
+	const size_t hd = (size_t)c->head_dim_k, nkv = (size_t)c->n_head_kv;
+	uint16_t *layer = cache + (size_t)il * nkv * e->n_ctx * hd;
+	const size_t run = (size_t)n * hd * 2,
+	             pitch = (size_t)e->n_ctx * hd * 2;
+
+	if (!to_host)
+		for (size_t p = 0; p < (size_t)n; p++)
+			for (size_t h = 0; h < nkv; h++)
+				for (size_t d = 0; d < hd; d++)
+					stage[(h * n + p) * hd + d] =
+					    f32_to_f16(
+					        buf[(p * nkv + h) * hd + d]);
+	/* one contiguous run of n positions per KV head: a 2-D copy */
+	if (to_host ? cudaMemcpy2D(stage, run, layer, pitch, run, nkv,
+	                           cudaMemcpyDeviceToHost)
+	            : cudaMemcpy2D(layer, pitch, stage, run, run, nkv,
+	                           cudaMemcpyHostToDevice))
+		return -1;
+	if (to_host)
+		for (size_t p = 0; p < (size_t)n; p++)
+			for (size_t h = 0; h < nkv; h++)
+				for (size_t d = 0; d < hd; d++)
+					buf[(p * nkv + h) * hd + d] =
+					    f16_to_f32(
+					        stage[(h * n + p) * hd + d]);
+	return 0;
+}
+
+/* Save (TO_HOST) or load positions [0, n) of every layer, K then V. */
+static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	const struct model_config *c = &e->model->cfg;
+	const size_t per = (size_t)n * c->n_head_kv * c->head_dim_k;
+	uint16_t *stage;
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	stage = (uint16_t *)malloc(per * sizeof(uint16_t));
+	if (stage == NULL ||
+	    cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
+		free(stage);
+		return -1;
+	}
+	for (int il = 0; rc == 0 && il < c->n_layer; il++) {
+		float *kb = buf + (size_t)il * 2 * per;
+
+		rc = cu_kv_copy(e, s->kc, il, n, kb, stage, to_host) ||
+		     cu_kv_copy(e, s->vc, il, n, kb + per, stage, to_host);
+	}
+	free(stage);
+	return rc ? -1 : 0;
+}
+
+static int cu_kv_save(struct engine *e, int32_t n, void *buf)
+{
+	return cu_kv_move(e, n, (float *)buf, 1);
+}
+
+static int cu_kv_load(struct engine *e, int32_t n, const void *buf)
+{
+	/* cu_kv_copy only reads BUF when loading */
+	return cu_kv_move(e, n, (float *)buf, 0);
+}
+
+/* ------------------------------------------------------- open / close */
+
+/* engine_ops.close: free everything open allocated. */
+static void cu_close(struct engine *e)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+
+	if (s != NULL) {
+		if (s->ctx_ok) {
+			cudaStreamSynchronize(s->ctx.stream);
+			cuda_ctx_free(&s->ctx);
+		}
+		void *bufs[] = {s->arena, s->tok,    s->x,  s->xb, s->q,
+		                s->k,     s->v,      s->o,  s->hb, s->hb2,
+		                s->y,     s->logits, s->kc, s->vc};
+		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+			cudaFree(bufs[i]);
+		free(s->layers);
+		free(s);
+	}
+	free(e->logits);
+	e->logits = NULL;
+	e->impl = NULL;
+}
+
+/* cudaMalloc of N bytes into *P, counted in *RC. */
+static void cu_alloc(void **p, size_t n, int *rc)
+{
+	if (cudaMalloc(p, n ? n : 1) != cudaSuccess) {
+		*p = NULL;
+		*rc = -1;
+	}
+}
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* engine_ops.open: check the memory, upload the weights, allocate. */
+static int cu_open(struct engine *e, const struct engine_params *p, char *err,
+                   size_t errlen)
+{
+	const struct model *m = e->model;
+	const struct model_config *c = &m->cfg;
+	struct cu_state *s;
+	int ndev = 0, rc = 0;
+	size_t nb, nctx = (size_t)e->n_ctx, kv, act, w16, x16, need, mfree = 0,
+	           mtotal = 0, max_in, arena;
+
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+		(void)cudaGetLastError();
+		snprintf(err, errlen, "no CUDA device (backend cuda)");
+		return -1;
+	}
+	if (c->head_dim_v != c->head_dim_k) {
+		snprintf(err, errlen,
+		         "key and value head sizes differ (%d, %d): the CUDA "
+		         "engine needs them equal",
+		         c->head_dim_k, c->head_dim_v);
+		return -1;
+	}
+	if (c->head_dim_k > CUDA_ATTN_MAX_HEAD_DIM) {
+		snprintf(err, errlen,
+		         "head_dim %d: the CUDA engine handles up to %d",
+		         c->head_dim_k, CUDA_ATTN_MAX_HEAD_DIM);
+		return -1;
+	}
+	CUDA_TRY(cudaSetDevice(0), err, errlen);
+	s = (struct cu_state *)calloc(1, sizeof(*s));
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	e->impl = s;
+	e->n_threads = 1;
+	s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+	if (s->n_batch > 4096)
+		s->n_batch = 4096;
+	s->kv_dim = c->n_head_kv * c->head_dim_k;
+	s->q_dim = c->n_head * c->head_dim_k;
+	nb = (size_t)s->n_batch;
+	max_in = (size_t)c->n_embd;
+	if ((size_t)c->n_ff > max_in)
+		max_in = (size_t)c->n_ff;
+	if ((size_t)s->q_dim > max_in)
+		max_in = (size_t)s->q_dim;
+
+	/* what the GPU must hold, before allocating any of it */
+	arena = cu_arena_bytes(m);
+	kv = 2 * (size_t)c->n_layer * nctx * s->kv_dim * sizeof(uint16_t);
+	act = nb * sizeof(float) *
+	      (3 * (size_t)c->n_embd + 2 * (size_t)s->q_dim +
+	       2 * (size_t)s->kv_dim + 2 * (size_t)c->n_ff + 1);
+	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
+	if (w16 < max_in)
+		w16 = max_in;
+	x16 = nb * max_in;
+	need = arena + kv + act + 2 * (w16 + x16) +
+	       (size_t)c->n_vocab * sizeof(float);
+	CUDA_TRY(cudaMemGetInfo(&mfree, &mtotal), err, errlen);
+	if (need > mfree) {
+		snprintf(err, errlen,
+		         "model needs %.2f GiB on the GPU (weights %.2f, KV "
+		         "cache for %d tokens %.2f), %.2f GiB free",
+		         need / GIB, arena / GIB, e->n_ctx, kv / GIB,
+		         mfree / GIB);
+		goto fail;
+	}
+	if (cuda_ctx_init(&s->ctx, w16, x16, err, errlen) != 0)
+		goto fail;
+	s->ctx_ok = 1;
+	s->layers =
+	    (struct cu_layer *)calloc((size_t)c->n_layer, sizeof(*s->layers));
+	cu_alloc((void **)&s->arena, arena, &rc);
+	cu_alloc((void **)&s->tok, nb * sizeof(int32_t), &rc);
+	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
+	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);
+	cu_alloc((void **)&s->q, nb * s->q_dim * sizeof(float), &rc);
+	cu_alloc((void **)&s->k, nb * s->kv_dim * sizeof(float), &rc);
+	cu_alloc((void **)&s->v, nb * s->kv_dim * sizeof(float), &rc);
+	cu_alloc((void **)&s->o, nb * s->q_dim * sizeof(float), &rc);
+	cu_alloc((void **)&s->hb, nb * c->n_ff * sizeof(float), &rc);
+	cu_alloc((void **)&s->hb2, nb * c->n_ff * sizeof(float), &rc);
+	cu_alloc((void **)&s->y, nb * c->n_embd * sizeof(float), &rc);
+	cu_alloc((void **)&s->kc, kv / 2, &rc);
+	cu_alloc((void **)&s->vc, kv / 2, &rc);
+	if (rc != 0 || s->layers == NULL) {
+		snprintf(err, errlen,
+		         "out of GPU memory: model needs %.2f GiB on the GPU, "
+		         "%.2f GiB free",
+		         need / GIB, mfree / GIB);
+		goto fail;
+	}
+	if (cu_upload(m, s, err, errlen) != 0 ||
+	    cu_host_logits(e, s, 1, err, errlen) != 0 ||
+	    cu_dev_logits(e, s, 1, err, errlen) != 0)
+		goto fail;
+	e->kv_elem_bytes = sizeof(uint16_t); /* fp16 cache */
+	e->mem_bytes = need;
+	return 0;
+fail:
+	cu_close(e);
+	return -1;
+}
+
+/* Positional (C++): name, open, eval, logits, select, kv_bytes, kv_save,
+   kv_load, bandwidth, close - the order of struct engine_ops. */
+extern "C" const struct engine_ops backend_cuda_ops = {
+    "cuda",      cu_open,    cu_eval,    cu_logits, NULL,
+    cu_kv_bytes, cu_kv_save, cu_kv_load, NULL,      cu_close,
+};

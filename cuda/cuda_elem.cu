@@ -1,0 +1,195 @@
+/*
+ * cuda_elem.cu - the element-wise and per-row operations of the forward
+ * pass: RMSNorm, RoPE, bias add, residual add, SwiGLU, KV-cache store.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * Each kernel mirrors backend_cpu.c's arithmetic so that the GPU and the
+ * CPU reference differ only by summation order: products written as
+ * __fmul_rn / __fsub_rn where the CPU rounds twice (no FMA contraction),
+ * RoPE angles in double from the same double inverse frequencies, the
+ * RMSNorm scale from a double square root. One thread per element and
+ * consecutive threads on consecutive elements: every access is coalesced,
+ * and these ops are a small share of the traffic next to the weights.
+ */
+#include "cuda_check.cuh"
+#include "cuda_ops.h"
+
+#include <cuda_fp16.h>
+
+#define EL_THREADS 256
+
+/* Blocks of EL_THREADS covering N elements. */
+static unsigned el_blocks(int64_t n)
+{
+	return (unsigned)((n + EL_THREADS - 1) / EL_THREADS);
+}
+
+/* One block per token row: sum of squares (fp32 partials, tree reduction
+ * in shared memory), then the scaled copy. */
+__global__ void el_rmsnorm(const float *x, const float *w, int32_t n, float eps,
+                           float *out)
+{
+	__shared__ float part[EL_THREADS];
+	const float *xr = x + (size_t)blockIdx.x * n;
+	float *orow = out + (size_t)blockIdx.x * n;
+	float ss = 0.0f;
+
+	for (int32_t i = threadIdx.x; i < n; i += EL_THREADS)
+		ss += xr[i] * xr[i];
+	part[threadIdx.x] = ss;
+	__syncthreads();
+	for (int s = EL_THREADS / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s)
+			part[threadIdx.x] += part[threadIdx.x + s];
+		__syncthreads();
+	}
+	const float scale =
+	    (float)(1.0 / sqrt((double)part[0] / n + (double)eps));
+	for (int32_t i = threadIdx.x; i < n; i += EL_THREADS)
+		orow[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+}
+
+/* One thread per (token, head, pair). */
+__global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
+                        int32_t head_dim, int32_t n_rot, const double *inv_freq,
+                        int32_t pos0, int neox)
+{
+	const int half = n_rot / 2;
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx >= (int64_t)n_tok * n_heads * half)
+		return;
+	const int i = (int)(idx % half);
+	const int64_t th = idx / half; /* token * n_heads + head */
+	const int32_t t = (int32_t)(th / n_heads);
+	float *v = x + th * head_dim;
+	const double theta = (double)(pos0 + t) * inv_freq[i];
+	const float c = (float)cos(theta), sn = (float)sin(theta);
+	const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+	const float x0 = v[a], x1 = v[b];
+
+	v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+	v[b] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+}
+
+__global__ void el_add_bias(float *x, const float *b, int32_t n, int64_t total)
+{
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < total)
+		x[idx] += b[idx % n];
+}
+
+__global__ void el_add(float *x, const float *y, int64_t n)
+{
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n)
+		x[idx] += y[idx];
+}
+
+/* silu(g) * u = g / (1 + e^-g) * u, the CPU's order of operations. */
+__global__ void el_swiglu(float *g, const float *u, int64_t n)
+{
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n) {
+		const float gv = g[idx];
+
+		g[idx] = __fmul_rn(__fdiv_rn(gv, 1.0f + expf(-gv)), u[idx]);
+	}
+}
+
+/* One thread per element of K (and of V): token-major in, head-major out. */
+__global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
+                            int32_t n_kv, int32_t head_dim, int32_t n_ctx,
+                            int32_t il, int32_t pos0, __half *kc, __half *vc)
+{
+	const int64_t kv_dim = (int64_t)n_kv * head_dim;
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx >= (int64_t)n_tok * kv_dim)
+		return;
+	const int64_t t = idx / kv_dim, r = idx % kv_dim;
+	const int64_t h = r / head_dim, d = r % head_dim;
+	const size_t at = (((size_t)il * n_kv + (size_t)h) * (size_t)n_ctx +
+	                   (size_t)(pos0 + t)) *
+	                      (size_t)head_dim +
+	                  (size_t)d;
+
+	kc[at] = __float2half_rn(k[idx]);
+	vc[at] = __float2half_rn(v[idx]);
+}
+
+/* ------------------------------------------------------------ launchers */
+
+extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
+                               const float *d_w, int32_t n, int32_t n_tok,
+                               float eps, float *d_out, char *err,
+                               size_t errlen)
+{
+	el_rmsnorm<<<(unsigned)n_tok, EL_THREADS, 0, ctx->stream>>>(d_x, d_w, n,
+	                                                            eps, d_out);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
+                            int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                            const double *d_inv_freq, int32_t pos0, int neox,
+                            char *err, size_t errlen)
+{
+	int64_t n = (int64_t)n_tok * n_heads * (n_rot / 2);
+
+	if (n == 0)
+		return 0;
+	el_rope<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
+	    d_x, n_tok, n_heads, head_dim, n_rot, d_inv_freq, pos0, neox);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x,
+                                const float *d_b, int32_t n, int32_t n_tok,
+                                char *err, size_t errlen)
+{
+	int64_t total = (int64_t)n * n_tok;
+
+	el_add_bias<<<el_blocks(total), EL_THREADS, 0, ctx->stream>>>(d_x, d_b,
+	                                                              n, total);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y,
+                           int64_t n, char *err, size_t errlen)
+{
+	el_add<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(d_x, d_y, n);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_swiglu(struct cuda_ctx *ctx, float *d_g,
+                              const float *d_u, int64_t n, char *err,
+                              size_t errlen)
+{
+	el_swiglu<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(d_g, d_u, n);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k,
+                                const float *d_v, int32_t n_tok, int32_t n_kv,
+                                int32_t head_dim, int32_t n_ctx, int32_t il,
+                                int32_t pos0, uint16_t *d_kc, uint16_t *d_vc,
+                                char *err, size_t errlen)
+{
+	int64_t n = (int64_t)n_tok * n_kv * head_dim;
+
+	el_kv_store<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
+	    d_k, d_v, n_tok, n_kv, head_dim, n_ctx, il, pos0, (__half *)d_kc,
+	    (__half *)d_vc);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}

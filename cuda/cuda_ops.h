@@ -1,0 +1,139 @@
+/*
+ * cuda_ops.h - the CUDA backend's operations, one launcher per op (C
+ * interface, so the C parity test tests/t_cuda_ops.c calls exactly what
+ * the backend calls).
+ *
+ * NOTES ON THE DESIGN
+ *
+ * Every pointer named d_* is device memory. Activations are fp32 and
+ * token-major: row t of an [n_tok][dim] buffer starts at t * dim. Weights
+ * are GGUF tensors copied verbatim to the device: ne1 rows of row_size
+ * bytes, each row ne0 elements of a ggml type (cuda_quant.cuh). The KV
+ * cache is fp16, [layer][kv_head][pos][dim], so one head's keys of a layer
+ * are one contiguous run the attention streams through.
+ *
+ * Every launcher enqueues on ctx->stream and returns 0, or -1 with a
+ * message in err (a launch failure, a cuBLAS status, a type the GPU code
+ * does not know); it never synchronises except where it says so.
+ */
+#ifndef PARLEY_CUDA_OPS_H
+#define PARLEY_CUDA_OPS_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tokens from which a product goes through cuBLAS instead of mat-vec. */
+#define CUDA_GEMM_MIN_TOKENS 8
+
+/* Head dimensions the attention kernel handles (registers per lane). */
+#define CUDA_ATTN_MAX_HEAD_DIM 256
+
+/* Stream, cuBLAS handle and the scratch of the GEMM path. */
+struct cuda_ctx {
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	void *d_w16;    /* fp16 dequantized weight rows (GEMM path) */
+	size_t w16_cap; /* elements of d_w16 */
+	void *d_x16;    /* fp16 copy of the activations (GEMM path) */
+	size_t x16_cap; /* elements of d_x16 */
+};
+
+/* A weight matrix on the device. */
+struct cuda_tensor {
+	uint32_t type;   /* ggml type id */
+	int64_t ne0;     /* elements per row */
+	int64_t ne1;     /* rows */
+	size_t row_size; /* bytes per row */
+	const void *d;   /* ne1 * row_size bytes */
+};
+
+/* True when the GPU code has kernels for ggml type T. */
+int cuda_ops_type_ok(uint32_t t);
+
+/* Create the stream and cuBLAS handle; scratch: W16_CAP fp16 elements of
+ * weights (at least one row of the widest matrix) and X16_CAP of
+ * activations. Returns 0 or -1 (ctx freed). */
+int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap, size_t x16_cap,
+                  char *err, size_t errlen);
+void cuda_ctx_free(struct cuda_ctx *ctx);
+
+/* D_OUT[r][0..ne0) = rows ROWS[r] of W dequantized to fp32, r < n_rows.
+ * D_ROWS are device int32 row indices (token ids for the embedding). */
+int cuda_op_get_rows(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                     const int32_t *d_rows, int32_t n_rows, float *d_out,
+                     char *err, size_t errlen);
+
+/*
+ * Y[t][r] = W row r . X[t] for t < n_tok: X [n_tok][w->ne0],
+ * Y [n_tok][w->ne1]. Fewer than CUDA_GEMM_MIN_TOKENS tokens: a mat-vec
+ * that reads the quantized blocks, fp32 throughout. Otherwise: rows of W
+ * dequantized to fp16 in ctx->d_w16, X converted to fp16, cublasGemmEx
+ * with fp32 accumulation and fp32 output. FORCE: 0 = by n_tok, 1 = always
+ * mat-vec, 2 = always GEMM (tests).
+ */
+int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                   const float *d_x, int32_t n_tok, float *d_y, int force,
+                   char *err, size_t errlen);
+
+/* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. */
+int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
+                    int32_t n, int32_t n_tok, float eps, float *d_out,
+                    char *err, size_t errlen);
+
+/*
+ * Rotate the first n_rot dims of each of the N_HEADS heads (head_dim
+ * apart) of X[t] by position POS0 + t. D_INV_FREQ [n_rot / 2] doubles:
+ * the angle per position of pair i (base, scale and rope_freqs folded in,
+ * as backend_cpu.c computes them). NEOX: 0 = adjacent pairs (llama),
+ * 1 = halves (qwen2).
+ */
+int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
+                 int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                 const double *d_inv_freq, int32_t pos0, int neox, char *err,
+                 size_t errlen);
+
+/* X[t][i] += B[i] for i < n, t < n_tok. */
+int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x, const float *d_b,
+                     int32_t n, int32_t n_tok, char *err, size_t errlen);
+
+/* X[i] += Y[i] for i < n (the residual stream). */
+int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y, int64_t n,
+                char *err, size_t errlen);
+
+/* G[i] = silu(G[i]) * U[i] for i < n. */
+int cuda_op_swiglu(struct cuda_ctx *ctx, float *d_g, const float *d_u,
+                   int64_t n, char *err, size_t errlen);
+
+/*
+ * Store K [n_tok][n_kv * head_dim] and V (same shape) of positions
+ * pos0.. into layer IL of the fp16 caches (each [n_layer][n_kv][n_ctx]
+ * [head_dim]), rounding to nearest.
+ */
+int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
+                     int32_t n_tok, int32_t n_kv, int32_t head_dim,
+                     int32_t n_ctx, int32_t il, int32_t pos0, uint16_t *d_kc,
+                     uint16_t *d_vc, char *err, size_t errlen);
+
+/*
+ * Causal grouped-query attention of layer IL: query t (at position
+ * pos0 + t) of head h attends to cache positions 0..pos0 + t of KV head
+ * h / (n_head / n_kv); Q [n_tok][n_head * head_dim], OUT same shape.
+ * Scores scaled by 1/sqrt(head_dim), softmax in fp32 (online, any length).
+ */
+int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
+                      const uint16_t *d_kc, const uint16_t *d_vc, int32_t n_tok,
+                      int32_t n_head, int32_t n_kv, int32_t head_dim,
+                      int32_t n_ctx, int32_t il, int32_t pos0, float *d_out,
+                      char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_CUDA_OPS_H */

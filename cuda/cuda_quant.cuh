@@ -1,0 +1,295 @@
+/*
+ * cuda_quant.cuh - ggml's block formats on the GPU: one element of a row,
+ * dequantized straight from the GGUF blocks (no fp32 copy of the model).
+ *
+ * NOTES ON THE DESIGN
+ *
+ * 1. Each function mirrors src/quant.c's deq_* (itself bit-exact with
+ *    ggml): the same integer unpacking and the same float operations in the
+ *    same order. nvcc contracts a*b+c into an FMA by default, which rounds
+ *    once instead of twice; the explicit __fmul_rn / __fadd_rn / __fsub_rn
+ *    forbid that, so every value equals the CPU's bit for bit (t_cuda_ops
+ *    checks it).
+ * 2. Element-wise on purpose: element i of a row is block i / BS, index
+ *    i % BS in it. A warp whose lanes take consecutive elements reads
+ *    consecutive bytes of one block (the nibble formats share a byte between
+ *    elements j and j + 16, a broadcast within the warp), so the loads
+ *    coalesce; the K-quants re-derive their 6-bit scales per element, which
+ *    costs integer ALU, not memory. Speed is a later concern (issue 13).
+ * 3. Blocks are only 2-byte aligned in the file (Q8_0 is 34 bytes), and the
+ *    device copy keeps the file's layout, so nothing wider than a 16-bit
+ *    load is used on quantized data; fp32 scalars of F32 rows are 4-byte
+ *    aligned because GGUF aligns tensor data (32 bytes) and rows of F32 are
+ *    whole floats.
+ * 4. The type ids are ggml's (src/qtype.h); CQ_BS / CQ_TS give the block
+ *    geometry at compile time for the per-type kernels (templates on the
+ *    type id, the only C++ used).
+ */
+#ifndef PARLEY_CUDA_QUANT_CUH
+#define PARLEY_CUDA_QUANT_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+extern "C" {
+#include "qtype.h"
+}
+
+/* A half stored at P (2-byte aligned) as float: exact. */
+static __device__ __forceinline__ float cq_half(const uint8_t *p)
+{
+	return __half2float(__ushort_as_half(*(const uint16_t *)p));
+}
+
+/* Elements per block (compile time). */
+template <int T> struct cq_geom;
+#define CQ_GEOM(T, B, S)                                                       \
+	template <> struct cq_geom<T> {                                        \
+		static const int bs = B;                                       \
+		static const int ts = S;                                       \
+	}
+CQ_GEOM(QTYPE_F32, 1, 4);
+CQ_GEOM(QTYPE_F16, 1, 2);
+CQ_GEOM(QTYPE_BF16, 1, 2);
+CQ_GEOM(QTYPE_Q4_0, 32, 18);
+CQ_GEOM(QTYPE_Q4_1, 32, 20);
+CQ_GEOM(QTYPE_Q5_0, 32, 22);
+CQ_GEOM(QTYPE_Q5_1, 32, 24);
+CQ_GEOM(QTYPE_Q8_0, 32, 34);
+CQ_GEOM(QTYPE_Q2_K, 256, 84);
+CQ_GEOM(QTYPE_Q3_K, 256, 110);
+CQ_GEOM(QTYPE_Q4_K, 256, 144);
+CQ_GEOM(QTYPE_Q5_K, 256, 176);
+CQ_GEOM(QTYPE_Q6_K, 256, 210);
+#undef CQ_GEOM
+
+/* Element J of block B (B points at the block, J < block size). */
+template <int T> __device__ float cq_elem(const uint8_t *b, int j);
+
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_F32>(const uint8_t *b, int j)
+{
+	return *(const float *)b;
+}
+
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_F16>(const uint8_t *b, int j)
+{
+	return cq_half(b);
+}
+
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_BF16>(const uint8_t *b, int j)
+{
+	return __uint_as_float((uint32_t)(*(const uint16_t *)b) << 16);
+}
+
+/* Q4_0: d (half), qs[16]; low nibbles are elements 0..15, high 16..31. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q4_0>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b);
+	const uint8_t q = b[2 + (j & 15)];
+	const int x = (j < 16 ? (q & 0x0F) : (q >> 4)) - 8;
+
+	return __fmul_rn((float)x, d);
+}
+
+/* Q4_1: d, m (half), qs[16]; x * d + m, two roundings as ggml. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q4_1>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b), m = cq_half(b + 2);
+	const uint8_t q = b[4 + (j & 15)];
+	const int x = j < 16 ? (q & 0x0F) : (q >> 4);
+
+	return __fadd_rn(__fmul_rn((float)x, d), m);
+}
+
+/* The fifth bits of a Q5 block (4 bytes, little-endian, 2-byte aligned). */
+static __device__ __forceinline__ uint32_t cq_q5_high(const uint8_t *qh)
+{
+	return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+	       (uint32_t)qh[3] << 24;
+}
+
+/* Low four bits (nibble of qs) plus the fifth bit of element J. */
+static __device__ __forceinline__ int cq_q5_quant(const uint8_t *qh,
+                                                  const uint8_t *qs, int j)
+{
+	const uint32_t h = cq_q5_high(qh);
+	const int l = j & 15;
+
+	if (j < 16)
+		return (qs[l] & 0x0F) | (int)(((h >> l) << 4) & 0x10);
+	return (qs[l] >> 4) | (int)((h >> (l + 12)) & 0x10);
+}
+
+/* Q5_0: d (half), qh[4], qs[16]; (q5 - 16) * d. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q5_0>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b);
+
+	return __fmul_rn((float)(cq_q5_quant(b + 2, b + 6, j) - 16), d);
+}
+
+/* Q5_1: d, m (half), qh[4], qs[16]; q5 * d + m. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q5_1>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b), m = cq_half(b + 2);
+
+	return __fadd_rn(__fmul_rn((float)cq_q5_quant(b + 4, b + 8, j), d), m);
+}
+
+/* Q8_0: d (half), qs[32] int8. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q8_0>(const uint8_t *b, int j)
+{
+	return __fmul_rn((float)(int8_t)b[2 + j], cq_half(b));
+}
+
+/*
+ * Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin at
+ * 80, 82. quant.c walks two halves of 128 (q advances 32 bytes), in each
+ * four shifts, in each two groups of 16 with their own scale byte.
+ */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q2_K>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b + 80), min = cq_half(b + 82);
+	const int n = j >> 7, r = j & 127, s = r >> 5, k = (r >> 4) & 1;
+	const int l = r & 15;
+	const int sc = b[n * 8 + s * 2 + k];
+	const int q = (b[16 + n * 32 + 16 * k + l] >> (2 * s)) & 3;
+	const float dl = __fmul_rn(d, (float)(sc & 0xF));
+	const float ml = __fmul_rn(min, (float)(sc >> 4));
+
+	return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+}
+
+/*
+ * Q3_K: hmask[32], qs[64], scales[12] (16 packed 6-bit scales), d at 108.
+ * The high-bit mask m shifts once per 32 elements over the whole block
+ * while hmask itself is not advanced (quant.c: hm stays, m <<= 1).
+ */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q3_K>(const uint8_t *b, int j)
+{
+	const uint8_t *hm = b, *qs = b + 32, *packed = b + 96;
+	const float d_all = cq_half(b + 108);
+	const int n = j >> 7, r = j & 127, s = r >> 5, k = (r >> 4) & 1;
+	const int l = 16 * k + (r & 15);
+	const int is = n * 8 + s * 2 + k;
+	const int lo = is < 8 ? packed[is] & 0xF : packed[is - 8] >> 4;
+	const int hi = (packed[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
+	const int sc = (int)(int8_t)((lo | hi << 4) - 32);
+	const uint8_t m = (uint8_t)(1u << (n * 4 + s));
+	const int q = ((qs[n * 32 + l] >> (2 * s)) & 3) - ((hm[l] & m) ? 0 : 4);
+	const float dl = __fmul_rn(d_all, (float)sc);
+
+	return __fmul_rn(dl, (float)q);
+}
+
+/* Scale and minimum J (0..7) of a Q4_K/Q5_K block (get_scale_min_k4). */
+static __device__ __forceinline__ void cq_scale_min_k4(int j, const uint8_t *q,
+                                                       int *d, int *m)
+{
+	if (j < 4) {
+		*d = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/*
+ * Q4_K: d, dmin (half), scales[12] at 4, qs[128] at 16. Each 64 elements
+ * share 32 bytes: the first 32 are the low nibbles (sub-block 2c), the
+ * next 32 the high nibbles (sub-block 2c + 1).
+ */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q4_K>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b), min = cq_half(b + 2);
+	const int c = j >> 6, hiq = (j >> 5) & 1, l = j & 31;
+	const uint8_t q = b[16 + c * 32 + l];
+	int sc, m;
+
+	cq_scale_min_k4(2 * c + hiq, b + 4, &sc, &m);
+	const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(min, (float)m);
+	const int x = hiq ? (q >> 4) : (q & 0xF);
+
+	return __fsub_rn(__fmul_rn(d1, (float)x), m1);
+}
+
+/* Q5_K: as Q4_K plus qh[32] at 16 (fifth bits), qs[128] at 48. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q5_K>(const uint8_t *b, int j)
+{
+	const float d = cq_half(b), min = cq_half(b + 2);
+	const int c = j >> 6, hiq = (j >> 5) & 1, l = j & 31;
+	const uint8_t ql = b[48 + c * 32 + l], qh = b[16 + l];
+	const uint8_t u = (uint8_t)((hiq ? 2u : 1u) << (2 * c));
+	int sc, m;
+
+	cq_scale_min_k4(2 * c + hiq, b + 4, &sc, &m);
+	const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(min, (float)m);
+	const int x = (hiq ? (ql >> 4) : (ql & 0xF)) + ((qh & u) ? 16 : 0);
+
+	return __fsub_rn(__fmul_rn(d1, (float)x), m1);
+}
+
+/*
+ * Q6_K: ql[128], qh[64] at 128, scales[16] int8 at 192, d at 208. Per
+ * half of 128 (ql += 64, qh += 32, sc += 8) four groups of 32: group g
+ * takes the low/high nibble of ql[l] or ql[l + 32] and bits 2g..2g+1 of
+ * qh[l]; its scale is sc[l / 16 + 2g]. Value (d * sc) * q, as quant.c.
+ */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q6_K>(const uint8_t *b, int j)
+{
+	const int n = j >> 7, r = j & 127, g = r >> 5, l = r & 31;
+	const uint8_t *ql = b + n * 64, *qh = b + 128 + n * 32;
+	const int8_t *sc = (const int8_t *)(b + 192) + n * 8;
+	const float d = cq_half(b + 208);
+	const uint8_t lq = ql[l + (g & 1) * 32];
+	const int lo = (g & 2) ? (lq >> 4) : (lq & 0xF);
+	const int q = (lo | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
+
+	return __fmul_rn(__fmul_rn(d, (float)sc[l / 16 + 2 * g]), (float)q);
+}
+
+/* Element I of a row at ROW (any I < the row's length). */
+template <int T>
+static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
+                                                    int64_t i)
+{
+	const int bs = cq_geom<T>::bs;
+
+	return cq_elem<T>(row + (i / bs) * cq_geom<T>::ts, (int)(i % bs));
+}
+
+/*
+ * Instantiate MACRO(T) once per supported type id, for switch statements
+ * that map a run-time type to a kernel instance.
+ */
+#define CQ_FOR_EACH_TYPE(X)                                                    \
+	X(QTYPE_F32)                                                           \
+	X(QTYPE_F16)                                                           \
+	X(QTYPE_BF16)                                                          \
+	X(QTYPE_Q4_0)                                                          \
+	X(QTYPE_Q4_1)                                                          \
+	X(QTYPE_Q5_0)                                                          \
+	X(QTYPE_Q5_1)                                                          \
+	X(QTYPE_Q8_0)                                                          \
+	X(QTYPE_Q2_K)                                                          \
+	X(QTYPE_Q3_K)                                                          \
+	X(QTYPE_Q4_K)                                                          \
+	X(QTYPE_Q5_K)                                                          \
+	X(QTYPE_Q6_K)
+
+#endif /* PARLEY_CUDA_QUANT_CUH */

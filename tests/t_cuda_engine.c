@@ -1,0 +1,391 @@
+/*
+ * t_cuda_engine.c - the CUDA engine against the CPU reference engine
+ * (exact_dots: dequantized rows dotted with fp32 activations) on the same
+ * tokens: random-weight models of both architectures and every weight type
+ * (made by tests/parley-mkmodel), and the real SmolLM2 when present.
+ * Prints "1..0 # SKIP" without a CUDA device.
+ *
+ * Per model: a 20-token prefill with the logits of every position, then 4
+ * one-token decode steps; NMSE = mse(gpu, cpu) / mse(cpu, 0) over each
+ * eval's logits must stay <= 5e-4 (the GPU rounds GEMM inputs and the KV
+ * cache to fp16). Also: a state saved by one backend restores in the other
+ * (same bytes layout) and the next token agrees; truncate + re-evaluate
+ * reproduces the logits; on SmolLM2, greedy continuation picks the CPU's
+ * token at every step where the CPU's top-2 margin is clear (> 0.1).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda_ops.h"
+#include "engine.h"
+#include "engine_util.h"
+#include "gguf.h"
+#include "model.h"
+#include "tap.h"
+#include "trace.h"
+
+#define TOL       5e-4
+#define N_PREFILL 20
+#define N_DECODE  4
+
+/* mse(g, c) / mse(c, 0). */
+static double nmse(const float *g, const float *c, size_t n)
+{
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)g[i] - c[i];
+
+		num += d * d;
+		den += (double)c[i] * c[i];
+	}
+	return den > 0 ? num / den : num;
+}
+
+/* Open a CPU (reference) or CUDA engine. */
+static struct engine *open_engine(const struct model *m, const char *backend,
+                                  int32_t n_batch, const char *what)
+{
+	struct engine_params p = {0};
+	struct engine *e = NULL;
+	char err[512] = "";
+
+	p.backend = backend;
+	p.n_ctx = 128;
+	p.n_batch = n_batch;
+	p.exact_dots = true;
+	int rc = engine_open(m, &p, &e, err, sizeof(err));
+
+	/* the call first: argument evaluation order is unspecified */
+	if (!tap_ok(rc == 0, "%s: open %s %s", what, backend, rc ? err : ""))
+		return NULL;
+	return e;
+}
+
+/* Eval on both; compare the logits rows. Returns the NMSE or -1. */
+static double eval_both(struct engine *g, struct engine *c, const int32_t *toks,
+                        int32_t n, unsigned flags)
+{
+	char err[512] = "";
+	size_t rows = (flags & ENGINE_EVAL_ALL) ? (size_t)n : 1;
+
+	if (engine_eval(g, toks, n, flags, err, sizeof(err)) != 0 ||
+	    engine_eval(c, toks, n, flags, err, sizeof(err)) != 0) {
+		tap_diag("eval failed: %s", err);
+		return -1;
+	}
+	return nmse(engine_logits(g), engine_logits(c),
+	            rows * (size_t)engine_n_vocab(c));
+}
+
+/* Save E's state into a new buffer (*len bytes). */
+static void *save_state(struct engine *e, size_t *len)
+{
+	char err[256];
+	size_t n = engine_state_size(e);
+	void *buf = malloc(n);
+
+	if (buf && engine_state_save(e, buf, n, err, sizeof(err)) != n) {
+		free(buf);
+		return NULL;
+	}
+	*len = n;
+	return buf;
+}
+
+/* The parity checks on one loaded model; TOKS has N_PREFILL + N_DECODE
+ * + 2 ids. */
+static void check_model(const struct model *m, const char *what,
+                        const int32_t *toks, int32_t gpu_batch)
+{
+	struct engine *g = open_engine(m, "cuda", gpu_batch, what);
+	struct engine *c = open_engine(m, "cpu", 0, what);
+	struct engine *g2 = NULL, *c2 = NULL;
+	int32_t nv = m->cfg.n_vocab;
+	float *keep = malloc(sizeof(float) * (size_t)nv);
+	double e, worst = 0;
+	void *sg = NULL, *sc = NULL;
+	size_t lg = 0, lc = 0;
+	char err[512] = "";
+
+	if (g == NULL || c == NULL || keep == NULL)
+		goto out;
+	e = eval_both(g, c, toks, N_PREFILL, ENGINE_EVAL_ALL);
+	tap_ok(e >= 0 && e <= TOL,
+	       "%s: prefill %d tokens (all rows): nmse %.3g", what, N_PREFILL,
+	       e);
+	memcpy(keep, engine_logits(g) + (size_t)(N_PREFILL - 1) * nv,
+	       sizeof(float) * (size_t)nv);
+	for (int i = 0; i < N_DECODE; i++) {
+		e = eval_both(g, c, toks + N_PREFILL + i, 1, 0);
+		worst = e < 0 || e > worst ? e : worst;
+		if (e < 0)
+			break;
+	}
+	tap_ok(worst >= 0 && worst <= TOL,
+	       "%s: %d decode steps: worst nmse %.3g", what, N_DECODE, worst);
+
+	/* state saved on each backend restores on the other */
+	sg = save_state(g, &lg);
+	sc = save_state(c, &lc);
+	tap_ok(sg && sc && lg == lc, "%s: state sizes gpu %zu cpu %zu", what,
+	       lg, lc);
+	g2 = open_engine(m, "cuda", gpu_batch, what);
+	c2 = open_engine(m, "cpu", 0, what);
+	if (sg && sc && lg == lc && g2 && c2) {
+		int rc = engine_state_load(c2, sg, lg, err, sizeof(err)) ||
+		         engine_state_load(g2, sc, lc, err, sizeof(err));
+		int32_t t = toks[N_PREFILL + N_DECODE];
+
+		e = rc ? -1 : eval_both(g2, c2, &t, 1, 0);
+		tap_ok(!rc && e >= 0 && e <= TOL,
+		       "%s: cpu state -> cuda, cuda state -> cpu, next token: "
+		       "nmse %.3g %s",
+		       what, e, rc ? err : "");
+	}
+
+	/* truncate to half and evaluate the rest again as one batch */
+	if (engine_truncate(g, N_PREFILL / 2) == 0 &&
+	    engine_eval(g, toks + N_PREFILL / 2, N_PREFILL / 2, 0, err,
+	                sizeof(err)) == 0) {
+		e = nmse(engine_logits(g), keep, (size_t)nv);
+		tap_ok(e <= TOL,
+		       "%s: truncate + re-eval reproduces logits "
+		       "(nmse %.3g)",
+		       what, e);
+	} else {
+		tap_ok(0, "%s: truncate + re-eval: %s", what, err);
+	}
+out:
+	free(sg);
+	free(sc);
+	free(keep);
+	engine_close(g);
+	engine_close(c);
+	engine_close(g2);
+	engine_close(c2);
+}
+
+/* Load PATH and run check_model. */
+static void check_file(const char *path, const char *what, const int32_t *toks,
+                       int32_t gpu_batch)
+{
+	char err[512] = "";
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct model *m = NULL;
+
+	if (!tap_ok(f != NULL, "%s: open %s %s", what, path, f ? "" : err))
+		return;
+	int rc = model_load(f, &m, err, sizeof(err));
+
+	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
+		check_model(m, what, toks, gpu_batch);
+	model_free(m);
+	gguf_close(f);
+}
+
+/* Random-weight models: ARGS for parley-mkmodel, n_vocab 300. */
+static const struct {
+	const char *name;
+	const char *args;
+	int32_t gpu_batch; /* 0 = default; 16 splits the 20-token prefill;
+	                      -1: default, and greedy decoding checked */
+} models[] = {
+    {"llama_f32_gqa_ropefreqs",
+     "--arch llama --type F32 --n-head 8 --n-head-kv 2 --rope-freqs", 0},
+    {"llama_f16_tied", "--arch llama --type F16 --tied", 16},
+    {"qwen2_bf16_gqa", "--arch qwen2 --type BF16 --n-head 8 --n-head-kv 2", 0},
+    {"llama_q8_0_q6k_out",
+     "--arch llama --type Q8_0 --embd-type Q4_0 --out-type Q6_K", 0},
+    {"qwen2_q4_0_q4_1",
+     "--arch qwen2 --type Q4_0 --embd-type Q4_1 --out-type Q5_0", 16},
+    {"llama_q5_1", "--arch llama --type Q5_1 --embd-type Q8_0 --tied", 0},
+    {"qwen2_q4_k_q5_k",
+     "--arch qwen2 --type Q4_K --embd-type Q5_K --out-type Q2_K", 0},
+    {"llama_q3_k_q2_k",
+     "--arch llama --type Q3_K --embd-type Q2_K --out-type Q3_K", 16},
+    {"qwen2_q6_k_q5_k_tied",
+     "--arch qwen2 --type Q6_K --embd-type Q5_K --tied --n-head 2 "
+     "--n-head-kv 1",
+     0},
+    {"llama_q5_k", "--arch llama --type Q5_K --embd-type F16", 0},
+    /* SmolLM2-135M's shape and type, random weights (-1: greedy too) */
+    {"smollm2_shape_q4_1",
+     "--arch llama --type Q4_1 --tied --n-vocab 49152 --n-embd 576 "
+     "--n-ff 1536 --n-layer 30 --n-head 9 --n-head-kv 3 --rope-base 100000",
+     -1},
+};
+
+/* Per-layer trace statistics of the last token agree (relative 1e-3 on
+ * the rms, which sees every element of the residual). */
+static void check_trace(const struct model *m, const char *what,
+                        const int32_t *toks)
+{
+	struct engine *g = open_engine(m, "cuda", 0, what);
+	struct engine *c = open_engine(m, "cpu", 0, what);
+	struct trace *tg = trace_new(m->cfg.n_layer, 5, NULL);
+	struct trace *tc = trace_new(m->cfg.n_layer, 5, NULL);
+	double worst = -1;
+
+	if (g && c && tg && tc) {
+		engine_set_trace(g, tg);
+		engine_set_trace(c, tc);
+		if (eval_both(g, c, toks, N_PREFILL, 0) >= 0) {
+			worst = 0;
+			for (int il = 0; il < m->cfg.n_layer; il++) {
+				double r = fabs(tg->layers[il].rms -
+				                tc->layers[il].rms) /
+				           tc->layers[il].rms;
+
+				worst = r > worst ? r : worst;
+			}
+		}
+	}
+	tap_ok(worst >= 0 && worst <= 1e-3,
+	       "%s: trace per-layer rms gpu vs cpu: worst relative %.3g", what,
+	       worst);
+	engine_close(g);
+	engine_close(c);
+	trace_free(tg);
+	trace_free(tc);
+}
+
+/* A context whose fp16 KV cache cannot fit (16 layers x 4096 dims x 2^20
+ * positions = 256 GiB) fails at open with what it needs and what is free. */
+static void check_oom(const char *path)
+{
+	char err[512] = "";
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct model *m = NULL;
+	struct engine *e = NULL;
+	struct engine_params p = {0};
+	int rc = -1;
+
+	if (f != NULL && model_load(f, &m, err, sizeof(err)) == 0) {
+		p.backend = "cuda";
+		p.n_ctx = 1048576;
+		rc = engine_open(m, &p, &e, err, sizeof(err));
+	}
+	tap_ok(rc != 0 && strstr(err, "model needs") != NULL &&
+	           strstr(err, "GiB free") != NULL,
+	       "KV cache too large for the GPU: \"%s\"", err);
+	engine_close(e);
+	model_free(m);
+	gguf_close(f);
+}
+
+/* Greedy decoding from PROMPT (N_PREFILL ids) with the CPU's choices: the
+ * GPU's argmax must be the CPU's wherever the CPU's top-2 margin > 0.1. */
+static void check_greedy(const struct model *m, const char *what,
+                         const int32_t *prompt)
+{
+	struct engine *g = open_engine(m, "cuda", 0, what);
+	struct engine *c = open_engine(m, "cpu", 0, what);
+	int32_t tok, checked = 0, agree = 0, nv = m->cfg.n_vocab;
+
+	if (g == NULL || c == NULL || eval_both(g, c, prompt, N_PREFILL, 0) < 0)
+		goto out;
+	for (int step = 0; step < 24; step++) {
+		const float *lc = engine_logits(c), *lg = engine_logits(g);
+		int32_t best = eu_argmax(lc, nv);
+		float second = -INFINITY;
+
+		for (int32_t i = 0; i < nv; i++)
+			if (i != best && lc[i] > second)
+				second = lc[i];
+		if (lc[best] - second > 0.1f) {
+			checked++;
+			agree += eu_argmax(lg, nv) == best;
+		}
+		tok = best;
+		if (eval_both(g, c, &tok, 1, 0) < 0)
+			goto out;
+	}
+	tap_ok(checked > 0 && agree == checked,
+	       "%s: greedy 24 steps, GPU argmax = CPU argmax at %d of %d "
+	       "steps with a clear margin",
+	       what, agree, checked);
+out:
+	engine_close(g);
+	engine_close(c);
+}
+
+/* Load PATH; parity checks and greedy decoding. */
+static void check_real(const char *path, const char *what,
+                       const int32_t *prompt)
+{
+	char err[512] = "";
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct model *m = NULL;
+
+	int rc = f != NULL ? model_load(f, &m, err, sizeof(err)) : -1;
+
+	if (!tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
+		goto out;
+	check_model(m, what, prompt, 0);
+	check_greedy(m, what, prompt);
+	check_trace(m, what, prompt);
+out:
+	model_free(m);
+	gguf_close(f);
+}
+
+/* A chat-like prompt of SmolLM2 ids (any ids < 49152 serve). */
+static const int32_t smol_prompt[] = {
+    1,    9690, 198, 2683,  359,  253,  5356, 5646, 11173,
+    3365, 3511, 308, 34519, 28,   7018, 411,  407,  19712,
+    30,   2,    198, 1,     4093, 198,  57,   22,   23};
+
+int main(void)
+{
+	const char *top = getenv("top_builddir");
+	char dir[] = "/tmp/t_cuda_engine.XXXXXX", cmd[2048], path[1024];
+	int32_t toks[N_PREFILL + N_DECODE + 2];
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+		return tap_skip_all("no CUDA device");
+	if (mkdtemp(dir) == NULL) {
+		printf("Bail out! mkdtemp\n");
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
+		toks[i] = (int32_t)((i * 7919 + 13) % 300);
+	for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s.gguf", dir, models[i].name);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "%s/tests/parley-mkmodel --n-vocab 300 --n-embd 256 "
+		    "--n-ff 512 --n-layer 3 --n-ctx 256 --seed %zu -o %s %s",
+		    top ? top : ".", i + 1, path, models[i].args);
+		if (!tap_ok(system(cmd) == 0, "%s: parley-mkmodel",
+		            models[i].name))
+			continue;
+		if (models[i].gpu_batch < 0)
+			check_real(path, models[i].name, smol_prompt);
+		else
+			check_file(path, models[i].name, toks,
+			           models[i].gpu_batch);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/oom.gguf", dir);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s/tests/parley-mkmodel --arch llama --type Q8_0 --n-vocab 64 "
+	    "--n-embd 256 --n-ff 256 --n-layer 16 --n-head 16 --head-dim "
+	    "256 --seed 7 -o %s",
+	    top ? top : ".", path);
+	if (tap_ok(system(cmd) == 0, "oom model: parley-mkmodel"))
+		check_oom(path);
+	unlink(path);
+	rmdir(dir);
+	eu_model_path(path, sizeof(path));
+	if (access(path, R_OK) == 0)
+		check_real(path, "SmolLM2", smol_prompt);
+	else
+		tap_diag("SmolLM2 not found at %s: skipped", path);
+	return tap_done();
+}

@@ -1,0 +1,496 @@
+/*
+ * t_cuda_ops.c - every CUDA op on random inputs against the CPU reference
+ * (src/quant.c's dequantization and plain fp32/double math), built only
+ * when configure found CUDA; prints "1..0 # SKIP" without a device.
+ *
+ * Measure: NMSE = mse(gpu, cpu) / mse(cpu, 0) (llama.cpp's
+ * test-backend-ops), bound 1e-6 where the GPU computes in fp32 (mat-vec on
+ * any weight type, norms, RoPE, attention over fp16-exact K/V) and 5e-4
+ * where it rounds to fp16 (the cuBLAS GEMM path). The dequantization
+ * itself must be bit-exact (cuda_quant.cuh mirrors quant.c's roundings).
+ * Quantized weights are random blocks whose fp16 scales are set to sane
+ * values (random quants, valid blocks). Sizes are odd on purpose: rows not
+ * a multiple of the 4-row mat-vec block, GEMM chunks that split the rows,
+ * head_dim not a multiple of 32, 1, 7 and 512 tokens.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.h"
+#include "f16.h"
+#include "quant.h"
+#include "tap.h"
+
+#define TOL_F32 1e-6
+#define TOL_F16 5e-4
+
+static uint64_t rng_state = 0x1234567887654321ull;
+
+/* splitmix64 */
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static float rng_unif(float lo, float hi)
+{
+	return lo +
+	       (hi - lo) * (float)((rng_next() >> 40) * (1.0 / 16777216.0));
+}
+
+static void fill_unif(float *x, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = rng_unif(lo, hi);
+}
+
+/* mse(g, c) / mse(c, 0). */
+static double nmse(const float *g, const float *c, size_t n)
+{
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)g[i] - c[i];
+
+		num += d * d;
+		den += (double)c[i] * c[i];
+	}
+	return den > 0 ? num / den : num;
+}
+
+/* Device copy of N bytes of HOST (exits the test on failure: no device
+ * memory means the whole test cannot run). */
+static void *dev_put(const void *host, size_t n)
+{
+	void *d = NULL;
+
+	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
+	    (host &&
+	     cudaMemcpy(d, host, n, cudaMemcpyHostToDevice) != cudaSuccess)) {
+		printf("Bail out! cudaMalloc/cudaMemcpy of %zu bytes\n", n);
+		exit(1);
+	}
+	return d;
+}
+
+/* Copy N bytes back from the device after the stream finished. */
+static int dev_get(struct cuda_ctx *ctx, void *host, const void *d, size_t n)
+{
+	return cudaStreamSynchronize(ctx->stream) == cudaSuccess &&
+	               cudaMemcpy(host, d, n, cudaMemcpyDeviceToHost) ==
+	                   cudaSuccess
+	           ? 0
+	           : -1;
+}
+
+/* Put half V at P. */
+static void put_half(unsigned char *p, float v)
+{
+	uint16_t h = f32_to_f16(v);
+
+	memcpy(p, &h, 2);
+}
+
+/* Random row data of type T: random bytes, then the block scales set to
+ * finite values of realistic size (d ~ 1e-3..2e-2 with a random sign). */
+static void random_rows(uint32_t t, unsigned char *p, int64_t ne0, int64_t ne1)
+{
+	const struct qtype_info *qi = qtype_get(t);
+	size_t rs = quant_row_size(t, ne0);
+	int64_t nb = ne1 * (ne0 / qi->blck_size);
+
+	if (t == QTYPE_F32 || t == QTYPE_F16 || t == QTYPE_BF16) {
+		for (int64_t i = 0; i < ne0 * ne1; i++) {
+			float v = rng_unif(-1.0f, 1.0f);
+			uint16_t h;
+
+			if (t == QTYPE_F32) {
+				memcpy(p + 4 * i, &v, 4);
+				continue;
+			}
+			h = t == QTYPE_F16 ? f32_to_f16(v)
+			                   : (uint16_t)(f16_f32_bits(v) >> 16);
+			memcpy(p + 2 * i, &h, 2);
+		}
+		return;
+	}
+	for (size_t i = 0; i < rs * (size_t)ne1; i++)
+		p[i] = (unsigned char)rng_next();
+	for (int64_t b = 0; b < nb; b++) {
+		unsigned char *blk = p + (size_t)b * qi->type_size;
+		float d = rng_unif(1e-3f, 2e-2f) * (rng_next() & 1 ? 1 : -1);
+		float m = rng_unif(-2e-2f, 2e-2f);
+
+		switch (t) {
+		case QTYPE_Q4_0:
+		case QTYPE_Q5_0:
+		case QTYPE_Q8_0:
+			put_half(blk, d);
+			break;
+		case QTYPE_Q4_1:
+		case QTYPE_Q5_1:
+		case QTYPE_Q4_K:
+		case QTYPE_Q5_K:
+			put_half(blk, d);
+			put_half(blk + 2, m);
+			break;
+		case QTYPE_Q2_K:
+			put_half(blk + 80, d);
+			put_half(blk + 82, m);
+			break;
+		case QTYPE_Q3_K:
+			put_half(blk + 108, d);
+			break;
+		case QTYPE_Q6_K:
+			put_half(blk + 208, d);
+			break;
+		}
+	}
+}
+
+static const uint32_t all_types[] = {
+    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
+    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
+    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
+
+/* Dequantization bit-exactness and products for type T, NE0 x NE1. */
+static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
+                      int64_t ne1)
+{
+	static const int32_t toks[] = {1, 7, 512};
+	char err[512] = "";
+	size_t rs = quant_row_size(t, ne0);
+	unsigned char *w = malloc(rs * (size_t)ne1);
+	float *wf = malloc(sizeof(float) * (size_t)(ne0 * ne1));
+	float *got = malloc(sizeof(float) * (size_t)(ne0 * ne1));
+	int32_t *rows = malloc(sizeof(int32_t) * (size_t)ne1);
+	float *x = malloc(sizeof(float) * (size_t)(512 * ne0));
+	float *ycpu = malloc(sizeof(float) * (size_t)(512 * ne1));
+	float *ygpu = malloc(sizeof(float) * (size_t)(512 * ne1));
+	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL};
+	void *d_w, *d_rows, *d_out, *d_x, *d_y;
+	int64_t diff = 0;
+
+	random_rows(t, w, ne0, ne1);
+	for (int64_t r = 0; r < ne1; r++) {
+		quant_dequant_row(t, w + (size_t)r * rs, wf + r * ne0, ne0);
+		rows[r] = (int32_t)(ne1 - 1 - r); /* reversed: index matters */
+	}
+	d_w = dev_put(w, rs * (size_t)ne1);
+	ct.d = d_w;
+	d_rows = dev_put(rows, sizeof(int32_t) * (size_t)ne1);
+	d_out = dev_put(NULL, sizeof(float) * (size_t)(ne0 * ne1));
+	if (cuda_op_get_rows(ctx, &ct, d_rows, (int32_t)ne1, d_out, err,
+	                     sizeof(err)) != 0 ||
+	    dev_get(ctx, got, d_out, sizeof(float) * (size_t)(ne0 * ne1))) {
+		tap_ok(0, "%s get_rows: %s", qtype_name(t), err);
+		goto out;
+	}
+	for (int64_t r = 0; r < ne1; r++)
+		for (int64_t i = 0; i < ne0; i++)
+			diff += f16_f32_bits(got[r * ne0 + i]) !=
+			        f16_f32_bits(wf[(ne1 - 1 - r) * ne0 + i]);
+	tap_ok(diff == 0, "%s %lldx%lld dequantization bit-exact (%lld differ)",
+	       qtype_name(t), (long long)ne0, (long long)ne1, (long long)diff);
+
+	fill_unif(x, (size_t)(512 * ne0), -1.0f, 1.0f);
+	for (int32_t tt = 0; tt < 512; tt++)
+		for (int64_t r = 0; r < ne1; r++) {
+			double s = 0;
+
+			for (int64_t i = 0; i < ne0; i++)
+				s += (double)wf[r * ne0 + i] * x[tt * ne0 + i];
+			ycpu[tt * ne1 + r] = (float)s;
+		}
+	d_x = dev_put(x, sizeof(float) * (size_t)(512 * ne0));
+	d_y = dev_put(NULL, sizeof(float) * (size_t)(512 * ne1));
+	for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+		for (int force = 1; force <= 2; force++) {
+			int32_t n = toks[k];
+			double e, tol = force == 1 ? TOL_F32 : TOL_F16;
+
+			if (force == 1 && n == 512 && ne0 * ne1 > 100000)
+				continue; /* slow and no different from 7 */
+			cudaMemset(d_y, 0xff, sizeof(float) * (size_t)n * ne1);
+			if (cuda_op_matmul(ctx, &ct, d_x, n, d_y, force, err,
+			                   sizeof(err)) != 0 ||
+			    dev_get(ctx, ygpu, d_y,
+			            sizeof(float) * (size_t)n * ne1)) {
+				tap_ok(0, "%s matmul: %s", qtype_name(t), err);
+				continue;
+			}
+			e = nmse(ygpu, ycpu, (size_t)n * ne1);
+			tap_ok(e <= tol,
+			       "%s matmul %lldx%lld, %d tokens, %s: nmse %.3g "
+			       "(<= %g)",
+			       qtype_name(t), (long long)ne1, (long long)ne0, n,
+			       force == 1 ? "mat-vec" : "cuBLAS fp16", e, tol);
+		}
+	}
+	cudaFree(d_x);
+	cudaFree(d_y);
+out:
+	cudaFree(d_w);
+	cudaFree(d_rows);
+	cudaFree(d_out);
+	free(w);
+	free(wf);
+	free(got);
+	free(rows);
+	free(x);
+	free(ycpu);
+	free(ygpu);
+}
+
+/* RMSNorm, bias, residual add, SwiGLU: fp32 element-wise. */
+static void test_elementwise(struct cuda_ctx *ctx)
+{
+	enum { N = 999, T = 7 };
+	static float x[T * N], w[N], y[T * N], ref[T * N], got[T * N];
+	char err[512] = "";
+	float *d_x, *d_w, *d_y, *d_o;
+	int rc;
+
+	fill_unif(x, T * N, -3.0f, 3.0f);
+	fill_unif(w, N, 0.5f, 1.5f);
+	fill_unif(y, T * N, -3.0f, 3.0f);
+	d_x = dev_put(x, sizeof(x));
+	d_w = dev_put(w, sizeof(w));
+	d_y = dev_put(y, sizeof(y));
+	d_o = dev_put(NULL, sizeof(x));
+
+	for (int t = 0; t < T; t++) {
+		double ss = 0;
+
+		for (int i = 0; i < N; i++)
+			ss += (double)x[t * N + i] * x[t * N + i];
+		float sc = (float)(1.0 / sqrt(ss / N + 1e-5));
+		for (int i = 0; i < N; i++)
+			ref[t * N + i] = x[t * N + i] * sc * w[i];
+	}
+	rc = cuda_op_rmsnorm(ctx, d_x, d_w, N, T, 1e-5f, d_o, err, sizeof(err));
+	rc = rc || dev_get(ctx, got, d_o, sizeof(got));
+	tap_ok(!rc && nmse(got, ref, T * N) <= TOL_F32,
+	       "rmsnorm %d x %d: nmse %.3g %s", T, N, nmse(got, ref, T * N),
+	       err);
+
+	for (int i = 0; i < T * N; i++)
+		ref[i] = x[i] + w[i % N];
+	rc = cudaMemcpy(d_o, x, sizeof(x), cudaMemcpyHostToDevice) !=
+	     cudaSuccess;
+	rc = rc || cuda_op_add_bias(ctx, d_o, d_w, N, T, err, sizeof(err));
+	rc = rc || dev_get(ctx, got, d_o, sizeof(got));
+	tap_ok(!rc && nmse(got, ref, T * N) <= TOL_F32,
+	       "bias add: nmse %.3g %s", nmse(got, ref, T * N), err);
+
+	for (int i = 0; i < T * N; i++)
+		ref[i] = x[i] + y[i];
+	rc = cudaMemcpy(d_o, x, sizeof(x), cudaMemcpyHostToDevice) !=
+	     cudaSuccess;
+	rc = rc || cuda_op_add(ctx, d_o, d_y, T * N, err, sizeof(err));
+	rc = rc || dev_get(ctx, got, d_o, sizeof(got));
+	tap_ok(!rc && nmse(got, ref, T * N) <= TOL_F32,
+	       "residual add: nmse %.3g %s", nmse(got, ref, T * N), err);
+
+	for (int i = 0; i < T * N; i++)
+		ref[i] = x[i] / (1.0f + expf(-x[i])) * y[i];
+	rc = cudaMemcpy(d_o, x, sizeof(x), cudaMemcpyHostToDevice) !=
+	     cudaSuccess;
+	rc = rc || cuda_op_swiglu(ctx, d_o, d_y, T * N, err, sizeof(err));
+	rc = rc || dev_get(ctx, got, d_o, sizeof(got));
+	tap_ok(!rc && nmse(got, ref, T * N) <= TOL_F32, "swiglu: nmse %.3g %s",
+	       nmse(got, ref, T * N), err);
+	cudaFree(d_x);
+	cudaFree(d_w);
+	cudaFree(d_y);
+	cudaFree(d_o);
+}
+
+/* RoPE in both styles, full and partial rotation, with and without
+ * frequency factors; backend_cpu.c's formulas written out again. */
+static void test_rope(struct cuda_ctx *ctx, int neox, int n_rot, int factors)
+{
+	enum { T = 7, H = 3, HD = 64, POS0 = 1000 };
+	static float x[T * H * HD], ref[T * H * HD], got[T * H * HD];
+	double inv[HD / 2];
+	char err[512] = "";
+	void *d_x, *d_inv;
+	int rc;
+
+	for (int i = 0; i < n_rot / 2; i++) {
+		inv[i] = pow(10000.0, -2.0 * i / n_rot) * 0.5;
+		if (factors)
+			inv[i] /= 1.0 + i % 7;
+	}
+	fill_unif(x, T * H * HD, -2.0f, 2.0f);
+	memcpy(ref, x, sizeof(x));
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			float *v = ref + (t * H + h) * HD;
+
+			for (int i = 0; i < n_rot / 2; i++) {
+				double th = (double)(POS0 + t) * inv[i];
+				float c = (float)cos(th), s = (float)sin(th);
+				int a = neox ? i : 2 * i;
+				int b = neox ? i + n_rot / 2 : 2 * i + 1;
+				float x0 = v[a], x1 = v[b];
+
+				v[a] = x0 * c - x1 * s;
+				v[b] = x0 * s + x1 * c;
+			}
+		}
+	d_x = dev_put(x, sizeof(x));
+	d_inv = dev_put(inv, sizeof(inv));
+	rc = cuda_op_rope(ctx, d_x, T, H, HD, n_rot, d_inv, POS0, neox, err,
+	                  sizeof(err));
+	rc = rc || dev_get(ctx, got, d_x, sizeof(got));
+	tap_ok(!rc && nmse(got, ref, T * H * HD) <= TOL_F32,
+	       "rope %s n_rot %d%s: nmse %.3g %s", neox ? "neox" : "norm",
+	       n_rot, factors ? " rope_freqs" : "", nmse(got, ref, T * H * HD),
+	       err);
+	cudaFree(d_x);
+	cudaFree(d_inv);
+}
+
+/* KV store layout and causal GQA attention over N_TOK queries at POS0. */
+static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
+                           int n_tok, int pos0)
+{
+	const int n_layer = 2, il = 1, n_ctx = 600, n_pos = pos0 + n_tok;
+	const int kvd = n_kv * hd, group = n_head / n_kv;
+	size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
+	float *k = malloc(sizeof(float) * (size_t)n_pos * kvd);
+	float *v = malloc(sizeof(float) * (size_t)n_pos * kvd);
+	float *q = malloc(sizeof(float) * (size_t)n_tok * n_head * hd);
+	float *ref = malloc(sizeof(float) * (size_t)n_tok * n_head * hd);
+	float *got = malloc(sizeof(float) * (size_t)n_tok * n_head * hd);
+	uint16_t *kc = malloc(2 * cache);
+	double *att = malloc(sizeof(double) * (size_t)n_pos);
+	char err[512] = "";
+	void *d_k, *d_v, *d_q, *d_o, *d_kc, *d_vc;
+	long bad = 0;
+	int rc;
+
+	fill_unif(k, (size_t)n_pos * kvd, -2.0f, 2.0f);
+	fill_unif(v, (size_t)n_pos * kvd, -2.0f, 2.0f);
+	fill_unif(q, (size_t)n_tok * n_head * hd, -2.0f, 2.0f);
+	for (size_t i = 0; i < (size_t)n_pos * kvd; i++) { /* fp16-exact */
+		k[i] = f16_to_f32(f32_to_f16(k[i]));
+		v[i] = f16_to_f32(f32_to_f16(v[i]));
+	}
+	for (int t = 0; t < n_tok; t++)
+		for (int h = 0; h < n_head; h++) {
+			const float *qv = q + ((size_t)t * n_head + h) * hd;
+			float *o = ref + ((size_t)t * n_head + h) * hd;
+			int kvh = h / group, pos = pos0 + t;
+			double mx = -INFINITY, sum = 0;
+
+			for (int i = 0; i <= pos; i++) {
+				double d = 0;
+
+				for (int e = 0; e < hd; e++)
+					d += (double)qv[e] *
+					     k[(size_t)i * kvd + kvh * hd + e];
+				att[i] = d / sqrt((double)hd);
+				mx = att[i] > mx ? att[i] : mx;
+			}
+			for (int i = 0; i <= pos; i++)
+				sum += att[i] = exp(att[i] - mx);
+			for (int e = 0; e < hd; e++) {
+				double acc = 0;
+
+				for (int i = 0; i <= pos; i++)
+					acc +=
+					    att[i] *
+					    v[(size_t)i * kvd + kvh * hd + e];
+				o[e] = (float)(acc / sum);
+			}
+		}
+	d_k = dev_put(k, sizeof(float) * (size_t)n_pos * kvd);
+	d_v = dev_put(v, sizeof(float) * (size_t)n_pos * kvd);
+	d_q = dev_put(q, sizeof(float) * (size_t)n_tok * n_head * hd);
+	d_o = dev_put(NULL, sizeof(float) * (size_t)n_tok * n_head * hd);
+	d_kc = dev_put(NULL, 2 * cache);
+	d_vc = dev_put(NULL, 2 * cache);
+	rc = cuda_op_kv_store(ctx, d_k, d_v, n_pos, n_kv, hd, n_ctx, il, 0,
+	                      d_kc, d_vc, err, sizeof(err));
+	rc = rc || dev_get(ctx, kc, d_kc, 2 * cache);
+	for (int i = 0; !rc && i < n_pos; i++)
+		for (int h = 0; h < n_kv; h++)
+			for (int e = 0; e < hd; e++)
+				bad +=
+				    kc[(((size_t)il * n_kv + h) * n_ctx + i) *
+				           hd +
+				       e] !=
+				    f32_to_f16(k[(size_t)i * kvd + h * hd + e]);
+	tap_ok(!rc && bad == 0,
+	       "kv_store layout [layer][kv_head][pos][dim], %d positions "
+	       "(%ld wrong) %s",
+	       n_pos, bad, err);
+	rc =
+	    rc || cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head, n_kv,
+	                            hd, n_ctx, il, pos0, d_o, err, sizeof(err));
+	rc = rc || dev_get(ctx, got, d_o,
+	                   sizeof(float) * (size_t)n_tok * n_head * hd);
+	double e = rc ? 1 : nmse(got, ref, (size_t)n_tok * n_head * hd);
+	tap_ok(!rc && e <= TOL_F32,
+	       "attention heads %d/%d head_dim %d, %d queries at %d: nmse "
+	       "%.3g %s",
+	       n_head, n_kv, hd, n_tok, pos0, e, err);
+	cudaFree(d_k);
+	cudaFree(d_v);
+	cudaFree(d_q);
+	cudaFree(d_o);
+	cudaFree(d_kc);
+	cudaFree(d_vc);
+	free(k);
+	free(v);
+	free(q);
+	free(ref);
+	free(got);
+	free(kc);
+	free(att);
+}
+
+int main(void)
+{
+	struct cuda_ctx ctx;
+	char err[512] = "";
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+		return tap_skip_all("no CUDA device");
+	/* a small fp16 weight scratch, so big matrices take several chunks */
+	if (cuda_ctx_init(&ctx, 100000, 512 * 1024, err, sizeof(err)) != 0) {
+		printf("Bail out! %s\n", err);
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
+		uint32_t t = all_types[i];
+		int k = qtype_get(t)->blck_size == 256;
+
+		test_type(&ctx, t, k ? 768 : 288, 333);
+		if (t == QTYPE_F32 || t == QTYPE_F16 || t == QTYPE_BF16)
+			test_type(&ctx, t, 37, 5); /* odd row length */
+		else
+			test_type(&ctx, t, k ? 256 : 32, 1);
+	}
+	test_elementwise(&ctx);
+	for (int neox = 0; neox <= 1; neox++) {
+		test_rope(&ctx, neox, 64, 0);
+		test_rope(&ctx, neox, 32, 1);
+	}
+	test_attention(&ctx, 6, 2, 64, 512, 0); /* prefill */
+	test_attention(&ctx, 6, 2, 64, 7, 40);  /* a chunk after a prefix */
+	test_attention(&ctx, 6, 2, 64, 1, 333); /* decode */
+	test_attention(&ctx, 4, 4, 80, 3, 100); /* head_dim not 32k, MHA */
+	test_attention(&ctx, 8, 1, 128, 5, 31); /* MQA, chunk boundary */
+	cuda_ctx_free(&ctx);
+	return tap_done();
+}
