@@ -29,6 +29,7 @@
  */
 #include "cuda_check.cuh"
 #include "cuda_ops.h"
+#include "cuda_select.h"
 
 #include <cuda_fp16.h>
 #include <math.h>
@@ -79,6 +80,9 @@ struct cu_state {
 	uint16_t *kc, *vc; /* KV cache, fp16 */
 
 	int32_t host_logits_cap; /* rows allocated in e->logits */
+	bool host_valid;         /* e->logits holds the last eval's rows */
+	struct cuda_select sel;  /* the select step's buffers */
+	int sel_ok;              /* sel allocated */
 };
 
 /* 256-byte aligned size (cudaMalloc's alignment; any block type fits). */
@@ -352,9 +356,13 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 		    cuda_op_matmul(x, &s->output, s->xb, n_out, s->logits, 0,
 		                   err, errlen))
 			return -1;
-		CUDA_TRY(cudaMemcpyAsync(host_logits, s->logits, bytes,
-		                         cudaMemcpyDeviceToHost, x->stream),
-		         err, errlen);
+		/* one row stays on the device for select; all rows of a
+		   chunk (ENGINE_EVAL_ALL) come back, the buffer is reused */
+		if (host_logits != NULL)
+			CUDA_TRY(cudaMemcpyAsync(host_logits, s->logits, bytes,
+			                         cudaMemcpyDeviceToHost,
+			                         x->stream),
+			         err, errlen);
 	}
 	CUDA_TRY(cudaStreamSynchronize(x->stream), err, errlen);
 	return 0;
@@ -414,22 +422,70 @@ static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		int32_t m = n - done < s->n_batch ? n - done : s->n_batch;
 		bool last = done + m == n;
 		int32_t n_out = all ? m : (last && !none ? 1 : 0);
-		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
+		float *dst = all ? e->logits + (size_t)done * nv : NULL;
 
 		if (cu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
 		                     dst, n_out, err, errlen))
 			return -1;
 	}
 	e->n_logits = all ? n : none ? 0 : 1;
+	s->host_valid = all;
 	return 0;
 }
 
-/* engine_ops.logits: the rows cu_eval copied to the host. */
+/* Select over the host copy of an ENGINE_EVAL_ALL eval's last row. */
+static int cu_select_host(struct engine *e, const struct engine_select_req *q,
+                          char *err, size_t errlen)
+{
+	int32_t nv = e->model->cfg.n_vocab;
+
+	return engine_select_row(e->logits + (size_t)(e->n_logits - 1) * nv, nv,
+	                         q, &e->sel, err, errlen);
+}
+
+/* engine_ops.logits: the full row read on request (ENGINE_EVAL_ALL rows
+   came back during the eval). */
+static int cu_logits_fetch(struct engine *e, char *err, size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	size_t bytes = (size_t)e->model->cfg.n_vocab * sizeof(float);
+
+	if (s->host_valid)
+		return 0;
+	CUDA_TRY(cudaMemcpyAsync(e->logits, s->logits, bytes,
+	                         cudaMemcpyDeviceToHost, s->ctx.stream),
+	         err, errlen);
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	s->host_valid = true;
+	return 0;
+}
+
 static const float *cu_logits(struct engine *e, char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
-	return e->logits;
+	return cu_logits_fetch(e, err, errlen) == 0 ? e->logits : NULL;
+}
+
+/* engine_ops.select: on the device row, only the answer comes back. */
+static int cu_select(struct engine *e, const struct engine_select_req *q,
+                     char *err, size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	const float *row = s->logits;
+
+	if (s->host_valid) /* ENGINE_EVAL_ALL: the last chunk's last row */
+		return cu_select_host(e, q, err, errlen);
+	return cuda_select_run(&s->sel, s->ctx.stream, row, q, &e->sel, err,
+	                       errlen);
+}
+
+/* engine_ops.bandwidth: device memory, measured now. */
+static int cu_bandwidth(struct engine *e, double *bytes_per_s, char *err,
+                        size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	return cuda_read_bandwidth(bytes_per_s, err, errlen);
 }
 
 /* ------------------------------------------------------------ KV state */
@@ -530,6 +586,8 @@ static void cu_close(struct engine *e)
 			cudaStreamSynchronize(s->ctx.stream);
 			cuda_ctx_free(&s->ctx);
 		}
+		if (s->sel_ok)
+			cuda_select_free(&s->sel);
 		void *bufs[] = {s->arena, s->tok,    s->x,  s->xb, s->q,
 		                s->k,     s->v,      s->o,  s->hb, s->hb2,
 		                s->y,     s->logits, s->kc, s->vc};
@@ -651,8 +709,10 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	}
 	if (cu_upload(m, s, err, errlen) != 0 ||
 	    cu_host_logits(e, s, 1, err, errlen) != 0 ||
-	    cu_dev_logits(e, s, 1, err, errlen) != 0)
+	    cu_dev_logits(e, s, 1, err, errlen) != 0 ||
+	    cuda_select_init(&s->sel, c->n_vocab, err, errlen) != 0)
 		goto fail;
+	s->sel_ok = 1;
 	e->kv_elem_bytes = sizeof(uint16_t); /* fp16 cache */
 	e->mem_bytes = need;
 	return 0;
@@ -664,6 +724,6 @@ fail:
 /* Positional (C++): name, open, eval, logits, select, kv_bytes, kv_save,
    kv_load, bandwidth, close - the order of struct engine_ops. */
 extern "C" const struct engine_ops backend_cuda_ops = {
-    "cuda",      cu_open,    cu_eval,    cu_logits, NULL,
-    cu_kv_bytes, cu_kv_save, cu_kv_load, NULL,      cu_close,
+    "cuda",      cu_open,    cu_eval,    cu_logits,    cu_select,
+    cu_kv_bytes, cu_kv_save, cu_kv_load, cu_bandwidth, cu_close,
 };

@@ -1,0 +1,64 @@
+/*
+ * cuda_select.h - the engine's select step (engine.h) on the device: the
+ * penalised top-k, the raw top-n, the log-sum-exp and entropy of a logits
+ * row that stays in device memory. Only the few numbers come back.
+ *
+ * The answer is the reference's (engine_select_row, src/engine_select.c)
+ * exactly: the same ids in the same order with the same penalised logits
+ * (the penalty is computed with the same rounding, no contraction), and
+ * the sums to double rounding. tests/t_cuda_select.c checks it.
+ */
+#ifndef PARLEY_CUDA_SELECT_H
+#define PARLEY_CUDA_SELECT_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device and pinned host buffers of the select step, for one vocabulary
+   size (allocated once, at open). */
+struct cuda_select {
+	int32_t n_vocab; /* row length */
+	float *d_pen;    /* [n_vocab] the penalised row */
+	int32_t *d_win;  /* [win_cap * 2] distinct window ids, counts */
+	size_t win_cap;  /* entries of d_win / h_win */
+	void *d_out;     /* the result block (see cuda_select.cu) */
+	void *h_out;     /* its pinned host copy */
+	int32_t *h_win;  /* [win_cap * 2] pinned staging of the window */
+	int32_t *h_sort; /* [win_cap] host scratch: the window, sorted */
+};
+
+/* Allocate for rows of N_VOCAB. Returns 0, or -1 with a message. */
+int cuda_select_init(struct cuda_select *cs, int32_t n_vocab, char *err,
+                     size_t errlen);
+
+/* Free everything (NULL pointers allowed; CS is zeroed). */
+void cuda_select_free(struct cuda_select *cs);
+
+/*
+ * Select Q from the row D_ROW (n_vocab floats in device memory) into B,
+ * on STREAM, and wait for it. Returns 0, or -1 with a message (the
+ * reference's messages for NaN, +inf and an all -inf row; a CUDA error).
+ */
+int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
+                    const float *d_row, const struct engine_select_req *q,
+                    struct engine_select_buf *b, char *err, size_t errlen);
+
+/*
+ * Read bandwidth of device memory: the best of a few passes of a
+ * read-only reduction over a buffer far larger than the L2 cache.
+ * Returns 0 with *BYTES_PER_S, or -1 with a message.
+ */
+int cuda_read_bandwidth(double *bytes_per_s, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_CUDA_SELECT_H */
