@@ -140,7 +140,9 @@ static int replay(const char *rel, int gguf_files)
 			    (t == NULL && err[0] == '\0'))
 				bad++;
 			tok_free(t);
-		} else if (len > 0 && n_toks > 0) {
+		} else if (n_toks == 0) {
+			n--; /* no vocabulary to replay it with: not replayed */
+		} else if (len > 0) {
 			size_t k = (unsigned char)data[0] % n_toks;
 
 			if (tok_fuzz_check(toks[k], nfcs[k], data + 1,
