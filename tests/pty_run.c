@@ -5,15 +5,20 @@
  *   pty_run [-t SECONDS] SCRIPT -- PROGRAM [ARGS...]
  *
  * SCRIPT lines (a '#' line is a comment):
- *   expect TEXT    wait until the output since the last match holds TEXT,
- *                  then 250 ms more (the program reaches its read)
+ *   expect TEXT    wait until the output since the last match holds TEXT
  *   send TEXT      type TEXT and Enter
  *   type TEXT      type TEXT without Enter
  *   ctrl X         type Ctrl-X (ctrl C, ctrl D)
- *   sleep MS       wait
  *   wait           wait for the program to exit (its status is ours)
+ * Keys (send, type, ctrl other than C) are typed only once the program is
+ * in its line editor's read, which is observed, not waited for: libedit
+ * puts the terminal in non-canonical mode for el_gets and back to
+ * canonical mode after it, and the pty's master reads the terminal's
+ * mode (tcgetattr). Keys typed earlier would be echoed by the terminal
+ * itself, out of order. Ctrl-C needs no wait: the terminal turns it into
+ * SIGINT in either mode.
  * The transcript (carriage returns removed) goes to stdout; errors and a
- * timeout (default 120 s per expect/wait) to stderr with status 3.
+ * hang guard (default 120 s per expect/wait) to stderr with status 3.
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,17 +75,30 @@ static int pump(int ms)
 	return 1;
 }
 
-/* Let the program reach its read (libedit sets the terminal to raw mode
-   after it prints the prompt; keys typed before that would be echoed by
-   the terminal itself, out of order): read on for SETTLE_MS. */
-#define SETTLE_MS 250
-static void settle(void)
+/* Wait until the program reads in its line editor: the terminal is in
+   non-canonical mode (see the top). Reads on meanwhile. */
+static void editor_read(void)
 {
-	double end = now_s() + SETTLE_MS / 1e3;
+	double end = now_s() + timeout_s;
+	struct termios t;
 
-	while (now_s() < end)
-		if (pump(10) < 0)
+	for (;;) {
+		if (tcgetattr(master, &t) != 0) {
+			perror("pty_run: tcgetattr");
+			kill(child, SIGKILL);
+			exit(3);
+		}
+		if (!(t.c_lflag & ICANON))
 			return;
+		if (now_s() > end || pump(10) < 0) {
+			fprintf(stderr,
+			        "pty_run: %s waiting for the program "
+			        "to read a line\n",
+			        now_s() > end ? "timeout" : "end of output");
+			kill(child, SIGKILL);
+			exit(3);
+		}
+	}
 }
 
 /* Wait until the output since the last match contains TEXT. */
@@ -96,7 +115,6 @@ static void expect(const char *text)
 
 			memmove(seen, at + strlen(text), keep + 1);
 			n_seen = keep;
-			settle();
 			return;
 		}
 		if (now_s() > end || pump(100) < 0) {
@@ -164,19 +182,18 @@ int main(int argc, char **argv)
 		if (strncmp(line, "expect ", 7) == 0) {
 			expect(line + 7);
 		} else if (strncmp(line, "send ", 5) == 0) {
+			editor_read();
 			type(line + 5, strlen(line + 5));
 			type("\r", 1);
 		} else if (strncmp(line, "type ", 5) == 0) {
+			editor_read();
 			type(line + 5, strlen(line + 5));
 		} else if (strncmp(line, "ctrl ", 5) == 0) {
 			char c = (char)(line[5] & 0x1f);
 
+			if (c != 0x03)
+				editor_read();
 			type(&c, 1);
-		} else if (strncmp(line, "sleep ", 6) == 0) {
-			double end = now_s() + atoi(line + 6) / 1e3;
-
-			while (now_s() < end)
-				pump(10);
 		} else if (strcmp(line, "wait") == 0) {
 			double end = now_s() + timeout_s;
 

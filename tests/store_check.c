@@ -1,19 +1,25 @@
 /*
  * store_check.c - the checker of the kill -9 test (see t_store_kill.sh).
  *
- * usage: store_check DB IDSFILE KILL_MS
+ * usage: store_check DB IDSFILE OUTFILE
  *
  * Opens DB with the plain SQLite API (nothing else is trusted) and checks:
  * PRAGMA integrity_check = ok, no foreign key violations, the FTS index
  * consistent with the messages; every message listed in IDSFILE (complete
- * lines "u|a ID BYTES") present, finished, and of that length. Then it
- * measures the text lost: KILL_MS minus the newest " t<ms>" stamp saved
- * in the newest assistant messages. Prints one line
- *   ok ids=N lost_ms=L in_progress=0|1
+ * lines "u|a ID BYTES") present, finished, and of that length; every
+ * assistant message holds the text tests/store_kill.h prescribes, whole
+ * chunks of it (all of them when finished, a prefix when in progress).
+ * OUTFILE is what the writer printed ("c ID K" per chunk): for the reply
+ * it was writing when killed, the stored chunks S and the printed ones P
+ * must satisfy S <= P and S >= the last multiple of STORE_KILL_SAVE_EVERY
+ * below P (every save made before the last printed chunk survived).
+ * Prints one line
+ *   ok ids=N replies=R in_progress=0|1 printed=P stored=S
  * and exits 0, or prints the failure and exits 1. Finally it opens the
  * database through store_open() to prove the store accepts it again.
  */
 #include "store.h"
+#include "store_kill.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -27,19 +33,46 @@ static int fail(const char *what, const char *a, long long b)
 	return 1;
 }
 
-/* The largest " t<digits>" stamp in S, or -1. */
-static long long last_stamp(const char *s)
+/* How many whole chunks of reply ID the text S (LEN bytes) is, or -1
+   when it is not exactly the first chunks of that reply. */
+static int whole_chunks(int64_t id, const char *s, size_t len)
 {
-	long long best = -1;
+	char chunk[64];
+	size_t at = 0;
+	int k;
 
-	for (const char *p = s; (p = strstr(p, " t")); p += 2) {
-		char *end;
-		long long v = strtoll(p + 2, &end, 10);
+	for (k = 0; at < len && k < store_kill_chunks(id); k++) {
+		int n = store_kill_chunk(chunk, sizeof(chunk), id, k);
 
-		if (end > p + 2 && v > best)
-			best = v;
+		if (len - at < (size_t)n || memcmp(s + at, chunk, (size_t)n))
+			return -1;
+		at += (size_t)n;
 	}
-	return best;
+	return at == len ? k : -1;
+}
+
+/* The last "c ID K" line of the writer's output FILE: *ID, *K (or -1). */
+static int last_printed(const char *file, long long *id, int *k)
+{
+	FILE *f = fopen(file, "r");
+	char line[128];
+
+	*id = -1;
+	*k = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		long long i;
+		int c;
+
+		if (strchr(line, '\n') &&
+		    sscanf(line, "c %lld %d", &i, &c) == 2) {
+			*id = i;
+			*k = c;
+		}
+	}
+	fclose(f);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -48,15 +81,17 @@ int main(int argc, char **argv)
 	sqlite3_stmt *s;
 	FILE *f;
 	char line[128], err[512];
-	long long kill_ms, stamp = -1, n_ids = 0;
-	int in_progress = 0;
+	long long n_ids = 0, n_replies = 0, cur_id;
+	int in_progress = 0, printed = 0, stored = -1, cur_k;
 	struct store *st;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: store_check DB IDSFILE KILL_MS\n");
+		fprintf(stderr, "usage: store_check DB IDSFILE OUTFILE\n");
 		return 2;
 	}
-	kill_ms = strtoll(argv[3], NULL, 10);
+	if (last_printed(argv[3], &cur_id, &cur_k))
+		return fail("cannot read", argv[3], 0);
+	printed = cur_k + 1;
 	if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READWRITE, NULL))
 		return fail("open", argv[1], 0);
 	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) ||
@@ -106,27 +141,57 @@ int main(int argc, char **argv)
 	fclose(f);
 	sqlite3_finalize(s);
 
+	/* every reply: whole chunks of its text, all of them when finished */
 	sqlite3_prepare_v2(db,
-	                   "SELECT content, finish IS NULL FROM messages "
-	                   "WHERE role = 'assistant' ORDER BY id DESC LIMIT 2",
+	                   "SELECT id, CAST(content AS BLOB), finish IS NULL "
+	                   "FROM messages WHERE role = 'assistant' ORDER BY id",
 	                   -1, &s, NULL);
-	for (int i = 0; sqlite3_step(s) == SQLITE_ROW; i++) {
-		long long t =
-		    last_stamp((const char *)sqlite3_column_text(s, 0));
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(s, 0);
+		const char *c = sqlite3_column_blob(s, 1);
+		size_t len = (size_t)sqlite3_column_bytes(s, 1);
+		int open = sqlite3_column_int(s, 2);
+		int k = whole_chunks(id, c ? c : "", len);
 
-		if (i == 0)
-			in_progress = sqlite3_column_int(s, 1);
-		if (t > stamp)
-			stamp = t;
+		if (k < 0)
+			return fail(
+			    "reply text is not whole chunks of what was "
+			    "written",
+			    "id", id);
+		if (!open && k != store_kill_chunks(id))
+			return fail("finished reply incomplete", "id", id);
+		if (id == cur_id) {
+			in_progress = open;
+			stored = k;
+		}
+		n_replies++;
 	}
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 
+	/* the reply being written at the kill: no save lost, nothing more
+	   stored than was written */
+	if (cur_id >= 0) {
+		int saved = printed - 1 - (printed - 1) % STORE_KILL_SAVE_EVERY;
+
+		if (stored < 0)
+			return fail("the reply being written is missing", "id",
+			            cur_id);
+		if (in_progress && (stored > printed || stored < saved)) {
+			snprintf(err, sizeof(err),
+			         "reply in progress holds %d chunks; %d were "
+			         "printed, %d saved before the last of them",
+			         stored, printed, saved);
+			return fail("lost a save", err, cur_id);
+		}
+	}
+
 	if (store_open(argv[1], 0, &st, err, sizeof(err)) != STORE_OK)
 		return fail("store_open after the kill", err, 0);
 	store_close(st);
-	printf("ok ids=%lld lost_ms=%lld in_progress=%d\n", n_ids,
-	       stamp < 0 ? -1 : (kill_ms > stamp ? kill_ms - stamp : 0),
-	       in_progress);
+	printf("ok ids=%lld replies=%lld in_progress=%d printed=%d "
+	       "stored=%d\n",
+	       n_ids, n_replies, in_progress, cur_id >= 0 ? printed : 0,
+	       stored < 0 ? 0 : stored);
 	return 0;
 }

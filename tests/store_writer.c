@@ -3,17 +3,22 @@
  *
  * usage: store_writer DB IDSFILE
  *
- * Loops until killed (or 60 s): appends a user message, then streams an
- * assistant reply into the database the way the session does: every 5 ms
- * a chunk " t<unix ms>" is generated, every 50 ms the whole text so far is
- * saved with store_msg_update(), and the reply is finished after 20-60
- * chunks. After each commit of a finished message it appends
- * "u|a ID BYTES\n" to IDSFILE and fsyncs it, so the checker knows which
- * messages must survive and how long they are.
+ * Appends a user message, then streams an assistant reply into the
+ * database the way the session does (store_msg_begin, store_msg_update
+ * with the whole text so far, store_msg_finish), and again, up to
+ * STORE_WRITER_REPLIES times or until killed. The replies' text and the
+ * save points are those of tests/store_kill.h: a save every
+ * STORE_KILL_SAVE_EVERY chunks, each chunk printed on stdout ("c ID K")
+ * before that save, so the test kills by progress (tests/kill_at) and the
+ * checker knows what must be there. After each commit of a finished
+ * message it appends "u|a ID BYTES\n" to IDSFILE and fsyncs it, so the
+ * checker knows which messages must survive and how long they are.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "store.h"
+#include "store_kill.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +26,28 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHUNK_MS 5
-#define SAVE_MS  50
+#define STORE_WRITER_REPLIES 1000
+#define STORE_WRITER_PACE_MS 5 /* between chunks: only paces the output */
 
 static void die(const char *what, const char *err)
 {
 	fprintf(stderr, "store_writer: %s: %s\n", what, err);
 	exit(1);
+}
+
+/* Write all of P to FD. */
+static void put(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			die("write", "failed");
+		p += w;
+		n -= (size_t)w;
+	}
 }
 
 static void report(int fd, char kind, int64_t id, size_t len)
@@ -36,8 +56,9 @@ static void report(int fd, char kind, int64_t id, size_t len)
 	int n = snprintf(line, sizeof(line), "%c %lld %zu\n", kind,
 	                 (long long)id, len);
 
-	if (write(fd, line, (size_t)n) != n || fsync(fd) != 0)
-		die("ids file", "write failed");
+	put(fd, line, (size_t)n);
+	if (fsync(fd) != 0)
+		die("ids file", "fsync failed");
 }
 
 int main(int argc, char **argv)
@@ -46,8 +67,7 @@ int main(int argc, char **argv)
 	struct store *st;
 	struct store_conv_new cn = {.title = "writer",
 	                            .model_path = "/dev/null"};
-	int64_t conv, id, start = store_now_ms();
-	uint64_t rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
+	int64_t conv, id;
 	size_t len = 0, cap = 1 << 16;
 	int fd;
 
@@ -65,7 +85,7 @@ int main(int argc, char **argv)
 	text = malloc(cap);
 	if (!text)
 		die("malloc", "out of memory");
-	for (int q = 0; store_now_ms() - start < 60000; q++) {
+	for (int q = 0; q < STORE_WRITER_REPLIES; q++) {
 		char buf[64];
 		int n = snprintf(buf, sizeof(buf), "question %d", q);
 		struct store_msg_new m = {.conv_id = conv,
@@ -75,7 +95,6 @@ int main(int argc, char **argv)
 		                          .len = (size_t)n,
 		                          .finish = STORE_FINISH_STOP};
 		struct store_msg_stats stats = {0};
-		int64_t last_save;
 		int chunks;
 
 		if (store_msg_append(st, &m, &id, err, sizeof(err)))
@@ -85,24 +104,23 @@ int main(int argc, char **argv)
 		                    STORE_ROLE_ASSISTANT, &id, err,
 		                    sizeof(err)))
 			die("begin", err);
-		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-		chunks = 20 + (int)((rng >> 33) % 41);
+		chunks = store_kill_chunks(id);
 		len = 0;
-		last_save = store_now_ms();
 		for (int c = 0; c < chunks; c++) {
-			struct timespec d = {0, CHUNK_MS * 1000000L};
-			int64_t now = store_now_ms();
+			struct timespec d = {0,
+			                     STORE_WRITER_PACE_MS * 1000000L};
 
 			if (len + 64 > cap)
 				die("text", "too long");
-			len += (size_t)snprintf(text + len, cap - len, " t%lld",
-			                        (long long)now);
-			if (now - last_save >= SAVE_MS) {
-				if (store_msg_update(st, id, text, len, err,
-				                     sizeof(err)))
-					die("update", err);
-				last_save = now;
-			}
+			len += (size_t)store_kill_chunk(text + len, cap - len,
+			                                id, c);
+			n = snprintf(buf, sizeof(buf), "c %lld %d\n",
+			             (long long)id, c);
+			put(1, buf, (size_t)n);
+			if ((c + 1) % STORE_KILL_SAVE_EVERY == 0 &&
+			    store_msg_update(st, id, text, len, err,
+			                     sizeof(err)))
+				die("update", err);
 			nanosleep(&d, NULL);
 		}
 		stats.n_tokens = chunks;
