@@ -625,7 +625,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		(void)cudaGetLastError();
-		snprintf(err, errlen, "no CUDA device (backend cuda)");
+		snprintf(err, errlen, "no CUDA device");
 		return -1;
 	}
 	if (c->head_dim_v != c->head_dim_k) {

@@ -29,6 +29,8 @@ static const struct config_opt config_opts[] = {
     {"system", CT_STR, 0, 0, 0, "system prompt"},
     {"template", CT_STR, 0, 0, 0, "chat template: name or .jinja file"},
     {"db", CT_STR, 0, 0, 0, "conversation database file"},
+    {"backend", CT_STR, 0, 0, 0,
+     "engine: auto (GPU when present), cuda or cpu (auto)"},
     {"temp", CT_FLOAT, 0, 100, CONFIG_SET_TEMP,
      "temperature, 0 = greedy (default 0.8)"},
     {"top-k", CT_INT, 0, 1e9, CONFIG_SET_TOP_K, "top-k, 0 = off (40)"},
@@ -70,6 +72,7 @@ void config_free(struct config *c)
 	free(c->system);
 	free(c->template_name);
 	free(c->db);
+	free(c->backend);
 	for (size_t i = 0; i < c->n_stops; i++)
 		free(c->stops[i]);
 	memset(c, 0, sizeof(*c));
@@ -221,7 +224,9 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 		if (config_str(strcmp(key, "model") == 0    ? &c->model
 		               : strcmp(key, "system") == 0 ? &c->system
 		               : strcmp(key, "db") == 0     ? &c->db
-		                                            : &c->template_name,
+		               : strcmp(key, "backend") == 0
+		                   ? &c->backend
+		                   : &c->template_name,
 		               value))
 			goto nomem;
 		return 0;

@@ -42,10 +42,11 @@ struct gguf_file;
 #define CONFIG_SET_REPEAT_N (1u << 5)
 
 struct config {
-	char *model;                   /* model file or NULL (owned) */
-	char *system;                  /* system prompt or NULL (owned) */
-	char *template_name;           /* template name/path or NULL (owned) */
-	char *db;                      /* database path or NULL (owned) */
+	char *model;         /* model file or NULL (owned) */
+	char *system;        /* system prompt or NULL (owned) */
+	char *template_name; /* template name/path or NULL (owned) */
+	char *db;            /* database path or NULL (owned) */
+	char *backend; /* engine backend or NULL: $PARLEY_BACKEND, else auto */
 	char *stops[CONFIG_MAX_STOPS]; /* stop strings (owned) */
 	size_t n_stops;                /* entries in stops */
 	struct sampler_config samp;    /* sampling options */

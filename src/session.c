@@ -240,8 +240,11 @@ static int session_load(struct session *s, const struct session_opts *o,
 	}
 	ep.n_ctx = n_ctx;
 	ep.n_threads = o->n_threads;
+	ep.backend = o->backend;
 	if (engine_open(s->model, &ep, &s->eng, err, errlen))
 		return -1;
+	if (engine_notice(s->eng) != NULL && o->notice != NULL)
+		o->notice(o->notice_ud, engine_notice(s->eng));
 	if (session_load_template(s, o->template_name, err, errlen))
 		return -1;
 	s->bos_text = session_special_text(s->tok, tok_bos(s->tok));

@@ -62,7 +62,8 @@ struct session_opts {
 	struct sampler_config sampling; /* sampler_config_default() first */
 	int32_t n_ctx;                  /* 0: min(model's, 4096) */
 	int32_t n_threads;              /* 0: online CPUs */
-	int32_t n_predict;              /* max reply tokens; <= 0: until full */
+	const char *backend; /* engine backend (engine_params); NULL: cpu */
+	int32_t n_predict;   /* max reply tokens; <= 0: until full */
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
 	size_t n_stops;                       /* entries used in stops */
 	struct store *store;              /* NULL: nothing stored (borrowed) */

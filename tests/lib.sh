@@ -5,6 +5,11 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 PARLEY=${PARLEY:-$top_builddir/parley}
+# The chat and CLI tests compare with the CPU reference's output; on a GPU
+# machine "auto" would pick the CUDA engine. Tests of the CUDA engine ask
+# for it by --backend.
+PARLEY_BACKEND=${PARLEY_BACKEND:-cpu}
+export PARLEY_BACKEND
 tap_n=0
 tap_failed=0
 

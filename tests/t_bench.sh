@@ -41,6 +41,18 @@ ok $? "-r 0: usage error (exit 2)"
 "$PARLEY" bench -m "$model" --backend tpu >/dev/null 2>"$out.err"
 [ $? -eq 1 ] && grep -q 'unknown backend "tpu" (available: .*cpu' "$out.err"
 ok $? "unknown backend: $(cat "$out.err")"
+# auto: the first backend that opens; falling back from a compiled-in GPU
+# backend (no device here, or no room) is said on stderr
+"$PARLEY" bench -m "$model" --backend auto -p 4 -n 2 -r 1 -t 1 >"$out" 2>"$out.err"
+st=$?
+got=$(sed -n 's/^backend: *\([a-z]*\),.*/\1/p' "$out")
+"$PARLEY" bench -m "$model" --backend tpu 2>&1 | grep -q 'cuda' && has_cuda=1 || has_cuda=0
+if [ "$got" = cpu ] && [ $has_cuda = 1 ]; then
+	[ $st -eq 0 ] && grep -q '^parley: cuda backend: .*; using the cpu backend$' "$out.err"
+else
+	[ $st -eq 0 ] && [ -n "$got" ] && ! [ -s "$out.err" ]
+fi
+ok $? "auto opened the $got backend (build with cuda: $has_cuda) $(cat "$out.err")"
 "$PARLEY" bench -m /nonexistent.gguf 2>"$out.err" >/dev/null
 [ $? -eq 1 ] && grep -q nonexistent "$out.err"
 ok $? "missing model: error names the file"

@@ -217,7 +217,11 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 
 			if (force == 1 && n == 512 && ne0 * ne1 > 100000)
 				continue; /* slow and no different from 7 */
-			cudaMemset(d_y, 0xff, sizeof(float) * (size_t)n * ne1);
+			/* on the op's stream: it does not wait for the
+			   legacy default stream (cudaStreamNonBlocking) */
+			cudaMemsetAsync(d_y, 0xff,
+			                sizeof(float) * (size_t)n * ne1,
+			                ctx->stream);
 			if (cuda_op_matmul(ctx, &ct, d_x, n, d_y, force, err,
 			                   sizeof(err)) != 0 ||
 			    dev_get(ctx, ygpu, d_y,

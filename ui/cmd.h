@@ -35,4 +35,8 @@ int cmd_rm(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 
+/* The engine backend when no --backend or config key names one:
+   $PARLEY_BACKEND if set and not empty, else "auto" (main.c). */
+const char *cmd_default_backend(void);
+
 #endif /* PARLEY_CMD_H */

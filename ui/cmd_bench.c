@@ -52,18 +52,20 @@ static double bench_now(void)
 
 static void bench_usage(FILE *f)
 {
-	fputs("usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
-	      "                    [--backend auto|cuda|cpu] [-t N]\n"
-	      "  -m FILE          GGUF model (default: the cache's SmolLM2)\n"
-	      "  -p N             prompt tokens to prefill (default 512)\n"
-	      "  -n N             tokens to decode (default 128)\n"
-	      "  -r N             repeats; figures are medians (default 5)\n"
-	      "  --depth N        tokens already in the cache (default 0)\n"
-	      "  --backend NAME   engine backend (default auto)\n"
-	      "  -t N             CPU threads (default: all cores)\n"
-	      "Prints load time, prefill and decode tokens/s, the memory the\n"
-	      "backend holds, and decode as a share of the bandwidth floor.\n",
-	      f);
+	fputs(
+	    "usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
+	    "                    [--backend auto|cuda|cpu] [-t N]\n"
+	    "  -m FILE          GGUF model (default: the cache's SmolLM2)\n"
+	    "  -p N             prompt tokens to prefill (default 512)\n"
+	    "  -n N             tokens to decode (default 128)\n"
+	    "  -r N             repeats; figures are medians (default 5)\n"
+	    "  --depth N        tokens already in the cache (default 0)\n"
+	    "  --backend NAME   auto, cuda or cpu (default: $PARLEY_BACKEND,\n"
+	    "                   else auto)\n"
+	    "  -t N             CPU threads (default: all cores)\n"
+	    "Prints load time, prefill and decode tokens/s, the memory the\n"
+	    "backend holds, and decode as a share of the bandwidth floor.\n",
+	    f);
 }
 
 /* A non-negative integer option, or -1. */

@@ -85,6 +85,7 @@ static const struct option chat_long[] = {
     {"seed", required_argument, NULL, OPT_KEY},
     {"ctx", required_argument, NULL, OPT_KEY},
     {"threads", required_argument, NULL, OPT_KEY},
+    {"backend", required_argument, NULL, OPT_KEY},
     {"stop", required_argument, NULL, OPT_KEY},
     {"save-kv", no_argument, NULL, OPT_KEY},
     {NULL, 0, NULL, 0},
@@ -109,40 +110,44 @@ static void chat_usage(FILE *fp, bool resume)
 		      " is not built\nyet), or with -p one message whose reply "
 		      "is printed on stdout.\n\n",
 		      fp);
-	fputs("Options:\n"
-	      "  -m, --model FILE        GGUF model (default: the cache's "
-	      "SmolLM2-135M)\n"
-	      "  -p, --prompt TEXT       one shot: send TEXT, print the reply,"
-	      " exit\n"
-	      "  -n, --n-predict N       reply limit in tokens, -1 = none "
-	      "(512)\n"
-	      "      --ctx N             context in tokens (model's, at most "
-	      "4096)\n"
-	      "      --system TEXT       system prompt\n"
-	      "      --system-preset NAME  a built-in system prompt "
-	      "(parley templates)\n"
-	      "      --template NAME     chat template: model's, chatml, or a "
-	      ".jinja file\n"
-	      "      --temp X            temperature, 0 = greedy (0.8)\n"
-	      "      --top-k N           top-k, 0 = off (40)\n"
-	      "      --top-p X           top-p, 1 = off (0.95)\n"
-	      "      --min-p X           min-p, 0 = off (0.05)\n"
-	      "      --repeat-penalty X  repetition penalty, 1 = off (1.0)\n"
-	      "      --repeat-last-n N   tokens the penalty looks back (64)\n"
-	      "      --seed N            sampler seed (default: the clock)\n"
-	      "      --stop TEXT         stop string (repeatable)\n"
-	      "      --threads N         CPU threads (all)\n"
-	      "      --save-kv           keep the KV cache with the "
-	      "conversation\n"
-	      "      --plain             the plain REPL even on a terminal\n"
-	      "      --no-store          do not store the conversation\n"
-	      "      --db FILE           conversation database\n"
-	      "      --config FILE       config file (default "
-	      "$XDG_CONFIG_HOME/parley/config)\n"
-	      "  -v, --verbose           speed, context and seed after each "
-	      "reply\n"
-	      "  -h, --help              this text\n",
-	      fp);
+	fputs(
+	    "Options:\n"
+	    "  -m, --model FILE        GGUF model (default: the cache's "
+	    "SmolLM2-135M)\n"
+	    "  -p, --prompt TEXT       one shot: send TEXT, print the reply,"
+	    " exit\n"
+	    "  -n, --n-predict N       reply limit in tokens, -1 = none "
+	    "(512)\n"
+	    "      --ctx N             context in tokens (model's, at most "
+	    "4096)\n"
+	    "      --system TEXT       system prompt\n"
+	    "      --system-preset NAME  a built-in system prompt "
+	    "(parley templates)\n"
+	    "      --template NAME     chat template: model's, chatml, or a "
+	    ".jinja file\n"
+	    "      --temp X            temperature, 0 = greedy (0.8)\n"
+	    "      --top-k N           top-k, 0 = off (40)\n"
+	    "      --top-p X           top-p, 1 = off (0.95)\n"
+	    "      --min-p X           min-p, 0 = off (0.05)\n"
+	    "      --repeat-penalty X  repetition penalty, 1 = off (1.0)\n"
+	    "      --repeat-last-n N   tokens the penalty looks back (64)\n"
+	    "      --seed N            sampler seed (default: the clock)\n"
+	    "      --stop TEXT         stop string (repeatable)\n"
+	    "      --threads N         CPU threads (all)\n"
+	    "      --backend NAME      engine: auto (GPU when present), cuda "
+	    "or cpu\n"
+	    "                          (default: $PARLEY_BACKEND, else auto)\n"
+	    "      --save-kv           keep the KV cache with the "
+	    "conversation\n"
+	    "      --plain             the plain REPL even on a terminal\n"
+	    "      --no-store          do not store the conversation\n"
+	    "      --db FILE           conversation database\n"
+	    "      --config FILE       config file (default "
+	    "$XDG_CONFIG_HOME/parley/config)\n"
+	    "  -v, --verbose           speed, context and seed after each "
+	    "reply\n"
+	    "  -h, --help              this text\n",
+	    fp);
 	if (resume)
 		fputs(
 		    "      --last              the most recent conversation\n",
@@ -462,6 +467,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.sampling = cfg.samp;
 	so.n_ctx = cfg.n_ctx;
 	so.n_threads = cfg.n_threads;
+	so.backend = cfg.backend ? cfg.backend : cmd_default_backend();
 	so.n_predict = cfg.n_predict;
 	for (size_t i = 0; i < cfg.n_stops; i++)
 		so.stops[so.n_stops++] = cfg.stops[i];

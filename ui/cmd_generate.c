@@ -36,7 +36,8 @@ static void gen_usage(FILE *f)
 	       "  -n N            tokens to generate (default 64)\n"
 	       "  -t N            CPU threads (default: all cores)\n"
 	       "  -c N            context size (default: prompt + n)\n"
-	       "  --backend NAME  engine backend (default cpu)\n"
+	       "  --backend NAME  auto, cuda or cpu (default: $PARLEY_BACKEND, "
+	       "else auto)\n"
 	       "  --trace FILE    write a JSON line per step (top-k, layers)\n"
 	       "  --ignore-eos    do not stop at an end-of-generation token\n"
 	       "Greedy decoding; prefill and decode speeds go to stderr.\n");
@@ -140,7 +141,7 @@ static void gen_flush(struct tok_buf *b)
 /* Entry point: see the file comment. */
 int cmd_generate(int argc, char **argv)
 {
-	struct gen_opts o = {.n_gen = 64, .backend = "cpu"};
+	struct gen_opts o = {.n_gen = 64, .backend = cmd_default_backend()};
 	struct engine_params ep = {0};
 	struct gguf_file *f = NULL;
 	struct model *m = NULL;
@@ -183,6 +184,8 @@ int cmd_generate(int argc, char **argv)
 	ep.n_ctx = (int32_t)(o.n_ctx ? o.n_ctx : (long)ids.n + o.n_gen + 1);
 	if (engine_open(m, &ep, &e, err, sizeof(err)) != 0)
 		goto fail;
+	if (engine_notice(e) != NULL)
+		fprintf(stderr, "parley: %s\n", engine_notice(e));
 	if (o.trace != NULL) {
 		tf = fopen(o.trace, "w");
 		tr = tf ? trace_new(m->cfg.n_layer, 10, tf) : NULL;

@@ -6,6 +6,7 @@
 #include <locale.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct command {
@@ -38,6 +39,14 @@ static const struct command commands[] = {
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* See cmd.h. */
+const char *cmd_default_backend(void)
+{
+	const char *b = getenv("PARLEY_BACKEND");
+
+	return b != NULL && b[0] != '\0' ? b : "auto";
+}
 
 static void usage(FILE *fp)
 {
