@@ -82,6 +82,10 @@ static struct session_opts base_opts(int32_t n_ctx, int32_t n_predict)
 	o.sampling.temperature = 0; /* greedy */
 	o.n_ctx = n_ctx;
 	o.n_threads = 1;
+	/* the same flows on another engine: PARLEY_TEST_BACKEND=cuda on a GPU
+	   machine (every check here is the session's own promise, true on
+	   any correct engine; default: the CPU reference) */
+	o.backend = getenv("PARLEY_TEST_BACKEND");
 	o.n_predict = n_predict;
 	o.system_prompt = "You are a helpful assistant.";
 	return o;

@@ -45,6 +45,8 @@ struct mk_opts {
 	uint32_t type;      /* type of the layer matrices */
 	uint32_t embd_type; /* type of token_embd */
 	uint32_t out_type;  /* type of output.weight */
+	uint32_t more_type; /* attn_v / ffn_down where llama.cpp's K-quant
+	                       mixes give more bits (UINT32_MAX: --type) */
 	int tied;           /* no output.weight */
 	int bias;           /* Q/K/V biases (-1 = by architecture) */
 	int rope_freqs;     /* write rope_freqs.weight */
@@ -326,6 +328,10 @@ static void mk_usage(FILE *f)
 	    "                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)\n"
 	    "  --embd-type T   token_embd (default: --type)\n"
 	    "  --out-type T    output.weight (default: --type)\n"
+	    "  --more-bits-type T  attn_v and ffn_down in the layers where\n"
+	    "                  llama.cpp's K-quant mixes spend more bits\n"
+	    "                  (Q4_K_M: --type Q4_K --more-bits-type Q6_K\n"
+	    "                  --out-type Q6_K)\n"
 	    "  --tied          no output.weight (LM head = token_embd)\n"
 	    "  --bias / --no-bias   Q/K/V biases (default: qwen2 yes)\n"
 	    "  --rope-freqs    write rope_freqs.weight (llama-3 style)\n"
@@ -405,7 +411,8 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 			i++;
 		} else if ((strcmp(a, "--type") == 0 ||
 		            strcmp(a, "--embd-type") == 0 ||
-		            strcmp(a, "--out-type") == 0) &&
+		            strcmp(a, "--out-type") == 0 ||
+		            strcmp(a, "--more-bits-type") == 0) &&
 		           v) {
 			uint32_t t;
 
@@ -418,6 +425,8 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 				o->type = t;
 			else if (strcmp(a, "--embd-type") == 0)
 				o->embd_type = t;
+			else if (strcmp(a, "--more-bits-type") == 0)
+				o->more_type = t;
 			else
 				o->out_type = t;
 			i++;
@@ -490,6 +499,12 @@ static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
 		rc |= mk_add(w, st, o, "rope_freqs.weight", QTYPE_F32,
 		             (uint64_t)o->head_dim / 2, 0, 0, 0, 1);
 	for (int64_t il = 0; il < o->n_layer; il++) {
+		/* llama.cpp's use_more_bits (llama-quant.cpp): the first and
+		   last eighth of the layers and every third in between */
+		int more = il < o->n_layer / 8 || il >= 7 * o->n_layer / 8 ||
+		           (il - o->n_layer / 8) % 3 == 2;
+		uint32_t vd =
+		    more && o->more_type != UINT32_MAX ? o->more_type : o->type;
 #define N(s) (snprintf(name, sizeof(name), "blk.%lld." s, (long long)il), name)
 		rc |= mk_add(w, st, o, N("attn_norm.weight"), QTYPE_F32, E, 0,
 		             1.0, 0.1, 0);
@@ -497,7 +512,7 @@ static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
 		             1.0 / sqrt((double)E), 0);
 		rc |= mk_add(w, st, o, N("attn_k.weight"), o->type, E, KV, 0,
 		             1.0 / sqrt((double)E), 0);
-		rc |= mk_add(w, st, o, N("attn_v.weight"), o->type, E, KV, 0,
+		rc |= mk_add(w, st, o, N("attn_v.weight"), vd, E, KV, 0,
 		             1.0 / sqrt((double)E), 0);
 		if (o->bias) {
 			rc |= mk_add(w, st, o, N("attn_q.bias"), QTYPE_F32, Q,
@@ -515,7 +530,7 @@ static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
 		             1.0 / sqrt((double)E), 0);
 		rc |= mk_add(w, st, o, N("ffn_up.weight"), o->type, E, F, 0,
 		             1.0 / sqrt((double)E), 0);
-		rc |= mk_add(w, st, o, N("ffn_down.weight"), o->type, F, E, 0,
+		rc |= mk_add(w, st, o, N("ffn_down.weight"), vd, F, E, 0,
 		             1.0 / sqrt((double)F), 0);
 #undef N
 	}
@@ -535,6 +550,7 @@ int cmd_mkmodel(int argc, char **argv)
 	    .rms_eps = 1e-6,
 	    .type = QTYPE_F32,
 	    .embd_type = UINT32_MAX,
+	    .more_type = UINT32_MAX,
 	    .out_type = UINT32_MAX,
 	    .bias = -1,
 	    .seed = 1,
