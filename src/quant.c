@@ -774,9 +774,14 @@ DEFINE_DOT_FLOAT(dot_bf16, uint16_t, bf16_to_f32)
 /* A row . vector dot of N elements; one per type and kernel set. */
 typedef float (*dot_fn)(const void *row, const void *vec, int64_t n);
 
-/* One set of kernels, indexed by type id (NULL: not computable). */
+/* quant_f32_mix's kernel. */
+typedef void (*mix_fn)(float *out, const float *a, const float *rows,
+                       size_t stride, int64_t nrows, int64_t n);
+
+/* One set of kernels: dots indexed by type id (NULL: not computable). */
 struct kernels {
 	dot_fn dot[QTYPE_COUNT];
+	mix_fn mix;
 };
 
 /* Half at byte offset OFF of block B. */
@@ -912,7 +917,23 @@ DEFINE_DOTF(dot_f32_c, dot_f32_body, float)
 DEFINE_DOTF(dot_f16_c, dot_f16_body, uint16_t)
 DEFINE_DOTF(dot_bf16_c, dot_bf16_body, uint16_t)
 
+/* quant_f32_mix, portable: lane e sees exactly the operations of the
+ * scalar definition (vectorizing across e reorders nothing). */
+static void mix_f32_c(float *out, const float *a, const float *rows,
+                      size_t stride, int64_t nrows, int64_t n)
+{
+	for (int64_t e = 0; e < n; e++)
+		out[e] = 0.0f;
+	for (int64_t i = 0; i < nrows; i++) {
+		const float *v = rows + (size_t)i * stride;
+
+		for (int64_t e = 0; e < n; e++)
+			out[e] += a[i] * v[e];
+	}
+}
+
 static const struct kernels kernels_c = {
+    .mix = mix_f32_c,
     .dot = {[QTYPE_F32] = dot_f32_c,
             [QTYPE_F16] = dot_f16_c,
             [QTYPE_BF16] = dot_bf16_c,
@@ -1122,6 +1143,24 @@ float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n)
 	if (!quant_can_compute(type))
 		return NAN;
 	return k->dot[type](row, vec, n);
+}
+
+void quant_dot_rows(uint32_t type, const void *rows, size_t row_stride,
+                    int64_t nrows, const void *vec, int64_t n, float *out,
+                    size_t out_stride)
+{
+	const dot_fn dot =
+	    quant_can_compute(type) ? quant_kernels()->dot[type] : NULL;
+	const unsigned char *row = rows;
+
+	for (int64_t r = 0; r < nrows; r++, row += row_stride)
+		out[(size_t)r * out_stride] = dot ? dot(row, vec, n) : NAN;
+}
+
+void quant_f32_mix(float *out, const float *a, const float *rows, size_t stride,
+                   int64_t nrows, int64_t n)
+{
+	quant_kernels()->mix(out, a, rows, stride, nrows, n);
 }
 
 int quant_check_tensor(const char *name, uint32_t type, char *err,

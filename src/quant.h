@@ -71,6 +71,25 @@ void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec);
 float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n);
 
 /*
+ * quant_dot of NROWS rows, ROW_STRIDE bytes apart from ROWS, with one
+ * prepared VEC: OUT[r * out_stride] = quant_dot(type, row r, vec, n). The
+ * same bits as the single dots (the same kernel), without choosing the
+ * kernel per row: this is the loop the engine's products run.
+ */
+void quant_dot_rows(uint32_t type, const void *rows, size_t row_stride,
+                    int64_t nrows, const void *vec, int64_t n, float *out,
+                    size_t out_stride);
+
+/*
+ * OUT[e] = sum over i < NROWS of A[i] * ROWS[i * stride + e], for e < N:
+ * each OUT[e] starts at 0 and adds the products a[i] * row[e] (float32,
+ * multiply then add, no FMA) in the order i = 0, 1, ...; every path (AVX2
+ * or portable) gives these bits. The weighted sum of V rows in attention.
+ */
+void quant_f32_mix(float *out, const float *a, const float *rows, size_t stride,
+                   int64_t nrows, int64_t n);
+
+/*
  * The activations as quant_dot sees them: decode VEC (prepared for TYPE
  * from n floats) back into N doubles XHAT (caller-owned). For tests and
  * debugging; exact (each value is a float32 scale times an int8, or the

@@ -596,7 +596,54 @@ DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2, dot_k_avx2)
 DEFINE_DOTK2(dot_q5_K_avx2, struct blk_q5_K, isum_q5_K_avx2, dot_k_avx2)
 DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2, dot_k_avx2)
 
+/*
+ * quant_f32_mix: 32 outputs at a time held in four registers over all the
+ * rows (one pass over the outputs per 32, not per row); each lane does the
+ * portable code's multiply then add, in its order.
+ */
+AVX2 static void mix_f32_avx2(float *out, const float *a, const float *rows,
+                              size_t stride, int64_t nrows, int64_t n)
+{
+	int64_t e = 0;
+
+	for (; e + 32 <= n; e += 32) {
+		__m256 o0 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
+		__m256 o2 = _mm256_setzero_ps(), o3 = _mm256_setzero_ps();
+		const float *v = rows + e;
+
+		for (int64_t i = 0; i < nrows; i++, v += stride) {
+			const __m256 ai = _mm256_broadcast_ss(a + i);
+
+			o0 = _mm256_add_ps(
+			    o0, _mm256_mul_ps(ai, _mm256_loadu_ps(v)));
+			o1 = _mm256_add_ps(
+			    o1, _mm256_mul_ps(ai, _mm256_loadu_ps(v + 8)));
+			o2 = _mm256_add_ps(
+			    o2, _mm256_mul_ps(ai, _mm256_loadu_ps(v + 16)));
+			o3 = _mm256_add_ps(
+			    o3, _mm256_mul_ps(ai, _mm256_loadu_ps(v + 24)));
+		}
+		_mm256_storeu_ps(out + e, o0);
+		_mm256_storeu_ps(out + e + 8, o1);
+		_mm256_storeu_ps(out + e + 16, o2);
+		_mm256_storeu_ps(out + e + 24, o3);
+	}
+	for (; e + 8 <= n; e += 8) {
+		__m256 o = _mm256_setzero_ps();
+		const float *v = rows + e;
+
+		for (int64_t i = 0; i < nrows; i++, v += stride)
+			o = _mm256_add_ps(
+			    o, _mm256_mul_ps(_mm256_broadcast_ss(a + i),
+			                     _mm256_loadu_ps(v)));
+		_mm256_storeu_ps(out + e, o);
+	}
+	if (e < n)
+		mix_f32_c(out + e, a, rows + e, stride, nrows, n - e);
+}
+
 static const struct kernels kernels_avx2 = {
+    .mix = mix_f32_avx2,
     .dot = {[QTYPE_F32] = dot_f32_avx2,
             [QTYPE_F16] = dot_f16_avx2,
             [QTYPE_BF16] = dot_bf16_avx2,
