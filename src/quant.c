@@ -1153,6 +1153,14 @@ void quant_dot_rows(uint32_t type, const void *rows, size_t row_stride,
 	    quant_can_compute(type) ? quant_kernels()->dot[type] : NULL;
 	const unsigned char *row = rows;
 
+#ifdef QUANT_HAVE_AVX2
+	/* float rows (attention scores): four rows at a time, same bits */
+	if (type == QTYPE_F32 && dot == dot_f32_avx2 &&
+	    row_stride % sizeof(float) == 0 &&
+	    dot_rows_f32_avx2(rows, row_stride / sizeof(float), nrows, vec, n,
+	                      out, out_stride))
+		return;
+#endif
 	for (int64_t r = 0; r < nrows; r++, row += row_stride)
 		out[(size_t)r * out_stride] = dot ? dot(row, vec, n) : NAN;
 }

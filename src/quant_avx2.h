@@ -122,6 +122,15 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 	                        _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+/* Half at byte offset OFF of block B, converted exactly by F16C. */
+AVX2 static inline float avx2_blk_half(const void *b, int off)
+{
+	uint16_t h;
+
+	memcpy(&h, (const uint8_t *)b + off, sizeof h);
+	return _cvtsh_ss(h);
+}
+
 /*
  * dot_fn NAME for the 32-element format BLK: eight blocks per step, their
  * terms computed as the portable DEFINE_DOT32_C computes them, lane j of
@@ -173,10 +182,11 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 			const int32_t is = avx2_hsum_i32(PROD(                 \
 			    &w[i],                                             \
 			    _mm256_loadu_si256((const __m256i *)v.qs[i])));    \
-			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;   \
+			float t =                                              \
+			    (avx2_blk_half(&w[i], 0) * v.d[i]) * (float)is;    \
                                                                                \
 			if (HAS_MIN)                                           \
-				t = t + blk_half(&w[i], 2) * v.ds[i];          \
+				t = t + avx2_blk_half(&w[i], 2) * v.ds[i];     \
 			a[i % 8] += t;                                         \
 		}                                                              \
 		return acc8_sum(a);                                            \
@@ -546,6 +556,84 @@ AVX2 static float dot_f32_avx2(const void *row, const void *vec, int64_t n)
 	return dot_f32_body(row, vec, n);
 }
 
+/* dot_f32_body's tree over the 16 running sums held as A0 (sums 0..7) and
+ * A1 (8..15): the same additions, lane for lane. */
+AVX2 static inline float avx2_tree16(__m256 a0, __m256 a1)
+{
+	const __m256 s8 = _mm256_add_ps(a0, a1); /* acc[j] += acc[j + 8] */
+	const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8),
+	                             _mm256_extractf128_ps(s8, 1));
+	const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/*
+ * F32 rows . one float vector, N a multiple of 16: dot_f32_body's products
+ * and sums for four rows at once (independent chains, so the loads of
+ * the rows, which in attention come from memory, overlap), the next rows
+ * prefetched. Returns false (nothing written) for other N.
+ */
+AVX2 static bool dot_rows_f32_avx2(const float *rows, size_t stride,
+                                   int64_t nrows, const float *x, int64_t n,
+                                   float *out, size_t out_stride)
+{
+	int64_t r = 0;
+
+	if (n % FLANES != 0)
+		return false;
+	for (; r + 4 <= nrows; r += 4) {
+		const float *w = rows + (size_t)r * stride;
+		__m256 a[4][2];
+
+		for (int k = 0; k < 4; k++) {
+			a[k][0] = _mm256_setzero_ps();
+			a[k][1] = _mm256_setzero_ps();
+			if (r + 4 + k < nrows)
+				for (int64_t i = 0; i < n; i += 16)
+					_mm_prefetch(
+					    (const char *)(w +
+					                   (4 + k) * stride +
+					                   i),
+					    _MM_HINT_T0);
+		}
+		for (int64_t i = 0; i < n; i += FLANES) {
+			const __m256 x0 = _mm256_loadu_ps(x + i);
+			const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+			{
+				const float *wk = w + (size_t)k * stride + i;
+
+				a[k][0] = _mm256_add_ps(
+				    a[k][0],
+				    _mm256_mul_ps(_mm256_loadu_ps(wk), x0));
+				a[k][1] = _mm256_add_ps(
+				    a[k][1],
+				    _mm256_mul_ps(_mm256_loadu_ps(wk + 8), x1));
+			}
+		}
+		for (int k = 0; k < 4; k++)
+			out[(size_t)(r + k) * out_stride] =
+			    avx2_tree16(a[k][0], a[k][1]);
+	}
+	for (; r < nrows; r++) {
+		const float *w = rows + (size_t)r * stride;
+		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+
+		for (int64_t i = 0; i < n; i += FLANES) {
+			a0 = _mm256_add_ps(
+			    a0, _mm256_mul_ps(_mm256_loadu_ps(w + i),
+			                      _mm256_loadu_ps(x + i)));
+			a1 = _mm256_add_ps(
+			    a1, _mm256_mul_ps(_mm256_loadu_ps(w + i + 8),
+			                      _mm256_loadu_ps(x + i + 8)));
+		}
+		out[(size_t)r * out_stride] = avx2_tree16(a0, a1);
+	}
+	return true;
+}
+
 /* F16 rows: dot_f16_body's 16 running sums as two registers (the same
  * products and sums: multiply then add, no FMA), then its tail and tree. */
 AVX2 static float dot_f16_avx2(const void *row, const void *vec, int64_t n)
@@ -606,6 +694,27 @@ AVX2 static void mix_f32_avx2(float *out, const float *a, const float *rows,
 {
 	int64_t e = 0;
 
+	for (; e + 64 <= n; e += 64) {
+		__m256 o[8];
+		const float *v = rows + e;
+
+		for (int k = 0; k < 8; k++)
+			o[k] = _mm256_setzero_ps();
+		for (int64_t i = 0; i < nrows; i++, v += stride) {
+			const __m256 ai = _mm256_broadcast_ss(a + i);
+
+			_mm_prefetch((const char *)(v + 4 * stride),
+			             _MM_HINT_T0);
+			_mm_prefetch((const char *)(v + 4 * stride + 32),
+			             _MM_HINT_T0);
+			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+			    o[k] = _mm256_add_ps(
+			        o[k],
+			        _mm256_mul_ps(ai, _mm256_loadu_ps(v + 8 * k)));
+		}
+		for (int k = 0; k < 8; k++)
+			_mm256_storeu_ps(out + e + 8 * k, o[k]);
+	}
 	for (; e + 32 <= n; e += 32) {
 		__m256 o0 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
 		__m256 o2 = _mm256_setzero_ps(), o3 = _mm256_setzero_ps();

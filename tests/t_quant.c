@@ -423,6 +423,76 @@ static void check_api(void)
  * AVX2 and portable dots agree bit for bit on many random rows of TYPE
  * (random quant bytes, finite random float16 scales; floats: random values).
  */
+/* quant_dot_rows (both kernel sets) gives quant_dot's bits row by row, for
+ * row counts around the four-row step of the float kernel and a strided
+ * output. */
+static void check_dot_rows(uint32_t type, const uint8_t *w, size_t rs,
+                           int64_t rows, const void *vec, int64_t n)
+{
+	float *one = malloc((size_t)rows * sizeof *one);
+	float *many = malloc((size_t)rows * 2 * sizeof *many);
+	int bad = 0;
+
+	for (int simd = 0; simd < 2; simd++) {
+		quant_set_simd(simd);
+		for (int64_t r = 0; r < rows; r++)
+			one[r] = quant_dot(type, w + r * rs, vec, n);
+		for (int64_t nr = rows - 7; nr <= rows; nr++) {
+			quant_dot_rows(type, w, rs, nr, vec, n, many, 2);
+			for (int64_t r = 0; r < nr; r++)
+				bad += memcmp(&one[r], &many[2 * r],
+				              sizeof *one) != 0;
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "%s: quant_dot_rows == quant_dot on %lld rows, AVX2 and "
+	       "portable (%d differ)",
+	       qtype_name(type), (long long)rows, bad);
+	free(one);
+	free(many);
+}
+
+/* quant_f32_mix against its definition (float, multiply then add, in row
+ * order), on both kernel sets, for widths around its 64/32/8 steps. */
+static void check_mix(void)
+{
+	enum { ROWS = 37, STRIDE = 203 };
+	float *v = malloc(ROWS * STRIDE * sizeof *v), a[ROWS];
+	float out[STRIDE], ref[STRIDE];
+	int bad = 0, cases = 0;
+
+	for (int i = 0; i < ROWS * STRIDE; i++)
+		v[i] = (float)(rng_unit() - 0.5);
+	for (int i = 0; i < ROWS; i++)
+		a[i] = (float)rng_unit();
+	for (int n = 1; n <= 200; n += (n < 80 ? 1 : 13)) {
+		for (int nr = 0; nr <= ROWS; nr += 6) {
+			for (int e = 0; e < n; e++) {
+				ref[e] = 0.0f;
+				for (int i = 0; i < nr; i++) {
+					const float p =
+					    a[i] * v[i * STRIDE + e];
+
+					ref[e] = ref[e] + p;
+				}
+			}
+			for (int simd = 0; simd < 2; simd++) {
+				quant_set_simd(simd);
+				quant_f32_mix(out, a, v, STRIDE, nr, n);
+				bad += memcmp(out, ref, n * sizeof *out) != 0;
+				cases++;
+			}
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "quant_f32_mix bit-exact with its definition, AVX2 and "
+	       "portable (%d of %d cases differ)",
+	       bad, cases);
+	free(v);
+}
+
 static void check_simd_random(uint32_t type)
 {
 	const int64_t n = 1024, rows = 300;
@@ -473,6 +543,7 @@ static void check_simd_random(uint32_t type)
 	       "%s: AVX2 and portable dots identical on %lld random rows (%d "
 	       "differ)",
 	       qtype_name(type), (long long)rows, bad);
+	check_dot_rows(type, w, rs, rows, vec, n);
 	free(w);
 	free(x);
 	free(vec);
@@ -514,5 +585,6 @@ int main(void)
 		check_simd_random(types[i]);
 	check_api();
 	check_nan();
+	check_mix();
 	return tap_done();
 }
