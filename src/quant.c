@@ -540,7 +540,11 @@ static float quantize_i8(const float *x, int k, int8_t *q)
 	return d;
 }
 
-static void vec_q8(const float *x, int64_t nb, void *vec)
+/* quantize_i8 or a kernel with its exact results (K a multiple of 32). */
+typedef float (*quantize_fn)(const float *x, int k, int8_t *q);
+
+static void vec_q8(quantize_fn quantize_i8, const float *x, int64_t nb,
+                   void *vec)
 {
 	const struct vec_q8 v = vec_q8_view(vec, nb);
 
@@ -554,7 +558,8 @@ static void vec_q8(const float *x, int64_t nb, void *vec)
 	}
 }
 
-static void vec_q8k(const float *x, int64_t nb, struct vblk_q8k *y)
+static void vec_q8k(quantize_fn quantize_i8, const float *x, int64_t nb,
+                    struct vblk_q8k *y)
 {
 	for (int64_t i = 0; i < nb; i++, x += QK_K) {
 		y[i].d = quantize_i8(x, QK_K, y[i].qs);
@@ -782,6 +787,7 @@ typedef void (*mix_fn)(float *out, const float *a, const float *rows,
 struct kernels {
 	dot_fn dot[QTYPE_COUNT];
 	mix_fn mix;
+	quantize_fn quantize; /* activation rounding, quantize_i8's bits */
 };
 
 /* Half at byte offset OFF of block B. */
@@ -934,6 +940,7 @@ static void mix_f32_c(float *out, const float *a, const float *rows,
 
 static const struct kernels kernels_c = {
     .mix = mix_f32_c,
+    .quantize = quantize_i8,
     .dot = {[QTYPE_F32] = dot_f32_c,
             [QTYPE_F16] = dot_f16_c,
             [QTYPE_BF16] = dot_bf16_c,
@@ -1100,10 +1107,10 @@ void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec)
 		memcpy(vec, x, (size_t)n * sizeof(float));
 		break;
 	case VEC_Q8:
-		vec_q8(x, n / QK, vec);
+		vec_q8(quant_kernels()->quantize, x, n / QK, vec);
 		break;
 	case VEC_Q8K:
-		vec_q8k(x, n / QK_K, vec);
+		vec_q8k(quant_kernels()->quantize, x, n / QK_K, vec);
 		break;
 	default:
 		break;

@@ -751,8 +751,81 @@ AVX2 static void mix_f32_avx2(float *out, const float *a, const float *rows,
 		mix_f32_c(out + e, a, rows + e, stride, nrows, n - e);
 }
 
+/*
+ * quantize_i8 for K a multiple of 32, eight floats at a time with the
+ * same float operations: amax (the same maximum for finite x; a
+ * non-finite x goes to the portable code, which returns NaN), d = amax /
+ * 127, id = 1 / d, then roundf(x * id), which rounds halves away from
+ * zero: t = trunc(p), and t + sign(p) where |p - t| >= 0.5 (p - t is
+ * exact), clamped to +-127.
+ */
+AVX2 static float quantize_i8_avx2(const float *x, int k, int8_t *q)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	const __m256 big = _mm256_set1_ps(FLT_MAX);
+	__m256 mx = _mm256_setzero_ps(),
+	       fin = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+
+	if (k % 32 != 0)
+		return quantize_i8(x, k, q);
+	for (int j = 0; j < k; j += 8) {
+		const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+
+		mx = _mm256_max_ps(mx, a);
+		/* false for inf and NaN, as in quantize_i8 */
+		fin = _mm256_and_ps(fin, _mm256_cmp_ps(a, big, _CMP_LE_OQ));
+	}
+	if (_mm256_movemask_ps(fin) != 0xFF)
+		return quantize_i8(x, k, q);
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx),
+	                       _mm256_extractf128_ps(mx, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+	const float amax = _mm_cvtss_f32(m4);
+
+	const float d = amax / 127.0f;
+	const float id = d != 0.0f ? 1.0f / d : 0.0f;
+	const __m256 vid = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f);
+	const __m256 one = _mm256_set1_ps(1.0f), lim = _mm256_set1_ps(127.0f);
+
+	for (int j = 0; j < k; j += 32) {
+		__m256i iv[4];
+
+		for (int h = 0; h < 4; h++) {
+			const __m256 p =
+			    _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * h), vid);
+			__m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO |
+			                                  _MM_FROUND_NO_EXC);
+			const __m256 up = _mm256_cmp_ps(
+			    _mm256_andnot_ps(sign, _mm256_sub_ps(p, t)), half,
+			    _CMP_GE_OQ);
+
+			t = _mm256_add_ps(
+			    t,
+			    _mm256_and_ps(
+			        up, _mm256_or_ps(_mm256_and_ps(sign, p), one)));
+			t = _mm256_min_ps(
+			    _mm256_max_ps(
+			        t, _mm256_sub_ps(_mm256_setzero_ps(), lim)),
+			    lim);
+			iv[h] = _mm256_cvtps_epi32(t);
+		}
+		/* packs work per 128-bit half: restore element order */
+		const __m256i w01 = _mm256_packs_epi32(iv[0], iv[1]);
+		const __m256i w23 = _mm256_packs_epi32(iv[2], iv[3]);
+		const __m256i b = _mm256_packs_epi16(w01, w23);
+
+		_mm256_storeu_si256(
+		    (__m256i *)(q + j),
+		    _mm256_permutevar8x32_epi32(
+		        b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+	}
+	return d;
+}
+
 static const struct kernels kernels_avx2 = {
     .mix = mix_f32_avx2,
+    .quantize = quantize_i8_avx2,
     .dot = {[QTYPE_F32] = dot_f32_avx2,
             [QTYPE_F16] = dot_f16_avx2,
             [QTYPE_BF16] = dot_bf16_avx2,

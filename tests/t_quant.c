@@ -493,6 +493,52 @@ static void check_mix(void)
 	free(v);
 }
 
+/* quant_vec_prepare gives the same bytes on both kernel sets (the AVX2
+ * rounding of activations is roundf's), on vectors with halves, ties,
+ * clamping, zero blocks and non-finite blocks. */
+static void check_prepare(void)
+{
+	static const uint32_t types[] = {QTYPE_Q8_0, QTYPE_Q4_K};
+	enum { N = 2048 };
+	float *x = malloc(N * sizeof *x);
+	unsigned char *a = malloc(quant_vec_size(QTYPE_Q4_K, N) + 4096);
+	unsigned char *b = malloc(quant_vec_size(QTYPE_Q4_K, N) + 4096);
+	int bad = 0, cases = 0;
+
+	for (int rep = 0; rep < 40; rep++) {
+		make_x(x, N);
+		if (rep % 4 == 1) /* exact halves of the scale: ties */
+			for (int i = 0; i < N; i++)
+				x[i] = (float)((int)(rng_unit() * 509) - 254) *
+				       0.5f;
+		if (rep % 4 == 2) { /* a non-finite value in one block */
+			x[rep * 7 % N] = rep % 8 == 2 ? INFINITY : NAN;
+			x[300] = -0.0f;
+		}
+		if (rep % 4 == 3) /* one block all zero, one of -0 */
+			for (int i = 0; i < 256; i++)
+				x[i] = i < 128 ? 0.0f : -0.0f;
+		for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+			const size_t sz = quant_vec_size(types[t], N);
+
+			quant_set_simd(true);
+			quant_vec_prepare(types[t], x, N, a);
+			quant_set_simd(false);
+			quant_vec_prepare(types[t], x, N, b);
+			bad += memcmp(a, b, sz) != 0;
+			cases++;
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "quant_vec_prepare: AVX2 and portable give the same bytes (%d "
+	       "of %d vectors differ)",
+	       bad, cases);
+	free(x);
+	free(a);
+	free(b);
+}
+
 static void check_simd_random(uint32_t type)
 {
 	const int64_t n = 1024, rows = 300;
@@ -586,5 +632,6 @@ int main(void)
 	check_api();
 	check_nan();
 	check_mix();
+	check_prepare();
 	return tap_done();
 }
