@@ -6,10 +6,19 @@
  * Plain and obviously right first: fp32 activations and residual stream,
  * fp32 KV cache, every dot product accumulated in fp32 (or wider) by
  * quant.h, RMSNorm sums and softmax normalisers in double. The forward pass
- * is the one written out in model.h. Speed comes from two things only:
- * rows of every matrix are split across the thread pool, and in prefill a
+ * is the one written out in model.h. Speed comes from three things only:
+ * rows of every matrix are split across the thread pool; in prefill a
  * chunk of up to n_batch tokens is pushed through each matrix together so
- * each weight row is read once per chunk, not once per token.
+ * each weight row is read once per chunk, not once per token; and a decode
+ * step pays for few fork-joins (Q, K and V are one job, gate, up and the
+ * SwiGLU product one job: five a layer), each costing well under a
+ * microsecond while the workers spin (threadpool.c).
+ *
+ * Thread count invariance: every output value (a row of a product, one
+ * (token, head) of attention) is computed by exactly one thread, with the
+ * same operations in the same order whatever the number of threads, and
+ * activations are prepared once per input, before the job. So the logits
+ * are bit-identical for any n_threads (t_engine checks 1, 2 and 3).
  *
  * Two arithmetics for products with quantized weights:
  *   - default: quant.h's dots, which round the activation vector to int8
