@@ -5,11 +5,11 @@
  * dequantization (one function per type, a transcription of ggml's
  * dequantize_row_*); K-quant unpacking; activation quantization; the
  * portable integer block kernels; the dots (float rows, 32-element formats,
- * K-quants) and the portable kernel table; the AVX2 table (quant_avx2.h);
- * the public functions.
+ * K-quants) and the portable kernel table; the AVX2 table (quant_avx2.h)
+ * and the AVX-512 one (quant_avx512.h); the public functions.
  *
  * See quant.h for the invariants (bit-exact dequantization, identical
- * results with and without AVX2).
+ * results on every kernel set).
  */
 #include "quant.h"
 
@@ -543,26 +543,25 @@ static float quantize_i8(const float *x, int k, int8_t *q)
 /* quantize_i8 or a kernel with its exact results (K a multiple of 32). */
 typedef float (*quantize_fn)(const float *x, int k, int8_t *q);
 
-static void vec_q8(quantize_fn quantize_i8, const float *x, int64_t nb,
-                   void *vec)
+static void vec_q8(quantize_fn quantize, const float *x, int64_t nb, void *vec)
 {
 	const struct vec_q8 v = vec_q8_view(vec, nb);
 
 	for (int64_t i = 0; i < nb; i++, x += QK) {
 		int s = 0;
 
-		v.d[i] = quantize_i8(x, QK, v.qs[i]);
+		v.d[i] = quantize(x, QK, v.qs[i]);
 		for (int j = 0; j < QK; j++)
 			s += v.qs[i][j];
 		v.ds[i] = v.d[i] * (float)s;
 	}
 }
 
-static void vec_q8k(quantize_fn quantize_i8, const float *x, int64_t nb,
+static void vec_q8k(quantize_fn quantize, const float *x, int64_t nb,
                     struct vblk_q8k *y)
 {
 	for (int64_t i = 0; i < nb; i++, x += QK_K) {
-		y[i].d = quantize_i8(x, QK_K, y[i].qs);
+		y[i].d = quantize(x, QK_K, y[i].qs);
 		for (int j = 0; j < QK_K / 16; j++) {
 			int s = 0;
 
@@ -957,23 +956,56 @@ static const struct kernels kernels_c = {
 };
 
 #include "quant_avx2.h"
+#include "quant_avx512.h"
 
-static bool quant_simd_wanted = true; /* quant_set_simd */
+static enum quant_isa quant_isa_max = QUANT_ISA_AVX512; /* quant_set_isa */
 
-/* The kernels to use now. */
+#ifdef QUANT_HAVE_AVX512
+/* True when the CPU (and the OS: libgcc checks XCR0) runs the AVX-512
+ * kernels. */
+static bool quant_cpu_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512vnni");
+}
+#endif
+
+/* The kernels to use now: the widest the CPU runs, up to quant_isa_max. */
 static const struct kernels *quant_kernels(void)
 {
+#ifdef QUANT_HAVE_AVX512
+	if (quant_isa_max >= QUANT_ISA_AVX512 && quant_cpu_avx512())
+		return &kernels_avx512;
+#endif
 #ifdef QUANT_HAVE_AVX2
 	/* every AVX2 CPU has F16C (clang 14 cannot test for "f16c") */
-	if (quant_simd_wanted && __builtin_cpu_supports("avx2"))
+	if (quant_isa_max >= QUANT_ISA_AVX2 && __builtin_cpu_supports("avx2"))
 		return &kernels_avx2;
 #endif
 	return &kernels_c;
 }
 
+void quant_set_isa(enum quant_isa max)
+{
+	quant_isa_max = max;
+}
+
+enum quant_isa quant_isa_active(void)
+{
+	const struct kernels *k = quant_kernels();
+
+#ifdef QUANT_HAVE_AVX512
+	if (k == &kernels_avx512)
+		return QUANT_ISA_AVX512;
+#endif
+	return k == &kernels_c ? QUANT_ISA_C : QUANT_ISA_AVX2;
+}
+
 void quant_set_simd(bool on)
 {
-	quant_simd_wanted = on;
+	quant_set_isa(on ? QUANT_ISA_AVX512 : QUANT_ISA_C);
 }
 
 bool quant_simd_active(void)
@@ -1160,6 +1192,13 @@ void quant_dot_rows(uint32_t type, const void *rows, size_t row_stride,
 	    quant_can_compute(type) ? quant_kernels()->dot[type] : NULL;
 	const unsigned char *row = rows;
 
+#ifdef QUANT_HAVE_AVX512
+	if (type == QTYPE_F32 && dot == dot_f32_avx512 &&
+	    row_stride % sizeof(float) == 0 &&
+	    dot_rows_f32_avx512(rows, row_stride / sizeof(float), nrows, vec, n,
+	                        out, out_stride))
+		return;
+#endif
 #ifdef QUANT_HAVE_AVX2
 	/* float rows (attention scores): four rows at a time, same bits */
 	if (type == QTYPE_F32 && dot == dot_f32_avx2 &&

@@ -24,8 +24,10 @@
  *        Q8_K layout: float32 scale, int8 quants, int16 sums of each 16).
  *    Inside a block the products are summed in exact integer arithmetic;
  *    the float32 operations combining block sums are the same, in the same
- *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2)
- *    and in the portable C, so both give bit-identical results.
+ *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2),
+ *    the AVX-512 VNNI kernels (quant_avx512.h; when the CPU has AVX-512 F,
+ *    BW, VL and VNNI) and the portable C, so all give bit-identical
+ *    results.
  * 4. Precision of quant_dot against the exact dot of the dequantized row
  *    with x: each activation is off by at most 0.5001 * amax(its block)/127,
  *    so |error| <= sum_i |w_i| * 0.5001 * amax_i / 127 plus the float32
@@ -105,14 +107,26 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n);
 int quant_check_tensor(const char *name, uint32_t type, char *err,
                        size_t errlen);
 
+/* Kernel sets, from the portable C up; each gives the same bits (note 3). */
+enum quant_isa {
+	QUANT_ISA_C,      /* portable C */
+	QUANT_ISA_AVX2,   /* AVX2 + F16C */
+	QUANT_ISA_AVX512, /* AVX-512 F/BW/VL + VNNI (GCC builds) */
+};
+
 /*
- * Test hook: false forces the portable C kernels even when the CPU has
- * AVX2 (the results are identical either way; tests and the benchmark
- * compare both). Not thread-safe; set it before any dot runs.
+ * Test hook: use no kernel set above MAX (the widest the CPU runs is used
+ * up to it; the default is all). Not thread-safe; set it before any dot
+ * runs. quant_set_simd(false) is quant_set_isa(QUANT_ISA_C), true the
+ * default.
  */
+void quant_set_isa(enum quant_isa max);
 void quant_set_simd(bool on);
 
-/* True when quant_dot uses the AVX2 kernels on this CPU now. */
+/* The kernel set quant_dot uses on this CPU now. */
+enum quant_isa quant_isa_active(void);
+
+/* True when quant_dot uses SIMD kernels (AVX2 or wider) now. */
 bool quant_simd_active(void);
 
 #endif /* PARLEY_QUANT_H */

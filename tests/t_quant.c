@@ -427,14 +427,15 @@ static void check_api(void)
  * row counts around the four-row step of the float kernel and a strided
  * output. */
 static void check_dot_rows(uint32_t type, const uint8_t *w, size_t rs,
-                           int64_t rows, const void *vec, int64_t n)
+                           int64_t rows, const void *vec, int64_t n,
+                           enum quant_isa isa)
 {
 	float *one = malloc((size_t)rows * sizeof *one);
 	float *many = malloc((size_t)rows * 2 * sizeof *many);
 	int bad = 0;
 
 	for (int simd = 0; simd < 2; simd++) {
-		quant_set_simd(simd);
+		quant_set_isa(simd ? isa : QUANT_ISA_C);
 		for (int64_t r = 0; r < rows; r++)
 			one[r] = quant_dot(type, w + r * rs, vec, n);
 		for (int64_t nr = rows - 7; nr <= rows; nr++) {
@@ -446,9 +447,10 @@ static void check_dot_rows(uint32_t type, const uint8_t *w, size_t rs,
 	}
 	quant_set_simd(true);
 	tap_ok(bad == 0,
-	       "%s: quant_dot_rows == quant_dot on %lld rows, AVX2 and "
+	       "%s: quant_dot_rows == quant_dot on %lld rows, %s and "
 	       "portable (%d differ)",
-	       qtype_name(type), (long long)rows, bad);
+	       qtype_name(type), (long long)rows,
+	       isa == QUANT_ISA_AVX512 ? "AVX-512" : "AVX2", bad);
 	free(one);
 	free(many);
 }
@@ -539,10 +541,12 @@ static void check_prepare(void)
 	free(b);
 }
 
-static void check_simd_random(uint32_t type)
+static void check_simd_random(uint32_t type, enum quant_isa isa)
 {
-	const int64_t n = 1024, rows = 300;
 	const struct qtype_info *qi = qtype_get(type);
+	/* 37 blocks of 32 (a tail after the eight-block steps) or 5 of 256 */
+	const int64_t n = qi->blck_size == 256 ? 1280 : 1184, rows = 300;
+	const char *isa_name = isa == QUANT_ISA_AVX512 ? "AVX-512" : "AVX2";
 	const size_t rs = quant_row_size(type, n);
 	uint8_t *w = malloc(rs * rows);
 	float *x = malloc(n * sizeof *x);
@@ -578,18 +582,21 @@ static void check_simd_random(uint32_t type)
 	for (int64_t r = 0; r < rows; r++) {
 		float a, c;
 
-		quant_set_simd(true);
+		quant_set_isa(isa);
 		a = quant_dot(type, w + r * rs, vec, n);
 		quant_set_simd(false);
 		c = quant_dot(type, w + r * rs, vec, n);
 		bad += memcmp(&a, &c, sizeof a) != 0;
 	}
+	quant_set_isa(isa);
+	bad +=
+	    quant_isa_active() != isa; /* the set compared is the one named */
 	quant_set_simd(true);
 	tap_ok(bad == 0,
-	       "%s: AVX2 and portable dots identical on %lld random rows (%d "
+	       "%s: %s and portable dots identical on %lld random rows (%d "
 	       "differ)",
-	       qtype_name(type), (long long)rows, bad);
-	check_dot_rows(type, w, rs, rows, vec, n);
+	       qtype_name(type), isa_name, (long long)rows, bad);
+	check_dot_rows(type, w, rs, rows, vec, n, isa);
 	free(w);
 	free(x);
 	free(vec);
@@ -623,12 +630,31 @@ int main(void)
 	    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
 	};
 
-	tap_diag("AVX2 kernels %s",
-	         quant_simd_active() ? "active" : "not available");
+	tap_diag("SIMD kernels: %s",
+	         quant_isa_active() == QUANT_ISA_AVX512 ? "AVX-512"
+	         : quant_isa_active() == QUANT_ISA_AVX2 ? "AVX2"
+	                                                : "none (portable C)");
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
 		check_type(types[i]);
-	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-		check_simd_random(types[i]);
+	quant_set_isa(QUANT_ISA_AVX2);
+	if (quant_isa_active() == QUANT_ISA_AVX2) {
+		for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+			check_simd_random(types[i], QUANT_ISA_AVX2);
+	} else {
+		tap_ok(1, "AVX2 kernels == portable # SKIP skipped: no AVX2 "
+		          "on this CPU or build");
+	}
+	/* the AVX-512 set where the CPU has it, else one skipped check */
+	quant_set_isa(QUANT_ISA_AVX512);
+	if (quant_isa_active() == QUANT_ISA_AVX512) {
+		tap_diag("AVX-512 kernels active");
+		for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+			check_simd_random(types[i], QUANT_ISA_AVX512);
+	} else {
+		tap_ok(1, "AVX-512 kernels == portable # SKIP skipped: no "
+		          "AVX-512 (F, BW, VL, VNNI) on this CPU or build");
+	}
+	quant_set_simd(true);
 	check_api();
 	check_nan();
 	check_mix();
