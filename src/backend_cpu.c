@@ -359,10 +359,9 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 	    s->k_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_k;
 	const float *vc =
 	    s->v_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_v;
-	long lo, hi;
-
-	threadpool_split((long)j->n_tok * c->n_head, ith, nth, &lo, &hi);
-	for (long p = lo; p < hi; p++) {
+	/* pairs dealt round-robin: a causal chunk's later tokens cost more,
+	 * so contiguous shares would leave the first threads idle */
+	for (long p = ith; p < (long)j->n_tok * c->n_head; p += nth) {
 		int32_t t = (int32_t)(p / c->n_head);
 		int h = (int)(p % c->n_head), kvh = h / group;
 		int32_t pos = j->pos0 + t;
