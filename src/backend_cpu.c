@@ -6,10 +6,19 @@
  * Plain and obviously right first: fp32 activations and residual stream,
  * fp32 KV cache, every dot product accumulated in fp32 (or wider) by
  * quant.h, RMSNorm sums and softmax normalisers in double. The forward pass
- * is the one written out in model.h. Speed comes from two things only:
- * rows of every matrix are split across the thread pool, and in prefill a
+ * is the one written out in model.h. Speed comes from three things only:
+ * rows of every matrix are split across the thread pool; in prefill a
  * chunk of up to n_batch tokens is pushed through each matrix together so
- * each weight row is read once per chunk, not once per token.
+ * each weight row is read once per chunk, not once per token; and a decode
+ * step pays for few fork-joins (Q, K and V are one job, gate, up and the
+ * SwiGLU product one job: five a layer), each costing well under a
+ * microsecond while the workers spin (threadpool.c).
+ *
+ * Thread count invariance: every output value (a row of a product, one
+ * (token, head) of attention) is computed by exactly one thread, with the
+ * same operations in the same order whatever the number of threads, and
+ * activations are prepared once per input, before the job. So the logits
+ * are bit-identical for any n_threads (t_engine checks 1, 2 and 3).
  *
  * Two arithmetics for products with quantized weights:
  *   - default: quant.h's dots, which round the activation vector to int8
@@ -74,7 +83,7 @@ struct cpu_state {
 	const float *xsrc;   /* exact: the activations [n_tok][ne0] */
 
 	/* prepared activation vectors (quant_vec_prepare) */
-	unsigned char *vecs; /* [n_batch][vec_stride] */
+	unsigned char *vecs; /* [CPU_MAX_SEG][n_batch][vec_stride] */
 	size_t vec_stride;   /* bytes per prepared vector (max over types) */
 
 	/* KV cache */
@@ -86,29 +95,53 @@ struct cpu_state {
 
 /* ---------------------------------------------------------------- jobs */
 
-/* A matrix product job: Y[t][r] = W row r . X[t] for t < n_tok. */
-struct cpu_matmul_job {
-	const struct cpu_state *s;    /* for the exact mode's buffers */
+/*
+ * Thread shares of a product's output rows are multiples of 16 rows: one
+ * cache line of float32 outputs per token, so two threads never write the
+ * same line (no false sharing at the boundaries).
+ */
+#define CPU_ROW_ALIGN 16
+
+/* Rows of one block in prefill: dotted with each token's vector in turn
+ * while they stay in the L1 cache. */
+#define CPU_ROW_TILE 16
+
+#define CPU_MAX_SEG 3 /* matrices one job can cover (Q, K and V) */
+
+/* One matrix of a product job: Y[t][r] = W row r . (prepared vector t). */
+struct cpu_seg {
 	const struct model_tensor *w; /* weight [ne1 rows, ne0] */
-	const unsigned char *vecs;    /* n_tok prepared vectors */
-	size_t vec_stride;            /* bytes between them */
-	int32_t n_tok;                /* tokens */
+	const unsigned char *vecs;    /* n_tok prepared vectors for w->type */
 	float *y;                     /* [n_tok][y_stride] */
 	int64_t y_stride;             /* floats between output rows */
 };
 
 /*
- * This is where the time goes: every weight row is dotted with every
- * prepared token vector. Thread ith takes a contiguous share of the rows.
+ * A product job: up to three matrices that read the same activations (Q, K,
+ * V; gate and up), done in one fork-join so a decode step pays for few
+ * hand-overs. The rows of the matrices, one after the other, are split
+ * across the threads. With swiglu, seg[0] is the gate and seg[1] the up
+ * projection (same rows): each thread takes the same rows of both and then
+ * writes silu(gate) * up over its gate rows, so no second job is needed.
+ * Every output is computed by one thread with the same operations whatever
+ * the number of threads, so results do not depend on it.
  */
-static void cpu_matmul_fn(void *arg, int ith, int nth)
-{
-	const struct cpu_matmul_job *j = arg;
-	const struct model_tensor *w = j->w;
-	const unsigned char *base = w->data;
-	long lo, hi;
+struct cpu_matmul_job {
+	const struct cpu_state *s;       /* for the exact mode's buffers */
+	struct cpu_seg seg[CPU_MAX_SEG]; /* the matrices */
+	int n_seg;                       /* how many */
+	bool swiglu;                     /* seg[0] = silu(seg[0]) * seg[1] */
+	int32_t n_tok;                   /* tokens */
+	size_t vec_stride;               /* bytes between prepared vectors */
+};
 
-	threadpool_split((long)w->ne1, ith, nth, &lo, &hi);
+/* Rows [lo, hi) of segment G for every token of job J on thread ITH. */
+static void cpu_matmul_rows(const struct cpu_matmul_job *j,
+                            const struct cpu_seg *g, long lo, long hi, int ith)
+{
+	const struct model_tensor *w = g->w;
+	const unsigned char *base = w->data;
+
 	if (j->s->exact) {
 		float *wr = j->s->wrow + (size_t)ith * j->s->wrow_stride;
 		const float *x = j->s->xsrc;
@@ -119,19 +152,60 @@ static void cpu_matmul_fn(void *arg, int ith, int nth)
 			                  w->ne0);
 			/* an F32 vector is the floats themselves (quant.h) */
 			for (int32_t t = 0; t < j->n_tok; t++)
-				j->y[t * j->y_stride + r] =
+				g->y[t * g->y_stride + r] =
 				    quant_dot(QTYPE_F32, wr,
 				              x + (size_t)t * w->ne0, w->ne0);
 		}
 		return;
 	}
-	for (long r = lo; r < hi; r++) {
-		const void *row = base + (size_t)r * w->row_size;
-
+	for (long r0 = lo, nr; r0 < hi; r0 += nr) {
+		/* decode: one pass over the rows; prefill: a tile at a time */
+		nr = hi - r0;
+		if (j->n_tok > 1 && nr > CPU_ROW_TILE)
+			nr = CPU_ROW_TILE;
 		for (int32_t t = 0; t < j->n_tok; t++)
-			j->y[t * j->y_stride + r] = quant_dot(
-			    w->type, row, j->vecs + (size_t)t * j->vec_stride,
-			    w->ne0);
+			quant_dot_rows(w->type, base + (size_t)r0 * w->row_size,
+			               w->row_size, nr,
+			               g->vecs + (size_t)t * j->vec_stride,
+			               w->ne0, g->y + t * g->y_stride + r0, 1);
+	}
+}
+
+/*
+ * This is where the time goes: every weight row is dotted with every
+ * prepared token vector. Thread ith takes a contiguous share of the rows.
+ */
+static void cpu_matmul_fn(void *arg, int ith, int nth)
+{
+	const struct cpu_matmul_job *j = arg;
+	long total = 0, lo, hi, at = 0;
+
+	if (j->swiglu) {
+		const struct cpu_seg *g = &j->seg[0], *u = &j->seg[1];
+
+		threadpool_split_aligned((long)g->w->ne1, CPU_ROW_ALIGN, ith,
+		                         nth, &lo, &hi);
+		cpu_matmul_rows(j, g, lo, hi, ith);
+		cpu_matmul_rows(j, u, lo, hi, ith);
+		for (int32_t t = 0; t < j->n_tok; t++) {
+			float *gy = g->y + t * g->y_stride;
+			const float *uy = u->y + t * u->y_stride;
+
+			for (long r = lo; r < hi; r++)
+				gy[r] = gy[r] / (1.0f + expf(-gy[r])) * uy[r];
+		}
+		return;
+	}
+	for (int k = 0; k < j->n_seg; k++)
+		total += (long)j->seg[k].w->ne1;
+	threadpool_split_aligned(total, CPU_ROW_ALIGN, ith, nth, &lo, &hi);
+	for (int k = 0; k < j->n_seg; k++) {
+		long n = (long)j->seg[k].w->ne1;
+		long a = lo > at ? lo - at : 0, b = hi - at < n ? hi - at : n;
+
+		if (a < b)
+			cpu_matmul_rows(j, &j->seg[k], a, b, ith);
+		at += n;
 	}
 }
 
@@ -157,11 +231,12 @@ static void cpu_prepare_fn(void *arg, int ith, int nth)
 		                  j->vecs + (size_t)t * j->vec_stride);
 }
 
-/* Prepare X[n_tok][n] for weights of TYPE into s->vecs. */
+/* Prepare X[n_tok][n] for weights of TYPE into VECS (once per input, not
+ * per thread: one thread in decode, tokens split in prefill). */
 static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
-                        int64_t n, int32_t n_tok)
+                        int64_t n, int32_t n_tok, unsigned char *vecs)
 {
-	struct cpu_prepare_job j = {type, x, n, n_tok, s->vecs, s->vec_stride};
+	struct cpu_prepare_job j = {type, x, n, n_tok, vecs, s->vec_stride};
 
 	s->xsrc = x;
 	if (s->exact)
@@ -172,14 +247,37 @@ static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
 		threadpool_run(s->tp, cpu_prepare_fn, &j);
 }
 
-/* Y[t][r] = W row r . (prepared vector t), for the prepared vectors. */
-static void cpu_matmul_prepared(struct cpu_state *s,
-                                const struct model_tensor *w, int32_t n_tok,
-                                float *y, int64_t y_stride)
+/*
+ * Y_k = W_k X for the N matrices W[k] (N <= 3, same ne0) and X
+ * [n_tok][ne0], in one job; outputs Y[k] with row strides YS[k]. The
+ * activations are prepared once per distinct weight type. SWIGLU: see
+ * struct cpu_matmul_job.
+ */
+static void cpu_matmul_n(struct cpu_state *s, const struct model_tensor **w,
+                         int n, const float *x, int32_t n_tok, float **y,
+                         const int64_t *ys, bool swiglu)
 {
-	struct cpu_matmul_job j = {s,     w, s->vecs, s->vec_stride,
-	                           n_tok, y, y_stride};
+	struct cpu_matmul_job j = {.s = s,
+	                           .n_seg = n,
+	                           .swiglu = swiglu,
+	                           .n_tok = n_tok,
+	                           .vec_stride = s->vec_stride};
 
+	for (int k = 0; k < n; k++) {
+		const unsigned char *v = NULL;
+
+		for (int p = 0; p < k && v == NULL; p++)
+			if (w[p]->type == w[k]->type)
+				v = j.seg[p].vecs;
+		if (v == NULL) {
+			unsigned char *slot =
+			    s->vecs + (size_t)k * s->n_batch * s->vec_stride;
+
+			cpu_prepare(s, w[k]->type, x, w[k]->ne0, n_tok, slot);
+			v = slot;
+		}
+		j.seg[k] = (struct cpu_seg){w[k], v, y[k], ys[k]};
+	}
 	threadpool_run(s->tp, cpu_matmul_fn, &j);
 }
 
@@ -187,8 +285,9 @@ static void cpu_matmul_prepared(struct cpu_state *s,
 static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
                        const float *x, int32_t n_tok, float *y)
 {
-	cpu_prepare(s, w->type, x, w->ne0, n_tok);
-	cpu_matmul_prepared(s, w, n_tok, y, w->ne1);
+	const int64_t ys = w->ne1;
+
+	cpu_matmul_n(s, &w, 1, x, n_tok, &y, &ys, false);
 }
 
 /* -------------------------------------------------------- elementwise */
@@ -260,10 +359,9 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 	    s->k_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_k;
 	const float *vc =
 	    s->v_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_v;
-	long lo, hi;
-
-	threadpool_split((long)j->n_tok * c->n_head, ith, nth, &lo, &hi);
-	for (long p = lo; p < hi; p++) {
+	/* pairs dealt round-robin: a causal chunk's later tokens cost more,
+	 * so contiguous shares would leave the first threads idle */
+	for (long p = ith; p < (long)j->n_tok * c->n_head; p += nth) {
 		int32_t t = (int32_t)(p / c->n_head);
 		int h = (int)(p % c->n_head), kvh = h / group;
 		int32_t pos = j->pos0 + t;
@@ -272,13 +370,12 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		float mx = -INFINITY;
 		double sum = 0;
 
+		/* quant.h's fp32 dot: fixed order, SIMD when present */
+		quant_dot_rows(QTYPE_F32, kc + (size_t)kvh * hd,
+		               (size_t)s->kv_dim_k * sizeof(float), pos + 1, q,
+		               hd, att, 1);
 		for (int32_t i = 0; i <= pos; i++) {
-			const float *k =
-			    kc + (size_t)i * s->kv_dim_k + (size_t)kvh * hd;
-			/* quant.h's fp32 dot: fixed order, SIMD when present */
-			float d = quant_dot(QTYPE_F32, k, q, hd);
-
-			att[i] = d * scale;
+			att[i] = att[i] * scale;
 			if (att[i] > mx)
 				mx = att[i];
 		}
@@ -287,15 +384,11 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 			sum += att[i];
 		}
 		float inv = (float)(1.0 / sum);
-		memset(out, 0, (size_t)hdv * sizeof(float));
-		for (int32_t i = 0; i <= pos; i++) {
-			const float *v =
-			    vc + (size_t)i * s->kv_dim_v + (size_t)kvh * hdv;
-			float a = att[i] * inv;
-
-			for (int e = 0; e < hdv; e++)
-				out[e] += a * v[e];
-		}
+		for (int32_t i = 0; i <= pos; i++)
+			att[i] = att[i] * inv;
+		/* out = sum_i att[i] * V row i, in order of i */
+		quant_f32_mix(out, att, vc + (size_t)kvh * hdv, s->kv_dim_v,
+		              pos + 1, hdv);
 	}
 }
 
@@ -313,14 +406,13 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
 		            s->x + (size_t)t * c->n_embd, l->attn_norm,
 		            c->n_embd, c->rms_eps);
-	cpu_prepare(s, l->wq.type, s->xb, c->n_embd, n);
-	cpu_matmul_prepared(s, &l->wq, n, s->q, s->q_dim);
-	if (l->wk.type != l->wq.type)
-		cpu_prepare(s, l->wk.type, s->xb, c->n_embd, n);
-	cpu_matmul_prepared(s, &l->wk, n, s->k, s->kv_dim_k);
-	if (l->wv.type != l->wk.type)
-		cpu_prepare(s, l->wv.type, s->xb, c->n_embd, n);
-	cpu_matmul_prepared(s, &l->wv, n, s->v, s->kv_dim_v);
+	{
+		const struct model_tensor *w[3] = {&l->wq, &l->wk, &l->wv};
+		float *y[3] = {s->q, s->k, s->v};
+		const int64_t ys[3] = {s->q_dim, s->kv_dim_k, s->kv_dim_v};
+
+		cpu_matmul_n(s, w, 3, s->xb, n, y, ys, false);
+	}
 
 	for (int32_t t = 0; t < n; t++) {
 		float *q = s->q + (size_t)t * s->q_dim;
@@ -368,15 +460,13 @@ static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
 		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
 		            s->x + (size_t)t * c->n_embd, l->ffn_norm,
 		            c->n_embd, c->rms_eps);
-	cpu_prepare(s, l->w_gate.type, s->xb, c->n_embd, n);
-	cpu_matmul_prepared(s, &l->w_gate, n, s->hb, c->n_ff);
-	if (l->w_up.type != l->w_gate.type)
-		cpu_prepare(s, l->w_up.type, s->xb, c->n_embd, n);
-	cpu_matmul_prepared(s, &l->w_up, n, s->hb2, c->n_ff);
-	for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
-		float g = s->hb[i];
+	{
+		/* hb = silu(gate x) * (up x), in the same job */
+		const struct model_tensor *w[2] = {&l->w_gate, &l->w_up};
+		float *y[2] = {s->hb, s->hb2};
+		const int64_t ys[2] = {c->n_ff, c->n_ff};
 
-		s->hb[i] = g / (1.0f + expf(-g)) * s->hb2[i];
+		cpu_matmul_n(s, w, 2, s->xb, n, y, ys, true);
 	}
 	cpu_matmul(s, &l->w_down, s->hb, n, s->y);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
@@ -626,7 +716,8 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->wrow = s->exact
 	              ? cpu_floats((size_t)e->n_threads, (size_t)s->wrow_stride)
 	              : malloc(1);
-	s->vecs = calloc(nb, s->vec_stride);
+	/* one slot of n_batch vectors per matrix of a job (cpu_matmul_n) */
+	s->vecs = calloc((size_t)CPU_MAX_SEG * nb, s->vec_stride);
 	s->k_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_k);
 	s->v_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_v);
 	if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||

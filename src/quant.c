@@ -5,11 +5,11 @@
  * dequantization (one function per type, a transcription of ggml's
  * dequantize_row_*); K-quant unpacking; activation quantization; the
  * portable integer block kernels; the dots (float rows, 32-element formats,
- * K-quants) and the portable kernel table; the AVX2 table (quant_avx2.h);
- * the public functions.
+ * K-quants) and the portable kernel table; the AVX2 table (quant_avx2.h)
+ * and the AVX-512 one (quant_avx512.h); the public functions.
  *
  * See quant.h for the invariants (bit-exact dequantization, identical
- * results with and without AVX2).
+ * results on every kernel set).
  */
 #include "quant.h"
 
@@ -540,24 +540,28 @@ static float quantize_i8(const float *x, int k, int8_t *q)
 	return d;
 }
 
-static void vec_q8(const float *x, int64_t nb, void *vec)
+/* quantize_i8 or a kernel with its exact results (K a multiple of 32). */
+typedef float (*quantize_fn)(const float *x, int k, int8_t *q);
+
+static void vec_q8(quantize_fn quantize, const float *x, int64_t nb, void *vec)
 {
 	const struct vec_q8 v = vec_q8_view(vec, nb);
 
 	for (int64_t i = 0; i < nb; i++, x += QK) {
 		int s = 0;
 
-		v.d[i] = quantize_i8(x, QK, v.qs[i]);
+		v.d[i] = quantize(x, QK, v.qs[i]);
 		for (int j = 0; j < QK; j++)
 			s += v.qs[i][j];
 		v.ds[i] = v.d[i] * (float)s;
 	}
 }
 
-static void vec_q8k(const float *x, int64_t nb, struct vblk_q8k *y)
+static void vec_q8k(quantize_fn quantize, const float *x, int64_t nb,
+                    struct vblk_q8k *y)
 {
 	for (int64_t i = 0; i < nb; i++, x += QK_K) {
-		y[i].d = quantize_i8(x, QK_K, y[i].qs);
+		y[i].d = quantize(x, QK_K, y[i].qs);
 		for (int j = 0; j < QK_K / 16; j++) {
 			int s = 0;
 
@@ -774,9 +778,15 @@ DEFINE_DOT_FLOAT(dot_bf16, uint16_t, bf16_to_f32)
 /* A row . vector dot of N elements; one per type and kernel set. */
 typedef float (*dot_fn)(const void *row, const void *vec, int64_t n);
 
-/* One set of kernels, indexed by type id (NULL: not computable). */
+/* quant_f32_mix's kernel. */
+typedef void (*mix_fn)(float *out, const float *a, const float *rows,
+                       size_t stride, int64_t nrows, int64_t n);
+
+/* One set of kernels: dots indexed by type id (NULL: not computable). */
 struct kernels {
 	dot_fn dot[QTYPE_COUNT];
+	mix_fn mix;
+	quantize_fn quantize; /* activation rounding, quantize_i8's bits */
 };
 
 /* Half at byte offset OFF of block B. */
@@ -912,7 +922,24 @@ DEFINE_DOTF(dot_f32_c, dot_f32_body, float)
 DEFINE_DOTF(dot_f16_c, dot_f16_body, uint16_t)
 DEFINE_DOTF(dot_bf16_c, dot_bf16_body, uint16_t)
 
+/* quant_f32_mix, portable: lane e sees exactly the operations of the
+ * scalar definition (vectorizing across e reorders nothing). */
+static void mix_f32_c(float *out, const float *a, const float *rows,
+                      size_t stride, int64_t nrows, int64_t n)
+{
+	for (int64_t e = 0; e < n; e++)
+		out[e] = 0.0f;
+	for (int64_t i = 0; i < nrows; i++) {
+		const float *v = rows + (size_t)i * stride;
+
+		for (int64_t e = 0; e < n; e++)
+			out[e] += a[i] * v[e];
+	}
+}
+
 static const struct kernels kernels_c = {
+    .mix = mix_f32_c,
+    .quantize = quantize_i8,
     .dot = {[QTYPE_F32] = dot_f32_c,
             [QTYPE_F16] = dot_f16_c,
             [QTYPE_BF16] = dot_bf16_c,
@@ -929,23 +956,56 @@ static const struct kernels kernels_c = {
 };
 
 #include "quant_avx2.h"
+#include "quant_avx512.h"
 
-static bool quant_simd_wanted = true; /* quant_set_simd */
+static enum quant_isa quant_isa_max = QUANT_ISA_AVX512; /* quant_set_isa */
 
-/* The kernels to use now. */
+#ifdef QUANT_HAVE_AVX512
+/* True when the CPU (and the OS: libgcc checks XCR0) runs the AVX-512
+ * kernels. */
+static bool quant_cpu_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512vnni");
+}
+#endif
+
+/* The kernels to use now: the widest the CPU runs, up to quant_isa_max. */
 static const struct kernels *quant_kernels(void)
 {
+#ifdef QUANT_HAVE_AVX512
+	if (quant_isa_max >= QUANT_ISA_AVX512 && quant_cpu_avx512())
+		return &kernels_avx512;
+#endif
 #ifdef QUANT_HAVE_AVX2
 	/* every AVX2 CPU has F16C (clang 14 cannot test for "f16c") */
-	if (quant_simd_wanted && __builtin_cpu_supports("avx2"))
+	if (quant_isa_max >= QUANT_ISA_AVX2 && __builtin_cpu_supports("avx2"))
 		return &kernels_avx2;
 #endif
 	return &kernels_c;
 }
 
+void quant_set_isa(enum quant_isa max)
+{
+	quant_isa_max = max;
+}
+
+enum quant_isa quant_isa_active(void)
+{
+	const struct kernels *k = quant_kernels();
+
+#ifdef QUANT_HAVE_AVX512
+	if (k == &kernels_avx512)
+		return QUANT_ISA_AVX512;
+#endif
+	return k == &kernels_c ? QUANT_ISA_C : QUANT_ISA_AVX2;
+}
+
 void quant_set_simd(bool on)
 {
-	quant_simd_wanted = on;
+	quant_set_isa(on ? QUANT_ISA_AVX512 : QUANT_ISA_C);
 }
 
 bool quant_simd_active(void)
@@ -1079,10 +1139,10 @@ void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec)
 		memcpy(vec, x, (size_t)n * sizeof(float));
 		break;
 	case VEC_Q8:
-		vec_q8(x, n / QK, vec);
+		vec_q8(quant_kernels()->quantize, x, n / QK, vec);
 		break;
 	case VEC_Q8K:
-		vec_q8k(x, n / QK_K, vec);
+		vec_q8k(quant_kernels()->quantize, x, n / QK_K, vec);
 		break;
 	default:
 		break;
@@ -1122,6 +1182,39 @@ float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n)
 	if (!quant_can_compute(type))
 		return NAN;
 	return k->dot[type](row, vec, n);
+}
+
+void quant_dot_rows(uint32_t type, const void *rows, size_t row_stride,
+                    int64_t nrows, const void *vec, int64_t n, float *out,
+                    size_t out_stride)
+{
+	const dot_fn dot =
+	    quant_can_compute(type) ? quant_kernels()->dot[type] : NULL;
+	const unsigned char *row = rows;
+
+#ifdef QUANT_HAVE_AVX512
+	if (type == QTYPE_F32 && dot == dot_f32_avx512 &&
+	    row_stride % sizeof(float) == 0 &&
+	    dot_rows_f32_avx512(rows, row_stride / sizeof(float), nrows, vec, n,
+	                        out, out_stride))
+		return;
+#endif
+#ifdef QUANT_HAVE_AVX2
+	/* float rows (attention scores): four rows at a time, same bits */
+	if (type == QTYPE_F32 && dot == dot_f32_avx2 &&
+	    row_stride % sizeof(float) == 0 &&
+	    dot_rows_f32_avx2(rows, row_stride / sizeof(float), nrows, vec, n,
+	                      out, out_stride))
+		return;
+#endif
+	for (int64_t r = 0; r < nrows; r++, row += row_stride)
+		out[(size_t)r * out_stride] = dot ? dot(row, vec, n) : NAN;
+}
+
+void quant_f32_mix(float *out, const float *a, const float *rows, size_t stride,
+                   int64_t nrows, int64_t n)
+{
+	quant_kernels()->mix(out, a, rows, stride, nrows, n);
 }
 
 int quant_check_tensor(const char *name, uint32_t type, char *err,

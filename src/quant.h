@@ -24,8 +24,10 @@
  *        Q8_K layout: float32 scale, int8 quants, int16 sums of each 16).
  *    Inside a block the products are summed in exact integer arithmetic;
  *    the float32 operations combining block sums are the same, in the same
- *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2)
- *    and in the portable C, so both give bit-identical results.
+ *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2),
+ *    the AVX-512 VNNI kernels (quant_avx512.h; when the CPU has AVX-512 F,
+ *    BW, VL and VNNI) and the portable C, so all give bit-identical
+ *    results.
  * 4. Precision of quant_dot against the exact dot of the dequantized row
  *    with x: each activation is off by at most 0.5001 * amax(its block)/127,
  *    so |error| <= sum_i |w_i| * 0.5001 * amax_i / 127 plus the float32
@@ -75,6 +77,25 @@ void quant_vec_prepare(uint32_t type, const float *x, int64_t n, void *vec);
 float quant_dot(uint32_t type, const void *row, const void *vec, int64_t n);
 
 /*
+ * quant_dot of NROWS rows, ROW_STRIDE bytes apart from ROWS, with one
+ * prepared VEC: OUT[r * out_stride] = quant_dot(type, row r, vec, n). The
+ * same bits as the single dots (the same kernel), without choosing the
+ * kernel per row: this is the loop the engine's products run.
+ */
+void quant_dot_rows(uint32_t type, const void *rows, size_t row_stride,
+                    int64_t nrows, const void *vec, int64_t n, float *out,
+                    size_t out_stride);
+
+/*
+ * OUT[e] = sum over i < NROWS of A[i] * ROWS[i * stride + e], for e < N:
+ * each OUT[e] starts at 0 and adds the products a[i] * row[e] (float32,
+ * multiply then add, no FMA) in the order i = 0, 1, ...; every path (AVX2
+ * or portable) gives these bits. The weighted sum of V rows in attention.
+ */
+void quant_f32_mix(float *out, const float *a, const float *rows, size_t stride,
+                   int64_t nrows, int64_t n);
+
+/*
  * The activations as quant_dot sees them: decode VEC (prepared for TYPE
  * from n floats) back into N doubles XHAT (caller-owned). For tests and
  * debugging; exact (each value is a float32 scale times an int8, or the
@@ -90,14 +111,26 @@ void quant_vec_dequant(uint32_t type, const void *vec, double *xhat, int64_t n);
 int quant_check_tensor(const char *name, uint32_t type, char *err,
                        size_t errlen);
 
+/* Kernel sets, from the portable C up; each gives the same bits (note 3). */
+enum quant_isa {
+	QUANT_ISA_C,      /* portable C */
+	QUANT_ISA_AVX2,   /* AVX2 + F16C */
+	QUANT_ISA_AVX512, /* AVX-512 F/BW/VL + VNNI (GCC builds) */
+};
+
 /*
- * Test hook: false forces the portable C kernels even when the CPU has
- * AVX2 (the results are identical either way; tests and the benchmark
- * compare both). Not thread-safe; set it before any dot runs.
+ * Test hook: use no kernel set above MAX (the widest the CPU runs is used
+ * up to it; the default is all). Not thread-safe; set it before any dot
+ * runs. quant_set_simd(false) is quant_set_isa(QUANT_ISA_C), true the
+ * default.
  */
+void quant_set_isa(enum quant_isa max);
 void quant_set_simd(bool on);
 
-/* True when quant_dot uses the AVX2 kernels on this CPU now. */
+/* The kernel set quant_dot uses on this CPU now. */
+enum quant_isa quant_isa_active(void);
+
+/* True when quant_dot uses SIMD kernels (AVX2 or wider) now. */
 bool quant_simd_active(void);
 
 #ifdef __cplusplus

@@ -122,6 +122,15 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 	                        _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+/* Half at byte offset OFF of block B, converted exactly by F16C. */
+AVX2 static inline float avx2_blk_half(const void *b, int off)
+{
+	uint16_t h;
+
+	memcpy(&h, (const uint8_t *)b + off, sizeof h);
+	return _cvtsh_ss(h);
+}
+
 /*
  * dot_fn NAME for the 32-element format BLK: eight blocks per step, their
  * terms computed as the portable DEFINE_DOT32_C computes them, lane j of
@@ -173,10 +182,11 @@ AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 			const int32_t is = avx2_hsum_i32(PROD(                 \
 			    &w[i],                                             \
 			    _mm256_loadu_si256((const __m256i *)v.qs[i])));    \
-			float t = (blk_half(&w[i], 0) * v.d[i]) * (float)is;   \
+			float t =                                              \
+			    (avx2_blk_half(&w[i], 0) * v.d[i]) * (float)is;    \
                                                                                \
 			if (HAS_MIN)                                           \
-				t = t + blk_half(&w[i], 2) * v.ds[i];          \
+				t = t + avx2_blk_half(&w[i], 2) * v.ds[i];     \
 			a[i % 8] += t;                                         \
 		}                                                              \
 		return acc8_sum(a);                                            \
@@ -546,6 +556,84 @@ AVX2 static float dot_f32_avx2(const void *row, const void *vec, int64_t n)
 	return dot_f32_body(row, vec, n);
 }
 
+/* dot_f32_body's tree over the 16 running sums held as A0 (sums 0..7) and
+ * A1 (8..15): the same additions, lane for lane. */
+AVX2 static inline float avx2_tree16(__m256 a0, __m256 a1)
+{
+	const __m256 s8 = _mm256_add_ps(a0, a1); /* acc[j] += acc[j + 8] */
+	const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8),
+	                             _mm256_extractf128_ps(s8, 1));
+	const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/*
+ * F32 rows . one float vector, N a multiple of 16: dot_f32_body's products
+ * and sums for four rows at once (independent chains, so the loads of
+ * the rows, which in attention come from memory, overlap), the next rows
+ * prefetched. Returns false (nothing written) for other N.
+ */
+AVX2 static bool dot_rows_f32_avx2(const float *rows, size_t stride,
+                                   int64_t nrows, const float *x, int64_t n,
+                                   float *out, size_t out_stride)
+{
+	int64_t r = 0;
+
+	if (n % FLANES != 0)
+		return false;
+	for (; r + 4 <= nrows; r += 4) {
+		const float *w = rows + (size_t)r * stride;
+		__m256 a[4][2];
+
+		for (int k = 0; k < 4; k++) {
+			a[k][0] = _mm256_setzero_ps();
+			a[k][1] = _mm256_setzero_ps();
+			if (r + 4 + k < nrows)
+				for (int64_t i = 0; i < n; i += 16)
+					_mm_prefetch(
+					    (const char *)(w +
+					                   (4 + k) * stride +
+					                   i),
+					    _MM_HINT_T0);
+		}
+		for (int64_t i = 0; i < n; i += FLANES) {
+			const __m256 x0 = _mm256_loadu_ps(x + i);
+			const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+			{
+				const float *wk = w + (size_t)k * stride + i;
+
+				a[k][0] = _mm256_add_ps(
+				    a[k][0],
+				    _mm256_mul_ps(_mm256_loadu_ps(wk), x0));
+				a[k][1] = _mm256_add_ps(
+				    a[k][1],
+				    _mm256_mul_ps(_mm256_loadu_ps(wk + 8), x1));
+			}
+		}
+		for (int k = 0; k < 4; k++)
+			out[(size_t)(r + k) * out_stride] =
+			    avx2_tree16(a[k][0], a[k][1]);
+	}
+	for (; r < nrows; r++) {
+		const float *w = rows + (size_t)r * stride;
+		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+
+		for (int64_t i = 0; i < n; i += FLANES) {
+			a0 = _mm256_add_ps(
+			    a0, _mm256_mul_ps(_mm256_loadu_ps(w + i),
+			                      _mm256_loadu_ps(x + i)));
+			a1 = _mm256_add_ps(
+			    a1, _mm256_mul_ps(_mm256_loadu_ps(w + i + 8),
+			                      _mm256_loadu_ps(x + i + 8)));
+		}
+		out[(size_t)r * out_stride] = avx2_tree16(a0, a1);
+	}
+	return true;
+}
+
 /* F16 rows: dot_f16_body's 16 running sums as two registers (the same
  * products and sums: multiply then add, no FMA), then its tail and tree. */
 AVX2 static float dot_f16_avx2(const void *row, const void *vec, int64_t n)
@@ -596,7 +684,148 @@ DEFINE_DOTK2(dot_q4_K_avx2, struct blk_q4_K, isum_q4_K_avx2, dot_k_avx2)
 DEFINE_DOTK2(dot_q5_K_avx2, struct blk_q5_K, isum_q5_K_avx2, dot_k_avx2)
 DEFINE_DOTK1(dot_q6_K_avx2, struct blk_q6_K, isum_q6_K_avx2, dot_k_avx2)
 
+/*
+ * quant_f32_mix: 32 outputs at a time held in four registers over all the
+ * rows (one pass over the outputs per 32, not per row); each lane does the
+ * portable code's multiply then add, in its order.
+ */
+AVX2 static void mix_f32_avx2(float *out, const float *a, const float *rows,
+                              size_t stride, int64_t nrows, int64_t n)
+{
+	int64_t e = 0;
+
+	for (; e + 64 <= n; e += 64) {
+		__m256 o[8];
+		const float *v = rows + e;
+
+		for (int k = 0; k < 8; k++)
+			o[k] = _mm256_setzero_ps();
+		for (int64_t i = 0; i < nrows; i++, v += stride) {
+			const __m256 ai = _mm256_broadcast_ss(a + i);
+
+			_mm_prefetch((const char *)(v + 4 * stride),
+			             _MM_HINT_T0);
+			_mm_prefetch((const char *)(v + 4 * stride + 32),
+			             _MM_HINT_T0);
+			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+			    o[k] = _mm256_add_ps(
+			        o[k],
+			        _mm256_mul_ps(ai, _mm256_loadu_ps(v + 8 * k)));
+		}
+		for (int k = 0; k < 8; k++)
+			_mm256_storeu_ps(out + e + 8 * k, o[k]);
+	}
+	for (; e + 32 <= n; e += 32) {
+		__m256 o0 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
+		__m256 o2 = _mm256_setzero_ps(), o3 = _mm256_setzero_ps();
+		const float *v = rows + e;
+
+		for (int64_t i = 0; i < nrows; i++, v += stride) {
+			const __m256 ai = _mm256_broadcast_ss(a + i);
+
+			o0 = _mm256_add_ps(
+			    o0, _mm256_mul_ps(ai, _mm256_loadu_ps(v)));
+			o1 = _mm256_add_ps(
+			    o1, _mm256_mul_ps(ai, _mm256_loadu_ps(v + 8)));
+			o2 = _mm256_add_ps(
+			    o2, _mm256_mul_ps(ai, _mm256_loadu_ps(v + 16)));
+			o3 = _mm256_add_ps(
+			    o3, _mm256_mul_ps(ai, _mm256_loadu_ps(v + 24)));
+		}
+		_mm256_storeu_ps(out + e, o0);
+		_mm256_storeu_ps(out + e + 8, o1);
+		_mm256_storeu_ps(out + e + 16, o2);
+		_mm256_storeu_ps(out + e + 24, o3);
+	}
+	for (; e + 8 <= n; e += 8) {
+		__m256 o = _mm256_setzero_ps();
+		const float *v = rows + e;
+
+		for (int64_t i = 0; i < nrows; i++, v += stride)
+			o = _mm256_add_ps(
+			    o, _mm256_mul_ps(_mm256_broadcast_ss(a + i),
+			                     _mm256_loadu_ps(v)));
+		_mm256_storeu_ps(out + e, o);
+	}
+	if (e < n)
+		mix_f32_c(out + e, a, rows + e, stride, nrows, n - e);
+}
+
+/*
+ * quantize_i8 for K a multiple of 32, eight floats at a time with the
+ * same float operations: amax (the same maximum for finite x; a
+ * non-finite x goes to the portable code, which returns NaN), d = amax /
+ * 127, id = 1 / d, then roundf(x * id), which rounds halves away from
+ * zero: t = trunc(p), and t + sign(p) where |p - t| >= 0.5 (p - t is
+ * exact), clamped to +-127.
+ */
+AVX2 static float quantize_i8_avx2(const float *x, int k, int8_t *q)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	const __m256 big = _mm256_set1_ps(FLT_MAX);
+	__m256 mx = _mm256_setzero_ps(),
+	       fin = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+
+	if (k % 32 != 0)
+		return quantize_i8(x, k, q);
+	for (int j = 0; j < k; j += 8) {
+		const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+
+		mx = _mm256_max_ps(mx, a);
+		/* false for inf and NaN, as in quantize_i8 */
+		fin = _mm256_and_ps(fin, _mm256_cmp_ps(a, big, _CMP_LE_OQ));
+	}
+	if (_mm256_movemask_ps(fin) != 0xFF)
+		return quantize_i8(x, k, q);
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx),
+	                       _mm256_extractf128_ps(mx, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+	const float amax = _mm_cvtss_f32(m4);
+
+	const float d = amax / 127.0f;
+	const float id = d != 0.0f ? 1.0f / d : 0.0f;
+	const __m256 vid = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f);
+	const __m256 one = _mm256_set1_ps(1.0f), lim = _mm256_set1_ps(127.0f);
+
+	for (int j = 0; j < k; j += 32) {
+		__m256i iv[4];
+
+		for (int h = 0; h < 4; h++) {
+			const __m256 p =
+			    _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * h), vid);
+			__m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO |
+			                                  _MM_FROUND_NO_EXC);
+			const __m256 up = _mm256_cmp_ps(
+			    _mm256_andnot_ps(sign, _mm256_sub_ps(p, t)), half,
+			    _CMP_GE_OQ);
+
+			t = _mm256_add_ps(
+			    t,
+			    _mm256_and_ps(
+			        up, _mm256_or_ps(_mm256_and_ps(sign, p), one)));
+			t = _mm256_min_ps(
+			    _mm256_max_ps(
+			        t, _mm256_sub_ps(_mm256_setzero_ps(), lim)),
+			    lim);
+			iv[h] = _mm256_cvtps_epi32(t);
+		}
+		/* packs work per 128-bit half: restore element order */
+		const __m256i w01 = _mm256_packs_epi32(iv[0], iv[1]);
+		const __m256i w23 = _mm256_packs_epi32(iv[2], iv[3]);
+		const __m256i b = _mm256_packs_epi16(w01, w23);
+
+		_mm256_storeu_si256(
+		    (__m256i *)(q + j),
+		    _mm256_permutevar8x32_epi32(
+		        b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+	}
+	return d;
+}
+
 static const struct kernels kernels_avx2 = {
+    .mix = mix_f32_avx2,
+    .quantize = quantize_i8_avx2,
     .dot = {[QTYPE_F32] = dot_f32_avx2,
             [QTYPE_F16] = dot_f16_avx2,
             [QTYPE_BF16] = dot_bf16_avx2,

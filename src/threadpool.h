@@ -15,9 +15,10 @@
  *   2. At most one threadpool_run() is in flight per pool (the engine calls
  *      it from one thread); generation counts calls, so a worker never runs
  *      the same job twice nor misses one.
- *   3. Idle workers spin briefly (cheap hand-over between the many small
- *      products of a decode step) and then sleep on a condition variable,
- *      so an idle engine does not burn the CPU.
+ *   3. Waiting sides spin briefly (cheap hand-over between the many small
+ *      products of a decode step: atomics only, no lock, no system call)
+ *      and then sleep on a condition variable, so an idle engine does not
+ *      burn the CPU (threadpool.c explains why no wake-up is lost).
  */
 #ifndef PARLEY_THREADPOOL_H
 #define PARLEY_THREADPOOL_H
@@ -47,6 +48,12 @@ void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg);
 
 /* The share [*lo, *hi) of N items that thread ITH of NTH takes. */
 void threadpool_split(long n, int ith, int nth, long *lo, long *hi);
+
+/* The same in whole units of ALIGN items (ALIGN >= 1): every boundary
+ * between two threads' shares is a multiple of ALIGN, so outputs of 16
+ * floats per unit never share a cache line between threads. */
+void threadpool_split_aligned(long n, long align, int ith, int nth, long *lo,
+                              long *hi);
 
 /* Number of online CPUs (at least 1). */
 int threadpool_cpu_count(void);

@@ -109,6 +109,25 @@ static void check_consistency(const char *name)
 	d = maxdiff(pre, dec, N * nv);
 	tap_ok(d == 0, "%s: prefill of %d == %d decode steps (max |d| %g)",
 	       name, N, N, d);
+	/* every output has one owner thread doing the same operations, so
+	 * the thread count changes no bit (backend_cpu.c) */
+	for (int nt = 1; nt <= 3; nt += 2) {
+		struct engine *t = open_engine(m, 0, nt);
+
+		d = t == NULL ? INFINITY : 0;
+		for (int i = 0; t != NULL && i < N; i++) {
+			double di;
+
+			engine_eval(t, &toks[i], 1, 0, err, sizeof(err));
+			di = maxdiff(dec + i * nv, engine_logits(t), nv);
+			d = di > d ? di : d;
+		}
+		tap_ok(d == 0,
+		       "%s: %d decode steps with %d thread%s == with 2 "
+		       "(max |d| %g)",
+		       name, N, nt, nt > 1 ? "s" : "", d);
+		engine_close(t);
+	}
 	engine_eval(b, toks, N, ENGINE_EVAL_ALL, err, sizeof(err));
 	d = maxdiff(pre, engine_logits(b), N * nv);
 	tap_ok(d == 0,

@@ -423,10 +423,130 @@ static void check_api(void)
  * AVX2 and portable dots agree bit for bit on many random rows of TYPE
  * (random quant bytes, finite random float16 scales; floats: random values).
  */
-static void check_simd_random(uint32_t type)
+/* quant_dot_rows (both kernel sets) gives quant_dot's bits row by row, for
+ * row counts around the four-row step of the float kernel and a strided
+ * output. */
+static void check_dot_rows(uint32_t type, const uint8_t *w, size_t rs,
+                           int64_t rows, const void *vec, int64_t n,
+                           enum quant_isa isa)
 {
-	const int64_t n = 1024, rows = 300;
+	float *one = malloc((size_t)rows * sizeof *one);
+	float *many = malloc((size_t)rows * 2 * sizeof *many);
+	int bad = 0;
+
+	for (int simd = 0; simd < 2; simd++) {
+		quant_set_isa(simd ? isa : QUANT_ISA_C);
+		for (int64_t r = 0; r < rows; r++)
+			one[r] = quant_dot(type, w + r * rs, vec, n);
+		for (int64_t nr = rows - 7; nr <= rows; nr++) {
+			quant_dot_rows(type, w, rs, nr, vec, n, many, 2);
+			for (int64_t r = 0; r < nr; r++)
+				bad += memcmp(&one[r], &many[2 * r],
+				              sizeof *one) != 0;
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "%s: quant_dot_rows == quant_dot on %lld rows, %s and "
+	       "portable (%d differ)",
+	       qtype_name(type), (long long)rows,
+	       isa == QUANT_ISA_AVX512 ? "AVX-512" : "AVX2", bad);
+	free(one);
+	free(many);
+}
+
+/* quant_f32_mix against its definition (float, multiply then add, in row
+ * order), on both kernel sets, for widths around its 64/32/8 steps. */
+static void check_mix(void)
+{
+	enum { ROWS = 37, STRIDE = 203 };
+	float *v = malloc(ROWS * STRIDE * sizeof *v), a[ROWS];
+	float out[STRIDE], ref[STRIDE];
+	int bad = 0, cases = 0;
+
+	for (int i = 0; i < ROWS * STRIDE; i++)
+		v[i] = (float)(rng_unit() - 0.5);
+	for (int i = 0; i < ROWS; i++)
+		a[i] = (float)rng_unit();
+	for (int n = 1; n <= 200; n += (n < 80 ? 1 : 13)) {
+		for (int nr = 0; nr <= ROWS; nr += 6) {
+			for (int e = 0; e < n; e++) {
+				ref[e] = 0.0f;
+				for (int i = 0; i < nr; i++) {
+					const float p =
+					    a[i] * v[i * STRIDE + e];
+
+					ref[e] = ref[e] + p;
+				}
+			}
+			for (int simd = 0; simd < 2; simd++) {
+				quant_set_simd(simd);
+				quant_f32_mix(out, a, v, STRIDE, nr, n);
+				bad += memcmp(out, ref, n * sizeof *out) != 0;
+				cases++;
+			}
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "quant_f32_mix bit-exact with its definition, AVX2 and "
+	       "portable (%d of %d cases differ)",
+	       bad, cases);
+	free(v);
+}
+
+/* quant_vec_prepare gives the same bytes on both kernel sets (the AVX2
+ * rounding of activations is roundf's), on vectors with halves, ties,
+ * clamping, zero blocks and non-finite blocks. */
+static void check_prepare(void)
+{
+	static const uint32_t types[] = {QTYPE_Q8_0, QTYPE_Q4_K};
+	enum { N = 2048 };
+	float *x = malloc(N * sizeof *x);
+	unsigned char *a = malloc(quant_vec_size(QTYPE_Q4_K, N) + 4096);
+	unsigned char *b = malloc(quant_vec_size(QTYPE_Q4_K, N) + 4096);
+	int bad = 0, cases = 0;
+
+	for (int rep = 0; rep < 40; rep++) {
+		make_x(x, N);
+		if (rep % 4 == 1) /* exact halves of the scale: ties */
+			for (int i = 0; i < N; i++)
+				x[i] = (float)((int)(rng_unit() * 509) - 254) *
+				       0.5f;
+		if (rep % 4 == 2) { /* a non-finite value in one block */
+			x[rep * 7 % N] = rep % 8 == 2 ? INFINITY : NAN;
+			x[300] = -0.0f;
+		}
+		if (rep % 4 == 3) /* one block all zero, one of -0 */
+			for (int i = 0; i < 256; i++)
+				x[i] = i < 128 ? 0.0f : -0.0f;
+		for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+			const size_t sz = quant_vec_size(types[t], N);
+
+			quant_set_simd(true);
+			quant_vec_prepare(types[t], x, N, a);
+			quant_set_simd(false);
+			quant_vec_prepare(types[t], x, N, b);
+			bad += memcmp(a, b, sz) != 0;
+			cases++;
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(bad == 0,
+	       "quant_vec_prepare: AVX2 and portable give the same bytes (%d "
+	       "of %d vectors differ)",
+	       bad, cases);
+	free(x);
+	free(a);
+	free(b);
+}
+
+static void check_simd_random(uint32_t type, enum quant_isa isa)
+{
 	const struct qtype_info *qi = qtype_get(type);
+	/* 37 blocks of 32 (a tail after the eight-block steps) or 5 of 256 */
+	const int64_t n = qi->blck_size == 256 ? 1280 : 1184, rows = 300;
+	const char *isa_name = isa == QUANT_ISA_AVX512 ? "AVX-512" : "AVX2";
 	const size_t rs = quant_row_size(type, n);
 	uint8_t *w = malloc(rs * rows);
 	float *x = malloc(n * sizeof *x);
@@ -462,17 +582,21 @@ static void check_simd_random(uint32_t type)
 	for (int64_t r = 0; r < rows; r++) {
 		float a, c;
 
-		quant_set_simd(true);
+		quant_set_isa(isa);
 		a = quant_dot(type, w + r * rs, vec, n);
 		quant_set_simd(false);
 		c = quant_dot(type, w + r * rs, vec, n);
 		bad += memcmp(&a, &c, sizeof a) != 0;
 	}
+	quant_set_isa(isa);
+	bad +=
+	    quant_isa_active() != isa; /* the set compared is the one named */
 	quant_set_simd(true);
 	tap_ok(bad == 0,
-	       "%s: AVX2 and portable dots identical on %lld random rows (%d "
+	       "%s: %s and portable dots identical on %lld random rows (%d "
 	       "differ)",
-	       qtype_name(type), (long long)rows, bad);
+	       qtype_name(type), isa_name, (long long)rows, bad);
+	check_dot_rows(type, w, rs, rows, vec, n, isa);
 	free(w);
 	free(x);
 	free(vec);
@@ -506,13 +630,34 @@ int main(void)
 	    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
 	};
 
-	tap_diag("AVX2 kernels %s",
-	         quant_simd_active() ? "active" : "not available");
+	tap_diag("SIMD kernels: %s",
+	         quant_isa_active() == QUANT_ISA_AVX512 ? "AVX-512"
+	         : quant_isa_active() == QUANT_ISA_AVX2 ? "AVX2"
+	                                                : "none (portable C)");
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
 		check_type(types[i]);
-	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-		check_simd_random(types[i]);
+	quant_set_isa(QUANT_ISA_AVX2);
+	if (quant_isa_active() == QUANT_ISA_AVX2) {
+		for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+			check_simd_random(types[i], QUANT_ISA_AVX2);
+	} else {
+		tap_ok(1, "AVX2 kernels == portable # SKIP skipped: no AVX2 "
+		          "on this CPU or build");
+	}
+	/* the AVX-512 set where the CPU has it, else one skipped check */
+	quant_set_isa(QUANT_ISA_AVX512);
+	if (quant_isa_active() == QUANT_ISA_AVX512) {
+		tap_diag("AVX-512 kernels active");
+		for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+			check_simd_random(types[i], QUANT_ISA_AVX512);
+	} else {
+		tap_ok(1, "AVX-512 kernels == portable # SKIP skipped: no "
+		          "AVX-512 (F, BW, VL, VNNI) on this CPU or build");
+	}
+	quant_set_simd(true);
 	check_api();
 	check_nan();
+	check_mix();
+	check_prepare();
 	return tap_done();
 }
