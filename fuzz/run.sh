@@ -33,7 +33,9 @@ if [ "$name" = store_import ]; then
 	cp tests/data/store/seeds/*.json "$corpus/"
 fi
 if [ "$name" = template ]; then
-	cp tests/data/template/templates/*.jinja prompts/templates/*.jinja "$corpus/"
+	# the two directories share names (chatml.jinja, ...): prefix them
+	for f in tests/data/template/templates/*.jinja; do cp "$f" "$corpus/t-${f##*/}"; done
+	for f in prompts/templates/*.jinja; do cp "$f" "$corpus/p-${f##*/}"; done
 fi
 if [ "$name" = json ]; then
 	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
