@@ -23,6 +23,8 @@ struct verify {
 	int32_t n_layer;        /* layers of both models */
 	int32_t n_embd;         /* residual width of both models */
 	int32_t n_vocab;        /* logits per row */
+	double layer_tol;       /* by the primary's arithmetic (verify.h) */
+	double logit_tol;
 	int32_t *ids;           /* [cap] ids in the reference's cache */
 	int32_t n_ids, cap;     /* invariant 1: n_ids == n_past(ref) */
 };
@@ -63,6 +65,13 @@ int verify_open(struct engine *primary, const struct model *ref,
 	v->n_layer = c->n_layer;
 	v->n_embd = c->n_embd;
 	v->n_vocab = c->n_vocab;
+	if (strcmp(engine_backend_name(primary), "cpu") == 0) {
+		v->layer_tol = VERIFY_TOL_INT8_LAYER;
+		v->logit_tol = VERIFY_TOL_INT8_LOGIT;
+	} else {
+		v->layer_tol = VERIFY_TOL_LAYER;
+		v->logit_tol = VERIFY_TOL_LOGIT;
+	}
 	ep.backend = "cpu";
 	ep.exact_dots = true;
 	ep.n_ctx = engine_n_ctx(primary);
@@ -217,7 +226,7 @@ static void verify_compare(struct verify *v, const float *la, const float *lb,
 			r->worst_diff = d;
 			r->worst_layer = il;
 		}
-		if (r->first_bad < 0 && !(d <= verify_tolerance(il))) {
+		if (r->first_bad < 0 && !(d <= verify_tolerance(v, il))) {
 			r->first_bad = il;
 			r->first_bad_diff = d;
 		}
@@ -226,7 +235,9 @@ static void verify_compare(struct verify *v, const float *la, const float *lb,
 	if (la != NULL && lb != NULL)
 		r->logit_nmse = verify_nmse(la, lb, v->n_vocab);
 	r->logits_bad = !isnan(r->logit_nmse) &&
-	                !(r->logit_nmse <= VERIFY_LOGIT_TOL);
+	                !(r->logit_nmse <= v->logit_tol);
+	r->layer_tol = v->layer_tol;
+	r->logit_tol = v->logit_tol;
 	tv->checked = 1;
 	tv->worst_layer = r->worst_layer;
 	tv->worst_diff = r->worst_diff;
@@ -285,10 +296,15 @@ fail:
 	return -1;
 }
 
-double verify_tolerance(int il)
+double verify_tolerance(const struct verify *v, int il)
 {
 	(void)il; /* one bound for every layer: see the notes */
-	return VERIFY_LAYER_TOL;
+	return v->layer_tol;
+}
+
+double verify_logit_tolerance(const struct verify *v)
+{
+	return v->logit_tol;
 }
 
 const struct trace *verify_trace(const struct verify *v)
@@ -313,6 +329,8 @@ void verify_summary_add(struct verify_summary *s,
 	bool bad = r->first_bad >= 0 || r->logits_bad;
 
 	s->n_checked++;
+	s->layer_tol = r->layer_tol;
+	s->logit_tol = r->logit_tol;
 	if (!(r->worst_diff <= s->worst_diff)) {
 		s->worst_diff = r->worst_diff;
 		s->worst_layer = r->worst_layer;
@@ -324,4 +342,33 @@ void verify_summary_add(struct verify_summary *s,
 		s->bad_pos = r->pos;
 		s->bad_layer = r->first_bad;
 	}
+}
+
+const char *verify_summary_format(const struct verify_summary *s, char *buf,
+                                  size_t len)
+{
+	int n = snprintf(buf, len,
+	                 "verify: %d steps; worst layer %d diff %.3g (position "
+	                 "%d); max logit NMSE %.3g; ",
+	                 s->n_checked, s->worst_layer, s->worst_diff,
+	                 s->worst_pos, s->max_nmse);
+	size_t k = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len;
+
+	if (s->n_checked == 0)
+		snprintf(buf, len, "verify: nothing evaluated");
+	else if (s->n_bad == 0)
+		snprintf(buf + k, len - k,
+		         "all within tolerance (%g per layer, %g logits)",
+		         s->layer_tol, s->logit_tol);
+	else if (s->bad_layer >= 0)
+		snprintf(buf + k, len - k,
+		         "%d over tolerance (%g), the first at position %d, "
+		         "layer %d",
+		         s->n_bad, s->layer_tol, s->bad_pos, s->bad_layer);
+	else
+		snprintf(buf + k, len - k,
+		         "%d over tolerance (%g), the first at position %d "
+		         "(logits)",
+		         s->n_bad, s->logit_tol, s->bad_pos);
+	return buf;
 }

@@ -30,22 +30,26 @@
  * 0.12 that int8 rounding alone reaches; the 2-norm moved by 0.21..0.44
  * against at most 0.09 for int8 rounding.
  *
- * Tolerances (what a correct primary may differ by). The CPU's default
- * arithmetic rounds activations to int8 blocks (up to 1/254 of the
- * block's largest element); the CUDA backend rounds GEMM inputs to fp16
- * in prefill (2^-11 relative) and keeps an fp16 KV cache, and dots in
- * fp32 in decode: less than int8. Measured, int8 against exact dots on
- * SmolLM2-135M Q4_1 over 1000 generated tokens (5 prompts of 200):
- * layer diff median about 0.005, at most 0.09 (layers 2..8 at one token;
- * otherwise rising from 0.02 at layer 0 to 0.06 at the last), logit
- * NMSE at most 0.024. One bound for every layer, VERIFY_LAYER_TOL =
- * 0.15, keeps above the worst legitimate difference with a margin and
- * below a wrong weight matrix (0.21 and up at its layer); the logit
- * bound, VERIFY_LOGIT_TOL = 0.05, twice the worst int8 NMSE. The layer
- * check is the sharper one: a wrong layer late in the stack may move the
- * logits less than int8 rounding does (0.016 measured), never its own
- * residual. The reports give the figures, so a GPU at 1e-3 is seen to be
- * far inside the bound.
+ * Tolerances: what a correct primary may differ by, one bound for every
+ * layer, chosen by the primary's arithmetic (verify_tolerance):
+ *   - "cpu" (default dots: activations rounded to int8 blocks, up to
+ *     1/254 of the block's largest element; discontinuous). Measured
+ *     against exact dots on SmolLM2-135M Q4_1 over 2750 generated tokens
+ *     (10 prompts, raw and chat): layer diff median about 0.005, rising
+ *     from 0.02 at layer 0 to 0.11 at the last; single tokens up to 0.17
+ *     at layers 2..7, where the model's massive activations form; logit
+ *     NMSE up to 0.046. Bounds VERIFY_TOL_INT8_LAYER = 0.25 and
+ *     VERIFY_TOL_INT8_LOGIT = 0.1.
+ *   - any other backend (the GPU: GEMM inputs rounded to fp16 in prefill,
+ *     2^-11 relative and continuous, fp16 KV cache, fp32 dots in decode).
+ *     tests/t_cuda_engine.c holds its logits to NMSE <= 5e-4 against
+ *     exact dots, a hundredth of int8's; bounds VERIFY_TOL_LAYER = 0.08
+ *     and VERIFY_TOL_LOGIT = 5e-3 (ten times that, not yet measured per
+ *     layer on a GPU: the reports give the figures to tighten them).
+ * A wrong weight matrix moves its own layer by 0.21..0.9 per token on
+ * SmolLM2 (a layer reading the next one's FFN down-projection) and the
+ * following layers by about 2.7. The layer check is the sharper one: such
+ * a layer late in the stack moved the logits by an NMSE of only 0.016.
  *
  * Keeping in step. The verifier keeps the ids of its reference cache.
  * verify_step gets the ids the primary's cache holds after its eval; the
@@ -76,8 +80,11 @@ struct model;
 struct trace;
 struct verify;
 
-#define VERIFY_LAYER_TOL 0.15 /* residual: ||a-b|| / ||b|| per layer */
-#define VERIFY_LOGIT_TOL 0.05 /* logits: sum (a-b)^2 / sum b^2 */
+/* Tolerances (see the notes): layers ||a-b|| / ||b||, logits NMSE. */
+#define VERIFY_TOL_INT8_LAYER 0.25 /* primary "cpu": int8 activations */
+#define VERIFY_TOL_INT8_LOGIT 0.1
+#define VERIFY_TOL_LAYER      0.08 /* any other primary (GPU: fp16) */
+#define VERIFY_TOL_LOGIT      5e-3
 
 /* The comparison of one step (one engine_eval of the primary). */
 struct verify_report {
@@ -92,7 +99,9 @@ struct verify_report {
 	int32_t first_bad;   /* first layer over its tolerance, or -1 */
 	float first_bad_diff;   /* its difference (0 when none) */
 	double logit_nmse;      /* NaN: the eval kept no logits */
-	bool logits_bad;        /* logit_nmse > VERIFY_LOGIT_TOL */
+	bool logits_bad;        /* logit_nmse over logit_tol */
+	double layer_tol;       /* the tolerances applied */
+	double logit_tol;
 };
 
 /* Steps summed up (a reply, a run): verify_summary_add. */
@@ -106,6 +115,8 @@ struct verify_summary {
 	int32_t bad_pos;     /* position of the first bad step, or -1 */
 	int32_t bad_layer;   /* its first layer over tolerance, -1: only
 	                        the logits were */
+	double layer_tol;    /* the tolerances of the last step added */
+	double logit_tol;
 };
 
 /*
@@ -140,8 +151,9 @@ int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
                 int32_t n_new, struct verify_report *r, char *err,
                 size_t errlen);
 
-/* The tolerance of layer IL (see the notes). */
-double verify_tolerance(int il);
+/* The tolerance of layer IL (see the notes), and of the logits. */
+double verify_tolerance(const struct verify *v, int il);
+double verify_logit_tolerance(const struct verify *v);
 
 /* The primary's trace (the verifier's or the caller's); borrowed. */
 const struct trace *verify_trace(const struct verify *v);
@@ -152,5 +164,11 @@ void verify_summary_init(struct verify_summary *s);
 /* Add step R to summary S. */
 void verify_summary_add(struct verify_summary *s,
                         const struct verify_report *r);
+
+/* Summary S as one line (no newline) into BUF of LEN bytes: steps,
+   worst layer difference, largest logit NMSE, the first step and layer
+   over tolerance or "all within tolerance". Returns BUF. */
+const char *verify_summary_format(const struct verify_summary *s, char *buf,
+                                  size_t len);
 
 #endif /* PARLEY_VERIFY_H */

@@ -147,11 +147,11 @@ static void check_agree(const char *what, const char *path, bool require_diff)
 	tap_ok(r.failed == 0 && r.steps == 2 + N_DECODE,
 	       "%s: %d steps verified", what, r.steps);
 	tap_ok(r.bad_steps == 0 && r.logits_bad == 0 && isfinite(r.worst) &&
-	           r.worst <= VERIFY_LAYER_TOL && r.n_nmse == 1 + N_DECODE,
+	           r.worst <= VERIFY_TOL_INT8_LAYER && r.n_nmse == 1 + N_DECODE,
 	       "%s: int8 dots vs exact dots: worst layer difference %.3g "
 	       "(tolerance %g), logit NMSE at most %.3g over %d rows, no "
 	       "layer over",
-	       what, r.worst, VERIFY_LAYER_TOL, r.nmse, r.n_nmse);
+	       what, r.worst, VERIFY_TOL_INT8_LAYER, r.nmse, r.n_nmse);
 	if (require_diff)
 		tap_ok(r.worst > 0 && r.nmse > 0,
 		       "%s: the two arithmetics do differ (the check compares "
@@ -240,8 +240,12 @@ static int make_deep_model(const char *path)
 	return cmd_mkmodel((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv);
 }
 
-/* A reference whose layer K is wrong: caught at K, on every step. */
-static void check_divergence(const char *path, int k)
+/* A reference whose layer K is wrong: caught at K, on every step. With
+   SLACK (a real model under the int8 tolerance, where the wrong layer's
+   own difference, 0.2..0.45, may stay under it for a layer or two):
+   never before K, at most SLACK layers after it, on 4 steps in 5. */
+static void check_divergence(const char *what, const char *path, int k,
+                             int slack)
 {
 	struct gguf_file *f = NULL;
 	struct model *m = load_model(path, &f), *bad = NULL;
@@ -270,33 +274,42 @@ static void check_divergence(const char *path, int k)
 	}
 	make_ids(ids, m->cfg.n_vocab);
 	run_steps(e, v, ids, &r);
-	tap_ok(r.failed == 0 && r.bad_steps == r.steps && r.steps > 0 &&
-	           r.first_bad_min == k && r.first_bad_max == k,
-	       "divergence at layer %d: every step (%d of %d) names layer "
-	       "%d..%d first",
-	       k, r.bad_steps, r.steps, r.first_bad_min, r.first_bad_max);
-	tap_ok(r.below_worst <= VERIFY_LAYER_TOL,
-	       "divergence at layer %d: layers before it within tolerance "
-	       "(worst %.3g; the bad one %.3g)",
-	       k, r.below_worst, r.worst);
-	tap_ok(r.logits_bad == r.n_nmse && r.n_nmse > 0,
-	       "divergence at layer %d: logits over tolerance in %d of %d "
-	       "rows (NMSE up to %.3g)",
-	       k, r.logits_bad, r.n_nmse, r.nmse);
+	tap_ok(r.failed == 0 && r.steps > 0 &&
+	           (slack ? r.bad_steps * 5 >= r.steps * 4
+	                  : r.bad_steps == r.steps) &&
+	           r.first_bad_min >= k && r.first_bad_max <= k + slack &&
+	           (slack || r.first_bad_min == k),
+	       "%s, divergence at layer %d: every step (%d of %d) names "
+	       "layer %d..%d first",
+	       what, k, r.bad_steps, r.steps, r.first_bad_min,
+	       r.first_bad_max);
+	tap_ok(r.below_worst <= VERIFY_TOL_INT8_LAYER,
+	       "%s, divergence at layer %d: layers before the named one "
+	       "within tolerance (worst %.3g; the worst %.3g)",
+	       what, k, r.below_worst, r.worst);
+	tap_ok(r.logits_bad > 0 && r.nmse > VERIFY_TOL_INT8_LOGIT,
+	       "%s, divergence at layer %d: logits over tolerance in %d of "
+	       "%d rows (NMSE up to %.3g)",
+	       what, k, r.logits_bad, r.n_nmse, r.nmse);
 	/* the JSON lines: one per eval, each with the comparison */
 	fflush(tf);
 	rewind(tf);
-	snprintf(want, sizeof(want), "\"first_bad\":%d,", k);
 	while (fgets(line, sizeof(line), tf)) {
+		const char *p = strstr(line, "\"verify\":{");
+		int named = 0;
+
 		n_lines++;
-		n_named += strstr(line, "\"verify\":{") != NULL &&
-		           strstr(line, want) != NULL;
+		for (int j = k; p && j <= k + slack; j++) {
+			snprintf(want, sizeof(want), "\"first_bad\":%d,", j);
+			named |= strstr(p, want) != NULL;
+		}
+		n_named += named;
 	}
-	tap_ok(n_lines == r.steps && n_named == r.steps &&
+	tap_ok(n_lines == r.steps && n_named == r.bad_steps &&
 	           t->step == r.steps,
-	       "divergence at layer %d: %d JSON lines, %d name the layer, "
-	       "trace step %lld",
-	       k, n_lines, n_named, (long long)t->step);
+	       "%s, divergence at layer %d: %d JSON lines, %d name the "
+	       "layer, trace step %lld",
+	       what, k, n_lines, n_named, (long long)t->step);
 out:
 	verify_close(v);
 	engine_close(e);
@@ -326,16 +339,17 @@ int main(void)
 	         (int)getpid());
 	if (tap_ok(make_deep_model(deep) == 0, "6-layer Q8_0 model written")) {
 		check_agree("6-layer q8_0", deep, true);
-		check_divergence(deep, 0);
-		check_divergence(deep, 3);
-		check_divergence(deep, 5);
+		check_divergence("6-layer q8_0", deep, 0, 0);
+		check_divergence("6-layer q8_0", deep, 3, 0);
+		check_divergence("6-layer q8_0", deep, 5, 0);
 	}
 	unlink(deep);
 
 	eu_model_path(path, sizeof(path));
-	if (access(path, R_OK) == 0)
+	if (access(path, R_OK) == 0) {
 		check_agree("SmolLM2-135M Q4_1", path, true);
-	else
+		check_divergence("SmolLM2-135M Q4_1", path, 10, 2);
+	} else
 		tap_diag("%s not present: SmolLM2 not checked", path);
 	return tap_done();
 }

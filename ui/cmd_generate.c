@@ -170,8 +170,7 @@ static int gen_verify(struct verify *v, const struct tok_ids *ctx,
 	        r.pos, r.token, r.n_tokens, r.worst_layer, r.worst_diff);
 	if (r.first_bad >= 0)
 		fprintf(stderr, "layer %d OVER tolerance (%.3g > %g); ",
-		        r.first_bad, r.first_bad_diff,
-		        verify_tolerance(r.first_bad));
+		        r.first_bad, r.first_bad_diff, r.layer_tol);
 	if (isnan(r.logit_nmse))
 		fprintf(stderr, "no logits\n");
 	else
@@ -179,26 +178,6 @@ static int gen_verify(struct verify *v, const struct tok_ids *ctx,
 		        r.logits_bad ? " OVER tolerance" : "");
 	*spent += gen_now() - t0;
 	return 0;
-}
-
-/* The summary line of a verified run. */
-static void gen_verify_summary(const struct verify_summary *s)
-{
-	fprintf(stderr,
-	        "verify: %d steps; worst layer %d diff %.3g (pos %d, "
-	        "tolerance %g); max logit nmse %.3g (tolerance %g); ",
-	        s->n_checked, s->worst_layer, s->worst_diff, s->worst_pos,
-	        VERIFY_LAYER_TOL, s->max_nmse, VERIFY_LOGIT_TOL);
-	if (s->n_bad == 0)
-		fprintf(stderr, "all within tolerance\n");
-	else if (s->bad_layer >= 0)
-		fprintf(stderr,
-		        "%d over tolerance, the first at pos %d, layer %d\n",
-		        s->n_bad, s->bad_pos, s->bad_layer);
-	else
-		fprintf(stderr,
-		        "%d over tolerance, the first at pos %d (logits)\n",
-		        s->n_bad, s->bad_pos);
 }
 
 /* Entry point: see the file comment. */
@@ -317,7 +296,10 @@ int cmd_generate(int argc, char **argv)
 	        n_eval > 0 ? (double)n_eval / dec_s : 0.0,
 	        engine_n_threads(e));
 	if (v) {
-		gen_verify_summary(&vs);
+		char line[512];
+
+		fprintf(stderr, "%s\n",
+		        verify_summary_format(&vs, line, sizeof(line)));
 		rc = vs.n_bad ? 3 : 0;
 	} else {
 		rc = 0;
