@@ -406,7 +406,8 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 		cpu_ffn_block(e, s, il, n);
 		if (e->trace != NULL && il < e->trace->n_layer)
 			trace_layer(e->trace, il,
-			            s->x + (size_t)(n - 1) * c->n_embd, c->n_embd);
+			            s->x + (size_t)(n - 1) * c->n_embd,
+			            c->n_embd);
 	}
 	if (n_out == 0)
 		return;

@@ -675,8 +675,8 @@ static void session_verify_step(struct session *s, size_t n)
 
 	if (s->ver == NULL)
 		return;
-	if (verify_step(s->ver, s->kv.v, (int32_t)s->kv.n, (int32_t)n, &r,
-	                msg, sizeof(msg)) != 0) {
+	if (verify_step(s->ver, s->kv.v, (int32_t)s->kv.n, (int32_t)n, &r, msg,
+	                sizeof(msg)) != 0) {
 		verify_close(s->ver);
 		s->ver = NULL;
 		snprintf(note, sizeof(note), "%s; verification is off", msg);
@@ -1450,8 +1450,8 @@ int session_set_verify(struct session *s, bool on, char *err, size_t errlen)
 	}
 	/* the reference is CPU exact dots on the same weights; it evaluates
 	   the cache's ids at the next eval (verify.h, keeping in step) */
-	return verify_open(s->eng, s->model, NULL, s->n_threads,
-	                   &s->ver, err, errlen);
+	return verify_open(s->eng, s->model, NULL, s->n_threads, &s->ver, err,
+	                   errlen);
 }
 
 bool session_verifying(const struct session *s)

@@ -67,9 +67,9 @@ struct session_opts {
 	int32_t n_predict;   /* max reply tokens; <= 0: until full */
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
 	size_t n_stops;                       /* entries used in stops */
-	struct store *store;              /* NULL: nothing stored (borrowed) */
-	int64_t conv_id;                  /* resume this conversation (store) */
-	bool use_kv_slot;                 /* resume from / save the KV state */
+	struct store *store; /* NULL: nothing stored (borrowed) */
+	int64_t conv_id;     /* resume this conversation (store) */
+	bool use_kv_slot;    /* resume from / save the KV state */
 	bool verify; /* check every eval against the CPU reference (verify.h;
 	                session_set_verify) */
 	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */

@@ -25,8 +25,8 @@ struct verify {
 	int32_t n_vocab;        /* logits per row */
 	double layer_tol;       /* by the primary's arithmetic (verify.h) */
 	double logit_tol;
-	int32_t *ids;           /* [cap] ids in the reference's cache */
-	int32_t n_ids, cap;     /* invariant 1: n_ids == n_past(ref) */
+	int32_t *ids;       /* [cap] ids in the reference's cache */
+	int32_t n_ids, cap; /* invariant 1: n_ids == n_past(ref) */
 };
 
 /* A trace for the reference or the primary, capturing vectors. */
@@ -218,8 +218,8 @@ static void verify_compare(struct verify *v, const float *la, const float *lb,
 	r->first_bad_diff = 0;
 	for (int32_t il = 0; il < v->n_layer; il++) {
 		size_t off = (size_t)il * (size_t)v->n_embd;
-		float d = verify_rel_diff(v->pt->resid + off, v->rt->resid + off,
-		                          v->n_embd);
+		float d = verify_rel_diff(v->pt->resid + off,
+		                          v->rt->resid + off, v->n_embd);
 
 		tv->diff[il] = d;
 		if (!(d <= r->worst_diff)) { /* NaN-proof: INFINITY wins */
@@ -234,8 +234,8 @@ static void verify_compare(struct verify *v, const float *la, const float *lb,
 	r->logit_nmse = NAN;
 	if (la != NULL && lb != NULL)
 		r->logit_nmse = verify_nmse(la, lb, v->n_vocab);
-	r->logits_bad = !isnan(r->logit_nmse) &&
-	                !(r->logit_nmse <= v->logit_tol);
+	r->logits_bad =
+	    !isnan(r->logit_nmse) && !(r->logit_nmse <= v->logit_tol);
 	r->layer_tol = v->layer_tol;
 	r->logit_tol = v->logit_tol;
 	tv->checked = 1;
@@ -264,8 +264,8 @@ int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
 		         n_new, base, t->n_tokens, t->pos);
 		return -1;
 	}
-	if (verify_catch_up(v, ids, base, &rep.n_caught_up, msg,
-	                    sizeof(msg)) != 0)
+	if (verify_catch_up(v, ids, base, &rep.n_caught_up, msg, sizeof(msg)) !=
+	    0)
 		goto fail;
 	/* the primary's last row, if its eval kept logits: the reference
 	   then computes its own, else none (the same work as the primary);
@@ -323,8 +323,7 @@ void verify_summary_init(struct verify_summary *s)
 	s->bad_layer = -1;
 }
 
-void verify_summary_add(struct verify_summary *s,
-                        const struct verify_report *r)
+void verify_summary_add(struct verify_summary *s, const struct verify_report *r)
 {
 	bool bad = r->first_bad >= 0 || r->logits_bad;
 

@@ -88,19 +88,19 @@ struct verify;
 
 /* The comparison of one step (one engine_eval of the primary). */
 struct verify_report {
-	int64_t step;        /* the primary trace's step number */
-	int32_t pos;         /* position of the compared (last) token */
-	int32_t n_tokens;    /* tokens of the eval */
-	int32_t token;       /* the compared token's id */
-	int32_t n_caught_up; /* ids the reference evaluated first to catch
-	                        up with the primary (truncate, state load) */
-	int32_t worst_layer; /* layer of the largest difference */
-	float worst_diff;    /* that difference */
-	int32_t first_bad;   /* first layer over its tolerance, or -1 */
-	float first_bad_diff;   /* its difference (0 when none) */
-	double logit_nmse;      /* NaN: the eval kept no logits */
-	bool logits_bad;        /* logit_nmse over logit_tol */
-	double layer_tol;       /* the tolerances applied */
+	int64_t step;         /* the primary trace's step number */
+	int32_t pos;          /* position of the compared (last) token */
+	int32_t n_tokens;     /* tokens of the eval */
+	int32_t token;        /* the compared token's id */
+	int32_t n_caught_up;  /* ids the reference evaluated first to catch
+	                         up with the primary (truncate, state load) */
+	int32_t worst_layer;  /* layer of the largest difference */
+	float worst_diff;     /* that difference */
+	int32_t first_bad;    /* first layer over its tolerance, or -1 */
+	float first_bad_diff; /* its difference (0 when none) */
+	double logit_nmse;    /* NaN: the eval kept no logits */
+	bool logits_bad;      /* logit_nmse over logit_tol */
+	double layer_tol;     /* the tolerances applied */
 	double logit_tol;
 };
 

@@ -60,17 +60,17 @@ static struct engine *open_primary(const struct model *m)
 
 /* What a run of steps saw. */
 struct run {
-	int steps;          /* verify_step calls that succeeded */
-	int failed;         /* verify_step calls that failed */
-	float worst;        /* largest layer difference */
-	double nmse;        /* largest logit NMSE */
-	int n_nmse;         /* steps with logits compared */
-	int bad_steps;      /* steps with a layer over tolerance */
-	int first_bad_min;  /* smallest first_bad over the bad steps */
-	int first_bad_max;  /* largest */
-	float below_worst;  /* largest difference of a layer < first_bad */
-	int caught_up;      /* ids the reference evaluated to catch up */
-	int logits_bad;     /* steps with logits over tolerance */
+	int steps;         /* verify_step calls that succeeded */
+	int failed;        /* verify_step calls that failed */
+	float worst;       /* largest layer difference */
+	double nmse;       /* largest logit NMSE */
+	int n_nmse;        /* steps with logits compared */
+	int bad_steps;     /* steps with a layer over tolerance */
+	int first_bad_min; /* smallest first_bad over the bad steps */
+	int first_bad_max; /* largest */
+	float below_worst; /* largest difference of a layer < first_bad */
+	int caught_up;     /* ids the reference evaluated to catch up */
+	int logits_bad;    /* steps with logits over tolerance */
 };
 
 /* Eval IDS[0..n) on E (FLAGS), then verify_step over CTX[0..n_ctx). */
@@ -232,10 +232,11 @@ out:
 /* Write a 6-layer Q8_0 llama into PATH (parley-mkmodel). */
 static int make_deep_model(const char *path)
 {
-	char *argv[] = {"dev-mkmodel", "--arch",  "llama", "--n-embd", "128",
-	                "--n-ff",      "256",     "--n-head", "4", "--n-head-kv",
-	                "2",           "--n-layer", "6",   "--n-vocab", "96",
-	                "--type",      "Q8_0",    "-o",   (char *)path, NULL};
+	char *argv[] = {"dev-mkmodel", "--arch",      "llama",      "--n-embd",
+	                "128",         "--n-ff",      "256",        "--n-head",
+	                "4",           "--n-head-kv", "2",          "--n-layer",
+	                "6",           "--n-vocab",   "96",         "--type",
+	                "Q8_0",        "-o",          (char *)path, NULL};
 
 	return cmd_mkmodel((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv);
 }
@@ -262,8 +263,7 @@ static void check_divergence(const char *what, const char *path, int k,
 	    e == NULL || tf == NULL)
 		goto out;
 	/* layer k reads the down-projection of the next layer */
-	bad->w.layers[k].w_down =
-	    m->w.layers[(k + 1) % m->cfg.n_layer].w_down;
+	bad->w.layers[k].w_down = m->w.layers[(k + 1) % m->cfg.n_layer].w_down;
 	t = trace_new(m->cfg.n_layer, 5, tf);
 	if (t == NULL)
 		goto out;
@@ -281,8 +281,7 @@ static void check_divergence(const char *what, const char *path, int k,
 	           (slack || r.first_bad_min == k),
 	       "%s, divergence at layer %d: every step (%d of %d) names "
 	       "layer %d..%d first",
-	       what, k, r.bad_steps, r.steps, r.first_bad_min,
-	       r.first_bad_max);
+	       what, k, r.bad_steps, r.steps, r.first_bad_min, r.first_bad_max);
 	tap_ok(r.below_worst <= VERIFY_TOL_INT8_LAYER,
 	       "%s, divergence at layer %d: layers before the named one "
 	       "within tolerance (worst %.3g; the worst %.3g)",

@@ -156,8 +156,8 @@ static void gen_flush(struct tok_buf *b)
  * or -1 with a message.
  */
 static int gen_verify(struct verify *v, const struct tok_ids *ctx,
-                      int32_t n_new, struct verify_summary *sum,
-                      double *spent, char *err, size_t errlen)
+                      int32_t n_new, struct verify_summary *sum, double *spent,
+                      char *err, size_t errlen)
 {
 	struct verify_report r;
 	double t0 = gen_now();
@@ -250,8 +250,8 @@ int cmd_generate(int argc, char **argv)
 	tok_stream_init(&st, tk, 0);
 	t0 = gen_now();
 	if (engine_eval(e, ids.v, (int32_t)ids.n, 0, err, sizeof(err)) != 0 ||
-	    (v && gen_verify(v, &ids, (int32_t)ids.n, &vs, &vt, err,
-	                     sizeof(err))))
+	    (v &&
+	     gen_verify(v, &ids, (int32_t)ids.n, &vs, &vt, err, sizeof(err))))
 		goto fail;
 	t1 = gen_now();
 	pre_s = t1 - t0 - vt;
@@ -293,8 +293,7 @@ int cmd_generate(int argc, char **argv)
 	        "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %ld "
 	        "tokens in %.3f s (%.1f tokens/s); %d threads\n",
 	        n_prompt, pre_s, (double)n_prompt / pre_s, n_eval, dec_s,
-	        n_eval > 0 ? (double)n_eval / dec_s : 0.0,
-	        engine_n_threads(e));
+	        n_eval > 0 ? (double)n_eval / dec_s : 0.0, engine_n_threads(e));
 	if (v) {
 		char line[512];
 
