@@ -156,7 +156,7 @@ static int verify_catch_up(struct verify *v, const int32_t *ids, int32_t base,
 	while (p < base && p < v->n_ids && ids[p] == v->ids[p])
 		p++;
 	if (engine_truncate(v->ref, p) != 0) {
-		snprintf(err, errlen, "verify: reference cannot truncate");
+		snprintf(err, errlen, "cannot truncate to %d", p);
 		return -1;
 	}
 	v->n_ids = p;
@@ -190,7 +190,8 @@ static float verify_rel_diff(const float *a, const float *b, int32_t n)
 	return (float)sqrt(e / (s > 1e-60 ? s : 1e-60));
 }
 
-/* sum (a-b)^2 / sum b^2 over N floats (NaN in, NaN out). */
+/* sum (a-b)^2 / sum b^2 over N floats; infinite when either is not
+   finite (a NaN logit is a failure, never "no logits"). */
 static double verify_nmse(const float *a, const float *b, int32_t n)
 {
 	double e = 0, s = 0;
@@ -198,6 +199,8 @@ static double verify_nmse(const float *a, const float *b, int32_t n)
 	for (int32_t i = 0; i < n; i++) {
 		double d = (double)a[i] - b[i];
 
+		if (!isfinite(a[i]) || !isfinite(b[i]))
+			return INFINITY;
 		e += d * d;
 		s += (double)b[i] * b[i];
 	}
@@ -290,7 +293,9 @@ int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
 		*r = rep;
 	return 0;
 fail:
-	/* the reference holds some prefix of IDS: the next step cuts it */
+	/* the reference holds some prefix of IDS: the next step cuts it;
+	   the primary's step is ended uncompared (its JSON line written) */
+	trace_end_step(t);
 	snprintf(err, errlen, "verify: reference: %s",
 	         msg[0] ? msg : "out of memory");
 	return -1;

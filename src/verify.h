@@ -143,9 +143,11 @@ void verify_close(struct verify *v);
  * After the primary evaluated the last N_NEW of IDS[0..n_ids) (its cache
  * now holds exactly IDS): bring the reference to IDS, compare the step,
  * fill the primary trace's verify and end its step, and *R when R is not
- * NULL. Returns 0, or -1 with a message (the call does not match the
- * primary's last eval, the reference failed); after a failure the next
- * call starts over from the common prefix.
+ * NULL. Returns 0, or -1 with a message: the call does not match the
+ * primary's last eval (nothing done), or the reference failed (the
+ * primary's step is ended without a comparison; the next call starts
+ * over from the common prefix). Every eval of the primary must be
+ * followed by one verify_step: the trace's steps are ended here.
  */
 int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
                 int32_t n_new, struct verify_report *r, char *err,

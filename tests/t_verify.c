@@ -320,6 +320,39 @@ out:
 	gguf_close(f);
 }
 
+/* A NaN in layer K of the reference: infinitely different from K on, the
+   logits too (a NaN is never "no logits"). */
+static void check_nan(const char *path, int k)
+{
+	struct gguf_file *f = NULL;
+	struct model *m = load_model(path, &f), *bad = NULL;
+	struct engine *e = m ? open_primary(m) : NULL;
+	struct verify *v = NULL;
+	struct run r = {0};
+	int32_t ids[N_PROMPT + N_DECODE];
+	char err[512];
+
+	if (m == NULL || e == NULL ||
+	    model_load(f, &bad, err, sizeof(err)) != 0 ||
+	    verify_open(e, bad, NULL, 2, &v, err, sizeof(err)) != 0)
+		goto out;
+	bad->w.layers[k].ffn_norm[0] = NAN;
+	make_ids(ids, m->cfg.n_vocab);
+	run_steps(e, v, ids, &r);
+	tap_ok(r.failed == 0 && r.bad_steps == r.steps && r.steps > 0 &&
+	           r.first_bad_min == k && r.first_bad_max == k &&
+	           isinf(r.worst) && r.logits_bad == r.n_nmse && r.n_nmse > 0,
+	       "NaN at layer %d: every step names it (%d of %d), difference "
+	       "%g, logits over in %d of %d rows",
+	       k, r.bad_steps, r.steps, r.worst, r.logits_bad, r.n_nmse);
+out:
+	verify_close(v);
+	engine_close(e);
+	model_free(bad);
+	model_free(m);
+	gguf_close(f);
+}
+
 int main(void)
 {
 	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -341,6 +374,7 @@ int main(void)
 		check_divergence("6-layer q8_0", deep, 0, 0);
 		check_divergence("6-layer q8_0", deep, 3, 0);
 		check_divergence("6-layer q8_0", deep, 5, 0);
+		check_nan(deep, 2);
 	}
 	unlink(deep);
 
