@@ -299,7 +299,8 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 }
 
 /* Per-layer statistics of the last token's residual, when tracing (the
- * one host round trip per layer, only with a trace attached). */
+ * one host round trip per layer, only with a trace attached); the same
+ * host copy feeds the trace's capture of the whole vector. */
 static int cu_trace_layer(struct engine *e, struct cu_state *s, int il,
                           int32_t n, char *err, size_t errlen)
 {
@@ -319,7 +320,8 @@ static int cu_trace_layer(struct engine *e, struct cu_state *s, int il,
 		snprintf(err, errlen, "trace copy failed");
 		return -1;
 	}
-	trace_stats_of(h, ne, &e->trace->layers[il]);
+	trace_layer(e->trace, il, h, ne); /* stats, and the vector if
+	                                     captured (verification) */
 	free(h);
 	return 0;
 }

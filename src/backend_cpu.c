@@ -495,8 +495,9 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 		cpu_attention_block(e, s, il, n, pos0);
 		cpu_ffn_block(e, s, il, n);
 		if (e->trace != NULL && il < e->trace->n_layer)
-			trace_stats_of(s->x + (size_t)(n - 1) * c->n_embd,
-			               c->n_embd, &e->trace->layers[il]);
+			trace_layer(e->trace, il,
+			            s->x + (size_t)(n - 1) * c->n_embd,
+			            c->n_embd);
 	}
 	if (n_out == 0)
 		return;

@@ -55,6 +55,9 @@ static const struct config_opt config_opts[] = {
     {"verbose", CT_BOOL, 0, 0, 0,
      "speed and context after each reply "
      "(false)"},
+    {"verify", CT_BOOL, 0, 0, 0,
+     "check every step against the CPU "
+     "reference (false)"},
 };
 
 #define CONFIG_N_OPTS (sizeof(config_opts) / sizeof(config_opts[0]))
@@ -204,6 +207,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 		}
 		if (strcmp(key, "save-kv") == 0)
 			c->save_kv = b;
+		else if (strcmp(key, "verify") == 0)
+			c->verify = b;
 		else
 			c->verbose = b;
 		return 0;

@@ -56,6 +56,7 @@ struct config {
 	int32_t n_threads;             /* --threads: 0 = online CPUs */
 	bool save_kv;                  /* --save-kv: keep the KV state */
 	bool verbose;                  /* --verbose: stats after replies */
+	bool verify;                   /* --verify: check against the CPU */
 	unsigned set;                  /* CONFIG_SET_* bits */
 };
 

@@ -254,10 +254,16 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 			    n_vocab);
 		else
 			trace_clear_logits(t);
-		trace_write_json(t);
-		t->step++;
+		if (!t->hold) /* else a verifier compares, then ends it */
+			trace_end_step(t);
 	}
 	return 0;
+}
+
+/* Rows of logits kept by the last eval. */
+int32_t engine_n_logits(const struct engine *e)
+{
+	return e->n_logits;
 }
 
 /* The full logits of the last eval, read on request. */

@@ -120,6 +120,10 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
  */
 const float *engine_logits(struct engine *e);
 
+/* Rows engine_logits returns for the last eval: 1, n with
+   ENGINE_EVAL_ALL, 0 with ENGINE_EVAL_NO_LOGITS or before any eval. */
+int32_t engine_n_logits(const struct engine *e);
+
 /* ------------------------------------------------------------ select */
 
 /* Largest k and n_raw an engine_select request may ask for. */

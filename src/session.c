@@ -86,6 +86,7 @@ struct session {
 	struct sampler *smp;         /* sampler (owned; set_sampling) */
 	struct stopstr *stop;        /* stop strings (owned) */
 	int32_t n_predict;           /* reply limit, <= 0 none (mutable) */
+	int32_t n_threads;           /* CPU threads asked for, 0: all */
 	struct store *st;            /* store or NULL (borrowed) */
 	bool use_kv_slot;            /* save the KV state on close */
 	volatile sig_atomic_t *intr; /* interrupt flag or NULL (borrowed) */
@@ -106,6 +107,11 @@ struct session {
 	int64_t n_evaluated;          /* ids evaluated since open */
 	double restore_ms;            /* time to load the KV slot */
 	bool restored;                /* a KV state was loaded */
+
+	/* live verification (session_set_verify) */
+	struct verify *ver;          /* CPU reference beside eng, or NULL */
+	struct verify_summary vsum;  /* the current reply's steps */
+	const struct session_cb *cb; /* the current reply's callbacks */
 };
 
 /* Monotonic time in milliseconds. */
@@ -455,6 +461,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	}
 	s->model_path = session_dup(o->model_path);
 	s->n_predict = o->n_predict;
+	s->n_threads = o->n_threads;
 	s->st = o->store;
 	s->use_kv_slot = o->use_kv_slot && o->store;
 	s->intr = o->interrupt;
@@ -475,6 +482,8 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 		goto fail;
 	}
 	s->first = session_base(s);
+	if (o->verify && session_set_verify(s, true, err, errlen))
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -514,6 +523,7 @@ void session_close(struct session *s)
 	if (s->use_kv_slot && s->eng)
 		session_save_kv(s, NULL, 0);
 	session_pop_to(s, 0);
+	verify_close(s->ver); /* detaches its trace from eng */
 	free(s->msgs);
 	free(s->kv.v);
 	free(s->al_tok.v);
@@ -645,6 +655,52 @@ static bool session_drop_turn(struct session *s)
 	return true;
 }
 
+/* Tell the current reply's front end MSG (a notice), if it listens. */
+static void session_cb_notice(struct session *s, const char *msg)
+{
+	if (s->cb && s->cb->notice)
+		s->cb->notice(s->cb->ud, msg);
+}
+
+/*
+ * Verify the eval of the last N ids of kv (when verifying): the step into
+ * the reply's summary, a notice for the reply's first step over
+ * tolerance. A failing reference is a notice and turns verification off:
+ * the reply goes on unverified.
+ */
+static void session_verify_step(struct session *s, size_t n)
+{
+	struct verify_report r;
+	char msg[400], note[512];
+
+	if (s->ver == NULL)
+		return;
+	if (verify_step(s->ver, s->kv.v, (int32_t)s->kv.n, (int32_t)n, &r, msg,
+	                sizeof(msg)) != 0) {
+		verify_close(s->ver);
+		s->ver = NULL;
+		snprintf(note, sizeof(note), "%s; verification is off", msg);
+		session_cb_notice(s, note);
+		return;
+	}
+	if ((r.first_bad >= 0 || r.logits_bad) && s->vsum.n_bad == 0) {
+		if (r.first_bad >= 0)
+			snprintf(note, sizeof(note),
+			         "verify: token at position %d: layer %d "
+			         "differs from the CPU reference by %.3g (over "
+			         "%g)",
+			         r.pos, r.first_bad, r.first_bad_diff,
+			         r.layer_tol);
+		else
+			snprintf(note, sizeof(note),
+			         "verify: token at position %d: logits differ "
+			         "from the CPU reference, NMSE %.3g (over %g)",
+			         r.pos, r.logit_nmse, r.logit_tol);
+		session_cb_notice(s, note);
+	}
+	verify_summary_add(&s->vsum, &r);
+}
+
 /* Evaluate IDS[0, n) at the end of the cache (chunks, interrupt checks).
    Returns 0, 1 when interrupted, -1 on error. */
 static int session_eval(struct session *s, const int32_t *ids, size_t n,
@@ -671,6 +727,7 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 		s->n_evaluated += (int64_t)c;
 		i += c;
 		assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* inv. 1 */
+		session_verify_step(s, c);
 	}
 	return 0;
 }
@@ -1168,12 +1225,16 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 
 	memset(st, 0, sizeof(*st));
 	st->n_ctx = engine_n_ctx(s->eng);
+	verify_summary_init(&s->vsum);
+	s->cb = cb;
 	if (s->intr)
 		*s->intr = 0;
 	rc = session_prepare(s, cb, st, err, errlen);
 	if (rc < 0) {
 		st->finish = STORE_FINISH_ERROR;
 		st->n_ctx_used = (int32_t)s->kv.n;
+		st->verify = s->vsum;
+		s->cb = NULL;
 		return -1;
 	}
 	if (s->st && s->conv_id &&
@@ -1192,6 +1253,8 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 		rc = session_decode(s, &r, cb, st, err, errlen);
 	}
 	st->n_ctx_used = (int32_t)s->kv.n;
+	st->verify = s->vsum;
+	s->cb = NULL;
 	if (st->finish == STORE_FINISH_INTERRUPTED && s->intr)
 		*s->intr = 0; /* handled: the front end's next read is clean */
 	ms.n_tokens = st->n_gen;
@@ -1374,6 +1437,31 @@ int session_set_sampling(struct session *s, const struct sampler_config *c,
 const struct sampler_config *session_sampling(const struct session *s)
 {
 	return sampler_config(s->smp);
+}
+
+int session_set_verify(struct session *s, bool on, char *err, size_t errlen)
+{
+	if (on == (s->ver != NULL))
+		return 0;
+	if (!on) {
+		verify_close(s->ver);
+		s->ver = NULL;
+		return 0;
+	}
+	/* the reference is CPU exact dots on the same weights; it evaluates
+	   the cache's ids at the next eval (verify.h, keeping in step) */
+	return verify_open(s->eng, s->model, NULL, s->n_threads, &s->ver, err,
+	                   errlen);
+}
+
+bool session_verifying(const struct session *s)
+{
+	return s->ver != NULL;
+}
+
+const struct trace *session_trace(const struct session *s)
+{
+	return s->ver ? verify_trace(s->ver) : NULL;
 }
 
 void session_set_n_predict(struct session *s, int32_t n)

@@ -44,6 +44,7 @@
 
 #include "sampler.h"
 #include "store.h"
+#include "verify.h"
 
 struct session;
 struct gguf_file;
@@ -66,9 +67,11 @@ struct session_opts {
 	int32_t n_predict;   /* max reply tokens; <= 0: until full */
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
 	size_t n_stops;                       /* entries used in stops */
-	struct store *store;              /* NULL: nothing stored (borrowed) */
-	int64_t conv_id;                  /* resume this conversation (store) */
-	bool use_kv_slot;                 /* resume from / save the KV state */
+	struct store *store; /* NULL: nothing stored (borrowed) */
+	int64_t conv_id;     /* resume this conversation (store) */
+	bool use_kv_slot;    /* resume from / save the KV state */
+	bool verify; /* check every eval against the CPU reference (verify.h;
+	                session_set_verify) */
 	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */
 	/* notices while opening (a saved KV state that does not load), in
 	   the style of session_cb.notice; NULL: none */
@@ -98,6 +101,8 @@ struct session_stats {
 	int32_t n_ctx_used;       /* kv tokens after the reply */
 	int32_t n_ctx;            /* capacity */
 	enum store_finish finish; /* STOP, LENGTH, INTERRUPTED or ERROR */
+	struct verify_summary verify; /* the reply's evals against the CPU
+	                                 reference (n_checked 0: not on) */
 };
 
 /* Callbacks of one reply; any may be NULL. */
@@ -187,6 +192,22 @@ const char *session_template_name(const struct session *s);
 /* The time in milliseconds session_open spent restoring the cache (KV
  * slot) or 0, and whether a KV state was loaded. */
 double session_restore_ms(const struct session *s, bool *loaded);
+
+/*
+ * Live verification on (ON) or off: a CPU exact-dot reference engine
+ * beside the session's engine checks every eval (verify.h). Each reply's
+ * summary is in session_stats.verify; the first step of a reply over
+ * tolerance is also a notice (session_cb.notice), and a reference that
+ * fails turns verification off with a notice, the reply going on. The
+ * reference catches up with the cache by itself (on the next eval).
+ * Returns 0, or -1 with a message (out of memory).
+ */
+int session_set_verify(struct session *s, bool on, char *err, size_t errlen);
+bool session_verifying(const struct session *s);
+
+/* The trace of the session's engine while verifying (each eval's layer
+   statistics, top-k and comparison; the debug pane's view), else NULL. */
+const struct trace *session_trace(const struct session *s);
 
 /* Save the KV state (tokens and cache bytes) to the store's slot now. */
 int session_save_kv(struct session *s, char *err, size_t errlen);

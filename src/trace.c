@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Allocate a trace; see trace.h. */
 struct trace *trace_new(int n_layer, int top_k, FILE *out)
@@ -39,7 +40,48 @@ void trace_free(struct trace *t)
 	free(t->top_id);
 	free(t->top_logit);
 	free(t->top_prob);
+	free(t->resid);
+	free(t->verify.diff);
 	free(t);
+}
+
+/* Start or stop capturing the residual vectors. */
+int trace_capture(struct trace *t, int32_t n_embd)
+{
+	float *r, *d;
+
+	if (n_embd < 0 || n_embd > 65536)
+		return -1;
+	if (n_embd == 0) {
+		free(t->resid);
+		free(t->verify.diff);
+		t->resid = NULL;
+		t->verify.diff = NULL;
+		t->n_embd = 0;
+		return 0;
+	}
+	r = calloc((size_t)t->n_layer * (size_t)n_embd, sizeof(*r));
+	d = calloc((size_t)t->n_layer, sizeof(*d));
+	if (r == NULL || d == NULL) {
+		free(r);
+		free(d);
+		return -1;
+	}
+	free(t->resid);
+	free(t->verify.diff);
+	t->resid = r;
+	t->verify.diff = d;
+	t->n_embd = n_embd;
+	return 0;
+}
+
+/* A backend's report of layer IL: statistics, and the vector if asked. */
+void trace_layer(struct trace *t, int il, const float *x, int64_t n)
+{
+	trace_stats_of(x, n, &t->layers[il]);
+	if (t->resid != NULL && n == t->n_embd)
+		memcpy(t->resid + (size_t)il * (size_t)n, x,
+		       (size_t)n * sizeof(*x));
 }
 
 /* Statistics of X[0..n) (accumulated in double). */
@@ -124,6 +166,31 @@ static void trace_num(FILE *f, const char *key, double v)
 		fprintf(f, "\"%s\":null", key);
 }
 
+/* The comparison of the step: ,"verify":{...} (first_bad null: none). */
+static void trace_write_verify(FILE *f, const struct trace *t)
+{
+	const struct trace_verify *v = &t->verify;
+
+	fprintf(f, ",\"verify\":{\"worst_layer\":%d,", v->worst_layer);
+	trace_num(f, "worst_diff", v->worst_diff);
+	if (v->first_bad >= 0)
+		fprintf(f, ",\"first_bad\":%d,", v->first_bad);
+	else
+		fprintf(f, ",\"first_bad\":null,");
+	trace_num(f, "logit_nmse", v->logit_nmse);
+	fprintf(f, ",\"logits_bad\":%s,\"diff\":[",
+	        v->logits_bad ? "true" : "false");
+	for (int il = 0; il < t->n_layer && v->diff != NULL; il++) {
+		if (il)
+			fputc(',', f);
+		if (isfinite(v->diff[il]))
+			fprintf(f, "%.4g", v->diff[il]);
+		else
+			fputs("null", f);
+	}
+	fputs("]}", f);
+}
+
 /* One JSON line per step. */
 int trace_write_json(const struct trace *t)
 {
@@ -156,6 +223,19 @@ int trace_write_json(const struct trace *t)
 		trace_num(f, "rms", s->rms);
 		fputc('}', f);
 	}
-	fprintf(f, "]}\n");
+	fputc(']', f);
+	if (t->verify.checked)
+		trace_write_verify(f, t);
+	fprintf(f, "}\n");
 	return ferror(f) ? -1 : 0;
+}
+
+/* End the step (see trace.h). */
+int trace_end_step(struct trace *t)
+{
+	int rc = trace_write_json(t);
+
+	t->verify.checked = 0;
+	t->step++;
+	return rc;
 }

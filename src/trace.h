@@ -15,6 +15,22 @@
  *     logits, so every backend reports them the same way).
  * If the trace has an output stream, engine_eval() then appends one JSON
  * line per step (trace_write_json). The debug pane reads the struct.
+ *
+ * Two opt-in extras serve live verification (verify.h), and cost nothing
+ * unless asked for:
+ *   - capture (trace_capture): the backend also copies the whole residual
+ *     vector of the last token after each layer into resid (n_layer x
+ *     n_embd floats; the CPU has it at hand, the GPU backend copies it
+ *     to the host for the statistics anyway);
+ *   - hold: engine_eval leaves the step open instead of ending it; the
+ *     verifier compares, fills verify and ends the step itself
+ *     (trace_end_step), so the step's JSON line carries the comparison.
+ *
+ * Life of one step:
+ *
+ *   engine_eval ──> layers/resid (backend) ──> top-k (engine.c)
+ *      ──> [hold: verify_step fills verify] ──> trace_end_step
+ *          (JSON line if out, verify.checked = 0, step++)
  */
 #ifndef PARLEY_TRACE_H
 #define PARLEY_TRACE_H
@@ -34,11 +50,26 @@ struct trace_stats {
 	float rms;  /* sqrt(mean of squares) */
 };
 
+/* The comparison of one step with a reference engine (verify.c). */
+struct trace_verify {
+	int checked;         /* 1 when this step was compared, else 0 */
+	int32_t worst_layer; /* layer of the largest relative difference */
+	float worst_diff;    /* that difference */
+	int32_t first_bad;   /* first layer over its tolerance, or -1 */
+	double logit_nmse;   /* NMSE of the logits row, NaN: none kept */
+	int logits_bad;      /* 1 when logit_nmse is over its tolerance */
+	float *diff;         /* [n_layer] relative difference per layer
+	                        (allocated by trace_capture) */
+};
+
 struct trace {
-	/* configuration (set by trace_new) */
-	int n_layer; /* entries of layers */
-	int top_k;   /* entries of top_id / top_logit / top_prob */
-	FILE *out;   /* JSON lines sink, or NULL (borrowed) */
+	/* configuration (set by trace_new, trace_capture, the verifier) */
+	int n_layer;    /* entries of layers */
+	int top_k;      /* entries of top_id / top_logit / top_prob */
+	FILE *out;      /* JSON lines sink, or NULL (borrowed) */
+	int32_t n_embd; /* entries of one captured vector; 0: no capture */
+	int hold;       /* 1: the step is ended by trace_end_step's caller
+	                   (a verifier), not by engine_eval */
 
 	/* the last step */
 	int64_t step;     /* engine_eval calls traced so far, from 0 */
@@ -50,6 +81,9 @@ struct trace {
 	float *top_logit;           /* [top_k] their logits */
 	float *top_prob;            /* [top_k] their softmax probabilities */
 	float entropy;              /* of the softmax, in nats */
+	float *resid; /* [n_layer][n_embd] residual of the last token after
+	                 each layer, or NULL (no capture) */
+	struct trace_verify verify; /* the comparison, when verified */
 };
 
 /*
@@ -65,6 +99,20 @@ void trace_free(struct trace *t);
 /* Statistics of X[0..n). */
 void trace_stats_of(const float *x, int64_t n, struct trace_stats *s);
 
+/*
+ * Capture the whole residual vector (N_EMBD floats) after each layer from
+ * now on, or with N_EMBD 0 stop and free the buffers. Returns 0, or -1 if
+ * out of memory or N_EMBD is out of range (the trace is then unchanged).
+ */
+int trace_capture(struct trace *t, int32_t n_embd);
+
+/*
+ * What a backend calls after layer IL (< n_layer) with the last token's
+ * residual X[0..n): the statistics into layers[il] and, when capturing
+ * vectors of N floats, a copy into resid.
+ */
+void trace_layer(struct trace *t, int il, const float *x, int64_t n);
+
 /* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
 void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);
 
@@ -73,6 +121,11 @@ void trace_clear_logits(struct trace *t);
 
 /* Write the last step as one JSON line to t->out (if set). */
 int trace_write_json(const struct trace *t);
+
+/* End the step: its JSON line (trace_write_json), verify.checked = 0,
+   step++. engine_eval calls it unless hold is set. Returns the write's
+   result. */
+int trace_end_step(struct trace *t);
 
 #ifdef __cplusplus
 }

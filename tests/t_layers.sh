@@ -7,7 +7,8 @@
 #   4 session    src/ session, store*, config: the chat and its storage.
 #   3 text       src/ tok*, template*, prompt, promptdir, stopstr.
 #   2 model      src/ gguf*, qtype, quant*, f16, model, engine*, backend_*,
-#                sampler, trace, threadpool; and cuda/ (every file): a
+#                sampler, trace, threadpool, verify (an engine beside an
+#                engine); and cuda/ (every file): a
 #                backend implements src/engine.h beside backend_cpu.c, so it
 #                sits in the model layer and sees nothing above it.
 #   1 base       src/ utf8, sbuf, json: utilities with no domain knowledge.
@@ -60,7 +61,8 @@ layer_of() {
 		layer=3 lname=text
 		;;
 	gguf | gguf_* | qtype | quant | quant_* | f16 | model | model_* | \
-		engine | engine_* | backend_* | sampler | trace | threadpool)
+		engine | engine_* | backend_* | sampler | trace | threadpool | \
+		verify)
 		layer=2 lname=model
 		;;
 	utf8 | sbuf | json)

@@ -88,6 +88,7 @@ static const struct option chat_long[] = {
     {"backend", required_argument, NULL, OPT_KEY},
     {"stop", required_argument, NULL, OPT_KEY},
     {"save-kv", no_argument, NULL, OPT_KEY},
+    {"verify", no_argument, NULL, OPT_KEY},
     {NULL, 0, NULL, 0},
 };
 
@@ -139,6 +140,10 @@ static void chat_usage(FILE *fp, bool resume)
 	    "                          (default: $PARLEY_BACKEND, else auto)\n"
 	    "      --save-kv           keep the KV cache with the "
 	    "conversation\n"
+	    "      --verify            check every step against the CPU "
+	    "reference\n"
+	    "                          (slow; a summary after each reply, "
+	    "/verify)\n"
 	    "      --plain             the plain REPL even on a terminal\n"
 	    "      --no-store          do not store the conversation\n"
 	    "      --db FILE           conversation database\n"
@@ -474,6 +479,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.store = st;
 	so.conv_id = resume ? a.conv_id : 0;
 	so.use_kv_slot = cfg.save_kv;
+	so.verify = cfg.verify;
 	so.interrupt = &chat_intr;
 	so.notice = chat_notice;
 	if (session_open(&so, &s, err, sizeof(err))) {
@@ -540,6 +546,13 @@ static int chat_main(int argc, char **argv, bool resume)
 				        "[KV cache restored from the "
 				        "store in %.0f ms]\n",
 				        ms);
+		}
+		if (ss.verify.n_checked > 0) {
+			char line[512];
+
+			fprintf(stderr, "[%s]\n",
+			        verify_summary_format(&ss.verify, line,
+			                              sizeof(line)));
 		}
 		status = ss.finish == STORE_FINISH_INTERRUPTED ? 130 : 0;
 		goto out;

@@ -2,10 +2,13 @@
  * cmd_generate.c - `parley generate -m FILE -p TEXT -n N`: raw completion
  * of a text (no chat template), greedy, streamed to stdout; prefill and
  * decode speeds on stderr. The simplest end-to-end use of the engine and
- * the tool behind the CPU benchmark.
+ * the tool behind the CPU benchmark. With --verify every eval is checked
+ * against the CPU reference (verify.h), one line per step on stderr; the
+ * time the reference takes is left out of the speeds.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "model.h"
 #include "tok.h"
 #include "trace.h"
+#include "verify.h"
 
 /* Seconds on the monotonic clock. */
 static double gen_now(void)
@@ -39,6 +43,9 @@ static void gen_usage(FILE *f)
 	       "  --backend NAME  auto, cuda or cpu (default: $PARLEY_BACKEND, "
 	       "else auto)\n"
 	       "  --trace FILE    write a JSON line per step (top-k, layers)\n"
+	       "  --verify        check each step against the CPU reference\n"
+	       "                  (exact dots): a line per step on stderr;\n"
+	       "                  exit status 3 when a step is over tolerance\n"
 	       "  --ignore-eos    do not stop at an end-of-generation token\n"
 	       "Greedy decoding; prefill and decode speeds go to stderr.\n");
 }
@@ -64,6 +71,7 @@ struct gen_opts {
 	const char *model, *prompt, *ids, *trace, *backend;
 	long n_gen, n_threads, n_ctx;
 	int ignore_eos;
+	int verify; /* --verify */
 };
 
 /* Parse options; 0 ok, 1 help shown, 2 usage error. */
@@ -76,6 +84,7 @@ static int gen_parse(int argc, char **argv, struct gen_opts *o)
 	    {"trace", required_argument, NULL, 'T'},
 	    {"backend", required_argument, NULL, 'B'},
 	    {"ignore-eos", no_argument, NULL, 'E'},
+	    {"verify", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -101,6 +110,9 @@ static int gen_parse(int argc, char **argv, struct gen_opts *o)
 			break;
 		case 'E':
 			o->ignore_eos = 1;
+			break;
+		case 'V':
+			o->verify = 1;
 			break;
 		case 'n':
 			o->n_gen = strtol(optarg, NULL, 10);
@@ -138,6 +150,36 @@ static void gen_flush(struct tok_buf *b)
 	}
 }
 
+/*
+ * After the eval of the last N_NEW of CTX: the verifier's step, one line
+ * on stderr, added to SUM. *SPENT gets the seconds it took. Returns 0,
+ * or -1 with a message.
+ */
+static int gen_verify(struct verify *v, const struct tok_ids *ctx,
+                      int32_t n_new, struct verify_summary *sum, double *spent,
+                      char *err, size_t errlen)
+{
+	struct verify_report r;
+	double t0 = gen_now();
+
+	if (verify_step(v, ctx->v, (int32_t)ctx->n, n_new, &r, err, errlen))
+		return -1;
+	verify_summary_add(sum, &r);
+	fprintf(stderr,
+	        "verify: pos %d token %d (%d ids): worst layer %d diff %.3g; ",
+	        r.pos, r.token, r.n_tokens, r.worst_layer, r.worst_diff);
+	if (r.first_bad >= 0)
+		fprintf(stderr, "layer %d OVER tolerance (%.3g > %g); ",
+		        r.first_bad, r.first_bad_diff, r.layer_tol);
+	if (isnan(r.logit_nmse))
+		fprintf(stderr, "no logits\n");
+	else
+		fprintf(stderr, "logit nmse %.3g%s\n", r.logit_nmse,
+		        r.logits_bad ? " OVER tolerance" : "");
+	*spent += gen_now() - t0;
+	return 0;
+}
+
 /* Entry point: see the file comment. */
 int cmd_generate(int argc, char **argv)
 {
@@ -148,12 +190,16 @@ int cmd_generate(int argc, char **argv)
 	struct tok *tk = NULL;
 	struct engine *e = NULL;
 	struct trace *tr = NULL;
+	struct verify *v = NULL;
+	struct verify_summary vs;
+	double vt = 0; /* seconds spent verifying (left out of the speeds) */
 	FILE *tf = NULL;
 	struct tok_ids ids = {0};
 	struct tok_buf out = {0};
 	struct tok_stream st;
 	char err[512];
-	double t0, t1, t2;
+	double t0, t1, t2, pre_s, dec_s;
+	size_t n_prompt;
 	long n_done = 0, n_eval = 0;
 	int rc = 1;
 
@@ -179,6 +225,7 @@ int cmd_generate(int argc, char **argv)
 		snprintf(err, sizeof(err), "the prompt gives no tokens");
 		goto fail;
 	}
+	n_prompt = ids.n;
 	ep.backend = o.backend;
 	ep.n_threads = (int32_t)o.n_threads;
 	ep.n_ctx = (int32_t)(o.n_ctx ? o.n_ctx : (long)ids.n + o.n_gen + 1);
@@ -196,11 +243,19 @@ int cmd_generate(int argc, char **argv)
 		}
 		engine_set_trace(e, tr);
 	}
+	verify_summary_init(&vs);
+	if (o.verify &&
+	    verify_open(e, m, tr, (int32_t)o.n_threads, &v, err, sizeof(err)))
+		goto fail;
 	tok_stream_init(&st, tk, 0);
 	t0 = gen_now();
-	if (engine_eval(e, ids.v, (int32_t)ids.n, 0, err, sizeof(err)) != 0)
+	if (engine_eval(e, ids.v, (int32_t)ids.n, 0, err, sizeof(err)) != 0 ||
+	    (v &&
+	     gen_verify(v, &ids, (int32_t)ids.n, &vs, &vt, err, sizeof(err))))
 		goto fail;
 	t1 = gen_now();
+	pre_s = t1 - t0 - vt;
+	vt = 0;
 	for (n_done = 0; n_done < o.n_gen; n_done++) {
 		/* greedy: the engine's argmax (lowest id on ties), selected
 		   where the logits are; a NaN logit is an error */
@@ -221,9 +276,15 @@ int cmd_generate(int argc, char **argv)
 			if (engine_eval(e, &id, 1, 0, err, sizeof(err)) != 0)
 				goto fail;
 			n_eval++;
+			/* ids is the context from here on (verify) */
+			if (v && (tok_ids_push(&ids, id) ||
+			          gen_verify(v, &ids, 1, &vs, &vt, err,
+			                     sizeof(err))))
+				goto fail;
 		}
 	}
 	t2 = gen_now();
+	dec_s = t2 - t1 - vt;
 	tok_stream_flush(&st, &out);
 	gen_flush(&out);
 	printf("\n");
@@ -231,13 +292,21 @@ int cmd_generate(int argc, char **argv)
 	fprintf(stderr,
 	        "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %ld "
 	        "tokens in %.3f s (%.1f tokens/s); %d threads\n",
-	        ids.n, t1 - t0, (double)ids.n / (t1 - t0), n_eval, t2 - t1,
-	        n_eval > 0 ? (double)n_eval / (t2 - t1) : 0.0,
-	        engine_n_threads(e));
-	rc = 0;
+	        n_prompt, pre_s, (double)n_prompt / pre_s, n_eval, dec_s,
+	        n_eval > 0 ? (double)n_eval / dec_s : 0.0, engine_n_threads(e));
+	if (v) {
+		char line[512];
+
+		fprintf(stderr, "%s\n",
+		        verify_summary_format(&vs, line, sizeof(line)));
+		rc = vs.n_bad ? 3 : 0;
+	} else {
+		rc = 0;
+	}
 fail:
-	if (rc != 0)
+	if (rc == 1)
 		fprintf(stderr, "parley generate: %s\n", err);
+	verify_close(v);
 	engine_close(e);
 	trace_free(tr);
 	if (tf)

@@ -209,6 +209,12 @@ static void repl_after(struct repl *r, int rc, const struct session_stats *st,
 		fputs("[reply limit reached]\n", stderr);
 	if (r->o->verbose)
 		repl_print_stats(st);
+	if (st->verify.n_checked > 0) {
+		char line[512];
+
+		fprintf(stderr, "[%s]\n",
+		        verify_summary_format(&st->verify, line, sizeof(line)));
+	}
 }
 
 static const char repl_help[] =
@@ -225,6 +231,8 @@ static const char repl_help[] =
     "                      n-predict)\n"
     "  /save-title TITLE   name this conversation\n"
     "  /stats              speed and context of the last reply\n"
+    "  /verify             check each step against the CPU reference "
+    "(toggle)\n"
     "  /quit               leave (also Ctrl-D)\n";
 
 /* The message of the last user turn, or NULL. */
@@ -367,6 +375,14 @@ static int repl_command(struct repl *r, char *line)
 			fprintf(stderr, "parley: %s\n", err);
 		else
 			fprintf(stderr, "[title saved]\n");
+	} else if (!strcmp(cmd, "verify")) {
+		bool on = !session_verifying(r->s);
+
+		if (session_set_verify(r->s, on, err, sizeof(err)))
+			fprintf(stderr, "parley: %s\n", err);
+		else
+			fprintf(stderr, "[verification %s]\n",
+			        on ? "on: a summary after each reply" : "off");
 	} else if (!strcmp(cmd, "stats")) {
 		if (r->have_last)
 			repl_print_stats(&r->last);
