@@ -87,7 +87,8 @@ struct session {
 	int32_t n_predict;           /* reply limit, <= 0 none (mutable) */
 	struct store *st;            /* store or NULL (borrowed) */
 	bool use_kv_slot;            /* save the KV state on close */
-	volatile sig_atomic_t *intr; /* interrupt flag or NULL (borrowed) */
+	atomic_int *cancel;          /* cancel flag or NULL (borrowed) */
+	const struct session_cb *cb; /* callbacks of the reply running */
 	char *kv_format;             /* producer tag of saved states (owned) */
 	char model_fp[STORE_FP_LEN]; /* store_model_fingerprint of the file */
 
@@ -114,6 +115,12 @@ static double session_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Whether the owner asked to stop the reply (the flag is only read). */
+static bool session_cancelled(const struct session *s)
+{
+	return s->cancel && atomic_load(s->cancel) != 0;
 }
 
 /* strdup that returns NULL for NULL. */
@@ -400,7 +407,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->n_predict = o->n_predict;
 	s->st = o->store;
 	s->use_kv_slot = o->use_kv_slot && o->store;
-	s->intr = o->interrupt;
+	s->cancel = o->cancel;
 	if (o->model_path == NULL || s->model_path == NULL) {
 		snprintf(err, errlen, "no model given");
 		goto fail;
@@ -599,7 +606,7 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 		size_t c = n - i > SESSION_PREFILL_CHUNK ? SESSION_PREFILL_CHUNK
 		                                         : n - i;
 
-		if (s->intr && *s->intr)
+		if (session_cancelled(s))
 			return 1;
 		/* only the last chunk's last token needs logits */
 		if (engine_eval(s->eng, ids + i, (int32_t)c,
@@ -613,6 +620,8 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 			}
 		s->n_evaluated += (int64_t)c;
 		i += c;
+		if (s->cb && s->cb->progress)
+			s->cb->progress(s->cb->ud, (int32_t)i, (int32_t)n);
 		assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* inv. 1 */
 	}
 	return 0;
@@ -919,7 +928,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		size_t plen;
 		const char *p;
 
-		if (s->intr && *s->intr) {
+		if (session_cancelled(s)) {
 			fin = STORE_FINISH_INTERRUPTED;
 			break;
 		}
@@ -929,9 +938,9 @@ static int session_decode(struct session *s, struct session_reply *r,
 		}
 		if ((int32_t)s->kv.n >= n_ctx &&
 		    (rc = session_shift(s, &reply_at, cb, st, err, errlen))) {
-			fin = rc < 0                ? STORE_FINISH_ERROR
-			      : s->intr && *s->intr ? STORE_FINISH_INTERRUPTED
-			                            : STORE_FINISH_LENGTH;
+			fin = rc < 0                 ? STORE_FINISH_ERROR
+			      : session_cancelled(s) ? STORE_FINISH_INTERRUPTED
+			                             : STORE_FINISH_LENGTH;
 			if (fin == STORE_FINISH_LENGTH && cb && cb->notice)
 				cb->notice(
 				    cb->ud,
@@ -1062,9 +1071,9 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 
 	memset(st, 0, sizeof(*st));
 	st->n_ctx = engine_n_ctx(s->eng);
-	if (s->intr)
-		*s->intr = 0;
+	s->cb = cb; /* for session_eval's progress reports */
 	rc = session_prepare(s, cb, st, err, errlen);
+	s->cb = NULL;
 	if (rc < 0) {
 		st->finish = STORE_FINISH_ERROR;
 		st->n_ctx_used = (int32_t)s->kv.n;
@@ -1083,8 +1092,6 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 		rc = session_decode(s, &r, cb, st, err, errlen);
 	}
 	st->n_ctx_used = (int32_t)s->kv.n;
-	if (st->finish == STORE_FINISH_INTERRUPTED && s->intr)
-		*s->intr = 0; /* handled: the front end's next read is clean */
 	ms.n_tokens = st->n_gen;
 	ms.n_prompt_tokens = st->n_prompt;
 	ms.prefill_ms = st->prefill_ms;
@@ -1304,6 +1311,11 @@ int64_t session_n_evaluated(const struct session *s)
 int32_t session_n_ctx(const struct session *s)
 {
 	return engine_n_ctx(s->eng);
+}
+
+const char *session_backend_name(const struct session *s)
+{
+	return engine_backend_name(s->eng);
 }
 
 const char *session_model_path(const struct session *s)

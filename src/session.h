@@ -23,14 +23,18 @@
  *      runs; the reply is a message in progress updated every
  *      SESSION_STORE_MS and finished with its finish reason.
  *
- * Interrupting: the front end's SIGINT handler sets *opts.interrupt (a
- * volatile sig_atomic_t) to 1; the generation loop checks it before each
- * token, keeps the partial reply (finish "interrupted") and clears it.
+ * Cancelling: *opts.cancel (an atomic int, lock-free, so a signal
+ * handler or another thread may set it) stops a reply when nonzero; the
+ * generation loop checks it before each token and each prefill chunk and
+ * keeps the partial reply (finish "interrupted"). The session only reads
+ * the flag: its owner clears it before a request, so that a cancel set
+ * just after the request was made (Ctrl-C right after Enter) is never
+ * lost.
  */
 #ifndef PARLEY_SESSION_H
 #define PARLEY_SESSION_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,10 +61,10 @@ struct session_opts {
 	int32_t n_predict;              /* max reply tokens; <= 0: until full */
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
 	size_t n_stops;                       /* entries used in stops */
-	struct store *store;              /* NULL: nothing stored (borrowed) */
-	int64_t conv_id;                  /* resume this conversation (store) */
-	bool use_kv_slot;                 /* resume from / save the KV state */
-	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */
+	struct store *store; /* NULL: nothing stored (borrowed) */
+	int64_t conv_id;     /* resume this conversation (store) */
+	bool use_kv_slot;    /* resume from / save the KV state */
+	atomic_int *cancel;  /* nonzero stops a reply, or NULL (borrowed) */
 };
 
 /* One message of the conversation (the active branch). */
@@ -95,6 +99,8 @@ struct session_cb {
 	void (*token)(void *ud, const struct sampler_report *rep);
 	/* a message for the user ("context full: dropped 2 turns") */
 	void (*notice)(void *ud, const char *msg);
+	/* prefill: DONE of TOTAL prompt ids evaluated (after each chunk) */
+	void (*progress)(void *ud, int32_t done, int32_t total);
 	void *ud; /* passed back */
 };
 
@@ -160,8 +166,10 @@ const int32_t *session_kv_tokens(const struct session *s, size_t *n);
 /* Total ids evaluated by the engine since the session opened. */
 int64_t session_n_evaluated(const struct session *s);
 
-/* Context capacity in tokens; the model file's path; the template's name. */
+/* Context capacity in tokens; the model file's path; the template's name;
+   the engine's backend ("cpu", ...). */
 int32_t session_n_ctx(const struct session *s);
+const char *session_backend_name(const struct session *s);
 const char *session_model_path(const struct session *s);
 const char *session_template_name(const struct session *s);
 

@@ -21,6 +21,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +32,14 @@
 #define CHAT_MAX_OPTS  64          /* options on one command line */
 #define CHAT_MAX_STDIN (64u << 20) /* -p - reads at most this much */
 
-/* Set by SIGINT; the session and the REPL poll it. */
-static volatile sig_atomic_t chat_intr;
+/* Set by SIGINT; the session and the REPL poll it (lock-free atomic,
+   so the handler may store it). */
+static atomic_int chat_intr;
 
 static void chat_on_sigint(int sig)
 {
 	(void)sig;
-	chat_intr = 1;
+	atomic_store(&chat_intr, 1);
 }
 
 /* What the command line asked for, besides config options. */
@@ -469,7 +471,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.store = st;
 	so.conv_id = resume ? a.conv_id : 0;
 	so.use_kv_slot = cfg.save_kv;
-	so.interrupt = &chat_intr;
+	so.cancel = &chat_intr;
 	if (session_open(&so, &s, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
@@ -486,7 +488,8 @@ static int chat_main(int argc, char **argv, bool resume)
 
 	if (a.prompt) {
 		struct chat_oneshot o = {true, false};
-		struct session_cb cb = {chat_piece, NULL, chat_notice, &o};
+		struct session_cb cb = {chat_piece, NULL, chat_notice, NULL,
+		                        &o};
 		struct session_stats ss;
 		char *text = NULL;
 		size_t len;
