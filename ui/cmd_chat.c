@@ -11,6 +11,7 @@
  */
 #include "cmd.h"
 #include "repl.h"
+#include "tui.h"
 
 #include "config.h"
 #include "promptdir.h"
@@ -544,7 +545,28 @@ static int chat_main(int argc, char **argv, bool resume)
 	ro.verbose = cfg.verbose;
 	ro.intr = &chat_intr;
 	ro.cfg = &cfg;
-	(void)a.plain; /* no ncurses screen yet: the REPL either way */
+	if (tty && !a.plain) {
+		char why[256];
+
+		if (tui_usable(why, sizeof(why))) {
+			struct tui_opts to;
+
+			hist = config_state_path("history", true);
+			memset(&to, 0, sizeof(to));
+			to.so = &so;
+			to.history_path = hist;
+			to.db_path = a.no_store ? NULL : dbpath;
+			to.cfg = &cfg;
+			to.resumed = resume;
+			status = tui_run(s, &to); /* takes S */
+			s = NULL;
+			free(hist);
+			goto out;
+		}
+		if (strstr(why, "locale")) /* a terminal lacking only that */
+			fprintf(stderr, "parley: %s; using the plain REPL\n",
+			        why);
+	}
 	if (tty) {
 		hist = config_state_path("history", true);
 		ro.history_path = hist;
