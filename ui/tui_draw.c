@@ -239,6 +239,34 @@ static void tui_speed(const struct tui *t, char *out, size_t n)
 	}
 }
 
+/* Copy UTF-8 S into OUT (N bytes) cut to at most COLS columns, with an
+   ellipsis when cut. */
+static void tui_cut(const char *s, int cols, char *out, size_t n)
+{
+	size_t i = 0, o = 0, len = strlen(s);
+	int used = 0;
+
+	if (tui_text_cols(s, len) <= cols) {
+		snprintf(out, n, "%s", s);
+		return;
+	}
+	while (i < len) {
+		size_t k = 1;
+		int w;
+
+		while (i + k < len && (s[i + k] & 0xc0) == 0x80)
+			k++;
+		w = tui_text_cols(s + i, k);
+		if (used + w > cols - 1 || o + k + 4 > n)
+			break;
+		memcpy(out + o, s + i, k);
+		o += k;
+		i += k;
+		used += w;
+	}
+	memcpy(out + o, "…", 4); /* 3 bytes and the NUL */
+}
+
 /* The status bar at row Y: the figures, or the message of the moment. */
 static void tui_draw_status(struct tui *t, int y, int cols)
 {
@@ -268,7 +296,7 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	snprintf(p[n].s, sizeof(p[n].s), "F1 help");
 	p[n++].prio = 0;
 	if (t->msg[0]) { /* the message replaces all but the help hint */
-		snprintf(p[0].s, sizeof(p[0].s), "%.159s", t->msg);
+		tui_cut(t->msg, cols - 2 - 10, p[0].s, sizeof(p[0].s));
 		p[0].prio = 0;
 		for (int i = 1; i < n - 1; i++)
 			p[i].s[0] = '\0';
