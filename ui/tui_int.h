@@ -58,6 +58,7 @@ struct tui_list {
 	int edit;      /* 0, 's' typing a search, 'r' a new title */
 	char buf[512]; /* what is typed for edit */
 	size_t buf_n;
+	char query[512]; /* the search whose hits are shown */
 };
 
 struct tui {

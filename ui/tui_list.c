@@ -79,16 +79,16 @@ static void tui_list_search(struct tui *t)
 	l->n_hits = 0;
 	l->searched = false;
 	l->sel = l->top = 0;
-	if (l->buf_n == 0 || t->st == NULL)
+	if (l->query[0] == '\0' || t->st == NULL)
 		return;
-	if (store_search(t->st, l->buf, 0, 100, TUI_MARK_ON, TUI_MARK_OFF,
+	if (store_search(t->st, l->query, 0, 100, TUI_MARK_ON, TUI_MARK_OFF,
 	                 &l->hits, &l->n_hits, err, sizeof(err)) != STORE_OK) {
 		tui_say(t, true, "%s", err);
 		return;
 	}
 	l->searched = true;
 	tui_say(t, false, "%zu match%s for \"%s\"", l->n_hits,
-	        l->n_hits == 1 ? "" : "es", l->buf);
+	        l->n_hits == 1 ? "" : "es", l->query);
 }
 
 /* Enter on a row: open it (the worker reopens the session). */
@@ -135,6 +135,7 @@ static void tui_list_edit_key(struct tui *t, int k, bool fkey)
 
 		l->edit = 0;
 		if (what == 's') {
+			snprintf(l->query, sizeof(l->query), "%s", l->buf);
 			tui_list_search(t);
 		} else if (id && t->st &&
 		           store_conv_rename(t->st, id, l->buf, err,
@@ -348,7 +349,7 @@ void tui_list_draw(struct tui *t, int rows, int cols)
 		snprintf(buf, sizeof(buf),
 		         "Search \"%s\": %d match%s  (Enter open, Esc all "
 		         "conversations)",
-		         l->buf, n, n == 1 ? "" : "es");
+		         l->query, n, n == 1 ? "" : "es");
 	else
 		snprintf(buf, sizeof(buf),
 		         "Conversations: %d  (Enter open, / search, r rename, "
