@@ -1,8 +1,9 @@
 /*
  * cmd_chat.c - `parley [chat] [OPTIONS]`, `parley -p TEXT` (one shot) and
  * `parley resume [ID|--last]`: open a chat session and hand it to a front
- * end (the plain REPL until the ncurses screen exists, the one-shot
- * printer for -p).
+ * end: the full-screen UI on a terminal (ui/tui.h), the plain REPL
+ * (--plain, pipes, terminals the UI cannot use), the one-shot printer
+ * for -p.
  *
  * Options come from, in order (later wins): built-in defaults, the model's
  * general.sampling.* metadata, the config file, the command line
@@ -104,14 +105,16 @@ static void chat_usage(FILE *fp, bool resume)
 		    " message and print\nthe reply.\n\n",
 		    fp);
 	else
-		fputs("usage: parley [chat] [OPTIONS]\n"
-		      "       parley -p TEXT [OPTIONS]     (one shot; TEXT - "
-		      "reads stdin)\n"
-		      "\n"
-		      "Chat with a GGUF model: a plain REPL (the ncurses screen"
-		      " is not built\nyet), or with -p one message whose reply "
-		      "is printed on stdout.\n\n",
-		      fp);
+		fputs(
+		    "usage: parley [chat] [OPTIONS]\n"
+		    "       parley -p TEXT [OPTIONS]     (one shot; TEXT - "
+		    "reads stdin)\n"
+		    "\n"
+		    "Chat with a GGUF model: on a terminal the full-screen UI"
+		    " (F1 lists its\nkeys and commands), else a plain REPL; or"
+		    " with -p one message whose\nreply is printed on stdout."
+		    "\n\n",
+		    fp);
 	fputs("Options:\n"
 	      "  -m, --model FILE        GGUF model (default: the cache's "
 	      "SmolLM2-135M)\n"
@@ -137,7 +140,8 @@ static void chat_usage(FILE *fp, bool resume)
 	      "      --threads N         CPU threads (all)\n"
 	      "      --save-kv           keep the KV cache with the "
 	      "conversation\n"
-	      "      --plain             the plain REPL even on a terminal\n"
+	      "      --plain             the plain REPL, not the full-screen"
+	      " UI\n"
 	      "      --no-store          do not store the conversation\n"
 	      "      --db FILE           conversation database\n"
 	      "      --config FILE       config file (default "
