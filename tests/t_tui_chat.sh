@@ -76,6 +76,21 @@ diff "$tmp/before_regen" "$tmp/after_regen" | grep '^[<>] ' | grep -v 'F1 help' 
 ok $? "/regen replaces the reply by the same greedy one (screen unchanged)"
 sed 's/^/#   /' "$tmp/regen_diff" | head -n 10
 
+# --- /edit: without text the last message goes to the input ------------
+tui_type "/edit"
+tui_keys Enter
+tui_wait '^✎ Name two fruits\.$' 10 && tui_wait '^  Keep it short\.$' 10
+ok $? "/edit puts the last message in the input (both lines)"
+tui_keys C-c
+tui_wait_gone '^✎' 10
+tui_type "/edit What is the capital of Italy?"
+tui_keys Enter
+tui_wait 'Rome' 60 && tui_wait 'pp [0-9]+ tg' 30
+ok $? "/edit TEXT replaces the last message and generates anew"
+tui_screen >"$tmp/edited"
+! grep -q 'Name two fruits' "$tmp/edited"
+ok $? "the replaced message is gone from the transcript"
+
 # --- resize to 20x6 and back: what is shown equals a full redraw ---------
 tmux -S "$tui_sock" resize-window -x 20 -y 6
 tui_wait '^ .*F1 help' 10
@@ -118,23 +133,34 @@ tui_wait '^\[stopped\]' 20
 ok $? "Ctrl-C mid-stream stops it: the partial reply is marked [stopped]"
 tui_wait 'pp [0-9]+ tg' 10
 ok $? "the UI is idle again after the stop"
-# a long message: its prefill takes seconds on one thread; Ctrl-C goes
-# right after Enter (same send-keys), before or during the prefill
-long=$(awk 'BEGIN { for (i = 0; i < 120; i++) printf "The quick brown fox jumps over the lazy dog %d. ", i }')
-tui_type "$long"
-tui_wait '^  .*lazy dog 119\.$' 60
+# a long message (pasted): its prefill takes seconds on one thread.
+# Ctrl-C once the status bar shows the prefill's progress; then again
+# with Ctrl-C sent right after Enter (same send-keys)
+awk 'BEGIN { for (i = 0; i < 60; i++) printf "The quick brown fox jumps over the lazy dog %d. ", i }' >"$tmp/long"
+tmux -S "$tui_sock" load-buffer "$tmp/long"
+tmux -S "$tui_sock" paste-buffer -p
+tui_wait '^  .*lazy dog 59\.$' 30
+tui_keys Enter
+tui_wait 'prefill [0-9]+/[0-9]+ ' 60
+ok $? "the status bar shows the prefill's progress"
+tui_keys C-c
+tui_wait '^\[stopped\]' 30 && tui_wait 'pp [0-9]+ tg' 30
+ok $? "Ctrl-C mid-prefill stops the request"
+tmux -S "$tui_sock" paste-buffer -p
+tui_wait '^  .*lazy dog 59\.$' 30
 tui_keys Enter C-c
-tui_wait_gone '^  .*lazy dog 119\.$' 30 && tui_wait '^\[stopped\]' 30 &&
+tui_wait_gone '^  .*lazy dog 59\.$' 30 && tui_wait '^\[stopped\]' 30 &&
 	tui_wait 'pp [0-9]+ tg' 30
 ok $? "Ctrl-C right after Enter stops the request"
 tui_keys C-d
 tui_wait 'PARLEY-EXIT 0' 20
 "$PARLEY" show 1 >"$tmp/show1"
 grep -c '^--- assistant \[interrupted\]' "$tmp/show1" >"$tmp/nint"
-[ "$(cat "$tmp/nint")" -eq 2 ]
-ok $? "both replies are stored as interrupted ($(cat "$tmp/nint") of 2)"
-awk '/^--- assistant \[interrupted\]/ { n++ } n == 2 && !/^---/ && NF { text++ } END { exit text > 0 }' "$tmp/show1"
-ok $? "the reply stopped during its prefill has no text"
+[ "$(cat "$tmp/nint")" -eq 3 ]
+ok $? "the three replies are stored as interrupted ($(cat "$tmp/nint") of 3)"
+awk '/^--- / { a = /^--- assistant/; n += a; next } a && n >= 2 && NF { text++ }
+	END { exit text > 0 }' "$tmp/show1"
+ok $? "the replies stopped before or during their prefill have no text"
 sed 's/^/#   /' "$tmp/show1" | cut -c1-100 | head -n 20
 tui_stop
 

@@ -20,6 +20,15 @@ diag "paste: $size bytes"
 
 tui_start "$tmp" 100 30 $opts
 tui_wait 'F1 help' 60
+# idle: no busy-waiting (CPU ticks of the process over 2 s of nothing)
+pid=$(tui_pid)
+ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+c0=$(ticks)
+sleep 2
+c1=$(ticks)
+diag "idle: $((c1 - c0)) clock ticks of CPU in 2 s (ticks of $(getconf CLK_TCK) Hz)"
+[ $((c1 - c0)) -le 2 ]
+ok $? "idle, the UI uses no CPU (<= 2 ticks in 2 s)"
 tmux -S "$tui_sock" load-buffer "$tmp/paste"
 t0=$(date +%s%N)
 tmux -S "$tui_sock" paste-buffer -p
