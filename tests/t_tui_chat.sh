@@ -128,6 +128,12 @@ tui_type "Tell me a very long story about a dragon and a knight."
 tui_keys Enter
 tui_wait 'gen [0-9]+ tok' 60
 ok $? "a long reply streams (tokens counted in the status bar)"
+tui_keys C-d
+tui_wait 'a reply is running: quit anyway\? \(y/n\)' 10
+ok $? "Ctrl-D while a reply runs asks first"
+tui_keys n
+tui_wait 'gen [0-9]+ tok' 10
+ok $? "n: the reply goes on"
 tui_keys C-c
 tui_wait '^\[stopped\]' 20
 ok $? "Ctrl-C mid-stream stops it: the partial reply is marked [stopped]"
@@ -182,4 +188,18 @@ tui_screen | grep -q 'gen [0-9]* tok'
 ok $? "the UI's screen is gone (normal screen back)"
 "$PARLEY" show 1 | grep -q '^--- assistant \[interrupted\]'
 ok $? "the reply cut by SIGTERM is stored as interrupted"
+tui_stop
+
+# --- a crash (SIGABRT, as a failed assertion): the terminal is restored --
+export PARLEY_DB=$tmp/abrt.db
+tui_start "$tmp" 100 30 $opts -n 400
+tui_wait 'F1 help' 60
+tui_type "Tell me a story."
+tui_keys Enter
+tui_wait 'gen [0-9]+ tok' 60
+kill -ABRT "$(tui_pid)"
+tui_wait 'PARLEY-EXIT 134' 20
+ok $? "SIGABRT ends parley (status 134)"
+cmp -s "$tmp/stty.before" "$tmp/stty.after"
+ok $? "stty -g after the crash equals before"
 done_testing

@@ -76,6 +76,15 @@ tmux -S "$tui_sock" show-buffer >"$tmp/got2" 2>/dev/null
 	head -n 1 "$tmp/got2" | grep -qx '# Title here' &&
 	tail -n 1 "$tmp/got2" | grep -q 'combining\.$'
 ok $? "/copy copies the whole reply as generated"
+# scrolling: on a short screen PgUp reaches the top, PgDn the bottom
+tmux -S "$tui_sock" resize-window -x 60 -y 10
+tui_wait_gone '^Show me some Markdown\.$' 10
+tui_keys PPage PPage PPage PPage PPage PPage PPage PPage
+tui_wait '^Show me some Markdown\.$' 10
+ok $? "PgUp scrolls back to the first message"
+tui_keys NPage NPage NPage NPage NPage NPage NPage NPage
+tui_wait 'combining\.$' 10 && ! grep -q '^Show me some' "$tui_dir/screen"
+ok $? "PgDn comes back to the end"
 tui_keys C-d
 tui_wait 'PARLEY-EXIT 0' 20
 ok $? "quit"

@@ -28,6 +28,7 @@ tui_start() {
 		tui_args="$tui_args '$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'"
 	done
 	cat >"$tui_dir/run.sh" <<SH
+ulimit -c 0
 stty -g >"$tui_dir/stty.before"
 "$PARLEY" $tui_args 2>"$tui_dir/stderr"
 st=\$?
