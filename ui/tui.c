@@ -37,6 +37,7 @@ static void tui_restore(void)
 	if (!tui_active)
 		return;
 	tui_active = 0;
+	tui_out_release();            /* fd 1 is the terminal again */
 	fputs("\033[?2004l", stdout); /* bracketed paste off */
 	fflush(stdout);
 	endwin();
@@ -48,7 +49,7 @@ static void tui_on_fatal(int sig)
 {
 	if (tui_active) {
 		tcsetattr(STDIN_FILENO, TCSANOW, &tui_tios);
-		if (write(STDOUT_FILENO, tui_reset_seq,
+		if (write(tui_out_fd(), tui_reset_seq,
 		          sizeof(tui_reset_seq) - 1) < 0) {
 			/* nothing more can be done here */
 		}
@@ -412,7 +413,7 @@ static int tui_wait(struct tui *t, int *k, bool *fkey)
 				if (sig[i] == SIGWINCH) {
 					struct winsize ws;
 
-					if (ioctl(STDOUT_FILENO, TIOCGWINSZ,
+					if (ioctl(tui_out_fd(), TIOCGWINSZ,
 					          &ws) == 0 &&
 					    ws.ws_row > 0 && ws.ws_col > 0)
 						resize_term(ws.ws_row,
@@ -676,6 +677,7 @@ static void tui_screen_on(struct tui *t)
 	define_key("\033[201~", TUI_KEY_PASTE_END);
 	fputs("\033[?2004h", stdout); /* bracketed paste on */
 	fflush(stdout);
+	tui_out_capture(); /* from now on, one write per frame */
 }
 
 /* Fill the status bar's fixed figures and the first transcript. */

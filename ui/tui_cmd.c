@@ -103,22 +103,6 @@ static char *tui_base64(const unsigned char *s, size_t n)
 	return out;
 }
 
-/* Write all of BUF to FD. 0 or -1. */
-static int tui_write_all(int fd, const char *buf, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, buf, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		buf += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* /copy [N]: OSC 52 to the terminal's clipboard, and a file. */
 static void tui_copy(struct tui *t, const char *args)
 {
@@ -148,10 +132,10 @@ static void tui_copy(struct tui *t, const char *args)
 		tui_say(t, true, "out of memory");
 		return;
 	}
-	/* between frames: ncurses has written everything it had */
-	tui_write_all(STDOUT_FILENO, "\033]52;c;", 7);
-	tui_write_all(STDOUT_FILENO, b64, strlen(b64));
-	tui_write_all(STDOUT_FILENO, "\a", 1);
+	/* between frames: the last one is out */
+	tui_out_write("\033]52;c;", 7);
+	tui_out_write(b64, strlen(b64));
+	tui_out_write("\a", 1);
 	free(b64);
 	path = config_state_path("clipboard.txt", true);
 	FILE *fp = path ? fopen(path, "w") : NULL;

@@ -2,8 +2,8 @@
  * tui_draw.c - one frame of the full-screen UI: the transcript (bottom
  * anchored, scrolled back by t->scroll lines), the status bar, the input
  * area; the help and list screens. Everything is drawn into ncurses'
- * virtual screen and sent with one doupdate(), which writes only the
- * difference, in one buffered write.
+ * virtual screen; doupdate() works out the difference and tui_out_flush()
+ * sends it to the terminal in one write (tui_out.c).
  */
 #include "tui_int.h"
 
@@ -490,6 +490,7 @@ void tui_draw(struct tui *t)
 		tui_draw_status(t, rows - 1, cols);
 		wnoutrefresh(stdscr);
 		doupdate();
+		tui_out_flush();
 		return;
 	}
 	if (t->mode == TUI_MODE_HELP || t->mode == TUI_MODE_LIST) {
@@ -501,6 +502,7 @@ void tui_draw(struct tui *t)
 		tui_draw_status(t, rows - 1, cols);
 		wnoutrefresh(stdscr);
 		doupdate();
+		tui_out_flush();
 		return;
 	}
 	in_rows = tui_input_rows(t, cols, rows / 3 > 1 ? rows / 3 : 1);
@@ -511,4 +513,5 @@ void tui_draw(struct tui *t)
 	tui_draw_input(t, body + 1, in_rows, cols);
 	wnoutrefresh(stdscr);
 	doupdate();
+	tui_out_flush(); /* the frame, in one write */
 }

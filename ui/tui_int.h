@@ -131,6 +131,13 @@ int tui_input_rows(struct tui *t, int width, int max_rows);
 void tui_cmd(struct tui *t, char *line);
 extern const char tui_help_text[];
 
+/* tui_out.c: one write per frame (see there) */
+void tui_out_capture(void);
+void tui_out_flush(void);
+void tui_out_release(void);
+int tui_out_fd(void);
+int tui_out_write(const char *buf, size_t n);
+
 /* tui_list.c */
 void tui_list_open(struct tui *t);
 void tui_list_close(struct tui *t);
