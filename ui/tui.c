@@ -551,6 +551,7 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 		switch (k) {
 		case KEY_F(1):
 			t->mode = TUI_MODE_HELP;
+			t->help_top = 0;
 			return;
 		case KEY_F(3):
 			tui_list_open(t);
@@ -593,6 +594,10 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 	}
 	if (k == 4 && len == 0) { /* Ctrl-D on an empty line */
 		tui_quit(t);
+		return;
+	}
+	if (k == 26) { /* Ctrl-Z: the screen cannot be left half way */
+		tui_say(t, false, "suspending is not supported (Ctrl-D quits)");
 		return;
 	}
 	if (k == 12) { /* Ctrl-L */
@@ -646,8 +651,13 @@ static void tui_key(struct tui *t, int k, bool fkey)
 		}
 		return;
 	}
-	if (t->mode == TUI_MODE_HELP) {
-		t->mode = TUI_MODE_CHAT;
+	if (t->mode == TUI_MODE_HELP) { /* scroll keys scroll, others close */
+		if (fkey && (k == KEY_NPAGE || k == KEY_DOWN))
+			t->help_top += k == KEY_DOWN ? 1 : LINES / 2;
+		else if (fkey && (k == KEY_PPAGE || k == KEY_UP))
+			t->help_top -= k == KEY_UP ? 1 : LINES / 2;
+		else
+			t->mode = TUI_MODE_CHAT;
 		return;
 	}
 	if (t->mode == TUI_MODE_LIST) {

@@ -27,7 +27,8 @@ const char tui_help_text[] =
     "  Ctrl-A/E, Alt-B/F   line start/end, word back/forward\n"
     "  Ctrl-K, Ctrl-Y      kill to the end of the line, yank\n"
     "  PgUp, PgDn          scroll the transcript\n"
-    "  F1                  this help (any key closes it)\n"
+    "  F1                  this help (PgUp/PgDn scroll it, other keys "
+    "close it)\n"
     "  F3                  the stored conversations (also /list)\n"
     "  Ctrl-L              redraw the screen\n"
     "\n"
@@ -333,6 +334,7 @@ void tui_cmd(struct tui *t, char *line)
 			        "a reply is running (Ctrl-C stops it)");
 	} else if (!strcmp(cmd, "help") || !strcmp(cmd, "?")) {
 		t->mode = TUI_MODE_HELP;
+		t->help_top = 0;
 	} else if (!strcmp(cmd, "list")) {
 		tui_list_open(t);
 	} else if (!strcmp(cmd, "regen")) {

@@ -475,8 +475,12 @@ static void tui_draw_help(struct tui *t, int rows, int cols)
 		p += n + (e != NULL);
 	}
 	tui_lay_done(&y);
-	for (int i = 0; i < ls.n && i < rows; i++)
-		tui_draw_line(t, i, &ls.v[i]);
+	if (t->help_top > ls.n - rows)
+		t->help_top = ls.n - rows;
+	if (t->help_top < 0)
+		t->help_top = 0;
+	for (int i = 0; i < rows && t->help_top + i < ls.n; i++)
+		tui_draw_line(t, i, &ls.v[t->help_top + i]);
 	tui_lines_clear(&ls);
 }
 

@@ -67,6 +67,7 @@ struct tui {
 	struct tui_input in; /* the input line */
 	struct store *st;    /* the UI's own store connection, or NULL */
 	enum tui_mode mode;
+	int help_top; /* first help line shown */
 	enum tui_ask ask;
 	struct tui_list list;
 
