@@ -41,6 +41,7 @@ static void tui_restore(void)
 	fputs("\033[?2004l", stdout); /* bracketed paste off */
 	fflush(stdout);
 	endwin();
+	tui_out_err_release(); /* what went to stderr meanwhile, now */
 }
 
 /* SIGSEGV, SIGABRT (a failed assertion), ...: only async-signal-safe
@@ -53,6 +54,7 @@ static void tui_on_fatal(int sig)
 		          sizeof(tui_reset_seq) - 1) < 0) {
 			/* nothing more can be done here */
 		}
+		tui_out_err_release(); /* what went to stderr, now */
 	}
 	signal(sig, SIG_DFL);
 	raise(sig);

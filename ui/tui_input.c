@@ -134,8 +134,11 @@ int tui_input_key(struct tui_input *in, wchar_t k)
 
 void tui_input_insert(struct tui_input *in, const wchar_t *text, size_t n)
 {
-	wchar_t *s = malloc((n + 1) * sizeof(*s));
+	wchar_t *s;
 
+	if (n == 0) /* an empty paste (TEXT may then be NULL) */
+		return;
+	s = malloc((n + 1) * sizeof(*s));
 	if (s == NULL)
 		return;
 	memcpy(s, text, n * sizeof(*s));

@@ -136,6 +136,7 @@ extern const char tui_help_text[];
 void tui_out_capture(void);
 void tui_out_flush(void);
 void tui_out_release(void);
+void tui_out_err_release(void);
 int tui_out_fd(void);
 int tui_out_write(const char *buf, size_t n);
 

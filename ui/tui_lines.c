@@ -85,8 +85,10 @@ static void tui_lay_emit(struct tui_lay *y, int n, int cols)
 		free(l->at);
 		return;
 	}
-	memcpy(l->wc, y->cur.wc, (size_t)n * sizeof(*l->wc));
-	memcpy(l->at, y->cur.at, (size_t)n * sizeof(*l->at));
+	if (n > 0) { /* cur.wc is NULL before the first cell */
+		memcpy(l->wc, y->cur.wc, (size_t)n * sizeof(*l->wc));
+		memcpy(l->at, y->cur.at, (size_t)n * sizeof(*l->at));
+	}
 	l->n = n;
 	l->cols = cols;
 	o->n++;

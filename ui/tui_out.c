@@ -7,6 +7,12 @@
  * collects there, and tui_out_flush() sends it to the terminal (a
  * duplicate of the old descriptor 1) in a single write.
  *
+ * Standard error is held the same way: while curses runs, fd 2 is an
+ * unlinked temporary file, so that a library's message (or a failed
+ * assertion's) cannot smear the screen; tui_out_err_release() puts fd 2
+ * back and copies what was written there to it, once the terminal is
+ * restored (by endwin, or by the fatal-signal path).
+ *
  * Invariants: while captured, fd 1 is the pipe's write end and
  * tui_out_fd() the terminal; the pipe holds 1 MiB (a frame of a 300x100
  * screen is far smaller), and is non-blocking on both ends, so that a
@@ -24,6 +30,53 @@
 
 static int tui_out_tty = -1;  /* the terminal, while captured */
 static int tui_out_pipe = -1; /* read end of the pipe fd 1 points at */
+static int tui_err_fd = -1;   /* the real standard error, while held */
+static int tui_err_file = -1; /* the file fd 2 points at, while held */
+
+/* Hold standard error in an unlinked temporary file. */
+static void tui_err_capture(void)
+{
+	char path[] = "/tmp/parley-stderr.XXXXXX";
+	int f = mkostemp(path, O_CLOEXEC), e;
+
+	if (f < 0)
+		return;
+	unlink(path);
+	e = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (e < 0 || dup2(f, STDERR_FILENO) < 0) {
+		if (e >= 0)
+			close(e);
+		close(f);
+		return;
+	}
+	tui_err_fd = e;
+	tui_err_file = f;
+}
+
+/* Put standard error back and copy what was held to it; called once the
+   terminal is restored. Only async-signal-safe calls: the fatal-signal
+   path uses it too. */
+static void tui_err_release(void)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (tui_err_fd < 0)
+		return;
+	dup2(tui_err_fd, STDERR_FILENO);
+	lseek(tui_err_file, 0, SEEK_SET);
+	while ((n = read(tui_err_file, buf, sizeof(buf))) > 0)
+		if (write(STDERR_FILENO, buf, (size_t)n) != n)
+			break;
+	close(tui_err_file);
+	close(tui_err_fd);
+	tui_err_fd = tui_err_file = -1;
+}
+
+void tui_out_err_release(void)
+{
+	tui_err_release();
+}
 
 int tui_out_fd(void)
 {
@@ -70,6 +123,7 @@ void tui_out_capture(void)
 	close(p[1]);
 	tui_out_pipe = p[0];
 	tui_out_tty = tty;
+	tui_err_capture();
 }
 
 void tui_out_flush(void)
