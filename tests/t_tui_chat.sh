@@ -91,6 +91,34 @@ tui_screen >"$tmp/edited"
 ! grep -q 'Name two fruits' "$tmp/edited"
 ok $? "the replaced message is gone from the transcript"
 
+# --- commands: /stats /system /set /title /export --------------------------
+tui_type "/stats"
+tui_keys Enter
+tui_wait '^\[reply [0-9]+ tokens, [0-9.]+ tok/s; prompt [0-9]+ tokens \([0-9]+ reused' 10
+ok $? "/stats shows the last reply's figures in the transcript"
+tui_type "/system"
+tui_keys Enter
+tui_wait "^\\[$sys\\]\$" 10
+ok $? "/system shows the system prompt"
+tui_type "/set temp 0.5"
+tui_keys Enter
+tui_wait 'temp = 0\.5' 10
+tui_type "/set"
+tui_keys Enter
+tui_wait 'temp 0\.5  top-k' 10
+ok $? "/set changes an option, /set alone shows them"
+tui_type "/set temp 0"
+tui_keys Enter
+tui_wait 'temp = 0' 10
+tui_type "/title Capitals quiz"
+tui_keys Enter
+tui_wait 'title saved' 10 && "$PARLEY" list | grep -q 'Capitals quiz'
+ok $? "/title names the conversation in the store"
+tui_type "/export $tmp/export.md"
+tui_keys Enter
+tui_wait "exported to $tmp/export.md" 10 && grep -q 'capital of Italy' "$tmp/export.md"
+ok $? "/export writes the conversation as Markdown"
+
 # --- resize to 20x6 and back: what is shown equals a full redraw ---------
 tmux -S "$tui_sock" resize-window -x 20 -y 6
 tui_wait '^ .*F1 help' 10
@@ -102,13 +130,19 @@ cmp -s "$tmp/small" "$tmp/small2" && [ "$(wc -l <"$tmp/small")" -eq 6 ]
 ok $? "at 20x6 the screen equals a full redraw (no garbage)"
 sed 's/^/#   |/' "$tmp/small"
 tmux -S "$tui_sock" resize-window -x 100 -y 30
-tui_wait 'SmolLM2-135M-Instruct.Q4_1 │ cpu' 10
+tui_wait 'The capital of France is Paris\.' 10
 tui_screen >"$tmp/big"
 tui_keys C-l
 tui_wait 'F1 help' 10
 tui_screen >"$tmp/big2"
 cmp -s "$tmp/big" "$tmp/big2" && grep -q 'The capital of France is Paris\.' "$tmp/big"
 ok $? "back at 100x30 the transcript is whole and equals a full redraw"
+
+# --- /clear: a new conversation ------------------------------------------
+tui_type "/clear"
+tui_keys Enter
+tui_wait 'new conversation' 10 && tui_wait_gone 'capital of Italy' 10
+ok $? "/clear starts a new conversation (empty transcript)"
 
 # --- quit with Ctrl-D: status 0, terminal settings as before ------------
 tui_keys C-d

@@ -666,7 +666,9 @@ static void tui_key(struct tui *t, int k, bool fkey)
 		tui_list_key(t, k, fkey);
 		return;
 	}
-	t->msg[0] = '\0'; /* a message lasts until the next key */
+	if (fkey || k != 12) /* a message lasts until the next key; Ctrl-L
+	                        redraws the same screen */
+		t->msg[0] = '\0';
 	tui_key_chat(t, k, fkey);
 }
 
