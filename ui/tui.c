@@ -187,6 +187,18 @@ void tui_drop_last(struct tui *t)
 	t->dirty = true;
 }
 
+void tui_remove(struct tui *t, size_t i)
+{
+	if (i >= t->n_msgs)
+		return;
+	free(t->msgs[i].text);
+	tui_lines_clear(&t->msgs[i].lines);
+	memmove(t->msgs + i, t->msgs + i + 1,
+	        (t->n_msgs - i - 1) * sizeof(*t->msgs));
+	t->n_msgs--;
+	t->dirty = true;
+}
+
 void tui_msgs_clear(struct tui *t)
 {
 	while (t->n_msgs)
@@ -446,6 +458,10 @@ static int tui_wait_edit(void *ud, wchar_t *c)
 
 		if (!tui_wait(t, &k, &fkey))
 			return 0;
+		if (!fkey && k == 3 && t->busy) { /* Ctrl-C stops the reply */
+			tui_worker_cancel(&t->w);
+			continue;
+		}
 		if (!fkey) {
 			*c = (wchar_t)k;
 			return 1;

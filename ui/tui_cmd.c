@@ -343,9 +343,8 @@ void tui_cmd(struct tui *t, char *line)
 		if (r == NULL) {
 			tui_say(t, true, "no reply to regenerate yet");
 		} else if (!t->busy) {
-			if (t->n_msgs &&
-			    t->msgs[t->n_msgs - 1].role == STORE_ROLE_ASSISTANT)
-				tui_drop_last(t);
+			/* the old reply goes; notices after it stay */
+			tui_remove(t, (size_t)(r - t->msgs));
 			tui_start(t, TUI_JOB_REGEN, NULL, 0, 0);
 		} else {
 			tui_say(t, true, "a reply is running");

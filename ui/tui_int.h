@@ -117,6 +117,7 @@ void tui_say(struct tui *t, bool err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 struct tui_msg *tui_add(struct tui *t, int role, const char *text, size_t len);
 void tui_drop_last(struct tui *t);
+void tui_remove(struct tui *t, size_t i);
 void tui_msgs_clear(struct tui *t);
 int tui_start(struct tui *t, enum tui_job_kind job, const char *text,
               size_t len, int64_t conv_id);
