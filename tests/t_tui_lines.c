@@ -47,12 +47,12 @@ static const char *line(const struct tui_lines *l, int i, char *buf, size_t n)
 /* The widths the layout gives the usual suspects. */
 static void test_widths(void)
 {
-	tap_ok(tui_text_cols("abc", 3) == 3, "ASCII: 1 column each");
-	tap_ok(tui_text_cols("日本語", 9) == 6, "CJK: 2 columns each");
-	tap_ok(tui_text_cols("🎉", 4) == 2, "emoji: 2 columns");
-	tap_ok(tui_text_cols("e\xcc\x81", 3) == 1,
+	tap_ok(tui_lines_cols("abc", 3) == 3, "ASCII: 1 column each");
+	tap_ok(tui_lines_cols("日本語", 9) == 6, "CJK: 2 columns each");
+	tap_ok(tui_lines_cols("🎉", 4) == 2, "emoji: 2 columns");
+	tap_ok(tui_lines_cols("e\xcc\x81", 3) == 1,
 	       "e + combining acute: 1 column");
-	tap_ok(tui_text_cols("\x1b[31m", 5) == 5,
+	tap_ok(tui_lines_cols("\x1b[31m", 5) == 5,
 	       "ESC counts as one replaced cell, never as a control");
 }
 
@@ -148,7 +148,7 @@ static void test_random(void)
 
 			for (int k = 0; k < l.v[i].n; k++) {
 				wchar_t w = l.v[i].wc[k];
-				int cw = tui_wc_cols(w);
+				int cw = tui_lines_wc_cols(w);
 
 				if (cw < 0)
 					ctrl++;

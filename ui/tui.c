@@ -702,7 +702,7 @@ static void tui_screen_on(struct tui *t)
 	keypad(stdscr, TRUE);
 	nodelay(stdscr, TRUE);
 	set_escdelay(25);
-	tui_colors_init(t);
+	tui_draw_colors(t);
 	define_key("\033[200~", TUI_KEY_PASTE_BEGIN);
 	define_key("\033[201~", TUI_KEY_PASTE_END);
 	fputs("\033[?2004h", stdout); /* bracketed paste on */

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-const char tui_help_text[] =
+const char tui_cmd_help[] =
     "parley - keys\n"
     "  Enter               send the message\n"
     "  Ctrl-J, Alt-Enter   a new line in the message\n"
@@ -58,7 +58,7 @@ const char tui_help_text[] =
     "  Esc, q, F3          back to the chat\n";
 
 /* The session, when no job runs; else says why not and returns NULL. */
-static struct session *tui_idle_session(struct tui *t)
+static struct session *tui_cmd_session(struct tui *t)
 {
 	struct session *s = t->busy ? NULL : tui_worker_session(&t->w);
 
@@ -71,7 +71,7 @@ static struct session *tui_idle_session(struct tui *t)
 }
 
 /* The last reply's text, or NULL. */
-static const struct tui_msg *tui_last_reply(const struct tui *t)
+static const struct tui_msg *tui_cmd_last_reply(const struct tui *t)
 {
 	for (size_t i = t->n_msgs; i > 0; i--)
 		if (t->msgs[i - 1].role == STORE_ROLE_ASSISTANT)
@@ -80,7 +80,7 @@ static const struct tui_msg *tui_last_reply(const struct tui *t)
 }
 
 /* Standard base64 of S[0, n) (malloc'd). */
-static char *tui_base64(const unsigned char *s, size_t n)
+static char *tui_cmd_base64(const unsigned char *s, size_t n)
 {
 	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq"
 	                          "rstuvwxyz0123456789+/";
@@ -105,9 +105,9 @@ static char *tui_base64(const unsigned char *s, size_t n)
 }
 
 /* /copy [N]: OSC 52 to the terminal's clipboard, and a file. */
-static void tui_copy(struct tui *t, const char *args)
+static void tui_cmd_copy(struct tui *t, const char *args)
 {
-	const struct tui_msg *m = tui_last_reply(t);
+	const struct tui_msg *m = tui_cmd_last_reply(t);
 	char *text = NULL, *b64, *path;
 	size_t len = 0;
 	int nth = atoi(args), count = 0;
@@ -128,7 +128,7 @@ static void tui_copy(struct tui *t, const char *args)
 		len = m->len;
 	}
 	if (text == NULL ||
-	    (b64 = tui_base64((unsigned char *)text, len)) == NULL) {
+	    (b64 = tui_cmd_base64((unsigned char *)text, len)) == NULL) {
 		free(text);
 		tui_say(t, true, "out of memory");
 		return;
@@ -154,7 +154,7 @@ static void tui_copy(struct tui *t, const char *args)
 }
 
 /* /export [FILE]: the conversation as Markdown. */
-static void tui_export(struct tui *t, const char *args)
+static void tui_cmd_export(struct tui *t, const char *args)
 {
 	char err[256], name[64], *md = NULL;
 	size_t len = 0;
@@ -181,10 +181,10 @@ static void tui_export(struct tui *t, const char *args)
 }
 
 /* /set [KEY VALUE] (as in the plain REPL). */
-static void tui_set(struct tui *t, char *args)
+static void tui_cmd_set(struct tui *t, char *args)
 {
 	struct config *c = t->o->cfg;
-	struct session *s = tui_idle_session(t);
+	struct session *s = tui_cmd_session(t);
 	char err[256], *key, *val;
 
 	if (s == NULL)
@@ -236,9 +236,9 @@ static void tui_set(struct tui *t, char *args)
 }
 
 /* /system [TEXT|-]. */
-static void tui_system(struct tui *t, const char *args)
+static void tui_cmd_system(struct tui *t, const char *args)
 {
-	struct session *s = tui_idle_session(t);
+	struct session *s = tui_cmd_session(t);
 	char err[256];
 	size_t n;
 
@@ -266,7 +266,7 @@ static void tui_system(struct tui *t, const char *args)
 }
 
 /* /stats: the last reply's figures as a notice. */
-static void tui_stats(struct tui *t)
+static void tui_cmd_stats(struct tui *t)
 {
 	const struct session_stats *st = &t->last;
 	char buf[512];
@@ -284,7 +284,7 @@ static void tui_stats(struct tui *t)
 }
 
 /* /edit [TEXT]. */
-static void tui_edit(struct tui *t, const char *args)
+static void tui_cmd_edit(struct tui *t, const char *args)
 {
 	const struct tui_msg *u = NULL;
 
@@ -338,7 +338,7 @@ void tui_cmd(struct tui *t, char *line)
 	} else if (!strcmp(cmd, "list")) {
 		tui_list_open(t);
 	} else if (!strcmp(cmd, "regen")) {
-		const struct tui_msg *r = tui_last_reply(t);
+		const struct tui_msg *r = tui_cmd_last_reply(t);
 
 		if (r == NULL) {
 			tui_say(t, true, "no reply to regenerate yet");
@@ -350,15 +350,15 @@ void tui_cmd(struct tui *t, char *line)
 			tui_say(t, true, "a reply is running");
 		}
 	} else if (!strcmp(cmd, "edit")) {
-		tui_edit(t, args);
+		tui_cmd_edit(t, args);
 	} else if (!strcmp(cmd, "system")) {
-		tui_system(t, args);
+		tui_cmd_system(t, args);
 	} else if (!strcmp(cmd, "set")) {
-		tui_set(t, args);
+		tui_cmd_set(t, args);
 	} else if (!strcmp(cmd, "clear") || !strcmp(cmd, "new")) {
 		tui_start(t, TUI_JOB_CLEAR, NULL, 0, 0);
 	} else if (!strcmp(cmd, "title") || !strcmp(cmd, "save-title")) {
-		struct session *s = tui_idle_session(t);
+		struct session *s = tui_cmd_session(t);
 
 		if (s == NULL)
 			return;
@@ -372,16 +372,16 @@ void tui_cmd(struct tui *t, char *line)
 			tui_say(t, false, "title saved");
 		}
 	} else if (!strcmp(cmd, "export")) {
-		tui_export(t, args);
+		tui_cmd_export(t, args);
 	} else if (!strcmp(cmd, "copy")) {
-		tui_copy(t, args);
+		tui_cmd_copy(t, args);
 	} else if (!strcmp(cmd, "raw")) {
 		t->raw = !t->raw;
 		tui_say(t, false,
 		        t->raw ? "replies shown as generated"
 		               : "replies shown as Markdown");
 	} else if (!strcmp(cmd, "stats")) {
-		tui_stats(t);
+		tui_cmd_stats(t);
 	} else {
 		tui_say(t, true, "unknown command /%s (F1 lists them)", cmd);
 	}

@@ -16,7 +16,7 @@
 
 #define TUI_GAUGE 6 /* cells of the context gauge */
 
-void tui_colors_init(struct tui *t)
+void tui_draw_colors(struct tui *t)
 {
 	const char *nc = getenv("NO_COLOR");
 
@@ -38,7 +38,7 @@ void tui_colors_init(struct tui *t)
 
 /* The curses attribute and colour pair of cell attribute A. Without
    colours, roles and matches fall back to bold and reverse video. */
-static attr_t tui_attr(const struct tui *t, uint16_t a, short *pair)
+static attr_t tui_draw_attr(const struct tui *t, uint16_t a, short *pair)
 {
 	attr_t r = 0;
 	enum tui_color c = TUI_COLOR_OF(a);
@@ -76,7 +76,7 @@ static void tui_draw_line(const struct tui *t, int y, const struct tui_line *l)
 	while (i < l->n) {
 		int j = i;
 		short pair;
-		attr_t a = tui_attr(t, l->at[i], &pair);
+		attr_t a = tui_draw_attr(t, l->at[i], &pair);
 
 		while (j < l->n && l->at[j] == l->at[i])
 			j++;
@@ -88,7 +88,7 @@ static void tui_draw_line(const struct tui *t, int y, const struct tui_line *l)
 }
 
 /* Lay message M out at WIDTH (cached until it changes). */
-static void tui_msg_layout(struct tui *t, struct tui_msg *m, int width)
+static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 {
 	struct tui_lay y;
 	const char *label = NULL;
@@ -159,7 +159,7 @@ static void tui_draw_transcript(struct tui *t, int rows, int cols)
 	int total = 0, first, row;
 
 	for (size_t i = 0; i < t->n_msgs; i++) {
-		tui_msg_layout(t, &t->msgs[i], cols);
+		tui_draw_layout(t, &t->msgs[i], cols);
 		total += t->msgs[i].lines.n;
 	}
 	/* scrolled back: keep the same text in view as lines arrive */
@@ -189,14 +189,14 @@ static void tui_draw_transcript(struct tui *t, int rows, int cols)
 }
 
 /* A part of the status bar. */
-struct tui_part {
+struct tui_draw_part {
 	char s[160];
 	int prio; /* lower is kept first */
 	int cols;
 };
 
 /* The context gauge: "ctx 312/2048 █░░░░░". */
-static void tui_gauge(const struct tui *t, char *out, size_t n)
+static void tui_draw_gauge(const struct tui *t, char *out, size_t n)
 {
 	char bar[TUI_GAUGE * 3 + 1];
 	int full = t->n_ctx > 0
@@ -213,7 +213,7 @@ static void tui_gauge(const struct tui *t, char *out, size_t n)
 }
 
 /* The speed part: the last reply's, or the running job's progress. */
-static void tui_speed(const struct tui *t, char *out, size_t n)
+static void tui_draw_speed(const struct tui *t, char *out, size_t n)
 {
 	if (t->busy && t->job != TUI_JOB_OPEN && t->job != TUI_JOB_CLEAR) {
 		if (t->live_gen == 0 && t->pre_total > 0)
@@ -241,12 +241,12 @@ static void tui_speed(const struct tui *t, char *out, size_t n)
 
 /* Copy UTF-8 S into OUT (N bytes) cut to at most COLS columns, with an
    ellipsis when cut. */
-static void tui_cut(const char *s, int cols, char *out, size_t n)
+static void tui_draw_cut(const char *s, int cols, char *out, size_t n)
 {
 	size_t i = 0, o = 0, len = strlen(s);
 	int used = 0;
 
-	if (tui_text_cols(s, len) <= cols) {
+	if (tui_lines_cols(s, len) <= cols) {
 		snprintf(out, n, "%s", s);
 		return;
 	}
@@ -256,7 +256,7 @@ static void tui_cut(const char *s, int cols, char *out, size_t n)
 
 		while (i + k < len && (s[i + k] & 0xc0) == 0x80)
 			k++;
-		w = tui_text_cols(s + i, k);
+		w = tui_lines_cols(s + i, k);
 		if (used + w > cols - 1 || o + k + 4 > n)
 			break;
 		memcpy(out + o, s + i, k);
@@ -270,7 +270,7 @@ static void tui_cut(const char *s, int cols, char *out, size_t n)
 /* The status bar at row Y: the figures, or the message of the moment. */
 static void tui_draw_status(struct tui *t, int y, int cols)
 {
-	struct tui_part p[7];
+	struct tui_draw_part p[7];
 	int n = 0, used, order[7] = {0};
 	const char *sep = " │ "; /* 3 columns */
 	char line[1200];
@@ -282,11 +282,11 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	p[n++].prio = 2;
 	snprintf(p[n].s, sizeof(p[n].s), "%s", t->backend);
 	p[n++].prio = 4;
-	tui_gauge(t, p[n].s, sizeof(p[n].s));
+	tui_draw_gauge(t, p[n].s, sizeof(p[n].s));
 	p[n++].prio = 1;
 	snprintf(p[n].s, sizeof(p[n].s), "reused %d", t->reused);
 	p[n++].prio = 3;
-	tui_speed(t, p[n].s, sizeof(p[n].s));
+	tui_draw_speed(t, p[n].s, sizeof(p[n].s));
 	p[n++].prio = 1;
 	snprintf(p[n].s, sizeof(p[n].s), "%s",
 	         t->title[0]  ? t->title
@@ -296,7 +296,7 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	snprintf(p[n].s, sizeof(p[n].s), "F1 help");
 	p[n++].prio = 0;
 	if (t->msg[0]) { /* the message replaces all but the help hint */
-		tui_cut(t->msg, cols - 2 - 10, p[0].s, sizeof(p[0].s));
+		tui_draw_cut(t->msg, cols - 2 - 10, p[0].s, sizeof(p[0].s));
 		p[0].prio = 0;
 		for (int i = 1; i < n - 1; i++)
 			p[i].s[0] = '\0';
@@ -306,7 +306,7 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 			pair = TUI_C_ERROR;
 	}
 	for (int i = 0; i < n; i++)
-		p[i].cols = tui_text_cols(p[i].s, strlen(p[i].s));
+		p[i].cols = tui_lines_cols(p[i].s, strlen(p[i].s));
 	/* keep parts by priority while they fit */
 	used = 0;
 	for (int pr = 0; pr <= 5; pr++)
@@ -347,9 +347,9 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 }
 
 /* Columns of input character C (a newline ends the row). */
-static int tui_in_cols(wchar_t c)
+static int tui_draw_in_cols(wchar_t c)
 {
-	int w = c == L'\t' ? 1 : tui_wc_cols(c);
+	int w = c == L'\t' ? 1 : tui_lines_wc_cols(c);
 
 	return w < 0 ? 1 : w;
 }
@@ -360,8 +360,8 @@ static int tui_in_cols(wchar_t c)
  * of each row in *STARTS (malloc'd) and the cursor's row and column.
  * Returns the number of rows.
  */
-static int tui_in_layout(struct tui *t, int width, size_t **starts,
-                         int *cur_row, int *cur_col)
+static int tui_draw_in_layout(struct tui *t, int width, size_t **starts,
+                              int *cur_row, int *cur_col)
 {
 	size_t len, cur, cap = 16, n = 1;
 	const wchar_t *w = tui_input_line(&t->in, &len, &cur);
@@ -380,7 +380,7 @@ static int tui_in_layout(struct tui *t, int width, size_t **starts,
 		}
 		if (i == len)
 			break;
-		int cw = w[i] == L'\n' ? 0 : tui_in_cols(w[i]);
+		int cw = w[i] == L'\n' ? 0 : tui_draw_in_cols(w[i]);
 
 		if (w[i] == L'\n' || col + cw > width) {
 			if (n == cap) {
@@ -409,10 +409,11 @@ static int tui_in_layout(struct tui *t, int width, size_t **starts,
 	return (int)n;
 }
 
-int tui_input_rows(struct tui *t, int width, int max_rows)
+/* Rows the input needs at WIDTH, at most MAX_ROWS. */
+static int tui_draw_input_rows(struct tui *t, int width, int max_rows)
 {
 	size_t *st = NULL;
-	int r, c, n = tui_in_layout(t, width, &st, &r, &c);
+	int r, c, n = tui_draw_in_layout(t, width, &st, &r, &c);
 
 	free(st);
 	if (n < 1)
@@ -425,7 +426,7 @@ static void tui_draw_input(struct tui *t, int y, int rows, int cols)
 {
 	size_t len, cur, *st = NULL;
 	const wchar_t *w = tui_input_line(&t->in, &len, &cur);
-	int cr, cc, n = tui_in_layout(t, cols, &st, &cr, &cc), first;
+	int cr, cc, n = tui_draw_in_layout(t, cols, &st, &cr, &cc), first;
 
 	if (st == NULL)
 		return;
@@ -447,7 +448,7 @@ static void tui_draw_input(struct tui *t, int y, int rows, int cols)
 		for (size_t i = a; i < b; i++) {
 			wchar_t c = w[i] == L'\t' ? L' ' : w[i];
 
-			if (tui_wc_cols(c) < 0)
+			if (tui_lines_wc_cols(c) < 0)
 				c = 0xFFFD;
 			addnwstr(&c, 1);
 		}
@@ -461,7 +462,7 @@ static void tui_draw_help(struct tui *t, int rows, int cols)
 {
 	struct tui_lines ls = {0};
 	struct tui_lay y;
-	const char *p = tui_help_text;
+	const char *p = tui_cmd_help;
 
 	tui_lay_init(&y, &ls, cols);
 	while (*p) {
@@ -509,7 +510,7 @@ void tui_draw(struct tui *t)
 		tui_out_flush();
 		return;
 	}
-	in_rows = tui_input_rows(t, cols, rows / 3 > 1 ? rows / 3 : 1);
+	in_rows = tui_draw_input_rows(t, cols, rows / 3 > 1 ? rows / 3 : 1);
 	body = rows - in_rows - 1;
 	tui_draw_transcript(t, body, cols);
 	tui_draw_status(t, body, cols);

@@ -126,12 +126,11 @@ void tui_refresh_title(struct tui *t);
 
 /* tui_draw.c */
 void tui_draw(struct tui *t);
-void tui_colors_init(struct tui *t);
-int tui_input_rows(struct tui *t, int width, int max_rows);
+void tui_draw_colors(struct tui *t);
 
 /* tui_cmd.c */
 void tui_cmd(struct tui *t, char *line);
-extern const char tui_help_text[];
+extern const char tui_cmd_help[];
 
 /* tui_out.c: one write per frame (see there) */
 void tui_out_capture(void);

@@ -19,7 +19,7 @@ void tui_lines_clear(struct tui_lines *l)
 	memset(l, 0, sizeof(*l));
 }
 
-int tui_wc_cols(wchar_t c)
+int tui_lines_wc_cols(wchar_t c)
 {
 	if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c > 0x10ffff ||
 	    (c >= 0xd800 && c < 0xe000))
@@ -104,7 +104,7 @@ static void tui_lay_start(struct tui_lay *y)
 	y->cur.n = 0;
 	y->cur.cols = 0;
 	for (; *p; p++) {
-		int w = tui_wc_cols(*p);
+		int w = tui_lines_wc_cols(*p);
 
 		if (w < 0 || y->cur.cols + w > y->width / 2)
 			break;
@@ -132,7 +132,7 @@ static int tui_lay_cols(const struct tui_lay *y, int from, int to)
 	int c = 0;
 
 	for (int i = from; i < to; i++) {
-		int w = tui_wc_cols(y->cur.wc[i]);
+		int w = tui_lines_wc_cols(y->cur.wc[i]);
 
 		c += w > 0 ? w : 0;
 	}
@@ -159,8 +159,8 @@ static void tui_lay_wrap(struct tui_lay *y)
 			tui_lay_start(y);
 			for (i = 0; i < rest; i++)
 				tui_lay_cell(y, tail_wc[i],
-				             tui_wc_cols(tail_wc[i]) > 0
-				                 ? tui_wc_cols(tail_wc[i])
+				             tui_lines_wc_cols(tail_wc[i]) > 0
+				                 ? tui_lines_wc_cols(tail_wc[i])
 				                 : 0,
 				             tail_at[i]);
 			return;
@@ -188,7 +188,7 @@ static void tui_lay_put(struct tui_lay *y, wchar_t c, uint16_t at)
 			tui_lay_put(y, L' ', at);
 		return;
 	}
-	w = tui_wc_cols(c);
+	w = tui_lines_wc_cols(c);
 	if (w < 0) {
 		c = TUI_REPLACEMENT;
 		w = 1;
@@ -311,7 +311,7 @@ void tui_lay_done(struct tui_lay *y)
 	y->cap = 0;
 }
 
-int tui_text_cols(const char *s, size_t len)
+int tui_lines_cols(const char *s, size_t len)
 {
 	size_t i = 0;
 	int cols = 0;
@@ -327,7 +327,7 @@ int tui_text_cols(const char *s, size_t len)
 			cp = TUI_REPLACEMENT;
 			k = 1;
 		}
-		w = tui_wc_cols((wchar_t)cp);
+		w = tui_lines_wc_cols((wchar_t)cp);
 		cols += w < 0 ? 1 : w;
 		i += (size_t)k;
 	}

@@ -110,9 +110,9 @@ void tui_lay_blank(struct tui_lay *y);
 void tui_lay_done(struct tui_lay *y);
 
 /* Display columns of the UTF-8 text S[0, len) as the layout counts them. */
-int tui_text_cols(const char *s, size_t len);
+int tui_lines_cols(const char *s, size_t len);
 
 /* Columns of one character as the layout counts them (-1: replaced). */
-int tui_wc_cols(wchar_t c);
+int tui_lines_wc_cols(wchar_t c);
 
 #endif /* PARLEY_TUI_LINES_H */

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MD_DEPTH 16 /* nesting kept track of; deeper nests flatten */
+#define TUI_MD_DEPTH 16 /* nesting kept track of; deeper nests flatten */
 
 /* One container: its prefixes, and for lists the next number. */
-struct md_ctx {
+struct tui_md_ctx {
 	char first[24]; /* prefix of its first line ("• ", "12. ", "┃ ") */
 	char cont[24];  /* prefix of the lines after */
 	bool used;      /* its first line is out */
@@ -26,11 +26,11 @@ struct md_ctx {
 };
 
 /* The renderer's state during one md_parse. */
-struct md_r {
+struct tui_md_r {
 	struct tui_lay *y;
-	struct md_ctx ctx[MD_DEPTH];
+	struct tui_md_ctx ctx[TUI_MD_DEPTH];
 	int n_ctx;
-	uint16_t at[MD_DEPTH]; /* span attributes, innermost last */
+	uint16_t at[TUI_MD_DEPTH]; /* span attributes, innermost last */
 	int n_at;
 	uint16_t block_at; /* attribute of the block's text (heading, code) */
 	bool para;         /* a paragraph is open in the layout */
@@ -40,13 +40,13 @@ struct md_r {
 };
 
 /* The attribute text gets now. */
-static uint16_t md_at(const struct md_r *r)
+static uint16_t tui_md_at(const struct tui_md_r *r)
 {
 	return (uint16_t)((r->n_at ? r->at[r->n_at - 1] : 0) | r->block_at);
 }
 
 /* Close the open paragraph, if any. */
-static void md_para_end(struct md_r *r)
+static void tui_md_para_end(struct tui_md_r *r)
 {
 	if (r->para)
 		tui_lay_end(r->y);
@@ -54,14 +54,14 @@ static void md_para_end(struct md_r *r)
 }
 
 /* Open a paragraph with the containers' prefixes (and the code bar). */
-static void md_para_begin(struct md_r *r, bool code)
+static void tui_md_para_begin(struct tui_md_r *r, bool code)
 {
 	char first[256] = "", cont[256] = "";
 	uint16_t at = 0;
 
-	md_para_end(r);
+	tui_md_para_end(r);
 	for (int i = 0; i < r->n_ctx; i++) {
-		struct md_ctx *c = &r->ctx[i];
+		struct tui_md_ctx *c = &r->ctx[i];
 
 		if (c->list)
 			continue;
@@ -83,7 +83,7 @@ static void md_para_begin(struct md_r *r, bool code)
 
 /* A blank line between blocks, except before the first and right after
    a list item's bullet. */
-static void md_gap(struct md_r *r)
+static void tui_md_gap(struct tui_md_r *r)
 {
 	if (!r->any)
 		return;
@@ -94,11 +94,11 @@ static void md_gap(struct md_r *r)
 }
 
 /* Push a container. */
-static struct md_ctx *md_push(struct md_r *r)
+static struct tui_md_ctx *tui_md_push(struct tui_md_r *r)
 {
-	struct md_ctx *c;
+	struct tui_md_ctx *c;
 
-	if (r->n_ctx == MD_DEPTH)
+	if (r->n_ctx == TUI_MD_DEPTH)
 		return NULL;
 	c = &r->ctx[r->n_ctx++];
 	memset(c, 0, sizeof(*c));
@@ -106,7 +106,7 @@ static struct md_ctx *md_push(struct md_r *r)
 }
 
 /* The innermost list, or NULL. */
-static struct md_ctx *md_list(struct md_r *r)
+static struct tui_md_ctx *tui_md_list(struct tui_md_r *r)
 {
 	for (int i = r->n_ctx - 1; i >= 0; i--)
 		if (r->ctx[i].list)
@@ -114,10 +114,10 @@ static struct md_ctx *md_list(struct md_r *r)
 	return NULL;
 }
 
-static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
+static int tui_md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 {
-	struct md_r *r = ud;
-	struct md_ctx *c, *l;
+	struct tui_md_r *r = ud;
+	struct tui_md_ctx *c, *l;
 
 	switch (t) {
 	case MD_BLOCK_DOC:
@@ -125,9 +125,9 @@ static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 	case MD_BLOCK_TBODY:
 		break;
 	case MD_BLOCK_QUOTE:
-		md_para_end(r);
-		md_gap(r);
-		if ((c = md_push(r)) != NULL) {
+		tui_md_para_end(r);
+		tui_md_gap(r);
+		if ((c = tui_md_push(r)) != NULL) {
 			strcpy(c->first, "┃ ");
 			strcpy(c->cont, "┃ ");
 			c->at = TUI_A_DIM;
@@ -135,10 +135,10 @@ static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 		break;
 	case MD_BLOCK_UL:
 	case MD_BLOCK_OL:
-		md_para_end(r);
-		if (md_list(r) == NULL)
-			md_gap(r);
-		if ((c = md_push(r)) != NULL) {
+		tui_md_para_end(r);
+		if (tui_md_list(r) == NULL)
+			tui_md_gap(r);
+		if ((c = tui_md_push(r)) != NULL) {
 			c->list = true;
 			c->ordered = t == MD_BLOCK_OL;
 			c->next = c->ordered
@@ -147,9 +147,9 @@ static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 		}
 		break;
 	case MD_BLOCK_LI:
-		md_para_end(r);
-		l = md_list(r);
-		if ((c = md_push(r)) != NULL) {
+		tui_md_para_end(r);
+		l = tui_md_list(r);
+		if ((c = tui_md_push(r)) != NULL) {
 			if (l && l->ordered) {
 				snprintf(c->first, sizeof(c->first), "%u. ",
 				         l->next++);
@@ -170,16 +170,16 @@ static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 		}
 		break;
 	case MD_BLOCK_HR:
-		md_para_end(r);
-		md_gap(r);
-		md_para_begin(r, false);
+		tui_md_para_end(r);
+		tui_md_gap(r);
+		tui_md_para_begin(r, false);
 		for (int i = 0; i < r->y->width && i < 40; i++)
 			tui_lay_text(r->y, "─", 3, TUI_A_DIM);
-		md_para_end(r);
+		tui_md_para_end(r);
 		break;
 	case MD_BLOCK_H:
-		md_gap(r);
-		md_para_begin(r, false);
+		tui_md_gap(r);
+		tui_md_para_begin(r, false);
 		r->block_at =
 		    TUI_A_BOLD | TUI_COLOR(TUI_C_HEADING) |
 		    (((MD_BLOCK_H_DETAIL *)detail)->level <= 2 ? TUI_A_UNDER
@@ -187,21 +187,21 @@ static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 		break;
 	case MD_BLOCK_CODE:
 	case MD_BLOCK_HTML:
-		md_gap(r);
-		md_para_begin(r, true);
+		tui_md_gap(r);
+		tui_md_para_begin(r, true);
 		r->code = true;
 		r->block_at = TUI_COLOR(TUI_C_CODE);
 		break;
 	case MD_BLOCK_P:
-		md_gap(r);
-		md_para_begin(r, false);
+		tui_md_gap(r);
+		tui_md_para_begin(r, false);
 		break;
 	case MD_BLOCK_TABLE:
-		md_para_end(r);
-		md_gap(r);
+		tui_md_para_end(r);
+		tui_md_gap(r);
 		break;
 	case MD_BLOCK_TR:
-		md_para_begin(r, false);
+		tui_md_para_begin(r, false);
 		r->cell = 0;
 		break;
 	case MD_BLOCK_TH:
@@ -215,9 +215,9 @@ static int md_enter_block(MD_BLOCKTYPE t, void *detail, void *ud)
 	return 0;
 }
 
-static int md_leave_block(MD_BLOCKTYPE t, void *detail, void *ud)
+static int tui_md_leave_block(MD_BLOCKTYPE t, void *detail, void *ud)
 {
-	struct md_r *r = ud;
+	struct tui_md_r *r = ud;
 
 	(void)detail;
 	switch (t) {
@@ -226,7 +226,7 @@ static int md_leave_block(MD_BLOCKTYPE t, void *detail, void *ud)
 	case MD_BLOCK_CODE:
 	case MD_BLOCK_HTML:
 	case MD_BLOCK_TR:
-		md_para_end(r);
+		tui_md_para_end(r);
 		r->block_at = 0;
 		r->code = false;
 		break;
@@ -238,7 +238,7 @@ static int md_leave_block(MD_BLOCKTYPE t, void *detail, void *ud)
 	case MD_BLOCK_QUOTE:
 	case MD_BLOCK_UL:
 	case MD_BLOCK_OL:
-		md_para_end(r);
+		tui_md_para_end(r);
 		if (r->n_ctx)
 			r->n_ctx--;
 		break;
@@ -248,9 +248,9 @@ static int md_leave_block(MD_BLOCKTYPE t, void *detail, void *ud)
 	return 0;
 }
 
-static int md_enter_span(MD_SPANTYPE t, void *detail, void *ud)
+static int tui_md_enter_span(MD_SPANTYPE t, void *detail, void *ud)
 {
-	struct md_r *r = ud;
+	struct tui_md_r *r = ud;
 	uint16_t at = r->n_at ? r->at[r->n_at - 1] : 0;
 
 	(void)detail;
@@ -275,14 +275,14 @@ static int md_enter_span(MD_SPANTYPE t, void *detail, void *ud)
 	default:
 		break;
 	}
-	if (r->n_at < MD_DEPTH)
+	if (r->n_at < TUI_MD_DEPTH)
 		r->at[r->n_at++] = at;
 	return 0;
 }
 
-static int md_leave_span(MD_SPANTYPE t, void *detail, void *ud)
+static int tui_md_leave_span(MD_SPANTYPE t, void *detail, void *ud)
 {
-	struct md_r *r = ud;
+	struct tui_md_r *r = ud;
 
 	(void)t;
 	(void)detail;
@@ -293,7 +293,7 @@ static int md_leave_span(MD_SPANTYPE t, void *detail, void *ud)
 
 /* The character an entity such as &amp; or &#233; stands for, as UTF-8
    in OUT; 0 when unknown (then shown as written). */
-static size_t md_entity(const char *s, size_t n, char *out)
+static size_t tui_md_entity(const char *s, size_t n, char *out)
 {
 	static const struct {
 		const char *name, *text;
@@ -335,33 +335,33 @@ static size_t md_entity(const char *s, size_t n, char *out)
 	return 4;
 }
 
-static int md_text(MD_TEXTTYPE t, const MD_CHAR *s, MD_SIZE n, void *ud)
+static int tui_md_text(MD_TEXTTYPE t, const MD_CHAR *s, MD_SIZE n, void *ud)
 {
-	struct md_r *r = ud;
+	struct tui_md_r *r = ud;
 	char ent[8];
 	size_t k;
 
 	if (!r->para) /* text straight in a tight list item */
-		md_para_begin(r, false);
+		tui_md_para_begin(r, false);
 	switch (t) {
 	case MD_TEXT_BR:
 	case MD_TEXT_SOFTBR:
 		/* a model's line breaks are meant (verse, addresses, steps
 		   without list marks): kept, unlike Markdown's soft breaks */
-		tui_lay_text(r->y, "\n", 1, md_at(r));
+		tui_lay_text(r->y, "\n", 1, tui_md_at(r));
 		break;
 	case MD_TEXT_NULLCHAR:
-		tui_lay_text(r->y, "\xef\xbf\xbd", 3, md_at(r));
+		tui_lay_text(r->y, "\xef\xbf\xbd", 3, tui_md_at(r));
 		break;
 	case MD_TEXT_ENTITY:
-		k = md_entity(s, n, ent);
+		k = tui_md_entity(s, n, ent);
 		if (k)
-			tui_lay_text(r->y, ent, k, md_at(r));
+			tui_lay_text(r->y, ent, k, tui_md_at(r));
 		else
-			tui_lay_text(r->y, s, n, md_at(r));
+			tui_lay_text(r->y, s, n, tui_md_at(r));
 		break;
 	default:
-		tui_lay_text(r->y, s, n, md_at(r));
+		tui_lay_text(r->y, s, n, tui_md_at(r));
 		break;
 	}
 	return 0;
@@ -370,26 +370,26 @@ static int md_text(MD_TEXTTYPE t, const MD_CHAR *s, MD_SIZE n, void *ud)
 int tui_md_lay(struct tui_lay *y, const char *text, size_t len, bool markdown)
 {
 	MD_PARSER p = {0};
-	struct md_r r;
+	struct tui_md_r r;
 
 	if (markdown) {
 		memset(&r, 0, sizeof(r));
 		r.y = y;
 		p.flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML;
-		p.enter_block = md_enter_block;
-		p.leave_block = md_leave_block;
-		p.enter_span = md_enter_span;
-		p.leave_span = md_leave_span;
-		p.text = md_text;
+		p.enter_block = tui_md_enter_block;
+		p.leave_block = tui_md_leave_block;
+		p.enter_span = tui_md_enter_span;
+		p.leave_span = tui_md_leave_span;
+		p.text = tui_md_text;
 		if (md_parse(text, (MD_SIZE)len, &p, &r) == 0) {
-			md_para_end(&r);
+			tui_md_para_end(&r);
 			if (!r.any) { /* an empty reply still takes a line */
 				tui_lay_para(y, NULL, 0, NULL, 0, false);
 				tui_lay_end(y);
 			}
 			return 0;
 		}
-		md_para_end(&r);
+		tui_md_para_end(&r);
 	}
 	tui_lay_para(y, NULL, 0, NULL, 0, false);
 	/* trailing newlines would only add empty lines */
@@ -401,16 +401,16 @@ int tui_md_lay(struct tui_lay *y, const char *text, size_t len, bool markdown)
 }
 
 /* Collecting one code block's text. */
-struct md_code {
+struct tui_md_code {
 	int nth, seen; /* wanted (1-based), blocks so far */
 	bool in;       /* inside the wanted block */
 	char *buf;     /* its text (owned until returned) */
 	size_t n, cap;
 };
 
-static int md_code_enter(MD_BLOCKTYPE t, void *detail, void *ud)
+static int tui_md_code_enter(MD_BLOCKTYPE t, void *detail, void *ud)
 {
-	struct md_code *c = ud;
+	struct tui_md_code *c = ud;
 
 	(void)detail;
 	if (t == MD_BLOCK_CODE)
@@ -418,9 +418,9 @@ static int md_code_enter(MD_BLOCKTYPE t, void *detail, void *ud)
 	return 0;
 }
 
-static int md_code_leave(MD_BLOCKTYPE t, void *detail, void *ud)
+static int tui_md_code_leave(MD_BLOCKTYPE t, void *detail, void *ud)
 {
-	struct md_code *c = ud;
+	struct tui_md_code *c = ud;
 
 	(void)detail;
 	if (t == MD_BLOCK_CODE)
@@ -428,7 +428,7 @@ static int md_code_leave(MD_BLOCKTYPE t, void *detail, void *ud)
 	return 0;
 }
 
-static int md_code_span(MD_SPANTYPE t, void *detail, void *ud)
+static int tui_md_code_span(MD_SPANTYPE t, void *detail, void *ud)
 {
 	(void)t;
 	(void)detail;
@@ -436,9 +436,10 @@ static int md_code_span(MD_SPANTYPE t, void *detail, void *ud)
 	return 0;
 }
 
-static int md_code_text(MD_TEXTTYPE t, const MD_CHAR *s, MD_SIZE n, void *ud)
+static int tui_md_code_text(MD_TEXTTYPE t, const MD_CHAR *s, MD_SIZE n,
+                            void *ud)
 {
-	struct md_code *c = ud;
+	struct tui_md_code *c = ud;
 
 	(void)t;
 	if (!c->in)
@@ -462,16 +463,16 @@ char *tui_md_code_block(const char *text, size_t len, int nth, size_t *out_len,
                         int *count)
 {
 	MD_PARSER p = {0};
-	struct md_code c;
+	struct tui_md_code c;
 
 	memset(&c, 0, sizeof(c));
 	c.nth = nth;
 	p.flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML;
-	p.enter_block = md_code_enter;
-	p.leave_block = md_code_leave;
-	p.enter_span = md_code_span;
-	p.leave_span = md_code_span;
-	p.text = md_code_text;
+	p.enter_block = tui_md_code_enter;
+	p.leave_block = tui_md_code_leave;
+	p.enter_span = tui_md_code_span;
+	p.leave_span = tui_md_code_span;
+	p.text = tui_md_code_text;
 	if (md_parse(text, (MD_SIZE)len, &p, &c) != 0) {
 		free(c.buf);
 		return NULL;

@@ -28,13 +28,13 @@
 
 #define TUI_OUT_PIPE (1 << 20) /* bytes the pipe holds */
 
-static int tui_out_tty = -1;  /* the terminal, while captured */
-static int tui_out_pipe = -1; /* read end of the pipe fd 1 points at */
-static int tui_err_fd = -1;   /* the real standard error, while held */
-static int tui_err_file = -1; /* the file fd 2 points at, while held */
+static int tui_out_tty = -1;      /* the terminal, while captured */
+static int tui_out_pipe = -1;     /* read end of the pipe fd 1 points at */
+static int tui_out_err_fd = -1;   /* the real standard error, while held */
+static int tui_out_err_file = -1; /* the file fd 2 points at, while held */
 
 /* Hold standard error in an unlinked temporary file. */
-static void tui_err_capture(void)
+static void tui_out_err_capture(void)
 {
 	char path[] = "/tmp/parley-stderr.XXXXXX";
 	int f = mkostemp(path, O_CLOEXEC), e;
@@ -49,33 +49,28 @@ static void tui_err_capture(void)
 		close(f);
 		return;
 	}
-	tui_err_fd = e;
-	tui_err_file = f;
+	tui_out_err_fd = e;
+	tui_out_err_file = f;
 }
 
 /* Put standard error back and copy what was held to it; called once the
    terminal is restored. Only async-signal-safe calls: the fatal-signal
    path uses it too. */
-static void tui_err_release(void)
+void tui_out_err_release(void)
 {
 	char buf[4096];
 	ssize_t n;
 
-	if (tui_err_fd < 0)
+	if (tui_out_err_fd < 0)
 		return;
-	dup2(tui_err_fd, STDERR_FILENO);
-	lseek(tui_err_file, 0, SEEK_SET);
-	while ((n = read(tui_err_file, buf, sizeof(buf))) > 0)
+	dup2(tui_out_err_fd, STDERR_FILENO);
+	lseek(tui_out_err_file, 0, SEEK_SET);
+	while ((n = read(tui_out_err_file, buf, sizeof(buf))) > 0)
 		if (write(STDERR_FILENO, buf, (size_t)n) != n)
 			break;
-	close(tui_err_file);
-	close(tui_err_fd);
-	tui_err_fd = tui_err_file = -1;
-}
-
-void tui_out_err_release(void)
-{
-	tui_err_release();
+	close(tui_out_err_file);
+	close(tui_out_err_fd);
+	tui_out_err_fd = tui_out_err_file = -1;
 }
 
 int tui_out_fd(void)
@@ -123,7 +118,7 @@ void tui_out_capture(void)
 	close(p[1]);
 	tui_out_pipe = p[0];
 	tui_out_tty = tty;
-	tui_err_capture();
+	tui_out_err_capture();
 }
 
 void tui_out_flush(void)
