@@ -7,6 +7,8 @@
 # verdict is what the screen showed, never how long it took.
 
 tui_sock= # the tmux socket, set by tui_start
+tui_runs=0 # servers started: each gets its own socket (a server being
+           # killed must not take the next one's clients with it)
 
 # tui_need: skip the whole test (TAP skip) when tmux or the model is missing.
 tui_need() {
@@ -21,7 +23,8 @@ tui_need() {
 tui_start() {
 	tui_dir=$1 cols=$2 rows=$3
 	shift 3
-	tui_sock=$tui_dir/tmux.sock
+	tui_runs=$((tui_runs + 1))
+	tui_sock=$tui_dir/tmux.$tui_runs.sock
 	# the command line as one shell word list, quoted
 	tui_args=
 	for a in "$@"; do
