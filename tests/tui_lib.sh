@@ -23,6 +23,8 @@ tui_need() {
 tui_start() {
 	tui_dir=$1 cols=$2 rows=$3
 	shift 3
+	# a check on these files must see this run's, or none
+	rm -f "$tui_dir/stty.before" "$tui_dir/stty.after" "$tui_dir/stderr"
 	tui_runs=$((tui_runs + 1))
 	tui_sock=$tui_dir/tmux.$tui_runs.sock
 	# the command line as one shell word list, quoted
