@@ -105,8 +105,12 @@ tui_status() {
 	tui_screen | grep 'F1 help' | tail -n 1
 }
 
-# tui_pid: the pid of parley in the pane (the pane's shell's child).
+# tui_pid: the pid of parley in the pane (the pane's shell's child),
+# read from /proc (no procps needed).
 tui_pid() {
 	sh_pid=$(tmux -S "$tui_sock" display-message -p '#{pane_pid}')
-	pgrep -P "$sh_pid" -x parley || pgrep -P "$sh_pid" | head -n 1
+	for st in /proc/[0-9]*/stat; do
+		read -r tp_pid tp_comm tp_state tp_ppid tp_rest <"$st" 2>/dev/null || continue
+		[ "$tp_ppid" = "$sh_pid" ] && [ "$tp_comm" = "(parley)" ] && echo "$tp_pid"
+	done | head -n 1
 }
