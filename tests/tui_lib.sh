@@ -110,7 +110,7 @@ tui_status() {
 tui_pid() {
 	sh_pid=$(tmux -S "$tui_sock" display-message -p '#{pane_pid}')
 	for st in /proc/[0-9]*/stat; do
-		read -r tp_pid tp_comm tp_state tp_ppid tp_rest <"$st" 2>/dev/null || continue
+		read -r tp_pid tp_comm tp_state tp_ppid tp_rest 2>/dev/null <"$st" || continue
 		[ "$tp_ppid" = "$sh_pid" ] && [ "$tp_comm" = "(parley)" ] && echo "$tp_pid"
 	done | head -n 1
 }
