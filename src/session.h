@@ -99,9 +99,10 @@ struct session_cb {
 	void (*token)(void *ud, const struct sampler_report *rep);
 	/* a message for the user ("context full: dropped 2 turns") */
 	void (*notice)(void *ud, const char *msg);
-	/* prefill: DONE of TOTAL prompt ids evaluated (after each chunk) */
-	void (*progress)(void *ud, int32_t done, int32_t total);
 	void *ud; /* passed back */
+	/* prefill: DONE of TOTAL prompt ids evaluated (after each chunk);
+	   last, so that initialisers written before it still fit */
+	void (*progress)(void *ud, int32_t done, int32_t total);
 };
 
 /*

@@ -96,7 +96,7 @@ static struct session *open_or_die(const struct session_opts *o)
 static int send(struct session *s, const char *text, struct sink *k,
                 struct session_stats *st)
 {
-	struct session_cb cb = {sink_piece, NULL, sink_notice, NULL, k};
+	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL};
 	char err[512];
 
 	k->n = 0;
@@ -169,7 +169,7 @@ static void test_turns(void)
 
 	/* regenerate: greedy gives the same reply, one id re-evaluated */
 	char last[8192];
-	struct session_cb cb = {sink_piece, NULL, sink_notice, NULL, &k};
+	struct session_cb cb = {sink_piece, NULL, sink_notice, &k, NULL};
 	char err[512];
 	size_t before;
 
@@ -224,7 +224,7 @@ static void test_interrupt(void)
 	struct session *s;
 	struct session_stats st;
 	struct sink k = {{0}, 0, 0};
-	struct session_cb cb = {stop_piece, NULL, sink_notice, NULL, &k};
+	struct session_cb cb = {stop_piece, NULL, sink_notice, &k, NULL};
 	const struct session_msg *m;
 	size_t n, kvn;
 	char err[512];

@@ -493,8 +493,8 @@ static int chat_main(int argc, char **argv, bool resume)
 
 	if (a.prompt) {
 		struct chat_oneshot o = {true, false};
-		struct session_cb cb = {chat_piece, NULL, chat_notice, NULL,
-		                        &o};
+		struct session_cb cb = {chat_piece, NULL, chat_notice, &o,
+		                        NULL};
 		struct session_stats ss;
 		char *text = NULL;
 		size_t len;

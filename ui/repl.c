@@ -299,7 +299,7 @@ static void repl_set(struct repl *r, char *args)
 /* Run slash command LINE. Returns 1 to quit, 0 otherwise. */
 static int repl_command(struct repl *r, char *line)
 {
-	struct session_cb cb = {repl_piece, NULL, repl_notice, NULL, r};
+	struct session_cb cb = {repl_piece, NULL, repl_notice, r, NULL};
 	struct session_stats st;
 	char err[512], *cmd = line + 1, *args;
 	int rc;
@@ -427,8 +427,8 @@ int repl_run(struct session *s, const struct repl_opts *o)
 	if (o->interactive)
 		repl_editline(&r);
 	for (;;) {
-		struct session_cb cb = {repl_piece, NULL, repl_notice, NULL,
-		                        &r};
+		struct session_cb cb = {repl_piece, NULL, repl_notice, &r,
+		                        NULL};
 		struct session_stats st;
 		char err[512], *text;
 		bool intr;

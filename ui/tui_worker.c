@@ -160,7 +160,7 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
                            const char *text, size_t len, int64_t conv_id)
 {
 	struct session_cb cb = {tui_worker_piece, tui_worker_token,
-	                        tui_worker_notice, tui_worker_progress, w};
+	                        tui_worker_notice, w, tui_worker_progress};
 	struct tui_ev *e = tui_ev_new(TUI_EV_END, NULL, 0);
 	char err[1024] = "";
 	int rc = -1;
