@@ -89,7 +89,8 @@ struct session {
 	int32_t n_threads;           /* CPU threads asked for, 0: all */
 	struct store *st;            /* store or NULL (borrowed) */
 	bool use_kv_slot;            /* save the KV state on close */
-	volatile sig_atomic_t *intr; /* interrupt flag or NULL (borrowed) */
+	atomic_int *cancel;          /* cancel flag or NULL (borrowed) */
+	const struct session_cb *cb; /* callbacks of the reply running */
 	char *kv_format;             /* producer tag of saved states (owned) */
 	char model_fp[STORE_FP_LEN]; /* store_model_fingerprint of the file */
 
@@ -109,9 +110,8 @@ struct session {
 	bool restored;                /* a KV state was loaded */
 
 	/* live verification (session_set_verify) */
-	struct verify *ver;          /* CPU reference beside eng, or NULL */
-	struct verify_summary vsum;  /* the current reply's steps */
-	const struct session_cb *cb; /* the current reply's callbacks */
+	struct verify *ver;         /* CPU reference beside eng, or NULL */
+	struct verify_summary vsum; /* the current reply's steps */
 };
 
 /* Monotonic time in milliseconds. */
@@ -121,6 +121,12 @@ static double session_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Whether the owner asked to stop the reply (the flag is only read). */
+static bool session_cancelled(const struct session *s)
+{
+	return s->cancel && atomic_load(s->cancel) != 0;
 }
 
 /* strdup that returns NULL for NULL. */
@@ -464,7 +470,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->n_threads = o->n_threads;
 	s->st = o->store;
 	s->use_kv_slot = o->use_kv_slot && o->store;
-	s->intr = o->interrupt;
+	s->cancel = o->cancel;
 	if (o->model_path == NULL || s->model_path == NULL) {
 		snprintf(err, errlen, "no model given");
 		goto fail;
@@ -712,7 +718,7 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 		size_t c = n - i > SESSION_PREFILL_CHUNK ? SESSION_PREFILL_CHUNK
 		                                         : n - i;
 
-		if (s->intr && *s->intr)
+		if (session_cancelled(s))
 			return 1;
 		/* only the last chunk's last token needs logits */
 		if (engine_eval(s->eng, ids + i, (int32_t)c,
@@ -726,6 +732,8 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 			}
 		s->n_evaluated += (int64_t)c;
 		i += c;
+		if (s->cb && s->cb->progress)
+			s->cb->progress(s->cb->ud, (int32_t)i, (int32_t)n);
 		assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* inv. 1 */
 		session_verify_step(s, c);
 	}
@@ -1086,7 +1094,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		size_t plen;
 		const char *p;
 
-		if (s->intr && *s->intr) {
+		if (session_cancelled(s)) {
 			fin = STORE_FINISH_INTERRUPTED;
 			break;
 		}
@@ -1096,9 +1104,9 @@ static int session_decode(struct session *s, struct session_reply *r,
 		}
 		if ((int32_t)s->kv.n >= n_ctx &&
 		    (rc = session_shift(s, &reply_at, cb, st, err, errlen))) {
-			fin = rc < 0                ? STORE_FINISH_ERROR
-			      : s->intr && *s->intr ? STORE_FINISH_INTERRUPTED
-			                            : STORE_FINISH_LENGTH;
+			fin = rc < 0                 ? STORE_FINISH_ERROR
+			      : session_cancelled(s) ? STORE_FINISH_INTERRUPTED
+			                             : STORE_FINISH_LENGTH;
 			if (fin == STORE_FINISH_LENGTH && cb && cb->notice)
 				cb->notice(
 				    cb->ud,
@@ -1226,10 +1234,9 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	memset(st, 0, sizeof(*st));
 	st->n_ctx = engine_n_ctx(s->eng);
 	verify_summary_init(&s->vsum);
-	s->cb = cb;
-	if (s->intr)
-		*s->intr = 0;
+	s->cb = cb; /* for session_eval's progress reports */
 	rc = session_prepare(s, cb, st, err, errlen);
+	s->cb = NULL;
 	if (rc < 0) {
 		st->finish = STORE_FINISH_ERROR;
 		st->n_ctx_used = (int32_t)s->kv.n;
@@ -1255,8 +1262,6 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	st->n_ctx_used = (int32_t)s->kv.n;
 	st->verify = s->vsum;
 	s->cb = NULL;
-	if (st->finish == STORE_FINISH_INTERRUPTED && s->intr)
-		*s->intr = 0; /* handled: the front end's next read is clean */
 	ms.n_tokens = st->n_gen;
 	ms.n_prompt_tokens = st->n_prompt;
 	ms.prefill_ms = st->prefill_ms;
@@ -1512,6 +1517,11 @@ const struct gguf_file *session_gguf(const struct session *s)
 int32_t session_n_ctx(const struct session *s)
 {
 	return engine_n_ctx(s->eng);
+}
+
+const char *session_backend_name(const struct session *s)
+{
+	return engine_backend_name(s->eng);
 }
 
 const char *session_model_path(const struct session *s)

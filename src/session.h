@@ -30,14 +30,18 @@
  * still generated and shown; notice through session_cb.notice, once per
  * reply and kind of write).
  *
- * Interrupting: the front end's SIGINT handler sets *opts.interrupt (a
- * volatile sig_atomic_t) to 1; the generation loop checks it before each
- * token, keeps the partial reply (finish "interrupted") and clears it.
+ * Cancelling: *opts.cancel (an atomic int, lock-free, so a signal
+ * handler or another thread may set it) stops a reply when nonzero; the
+ * generation loop checks it before each token and each prefill chunk and
+ * keeps the partial reply (finish "interrupted"). The session only reads
+ * the flag: its owner clears it before a request, so that a cancel set
+ * just after the request was made (Ctrl-C right after Enter) is never
+ * lost.
  */
 #ifndef PARLEY_SESSION_H
 #define PARLEY_SESSION_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,7 +76,7 @@ struct session_opts {
 	bool use_kv_slot;    /* resume from / save the KV state */
 	bool verify; /* check every eval against the CPU reference (verify.h;
 	                session_set_verify) */
-	volatile sig_atomic_t *interrupt; /* set to stop a reply, or NULL */
+	atomic_int *cancel; /* nonzero stops a reply, or NULL (borrowed) */
 	/* notices while opening (a saved KV state that does not load), in
 	   the style of session_cb.notice; NULL: none */
 	void (*notice)(void *ud, const char *msg);
@@ -115,6 +119,9 @@ struct session_cb {
 	   not save the reply in progress: ..."); the reply goes on */
 	void (*notice)(void *ud, const char *msg);
 	void *ud; /* passed back */
+	/* prefill: DONE of TOTAL prompt ids evaluated (after each chunk);
+	   last, so that initialisers written before it still fit */
+	void (*progress)(void *ud, int32_t done, int32_t total);
 };
 
 /*
@@ -184,8 +191,10 @@ int64_t session_n_evaluated(const struct session *s);
    metadata, such as the sampling defaults config_apply_model reads. */
 const struct gguf_file *session_gguf(const struct session *s);
 
-/* Context capacity in tokens; the model file's path; the template's name. */
+/* Context capacity in tokens; the model file's path; the template's name;
+   the engine's backend ("cpu", ...). */
 int32_t session_n_ctx(const struct session *s);
+const char *session_backend_name(const struct session *s);
 const char *session_model_path(const struct session *s);
 const char *session_template_name(const struct session *s);
 

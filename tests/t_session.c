@@ -107,7 +107,7 @@ static struct session *open_or_die(const struct session_opts *o)
 static int send(struct session *s, const char *text, struct sink *k,
                 struct session_stats *st)
 {
-	struct session_cb cb = {sink_piece, NULL, sink_notice, k};
+	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL};
 	char err[512];
 
 	k->n = 0;
@@ -180,7 +180,7 @@ static void test_turns(void)
 
 	/* regenerate: greedy gives the same reply, one id re-evaluated */
 	char last[8192];
-	struct session_cb cb = {sink_piece, NULL, sink_notice, &k};
+	struct session_cb cb = {sink_piece, NULL, sink_notice, &k, NULL};
 	char err[512];
 	size_t before;
 
@@ -219,7 +219,7 @@ static void test_turns(void)
 }
 
 /* Ctrl-C: the piece callback raises the flag after 3 pieces. */
-static volatile sig_atomic_t stop_flag;
+static atomic_int stop_flag;
 static int pieces_left;
 static void stop_piece(void *ud, const char *t, size_t n)
 {
@@ -235,13 +235,13 @@ static void test_interrupt(void)
 	struct session *s;
 	struct session_stats st;
 	struct sink k = {{0}, 0, 0};
-	struct session_cb cb = {stop_piece, NULL, sink_notice, &k};
+	struct session_cb cb = {stop_piece, NULL, sink_notice, &k, NULL};
 	const struct session_msg *m;
 	size_t n, kvn;
 	char err[512];
 	int rc;
 
-	o.interrupt = &stop_flag;
+	o.cancel = &stop_flag;
 	s = open_or_die(&o);
 	pieces_left = 3;
 	rc = session_send(s, "Tell me a long story about a dragon.", 36, &cb,
@@ -253,9 +253,21 @@ static void test_interrupt(void)
 	           strcmp(m[2].content, k.buf) == 0 && k.n > 0,
 	       "Ctrl-C after 3 tokens: reply \"%s\" kept, finish interrupted",
 	       k.buf);
-	tap_ok(stop_flag == 0, "the session cleared the interrupt flag");
+	tap_ok(stop_flag == 1, "the session left the cancel flag to its owner");
 	size_t before = kvn;
 
+	/* a cancel raised before the request starts (Ctrl-C just after
+	   Enter) is not lost: nothing is generated */
+	k.n = 0;
+	pieces_left = -1;
+	rc = session_send(s, "Go on.", 6, &cb, &st, err, sizeof(err));
+	tap_ok(rc == 0 && st.finish == STORE_FINISH_INTERRUPTED &&
+	           st.n_gen == 0 && k.n == 0,
+	       "a cancel set before the request stops it at once (%d "
+	       "tokens, finish %s)",
+	       st.n_gen, store_finish_name(st.finish));
+	session_kv_tokens(s, &before);
+	atomic_store(&stop_flag, 0);
 	k.n = 0;
 	send(s, "Thanks.", &k, &st);
 	tap_ok((size_t)st.n_reused == before,

@@ -1,8 +1,9 @@
 /*
  * cmd_chat.c - `parley [chat] [OPTIONS]`, `parley -p TEXT` (one shot) and
  * `parley resume [ID|--last]`: open a chat session and hand it to a front
- * end (the plain REPL until the ncurses screen exists, the one-shot
- * printer for -p).
+ * end: the full-screen UI on a terminal (ui/tui.h), the plain REPL
+ * (--plain, pipes, terminals the UI cannot use), the one-shot printer
+ * for -p.
  *
  * Options come from, in order (later wins): built-in defaults, the model's
  * general.sampling.* metadata, the config file, the command line
@@ -11,6 +12,7 @@
  */
 #include "cmd.h"
 #include "repl.h"
+#include "tui.h"
 
 #include "config.h"
 #include "promptdir.h"
@@ -21,6 +23,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +34,14 @@
 #define CHAT_MAX_OPTS  64          /* options on one command line */
 #define CHAT_MAX_STDIN (64u << 20) /* -p - reads at most this much */
 
-/* Set by SIGINT; the session and the REPL poll it. */
-static volatile sig_atomic_t chat_intr;
+/* Set by SIGINT; the session and the REPL poll it (lock-free atomic,
+   so the handler may store it). */
+static atomic_int chat_intr;
 
 static void chat_on_sigint(int sig)
 {
 	(void)sig;
-	chat_intr = 1;
+	atomic_store(&chat_intr, 1);
 }
 
 /* What the command line asked for, besides config options. */
@@ -103,14 +107,16 @@ static void chat_usage(FILE *fp, bool resume)
 		    " message and print\nthe reply.\n\n",
 		    fp);
 	else
-		fputs("usage: parley [chat] [OPTIONS]\n"
-		      "       parley -p TEXT [OPTIONS]     (one shot; TEXT - "
-		      "reads stdin)\n"
-		      "\n"
-		      "Chat with a GGUF model: a plain REPL (the ncurses screen"
-		      " is not built\nyet), or with -p one message whose reply "
-		      "is printed on stdout.\n\n",
-		      fp);
+		fputs(
+		    "usage: parley [chat] [OPTIONS]\n"
+		    "       parley -p TEXT [OPTIONS]     (one shot; TEXT - "
+		    "reads stdin)\n"
+		    "\n"
+		    "Chat with a GGUF model: on a terminal the full-screen UI"
+		    " (F1 lists its\nkeys and commands), else a plain REPL; or"
+		    " with -p one message whose\nreply is printed on stdout."
+		    "\n\n",
+		    fp);
 	fputs(
 	    "Options:\n"
 	    "  -m, --model FILE        GGUF model (default: the cache's "
@@ -144,7 +150,8 @@ static void chat_usage(FILE *fp, bool resume)
 	    "reference\n"
 	    "                          (slow; a summary after each reply, "
 	    "/verify)\n"
-	    "      --plain             the plain REPL even on a terminal\n"
+	    "      --plain             the plain REPL, not the full-screen"
+	    " UI\n"
 	    "      --no-store          do not store the conversation\n"
 	    "      --db FILE           conversation database\n"
 	    "      --config FILE       config file (default "
@@ -480,7 +487,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.conv_id = resume ? a.conv_id : 0;
 	so.use_kv_slot = cfg.save_kv;
 	so.verify = cfg.verify;
-	so.interrupt = &chat_intr;
+	so.cancel = &chat_intr;
 	so.notice = chat_notice;
 	if (session_open(&so, &s, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
@@ -505,7 +512,8 @@ static int chat_main(int argc, char **argv, bool resume)
 
 	if (a.prompt) {
 		struct chat_oneshot o = {true, false};
-		struct session_cb cb = {chat_piece, NULL, chat_notice, &o};
+		struct session_cb cb = {chat_piece, NULL, chat_notice, &o,
+		                        NULL};
 		struct session_stats ss;
 		char *text = NULL;
 		size_t len;
@@ -567,7 +575,28 @@ static int chat_main(int argc, char **argv, bool resume)
 	ro.verbose = cfg.verbose;
 	ro.intr = &chat_intr;
 	ro.cfg = &cfg;
-	(void)a.plain; /* no ncurses screen yet: the REPL either way */
+	if (tty && !a.plain) {
+		char why[256];
+
+		if (tui_usable(why, sizeof(why))) {
+			struct tui_opts to;
+
+			hist = config_state_path("history", true);
+			memset(&to, 0, sizeof(to));
+			to.so = &so;
+			to.history_path = hist;
+			to.db_path = a.no_store ? NULL : dbpath;
+			to.cfg = &cfg;
+			to.resumed = resume;
+			status = tui_run(s, &to); /* takes S */
+			s = NULL;
+			free(hist);
+			goto out;
+		}
+		if (strstr(why, "locale")) /* a terminal lacking only that */
+			fprintf(stderr, "parley: %s; using the plain REPL\n",
+			        why);
+	}
 	if (tty) {
 		hist = config_state_path("history", true);
 		ro.history_path = hist;

@@ -50,16 +50,18 @@ const char *cmd_default_backend(void)
 
 static void usage(FILE *fp)
 {
-	fputs("usage: parley [-m MODEL] [OPTIONS]        chat (plain REPL)\n"
-	      "       parley -p TEXT [OPTIONS]           one message, reply on "
-	      "stdout\n"
-	      "       parley COMMAND [OPTIONS] [ARGS]\n"
-	      "       parley --help | --version\n"
-	      "\n"
-	      "A terminal chat application for GGUF language models.\n"
-	      "\n"
-	      "Commands:\n",
-	      fp);
+	fputs(
+	    "usage: parley [-m MODEL] [OPTIONS]        chat (full-screen on a "
+	    "terminal)\n"
+	    "       parley -p TEXT [OPTIONS]           one message, reply on "
+	    "stdout\n"
+	    "       parley COMMAND [OPTIONS] [ARGS]\n"
+	    "       parley --help | --version\n"
+	    "\n"
+	    "A terminal chat application for GGUF language models.\n"
+	    "\n"
+	    "Commands:\n",
+	    fp);
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		if (commands[i].summary != NULL) /* NULL: hidden */
 			fprintf(fp, "  %-10s %s\n", commands[i].name,

@@ -197,6 +197,8 @@ static void repl_after(struct repl *r, int rc, const struct session_stats *st,
 	if (!r->at_line_start)
 		fputs("\n", stdout);
 	fflush(stdout);
+	if (r->o->intr) /* a Ctrl-C for this reply is spent now */
+		atomic_store(r->o->intr, 0);
 	if (rc != 0) {
 		fprintf(stderr, "parley: %s\n", err);
 		return;
@@ -305,7 +307,7 @@ static void repl_set(struct repl *r, char *args)
 /* Run slash command LINE. Returns 1 to quit, 0 otherwise. */
 static int repl_command(struct repl *r, char *line)
 {
-	struct session_cb cb = {repl_piece, NULL, repl_notice, r};
+	struct session_cb cb = {repl_piece, NULL, repl_notice, r, NULL};
 	struct session_stats st;
 	char err[512], *cmd = line + 1, *args;
 	int rc;
@@ -441,7 +443,8 @@ int repl_run(struct session *s, const struct repl_opts *o)
 	if (o->interactive)
 		repl_editline(&r);
 	for (;;) {
-		struct session_cb cb = {repl_piece, NULL, repl_notice, &r};
+		struct session_cb cb = {repl_piece, NULL, repl_notice, &r,
+		                        NULL};
 		struct session_stats st;
 		char err[512], *text;
 		bool intr;

@@ -18,24 +18,26 @@
  * Signals: the caller installs a SIGINT handler that sets *intr. While a
  * reply streams, Ctrl-C stops it (the partial reply is kept, in the
  * session and the store); at the prompt it drops the line being typed.
+ * The REPL clears the flag once a reply has ended (the session only
+ * reads it).
  * Ctrl-D (end of input) on an empty line ends the REPL.
  */
 #ifndef PARLEY_REPL_H
 #define PARLEY_REPL_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 struct session;
 struct config;
 
 struct repl_opts {
-	bool interactive;            /* libedit on a terminal, prompts */
-	bool verbose;                /* stats after each reply */
-	const char *history_path;    /* NULL: no history file */
-	volatile sig_atomic_t *intr; /* the SIGINT flag (also the
-	                                session's), or NULL */
-	struct config *cfg;          /* options /set changes (borrowed) */
+	bool interactive;         /* libedit on a terminal, prompts */
+	bool verbose;             /* stats after each reply */
+	const char *history_path; /* NULL: no history file */
+	atomic_int *intr;         /* the SIGINT flag (also the
+	                             session's cancel), or NULL */
+	struct config *cfg;       /* options /set changes (borrowed) */
 };
 
 /*

@@ -1,0 +1,188 @@
+/*
+ * tui_input.c - libedit on a private pty (tui_input.h).
+ */
+#include "tui_input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pty.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TUI_HIST_SIZE 1000
+
+/* EL_GETCFN: the pushed key, else wait for one through the UI. */
+static int tui_input_getc(EditLine *el, wchar_t *c)
+{
+	struct tui_input *in = NULL;
+
+	el_wget(el, EL_CLIENTDATA, &in);
+	if (in == NULL)
+		return 0;
+	if (in->has_pending) {
+		in->has_pending = false;
+		*c = in->pending;
+		return 1;
+	}
+	return in->wait(in->ud, c);
+}
+
+/* Enter: mark the line complete (the UI takes it after el_wgets). */
+static unsigned char tui_input_submit(EditLine *el, int ch)
+{
+	struct tui_input *in = NULL;
+
+	(void)ch;
+	el_wget(el, EL_CLIENTDATA, &in);
+	if (in)
+		in->submitted = true;
+	return CC_NEWLINE;
+}
+
+/* Ctrl-J, Alt-Enter: a newline inside the message. */
+static unsigned char tui_input_newline(EditLine *el, int ch)
+{
+	(void)ch;
+	el_winsertstr(el, L"\n");
+	return CC_REFRESH;
+}
+
+int tui_input_open(struct tui_input *in, const char *hist_path,
+                   tui_input_wait_fn wait, void *ud, char *err, size_t errlen)
+{
+	HistEventW ev;
+
+	memset(in, 0, sizeof(*in));
+	in->master = in->slave = -1;
+	in->wait = wait;
+	in->ud = ud;
+	in->hist_path = hist_path;
+	if (openpty(&in->master, &in->slave, NULL, NULL, NULL)) {
+		snprintf(err, errlen, "openpty: %s", strerror(errno));
+		return -1;
+	}
+	fcntl(in->master, F_SETFD, FD_CLOEXEC);
+	fcntl(in->slave, F_SETFD, FD_CLOEXEC);
+	in->fin = fdopen(dup(in->slave), "r");
+	in->fnull = fopen("/dev/null", "w");
+	if (in->fin == NULL || in->fnull == NULL) {
+		snprintf(err, errlen, "cannot open libedit's streams");
+		tui_input_close(in);
+		return -1;
+	}
+	in->el = el_init_fd("parley", in->fin, in->fnull, in->fnull, in->slave,
+	                    in->slave, in->slave);
+	if (in->el == NULL) {
+		snprintf(err, errlen, "libedit failed to start");
+		tui_input_close(in);
+		return -1;
+	}
+	el_wset(in->el, EL_CLIENTDATA, in);
+	el_wset(in->el, EL_EDITOR, L"emacs");
+	el_wset(in->el, EL_GETCFN, tui_input_getc);
+	el_wset(in->el, EL_ADDFN, L"parley-submit", L"send the message",
+	        tui_input_submit);
+	el_wset(in->el, EL_ADDFN, L"parley-newline", L"insert a newline",
+	        tui_input_newline);
+	in->hist = history_winit();
+	if (in->hist) {
+		history_w(in->hist, &ev, H_SETSIZE, TUI_HIST_SIZE);
+		history_w(in->hist, &ev, H_SETUNIQUE, 1);
+		if (hist_path)
+			history_w(in->hist, &ev, H_LOAD, hist_path);
+		el_wset(in->el, EL_HIST, history_w, in->hist);
+	}
+	el_source(in->el, NULL);
+	/* after ~/.editrc, so that these keys keep their meaning here */
+	el_wset(in->el, EL_BIND, L"^M", L"parley-submit", NULL);
+	el_wset(in->el, EL_BIND, L"^J", L"parley-newline", NULL);
+	el_wset(in->el, EL_BIND, L"\033^M", L"parley-newline", NULL);
+	el_wset(in->el, EL_UNBUFFERED, 1);
+	return 0;
+}
+
+void tui_input_close(struct tui_input *in)
+{
+	if (in->hist)
+		history_wend(in->hist);
+	if (in->el)
+		el_end(in->el);
+	if (in->fin)
+		fclose(in->fin);
+	if (in->fnull)
+		fclose(in->fnull);
+	if (in->master >= 0)
+		close(in->master);
+	if (in->slave >= 0)
+		close(in->slave);
+	memset(in, 0, sizeof(*in));
+	in->master = in->slave = -1;
+}
+
+int tui_input_key(struct tui_input *in, wchar_t k)
+{
+	int n = 0;
+
+	in->pending = k;
+	in->has_pending = true;
+	in->submitted = false;
+	el_wgets(in->el, &n); /* NULL with n = -1 for an empty line */
+	in->has_pending = false;
+	return in->submitted ? 1 : 0;
+}
+
+void tui_input_insert(struct tui_input *in, const wchar_t *text, size_t n)
+{
+	wchar_t *s;
+
+	if (n == 0) /* an empty paste (TEXT may then be NULL) */
+		return;
+	s = malloc((n + 1) * sizeof(*s));
+	if (s == NULL)
+		return;
+	memcpy(s, text, n * sizeof(*s));
+	s[n] = L'\0';
+	el_winsertstr(in->el, s);
+	free(s);
+}
+
+const wchar_t *tui_input_line(struct tui_input *in, size_t *len, size_t *cursor)
+{
+	const LineInfoW *li = el_wline(in->el);
+
+	*len = (size_t)(li->lastchar - li->buffer);
+	*cursor = (size_t)(li->cursor - li->buffer);
+	return li->buffer;
+}
+
+void tui_input_reset(struct tui_input *in, const char *text)
+{
+	HistEventW ev;
+
+	/* toggling EL_UNBUFFERED resets the line and the history cursor */
+	el_wset(in->el, EL_UNBUFFERED, 0);
+	el_wset(in->el, EL_UNBUFFERED, 1);
+	if (text && *text && strchr(text, '\n') == NULL && in->hist) {
+		size_t n = strlen(text);
+		wchar_t *w = malloc((n + 1) * sizeof(*w));
+
+		if (w && mbstowcs(w, text, n + 1) != (size_t)-1) {
+			history_w(in->hist, &ev, H_ENTER, w);
+			if (in->hist_path)
+				history_w(in->hist, &ev, H_SAVE, in->hist_path);
+		}
+		free(w);
+	}
+}
+
+void tui_input_set(struct tui_input *in, const char *text)
+{
+	size_t n = strlen(text);
+	wchar_t *w = malloc((n + 1) * sizeof(*w));
+
+	tui_input_reset(in, NULL);
+	if (w && mbstowcs(w, text, n + 1) != (size_t)-1)
+		el_winsertstr(in->el, w);
+	free(w);
+}

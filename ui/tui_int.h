@@ -1,0 +1,149 @@
+/*
+ * tui_int.h - the full-screen UI's state, shared by its files: tui.c (the
+ * loop, keys, events), tui_draw.c (frames), tui_cmd.c (slash commands),
+ * tui_list.c (the conversation list).
+ */
+#ifndef PARLEY_TUI_INT_H
+#define PARLEY_TUI_INT_H
+
+#include "tui.h"
+#include "tui_input.h"
+#include "tui_lines.h"
+#include "tui_worker.h"
+
+#include "session.h"
+#include "store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ncurses key codes of our own (define_key): bracketed paste */
+#define TUI_KEY_PASTE_BEGIN (KEY_MAX + 1)
+#define TUI_KEY_PASTE_END   (KEY_MAX + 2)
+
+#define TUI_ROLE_NOTICE 100 /* a transcript entry that is no message */
+
+/* One entry of the transcript. */
+struct tui_msg {
+	int role;                 /* enum store_role or TUI_ROLE_NOTICE */
+	char *text;               /* UTF-8 (owned), NUL-terminated */
+	size_t len, cap;          /* bytes used, allocated */
+	enum store_finish finish; /* replies: how they ended */
+	bool live;                /* a reply still streaming */
+	struct tui_lines lines;   /* laid out (cache) */
+	int lines_w;              /* width they were laid out at, 0: none */
+	bool lines_raw;           /* laid out in /raw mode */
+};
+
+enum tui_mode {
+	TUI_MODE_CHAT, /* transcript and input */
+	TUI_MODE_HELP, /* F1 */
+	TUI_MODE_LIST, /* F3: stored conversations */
+};
+
+enum tui_ask {
+	TUI_ASK_NONE,
+	TUI_ASK_QUIT,   /* quit while a reply runs? */
+	TUI_ASK_DELETE, /* delete the selected conversation? */
+};
+
+/* The conversation list (F3). */
+struct tui_list {
+	struct store_conv *v; /* conversations (owned) */
+	size_t n;
+	struct store_hit *hits; /* search results, when searching (owned) */
+	size_t n_hits;
+	bool searched; /* hits are shown */
+	int sel, top;  /* selected row, first row shown */
+	int edit;      /* 0, 's' typing a search, 'r' a new title */
+	char buf[512]; /* what is typed for edit */
+	size_t buf_n;
+	char query[512]; /* the search whose hits are shown */
+};
+
+struct tui {
+	const struct tui_opts *o;
+	struct tui_worker w; /* owns the session */
+	struct tui_input in; /* the input line */
+	struct store *st;    /* the UI's own store connection, or NULL */
+	enum tui_mode mode;
+	int help_top; /* first help line shown */
+	enum tui_ask ask;
+	struct tui_list list;
+
+	/* transcript */
+	struct tui_msg *msgs;
+	size_t n_msgs, cap_msgs;
+	int scroll;     /* lines scrolled back from the bottom */
+	int last_total; /* transcript lines at the last frame */
+	int view_rows;  /* transcript rows at the last frame */
+	bool raw;       /* /raw: replies as generated */
+	bool color;     /* colours in use (not NO_COLOR, terminal has them) */
+
+	/* the job running */
+	bool busy;
+	enum tui_job_kind job;
+	bool editing;                /* Enter replaces the last user message */
+	int32_t live_gen;            /* tokens so far */
+	double live_t0;              /* when the first token came (ms) */
+	int32_t pre_done, pre_total; /* prefill progress */
+
+	/* the status bar */
+	char model[128];
+	char backend[32];
+	char title[128];
+	int64_t conv_id;
+	int32_t n_ctx, ctx_used, reused;
+	double prefill_tps, decode_tps;
+	bool have_last;
+	struct session_stats last;
+	char msg[512]; /* a message instead of the figures, or "" */
+	bool msg_err;  /* it is an error */
+
+	/* paste */
+	bool pasting;
+	wchar_t *paste;
+	size_t paste_n, paste_cap;
+
+	/* the loop */
+	bool quit;
+	int status; /* exit status */
+	bool dirty; /* a frame is due */
+	int sig_fd; /* read end of the signal pipe */
+};
+
+/* tui.c */
+void tui_say(struct tui *t, bool err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+struct tui_msg *tui_add(struct tui *t, int role, const char *text, size_t len);
+void tui_drop_last(struct tui *t);
+void tui_remove(struct tui *t, size_t i);
+void tui_msgs_clear(struct tui *t);
+int tui_start(struct tui *t, enum tui_job_kind job, const char *text,
+              size_t len, int64_t conv_id);
+double tui_now_ms(void);
+void tui_refresh_title(struct tui *t);
+
+/* tui_draw.c */
+void tui_draw(struct tui *t);
+void tui_draw_colors(struct tui *t);
+
+/* tui_cmd.c */
+void tui_cmd(struct tui *t, char *line);
+extern const char tui_cmd_help[];
+
+/* tui_out.c: one write per frame (see there) */
+void tui_out_capture(void);
+void tui_out_flush(void);
+void tui_out_release(void);
+void tui_out_err_release(void);
+int tui_out_fd(void);
+int tui_out_write(const char *buf, size_t n);
+
+/* tui_list.c */
+void tui_list_open(struct tui *t);
+void tui_list_close(struct tui *t);
+void tui_list_key(struct tui *t, int k, bool fkey);
+void tui_list_draw(struct tui *t, int rows, int cols);
+
+#endif /* PARLEY_TUI_INT_H */

@@ -1,0 +1,343 @@
+/*
+ * tui_worker.c - the session's thread and its event queue (tui_worker.h).
+ */
+#include "tui_worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tui_ev_free(struct tui_ev *e)
+{
+	while (e) {
+		struct tui_ev *next = e->next;
+
+		for (size_t i = 0; i < e->n_msgs; i++)
+			free(e->msgs[i].text);
+		free(e->msgs);
+		free(e->text);
+		free(e);
+		e = next;
+	}
+}
+
+/* Queue E; wake the UI when the queue was empty. E is taken over. */
+static void tui_worker_post(struct tui_worker *w, struct tui_ev *e)
+{
+	bool wake;
+
+	pthread_mutex_lock(&w->mu);
+	wake = w->head == NULL;
+	if (w->tail)
+		w->tail->next = e;
+	else
+		w->head = e;
+	w->tail = e;
+	if (e->kind == TUI_EV_END)
+		w->busy = false; /* invariant 1: after the last session call */
+	pthread_mutex_unlock(&w->mu);
+	if (wake) {
+		char b = 1;
+
+		/* non-blocking: a full pipe already means "wake up" */
+		while (write(w->pipe[1], &b, 1) < 0 && errno == EINTR)
+			;
+	}
+}
+
+/* A new event of KIND with a copy of TEXT[0, len) (TEXT may be NULL). */
+static struct tui_ev *tui_ev_new(enum tui_ev_kind kind, const char *text,
+                                 size_t len)
+{
+	struct tui_ev *e = calloc(1, sizeof(*e));
+
+	if (e == NULL)
+		return NULL;
+	e->kind = kind;
+	if (text) {
+		e->text = malloc(len + 1);
+		if (e->text == NULL) {
+			free(e);
+			return NULL;
+		}
+		memcpy(e->text, text, len);
+		e->text[len] = '\0';
+		e->len = len;
+	}
+	return e;
+}
+
+/* Session callbacks: each becomes an event. A lost event (no memory)
+   loses text on the screen only; the store has the reply. */
+static void tui_worker_piece(void *ud, const char *t, size_t n)
+{
+	struct tui_ev *e = tui_ev_new(TUI_EV_PIECE, t, n);
+
+	if (e)
+		tui_worker_post(ud, e);
+}
+
+static void tui_worker_token(void *ud, const struct sampler_report *rep)
+{
+	struct tui_worker *w = ud;
+	struct tui_ev *e = tui_ev_new(TUI_EV_TOKEN, NULL, 0);
+
+	(void)rep;
+	w->n_gen++;
+	if (e) {
+		e->a = w->n_gen;
+		tui_worker_post(w, e);
+	}
+}
+
+static void tui_worker_notice(void *ud, const char *msg)
+{
+	struct tui_ev *e = tui_ev_new(TUI_EV_NOTICE, msg, strlen(msg));
+
+	if (e)
+		tui_worker_post(ud, e);
+}
+
+static void tui_worker_progress(void *ud, int32_t done, int32_t total)
+{
+	struct tui_ev *e = tui_ev_new(TUI_EV_PROGRESS, NULL, 0);
+
+	if (e) {
+		e->a = done;
+		e->b = total;
+		tui_worker_post(ud, e);
+	}
+}
+
+/* Copy the session's messages into E (for OPEN and CLEAR). */
+static void tui_worker_copy_msgs(struct tui_worker *w, struct tui_ev *e)
+{
+	size_t n = 0;
+	const struct session_msg *m = session_messages(w->s, &n);
+
+	e->msgs = calloc(n ? n : 1, sizeof(*e->msgs));
+	if (e->msgs == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct tui_ev_msg *d = &e->msgs[e->n_msgs];
+
+		d->text = malloc(m[i].len + 1);
+		if (d->text == NULL)
+			break;
+		memcpy(d->text, m[i].content, m[i].len);
+		d->text[m[i].len] = '\0';
+		d->len = m[i].len;
+		d->role = m[i].role;
+		d->finish = m[i].finish;
+		e->n_msgs++;
+	}
+}
+
+/* Close the session and open it on conversation ID (0: a new one). On
+   failure a new conversation is opened so that the UI keeps a session. */
+static int tui_worker_reopen(struct tui_worker *w, int64_t id, char *err,
+                             size_t errlen)
+{
+	struct session_opts o = w->so;
+	char err2[256];
+
+	session_close(w->s);
+	w->s = NULL;
+	o.conv_id = id;
+	if (session_open(&o, &w->s, err, errlen) == 0)
+		return 0;
+	o.conv_id = 0;
+	if (session_open(&o, &w->s, err2, sizeof(err2)))
+		w->s = NULL;
+	return -1;
+}
+
+/* Run one job; its END event goes to the UI. */
+static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
+                           const char *text, size_t len, int64_t conv_id)
+{
+	struct session_cb cb = {tui_worker_piece, tui_worker_token,
+	                        tui_worker_notice, w, tui_worker_progress};
+	struct tui_ev *e = tui_ev_new(TUI_EV_END, NULL, 0);
+	char err[1024] = "";
+	int rc = -1;
+
+	w->n_gen = 0;
+	if (e == NULL)
+		e = calloc(1, sizeof(*e)); /* last try; NULL handled below */
+	if (w->s == NULL && job != TUI_JOB_OPEN && job != TUI_JOB_CLEAR) {
+		snprintf(err, sizeof(err),
+		         "no session (the model failed to "
+		         "load)");
+	} else if (job == TUI_JOB_SEND) {
+		rc = session_send(w->s, text, len, &cb, e ? &e->st : NULL, err,
+		                  sizeof(err));
+	} else if (job == TUI_JOB_REGEN) {
+		rc = session_regen(w->s, &cb, e ? &e->st : NULL, err,
+		                   sizeof(err));
+	} else if (job == TUI_JOB_EDIT) {
+		rc = session_edit_last(w->s, text, len, &cb, e ? &e->st : NULL,
+		                       err, sizeof(err));
+	} else if (job == TUI_JOB_OPEN) {
+		rc = tui_worker_reopen(w, conv_id, err, sizeof(err));
+	} else if (w->s) { /* CLEAR */
+		rc = session_clear(w->s, err, sizeof(err));
+	} else {
+		rc = tui_worker_reopen(w, 0, err, sizeof(err));
+	}
+	if (e == NULL) { /* no memory for the event: still end the job */
+		pthread_mutex_lock(&w->mu);
+		w->busy = false;
+		pthread_mutex_unlock(&w->mu);
+		return;
+	}
+	e->job = job;
+	e->rc = rc;
+	if (rc) {
+		e->text = strdup(err);
+		e->len = e->text ? strlen(e->text) : 0;
+	}
+	if (w->s && (job == TUI_JOB_OPEN || job == TUI_JOB_CLEAR))
+		tui_worker_copy_msgs(w, e);
+	e->conv_id = w->s ? session_conv_id(w->s) : 0;
+	if (w->s) {
+		e->st.n_ctx = session_n_ctx(w->s);
+		if (job == TUI_JOB_OPEN || job == TUI_JOB_CLEAR) {
+			size_t n = 0;
+
+			session_kv_tokens(w->s, &n);
+			e->st.n_ctx_used = (int32_t)n;
+		}
+	}
+	tui_worker_post(w, e);
+}
+
+static void *tui_worker_main(void *arg)
+{
+	struct tui_worker *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->quit && (!w->busy || w->text == (char *)w))
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->quit)
+			break;
+		enum tui_job_kind job = w->job;
+		char *text = w->text;
+		size_t len = w->len;
+		int64_t id = w->conv_id;
+
+		w->text = (char *)w; /* taken: wait for the next start */
+		pthread_mutex_unlock(&w->mu);
+		tui_worker_run(w, job, text, len, id);
+		free(text);
+		pthread_mutex_lock(&w->mu);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+int tui_worker_open(struct tui_worker *w, struct session *s,
+                    const struct session_opts *opts, char *err, size_t errlen)
+{
+	memset(w, 0, sizeof(*w));
+	w->s = s;
+	w->so = *opts;
+	w->cancel = opts->cancel;
+	w->text = (char *)w;
+	if (w->cancel == NULL) {
+		snprintf(err, errlen, "the session has no cancel flag");
+		return -1;
+	}
+	if (pipe(w->pipe)) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		fcntl(w->pipe[i], F_SETFL, O_NONBLOCK);
+		fcntl(w->pipe[i], F_SETFD, FD_CLOEXEC);
+	}
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	if (pthread_create(&w->th, NULL, tui_worker_main, w)) {
+		snprintf(err, errlen, "cannot start the worker thread");
+		close(w->pipe[0]);
+		close(w->pipe[1]);
+		return -1;
+	}
+	return 0;
+}
+
+int tui_worker_start(struct tui_worker *w, enum tui_job_kind job,
+                     const char *text, size_t len, int64_t conv_id)
+{
+	char *copy = malloc(len + 1);
+
+	if (copy == NULL)
+		return -1;
+	if (text)
+		memcpy(copy, text, len);
+	copy[len] = '\0';
+	atomic_store(w->cancel, 0); /* invariant 3 */
+	pthread_mutex_lock(&w->mu);
+	w->job = job;
+	w->text = copy;
+	w->len = text ? len : 0;
+	w->conv_id = conv_id;
+	w->busy = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+void tui_worker_cancel(struct tui_worker *w)
+{
+	atomic_store(w->cancel, 1);
+}
+
+struct tui_ev *tui_worker_take(struct tui_worker *w)
+{
+	struct tui_ev *e;
+	char buf[64];
+
+	while (read(w->pipe[0], buf, sizeof(buf)) > 0)
+		;
+	pthread_mutex_lock(&w->mu);
+	e = w->head;
+	w->head = w->tail = NULL;
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
+
+struct session *tui_worker_session(struct tui_worker *w)
+{
+	struct session *s;
+
+	pthread_mutex_lock(&w->mu);
+	s = w->busy ? NULL : w->s;
+	pthread_mutex_unlock(&w->mu);
+	return s;
+}
+
+void tui_worker_close(struct tui_worker *w)
+{
+	tui_worker_cancel(w);
+	pthread_mutex_lock(&w->mu);
+	w->quit = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->th, NULL);
+	tui_ev_free(w->head);
+	w->head = w->tail = NULL;
+	if (w->text != (char *)w)
+		free(w->text);
+	session_close(w->s);
+	w->s = NULL;
+	close(w->pipe[0]);
+	close(w->pipe[1]);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+}

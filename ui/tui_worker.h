@@ -1,0 +1,127 @@
+/*
+ * tui_worker.h - the thread that owns the chat session for the
+ * full-screen UI, and the events it sends back.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * The worker runs one job at a time (send, regenerate, edit, open a
+ * stored conversation, new conversation) on the session it owns, with
+ * the session's store connection. The session's callbacks become events
+ * in a queue guarded by a mutex; the first event put in an empty queue
+ * writes one byte to a pipe, whose read end the UI's poll() loop watches
+ * beside the keyboard. Events carry copies (text, figures), never
+ * pointers into the session.
+ *
+ * States:  IDLE --tui_worker_start--> BUSY --(job done: TUI_EV_END)--> IDLE
+ *
+ * Invariants:
+ *   1. The worker touches the session only while BUSY. It queues
+ *      TUI_EV_END after its last call on the session, under the mutex;
+ *      so once the UI has taken that event, and until it starts the next
+ *      job, the UI thread may call the session itself (settings,
+ *      messages): the mutex orders the two threads' accesses.
+ *   2. tui_worker_start is called only when IDLE (one job at a time).
+ *   3. The cancel flag is cleared by tui_worker_start before the job is
+ *      handed over; a cancel raised after that (Ctrl-C right after
+ *      Enter) stops that job, at its first check.
+ */
+#ifndef PARLEY_TUI_WORKER_H
+#define PARLEY_TUI_WORKER_H
+
+#include "session.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum tui_job_kind {
+	TUI_JOB_SEND,  /* text: the user's message */
+	TUI_JOB_REGEN, /* the last reply again */
+	TUI_JOB_EDIT,  /* text replaces the last user message */
+	TUI_JOB_OPEN,  /* reopen the session on conversation conv_id */
+	TUI_JOB_CLEAR, /* a new, empty conversation */
+};
+
+enum tui_ev_kind {
+	TUI_EV_PIECE,    /* text: reply text (whole UTF-8 characters) */
+	TUI_EV_TOKEN,    /* a: tokens sampled so far in this reply */
+	TUI_EV_PROGRESS, /* a of b prompt ids evaluated */
+	TUI_EV_NOTICE,   /* text: a message for the user */
+	TUI_EV_END,      /* rc, stats, text: the error when rc != 0;
+	                    msgs: the conversation (OPEN, CLEAR) */
+};
+
+/* A message as copied for the UI. */
+struct tui_ev_msg {
+	enum store_role role;
+	char *text; /* owned */
+	size_t len;
+	enum store_finish finish;
+};
+
+/* One event; the UI frees it with tui_ev_free. */
+struct tui_ev {
+	struct tui_ev *next;
+	enum tui_ev_kind kind;
+	enum tui_job_kind job; /* END: the job that ended */
+	char *text;            /* owned, NUL-terminated, or NULL */
+	size_t len;
+	int32_t a, b;
+	int rc;                  /* END: 0 or -1 */
+	struct session_stats st; /* END of a generation */
+	struct tui_ev_msg *msgs; /* END of OPEN / CLEAR: owned */
+	size_t n_msgs;
+	int64_t conv_id; /* END: the session's conversation */
+};
+
+struct tui_worker {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int pipe[2]; /* [0] the UI polls, [1] written on the first event */
+	atomic_int *cancel; /* the session's cancel flag (invariant 3):
+	                       opts->cancel of tui_worker_open (borrowed) */
+
+	/* guarded by mu */
+	bool busy;             /* a job is handed over or running */
+	bool quit;             /* the thread should end */
+	enum tui_job_kind job; /* the job to run */
+	char *text;            /* its text (owned) */
+	size_t len;
+	int64_t conv_id;
+	struct tui_ev *head, *tail; /* events not yet taken */
+
+	/* owned by the worker while busy (invariant 1) */
+	struct session *s;      /* the session (owned) */
+	struct session_opts so; /* how to reopen it (strings borrowed) */
+	int32_t n_gen;          /* tokens of the reply so far */
+};
+
+/*
+ * Start the thread on session S (ownership passes to W), opened with
+ * OPTS, which is kept to reopen it on another conversation (its strings
+ * borrowed); opts->cancel must be set: it is the flag the worker raises.
+ * 0, or -1 with a message.
+ */
+int tui_worker_open(struct tui_worker *w, struct session *s,
+                    const struct session_opts *opts, char *err, size_t errlen);
+
+/* Hand a job over (invariant 2). TEXT is copied. 0 or -1 (no memory). */
+int tui_worker_start(struct tui_worker *w, enum tui_job_kind job,
+                     const char *text, size_t len, int64_t conv_id);
+
+/* Ask the running job to stop (thread- and signal-safe). */
+void tui_worker_cancel(struct tui_worker *w);
+
+/* Take all queued events (oldest first; NULL if none) and drain the pipe. */
+struct tui_ev *tui_worker_take(struct tui_worker *w);
+void tui_ev_free(struct tui_ev *e);
+
+/* The session, for the UI thread while idle (invariant 1), or NULL. */
+struct session *tui_worker_session(struct tui_worker *w);
+
+/* Stop the running job, end the thread, close the session. */
+void tui_worker_close(struct tui_worker *w);
+
+#endif /* PARLEY_TUI_WORKER_H */
