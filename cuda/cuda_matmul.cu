@@ -6,12 +6,13 @@
  * NOTES ON THE DESIGN
  *
  * Mat-vec (fewer than CUDA_GEMM_MIN_TOKENS tokens): one warp per output
- * row, lanes on consecutive elements, so a warp reads a contiguous span of
- * the row's blocks and of x (coalesced) and the row is read once per
- * token; fp32 products and sums, one shuffle reduction per row. Simple and
- * exact enough to compare with the CPU's fp32 reference at 1e-6; the fast
- * kernels (vector loads, several rows per warp, fused epilogues) are
- * issue 13's.
+ * row, MM_WARPS rows per block; the row is read once per token; fp32
+ * products and sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1,
+ * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks
+ * with wide loads (cm_matvec_unit, cuda_vecdot.cuh). The other types:
+ * lanes on consecutive elements through the element decoder (cm_matvec),
+ * so a warp still reads a contiguous span of the row (coalesced). Fused
+ * epilogues and several rows per warp are later work.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W
  * is dequantized into the fp16 scratch (ctx->d_w16, sized for a bounded
@@ -28,6 +29,7 @@
 #include "cuda_check.cuh"
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
+#include "cuda_vecdot.cuh"
 
 #include <string.h>
 
@@ -70,6 +72,38 @@ __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
 		acc += __shfl_xor_sync(0xffffffffu, acc, off);
 	if (lane == 0)
 		y[t * ne1 + row] = acc;
+}
+
+/* The fast mat-vec for the types of cuda_vecdot.cuh: warp per row, a lane
+ * takes whole units (cv_unit<T>), two in flight per iteration so each
+ * lane has two loads outstanding; blockIdx.y = token. */
+template <int T>
+__global__ void cm_matvec_unit(const uint8_t *w, size_t row_size, int64_t ne0,
+                               int64_t ne1, const float *x, float *y)
+{
+	const int lane = threadIdx.x & 31;
+	const int64_t row = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+	const int64_t t = blockIdx.y;
+	const int64_t nu = ne0 / cv_unit<T>::ne;
+
+	if (row >= ne1)
+		return;
+	const uint8_t *wr = w + (size_t)row * row_size;
+	const float *xt = x + t * ne0;
+	float acc0 = 0.0f, acc1 = 0.0f;
+	int64_t u = lane;
+
+	for (; u + 32 < nu; u += 64) {
+		acc0 += cv_unit<T>::dot(wr, u, xt);
+		acc1 += cv_unit<T>::dot(wr, u + 32, xt);
+	}
+	if (u < nu)
+		acc0 += cv_unit<T>::dot(wr, u, xt);
+	acc0 += acc1;
+	for (int off = 16; off > 0; off >>= 1)
+		acc0 += __shfl_xor_sync(0xffffffffu, acc0, off);
+	if (lane == 0)
+		y[t * ne1 + row] = acc0;
 }
 
 /* OUT[r][i] = fp16 of row R0 + r of W, element i, for N elements. */
@@ -158,6 +192,7 @@ extern "C" void cuda_ctx_free(struct cuda_ctx *ctx)
 		cublasDestroy(ctx->blas);
 	cudaFree(ctx->d_w16);
 	cudaFree(ctx->d_x16);
+	cudaFree(ctx->d_attn);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
 	memset(ctx, 0, sizeof(*ctx));
@@ -196,7 +231,27 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	dim3 grid((unsigned)((w->ne1 + MM_WARPS - 1) / MM_WARPS),
 	          (unsigned)n_tok);
 	const uint8_t *wd = (const uint8_t *)w->d;
+	/* cuda_vecdot.cuh's alignment: rows 4-byte aligned (16 for F16 and
+	 * whole units of 8), activations 16-byte aligned */
+	const uintptr_t al = (uintptr_t)wd | (uintptr_t)w->row_size;
+	const int unit_ok =
+	    (uintptr_t)d_x % 16 == 0 && al % 4 == 0 &&
+	    (w->type != QTYPE_F16 || (al % 16 == 0 && w->ne0 % 8 == 0));
 
+	if (unit_ok) {
+		switch (w->type) {
+#define X(T)                                                                   \
+	case T:                                                                \
+		cm_matvec_unit<T><<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(    \
+		    wd, w->row_size, w->ne0, w->ne1, d_x, d_y);                \
+		CUDA_TRY_LAUNCH(err, errlen);                                  \
+		return 0;
+			CV_FOR_EACH_TYPE(X)
+#undef X
+		default:
+			break; /* the element-wise kernel below */
+		}
+	}
 	switch (w->type) {
 #define X(T)                                                                   \
 	case T:                                                                \

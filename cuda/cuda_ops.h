@@ -38,10 +38,12 @@ extern "C" {
 struct cuda_ctx {
 	cudaStream_t stream;
 	cublasHandle_t blas;
-	void *d_w16;    /* fp16 dequantized weight rows (GEMM path) */
-	size_t w16_cap; /* elements of d_w16 */
-	void *d_x16;    /* fp16 copy of the activations (GEMM path) */
-	size_t x16_cap; /* elements of d_x16 */
+	void *d_w16;     /* fp16 dequantized weight rows (GEMM path) */
+	size_t w16_cap;  /* elements of d_w16 */
+	void *d_x16;     /* fp16 copy of the activations (GEMM path) */
+	size_t x16_cap;  /* elements of d_x16 */
+	void *d_attn;    /* fp32 partials of the split decode attention */
+	size_t attn_cap; /* floats of d_attn (grown on demand) */
 };
 
 /* A weight matrix on the device. */
@@ -125,6 +127,9 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
  * pos0 + t) of head h attends to cache positions 0..pos0 + t of KV head
  * h / (n_head / n_kv); Q [n_tok][n_head * head_dim], OUT same shape.
  * Scores scaled by 1/sqrt(head_dim), softmax in fp32 (online, any length).
+ * Fewer than CUDA_GEMM_MIN_TOKENS queries: split over the positions, with
+ * partials in ctx->d_attn (grown here when too small: that cudaMalloc
+ * may synchronise the device).
  */
 int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                       const uint16_t *d_kc, const uint16_t *d_vc, int32_t n_tok,

@@ -366,7 +366,8 @@ static void test_rope(struct cuda_ctx *ctx, int neox, int n_rot, int factors)
 static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
                            int n_tok, int pos0)
 {
-	const int n_layer = 2, il = 1, n_ctx = 600, n_pos = pos0 + n_tok;
+	const int n_layer = 2, il = 1, n_pos = pos0 + n_tok;
+	const int n_ctx = n_pos + 3 > 600 ? n_pos + 3 : 600;
 	const int kvd = n_kv * hd, group = n_head / n_kv;
 	size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
 	float *k = malloc(sizeof(float) * (size_t)n_pos * kvd);
@@ -484,6 +485,10 @@ int main(void)
 			test_type(&ctx, t, 37, 5); /* odd row length */
 		else
 			test_type(&ctx, t, k ? 256 : 32, 1);
+		/* long rows, 7 rows: the unit mat-vec's two-per-iteration
+		   loop and its tail (88 K sub-blocks, 33 blocks, 132 F16
+		   units of 8) */
+		test_type(&ctx, t, k ? 2816 : 1056, 7);
 	}
 	test_elementwise(&ctx);
 	for (int neox = 0; neox <= 1; neox++) {
@@ -495,6 +500,19 @@ int main(void)
 	test_attention(&ctx, 6, 2, 64, 1, 333); /* decode */
 	test_attention(&ctx, 4, 4, 80, 3, 100); /* head_dim not 32k, MHA */
 	test_attention(&ctx, 8, 1, 128, 5, 31); /* MQA, chunk boundary */
+	/* the split decode path: 1..3000 positions, 64-position chunks
+	   (boundaries at 64, 128), GQA groups 1, 2, 3, 7 and 16 (two blocks
+	   of query heads per KV head), head_dim 80 and 256 */
+	test_attention(&ctx, 3, 3, 64, 1, 0);     /* one position */
+	test_attention(&ctx, 9, 3, 64, 1, 63);    /* exactly one chunk */
+	test_attention(&ctx, 9, 3, 64, 1, 64);    /* one into the next */
+	test_attention(&ctx, 4, 2, 128, 1, 2999); /* 3000 positions */
+	test_attention(&ctx, 14, 2, 64, 1, 1500); /* group 7 */
+	test_attention(&ctx, 14, 2, 64, 3, 126);  /* batch across 128 */
+	test_attention(&ctx, 16, 1, 64, 2, 700);  /* group 16 */
+	test_attention(&ctx, 2, 1, 256, 1, 200);  /* widest head */
+	test_attention(&ctx, 4, 4, 80, 7, 1000);  /* 7 queries, MHA */
+	test_attention(&ctx, 2, 1, 36, 1, 200);   /* head_dim % 8: one warp */
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }
