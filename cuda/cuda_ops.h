@@ -83,6 +83,29 @@ int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                    const float *d_x, int32_t n_tok, float *d_y, int force,
                    char *err, size_t errlen);
 
+/* Y[t][r] += W row r . X[t]: cuda_op_matmul with the residual add fused
+ * (mat-vec: the row's sum added in place; GEMM: beta = 1). */
+int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                       const float *d_x, int32_t n_tok, float *d_y, int force,
+                       char *err, size_t errlen);
+
+/* Q = WQ X, K = WK X, V = WV X (shapes as cuda_op_matmul): one mat-vec
+ * launch when n_tok < CUDA_GEMM_MIN_TOKENS and the three share a type with
+ * a fast mat-vec (cuda_vecdot.cuh), three cuda_op_matmul otherwise. */
+int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+                       const struct cuda_tensor *wk,
+                       const struct cuda_tensor *wv, const float *d_x,
+                       int32_t n_tok, float *d_q, float *d_k, float *d_v,
+                       char *err, size_t errlen);
+
+/* G = silu(GATE X) * (UP X) ([n_tok][gate->ne1]): one mat-vec launch under
+ * the same conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
+ * products (UP X into D_U, same shape) and cuda_op_swiglu. */
+int cuda_op_matmul_swiglu(struct cuda_ctx *ctx, const struct cuda_tensor *gate,
+                          const struct cuda_tensor *up, const float *d_x,
+                          int32_t n_tok, float *d_g, float *d_u, char *err,
+                          size_t errlen);
+
 /* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. */
 int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
                     int32_t n, int32_t n_tok, float eps, float *d_out,

@@ -252,6 +252,133 @@ out:
 	free(ygpu);
 }
 
+/* A random weight of type T, NE0 x NE1, on the device (*D) with its
+ * dequantized rows in *WF (malloc'ed). */
+static struct cuda_tensor fused_weight(uint32_t t, int64_t ne0, int64_t ne1,
+                                       void **d, float **wf)
+{
+	size_t rs = quant_row_size(t, ne0);
+	unsigned char *w = malloc(rs * (size_t)ne1);
+	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL};
+
+	*wf = malloc(sizeof(float) * (size_t)(ne0 * ne1));
+	random_rows(t, w, ne0, ne1);
+	for (int64_t r = 0; r < ne1; r++)
+		quant_dequant_row(t, w + (size_t)r * rs, *wf + r * ne0, ne0);
+	*d = dev_put(w, rs * (size_t)ne1);
+	ct.d = *d;
+	free(w);
+	return ct;
+}
+
+/* Y[t][r] = WF row r . X[t] in double, as float. */
+static void fused_ref(const float *wf, int64_t ne0, int64_t ne1, const float *x,
+                      int n_tok, double *y)
+{
+	for (int t = 0; t < n_tok; t++)
+		for (int64_t r = 0; r < ne1; r++) {
+			double s = 0;
+
+			for (int64_t i = 0; i < ne0; i++)
+				s += (double)wf[r * ne0 + i] * x[t * ne0 + i];
+			y[t * ne1 + r] = s;
+		}
+}
+
+/* NMSE of N floats on the device at D against REF (doubles). */
+static double fused_err(struct cuda_ctx *ctx, const void *d, const double *ref,
+                        size_t n)
+{
+	float *g = malloc(sizeof(float) * n), *c = malloc(sizeof(float) * n);
+	double e;
+
+	for (size_t i = 0; i < n; i++)
+		c[i] = (float)ref[i];
+	e = dev_get(ctx, g, d, sizeof(float) * n) ? 1 : nmse(g, c, n);
+	free(g);
+	free(c);
+	return e;
+}
+
+/*
+ * The fused products against the double reference: QKV (types TQ, TK,
+ * TV), gate/up + SwiGLU (types TQ, TK) and the residual add (type TQ), on
+ * N_TOK tokens of NE0 inputs; odd row counts. One launch when the types
+ * agree and have a fast mat-vec, the unfused fallback otherwise (mixed
+ * types, element-wise types, 8+ tokens: GEMM, fp16 tolerance).
+ */
+static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
+                       uint32_t tv, int64_t ne0, int n_tok)
+{
+	const int64_t nq = 99, nkv = 33, nff = 77;
+	const double tol = n_tok < CUDA_GEMM_MIN_TOKENS ? TOL_F32 : TOL_F16;
+	float *wq, *wk, *wv, *wu, *x = malloc(sizeof(float) * n_tok * ne0);
+	float *y0 = malloc(sizeof(float) * n_tok * nq);
+	double *rq = malloc(sizeof(double) * n_tok * nq);
+	double *rk = malloc(sizeof(double) * n_tok * nkv);
+	double *rv = malloc(sizeof(double) * n_tok * nkv);
+	double *rg = malloc(sizeof(double) * n_tok * nff);
+	double *ru = malloc(sizeof(double) * n_tok * nff);
+	void *dq, *dk, *dv, *du, *d_x, *d_q, *d_k, *d_v, *d_g, *d_u;
+	struct cuda_tensor cq = fused_weight(tq, ne0, nq, &dq, &wq);
+	struct cuda_tensor ck = fused_weight(tk, ne0, nkv, &dk, &wk);
+	struct cuda_tensor cv = fused_weight(tv, ne0, nkv, &dv, &wv);
+	struct cuda_tensor cu = fused_weight(tk, ne0, nff, &du, &wu);
+	struct cuda_tensor cg = cq;
+	char err[512] = "";
+	int rc;
+
+	cg.ne1 = nff; /* the gate: the first nff rows of wq */
+	fill_unif(x, (size_t)n_tok * ne0, -1.0f, 1.0f);
+	fill_unif(y0, (size_t)n_tok * nq, -1.0f, 1.0f);
+	fused_ref(wq, ne0, nq, x, n_tok, rq);
+	fused_ref(wk, ne0, nkv, x, n_tok, rk);
+	fused_ref(wv, ne0, nkv, x, n_tok, rv);
+	fused_ref(wq, ne0, nff, x, n_tok, rg);
+	fused_ref(wu, ne0, nff, x, n_tok, ru);
+	d_x = dev_put(x, sizeof(float) * n_tok * ne0);
+	d_q = dev_put(NULL, sizeof(float) * n_tok * nq);
+	d_k = dev_put(NULL, sizeof(float) * n_tok * nkv);
+	d_v = dev_put(NULL, sizeof(float) * n_tok * nkv);
+	d_g = dev_put(NULL, sizeof(float) * n_tok * nff);
+	d_u = dev_put(NULL, sizeof(float) * n_tok * nff);
+
+	rc = cuda_op_matmul_qkv(ctx, &cq, &ck, &cv, d_x, n_tok, d_q, d_k, d_v,
+	                        err, sizeof(err));
+	double eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
+	double ek = rc ? 1 : fused_err(ctx, d_k, rk, (size_t)n_tok * nkv);
+	double ev = rc ? 1 : fused_err(ctx, d_v, rv, (size_t)n_tok * nkv);
+	tap_ok(!rc && eq <= tol && ek <= tol && ev <= tol,
+	       "qkv %s/%s/%s x%lld, %d tokens: nmse %.3g %.3g %.3g %s",
+	       qtype_name(tq), qtype_name(tk), qtype_name(tv), (long long)ne0,
+	       n_tok, eq, ek, ev, err);
+
+	for (int64_t i = 0; i < n_tok * nff; i++)
+		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
+	rc = cuda_op_matmul_swiglu(ctx, &cg, &cu, d_x, n_tok, d_g, d_u, err,
+	                           sizeof(err));
+	double eg = rc ? 1 : fused_err(ctx, d_g, rg, (size_t)n_tok * nff);
+	tap_ok(!rc && eg <= tol, "swiglu %s/%s x%lld, %d tokens: nmse %.3g %s",
+	       qtype_name(tq), qtype_name(tk), (long long)ne0, n_tok, eg, err);
+
+	for (int64_t i = 0; i < n_tok * nq; i++)
+		rq[i] += y0[i];
+	rc = cudaMemcpy(d_q, y0, sizeof(float) * n_tok * nq,
+	                cudaMemcpyHostToDevice) != cudaSuccess;
+	rc = rc ||
+	     cuda_op_matmul_add(ctx, &cq, d_x, n_tok, d_q, 0, err, sizeof(err));
+	eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
+	tap_ok(!rc && eq <= tol, "matmul_add %s x%lld, %d tokens: nmse %.3g %s",
+	       qtype_name(tq), (long long)ne0, n_tok, eq, err);
+
+	void *dev[] = {dq, dk, dv, du, d_x, d_q, d_k, d_v, d_g, d_u};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {wq, wk, wv, wu, x, y0, rq, rk, rv, rg, ru};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 /* RMSNorm, bias, residual add, SwiGLU: fp32 element-wise. */
 static void test_elementwise(struct cuda_ctx *ctx)
 {
@@ -472,7 +599,7 @@ int main(void)
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
 		return tap_skip_all("no CUDA device");
 	/* a small fp16 weight scratch, so big matrices take several chunks */
-	if (cuda_ctx_init(&ctx, 100000, 512 * 1024, err, sizeof(err)) != 0) {
+	if (cuda_ctx_init(&ctx, 100000, 512 * 4096, err, sizeof(err)) != 0) {
 		printf("Bail out! %s\n", err);
 		return 1;
 	}
@@ -490,6 +617,13 @@ int main(void)
 		   units of 8) */
 		test_type(&ctx, t, k ? 2816 : 1056, 7);
 	}
+	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
+	           1);                                             /* fused */
+	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768,
+	           1); /* mixed */
+	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, 288, 2); /* elem */
+	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
 	for (int neox = 0; neox <= 1; neox++) {
 		test_rope(&ctx, neox, 64, 0);
