@@ -261,12 +261,10 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	     cuda_op_add_bias(x, s->k, l->bk, s->kv_dim, n, err, errlen) ||
 	     cuda_op_add_bias(x, s->v, l->bv, s->kv_dim, n, err, errlen)))
 		return -1;
-	if (cuda_op_rope(x, s->q, n, c->n_head, c->head_dim_k, c->n_rot,
-	                 s->inv_freq, pos0, neox, err, errlen) ||
-	    cuda_op_rope(x, s->k, n, c->n_head_kv, c->head_dim_k, c->n_rot,
-	                 s->inv_freq, pos0, neox, err, errlen) ||
-	    cuda_op_kv_store(x, s->k, s->v, n, c->n_head_kv, c->head_dim_k,
-	                     e->n_ctx, il, pos0, s->kc, s->vc, err, errlen) ||
+	if (cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, c->n_head,
+	                          c->n_head_kv, c->head_dim_k, c->n_rot,
+	                          s->inv_freq, pos0, neox, e->n_ctx, il, s->kc,
+	                          s->vc, err, errlen) ||
 	    cuda_op_attention(x, s->q, s->kc, s->vc, n, c->n_head, c->n_head_kv,
 	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, err,
 	                      errlen) ||

@@ -146,6 +146,18 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
                      uint16_t *d_vc, char *err, size_t errlen);
 
 /*
+ * cuda_op_rope of Q (n_head heads) and of K (n_kv heads), then
+ * cuda_op_kv_store of K and V, in one launch; the same results bit for
+ * bit (Q and K rotated in place too).
+ */
+int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
+                          const float *d_v, int32_t n_tok, int32_t n_head,
+                          int32_t n_kv, int32_t head_dim, int32_t n_rot,
+                          const double *d_inv_freq, int32_t pos0, int neox,
+                          int32_t n_ctx, int32_t il, uint16_t *d_kc,
+                          uint16_t *d_vc, char *err, size_t errlen);
+
+/*
  * Causal grouped-query attention of layer IL: query t (at position
  * pos0 + t) of head h attends to cache positions 0..pos0 + t of KV head
  * h / (n_head / n_kv); Q [n_tok][n_head * head_dim], OUT same shape.

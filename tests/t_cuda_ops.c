@@ -364,7 +364,8 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	for (int64_t i = 0; i < n_tok * nq; i++)
 		rq[i] += y0[i];
 	rc = cudaMemcpy(d_q, y0, sizeof(float) * n_tok * nq,
-	                cudaMemcpyHostToDevice) != cudaSuccess;
+	                cudaMemcpyHostToDevice) != cudaSuccess ||
+	     cudaDeviceSynchronize() != cudaSuccess;
 	rc = rc ||
 	     cuda_op_matmul_add(ctx, &cq, d_x, n_tok, d_q, 0, err, sizeof(err));
 	eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
@@ -487,6 +488,87 @@ static void test_rope(struct cuda_ctx *ctx, int neox, int n_rot, int factors)
 	       err);
 	cudaFree(d_x);
 	cudaFree(d_inv);
+}
+
+/*
+ * cuda_op_rope_kv_store against the unfused ops it replaces (cuda_op_rope
+ * of Q and K, cuda_op_kv_store; each checked against the CPU above):
+ * Q, K and both caches bit for bit. N_ROT < HD leaves dims unrotated.
+ */
+static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
+                         int n_head, int n_kv, int n_tok, int pos0)
+{
+	const int n_layer = 2, il = 1, n_ctx = pos0 + n_tok + 5;
+	const size_t nq = (size_t)n_tok * n_head * hd;
+	const size_t nk = (size_t)n_tok * n_kv * hd;
+	const size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
+	float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+	float *v = malloc(sizeof(float) * nk);
+	float *a = malloc(sizeof(float) * (nq + nk));
+	float *b = malloc(sizeof(float) * (nq + nk));
+	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
+	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
+	void *d_inv, *d_v, *d_q[2], *d_k[2], *d_kc[2], *d_vc[2];
+	char err[512] = "";
+	int rc = 0;
+	long bad = 0;
+
+	for (int i = 0; i < n_rot / 2; i++)
+		inv[i] = pow(10000.0, -2.0 * i / n_rot);
+	fill_unif(q, nq, -2.0f, 2.0f);
+	fill_unif(k, nk, -2.0f, 2.0f);
+	fill_unif(v, nk, -2.0f, 2.0f);
+	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
+	d_v = dev_put(v, sizeof(float) * nk);
+	for (int j = 0; j < 2; j++) {
+		d_q[j] = dev_put(q, sizeof(float) * nq);
+		d_k[j] = dev_put(k, sizeof(float) * nk);
+		d_kc[j] = dev_put(NULL, 2 * cache);
+		d_vc[j] = dev_put(NULL, 2 * cache);
+		rc = rc || cudaMemset(d_kc[j], 0, 2 * cache) != cudaSuccess ||
+		     cudaMemset(d_vc[j], 0, 2 * cache) != cudaSuccess;
+	}
+	/* the legacy stream's memsets before the op's non-blocking stream */
+	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
+	rc = rc ||
+	     cuda_op_rope(ctx, d_q[0], n_tok, n_head, hd, n_rot, d_inv, pos0,
+	                  neox, err, sizeof(err)) ||
+	     cuda_op_rope(ctx, d_k[0], n_tok, n_kv, hd, n_rot, d_inv, pos0,
+	                  neox, err, sizeof(err)) ||
+	     cuda_op_kv_store(ctx, d_k[0], d_v, n_tok, n_kv, hd, n_ctx, il,
+	                      pos0, d_kc[0], d_vc[0], err, sizeof(err)) ||
+	     cuda_op_rope_kv_store(ctx, d_q[1], d_k[1], d_v, n_tok, n_head,
+	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
+	                           il, d_kc[1], d_vc[1], err, sizeof(err));
+	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
+	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
+	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
+	     dev_get(ctx, b + nq, d_k[1], sizeof(float) * nk) ||
+	     dev_get(ctx, ca, d_kc[0], 2 * cache) ||
+	     dev_get(ctx, ca + cache, d_vc[0], 2 * cache) ||
+	     dev_get(ctx, cb, d_kc[1], 2 * cache) ||
+	     dev_get(ctx, cb + cache, d_vc[1], 2 * cache);
+	bad = rc ? -1
+	         : (memcmp(a, b, sizeof(float) * (nq + nk)) != 0) +
+	               (memcmp(ca, cb, 4 * cache) != 0) * 2;
+	/* and the fused op did change something: Q rotated, caches filled */
+	bad += !rc && n_rot > 0 && memcmp(b, q, sizeof(float) * nq) == 0;
+	tap_ok(!rc && bad == 0,
+	       "rope_kv_store %s n_rot %d head_dim %d heads %d/%d, %d tokens "
+	       "at %d: same as rope + rope + kv_store (%ld) %s",
+	       neox ? "neox" : "norm", n_rot, hd, n_head, n_kv, n_tok, pos0,
+	       bad, err);
+	for (int j = 0; j < 2; j++) {
+		cudaFree(d_q[j]);
+		cudaFree(d_k[j]);
+		cudaFree(d_kc[j]);
+		cudaFree(d_vc[j]);
+	}
+	cudaFree(d_inv);
+	cudaFree(d_v);
+	void *host[] = {q, k, v, a, b, ca, cb, inv};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
 }
 
 /* KV store layout and causal GQA attention over N_TOK queries at POS0. */
@@ -629,7 +711,11 @@ int main(void)
 		test_rope(&ctx, neox, 64, 0);
 		test_rope(&ctx, neox, 32, 1);
 	}
-	test_attention(&ctx, 6, 2, 64, 512, 0); /* prefill */
+	test_rope_kv(&ctx, 0, 64, 64, 9, 3, 1, 40);    /* decode */
+	test_rope_kv(&ctx, 1, 32, 64, 14, 2, 7, 100);  /* partial rotation */
+	test_rope_kv(&ctx, 1, 128, 128, 4, 2, 33, 0);  /* prefill */
+	test_rope_kv(&ctx, 0, 256, 256, 2, 1, 1, 500); /* pairs > threads */
+	test_attention(&ctx, 6, 2, 64, 512, 0);        /* prefill */
 	test_attention(&ctx, 6, 2, 64, 7, 40);  /* a chunk after a prefix */
 	test_attention(&ctx, 6, 2, 64, 1, 333); /* decode */
 	test_attention(&ctx, 4, 4, 80, 3, 100); /* head_dim not 32k, MHA */
