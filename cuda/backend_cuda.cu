@@ -74,7 +74,6 @@ struct cu_state {
 	float *o;      /* [n_batch][q_dim] attention output */
 	float *hb;     /* [n_batch][n_ff] */
 	float *hb2;    /* [n_batch][n_ff] */
-	float *y;      /* [n_batch][n_embd] */
 	float *logits; /* [logits_rows][n_vocab] */
 	int32_t logits_rows;
 	uint16_t *kc, *vc; /* KV cache, fp16 */
@@ -254,26 +253,22 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 
 	if (cuda_op_rmsnorm(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                    s->xb, err, errlen) ||
-	    cuda_op_matmul(x, &l->wq, s->xb, n, s->q, 0, err, errlen) ||
-	    cuda_op_matmul(x, &l->wk, s->xb, n, s->k, 0, err, errlen) ||
-	    cuda_op_matmul(x, &l->wv, s->xb, n, s->v, 0, err, errlen))
+	    cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, s->xb, n, s->q, s->k,
+	                       s->v, err, errlen))
 		return -1;
 	if (l->bq != NULL &&
 	    (cuda_op_add_bias(x, s->q, l->bq, s->q_dim, n, err, errlen) ||
 	     cuda_op_add_bias(x, s->k, l->bk, s->kv_dim, n, err, errlen) ||
 	     cuda_op_add_bias(x, s->v, l->bv, s->kv_dim, n, err, errlen)))
 		return -1;
-	if (cuda_op_rope(x, s->q, n, c->n_head, c->head_dim_k, c->n_rot,
-	                 s->inv_freq, pos0, neox, err, errlen) ||
-	    cuda_op_rope(x, s->k, n, c->n_head_kv, c->head_dim_k, c->n_rot,
-	                 s->inv_freq, pos0, neox, err, errlen) ||
-	    cuda_op_kv_store(x, s->k, s->v, n, c->n_head_kv, c->head_dim_k,
-	                     e->n_ctx, il, pos0, s->kc, s->vc, err, errlen) ||
+	if (cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, c->n_head,
+	                          c->n_head_kv, c->head_dim_k, c->n_rot,
+	                          s->inv_freq, pos0, neox, e->n_ctx, il, s->kc,
+	                          s->vc, err, errlen) ||
 	    cuda_op_attention(x, s->q, s->kc, s->vc, n, c->n_head, c->n_head_kv,
 	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, err,
 	                      errlen) ||
-	    cuda_op_matmul(x, &l->wo, s->o, n, s->y, 0, err, errlen) ||
-	    cuda_op_add(x, s->x, s->y, (int64_t)n * c->n_embd, err, errlen))
+	    cuda_op_matmul_add(x, &l->wo, s->o, n, s->x, 0, err, errlen))
 		return -1;
 	return 0;
 }
@@ -288,12 +283,9 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 
 	if (cuda_op_rmsnorm(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
 	                    s->xb, err, errlen) ||
-	    cuda_op_matmul(x, &l->gate, s->xb, n, s->hb, 0, err, errlen) ||
-	    cuda_op_matmul(x, &l->up, s->xb, n, s->hb2, 0, err, errlen) ||
-	    cuda_op_swiglu(x, s->hb, s->hb2, (int64_t)n * c->n_ff, err,
-	                   errlen) ||
-	    cuda_op_matmul(x, &l->down, s->hb, n, s->y, 0, err, errlen) ||
-	    cuda_op_add(x, s->x, s->y, (int64_t)n * c->n_embd, err, errlen))
+	    cuda_op_matmul_swiglu(x, &l->gate, &l->up, s->xb, n, s->hb, s->hb2,
+	                          err, errlen) ||
+	    cuda_op_matmul_add(x, &l->down, s->hb, n, s->x, 0, err, errlen))
 		return -1;
 	return 0;
 }
@@ -590,9 +582,9 @@ static void cu_close(struct engine *e)
 		}
 		if (s->sel_ok)
 			cuda_select_free(&s->sel);
-		void *bufs[] = {s->arena, s->tok,    s->x,  s->xb, s->q,
-		                s->k,     s->v,      s->o,  s->hb, s->hb2,
-		                s->y,     s->logits, s->kc, s->vc};
+		void *bufs[] = {s->arena,  s->tok, s->x, s->xb, s->q,
+		                s->k,      s->v,   s->o, s->hb, s->hb2,
+		                s->logits, s->kc,  s->vc};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		free(s->layers);
@@ -699,7 +691,6 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->o, nb * s->q_dim * sizeof(float), &rc);
 	cu_alloc((void **)&s->hb, nb * c->n_ff * sizeof(float), &rc);
 	cu_alloc((void **)&s->hb2, nb * c->n_ff * sizeof(float), &rc);
-	cu_alloc((void **)&s->y, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->kc, kv / 2, &rc);
 	cu_alloc((void **)&s->vc, kv / 2, &rc);
 	if (rc != 0 || s->layers == NULL) {

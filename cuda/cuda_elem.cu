@@ -1,6 +1,7 @@
 /*
  * cuda_elem.cu - the element-wise and per-row operations of the forward
- * pass: RMSNorm, RoPE, bias add, residual add, SwiGLU, KV-cache store.
+ * pass: RMSNorm, RoPE, bias add, residual add, SwiGLU, KV-cache store,
+ * and RoPE + KV store fused (one launch instead of three per layer).
  *
  * NOTES ON THE DESIGN
  *
@@ -122,6 +123,56 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
 	vc[at] = __float2half_rn(v[idx]);
 }
 
+/*
+ * RoPE of Q and K and the KV store in one launch (decode's chain of three
+ * small kernels cost three launch latencies): block = (token, head hh of
+ * the n_head query heads followed by the n_kv key heads); pair i of the
+ * head rotated as el_rope does (same operations, so the same bits); a key
+ * head also stores its rotated pairs, its unrotated dims and the value
+ * head hh - n_head into the fp16 caches as el_kv_store does. Q and K are
+ * rotated in place, as the unfused ops leave them.
+ */
+__global__ void el_rope_kv_store(float *q, float *k, const float *v,
+                                 int32_t n_head, int32_t n_kv, int32_t head_dim,
+                                 int32_t n_rot, const double *inv_freq,
+                                 int32_t pos0, int neox, int32_t n_ctx,
+                                 int32_t il, __half *kc, __half *vc)
+{
+	const int32_t t = blockIdx.x / (n_head + n_kv);
+	const int hh = (int)(blockIdx.x % (n_head + n_kv));
+	const int is_k = hh >= n_head, h = is_k ? hh - n_head : hh;
+	const int half = n_rot / 2;
+	float *x = is_k ? k + ((size_t)t * n_kv + h) * head_dim
+	                : q + ((size_t)t * n_head + h) * head_dim;
+	const size_t at = (((size_t)il * n_kv + (size_t)h) * (size_t)n_ctx +
+	                   (size_t)(pos0 + t)) *
+	                  (size_t)head_dim;
+
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		const double theta = (double)(pos0 + t) * inv_freq[i];
+		const float c = (float)cos(theta), sn = (float)sin(theta);
+		const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+		const float x0 = x[a], x1 = x[b];
+		const float ya = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+		const float yb = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+
+		x[a] = ya;
+		x[b] = yb;
+		if (is_k) {
+			kc[at + a] = __float2half_rn(ya);
+			kc[at + b] = __float2half_rn(yb);
+		}
+	}
+	if (!is_k)
+		return;
+	const float *vr = v + ((size_t)t * n_kv + h) * head_dim;
+	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+		if (d >= 2 * half)
+			kc[at + d] = __float2half_rn(x[d]);
+		vc[at + d] = __float2half_rn(vr[d]);
+	}
+}
+
 /* ------------------------------------------------------------ launchers */
 
 extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
@@ -190,6 +241,26 @@ extern "C" int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k,
 	el_kv_store<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
 	    d_k, d_v, n_tok, n_kv, head_dim, n_ctx, il, pos0, (__half *)d_kc,
 	    (__half *)d_vc);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q,
+                                     float *d_k, const float *d_v,
+                                     int32_t n_tok, int32_t n_head,
+                                     int32_t n_kv, int32_t head_dim,
+                                     int32_t n_rot, const double *d_inv_freq,
+                                     int32_t pos0, int neox, int32_t n_ctx,
+                                     int32_t il, uint16_t *d_kc, uint16_t *d_vc,
+                                     char *err, size_t errlen)
+{
+	int64_t blocks = (int64_t)n_tok * (n_head + n_kv);
+
+	if (blocks == 0)
+		return 0;
+	el_rope_kv_store<<<(unsigned)blocks, 64, 0, ctx->stream>>>(
+	    d_q, d_k, d_v, n_head, n_kv, head_dim, n_rot, d_inv_freq, pos0,
+	    neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -6,12 +6,13 @@
  * NOTES ON THE DESIGN
  *
  * Mat-vec (fewer than CUDA_GEMM_MIN_TOKENS tokens): one warp per output
- * row, lanes on consecutive elements, so a warp reads a contiguous span of
- * the row's blocks and of x (coalesced) and the row is read once per
- * token; fp32 products and sums, one shuffle reduction per row. Simple and
- * exact enough to compare with the CPU's fp32 reference at 1e-6; the fast
- * kernels (vector loads, several rows per warp, fused epilogues) are
- * issue 13's.
+ * row, MM_WARPS rows per block; the row is read once per token; fp32
+ * products and sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1,
+ * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks
+ * with wide loads (cm_matvec_unit, cuda_vecdot.cuh). The other types:
+ * lanes on consecutive elements through the element decoder (cm_matvec),
+ * so a warp still reads a contiguous span of the row (coalesced). Fused
+ * epilogues and several rows per warp are later work.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W
  * is dequantized into the fp16 scratch (ctx->d_w16, sized for a bounded
@@ -28,6 +29,7 @@
 #include "cuda_check.cuh"
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
+#include "cuda_vecdot.cuh"
 
 #include <string.h>
 
@@ -49,10 +51,11 @@ __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
 	out[idx] = cq_row_elem<T>(w + (size_t)rows[r] * row_size, i);
 }
 
-/* Y[t][row] = W row . X[t]; warp per row, blockIdx.y = token. */
+/* Y[t][row] = W row . X[t] (ADD: Y[t][row] += it); warp per row,
+ * blockIdx.y = token. */
 template <int T>
 __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
-                          int64_t ne1, const float *x, float *y)
+                          int64_t ne1, const float *x, float *y, int add)
 {
 	const int lane = threadIdx.x & 31;
 	const int64_t row = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
@@ -69,7 +72,97 @@ __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
 	for (int off = 16; off > 0; off >>= 1)
 		acc += __shfl_xor_sync(0xffffffffu, acc, off);
 	if (lane == 0)
-		y[t * ne1 + row] = acc;
+		y[t * ne1 + row] = add ? y[t * ne1 + row] + acc : acc;
+}
+
+/* One weight of a fused mat-vec launch. */
+struct cm_part {
+	const uint8_t *w; /* ne1 rows of row_size bytes */
+	size_t row_size;  /* bytes per row */
+	int64_t ne1;      /* rows */
+	float *y;         /* output [n_tok][ne1] */
+};
+
+/* Up to three weights of one type and one input length, read by one
+ * launch: global row r of the launch is row r - (rows of the earlier
+ * parts) of the first part it falls in. */
+#define CM_MAX_PARTS 3
+struct cm_parts {
+	struct cm_part p[CM_MAX_PARTS];
+	int n;        /* parts whose rows the launch covers */
+	int64_t rows; /* sum of their ne1 */
+};
+
+/* What a unit mat-vec writes. */
+enum { CM_SET, CM_ADD, CM_SWIGLU };
+
+/* Row WR . XT over the row's NU units, reduced over the warp (every lane
+ * gets the sum); a lane takes units lane, lane + 32, ..., two in flight
+ * per iteration so each lane has two loads outstanding. */
+template <int T>
+static __device__ __forceinline__ float
+cm_row_dot(const uint8_t *wr, int64_t nu, const float *xt, int lane)
+{
+	float acc0 = 0.0f, acc1 = 0.0f;
+	int64_t u = lane;
+
+	for (; u + 32 < nu; u += 64) {
+		acc0 += cv_unit<T>::dot(wr, u, xt);
+		acc1 += cv_unit<T>::dot(wr, u + 32, xt);
+	}
+	if (u < nu)
+		acc0 += cv_unit<T>::dot(wr, u, xt);
+	acc0 += acc1;
+	for (int off = 16; off > 0; off >>= 1)
+		acc0 += __shfl_xor_sync(0xffffffffu, acc0, off);
+	return acc0;
+}
+
+/*
+ * The fast mat-vec for the types of cuda_vecdot.cuh: warp per row of the
+ * parts, MM_WARPS rows per block, blockIdx.y = token. MODE CM_SET: y =
+ * W x; CM_ADD: y += W x (the residual add fused); CM_SWIGLU: the launch
+ * covers part 0 (gate) only and the warp also dots row r of part 1 (up):
+ * y0 = silu(gate x) * (up x), el_swiglu's order of operations.
+ */
+template <int T, int MODE>
+__global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
+{
+	const int lane = threadIdx.x & 31;
+	int64_t r = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+	const int64_t t = blockIdx.y, nu = ne0 / cv_unit<T>::ne;
+	const uint8_t *w = ps.p[0].w;
+	size_t rs = ps.p[0].row_size;
+	int64_t ne1 = ps.p[0].ne1;
+	float *yp = ps.p[0].y;
+
+	if (r >= ps.rows)
+		return;
+		/* constant indices once unrolled: the parts stay in parameter
+		 * space (a dynamic index would copy them to local memory) */
+#pragma unroll
+	for (int k = 1; k < CM_MAX_PARTS; k++)
+		if (k < ps.n && r >= ne1) {
+			r -= ne1;
+			w = ps.p[k].w;
+			rs = ps.p[k].row_size;
+			ne1 = ps.p[k].ne1;
+			yp = ps.p[k].y;
+		}
+	const float *xt = x + t * ne0;
+	float sum = cm_row_dot<T>(w + (size_t)r * rs, nu, xt, lane);
+
+	if (MODE == CM_SWIGLU) {
+		const float u = cm_row_dot<T>(
+		    ps.p[1].w + (size_t)r * ps.p[1].row_size, nu, xt, lane);
+
+		sum = __fmul_rn(__fdiv_rn(sum, 1.0f + expf(-sum)), u);
+	}
+	if (lane == 0) {
+		float *y = yp + t * ne1 + r;
+
+		*y = MODE == CM_ADD ? *y + sum : sum;
+	}
 }
 
 /* OUT[r][i] = fp16 of row R0 + r of W, element i, for N elements. */
@@ -158,6 +251,7 @@ extern "C" void cuda_ctx_free(struct cuda_ctx *ctx)
 		cublasDestroy(ctx->blas);
 	cudaFree(ctx->d_w16);
 	cudaFree(ctx->d_x16);
+	cudaFree(ctx->d_attn);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
 	memset(ctx, 0, sizeof(*ctx));
@@ -188,20 +282,89 @@ extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
 	return 0;
 }
 
-/* The mat-vec path: one launch, grid.y over the tokens. */
+/* True when W has a cv_unit and meets cuda_vecdot.cuh's alignment: rows
+ * 4-byte aligned (16 for F16, in whole units of 8), X 16-byte aligned. */
+static int cm_unit_ok(const struct cuda_tensor *w, const float *d_x)
+{
+	const uintptr_t al = (uintptr_t)w->d | (uintptr_t)w->row_size;
+
+	switch (w->type) {
+#define X(T) case T:
+		CV_FOR_EACH_TYPE(X)
+#undef X
+		break;
+	default:
+		return 0;
+	}
+	return (uintptr_t)d_x % 16 == 0 && al % 4 == 0 &&
+	       (w->type != QTYPE_F16 || (al % 16 == 0 && w->ne0 % 8 == 0));
+}
+
+/* The part of one weight with output D_Y. */
+static struct cm_part cm_part_of(const struct cuda_tensor *w, float *d_y)
+{
+	struct cm_part p = {(const uint8_t *)w->d, w->row_size, w->ne1, d_y};
+
+	return p;
+}
+
+/* One cm_matvec_unit launch of type TYPE (cm_unit_ok holds for every
+ * part) in MODE over the rows of PS. */
+static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
+                          const struct cm_parts *ps, int64_t ne0,
+                          const float *d_x, int32_t n_tok, int mode, char *err,
+                          size_t errlen)
+{
+	dim3 grid((unsigned)((ps->rows + MM_WARPS - 1) / MM_WARPS),
+	          (unsigned)n_tok);
+
+	switch (type * 4 + (uint32_t)mode) {
+#define X(T)                                                                   \
+	case T * 4 + CM_SET:                                                   \
+		cm_matvec_unit<T, CM_SET>                                      \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
+		break;                                                         \
+	case T * 4 + CM_ADD:                                                   \
+		cm_matvec_unit<T, CM_ADD>                                      \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
+		break;                                                         \
+	case T * 4 + CM_SWIGLU:                                                \
+		cm_matvec_unit<T, CM_SWIGLU>                                   \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
+		break;
+		CV_FOR_EACH_TYPE(X)
+#undef X
+	default:
+		return cm_bad_type(type, err, errlen);
+	}
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+/* The mat-vec path: one launch, grid.y over the tokens; ADD: Y += W X. */
 static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                             const float *d_x, int32_t n_tok, float *d_y,
-                            char *err, size_t errlen)
+                            int add, char *err, size_t errlen)
 {
 	dim3 grid((unsigned)((w->ne1 + MM_WARPS - 1) / MM_WARPS),
 	          (unsigned)n_tok);
 	const uint8_t *wd = (const uint8_t *)w->d;
 
+	if (cm_unit_ok(w, d_x)) {
+		struct cm_parts ps;
+
+		memset(&ps, 0, sizeof(ps));
+		ps.p[0] = cm_part_of(w, d_y);
+		ps.n = 1;
+		ps.rows = w->ne1;
+		return cm_unit_launch(ctx, w->type, &ps, w->ne0, d_x, n_tok,
+		                      add ? CM_ADD : CM_SET, err, errlen);
+	}
 	switch (w->type) {
 #define X(T)                                                                   \
 	case T:                                                                \
 		cm_matvec<T><<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(         \
-		    wd, w->row_size, w->ne0, w->ne1, d_x, d_y);                \
+		    wd, w->row_size, w->ne0, w->ne1, d_x, d_y, add);           \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -238,13 +401,13 @@ static int cm_dequant_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 
 /* The GEMM path: X to fp16 once, then W chunk by chunk through cuBLAS. */
 static int cm_gemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
-                   const float *d_x, int32_t n_tok, float *d_y, char *err,
-                   size_t errlen)
+                   const float *d_x, int32_t n_tok, float *d_y, int add,
+                   char *err, size_t errlen)
 {
 	const int64_t n_in = w->ne0, n_out = w->ne1;
 	const int64_t nx = (int64_t)n_tok * n_in;
 	int64_t chunk = (int64_t)(ctx->w16_cap / (size_t)n_in);
-	const float alpha = 1.0f, beta = 0.0f;
+	const float alpha = 1.0f, beta = add ? 1.0f : 0.0f; /* Y += */
 
 	if ((size_t)nx > ctx->x16_cap || chunk < 1) {
 		snprintf(err, errlen,
@@ -276,15 +439,96 @@ static int cm_gemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	return 0;
 }
 
-extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
-                              const float *d_x, int32_t n_tok, float *d_y,
-                              int force, char *err, size_t errlen)
+/* Y = W X, or Y += W X when ADD; FORCE as cuda_op_matmul. */
+static int cm_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                     const float *d_x, int32_t n_tok, float *d_y, int force,
+                     int add, char *err, size_t errlen)
 {
 	int gemm = force == 2 || (force == 0 && n_tok >= CUDA_GEMM_MIN_TOKENS);
 
 	if (!cuda_ops_type_ok(w->type))
 		return cm_bad_type(w->type, err, errlen);
 	if (gemm)
-		return cm_gemm(ctx, w, d_x, n_tok, d_y, err, errlen);
-	return cm_matvec_launch(ctx, w, d_x, n_tok, d_y, err, errlen);
+		return cm_gemm(ctx, w, d_x, n_tok, d_y, add, err, errlen);
+	return cm_matvec_launch(ctx, w, d_x, n_tok, d_y, add, err, errlen);
+}
+
+extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                              const float *d_x, int32_t n_tok, float *d_y,
+                              int force, char *err, size_t errlen)
+{
+	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 0, err, errlen);
+}
+
+extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,
+                                  const struct cuda_tensor *w, const float *d_x,
+                                  int32_t n_tok, float *d_y, int force,
+                                  char *err, size_t errlen)
+{
+	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 1, err, errlen);
+}
+
+/* True when A and B can share one unit mat-vec launch over input X. */
+static int cm_fusable(const struct cuda_tensor *a, const struct cuda_tensor *b,
+                      const float *d_x)
+{
+	return a->type == b->type && a->ne0 == b->ne0 && cm_unit_ok(a, d_x) &&
+	       cm_unit_ok(b, d_x);
+}
+
+extern "C" int
+cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+                   const struct cuda_tensor *wk, const struct cuda_tensor *wv,
+                   const float *d_x, int32_t n_tok, float *d_q, float *d_k,
+                   float *d_v, char *err, size_t errlen)
+{
+	struct cm_parts ps;
+
+	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cm_fusable(wq, wk, d_x) ||
+	    !cm_fusable(wq, wv, d_x))
+		return cuda_op_matmul(ctx, wq, d_x, n_tok, d_q, 0, err,
+		                      errlen) ||
+		               cuda_op_matmul(ctx, wk, d_x, n_tok, d_k, 0, err,
+		                              errlen) ||
+		               cuda_op_matmul(ctx, wv, d_x, n_tok, d_v, 0, err,
+		                              errlen)
+		           ? -1
+		           : 0;
+	memset(&ps, 0, sizeof(ps));
+	ps.p[0] = cm_part_of(wq, d_q);
+	ps.p[1] = cm_part_of(wk, d_k);
+	ps.p[2] = cm_part_of(wv, d_v);
+	ps.n = 3;
+	ps.rows = wq->ne1 + wk->ne1 + wv->ne1;
+	return cm_unit_launch(ctx, wq->type, &ps, wq->ne0, d_x, n_tok, CM_SET,
+	                      err, errlen);
+}
+
+extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
+                                     const struct cuda_tensor *gate,
+                                     const struct cuda_tensor *up,
+                                     const float *d_x, int32_t n_tok,
+                                     float *d_g, float *d_u, char *err,
+                                     size_t errlen)
+{
+	struct cm_parts ps;
+
+	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
+	    !cm_fusable(gate, up, d_x))
+		return cuda_op_matmul(ctx, gate, d_x, n_tok, d_g, 0, err,
+		                      errlen) ||
+		               cuda_op_matmul(ctx, up, d_x, n_tok, d_u, 0, err,
+		                              errlen) ||
+		               cuda_op_swiglu(ctx, d_g, d_u,
+		                              (int64_t)n_tok * gate->ne1, err,
+		                              errlen)
+		           ? -1
+		           : 0;
+	memset(&ps, 0, sizeof(ps));
+	ps.p[0] = cm_part_of(gate, d_g);
+	ps.p[1] = cm_part_of(up, NULL); /* read only: its row r */
+	ps.n = 1;
+	ps.rows = gate->ne1;
+	return cm_unit_launch(ctx, gate->type, &ps, gate->ne0, d_x, n_tok,
+	                      CM_SWIGLU, err, errlen);
 }

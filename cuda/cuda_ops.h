@@ -38,10 +38,12 @@ extern "C" {
 struct cuda_ctx {
 	cudaStream_t stream;
 	cublasHandle_t blas;
-	void *d_w16;    /* fp16 dequantized weight rows (GEMM path) */
-	size_t w16_cap; /* elements of d_w16 */
-	void *d_x16;    /* fp16 copy of the activations (GEMM path) */
-	size_t x16_cap; /* elements of d_x16 */
+	void *d_w16;     /* fp16 dequantized weight rows (GEMM path) */
+	size_t w16_cap;  /* elements of d_w16 */
+	void *d_x16;     /* fp16 copy of the activations (GEMM path) */
+	size_t x16_cap;  /* elements of d_x16 */
+	void *d_attn;    /* fp32 partials of the split decode attention */
+	size_t attn_cap; /* floats of d_attn (grown on demand) */
 };
 
 /* A weight matrix on the device. */
@@ -80,6 +82,29 @@ int cuda_op_get_rows(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                    const float *d_x, int32_t n_tok, float *d_y, int force,
                    char *err, size_t errlen);
+
+/* Y[t][r] += W row r . X[t]: cuda_op_matmul with the residual add fused
+ * (mat-vec: the row's sum added in place; GEMM: beta = 1). */
+int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                       const float *d_x, int32_t n_tok, float *d_y, int force,
+                       char *err, size_t errlen);
+
+/* Q = WQ X, K = WK X, V = WV X (shapes as cuda_op_matmul): one mat-vec
+ * launch when n_tok < CUDA_GEMM_MIN_TOKENS and the three share a type with
+ * a fast mat-vec (cuda_vecdot.cuh), three cuda_op_matmul otherwise. */
+int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+                       const struct cuda_tensor *wk,
+                       const struct cuda_tensor *wv, const float *d_x,
+                       int32_t n_tok, float *d_q, float *d_k, float *d_v,
+                       char *err, size_t errlen);
+
+/* G = silu(GATE X) * (UP X) ([n_tok][gate->ne1]): one mat-vec launch under
+ * the same conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
+ * products (UP X into D_U, same shape) and cuda_op_swiglu. */
+int cuda_op_matmul_swiglu(struct cuda_ctx *ctx, const struct cuda_tensor *gate,
+                          const struct cuda_tensor *up, const float *d_x,
+                          int32_t n_tok, float *d_g, float *d_u, char *err,
+                          size_t errlen);
 
 /* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. */
 int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
@@ -121,10 +146,25 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
                      uint16_t *d_vc, char *err, size_t errlen);
 
 /*
+ * cuda_op_rope of Q (n_head heads) and of K (n_kv heads), then
+ * cuda_op_kv_store of K and V, in one launch; the same results bit for
+ * bit (Q and K rotated in place too).
+ */
+int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
+                          const float *d_v, int32_t n_tok, int32_t n_head,
+                          int32_t n_kv, int32_t head_dim, int32_t n_rot,
+                          const double *d_inv_freq, int32_t pos0, int neox,
+                          int32_t n_ctx, int32_t il, uint16_t *d_kc,
+                          uint16_t *d_vc, char *err, size_t errlen);
+
+/*
  * Causal grouped-query attention of layer IL: query t (at position
  * pos0 + t) of head h attends to cache positions 0..pos0 + t of KV head
  * h / (n_head / n_kv); Q [n_tok][n_head * head_dim], OUT same shape.
  * Scores scaled by 1/sqrt(head_dim), softmax in fp32 (online, any length).
+ * Fewer than CUDA_GEMM_MIN_TOKENS queries: split over the positions, with
+ * partials in ctx->d_attn (grown here when too small: that cudaMalloc
+ * may synchronise the device).
  */
 int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                       const uint16_t *d_kc, const uint16_t *d_vc, int32_t n_tok,

@@ -15,7 +15,9 @@
  *    consecutive bytes of one block (the nibble formats share a byte between
  *    elements j and j + 16, a broadcast within the warp), so the loads
  *    coalesce; the K-quants re-derive their 6-bit scales per element, which
- *    costs integer ALU, not memory. Speed is a later concern (issue 13).
+ *    costs integer ALU, not memory. The decode mat-vec of the common types
+ *    reads whole blocks instead (cuda_vecdot.cuh); this decoder serves
+ *    get_rows, the GEMM's fp16 dequantization and the other types.
  * 3. Blocks are only 2-byte aligned in the file (Q8_0 is 34 bytes), and the
  *    device copy keeps the file's layout, so nothing wider than a 16-bit
  *    load is used on quantized data; fp32 scalars of F32 rows are 4-byte

@@ -252,6 +252,134 @@ out:
 	free(ygpu);
 }
 
+/* A random weight of type T, NE0 x NE1, on the device (*D) with its
+ * dequantized rows in *WF (malloc'ed). */
+static struct cuda_tensor fused_weight(uint32_t t, int64_t ne0, int64_t ne1,
+                                       void **d, float **wf)
+{
+	size_t rs = quant_row_size(t, ne0);
+	unsigned char *w = malloc(rs * (size_t)ne1);
+	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL};
+
+	*wf = malloc(sizeof(float) * (size_t)(ne0 * ne1));
+	random_rows(t, w, ne0, ne1);
+	for (int64_t r = 0; r < ne1; r++)
+		quant_dequant_row(t, w + (size_t)r * rs, *wf + r * ne0, ne0);
+	*d = dev_put(w, rs * (size_t)ne1);
+	ct.d = *d;
+	free(w);
+	return ct;
+}
+
+/* Y[t][r] = WF row r . X[t] in double, as float. */
+static void fused_ref(const float *wf, int64_t ne0, int64_t ne1, const float *x,
+                      int n_tok, double *y)
+{
+	for (int t = 0; t < n_tok; t++)
+		for (int64_t r = 0; r < ne1; r++) {
+			double s = 0;
+
+			for (int64_t i = 0; i < ne0; i++)
+				s += (double)wf[r * ne0 + i] * x[t * ne0 + i];
+			y[t * ne1 + r] = s;
+		}
+}
+
+/* NMSE of N floats on the device at D against REF (doubles). */
+static double fused_err(struct cuda_ctx *ctx, const void *d, const double *ref,
+                        size_t n)
+{
+	float *g = malloc(sizeof(float) * n), *c = malloc(sizeof(float) * n);
+	double e;
+
+	for (size_t i = 0; i < n; i++)
+		c[i] = (float)ref[i];
+	e = dev_get(ctx, g, d, sizeof(float) * n) ? 1 : nmse(g, c, n);
+	free(g);
+	free(c);
+	return e;
+}
+
+/*
+ * The fused products against the double reference: QKV (types TQ, TK,
+ * TV), gate/up + SwiGLU (types TQ, TK) and the residual add (type TQ), on
+ * N_TOK tokens of NE0 inputs; odd row counts. One launch when the types
+ * agree and have a fast mat-vec, the unfused fallback otherwise (mixed
+ * types, element-wise types, 8+ tokens: GEMM, fp16 tolerance).
+ */
+static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
+                       uint32_t tv, int64_t ne0, int n_tok)
+{
+	const int64_t nq = 99, nkv = 33, nff = 77;
+	const double tol = n_tok < CUDA_GEMM_MIN_TOKENS ? TOL_F32 : TOL_F16;
+	float *wq, *wk, *wv, *wu, *x = malloc(sizeof(float) * n_tok * ne0);
+	float *y0 = malloc(sizeof(float) * n_tok * nq);
+	double *rq = malloc(sizeof(double) * n_tok * nq);
+	double *rk = malloc(sizeof(double) * n_tok * nkv);
+	double *rv = malloc(sizeof(double) * n_tok * nkv);
+	double *rg = malloc(sizeof(double) * n_tok * nff);
+	double *ru = malloc(sizeof(double) * n_tok * nff);
+	void *dq, *dk, *dv, *du, *d_x, *d_q, *d_k, *d_v, *d_g, *d_u;
+	struct cuda_tensor cq = fused_weight(tq, ne0, nq, &dq, &wq);
+	struct cuda_tensor ck = fused_weight(tk, ne0, nkv, &dk, &wk);
+	struct cuda_tensor cv = fused_weight(tv, ne0, nkv, &dv, &wv);
+	struct cuda_tensor cu = fused_weight(tk, ne0, nff, &du, &wu);
+	struct cuda_tensor cg = cq;
+	char err[512] = "";
+	int rc;
+
+	cg.ne1 = nff; /* the gate: the first nff rows of wq */
+	fill_unif(x, (size_t)n_tok * ne0, -1.0f, 1.0f);
+	fill_unif(y0, (size_t)n_tok * nq, -1.0f, 1.0f);
+	fused_ref(wq, ne0, nq, x, n_tok, rq);
+	fused_ref(wk, ne0, nkv, x, n_tok, rk);
+	fused_ref(wv, ne0, nkv, x, n_tok, rv);
+	fused_ref(wq, ne0, nff, x, n_tok, rg);
+	fused_ref(wu, ne0, nff, x, n_tok, ru);
+	d_x = dev_put(x, sizeof(float) * n_tok * ne0);
+	d_q = dev_put(NULL, sizeof(float) * n_tok * nq);
+	d_k = dev_put(NULL, sizeof(float) * n_tok * nkv);
+	d_v = dev_put(NULL, sizeof(float) * n_tok * nkv);
+	d_g = dev_put(NULL, sizeof(float) * n_tok * nff);
+	d_u = dev_put(NULL, sizeof(float) * n_tok * nff);
+
+	rc = cuda_op_matmul_qkv(ctx, &cq, &ck, &cv, d_x, n_tok, d_q, d_k, d_v,
+	                        err, sizeof(err));
+	double eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
+	double ek = rc ? 1 : fused_err(ctx, d_k, rk, (size_t)n_tok * nkv);
+	double ev = rc ? 1 : fused_err(ctx, d_v, rv, (size_t)n_tok * nkv);
+	tap_ok(!rc && eq <= tol && ek <= tol && ev <= tol,
+	       "qkv %s/%s/%s x%lld, %d tokens: nmse %.3g %.3g %.3g %s",
+	       qtype_name(tq), qtype_name(tk), qtype_name(tv), (long long)ne0,
+	       n_tok, eq, ek, ev, err);
+
+	for (int64_t i = 0; i < n_tok * nff; i++)
+		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
+	rc = cuda_op_matmul_swiglu(ctx, &cg, &cu, d_x, n_tok, d_g, d_u, err,
+	                           sizeof(err));
+	double eg = rc ? 1 : fused_err(ctx, d_g, rg, (size_t)n_tok * nff);
+	tap_ok(!rc && eg <= tol, "swiglu %s/%s x%lld, %d tokens: nmse %.3g %s",
+	       qtype_name(tq), qtype_name(tk), (long long)ne0, n_tok, eg, err);
+
+	for (int64_t i = 0; i < n_tok * nq; i++)
+		rq[i] += y0[i];
+	rc = cudaMemcpy(d_q, y0, sizeof(float) * n_tok * nq,
+	                cudaMemcpyHostToDevice) != cudaSuccess ||
+	     cudaDeviceSynchronize() != cudaSuccess;
+	rc = rc ||
+	     cuda_op_matmul_add(ctx, &cq, d_x, n_tok, d_q, 0, err, sizeof(err));
+	eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
+	tap_ok(!rc && eq <= tol, "matmul_add %s x%lld, %d tokens: nmse %.3g %s",
+	       qtype_name(tq), (long long)ne0, n_tok, eq, err);
+
+	void *dev[] = {dq, dk, dv, du, d_x, d_q, d_k, d_v, d_g, d_u};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {wq, wk, wv, wu, x, y0, rq, rk, rv, rg, ru};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 /* RMSNorm, bias, residual add, SwiGLU: fp32 element-wise. */
 static void test_elementwise(struct cuda_ctx *ctx)
 {
@@ -362,11 +490,93 @@ static void test_rope(struct cuda_ctx *ctx, int neox, int n_rot, int factors)
 	cudaFree(d_inv);
 }
 
+/*
+ * cuda_op_rope_kv_store against the unfused ops it replaces (cuda_op_rope
+ * of Q and K, cuda_op_kv_store; each checked against the CPU above):
+ * Q, K and both caches bit for bit. N_ROT < HD leaves dims unrotated.
+ */
+static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
+                         int n_head, int n_kv, int n_tok, int pos0)
+{
+	const int n_layer = 2, il = 1, n_ctx = pos0 + n_tok + 5;
+	const size_t nq = (size_t)n_tok * n_head * hd;
+	const size_t nk = (size_t)n_tok * n_kv * hd;
+	const size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
+	float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+	float *v = malloc(sizeof(float) * nk);
+	float *a = malloc(sizeof(float) * (nq + nk));
+	float *b = malloc(sizeof(float) * (nq + nk));
+	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
+	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
+	void *d_inv, *d_v, *d_q[2], *d_k[2], *d_kc[2], *d_vc[2];
+	char err[512] = "";
+	int rc = 0;
+	long bad = 0;
+
+	for (int i = 0; i < n_rot / 2; i++)
+		inv[i] = pow(10000.0, -2.0 * i / n_rot);
+	fill_unif(q, nq, -2.0f, 2.0f);
+	fill_unif(k, nk, -2.0f, 2.0f);
+	fill_unif(v, nk, -2.0f, 2.0f);
+	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
+	d_v = dev_put(v, sizeof(float) * nk);
+	for (int j = 0; j < 2; j++) {
+		d_q[j] = dev_put(q, sizeof(float) * nq);
+		d_k[j] = dev_put(k, sizeof(float) * nk);
+		d_kc[j] = dev_put(NULL, 2 * cache);
+		d_vc[j] = dev_put(NULL, 2 * cache);
+		rc = rc || cudaMemset(d_kc[j], 0, 2 * cache) != cudaSuccess ||
+		     cudaMemset(d_vc[j], 0, 2 * cache) != cudaSuccess;
+	}
+	/* the legacy stream's memsets before the op's non-blocking stream */
+	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
+	rc = rc ||
+	     cuda_op_rope(ctx, d_q[0], n_tok, n_head, hd, n_rot, d_inv, pos0,
+	                  neox, err, sizeof(err)) ||
+	     cuda_op_rope(ctx, d_k[0], n_tok, n_kv, hd, n_rot, d_inv, pos0,
+	                  neox, err, sizeof(err)) ||
+	     cuda_op_kv_store(ctx, d_k[0], d_v, n_tok, n_kv, hd, n_ctx, il,
+	                      pos0, d_kc[0], d_vc[0], err, sizeof(err)) ||
+	     cuda_op_rope_kv_store(ctx, d_q[1], d_k[1], d_v, n_tok, n_head,
+	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
+	                           il, d_kc[1], d_vc[1], err, sizeof(err));
+	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
+	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
+	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
+	     dev_get(ctx, b + nq, d_k[1], sizeof(float) * nk) ||
+	     dev_get(ctx, ca, d_kc[0], 2 * cache) ||
+	     dev_get(ctx, ca + cache, d_vc[0], 2 * cache) ||
+	     dev_get(ctx, cb, d_kc[1], 2 * cache) ||
+	     dev_get(ctx, cb + cache, d_vc[1], 2 * cache);
+	bad = rc ? -1
+	         : (memcmp(a, b, sizeof(float) * (nq + nk)) != 0) +
+	               (memcmp(ca, cb, 4 * cache) != 0) * 2;
+	/* and the fused op did change something: Q rotated, caches filled */
+	bad += !rc && n_rot > 0 && memcmp(b, q, sizeof(float) * nq) == 0;
+	tap_ok(!rc && bad == 0,
+	       "rope_kv_store %s n_rot %d head_dim %d heads %d/%d, %d tokens "
+	       "at %d: same as rope + rope + kv_store (%ld) %s",
+	       neox ? "neox" : "norm", n_rot, hd, n_head, n_kv, n_tok, pos0,
+	       bad, err);
+	for (int j = 0; j < 2; j++) {
+		cudaFree(d_q[j]);
+		cudaFree(d_k[j]);
+		cudaFree(d_kc[j]);
+		cudaFree(d_vc[j]);
+	}
+	cudaFree(d_inv);
+	cudaFree(d_v);
+	void *host[] = {q, k, v, a, b, ca, cb, inv};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 /* KV store layout and causal GQA attention over N_TOK queries at POS0. */
 static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
                            int n_tok, int pos0)
 {
-	const int n_layer = 2, il = 1, n_ctx = 600, n_pos = pos0 + n_tok;
+	const int n_layer = 2, il = 1, n_pos = pos0 + n_tok;
+	const int n_ctx = n_pos + 3 > 600 ? n_pos + 3 : 600;
 	const int kvd = n_kv * hd, group = n_head / n_kv;
 	size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
 	float *k = malloc(sizeof(float) * (size_t)n_pos * kvd);
@@ -471,7 +681,7 @@ int main(void)
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
 		return tap_skip_all("no CUDA device");
 	/* a small fp16 weight scratch, so big matrices take several chunks */
-	if (cuda_ctx_init(&ctx, 100000, 512 * 1024, err, sizeof(err)) != 0) {
+	if (cuda_ctx_init(&ctx, 100000, 512 * 4096, err, sizeof(err)) != 0) {
 		printf("Bail out! %s\n", err);
 		return 1;
 	}
@@ -484,17 +694,45 @@ int main(void)
 			test_type(&ctx, t, 37, 5); /* odd row length */
 		else
 			test_type(&ctx, t, k ? 256 : 32, 1);
+		/* long rows, 7 rows: the unit mat-vec's two-per-iteration
+		   loop and its tail (88 K sub-blocks, 33 blocks, 132 F16
+		   units of 8) */
+		test_type(&ctx, t, k ? 2816 : 1056, 7);
 	}
+	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
+	           1);                                             /* fused */
+	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768,
+	           1); /* mixed */
+	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, 288, 2); /* elem */
+	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
 	for (int neox = 0; neox <= 1; neox++) {
 		test_rope(&ctx, neox, 64, 0);
 		test_rope(&ctx, neox, 32, 1);
 	}
-	test_attention(&ctx, 6, 2, 64, 512, 0); /* prefill */
+	test_rope_kv(&ctx, 0, 64, 64, 9, 3, 1, 40);    /* decode */
+	test_rope_kv(&ctx, 1, 32, 64, 14, 2, 7, 100);  /* partial rotation */
+	test_rope_kv(&ctx, 1, 128, 128, 4, 2, 33, 0);  /* prefill */
+	test_rope_kv(&ctx, 0, 256, 256, 2, 1, 1, 500); /* pairs > threads */
+	test_attention(&ctx, 6, 2, 64, 512, 0);        /* prefill */
 	test_attention(&ctx, 6, 2, 64, 7, 40);  /* a chunk after a prefix */
 	test_attention(&ctx, 6, 2, 64, 1, 333); /* decode */
 	test_attention(&ctx, 4, 4, 80, 3, 100); /* head_dim not 32k, MHA */
 	test_attention(&ctx, 8, 1, 128, 5, 31); /* MQA, chunk boundary */
+	/* the split decode path: 1..3000 positions, 64-position chunks
+	   (boundaries at 64, 128), GQA groups 1, 2, 3, 7 and 16 (two blocks
+	   of query heads per KV head), head_dim 80 and 256 */
+	test_attention(&ctx, 3, 3, 64, 1, 0);     /* one position */
+	test_attention(&ctx, 9, 3, 64, 1, 63);    /* exactly one chunk */
+	test_attention(&ctx, 9, 3, 64, 1, 64);    /* one into the next */
+	test_attention(&ctx, 4, 2, 128, 1, 2999); /* 3000 positions */
+	test_attention(&ctx, 14, 2, 64, 1, 1500); /* group 7 */
+	test_attention(&ctx, 14, 2, 64, 3, 126);  /* batch across 128 */
+	test_attention(&ctx, 16, 1, 64, 2, 700);  /* group 16 */
+	test_attention(&ctx, 2, 1, 256, 1, 200);  /* widest head */
+	test_attention(&ctx, 4, 4, 80, 7, 1000);  /* 7 queries, MHA */
+	test_attention(&ctx, 2, 1, 36, 1, 200);   /* head_dim % 8: one warp */
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }

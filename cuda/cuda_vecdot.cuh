@@ -1,0 +1,242 @@
+/*
+ * cuda_vecdot.cuh - the dot product of one "unit" of a GGUF row (a whole
+ * block, or a 32-element sub-block of a K-quant block) with fp32
+ * activations: the inner step of the fast mat-vec (cuda_matmul.cu).
+ *
+ * NOTES ON THE DESIGN
+ *
+ * 1. One lane takes one unit per iteration and consecutive lanes take
+ *    consecutive units, so a warp walks a contiguous span of the row; a
+ *    lane reads its unit with the widest loads the format's alignment
+ *    allows (cuda_quant.cuh note 3: Q8_0, Q4_0 and Q6_K blocks are only
+ *    2-byte aligned, Q4_1 and Q4_K 4-byte; F16 units of 8 halves are
+ *    16-byte aligned when the row is, which the launcher checks) instead
+ *    of one element at a time through cq_elem.
+ * 2. The block scale is factored out of the sum: sum_j (q_j * d) x_j =
+ *    d * sum_j q_j x_j (and m * sum_j x_j for the formats with a minimum).
+ *    Not bit-exact with the element-wise product, but fp32 throughout and
+ *    within t_cuda_ops's 1e-6 NMSE of the double reference.
+ * 3. X points at the row's first activation and is 16-byte aligned (the
+ *    launcher checks), so the unit's activations are float4 loads.
+ * 4. cv_unit<T>::ne is the unit's element count; the unit count of a row
+ *    is ne0 / ne (a row is whole blocks; F16 rows need ne0 % 8 == 0).
+ */
+#ifndef PARLEY_CUDA_VECDOT_CUH
+#define PARLEY_CUDA_VECDOT_CUH
+
+#include "cuda_quant.cuh"
+
+/* Elements X[0..7] (16-byte aligned) dotted with Q[0..7]. */
+static __device__ __forceinline__ float cv_dot8(const float *x, const float *q)
+{
+	const float4 a = *(const float4 *)x, b = *(const float4 *)(x + 4);
+
+	return a.x * q[0] + a.y * q[1] + a.z * q[2] + a.w * q[3] + b.x * q[4] +
+	       b.y * q[5] + b.z * q[6] + b.w * q[7];
+}
+
+/* Sum of X[0..7]. */
+static __device__ __forceinline__ float cv_sum8(const float *x)
+{
+	const float4 a = *(const float4 *)x, b = *(const float4 *)(x + 4);
+
+	return ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+}
+
+/* Four bytes of V as floats into Q (signed when S). */
+template <bool S>
+static __device__ __forceinline__ void cv_bytes4(uint32_t v, float *q)
+{
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const uint32_t b = (v >> (8 * j)) & 0xFF;
+		q[j] = S ? (float)(int8_t)b : (float)b;
+	}
+}
+
+template <int T> struct cv_unit;
+
+/* F16: 8 halves, one 16-byte load. */
+template <> struct cv_unit<QTYPE_F16> {
+	static const int ne = 8;
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *x)
+	{
+		const uint4 raw = *((const uint4 *)row + u);
+		const __half2 *h2 = (const __half2 *)&raw;
+		float q[8];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const float2 f = __half22float2(h2[j]);
+			q[2 * j] = f.x;
+			q[2 * j + 1] = f.y;
+		}
+		return cv_dot8(x + u * 8, q);
+	}
+};
+
+/* Q8_0: d, qs[32] int8; 16-bit loads (2-byte aligned blocks). */
+template <> struct cv_unit<QTYPE_Q8_0> {
+	static const int ne = 32;
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *x)
+	{
+		const uint8_t *b = row + u * 34;
+		const uint16_t *p = (const uint16_t *)b;
+		const float *xb = x + u * 32;
+		float s = 0.0f;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float q[8];
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const uint16_t w = p[1 + 4 * k + j];
+				q[2 * j] = (float)(int8_t)(w & 0xFF);
+				q[2 * j + 1] = (float)(int8_t)(w >> 8);
+			}
+			s += cv_dot8(xb + 8 * k, q);
+		}
+		return s * cq_half(b);
+	}
+};
+
+/* Q4_0: d, qs[16]: low nibble of byte l is element l, high l + 16. */
+template <> struct cv_unit<QTYPE_Q4_0> {
+	static const int ne = 32;
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *x)
+	{
+		const uint8_t *b = row + u * 18;
+		const uint16_t *p = (const uint16_t *)b;
+		const float *xb = x + u * 32;
+		float s = 0.0f;
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			float lo[8], hi[8];
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const uint16_t w = p[1 + 4 * k + j];
+				lo[2 * j] = (float)((int)(w & 0xF) - 8);
+				hi[2 * j] = (float)((int)((w >> 4) & 0xF) - 8);
+				lo[2 * j + 1] =
+				    (float)((int)((w >> 8) & 0xF) - 8);
+				hi[2 * j + 1] = (float)((int)(w >> 12) - 8);
+			}
+			s += cv_dot8(xb + 8 * k, lo) +
+			     cv_dot8(xb + 16 + 8 * k, hi);
+		}
+		return s * cq_half(b);
+	}
+};
+
+/* Q4_1: d, m, qs[16]; 20-byte blocks, 32-bit loads. */
+template <> struct cv_unit<QTYPE_Q4_1> {
+	static const int ne = 32;
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *x)
+	{
+		const uint8_t *b = row + u * 20;
+		const uint32_t *p = (const uint32_t *)b;
+		const float *xb = x + u * 32;
+		float s = 0.0f, sx = 0.0f;
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			float lo[8], hi[8];
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const uint32_t w = p[1 + 2 * k + j];
+				cv_bytes4<false>(w & 0x0F0F0F0Fu, lo + 4 * j);
+				cv_bytes4<false>((w >> 4) & 0x0F0F0F0Fu,
+				                 hi + 4 * j);
+			}
+			s += cv_dot8(xb + 8 * k, lo) +
+			     cv_dot8(xb + 16 + 8 * k, hi);
+			sx += cv_sum8(xb + 8 * k) + cv_sum8(xb + 16 + 8 * k);
+		}
+		return s * cq_half(b) + sx * cq_half(b + 2);
+	}
+};
+
+/* Q4_K, unit = sub-block sb (0..7) of block u / 8: 32 bytes of qs at
+ * 16 + (sb / 2) * 32, low nibbles for even sb, high for odd. */
+template <> struct cv_unit<QTYPE_Q4_K> {
+	static const int ne = 32;
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *x)
+	{
+		const uint8_t *b = row + (u >> 3) * 144;
+		const int sb = (int)(u & 7), sh = 4 * (sb & 1);
+		const uint32_t *p = (const uint32_t *)(b + 16 + (sb >> 1) * 32);
+		const float *xb = x + u * 32;
+		float s = 0.0f, sx = 0.0f;
+		int sc, m;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float q[8];
+			cv_bytes4<false>((p[2 * k] >> sh) & 0x0F0F0F0Fu, q);
+			cv_bytes4<false>((p[2 * k + 1] >> sh) & 0x0F0F0F0Fu,
+			                 q + 4);
+			s += cv_dot8(xb + 8 * k, q);
+			sx += cv_sum8(xb + 8 * k);
+		}
+		cq_scale_min_k4(sb, b + 4, &sc, &m);
+		return s * (cq_half(b) * (float)sc) -
+		       sx * (cq_half(b + 2) * (float)m);
+	}
+};
+
+/* Q6_K, unit = group s (0..7) of block u / 8: half n = s / 4, group
+ * g = s % 4; element l (0..31) takes a nibble of ql[n*64 + (g&1)*32 + l]
+ * (high when g & 2), bits 2g.. of qh[n*32 + l], scale sc[n*8 + 2g + l/16].
+ */
+template <> struct cv_unit<QTYPE_Q6_K> {
+	static const int ne = 32;
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *x)
+	{
+		const uint8_t *b = row + (u >> 3) * 210;
+		const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
+		const uint16_t *ql =
+		    (const uint16_t *)(b + n * 64 + (g & 1) * 32);
+		const uint16_t *qh = (const uint16_t *)(b + 128 + n * 32);
+		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + 2 * g;
+		const int lsh = (g & 2) ? 4 : 0, hsh = 2 * g;
+		const float *xb = x + u * 32;
+		float half_sum[2];
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			float s = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				float q[8];
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					const int i = hh * 8 + k * 4 + j;
+					const uint32_t l = ql[i], h = qh[i];
+					const uint32_t v0 =
+					    ((l >> lsh) & 0xF) |
+					    (((h >> hsh) & 3) << 4);
+					const uint32_t v1 =
+					    ((l >> (8 + lsh)) & 0xF) |
+					    (((h >> (8 + hsh)) & 3) << 4);
+					q[2 * j] = (float)((int)v0 - 32);
+					q[2 * j + 1] = (float)((int)v1 - 32);
+				}
+				s += cv_dot8(xb + hh * 16 + k * 8, q);
+			}
+			half_sum[hh] = s * (float)sc[hh];
+		}
+		return (half_sum[0] + half_sum[1]) * cq_half(b + 208);
+	}
+};
+
+/* Types with a cv_unit (the others use the element-wise mat-vec). */
+#define CV_FOR_EACH_TYPE(X)                                                    \
+	X(QTYPE_F16)                                                           \
+	X(QTYPE_Q8_0)                                                          \
+	X(QTYPE_Q4_0)                                                          \
+	X(QTYPE_Q4_1)                                                          \
+	X(QTYPE_Q4_K)                                                          \
+	X(QTYPE_Q6_K)
+
+#endif /* PARLEY_CUDA_VECDOT_CUH */
