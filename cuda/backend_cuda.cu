@@ -636,6 +636,12 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		return -1;
 	}
 	CUDA_TRY(cudaSetDevice(0), err, errlen);
+	{
+		cudaDeviceProp prop;
+
+		CUDA_TRY(cudaGetDeviceProperties(&prop, 0), err, errlen);
+		snprintf(e->device, sizeof(e->device), "%s", prop.name);
+	}
 	s = (struct cu_state *)calloc(1, sizeof(*s));
 	if (s == NULL) {
 		snprintf(err, errlen, "out of memory");

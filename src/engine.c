@@ -349,6 +349,12 @@ int engine_measure_bandwidth(struct engine *e, double *bytes_per_s, char *err,
 	return engine_host_bandwidth(e->n_threads, bytes_per_s, err, errlen);
 }
 
+/* The device's name, NULL for the host. */
+const char *engine_device_name(const struct engine *e)
+{
+	return e->device[0] != '\0' ? e->device : NULL;
+}
+
 /* Host threads of the backend. */
 int32_t engine_n_threads(const struct engine *e)
 {

@@ -182,6 +182,10 @@ const char *engine_notice(const struct engine *e);
 /* Name of E's backend ("cpu", "cuda"); static. */
 const char *engine_backend_name(const struct engine *e);
 
+/* The device E runs on, as its driver names it ("NVIDIA H100 80GB
+   HBM3"), or NULL for the host CPU. Owned by E. */
+const char *engine_device_name(const struct engine *e);
+
 /* Threads E's backend uses on the host. */
 int32_t engine_n_threads(const struct engine *e);
 

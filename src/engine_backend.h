@@ -83,7 +83,9 @@ struct engine {
 	                          device memory for a GPU backend */
 	struct engine_select_buf sel; /* engine_select's answer */
 	char notice[320];             /* why "auto" fell back, or "" */
-	void *impl;                   /* backend state */
+	char device[256]; /* the device it runs on ("NVIDIA H100 80GB HBM3"),
+	                    set by open; "" for the host CPU */
+	void *impl;       /* backend state */
 };
 
 /*

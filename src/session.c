@@ -1524,6 +1524,11 @@ const char *session_backend_name(const struct session *s)
 	return engine_backend_name(s->eng);
 }
 
+const char *session_device_name(const struct session *s)
+{
+	return engine_device_name(s->eng);
+}
+
 const char *session_model_path(const struct session *s)
 {
 	return s->model_path;

@@ -198,6 +198,10 @@ const char *session_backend_name(const struct session *s);
 const char *session_model_path(const struct session *s);
 const char *session_template_name(const struct session *s);
 
+/* The device the engine runs on ("NVIDIA H100 80GB HBM3"), NULL: the
+   host CPU. */
+const char *session_device_name(const struct session *s);
+
 /* The time in milliseconds session_open spent restoring the cache (KV
  * slot) or 0, and whether a KV state was loaded. */
 double session_restore_ms(const struct session *s, bool *loaded);

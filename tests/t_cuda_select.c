@@ -177,6 +177,10 @@ static void check_engine(void)
 		tap_ok(0, "cuda engine_open: %s", err);
 		goto out;
 	}
+	tap_ok(engine_device_name(e) != NULL &&
+	           strlen(engine_device_name(e)) > 0,
+	       "cuda engine names its device: %s",
+	       engine_device_name(e) ? engine_device_name(e) : "(none)");
 	for (int i = 0; i < 12; i++)
 		toks[i] = (int32_t)(rnd() % (uint32_t)m->cfg.n_vocab);
 	if (engine_eval(e, toks, 12, 0, err, sizeof(err)) != 0) {

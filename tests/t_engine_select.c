@@ -353,8 +353,9 @@ static void check_engine(void)
 		tap_ok(0, "engine_open: %s", err);
 		goto out;
 	}
-	tap_ok(strcmp(engine_backend_name(a), "cpu") == 0,
-	       "backend name is cpu");
+	tap_ok(strcmp(engine_backend_name(a), "cpu") == 0 &&
+	           engine_device_name(a) == NULL,
+	       "backend name is cpu, no device name");
 	/* a: all 20 at once; c: 12 without logits, then 8 */
 	if (engine_eval(a, toks, 20, 0, err, sizeof(err)) != 0 ||
 	    engine_eval(c, toks, 12, ENGINE_EVAL_NO_LOGITS, err, sizeof(err)) !=

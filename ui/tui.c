@@ -722,7 +722,10 @@ static void tui_init_state(struct tui *t, struct session *s)
 
 	if (dot)
 		*dot = '\0';
-	snprintf(t->backend, sizeof(t->backend), "%s", session_backend_name(s));
+	/* "cuda NVIDIA H100 80GB HBM3", or "cpu" */
+	snprintf(t->backend, sizeof(t->backend), "%s%s%s",
+	         session_backend_name(s), session_device_name(s) ? " " : "",
+	         session_device_name(s) ? session_device_name(s) : "");
 	t->n_ctx = session_n_ctx(s);
 	session_kv_tokens(s, &kvn);
 	t->ctx_used = (int32_t)kvn;

@@ -90,7 +90,7 @@ struct tui {
 
 	/* the status bar */
 	char model[128];
-	char backend[32];
+	char backend[128];
 	char title[128];
 	int64_t conv_id;
 	int32_t n_ctx, ctx_used, reused;
