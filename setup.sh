@@ -100,7 +100,7 @@ build) deps; build ;;
 model) model ;;
 chat)
 	deps; build; model
-	# The plain REPL (the ncurses screen is not built yet).
+	# The full-screen UI on a terminal (the plain REPL otherwise).
 	exec "$build/parley" -m "$cache/$model_file"
 	;;
 test)
