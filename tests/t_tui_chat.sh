@@ -138,6 +138,20 @@ tui_screen >"$tmp/big2"
 cmp -s "$tmp/big" "$tmp/big2" && grep -q 'The capital of France is Paris\.' "$tmp/big"
 ok $? "back at 100x30 the transcript is whole and equals a full redraw"
 
+# --- /verify: each step checked against the CPU reference ---------------
+tui_type "/verify"
+tui_keys Enter
+tui_wait 'verification on' 10
+ok $? "/verify turns verification on"
+tui_type "Say hello."
+tui_keys Enter
+tui_wait 'verify: [0-9]+ steps; worst layer [0-9]+ diff' 120
+ok $? "a reply under /verify ends with its verification summary"
+tui_type "/verify"
+tui_keys Enter
+tui_wait 'verification off' 10
+ok $? "/verify again turns it off"
+
 # --- /clear: a new conversation ------------------------------------------
 tui_type "/clear"
 tui_keys Enter

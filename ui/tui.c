@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "store.h"
+#include "verify.h"
 
 #include <curses.h>
 #include <errno.h>
@@ -313,6 +314,13 @@ static void tui_on_end(struct tui *t, struct tui_ev *e)
 		                                    : 0;
 		t->decode_tps =
 		    st->decode_ms > 0 ? st->n_gen / (st->decode_ms / 1e3) : 0;
+		if (st->verify.n_checked > 0) {
+			char line[512];
+
+			tui_say(t, st->verify.n_bad > 0, "%s",
+			        verify_summary_format(&st->verify, line,
+			                              sizeof(line)));
+		}
 	}
 	tui_refresh_title(t);
 }

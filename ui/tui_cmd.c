@@ -47,6 +47,8 @@ const char tui_cmd_help[] =
     "clipboard (OSC 52; also written to a file)\n"
     "  /raw                replies as generated, or as Markdown again\n"
     "  /stats              speed and context of the last reply\n"
+    "  /verify             check each step against the CPU reference "
+    "(on/off; a summary after each reply)\n"
     "  /list               the stored conversations (F3)\n"
     "  /help               this help (F1)\n"
     "  /quit               leave\n"
@@ -382,6 +384,20 @@ void tui_cmd(struct tui *t, char *line)
 		               : "replies shown as Markdown");
 	} else if (!strcmp(cmd, "stats")) {
 		tui_cmd_stats(t);
+	} else if (!strcmp(cmd, "verify")) {
+		struct session *s = tui_cmd_session(t);
+		bool on;
+
+		if (s == NULL)
+			return;
+		on = !session_verifying(s);
+		if (session_set_verify(s, on, err, sizeof(err)))
+			tui_say(t, true, "%s", err);
+		else
+			tui_say(t, false,
+			        on ? "verification on: a summary after each "
+			             "reply"
+			           : "verification off");
 	} else {
 		tui_say(t, true, "unknown command /%s (F1 lists them)", cmd);
 	}
