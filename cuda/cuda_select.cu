@@ -76,7 +76,7 @@ __global__ static void sel_penalise(const float *row, float *pen,
 
 	if (i >= n_win)
 		return;
-	int32_t id = win[2 * i], cnt = win[2 * i + 1];
+	int32_t id = win[i], cnt = win[n_win + i];
 	float l = row[id];
 
 	l = l <= 0.0f ? __fmul_rn(l, rp) : __fdiv_rn(l, rp);
@@ -331,15 +331,8 @@ void cuda_select_free(struct cuda_select *cs)
 	cudaFree(cs->d_out);
 	cudaFreeHost(cs->h_out);
 	cudaFreeHost(cs->h_win);
-	free(cs->h_sort);
+	free(cs->h_cnt);
 	memset(cs, 0, sizeof(*cs));
-}
-
-static int sel_cmp_i32(const void *pa, const void *pb)
-{
-	int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-
-	return (a > b) - (a < b);
 }
 
 /* (logit desc, id asc) over pairs packed as {float, int32}. */
@@ -359,24 +352,24 @@ static int sel_cmp_pair(const void *pa, const void *pb)
 	return (a->id > b->id) - (a->id < b->id);
 }
 
-/* The window's distinct in-vocabulary ids and counts into cs->h_win;
-   returns how many, or -1 (memory). */
+/* The window's distinct in-vocabulary ids, then their counts, into
+   cs->h_win (engine_select_window); returns how many, or -1 (memory). */
 static int32_t sel_window(struct cuda_select *cs,
                           const struct engine_select_req *q)
 {
-	size_t w = q->n_recent > 0 ? (size_t)q->n_recent : 0, n = 0;
-	int32_t d = 0;
+	size_t w = q->n_recent > 0 ? (size_t)q->n_recent : 0;
+	int32_t d;
 
 	if (w == 0 ||
 	    (q->repeat_penalty == 1.0f && q->frequency_penalty == 0.0f &&
 	     q->presence_penalty == 0.0f))
 		return 0;
 	if (w > cs->win_cap) {
-		int32_t *hs = (int32_t *)realloc(cs->h_sort, w * sizeof(*hs));
+		int32_t *hc = (int32_t *)realloc(cs->h_cnt, w * sizeof(*hc));
 
-		if (hs == NULL)
+		if (hc == NULL)
 			return -1;
-		cs->h_sort = hs;
+		cs->h_cnt = hc;
 		cudaFreeHost(cs->h_win);
 		cudaFree(cs->d_win);
 		cs->h_win = NULL;
@@ -391,20 +384,9 @@ static int32_t sel_window(struct cuda_select *cs,
 		}
 		cs->win_cap = w;
 	}
-	for (size_t i = 0; i < w; i++)
-		if (q->recent[i] >= 0 && q->recent[i] < cs->n_vocab)
-			cs->h_sort[n++] = q->recent[i];
-	qsort(cs->h_sort, n, sizeof(int32_t), sel_cmp_i32);
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-
-		while (j < n && cs->h_sort[j] == cs->h_sort[i])
-			j++;
-		cs->h_win[2 * d] = cs->h_sort[i];
-		cs->h_win[2 * d + 1] = (int32_t)(j - i);
-		d++;
-		i = j;
-	}
+	/* ids then counts, one contiguous upload */
+	d = (int32_t)engine_select_window(q, cs->n_vocab, cs->h_win, cs->h_cnt);
+	memcpy(cs->h_win + d, cs->h_cnt, (size_t)d * sizeof(int32_t));
 	return d;
 }
 
@@ -496,17 +478,8 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 		}
 		free(pairs);
 	}
-	b->out.k = k;
-	b->out.id = b->id;
-	b->out.logit = b->logit;
-	b->out.raw_logit = b->raw_logit;
-	b->out.n_raw = nr;
-	b->out.raw_id = b->raw_id;
-	b->out.raw_top = b->raw_top;
-	b->out.raw_lse = h->raw_s > 0.0 ? h->raw_m + log(h->raw_s) : -INFINITY;
-	b->out.raw_entropy =
-	    h->raw_s > 0.0 ? log(h->raw_s) - h->raw_a / h->raw_s : 0.0;
-	b->out.lse = h->pen_m + log(h->pen_s);
+	engine_select_publish(b, k, nr, h->raw_m, h->raw_s, h->raw_a, h->pen_m,
+	                      h->pen_s);
 	return 0;
 }
 

@@ -26,12 +26,12 @@ extern "C" {
 struct cuda_select {
 	int32_t n_vocab; /* row length */
 	float *d_pen;    /* [n_vocab] the penalised row */
-	int32_t *d_win;  /* [win_cap * 2] distinct window ids, counts */
+	int32_t *d_win;  /* [win_cap * 2] distinct window ids, then counts */
 	size_t win_cap;  /* entries of d_win / h_win */
 	void *d_out;     /* the result block (see cuda_select.cu) */
 	void *h_out;     /* its pinned host copy */
 	int32_t *h_win;  /* [win_cap * 2] pinned staging of the window */
-	int32_t *h_sort; /* [win_cap] host scratch: the window, sorted */
+	int32_t *h_cnt;  /* [win_cap] host scratch: the window's counts */
 };
 
 /* Allocate for rows of N_VOCAB. Returns 0, or -1 with a message. */

@@ -104,6 +104,7 @@ static void engine_select_free(struct engine_select_buf *b)
 	free(b->raw_id);
 	free(b->raw_top);
 	free(b->win);
+	free(b->win_cnt);
 	free(b->pen_logit);
 	memset(b, 0, sizeof(*b));
 }

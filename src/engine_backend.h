@@ -62,7 +62,8 @@ struct engine_select_buf {
 	int32_t *raw_id;             /* [ENGINE_SELECT_MAX] */
 	float *raw_top;              /* [ENGINE_SELECT_MAX] */
 	/* scratch of the host path (engine_select_row), grown on demand */
-	int32_t *win;     /* [win_cap] the window's ids, sorted */
+	int32_t *win;     /* [win_cap] the window's distinct ids, sorted */
+	int32_t *win_cnt; /* [win_cap] how often each occurs */
 	float *pen_logit; /* [win_cap] penalised logit of win[i]'s id */
 	size_t win_cap;   /* entries allocated in win and pen_logit */
 };
@@ -105,6 +106,26 @@ int engine_select_row(const float *row, int32_t n_vocab,
  */
 int engine_host_bandwidth(int n_threads, double *bytes_per_s, char *err,
                           size_t errlen);
+
+/*
+ * The penalty window of Q: its distinct in-vocabulary ids, ascending, into
+ * IDS and how often each occurs into COUNTS (both with room for
+ * q->n_recent entries). Returns the number of entries; 0 when every
+ * penalty is off. The host and device select steps share it.
+ */
+size_t engine_select_window(const struct engine_select_req *q, int32_t n_vocab,
+                            int32_t *ids, int32_t *counts);
+
+/*
+ * Finish B after a select that filled K penalised and N_RAW raw entries:
+ * point b->out at them and derive the log-sum-exp and entropy from the
+ * online sums (RAW_M, RAW_S, RAW_A: max, sum e^(l-m), sum e^(l-m)(l-m) of
+ * the raw row; PEN_M, PEN_S of the penalised row). One definition for the
+ * host and device select steps.
+ */
+void engine_select_publish(struct engine_select_buf *b, int32_t k,
+                           int32_t n_raw, double raw_m, double raw_s,
+                           double raw_a, double pen_m, double pen_s);
 
 /* The backends compiled in (backend_cpu.c, cuda/backend_cuda.cu). */
 extern const struct engine_ops backend_cpu_ops;

@@ -107,54 +107,72 @@ static int sel_cmp_i32(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
+/* The window's distinct ids and counts; see engine_backend.h. */
+size_t engine_select_window(const struct engine_select_req *q, int32_t n_vocab,
+                            int32_t *ids, int32_t *counts)
+{
+	size_t w = q->n_recent > 0 ? (size_t)q->n_recent : 0, n = 0, d = 0;
+
+	if (w == 0 ||
+	    (q->repeat_penalty == 1.0f && q->frequency_penalty == 0.0f &&
+	     q->presence_penalty == 0.0f))
+		return 0;
+	for (size_t i = 0; i < w; i++)
+		if (q->recent[i] >= 0 && q->recent[i] < n_vocab)
+			ids[n++] = q->recent[i];
+	qsort(ids, n, sizeof(*ids), sel_cmp_i32);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+
+		while (j < n && ids[j] == ids[i])
+			j++;
+		ids[d] = ids[i];
+		counts[d++] = (int32_t)(j - i);
+		i = j;
+	}
+	return d;
+}
+
 /*
- * The window's distinct in-vocabulary ids, sorted, with their penalised
- * logits: B->win[0..*n_out), B->pen_logit. Returns 0 or -1 (memory).
+ * The window's distinct ids (B->win, sorted) with their penalised logits
+ * (B->pen_logit): *N_OUT entries. Returns 0 or -1 (memory).
  */
 static int sel_penalties(const float *row, int32_t n_vocab,
                          const struct engine_select_req *q,
                          struct engine_select_buf *b, size_t *n_out)
 {
-	size_t n = 0, w = q->n_recent > 0 ? (size_t)q->n_recent : 0, d = 0;
+	size_t w = q->n_recent > 0 ? (size_t)q->n_recent : 0, d;
 
 	*n_out = 0;
-	if (w == 0 ||
-	    (q->repeat_penalty == 1.0f && q->frequency_penalty == 0.0f &&
-	     q->presence_penalty == 0.0f))
-		return 0;
 	if (w > b->win_cap) {
-		int32_t *p = realloc(b->win, w * sizeof(*p));
+		int32_t *p = realloc(b->win, w * sizeof(*p)), *c;
 		float *f;
 
 		if (p == NULL)
 			return -1;
 		b->win = p;
+		c = realloc(b->win_cnt, w * sizeof(*c));
+		if (c == NULL)
+			return -1;
+		b->win_cnt = c;
 		f = realloc(b->pen_logit, w * sizeof(*f));
 		if (f == NULL)
 			return -1;
 		b->pen_logit = f;
 		b->win_cap = w;
 	}
-	for (size_t i = 0; i < w; i++)
-		if (q->recent[i] >= 0 && q->recent[i] < n_vocab)
-			b->win[n++] = q->recent[i];
-	qsort(b->win, n, sizeof(*b->win), sel_cmp_i32);
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
+	d = engine_select_window(q, n_vocab, b->win, b->win_cnt);
+	for (size_t i = 0; i < d; i++) {
 		float l = row[b->win[i]];
 
-		while (j < n && b->win[j] == b->win[i])
-			j++;
 		/* the sampler's stage 1, operation for operation */
 		if (l <= 0.0f)
 			l *= q->repeat_penalty;
 		else
 			l /= q->repeat_penalty;
-		l -=
-		    (float)(j - i) * q->frequency_penalty + q->presence_penalty;
-		b->win[d] = b->win[i];
-		b->pen_logit[d++] = l;
-		i = j;
+		l -= (float)b->win_cnt[i] * q->frequency_penalty +
+		     q->presence_penalty;
+		b->pen_logit[i] = l;
 	}
 	*n_out = d;
 	return 0;
@@ -246,16 +264,24 @@ int engine_select_row(const float *row, int32_t n_vocab,
 		b->raw_top[i] = hr[i].logit;
 	}
 	free(hk);
-	b->out.k = nk;
+	engine_select_publish(b, nk, nn, raw.m, raw.s, raw.a, pen.m, pen.s);
+	return 0;
+}
+
+/* Point b->out at the entries, derive the sums; see engine_backend.h. */
+void engine_select_publish(struct engine_select_buf *b, int32_t k,
+                           int32_t n_raw, double raw_m, double raw_s,
+                           double raw_a, double pen_m, double pen_s)
+{
+	b->out.k = k;
 	b->out.id = b->id;
 	b->out.logit = b->logit;
 	b->out.raw_logit = b->raw_logit;
-	b->out.n_raw = nn;
+	b->out.n_raw = n_raw;
 	b->out.raw_id = b->raw_id;
 	b->out.raw_top = b->raw_top;
 	/* a raw row of only -inf has no distribution: report -inf, 0 */
-	b->out.raw_lse = raw.s > 0.0 ? raw.m + log(raw.s) : -INFINITY;
-	b->out.raw_entropy = raw.s > 0.0 ? log(raw.s) - raw.a / raw.s : 0.0;
-	b->out.lse = pen.m + log(pen.s);
-	return 0;
+	b->out.raw_lse = raw_s > 0.0 ? raw_m + log(raw_s) : -INFINITY;
+	b->out.raw_entropy = raw_s > 0.0 ? log(raw_s) - raw_a / raw_s : 0.0;
+	b->out.lse = pen_m + log(pen_s);
 }

@@ -59,6 +59,7 @@ static inline void buf_free(struct engine_select_buf *b)
 	free(b->raw_id);
 	free(b->raw_top);
 	free(b->win);
+	free(b->win_cnt);
 	free(b->pen_logit);
 }
 
