@@ -82,7 +82,16 @@ struct cu_state {
 	bool host_valid;         /* e->logits holds the last eval's rows */
 	struct cuda_select sel;  /* the select step's buffers */
 	int sel_ok;              /* sel allocated */
+
+	/* decode graphs (cu_decode_graph): graphs[b] runs one token at any
+	   position below (b + 1) * CU_GRAPH_POS, captured on first use */
+	bool use_graphs;         /* PARLEY_CUDA_GRAPHS is not "0" */
+	int32_t *d_step;         /* [2] device: token id, position */
+	cudaGraphExec_t *graphs; /* [n_graphs], NULL until captured */
+	int32_t n_graphs;
 };
+
+#define CU_GRAPH_POS 1024 /* positions per decode graph */
 
 /* 256-byte aligned size (cudaMalloc's alignment; any block type fits). */
 static size_t cu_align(size_t n)
@@ -362,6 +371,110 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 	return 0;
 }
 
+/* ------------------------------------------------------ decode graphs */
+
+/*
+ * A decode step (one token, its logits row left on the device for
+ * select) is ~10 small kernels per layer; launched one by one, the CPU's
+ * launch overhead and the gaps between kernels cost more than the weights
+ * take to read on a small model. So the step is captured once into a CUDA
+ * graph and replayed: the token and its position live in device memory
+ * (s->d_step, written by one copy before each replay; cuda_ctx.d_pos), so
+ * the graph never changes with them. The attention's launch shape depends
+ * on the context length, so graph b covers positions below
+ * (b + 1) * CU_GRAPH_POS: at most n_ctx / CU_GRAPH_POS + 1 captures in a
+ * session. Every buffer a graph names is allocated at open, except the
+ * device logits (cu_dev_logits drops the graphs when it reallocates them)
+ * and the attention scratch (reserved before capture). A trace needs host
+ * copies inside the step, so traced steps take the plain path.
+ */
+static void cu_graphs_drop(struct cu_state *s)
+{
+	for (int32_t b = 0; b < s->n_graphs; b++)
+		if (s->graphs[b] != NULL) {
+			cudaGraphExecDestroy(s->graphs[b]);
+			s->graphs[b] = NULL;
+		}
+}
+
+/* The kernels of one decode step, positions and token from s->d_step. */
+static int cu_decode_kernels(struct engine *e, struct cu_state *s, char *err,
+                             size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	struct cuda_ctx *x = &s->ctx;
+
+	if (cuda_op_get_rows(x, &s->embd, s->d_step, 1, s->x, err, errlen))
+		return -1;
+	for (int il = 0; il < c->n_layer; il++)
+		if (cu_attention_block(e, s, il, 1, 0, err, errlen) ||
+		    cu_ffn_block(e, s, il, 1, err, errlen))
+			return -1;
+	return cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1,
+	                       c->rms_eps, s->xb, err, errlen) ||
+	       cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0, err,
+	                      errlen);
+}
+
+/* Capture graph B. */
+static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
+                            char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	struct cuda_ctx *x = &s->ctx;
+	int32_t cap = (b + 1) * CU_GRAPH_POS;
+	cudaGraph_t g = NULL;
+	cudaError_t ce;
+	int rc;
+
+	if (cap > e->n_ctx)
+		cap = e->n_ctx;
+	if (cuda_op_attention_reserve(x, 1, c->n_head, c->head_dim_k, cap, err,
+	                              errlen))
+		return -1;
+	CUDA_TRY(
+	    cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal),
+	    err, errlen);
+	x->d_pos = s->d_step + 1;
+	x->pos_cap = cap;
+	rc = cu_decode_kernels(e, s, err, errlen);
+	x->d_pos = NULL;
+	x->pos_cap = 0;
+	ce = cudaStreamEndCapture(x->stream, &g);
+	if (rc != 0) {
+		if (g != NULL)
+			cudaGraphDestroy(g);
+		(void)cudaGetLastError();
+		return -1;
+	}
+	CUDA_TRY(ce, err, errlen);
+	ce = cudaGraphInstantiate(&s->graphs[b], g, 0);
+	cudaGraphDestroy(g);
+	if (ce != cudaSuccess) {
+		s->graphs[b] = NULL;
+		CUDA_TRY(ce, err, errlen);
+	}
+	return 0;
+}
+
+/* One token at position e->n_past through the graph of its bucket. */
+static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
+                           char *err, size_t errlen)
+{
+	const int32_t b = e->n_past / CU_GRAPH_POS;
+	/* pageable source: staged by the call, so the next step may reuse
+	   the array at once */
+	const int32_t step[2] = {tok, e->n_past};
+
+	if (s->graphs[b] == NULL && cu_graph_capture(e, s, b, err, errlen))
+		return -1;
+	CUDA_TRY(cudaMemcpyAsync(s->d_step, step, sizeof(step),
+	                         cudaMemcpyHostToDevice, s->ctx.stream),
+	         err, errlen);
+	CUDA_TRY(cudaGraphLaunch(s->graphs[b], s->ctx.stream), err, errlen);
+	return 0;
+}
+
 /* Grow e->logits to N rows. */
 static int cu_host_logits(struct engine *e, struct cu_state *s, int32_t n,
                           char *err, size_t errlen)
@@ -390,6 +503,7 @@ static int cu_dev_logits(struct engine *e, struct cu_state *s, int32_t n,
 	if (n <= s->logits_rows)
 		return 0;
 	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	cu_graphs_drop(s); /* they name the old buffer */
 	cudaFree(s->logits);
 	s->logits = NULL;
 	s->logits_rows = 0;
@@ -412,6 +526,13 @@ static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 	    cu_dev_logits(e, s, all ? (n < s->n_batch ? n : s->n_batch) : 1,
 	                  err, errlen))
 		return -1;
+	if (n == 1 && !all && !none && s->use_graphs && e->trace == NULL) {
+		if (cu_decode_graph(e, s, tokens[0], err, errlen))
+			return -1;
+		e->n_logits = 1;
+		s->host_valid = false;
+		return 0;
+	}
 	for (int32_t done = 0; done < n; done += s->n_batch) {
 		int32_t m = n - done < s->n_batch ? n - done : s->n_batch;
 		bool last = done + m == n;
@@ -582,9 +703,13 @@ static void cu_close(struct engine *e)
 		}
 		if (s->sel_ok)
 			cuda_select_free(&s->sel);
-		void *bufs[] = {s->arena,  s->tok, s->x, s->xb, s->q,
-		                s->k,      s->v,   s->o, s->hb, s->hb2,
-		                s->logits, s->kc,  s->vc};
+		if (s->graphs != NULL) {
+			cu_graphs_drop(s);
+			free(s->graphs);
+		}
+		void *bufs[] = {s->arena,  s->tok, s->x,  s->xb,    s->q,
+		                s->k,      s->v,   s->o,  s->hb,    s->hb2,
+		                s->logits, s->kc,  s->vc, s->d_step};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		free(s->layers);
@@ -689,6 +814,15 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	    (struct cu_layer *)calloc((size_t)c->n_layer, sizeof(*s->layers));
 	cu_alloc((void **)&s->arena, arena, &rc);
 	cu_alloc((void **)&s->tok, nb * sizeof(int32_t), &rc);
+	cu_alloc((void **)&s->d_step, 2 * sizeof(int32_t), &rc);
+	s->n_graphs = (e->n_ctx + CU_GRAPH_POS - 1) / CU_GRAPH_POS;
+	s->graphs =
+	    (cudaGraphExec_t *)calloc((size_t)s->n_graphs, sizeof(*s->graphs));
+	{
+		const char *g = getenv("PARLEY_CUDA_GRAPHS");
+
+		s->use_graphs = g == NULL || strcmp(g, "0") != 0;
+	}
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->q, nb * s->q_dim * sizeof(float), &rc);
@@ -699,7 +833,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->hb2, nb * c->n_ff * sizeof(float), &rc);
 	cu_alloc((void **)&s->kc, kv / 2, &rc);
 	cu_alloc((void **)&s->vc, kv / 2, &rc);
-	if (rc != 0 || s->layers == NULL) {
+	if (rc != 0 || s->layers == NULL || s->graphs == NULL) {
 		snprintf(err, errlen,
 		         "out of GPU memory: model needs %.2f GiB on the GPU, "
 		         "%.2f GiB free",

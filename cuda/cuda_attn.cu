@@ -34,8 +34,10 @@
 __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
                           int32_t n_tok, int32_t n_head, int32_t n_kv,
                           int32_t hd, int32_t n_ctx, int32_t il, int32_t pos0,
-                          float *out)
+                          const int32_t *dpos, float *out)
 {
+	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
+		pos0 = *dpos;
 	__shared__ float qs[AT_WARPS][CUDA_ATTN_MAX_HEAD_DIM];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int64_t pair = (int64_t)blockIdx.x * AT_WARPS + warp;
@@ -145,9 +147,12 @@ static size_t as_scratch_floats(int32_t n_tok, int32_t n_head, int32_t hd,
 
 __global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
                           int32_t n_head, int32_t n_kv, int32_t hd,
-                          int32_t n_ctx, int32_t il, int32_t pos0, int32_t nch,
-                          float *part, float *ml)
+                          int32_t n_ctx, int32_t il, int32_t pos0,
+                          const int32_t *dpos, int32_t nch, float *part,
+                          float *ml)
 {
+	if (dpos != NULL)
+		pos0 = *dpos;
 	extern __shared__ float as_sm[];
 	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
 	const int32_t c = blockIdx.x, t = blockIdx.z;
@@ -303,8 +308,11 @@ __global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
  * chunks c of token t's causal length; block = (head, token). */
 __global__ void as_merge(const float *part, const float *ml, int32_t n_head,
-                         int32_t hd, int32_t pos0, int32_t nch, float *out)
+                         int32_t hd, int32_t pos0, const int32_t *dpos,
+                         int32_t nch, float *out)
 {
+	if (dpos != NULL)
+		pos0 = *dpos;
 	const int h = blockIdx.x, t = blockIdx.y;
 	const int32_t len = pos0 + t + 1;
 	const int nc = (len + AS_CH - 1) / AS_CH;
@@ -350,7 +358,10 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
                      int32_t pos0, float *d_out, char *err, size_t errlen)
 {
 	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
-	const int32_t nch = (pos0 + n_tok + AS_CH - 1) / AS_CH;
+	/* a captured step covers positions up to pos_cap; chunks past a
+	   token's length exit at once */
+	const int32_t n_pos = ctx->d_pos != NULL ? ctx->pos_cap : pos0 + n_tok;
+	const int32_t nch = (n_pos + AS_CH - 1) / AS_CH;
 	const size_t nf = as_scratch_floats(n_tok, n_head, hd, nch);
 	const size_t smem =
 	    sizeof(float) * ((size_t)AS_G * hd + (size_t)AS_G * AS_CH +
@@ -363,10 +374,12 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
 	as_kernel<<<grid, AS_CH, smem, ctx->stream>>>(
-	    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, nch, part, ml);
+	    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
+	    part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0,
-	           ctx->stream>>>(part, ml, n_head, hd, pos0, nch, d_out);
+	           ctx->stream>>>(part, ml, n_head, hd, pos0, ctx->d_pos, nch,
+	                          d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -396,7 +409,18 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 	at_kernel<<<(unsigned)((pairs + AT_WARPS - 1) / AT_WARPS),
 	            32 * AT_WARPS, 0, ctx->stream>>>(
 	    d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok, n_head,
-	    n_kv, head_dim, n_ctx, il, pos0, d_out);
+	    n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
+}
+
+extern "C" int cuda_op_attention_reserve(struct cuda_ctx *ctx, int32_t n_tok,
+                                         int32_t n_head, int32_t head_dim,
+                                         int32_t n_pos, char *err,
+                                         size_t errlen)
+{
+	const int32_t nch = (n_pos + AS_CH - 1) / AS_CH;
+
+	return as_scratch(ctx, as_scratch_floats(n_tok, n_head, head_dim, nch),
+	                  err, errlen);
 }

@@ -54,9 +54,12 @@ __global__ void el_rmsnorm(const float *x, const float *w, int32_t n, float eps,
 /* One thread per (token, head, pair). */
 __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
                         int32_t head_dim, int32_t n_rot, const double *inv_freq,
-                        int32_t pos0, int neox)
+                        int32_t pos0, const int32_t *dpos, int neox)
 {
 	const int half = n_rot / 2;
+
+	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
+		pos0 = *dpos;
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx >= (int64_t)n_tok * n_heads * half)
@@ -105,8 +108,11 @@ __global__ void el_swiglu(float *g, const float *u, int64_t n)
 /* One thread per element of K (and of V): token-major in, head-major out. */
 __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
                             int32_t n_kv, int32_t head_dim, int32_t n_ctx,
-                            int32_t il, int32_t pos0, __half *kc, __half *vc)
+                            int32_t il, int32_t pos0, const int32_t *dpos,
+                            __half *kc, __half *vc)
 {
+	if (dpos != NULL)
+		pos0 = *dpos;
 	const int64_t kv_dim = (int64_t)n_kv * head_dim;
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -135,9 +141,12 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
 __global__ void el_rope_kv_store(float *q, float *k, const float *v,
                                  int32_t n_head, int32_t n_kv, int32_t head_dim,
                                  int32_t n_rot, const double *inv_freq,
-                                 int32_t pos0, int neox, int32_t n_ctx,
-                                 int32_t il, __half *kc, __half *vc)
+                                 int32_t pos0, const int32_t *dpos, int neox,
+                                 int32_t n_ctx, int32_t il, __half *kc,
+                                 __half *vc)
 {
+	if (dpos != NULL)
+		pos0 = *dpos;
 	const int32_t t = blockIdx.x / (n_head + n_kv);
 	const int hh = (int)(blockIdx.x % (n_head + n_kv));
 	const int is_k = hh >= n_head, h = is_k ? hh - n_head : hh;
@@ -196,7 +205,8 @@ extern "C" int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
 	if (n == 0)
 		return 0;
 	el_rope<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
-	    d_x, n_tok, n_heads, head_dim, n_rot, d_inv_freq, pos0, neox);
+	    d_x, n_tok, n_heads, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos,
+	    neox);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -239,8 +249,8 @@ extern "C" int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k,
 	int64_t n = (int64_t)n_tok * n_kv * head_dim;
 
 	el_kv_store<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
-	    d_k, d_v, n_tok, n_kv, head_dim, n_ctx, il, pos0, (__half *)d_kc,
-	    (__half *)d_vc);
+	    d_k, d_v, n_tok, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos,
+	    (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -260,7 +270,7 @@ extern "C" int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q,
 		return 0;
 	el_rope_kv_store<<<(unsigned)blocks, 64, 0, ctx->stream>>>(
 	    d_q, d_k, d_v, n_head, n_kv, head_dim, n_rot, d_inv_freq, pos0,
-	    neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+	    ctx->d_pos, neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -6,13 +6,14 @@
  * NOTES ON THE DESIGN
  *
  * Mat-vec (fewer than CUDA_GEMM_MIN_TOKENS tokens): one warp per output
- * row, MM_WARPS rows per block; the row is read once per token; fp32
- * products and sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1,
+ * row (CM_ROWS rows, or gate and up, in the fast path), MM_WARPS warps
+ * per block; the row is read once per token; fp32 products and sums, one
+ * shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1,
  * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks
  * with wide loads (cm_matvec_unit, cuda_vecdot.cuh). The other types:
  * lanes on consecutive elements through the element decoder (cm_matvec),
- * so a warp still reads a contiguous span of the row (coalesced). Fused
- * epilogues and several rows per warp are later work.
+ * so a warp still reads a contiguous span of the row (coalesced). The
+ * residual add and SwiGLU are fused epilogues.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W
  * is dequantized into the fp16 scratch (ctx->d_w16, sized for a bounded
@@ -96,73 +97,112 @@ struct cm_parts {
 /* What a unit mat-vec writes. */
 enum { CM_SET, CM_ADD, CM_SWIGLU };
 
-/* Row WR . XT over the row's NU units, reduced over the warp (every lane
- * gets the sum); a lane takes units lane, lane + 32, ..., two in flight
- * per iteration so each lane has two loads outstanding. */
-template <int T>
-static __device__ __forceinline__ float
-cm_row_dot(const uint8_t *wr, int64_t nu, const float *xt, int lane)
+/* Rows W[0..R) . XT over their NU units, reduced over the warp (every
+ * lane gets the sums in ACC); a lane takes units lane, lane + 32, ...,
+ * two in flight per iteration, and loads each unit's activations once
+ * for the R rows (cuda_vecdot.cuh note 5). */
+template <int T, int R>
+static __device__ __forceinline__ void cm_rows_dot(const uint8_t *const *w,
+                                                   int64_t nu, const float *xt,
+                                                   int lane, float *acc)
 {
-	float acc0 = 0.0f, acc1 = 0.0f;
-	int64_t u = lane;
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		acc[r] = 0.0f;
+#pragma unroll 2
+	for (int64_t u = lane; u < nu; u += 32) {
+		float xv[cv_unit<T>::ne];
 
-	for (; u + 32 < nu; u += 64) {
-		acc0 += cv_unit<T>::dot(wr, u, xt);
-		acc1 += cv_unit<T>::dot(wr, u + 32, xt);
+		cv_unit<T>::xload(u, xt, xv);
+#pragma unroll
+		for (int r = 0; r < R; r++)
+			acc[r] += cv_unit<T>::dot(w[r], u, xv);
 	}
-	if (u < nu)
-		acc0 += cv_unit<T>::dot(wr, u, xt);
-	acc0 += acc1;
-	for (int off = 16; off > 0; off >>= 1)
-		acc0 += __shfl_xor_sync(0xffffffffu, acc0, off);
-	return acc0;
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		for (int off = 16; off > 0; off >>= 1)
+			acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
 }
 
+/* Global row R of PS: its weight row in *W, its output element (token
+ * T) in *Y. The loop unrolls to constant indices, so the parts stay in
+ * parameter space (a dynamic index would copy them to local memory). */
+static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
+                                                 int64_t r, int64_t t,
+                                                 const uint8_t **w, float **y)
+{
+	const uint8_t *wp = ps.p[0].w;
+	size_t rs = ps.p[0].row_size;
+	int64_t ne1 = ps.p[0].ne1;
+	float *yp = ps.p[0].y;
+
+#pragma unroll
+	for (int k = 1; k < CM_MAX_PARTS; k++)
+		if (k < ps.n && r >= ne1) {
+			r -= ne1;
+			wp = ps.p[k].w;
+			rs = ps.p[k].row_size;
+			ne1 = ps.p[k].ne1;
+			yp = ps.p[k].y;
+		}
+	*w = wp + (size_t)r * rs;
+	*y = yp == NULL ? NULL : yp + t * ne1 + r;
+}
+
+/* Rows per warp of the CM_SET and CM_ADD mat-vec (SwiGLU's warp takes
+ * one row each of gate and up). */
+#define CM_ROWS 2
+
 /*
- * The fast mat-vec for the types of cuda_vecdot.cuh: warp per row of the
- * parts, MM_WARPS rows per block, blockIdx.y = token. MODE CM_SET: y =
- * W x; CM_ADD: y += W x (the residual add fused); CM_SWIGLU: the launch
- * covers part 0 (gate) only and the warp also dots row r of part 1 (up):
- * y0 = silu(gate x) * (up x), el_swiglu's order of operations.
+ * The fast mat-vec for the types of cuda_vecdot.cuh, MM_WARPS warps per
+ * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
+ * residual add fused); both with CM_ROWS consecutive rows of the parts
+ * per warp (the last warp's second row may be past the end: computed
+ * again from the last row, not written). CM_SWIGLU: the launch covers
+ * part 0 (gate) only, one row per warp, and the warp also dots row r of
+ * part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's order of
+ * operations.
  */
 template <int T, int MODE>
 __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 {
 	const int lane = threadIdx.x & 31;
-	int64_t r = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+	const int64_t wi = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
 	const int64_t t = blockIdx.y, nu = ne0 / cv_unit<T>::ne;
-	const uint8_t *w = ps.p[0].w;
-	size_t rs = ps.p[0].row_size;
-	int64_t ne1 = ps.p[0].ne1;
-	float *yp = ps.p[0].y;
-
-	if (r >= ps.rows)
-		return;
-		/* constant indices once unrolled: the parts stay in parameter
-		 * space (a dynamic index would copy them to local memory) */
-#pragma unroll
-	for (int k = 1; k < CM_MAX_PARTS; k++)
-		if (k < ps.n && r >= ne1) {
-			r -= ne1;
-			w = ps.p[k].w;
-			rs = ps.p[k].row_size;
-			ne1 = ps.p[k].ne1;
-			yp = ps.p[k].y;
-		}
 	const float *xt = x + t * ne0;
-	float sum = cm_row_dot<T>(w + (size_t)r * rs, nu, xt, lane);
 
 	if (MODE == CM_SWIGLU) {
-		const float u = cm_row_dot<T>(
-		    ps.p[1].w + (size_t)r * ps.p[1].row_size, nu, xt, lane);
+		if (wi >= ps.rows)
+			return;
+		const uint8_t *w[2];
+		float *y, acc[2];
 
-		sum = __fmul_rn(__fdiv_rn(sum, 1.0f + expf(-sum)), u);
+		cm_locate(ps, wi, t, &w[0], &y);
+		w[1] = ps.p[1].w + (size_t)wi * ps.p[1].row_size;
+		cm_rows_dot<T, 2>(w, nu, xt, lane, acc);
+		if (lane == 0)
+			*y = __fmul_rn(__fdiv_rn(acc[0], 1.0f + expf(-acc[0])),
+			               acc[1]);
+		return;
 	}
-	if (lane == 0) {
-		float *y = yp + t * ne1 + r;
+	const int64_t r0 = wi * CM_ROWS;
 
-		*y = MODE == CM_ADD ? *y + sum : sum;
-	}
+	if (r0 >= ps.rows)
+		return;
+	const uint8_t *w[CM_ROWS];
+	float *y[CM_ROWS], acc[CM_ROWS];
+
+#pragma unroll
+	for (int k = 0; k < CM_ROWS; k++)
+		cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1, t, &w[k],
+		          &y[k]);
+	cm_rows_dot<T, CM_ROWS>(w, nu, xt, lane, acc);
+	if (lane == 0)
+#pragma unroll
+		for (int k = 0; k < CM_ROWS; k++)
+			if (r0 + k < ps.rows)
+				*y[k] =
+				    MODE == CM_ADD ? *y[k] + acc[k] : acc[k];
 }
 
 /* OUT[r][i] = fp16 of row R0 + r of W, element i, for N elements. */
@@ -297,7 +337,8 @@ static int cm_unit_ok(const struct cuda_tensor *w, const float *d_x)
 		return 0;
 	}
 	return (uintptr_t)d_x % 16 == 0 && al % 4 == 0 &&
-	       (w->type != QTYPE_F16 || (al % 16 == 0 && w->ne0 % 8 == 0));
+	       (w->type != QTYPE_F16 || (al % 16 == 0 && w->ne0 % 8 == 0)) &&
+	       (w->type != QTYPE_Q4_K || al % 16 == 0);
 }
 
 /* The part of one weight with output D_Y. */
@@ -315,7 +356,9 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
                           const float *d_x, int32_t n_tok, int mode, char *err,
                           size_t errlen)
 {
-	dim3 grid((unsigned)((ps->rows + MM_WARPS - 1) / MM_WARPS),
+	const int64_t warps =
+	    mode == CM_SWIGLU ? ps->rows : (ps->rows + CM_ROWS - 1) / CM_ROWS;
+	dim3 grid((unsigned)((warps + MM_WARPS - 1) / MM_WARPS),
 	          (unsigned)n_tok);
 
 	switch (type * 4 + (uint32_t)mode) {

@@ -44,6 +44,15 @@ struct cuda_ctx {
 	size_t x16_cap;  /* elements of d_x16 */
 	void *d_attn;    /* fp32 partials of the split decode attention */
 	size_t attn_cap; /* floats of d_attn (grown on demand) */
+	/* A decode step captured into a CUDA graph (backend_cuda.cu): while
+	   d_pos is set, the ops that depend on the position (RoPE, the KV
+	   store, attention) read the position of token 0 from the device
+	   int *d_pos instead of their pos0 argument, and the attention's
+	   launch shape covers pos_cap positions (chunks past the real length
+	   exit at once), so one graph serves every position below pos_cap.
+	   NULL: positions come from the arguments. */
+	const int32_t *d_pos;
+	int32_t pos_cap;
 };
 
 /* A weight matrix on the device. */
@@ -171,6 +180,13 @@ int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                       int32_t n_head, int32_t n_kv, int32_t head_dim,
                       int32_t n_ctx, int32_t il, int32_t pos0, float *d_out,
                       char *err, size_t errlen);
+
+/* Grow the attention's scratch for N_TOK queries over N_POS positions now
+ * (a graph capture must not allocate; cuda_op_attention grows it itself
+ * otherwise). */
+int cuda_op_attention_reserve(struct cuda_ctx *ctx, int32_t n_tok,
+                              int32_t n_head, int32_t head_dim, int32_t n_pos,
+                              char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

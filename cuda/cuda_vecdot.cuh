@@ -9,8 +9,9 @@
  *    consecutive units, so a warp walks a contiguous span of the row; a
  *    lane reads its unit with the widest loads the format's alignment
  *    allows (cuda_quant.cuh note 3: Q8_0, Q4_0 and Q6_K blocks are only
- *    2-byte aligned, Q4_1 and Q4_K 4-byte; F16 units of 8 halves are
- *    16-byte aligned when the row is, which the launcher checks) instead
+ *    2-byte aligned, Q4_1 4-byte; F16 units of 8 halves and Q4_K's
+ *    16-byte pieces are 16-byte aligned when the row is, which the
+ *    launcher checks) instead
  *    of one element at a time through cq_elem.
  * 2. The block scale is factored out of the sum: sum_j (q_j * d) x_j =
  *    d * sum_j q_j x_j (and m * sum_j x_j for the formats with a minimum).
@@ -20,27 +21,46 @@
  *    launcher checks), so the unit's activations are float4 loads.
  * 4. cv_unit<T>::ne is the unit's element count; the unit count of a row
  *    is ne0 / ne (a row is whole blocks; F16 rows need ne0 % 8 == 0).
+ * 5. Loading and multiplying are separate steps: xload(u, x, xv) puts
+ *    the unit's ne activations into registers (in the order dot uses
+ *    them), dot(row, u, xv) multiplies one row's unit by them. A warp
+ *    that computes several rows (cuda_matmul.cu: gate and up of SwiGLU,
+ *    or two rows of one matrix) loads the activations once per unit:
+ *    re-reading them for every row made the mat-vec bound by the L1
+ *    traffic of the activations (16 weight bytes of Q4_K against 256
+ *    bytes of x), not by the weights' DRAM traffic.
  */
 #ifndef PARLEY_CUDA_VECDOT_CUH
 #define PARLEY_CUDA_VECDOT_CUH
 
 #include "cuda_quant.cuh"
 
-/* Elements X[0..7] (16-byte aligned) dotted with Q[0..7]. */
-static __device__ __forceinline__ float cv_dot8(const float *x, const float *q)
+/* Elements XV[0..7] (registers) dotted with Q[0..7]. */
+static __device__ __forceinline__ float cv_dot8(const float *xv, const float *q)
 {
-	const float4 a = *(const float4 *)x, b = *(const float4 *)(x + 4);
-
-	return a.x * q[0] + a.y * q[1] + a.z * q[2] + a.w * q[3] + b.x * q[4] +
-	       b.y * q[5] + b.z * q[6] + b.w * q[7];
+	return xv[0] * q[0] + xv[1] * q[1] + xv[2] * q[2] + xv[3] * q[3] +
+	       xv[4] * q[4] + xv[5] * q[5] + xv[6] * q[6] + xv[7] * q[7];
 }
 
-/* Sum of X[0..7]. */
-static __device__ __forceinline__ float cv_sum8(const float *x)
+/* Sum of XV[0..7]. */
+static __device__ __forceinline__ float cv_sum8(const float *xv)
 {
-	const float4 a = *(const float4 *)x, b = *(const float4 *)(x + 4);
+	return ((xv[0] + xv[1]) + (xv[2] + xv[3])) +
+	       ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+}
 
-	return ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+/* N (a multiple of 4) activations from X (16-byte aligned) into XV. */
+template <int N>
+static __device__ __forceinline__ void cv_load(const float *x, float *xv)
+{
+#pragma unroll
+	for (int i = 0; i < N / 4; i++) {
+		const float4 a = __ldg((const float4 *)x + i);
+		xv[4 * i] = a.x;
+		xv[4 * i + 1] = a.y;
+		xv[4 * i + 2] = a.z;
+		xv[4 * i + 3] = a.w;
+	}
 }
 
 /* Four bytes of V as floats into Q (signed when S). */
@@ -59,8 +79,13 @@ template <int T> struct cv_unit;
 /* F16: 8 halves, one 16-byte load. */
 template <> struct cv_unit<QTYPE_F16> {
 	static const int ne = 8;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<8>(x + u * 8, xv);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
-	                                            int64_t u, const float *x)
+	                                            int64_t u, const float *xv)
 	{
 		const uint4 raw = *((const uint4 *)row + u);
 		const __half2 *h2 = (const __half2 *)&raw;
@@ -71,19 +96,23 @@ template <> struct cv_unit<QTYPE_F16> {
 			q[2 * j] = f.x;
 			q[2 * j + 1] = f.y;
 		}
-		return cv_dot8(x + u * 8, q);
+		return cv_dot8(xv, q);
 	}
 };
 
 /* Q8_0: d, qs[32] int8; 16-bit loads (2-byte aligned blocks). */
 template <> struct cv_unit<QTYPE_Q8_0> {
 	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<32>(x + u * 32, xv);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
-	                                            int64_t u, const float *x)
+	                                            int64_t u, const float *xv)
 	{
 		const uint8_t *b = row + u * 34;
 		const uint16_t *p = (const uint16_t *)b;
-		const float *xb = x + u * 32;
 		float s = 0.0f;
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
@@ -94,7 +123,7 @@ template <> struct cv_unit<QTYPE_Q8_0> {
 				q[2 * j] = (float)(int8_t)(w & 0xFF);
 				q[2 * j + 1] = (float)(int8_t)(w >> 8);
 			}
-			s += cv_dot8(xb + 8 * k, q);
+			s += cv_dot8(xv + 8 * k, q);
 		}
 		return s * cq_half(b);
 	}
@@ -103,12 +132,16 @@ template <> struct cv_unit<QTYPE_Q8_0> {
 /* Q4_0: d, qs[16]: low nibble of byte l is element l, high l + 16. */
 template <> struct cv_unit<QTYPE_Q4_0> {
 	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<32>(x + u * 32, xv);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
-	                                            int64_t u, const float *x)
+	                                            int64_t u, const float *xv)
 	{
 		const uint8_t *b = row + u * 18;
 		const uint16_t *p = (const uint16_t *)b;
-		const float *xb = x + u * 32;
 		float s = 0.0f;
 #pragma unroll
 		for (int k = 0; k < 2; k++) {
@@ -122,8 +155,8 @@ template <> struct cv_unit<QTYPE_Q4_0> {
 				    (float)((int)((w >> 8) & 0xF) - 8);
 				hi[2 * j + 1] = (float)((int)(w >> 12) - 8);
 			}
-			s += cv_dot8(xb + 8 * k, lo) +
-			     cv_dot8(xb + 16 + 8 * k, hi);
+			s += cv_dot8(xv + 8 * k, lo) +
+			     cv_dot8(xv + 16 + 8 * k, hi);
 		}
 		return s * cq_half(b);
 	}
@@ -132,12 +165,16 @@ template <> struct cv_unit<QTYPE_Q4_0> {
 /* Q4_1: d, m, qs[16]; 20-byte blocks, 32-bit loads. */
 template <> struct cv_unit<QTYPE_Q4_1> {
 	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<32>(x + u * 32, xv);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
-	                                            int64_t u, const float *x)
+	                                            int64_t u, const float *xv)
 	{
 		const uint8_t *b = row + u * 20;
 		const uint32_t *p = (const uint32_t *)b;
-		const float *xb = x + u * 32;
 		float s = 0.0f, sx = 0.0f;
 #pragma unroll
 		for (int k = 0; k < 2; k++) {
@@ -149,39 +186,60 @@ template <> struct cv_unit<QTYPE_Q4_1> {
 				cv_bytes4<false>((w >> 4) & 0x0F0F0F0Fu,
 				                 hi + 4 * j);
 			}
-			s += cv_dot8(xb + 8 * k, lo) +
-			     cv_dot8(xb + 16 + 8 * k, hi);
-			sx += cv_sum8(xb + 8 * k) + cv_sum8(xb + 16 + 8 * k);
+			s += cv_dot8(xv + 8 * k, lo) +
+			     cv_dot8(xv + 16 + 8 * k, hi);
+			sx += cv_sum8(xv + 8 * k) + cv_sum8(xv + 16 + 8 * k);
 		}
 		return s * cq_half(b) + sx * cq_half(b + 2);
 	}
 };
 
-/* Q4_K, unit = sub-block sb (0..7) of block u / 8: 32 bytes of qs at
- * 16 + (sb / 2) * 32, low nibbles for even sb, high for odd. */
+/* Q4_K, unit = 16 bytes of qs: unit u is super-block u / 8, piece
+ * j = u % 8 of its qs (one 16-byte load; the launcher checks that rows
+ * are 16-byte aligned, which 144-byte blocks keep). The 32-byte chunk
+ * c = j / 2 holds sub-block 2c in its low nibbles and 2c + 1 in its high
+ * ones; the piece is half h = j % 2 of the chunk: elements h * 16 ..
+ * h * 16 + 15 of both sub-blocks (xv[0..15] and xv[16..31]). So 8
+ * consecutive lanes read 128 contiguous bytes. */
 template <> struct cv_unit<QTYPE_Q4_K> {
 	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		const int j = (int)(u & 7);
+		const float *x0 =
+		    x + (u >> 3) * 256 + (j >> 1) * 64 + (j & 1) * 16;
+
+		cv_load<16>(x0, xv);
+		cv_load<16>(x0 + 32, xv + 16);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
-	                                            int64_t u, const float *x)
+	                                            int64_t u, const float *xv)
 	{
 		const uint8_t *b = row + (u >> 3) * 144;
-		const int sb = (int)(u & 7), sh = 4 * (sb & 1);
-		const uint32_t *p = (const uint32_t *)(b + 16 + (sb >> 1) * 32);
-		const float *xb = x + u * 32;
-		float s = 0.0f, sx = 0.0f;
-		int sc, m;
+		const int j = (int)(u & 7), c = j >> 1, h = j & 1;
+		const uint4 raw = *(const uint4 *)(b + 16 + c * 32 + h * 16);
+		const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+		float s0 = 0.0f, s1 = 0.0f, sx0 = 0.0f, sx1 = 0.0f;
+		int sc0, m0, sc1, m1;
 #pragma unroll
-		for (int k = 0; k < 4; k++) {
-			float q[8];
-			cv_bytes4<false>((p[2 * k] >> sh) & 0x0F0F0F0Fu, q);
-			cv_bytes4<false>((p[2 * k + 1] >> sh) & 0x0F0F0F0Fu,
-			                 q + 4);
-			s += cv_dot8(xb + 8 * k, q);
-			sx += cv_sum8(xb + 8 * k);
+		for (int k = 0; k < 2; k++) {
+			float lo[8], hi[8];
+			cv_bytes4<false>(w[2 * k] & 0x0F0F0F0Fu, lo);
+			cv_bytes4<false>(w[2 * k + 1] & 0x0F0F0F0Fu, lo + 4);
+			cv_bytes4<false>((w[2 * k] >> 4) & 0x0F0F0F0Fu, hi);
+			cv_bytes4<false>((w[2 * k + 1] >> 4) & 0x0F0F0F0Fu,
+			                 hi + 4);
+			s0 += cv_dot8(xv + 8 * k, lo);
+			s1 += cv_dot8(xv + 16 + 8 * k, hi);
+			sx0 += cv_sum8(xv + 8 * k);
+			sx1 += cv_sum8(xv + 16 + 8 * k);
 		}
-		cq_scale_min_k4(sb, b + 4, &sc, &m);
-		return s * (cq_half(b) * (float)sc) -
-		       sx * (cq_half(b + 2) * (float)m);
+		cq_scale_min_k4(2 * c, b + 4, &sc0, &m0);
+		cq_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+		const float d = cq_half(b), dm = cq_half(b + 2);
+		return (s0 * (d * (float)sc0) - sx0 * (dm * (float)m0)) +
+		       (s1 * (d * (float)sc1) - sx1 * (dm * (float)m1));
 	}
 };
 
@@ -191,8 +249,13 @@ template <> struct cv_unit<QTYPE_Q4_K> {
  */
 template <> struct cv_unit<QTYPE_Q6_K> {
 	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<32>(x + u * 32, xv);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
-	                                            int64_t u, const float *x)
+	                                            int64_t u, const float *xv)
 	{
 		const uint8_t *b = row + (u >> 3) * 210;
 		const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
@@ -201,7 +264,6 @@ template <> struct cv_unit<QTYPE_Q6_K> {
 		const uint16_t *qh = (const uint16_t *)(b + 128 + n * 32);
 		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + 2 * g;
 		const int lsh = (g & 2) ? 4 : 0, hsh = 2 * g;
-		const float *xb = x + u * 32;
 		float half_sum[2];
 #pragma unroll
 		for (int hh = 0; hh < 2; hh++) {
@@ -222,7 +284,7 @@ template <> struct cv_unit<QTYPE_Q6_K> {
 					q[2 * j] = (float)((int)v0 - 32);
 					q[2 * j + 1] = (float)((int)v1 - 32);
 				}
-				s += cv_dot8(xb + hh * 16 + k * 8, q);
+				s += cv_dot8(xv + hh * 16 + k * 8, q);
 			}
 			half_sum[hh] = s * (float)sc[hh];
 		}

@@ -45,16 +45,17 @@ static double nmse(const float *g, const float *c, size_t n)
 	return den > 0 ? num / den : num;
 }
 
-/* Open a CPU (reference) or CUDA engine. */
-static struct engine *open_engine(const struct model *m, const char *backend,
-                                  int32_t n_batch, const char *what)
+/* Open a CPU (reference) or CUDA engine of N_CTX positions. */
+static struct engine *open_engine_ctx(const struct model *m,
+                                      const char *backend, int32_t n_batch,
+                                      int32_t n_ctx, const char *what)
 {
 	struct engine_params p = {0};
 	struct engine *e = NULL;
 	char err[512] = "";
 
 	p.backend = backend;
-	p.n_ctx = 128;
+	p.n_ctx = n_ctx;
 	p.n_batch = n_batch;
 	p.exact_dots = true;
 	int rc = engine_open(m, &p, &e, err, sizeof(err));
@@ -63,6 +64,12 @@ static struct engine *open_engine(const struct model *m, const char *backend,
 	if (!tap_ok(rc == 0, "%s: open %s %s", what, backend, rc ? err : ""))
 		return NULL;
 	return e;
+}
+
+static struct engine *open_engine(const struct model *m, const char *backend,
+                                  int32_t n_batch, const char *what)
+{
+	return open_engine_ctx(m, backend, n_batch, 128, what);
 }
 
 /* Eval on both; compare the logits rows. Returns the NMSE or -1. */
@@ -313,6 +320,79 @@ out:
 	engine_close(c);
 }
 
+/*
+ * Decode steps replayed from CUDA graphs (one per 1,024 positions, the
+ * position read from device memory) across the graphs' boundaries at 1,024
+ * and 2,048: each step's logits equal, bit for bit, those of a CUDA engine
+ * launching the same kernels one by one (PARLEY_CUDA_GRAPHS=0), and match
+ * the CPU reference. A graph that kept the position it was captured at
+ * would fail both.
+ */
+static void check_graphs(const char *path)
+{
+	char err[512] = "";
+	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct model *m = NULL;
+	struct engine *g = NULL, *p = NULL, *c = NULL;
+	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0;
+	double worst = 0;
+	const int32_t n_ctx = 2100, at[2] = {1016, 2040};
+
+	if (f == NULL || model_load(f, &m, err, sizeof(err)) != 0) {
+		tap_ok(0, "graphs: load %s: %s", path, err);
+		goto out;
+	}
+	nv = m->cfg.n_vocab;
+	toks = malloc(sizeof(int32_t) * (size_t)n_ctx);
+	g = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs");
+	setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+	p = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (off)");
+	unsetenv("PARLEY_CUDA_GRAPHS");
+	c = open_engine_ctx(m, "cpu", 0, n_ctx, "graphs");
+	if (toks == NULL || g == NULL || p == NULL || c == NULL)
+		goto out;
+	for (int32_t i = 0; i < n_ctx; i++)
+		toks[i] = (int32_t)((i * 7919 + 13) % nv);
+	for (int r = 0; r < 2; r++) {
+		int32_t n0 = engine_n_past(g), n = at[r] - n0;
+
+		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
+		    engine_eval(p, toks + n0, n, 0, err, sizeof(err)) ||
+		    engine_eval(c, toks + n0, n, 0, err, sizeof(err))) {
+			tap_ok(0, "graphs: prefill to %d: %s", at[r], err);
+			goto out;
+		}
+		for (int i = 0; i < 16; i++) {
+			const int32_t *t = toks + at[r] + i;
+			double e;
+
+			if (engine_eval(p, t, 1, 0, err, sizeof(err)) ||
+			    (e = eval_both(g, c, t, 1, 0)) < 0) {
+				tap_ok(0, "graphs: step at %d: %s", at[r] + i,
+				       err);
+				goto out;
+			}
+			worst = e > worst ? e : worst;
+			n_steps++;
+			n_same += memcmp(engine_logits(g), engine_logits(p),
+			                 sizeof(float) * (size_t)nv) == 0;
+		}
+	}
+	tap_ok(n_same == n_steps,
+	       "graphs: %d of %d decode steps across positions 1024 and "
+	       "2048 bit-identical to plain launches",
+	       n_same, n_steps);
+	tap_ok(worst <= TOL, "graphs: those steps vs the CPU: worst nmse %.3g",
+	       worst);
+out:
+	engine_close(g);
+	engine_close(p);
+	engine_close(c);
+	free(toks);
+	model_free(m);
+	gguf_close(f);
+}
+
 /* Load PATH; parity checks and greedy decoding. */
 static void check_real(const char *path, const char *what,
                        const int32_t *prompt)
@@ -371,6 +451,15 @@ int main(void)
 			           models[i].gpu_batch);
 		unlink(path);
 	}
+	snprintf(path, sizeof(path), "%s/graphs.gguf", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "%s/tests/parley-mkmodel --arch qwen2 --type Q4_K --n-vocab "
+	         "300 --n-embd 256 --n-ff 512 --n-layer 3 --n-head 8 "
+	         "--n-head-kv 2 --n-ctx 4096 --seed 11 -o %s",
+	         top ? top : ".", path);
+	if (tap_ok(system(cmd) == 0, "graphs model: parley-mkmodel"))
+		check_graphs(path);
+	unlink(path);
 	snprintf(path, sizeof(path), "%s/oom.gguf", dir);
 	snprintf(
 	    cmd, sizeof(cmd),
