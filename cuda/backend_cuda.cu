@@ -262,13 +262,8 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 
 	if (cuda_op_rmsnorm(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                    s->xb, err, errlen) ||
-	    cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, s->xb, n, s->q, s->k,
-	                       s->v, err, errlen))
-		return -1;
-	if (l->bq != NULL &&
-	    (cuda_op_add_bias(x, s->q, l->bq, s->q_dim, n, err, errlen) ||
-	     cuda_op_add_bias(x, s->k, l->bk, s->kv_dim, n, err, errlen) ||
-	     cuda_op_add_bias(x, s->v, l->bv, s->kv_dim, n, err, errlen)))
+	    cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk, l->bv,
+	                       s->xb, n, s->q, s->k, s->v, err, errlen))
 		return -1;
 	if (cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, c->n_head,
 	                          c->n_head_kv, c->head_dim_k, c->n_rot,

@@ -145,11 +145,11 @@ static size_t as_scratch_floats(int32_t n_tok, int32_t n_head, int32_t hd,
 	return (size_t)n_tok * n_head * nch * (size_t)(hd + 2);
 }
 
-__global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
-                          int32_t n_head, int32_t n_kv, int32_t hd,
-                          int32_t n_ctx, int32_t il, int32_t pos0,
-                          const int32_t *dpos, int32_t nch, float *part,
-                          float *ml)
+template <int HD>
+__global__ void
+as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
+          int32_t n_kv, int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
+          const int32_t *dpos, int32_t nch, float *part, float *ml)
 {
 	if (dpos != NULL)
 		pos0 = *dpos;
@@ -158,6 +158,10 @@ __global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
 	const int32_t c = blockIdx.x, t = blockIdx.z;
 	const int kvh = blockIdx.y / nhb, g0 = (blockIdx.y % nhb) * AS_G;
 	const int ng = group - g0 < AS_G ? group - g0 : AS_G;
+	/* a head size known at compile time unrolls the loops over it, so
+	   each thread has all its loads in flight at once instead of one
+	   L2 round trip per iteration */
+	const int hd = HD > 0 ? HD : hd_arg;
 	const int32_t len = pos0 + t + 1, p0 = c * AS_CH;
 	const int tid = threadIdx.x, dgn = hd / 8, ns = AS_CH / dgn;
 	float *qs = as_sm;              /* [AS_G][hd] */
@@ -173,6 +177,7 @@ __global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
 	const int h0 = kvh * group + g0; /* first query head of the block */
 	const float scale = 1.0f / sqrtf((float)hd);
 
+#pragma unroll 4
 	for (int i = tid; i < ng * hd; i += AS_CH)
 		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
 	__syncthreads();
@@ -187,7 +192,8 @@ __global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
 			const uint4 *kp =
 			    (const uint4 *)(kh + (size_t)tid * hd);
 
-			for (int d8 = 0; d8 < dgn; d8++) {
+#pragma unroll
+			for (int d8 = 0; d8 < (HD > 0 ? HD / 8 : dgn); d8++) {
 				const uint4 raw = kp[d8];
 				const __half2 *h2 = (const __half2 *)&raw;
 				float k[8];
@@ -262,6 +268,7 @@ __global__ void as_kernel(const float *q, const __half *kc, const __half *vc,
 #pragma unroll
 				for (int j = 0; j < 8; j++)
 					acc[g][j] = 0.0f;
+#pragma unroll 4
 			for (int p = sl; p < np; p += ns) {
 				const uint4 raw = *(
 				    (const uint4 *)(vh + (size_t)p * hd) + dg);
@@ -320,14 +327,17 @@ __global__ void as_merge(const float *part, const float *ml, int32_t n_head,
 	const float *mlh = ml + th * nch * 2;
 	float mx = -INFINITY, l = 0.0f;
 
+#pragma unroll 4
 	for (int c = 0; c < nc; c++)
 		mx = fmaxf(mx, mlh[2 * c]);
+#pragma unroll 4
 	for (int c = 0; c < nc; c++)
 		l += mlh[2 * c + 1] * expf(mlh[2 * c] - mx);
 	const float inv = 1.0f / l;
 	for (int d = threadIdx.x; d < hd; d += blockDim.x) {
 		float acc = 0.0f;
 
+#pragma unroll 4
 		for (int c = 0; c < nc; c++)
 			acc += part[(th * nch + c) * hd + d] *
 			       expf(mlh[2 * c] - mx);
@@ -373,9 +383,18 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	float *ml = part + (size_t)n_tok * n_head * nch * hd;
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
-	as_kernel<<<grid, AS_CH, smem, ctx->stream>>>(
-	    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
-	    part, ml);
+	if (hd == 64)
+		as_kernel<64><<<grid, AS_CH, smem, ctx->stream>>>(
+		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
+		    nch, part, ml);
+	else if (hd == 128)
+		as_kernel<128><<<grid, AS_CH, smem, ctx->stream>>>(
+		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
+		    nch, part, ml);
+	else
+		as_kernel<0><<<grid, AS_CH, smem, ctx->stream>>>(
+		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
+		    nch, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0,
 	           ctx->stream>>>(part, ml, n_head, hd, pos0, ctx->d_pos, nch,

@@ -82,6 +82,7 @@ struct cm_part {
 	size_t row_size;  /* bytes per row */
 	int64_t ne1;      /* rows */
 	float *y;         /* output [n_tok][ne1] */
+	const float *b;   /* [ne1] bias added to the output (CM_SET), or NULL */
 };
 
 /* Up to three weights of one type and one input length, read by one
@@ -129,12 +130,14 @@ static __device__ __forceinline__ void cm_rows_dot(const uint8_t *const *w,
  * parameter space (a dynamic index would copy them to local memory). */
 static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
                                                  int64_t r, int64_t t,
-                                                 const uint8_t **w, float **y)
+                                                 const uint8_t **w, float **y,
+                                                 const float **b)
 {
 	const uint8_t *wp = ps.p[0].w;
 	size_t rs = ps.p[0].row_size;
 	int64_t ne1 = ps.p[0].ne1;
 	float *yp = ps.p[0].y;
+	const float *bp = ps.p[0].b;
 
 #pragma unroll
 	for (int k = 1; k < CM_MAX_PARTS; k++)
@@ -144,9 +147,11 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
 			rs = ps.p[k].row_size;
 			ne1 = ps.p[k].ne1;
 			yp = ps.p[k].y;
+			bp = ps.p[k].b;
 		}
 	*w = wp + (size_t)r * rs;
 	*y = yp == NULL ? NULL : yp + t * ne1 + r;
+	*b = bp == NULL ? NULL : bp + r;
 }
 
 /* Rows per warp of the CM_SET and CM_ADD mat-vec (SwiGLU's warp takes
@@ -156,7 +161,9 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
 /*
  * The fast mat-vec for the types of cuda_vecdot.cuh, MM_WARPS warps per
  * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
- * residual add fused); both with CM_ROWS consecutive rows of the parts
+ * residual add fused; CM_SET adds a part's bias when it has one, as
+ * cuda_op_add_bias would: one rounding); both with CM_ROWS consecutive
+ * rows of the parts
  * per warp (the last warp's second row may be past the end: computed
  * again from the last row, not written). CM_SWIGLU: the launch covers
  * part 0 (gate) only, one row per warp, and the warp also dots row r of
@@ -175,9 +182,10 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 		if (wi >= ps.rows)
 			return;
 		const uint8_t *w[2];
+		const float *b;
 		float *y, acc[2];
 
-		cm_locate(ps, wi, t, &w[0], &y);
+		cm_locate(ps, wi, t, &w[0], &y, &b);
 		w[1] = ps.p[1].w + (size_t)wi * ps.p[1].row_size;
 		cm_rows_dot<T, 2>(w, nu, xt, lane, acc);
 		if (lane == 0)
@@ -190,19 +198,21 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 	if (r0 >= ps.rows)
 		return;
 	const uint8_t *w[CM_ROWS];
+	const float *b[CM_ROWS];
 	float *y[CM_ROWS], acc[CM_ROWS];
 
 #pragma unroll
 	for (int k = 0; k < CM_ROWS; k++)
 		cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1, t, &w[k],
-		          &y[k]);
+		          &y[k], &b[k]);
 	cm_rows_dot<T, CM_ROWS>(w, nu, xt, lane, acc);
 	if (lane == 0)
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
 			if (r0 + k < ps.rows)
-				*y[k] =
-				    MODE == CM_ADD ? *y[k] + acc[k] : acc[k];
+				*y[k] = MODE == CM_ADD ? *y[k] + acc[k]
+				        : b[k] != NULL ? acc[k] + *b[k]
+				                       : acc[k];
 }
 
 /* OUT[r][i] = fp16 of row R0 + r of W, element i, for N elements. */
@@ -344,7 +354,8 @@ static int cm_unit_ok(const struct cuda_tensor *w, const float *d_x)
 /* The part of one weight with output D_Y. */
 static struct cm_part cm_part_of(const struct cuda_tensor *w, float *d_y)
 {
-	struct cm_part p = {(const uint8_t *)w->d, w->row_size, w->ne1, d_y};
+	struct cm_part p = {(const uint8_t *)w->d, w->row_size, w->ne1, d_y,
+	                    NULL};
 
 	return p;
 }
@@ -522,25 +533,35 @@ static int cm_fusable(const struct cuda_tensor *a, const struct cuda_tensor *b,
 extern "C" int
 cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                    const struct cuda_tensor *wk, const struct cuda_tensor *wv,
+                   const float *d_bq, const float *d_bk, const float *d_bv,
                    const float *d_x, int32_t n_tok, float *d_q, float *d_k,
                    float *d_v, char *err, size_t errlen)
 {
 	struct cm_parts ps;
 
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cm_fusable(wq, wk, d_x) ||
-	    !cm_fusable(wq, wv, d_x))
-		return cuda_op_matmul(ctx, wq, d_x, n_tok, d_q, 0, err,
-		                      errlen) ||
-		               cuda_op_matmul(ctx, wk, d_x, n_tok, d_k, 0, err,
-		                              errlen) ||
-		               cuda_op_matmul(ctx, wv, d_x, n_tok, d_v, 0, err,
-		                              errlen)
-		           ? -1
-		           : 0;
+	    !cm_fusable(wq, wv, d_x)) {
+		const struct cuda_tensor *w[3] = {wq, wk, wv};
+		const float *b[3] = {d_bq, d_bk, d_bv};
+		float *y[3] = {d_q, d_k, d_v};
+
+		for (int i = 0; i < 3; i++)
+			if (cuda_op_matmul(ctx, w[i], d_x, n_tok, y[i], 0, err,
+			                   errlen) ||
+			    (b[i] != NULL &&
+			     cuda_op_add_bias(ctx, y[i], b[i],
+			                      (int32_t)w[i]->ne1, n_tok, err,
+			                      errlen)))
+				return -1;
+		return 0;
+	}
 	memset(&ps, 0, sizeof(ps));
 	ps.p[0] = cm_part_of(wq, d_q);
 	ps.p[1] = cm_part_of(wk, d_k);
 	ps.p[2] = cm_part_of(wv, d_v);
+	ps.p[0].b = d_bq;
+	ps.p[1].b = d_bk;
+	ps.p[2].b = d_bv;
 	ps.n = 3;
 	ps.rows = wq->ne1 + wk->ne1 + wv->ne1;
 	return cm_unit_launch(ctx, wq->type, &ps, wq->ne0, d_x, n_tok, CM_SET,

@@ -98,12 +98,15 @@ int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                        const float *d_x, int32_t n_tok, float *d_y, int force,
                        char *err, size_t errlen);
 
-/* Q = WQ X, K = WK X, V = WV X (shapes as cuda_op_matmul): one mat-vec
- * launch when n_tok < CUDA_GEMM_MIN_TOKENS and the three share a type with
- * a fast mat-vec (cuda_vecdot.cuh), three cuda_op_matmul otherwise. */
+/* Q = WQ X (+ BQ), K = WK X (+ BK), V = WV X (+ BV) (shapes as
+ * cuda_op_matmul; a NULL bias: none): one mat-vec launch, the biases
+ * added in its epilogue, when n_tok < CUDA_GEMM_MIN_TOKENS and the three
+ * share a type with a fast mat-vec (cuda_vecdot.cuh); otherwise three
+ * cuda_op_matmul and cuda_op_add_bias. The same values either way. */
 int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                        const struct cuda_tensor *wk,
-                       const struct cuda_tensor *wv, const float *d_x,
+                       const struct cuda_tensor *wv, const float *d_bq,
+                       const float *d_bk, const float *d_bv, const float *d_x,
                        int32_t n_tok, float *d_q, float *d_k, float *d_v,
                        char *err, size_t errlen);
 

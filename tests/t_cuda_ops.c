@@ -343,8 +343,21 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	d_g = dev_put(NULL, sizeof(float) * n_tok * nff);
 	d_u = dev_put(NULL, sizeof(float) * n_tok * nff);
 
-	rc = cuda_op_matmul_qkv(ctx, &cq, &ck, &cv, d_x, n_tok, d_q, d_k, d_v,
-	                        err, sizeof(err));
+	/* biases (qwen2): added in the fused launch's epilogue */
+	float *bias = malloc(sizeof(float) * (size_t)(nq + 2 * nkv));
+	fill_unif(bias, (size_t)(nq + 2 * nkv), -1.0f, 1.0f);
+	for (int64_t t = 0; t < n_tok; t++) {
+		for (int64_t i = 0; i < nq; i++)
+			rq[t * nq + i] += bias[i];
+		for (int64_t i = 0; i < nkv; i++) {
+			rk[t * nkv + i] += bias[nq + i];
+			rv[t * nkv + i] += bias[nq + nkv + i];
+		}
+	}
+	float *d_b = dev_put(bias, sizeof(float) * (size_t)(nq + 2 * nkv));
+	rc = cuda_op_matmul_qkv(ctx, &cq, &ck, &cv, d_b, d_b + nq,
+	                        d_b + nq + nkv, d_x, n_tok, d_q, d_k, d_v, err,
+	                        sizeof(err));
 	double eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
 	double ek = rc ? 1 : fused_err(ctx, d_k, rk, (size_t)n_tok * nkv);
 	double ev = rc ? 1 : fused_err(ctx, d_v, rv, (size_t)n_tok * nkv);
@@ -361,8 +374,9 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	tap_ok(!rc && eg <= tol, "swiglu %s/%s x%lld, %d tokens: nmse %.3g %s",
 	       qtype_name(tq), qtype_name(tk), (long long)ne0, n_tok, eg, err);
 
-	for (int64_t i = 0; i < n_tok * nq; i++)
-		rq[i] += y0[i];
+	for (int64_t t = 0; t < n_tok; t++) /* matmul_add: no bias */
+		for (int64_t i = 0; i < nq; i++)
+			rq[t * nq + i] += y0[t * nq + i] - bias[i];
 	rc = cudaMemcpy(d_q, y0, sizeof(float) * n_tok * nq,
 	                cudaMemcpyHostToDevice) != cudaSuccess ||
 	     cudaDeviceSynchronize() != cudaSuccess;
@@ -372,10 +386,10 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	tap_ok(!rc && eq <= tol, "matmul_add %s x%lld, %d tokens: nmse %.3g %s",
 	       qtype_name(tq), (long long)ne0, n_tok, eq, err);
 
-	void *dev[] = {dq, dk, dv, du, d_x, d_q, d_k, d_v, d_g, d_u};
+	void *dev[] = {dq, dk, dv, du, d_x, d_q, d_k, d_v, d_g, d_u, d_b};
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		cudaFree(dev[i]);
-	void *host[] = {wq, wk, wv, wu, x, y0, rq, rk, rv, rg, ru};
+	void *host[] = {wq, wk, wv, wu, x, y0, rq, rk, rv, rg, ru, bias};
 	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
 		free(host[i]);
 }
