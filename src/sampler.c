@@ -566,8 +566,8 @@ static size_t sampler_draw(struct sampler *s, struct cand *c, size_t n,
 		   logit: the rank is that of the logit among the kept */
 		rep->chosen_rank = 1;
 		for (size_t i = 0; i < n; i++)
-			rep->chosen_rank += c[i].logit != -INFINITY &&
-			                    cand_gt(&c[i], &c[pick]);
+			rep->chosen_rank +=
+			    c[i].logit != -INFINITY && cand_gt(&c[i], &c[pick]);
 	}
 	return pick;
 }

@@ -646,8 +646,8 @@ static void test_report_rank(void)
 	c.top_k = 2;
 	s = sampler_new(&c, 5, err, sizeof(err));
 	for (int i = 0; i < 200; i++) {
-		int32_t x = sampler_sample(s, l5, 5, NULL, 0, &rep, err,
-		                           sizeof(err));
+		int32_t x =
+		    sampler_sample(s, l5, 5, NULL, 0, &rep, err, sizeof(err));
 		int want = x == 1 ? 1 : x == 4 ? 2 : -1;
 
 		seen[x]++;
@@ -665,8 +665,8 @@ static void test_report_rank(void)
 	sampler_reseed(s2, 7);
 	good = 1;
 	for (int i = 0; i < 50; i++) {
-		int32_t a = sampler_sample(s, l5, 5, NULL, 0, &rep, err,
-		                           sizeof(err));
+		int32_t a =
+		    sampler_sample(s, l5, 5, NULL, 0, &rep, err, sizeof(err));
 		int32_t b = sampler_sample_top(s2, &t, &rt, err, sizeof(err));
 
 		good &= a == b && rep.chosen_rank == rt.chosen_rank &&

@@ -225,8 +225,13 @@ static void tui_cmd_set(struct tui *t, char *args)
 	}
 	struct config copy = *c;
 
-	if (config_set(&copy, key, val, err, sizeof(err)) ||
-	    session_set_sampling(s, &copy.samp, err, sizeof(err))) {
+	if (config_set(&copy, key, val, err, sizeof(err))) {
+		tui_say(t, true, "%s", err);
+		return;
+	}
+	if (copy.samp.n_probs < TUI_TOP) /* the pane's alternatives */
+		copy.samp.n_probs = TUI_TOP;
+	if (session_set_sampling(s, &copy.samp, err, sizeof(err))) {
 		tui_say(t, true, "%s", err);
 		return;
 	}
