@@ -196,12 +196,40 @@ tui_type "And of Germany?"
 tui_keys Enter
 tui_wait 'Berlin' 60 && tui_wait 'pp [0-9]+ tg' 30
 reused=$(tui_status | sed -n 's/.*reused \([0-9]*\) .*/\1/p')
-tui_keys F6
+tui_type "/prompt"
+tui_keys Enter
 tui_wait "^── evaluated anew from token $reused \\(of [0-9]+\\) ──\$" 10 &&
 	tui_wait "^prompt of the last turn: [0-9]+ tokens, $reused reused" 10
 ok $? "second turn: the view's reuse boundary is the status bar's ($reused)"
 tui_keys q
 tui_wait_gone '^prompt of the last turn' 10
+
+# --- live: the pane follows a long reply token by token --------------------
+# live_k K: until a screen shows the status bar's "gen N tok" (a reply
+# streaming) and the pane's "token J of J" with J > K; prints J.
+live_k() {
+	lk_n=600
+	while [ $lk_n -gt 0 ]; do
+		tui_screen >"$tmp/live" 2>/dev/null
+		lk_g=$(sed -n 's/.*│ gen \([0-9]*\) tok .*/\1/p' "$tmp/live")
+		lk_j=$(sed -n 's/.*│ token \([0-9]*\) of \1 *$/\1/p' "$tmp/live")
+		if [ -n "$lk_g" ] && [ -n "$lk_j" ] && [ "$lk_j" -gt "$1" ]; then
+			echo "$lk_j"
+			return 0
+		fi
+		lk_n=$((lk_n - 1))
+		sleep 0.1
+	done
+	return 1
+}
+tui_type "/set n 200"
+tui_keys Enter
+tui_wait 'n-predict = 200' 10
+tui_type "Write a long poem about the sea."
+tui_keys Enter
+j1=$(live_k 1) && j2=$(live_k "$j1")
+ok $? "while the reply streams the pane shows its newest token (token $j1, then $j2)"
+tui_wait 'pp [0-9]+ tg' 120
 tui_keys C-d
 tui_wait 'PARLEY-EXIT 0' 20
 ok $? "quit"
