@@ -256,6 +256,8 @@ ok $? "F2: the pane (below, 100 columns) names the flag"
 tui_screen | grep -q '^─────' &&
 	tui_screen | grep -Eq '^#[0-9]+ .* L12 +-?[0-9.e+]+ +-?[0-9.e+]+ +nan +!$'
 ok $? "below the transcript: candidates and layers side by side, L12 nan !"
+tui_screen | sed 's/[▁▂▃▄▅▆▇█]/./g' | grep -Eq '^rms by layer \.{12}!\.{17}( |$)'
+ok $? "the rms sparkline: 30 layers, layer 12 marked !"
 reply_e >"$tmp/nc_plain"
 tui_keys F5
 tui_wait 'reply tokens shaded' 10

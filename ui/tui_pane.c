@@ -11,8 +11,10 @@
  * styled lines at the pane's width:
  *   the report  the chosen token (invisible characters made visible),
  *               its id, probability and rank raw and final, the entropy,
- *               the sampling settings, the top TUI_TOP alternatives with
- *               logit, probability and a bar, and the step's flags;
+ *               the sampling settings, the layers' rms as a sparkline
+ *               (what is left of the layers when the pane is short), the
+ *               top TUI_TOP alternatives with logit, probability and a
+ *               bar, and the step's flags;
  *   the layers  one row per layer: min, max, rms of the residual after
  *               it, a bar of its rms, "!" where tui_health flags it.
  * On a wide terminal the pane is a column at the side (the report above
@@ -127,6 +129,32 @@ static void tui_pane_bar(double frac, char *out, size_t n)
 		snprintf(out + o, n - o, "%s", eighth[e % 8]);
 }
 
+/* The rms of K's layers as a sparkline (one cell a layer, scaled to the
+   largest; "!" where tui_health flags the layer) into OUT. */
+static void tui_pane_spark(const struct tui_tok *k, char *out, size_t n)
+{
+	static const char *lv[8] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+	float top = 0;
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int il = 0; il < k->n_layer; il++)
+		if (isfinite(k->layers[il].rms) && k->layers[il].rms > top)
+			top = k->layers[il].rms;
+	for (int il = 0; il < k->n_layer && o + 4 < n; il++) {
+		float r = k->layers[il].rms;
+		int i = top > 0 && isfinite(r) ? (int)(r / top * 7.999f) : 0;
+
+		if (tui_health_layer(k, il))
+			o += (size_t)snprintf(out + o, n - o, "!");
+		else
+			o += (size_t)snprintf(out + o, n - o, "%s",
+			                      lv[i < 0   ? 0
+			                         : i > 7 ? 7
+			                                 : i]);
+	}
+}
+
 /* One line of TEXT (printf style) with attribute AT into Y. */
 static void tui_pane_line(struct tui_lay *y, uint16_t at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -203,6 +231,12 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 	              k->raw_entropy, k->entropy, k->n_kept);
 	tui_pane_samp(k, vis, sizeof(vis));
 	tui_pane_line(y, TUI_A_DIM, "%s", vis);
+	if (k->layers) { /* the layers at a glance (also when cut below) */
+		char sp[1024];
+
+		tui_pane_spark(k, sp, sizeof(sp));
+		tui_pane_line(y, 0, "rms by layer %s", sp);
+	}
 	tui_pane_line(y, TUI_A_BOLD, "top %d      id   logit   prob", k->n_top);
 	for (int i = 0; i < k->n_top; i++) {
 		const struct sampler_cand *c = &k->top[i];
