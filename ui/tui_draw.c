@@ -17,7 +17,7 @@
 
 #define TUI_GAUGE         6   /* cells of the context gauge */
 #define TUI_PANE_SIDE_MIN 110 /* columns from which the pane is at the side */
-#define TUI_PANE_SIDE_W   56  /* its width there, divider included */
+#define TUI_PANE_SIDE_W   60  /* its width there, divider included */
 #define TUI_PANE_BELOW_H  16  /* rows of the pane below the transcript */
 
 void tui_draw_colors(struct tui *t)
