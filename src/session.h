@@ -56,7 +56,6 @@ struct gguf_file;
 #define SESSION_STORE_MS  250 /* store a reply in progress this often */
 #define SESSION_MAX_STOPS 16  /* stop strings */
 #define SESSION_MIN_REPLY 64  /* tokens kept free for a reply */
-#define SESSION_TRACE_TOP 10  /* top logits the pane's trace keeps */
 
 /* How the session is opened. Zero / NULL fields take defaults. */
 struct session_opts {
@@ -229,7 +228,9 @@ const struct trace *session_trace(const struct session *s);
 /*
  * Attach a trace to the engine (ON) without verifying, or remove it: each
  * eval then fills per-layer statistics of the residual (trace.h) for the
- * last token, at the cost of one pass over each layer's output. Works
+ * last token, at the cost of one pass over each layer's output (and, on
+ * a device backend, one copy of it to the host per layer); the trace's
+ * top-k stays empty (skip_logits: the sampler's report has it). Works
  * beside verification (the verifier then fills the same trace). Returns
  * 0, or -1 with a message (out of memory; nothing changed).
  */
