@@ -244,7 +244,9 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 	if (t != NULL) {
 		/* tracing is opt-in: its full read of the row costs a copy on
 		   a device backend, never paid when no trace is attached */
-		const float *l = e->n_logits > 0 ? engine_logits(e) : NULL;
+		const float *l = e->n_logits > 0 && !t->skip_logits
+		                     ? engine_logits(e)
+		                     : NULL;
 
 		t->pos = e->n_past - 1;
 		t->n_tokens = n;

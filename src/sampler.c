@@ -461,6 +461,12 @@ static void sampler_report_raw(const struct sampler *s, const float *logits,
 	rep->raw_entropy = (float)(log(sum) - acc / sum);
 	rep->chosen_raw_logprob = (float)(logits[chosen] - lse);
 	rep->chosen_raw_prob = (float)exp((double)logits[chosen] - lse);
+	rep->chosen_raw_rank = 1;
+	for (int32_t i = 0; i < V; i++) {
+		struct cand x = {logits[i], i}, y = {logits[chosen], chosen};
+
+		rep->chosen_raw_rank += cand_gt(&x, &y);
+	}
 	/* top-N by insertion into a sorted array of at most want entries */
 	for (int32_t i = 0; i < V && want > 0; i++) {
 		struct cand x = {logits[i], i};
@@ -556,6 +562,12 @@ static size_t sampler_draw(struct sampler *s, struct cand *c, size_t n,
 		            sum);
 		rep->entropy = (float)(log(sum) - acc / sum);
 		rep->n_kept = kept;
+		/* the sampled probability is monotonic in the (penalised)
+		   logit: the rank is that of the logit among the kept */
+		rep->chosen_rank = 1;
+		for (size_t i = 0; i < n; i++)
+			rep->chosen_rank +=
+			    c[i].logit != -INFINITY && cand_gt(&c[i], &c[pick]);
 	}
 	return pick;
 }
@@ -586,6 +598,7 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab,
 			rep->chosen_prob = 1.0f;
 			rep->entropy = 0.0f;
 			rep->n_kept = 1;
+			rep->chosen_rank = 1;
 			sampler_report_raw(s, logits, c[0].id, rep);
 		}
 		return c[0].id;
@@ -677,6 +690,12 @@ static void sampler_report_top(const struct sampler *s,
 	rep->raw_entropy = (float)t->raw_entropy;
 	rep->chosen_raw_logprob = (float)lp;
 	rep->chosen_raw_prob = (float)exp(lp);
+	rep->chosen_raw_rank = 0; /* unknown unless among the raw entries */
+	for (int32_t j = 0; j < t->n_raw; j++)
+		if (t->raw_id[j] == chosen) {
+			rep->chosen_raw_rank = j + 1;
+			break;
+		}
 	for (int32_t j = 0; j < want; j++) {
 		rep->top[j].id = t->raw_id[j];
 		rep->top[j].logit = t->raw_top[j];
@@ -720,6 +739,7 @@ int32_t sampler_sample_top(struct sampler *s, const struct sampler_top *t,
 			rep->chosen_prob = 1.0f;
 			rep->entropy = 0.0f;
 			rep->n_kept = 1;
+			rep->chosen_rank = 1;
 		}
 	} else {
 		pick = sampler_draw(s, s->cand, (size_t)k, true, rep);

@@ -98,6 +98,14 @@ struct sampler_report {
 	int32_t n_kept;           /* candidates left after truncation */
 	int32_t n_top;            /* entries used in top[] (min(n_probs, V)) */
 	struct sampler_cand top[SAMPLER_MAX_PROBS]; /* by raw logit, desc */
+	/* added for the debug pane (appended: the fields above keep their
+	   places) */
+	int32_t chosen_rank;     /* 1-based rank of the chosen id in the
+	                            sampled distribution (1 when greedy) */
+	int32_t chosen_raw_rank; /* 1-based rank by raw logit (ties: lower
+	                            id first); 0 when unknown: a selection
+	                            (sampler_sample_top) whose raw entries
+	                            do not reach the chosen id */
 };
 
 struct sampler;

@@ -57,6 +57,7 @@
 #include "stopstr.h"
 #include "template.h"
 #include "tok.h"
+#include "trace.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -112,6 +113,13 @@ struct session {
 	/* live verification (session_set_verify) */
 	struct verify *ver;         /* CPU reference beside eng, or NULL */
 	struct verify_summary vsum; /* the current reply's steps */
+
+	/* observation for a debug pane */
+	struct trace *tr;  /* session_set_trace's trace (owned), attached
+	                      to eng (the verifier holds steps of it open
+	                      while verifying), or NULL */
+	struct tok_ids lp; /* the last prompt's ids (session_last_prompt) */
+	size_t lp_reused;  /* of those, taken from the cache */
 };
 
 /* Monotonic time in milliseconds. */
@@ -530,6 +538,9 @@ void session_close(struct session *s)
 		session_save_kv(s, NULL, 0);
 	session_pop_to(s, 0);
 	verify_close(s->ver); /* detaches its trace from eng */
+	engine_set_trace(s->eng, NULL);
+	trace_free(s->tr);
+	free(s->lp.v);
 	free(s->msgs);
 	free(s->kv.v);
 	free(s->al_tok.v);
@@ -832,6 +843,13 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 		cb->notice(cb->ud, msg);
 	}
 	rc = session_sync_kv(s, ids.v, ids.n, &p, &ms, err, errlen);
+	s->lp.n = 0; /* the prompt view's copy; none if out of memory */
+	for (size_t i = 0; i < ids.n; i++)
+		if (tok_ids_push(&s->lp, ids.v[i])) {
+			s->lp.n = 0;
+			break;
+		}
+	s->lp_reused = p;
 	st->n_prompt = (int32_t)ids.n;
 	st->n_reused = (int32_t)p;
 	st->prefill_ms = ms;
@@ -1454,9 +1472,66 @@ int session_set_verify(struct session *s, bool on, char *err, size_t errlen)
 		return 0;
 	}
 	/* the reference is CPU exact dots on the same weights; it evaluates
-	   the cache's ids at the next eval (verify.h, keeping in step) */
-	return verify_open(s->eng, s->model, NULL, s->n_threads, &s->ver, err,
+	   the cache's ids at the next eval (verify.h, keeping in step); the
+	   pane's trace, when there is one, is the one it fills */
+	return verify_open(s->eng, s->model, s->tr, s->n_threads, &s->ver, err,
 	                   errlen);
+}
+
+/*
+ * The pane's trace goes on or off. A verifier running uses the trace
+ * attached when it opened (its own or ours), so it is closed and opened
+ * again around the change (its reference catches up by itself).
+ */
+int session_set_trace(struct session *s, bool on, char *err, size_t errlen)
+{
+	bool ver = s->ver != NULL;
+
+	if (on == (s->tr != NULL))
+		return 0;
+	verify_close(s->ver); /* detaches its own trace, releases ours */
+	s->ver = NULL;
+	if (on) {
+		s->tr = trace_new(s->model->cfg.n_layer, 1, NULL);
+		if (s->tr == NULL) {
+			char e2[256];
+
+			snprintf(err, errlen, "trace: out of memory");
+			if (ver) /* as it was, if it can be */
+				session_set_verify(s, true, e2, sizeof(e2));
+			return -1;
+		}
+		/* the pane has the sampler's report: the trace's own top-k
+		   would cost a device backend a copy of the row per step */
+		s->tr->skip_logits = 1;
+		engine_set_trace(s->eng, s->tr);
+	} else {
+		engine_set_trace(s->eng, NULL);
+		trace_free(s->tr);
+		s->tr = NULL;
+	}
+	return ver ? session_set_verify(s, true, err, errlen) : 0;
+}
+
+int32_t session_n_vocab(const struct session *s)
+{
+	return engine_n_vocab(s->eng);
+}
+
+const char *session_token_text(const struct session *s, int32_t id, size_t *len,
+                               bool *control)
+{
+	if (control)
+		*control = id >= 0 && tok_is_control(s->tok, id);
+	return tok_piece(s->tok, id, TOK_DECODE_SPECIAL, len);
+}
+
+const int32_t *session_last_prompt(const struct session *s, size_t *n,
+                                   size_t *reused)
+{
+	*n = s->lp.n;
+	*reused = s->lp.n ? s->lp_reused : 0;
+	return s->lp.v;
 }
 
 bool session_verifying(const struct session *s)
@@ -1466,6 +1541,8 @@ bool session_verifying(const struct session *s)
 
 const struct trace *session_trace(const struct session *s)
 {
+	if (s->tr)
+		return s->tr;
 	return s->ver ? verify_trace(s->ver) : NULL;
 }
 

@@ -218,9 +218,45 @@ double session_restore_ms(const struct session *s, bool *loaded);
 int session_set_verify(struct session *s, bool on, char *err, size_t errlen);
 bool session_verifying(const struct session *s);
 
-/* The trace of the session's engine while verifying (each eval's layer
-   statistics, top-k and comparison; the debug pane's view), else NULL. */
+/* The trace of the session's engine: the pane's (session_set_trace) or,
+   without one, the verifier's; each eval's layer statistics, top-k and,
+   while verifying, comparison. NULL when neither is on. Borrowed; it
+   changes with every eval: read it between evals (in session_cb.token,
+   it holds the eval whose logits that token was sampled from). */
 const struct trace *session_trace(const struct session *s);
+
+/*
+ * Attach a trace to the engine (ON) without verifying, or remove it: each
+ * eval then fills per-layer statistics of the residual (trace.h) for the
+ * last token, at the cost of one pass over each layer's output (and, on
+ * a device backend, one copy of it to the host per layer); the trace's
+ * top-k stays empty (skip_logits: the sampler's report has it). Works
+ * beside verification (the verifier then fills the same trace). Returns
+ * 0, or -1 with a message (out of memory; nothing changed).
+ */
+int session_set_trace(struct session *s, bool on, char *err, size_t errlen);
+
+/* The vocabulary's size (ids are 0 .. n - 1). */
+int32_t session_n_vocab(const struct session *s);
+
+/*
+ * The bytes token ID decodes to, control tokens included ("<|im_end|>"):
+ * *LEN bytes, not NUL-terminated, possibly partial UTF-8, owned by the
+ * session. *CONTROL (may be NULL) tells whether it is a control token.
+ * NULL when ID is out of range.
+ */
+const char *session_token_text(const struct session *s, int32_t id, size_t *len,
+                               bool *control);
+
+/*
+ * The ids of the last prompt the session evaluated (the chat template's
+ * rendering of the last turn, tokenized), borrowed until the next reply;
+ * *N of them, the first *REUSED of which were already in the KV cache
+ * (the others were evaluated anew). NULL with *N = 0 before the first
+ * reply.
+ */
+const int32_t *session_last_prompt(const struct session *s, size_t *n,
+                                   size_t *reused);
 
 /* Save the KV state (tokens and cache bytes) to the store's slot now. */
 int session_save_kv(struct session *s, char *err, size_t errlen);

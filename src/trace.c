@@ -76,9 +76,29 @@ int trace_capture(struct trace *t, int32_t n_embd)
 }
 
 /* A backend's report of layer IL: statistics, and the vector if asked. */
+#ifdef PARLEY_TRACE_HOOK
+/*
+ * Test builds only: tests/parley-hook compiles this file with
+ * PARLEY_TRACE_HOOK (parley itself never does, so no environment can
+ * reach this). PARLEY_TEST_TRACE_NAN=IL makes every traced eval report
+ * a NaN rms for layer IL, as a broken kernel would: what the debug
+ * pane's flags are tested with (tests/t_tui_pane.sh).
+ */
+static void trace_hook(struct trace *t, int il)
+{
+	const char *v = getenv("PARLEY_TEST_TRACE_NAN");
+
+	if (v != NULL && *v != '\0' && atoi(v) == il)
+		t->layers[il].rms = NAN;
+}
+#endif
+
 void trace_layer(struct trace *t, int il, const float *x, int64_t n)
 {
 	trace_stats_of(x, n, &t->layers[il]);
+#ifdef PARLEY_TRACE_HOOK
+	trace_hook(t, il);
+#endif
 	if (t->resid != NULL && n == t->n_embd)
 		memcpy(t->resid + (size_t)il * (size_t)n, x,
 		       (size_t)n * sizeof(*x));

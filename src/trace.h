@@ -64,12 +64,16 @@ struct trace_verify {
 
 struct trace {
 	/* configuration (set by trace_new, trace_capture, the verifier) */
-	int n_layer;    /* entries of layers */
-	int top_k;      /* entries of top_id / top_logit / top_prob */
-	FILE *out;      /* JSON lines sink, or NULL (borrowed) */
-	int32_t n_embd; /* entries of one captured vector; 0: no capture */
-	int hold;       /* 1: the step is ended by trace_end_step's caller
-	                   (a verifier), not by engine_eval */
+	int n_layer;     /* entries of layers */
+	int top_k;       /* entries of top_id / top_logit / top_prob */
+	FILE *out;       /* JSON lines sink, or NULL (borrowed) */
+	int32_t n_embd;  /* entries of one captured vector; 0: no capture */
+	int hold;        /* 1: the step is ended by trace_end_step's caller
+	                    (a verifier), not by engine_eval */
+	int skip_logits; /* 1: engine_eval leaves top_* and entropy cleared
+	                    and never reads the logits row (a copy on a
+	                    device backend): for a caller that has the
+	                    sampler's report instead (the debug pane) */
 
 	/* the last step */
 	int64_t step;     /* engine_eval calls traced so far, from 0 */

@@ -605,6 +605,107 @@ static void test_report(void)
 	sampler_free(s);
 }
 
+/* A selection of the whole 5-token row L (sampler_sample_top's input). */
+static void top_of(const float *l, int k, int n_raw, struct sampler_top *t,
+                   int32_t *id, float *lg)
+{
+	static const int32_t order[5] = {1, 4, 0, 3, 2}; /* of l5 below */
+	double mx = 3, sum = 0, acc = 0;
+
+	for (int i = 0; i < 5; i++) {
+		id[i] = order[i];
+		lg[i] = l[order[i]];
+		sum += exp(l[i] - mx);
+		acc += exp(l[i] - mx) * (l[i] - mx);
+	}
+	t->k = k;
+	t->id = id;
+	t->logit = lg;
+	t->raw_logit = lg;
+	t->n_raw = n_raw;
+	t->raw_id = id;
+	t->raw_top = lg;
+	t->raw_lse = mx + log(sum);
+	t->raw_entropy = log(sum) - acc / sum;
+}
+
+/* The chosen id's rank, raw and sampled, on both paths. */
+static void test_report_rank(void)
+{
+	static const float l5[5] = {1.0f, 3.0f, -2.0f, 0.5f, 2.0f};
+	struct sampler_config c = plain();
+	struct sampler_report rep, rt;
+	struct sampler_top t;
+	int32_t id[5], seen[5] = {0}, hist[1] = {1};
+	float lg[5];
+	struct sampler *s;
+	int good = 1;
+
+	/* top-k 2, many draws: id 1 is rank 1 of both, id 4 rank 2 */
+	c.n_probs = 5;
+	c.top_k = 2;
+	s = sampler_new(&c, 5, err, sizeof(err));
+	for (int i = 0; i < 200; i++) {
+		int32_t x =
+		    sampler_sample(s, l5, 5, NULL, 0, &rep, err, sizeof(err));
+		int want = x == 1 ? 1 : x == 4 ? 2 : -1;
+
+		seen[x]++;
+		good &= rep.chosen_rank == want && rep.chosen_raw_rank == want;
+	}
+	tap_ok(good && seen[1] > 0 && seen[4] > 0,
+	       "top_k=2: rank 1 for id 1 (%d draws), rank 2 for id 4 (%d), "
+	       "raw and sampled",
+	       seen[1], seen[4]);
+	/* the selection path gives the same ranks for the same draws */
+	sampler_reseed(s, 7);
+	top_of(l5, 2, 5, &t, id, lg);
+	struct sampler *s2 = sampler_new(&c, 5, err, sizeof(err));
+
+	sampler_reseed(s2, 7);
+	good = 1;
+	for (int i = 0; i < 50; i++) {
+		int32_t a =
+		    sampler_sample(s, l5, 5, NULL, 0, &rep, err, sizeof(err));
+		int32_t b = sampler_sample_top(s2, &t, &rt, err, sizeof(err));
+
+		good &= a == b && rep.chosen_rank == rt.chosen_rank &&
+		        rep.chosen_raw_rank == rt.chosen_raw_rank;
+	}
+	tap_ok(good, "sampler_sample_top: the same ids and ranks");
+	sampler_free(s2);
+	sampler_free(s);
+
+	/* a selection whose raw entries stop before the chosen id: 0 */
+	c.n_probs = 1;
+	s = sampler_new(&c, 5, err, sizeof(err));
+	top_of(l5, 2, 1, &t, id, lg);
+	good = 0;
+	for (int i = 0; i < 100; i++) {
+		int32_t b = sampler_sample_top(s, &t, &rt, err, sizeof(err));
+
+		if (b == 4)
+			good |= rt.chosen_raw_rank == 0 && rt.chosen_rank == 2;
+		else if (rt.chosen_raw_rank != 1)
+			break;
+	}
+	tap_ok(good, "selection with 1 raw entry: id 4's raw rank unknown (0)");
+	sampler_free(s);
+
+	/* greedy with a penalty on the raw argmax: sampled rank 1, raw 2 */
+	c = plain();
+	c.temperature = 0;
+	c.repeat_penalty = 10.0f;
+	c.n_probs = 5;
+	s = sampler_new(&c, 5, err, sizeof(err));
+	int32_t x = sampler_sample(s, l5, 5, hist, 1, &rep, err, sizeof(err));
+
+	tap_ok(x == 4 && rep.chosen_rank == 1 && rep.chosen_raw_rank == 2,
+	       "greedy, argmax penalised: id %d, rank %d, raw rank %d", x,
+	       rep.chosen_rank, rep.chosen_raw_rank);
+	sampler_free(s);
+}
+
 static void test_errors(void)
 {
 	float l[4] = {0, 1, 2, 3};
@@ -690,6 +791,7 @@ int main(void)
 	test_truncation();
 	test_penalties();
 	test_report();
+	test_report_rank();
 	test_errors();
 	test_speed();
 	return tap_done();

@@ -20,7 +20,11 @@
  *      notice, and the full prefill gives the same reply;
  *   6. the store fails while a reply is written (another connection holds
  *      the write lock): the user is told once per kind of write, the reply
- *      goes on to the same text.
+ *      goes on to the same text;
+ *   7. what the debug pane reads: session_set_trace fills every layer's
+ *      statistics for each sampled token (also beside verification, which
+ *      keeps working), session_last_prompt gives the prompt's ids and the
+ *      part reused, session_token_text each token's text.
  *
  * Model: $PARLEY_TEST_MODEL or ${XDG_CACHE_HOME:-~/.cache}/parley/models/
  * SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent.
@@ -29,7 +33,9 @@
 #include "session.h"
 #include "tap.h"
 #include "tok.h"
+#include "trace.h"
 
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -732,6 +738,111 @@ static void test_store_fails(void)
 	check_store_fails(false, ref, st.n_gen);
 }
 
+/* The pane's view of each token (session_cb.token). */
+struct observed {
+	struct session *s;
+	int tokens;   /* reports seen */
+	int good;     /* of those, with a trace of finite layers */
+	int n_top_10; /* of those, with 10 alternatives */
+	int32_t last_pos;
+	bool pos_up; /* the trace's position grew token by token */
+};
+
+static void observe_token(void *ud, const struct sampler_report *rep)
+{
+	struct observed *o = ud;
+	const struct trace *tr = session_trace(o->s);
+	bool fin = tr != NULL && tr->n_layer == 30;
+
+	for (int il = 0; fin && il < tr->n_layer; il++)
+		fin = isfinite(tr->layers[il].rms) && tr->layers[il].rms > 0;
+	o->tokens++;
+	o->good += fin;
+	o->n_top_10 += rep->n_top == 10;
+	if (tr && o->tokens > 1 && tr->pos != o->last_pos + 1)
+		o->pos_up = false;
+	o->last_pos = tr ? tr->pos : -1;
+}
+
+/* 7: session_set_trace, session_last_prompt, session_token_text. */
+static void test_observe(void)
+{
+	struct session_opts o = base_opts(2048, 16);
+	struct observed ob = {.pos_up = true};
+	struct session_cb cb = {NULL, observe_token, NULL, &ob, NULL};
+	struct session_stats st;
+	struct session *s;
+	const int32_t *ids, *kv;
+	size_t n, reused, nkv, len;
+	const char *p;
+	bool ctl = false, prefix = true;
+	char err[512];
+	int rc;
+
+	o.sampling.n_probs = 10;
+	s = open_or_die(&o);
+	ob.s = s;
+	ids = session_last_prompt(s, &n, &reused);
+	tap_ok(session_trace(s) == NULL && n == 0 && ids == NULL,
+	       "no trace, no last prompt before the first reply");
+	tap_ok(session_set_trace(s, true, err, sizeof(err)) == 0 &&
+	           session_trace(s) != NULL && session_trace(s)->n_layer == 30,
+	       "session_set_trace: a trace of 30 layers");
+	memset(&st, 0, sizeof(st));
+	rc = session_send(s, questions[0], strlen(questions[0]), &cb, &st, err,
+	                  sizeof(err));
+	tap_ok(rc == 0 && ob.tokens == st.n_gen && st.n_gen > 0 &&
+	           ob.good == ob.tokens && ob.n_top_10 == ob.tokens &&
+	           ob.pos_up,
+	       "each of %d tokens: 30 finite layers, 10 alternatives, the "
+	       "position one further (%d, %d, %d)",
+	       st.n_gen, ob.good, ob.n_top_10, (int)ob.pos_up);
+	ids = session_last_prompt(s, &n, &reused);
+	tap_ok(n == (size_t)st.n_prompt && reused == 0,
+	       "last prompt: %zu ids (stats %d), none reused", n, st.n_prompt);
+	memset(&st, 0, sizeof(st));
+	session_send(s, questions[1], strlen(questions[1]), &cb, &st, err,
+	             sizeof(err));
+	ids = session_last_prompt(s, &n, &reused);
+	kv = session_kv_tokens(s, &nkv);
+	for (size_t i = 0; i < n && i < nkv; i++)
+		prefix &= ids[i] == kv[i];
+	tap_ok(n == (size_t)st.n_prompt && reused == (size_t)st.n_reused &&
+	           reused > 0 && prefix && nkv >= n,
+	       "second turn: %zu ids, %zu reused (stats %d), a prefix of the "
+	       "cache",
+	       n, reused, st.n_reused);
+	p = session_token_text(s, 2, &len, &ctl);
+	tap_ok(p && len == 10 && !memcmp(p, "<|im_end|>", 10) && ctl,
+	       "token 2: <|im_end|>, a control token");
+	p = session_token_text(s, 7042, &len, &ctl);
+	tap_ok(p && len == 6 && !memcmp(p, " Paris", 6) && !ctl,
+	       "token 7042: \" Paris\"");
+	tap_ok(session_token_text(s, session_n_vocab(s), &len, NULL) == NULL &&
+	           session_n_vocab(s) == 49152,
+	       "an id out of range: NULL (vocabulary %d)", session_n_vocab(s));
+	/* beside verification: one trace, both working */
+	tap_ok(session_set_verify(s, true, err, sizeof(err)) == 0 &&
+	           session_verifying(s),
+	       "verification on with the trace attached");
+	ob.tokens = ob.good = ob.n_top_10 = 0;
+	ob.pos_up = true;
+	memset(&st, 0, sizeof(st));
+	rc = session_send(s, questions[2], strlen(questions[2]), &cb, &st, err,
+	                  sizeof(err));
+	tap_ok(rc == 0 && ob.good == ob.tokens && ob.tokens > 0 &&
+	           st.verify.n_checked > 0 && st.verify.n_bad == 0,
+	       "verifying: %d tokens traced, %d steps checked, none bad",
+	       ob.good, st.verify.n_checked);
+	tap_ok(session_set_trace(s, false, err, sizeof(err)) == 0 &&
+	           session_verifying(s) && session_trace(s) != NULL,
+	       "trace off: the verifier keeps its own");
+	tap_ok(session_set_verify(s, false, err, sizeof(err)) == 0 &&
+	           session_trace(s) == NULL,
+	       "both off: no trace");
+	session_close(s);
+}
+
 int main(void)
 {
 	if (!find_model())
@@ -744,5 +855,6 @@ int main(void)
 	test_resume();
 	test_resume_bad_kv();
 	test_store_fails();
+	test_observe();
 	return tap_done();
 }

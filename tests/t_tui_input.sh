@@ -45,13 +45,14 @@ n=$(sed -n 's/.*the prompt needs \([0-9]*\) tokens.*/\1/p' "$tui_dir/screen")
 [ "${n:-0}" -gt 20000 ]
 ok $? "sent whole: the model was asked for $n tokens (error in the status bar)"
 tui_keys F1
-tui_wait '^  /copy \[N\]' 10 && tui_wait '^  Ctrl-C ' 10
+tui_wait '^  /regen ' 10 && tui_wait '^  Ctrl-C ' 10
 ok $? "F1 shows the keys and the commands"
-! grep -q 'Esc, q, F3 *back to the chat' "$tui_dir/screen" && tui_keys NPage &&
-	tui_wait 'Esc, q, F3 *back to the chat' 10
+# half a screen a PgDn, clamped at the end: three reach it
+! grep -q 'Esc, q, F3 *back to the chat' "$tui_dir/screen" &&
+	tui_keys NPage NPage NPage && tui_wait 'Esc, q, F3 *back to the chat' 10
 ok $? "PgDn scrolls the help to its end"
 tui_keys q
-tui_wait_gone '^  /copy \[N\]' 10
+tui_wait_gone '^  /regen ' 10
 ok $? "any key closes the help"
 tui_keys C-d
 tui_wait 'PARLEY-EXIT 0' 20

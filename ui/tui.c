@@ -185,6 +185,9 @@ void tui_drop_last(struct tui *t)
 
 	free(m->text);
 	tui_lines_clear(&m->lines);
+	tui_tokens_free(m);
+	if (t->mode == TUI_MODE_TOKENS) /* its message may be gone */
+		t->mode = TUI_MODE_CHAT;
 	t->dirty = true;
 }
 
@@ -194,6 +197,9 @@ void tui_remove(struct tui *t, size_t i)
 		return;
 	free(t->msgs[i].text);
 	tui_lines_clear(&t->msgs[i].lines);
+	tui_tokens_free(&t->msgs[i]);
+	if (t->mode == TUI_MODE_TOKENS) /* messages move */
+		t->mode = TUI_MODE_CHAT;
 	memmove(t->msgs + i, t->msgs + i + 1,
 	        (t->n_msgs - i - 1) * sizeof(*t->msgs));
 	t->n_msgs--;
@@ -235,6 +241,12 @@ int tui_start(struct tui *t, enum tui_job_kind job, const char *text,
 	}
 	t->busy = true;
 	t->job = job;
+	if (job == TUI_JOB_SEND || job == TUI_JOB_REGEN ||
+	    job == TUI_JOB_EDIT) { /* the flags are the new reply's */
+		t->flags = 0;
+		t->flag_layer = -1;
+		t->flag_tok = 0;
+	}
 	t->live_gen = 0;
 	t->live_t0 = 0;
 	t->pre_done = t->pre_total = 0;
@@ -258,15 +270,23 @@ void tui_refresh_title(struct tui *t)
 	store_conv_clear(&c);
 }
 
-/* The transcript from a copy of the session's messages. */
-static void tui_load_msgs(struct tui *t, const struct tui_ev_msg *v, size_t n)
+/* The transcript from a copy of the session's messages; their stored
+   token reports are taken over. */
+static void tui_load_msgs(struct tui *t, struct tui_ev_msg *v, size_t n)
 {
 	tui_msgs_clear(t);
+	t->flags = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct tui_msg *m = tui_add(t, v[i].role, v[i].text, v[i].len);
 
-		if (m)
-			m->finish = v[i].finish;
+		if (m == NULL)
+			continue;
+		m->finish = v[i].finish;
+		m->toks = v[i].toks;
+		m->n_toks = m->cap_toks = v[i].n_toks;
+		m->toks_none = m->role == STORE_ROLE_ASSISTANT && !m->n_toks;
+		v[i].toks = NULL;
+		v[i].n_toks = 0;
 	}
 }
 
@@ -341,6 +361,8 @@ static void tui_events(struct tui *t)
 			if (t->live_gen == 0)
 				t->live_t0 = tui_now_ms();
 			t->live_gen = e->a;
+			if (e->tok && (m = tui_live(t)) != NULL)
+				tui_tokens_push(t, m, e->tok);
 			break;
 		case TUI_EV_PROGRESS:
 			t->pre_done = e->a;
@@ -356,6 +378,9 @@ static void tui_events(struct tui *t)
 				tui_add(t, TUI_ROLE_NOTICE, e->text, e->len);
 				if (t->n_msgs < t->cap_msgs)
 					t->msgs[t->n_msgs++] = live;
+				if (t->mode == TUI_MODE_TOKENS &&
+				    t->cur_msg == t->n_msgs - 2)
+					t->cur_msg++; /* the reply moved */
 			} else {
 				tui_add(t, TUI_ROLE_NOTICE, e->text, e->len);
 			}
@@ -579,8 +604,25 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 			t->mode = TUI_MODE_HELP;
 			t->help_top = 0;
 			return;
+		case KEY_F(2):
+			t->pane = !t->pane;
+			return;
 		case KEY_F(3):
 			tui_list_open(t);
+			return;
+		case KEY_F(4):
+			tui_tokens_enter(t);
+			return;
+		case KEY_F(5):
+			t->shade = !t->shade;
+			for (size_t i = 0; i < t->n_msgs; i++)
+				t->msgs[i].lines_w = 0;
+			tui_say(t, false,
+			        t->shade ? "reply tokens shaded by probability"
+			                 : "shading off");
+			return;
+		case KEY_F(6):
+			tui_prompt_open(t);
 			return;
 		case KEY_PPAGE:
 			t->scroll += page;
@@ -690,6 +732,18 @@ static void tui_key(struct tui *t, int k, bool fkey)
 		tui_list_key(t, k, fkey);
 		return;
 	}
+	if (t->mode == TUI_MODE_PROMPT) {
+		tui_prompt_key(t, k, fkey);
+		return;
+	}
+	if (t->mode == TUI_MODE_TOKENS) {
+		if (!fkey && k == 3 && t->busy) { /* Ctrl-C still stops */
+			tui_worker_cancel(&t->w);
+			return;
+		}
+		tui_tokens_key(t, k, fkey);
+		return;
+	}
 	if (fkey || k != 12) /* a message lasts until the next key; Ctrl-L
 	                        redraws the same screen */
 		t->msg[0] = '\0';
@@ -738,12 +792,22 @@ static void tui_init_state(struct tui *t, struct session *s)
 	session_kv_tokens(s, &kvn);
 	t->ctx_used = (int32_t)kvn;
 	t->conv_id = session_conv_id(s);
+	t->n_vocab = session_n_vocab(s);
+	t->jump_p = 0.5f;
+	t->flag_layer = -1;
 	for (size_t i = 0; i < n; i++) {
 		struct tui_msg *x =
 		    tui_add(t, m[i].role, m[i].content, m[i].len);
+		char err[256];
 
-		if (x)
-			x->finish = m[i].finish;
+		if (x == NULL)
+			continue;
+		x->finish = m[i].finish;
+		if (x->role == STORE_ROLE_ASSISTANT &&
+		    tui_worker_stored_toks(s, i, &x->toks, &x->n_toks, err,
+		                           sizeof(err)) == 0)
+			x->cap_toks = x->n_toks;
+		x->toks_none = x->role == STORE_ROLE_ASSISTANT && !x->n_toks;
 	}
 }
 
@@ -794,6 +858,7 @@ int tui_run(struct session *s, const struct tui_opts *o)
 	tui_input_close(&t->in);
 	store_close(t->st);
 	tui_list_close(t);
+	tui_prompt_close(t);
 	tui_msgs_clear(t);
 	free(t->msgs);
 	free(t->paste);

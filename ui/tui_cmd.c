@@ -29,7 +29,14 @@ const char tui_cmd_help[] =
     "  PgUp, PgDn          scroll the transcript\n"
     "  F1                  this help (PgUp/PgDn scroll it, other keys "
     "close it)\n"
+    "  F2                  the debug pane: a token's probabilities, top 10, "
+    "layers, flags\n"
     "  F3                  the stored conversations (also /list)\n"
+    "  F4                  cursor mode over the replies' tokens (the pane "
+    "follows)\n"
+    "  F5                  shade reply tokens by probability (red < 0.25, "
+    "yellow < 0.6)\n"
+    "  F6                  the prompt view (also /prompt)\n"
     "  Ctrl-L              redraw the screen\n"
     "\n"
     "Commands\n"
@@ -49,9 +56,26 @@ const char tui_cmd_help[] =
     "  /stats              speed and context of the last reply\n"
     "  /verify             check each step against the CPU reference "
     "(on/off; a summary after each reply)\n"
+    "  /pane               the debug pane on or off (F2)\n"
+    "  /prompt             the last prompt as tokens: ids, specials, KV "
+    "cache reuse (F6)\n"
     "  /list               the stored conversations (F3)\n"
     "  /help               this help (F1)\n"
     "  /quit               leave\n"
+    "\n"
+    "Cursor mode (F4)\n"
+    "  ←/→ h/l j/k         the previous / next token (across replies)\n"
+    "  Home, End           the reply's first / last token\n"
+    "  n, N                the next / previous token under the bound "
+    "(raw p, 0.50)\n"
+    "  +, -                raise / lower the bound by 0.05\n"
+    "  s, F5, F2           shading, the pane\n"
+    "  Esc, q, F4          back to the chat\n"
+    "\n"
+    "Debug pane flags (also in the status bar): NaN/Inf in a layer; a "
+    "layer's rms over 16x the previous; raw entropy over 0.9 ln(vocab); "
+    "the same token 8 times in a row. Under NO_COLOR shading underlines "
+    "tokens under 0.25.\n"
     "\n"
     "Conversation list (F3)\n"
     "  Up, Down, Enter     choose, open\n"
@@ -225,8 +249,13 @@ static void tui_cmd_set(struct tui *t, char *args)
 	}
 	struct config copy = *c;
 
-	if (config_set(&copy, key, val, err, sizeof(err)) ||
-	    session_set_sampling(s, &copy.samp, err, sizeof(err))) {
+	if (config_set(&copy, key, val, err, sizeof(err))) {
+		tui_say(t, true, "%s", err);
+		return;
+	}
+	if (copy.samp.n_probs < TUI_TOP) /* the pane's alternatives */
+		copy.samp.n_probs = TUI_TOP;
+	if (session_set_sampling(s, &copy.samp, err, sizeof(err))) {
 		tui_say(t, true, "%s", err);
 		return;
 	}
@@ -337,6 +366,10 @@ void tui_cmd(struct tui *t, char *line)
 	} else if (!strcmp(cmd, "help") || !strcmp(cmd, "?")) {
 		t->mode = TUI_MODE_HELP;
 		t->help_top = 0;
+	} else if (!strcmp(cmd, "pane")) {
+		t->pane = !t->pane;
+	} else if (!strcmp(cmd, "prompt")) {
+		tui_prompt_open(t);
 	} else if (!strcmp(cmd, "list")) {
 		tui_list_open(t);
 	} else if (!strcmp(cmd, "regen")) {

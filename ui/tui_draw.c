@@ -7,6 +7,7 @@
  */
 #include "tui_int.h"
 
+#include "tui_health.h"
 #include "tui_md.h"
 
 #include <curses.h>
@@ -14,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TUI_GAUGE 6 /* cells of the context gauge */
+#define TUI_GAUGE         6   /* cells of the context gauge */
+#define TUI_PANE_SIDE_MIN 110 /* columns from which the pane is at the side */
+#define TUI_PANE_SIDE_W   60  /* its width there, divider included */
+#define TUI_PANE_BELOW_H  16  /* rows of the pane below the transcript */
 
 void tui_draw_colors(struct tui *t)
 {
@@ -34,6 +38,8 @@ void tui_draw_colors(struct tui *t)
 	init_pair(TUI_C_NOTICE, COLOR_YELLOW, -1);
 	init_pair(TUI_C_MATCH, COLOR_BLACK, COLOR_YELLOW);
 	init_pair(TUI_C_ERROR, COLOR_RED, -1);
+	init_pair(TUI_C_PLOW, COLOR_RED, -1);
+	init_pair(TUI_C_PMID, COLOR_YELLOW, -1);
 }
 
 /* The curses attribute and colour pair of cell attribute A. Without
@@ -62,17 +68,20 @@ static attr_t tui_draw_attr(const struct tui *t, uint16_t a, short *pair)
 	}
 	if (c == TUI_C_MATCH)
 		r |= A_REVERSE;
-	else if (c != TUI_C_CODE && c != TUI_C_NOTICE)
+	else if (c == TUI_C_PLOW) /* the non-colour cue of shading */
+		r |= A_UNDERLINE;
+	else if (c != TUI_C_CODE && c != TUI_C_NOTICE && c != TUI_C_PMID)
 		r |= A_BOLD;
 	return r;
 }
 
-/* Draw L at row Y from column 0, in runs of one attribute. */
-static void tui_draw_line(const struct tui *t, int y, const struct tui_line *l)
+/* Draw L at row Y from column X, in runs of one attribute. */
+void tui_draw_line_at(const struct tui *t, int y, int x,
+                      const struct tui_line *l)
 {
 	int i = 0;
 
-	move(y, 0);
+	move(y, x);
 	while (i < l->n) {
 		int j = i;
 		short pair;
@@ -87,6 +96,12 @@ static void tui_draw_line(const struct tui *t, int y, const struct tui_line *l)
 	attr_set(A_NORMAL, 0, NULL);
 }
 
+/* Draw L at row Y from column 0. */
+static void tui_draw_line(const struct tui *t, int y, const struct tui_line *l)
+{
+	tui_draw_line_at(t, y, 0, l);
+}
+
 /* Lay message M out at WIDTH (cached until it changes). */
 static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 {
@@ -94,9 +109,12 @@ static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 	const char *label = NULL;
 	uint16_t lat = TUI_A_BOLD;
 	const char *tail = NULL;
+	unsigned tag = tui_tokens_tag(t, m);
 
-	if (m->lines_w == width && m->lines_raw == t->raw)
+	if (m->lines_w == width && m->lines_raw == t->raw &&
+	    m->lines_tag == tag)
 		return;
+	m->cur_line = -1;
 	tui_lines_clear(&m->lines);
 	tui_lay_init(&y, &m->lines, width);
 	switch (m->role) {
@@ -127,6 +145,8 @@ static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 		tui_lay_text(&y, m->text, m->len, a);
 		tui_lay_text(&y, "]", 1, a);
 		tui_lay_end(&y);
+	} else if (m->role == STORE_ROLE_ASSISTANT && tag) {
+		tui_tokens_lay(t, m, &y); /* shaded, or the cursor's */
 	} else if (m->role == STORE_ROLE_ASSISTANT) {
 		tui_md_lay(&y, m->text, m->len, !t->raw);
 	} else {
@@ -151,15 +171,19 @@ static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 	tui_lay_done(&y);
 	m->lines_w = width;
 	m->lines_raw = t->raw;
+	m->lines_tag = tag;
 }
 
 /* The transcript in rows [0, rows). */
 static void tui_draw_transcript(struct tui *t, int rows, int cols)
 {
-	int total = 0, first, row;
+	int total = 0, first, row, cur = -1;
 
 	for (size_t i = 0; i < t->n_msgs; i++) {
 		tui_draw_layout(t, &t->msgs[i], cols);
+		if (t->mode == TUI_MODE_TOKENS && i == t->cur_msg &&
+		    t->msgs[i].cur_line >= 0)
+			cur = total + t->msgs[i].cur_line;
 		total += t->msgs[i].lines.n;
 	}
 	/* scrolled back: keep the same text in view as lines arrive */
@@ -169,6 +193,12 @@ static void tui_draw_transcript(struct tui *t, int rows, int cols)
 		t->scroll = total - rows > 0 ? total - rows : 0;
 	t->last_total = total;
 	t->view_rows = rows;
+	if (cur >= 0) { /* cursor mode: its token in view */
+		if (cur < total - rows - t->scroll)
+			t->scroll = total - rows - cur;
+		else if (cur >= total - t->scroll)
+			t->scroll = total - cur - 1;
+	}
 	first = total - rows - t->scroll;
 	if (first < 0)
 		first = 0;
@@ -270,8 +300,8 @@ static void tui_draw_cut(const char *s, int cols, char *out, size_t n)
 /* The status bar at row Y: the figures, or the message of the moment. */
 static void tui_draw_status(struct tui *t, int y, int cols)
 {
-	struct tui_draw_part p[7];
-	int n = 0, used, order[7] = {0};
+	struct tui_draw_part p[8];
+	int n = 0, used, order[8] = {0};
 	const char *sep = " │ "; /* 3 columns */
 	char line[1200];
 	short pair = 0;
@@ -295,11 +325,22 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	p[n++].prio = 5;
 	snprintf(p[n].s, sizeof(p[n].s), "F1 help");
 	p[n++].prio = 0;
+	if (t->flags) { /* the pane's flags, even with the pane closed */
+		char f[96];
+
+		snprintf(p[n].s, sizeof(p[n].s), "⚑ %s tok %zu",
+		         tui_health_describe(t->flags, t->flag_layer, false, f,
+		                             sizeof(f)),
+		         t->flag_tok);
+		p[n++].prio = 0;
+	}
 	if (t->msg[0]) { /* the message replaces all but the help hint */
 		tui_draw_cut(t->msg, cols - 2 - 10, p[0].s, sizeof(p[0].s));
 		p[0].prio = 0;
-		for (int i = 1; i < n - 1; i++)
-			p[i].s[0] = '\0';
+		for (int i = 1; i < n; i++)
+			if (strcmp(p[i].s, "F1 help") &&
+			    strncmp(p[i].s, "⚑", 3))
+				p[i].s[0] = '\0';
 		if (t->msg_err)
 			a |= A_BOLD;
 		if (t->msg_err && t->color)
@@ -485,6 +526,32 @@ static void tui_draw_help(struct tui *t, int rows, int cols)
 	tui_lines_clear(&ls);
 }
 
+/* The transcript and, when on, the debug pane: at the side from
+   TUI_PANE_SIDE_MIN columns, else below (when the body has room). */
+static void tui_draw_body(struct tui *t, int body, int cols)
+{
+	if (t->pane && cols >= TUI_PANE_SIDE_MIN) {
+		int tw = cols - TUI_PANE_SIDE_W;
+
+		tui_draw_transcript(t, body, tw);
+		for (int r = 0; r < body; r++)
+			mvaddstr(r, tw, "│");
+		tui_pane_draw(t, 0, tw + 2, body, TUI_PANE_SIDE_W - 2);
+	} else if (t->pane && body >= 8) {
+		int ph =
+		    body / 2 < TUI_PANE_BELOW_H ? body / 2 : TUI_PANE_BELOW_H;
+		int th = body - ph;
+
+		tui_draw_transcript(t, th - 1, cols);
+		move(th - 1, 0);
+		for (int c = 0; c < cols; c++)
+			addstr("─");
+		tui_pane_draw(t, th, 0, ph, cols);
+	} else {
+		tui_draw_transcript(t, body, cols);
+	}
+}
+
 void tui_draw(struct tui *t)
 {
 	int rows = LINES, cols = COLS, in_rows, body;
@@ -498,10 +565,13 @@ void tui_draw(struct tui *t)
 		tui_out_flush();
 		return;
 	}
-	if (t->mode == TUI_MODE_HELP || t->mode == TUI_MODE_LIST) {
+	if (t->mode == TUI_MODE_HELP || t->mode == TUI_MODE_LIST ||
+	    t->mode == TUI_MODE_PROMPT) {
 		curs_set(0);
 		if (t->mode == TUI_MODE_HELP)
 			tui_draw_help(t, rows - 1, cols);
+		else if (t->mode == TUI_MODE_PROMPT)
+			tui_prompt_draw(t, rows - 1, cols);
 		else
 			tui_list_draw(t, rows - 1, cols);
 		tui_draw_status(t, rows - 1, cols);
@@ -512,9 +582,9 @@ void tui_draw(struct tui *t)
 	}
 	in_rows = tui_draw_input_rows(t, cols, rows / 3 > 1 ? rows / 3 : 1);
 	body = rows - in_rows - 1;
-	tui_draw_transcript(t, body, cols);
+	tui_draw_body(t, body, cols);
 	tui_draw_status(t, body, cols);
-	curs_set(1);
+	curs_set(t->mode == TUI_MODE_TOKENS ? 0 : 1);
 	tui_draw_input(t, body + 1, in_rows, cols);
 	wnoutrefresh(stdscr);
 	doupdate();

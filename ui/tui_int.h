@@ -33,12 +33,34 @@ struct tui_msg {
 	struct tui_lines lines;   /* laid out (cache) */
 	int lines_w;              /* width they were laid out at, 0: none */
 	bool lines_raw;           /* laid out in /raw mode */
+	unsigned lines_tag;       /* token view it was laid out for
+	                             (tui_tokens_tag), 0: none */
+	int cur_line;             /* token view: the line of the cursor's
+	                             token in lines, or -1 */
+	/* replies: one report per sampled token (debug pane), live or
+	   stored (tui_worker_stored_toks) */
+	struct tui_tok *toks; /* n_toks reports (owned) */
+	size_t n_toks, cap_toks;
+	bool toks_none; /* none kept for this reply (an older message) */
 };
 
 enum tui_mode {
-	TUI_MODE_CHAT, /* transcript and input */
-	TUI_MODE_HELP, /* F1 */
-	TUI_MODE_LIST, /* F3: stored conversations */
+	TUI_MODE_CHAT,   /* transcript and input */
+	TUI_MODE_HELP,   /* F1 */
+	TUI_MODE_LIST,   /* F3: stored conversations */
+	TUI_MODE_PROMPT, /* F6, /prompt: the last prompt's tokens */
+	TUI_MODE_TOKENS, /* F4: cursor mode over the replies' tokens */
+};
+
+/* The last prompt as the prompt view shows it (a copy: the session may
+   change while the view is open). */
+struct tui_pview {
+	int32_t *ids;     /* n ids (owned) */
+	uint32_t *off;    /* [n + 1] offsets of each id's piece in text */
+	bool *ctl;        /* [n] control tokens */
+	char *text;       /* the pieces, back to back (owned) */
+	size_t n, reused; /* ids; of those, taken from the KV cache */
+	int top;          /* first line shown */
 };
 
 enum tui_ask {
@@ -100,6 +122,18 @@ struct tui {
 	char msg[512]; /* a message instead of the figures, or "" */
 	bool msg_err;  /* it is an error */
 
+	/* the debug pane (tui_pane.c, tui_tokens.c, tui_health.c) */
+	bool pane;       /* F2: shown */
+	bool shade;      /* F5: reply tokens shaded by probability */
+	size_t cur_msg;  /* cursor mode: the message (a reply with toks) */
+	size_t cur_tok;  /* and the token in it */
+	float jump_p;    /* 'n' jumps to the next token under this p */
+	int32_t n_vocab; /* for the flat-logits flag */
+	unsigned flags;  /* TUI_FLAG_* of the last reply's tokens */
+	int flag_layer;  /* the first layer flagged, or -1 */
+	size_t flag_tok; /* the first token flagged (1-based), or 0 */
+	struct tui_pview pv;
+
 	/* paste */
 	bool pasting;
 	wchar_t *paste;
@@ -139,6 +173,30 @@ void tui_out_release(void);
 void tui_out_err_release(void);
 int tui_out_fd(void);
 int tui_out_write(const char *buf, size_t n);
+
+/* tui_draw.c, for the pane and views: line L at row Y, column X */
+void tui_draw_line_at(const struct tui *t, int y, int x,
+                      const struct tui_line *l);
+
+/* tui_pane.c: the pane in the box at (Y, X), ROWS x COLS */
+void tui_pane_draw(struct tui *t, int y, int x, int rows, int cols);
+int tui_pane_visible(const char *s, size_t n, char *out, size_t outn);
+
+/* tui_tokens.c: cursor mode and the token view of replies */
+void tui_tokens_enter(struct tui *t);
+void tui_tokens_key(struct tui *t, int k, bool fkey);
+unsigned tui_tokens_tag(const struct tui *t, const struct tui_msg *m);
+void tui_tokens_lay(struct tui *t, struct tui_msg *m, struct tui_lay *y);
+const struct tui_tok *tui_tokens_target(const struct tui *t,
+                                        const struct tui_msg **m, size_t *idx);
+void tui_tokens_push(struct tui *t, struct tui_msg *m, struct tui_tok *k);
+void tui_tokens_free(struct tui_msg *m);
+
+/* tui_prompt.c: the prompt view */
+void tui_prompt_open(struct tui *t);
+void tui_prompt_close(struct tui *t);
+void tui_prompt_key(struct tui *t, int k, bool fkey);
+void tui_prompt_draw(struct tui *t, int rows, int cols);
 
 /* tui_list.c */
 void tui_list_open(struct tui *t);

@@ -49,6 +49,9 @@ enum tui_color {
 	TUI_C_NOTICE,    /* notices, [stopped] */
 	TUI_C_MATCH,     /* search matches */
 	TUI_C_ERROR,     /* errors in the status line */
+	TUI_C_PLOW,      /* a reply token of low probability (shading;
+	                    underlined under NO_COLOR) */
+	TUI_C_PMID,      /* a reply token of middling probability */
 	TUI_C_COUNT
 };
 

@@ -10,13 +10,104 @@
 #include <string.h>
 #include <unistd.h>
 
+void tui_tok_clear(struct tui_tok *t)
+{
+	free(t->text);
+	free(t->layers);
+	memset(t, 0, sizeof(*t));
+}
+
+int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
+                        const struct trace *tr, struct tui_tok *out)
+{
+	const char *piece[TUI_TOP + 1];
+	size_t total = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->id = rep->chosen;
+	out->p = rep->chosen_prob;
+	out->p_raw = rep->chosen_raw_prob;
+	out->entropy = rep->entropy;
+	out->raw_entropy = rep->raw_entropy;
+	out->n_kept = rep->n_kept;
+	out->rank = rep->chosen_rank;
+	out->rank_raw = rep->chosen_raw_rank;
+	out->n_top = rep->n_top < TUI_TOP ? rep->n_top : TUI_TOP;
+	memcpy(out->top, rep->top, (size_t)out->n_top * sizeof(out->top[0]));
+	out->samp = *session_sampling(s);
+	out->flag_layer = -1;
+	out->pos = -1;
+	for (int i = 0; i <= out->n_top; i++) {
+		size_t n = 0;
+		int32_t id = i ? out->top[i - 1].id : out->id;
+
+		piece[i] = session_token_text(s, id, &n, &out->ctl[i]);
+		out->len[i] = piece[i] ? (uint32_t)n : 0;
+		total += out->len[i];
+	}
+	out->text = malloc(total + 1);
+	if (out->text == NULL)
+		goto nomem;
+	total = 0;
+	for (int i = 0; i <= out->n_top; i++) {
+		out->off[i] = (uint32_t)total;
+		memcpy(out->text + total, piece[i] ? piece[i] : "",
+		       out->len[i]);
+		total += out->len[i];
+	}
+	if (tr && tr->n_layer > 0) {
+		/* the eval this token was sampled from (session_trace) */
+		out->layers =
+		    malloc((size_t)tr->n_layer * sizeof(*out->layers));
+		if (out->layers == NULL)
+			goto nomem;
+		memcpy(out->layers, tr->layers,
+		       (size_t)tr->n_layer * sizeof(*out->layers));
+		out->n_layer = tr->n_layer;
+		out->pos = tr->pos;
+	}
+	return 0;
+nomem:
+	tui_tok_clear(out);
+	return -1;
+}
+
+int tui_worker_stored_toks(struct session *s, size_t msg_index,
+                           struct tui_tok **out, size_t *n, char *err,
+                           size_t errlen)
+{
+	/* session_msg_reports() (the store's token reports) goes here: each
+	   report through tui_worker_tok_fill(s, rep, NULL, ...) */
+	(void)s;
+	(void)msg_index;
+	*out = NULL;
+	*n = 0;
+	snprintf(err, errlen, "no token reports stored for this message");
+	return -1;
+}
+
+/* Free the stored reports V[0, n) and V. */
+static void tui_worker_toks_free(struct tui_tok *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		tui_tok_clear(&v[i]);
+	free(v);
+}
+
 void tui_ev_free(struct tui_ev *e)
 {
 	while (e) {
 		struct tui_ev *next = e->next;
 
-		for (size_t i = 0; i < e->n_msgs; i++)
+		if (e->tok) {
+			tui_tok_clear(e->tok);
+			free(e->tok);
+		}
+		for (size_t i = 0; i < e->n_msgs; i++) {
 			free(e->msgs[i].text);
+			tui_worker_toks_free(e->msgs[i].toks,
+			                     e->msgs[i].n_toks);
+		}
 		free(e->msgs);
 		free(e->text);
 		free(e);
@@ -85,10 +176,15 @@ static void tui_worker_token(void *ud, const struct sampler_report *rep)
 	struct tui_worker *w = ud;
 	struct tui_ev *e = tui_ev_new(TUI_EV_TOKEN, NULL, 0);
 
-	(void)rep;
 	w->n_gen++;
 	if (e) {
 		e->a = w->n_gen;
+		e->tok = malloc(sizeof(*e->tok));
+		if (e->tok && tui_worker_tok_fill(
+		                  w->s, rep, session_trace(w->s), e->tok)) {
+			free(e->tok); /* the pane misses this token only */
+			e->tok = NULL;
+		}
 		tui_worker_post(w, e);
 	}
 }
@@ -132,8 +228,26 @@ static void tui_worker_copy_msgs(struct tui_worker *w, struct tui_ev *e)
 		d->len = m[i].len;
 		d->role = m[i].role;
 		d->finish = m[i].finish;
+		if (d->role == STORE_ROLE_ASSISTANT) {
+			char err[256];
+
+			tui_worker_stored_toks(w->s, i, &d->toks, &d->n_toks,
+			                       err, sizeof(err));
+		}
 		e->n_msgs++;
 	}
+}
+
+int tui_worker_observe(struct session *s, char *err, size_t errlen)
+{
+	struct sampler_config c = *session_sampling(s);
+
+	if (c.n_probs < TUI_TOP) {
+		c.n_probs = TUI_TOP;
+		if (session_set_sampling(s, &c, err, errlen))
+			return -1;
+	}
+	return session_set_trace(s, true, err, errlen);
 }
 
 /* Close the session and open it on conversation ID (0: a new one). On
@@ -148,10 +262,12 @@ static int tui_worker_reopen(struct tui_worker *w, int64_t id, char *err,
 	w->s = NULL;
 	o.conv_id = id;
 	if (session_open(&o, &w->s, err, errlen) == 0)
-		return 0;
+		return tui_worker_observe(w->s, err, errlen);
 	o.conv_id = 0;
 	if (session_open(&o, &w->s, err2, sizeof(err2)))
 		w->s = NULL;
+	else
+		tui_worker_observe(w->s, err2, sizeof(err2));
 	return -1;
 }
 
@@ -244,6 +360,8 @@ int tui_worker_open(struct tui_worker *w, struct session *s,
                     const struct session_opts *opts, char *err, size_t errlen)
 {
 	memset(w, 0, sizeof(*w));
+	if (tui_worker_observe(s, err, errlen))
+		return -1;
 	w->s = s;
 	w->so = *opts;
 	w->cancel = opts->cancel;

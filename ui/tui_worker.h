@@ -29,11 +29,63 @@
 #define PARLEY_TUI_WORKER_H
 
 #include "session.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#define TUI_TOP 10 /* alternatives the debug pane lists per token */
+
+/*
+ * One generated token as the debug pane shows it: a compact copy of the
+ * sampler's report (its top TUI_TOP), the texts, the step's layers. Made
+ * from a live report by tui_worker_tok_fill, or from a stored one the
+ * same way (tui_worker_stored_toks).
+ */
+struct tui_tok {
+	int32_t id;             /* the chosen id */
+	float p, p_raw;         /* its probability: sampled, raw */
+	float entropy;          /* nats, sampled distribution */
+	float raw_entropy;      /* nats, raw distribution */
+	int32_t n_kept;         /* candidates left after truncation */
+	int32_t rank, rank_raw; /* 1-based; rank_raw 0: beyond the top */
+	int n_top;              /* entries of top */
+	struct sampler_cand top[TUI_TOP]; /* by raw logit, desc */
+	struct sampler_config samp;       /* the settings that applied */
+	char *text;                       /* the pieces below (owned) */
+	uint32_t off[TUI_TOP + 1];        /* [0] chosen, [1 + i] top[i] */
+	uint32_t len[TUI_TOP + 1];        /* bytes of each piece */
+	bool ctl[TUI_TOP + 1];            /* a control token */
+	struct trace_stats *layers;       /* [n_layer] (owned) or NULL */
+	int n_layer;                      /* 0: no trace on this step */
+	int32_t pos;                      /* context position sampled at */
+	/* set by the UI on arrival (tui_health.h) */
+	unsigned flags; /* TUI_FLAG_* */
+	int flag_layer; /* the layer flagged, or -1 */
+};
+
+/* Free what T owns (T itself is not freed). */
+void tui_tok_clear(struct tui_tok *t);
+
+/*
+ * Fill OUT from the sampler's report REP, the texts from S and, when TR is
+ * not NULL, its layer statistics (copied). Returns 0, or -1 when out of
+ * memory (OUT is then empty but valid).
+ */
+int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
+                        const struct trace *tr, struct tui_tok *out);
+
+/*
+ * The stored token reports of message MSG_INDEX of S's conversation, as
+ * tui_toks in *OUT (malloc'd; *N of them). Returns -1 with a message when
+ * there are none. Today the store keeps none, so this always says so; it
+ * is where session_msg_reports() will plug in.
+ */
+int tui_worker_stored_toks(struct session *s, size_t msg_index,
+                           struct tui_tok **out, size_t *n, char *err,
+                           size_t errlen);
 
 enum tui_job_kind {
 	TUI_JOB_SEND,  /* text: the user's message */
@@ -45,7 +97,8 @@ enum tui_job_kind {
 
 enum tui_ev_kind {
 	TUI_EV_PIECE,    /* text: reply text (whole UTF-8 characters) */
-	TUI_EV_TOKEN,    /* a: tokens sampled so far in this reply */
+	TUI_EV_TOKEN,    /* a: tokens sampled so far in this reply;
+	                    tok: its report (owned, may be NULL) */
 	TUI_EV_PROGRESS, /* a of b prompt ids evaluated */
 	TUI_EV_NOTICE,   /* text: a message for the user */
 	TUI_EV_END,      /* rc, stats, text: the error when rc != 0;
@@ -58,6 +111,8 @@ struct tui_ev_msg {
 	char *text; /* owned */
 	size_t len;
 	enum store_finish finish;
+	struct tui_tok *toks; /* stored token reports (owned) or NULL */
+	size_t n_toks;
 };
 
 /* One event; the UI frees it with tui_ev_free. */
@@ -72,7 +127,8 @@ struct tui_ev {
 	struct session_stats st; /* END of a generation */
 	struct tui_ev_msg *msgs; /* END of OPEN / CLEAR: owned */
 	size_t n_msgs;
-	int64_t conv_id; /* END: the session's conversation */
+	int64_t conv_id;     /* END: the session's conversation */
+	struct tui_tok *tok; /* TOKEN: the token's report (owned) */
 };
 
 struct tui_worker {
@@ -106,6 +162,15 @@ struct tui_worker {
  */
 int tui_worker_open(struct tui_worker *w, struct session *s,
                     const struct session_opts *opts, char *err, size_t errlen);
+
+/*
+ * What the debug pane needs of session S: reports of TUI_TOP alternatives
+ * per token (n_probs raised to it; nothing else of the sampling changes)
+ * and a trace attached (per-layer statistics of each step). Done by
+ * tui_worker_open and for every session the worker reopens. 0, or -1 with
+ * a message.
+ */
+int tui_worker_observe(struct session *s, char *err, size_t errlen);
 
 /* Hand a job over (invariant 2). TEXT is copied. 0 or -1 (no memory). */
 int tui_worker_start(struct tui_worker *w, enum tui_job_kind job,
