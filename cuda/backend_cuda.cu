@@ -83,12 +83,18 @@ struct cu_state {
 	struct cuda_select sel;  /* the select step's buffers */
 	int sel_ok;              /* sel allocated */
 
-	/* decode graphs (cu_decode_graph): graphs[b] runs one token at any
-	   position below (b + 1) * CU_GRAPH_POS, captured on first use */
+	/* decode graphs (cu_decode_graph): graphs[2b] runs one token at any
+	   position below (b + 1) * CU_GRAPH_POS, graphs[2b + 1] the same
+	   traced; captured on first use */
 	bool use_graphs;         /* PARLEY_CUDA_GRAPHS is not "0" */
 	int32_t *d_step;         /* [2] device: token id, position */
-	cudaGraphExec_t *graphs; /* [n_graphs], NULL until captured */
+	cudaGraphExec_t *graphs; /* [2 * n_graphs], NULL until captured */
 	int32_t n_graphs;
+
+	/* a traced step's per-layer statistics, computed on the device
+	   (cuda_op_stats) and copied back once per step */
+	float *d_tstats; /* [n_layer][4] device */
+	float *h_tstats; /* [n_layer][4] pinned host */
 };
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
@@ -294,9 +300,16 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	return 0;
 }
 
-/* Per-layer statistics of the last token's residual, when tracing (the
- * one host round trip per layer, only with a trace attached); the same
- * host copy feeds the trace's capture of the whole vector. */
+/* Whether E's trace wants whole residual vectors (verification), which
+ * only a host copy per layer gives; a trace without them gets its
+ * statistics from the device (cu_trace_stats). */
+static bool cu_trace_captures(const struct engine *e)
+{
+	return e->trace != NULL && e->trace->n_embd > 0;
+}
+
+/* Per-layer statistics and vector of the last token's residual, when
+ * capturing (the one host round trip per layer, only then). */
 static int cu_trace_layer(struct engine *e, struct cu_state *s, int il,
                           int32_t n, char *err, size_t errlen)
 {
@@ -316,9 +329,41 @@ static int cu_trace_layer(struct engine *e, struct cu_state *s, int il,
 		snprintf(err, errlen, "trace copy failed");
 		return -1;
 	}
-	trace_layer(e->trace, il, h, ne); /* stats, and the vector if
-	                                     captured (verification) */
+	trace_layer(e->trace, il, h, ne); /* stats, and the vector */
 	free(h);
+	return 0;
+}
+
+/* Layer IL's statistics of the residual row ROW into d_tstats (enqueued;
+ * cu_trace_fetch brings them back). */
+static int cu_trace_stats(struct engine *e, struct cu_state *s, int il,
+                          int32_t row, char *err, size_t errlen)
+{
+	const int32_t ne = e->model->cfg.n_embd;
+
+	return cuda_op_stats(&s->ctx, s->x + (size_t)row * ne, ne,
+	                     s->d_tstats + 4 * il, err, errlen);
+}
+
+/* Wait for the step and fill the trace from d_tstats. */
+static int cu_trace_fetch(struct engine *e, struct cu_state *s, char *err,
+                          size_t errlen)
+{
+	const int nl = e->model->cfg.n_layer < e->trace->n_layer
+	                   ? e->model->cfg.n_layer
+	                   : e->trace->n_layer;
+
+	CUDA_TRY(cudaMemcpyAsync(s->h_tstats, s->d_tstats,
+	                         (size_t)nl * 4 * sizeof(float),
+	                         cudaMemcpyDeviceToHost, s->ctx.stream),
+	         err, errlen);
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	for (int il = 0; il < nl; il++) {
+		const float *v = s->h_tstats + 4 * il;
+		struct trace_stats st = {v[0], v[1], v[2], v[3]};
+
+		trace_layer_stats(e->trace, il, &st);
+	}
 	return 0;
 }
 
@@ -342,7 +387,9 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 		    cu_ffn_block(e, s, il, n, err, errlen))
 			return -1;
 		if (e->trace != NULL && il < e->trace->n_layer &&
-		    cu_trace_layer(e, s, il, n, err, errlen))
+		    (cu_trace_captures(e)
+		         ? cu_trace_layer(e, s, il, n, err, errlen)
+		         : cu_trace_stats(e, s, il, n - 1, err, errlen)))
 			return -1;
 	}
 	if (n_out > 0) {
@@ -362,6 +409,8 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 			                         x->stream),
 			         err, errlen);
 	}
+	if (e->trace != NULL && !cu_trace_captures(e))
+		return cu_trace_fetch(e, s, err, errlen); /* waits */
 	CUDA_TRY(cudaStreamSynchronize(x->stream), err, errlen);
 	return 0;
 }
@@ -380,21 +429,25 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
  * (b + 1) * CU_GRAPH_POS: at most n_ctx / CU_GRAPH_POS + 1 captures in a
  * session. Every buffer a graph names is allocated at open, except the
  * device logits (cu_dev_logits drops the graphs when it reallocates them)
- * and the attention scratch (reserved before capture). A trace needs host
- * copies inside the step, so traced steps take the plain path.
+ * and the attention scratch (reserved before capture). A traced step
+ * (the debug pane's per-layer statistics) has its own graph with the
+ * statistics kernels in it, and one copy back after it; a trace that
+ * captures whole vectors (verification) needs a host copy per layer, so
+ * those steps take the plain path.
  */
 static void cu_graphs_drop(struct cu_state *s)
 {
-	for (int32_t b = 0; b < s->n_graphs; b++)
+	for (int32_t b = 0; b < 2 * s->n_graphs; b++)
 		if (s->graphs[b] != NULL) {
 			cudaGraphExecDestroy(s->graphs[b]);
 			s->graphs[b] = NULL;
 		}
 }
 
-/* The kernels of one decode step, positions and token from s->d_step. */
-static int cu_decode_kernels(struct engine *e, struct cu_state *s, char *err,
-                             size_t errlen)
+/* The kernels of one decode step, positions and token from s->d_step;
+ * TRACED: with the statistics of each layer's output. */
+static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
+                             char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	struct cuda_ctx *x = &s->ctx;
@@ -403,7 +456,8 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, char *err,
 		return -1;
 	for (int il = 0; il < c->n_layer; il++)
 		if (cu_attention_block(e, s, il, 1, 0, err, errlen) ||
-		    cu_ffn_block(e, s, il, 1, err, errlen))
+		    cu_ffn_block(e, s, il, 1, err, errlen) ||
+		    (traced && cu_trace_stats(e, s, il, 0, err, errlen)))
 			return -1;
 	return cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1,
 	                       c->rms_eps, s->xb, err, errlen) ||
@@ -411,13 +465,13 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, char *err,
 	                      errlen);
 }
 
-/* Capture graph B. */
+/* Capture graph B (B / 2: the positions, B % 2: traced). */
 static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
                             char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	struct cuda_ctx *x = &s->ctx;
-	int32_t cap = (b + 1) * CU_GRAPH_POS;
+	int32_t cap = (b / 2 + 1) * CU_GRAPH_POS;
 	cudaGraph_t g = NULL;
 	cudaError_t ce;
 	int rc;
@@ -432,7 +486,7 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 	    err, errlen);
 	x->d_pos = s->d_step + 1;
 	x->pos_cap = cap;
-	rc = cu_decode_kernels(e, s, err, errlen);
+	rc = cu_decode_kernels(e, s, b % 2 != 0, err, errlen);
 	x->d_pos = NULL;
 	x->pos_cap = 0;
 	ce = cudaStreamEndCapture(x->stream, &g);
@@ -456,7 +510,8 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
                            char *err, size_t errlen)
 {
-	const int32_t b = e->n_past / CU_GRAPH_POS;
+	const bool traced = e->trace != NULL;
+	const int32_t b = e->n_past / CU_GRAPH_POS * 2 + (traced ? 1 : 0);
 	/* pageable source: staged by the call, so the next step may reuse
 	   the array at once */
 	const int32_t step[2] = {tok, e->n_past};
@@ -467,7 +522,7 @@ static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
 	                         cudaMemcpyHostToDevice, s->ctx.stream),
 	         err, errlen);
 	CUDA_TRY(cudaGraphLaunch(s->graphs[b], s->ctx.stream), err, errlen);
-	return 0;
+	return traced ? cu_trace_fetch(e, s, err, errlen) : 0;
 }
 
 /* Grow e->logits to N rows. */
@@ -521,7 +576,7 @@ static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 	    cu_dev_logits(e, s, all ? (n < s->n_batch ? n : s->n_batch) : 1,
 	                  err, errlen))
 		return -1;
-	if (n == 1 && !all && !none && s->use_graphs && e->trace == NULL) {
+	if (n == 1 && !all && !none && s->use_graphs && !cu_trace_captures(e)) {
 		if (cu_decode_graph(e, s, tokens[0], err, errlen))
 			return -1;
 		e->n_logits = 1;
@@ -702,9 +757,11 @@ static void cu_close(struct engine *e)
 			cu_graphs_drop(s);
 			free(s->graphs);
 		}
-		void *bufs[] = {s->arena,  s->tok, s->x,  s->xb,    s->q,
-		                s->k,      s->v,   s->o,  s->hb,    s->hb2,
-		                s->logits, s->kc,  s->vc, s->d_step};
+		cudaFreeHost(s->h_tstats);
+		void *bufs[] = {s->arena, s->tok,    s->x,       s->xb,
+		                s->q,     s->k,      s->v,       s->o,
+		                s->hb,    s->hb2,    s->logits,  s->kc,
+		                s->vc,    s->d_step, s->d_tstats};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		free(s->layers);

@@ -189,6 +189,54 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 	}
 }
 
+/* Statistics of one vector for the trace (the debug pane's per-layer
+ * column), computed where the vector is, so that a traced step needs no
+ * copy of the residual per layer: one block, double sums. */
+__global__ void __launch_bounds__(EL_NORM_THREADS)
+    el_stats(const float *x, int32_t n, float *out)
+{
+	__shared__ double ssum[EL_NORM_THREADS / 32], ssq[EL_NORM_THREADS / 32];
+	__shared__ float smin[EL_NORM_THREADS / 32], smax[EL_NORM_THREADS / 32];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	double sum = 0, sq = 0;
+	float mn = x[0], mx = x[0];
+
+#pragma unroll 4
+	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS) {
+		const float v = x[i];
+
+		mn = fminf(mn, v);
+		mx = fmaxf(mx, v);
+		sum += v;
+		sq += (double)v * v;
+	}
+	for (int off = 16; off > 0; off >>= 1) {
+		mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, off));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+		sum += __shfl_xor_sync(0xffffffffu, sum, off);
+		sq += __shfl_xor_sync(0xffffffffu, sq, off);
+	}
+	if (lane == 0) {
+		ssum[warp] = sum;
+		ssq[warp] = sq;
+		smin[warp] = mn;
+		smax[warp] = mx;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < EL_NORM_THREADS / 32; w++) {
+			sum += ssum[w];
+			sq += ssq[w];
+			mn = fminf(mn, smin[w]);
+			mx = fmaxf(mx, smax[w]);
+		}
+		out[0] = mn;
+		out[1] = mx;
+		out[2] = (float)(sum / (double)n);
+		out[3] = (float)sqrt(sq / (double)n);
+	}
+}
+
 /* ------------------------------------------------------------ launchers */
 
 extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
@@ -198,6 +246,14 @@ extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
 {
 	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
 	    d_x, d_w, n, eps, d_out);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_stats(struct cuda_ctx *ctx, const float *d_x, int32_t n,
+                             float *d_out, char *err, size_t errlen)
+{
+	el_stats<<<1, EL_NORM_THREADS, 0, ctx->stream>>>(d_x, n, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

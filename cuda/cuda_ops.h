@@ -184,6 +184,11 @@ int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                       int32_t n_ctx, int32_t il, int32_t pos0, float *d_out,
                       char *err, size_t errlen);
 
+/* D_OUT[0..3] = min, max, mean, rms of X[0..n) (struct trace_stats's
+ * order; sums in double, as trace_stats_of). One block. */
+int cuda_op_stats(struct cuda_ctx *ctx, const float *d_x, int32_t n,
+                  float *d_out, char *err, size_t errlen);
+
 /* Grow the attention's scratch for N_TOK queries over N_POS positions now
  * (a graph capture must not allocate; cuda_op_attention grows it itself
  * otherwise). */

@@ -104,6 +104,14 @@ void trace_layer(struct trace *t, int il, const float *x, int64_t n)
 		       (size_t)n * sizeof(*x));
 }
 
+void trace_layer_stats(struct trace *t, int il, const struct trace_stats *s)
+{
+	t->layers[il] = *s;
+#ifdef PARLEY_TRACE_HOOK
+	trace_hook(t, il);
+#endif
+}
+
 /* Statistics of X[0..n) (accumulated in double). */
 void trace_stats_of(const float *x, int64_t n, struct trace_stats *s)
 {

@@ -117,6 +117,10 @@ int trace_capture(struct trace *t, int32_t n_embd);
  */
 void trace_layer(struct trace *t, int il, const float *x, int64_t n);
 
+/* What a backend that computes the statistics itself (on the device)
+ * calls instead, when no vectors are captured: S into layers[il]. */
+void trace_layer_stats(struct trace *t, int il, const struct trace_stats *s);
+
 /* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
 void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);
 

@@ -335,7 +335,8 @@ static void check_graphs(const char *path)
 	struct model *m = NULL;
 	struct engine *g = NULL, *p = NULL, *c = NULL;
 	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0;
-	double worst = 0;
+	double worst = 0, worst_rms = -1;
+	struct trace *tg = NULL, *tc = NULL;
 	const int32_t n_ctx = 2100, at[2] = {1016, 2040};
 
 	if (f == NULL || model_load(f, &m, err, sizeof(err)) != 0) {
@@ -353,9 +354,19 @@ static void check_graphs(const char *path)
 		goto out;
 	for (int32_t i = 0; i < n_ctx; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % nv);
+	tg = trace_new(m->cfg.n_layer, 5, NULL);
+	tc = trace_new(m->cfg.n_layer, 5, NULL);
+	if (tg == NULL || tc == NULL)
+		goto out;
 	for (int r = 0; r < 2; r++) {
 		int32_t n0 = engine_n_past(g), n = at[r] - n0;
 
+		if (r == 1) { /* the second run traced: its own graphs, with
+			         the statistics kernels in them */
+			engine_set_trace(g, tg);
+			engine_set_trace(c, tc);
+			worst_rms = 0;
+		}
 		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(p, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(c, toks + n0, n, 0, err, sizeof(err))) {
@@ -373,6 +384,13 @@ static void check_graphs(const char *path)
 				goto out;
 			}
 			worst = e > worst ? e : worst;
+			for (int il = 0; r == 1 && il < m->cfg.n_layer; il++) {
+				double d = fabs(tg->layers[il].rms -
+				                tc->layers[il].rms) /
+				           tc->layers[il].rms;
+
+				worst_rms = d > worst_rms ? d : worst_rms;
+			}
 			n_steps++;
 			n_same += memcmp(engine_logits(g), engine_logits(p),
 			                 sizeof(float) * (size_t)nv) == 0;
@@ -384,10 +402,16 @@ static void check_graphs(const char *path)
 	       n_same, n_steps);
 	tap_ok(worst <= TOL, "graphs: those steps vs the CPU: worst nmse %.3g",
 	       worst);
+	tap_ok(worst_rms >= 0 && worst_rms <= 1e-3,
+	       "graphs: traced steps' per-layer rms (device statistics) vs "
+	       "the CPU: worst relative %.3g",
+	       worst_rms);
 out:
 	engine_close(g);
 	engine_close(p);
 	engine_close(c);
+	trace_free(tg);
+	trace_free(tc);
 	free(toks);
 	model_free(m);
 	gguf_close(f);
