@@ -1246,7 +1246,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 			fin = STORE_FINISH_INTERRUPTED;
 			break;
 		}
-		if (s->n_predict > 0 && st->n_gen >= s->n_predict) {
+		if (s->n_predict > 0 &&
+		    st->n_gen + (int64_t)r->n_replay >= s->n_predict) {
 			fin = STORE_FINISH_LENGTH;
 			break;
 		}

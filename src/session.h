@@ -257,7 +257,8 @@ int session_msg_reports(struct session *s, size_t msg_index,
  * (st->n_prompt_eval counts it, st->n_reused what was kept). The reply's
  * text streams through CB from its start (the kept tokens' text and
  * reports first); st->n_gen counts only the tokens sampled after the
- * forced one. A forced end-of-generation id ends the reply there.
+ * forced one, while the reply limit (n_predict) counts the whole reply.
+ * A forced end-of-generation id ends the reply there.
  * Returns 0 or -1 with a message, as session_send.
  */
 int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
