@@ -1425,7 +1425,10 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	r.recording = s->store_reports && r.store_id != 0;
 	r.last_store = session_ms();
 	if (rc > 0) {
+		/* nothing of the reply was shown: no tokens, no reports */
 		st->finish = STORE_FINISH_INTERRUPTED;
+		r.n_replay = 0;
+		r.rep.n = 0;
 		rc = 0;
 	} else {
 		rc = session_decode(s, &r, cb, st, err, errlen);

@@ -959,6 +959,26 @@ static void test_branch(void)
 	ok = store_msg_reports(db, old_id, &sr, err, sizeof(err)) == STORE_OK;
 	tap_ok(ok && sr.n == nr, "the old branch keeps its %zu reports", sr.n);
 	store_reports_free(&sr);
+
+	/* quit and resume: the same reports for the same message */
+	struct sampler_report *rep3 = NULL;
+	size_t nr3 = 0;
+
+	o.conv_id = session_conv_id(s);
+	o.system_prompt = NULL;
+	session_close(s);
+	s = open_or_die(&o);
+	m = session_messages(s, &nm);
+	ok = m[nm - 1].store_id == new_id &&
+	     session_msg_reports(s, nm - 1, &rep3, &nr3, err, sizeof(err)) ==
+	         0 &&
+	     nr3 == nr2;
+	for (size_t i = 0; ok && i < nr3; i++)
+		ok = same_report(&rep3[i], &rep2[i], rep2[i].n_top) &&
+		     rep3[i].n_top == rep2[i].n_top;
+	tap_ok(ok, "after quit and resume the reply has the same %zu reports",
+	       nr3);
+	free(rep3);
 out:
 	free(rep);
 	free(rep2);
