@@ -61,6 +61,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,7 @@ struct session {
 	int32_t n_threads;           /* CPU threads asked for, 0: all */
 	struct store *st;            /* store or NULL (borrowed) */
 	bool use_kv_slot;            /* save the KV state on close */
+	bool store_reports;          /* token reports with each reply */
 	atomic_int *cancel;          /* cancel flag or NULL (borrowed) */
 	const struct session_cb *cb; /* callbacks of the reply running */
 	char *kv_format;             /* producer tag of saved states (owned) */
@@ -274,8 +276,8 @@ static int session_load(struct session *s, const struct session_opts *o,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	s->smp = sampler_new(&o->sampling, engine_n_vocab(s->eng), err, errlen);
-	if (s->smp == NULL)
+	s->smp = NULL;
+	if (session_set_sampling(s, &o->sampling, err, errlen))
 		return -1;
 	s->stop = stopstr_new(o->stops, o->n_stops, err, errlen);
 	if (s->stop == NULL)
@@ -478,6 +480,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->n_threads = o->n_threads;
 	s->st = o->store;
 	s->use_kv_slot = o->use_kv_slot && o->store;
+	s->store_reports = o->store_reports && o->store;
 	s->cancel = o->cancel;
 	if (o->model_path == NULL || s->model_path == NULL) {
 		snprintf(err, errlen, "no model given");
@@ -790,17 +793,20 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 }
 
 /*
- * Steps 1-4: render, fit, and bring the cache to the prompt. Returns 0,
- * 1 when interrupted during the prefill, -1 on error.
+ * Steps 1-4: render, fit, and bring the cache to the prompt followed by
+ * EXTRA[0, n_extra) (a branch's reply ids up to the forced one; aligned
+ * like sampled ids). Returns 0, 1 when interrupted during the prefill, -1
+ * on error.
  */
 static int session_prepare(struct session *s, const struct session_cb *cb,
-                           struct session_stats *st, char *err, size_t errlen)
+                           struct session_stats *st, const int32_t *extra,
+                           size_t n_extra, char *err, size_t errlen)
 {
 	struct tok_ids ids = {0};
 	struct prompt_marks marks = {0};
 	struct tmpl_span *spans = NULL;
 	char *t = NULL;
-	size_t tlen = 0, nspans = 0, p = 0;
+	size_t tlen = 0, nspans = 0, p = 0, prompt_n;
 	int32_t n_ctx = engine_n_ctx(s->eng), reserve;
 	double ms = 0;
 	int rc = -1;
@@ -818,16 +824,16 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
 		                   errlen))
 			goto out;
-		if ((int64_t)ids.n + reserve <= n_ctx)
+		if ((int64_t)(ids.n + n_extra) + reserve <= n_ctx)
 			break;
 		if (!session_drop_turn(s)) {
-			if ((int64_t)ids.n < n_ctx)
+			if ((int64_t)(ids.n + n_extra) < n_ctx)
 				break; /* fits, with less room for the reply */
 			snprintf(err, errlen,
 			         "the prompt needs %zu tokens, the "
 			         "context holds %d (use a larger --ctx or a "
 			         "shorter message)",
-			         ids.n, n_ctx);
+			         ids.n + n_extra, n_ctx);
 			goto out;
 		}
 		st->n_dropped_turns++;
@@ -842,6 +848,10 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 		         st->n_dropped_turns == 1 ? "" : "s");
 		cb->notice(cb->ud, msg);
 	}
+	prompt_n = ids.n;
+	for (size_t k = 0; k < n_extra; k++)
+		if (tok_ids_push(&ids, extra[k]))
+			goto nomem;
 	rc = session_sync_kv(s, ids.v, ids.n, &p, &ms, err, errlen);
 	s->lp.n = 0; /* the prompt view's copy; none if out of memory */
 	for (size_t i = 0; i < ids.n; i++)
@@ -856,19 +866,32 @@ static int session_prepare(struct session *s, const struct session_cb *cb,
 	st->n_prompt_eval = (int32_t)(s->kv.n - p);
 	if (rc != 0)
 		goto out;
-	/* the cache now holds the prompt: align to it */
+	/* the cache now holds the prompt (and EXTRA): align to it */
+	s->al_text.n = 0;
+	if (tok_buf_append(&s->al_text, t, tlen))
+		goto nomem;
+	for (size_t k = 0; k < n_extra; k++) {
+		size_t plen;
+		const char *pc =
+		    tok_piece(s->tok, extra[k], TOK_DECODE_SPECIAL, &plen);
+
+		if (pc == NULL || tok_buf_append(&s->al_text, pc, plen) ||
+		    prompt_marks_push(&marks, prompt_n + k + 1, s->al_text.n,
+		                      s->pv.restart_anywhere ||
+		                          tok_is_control(s->tok, extra[k])))
+			goto nomem;
+	}
 	free(s->al_tok.v);
 	free(s->al_marks.v);
 	s->al_tok = ids;
 	s->al_marks = marks;
 	ids = (struct tok_ids){0};
 	marks = (struct prompt_marks){0};
-	s->al_text.n = 0;
-	if (tok_buf_append(&s->al_text, t, tlen)) {
-		session_align_clear(s);
-		snprintf(err, errlen, "out of memory");
-		rc = -1;
-	}
+	goto out;
+nomem:
+	session_align_clear(s);
+	snprintf(err, errlen, "out of memory");
+	rc = -1;
 out:
 	free(ids.v);
 	free(marks.v);
@@ -879,10 +902,18 @@ out:
 
 /* The reply being generated. */
 struct session_reply {
-	struct tok_buf text; /* what was shown (owned) */
-	int64_t store_id;    /* its message in the store, or 0 */
-	double last_store;   /* session_ms() of the last update */
-	bool update_failed;  /* the user was told an update failed */
+	struct tok_buf text;      /* what was shown (owned) */
+	int64_t store_id;         /* its message in the store, or 0 */
+	double last_store;        /* session_ms() of the last update */
+	bool update_failed;       /* the user was told an update failed */
+	bool recording;           /* token reports are kept and stored */
+	bool rep_full;            /* STORE_REPORTS_MAX reached: no more kept */
+	struct store_reports rep; /* the reply's token reports (owned) */
+	size_t rep_saved;         /* of those, in the store */
+	const int32_t *replay;    /* ids already in the cache to show first
+	                             (a branch: the kept ones, the forced) */
+	size_t n_replay;          /* entries in replay */
+	bool end_after_replay;    /* the forced id ends the reply (eog) */
 };
 
 /* A store write of the reply failed: tell the user what (WHAT), why (MSG)
@@ -908,14 +939,108 @@ static void session_store_update(struct session *s, struct session_reply *r,
 	if (s->st == NULL || r->store_id == 0 ||
 	    session_ms() - r->last_store < SESSION_STORE_MS)
 		return;
-	if (store_msg_update(s->st, r->store_id, r->text.p, r->text.n, msg,
-	                     sizeof(msg)) != STORE_OK &&
-	    !r->update_failed) {
+	if (store_msg_update_rep(s->st, r->store_id, r->text.p, r->text.n,
+	                         r->recording ? &r->rep : NULL, r->rep_saved,
+	                         msg, sizeof(msg)) != STORE_OK) {
+		if (!r->update_failed)
+			session_store_notice(cb, "save the reply in progress",
+			                     msg, "the reply goes on");
 		r->update_failed = true;
-		session_store_notice(cb, "save the reply in progress", msg,
-		                     "the reply goes on");
+	} else {
+		r->rep_saved = r->rep.n;
 	}
 	r->last_store = session_ms();
+}
+
+/* Append the bytes of token ID to SET's text; *OFF, *LEN where. */
+static int session_rep_text(struct session *s, struct store_reports *set,
+                            int32_t id, uint32_t *off, uint32_t *len)
+{
+	size_t n = 0;
+	const char *p = tok_piece(s->tok, id, TOK_DECODE_SPECIAL, &n);
+
+	if (p == NULL)
+		n = 0;
+	*len = (uint32_t)n;
+	return store_reports_text(set, p ? p : "", n, off);
+}
+
+/* The stored form of sampler report REP (its first STORE_REPORT_TOP
+   candidates) appended to SET with the tokens' bytes. 0 or -1 (memory). */
+static int session_rep_add(struct session *s, struct store_reports *set,
+                           const struct sampler_report *rep, unsigned flags)
+{
+	struct store_tok_report t;
+
+	memset(&t, 0, sizeof(t));
+	t.chosen = rep->chosen;
+	t.flags = flags;
+	t.prob = rep->chosen_prob;
+	t.raw_logprob = rep->chosen_raw_logprob;
+	t.entropy = rep->entropy;
+	t.raw_entropy = rep->raw_entropy;
+	t.n_kept = rep->n_kept;
+	t.n_top = rep->n_top < STORE_REPORT_TOP ? rep->n_top : STORE_REPORT_TOP;
+	if (session_rep_text(s, set, t.chosen, &t.text_off, &t.text_len))
+		return -1;
+	for (int32_t j = 0; j < t.n_top; j++) {
+		t.top[j].id = rep->top[j].id;
+		t.top[j].logit = rep->top[j].logit;
+		t.top[j].logprob = rep->top[j].logprob;
+		if (session_rep_text(s, set, t.top[j].id, &t.top[j].text_off,
+		                     &t.top[j].text_len))
+			return -1;
+	}
+	return store_reports_push(set, &t);
+}
+
+/* The sampler report of stored report T (store.h: NaN where unknown). */
+static void session_rep_to_sampler(const struct store_tok_report *t,
+                                   struct sampler_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->chosen = t->chosen;
+	rep->chosen_prob = t->prob;
+	rep->chosen_raw_logprob = t->raw_logprob;
+	rep->chosen_raw_prob = expf(t->raw_logprob);
+	rep->entropy = t->entropy;
+	rep->raw_entropy = t->raw_entropy;
+	rep->n_kept = t->n_kept;
+	rep->n_top = t->n_top;
+	for (int32_t j = 0; j < t->n_top; j++) {
+		rep->top[j].id = t->top[j].id;
+		rep->top[j].logit = t->top[j].logit;
+		rep->top[j].logprob = t->top[j].logprob;
+		rep->top[j].prob = expf(t->top[j].logprob);
+	}
+}
+
+/* Keep the report of the reply's next token (when recording). Past
+   STORE_REPORTS_MAX the reply goes on without reports, told once. */
+static void session_record(struct session *s, struct session_reply *r,
+                           const struct sampler_report *rep, unsigned flags,
+                           const struct session_cb *cb)
+{
+	char msg[160];
+
+	if (!r->recording || r->rep_full)
+		return;
+	if (r->rep.n >= STORE_REPORTS_MAX) {
+		r->rep_full = true;
+		snprintf(msg, sizeof(msg),
+		         "token reports are kept for the first %d tokens of "
+		         "a reply; the rest of this one has none",
+		         STORE_REPORTS_MAX);
+		if (cb && cb->notice)
+			cb->notice(cb->ud, msg);
+		return;
+	}
+	if (session_rep_add(s, &r->rep, rep, flags)) {
+		r->rep_full = true;
+		if (cb && cb->notice)
+			cb->notice(cb->ud, "token reports: out of memory; the "
+			                   "reply goes on without them");
+	}
 }
 
 /* Show and keep OUT's released text. */
@@ -1102,11 +1227,34 @@ static int session_decode(struct session *s, struct session_reply *r,
 	char msg[256];
 	int rc = 0;
 
-	size_t reply_at = s->kv.n; /* the reply's ids are kv[reply_at..] */
+	/* the reply's ids are kv[reply_at..]; a branch's replayed ids are
+	   already there */
+	size_t reply_at = s->kv.n - (r->n_replay - r->end_after_replay);
+	bool want_rep = (cb && cb->token) || r->recording;
 
 	tok_stream_init(&ts, s->tok, 0);
 	stopstr_reset(s->stop);
-	for (;;) {
+	o.stopped = false;
+	for (size_t k = 0; k < r->n_replay && !o.stopped; k++) {
+		struct sampler_report rep;
+
+		if (cb && cb->token && k < r->rep.n) {
+			session_rep_to_sampler(&r->rep.v[k], &rep);
+			cb->token(cb->ud, &rep);
+		}
+		if (r->end_after_replay && k + 1 == r->n_replay)
+			break;
+		piece.n = 0;
+		if (tok_stream_push(&ts, r->replay[k], &piece) ||
+		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
+		                 sizeof(msg)) ||
+		    session_emit(r, &o, cb)) {
+			snprintf(err, errlen, "out of memory in the reply");
+			fin = STORE_FINISH_ERROR;
+			o.stopped = true;
+		}
+	}
+	for (; !o.stopped && !r->end_after_replay;) {
 		struct sampler_report rep;
 		int32_t id;
 		size_t plen;
@@ -1116,7 +1264,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 			fin = STORE_FINISH_INTERRUPTED;
 			break;
 		}
-		if (s->n_predict > 0 && st->n_gen >= s->n_predict) {
+		if (s->n_predict > 0 &&
+		    st->n_gen + (int64_t)r->n_replay >= s->n_predict) {
 			fin = STORE_FINISH_LENGTH;
 			break;
 		}
@@ -1133,7 +1282,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 			rc = 0;
 			break;
 		}
-		id = session_pick(s, nv, cb && cb->token ? &rep : NULL, msg,
+		id = session_pick(s, nv, want_rep ? &rep : NULL, msg,
 		                  sizeof(msg));
 		if (id < 0) {
 			snprintf(err, errlen, "sampler: %s", msg);
@@ -1141,6 +1290,10 @@ static int session_decode(struct session *s, struct session_reply *r,
 			break;
 		}
 		st->n_gen++;
+		if (want_rep)
+			session_record(
+			    s, r, &rep,
+			    tok_is_eog(s->tok, id) ? STORE_REPORT_EOG : 0, cb);
 		if (cb && cb->token)
 			cb->token(cb->ud, &rep);
 		if (tok_is_eog(s->tok, id))
@@ -1240,26 +1393,43 @@ static int64_t session_parent(const struct session *s, size_t i)
 	return STORE_PARENT_NONE;
 }
 
-/* Generate the reply to the messages as they are (last one: user). */
+/*
+ * Generate the reply to the messages as they are (last one: user). BR
+ * (may be NULL) makes it a branch: its replay ids follow the prompt in
+ * the cache before anything is sampled, its reports (owned by BR, taken
+ * here) start the reply's.
+ */
 static int session_reply(struct session *s, const struct session_cb *cb,
-                         struct session_stats *st, char *err, size_t errlen)
+                         struct session_stats *st, struct session_reply *br,
+                         char *err, size_t errlen)
 {
-	struct session_reply r = {{0}, 0, 0, false};
+	struct session_reply r = {{0}, 0, 0,    false, false, false,
+	                          {0}, 0, NULL, 0,     false};
 	struct store_msg_stats ms = {0};
+	size_t n_extra = 0;
 	char msg[512];
 	int rc;
 
+	if (br) {
+		r.rep = br->rep;
+		br->rep = (struct store_reports){0};
+		r.replay = br->replay;
+		r.n_replay = br->n_replay;
+		r.end_after_replay = br->end_after_replay;
+		n_extra = r.n_replay - r.end_after_replay;
+	}
 	memset(st, 0, sizeof(*st));
 	st->n_ctx = engine_n_ctx(s->eng);
 	verify_summary_init(&s->vsum);
 	s->cb = cb; /* for session_eval's progress reports */
-	rc = session_prepare(s, cb, st, err, errlen);
+	rc = session_prepare(s, cb, st, r.replay, n_extra, err, errlen);
 	s->cb = NULL;
 	if (rc < 0) {
 		st->finish = STORE_FINISH_ERROR;
 		st->n_ctx_used = (int32_t)s->kv.n;
 		st->verify = s->vsum;
 		s->cb = NULL;
+		store_reports_free(&r.rep);
 		return -1;
 	}
 	if (s->st && s->conv_id &&
@@ -1270,9 +1440,13 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 		session_store_notice(cb, "store the reply", msg,
 		                     "it is generated but not saved");
 	}
+	r.recording = s->store_reports && r.store_id != 0;
 	r.last_store = session_ms();
 	if (rc > 0) {
+		/* nothing of the reply was shown: no tokens, no reports */
 		st->finish = STORE_FINISH_INTERRUPTED;
+		r.n_replay = 0;
+		r.rep.n = 0;
 		rc = 0;
 	} else {
 		rc = session_decode(s, &r, cb, st, err, errlen);
@@ -1280,16 +1454,18 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	st->n_ctx_used = (int32_t)s->kv.n;
 	st->verify = s->vsum;
 	s->cb = NULL;
-	ms.n_tokens = st->n_gen;
-	ms.n_prompt_tokens = st->n_prompt;
+	ms.n_tokens = (int64_t)r.n_replay + st->n_gen;
+	ms.n_prompt_tokens = st->n_prompt - (int32_t)n_extra;
 	ms.prefill_ms = st->prefill_ms;
 	ms.decode_ms = st->decode_ms;
 	if (r.store_id &&
-	    store_msg_finish(s->st, r.store_id, r.text.p ? r.text.p : "",
-	                     r.text.n, st->finish, &ms, msg,
-	                     sizeof(msg)) != STORE_OK)
+	    store_msg_finish_rep(s->st, r.store_id, r.text.p ? r.text.p : "",
+	                         r.text.n, st->finish, &ms,
+	                         r.recording ? &r.rep : NULL, msg,
+	                         sizeof(msg)) != STORE_OK)
 		session_store_notice(cb, "save the finished reply", msg,
 		                     "the history may keep it incomplete");
+	store_reports_free(&r.rep);
 	if (session_push_msg(s, STORE_ROLE_ASSISTANT, r.text.p ? r.text.p : "",
 	                     r.text.n, r.store_id, st->finish)) {
 		free(r.text.p);
@@ -1332,7 +1508,7 @@ int session_send(struct session *s, const char *text, size_t len,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	return session_reply(s, cb, st, err, errlen);
+	return session_reply(s, cb, st, NULL, err, errlen);
 }
 
 /* Index of the last user message, or n_msgs when none. */
@@ -1359,7 +1535,7 @@ int session_regen(struct session *s, const struct session_cb *cb,
 	if (s->st && s->conv_id && s->msgs[u].store_id)
 		store_conv_set_leaf(s->st, s->conv_id, s->msgs[u].store_id,
 		                    NULL, 0);
-	return session_reply(s, cb, st, err, errlen);
+	return session_reply(s, cb, st, NULL, err, errlen);
 }
 
 int session_edit_last(struct session *s, const char *text, size_t len,
@@ -1396,7 +1572,7 @@ int session_edit_last(struct session *s, const char *text, size_t len,
 	                            STORE_FINISH_STOP)) {
 		goto nomem;
 	}
-	return session_reply(s, cb, st, err, errlen);
+	return session_reply(s, cb, st, NULL, err, errlen);
 nomem:
 	snprintf(err, errlen, "out of memory");
 	return -1;
@@ -1448,7 +1624,14 @@ int session_set_system(struct session *s, const char *text, char *err,
 int session_set_sampling(struct session *s, const struct sampler_config *c,
                          char *err, size_t errlen)
 {
-	struct sampler *n = sampler_new(c, engine_n_vocab(s->eng), err, errlen);
+	struct sampler_config k = *c;
+	struct sampler *n;
+
+	/* the stored reports want STORE_REPORT_TOP candidates; reports never
+	   change which token is drawn (sampler.h) */
+	if (s->store_reports && k.n_probs < STORE_REPORT_TOP)
+		k.n_probs = STORE_REPORT_TOP;
+	n = sampler_new(&k, engine_n_vocab(s->eng), err, errlen);
 
 	if (n == NULL)
 		return -1;
@@ -1621,4 +1804,158 @@ double session_restore_ms(const struct session *s, bool *loaded)
 	if (loaded)
 		*loaded = s->restored;
 	return s->restore_ms;
+}
+
+int session_msg_reports(struct session *s, size_t msg_index,
+                        struct sampler_report **out, size_t *n, char *err,
+                        size_t errlen)
+{
+	struct store_reports r = {0};
+	const struct session_msg *m;
+
+	*out = NULL;
+	*n = 0;
+	if (msg_index >= s->n_msgs) {
+		snprintf(err, errlen, "no message %zu (of %zu)", msg_index,
+		         s->n_msgs);
+		return -1;
+	}
+	m = &s->msgs[msg_index];
+	if (s->st == NULL || m->store_id == 0 ||
+	    m->role != STORE_ROLE_ASSISTANT)
+		return 0;
+	if (store_msg_reports(s->st, m->store_id, &r, err, errlen) != STORE_OK)
+		return -1;
+	if (r.n > 0) {
+		*out = malloc(r.n * sizeof(**out));
+		if (*out == NULL) {
+			store_reports_free(&r);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		for (size_t i = 0; i < r.n; i++)
+			session_rep_to_sampler(&r.v[i], &(*out)[i]);
+		*n = r.n;
+	}
+	store_reports_free(&r);
+	return 0;
+}
+
+/*
+ * The forced token's report: the distribution is the one stored for the
+ * same position (the context before it is the same), the choice is
+ * FORCED; what is not known is NaN (session.h).
+ */
+static int session_rep_forced(struct session *s, struct store_reports *dst,
+                              const struct store_reports *src, size_t pos,
+                              int32_t forced)
+{
+	struct store_tok_report t = src->v[pos];
+
+	t.chosen = forced;
+	t.flags = STORE_REPORT_FORCED |
+	          (tok_is_eog(s->tok, forced) ? STORE_REPORT_EOG : 0);
+	t.prob = NAN;
+	t.raw_logprob = NAN;
+	for (int32_t j = 0; j < t.n_top; j++) {
+		if (t.top[j].id == forced)
+			t.raw_logprob = t.top[j].logprob;
+		if (session_rep_text(s, dst, t.top[j].id, &t.top[j].text_off,
+		                     &t.top[j].text_len))
+			return -1;
+	}
+	if (session_rep_text(s, dst, forced, &t.text_off, &t.text_len))
+		return -1;
+	return store_reports_push(dst, &t);
+}
+
+/* Copy report I of SRC (with its texts) to DST. */
+static int session_rep_copy(struct store_reports *dst,
+                            const struct store_reports *src, size_t i)
+{
+	struct store_tok_report t = src->v[i];
+
+	if (store_reports_text(dst, src->text + t.text_off, t.text_len,
+	                       &t.text_off))
+		return -1;
+	for (int32_t j = 0; j < t.n_top; j++)
+		if (store_reports_text(dst, src->text + t.top[j].text_off,
+		                       t.top[j].text_len, &t.top[j].text_off))
+			return -1;
+	return store_reports_push(dst, &t);
+}
+
+int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
+                      int32_t forced_id, const struct session_cb *cb,
+                      struct session_stats *st, char *err, size_t errlen)
+{
+	struct session_reply br;
+	struct store_reports old = {0};
+	int32_t *ids = NULL;
+	const struct session_msg *m;
+	int rc = -1;
+
+	memset(&br, 0, sizeof(br));
+	if (msg_index >= s->n_msgs || msg_index == 0 ||
+	    s->msgs[msg_index].role != STORE_ROLE_ASSISTANT ||
+	    s->msgs[msg_index - 1].role != STORE_ROLE_USER) {
+		snprintf(err, errlen,
+		         "message %zu is not a reply to a user message",
+		         msg_index);
+		return -1;
+	}
+	m = &s->msgs[msg_index];
+	if (forced_id < 0 || forced_id >= engine_n_vocab(s->eng)) {
+		snprintf(err, errlen, "token id %d is not in the vocabulary",
+		         forced_id);
+		return -1;
+	}
+	if (s->st == NULL || m->store_id == 0) {
+		snprintf(err, errlen,
+		         "message %zu is not stored: no token "
+		         "reports to branch from",
+		         msg_index);
+		return -1;
+	}
+	if (store_msg_reports(s->st, m->store_id, &old, err, errlen) !=
+	    STORE_OK)
+		return -1;
+	if (token_pos < 0 || (size_t)token_pos >= old.n) {
+		snprintf(err, errlen,
+		         "message %zu has %zu token reports; no token at "
+		         "position %d",
+		         msg_index, old.n, token_pos);
+		goto out;
+	}
+	/* the kept ids, then the forced one (sampled ids never are eog
+	   before the last report, which token_pos < n excludes) */
+	ids = malloc(((size_t)token_pos + 1) * sizeof(*ids));
+	if (ids == NULL)
+		goto nomem;
+	for (int32_t k = 0; k < token_pos; k++) {
+		ids[k] = old.v[k].chosen;
+		if (session_rep_copy(&br.rep, &old, (size_t)k))
+			goto nomem;
+	}
+	ids[token_pos] = forced_id;
+	if (session_rep_forced(s, &br.rep, &old, (size_t)token_pos, forced_id))
+		goto nomem;
+	br.replay = ids;
+	br.n_replay = (size_t)token_pos + 1;
+	br.end_after_replay = tok_is_eog(s->tok, forced_id);
+	/* the old reply stays in the store as a sibling; the new one
+	   becomes the leaf when it is stored */
+	session_pop_to(s, msg_index);
+	if (s->first > msg_index - 1)
+		s->first = msg_index - 1;
+	rc = session_reply(s, cb, st, &br, err, errlen);
+	goto out;
+nomem:
+	snprintf(err, errlen, "out of memory");
+	rc = -1;
+out:
+	store_reports_free(&br.rep);
+	store_reports_free(&old);
+	free(ids);
+	return rc;
 }

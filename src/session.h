@@ -21,7 +21,9 @@
  *      dropped when the context is full; the oldest other turns are.
  *   4. With a store: every user message is committed before the model
  *      runs; the reply is a message in progress updated every
- *      SESSION_STORE_MS and finished with its finish reason.
+ *      SESSION_STORE_MS and finished with its finish reason. With
+ *      opts.store_reports each update also stores the token reports
+ *      since the previous one, in the same transaction as the text.
  *
  * Degraded, not failed (the user gets a notice, the work goes on): a
  * saved KV state that does not load (the first turn evaluates the whole
@@ -72,6 +74,10 @@ struct session_opts {
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
 	size_t n_stops;                       /* entries used in stops */
 	struct store *store; /* NULL: nothing stored (borrowed) */
+	bool store_reports;  /* store each reply token's sampler report
+	                        (store.h, token reports; needs store); the
+	                        sampler then reports >= STORE_REPORT_TOP
+	                        candidates, which changes no token */
 	int64_t conv_id;     /* resume this conversation (store) */
 	bool use_kv_slot;    /* resume from / save the KV state */
 	bool verify; /* check every eval against the CPU reference (verify.h;
@@ -228,8 +234,9 @@ const struct trace *session_trace(const struct session *s);
 /*
  * Attach a trace to the engine (ON) without verifying, or remove it: each
  * eval then fills per-layer statistics of the residual (trace.h) for the
- * last token, at the cost of one pass over each layer's output (and, on
- * a device backend, one copy of it to the host per layer); the trace's
+ * last token, at the cost of one pass over each layer's output (on the
+ * CUDA backend computed on the device, copied back once per step); the
+ * trace's
  * top-k stays empty (skip_logits: the sampler's report has it). Works
  * beside verification (the verifier then fills the same trace). Returns
  * 0, or -1 with a message (out of memory; nothing changed).
@@ -257,6 +264,43 @@ const char *session_token_text(const struct session *s, int32_t id, size_t *len,
  */
 const int32_t *session_last_prompt(const struct session *s, size_t *n,
                                    size_t *reused);
+
+/*
+ * The token reports of message MSG_INDEX of session_messages(), read from
+ * the store: *OUT a malloc'd array of *N (the caller frees it), one per
+ * token of the reply in order, the end-of-generation token included
+ * (last); *N = 0 and *OUT NULL when none are stored (a user message, no
+ * store, a reply made without store_reports). Every field of struct
+ * sampler_report is filled from what is stored (top: at most
+ * STORE_REPORT_TOP entries; prob = exp(logprob)); NaN marks what was not
+ * known: the chosen_prob of a token forced by session_branch_at, and its
+ * raw probability when it is not among the stored candidates. Returns 0,
+ * or -1 with a message (a damaged report names the message).
+ */
+int session_msg_reports(struct session *s, size_t msg_index,
+                        struct sampler_report **out, size_t *n, char *err,
+                        size_t errlen);
+
+/*
+ * Branch at a token: message MSG_INDEX (a stored reply with token
+ * reports, answering the user message before it) is cut before position
+ * TOKEN_POS (0-based, an index of session_msg_reports), FORCED_ID is
+ * emitted at that position, and generation goes on from there. The
+ * messages after the user message leave the active branch; the old reply
+ * stays in the store as a sibling and the new one becomes the leaf.
+ * The cache keeps the prompt and the reply's first TOKEN_POS ids where
+ * it holds them (truncated there, nothing before re-evaluated), so
+ * FORCED_ID is the only id evaluated before sampling resumes
+ * (st->n_prompt_eval counts it, st->n_reused what was kept). The reply's
+ * text streams through CB from its start (the kept tokens' text and
+ * reports first); st->n_gen counts only the tokens sampled after the
+ * forced one, while the reply limit (n_predict) counts the whole reply.
+ * A forced end-of-generation id ends the reply there.
+ * Returns 0 or -1 with a message, as session_send.
+ */
+int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
+                      int32_t forced_id, const struct session_cb *cb,
+                      struct session_stats *st, char *err, size_t errlen);
 
 /* Save the KV state (tokens and cache bytes) to the store's slot now. */
 int session_save_kv(struct session *s, char *err, size_t errlen);

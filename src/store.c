@@ -748,33 +748,15 @@ static int read_msg(sqlite3_stmt *s, struct store_msg *m)
 	return m->content ? 0 : -1;
 }
 
-int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
-                      struct store_msg **msgs, size_t *n, char *err,
-                      size_t errlen)
+/* Step S (finalized here) to its end, reading each row (MSG_COLS) into a
+   malloc'd *MSGS of *N. */
+static int read_rows(struct store *st, sqlite3_stmt *s, struct store_msg **msgs,
+                     size_t *n, char *err, size_t errlen)
 {
-	sqlite3_stmt *s;
 	struct store_msg *a = NULL;
 	size_t cnt = 0, cap = 0;
 	int rc;
 
-	*msgs = NULL;
-	*n = 0;
-	if ((rc = store_prepare(
-	         st,
-	         "WITH RECURSIVE br(id, depth) AS ("
-	         " SELECT ?1, 0"
-	         " UNION ALL"
-	         " SELECT m.parent_id, br.depth + 1 FROM messages m"
-	         " JOIN br ON m.id = br.id"
-	         " WHERE m.parent_id IS NOT NULL AND br.depth < ?3)"
-	         " SELECT " MSG_COLS " FROM br JOIN messages m"
-	         " ON m.id = br.id WHERE m.conversation_id = ?2"
-	         " ORDER BY br.depth DESC",
-	         &s, err, errlen)))
-		return rc;
-	sqlite3_bind_int64(s, 1, leaf_id);
-	sqlite3_bind_int64(s, 2, conv_id);
-	sqlite3_bind_int(s, 3, STORE_MAX_DEPTH);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (cnt == cap) {
 			size_t nc = cap ? cap * 2 : 16;
@@ -800,6 +782,51 @@ int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
 	*msgs = a;
 	*n = cnt;
 	return STORE_OK;
+}
+
+int store_msg_list(struct store *st, int64_t conv_id, struct store_msg **v,
+                   size_t *n, char *err, size_t errlen)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	*v = NULL;
+	*n = 0;
+	if ((rc = store_prepare(st,
+	                        "SELECT " MSG_COLS " FROM messages m WHERE "
+	                        "m.conversation_id = ?1 ORDER BY m.id",
+	                        &s, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(s, 1, conv_id);
+	return read_rows(st, s, v, n, err, errlen);
+}
+
+int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
+                      struct store_msg **msgs, size_t *n, char *err,
+                      size_t errlen)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	*msgs = NULL;
+	*n = 0;
+	if ((rc = store_prepare(
+	         st,
+	         "WITH RECURSIVE br(id, depth) AS ("
+	         " SELECT ?1, 0"
+	         " UNION ALL"
+	         " SELECT m.parent_id, br.depth + 1 FROM messages m"
+	         " JOIN br ON m.id = br.id"
+	         " WHERE m.parent_id IS NOT NULL AND br.depth < ?3)"
+	         " SELECT " MSG_COLS " FROM br JOIN messages m"
+	         " ON m.id = br.id WHERE m.conversation_id = ?2"
+	         " ORDER BY br.depth DESC",
+	         &s, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(s, 1, leaf_id);
+	sqlite3_bind_int64(s, 2, conv_id);
+	sqlite3_bind_int(s, 3, STORE_MAX_DEPTH);
+	return read_rows(st, s, msgs, n, err, errlen);
 }
 
 int store_conv_get(struct store *st, int64_t id, struct store_conv *c,
@@ -941,6 +968,43 @@ int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id, char *err,
 	                  "WHERE id = ?1",
 	                  id, NULL, false, msg_id, "select a branch", err,
 	                  errlen);
+}
+
+int store_conv_select(struct store *st, int64_t conv_id, int64_t msg_id,
+                      int64_t *leaf, char *err, size_t errlen)
+{
+	sqlite3_stmt *s;
+	int64_t at = msg_id, next;
+	int rc;
+
+	/* the newest child at each step; parent_id < id bounds the walk */
+	if ((rc = store_prepare(st,
+	                        "SELECT max(id) FROM messages WHERE "
+	                        "parent_id = ?1 AND conversation_id = ?2",
+	                        &s, err, errlen)))
+		return rc;
+	for (;;) {
+		sqlite3_reset(s);
+		sqlite3_bind_int64(s, 1, at);
+		sqlite3_bind_int64(s, 2, conv_id);
+		rc = sqlite3_step(s);
+		if (rc != SQLITE_ROW) {
+			sqlite3_finalize(s);
+			return store_fail(st, rc, "read messages", err, errlen);
+		}
+		if (sqlite3_column_type(s, 0) == SQLITE_NULL)
+			break;
+		next = sqlite3_column_int64(s, 0);
+		if (next <= at)
+			break; /* parent_id < id: cannot happen */
+		at = next;
+	}
+	sqlite3_finalize(s);
+	if ((rc = store_conv_set_leaf(st, conv_id, at, err, errlen)))
+		return rc;
+	if (leaf)
+		*leaf = at;
+	return STORE_OK;
 }
 
 /* Messages ----------------------------------------------------------------- */
@@ -1085,31 +1149,91 @@ int store_msg_begin(struct store *st, int64_t conv_id, int64_t parent_id,
 int store_msg_update(struct store *st, int64_t id, const char *content,
                      size_t len, char *err, size_t errlen)
 {
+	return store_msg_update_rep(st, id, content, len, NULL, 0, err, errlen);
+}
+
+/* Refuse a set of more reports than a message may hold (store.h). */
+static int check_rep(struct store *st, int64_t id,
+                     const struct store_reports *rep, char *err, size_t errlen)
+{
+	if (rep && rep->n > STORE_REPORTS_MAX)
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "message %lld: %zu token reports are more "
+		                  "than the %d stored per message",
+		                  (long long)id, rep->n, STORE_REPORTS_MAX);
+	return STORE_OK;
+}
+
+/* Inside a transaction: add REP->v[from..] to message ID's chunks, FROM
+   being where the stored ones end. */
+static int append_rep(struct store *st, int64_t id,
+                      const struct store_reports *rep, size_t from, char *err,
+                      size_t errlen)
+{
+	size_t end = 0;
+	int rc;
+
+	if (rep == NULL || from >= rep->n)
+		return STORE_OK;
+	if ((rc = store_report_end(st, id, &end, err, errlen)))
+		return rc;
+	if (end != from)
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "message %lld: token reports are stored up "
+		                  "to position %zu, not %zu",
+		                  (long long)id, end, from);
+	return store_report_write(st, id, rep, from, err, errlen);
+}
+
+int store_msg_update_rep(struct store *st, int64_t id, const char *content,
+                         size_t len, const struct store_reports *rep,
+                         size_t from, char *err, size_t errlen)
+{
 	sqlite3_stmt *s;
 	int rc;
 
-	if ((rc = store_writable(st, err, errlen)) ||
-	    (rc = store_prepare(st,
-	                        "UPDATE messages SET content = ?2, "
-	                        "updated = ?3 WHERE id = ?1 AND finish IS NULL",
-	                        &s, err, errlen)))
+	if ((rc = check_rep(st, id, rep, err, errlen)) ||
+	    (rc = store_begin(st, err, errlen)))
 		return rc;
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_text64(s, 2, content ? content : "", len, SQLITE_STATIC,
-	                    SQLITE_UTF8);
-	sqlite3_bind_int64(s, 3, store_now_ms());
-	rc = step_done(st, s, "save the reply in progress", err, errlen);
-	sqlite3_finalize(s);
+	rc = store_prepare(st,
+	                   "UPDATE messages SET content = ?2, "
+	                   "updated = ?3 WHERE id = ?1 AND finish IS NULL",
+	                   &s, err, errlen);
+	if (rc == STORE_OK) {
+		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_text64(s, 2, content ? content : "", len,
+		                    SQLITE_STATIC, SQLITE_UTF8);
+		sqlite3_bind_int64(s, 3, store_now_ms());
+		rc =
+		    step_done(st, s, "save the reply in progress", err, errlen);
+		sqlite3_finalize(s);
+	}
 	if (rc == STORE_OK && sqlite3_changes(st->db) == 0)
 		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
 		                "no message %lld in progress", (long long)id);
-	return rc;
+	if (rc == STORE_OK)
+		rc = append_rep(st, id, rep, from, err, errlen);
+	if (rc) {
+		store_rollback(st);
+		return rc;
+	}
+	return store_commit(st, err, errlen);
 }
 
 int store_msg_finish(struct store *st, int64_t id, const char *content,
                      size_t len, enum store_finish finish,
                      const struct store_msg_stats *stats, char *err,
                      size_t errlen)
+{
+	return store_msg_finish_rep(st, id, content, len, finish, stats, NULL,
+	                            err, errlen);
+}
+
+int store_msg_finish_rep(struct store *st, int64_t id, const char *content,
+                         size_t len, enum store_finish finish,
+                         const struct store_msg_stats *stats,
+                         const struct store_reports *rep, char *err,
+                         size_t errlen)
 {
 	static const struct store_msg_stats zero;
 	const char *f = store_finish_name(finish);
@@ -1124,6 +1248,7 @@ int store_msg_finish(struct store *st, int64_t id, const char *content,
 	if (!stats)
 		stats = &zero;
 	if ((rc = check_stats(st, stats, err, errlen)) ||
+	    (rc = check_rep(st, id, rep, err, errlen)) ||
 	    (rc = store_begin(st, err, errlen)))
 		return rc;
 	rc = store_prepare(st,
@@ -1167,6 +1292,10 @@ int store_msg_finish(struct store *st, int64_t id, const char *content,
 		rc = step_done(st, s, "update the conversation", err, errlen);
 		sqlite3_finalize(s);
 	}
+	/* the chunks of the updates become one row */
+	if (rc == STORE_OK && rep &&
+	    (rc = store_report_clear(st, id, err, errlen)) == STORE_OK)
+		rc = store_report_write(st, id, rep, 0, err, errlen);
 	if (rc) {
 		store_rollback(st);
 		return rc;

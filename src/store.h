@@ -17,6 +17,7 @@
  *            n_prompt_tokens, prefill_ms, decode_ms, finish, created,
  *            updated)                       + messages_fts (FTS5, triggers)
  *   kv_states(conversation_id, format, n_tokens, tokens, state, created)
+ *   token_reports(message_id, first_pos, n_tokens, data)   (version 3)
  * Times are Unix milliseconds (UTC). Messages form a tree through
  * parent_id (parent_id < id always): regenerating a reply or editing a
  * message adds a sibling. The active branch is the path from the root to
@@ -44,6 +45,14 @@
  *      found later marks the handle read-only for the rest of its life.
  *   4. Migrations run forward only, each step and the version bump in one
  *      transaction, so an interrupted migration leaves the old version.
+ *   5. Token reports (what the sampler saw at each token of a reply) are
+ *      written in the same transaction as the text they belong to: each
+ *      store_msg_update_rep() adds the reports since the previous update
+ *      as one chunk row, store_msg_finish_rep() replaces the chunks by one
+ *      row; text and reports are therefore never out of step by more
+ *      than one update interval after a kill -9. store_report.c documents
+ *      the BLOB layout; a chunk that does not decode is an error naming
+ *      the message, never a crash.
  *
  * All text from the caller is bound as a parameter; no SQL is built from
  * user text. Strings returned in structs are malloc'd and owned by the
@@ -66,7 +75,7 @@
 #define STORE_ENEWER    (-5) /* schema newer than this program */
 #define STORE_EINVAL    (-6) /* bad argument or malformed import */
 
-#define STORE_SCHEMA_VERSION  2           /* what this program writes */
+#define STORE_SCHEMA_VERSION  3           /* what this program writes */
 #define STORE_APPLICATION_ID  0x50726c79  /* "Prly" in the file header */
 #define STORE_BUSY_TIMEOUT_MS 5000        /* default busy timeout */
 #define STORE_IMPORT_MAX      (64u << 20) /* bytes of JSON accepted */
@@ -291,6 +300,121 @@ void store_msg_free(struct store_msg *v, size_t n);
 /* Free the content of one caller-owned message and zero it. */
 void store_msg_clear(struct store_msg *m);
 
+/* Token reports (store_report.c) ----------------------------------------- */
+
+#define STORE_REPORT_TOP    10    /* candidates stored per token, at most */
+#define STORE_REPORTS_MAX   32768 /* tokens per message, at most */
+#define STORE_REPORT_EOG    0x1   /* flag: end of generation (not text) */
+#define STORE_REPORT_FORCED 0x2   /* flag: forced (a branch), not sampled */
+
+/* One candidate of a token's raw distribution. TEXT_OFF/TEXT_LEN locate
+   its bytes in the owning set's text buffer. */
+struct store_tok_cand {
+	int32_t id;        /* token id */
+	float logit;       /* raw logit */
+	float logprob;     /* raw log-probability (logit - logsumexp) */
+	uint32_t text_off; /* its bytes: set->text[text_off, +text_len) */
+	uint32_t text_len;
+};
+
+/* What the sampler saw at one token of a reply (struct sampler_report,
+   restricted to what is stored). NaN marks a value that was not known
+   when it was recorded (a forced token's sampled probability). */
+struct store_tok_report {
+	int32_t chosen;    /* the token emitted */
+	unsigned flags;    /* STORE_REPORT_EOG | STORE_REPORT_FORCED */
+	float prob;        /* chosen, in the sampled distribution */
+	float raw_logprob; /* chosen, in the raw distribution */
+	float entropy;     /* nats, sampled distribution */
+	float raw_entropy; /* nats, raw distribution */
+	int32_t n_kept;    /* candidates left after truncation */
+	int32_t n_top;     /* entries used in top[] (<= STORE_REPORT_TOP) */
+	uint32_t text_off; /* the chosen token's bytes in set->text */
+	uint32_t text_len;
+	struct store_tok_cand top[STORE_REPORT_TOP]; /* by raw logit, desc */
+};
+
+/* The reports of one message, position i at v[i]; the bytes of every
+   token text in TEXT. Owned: store_reports_free. */
+struct store_reports {
+	struct store_tok_report *v; /* n reports */
+	size_t n, cap;
+	char *text; /* token bytes (not NUL-terminated) */
+	size_t text_len, text_cap;
+};
+
+/* Free the set's buffers and empty it (it stays usable). */
+void store_reports_free(struct store_reports *r);
+/* Append LEN bytes of token text to R's text buffer; *OFF their offset.
+   0, or -1 when out of memory or past 4 GiB. */
+int store_reports_text(struct store_reports *r, const char *p, size_t len,
+                       uint32_t *off);
+/* Append a copy of T (its text offsets already in R). 0 or -1 (memory). */
+int store_reports_push(struct store_reports *r,
+                       const struct store_tok_report *t);
+
+/*
+ * Encode R->v[from, to) as one BLOB (layout in store_report.c); *OUT is
+ * malloc'd (caller frees). STORE_EINVAL when a report is out of range
+ * (n_top, flags, ids, a text over 65535 bytes), STORE_ERR on no memory.
+ */
+int store_reports_encode(const struct store_reports *r, size_t from, size_t to,
+                         unsigned char **out, size_t *len, char *err,
+                         size_t errlen);
+
+/*
+ * Decode a BLOB of LEN bytes (hostile input: every length and id is
+ * checked) and append its N_TOKENS reports to OUT. Errors (STORE_ECORRUPT)
+ * name MSG_ID and the byte offset; OUT then keeps only what it had.
+ */
+int store_reports_decode(const void *blob, size_t len, int64_t msg_id,
+                         size_t n_tokens, struct store_reports *out, char *err,
+                         size_t errlen);
+
+/*
+ * The reports stored with message MSG_ID into OUT (emptied first; n = 0
+ * when none are stored). The chunks must follow each other from position
+ * 0; a gap or a BLOB that does not decode is STORE_ECORRUPT naming the
+ * message.
+ */
+int store_msg_reports(struct store *st, int64_t msg_id,
+                      struct store_reports *out, char *err, size_t errlen);
+
+/*
+ * store_msg_update with reports: the text, and REP->v[from, rep->n) as a
+ * new chunk at position FROM (which must be where the stored ones end),
+ * in one transaction. REP NULL or from == rep->n: text only. More than
+ * STORE_REPORTS_MAX reports in all is refused (STORE_EINVAL) and nothing
+ * is written.
+ */
+int store_msg_update_rep(struct store *st, int64_t id, const char *content,
+                         size_t len, const struct store_reports *rep,
+                         size_t from, char *err, size_t errlen);
+
+/*
+ * store_msg_finish with reports: REP (all of the message's reports, or
+ * NULL to keep the chunks as they are) replaces the stored chunks by one,
+ * in the same transaction as the final text.
+ */
+int store_msg_finish_rep(struct store *st, int64_t id, const char *content,
+                         size_t len, enum store_finish finish,
+                         const struct store_msg_stats *stats,
+                         const struct store_reports *rep, char *err,
+                         size_t errlen);
+
+/* Every message of conversation CONV_ID, all branches, by id, into a
+   malloc'd *V of *N (store_msg_free). */
+int store_msg_list(struct store *st, int64_t conv_id, struct store_msg **v,
+                   size_t *n, char *err, size_t errlen);
+
+/*
+ * Make the branch through message MSG_ID active: the leaf becomes its
+ * newest descendant (following the newest child at each step), or MSG_ID
+ * itself. *LEAF (may be NULL) receives it.
+ */
+int store_conv_select(struct store *st, int64_t conv_id, int64_t msg_id,
+                      int64_t *leaf, char *err, size_t errlen);
+
 /* Search ---------------------------------------------------------------- */
 
 /*
@@ -319,6 +443,19 @@ void store_hits_free(struct store_hit *v, size_t n);
  */
 int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
                       char *err, size_t errlen);
+
+/*
+ * The same with FLAGS: STORE_EXPORT_LOGPROBS adds to each assistant
+ * message with stored reports "logprobs": {"content": [{"token", "logprob",
+ * "bytes", "top_logprobs": [{"token", "logprob", "bytes"}, ...]}, ...]}
+ * in the OpenAI chat-completions shape: raw (model) log-probabilities,
+ * the end-of-generation token left out, "token" the bytes as a JSON
+ * string (a byte that is not UTF-8 becomes \u00XX; "bytes" is exact),
+ * a log-probability that is not finite written as -9999.0.
+ */
+#define STORE_EXPORT_LOGPROBS 0x1
+int store_export_json_flags(struct store *st, int64_t id, unsigned flags,
+                            char **out, size_t *len, char *err, size_t errlen);
 
 /* The active branch as Markdown (title, metadata, one section per message). */
 int store_export_md(struct store *st, int64_t id, char **out, size_t *len,
@@ -367,6 +504,13 @@ char *store_fmt_list(const struct store_conv *v, size_t n, int64_t now_ms,
 /* Search results for `parley search`: "CONV#MSG  ROLE  TITLE: SNIPPET",
  * one per line, control characters folded away. */
 char *store_fmt_hits(const struct store_hit *h, size_t n);
+
+/*
+ * The message tree of a conversation for `parley show --branches`: one
+ * line per message (V: store_msg_list's, by id), children indented under
+ * their parent, "*" on the active branch (ending at LEAF_ID).
+ */
+char *store_fmt_tree(const struct store_msg *v, size_t n, int64_t leaf_id);
 
 /* A plain-text transcript for `parley show` (control characters escaped). */
 char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,

@@ -271,3 +271,86 @@ char *store_fmt_markdown(const struct store_conv *c, const struct store_msg *m,
 	}
 	return store_sb_take(&b, NULL);
 }
+
+/* Index of message ID in V[0, n) (sorted by id), or n. */
+static size_t tree_find(const struct store_msg *v, size_t n, int64_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].id == id ? lo : n;
+}
+
+/*
+ * Depth-first, children by id. A message is indented one step deeper
+ * than its parent only where the parent has several children (a branch
+ * point), so a conversation without branches stays flat.
+ */
+char *store_fmt_tree(const struct store_msg *v, size_t n, int64_t leaf_id)
+{
+	struct sbuf b = SBUF_INIT;
+	size_t *parent = malloc((n ? n : 1) * sizeof(*parent));
+	size_t *nkids = calloc(n ? n : 1, sizeof(*nkids));
+	size_t *stack = malloc((n ? n : 1) * sizeof(*stack));
+	size_t *level = calloc(n ? n : 1, sizeof(*level));
+	bool *active = calloc(n ? n : 1, sizeof(*active));
+	size_t sp = 0;
+
+	if (!parent || !nkids || !stack || !level || !active)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		parent[i] =
+		    v[i].parent_id ? tree_find(v, n, v[i].parent_id) : n;
+		if (parent[i] < i) /* parent_id < id: never a cycle */
+			nkids[parent[i]]++;
+		else
+			parent[i] = n;
+	}
+	for (size_t i = tree_find(v, n, leaf_id); i < n; i = parent[i])
+		active[i] = true;
+	for (size_t i = n; i-- > 0;) /* roots, lowest id on top */
+		if (parent[i] == n)
+			stack[sp++] = i;
+	while (sp > 0) {
+		size_t i = stack[--sp];
+		char *t = store_fmt_title(v[i].content, v[i].len, 60);
+
+		sbuf_printf(&b, "%s %*s#%lld %s", active[i] ? "*" : " ",
+		            (int)(2 * level[i]), "", (long long)v[i].id,
+		            store_role_name(v[i].role));
+		if (v[i].n_siblings > 1)
+			sbuf_printf(&b, " [%d/%d]", v[i].sibling_index + 1,
+			            v[i].n_siblings);
+		if (v[i].finish == STORE_FINISH_NONE)
+			sbuf_adds(&b, " [incomplete]");
+		sbuf_adds(&b, ": ");
+		if (t)
+			store_sb_safe(&b, t, strlen(t), false);
+		else
+			b.failed = true;
+		sbuf_add(&b, "\n", 1);
+		free(t);
+		for (size_t k = n;
+		     k-- > i + 1;) /* children, lowest id on top */
+			if (parent[k] == i) {
+				level[k] = level[i] + (nkids[i] > 1);
+				stack[sp++] = k;
+			}
+	}
+out:
+	if (!parent || !nkids || !stack || !level || !active)
+		b.failed = true;
+	free(parent);
+	free(nkids);
+	free(stack);
+	free(level);
+	free(active);
+	return store_sb_take(&b, NULL);
+}

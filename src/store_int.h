@@ -60,6 +60,17 @@ int store_branch_read(struct store *st, int64_t conv_id, int64_t leaf_id,
                       struct store_msg **msgs, size_t *n, char *err,
                       size_t errlen);
 
+/* Inside a transaction (store_report.c): where message MSG_ID's stored
+   reports end (*END, 0 when none); write R->v[from, r->n) as the chunk at
+   FROM; delete them all. */
+int store_report_end(struct store *st, int64_t msg_id, size_t *end, char *err,
+                     size_t errlen);
+int store_report_write(struct store *st, int64_t msg_id,
+                       const struct store_reports *r, size_t from, char *err,
+                       size_t errlen);
+int store_report_clear(struct store *st, int64_t msg_id, char *err,
+                       size_t errlen);
+
 /* Parse a role / finish name; -1 if unknown. */
 int store_role_parse(const char *s);
 int store_finish_parse(const char *s);

@@ -142,10 +142,67 @@ int store_search(struct store *st, const char *text, unsigned flags,
 /* Export --------------------------------------------------------------------
  */
 
-/* Append the JSON arrays of the branch's messages and their meta. */
+/* Append one token's text as "token" and "bytes" members. */
+static void export_tok(struct sbuf *b, const struct store_reports *r,
+                       uint32_t off, uint32_t len)
+{
+	sbuf_adds(b, "\"token\":\"");
+	sbuf_add_json_str(b, r->text + off, len);
+	sbuf_adds(b, "\",\"bytes\":[");
+	for (uint32_t i = 0; i < len; i++)
+		sbuf_printf(b, "%s%u", i ? "," : "",
+		            (unsigned)(unsigned char)r->text[off + i]);
+	sbuf_adds(b, "]");
+}
+
+/* A log-probability for JSON (which has no infinities or NaN). */
+static void export_lp(struct sbuf *b, float lp)
+{
+	sbuf_printf(b, ",\"logprob\":%.9g",
+	            isfinite(lp) ? (double)lp : -9999.0);
+}
+
+/* Append the "logprobs" object of message ID (OpenAI chat completions'
+   shape, store.h) to B: {"content": [...]} or {"content": null}. */
+static int export_logprobs(struct store *st, int64_t id, struct sbuf *b,
+                           char *err, size_t errlen)
+{
+	struct store_reports r = {0};
+	size_t k = 0;
+	int rc = store_msg_reports(st, id, &r, err, errlen);
+
+	if (rc)
+		return rc;
+	sbuf_adds(b, ",\"logprobs\":{\"content\":");
+	sbuf_adds(b, r.n ? "[" : "null");
+	for (size_t i = 0; i < r.n; i++) {
+		const struct store_tok_report *t = &r.v[i];
+
+		if (t->flags & STORE_REPORT_EOG)
+			continue;
+		sbuf_adds(b, k++ ? ",{" : "{");
+		export_tok(b, &r, t->text_off, t->text_len);
+		export_lp(b, t->raw_logprob);
+		sbuf_adds(b, ",\"top_logprobs\":[");
+		for (int32_t j = 0; j < t->n_top; j++) {
+			sbuf_adds(b, j ? ",{" : "{");
+			export_tok(b, &r, t->top[j].text_off,
+			           t->top[j].text_len);
+			export_lp(b, t->top[j].logprob);
+			sbuf_adds(b, "}");
+		}
+		sbuf_adds(b, "]}");
+	}
+	sbuf_adds(b, r.n ? "]}" : "}");
+	store_reports_free(&r);
+	return STORE_OK;
+}
+
+/* Append the JSON arrays of the branch's messages and their meta; with
+   LOGPROBS each assistant message's token reports. */
 static int export_msgs(struct store *st, const struct store_conv *c,
-                       struct sbuf *msgs, struct sbuf *meta, char *err,
-                       size_t errlen)
+                       bool logprobs, struct sbuf *msgs, struct sbuf *meta,
+                       char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;
@@ -179,7 +236,7 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 	         " json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
 	         " 'n_prompt_tokens', m.n_prompt_tokens,"
 	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
-	         " 'created', m.created)"
+	         " 'created', m.created), m.id, m.role = 'assistant'"
 	         " FROM br JOIN messages m ON m.id = br.id"
 	         " WHERE m.conversation_id = ?2 ORDER BY br.depth DESC",
 	         &s, err, errlen)))
@@ -187,11 +244,26 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 	sqlite3_bind_int64(s, 1, c->leaf_id);
 	sqlite3_bind_int64(s, 2, c->id);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *mj = (const char *)sqlite3_column_text(s, 0);
+		size_t ml = (size_t)sqlite3_column_bytes(s, 0);
+
 		if (msgs->len > 1)
 			sbuf_add(msgs, ",", 1);
 		if (meta->len > 1)
 			sbuf_add(meta, ",", 1);
-		sbuf_adds(msgs, (const char *)sqlite3_column_text(s, 0));
+		if (logprobs && sqlite3_column_int(s, 3) && ml > 1) {
+			/* json_object's text ends with its closing brace */
+			sbuf_add(msgs, mj, ml - 1);
+			if ((rc =
+			         export_logprobs(st, sqlite3_column_int64(s, 2),
+			                         msgs, err, errlen))) {
+				sqlite3_finalize(s);
+				return rc;
+			}
+			sbuf_add(msgs, "}", 1);
+		} else {
+			sbuf_add(msgs, mj, ml);
+		}
 		sbuf_adds(meta, (const char *)sqlite3_column_text(s, 1));
 	}
 	sqlite3_finalize(s);
@@ -205,6 +277,12 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
                       char *err, size_t errlen)
 {
+	return store_export_json_flags(st, id, 0, out, len, err, errlen);
+}
+
+int store_export_json_flags(struct store *st, int64_t id, unsigned flags,
+                            char **out, size_t *len, char *err, size_t errlen)
+{
 	struct sbuf msgs = SBUF_INIT, meta = SBUF_INIT;
 	struct store_conv c;
 	sqlite3_stmt *s = NULL;
@@ -215,7 +293,8 @@ int store_export_json(struct store *st, int64_t id, char **out, size_t *len,
 		return store_fail(st, rc, "export", err, errlen);
 	rc = store_conv_read(st, id, &c, err, errlen);
 	if (rc == STORE_OK) {
-		rc = export_msgs(st, &c, &msgs, &meta, err, errlen);
+		rc = export_msgs(st, &c, (flags & STORE_EXPORT_LOGPROBS) != 0,
+		                 &msgs, &meta, err, errlen);
 		store_conv_clear(&c);
 	}
 	if (rc == STORE_OK && (msgs.failed || meta.failed))

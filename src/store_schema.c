@@ -11,6 +11,10 @@
  *           leaf; messages rebuilt with parent links (each old message's
  *           parent is the previous message of its conversation), token
  *           counts, timings, finish reason; FTS5 index; KV-state slot.
+ *   2 -> 3  token_reports: what the sampler saw at each token of a reply,
+ *           chunks of BLOBs (store_report.c has the layout) keyed by
+ *           message and first position; removed with their message.
+ *           tests/data/store/v2.sql is a frozen version 2 database.
  */
 #include "store_int.h"
 
@@ -106,9 +110,20 @@ static const char schema_v2[] =
     "  CHECK (length(tokens) = 4 * n_tokens)\n"
     ");\n";
 
+static const char schema_v3[] =
+    "CREATE TABLE token_reports (\n"
+    "  message_id INTEGER NOT NULL\n"
+    "    REFERENCES messages(id) ON DELETE CASCADE,\n"
+    "  first_pos INTEGER NOT NULL CHECK (first_pos >= 0),\n"
+    "  n_tokens INTEGER NOT NULL CHECK (n_tokens > 0),\n"
+    "  data BLOB NOT NULL,\n"
+    "  PRIMARY KEY (message_id, first_pos)\n"
+    ") WITHOUT ROWID;\n";
+
 static const char *const steps[STORE_SCHEMA_VERSION] = {
     schema_v1,
     schema_v2,
+    schema_v3,
 };
 
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,

@@ -8,7 +8,10 @@
  * consistent with the messages; every message listed in IDSFILE (complete
  * lines "u|a ID BYTES") present, finished, and of that length; every
  * assistant message holds the text tests/store_kill.h prescribes, whole
- * chunks of it (all of them when finished, a prefix when in progress).
+ * chunks of it (all of them when finished, a prefix when in progress),
+ * and exactly one token report per stored chunk (decoded by
+ * store_reports_decode from rows read here: chunks following each other
+ * from 0, report K choosing K with the chunk's text).
  * OUTFILE is what the writer printed ("c ID K" per chunk): for the reply
  * it was writing when killed, the stored chunks S and the printed ones P
  * must satisfy S <= P and S >= the last multiple of STORE_KILL_SAVE_EVERY
@@ -49,6 +52,48 @@ static int whole_chunks(int64_t id, const char *s, size_t len)
 		at += (size_t)n;
 	}
 	return at == len ? k : -1;
+}
+
+/* Whether reply ID's token reports (read with plain SQL, decoded by the
+   library's pure decoder) are exactly one per chunk for its K chunks. */
+static int reports_in_step(sqlite3 *db, int64_t id, int k)
+{
+	struct store_reports r = {0};
+	sqlite3_stmt *s;
+	char chunk[64], err[300];
+	int ok = 1;
+
+	sqlite3_prepare_v2(
+	    db,
+	    "SELECT first_pos, n_tokens, data FROM token_reports "
+	    "WHERE message_id = ?1 ORDER BY first_pos",
+	    -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, id);
+	while (ok && sqlite3_step(s) == SQLITE_ROW) {
+		ok =
+		    sqlite3_column_int64(s, 0) == (int64_t)r.n &&
+		    store_reports_decode(sqlite3_column_blob(s, 2),
+		                         (size_t)sqlite3_column_bytes(s, 2), id,
+		                         (size_t)sqlite3_column_int64(s, 1), &r,
+		                         err, sizeof(err)) == STORE_OK;
+		if (!ok)
+			printf("# reports of %lld: %s\n", (long long)id, err);
+	}
+	sqlite3_finalize(s);
+	ok = ok && r.n == (size_t)k;
+	for (size_t i = 0; ok && i < r.n; i++) {
+		int n = store_kill_chunk(chunk, sizeof(chunk), id, (int)i);
+
+		ok = r.v[i].chosen == (int32_t)i && r.v[i].n_top == 2 &&
+		     r.v[i].top[1].id == (int32_t)i + STORE_KILL_ALT &&
+		     r.v[i].text_len == (uint32_t)n &&
+		     memcmp(r.text + r.v[i].text_off, chunk, (size_t)n) == 0;
+	}
+	if (!ok)
+		printf("# reply %lld: %zu reports for %d chunks\n",
+		       (long long)id, r.n, k);
+	store_reports_free(&r);
+	return ok;
 }
 
 /* The last "c ID K" line of the writer's output FILE: *ID, *K (or -1). */
@@ -160,6 +205,9 @@ int main(int argc, char **argv)
 			    "id", id);
 		if (!open && k != store_kill_chunks(id))
 			return fail("finished reply incomplete", "id", id);
+		if (!reports_in_step(db, id, k))
+			return fail("token reports out of step with the text",
+			            "id", id);
 		if (id == cur_id) {
 			in_progress = open;
 			stored = k;

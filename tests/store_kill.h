@@ -9,6 +9,10 @@
  * K was printed, every save of the chunks before it was committed, and a
  * reply in progress holds at least the chunks up to the last multiple of
  * STORE_KILL_SAVE_EVERY below the printed count (the loss bound).
+ * Each chunk is also one token report (store.h): chosen = K, its text the
+ * chunk, a second candidate K + STORE_KILL_ALT; each save stores the
+ * reports since the previous one with the text, so the checker finds
+ * exactly one report per stored chunk (text and reports in step).
  */
 #ifndef PARLEY_TESTS_STORE_KILL_H
 #define PARLEY_TESTS_STORE_KILL_H
@@ -16,7 +20,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define STORE_KILL_SAVE_EVERY 10 /* chunks between two saves */
+#define STORE_KILL_SAVE_EVERY 10   /* chunks between two saves */
+#define STORE_KILL_ALT        1000 /* the second candidate's id - K */
 
 /* How many chunks the reply ID has: 20 .. 60, a function of ID only. */
 static inline int store_kill_chunks(int64_t id)

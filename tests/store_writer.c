@@ -8,7 +8,8 @@
  * with the whole text so far, store_msg_finish), and again, up to
  * STORE_WRITER_REPLIES times or until killed. The replies' text and the
  * save points are those of tests/store_kill.h: a save every
- * STORE_KILL_SAVE_EVERY chunks, each chunk printed on stdout ("c ID K")
+ * STORE_KILL_SAVE_EVERY chunks with the token reports since the last
+ * save (store_msg_update_rep), each chunk printed on stdout ("c ID K")
  * before that save, so the test kills by progress (tests/kill_at) and the
  * checker knows what must be there. After each commit of a finished
  * message it appends "u|a ID BYTES\n" to IDSFILE and fsyncs it, so the
@@ -50,6 +51,31 @@ static void put(int fd, const char *p, size_t n)
 	}
 }
 
+/* Add chunk K's token report (P, N: its text) to R. */
+static void add_report(struct store_reports *r, int k, const char *p, size_t n)
+{
+	struct store_tok_report t;
+
+	memset(&t, 0, sizeof(t));
+	t.chosen = k;
+	t.prob = 0.75f;
+	t.raw_logprob = -0.25f;
+	t.n_kept = 2;
+	t.n_top = 2;
+	t.top[0].id = k;
+	t.top[1].id = k + STORE_KILL_ALT;
+	t.top[1].logprob = -1.5f;
+	if (store_reports_text(r, p, n, &t.text_off) ||
+	    store_reports_text(r, "alt", 3, &t.top[1].text_off) ||
+	    store_reports_push(r, &t) != 0)
+		die("reports", "out of memory");
+	t.text_len = (uint32_t)n;
+	r->v[r->n - 1].text_len = (uint32_t)n;
+	r->v[r->n - 1].top[0].text_off = t.text_off;
+	r->v[r->n - 1].top[0].text_len = (uint32_t)n;
+	r->v[r->n - 1].top[1].text_len = 3;
+}
+
 static void report(int fd, char kind, int64_t id, size_t len)
 {
 	char line[64];
@@ -68,7 +94,8 @@ int main(int argc, char **argv)
 	struct store_conv_new cn = {.title = "writer",
 	                            .model_path = "/dev/null"};
 	int64_t conv, id;
-	size_t len = 0, cap = 1 << 16;
+	size_t len = 0, cap = 1 << 16, saved;
+	struct store_reports rep = {0};
 	int fd;
 
 	if (argc != 3) {
@@ -106,30 +133,39 @@ int main(int argc, char **argv)
 			die("begin", err);
 		chunks = store_kill_chunks(id);
 		len = 0;
+		rep.n = 0;
+		rep.text_len = 0;
+		saved = 0;
 		for (int c = 0; c < chunks; c++) {
 			struct timespec d = {0,
 			                     STORE_WRITER_PACE_MS * 1000000L};
+			size_t at = len;
 
 			if (len + 64 > cap)
 				die("text", "too long");
 			len += (size_t)store_kill_chunk(text + len, cap - len,
 			                                id, c);
+			add_report(&rep, c, text + at, len - at);
 			n = snprintf(buf, sizeof(buf), "c %lld %d\n",
 			             (long long)id, c);
 			put(1, buf, (size_t)n);
-			if ((c + 1) % STORE_KILL_SAVE_EVERY == 0 &&
-			    store_msg_update(st, id, text, len, err,
-			                     sizeof(err)))
-				die("update", err);
+			if ((c + 1) % STORE_KILL_SAVE_EVERY == 0) {
+				if (store_msg_update_rep(st, id, text, len,
+				                         &rep, saved, err,
+				                         sizeof(err)))
+					die("update", err);
+				saved = rep.n;
+			}
 			nanosleep(&d, NULL);
 		}
 		stats.n_tokens = chunks;
-		if (store_msg_finish(st, id, text, len, STORE_FINISH_STOP,
-		                     &stats, err, sizeof(err)))
+		if (store_msg_finish_rep(st, id, text, len, STORE_FINISH_STOP,
+		                         &stats, &rep, err, sizeof(err)))
 			die("finish", err);
 		report(fd, 'a', id, len);
 	}
 	store_close(st);
+	store_reports_free(&rep);
 	free(text);
 	return 0;
 }

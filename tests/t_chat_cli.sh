@@ -3,8 +3,10 @@
 # (greedy, short replies): one-shot -p (argument and stdin), --no-store,
 # the config file and its precedence, resume -p, list / show / search /
 # rename / rm, export (JSON and Markdown) and the import round trip, a
-# saved KV state that does not load (a notice), and that --help and the
-# man page name every chat option.
+# saved KV state that does not load (a notice), export --logprobs checked
+# against the OpenAI shape (tests/check_logprobs.py), --no-reports, show
+# --branches and branch after a /regen, and that --help and the man page
+# name every chat option.
 . "${top_srcdir:-.}/tests/lib.sh"
 model=$(test_model)
 [ -f "$model" ] || skip_all "default model not fetched ($model)"
@@ -108,6 +110,41 @@ ok $? "a bad id is a usage error"
 	grep -q '^parley: the saved KV cache was not loaded: ' "$tmp/err7"
 ok $? "resume with a KV state of another --ctx: a notice, the same reply ($(cat "$tmp/err7"))"
 
+# token reports: every reply's tokens in OpenAI's logprobs shape, their
+# bytes spelling the reply (greedy: each token the first candidate)
+"$PARLEY" export 1 --format json --logprobs >"$tmp/lp.json"
+ok $? "export --format json --logprobs"
+python3 "${top_srcdir:-.}/tests/check_logprobs.py" "$tmp/lp.json" --greedy \
+	>"$tmp/lp.out" 2>&1
+ok $? "logprobs validate against the OpenAI shape: $(head -3 "$tmp/lp.out")"
+"$PARLEY" export 1 --format md --logprobs >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "--logprobs without --format json is a usage error"
+"$PARLEY" $opts --no-reports -p "Hello" >/dev/null
+nid=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
+"$PARLEY" export "$nid" --format json --logprobs |
+	grep -q '"role":"assistant","content":"[^"]*","logprobs":{"content":null}'
+ok $? "--no-reports: the reply has no reports (content null)"
+
+# a /regen makes a sibling; show --branches lists both, branch switches
+printf 'Name a color.\n/regen\n' | "$PARLEY" --plain $opts >/dev/null 2>&1
+bid=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
+"$PARLEY" show "$bid" --branches >"$tmp/tree"
+first=$(sed -n 's/^  *#\([0-9]*\) assistant \[1\/2\]:.*/\1/p' "$tmp/tree")
+grep -q '^\* *#[0-9]* assistant \[2/2\]: ' "$tmp/tree" && [ -n "$first" ]
+ok $? "show --branches: both replies, the newest active ($(tr '\n' '|' <"$tmp/tree"))"
+leaf=$("$PARLEY" branch "$bid" "$first")
+"$PARLEY" show "$bid" --branches >"$tmp/tree2"
+[ "$leaf" = "$first" ] &&
+	grep -q "^\* *#$first assistant \[1/2\]: " "$tmp/tree2" &&
+	grep -q '^  *#[0-9]* assistant \[2/2\]: ' "$tmp/tree2"
+ok $? "branch ID MSG_ID makes the first reply active ($leaf)"
+"$PARLEY" show "$bid" | grep -q 'branch 1/2'
+ok $? "show follows the selected branch"
+"$PARLEY" branch "$bid" 999999 >/dev/null 2>&1
+[ $? -eq 1 ]
+ok $? "branch to a message of no such id fails"
+
 # --help and the man page name every long option of the chat
 "$PARLEY" chat --help >"$tmp/help"
 ok $? "parley chat --help exits 0"
@@ -119,7 +156,7 @@ done
 [ -z "$missing" ]
 ok $? "man/parley.1 documents every option of --help${missing:+ (missing:$missing)}"
 missing=
-for c in chat resume list show search rename rm export import; do
+for c in chat resume list show branch search rename rm export import; do
 	"$PARLEY" --help | grep -q "^  $c " || missing="$missing $c"
 	grep -q "^\.It Cm $c" "$man" || missing="$missing man:$c"
 done

@@ -25,6 +25,12 @@
  *      statistics for each sampled token (also beside verification, which
  *      keeps working), session_last_prompt gives the prompt's ids and the
  *      part reused, session_token_text each token's text.
+ *   8. token reports and branches: the reports read back from the store
+ *      equal those the sampler gave live; a branch at token k evaluates
+ *      exactly 1 id (the forced one) before sampling resumes, keeps the
+ *      text before k, forcing the same token reproduces the greedy reply,
+ *      forcing an alternative gives a sibling in the store; both
+ *      branches keep their reports.
  *
  * Model: $PARLEY_TEST_MODEL or ${XDG_CACHE_HOME:-~/.cache}/parley/models/
  * SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent.
@@ -841,6 +847,252 @@ static void test_observe(void)
 	           session_trace(s) == NULL,
 	       "both off: no trace");
 	session_close(s);
+/* 7: token reports and branching at a token. */
+
+/* Reports given live by the token callback. */
+struct live {
+	struct sampler_report v[64];
+	int n;
+};
+
+static void live_token(void *ud, const struct sampler_report *rep)
+{
+	struct live *l = ud;
+
+	if (l->n < 64)
+		l->v[l->n] = *rep;
+	l->n++;
+}
+
+/* Both callbacks: text into K, reports into L. */
+struct both {
+	struct sink k;
+	struct live l;
+};
+
+static void both_piece(void *ud, const char *t, size_t n)
+{
+	sink_piece(&((struct both *)ud)->k, t, n);
+}
+
+static void both_token(void *ud, const struct sampler_report *rep)
+{
+	live_token(&((struct both *)ud)->l, rep);
+}
+
+static void both_notice(void *ud, const char *msg)
+{
+	sink_notice(&((struct both *)ud)->k, msg);
+}
+
+/* Float equality that counts two NaNs as equal. */
+static bool same_f(float a, float b)
+{
+	return (a != a && b != b) || memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+/* Report A equals B in every stored field (top: the first N_TOP). */
+static bool same_report(const struct sampler_report *a,
+                        const struct sampler_report *b, int32_t n_top)
+{
+	bool ok =
+	    a->chosen == b->chosen && same_f(a->chosen_prob, b->chosen_prob) &&
+	    same_f(a->chosen_raw_logprob, b->chosen_raw_logprob) &&
+	    same_f(a->entropy, b->entropy) &&
+	    same_f(a->raw_entropy, b->raw_entropy) && a->n_kept == b->n_kept;
+
+	for (int32_t j = 0; ok && j < n_top; j++)
+		ok = a->top[j].id == b->top[j].id &&
+		     same_f(a->top[j].logit, b->top[j].logit) &&
+		     same_f(a->top[j].logprob, b->top[j].logprob);
+	return ok;
+}
+
+/* The bytes of reports [0, k) of stored message ID into BUF. */
+static size_t prefix_text(struct store *db, int64_t id, int32_t k, char *buf,
+                          size_t cap)
+{
+	struct store_reports r = {0};
+	char err[300];
+	size_t n = 0;
+
+	if (store_msg_reports(db, id, &r, err, sizeof(err)) != STORE_OK)
+		tap_diag("store_msg_reports: %s", err);
+	for (int32_t i = 0; i < k && (size_t)i < r.n; i++)
+		if (n + r.v[i].text_len < cap) {
+			memcpy(buf + n, r.text + r.v[i].text_off,
+			       r.v[i].text_len);
+			n += r.v[i].text_len;
+		}
+	buf[n] = '\0';
+	store_reports_free(&r);
+	return n;
+}
+
+static void test_branch(void)
+{
+	char path[600], err[512], pre[4096], pre2[4096];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_stats st, st2;
+	struct both b;
+	struct session_cb cb = {both_piece, both_token, both_notice, &b, NULL};
+	struct sampler_report *rep = NULL, *rep2 = NULL;
+	const struct session_msg *m;
+	size_t nm, nr = 0, nr2 = 0, idx;
+	int64_t old_id, new_id, ev;
+	const int32_t k = 4;
+	bool ok;
+
+	if (db == NULL)
+		return;
+	struct session_opts o = base_opts(1024, 20);
+
+	o.store = db;
+	o.store_reports = true;
+	struct session *s = open_or_die(&o);
+
+	memset(&b, 0, sizeof(b));
+	if (session_send(s, "Write a short poem about the sea.", 33, &cb, &st,
+	                 err, sizeof(err))) {
+		tap_ok(0, "send: %s", err);
+		goto out;
+	}
+	m = session_messages(s, &nm);
+	idx = nm - 1;
+	old_id = m[idx].store_id;
+	char old_text[8192];
+
+	snprintf(old_text, sizeof(old_text), "%s", m[idx].content);
+	err[0] = '\0';
+	ok = session_msg_reports(s, idx, &rep, &nr, err, sizeof(err)) == 0;
+	tap_ok(
+	    ok && nr == (size_t)st.n_gen && (int)nr == b.l.n && nr > (size_t)k,
+	    "%zu reports stored for %d tokens sampled (%s)", nr, st.n_gen, err);
+	ok = nr > 0;
+	for (size_t i = 0; ok && i < nr && i < 64; i++)
+		ok = rep[i].n_top == STORE_REPORT_TOP &&
+		     same_report(&rep[i], &b.l.v[i], rep[i].n_top) &&
+		     rep[i].chosen_raw_prob >= 0 && rep[i].chosen_raw_prob <= 1;
+	tap_ok(ok, "the stored reports equal the live ones, bit for bit");
+	size_t nu = 0;
+
+	session_msg_reports(s, idx - 1, &rep2, &nu, err, sizeof(err));
+	tap_ok(nu == 0 && rep2 == NULL, "a user message has no reports");
+	if (nr <= (size_t)k)
+		goto out;
+
+	/* forcing the token that was chosen gives the same greedy reply */
+	memset(&b, 0, sizeof(b));
+	ev = session_n_evaluated(s);
+	size_t kv_before;
+
+	session_kv_tokens(s, &kv_before);
+	if (session_branch_at(s, idx, k, rep[k].chosen, &cb, &st2, err,
+	                      sizeof(err))) {
+		tap_ok(0, "branch_at: %s", err);
+		goto out;
+	}
+	tap_ok(st2.n_prompt_eval == 1 &&
+	           session_n_evaluated(s) - ev == 1 + st2.n_gen_eval,
+	       "branch at token %d: %d id evaluated before sampling resumed "
+	       "(%lld in all, %d reused)",
+	       k, st2.n_prompt_eval, (long long)(session_n_evaluated(s) - ev),
+	       st2.n_reused);
+	tap_ok(strcmp(b.k.buf, old_text) == 0,
+	       "forcing the chosen token reproduces the greedy reply: \"%s\"",
+	       b.k.buf);
+	tap_ok(b.l.n == (int)nr, "the branch streams %d reports (%zu before)",
+	       b.l.n, nr);
+
+	/* an alternative */
+	int32_t alt = rep[k].top[0].id == rep[k].chosen ? rep[k].top[1].id
+	                                                : rep[k].top[0].id;
+
+	m = session_messages(s, &nm);
+	int64_t same_id = m[nm - 1].store_id;
+
+	memset(&b, 0, sizeof(b));
+	ev = session_n_evaluated(s);
+	if (session_branch_at(s, nm - 1, k, alt, &cb, &st2, err, sizeof(err))) {
+		tap_ok(0, "branch_at: %s", err);
+		goto out;
+	}
+	tap_ok(st2.n_prompt_eval == 1 &&
+	           session_n_evaluated(s) - ev == 1 + st2.n_gen_eval &&
+	           st2.n_reused == st.n_prompt + k,
+	       "branch to the alternative %d: 1 id evaluated, %d reused "
+	       "(prompt %d + %d)",
+	       alt, st2.n_reused, st.n_prompt, k);
+	m = session_messages(s, &nm);
+	new_id = m[nm - 1].store_id;
+	size_t pl = prefix_text(db, old_id, k, pre, sizeof(pre));
+	size_t pl2 = prefix_text(db, new_id, k + 1, pre2, sizeof(pre2));
+
+	tap_ok(pl > 0 && strncmp(old_text, pre, pl) == 0 &&
+	           strncmp(b.k.buf, pre, pl) == 0 &&
+	           strncmp(m[nm - 1].content, pre2, pl2) == 0 &&
+	           strcmp(b.k.buf, m[nm - 1].content) == 0 &&
+	           strcmp(b.k.buf, old_text) != 0,
+	       "the text before token %d is kept (\"%s\"), then \"%s\"", k, pre,
+	       b.k.buf + pl);
+	struct store_msg mo, mn;
+	struct store_conv c;
+
+	store_msg_get(db, old_id, &mo, err, sizeof(err));
+	store_msg_get(db, new_id, &mn, err, sizeof(err));
+	store_conv_get(db, session_conv_id(s), &c, NULL, NULL, err,
+	               sizeof(err));
+	tap_ok(mo.parent_id == mn.parent_id && mn.n_siblings == 3 &&
+	           c.leaf_id == new_id && strcmp(mo.content, old_text) == 0 &&
+	           same_id != old_id && same_id != new_id,
+	       "the three replies are siblings, the new one the leaf");
+	store_msg_clear(&mo);
+	store_msg_clear(&mn);
+	store_conv_clear(&c);
+	free(rep2);
+	rep2 = NULL;
+	ok = session_msg_reports(s, nm - 1, &rep2, &nr2, err, sizeof(err)) ==
+	         0 &&
+	     nr2 == (size_t)(k + 1 + st2.n_gen);
+	for (int32_t i = 0; ok && i < k; i++)
+		ok = same_report(&rep2[i], &rep[i], rep[i].n_top);
+	tap_ok(ok && rep2[k].chosen == alt &&
+	           rep2[k].chosen_prob != rep2[k].chosen_prob &&
+	           same_f(rep2[k].raw_entropy, rep[k].raw_entropy) &&
+	           rep2[k].chosen_raw_prob > 0,
+	       "the new branch's %zu reports: the first %d copied, the forced "
+	       "one's sampled probability NaN (%s)",
+	       nr2, k, err);
+	struct store_reports sr = {0};
+
+	ok = store_msg_reports(db, old_id, &sr, err, sizeof(err)) == STORE_OK;
+	tap_ok(ok && sr.n == nr, "the old branch keeps its %zu reports", sr.n);
+	store_reports_free(&sr);
+
+	/* quit and resume: the same reports for the same message */
+	struct sampler_report *rep3 = NULL;
+	size_t nr3 = 0;
+
+	o.conv_id = session_conv_id(s);
+	o.system_prompt = NULL;
+	session_close(s);
+	s = open_or_die(&o);
+	m = session_messages(s, &nm);
+	ok = m[nm - 1].store_id == new_id &&
+	     session_msg_reports(s, nm - 1, &rep3, &nr3, err, sizeof(err)) ==
+	         0 &&
+	     nr3 == nr2;
+	for (size_t i = 0; ok && i < nr3; i++)
+		ok = same_report(&rep3[i], &rep2[i], rep2[i].n_top) &&
+		     rep3[i].n_top == rep2[i].n_top;
+	tap_ok(ok, "after quit and resume the reply has the same %zu reports",
+	       nr3);
+	free(rep3);
+out:
+	free(rep);
+	free(rep2);
+	session_close(s);
+	drop_db(db, path);
 }
 
 int main(void)
@@ -856,5 +1108,6 @@ int main(void)
 	test_resume_bad_kv();
 	test_store_fails();
 	test_observe();
+	test_branch();
 	return tap_done();
 }

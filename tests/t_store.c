@@ -1,12 +1,16 @@
 /*
  * t_store.c - the SQLite store: every API function, migrations from every
  * older version, refusal of newer/foreign/corrupt files (bytes unchanged),
- * two connections, FTS search, export/import round trip, KV slot.
+ * two connections, FTS search, export/import round trip, KV slot; token
+ * reports (chunks in step with the text, the bound, hostile BLOBs, export
+ * with --logprobs), the message tree and branch selection.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "json.h"
 #include "store_int.h"
 #include "tap.h"
 
+#include <math.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -933,6 +937,467 @@ static void test_fingerprint(void)
 	       "missing file: %s", err);
 }
 
+/* Token reports ------------------------------------------------------------
+ */
+
+/* The text make_reports gives token ID (one per id, as a tokenizer): some
+   multi-byte, some invalid UTF-8, one empty. */
+static size_t fake_text(int32_t id, char *buf, size_t cap)
+{
+	if (id == 7)
+		return 0;
+	snprintf(buf, cap, "%s%d",
+	         id % 5 == 0 ? "\xff" : (id % 3 == 0 ? "\xc3\xa9" : " t"), id);
+	return strlen(buf);
+}
+
+/* N made-up reports into R (emptied), the last one end-of-generation. */
+static void make_reports(struct store_reports *r, size_t n, unsigned seed)
+{
+	char txt[32];
+
+	r->n = 0;
+	r->text_len = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct store_tok_report t;
+		uint32_t u = seed + (uint32_t)i * 7u;
+
+		memset(&t, 0, sizeof(t));
+		t.chosen = (int32_t)(u % 500);
+		t.flags = i + 1 == n ? STORE_REPORT_EOG : 0;
+		t.prob = (float)(i % 10) / 10.0f;
+		t.raw_logprob = -(float)i / 3.0f;
+		t.entropy = 1.5f;
+		t.raw_entropy = 2.25f + (float)i;
+		t.n_kept = (int32_t)(i % 40);
+		t.n_top = (int32_t)(i % (STORE_REPORT_TOP + 1));
+		t.text_len = (uint32_t)fake_text(t.chosen, txt, sizeof(txt));
+		store_reports_text(r, txt, t.text_len, &t.text_off);
+		for (int32_t j = 0; j < t.n_top; j++) {
+			int32_t id =
+			    j == 0 ? t.chosen
+			           : (int32_t)((u + 13u * (uint32_t)j) % 600);
+
+			t.top[j].id = id;
+			t.top[j].logit = 10.0f - (float)j;
+			t.top[j].logprob = -0.5f - (float)j;
+			t.top[j].text_len =
+			    (uint32_t)fake_text(id, txt, sizeof(txt));
+			store_reports_text(r, txt, t.top[j].text_len,
+			                   &t.top[j].text_off);
+		}
+		store_reports_push(r, &t);
+	}
+}
+
+/* The text of id ID as make_reports writes it. */
+static bool rep_text_is(const struct store_reports *r, uint32_t off,
+                        uint32_t len, const struct store_reports *w,
+                        uint32_t woff, uint32_t wlen)
+{
+	return len == wlen && memcmp(r->text + off, w->text + woff, len) == 0;
+}
+
+/* A[ia] equals B[ib] in every field and text. */
+static bool rep_same(const struct store_reports *a, size_t ia,
+                     const struct store_reports *b, size_t ib)
+{
+	const struct store_tok_report *x = &a->v[ia], *y = &b->v[ib];
+	bool ok = x->chosen == y->chosen && x->flags == y->flags &&
+	          memcmp(&x->prob, &y->prob, 4) == 0 &&
+	          memcmp(&x->raw_logprob, &y->raw_logprob, 4) == 0 &&
+	          x->entropy == y->entropy &&
+	          x->raw_entropy == y->raw_entropy && x->n_kept == y->n_kept &&
+	          x->n_top == y->n_top &&
+	          rep_text_is(a, x->text_off, x->text_len, b, y->text_off,
+	                      y->text_len);
+
+	for (int32_t j = 0; ok && j < x->n_top; j++)
+		ok = x->top[j].id == y->top[j].id &&
+		     x->top[j].logit == y->top[j].logit &&
+		     x->top[j].logprob == y->top[j].logprob &&
+		     rep_text_is(a, x->top[j].text_off, x->top[j].text_len, b,
+		                 y->top[j].text_off, y->top[j].text_len);
+	return ok;
+}
+
+static bool reps_same(const struct store_reports *a,
+                      const struct store_reports *b)
+{
+	bool ok = a->n == b->n;
+
+	for (size_t i = 0; ok && i < a->n; i++)
+		ok = rep_same(a, i, b, i);
+	return ok;
+}
+
+/* Decode BLOB[0, len) into a fresh set; the STORE_* code. */
+static int try_decode(const unsigned char *blob, size_t len, size_t n,
+                      struct store_reports *out)
+{
+	char e[300];
+
+	return store_reports_decode(blob, len, 77, n, out, e, sizeof(e));
+}
+
+/* The codec against hostile input: every truncation, bit flips, junk. */
+static void test_reports_codec(void)
+{
+	struct store_reports w = {0}, r = {0};
+	unsigned char *b = NULL, *c;
+	size_t len = 0, bad = 0, crashed = 0, okay = 0;
+	uint64_t x = 88172645463325252ull;
+	char e[300];
+	int rc;
+
+	make_reports(&w, 40, 3);
+	rc = store_reports_encode(&w, 0, w.n, &b, &len, e, sizeof(e));
+	tap_ok(rc == STORE_OK && b && len > 12, "encode 40 reports: %zu bytes",
+	       len);
+	rc = store_reports_decode(b, len, 77, 40, &r, e, sizeof(e));
+	tap_ok(rc == STORE_OK && reps_same(&r, &w),
+	       "decode gives every field and text back");
+	for (size_t k = 0; k < len; k++) {
+		r.n = 0;
+		if (try_decode(b, k, 40, &r) != STORE_ECORRUPT || r.n != 0)
+			bad++;
+	}
+	tap_ok(bad == 0, "each of the %zu truncations is refused", len);
+	store_reports_decode(b, 5, 77, 40, &r, e, sizeof(e));
+	tap_ok(strstr(e, "message 77") && strstr(e, "byte"),
+	       "the error names the message and the offset: %s", e);
+	tap_ok(try_decode(b, len, 39, &r) == STORE_ECORRUPT,
+	       "a token count that differs from the row's is refused");
+	c = malloc(len + 1);
+	memcpy(c, b, len);
+	c[len] = 0;
+	tap_ok(try_decode(c, len + 1, 40, &r) == STORE_ECORRUPT,
+	       "a byte left over is refused");
+	c[0] = 2;
+	tap_ok(try_decode(c, len, 40, &r) == STORE_ECORRUPT,
+	       "an unknown version is refused");
+	for (int i = 0; i < 5000; i++) { /* xorshift: flip 1-3 bytes */
+		memcpy(c, b, len);
+		for (int f = 0; f < 1 + i % 3; f++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			c[x % len] ^= (unsigned char)(1u << (x >> 32) % 8);
+		}
+		r.n = 0;
+		r.text_len = 0;
+		rc = try_decode(c, len, 40, &r);
+		if (rc == STORE_OK)
+			okay++;
+		else if (rc != STORE_ECORRUPT)
+			crashed++;
+		for (size_t k = 0; rc == STORE_OK && k < r.n; k++)
+			if (r.v[k].n_top > STORE_REPORT_TOP ||
+			    (size_t)r.v[k].text_off + r.v[k].text_len >
+			        r.text_len)
+				crashed++;
+	}
+	tap_ok(crashed == 0,
+	       "5000 damaged BLOBs: %zu decode (float bits), the rest refused",
+	       okay);
+	/* a header that claims 2^32-1 texts and tokens */
+	memset(c, 0xff, 12);
+	c[0] = 1;
+	tap_ok(try_decode(c, 12, 0xffffffffu, &r) == STORE_ECORRUPT,
+	       "huge counts in a short BLOB are refused before allocating");
+	/* ranges and limits on encoding */
+	w.v[3].n_top = STORE_REPORT_TOP + 1;
+	free(b);
+	b = NULL;
+	tap_ok(store_reports_encode(&w, 0, w.n, &b, &len, e, sizeof(e)) ==
+	               STORE_EINVAL &&
+	           strstr(e, "position 3"),
+	       "encode refuses n_top > %d: %s", STORE_REPORT_TOP, e);
+	free(b);
+	free(c);
+	store_reports_free(&w);
+	store_reports_free(&r);
+}
+
+/* Rows of token_reports for message ID. */
+static int64_t n_chunks(struct store *st, int64_t id)
+{
+	sqlite3_stmt *s;
+	int64_t n = -1;
+
+	sqlite3_prepare_v2(st->db,
+	                   "SELECT count(*) FROM token_reports WHERE "
+	                   "message_id = ?1",
+	                   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, id);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return n;
+}
+
+/* A JSON member of O by key, or NULL (also when O is no object). */
+static const struct json_value *jget(const struct json_value *o, const char *k)
+{
+	return o && o->type == JSON_OBJECT ? json_object_get(o, k) : NULL;
+}
+
+/* One OpenAI logprob entry: token (string), logprob (number <= 0),
+   bytes (ints 0-255 spelling the token when it is valid UTF-8). */
+static bool lp_entry_ok(const struct json_value *e)
+{
+	const struct json_value *t = jget(e, "token"), *l = jget(e, "logprob");
+	const struct json_value *b = jget(e, "bytes");
+	double v;
+
+	if (!t || t->type != JSON_STRING || !l || !b || b->type != JSON_ARRAY)
+		return false;
+	if (l->type != JSON_INT && l->type != JSON_FLOAT)
+		return false;
+	v = l->type == JSON_INT ? (double)l->u.i : l->u.f;
+	if (!(v <= 0))
+		return false;
+	for (size_t i = 0; i < b->u.arr.n; i++)
+		if (b->u.arr.items[i]->type != JSON_INT ||
+		    b->u.arr.items[i]->u.i < 0 || b->u.arr.items[i]->u.i > 255)
+			return false;
+	return true;
+}
+
+/* Export with logprobs: the OpenAI shape, EOG left out, bytes exact. */
+static void check_export_logprobs(struct store *st, int64_t conv,
+                                  const struct store_reports *w)
+{
+	char *out = NULL;
+	size_t len = 0, n_ent = 0, n_bad = 0;
+	struct json_value *doc = NULL;
+	const struct json_value *msgs, *lp = NULL;
+	int rc = store_export_json_flags(st, conv, STORE_EXPORT_LOGPROBS, &out,
+	                                 &len, err, sizeof(err));
+
+	tap_ok(rc == STORE_OK &&
+	           json_parse(out, len, &doc, err, sizeof(err)) == 0,
+	       "export --logprobs is JSON: %s", rc ? err : "ok");
+	msgs = jget(doc, "messages");
+	for (size_t i = 0; msgs && i < msgs->u.arr.n; i++) {
+		const struct json_value *m = msgs->u.arr.items[i];
+		const struct json_value *role = jget(m, "role");
+
+		if (role && strcmp(role->u.str.ptr, "assistant") == 0)
+			lp = jget(m, "logprobs");
+		else if (jget(m, "logprobs"))
+			n_bad++;
+	}
+	const struct json_value *content = jget(lp, "content");
+
+	for (size_t i = 0;
+	     content && content->type == JSON_ARRAY && i < content->u.arr.n;
+	     i++) {
+		const struct json_value *e = content->u.arr.items[i];
+		const struct json_value *top = jget(e, "top_logprobs");
+		const struct json_value *b = jget(e, "bytes");
+
+		n_ent++;
+		if (!lp_entry_ok(e) || !top || top->type != JSON_ARRAY ||
+		    top->u.arr.n != (size_t)w->v[i].n_top ||
+		    b->u.arr.n != w->v[i].text_len)
+			n_bad++;
+		for (size_t k = 0; b && k < b->u.arr.n && k < w->v[i].text_len;
+		     k++)
+			if (b->u.arr.items[k]->u.i !=
+			    (unsigned char)w->text[w->v[i].text_off + k])
+				n_bad++;
+		for (size_t j = 0; top && j < top->u.arr.n; j++)
+			if (!lp_entry_ok(top->u.arr.items[j]))
+				n_bad++;
+	}
+	tap_ok(n_ent + 1 == w->n && n_bad == 0,
+	       "logprobs.content: %zu entries (end of generation left out), "
+	       "each in the OpenAI shape with exact bytes (%zu bad)",
+	       n_ent, n_bad);
+	json_free(doc);
+	free(out);
+	rc = store_export_json(st, conv, &out, &len, err, sizeof(err));
+	tap_ok(rc == STORE_OK && !strstr(out, "logprobs"),
+	       "without the flag the export has no logprobs");
+	free(out);
+}
+
+static void test_reports(struct store *st)
+{
+	struct store_conv_new cn = {.title = "reports"};
+	struct store_reports w = {0}, r = {0}, big = {0};
+	struct store_msg m;
+	int64_t conv, u, a, other;
+	int rc;
+
+	make_reports(&w, 30, 11);
+	store_conv_create(st, &cn, &conv, err, sizeof(err));
+	u = add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER, "Question");
+	store_msg_begin(st, conv, STORE_PARENT_LEAF, STORE_ROLE_ASSISTANT, &a,
+	                err, sizeof(err));
+	tap_ok(store_msg_reports(st, a, &r, err, sizeof(err)) == STORE_OK &&
+	           r.n == 0,
+	       "a reply without reports: none");
+	/* two periodic updates: two chunks */
+	size_t full = w.n;
+
+	w.n = 12;
+	rc = store_msg_update_rep(st, a, "Twelve", 6, &w, 0, err, sizeof(err));
+	w.n = 25;
+	if (rc == STORE_OK)
+		rc = store_msg_update_rep(st, a, "Twenty-five", 11, &w, 12, err,
+		                          sizeof(err));
+	tap_ok(rc == STORE_OK && n_chunks(st, a) == 2,
+	       "two updates add two chunks: %s", rc ? err : "ok");
+	rc = store_msg_reports(st, a, &r, err, sizeof(err));
+	tap_ok(rc == STORE_OK && reps_same(&r, &w),
+	       "the chunks read back as the first 25 reports");
+	/* an update whose reports do not follow changes nothing */
+	w.n = full;
+	rc = store_msg_update_rep(st, a, "Wrong", 5, &w, 20, err, sizeof(err));
+	store_msg_get(st, a, &m, err, sizeof(err));
+	tap_ok(rc == STORE_EINVAL && strcmp(m.content, "Twenty-five") == 0 &&
+	           n_chunks(st, a) == 2,
+	       "reports that leave a gap are refused with the text: %s",
+	       rc ? err : "ok");
+	store_msg_clear(&m);
+	/* the bound */
+	make_reports(&big, STORE_REPORTS_MAX + 1, 5);
+	rc = store_msg_update_rep(st, a, "Too many", 8, &big, 25, err,
+	                          sizeof(err));
+	store_msg_get(st, a, &m, NULL, 0);
+	tap_ok(rc == STORE_EINVAL && strstr(err, "32769") &&
+	           strcmp(m.content, "Twenty-five") == 0,
+	       "more than %d reports per message are refused: %s",
+	       STORE_REPORTS_MAX, err);
+	store_msg_clear(&m);
+	rc = store_msg_finish_rep(st, a, "x", 1, STORE_FINISH_STOP, NULL, &big,
+	                          err, sizeof(err));
+	tap_ok(rc == STORE_EINVAL && n_chunks(st, a) == 2,
+	       "... also when finishing (nothing written)");
+	big.n = STORE_REPORTS_MAX;
+	/* finish: the chunks become one row */
+	rc = store_msg_finish_rep(st, a, "All thirty", 10, STORE_FINISH_STOP,
+	                          NULL, &w, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n_chunks(st, a) == 1,
+	       "finish replaces the chunks by one: %s", rc ? err : "ok");
+	rc = store_msg_reports(st, a, &r, err, sizeof(err));
+	tap_ok(rc == STORE_OK && reps_same(&r, &w), "all 30 read back");
+	check_export_logprobs(st, conv, &w);
+
+	/* the most a message holds, measured */
+	store_msg_begin(st, conv, u, STORE_ROLE_ASSISTANT, &other, err,
+	                sizeof(err));
+	rc = store_msg_finish_rep(st, other, "max", 3, STORE_FINISH_LENGTH,
+	                          NULL, &big, err, sizeof(err));
+	r.n = 0;
+	tap_ok(rc == STORE_OK &&
+	           store_msg_reports(st, other, &r, err, sizeof(err)) ==
+	               STORE_OK &&
+	           r.n == STORE_REPORTS_MAX,
+	       "a reply of %d reports is stored and read back",
+	       STORE_REPORTS_MAX);
+
+	/* hostile rows */
+	sqlite3_stmt *s;
+
+	sqlite3_prepare_v2(st->db,
+	                   "UPDATE token_reports SET data = "
+	                   "substr(data, 1, length(data) - 3) WHERE "
+	                   "message_id = ?1",
+	                   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, a);
+	sqlite3_step(s);
+	sqlite3_finalize(s);
+	rc = store_msg_reports(st, a, &r, err, sizeof(err));
+	char want[64];
+
+	snprintf(want, sizeof(want), "message %lld", (long long)a);
+	tap_ok(rc == STORE_ECORRUPT && r.n == 0 && strstr(err, want),
+	       "a truncated BLOB is an error naming the message: %s", err);
+	st->corrupt = false; /* a bad BLOB is not a damaged database */
+	sqlite3_prepare_v2(st->db,
+	                   "UPDATE token_reports SET first_pos = 3 WHERE "
+	                   "message_id = ?1",
+	                   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, a);
+	sqlite3_step(s);
+	sqlite3_finalize(s);
+	rc = store_msg_reports(st, a, &r, err, sizeof(err));
+	tap_ok(rc == STORE_ECORRUPT && strstr(err, "does not follow"),
+	       "a chunk that does not start at 0 is an error: %s", err);
+	store_conv_set_leaf(st, conv, a, err, sizeof(err));
+	rc = store_export_json_flags(st, conv, STORE_EXPORT_LOGPROBS,
+	                             &(char *){NULL}, &(size_t){0}, err,
+	                             sizeof(err));
+	tap_ok(rc == STORE_ECORRUPT, "export --logprobs reports it (%d): %s",
+	       rc, err);
+	st->corrupt = false;
+	/* the reports go with their message */
+	store_conv_delete(st, conv, err, sizeof(err));
+	tap_ok(n_chunks(st, a) == 0 && n_chunks(st, other) == 0,
+	       "deleting the conversation deletes its reports");
+	store_reports_free(&w);
+	store_reports_free(&r);
+	store_reports_free(&big);
+}
+
+/* Every message of a conversation, the tree, selecting a branch. */
+static void test_tree(struct store *st)
+{
+	struct store_conv_new cn = {.title = "tree"};
+	struct store_msg *v = NULL;
+	struct store_conv c;
+	size_t n = 0;
+	int64_t conv, u1, a1, a1b, u2, u2b, a2b, leaf = 0;
+	char *t;
+
+	store_conv_create(st, &cn, &conv, err, sizeof(err));
+	u1 = add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER, "Hi");
+	a1 = add(st, conv, u1, STORE_ROLE_ASSISTANT, "Hello");
+	u2 = add(st, conv, a1, STORE_ROLE_USER, "More");
+	a1b = add(st, conv, u1, STORE_ROLE_ASSISTANT, "Hey there");
+	u2b = add(st, conv, a1b, STORE_ROLE_USER, "And?");
+	a2b = add(st, conv, u2b, STORE_ROLE_ASSISTANT, "That is all");
+	tap_ok(store_msg_list(st, conv, &v, &n, err, sizeof(err)) == STORE_OK &&
+	           n == 6 && v[0].id == u1 && v[5].id == a2b,
+	       "store_msg_list: all 6 messages of both branches");
+	t = store_fmt_tree(v, n, a2b);
+	char w1[64], w2[64], w3[64], w4[64], w5[64];
+
+	snprintf(w1, sizeof(w1), "* #%lld user: Hi\n", (long long)u1);
+	snprintf(w2, sizeof(w2), "    #%lld assistant [1/2]: Hello\n",
+	         (long long)a1);
+	snprintf(w3, sizeof(w3), "    #%lld user: More\n", (long long)u2);
+	snprintf(w4, sizeof(w4), "*   #%lld assistant [2/2]: Hey there\n",
+	         (long long)a1b);
+	snprintf(w5, sizeof(w5), "*   #%lld assistant: That is all\n",
+	         (long long)a2b);
+	tap_ok(t && strncmp(t, w1, strlen(w1)) == 0 && strstr(t, w2) &&
+	           strstr(t, w3) && strstr(t, w4) && strstr(t, w5) &&
+	           strstr(t, w2) < strstr(t, w3) &&
+	           strstr(t, w3) < strstr(t, w4),
+	       "the tree: branches indented, * on the active one:\n%s", t);
+	free(t);
+	store_msg_free(v, n);
+	(void)u2;
+	tap_ok(store_conv_select(st, conv, a1, &leaf, err, sizeof(err)) ==
+	               STORE_OK &&
+	           leaf == u2,
+	       "selecting #%lld makes its newest descendant #%lld the leaf",
+	       (long long)a1, (long long)leaf);
+	store_conv_get(st, conv, &c, &v, &n, err, sizeof(err));
+	tap_ok(c.leaf_id == u2 && n == 3 && v[1].id == a1,
+	       "the active branch goes through it");
+	store_conv_clear(&c);
+	store_msg_free(v, n);
+	tap_ok(store_conv_select(st, conv, 999999, &leaf, err, sizeof(err)) ==
+	           STORE_ENOTFOUND,
+	       "a message of no such id: %s", err);
+	store_conv_delete(st, conv, err, sizeof(err));
+}
+
 /* Migrations ----------------------------------------------------------------
  */
 
@@ -973,6 +1438,69 @@ static void check_v1_data(const char *path, const char *what)
 	tap_ok(n == 1 && h[0].msg_id == 5, "%s: old messages are indexed",
 	       what);
 	store_hits_free(h, n);
+	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK &&
+	           raw_int(path, "SELECT count(*) FROM "
+	                         "pragma_foreign_key_check") == 0,
+	       "%s: integrity and foreign keys ok", what);
+	store_close(st);
+	tap_ok(raw_int(path, "PRAGMA user_version") == STORE_SCHEMA_VERSION,
+	       "%s: now at version %d", what, STORE_SCHEMA_VERSION);
+}
+
+/* The frozen v2 database (tests/data/store/v2.sql) after migration. */
+static void check_v2_data(const char *path, const char *what)
+{
+	struct store *st;
+	struct store_conv c;
+	struct store_msg *m;
+	struct store_kv kv;
+	struct store_reports r = {0};
+	size_t n;
+	int rc = store_open(path, 0, &st, err, sizeof(err));
+
+	tap_ok(rc == STORE_OK, "%s: opens and migrates: %s", what,
+	       rc ? err : "ok");
+	if (!st)
+		return;
+	rc = store_conv_get(st, 1, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n == 6 && c.leaf_id == 9 && m[3].id == 6 &&
+	           m[3].n_siblings == 2 && m[3].stats.n_tokens == 3 &&
+	           m[3].stats.decode_ms == 30.25 && m[5].id == 9 &&
+	           m[5].finish == STORE_FINISH_NONE &&
+	           strcmp(c.template_name, "chatml") == 0 &&
+	           c.model_size == 134217728 &&
+	           strcmp(c.sampling_json,
+	                  "{\"temperature\":0.8,\"seed\":42}") == 0,
+	       "%s: conversation 1, its branch, leaf and reply in progress "
+	       "intact",
+	       what);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	rc = store_conv_get(st, 2, &c, NULL, NULL, err, sizeof(err));
+	tap_ok(rc == STORE_OK && c.archived && c.n_messages == 2,
+	       "%s: the archived conversation intact", what);
+	store_conv_clear(&c);
+	rc = store_kv_get(st, 1, &kv, err, sizeof(err));
+	tap_ok(rc == STORE_OK && kv.n_tokens == 3 && kv.tokens[2] == 3,
+	       "%s: the KV slot intact", what);
+	store_kv_free(&kv);
+	rc = store_msg_reports(st, 9, &r, err, sizeof(err));
+	tap_ok(rc == STORE_OK && r.n == 0, "%s: old replies have no reports",
+	       what);
+	/* the reply in progress goes on with reports */
+	make_reports(&r, 4, 1);
+	rc = store_msg_update_rep(st, 9, "Madrid", 6, &r, 0, err, sizeof(err));
+	if (rc == STORE_OK)
+		rc =
+		    store_msg_finish_rep(st, 9, "Madrid.", 7, STORE_FINISH_STOP,
+		                         NULL, &r, err, sizeof(err));
+	r.n = 0;
+	tap_ok(rc == STORE_OK &&
+	           store_msg_reports(st, 9, &r, err, sizeof(err)) == STORE_OK &&
+	           r.n == 4,
+	       "%s: reports stored with a migrated message: %s", what,
+	       rc ? err : "ok");
+	store_reports_free(&r);
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK &&
 	           raw_int(path, "SELECT count(*) FROM "
 	                         "pragma_foreign_key_check") == 0,
@@ -1043,6 +1571,40 @@ static void test_migrations(void)
 	sqlite3_close(db);
 	check_v1_data(p1b, "v1 by step 1");
 
+	/* v2 from the frozen fixture */
+	snprintf(path, sizeof(path), "%s/tests/data/store/v2.sql",
+	         srcdir ? srcdir : ".");
+	sql = slurp(path, &len);
+	if (!sql) {
+		tap_ok(0, "read %s", path);
+	} else {
+		tap_ok(raw_exec(tpath("v2-fixture.db"), sql) == SQLITE_OK &&
+		           raw_int(tpath("v2-fixture.db"),
+		                   "PRAGMA user_version") == 2,
+		       "v2 fixture loaded");
+		check_v2_data(tpath("v2-fixture.db"), "v2 fixture");
+		/* the same fixture with a step 3 that cannot apply: the
+		   migration rolls back whole and leaves version 2 */
+		tap_ok(raw_exec(tpath("v2-bad.db"), sql) == SQLITE_OK &&
+		           raw_exec(tpath("v2-bad.db"),
+		                    "CREATE TABLE token_reports (x);") ==
+		               SQLITE_OK,
+		       "a v2 database that step 3 cannot migrate");
+		int64_t objs = raw_int(tpath("v2-bad.db"),
+		                       "SELECT count(*) FROM sqlite_schema");
+
+		tap_ok(
+		    store_open(tpath("v2-bad.db"), 0, &st, err, sizeof(err)) ==
+		            STORE_ERR &&
+		        raw_int(tpath("v2-bad.db"), "PRAGMA user_version") ==
+		            2 &&
+		        raw_int(tpath("v2-bad.db"),
+		                "SELECT count(*) FROM sqlite_schema") == objs,
+		    "failed migration to 3 rolled back, still version 2: %s",
+		    err);
+		free(sql);
+	}
+
 	/* a migration that fails midway leaves the old version */
 	tap_ok(raw_exec(tpath("v1-bad.db"),
 	                "PRAGMA application_id = 1349676153;"
@@ -1072,10 +1634,15 @@ static void test_refusals(void)
 	/* newer */
 	store_open(pn, 0, &st, err, sizeof(err));
 	store_close(st);
-	raw_exec(pn, "PRAGMA user_version = 3");
+	char newer[64], newer_v[16];
+
+	snprintf(newer, sizeof(newer), "PRAGMA user_version = %d",
+	         STORE_SCHEMA_VERSION + 1);
+	snprintf(newer_v, sizeof(newer_v), "%d", STORE_SCHEMA_VERSION + 1);
+	raw_exec(pn, newer);
 	before = slurp(pn, &lb);
 	tap_ok(store_open(pn, 0, &st, err, sizeof(err)) == STORE_ENEWER &&
-	           st == NULL && strstr(err, pn) && strstr(err, "3"),
+	           st == NULL && strstr(err, pn) && strstr(err, newer_v),
 	       "newer version refused: %s", err);
 	after = slurp(pn, &la);
 	tap_ok(before && after && la == lb && memcmp(before, after, la) == 0,
@@ -1343,6 +1910,9 @@ int main(void)
 	replay_dir(st, "store_import/crashers", false);
 	test_kv(st);
 	test_fmt(st);
+	test_reports_codec();
+	test_reports(st);
+	test_tree(st);
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
 	       "integrity check after all API tests");
 	store_close(st);

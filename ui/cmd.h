@@ -29,6 +29,7 @@ int cmd_resume(int argc, char **argv);
 /* cmd_history.c: the stored conversations */
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);
+int cmd_branch(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_rename(int argc, char **argv);
 int cmd_rm(int argc, char **argv);

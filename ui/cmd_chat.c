@@ -50,6 +50,7 @@ struct chat_args {
 	const char *cfg_file; /* --config FILE, or NULL */
 	bool plain;           /* --plain */
 	bool no_store;        /* --no-store */
+	bool no_reports;      /* --no-reports */
 	bool last;            /* resume --last */
 	int64_t conv_id;      /* resume ID */
 	bool model_given;     /* -m or model in the config */
@@ -60,6 +61,7 @@ struct chat_args {
 enum {
 	OPT_PLAIN = 256,
 	OPT_NO_STORE,
+	OPT_NO_REPORTS,
 	OPT_CONFIG,
 	OPT_LAST,
 	OPT_PRESET,
@@ -74,6 +76,7 @@ static const struct option chat_long[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"plain", no_argument, NULL, OPT_PLAIN},
     {"no-store", no_argument, NULL, OPT_NO_STORE},
+    {"no-reports", no_argument, NULL, OPT_NO_REPORTS},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"last", no_argument, NULL, OPT_LAST},
     {"system", required_argument, NULL, OPT_KEY},
@@ -153,6 +156,8 @@ static void chat_usage(FILE *fp, bool resume)
 	    "      --plain             the plain REPL, not the full-screen"
 	    " UI\n"
 	    "      --no-store          do not store the conversation\n"
+	    "      --no-reports        do not store the token reports "
+	    "(probabilities)\n"
 	    "      --db FILE           conversation database\n"
 	    "      --config FILE       config file (default "
 	    "$XDG_CONFIG_HOME/parley/config)\n"
@@ -220,6 +225,9 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 			break;
 		case OPT_NO_STORE:
 			a->no_store = true;
+			break;
+		case OPT_NO_REPORTS:
+			a->no_reports = true;
 			break;
 		case OPT_CONFIG:
 			a->cfg_file = optarg;
@@ -484,6 +492,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	for (size_t i = 0; i < cfg.n_stops; i++)
 		so.stops[so.n_stops++] = cfg.stops[i];
 	so.store = st;
+	so.store_reports = !a.no_reports; /* invisible in the output */
 	so.conv_id = resume ? a.conv_id : 0;
 	so.use_kv_slot = cfg.save_kv;
 	so.verify = cfg.verify;

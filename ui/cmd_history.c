@@ -2,11 +2,13 @@
  * cmd_history.c - the stored conversations from the command line:
  *
  *   parley list [--all] [-n N]        most recently updated first
- *   parley show ID                    the transcript of the active branch
+ *   parley show ID [--branches]       the transcript of the active branch
+ *                                     (--branches: the tree of messages)
+ *   parley branch ID MSG_ID           make the branch through MSG_ID active
  *   parley search [--raw] TEXT...     full-text search (FTS5)
  *   parley rename ID TITLE
  *   parley rm ID...
- *   parley export ID [--format md|json] [-o FILE]
+ *   parley export ID [--format md|json] [--logprobs] [-o FILE]
  *   parley import FILE.json|-
  *
  * Every command takes --db FILE (else $PARLEY_DB, else the XDG data
@@ -25,7 +27,14 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-enum { HOPT_DB = 256, HOPT_ALL, HOPT_RAW, HOPT_FORMAT };
+enum {
+	HOPT_DB = 256,
+	HOPT_ALL,
+	HOPT_RAW,
+	HOPT_FORMAT,
+	HOPT_BRANCHES,
+	HOPT_LOGPROBS
+};
 
 static const struct option hist_long[] = {
     {"help", no_argument, NULL, 'h'},
@@ -33,6 +42,8 @@ static const struct option hist_long[] = {
     {"all", no_argument, NULL, HOPT_ALL},
     {"raw", no_argument, NULL, HOPT_RAW},
     {"format", required_argument, NULL, HOPT_FORMAT},
+    {"branches", no_argument, NULL, HOPT_BRANCHES},
+    {"logprobs", no_argument, NULL, HOPT_LOGPROBS},
     {"output", required_argument, NULL, 'o'},
     {"limit", required_argument, NULL, 'n'},
     {NULL, 0, NULL, 0},
@@ -47,16 +58,20 @@ static const struct {
     {"list", "[--all] [-n N]",
      "stored conversations, newest first "
      "(--all: archived too)"},
-    {"show", "ID", "the transcript of a conversation"},
+    {"show", "ID [--branches]",
+     "the transcript of a conversation's active branch (--branches: "
+     "every message as a tree, * on the active branch)"},
+    {"branch", "ID MSG_ID",
+     "make the branch through message MSG_ID active (it continues "
+     "with its newest replies)"},
     {"search", "[--raw] [-n N] TEXT...",
      "messages containing all the "
      "words (--raw: an FTS5 query)"},
     {"rename", "ID TITLE", "set a conversation's title"},
     {"rm", "ID...", "delete conversations"},
-    {"export", "ID [--format md|json] [-o FILE]",
-     "a conversation as "
-     "Markdown or JSON (OpenAI "
-     "messages)"},
+    {"export", "ID [--format md|json] [--logprobs] [-o FILE]",
+     "a conversation as Markdown or JSON (OpenAI messages; --logprobs: "
+     "each reply's token log-probabilities, OpenAI's logprobs shape)"},
     {"import", "FILE.json|-",
      "a conversation from JSON (export's format "
      "or a bare messages array)"},
@@ -68,6 +83,8 @@ struct hist_args {
 	bool all;           /* --all */
 	bool raw;           /* --raw */
 	const char *format; /* --format */
+	bool branches;      /* --branches */
+	bool logprobs;      /* --logprobs */
 	const char *output; /* -o */
 	long limit;         /* -n */
 };
@@ -106,6 +123,12 @@ static int hist_parse(int argc, char **argv, struct hist_args *a)
 			break;
 		case HOPT_FORMAT:
 			a->format = optarg;
+			break;
+		case HOPT_BRANCHES:
+			a->branches = true;
+			break;
+		case HOPT_LOGPROBS:
+			a->logprobs = true;
 			break;
 		case 'o':
 			a->output = optarg;
@@ -233,7 +256,19 @@ int cmd_show(int argc, char **argv)
 		store_close(st);
 		return 1;
 	}
-	text = store_fmt_show(&c, m, n);
+	if (a.branches) {
+		store_msg_free(m, n);
+		if (store_msg_list(st, id, &m, &n, err, sizeof(err)) !=
+		    STORE_OK) {
+			fprintf(stderr, "parley: %s\n", err);
+			store_conv_clear(&c);
+			store_close(st);
+			return 1;
+		}
+		text = store_fmt_tree(m, n, c.leaf_id);
+	} else {
+		text = store_fmt_show(&c, m, n);
+	}
 	if (text)
 		fputs(text, stdout);
 	free(text);
@@ -241,6 +276,29 @@ int cmd_show(int argc, char **argv)
 	store_conv_clear(&c);
 	store_close(st);
 	return text ? 0 : 1;
+}
+
+int cmd_branch(int argc, char **argv)
+{
+	struct hist_args a;
+	struct store *st;
+	char err[512];
+	int i, rc = hist_begin(argc, argv, &a, 2, 2, &st, &i);
+	int64_t id, msg, leaf = 0;
+
+	if (rc >= 0)
+		return rc;
+	if ((id = hist_id(argv[i])) == 0 || (msg = hist_id(argv[i + 1])) == 0) {
+		store_close(st);
+		return 2;
+	}
+	rc = store_conv_select(st, id, msg, &leaf, err, sizeof(err));
+	if (rc != STORE_OK)
+		fprintf(stderr, "parley: %s\n", err);
+	else
+		printf("%" PRId64 "\n", leaf);
+	store_close(st);
+	return rc == STORE_OK ? 0 : 1;
 }
 
 int cmd_search(int argc, char **argv)
@@ -358,8 +416,15 @@ int cmd_export(int argc, char **argv)
 		store_close(st);
 		return 2;
 	}
+	if (a.logprobs && !(a.format && strcmp(a.format, "json") == 0)) {
+		fputs("parley: --logprobs needs --format json\n", stderr);
+		store_close(st);
+		return 2;
+	}
 	if (a.format && strcmp(a.format, "json") == 0)
-		rc = store_export_json(st, id, &out, &len, err, sizeof(err));
+		rc = store_export_json_flags(
+		    st, id, a.logprobs ? STORE_EXPORT_LOGPROBS : 0, &out, &len,
+		    err, sizeof(err));
 	else
 		rc = store_export_md(st, id, &out, &len, err, sizeof(err));
 	store_close(st);

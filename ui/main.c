@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"resume", cmd_resume, "continue a stored conversation [ID|--last]"},
     {"list", cmd_list, "list the stored conversations"},
     {"show", cmd_show, "print a stored conversation"},
+    {"branch", cmd_branch, "make another branch of a conversation active"},
     {"search", cmd_search, "search the stored messages"},
     {"rename", cmd_rename, "set a conversation's title"},
     {"rm", cmd_rm, "delete conversations"},
