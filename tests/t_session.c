@@ -847,7 +847,9 @@ static void test_observe(void)
 	           session_trace(s) == NULL,
 	       "both off: no trace");
 	session_close(s);
-/* 7: token reports and branching at a token. */
+}
+
+/* 8: token reports and branching at a token. */
 
 /* Reports given live by the token callback. */
 struct live {
