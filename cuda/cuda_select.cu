@@ -90,9 +90,10 @@ struct sel_head {
 };
 
 /* One tile's pass-1 sums ([0] raw row, [1] penalised row) relative to its
-   own maximum m (-inf: no finite logit, s = a = 0), and bad indices. */
+   own maximum m (-inf: no finite logit, s = a = 0), and bad indices; the
+   entropy's a of the raw row only (the penalised row's is not wanted). */
 struct sel_part {
-	double m[2], s[2], a[2];
+	double m[2], s[2], a;
 	int32_t nan_at, inf_at; /* lowest in the tile, INT_MAX: none */
 };
 
@@ -366,58 +367,63 @@ __global__ static void __launch_bounds__(SEL_TILE_THREADS)
 {
 	const int NT = SEL_TILE_THREADS;
 	__shared__ struct sel_shared<NT> sh;
-	__shared__ double red[4 * NT / 32];
+	__shared__ double red[3 * NT / 32];
 	__shared__ int32_t bad[2];
 	const int tid = threadIdx.x;
 	const int32_t t0 = blockIdx.x * SEL_TILE;
 	const int32_t len = n - t0 < SEL_TILE ? n - t0 : SEL_TILE;
 	const float *r = raw + t0, *p = pen + t0;
-	double m[2] = {-INFINITY, -INFINITY}, sa[4] = {0.0, 0.0, 0.0, 0.0};
+	double m[2] = {-INFINITY, -INFINITY}, sa[3] = {0.0, 0.0, 0.0};
+	float x[SEL_TILE / NT], y[SEL_TILE / NT];
 
 	if (tid == 0)
 		bad[0] = bad[1] = INT_MAX;
-	__syncthreads();
-	for (int32_t i = tid; i < len; i += NT) {
-		float x = r[i], y = p[i];
+		/* the tile into registers: every load issued before the first
+		   use (one memory latency, not one per entry); -inf past the
+		   row's end */
+#pragma unroll
+	for (int j = 0; j < SEL_TILE / NT; j++) {
+		int32_t i = tid + j * NT;
 
-		if (x != x)
-			atomicMin(&bad[0], t0 + i);
-		else if (x == INFINITY)
-			atomicMin(&bad[1], t0 + i);
-		if (sel_finite(x))
-			m[0] = fmax(m[0], (double)x);
-		if (sel_finite(y))
-			m[1] = fmax(m[1], (double)y);
+		x[j] = i < len ? r[i] : -INFINITY;
+		y[j] = i < len ? p[i] : -INFINITY;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int j = 0; j < SEL_TILE / NT; j++) {
+		if (x[j] != x[j])
+			atomicMin(&bad[0], t0 + tid + j * NT);
+		else if (x[j] == INFINITY)
+			atomicMin(&bad[1], t0 + tid + j * NT);
+		if (sel_finite(x[j]))
+			m[0] = fmax(m[0], (double)x[j]);
+		if (sel_finite(y[j]))
+			m[1] = fmax(m[1], (double)y[j]);
 	}
 	sel_block_max<NT, 2>(m, red);
 	/* one exp per finite entry, at the tile's maximum */
-	for (int32_t i = tid; i < len; i += NT) {
-		float x = r[i], y = p[i];
+#pragma unroll
+	for (int j = 0; j < SEL_TILE / NT; j++) {
 		double d, e;
 
-		if (sel_finite(x)) {
-			d = (double)x - m[0];
+		if (sel_finite(x[j])) {
+			d = (double)x[j] - m[0];
 			e = exp(d);
 			sa[0] += e;
 			sa[1] += e * d;
 		}
-		if (sel_finite(y)) {
-			d = (double)y - m[1];
-			e = exp(d);
-			sa[2] += e;
-			sa[3] += e * d;
-		}
+		if (sel_finite(y[j]))
+			sa[2] += exp((double)y[j] - m[1]);
 	}
-	sel_block_sum<NT, 4>(sa, red);
+	sel_block_sum<NT, 3>(sa, red);
 	if (tid == 0) {
 		struct sel_part *t = part + blockIdx.x;
 
 		t->m[0] = m[0];
 		t->s[0] = sa[0];
-		t->a[0] = sa[1];
+		t->a = sa[1];
 		t->m[1] = m[1];
 		t->s[1] = sa[2];
-		t->a[1] = sa[3];
 		t->nan_at = bad[0];
 		t->inf_at = bad[1];
 	}
@@ -482,7 +488,7 @@ __global__ static void __launch_bounds__(SEL_FINAL_THREADS)
 			d = q->m[0] - m[0];
 			e = exp(d);
 			sa[0] += e * q->s[0];
-			sa[1] += e * (q->a[0] + q->s[0] * d);
+			sa[1] += e * (q->a + q->s[0] * d);
 		}
 		if (q->m[1] > -INFINITY)
 			sa[2] += exp(q->m[1] - m[1]) * q->s[1];
