@@ -78,6 +78,14 @@
 #define SEL_FINAL_THREADS 1024
 #define SEL_FULL          0xffffffffu
 
+/* Tunable, within: whole warps, a tile an exact number of rounds of the
+   block (pass 1 holds it in registers), at most 32 warps (one warp scans
+   the warps' counts). Smaller tiles: more blocks, more candidates. */
+static_assert(SEL_TILE % SEL_TILE_THREADS == 0 && SEL_TILE_THREADS % 32 == 0 &&
+                  SEL_TILE_THREADS <= 1024 && SEL_FINAL_THREADS % 32 == 0 &&
+                  SEL_FINAL_THREADS <= 1024,
+              "select: tile and block shapes");
+
 /* The result block: this header, then k ids, k penalised logits, k raw
    logits, n_raw ids, n_raw raw logits (4 bytes each). */
 struct sel_head {
