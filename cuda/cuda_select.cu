@@ -4,28 +4,64 @@
  *
  * NOTES ON THE DESIGN
  *
- * Correct first: one block of 1024 threads does the whole row (a 151k
- * vocabulary is 600 KB: a few microseconds of one SM's bandwidth, small
- * beside a decode step; a multi-block version is speed work for later).
+ * Why two passes over many blocks: one block over a whole 152k row ran at
+ * one SM's pace (about 330 us on an H100, the largest kernel of a decode
+ * step: a double exp per entry and eight radix passes over the row). The
+ * row is cut into tiles of SEL_TILE entries; each tile is one block.
  *
  *   1. penalties: the window's distinct ids and counts are made on the host
  *      (a few hundred ids), uploaded, and applied to a copy of the row with
  *      the reference's formula in round-to-nearest intrinsics - nvcc would
  *      otherwise contract a * b + c into one FMA and round differently;
- *   2. one pass over both rows: online log-sum-exp and entropy sums in
- *      double (the reference's form), and the lowest index of a NaN or
- *      +inf logit;
- *   3. top-k by radix select over order-preserving 32-bit keys (four 8-bit
- *      digits, most significant first) finds the k-th greatest key T and
- *      how many entries equal to T are wanted; entries above T are gathered
- *      in any order, entries equal to T in id order (a block scan per tile)
- *      so that ties go to the lower ids, as in the reference;
- *   4. the same for the raw row's top-n.
+ *   2. pass 1, sel_tiles (grid: one block of SEL_TILE_THREADS per tile):
+ *      the tile's maximum m of the finite logits, then s = sum e^(l - m)
+ *      and a = sum e^(l - m) (l - m) in double, for both rows; the lowest
+ *      index of a NaN and of a +inf; and the tile's own top min(k, len) of
+ *      the penalised row and top min(n_raw, len) of the raw row (sel_block_
+ *      select below), written in id order to the candidate arrays at
+ *      tile * min(k, SEL_TILE) - contiguous, as only the last tile can be
+ *      short, and so in id order over the whole row;
+ *   3. pass 2, sel_final (one block of SEL_FINAL_THREADS): the tiles' sums
+ *      merged at the greatest tile maximum M (s = sum_t s_t e^(m_t - M),
+ *      a = sum_t e^(m_t - M) (a_t + s_t (m_t - M)), the merge of the online
+ *      form) in a fixed order: thread j adds tiles j, j + 1024, ... in
+ *      order, then a fixed shuffle tree and the warps in index order - the
+ *      sums do not depend on timing; the min of the tiles' NaN / +inf
+ *      indices; then the same block select over the union of candidates.
+ *
+ * Why the union holds the answer: rank entries by (key desc, id asc), a
+ * total order (the reference's). An entry among the k first of the row has
+ * fewer than k entries before it in the row, so fewer than k before it in
+ * its tile: it is among its tile's min(k, len) first. Each tile keeps
+ * exactly those (ties at its threshold go to its lowest ids), and the
+ * union is in id order, so pass 2's "ties to the first in array order"
+ * is "ties to the lowest id", as in the reference.
+ *
+ * The block select (sel_block_select): radix select over order-preserving
+ * 32-bit keys, 8-bit digits from the most significant, finds the bucket of
+ * the k-th greatest key and how many of it are wanted (a warp finds the
+ * digit by a scan over the 256 counts; it stops early once the whole
+ * bucket is wanted); then one stable compaction in array order (ballots
+ * and a scan of the warps' counts) takes every entry above the bucket and
+ * the first "wanted" ones in it. Histograms add with one shared atomic per
+ * distinct digit per warp (__match_any_sync): logits share few exponents,
+ * so plain atomics would serialise.
+ *
+ * Cost: the union has n_tiles * min(k, SEL_TILE) entries, small for the
+ * sampler's usual k (40: 3,000 for a 152k row); at k >= SEL_TILE every tile
+ * passes its whole tile on and pass 2 selects over the whole row in one
+ * block - correct, but at the old one-block pace.
+ *
+ * Scratch (cuda_select_init): n_tiles partials, and five candidate arrays
+ * of n_tiles * SEL_TILE entries (k values, k raw, k ids, n values, n ids).
+ *
  * The host copies one block back (a header and k + n entries) and sorts
  * the entries by (logit desc, id asc), giving the reference's order.
  *
  * Invariant: with no NaN or +inf in the row, the ids and penalised logits
- * returned equal engine_select_row's bit for bit.
+ * returned equal engine_select_row's bit for bit; the sums equal its sums
+ * to double rounding (the same terms taken at the row's maximum, added in
+ * another order).
  */
 #include "cuda_check.cuh"
 #include "cuda_select.h"
@@ -37,8 +73,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEL_THREADS 1024
-#define SEL_WARPS   (SEL_THREADS / 32)
+#define SEL_TILE          2048 /* entries of a pass-1 tile */
+#define SEL_TILE_THREADS  256
+#define SEL_FINAL_THREADS 1024
+#define SEL_FULL          0xffffffffu
+
+/* Tunable, within: whole warps, a tile an exact number of rounds of the
+   block (pass 1 holds it in registers), at most 32 warps (one warp scans
+   the warps' counts). Smaller tiles: more blocks, more candidates. */
+static_assert(SEL_TILE % SEL_TILE_THREADS == 0 && SEL_TILE_THREADS % 32 == 0 &&
+                  SEL_TILE_THREADS <= 1024 && SEL_FINAL_THREADS % 32 == 0 &&
+                  SEL_FINAL_THREADS <= 1024,
+              "select: tile and block shapes");
 
 /* The result block: this header, then k ids, k penalised logits, k raw
    logits, n_raw ids, n_raw raw logits (4 bytes each). */
@@ -51,10 +97,24 @@ struct sel_head {
 	int32_t k, n_raw;    /* entries that follow */
 };
 
+/* One tile's pass-1 sums ([0] raw row, [1] penalised row) relative to its
+   own maximum m (-inf: no finite logit, s = a = 0), and bad indices; the
+   entropy's a of the raw row only (the penalised row's is not wanted). */
+struct sel_part {
+	double m[2], s[2], a;
+	int32_t nan_at, inf_at; /* lowest in the tile, INT_MAX: none */
+};
+
 /* Bytes of the result block for K and N_RAW entries. */
 static size_t sel_out_bytes(int32_t k, int32_t n_raw)
 {
 	return sizeof(struct sel_head) + (size_t)(3 * k + 2 * n_raw) * 4;
+}
+
+/* Tiles of a row of N entries. */
+static int32_t sel_n_tiles(int32_t n)
+{
+	return (n + SEL_TILE - 1) / SEL_TILE;
 }
 
 /* Order-preserving key: a > b as floats iff key(a) > key(b); -0 = +0. */
@@ -65,6 +125,12 @@ __device__ static uint32_t sel_key(float f)
 	if ((u & 0x7fffffffu) == 0)
 		u = 0;
 	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Finite: counted in the sums (-inf adds nothing; NaN, +inf are errors). */
+__device__ static bool sel_finite(float x)
+{
+	return x > -INFINITY && x < INFINITY;
 }
 
 /* The reference's penalty (engine_select.c), without contraction. */
@@ -84,223 +150,376 @@ __global__ static void sel_penalise(const float *row, float *pen,
 	pen[id] = l;
 }
 
-/* Online sums (see engine_select.c's sel_sum_add). */
-struct sel_sum {
-	double m, s, a;
-};
+/* ------------------------------------------------- block reductions */
 
-__device__ static void sel_sum_add(struct sel_sum *u, float l)
+/*
+ * Block-wide sums of V[0..NV) (every thread gets them): a fixed xor tree
+ * in each warp, then the warps in index order, so the rounding does not
+ * depend on timing. SH: NV * NT / 32 doubles.
+ */
+template <int NT, int NV>
+__device__ static void sel_block_sum(double *v, double *sh)
 {
-	double x = l, d;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-	if (l == -INFINITY || l != l || l == INFINITY)
-		return;
-	if (u->m == -INFINITY) {
-		u->m = x;
-	} else if (x > u->m) {
-		d = exp(u->m - x);
-		u->a = d * (u->a + u->s * (u->m - x));
-		u->s = d * u->s;
-		u->m = x;
-	}
-	d = exp(x - u->m);
-	u->s += d;
-	u->a += d * (x - u->m);
-}
-
-/* Merge B into A. */
-__device__ static void sel_sum_merge(struct sel_sum *a, struct sel_sum b)
-{
-	double m, da, db;
-
-	if (b.m == -INFINITY)
-		return;
-	if (a->m == -INFINITY) {
-		*a = b;
-		return;
-	}
-	m = a->m > b.m ? a->m : b.m;
-	da = exp(a->m - m);
-	db = exp(b.m - m);
-	a->a = da * (a->a + a->s * (a->m - m)) + db * (b.a + b.s * (b.m - m));
-	a->s = da * a->s + db * b.s;
-	a->m = m;
-}
-
-/* Block-wide merge of one sel_sum per thread; the result in thread 0. */
-__device__ static struct sel_sum sel_block_sum(struct sel_sum v,
-                                               struct sel_sum *sh)
-{
-	sh[threadIdx.x] = v;
+#pragma unroll
+	for (int j = 0; j < NV; j++)
+		for (int o = 16; o > 0; o /= 2)
+			v[j] += __shfl_xor_sync(SEL_FULL, v[j], o);
+	__syncthreads(); /* SH may still be read by a previous call */
+	if (lane == 0)
+#pragma unroll
+		for (int j = 0; j < NV; j++)
+			sh[j * (NT / 32) + warp] = v[j];
 	__syncthreads();
-	for (int w = SEL_THREADS / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			sel_sum_merge(&sh[threadIdx.x], sh[threadIdx.x + w]);
-		__syncthreads();
+#pragma unroll
+	for (int j = 0; j < NV; j++) {
+		v[j] = sh[j * (NT / 32)];
+		for (int w = 1; w < NT / 32; w++)
+			v[j] += sh[j * (NT / 32) + w];
 	}
-	return sh[0];
 }
 
-/* Shared state of the radix select. */
-struct sel_shared {
+/* Block-wide maxima of V[0..NV) (every thread gets them). */
+template <int NT, int NV>
+__device__ static void sel_block_max(double *v, double *sh)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+#pragma unroll
+	for (int j = 0; j < NV; j++)
+		for (int o = 16; o > 0; o /= 2)
+			v[j] = fmax(v[j], __shfl_xor_sync(SEL_FULL, v[j], o));
+	__syncthreads();
+	if (lane == 0)
+#pragma unroll
+		for (int j = 0; j < NV; j++)
+			sh[j * (NT / 32) + warp] = v[j];
+	__syncthreads();
+#pragma unroll
+	for (int j = 0; j < NV; j++) {
+		v[j] = sh[j * (NT / 32)];
+		for (int w = 1; w < NT / 32; w++)
+			v[j] = fmax(v[j], sh[j * (NT / 32) + w]);
+	}
+}
+
+/* ------------------------------------------------------ block select */
+
+/* Shared state of the block select for NT threads. */
+template <int NT> struct sel_shared {
 	uint32_t hist[256];
-	uint32_t prefix, mask;
-	int32_t remaining;
-	int32_t count;
-	int32_t taken;
-	int32_t warp_n[SEL_WARPS];
+	uint32_t prefix, mask; /* the bucket: keys with key & mask == prefix */
+	int32_t remaining;     /* entries of the bucket wanted */
+	int32_t bucket;        /* entries in the bucket */
+	int2 warp_n[2]
+	           [NT / 32]; /* per warp: above, in the bucket (2 buffers) */
 };
 
 /*
- * The K greatest of V[0..n) (ties: lower ids) into OUT_ID / OUT_V (and
- * RAW[id] into OUT_RAW when RAW is given), in no particular order.
+ * Warp 0: the digit (at SHIFT) of the bucket that holds the sh->remaining-th
+ * greatest key, from sh->hist; narrows sh's bucket to it.
  */
-__device__ static void sel_topk(const float *v, int32_t n, int32_t k,
-                                const float *raw, int32_t *out_id, float *out_v,
-                                float *out_raw, struct sel_shared *sh)
+template <int NT>
+__device__ static void sel_find_digit(struct sel_shared<NT> *sh, int shift)
 {
-	const int tid = threadIdx.x;
+	const int lane = threadIdx.x & 31;
+	int32_t need = sh->remaining, h[8], c = 0, incl;
 
+	/* lane l holds digits 255 - 8 l down to 248 - 8 l */
+	for (int j = 0; j < 8; j++) {
+		h[j] = (int32_t)sh->hist[255 - 8 * lane - j];
+		c += h[j];
+	}
+	incl = c;
+	for (int o = 1; o < 32; o *= 2) {
+		int32_t x = __shfl_up_sync(SEL_FULL, incl, o);
+
+		if (lane >= o)
+			incl += x;
+	}
+	__syncwarp(); /* every lane has read sh before one writes it */
+	/* exactly one lane: the counts are >= 0 and sum to >= need >= 1 */
+	if (incl - c < need && need <= incl) {
+		int32_t cum = incl - c;
+
+		for (int j = 0; j < 8; j++) {
+			if (cum + h[j] >= need) {
+				sh->prefix |= (uint32_t)(255 - 8 * lane - j)
+				              << shift;
+				sh->mask |= 255u << shift;
+				sh->remaining = need - cum;
+				sh->bucket = h[j];
+				break;
+			}
+			cum += h[j];
+		}
+	}
+}
+
+/*
+ * The K greatest of V[0..n) by (key desc, index asc), all NT threads of
+ * the block: into OUT_ID / OUT_V (and CARRY[i] into OUT_CARRY when CARRY
+ * is given) in index order, exactly min(K, N) entries. The id of V[i] is
+ * IDS[i], or ID0 + i when IDS is NULL. Uniform arguments.
+ */
+template <int NT>
+__device__ static void
+sel_block_select(const float *__restrict__ v, const int32_t *__restrict__ ids,
+                 int32_t id0, const float *__restrict__ carry, int32_t n,
+                 int32_t k, int32_t *out_id, float *out_v, float *out_carry,
+                 struct sel_shared<NT> *sh)
+{
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const uint32_t lt = (1u << lane) - 1u;
+
+	if (k > n)
+		k = n;
 	if (k <= 0)
 		return;
+	__syncthreads(); /* SH may still be read by a previous call */
 	if (tid == 0) {
 		sh->prefix = 0;
 		sh->mask = 0;
 		sh->remaining = k;
+		sh->bucket = n;
 	}
+	__syncthreads();
 	for (int shift = 24; shift >= 0; shift -= 8) {
-		for (int d = tid; d < 256; d += SEL_THREADS)
+		if (sh->remaining == sh->bucket)
+			break; /* the whole bucket is wanted (uniform) */
+		const uint32_t prefix = sh->prefix, mask = sh->mask;
+
+		for (int d = tid; d < 256; d += NT)
 			sh->hist[d] = 0;
 		__syncthreads();
-		uint32_t prefix = sh->prefix, mask = sh->mask;
+		for (int32_t c = 0; c < n; c += NT) {
+			int32_t i = c + tid;
+			uint32_t d = 256, key, peers;
 
-		for (int32_t i = tid; i < n; i += SEL_THREADS) {
-			uint32_t key = sel_key(v[i]);
-
-			if ((key & mask) == prefix)
-				atomicAdd(&sh->hist[(key >> shift) & 255u], 1u);
-		}
-		__syncthreads();
-		if (tid == 0) {
-			int32_t cum = 0, need = sh->remaining;
-
-			for (int d = 255; d >= 0; d--) {
-				if (cum + (int32_t)sh->hist[d] >= need) {
-					sh->remaining = need - cum;
-					sh->prefix |= (uint32_t)d << shift;
-					sh->mask |= 255u << shift;
-					break;
-				}
-				cum += (int32_t)sh->hist[d];
+			if (i < n) {
+				key = sel_key(v[i]);
+				if ((key & mask) == prefix)
+					d = (key >> shift) & 255u;
 			}
-			sh->count = 0;
-			sh->taken = 0;
+			if (__ballot_sync(SEL_FULL, d != 256) == 0)
+				continue; /* uniform in the warp */
+			peers = __match_any_sync(SEL_FULL, d);
+			if (d != 256 && lane == __ffs(peers) - 1)
+				atomicAdd(&sh->hist[d],
+				          (uint32_t)__popc(peers));
 		}
 		__syncthreads();
+		if (warp == 0)
+			sel_find_digit<NT>(sh, shift);
+		__syncthreads();
 	}
-	/* sh->prefix = T, the k-th greatest key; take every key > T and the
-	   first sh->remaining keys == T in id order */
-	const uint32_t T = sh->prefix;
-	const int32_t want_eq = sh->remaining;
+	/* take every key above the bucket and its first `want` entries */
+	const uint32_t T = sh->prefix, mask = sh->mask;
+	const int32_t want = sh->remaining, above_all = k - want;
+	int32_t base_gt = 0, base_eq = 0;
 
-	for (int32_t i = tid; i < n; i += SEL_THREADS)
-		if (sel_key(v[i]) > T) {
-			int32_t at = atomicAdd(&sh->count, 1);
+	for (int32_t c = 0, p = 0; c < n; c += NT, p ^= 1) {
+		int32_t i = c + tid;
+		uint32_t hi = i < n ? sel_key(v[i]) & mask : 0;
+		bool gt = i < n && hi > T, eq = i < n && hi == T;
+		uint32_t bg = __ballot_sync(SEL_FULL, gt);
+		uint32_t be = __ballot_sync(SEL_FULL, eq);
+		int32_t og, oe, tg, te;
 
-			out_id[at] = i;
-			out_v[at] = v[i];
-			if (raw)
-				out_raw[at] = raw[i];
-		}
-	__syncthreads();
-	const int32_t base = sh->count; /* = k - want_eq */
-
-	for (int32_t tile = 0; tile < n; tile += SEL_THREADS) {
-		int32_t i = tile + tid, taken = sh->taken;
-		int f = i < n && sel_key(v[i]) == T;
-		unsigned bal = __ballot_sync(0xffffffffu, f);
-		int lane = tid & 31, warp = tid >> 5;
-		int32_t off = __popc(bal & ((1u << lane) - 1u));
-
-		if (taken >= want_eq)
-			break; /* uniform: every thread read the same taken */
 		if (lane == 0)
-			sh->warp_n[warp] = __popc(bal);
+			sh->warp_n[p][warp] = make_int2(__popc(bg), __popc(be));
 		__syncthreads();
-		for (int w = 0; w < warp; w++)
-			off += sh->warp_n[w];
-		if (f && taken + off < want_eq) {
-			int32_t at = base + taken + off;
+		/* the warps' counts: exclusive prefix at this warp, total */
+		{
+			int2 x = lane < NT / 32 ? sh->warp_n[p][lane]
+			                        : make_int2(0, 0);
+			int32_t sg = x.x, se = x.y;
 
-			out_id[at] = i;
+			for (int o = 1; o < 32; o *= 2) {
+				int32_t yg = __shfl_up_sync(SEL_FULL, sg, o);
+				int32_t ye = __shfl_up_sync(SEL_FULL, se, o);
+
+				if (lane >= o)
+					sg += yg, se += ye;
+			}
+			tg = __shfl_sync(SEL_FULL, sg, 31);
+			te = __shfl_sync(SEL_FULL, se, 31);
+			og = __shfl_sync(SEL_FULL, sg - x.x, warp);
+			oe = __shfl_sync(SEL_FULL, se - x.y, warp);
+		}
+		og += base_gt + __popc(bg & lt);
+		oe += base_eq + __popc(be & lt);
+		if (gt || (eq && oe < want)) {
+			int32_t at = og + (oe < want ? oe : want);
+
+			out_id[at] = ids ? ids[i] : id0 + i;
 			out_v[at] = v[i];
-			if (raw)
-				out_raw[at] = raw[i];
+			if (carry)
+				out_carry[at] = carry[i];
 		}
-		__syncthreads();
-		if (tid == 0) {
-			int32_t tot = 0;
-
-			for (int w = 0; w < SEL_WARPS; w++)
-				tot += sh->warp_n[w];
-			sh->taken = taken + tot;
-		}
-		__syncthreads();
+		base_gt += tg;
+		base_eq += te;
+		if (base_gt == above_all && base_eq >= want)
+			break; /* all taken (uniform) */
 	}
-	__syncthreads();
 }
 
-/* Everything after the penalties, in one block. */
-__global__ static void __launch_bounds__(SEL_THREADS)
-    sel_main(const float *raw, const float *pen, int32_t n, int32_t k,
-             int32_t n_raw, unsigned char *out)
+/* ------------------------------------------------------------ passes */
+
+/* Pass 1: one tile per block (see the notes). */
+__global__ static void __launch_bounds__(SEL_TILE_THREADS)
+    sel_tiles(const float *raw, const float *pen, int32_t n, int32_t k,
+              int32_t n_raw, struct sel_part *part, float *ck_v, int32_t *ck_id,
+              float *ck_raw, float *cr_v, int32_t *cr_id)
 {
-	__shared__ struct sel_sum sums[SEL_THREADS];
-	__shared__ struct sel_shared sh;
+	const int NT = SEL_TILE_THREADS;
+	__shared__ struct sel_shared<NT> sh;
+	__shared__ double red[3 * NT / 32];
 	__shared__ int32_t bad[2];
+	const int tid = threadIdx.x;
+	const int32_t t0 = blockIdx.x * SEL_TILE;
+	const int32_t len = n - t0 < SEL_TILE ? n - t0 : SEL_TILE;
+	const float *r = raw + t0, *p = pen + t0;
+	double m[2] = {-INFINITY, -INFINITY}, sa[3] = {0.0, 0.0, 0.0};
+	float x[SEL_TILE / NT], y[SEL_TILE / NT];
+
+	if (tid == 0)
+		bad[0] = bad[1] = INT_MAX;
+		/* the tile into registers: every load issued before the first
+		   use (one memory latency, not one per entry); -inf past the
+		   row's end */
+#pragma unroll
+	for (int j = 0; j < SEL_TILE / NT; j++) {
+		int32_t i = tid + j * NT;
+
+		x[j] = i < len ? r[i] : -INFINITY;
+		y[j] = i < len ? p[i] : -INFINITY;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int j = 0; j < SEL_TILE / NT; j++) {
+		if (x[j] != x[j])
+			atomicMin(&bad[0], t0 + tid + j * NT);
+		else if (x[j] == INFINITY)
+			atomicMin(&bad[1], t0 + tid + j * NT);
+		if (sel_finite(x[j]))
+			m[0] = fmax(m[0], (double)x[j]);
+		if (sel_finite(y[j]))
+			m[1] = fmax(m[1], (double)y[j]);
+	}
+	sel_block_max<NT, 2>(m, red);
+	/* one exp per finite entry, at the tile's maximum */
+#pragma unroll
+	for (int j = 0; j < SEL_TILE / NT; j++) {
+		double d, e;
+
+		if (sel_finite(x[j])) {
+			d = (double)x[j] - m[0];
+			e = exp(d);
+			sa[0] += e;
+			sa[1] += e * d;
+		}
+		if (sel_finite(y[j]))
+			sa[2] += exp((double)y[j] - m[1]);
+	}
+	sel_block_sum<NT, 3>(sa, red);
+	if (tid == 0) {
+		struct sel_part *t = part + blockIdx.x;
+
+		t->m[0] = m[0];
+		t->s[0] = sa[0];
+		t->a = sa[1];
+		t->m[1] = m[1];
+		t->s[1] = sa[2];
+		t->nan_at = bad[0];
+		t->inf_at = bad[1];
+	}
+	{
+		int32_t sk = k < SEL_TILE ? k : SEL_TILE;
+		int32_t sn = n_raw < SEL_TILE ? n_raw : SEL_TILE;
+		size_t ok = (size_t)blockIdx.x * sk,
+		       on = (size_t)blockIdx.x * sn;
+
+		sel_block_select<NT>(p, NULL, t0, r, len, k, ck_id + ok,
+		                     ck_v + ok, ck_raw + ok, &sh);
+		sel_block_select<NT>(r, NULL, t0, NULL, len, n_raw, cr_id + on,
+		                     cr_v + on, NULL, &sh);
+	}
+}
+
+/* Candidates that N_TILES tiles of a row of N leave for a top-K. */
+__device__ static int32_t sel_n_cand(int32_t n, int32_t n_tiles, int32_t k)
+{
+	int32_t last = n - (n_tiles - 1) * SEL_TILE;
+
+	return (n_tiles - 1) * (k < SEL_TILE ? k : SEL_TILE) +
+	       (k < last ? k : last);
+}
+
+/* Pass 2: one block (see the notes). */
+__global__ static void __launch_bounds__(SEL_FINAL_THREADS)
+    sel_final(const struct sel_part *part, int32_t n_tiles, int32_t n,
+              int32_t k, int32_t n_raw, const float *ck_v, const int32_t *ck_id,
+              const float *ck_raw, const float *cr_v, const int32_t *cr_id,
+              unsigned char *out)
+{
+	const int NT = SEL_FINAL_THREADS;
+	__shared__ struct sel_shared<NT> sh;
+	__shared__ double red[3 * NT / 32];
+	__shared__ int32_t bad[2];
+	const int tid = threadIdx.x;
 	struct sel_head *h = (struct sel_head *)out;
 	int32_t *k_id = (int32_t *)(h + 1);
 	float *k_v = (float *)(k_id + k);
 	float *k_raw = k_v + k;
 	int32_t *r_id = (int32_t *)(k_raw + k);
 	float *r_v = (float *)(r_id + n_raw);
-	struct sel_sum a = {-INFINITY, 0.0, 0.0}, b = {-INFINITY, 0.0, 0.0};
+	double m[2] = {-INFINITY, -INFINITY}, sa[3] = {0.0, 0.0, 0.0};
 
-	if (threadIdx.x == 0)
+	if (tid == 0)
 		bad[0] = bad[1] = INT_MAX;
 	__syncthreads();
-	for (int32_t i = threadIdx.x; i < n; i += SEL_THREADS) {
-		float x = raw[i];
+	for (int32_t t = tid; t < n_tiles; t += NT) {
+		m[0] = fmax(m[0], part[t].m[0]);
+		m[1] = fmax(m[1], part[t].m[1]);
+		atomicMin(&bad[0], part[t].nan_at);
+		atomicMin(&bad[1], part[t].inf_at);
+	}
+	sel_block_max<NT, 2>(m, red);
+	/* the tiles rescaled to the row's maximum, in a fixed order */
+	for (int32_t t = tid; t < n_tiles; t += NT) {
+		const struct sel_part *q = part + t;
+		double d, e;
 
-		if (x != x)
-			atomicMin(&bad[0], i);
-		else if (x == INFINITY)
-			atomicMin(&bad[1], i);
-		sel_sum_add(&a, x);
-		sel_sum_add(&b, pen[i]);
+		if (q->m[0] > -INFINITY) {
+			d = q->m[0] - m[0];
+			e = exp(d);
+			sa[0] += e * q->s[0];
+			sa[1] += e * (q->a + q->s[0] * d);
+		}
+		if (q->m[1] > -INFINITY)
+			sa[2] += exp(q->m[1] - m[1]) * q->s[1];
 	}
-	a = sel_block_sum(a, sums);
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		h->raw_m = a.m;
-		h->raw_s = a.s;
-		h->raw_a = a.a;
-	}
-	__syncthreads();
-	b = sel_block_sum(b, sums);
-	if (threadIdx.x == 0) {
-		h->pen_m = b.m;
-		h->pen_s = b.s;
+	sel_block_sum<NT, 3>(sa, red);
+	if (tid == 0) {
+		h->raw_m = m[0];
+		h->raw_s = sa[0];
+		h->raw_a = sa[1];
+		h->pen_m = m[1];
+		h->pen_s = sa[2];
 		h->nan_at = bad[0];
 		h->inf_at = bad[1];
 		h->k = k;
 		h->n_raw = n_raw;
 	}
-	__syncthreads();
 	if (bad[0] != INT_MAX || bad[1] != INT_MAX)
 		return; /* garbage: the host reports it, nothing to select */
-	sel_topk(pen, n, k, raw, k_id, k_v, k_raw, &sh);
-	sel_topk(raw, n, n_raw, NULL, r_id, r_v, NULL, &sh);
+	sel_block_select<NT>(ck_v, ck_id, 0, ck_raw, sel_n_cand(n, n_tiles, k),
+	                     k, k_id, k_v, k_raw, &sh);
+	sel_block_select<NT>(cr_v, cr_id, 0, NULL,
+	                     sel_n_cand(n, n_tiles, n_raw), n_raw, r_id, r_v,
+	                     NULL, &sh);
 }
 
 /* Allocate; see cuda_select.h. */
@@ -309,10 +528,18 @@ int cuda_select_init(struct cuda_select *cs, int32_t n_vocab, char *err,
 {
 	size_t ob = sel_out_bytes(ENGINE_SELECT_MAX, ENGINE_SELECT_MAX);
 
+	size_t nc;
+
 	memset(cs, 0, sizeof(*cs));
 	cs->n_vocab = n_vocab;
+	cs->n_tiles = sel_n_tiles(n_vocab);
+	nc = (size_t)cs->n_tiles * SEL_TILE;
 	if (cudaMalloc((void **)&cs->d_pen, (size_t)n_vocab * sizeof(float)) !=
 	        cudaSuccess ||
+	    cudaMalloc(&cs->d_part,
+	               (size_t)cs->n_tiles * sizeof(struct sel_part)) !=
+	        cudaSuccess ||
+	    cudaMalloc(&cs->d_cand, 5 * nc * 4) != cudaSuccess ||
 	    cudaMalloc(&cs->d_out, ob) != cudaSuccess ||
 	    cudaMallocHost(&cs->h_out, ob) != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -328,6 +555,8 @@ void cuda_select_free(struct cuda_select *cs)
 {
 	cudaFree(cs->d_pen);
 	cudaFree(cs->d_win);
+	cudaFree(cs->d_part);
+	cudaFree(cs->d_cand);
 	cudaFree(cs->d_out);
 	cudaFreeHost(cs->h_out);
 	cudaFreeHost(cs->h_win);
@@ -423,9 +652,24 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 		CUDA_TRY(cudaGetLastError(), err, errlen);
 		pen = cs->d_pen;
 	}
-	sel_main<<<1, SEL_THREADS, 0, stream>>>(d_row, pen, nv, k, nr,
-	                                        (unsigned char *)cs->d_out);
-	CUDA_TRY(cudaGetLastError(), err, errlen);
+	{
+		/* the candidate arrays, each n_tiles * SEL_TILE entries */
+		size_t nc = (size_t)cs->n_tiles * SEL_TILE;
+		float *ck_v = (float *)cs->d_cand, *ck_raw = ck_v + nc;
+		int32_t *ck_id = (int32_t *)(ck_raw + nc);
+		float *cr_v = (float *)(ck_id + nc);
+		int32_t *cr_id = (int32_t *)(cr_v + nc);
+		struct sel_part *part = (struct sel_part *)cs->d_part;
+
+		sel_tiles<<<cs->n_tiles, SEL_TILE_THREADS, 0, stream>>>(
+		    d_row, pen, nv, k, nr, part, ck_v, ck_id, ck_raw, cr_v,
+		    cr_id);
+		CUDA_TRY_LAUNCH(err, errlen);
+		sel_final<<<1, SEL_FINAL_THREADS, 0, stream>>>(
+		    part, cs->n_tiles, nv, k, nr, ck_v, ck_id, ck_raw, cr_v,
+		    cr_id, (unsigned char *)cs->d_out);
+		CUDA_TRY_LAUNCH(err, errlen);
+	}
 	CUDA_TRY(cudaMemcpyAsync(cs->h_out, cs->d_out, sel_out_bytes(k, nr),
 	                         cudaMemcpyDeviceToHost, stream),
 	         err, errlen);

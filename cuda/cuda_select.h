@@ -26,6 +26,9 @@ extern "C" {
 struct cuda_select {
 	int32_t n_vocab; /* row length */
 	float *d_pen;    /* [n_vocab] the penalised row */
+	int32_t n_tiles; /* pass-1 tiles of a row (cuda_select.cu) */
+	void *d_part;    /* [n_tiles] pass 1's per-tile sums, bad ids */
+	void *d_cand;    /* [5][n_tiles * tile] pass 1's candidates */
 	int32_t *d_win;  /* [win_cap * 2] distinct window ids, then counts */
 	size_t win_cap;  /* entries of d_win / h_win */
 	void *d_out;     /* the result block (see cuda_select.cu) */

@@ -44,10 +44,63 @@ static int same_selection(const struct engine_selection *a,
 	       close_rel(a->lse, b->lse, tol);
 }
 
-/* Random rows of several vocabulary sizes, with ties, -inf, penalties. */
+/*
+ * Rows the device's tiles (cuda_select.cu: 2048 entries, the last one
+ * short) must get right beside the random ones: REP 14, one value
+ * everywhere, k = n_raw = ENGINE_SELECT_MAX (ties across every tile, the
+ * lowest ids win); 15, -inf but every 3001st entry (more wanted than a tile
+ * has finite entries); 16, a ramp (the whole answer in the last tiles,
+ * more wanted than the last tile holds). Returns 0 for other reps.
+ */
+static void special_row(float *row, int32_t n, int rep,
+                        struct engine_select_req *q)
+{
+	if (rep < 14)
+		return;
+	for (int32_t i = 0; i < n; i++)
+		row[i] = rep == 14 ? 1.5f
+		         : rep == 15
+		             ? (i % 3001 == 0 ? rndf(-3.0f, 3.0f) : -INFINITY)
+		             : (float)(i / 3) * 0.001f;
+	q->k = rep == 15 ? 300 : rep == 16 ? 2100 : ENGINE_SELECT_MAX;
+	q->n_raw = rep == 16 ? 2049 : ENGINE_SELECT_MAX;
+	if (rep == 14)
+		q->presence_penalty = 0.5f;
+}
+
+/*
+ * Diagnostic only (no check): the device time of one select (k 40, no
+ * penalties) over a row of CS's vocabulary, from events around the call.
+ */
+static void time_select(struct cuda_select *cs, cudaStream_t st,
+                        const float *d_row, struct engine_select_buf *dev)
+{
+	struct engine_select_req q = {.k = 40, .repeat_penalty = 1.0f};
+	cudaEvent_t a, b;
+	char err[256];
+	float ms = 0.0f;
+
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	cuda_select_run(cs, st, d_row, &q, dev, err, sizeof(err)); /* warm */
+	cudaEventRecord(a, st);
+	for (int i = 0; i < 50; i++)
+		cuda_select_run(cs, st, d_row, &q, dev, err, sizeof(err));
+	cudaEventRecord(b, st);
+	cudaEventSynchronize(b);
+	cudaEventElapsedTime(&ms, a, b);
+	tap_diag("select over %d logits, k 40: %.1f us a call (with the "
+	         "copy back and the host's wait)",
+	         cs->n_vocab, ms * 1e3f / 50.0f);
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+}
+
+/* Random rows of several vocabulary sizes, with ties, -inf, penalties;
+   then the special rows. */
 static void check_rows(void)
 {
-	static const int32_t sizes[] = {1, 7, 1000, 49152, 151936};
+	static const int32_t sizes[] = {1, 7, 1000, 2048, 2049, 49152, 151936};
 	struct engine_select_buf ref, dev;
 	char err[256];
 	int bad = 0, cases = 0;
@@ -69,7 +122,7 @@ static void check_rows(void)
 			free(row);
 			continue;
 		}
-		for (int rep = 0; rep < 14; rep++) {
+		for (int rep = 0; rep < 17; rep++) {
 			struct engine_select_req q = {0};
 
 			make_row(row, n, rep & 1, rep % 3 == 2 ? 9 : 0);
@@ -87,6 +140,7 @@ static void check_rows(void)
 			q.repeat_penalty = rep % 2 ? 1.3f : 1.0f;
 			q.frequency_penalty = rep % 5 == 1 ? 0.2f : 0.0f;
 			q.presence_penalty = rep % 3 == 1 ? 0.5f : 0.0f;
+			special_row(row, n, rep, &q);
 			cudaMemcpy(d_row, row, (size_t)n * sizeof(float),
 			           cudaMemcpyHostToDevice);
 			cases++;
@@ -126,6 +180,27 @@ static void check_rows(void)
 				tap_diag("n %d: NaN at 17 gave \"%s\"", n, err);
 				bad++;
 			}
+			/* the lowest bad index over several tiles */
+			if (n > 5000) {
+				make_row(row, n, 0, 0);
+				row[n - 1] = NAN;
+				row[4500] = NAN;
+				row[2100] = INFINITY;
+				cudaMemcpy(d_row, row,
+				           (size_t)n * sizeof(float),
+				           cudaMemcpyHostToDevice);
+				cases++;
+				if (cuda_select_run(&cs, st, d_row, &q, &dev,
+				                    err, sizeof(err)) == 0 ||
+				    strcmp(err,
+				           "logit of token 2100 is +inf") !=
+				        0) {
+					tap_diag(
+					    "n %d: +inf at 2100 gave \"%s\"", n,
+					    err);
+					bad++;
+				}
+			}
 			for (int32_t i = 0; i < n; i++)
 				row[i] = -INFINITY;
 			cudaMemcpy(d_row, row, (size_t)n * sizeof(float),
@@ -138,14 +213,20 @@ static void check_rows(void)
 				bad++;
 			}
 		}
+		if (n == 151936) {
+			make_row(row, n, 0, 0);
+			cudaMemcpy(d_row, row, (size_t)n * sizeof(float),
+			           cudaMemcpyHostToDevice);
+			time_select(&cs, st, d_row, &dev);
+		}
 		cuda_select_free(&cs);
 		cudaFree(d_row);
 		free(row);
 	}
 	tap_ok(bad == 0,
 	       "device select = reference bit for bit in %d cases (vocab up "
-	       "to 151936, k up to %d, ties, -inf, penalties, NaN/+inf/all "
-	       "-inf errors)",
+	       "to 151936, k up to %d, ties, -inf, penalties, ties across "
+	       "tiles, sparse finite, ramp; NaN/+inf/all -inf errors)",
 	       cases, ENGINE_SELECT_MAX);
 	cudaStreamDestroy(st);
 	buf_free(&ref);
