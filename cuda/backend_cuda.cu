@@ -868,8 +868,16 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->tok, nb * sizeof(int32_t), &rc);
 	cu_alloc((void **)&s->d_step, 2 * sizeof(int32_t), &rc);
 	s->n_graphs = (e->n_ctx + CU_GRAPH_POS - 1) / CU_GRAPH_POS;
-	s->graphs =
-	    (cudaGraphExec_t *)calloc((size_t)s->n_graphs, sizeof(*s->graphs));
+	s->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)s->n_graphs,
+	                                      sizeof(*s->graphs));
+	cu_alloc((void **)&s->d_tstats, (size_t)c->n_layer * 4 * sizeof(float),
+	         &rc);
+	if (cudaMallocHost((void **)&s->h_tstats,
+	                   (size_t)c->n_layer * 4 * sizeof(float)) !=
+	    cudaSuccess) {
+		s->h_tstats = NULL;
+		rc = -1;
+	}
 	{
 		const char *g = getenv("PARLEY_CUDA_GRAPHS");
 
