@@ -393,8 +393,17 @@ static void check_graphs(const char *path)
 
 				if (a->min != b->min || a->max != b->max ||
 				    fabs(a->mean - b->mean) >
-				        1e-6 * (fabs(b->mean) + b->rms))
+				        1e-6 * (fabs(b->mean) + b->rms)) {
+					if (worst_rms < 1)
+						tap_diag("step %d layer %d: "
+						         "device %g %g %g %g, "
+						         "host %g %g %g %g",
+						         at[r] + i, il, a->min,
+						         a->max, a->mean, a->rms,
+						         b->min, b->max, b->mean,
+						         b->rms);
 					d = 1;
+				}
 				worst_rms = d > worst_rms ? d : worst_rms;
 			}
 			n_steps++;
