@@ -99,7 +99,7 @@ struct cm_parts {
 enum { CM_SET, CM_ADD, CM_SWIGLU };
 
 /* Rows W[0..R) . XT over their NU units, reduced over the warp (every
- * lane gets the sums in ACC); a lane takes units lane, lane + 32, ...,
+ * lane gets the sums in ACC); a lane takes units lane, lane + 32, ...
  * two in flight per iteration, and loads each unit's activations once
  * for the R rows (cuda_vecdot.cuh note 5). */
 template <int T, int R>
@@ -154,8 +154,14 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
 	*b = bp == NULL ? NULL : bp + r;
 }
 
-/* Rows per warp of the CM_SET and CM_ADD mat-vec (SwiGLU's warp takes
- * one row each of gate and up). */
+/* Weight rows per warp of the fast mat-vec: CM_ROWS output rows of
+ * CM_SET and CM_ADD, CM_ROWS / 2 of SwiGLU (a gate and an up row each);
+ * each unit's activations are loaded once for all of them. Measured on
+ * the h100 (bench/real-shapes.sh): 2 rows beat 1 (the mat-vec was bound
+ * by the L1 traffic of re-reading x: 65 to 87 percent of the L1's
+ * throughput at a quarter of DRAM's, Nsight Compute) and beat 4 (the
+ * registers cut the occupancy: SmolLM2 shape 948 -> 802 tok/s, Qwen2.5-7B
+ * Q4_K_M 173 -> 168). */
 #define CM_ROWS 2
 
 /*
@@ -163,11 +169,10 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
  * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
  * residual add fused; CM_SET adds a part's bias when it has one, as
  * cuda_op_add_bias would: one rounding); both with CM_ROWS consecutive
- * rows of the parts
- * per warp (the last warp's second row may be past the end: computed
- * again from the last row, not written). CM_SWIGLU: the launch covers
- * part 0 (gate) only, one row per warp, and the warp also dots row r of
- * part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's order of
+ * rows of the parts per warp (the last warp's rows past the end are
+ * computed again from the last row, not written). CM_SWIGLU: the launch
+ * covers part 0 (gate) only, CM_ROWS / 2 rows per warp, and the warp also
+ * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's order of
  * operations.
  */
 template <int T, int MODE>
@@ -178,19 +183,31 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 	const int64_t t = blockIdx.y, nu = ne0 / cv_unit<T>::ne;
 	const float *xt = x + t * ne0;
 
-	if (MODE == CM_SWIGLU) {
-		if (wi >= ps.rows)
-			return;
-		const uint8_t *w[2];
-		const float *b;
-		float *y, acc[2];
+	if (MODE == CM_SWIGLU) { /* CM_ROWS / 2 outputs: gate and up rows */
+		const int64_t g0 = wi * (CM_ROWS / 2);
 
-		cm_locate(ps, wi, t, &w[0], &y, &b);
-		w[1] = ps.p[1].w + (size_t)wi * ps.p[1].row_size;
-		cm_rows_dot<T, 2>(w, nu, xt, lane, acc);
+		if (g0 >= ps.rows)
+			return;
+		const uint8_t *w[CM_ROWS];
+		const float *b;
+		float *y[CM_ROWS / 2], acc[CM_ROWS];
+
+#pragma unroll
+		for (int k = 0; k < CM_ROWS / 2; k++) {
+			const int64_t r = g0 + k < ps.rows ? g0 + k : ps.rows - 1;
+
+			cm_locate(ps, r, t, &w[2 * k], &y[k], &b);
+			w[2 * k + 1] = ps.p[1].w + (size_t)r * ps.p[1].row_size;
+		}
+		cm_rows_dot<T, CM_ROWS>(w, nu, xt, lane, acc);
 		if (lane == 0)
-			*y = __fmul_rn(__fdiv_rn(acc[0], 1.0f + expf(-acc[0])),
-			               acc[1]);
+#pragma unroll
+			for (int k = 0; k < CM_ROWS / 2; k++)
+				if (g0 + k < ps.rows)
+					*y[k] = __fmul_rn(
+					    __fdiv_rn(acc[2 * k],
+					              1.0f + expf(-acc[2 * k])),
+					    acc[2 * k + 1]);
 		return;
 	}
 	const int64_t r0 = wi * CM_ROWS;
@@ -367,8 +384,8 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
                           const float *d_x, int32_t n_tok, int mode, char *err,
                           size_t errlen)
 {
-	const int64_t warps =
-	    mode == CM_SWIGLU ? ps->rows : (ps->rows + CM_ROWS - 1) / CM_ROWS;
+	const int64_t per_warp = mode == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS;
+	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	dim3 grid((unsigned)((warps + MM_WARPS - 1) / MM_WARPS),
 	          (unsigned)n_tok);
 
