@@ -34,11 +34,12 @@ deps() {
 	if command -v pkg-config >/dev/null 2>&1; then
 		for pair in ncursesw:libncurses-dev libedit:libedit-dev \
 			sqlite3:libsqlite3-dev libpcre2-8:libpcre2-dev \
-		libutf8proc:libutf8proc-dev md4c:libmd4c-dev; do
+		libutf8proc:libutf8proc-dev md4c:libmd4c-dev \
+		libcurl:libcurl4-openssl-dev; do
 			pkg-config --exists "${pair%%:*}" || missing="$missing ${pair#*:}"
 		done
 	else
-		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libmd4c-dev"
+		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libmd4c-dev libcurl4-openssl-dev"
 	fi
 	[ -z "$missing" ] && return 0
 	say "installing:$missing"

@@ -64,6 +64,7 @@
 #include <stdint.h>
 
 #define SAMPLER_MAX_PROBS 100 /* largest n_probs accepted */
+#define SAMPLER_TEXT_MAX  32  /* bytes of a remote token's text, NUL incl. */
 
 /* Sampling options; sampler_config_default() fills in the defaults below. */
 struct sampler_config {
@@ -98,6 +99,15 @@ struct sampler_report {
 	int32_t n_kept;           /* candidates left after truncation */
 	int32_t n_top;            /* entries used in top[] (min(n_probs, V)) */
 	struct sampler_cand top[SAMPLER_MAX_PROBS]; /* by raw logit, desc */
+	/* Remote models (src/remote.c) report tokens by text: their ids are
+	   the server's and mean nothing here, so chosen and top[].id are -1,
+	   prob/logprob come from the server's logprobs (raw and sampled the
+	   same), logit = logprob, n_kept = 0 (unknown) and the entropies are
+	   over the entries returned. The texts below are NUL-terminated, cut
+	   at a UTF-8 character boundary; they are meaningful only where the
+	   matching id is -1 (the sampler does not write them). */
+	char chosen_text[SAMPLER_TEXT_MAX];
+	char top_text[SAMPLER_MAX_PROBS][SAMPLER_TEXT_MAX];
 };
 
 struct sampler;

@@ -30,6 +30,14 @@
  * still generated and shown; notice through session_cb.notice, once per
  * reply and kind of write).
  *
+ * Remote models (opts.server): the session sends the messages to an
+ * OpenAI-compatible server (remote.h) instead of running the engine; no
+ * model, tokenizer, template or engine is loaded, there is no KV cache
+ * (the accessors of those answer 0 / NULL / empty), and the server's
+ * logprobs reach session_cb.token as reports with id -1 and the token's
+ * text (sampler.h). The store records which server and model answered
+ * each reply and the conversation (store_conv_set_origin).
+ *
  * Cancelling: *opts.cancel (an atomic int, lock-free, so a signal
  * handler or another thread may set it) stops a reply when nonzero; the
  * generation loop checks it before each token and each prefill chunk and
@@ -81,6 +89,16 @@ struct session_opts {
 	   the style of session_cb.notice; NULL: none */
 	void (*notice)(void *ud, const char *msg);
 	void *notice_ud; /* passed back to notice */
+	/* A remote model (remote.h) instead of the local engine: the
+	   conversation's messages go to SERVER, which applies its own chat
+	   template; model_path, template_name, n_ctx, n_threads, backend,
+	   use_kv_slot and verify are then unused, and sampling must pass
+	   remote_check_sampling. NULL: the local engine. */
+	const char *server;       /* base URL */
+	const char *server_model; /* NULL: the server's first model */
+	const char *api_key;      /* NULL: none (borrowed; never stored) */
+	bool insecure;            /* plain http to a non-loopback host */
+	int server_timeout;       /* seconds; 0: REMOTE_DEFAULT_TIMEOUT */
 };
 
 /* One message of the conversation (the active branch). */
@@ -221,6 +239,10 @@ bool session_verifying(const struct session *s);
 /* The trace of the session's engine while verifying (each eval's layer
    statistics, top-k and comparison; the debug pane's view), else NULL. */
 const struct trace *session_trace(const struct session *s);
+
+/* Remote mode: the server's base URL and model name, else NULL. */
+const char *session_server(const struct session *s);
+const char *session_server_model(const struct session *s);
 
 /* Save the KV state (tokens and cache bytes) to the store's slot now. */
 int session_save_kv(struct session *s, char *err, size_t errlen);

@@ -11,6 +11,9 @@
  *           leaf; messages rebuilt with parent links (each old message's
  *           parent is the previous message of its conversation), token
  *           counts, timings, finish reason; FTS5 index; KV-state slot.
+ *   2 -> 3  remote models (issue 14): which server and model answered, per
+ *           conversation (the last reply's; resume talks to it again)
+ *           and per assistant message; '' = the local engine.
  */
 #include "store_int.h"
 
@@ -106,9 +109,20 @@ static const char schema_v2[] =
     "  CHECK (length(tokens) = 4 * n_tokens)\n"
     ");\n";
 
+/* Remote models: the server (base URL, never a key) and its model name
+   that answered; '' for replies of the local engine. */
+static const char schema_v3_remote[] =
+    "ALTER TABLE conversations ADD COLUMN server TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE conversations ADD COLUMN server_model TEXT NOT NULL\n"
+    "  DEFAULT '';\n"
+    "ALTER TABLE messages ADD COLUMN server TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE messages ADD COLUMN server_model TEXT NOT NULL\n"
+    "  DEFAULT '';\n";
+
 static const char *const steps[STORE_SCHEMA_VERSION] = {
     schema_v1,
     schema_v2,
+    schema_v3_remote,
 };
 
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,
