@@ -43,12 +43,14 @@ static int run(const char *s, size_t len, size_t cut1, size_t step,
 	char err[128];
 	size_t i = 0;
 	int rc = 0;
+	bool first = true;
 
 	memset(l, 0, sizeof(*l));
 	sse_init(&p);
-	while (i < len && rc == 0) {
-		size_t n = i == 0 ? cut1 : step ? step : len - i;
+	while ((first || i < len) && rc == 0) {
+		size_t n = first ? cut1 : step ? step : len - i;
 
+		first = false; /* an empty first chunk is fed too */
 		if (n > len - i)
 			n = len - i;
 		rc = sse_feed(&p, s + i, n, on_event, l, err, sizeof(err));
