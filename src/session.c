@@ -1763,7 +1763,7 @@ const char *session_backend_name(const struct session *s)
 
 const char *session_device_name(const struct session *s)
 {
-	return s->eng ? engine_device_name(s->eng) : NULL;
+	return s->eng ? engine_device_name(s->eng) : remote_url(s->rem);
 }
 
 const char *session_server(const struct session *s)
@@ -1778,7 +1778,7 @@ const char *session_server_model(const struct session *s)
 
 const char *session_model_path(const struct session *s)
 {
-	return s->model_path;
+	return s->rem ? remote_model(s->rem) : s->model_path;
 }
 
 const char *session_template_name(const struct session *s)

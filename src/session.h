@@ -209,15 +209,18 @@ int64_t session_n_evaluated(const struct session *s);
    metadata, such as the sampling defaults config_apply_model reads. */
 const struct gguf_file *session_gguf(const struct session *s);
 
-/* Context capacity in tokens; the model file's path; the template's name;
-   the engine's backend ("cpu", ...). */
+/* Context capacity in tokens (remote: 0, the server's business); the
+   model file's path (remote: the server's model name); the template's
+   name (remote: NULL, the server's); the engine's backend ("cpu", ...;
+   remote: "remote"). */
 int32_t session_n_ctx(const struct session *s);
 const char *session_backend_name(const struct session *s);
 const char *session_model_path(const struct session *s);
 const char *session_template_name(const struct session *s);
 
 /* The device the engine runs on ("NVIDIA H100 80GB HBM3"), NULL: the
-   host CPU. */
+   host CPU; remote: the server's base URL (so a status bar that shows
+   "backend device" shows "remote http://host:8000/v1"). */
 const char *session_device_name(const struct session *s);
 
 /* The time in milliseconds session_open spent restoring the cache (KV
