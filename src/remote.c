@@ -47,8 +47,8 @@ static bool remote_loopback(const char *host, size_t n)
 	       (n == 3 && memcmp(host, "::1", 3) == 0);
 }
 
-int remote_url_check(const char *url, bool insecure, char *base,
-                     size_t baselen, char *err, size_t errlen)
+int remote_url_check(const char *url, bool insecure, char *base, size_t baselen,
+                     char *err, size_t errlen)
 {
 	const char *a, *e, *h, *he, *path;
 	bool tls;
@@ -134,7 +134,7 @@ int remote_check_sampling(const struct sampler_config *c, char *err,
 	names[0] = '\0';
 #define REMOTE_LACKS(cond, name)                                               \
 	if (cond)                                                              \
-		n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",     \
+		n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",    \
 		                      n ? ", " : "", name);
 	REMOTE_LACKS(c->top_k != d.top_k, "top-k")
 	REMOTE_LACKS(c->min_p != d.min_p, "min-p")
@@ -153,8 +153,7 @@ int remote_check_sampling(const struct sampler_config *c, char *err,
 	return -1;
 }
 
-int remote_read_key_file(const char *path, char **key, char *err,
-                         size_t errlen)
+int remote_read_key_file(const char *path, char **key, char *err, size_t errlen)
 {
 	struct stat sb;
 	char buf[4096];
@@ -193,8 +192,8 @@ int remote_read_key_file(const char *path, char **key, char *err,
 	while (len > b && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
 		len--;
 	if (len == b) {
-		snprintf(err, errlen, "api-key-file %s: no key on its first line",
-		         path);
+		snprintf(err, errlen,
+		         "api-key-file %s: no key on its first line", path);
 		return -1;
 	}
 	*key = strndup(buf + b, len - b);
@@ -268,8 +267,7 @@ static void remote_server_words(const struct remote_xfer *x, char *out,
 	out[0] = '\0';
 	if (x->body.len == 0)
 		return;
-	if (json_parse(x->body.buf, x->body.len, &v, jerr, sizeof(jerr)) ==
-	        0 &&
+	if (json_parse(x->body.buf, x->body.len, &v, jerr, sizeof(jerr)) == 0 &&
 	    v->type == JSON_OBJECT) {
 		e = json_object_get(v, "error");
 		if (e && e->type == JSON_OBJECT)
@@ -312,20 +310,22 @@ void remote_http_error(const struct remote *r, const struct remote_xfer *x,
 		         "lists its models",
 		         r->model ? r->model : "", r->base, tail);
 	else if (s == 429)
-		snprintf(err, errlen,
-		         "the server is rate limiting (HTTP 429)%s; %s%s%s", tail,
-		         x->retry_after[0] ? "retry after " : "try again later",
-		         x->retry_after,
-		         x->retry_after[0] &&
-		                 strspn(x->retry_after, "0123456789") ==
-		                     strlen(x->retry_after)
-		             ? " s"
-		             : "");
+		snprintf(
+		    err, errlen,
+		    "the server is rate limiting (HTTP 429)%s; %s%s%s", tail,
+		    x->retry_after[0] ? "retry after " : "try again later",
+		    x->retry_after,
+		    x->retry_after[0] && strspn(x->retry_after, "0123456789") ==
+		                             strlen(x->retry_after)
+		        ? " s"
+		        : "");
 	else if (s >= 500)
 		snprintf(err, errlen, "server error (HTTP %ld)%s", s, tail);
 	else
-		snprintf(err, errlen, "the server rejected the request (HTTP "
-		         "%ld)%s", s, tail);
+		snprintf(err, errlen,
+		         "the server rejected the request (HTTP "
+		         "%ld)%s",
+		         s, tail);
 	remote_scrub(r, err, errlen);
 }
 
@@ -364,10 +364,10 @@ static size_t remote_on_header(char *p, size_t size, size_t n, void *ud)
 
 		while (b < len && (p[b] == ' ' || p[b] == '\t'))
 			b++;
-		remote_printable(u->x->retry_after, sizeof(u->x->retry_after),
-		                 p + b, strcspn(p + b, "\r\n") < len - b
-		                            ? strcspn(p + b, "\r\n")
-		                            : len - b);
+		remote_printable(
+		    u->x->retry_after, sizeof(u->x->retry_after), p + b,
+		    strcspn(p + b, "\r\n") < len - b ? strcspn(p + b, "\r\n")
+		                                     : len - b);
 	}
 	return len;
 }
@@ -446,8 +446,8 @@ static void remote_curl_error(const struct remote *r, CURLcode code,
 	case CURLE_GOT_NOTHING:
 	case CURLE_RECV_ERROR:
 	case CURLE_PARTIAL_FILE:
-		snprintf(err, errlen, "the connection to %s broke: %s",
-		         r->base, m);
+		snprintf(err, errlen, "the connection to %s broke: %s", r->base,
+		         m);
 		break;
 	default:
 		snprintf(err, errlen, "talking to %s: %s", r->base, m);
@@ -572,17 +572,18 @@ int remote_models(struct remote *r, char ***names, size_t *n, char *err,
 	if (json_parse(x.body.buf ? x.body.buf : "", x.body.len, &v, jerr,
 	               sizeof(jerr)) != 0 ||
 	    (d = json_object_get(v, "data")) == NULL || d->type != JSON_ARRAY) {
-		snprintf(err, errlen,
-		         "%s/models did not answer with an OpenAI model list%s%s",
-		         r->base, v ? "" : ": ", v ? "" : jerr);
+		snprintf(
+		    err, errlen,
+		    "%s/models did not answer with an OpenAI model list%s%s",
+		    r->base, v ? "" : ": ", v ? "" : jerr);
 		goto fail;
 	}
 	*names = calloc(d->u.arr.n ? d->u.arr.n : 1, sizeof(**names));
 	if (*names == NULL)
 		goto nomem;
 	for (size_t i = 0; i < d->u.arr.n; i++) {
-		const struct json_value *id = json_object_get(d->u.arr.items[i],
-		                                              "id");
+		const struct json_value *id =
+		    json_object_get(d->u.arr.items[i], "id");
 
 		if (id == NULL || id->type != JSON_STRING)
 			continue;

@@ -47,7 +47,7 @@
 
 #include "sampler.h"
 
-#define REMOTE_TOP_LOGPROBS   10 /* alternatives asked for per token */
+#define REMOTE_TOP_LOGPROBS    10 /* alternatives asked for per token */
 #define REMOTE_DEFAULT_TIMEOUT 60 /* seconds to connect or between bytes */
 
 struct remote;
@@ -102,12 +102,12 @@ enum remote_finish {
 /* How one reply went. */
 struct remote_result {
 	enum remote_finish finish;
-	bool started;         /* the stream began (remote_cb.start called) */
-	int http_status;      /* the response's status, 0 if none */
-	int32_t n_tokens;     /* tokens: the usage if sent, else the chunks */
-	int32_t n_prompt;     /* the usage's prompt tokens, 0 if not sent */
-	double first_ms;      /* request to the first reply text */
-	double total_ms;      /* request to the end */
+	bool started;     /* the stream began (remote_cb.start called) */
+	int http_status;  /* the response's status, 0 if none */
+	int32_t n_tokens; /* tokens: the usage if sent, else the chunks */
+	int32_t n_prompt; /* the usage's prompt tokens, 0 if not sent */
+	double first_ms;  /* request to the first reply text */
+	double total_ms;  /* request to the end */
 };
 
 /*
@@ -148,8 +148,8 @@ int remote_chat(struct remote *r, const struct remote_msg *msgs, size_t n,
  * password; plain http only for loopback hosts unless INSECURE); writes
  * the base URL (ending in /v1) into BASE. Returns 0 or -1 with a message.
  */
-int remote_url_check(const char *url, bool insecure, char *base,
-                     size_t baselen, char *err, size_t errlen);
+int remote_url_check(const char *url, bool insecure, char *base, size_t baselen,
+                     char *err, size_t errlen);
 
 /*
  * Sampling options the API has no field for (top-k, min-p, the repeat

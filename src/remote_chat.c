@@ -26,13 +26,13 @@ struct remote_stream {
 	const struct remote_cb *cb;
 	struct remote_result *res;
 	struct sse sse;
-	double t0;          /* remote_ms() of the request */
-	bool done;          /* [DONE] seen */
-	bool any_logprobs;  /* a chunk carried logprobs */
-	int32_t n_chunks;   /* chunks with content */
-	int32_t n_lp;       /* logprob entries */
-	bool failed;        /* a chunk was bad: msg says why */
-	char msg[512];      /* the error found in the stream */
+	double t0;         /* remote_ms() of the request */
+	bool done;         /* [DONE] seen */
+	bool any_logprobs; /* a chunk carried logprobs */
+	int32_t n_chunks;  /* chunks with content */
+	int32_t n_lp;      /* logprob entries */
+	bool failed;       /* a chunk was bad: msg says why */
+	char msg[512];     /* the error found in the stream */
 };
 
 /* Copy token text S (N bytes) into DST[SAMPLER_TEXT_MAX], cut at a
@@ -129,11 +129,10 @@ static int remote_chunk(struct remote_stream *s, const struct json_value *v)
 		const struct json_value *m =
 		    e->type == JSON_OBJECT ? json_object_get(e, "message") : e;
 
-		remote_printable(words, sizeof(words),
-		                 m && m->type == JSON_STRING ? m->u.str.ptr
-		                                             : "(no message)",
-		                 m && m->type == JSON_STRING ? m->u.str.len
-		                                             : 12);
+		remote_printable(
+		    words, sizeof(words),
+		    m && m->type == JSON_STRING ? m->u.str.ptr : "(no message)",
+		    m && m->type == JSON_STRING ? m->u.str.len : 12);
 		return remote_stream_fail(
 		    s, "the server reported an error in the stream: %s%s",
 		    words, "");
@@ -195,8 +194,8 @@ static int remote_on_event(void *ud, const struct sse_event *ev)
 	if (ev->name_len == 5 && memcmp(ev->name, "error", 5) == 0) {
 		remote_printable(snip, sizeof(snip), ev->data, ev->data_len);
 		return remote_stream_fail(
-		    s, "the server reported an error in the stream: %s%s",
-		    snip, "");
+		    s, "the server reported an error in the stream: %s%s", snip,
+		    "");
 	}
 	if (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0) {
 		s->done = true;
@@ -235,8 +234,7 @@ static int remote_sink(void *ud, const char *p, size_t n)
 
 /* The request's JSON (malloc'd), with logprobs when LOGPROBS. */
 static char *remote_body(const struct remote *r, const struct remote_msg *m,
-                         size_t n, const struct remote_params *p,
-                         bool logprobs)
+                         size_t n, const struct remote_params *p, bool logprobs)
 {
 	struct json_value *o = json_new_object(), *a = json_new_array(), *st;
 	struct json_fmt fmt = {-1, false, false};
@@ -251,9 +249,9 @@ static char *remote_body(const struct remote *r, const struct remote_msg *m,
 		struct json_value *x = json_new_object();
 
 		bad |= x == NULL ||
-		       json_object_set(x, "role", 4,
-		                       json_new_string(m[i].role,
-		                                       strlen(m[i].role))) ||
+		       json_object_set(
+		           x, "role", 4,
+		           json_new_string(m[i].role, strlen(m[i].role))) ||
 		       json_object_set(x, "content", 7,
 		                       json_new_string(m[i].content, m[i].len));
 		bad |= json_array_push(a, x);
@@ -261,8 +259,8 @@ static char *remote_body(const struct remote *r, const struct remote_msg *m,
 	SET("messages", a);
 	a = NULL;
 	SET("stream", json_new_bool(true));
-	SET("temperature", json_new_float(c->temperature > 0 ? c->temperature
-	                                                     : 0.0));
+	SET("temperature",
+	    json_new_float(c->temperature > 0 ? c->temperature : 0.0));
 	if (c->top_p < 1)
 		SET("top_p", json_new_float(c->top_p));
 	if (p->max_tokens > 0)
@@ -277,7 +275,8 @@ static char *remote_body(const struct remote *r, const struct remote_msg *m,
 		st = json_new_array();
 		for (size_t i = 0; st && i < p->n_stops; i++)
 			bad |= json_array_push(
-			    st, json_new_string(p->stops[i], strlen(p->stops[i])));
+			    st,
+			    json_new_string(p->stops[i], strlen(p->stops[i])));
 		SET("stop", st);
 	}
 	if (logprobs) {
@@ -296,8 +295,7 @@ static char *remote_body(const struct remote *r, const struct remote_msg *m,
 static int remote_chat_once(struct remote *r, const struct remote_msg *m,
                             size_t n, const struct remote_params *p,
                             bool logprobs, const struct remote_cb *cb,
-                            struct remote_result *res, char *err,
-                            size_t errlen)
+                            struct remote_result *res, char *err, size_t errlen)
 {
 	struct remote_stream s;
 	struct remote_xfer x;
@@ -378,10 +376,11 @@ int remote_chat(struct remote *r, const struct remote_msg *m, size_t n,
 		if (rc == 0 || res->started) {
 			r->lp = REMOTE_LP_NO;
 			if (cb && cb->notice)
-				cb->notice(cb->ud,
-				           "the server does not accept logprobs:"
-				           " the debug pane has no token "
-				           "probabilities for it");
+				cb->notice(
+				    cb->ud,
+				    "the server does not accept logprobs:"
+				    " the debug pane has no token "
+				    "probabilities for it");
 		}
 		if (rc < 0)
 			snprintf(err, errlen, "%s", err2);

@@ -12,9 +12,9 @@
 #include <curl/curl.h>
 #endif
 
-#define REMOTE_ERR_BODY  8192      /* bytes of an error response kept */
-#define REMOTE_GET_BODY  (4u << 20) /* bytes of a /models answer */
-#define REMOTE_BASE_MAX  2048      /* bytes of a base URL */
+#define REMOTE_ERR_BODY 8192       /* bytes of an error response kept */
+#define REMOTE_GET_BODY (4u << 20) /* bytes of a /models answer */
+#define REMOTE_BASE_MAX 2048       /* bytes of a base URL */
 
 /* Whether the server gives logprobs (see the notes of remote.h, 2). */
 enum remote_lp { REMOTE_LP_ASK, REMOTE_LP_YES, REMOTE_LP_NO };
@@ -33,10 +33,10 @@ struct remote {
 
 /* One HTTP exchange: what came back. */
 struct remote_xfer {
-	long status;           /* HTTP status, 0 before the headers */
-	char retry_after[64];  /* a 429's Retry-After, printable, or "" */
-	struct sbuf body;      /* a non-2xx body, or a GET's (bounded) */
-	size_t body_max;       /* bound of body */
+	long status;          /* HTTP status, 0 before the headers */
+	char retry_after[64]; /* a 429's Retry-After, printable, or "" */
+	struct sbuf body;     /* a non-2xx body, or a GET's (bounded) */
+	size_t body_max;      /* bound of body */
 	/* a 2xx POST's bytes go here: 0 goes on, nonzero aborts */
 	int (*sink)(void *ud, const char *p, size_t n);
 	void *sink_ud;

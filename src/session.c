@@ -115,10 +115,10 @@ struct session {
 	struct verify_summary vsum; /* the current reply's steps */
 
 	/* remote mode (opts.server): no gf, model, tok, eng or tmpl */
-	struct remote *rem;     /* the server, or NULL: local (owned) */
-	char **rstops;          /* stop strings sent to it (owned) */
-	size_t n_rstops;        /* entries in rstops */
-	bool origin_done;       /* the store knows who answers this conv */
+	struct remote *rem; /* the server, or NULL: local (owned) */
+	char **rstops;      /* stop strings sent to it (owned) */
+	size_t n_rstops;    /* entries in rstops */
+	bool origin_done;   /* the store knows who answers this conv */
 };
 
 /* Monotonic time in milliseconds. */
@@ -470,6 +470,8 @@ static int session_resume(struct session *s, int64_t conv_id,
 	}
 	s->first = session_base(s);
 	s->conv_id = conv_id;
+	if (s->rem)
+		return 0; /* a server: no cache to rebuild */
 	rc = store_kv_get(s->st, conv_id, &kv, msg, sizeof(msg));
 	if (rc != STORE_OK) {
 		/* no slot: the first turn prefills everything */
@@ -1294,8 +1296,10 @@ static void session_record_origin(struct session *s, int64_t msg_id,
 		                          sizeof(msg)) == STORE_OK)
 			s->origin_done = true;
 		else
-			session_store_notice(cb, "record the conversation's "
-			                     "server", msg,
+			session_store_notice(cb,
+			                     "record the conversation's "
+			                     "server",
+			                     msg,
 			                     "a resume may ask another model");
 	}
 	if (msg_id && s->rem &&
@@ -1408,10 +1412,11 @@ static int session_reply_remote(struct session *s, const struct session_cb *cb,
 	p.n_stops = s->n_rstops;
 	rc = remote_chat(s->rem, m, s->n_msgs, &p, &rcb, &res, err, errlen);
 	free(m);
-	st->finish = res.finish == REMOTE_LENGTH        ? STORE_FINISH_LENGTH
-	             : res.finish == REMOTE_INTERRUPTED ? STORE_FINISH_INTERRUPTED
-	             : res.finish == REMOTE_ERROR       ? STORE_FINISH_ERROR
-	                                                : STORE_FINISH_STOP;
+	st->finish = res.finish == REMOTE_LENGTH ? STORE_FINISH_LENGTH
+	             : res.finish == REMOTE_INTERRUPTED
+	                 ? STORE_FINISH_INTERRUPTED
+	             : res.finish == REMOTE_ERROR ? STORE_FINISH_ERROR
+	                                          : STORE_FINISH_STOP;
 	st->n_gen = res.n_tokens;
 	st->n_prompt = res.n_prompt;
 	st->prefill_ms = res.first_ms;
@@ -1422,8 +1427,8 @@ static int session_reply_remote(struct session *s, const struct session_cb *cb,
 	}
 	session_rs_begin(&x); /* an interrupted wait keeps an empty reply */
 	if (x.oom)
-		session_store_notice(cb, "keep the whole reply", "out of memory",
-		                     "its end is missing");
+		session_store_notice(cb, "keep the whole reply",
+		                     "out of memory", "its end is missing");
 	ms.n_tokens = st->n_gen;
 	ms.n_prompt_tokens = st->n_prompt;
 	ms.prefill_ms = st->prefill_ms;
@@ -1680,9 +1685,10 @@ int session_set_verify(struct session *s, bool on, char *err, size_t errlen)
 	if (on == (s->ver != NULL))
 		return 0;
 	if (on && s->rem) {
-		snprintf(err, errlen,
-		         "verification needs the local engine (a remote model's "
-		         "layers are on the server)");
+		snprintf(
+		    err, errlen,
+		    "verification needs the local engine (a remote model's "
+		    "layers are on the server)");
 		return -1;
 	}
 	if (!on) {

@@ -39,8 +39,7 @@ static int sse_add(char **b, size_t *len, size_t *cap, const char *s, size_t n,
                    char *err, size_t errlen)
 {
 	if (n > SSE_MAX_EVENT - *len) {
-		snprintf(err, errlen,
-		         "server-sent event longer than %u MiB",
+		snprintf(err, errlen, "server-sent event longer than %u MiB",
 		         SSE_MAX_EVENT >> 20);
 		return -1;
 	}
@@ -52,7 +51,8 @@ static int sse_add(char **b, size_t *len, size_t *cap, const char *s, size_t n,
 			c *= 2;
 		q = realloc(*b, c);
 		if (q == NULL) {
-			snprintf(err, errlen, "server-sent event: out of memory");
+			snprintf(err, errlen,
+			         "server-sent event: out of memory");
 			return -1;
 		}
 		*b = q;
@@ -152,7 +152,8 @@ int sse_feed(struct sse *p, const char *buf, size_t len, sse_cb cb, void *ud,
 	int rc;
 
 	if (p->dead) {
-		snprintf(err, errlen, "server-sent events: input after the end");
+		snprintf(err, errlen,
+		         "server-sent events: input after the end");
 		return -1;
 	}
 	i = sse_bom_skip(p, buf, len, err, errlen, &rc);

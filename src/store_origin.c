@@ -12,8 +12,8 @@
 
 /* UPDATE TABLE's row ID with the two texts; ENOTFOUND when no row. */
 static int origin_write(struct store *st, const char *sql, int64_t id,
-                        const char *server, const char *model,
-                        const char *what, char *err, size_t errlen)
+                        const char *server, const char *model, const char *what,
+                        char *err, size_t errlen)
 {
 	sqlite3_stmt *s;
 	int rc;

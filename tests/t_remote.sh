@@ -96,12 +96,12 @@ smodel=$(head -n 1 "$tmp/models")
 db_q "SELECT server, server_model FROM conversations" >"$tmp/q1"
 [ "$(cat "$tmp/q1")" = "$url/v1|$smodel" ]
 ok $? "the conversation records the server and model: $(cat "$tmp/q1")"
-db_q "SELECT role, finish, server, n_tokens > 0, content FROM messages
-	ORDER BY id" >"$tmp/q2"
-printf 'user|stop||0|What is the capital of France?\nassistant|stop|%s|1|%s\n' \
+db_q "SELECT role, finish IN ('stop', 'length'), server, n_tokens > 0,
+	content FROM messages ORDER BY id" >"$tmp/q2"
+printf 'user|1||0|What is the capital of France?\nassistant|1|%s|1|%s\n' \
 	"$url/v1" "$(cat "$tmp/o1")" >"$tmp/w2"
 cmp -s "$tmp/q2" "$tmp/w2"
-ok $? "the stored reply is the one shown, finish stop, with its server"
+ok $? "the stored reply is the one shown, finished, with its server"
 sed 's/^/#   /' "$tmp/q2"
 
 # the session's reports from the server's logprobs (a C test)
@@ -149,7 +149,8 @@ rm -f "$PARLEY_DB"*
 ok $? "the REPL chats with the server and exits 0"
 n=$(db_q "SELECT count(*) FROM messages m JOIN conversations c ON
 	c.id = m.conversation_id WHERE m.role = 'assistant' AND
-	m.finish = 'stop' AND length(m.content) > 0 AND c.server = '$url/v1'")
+	m.finish IN ('stop', 'length') AND length(m.content) > 0 AND
+	m.server = '$url/v1' AND c.server = '$url/v1'")
 [ "$n" = 2 ]
 ok $? "both REPL replies are stored, from the server (got $n)"
 grep -q "at $url/v1" "$tmp/repl.out"

@@ -47,10 +47,10 @@ static void on_token(void *ud, const struct sampler_report *r)
 	s->n_rep++;
 	s->bad_id += r->chosen != -1;
 	s->bad_top += r->n_top != REMOTE_TOP_LOGPROBS;
-	s->bad_prob += !(r->chosen_raw_prob > 0 && r->chosen_raw_prob <= 1) ||
-	               fabsf(logf(r->chosen_raw_prob) - r->chosen_raw_logprob) >
-	                   1e-4f ||
-	               !(r->entropy >= 0);
+	s->bad_prob +=
+	    !(r->chosen_raw_prob > 0 && r->chosen_raw_prob <= 1) ||
+	    fabsf(logf(r->chosen_raw_prob) - r->chosen_raw_logprob) > 1e-4f ||
+	    !(r->entropy >= 0);
 	for (int i = 0; i < r->n_top; i++) {
 		s->bad_id += r->top[i].id != -1;
 		s->bad_prob += !(r->top[i].prob > 0 && r->top[i].prob <= 1);
@@ -147,9 +147,8 @@ int main(void)
 	tap_ok(seen.chosen_missing == 0,
 	       "the chosen token is among the alternatives (%d missing)",
 	       seen.chosen_missing);
-	tap_ok(seen.long_tok > 0 ||
-	           (seen.nt == seen.n && memcmp(seen.toks, seen.text, seen.n) ==
-	                                     0),
+	tap_ok(seen.long_tok > 0 || (seen.nt == seen.n &&
+	                             memcmp(seen.toks, seen.text, seen.n) == 0),
 	       "the tokens' texts make the reply: '%s'",
 	       one_line(seen.toks, seen.nt));
 

@@ -111,25 +111,31 @@ int main(void)
 	      "message=z|", false);
 	check("multi-line data", "data: one\ndata:two\ndata:  three\n\n",
 	      "message=one\ntwo\n three|", false);
-	check("empty data line", "data\n\ndata:\ndata:\n\n", "message=|message=\n|",
-	      false);
+	check("empty data line", "data\n\ndata:\ndata:\n\n",
+	      "message=|message=\n|", false);
 	check("event names",
 	      "event: error\ndata: bad\n\ndata: next\n\nevent:\ndata: e\n\n",
 	      "error=bad|message=next|message=e|", false);
 	check("other fields ignored",
 	      "id: 7\nretry: 100\nfoo: bar\ndata: d\n\n", "message=d|", false);
-	check("no data, no event", "event: x\n\n\n\ndata: y\n\n",
-	      "message=y|", false);
-	check("BOM at the start", "\xef\xbb\xbf" "data: b\n\n", "message=b|",
+	check("no data, no event", "event: x\n\n\n\ndata: y\n\n", "message=y|",
 	      false);
-	check("BOM prefix that is not one", "\xef\xbb" "data: b\n\n", "", false);
-	check("UTF-8 split in every way", "data: \xe2\x82\xac \xf0\x9f\x98\x80\n\n",
+	check("BOM at the start",
+	      "\xef\xbb\xbf"
+	      "data: b\n\n",
+	      "message=b|", false);
+	check("BOM prefix that is not one",
+	      "\xef\xbb"
+	      "data: b\n\n",
+	      "", false);
+	check("UTF-8 split in every way",
+	      "data: \xe2\x82\xac \xf0\x9f\x98\x80\n\n",
 	      "message=\xe2\x82\xac \xf0\x9f\x98\x80|", false);
 	check("colon in the value", "data: a: b\n\n", "message=a: b|", false);
-	check("cut stream: data without its empty line",
-	      "data: 1\n\ndata: 2\n", "message=1|", true);
-	check("cut stream: inside a line", "data: 1\n\ndata: [DO",
+	check("cut stream: data without its empty line", "data: 1\n\ndata: 2\n",
 	      "message=1|", true);
+	check("cut stream: inside a line", "data: 1\n\ndata: [DO", "message=1|",
+	      true);
 
 	/* a callback's nonzero value stops the parser and is returned */
 	{

@@ -599,14 +599,15 @@ static int chat_main(int argc, char **argv, bool resume)
 			goto out;
 		}
 		if (cfg.verbose && session_server(s))
-			fprintf(stderr,
-			        "[conversation %" PRId64 ", seed %" PRIu64
-			        ", reply %d tokens in %.0f ms (first text after "
-			        "%.0f ms), %s at %s, %s]\n",
-			        session_conv_id(s), cfg.samp.seed, ss.n_gen,
-			        ss.prefill_ms + ss.decode_ms, ss.prefill_ms,
-			        session_server_model(s), session_server(s),
-			        store_finish_name(ss.finish));
+			fprintf(
+			    stderr,
+			    "[conversation %" PRId64 ", seed %" PRIu64
+			    ", reply %d tokens in %.0f ms (first text after "
+			    "%.0f ms), %s at %s, %s]\n",
+			    session_conv_id(s), cfg.samp.seed, ss.n_gen,
+			    ss.prefill_ms + ss.decode_ms, ss.prefill_ms,
+			    session_server_model(s), session_server(s),
+			    store_finish_name(ss.finish));
 		else if (cfg.verbose)
 			fprintf(stderr,
 			        "[conversation %" PRId64 ", seed %" PRIu64
