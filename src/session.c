@@ -426,6 +426,23 @@ static void session_restore_kv(struct session *s, const struct store_kv *kv,
 	session_open_notice(o, msg);
 }
 
+/* origin_done when the store already records who answers now (the
+   server and model, or "" for the local engine): no write then. */
+static void session_origin_known(struct session *s)
+{
+	char *srv = NULL, *mod = NULL, msg[256];
+
+	s->origin_done = false;
+	if (store_conv_origin(s->st, s->conv_id, &srv, &mod, msg,
+	                      sizeof(msg)) != STORE_OK)
+		return;
+	s->origin_done = s->rem ? strcmp(srv, remote_url(s->rem)) == 0 &&
+	                              strcmp(mod, remote_model(s->rem)) == 0
+	                        : srv[0] == '\0';
+	free(srv);
+	free(mod);
+}
+
 /* Load conversation CONV_ID's messages (and KV slot) from the store. */
 static int session_resume(struct session *s, int64_t conv_id,
                           const struct session_opts *o, char *err,
@@ -470,6 +487,7 @@ static int session_resume(struct session *s, int64_t conv_id,
 	}
 	s->first = session_base(s);
 	s->conv_id = conv_id;
+	session_origin_known(s);
 	if (s->rem)
 		return 0; /* a server: no cache to rebuild */
 	rc = store_kv_get(s->st, conv_id, &kv, msg, sizeof(msg));
@@ -1261,6 +1279,7 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 	         s->eng ? engine_n_ctx(s->eng) : 0);
 	c.sampling_json = samp;
 	rc = store_conv_create(s->st, &c, &s->conv_id, err, errlen);
+	s->origin_done = s->rem == NULL; /* a new row records the local one */
 	free(title);
 	return rc == STORE_OK ? 0 : -1;
 }

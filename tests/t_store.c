@@ -1072,10 +1072,15 @@ static void test_refusals(void)
 	/* newer */
 	store_open(pn, 0, &st, err, sizeof(err));
 	store_close(st);
-	raw_exec(pn, "PRAGMA user_version = 3");
+	char newer[64], newer_v[16];
+
+	snprintf(newer, sizeof(newer), "PRAGMA user_version = %d",
+	         STORE_SCHEMA_VERSION + 1);
+	snprintf(newer_v, sizeof(newer_v), "%d", STORE_SCHEMA_VERSION + 1);
+	raw_exec(pn, newer);
 	before = slurp(pn, &lb);
 	tap_ok(store_open(pn, 0, &st, err, sizeof(err)) == STORE_ENEWER &&
-	           st == NULL && strstr(err, pn) && strstr(err, "3"),
+	           st == NULL && strstr(err, pn) && strstr(err, newer_v),
 	       "newer version refused: %s", err);
 	after = slurp(pn, &la);
 	tap_ok(before && after && la == lb && memcmp(before, after, la) == 0,
