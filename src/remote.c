@@ -470,6 +470,9 @@ int remote_xfer_run(struct remote *r, const char *path, const char *body,
 	snprintf(url, sizeof(url), "%s%s", r->base, path);
 	curl_easy_reset(r->curl);
 	h = curl_slist_append(h, "Accept: application/json, text/event-stream");
+	/* no "Expect: 100-continue" wait before a long conversation */
+	if (h)
+		h = (t = curl_slist_append(h, "Expect:")) ? t : NULL;
 	if (h && body)
 		h = (t = curl_slist_append(h, "Content-Type: application/json"))
 		        ? t

@@ -107,12 +107,14 @@ static void remote_report(struct remote_stream *s, const struct json_value *e)
 	free(rep);
 }
 
-/* A stream error: keep the first message, stop the parser. */
-static int remote_stream_fail(struct remote_stream *s, const char *fmt,
-                              const char *a, const char *b)
+/* A stream error: keep the first message, "WHAT: DETAIL" (or WHAT), and
+   stop the parser. */
+static int remote_stream_fail(struct remote_stream *s, const char *what,
+                              const char *detail)
 {
 	if (!s->failed) {
-		snprintf(s->msg, sizeof(s->msg), fmt, a, b);
+		snprintf(s->msg, sizeof(s->msg), "%s%s%s", what,
+		         detail[0] ? ": " : "", detail);
 		s->failed = true;
 	}
 	return 1;
@@ -134,8 +136,7 @@ static int remote_chunk(struct remote_stream *s, const struct json_value *v)
 		    m && m->type == JSON_STRING ? m->u.str.ptr : "(no message)",
 		    m && m->type == JSON_STRING ? m->u.str.len : 12);
 		return remote_stream_fail(
-		    s, "the server reported an error in the stream: %s%s",
-		    words, "");
+		    s, "the server reported an error in the stream", words);
 	}
 	u = json_object_get(v, "usage");
 	if (u && u->type == JSON_OBJECT) {
@@ -151,7 +152,7 @@ static int remote_chunk(struct remote_stream *s, const struct json_value *v)
 	if (ch == NULL || ch->type != JSON_ARRAY)
 		return v->type == JSON_OBJECT
 		           ? 0
-		           : remote_stream_fail(s, "%s%s",
+		           : remote_stream_fail(s,
 		                                "the server sent a chunk that "
 		                                "is not a JSON object",
 		                                "");
@@ -194,19 +195,20 @@ static int remote_on_event(void *ud, const struct sse_event *ev)
 	if (ev->name_len == 5 && memcmp(ev->name, "error", 5) == 0) {
 		remote_printable(snip, sizeof(snip), ev->data, ev->data_len);
 		return remote_stream_fail(
-		    s, "the server reported an error in the stream: %s%s", snip,
-		    "");
+		    s, "the server reported an error in the stream", snip);
 	}
 	if (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0) {
 		s->done = true;
 		return 0;
 	}
 	if (json_parse(ev->data, ev->data_len, &v, jerr, sizeof(jerr)) != 0) {
+		char what[300];
+
 		remote_printable(snip, sizeof(snip), ev->data,
 		                 ev->data_len < 40 ? ev->data_len : 40);
-		return remote_stream_fail(
-		    s, "the server sent a malformed chunk (%s): '%s'", jerr,
-		    snip);
+		snprintf(what, sizeof(what),
+		         "the server sent a malformed chunk (%s)", jerr);
+		return remote_stream_fail(s, what, snip);
 	}
 	rc = remote_chunk(s, v);
 	json_free(v);
@@ -227,8 +229,7 @@ static int remote_sink(void *ud, const char *p, size_t n)
 	}
 	rc = sse_feed(&s->sse, p, n, remote_on_event, s, err, sizeof(err));
 	if (rc < 0)
-		return remote_stream_fail(s, "the server's stream: %s%s", err,
-		                          "");
+		return remote_stream_fail(s, "the server's stream", err);
 	return rc;
 }
 
