@@ -3,11 +3,15 @@
  * same for every split of its bytes (each split point, two-byte chunks,
  * one byte at a time), with CRLF / CR / LF line ends, comments,
  * multi-line data, event names, a BOM, a UTF-8 character split across
- * chunks, a cut stream, and the size limit.
+ * chunks, a cut stream, and the size limit; then the fuzz harness's
+ * property (tests/sse_fuzz_check.h) over generated streams and the
+ * inputs kept in tests/data/sse/crashers/.
  */
 #include "sse.h"
+#include "sse_fuzz_check.h"
 #include "tap.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +182,79 @@ int main(void)
 		       "a line over the limit is an error: %s", err);
 		sse_reset(&p);
 		free(big);
+	}
+	/* the harness's property on streams built from SSE's own pieces */
+	{
+		static const char *const pieces[] = {
+		    "data:",  "data: ",       "event:",       "event: x",
+		    ":",      ": c",          "id: 1",        "retry: 5",
+		    "\r",     "\n",           "\r\n",         "x",
+		    " ",      "\xe2\x82\xac", "\xf0\x9f",     "\x98\x80",
+		    "[DONE]", "{\"a\":1}",    "\xef\xbb\xbf", "\0"};
+		uint64_t r = 0x9e3779b97f4a7c15u;
+		int bad = 0, runs = 3000;
+
+		for (int k = 0; k < runs; k++) {
+			char buf[512];
+			size_t n = 0;
+			int m;
+
+			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+			m = (int)(r % 24);
+			for (int j = 0; j < m; j++) {
+				size_t pi, pl;
+
+				r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+				pi = r % (sizeof(pieces) / sizeof(*pieces));
+				pl = pieces[pi][0] ? strlen(pieces[pi]) : 1;
+				memcpy(buf + n, pieces[pi], pl);
+				n += pl;
+			}
+			buf[0] = n ? buf[0] : 0;
+			if (sse_fuzz_check(buf, n))
+				bad++;
+		}
+		tap_ok(bad == 0,
+		       "%d generated streams: split-independent "
+		       "(%d not)",
+		       runs, bad);
+	}
+	/* fuzz findings (and regression inputs) replayed */
+	{
+		const char *top = getenv("top_srcdir");
+		char path[4096];
+		DIR *d;
+		struct dirent *e;
+		int n = 0, bad = 0;
+
+		snprintf(path, sizeof(path), "%s/tests/data/sse/crashers",
+		         top ? top : ".");
+		d = opendir(path);
+		while (d && (e = readdir(d))) {
+			char file[8192], buf[65536];
+			FILE *f;
+			size_t len;
+
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+			f = fopen(file, "rb");
+			if (!f)
+				continue;
+			len = fread(buf, 1, sizeof(buf), f);
+			fclose(f);
+			n++;
+			if (sse_fuzz_check(buf, len)) {
+				bad++;
+				tap_diag("%s fails", e->d_name);
+			}
+		}
+		if (d)
+			closedir(d);
+		tap_ok(n > 0 && bad == 0,
+		       "%d inputs of %s pass the harness's "
+		       "check",
+		       n, path);
 	}
 	return tap_done();
 }
