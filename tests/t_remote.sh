@@ -246,6 +246,21 @@ chmod 644 "$tmp/key"
 [ $? -ne 0 ] && grep -q "chmod 600" "$tmp/e11"
 ok $? "a key file others can read refused: $(cat "$tmp/e11")"
 
+# the config file's keys (api_key_file and server_timeout with '_')
+chmod 600 "$tmp/key"
+mkdir -p "$XDG_CONFIG_HOME/parley"
+printf 'server = %s\nserver-model = %s\napi_key_file = %s\nserver_timeout = 300\n' \
+	"$purl/pass" "$smodel" "$tmp/key" >"$XDG_CONFIG_HOME/parley/config"
+"$PARLEY" $opts -n 4 -p "Hi" >"$tmp/o12" 2>"$tmp/e12"
+st=$?
+[ $st -eq 0 ] && [ -s "$tmp/o12" ] && grep -q "^Bearer sk-file-key$" \
+	"$tmp/marks/auth"
+ok $? "server, server-model and api_key_file from the config file ($st)"
+"$PARLEY" models >"$tmp/m12" 2>&1
+grep -q "SmolLM2" "$tmp/m12"
+ok $? "parley models takes the server from the config file"
+rm -f "$XDG_CONFIG_HOME/parley/config"
+
 # --- faults -------------------------------------------------------------------
 rm -f "$PARLEY_DB"*
 secret=sk-test-SECRET-0123456789
