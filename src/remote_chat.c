@@ -233,6 +233,20 @@ static int remote_sink(void *ud, const char *p, size_t n)
 	return rc;
 }
 
+/* A JSON number for float F as the user wrote it: 0.8f is sent as 0.8,
+   not 0.800000011920929 (the shortest decimal that reads back as F). */
+static struct json_value *remote_float(float f)
+{
+	char b[32];
+
+	for (int prec = 1; prec <= 9; prec++) { /* 9 digits always do */
+		snprintf(b, sizeof(b), "%.*g", prec, (double)f);
+		if (strtof(b, NULL) == f)
+			break;
+	}
+	return json_new_float(strtod(b, NULL));
+}
+
 /* The request's JSON (malloc'd), with logprobs when LOGPROBS. */
 static char *remote_body(const struct remote *r, const struct remote_msg *m,
                          size_t n, const struct remote_params *p, bool logprobs)
@@ -261,17 +275,17 @@ static char *remote_body(const struct remote *r, const struct remote_msg *m,
 	a = NULL;
 	SET("stream", json_new_bool(true));
 	SET("temperature",
-	    json_new_float(c->temperature > 0 ? c->temperature : 0.0));
+	    remote_float(c->temperature > 0 ? c->temperature : 0.0f));
 	if (c->top_p < 1)
-		SET("top_p", json_new_float(c->top_p));
+		SET("top_p", remote_float(c->top_p));
 	if (p->max_tokens > 0)
 		SET("max_tokens", json_new_int(p->max_tokens));
 	/* 31 bits: some servers keep the seed in a 32-bit int */
 	SET("seed", json_new_int((int64_t)(c->seed & 0x7fffffff)));
 	if (c->frequency_penalty != 0)
-		SET("frequency_penalty", json_new_float(c->frequency_penalty));
+		SET("frequency_penalty", remote_float(c->frequency_penalty));
 	if (c->presence_penalty != 0)
-		SET("presence_penalty", json_new_float(c->presence_penalty));
+		SET("presence_penalty", remote_float(c->presence_penalty));
 	if (p->n_stops > 0) {
 		st = json_new_array();
 		for (size_t i = 0; st && i < p->n_stops; i++)
