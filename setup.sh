@@ -26,7 +26,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 deps() {
 	missing=
 	for pair in gcc:gcc make:make autoreconf:autoconf automake:automake \
-		pkg-config:pkg-config python3:python3 tmux:tmux \
+		pkg-config:pkg-config python3:python3 tmux:tmux openssl:openssl \
 		clang-format:clang-format; do
 		command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 	done

@@ -24,6 +24,11 @@
                          goes away; then MARKDIR/hold-closed is created
         /silent/...      no answer at all (for 60 s)
       Every request's Authorization header is appended to MARKDIR/auth.
+
+  tls CERT KEY PORTFILE
+      An https server on 127.0.0.1 (a free port, written to PORTFILE once it
+      listens) with the certificate CERT (self-signed: a client that
+      verifies certificates must refuse it) answering /v1/models.
 """
 import http.client
 import http.server
@@ -177,15 +182,37 @@ class Proxy(http.server.BaseHTTPRequestHandler):
     do_POST = handle_any
 
 
+def write_port(portfile, port):
+    tmp = portfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % port)
+    os.rename(tmp, portfile)  # the port appears whole, once listening
+
+
+def tls(cert, key, portfile):
+    import ssl
+
+    class Models(Proxy):
+        def handle_any(self):
+            return self.reply(200, {"object": "list", "data": [{"id": "m"}]})
+        do_GET = handle_any
+        do_POST = handle_any
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    srv.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    write_port(portfile, srv.server_address[1])
+    srv.serve_forever()
+
+
 def proxy(upstream, portfile, markdir):
     Proxy.upstream = int(upstream)
     Proxy.markdir = markdir
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     srv.daemon_threads = True
-    tmp = portfile + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("%d\n" % srv.server_address[1])
-    os.rename(tmp, portfile)  # the port appears whole, once listening
+    write_port(portfile, srv.server_address[1])
     srv.serve_forever()
 
 
@@ -194,5 +221,7 @@ if __name__ == "__main__":
         sys.exit(serve(*sys.argv[2:]))
     if len(sys.argv) == 5 and sys.argv[1] == "proxy":
         sys.exit(proxy(*sys.argv[2:]))
+    if len(sys.argv) == 5 and sys.argv[1] == "tls":
+        sys.exit(tls(*sys.argv[2:]))
     sys.stderr.write(__doc__)
     sys.exit(2)

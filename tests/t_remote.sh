@@ -9,7 +9,8 @@
 # connection close); the session's logprob reports (t_remote_session);
 # resume talks to the same server, and a local model continues the
 # conversation; a server that rejects logprobs; the options the API
-# lacks; then each fault - connection refused, 401 (the key scrubbed),
+# lacks; TLS verification (a self-signed certificate refused); then each
+# fault - connection refused, 401 (the key scrubbed),
 # 404, 429 with Retry-After, 500, a stream cut before [DONE], a chunk
 # that is not JSON - with its message and the store intact (user message
 # kept, a begun reply kept as "error" with its text); the key never in
@@ -24,7 +25,9 @@ sess=${top_builddir:-.}/tests/t_remote_session
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/t_remote.XXXXXX") || exit 1
 srv_pid=
 proxy_pid=
+tls_pid=
 cleanup() {
+	[ -n "$tls_pid" ] && kill "$tls_pid" 2>/dev/null
 	command -v tui_stop >/dev/null 2>&1 && tui_stop
 	[ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null
 	# the server runs in its own session: end its process group
@@ -245,6 +248,32 @@ chmod 644 "$tmp/key"
 	2>"$tmp/e11"
 [ $? -ne 0 ] && grep -q "chmod 600" "$tmp/e11"
 ok $? "a key file others can read refused: $(cat "$tmp/e11")"
+
+# TLS: certificates are verified (a self-signed one is refused, also
+# with --insecure, which only allows plain http)
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+	-addext subjectAltName=IP:127.0.0.1 \
+	-keyout "$tmp/tls.key" -out "$tmp/tls.crt" >/dev/null 2>&1
+python3 "$fixture" tls "$tmp/tls.crt" "$tmp/tls.key" "$tmp/tls.port" \
+	2>"$tmp/tls.log" &
+tls_pid=$!
+while [ ! -s "$tmp/tls.port" ]; do # written once it listens
+	kill -0 "$tls_pid" 2>/dev/null || break
+	sleep 0.1
+done
+turl=https://127.0.0.1:$(cat "$tmp/tls.port")
+python3 -c 'import ssl, sys, urllib.request as u
+c = ssl.create_default_context(cafile=sys.argv[2])
+print(u.urlopen(sys.argv[1] + "/v1/models", context=c).read().decode())' \
+	"$turl" "$tmp/tls.crt" | grep -q '"m"'
+ok $? "the https test server answers a client that trusts its certificate"
+"$PARLEY" models --server "$turl" >/dev/null 2>"$tmp/e15"
+[ $? -ne 0 ] && grep -q "TLS with $turl/v1 failed" "$tmp/e15"
+ok $? "a self-signed certificate is refused: $(cat "$tmp/e15")"
+"$PARLEY" models --server "$turl" --insecure >/dev/null 2>"$tmp/e16"
+[ $? -ne 0 ] && grep -q "TLS with" "$tmp/e16"
+ok $? "...also with --insecure (which only allows plain http)"
+kill "$tls_pid" 2>/dev/null
 
 # the config file's keys (api_key_file and server_timeout with '_')
 chmod 600 "$tmp/key"
