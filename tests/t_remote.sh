@@ -145,6 +145,9 @@ send Say hello.
 expect > 
 send What is two plus two?
 expect > 
+send /stats
+expect first text after
+expect > 
 send /quit
 wait
 S
@@ -160,6 +163,9 @@ n=$(db_q "SELECT count(*) FROM messages m JOIN conversations c ON
 ok $? "both REPL replies are stored, from the server (got $n)"
 grep -q "at $url/v1" "$tmp/repl.out"
 ok $? "the REPL's banner names the server and model"
+grep -Eq '^\[reply [0-9]+ tokens, [0-9.]+ tok/s; first text after [0-9]+ ms\]' \
+	"$tmp/repl.out"
+ok $? "/stats of a remote reply: tokens, speed, time to the first text"
 
 cat >"$tmp/intr.script" <<'S'
 expect > 
