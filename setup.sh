@@ -26,7 +26,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 deps() {
 	missing=
 	for pair in gcc:gcc make:make autoreconf:autoconf automake:automake \
-		pkg-config:pkg-config python3:python3 tmux:tmux \
+		pkg-config:pkg-config python3:python3 tmux:tmux openssl:openssl \
 		clang-format:clang-format; do
 		command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 	done
@@ -34,11 +34,12 @@ deps() {
 	if command -v pkg-config >/dev/null 2>&1; then
 		for pair in ncursesw:libncurses-dev libedit:libedit-dev \
 			sqlite3:libsqlite3-dev libpcre2-8:libpcre2-dev \
-		libutf8proc:libutf8proc-dev md4c:libmd4c-dev; do
+		libutf8proc:libutf8proc-dev md4c:libmd4c-dev \
+		libcurl:libcurl4-openssl-dev; do
 			pkg-config --exists "${pair%%:*}" || missing="$missing ${pair#*:}"
 		done
 	else
-		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libmd4c-dev"
+		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libmd4c-dev libcurl4-openssl-dev"
 	fi
 	[ -z "$missing" ] && return 0
 	say "installing:$missing"
@@ -48,6 +49,28 @@ deps() {
 	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
 		build-essential $missing >/dev/null
+}
+
+# The remote-model tests (tests/t_remote.sh) run llama-cpp-python's
+# OpenAI-compatible server: its [server] extras (fastapi, uvicorn,
+# sse-starlette, starlette-context, pydantic-settings) come from pip, and
+# llama-cpp-python itself builds llama.cpp with cmake when no wheel fits.
+testdeps() {
+	python3 -c 'import llama_cpp.server.app' >/dev/null 2>&1 && return 0
+	command -v cmake >/dev/null 2>&1 || {
+		sudo=
+		[ "$(id -u)" -ne 0 ] && sudo=sudo
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+			--no-install-recommends cmake >/dev/null
+	}
+	say "installing llama-cpp-python[server] (pip) for the remote-model tests"
+	# Debian 12 marks its Python externally managed: a --user install
+	pip_flags=--user
+	python3 -m pip install --help 2>/dev/null | grep -q break-system-packages &&
+		pip_flags="$pip_flags --break-system-packages"
+	# shellcheck disable=SC2086
+	python3 -m pip install -q $pip_flags 'llama-cpp-python[server]'
 }
 
 build() {
@@ -104,7 +127,7 @@ chat)
 	exec "$build/parley" -m "$cache/$model_file"
 	;;
 test)
-	deps; build; model
+	deps; build; model; testdeps
 	# The quant tests also check real Q4_K/Q6_K tensors of Gemma-3-270M.
 	"$top/tests/fetch-gemma.sh" >&2
 	cd "$build"

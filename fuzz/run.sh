@@ -37,6 +37,9 @@ if [ "$name" = template ]; then
 	for f in tests/data/template/templates/*.jinja; do cp "$f" "$corpus/t-${f##*/}"; done
 	for f in prompts/templates/*.jinja; do cp "$f" "$corpus/p-${f##*/}"; done
 fi
+if [ "$name" = sse ]; then
+	cp tests/data/sse/crashers/* "$corpus/"
+fi
 if [ "$name" = json ]; then
 	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
 fi

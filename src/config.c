@@ -58,6 +58,15 @@ static const struct config_opt config_opts[] = {
     {"verify", CT_BOOL, 0, 0, 0,
      "check every step against the CPU "
      "reference (false)"},
+    {"server", CT_STR, 0, 0, 0, "OpenAI-compatible server URL: a remote model"},
+    {"server-model", CT_STR, 0, 0, 0, "the server's model (its first)"},
+    {"api-key-env", CT_STR, 0, 0, 0,
+     "environment variable holding the API key"},
+    {"api-key-file", CT_STR, 0, 0, 0, "file holding the API key (mode 600)"},
+    {"server-timeout", CT_INT, 1, 86400, 0,
+     "seconds to connect or of server silence (60)"},
+    {"insecure", CT_BOOL, 0, 0, 0,
+     "allow plain http to a non-local server (false)"},
 };
 
 #define CONFIG_N_OPTS (sizeof(config_opts) / sizeof(config_opts[0]))
@@ -76,6 +85,10 @@ void config_free(struct config *c)
 	free(c->template_name);
 	free(c->db);
 	free(c->backend);
+	free(c->server);
+	free(c->server_model);
+	free(c->api_key_env);
+	free(c->api_key_file);
 	for (size_t i = 0; i < c->n_stops; i++)
 		free(c->stops[i]);
 	memset(c, 0, sizeof(*c));
@@ -83,7 +96,7 @@ void config_free(struct config *c)
 
 const char *config_keys(void)
 {
-	static char buf[2048];
+	static char buf[4096];
 
 	if (buf[0] == '\0') {
 		size_t n = 0;
@@ -128,6 +141,28 @@ static int config_num(const struct config_opt *o, const char *v, double *out,
 	return 0;
 }
 
+/* Where the string option KEY goes. */
+static char **config_str_slot(struct config *c, const char *key)
+{
+	if (strcmp(key, "model") == 0)
+		return &c->model;
+	if (strcmp(key, "system") == 0)
+		return &c->system;
+	if (strcmp(key, "db") == 0)
+		return &c->db;
+	if (strcmp(key, "backend") == 0)
+		return &c->backend;
+	if (strcmp(key, "server") == 0)
+		return &c->server;
+	if (strcmp(key, "server-model") == 0)
+		return &c->server_model;
+	if (strcmp(key, "api-key-env") == 0)
+		return &c->api_key_env;
+	if (strcmp(key, "api-key-file") == 0)
+		return &c->api_key_file;
+	return &c->template_name;
+}
+
 /* Store the parsed number D for option O. */
 static void config_put(struct config *c, const struct config_opt *o, double d)
 {
@@ -151,7 +186,18 @@ static void config_put(struct config *c, const struct config_opt *o, double d)
 		c->n_ctx = (int32_t)d;
 	else if (strcmp(k, "threads") == 0)
 		c->n_threads = (int32_t)d;
+	else if (strcmp(k, "server-timeout") == 0)
+		c->server_timeout = (int32_t)d;
 	c->set |= o->set_bit;
+}
+
+/* Whether KEY names option NAME; '_' stands for '-' (api_key_file). */
+static bool config_key_is(const char *name, const char *key)
+{
+	for (; *name && *key; name++, key++)
+		if (*name != *key && !(*name == '-' && *key == '_'))
+			return false;
+	return *name == *key;
 }
 
 int config_set(struct config *c, const char *key, const char *value, char *err,
@@ -161,12 +207,13 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 	double d;
 
 	for (size_t i = 0; i < CONFIG_N_OPTS; i++)
-		if (strcmp(config_opts[i].key, key) == 0)
+		if (config_key_is(config_opts[i].key, key))
 			o = &config_opts[i];
 	if (o == NULL) {
 		snprintf(err, errlen, "unknown option '%s'", key);
 		return -1;
 	}
+	key = o->key;
 	switch (o->type) {
 	case CT_FLOAT:
 	case CT_INT:
@@ -207,6 +254,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 		}
 		if (strcmp(key, "save-kv") == 0)
 			c->save_kv = b;
+		else if (strcmp(key, "insecure") == 0)
+			c->insecure = b;
 		else if (strcmp(key, "verify") == 0)
 			c->verify = b;
 		else
@@ -226,13 +275,7 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 		c->n_stops++;
 		return 0;
 	case CT_STR:
-		if (config_str(strcmp(key, "model") == 0    ? &c->model
-		               : strcmp(key, "system") == 0 ? &c->system
-		               : strcmp(key, "db") == 0     ? &c->db
-		               : strcmp(key, "backend") == 0
-		                   ? &c->backend
-		                   : &c->template_name,
-		               value))
+		if (config_str(config_str_slot(c, key), value))
 			goto nomem;
 		return 0;
 	}

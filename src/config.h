@@ -12,7 +12,7 @@
  * The config file, ${XDG_CONFIG_HOME:-~/.config}/parley/config, holds
  * lines "key = value" (or "key value"); '#' starts a comment line; blank
  * lines are ignored. An unknown key or a bad value is an error naming the
- * file and the line.
+ * file and the line. In a key, '_' may stand for '-' (api_key_file).
  *
  * Precedence: sampler_config_default() < the model's general.sampling.*
  * metadata < config file < command line. Options set by the file or the
@@ -58,6 +58,13 @@ struct config {
 	bool verbose;                  /* --verbose: stats after replies */
 	bool verify;                   /* --verify: check against the CPU */
 	unsigned set;                  /* CONFIG_SET_* bits */
+	/* a remote model (remote.h); the key itself is never kept here */
+	char *server;           /* --server URL or NULL (owned) */
+	char *server_model;     /* --server-model NAME or NULL (owned) */
+	char *api_key_env;      /* --api-key-env VAR or NULL (owned) */
+	char *api_key_file;     /* api-key-file PATH or NULL (owned) */
+	int32_t server_timeout; /* seconds, 0: the default */
+	bool insecure;          /* --insecure: http to a remote host */
 };
 
 /* Defaults: sampler_config_default, n_predict 512, nothing else set. */

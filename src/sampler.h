@@ -64,6 +64,7 @@
 #include <stdint.h>
 
 #define SAMPLER_MAX_PROBS 100 /* largest n_probs accepted */
+#define SAMPLER_TEXT_MAX  32  /* bytes of a remote token's text, NUL incl. */
 
 /* Sampling options; sampler_config_default() fills in the defaults below. */
 struct sampler_config {
@@ -106,6 +107,15 @@ struct sampler_report {
 	                            id first); 0 when unknown: a selection
 	                            (sampler_sample_top) whose raw entries
 	                            do not reach the chosen id */
+	/* Remote models (src/remote.c) report tokens by text: their ids are
+	   the server's and mean nothing here, so chosen and top[].id are -1,
+	   prob/logprob come from the server's logprobs (raw and sampled the
+	   same), logit = logprob, n_kept = 0 (unknown) and the entropies are
+	   over the entries returned. The texts below are NUL-terminated, cut
+	   at a UTF-8 character boundary; they are meaningful only where the
+	   matching id is -1 (the sampler does not write them). */
+	char chosen_text[SAMPLER_TEXT_MAX];
+	char top_text[SAMPLER_MAX_PROBS][SAMPLER_TEXT_MAX];
 };
 
 struct sampler;

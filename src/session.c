@@ -54,6 +54,7 @@
 #include "model.h"
 #include "prompt.h"
 #include "promptdir.h"
+#include "remote.h"
 #include "stopstr.h"
 #include "template.h"
 #include "tok.h"
@@ -122,6 +123,12 @@ struct session {
 	                      while verifying), or NULL */
 	struct tok_ids lp; /* the last prompt's ids (session_last_prompt) */
 	size_t lp_reused;  /* of those, taken from the cache */
+
+	/* remote mode (opts.server): no gf, model, tok, eng or tmpl */
+	struct remote *rem; /* the server, or NULL: local (owned) */
+	char **rstops;      /* stop strings sent to it (owned) */
+	size_t n_rstops;    /* entries in rstops */
+	bool origin_done;   /* the store knows who answers this conv */
 };
 
 /* Monotonic time in milliseconds. */
@@ -298,6 +305,42 @@ static int session_load(struct session *s, const struct session_opts *o,
 	return s->kv_format ? 0 : -1;
 }
 
+/*
+ * Remote mode: the server instead of the model. A sampler of one id keeps
+ * the sampling options (session_sampling); those the API lacks are
+ * refused here, before anything is sent.
+ */
+static int session_load_remote(struct session *s, const struct session_opts *o,
+                               char *err, size_t errlen)
+{
+	struct remote_opts ro = {0};
+
+	if (remote_check_sampling(&o->sampling, err, errlen))
+		return -1;
+	s->smp = sampler_new(&o->sampling, 1, err, errlen);
+	if (s->smp == NULL)
+		return -1;
+	if (o->n_stops > 0) {
+		s->rstops = calloc(o->n_stops, sizeof(*s->rstops));
+		if (s->rstops == NULL)
+			goto nomem;
+		for (; s->n_rstops < o->n_stops; s->n_rstops++)
+			if ((s->rstops[s->n_rstops] =
+			         strdup(o->stops[s->n_rstops])) == NULL)
+				goto nomem;
+	}
+	ro.url = o->server;
+	ro.model = o->server_model;
+	ro.api_key = o->api_key;
+	ro.insecure = o->insecure;
+	ro.timeout_s = o->server_timeout;
+	ro.cancel = o->cancel;
+	return remote_open(&ro, &s->rem, err, errlen);
+nomem:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
 /* ---------- alignment ---------- */
 
 /* Reset align to empty. */
@@ -393,6 +436,23 @@ static void session_restore_kv(struct session *s, const struct store_kv *kv,
 	session_open_notice(o, msg);
 }
 
+/* origin_done when the store already records who answers now (the
+   server and model, or "" for the local engine): no write then. */
+static void session_origin_known(struct session *s)
+{
+	char *srv = NULL, *mod = NULL, msg[256];
+
+	s->origin_done = false;
+	if (store_conv_origin(s->st, s->conv_id, &srv, &mod, msg,
+	                      sizeof(msg)) != STORE_OK)
+		return;
+	s->origin_done = s->rem ? strcmp(srv, remote_url(s->rem)) == 0 &&
+	                              strcmp(mod, remote_model(s->rem)) == 0
+	                        : srv[0] == '\0';
+	free(srv);
+	free(mod);
+}
+
 /* Load conversation CONV_ID's messages (and KV slot) from the store. */
 static int session_resume(struct session *s, int64_t conv_id,
                           const struct session_opts *o, char *err,
@@ -437,6 +497,9 @@ static int session_resume(struct session *s, int64_t conv_id,
 	}
 	s->first = session_base(s);
 	s->conv_id = conv_id;
+	session_origin_known(s);
+	if (s->rem)
+		return 0; /* a server: no cache to rebuild */
 	rc = store_kv_get(s->st, conv_id, &kv, msg, sizeof(msg));
 	if (rc != STORE_OK) {
 		/* no slot: the first turn prefills everything */
@@ -482,12 +545,15 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->use_kv_slot = o->use_kv_slot && o->store;
 	s->store_reports = o->store_reports && o->store;
 	s->cancel = o->cancel;
-	if (o->model_path == NULL || s->model_path == NULL) {
+	if (o->server) {
+		if (session_load_remote(s, o, err, errlen))
+			goto fail;
+	} else if (o->model_path == NULL || s->model_path == NULL) {
 		snprintf(err, errlen, "no model given");
 		goto fail;
-	}
-	if (session_load(s, o, err, errlen))
+	} else if (session_load(s, o, err, errlen)) {
 		goto fail;
+	}
 	if (o->conv_id && s->st) {
 		if (session_resume(s, o->conv_id, o, err, errlen))
 			goto fail;
@@ -551,6 +617,10 @@ void session_close(struct session *s)
 	free(s->al_marks.v);
 	stopstr_free(s->stop);
 	sampler_free(s->smp);
+	remote_close(s->rem);
+	for (size_t i = 0; i < s->n_rstops; i++)
+		free(s->rstops[i]);
+	free(s->rstops);
 	prompt_vocab_free(&s->pv);
 	free(s->bos_text);
 	free(s->eos_text);
@@ -1360,10 +1430,12 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 		return 0;
 	title = store_fmt_title(first_text, len, 60);
 	c.title = title ? title : "";
-	c.model_path = s->model_path;
-	c.model_size = stat(s->model_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	c.model_path = s->model_path ? s->model_path : "";
+	c.model_size = s->model_path && stat(s->model_path, &sb) == 0
+	                   ? (int64_t)sb.st_size
+	                   : 0;
 	c.model_fingerprint = s->model_fp;
-	c.template_name = s->template_name;
+	c.template_name = s->template_name ? s->template_name : "";
 	c.system_prompt = session_base(s) ? s->msgs[0].content : NULL;
 	const struct sampler_config *sc = sampler_config(s->smp);
 	char samp[512];
@@ -1375,9 +1447,10 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 	         sc->temperature, sc->top_k, sc->top_p, sc->min_p,
 	         sc->repeat_penalty, sc->penalty_last_n,
 	         (unsigned long long)sc->seed, s->n_predict,
-	         engine_n_ctx(s->eng));
+	         s->eng ? engine_n_ctx(s->eng) : 0);
 	c.sampling_json = samp;
 	rc = store_conv_create(s->st, &c, &s->conv_id, err, errlen);
+	s->origin_done = s->rem == NULL; /* a new row records the local one */
 	free(title);
 	return rc == STORE_OK ? 0 : -1;
 }
@@ -1391,6 +1464,181 @@ static int64_t session_parent(const struct session *s, size_t i)
 			return s->msgs[i].store_id;
 	}
 	return STORE_PARENT_NONE;
+}
+
+/*
+ * Tell the store who answers the conversation (once after it was opened,
+ * resumed or cleared: the server's base URL and model, "" for the local
+ * engine) and, in remote mode, who wrote reply MSG_ID. A failure is a
+ * notice: the reply itself is saved.
+ */
+static void session_record_origin(struct session *s, int64_t msg_id,
+                                  const struct session_cb *cb)
+{
+	const char *srv = s->rem ? remote_url(s->rem) : "";
+	const char *mod = s->rem ? remote_model(s->rem) : "";
+	char msg[512];
+
+	if (s->st == NULL || s->conv_id == 0)
+		return;
+	if (!s->origin_done) {
+		if (store_conv_set_origin(s->st, s->conv_id, srv, mod, msg,
+		                          sizeof(msg)) == STORE_OK)
+			s->origin_done = true;
+		else
+			session_store_notice(cb,
+			                     "record the conversation's "
+			                     "server",
+			                     msg,
+			                     "a resume may ask another model");
+	}
+	if (msg_id && s->rem &&
+	    store_msg_set_origin(s->st, msg_id, srv, mod, msg, sizeof(msg)) !=
+	        STORE_OK)
+		session_store_notice(cb, "record the reply's server", msg,
+		                     "the reply is saved");
+}
+
+/* ---------- remote replies ---------- */
+
+/* A remote reply in progress: the session_reply, and the front end's
+   callbacks the remote's are passed on to. */
+struct session_rstream {
+	struct session *s;
+	const struct session_cb *cb;
+	struct session_reply r;
+	bool begun; /* store_msg_begin was tried */
+	bool oom;   /* text was lost (out of memory) */
+};
+
+/* The reply's message in the store, begun once the server answers (an
+   error before that stores nothing but the user's message). */
+static void session_rs_begin(struct session_rstream *x)
+{
+	struct session *s = x->s;
+	char msg[512];
+
+	if (x->begun)
+		return;
+	x->begun = true;
+	if (s->st && s->conv_id &&
+	    store_msg_begin(s->st, s->conv_id, session_parent(s, s->n_msgs),
+	                    STORE_ROLE_ASSISTANT, &x->r.store_id, msg,
+	                    sizeof(msg)) != STORE_OK) {
+		x->r.store_id = 0;
+		session_store_notice(x->cb, "store the reply", msg,
+		                     "it is shown but not saved");
+	}
+	x->r.last_store = session_ms();
+}
+
+static void session_rs_start(void *ud)
+{
+	session_rs_begin(ud);
+}
+
+static void session_rs_piece(void *ud, const char *text, size_t len)
+{
+	struct session_rstream *x = ud;
+
+	session_rs_begin(x);
+	if (tok_buf_append(&x->r.text, text, len))
+		x->oom = true;
+	if (x->cb && x->cb->piece)
+		x->cb->piece(x->cb->ud, text, len);
+	session_store_update(x->s, &x->r, x->cb);
+}
+
+static void session_rs_token(void *ud, const struct sampler_report *rep)
+{
+	struct session_rstream *x = ud;
+
+	if (x->cb && x->cb->token)
+		x->cb->token(x->cb->ud, rep);
+}
+
+static void session_rs_notice(void *ud, const char *msg)
+{
+	struct session_rstream *x = ud;
+
+	if (x->cb && x->cb->notice)
+		x->cb->notice(x->cb->ud, msg);
+}
+
+/*
+ * The reply from the server: every message of the conversation is sent
+ * (the server's template and context apply), the stream is shown and
+ * stored as it comes. An error before the server answered stores
+ * nothing (the user's message stays); one during the stream keeps the
+ * text so far with finish "error".
+ */
+static int session_reply_remote(struct session *s, const struct session_cb *cb,
+                                struct session_stats *st, char *err,
+                                size_t errlen)
+{
+	struct session_rstream x = {.s = s, .cb = cb};
+	struct remote_cb rcb = {session_rs_piece, session_rs_token,
+	                        session_rs_notice, session_rs_start, &x};
+	struct remote_params p = {0};
+	struct remote_result res;
+	struct store_msg_stats ms = {0};
+	struct remote_msg *m = calloc(s->n_msgs ? s->n_msgs : 1, sizeof(*m));
+	char msg[512];
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (m == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < s->n_msgs; i++) {
+		m[i].role = store_role_name(s->msgs[i].role);
+		m[i].content = s->msgs[i].content;
+		m[i].len = s->msgs[i].len;
+	}
+	p.samp = *sampler_config(s->smp);
+	p.max_tokens = s->n_predict;
+	p.stops = (const char *const *)s->rstops;
+	p.n_stops = s->n_rstops;
+	rc = remote_chat(s->rem, m, s->n_msgs, &p, &rcb, &res, err, errlen);
+	free(m);
+	st->finish = res.finish == REMOTE_LENGTH ? STORE_FINISH_LENGTH
+	             : res.finish == REMOTE_INTERRUPTED
+	                 ? STORE_FINISH_INTERRUPTED
+	             : res.finish == REMOTE_ERROR ? STORE_FINISH_ERROR
+	                                          : STORE_FINISH_STOP;
+	st->n_gen = res.n_tokens;
+	st->n_prompt = res.n_prompt;
+	st->prefill_ms = res.first_ms;
+	st->decode_ms = res.total_ms - res.first_ms;
+	if (rc < 0 && !res.started) {
+		free(x.r.text.p);
+		return -1;
+	}
+	session_rs_begin(&x); /* an interrupted wait keeps an empty reply */
+	if (x.oom)
+		session_store_notice(cb, "keep the whole reply",
+		                     "out of memory", "its end is missing");
+	ms.n_tokens = st->n_gen;
+	ms.n_prompt_tokens = st->n_prompt;
+	ms.prefill_ms = st->prefill_ms;
+	ms.decode_ms = st->decode_ms;
+	if (x.r.store_id &&
+	    store_msg_finish(s->st, x.r.store_id, x.r.text.p ? x.r.text.p : "",
+	                     x.r.text.n, st->finish, &ms, msg,
+	                     sizeof(msg)) != STORE_OK)
+		session_store_notice(cb, "save the finished reply", msg,
+		                     "the history may keep it incomplete");
+	session_record_origin(s, x.r.store_id, cb);
+	if (session_push_msg(s, STORE_ROLE_ASSISTANT,
+	                     x.r.text.p ? x.r.text.p : "", x.r.text.n,
+	                     x.r.store_id, st->finish)) {
+		free(x.r.text.p);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	free(x.r.text.p);
+	return rc;
 }
 
 /*
@@ -1410,6 +1658,8 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 	char msg[512];
 	int rc;
 
+	if (s->rem)
+		return session_reply_remote(s, cb, st, err, errlen);
 	if (br) {
 		r.rep = br->rep;
 		br->rep = (struct store_reports){0};
@@ -1466,6 +1716,7 @@ static int session_reply(struct session *s, const struct session_cb *cb,
 		session_store_notice(cb, "save the finished reply", msg,
 		                     "the history may keep it incomplete");
 	store_reports_free(&r.rep);
+	session_record_origin(s, 0, cb);
 	if (session_push_msg(s, STORE_ROLE_ASSISTANT, r.text.p ? r.text.p : "",
 	                     r.text.n, r.store_id, st->finish)) {
 		free(r.text.p);
@@ -1585,6 +1836,7 @@ int session_clear(struct session *s, char *err, size_t errlen)
 	session_pop_to(s, session_base(s));
 	s->first = session_base(s);
 	s->conv_id = 0;
+	s->origin_done = false;
 	return 0;
 }
 
@@ -1631,8 +1883,9 @@ int session_set_sampling(struct session *s, const struct sampler_config *c,
 	   change which token is drawn (sampler.h) */
 	if (s->store_reports && k.n_probs < STORE_REPORT_TOP)
 		k.n_probs = STORE_REPORT_TOP;
-	n = sampler_new(&k, engine_n_vocab(s->eng), err, errlen);
-
+	if (s->rem && remote_check_sampling(c, err, errlen))
+		return -1;
+	n = sampler_new(&k, s->eng ? engine_n_vocab(s->eng) : 1, err, errlen);
 	if (n == NULL)
 		return -1;
 	sampler_free(s->smp);
@@ -1649,6 +1902,13 @@ int session_set_verify(struct session *s, bool on, char *err, size_t errlen)
 {
 	if (on == (s->ver != NULL))
 		return 0;
+	if (on && s->rem) {
+		snprintf(
+		    err, errlen,
+		    "verification needs the local engine (a remote model's "
+		    "layers are on the server)");
+		return -1;
+	}
 	if (!on) {
 		verify_close(s->ver);
 		s->ver = NULL;
@@ -1670,7 +1930,8 @@ int session_set_trace(struct session *s, bool on, char *err, size_t errlen)
 {
 	bool ver = s->ver != NULL;
 
-	if (on == (s->tr != NULL))
+	if (on == (s->tr != NULL) || s->rem != NULL) /* remote: the layers
+	                                                are on the server */
 		return 0;
 	verify_close(s->ver); /* detaches its own trace, releases ours */
 	s->ver = NULL;
@@ -1698,12 +1959,16 @@ int session_set_trace(struct session *s, bool on, char *err, size_t errlen)
 
 int32_t session_n_vocab(const struct session *s)
 {
-	return engine_n_vocab(s->eng);
+	return s->eng ? engine_n_vocab(s->eng) : 0; /* 0: remote mode */
 }
 
 const char *session_token_text(const struct session *s, int32_t id, size_t *len,
                                bool *control)
 {
+	if (control)
+		*control = false;
+	if (s->tok == NULL) /* remote mode: no tokenizer of ours */
+		return NULL;
 	if (control)
 		*control = id >= 0 && tok_is_control(s->tok, id);
 	return tok_piece(s->tok, id, TOK_DECODE_SPECIAL, len);
@@ -1776,22 +2041,32 @@ const struct gguf_file *session_gguf(const struct session *s)
 
 int32_t session_n_ctx(const struct session *s)
 {
-	return engine_n_ctx(s->eng);
+	return s->eng ? engine_n_ctx(s->eng) : 0;
 }
 
 const char *session_backend_name(const struct session *s)
 {
-	return engine_backend_name(s->eng);
+	return s->eng ? engine_backend_name(s->eng) : "remote";
 }
 
 const char *session_device_name(const struct session *s)
 {
-	return engine_device_name(s->eng);
+	return s->eng ? engine_device_name(s->eng) : remote_url(s->rem);
+}
+
+const char *session_server(const struct session *s)
+{
+	return s->rem ? remote_url(s->rem) : NULL;
+}
+
+const char *session_server_model(const struct session *s)
+{
+	return s->rem ? remote_model(s->rem) : NULL;
 }
 
 const char *session_model_path(const struct session *s)
 {
-	return s->model_path;
+	return s->rem ? remote_model(s->rem) : s->model_path;
 }
 
 const char *session_template_name(const struct session *s)
@@ -1896,6 +2171,12 @@ int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
 	int rc = -1;
 
 	memset(&br, 0, sizeof(br));
+	if (s->rem != NULL) {
+		snprintf(err, errlen,
+		         "branching at a token needs the local model's token "
+		         "ids: not available for a remote model");
+		return -1;
+	}
 	if (msg_index >= s->n_msgs || msg_index == 0 ||
 	    s->msgs[msg_index].role != STORE_ROLE_ASSISTANT ||
 	    s->msgs[msg_index - 1].role != STORE_ROLE_USER) {

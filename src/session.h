@@ -32,6 +32,14 @@
  * still generated and shown; notice through session_cb.notice, once per
  * reply and kind of write).
  *
+ * Remote models (opts.server): the session sends the messages to an
+ * OpenAI-compatible server (remote.h) instead of running the engine; no
+ * model, tokenizer, template or engine is loaded, there is no KV cache
+ * (the accessors of those answer 0 / NULL / empty), and the server's
+ * logprobs reach session_cb.token as reports with id -1 and the token's
+ * text (sampler.h). The store records which server and model answered
+ * each reply and the conversation (store_conv_set_origin).
+ *
  * Cancelling: *opts.cancel (an atomic int, lock-free, so a signal
  * handler or another thread may set it) stops a reply when nonzero; the
  * generation loop checks it before each token and each prefill chunk and
@@ -87,6 +95,16 @@ struct session_opts {
 	   the style of session_cb.notice; NULL: none */
 	void (*notice)(void *ud, const char *msg);
 	void *notice_ud; /* passed back to notice */
+	/* A remote model (remote.h) instead of the local engine: the
+	   conversation's messages go to SERVER, which applies its own chat
+	   template; model_path, template_name, n_ctx, n_threads, backend,
+	   use_kv_slot and verify are then unused, and sampling must pass
+	   remote_check_sampling. NULL: the local engine. */
+	const char *server;       /* base URL */
+	const char *server_model; /* NULL: the server's first model */
+	const char *api_key;      /* NULL: none (borrowed; never stored) */
+	bool insecure;            /* plain http to a non-loopback host */
+	int server_timeout;       /* seconds; 0: REMOTE_DEFAULT_TIMEOUT */
 };
 
 /* One message of the conversation (the active branch). */
@@ -197,15 +215,18 @@ int64_t session_n_evaluated(const struct session *s);
    metadata, such as the sampling defaults config_apply_model reads. */
 const struct gguf_file *session_gguf(const struct session *s);
 
-/* Context capacity in tokens; the model file's path; the template's name;
-   the engine's backend ("cpu", ...). */
+/* Context capacity in tokens (remote: 0, the server's business); the
+   model file's path (remote: the server's model name); the template's
+   name (remote: NULL, the server's); the engine's backend ("cpu", ...;
+   remote: "remote"). */
 int32_t session_n_ctx(const struct session *s);
 const char *session_backend_name(const struct session *s);
 const char *session_model_path(const struct session *s);
 const char *session_template_name(const struct session *s);
 
 /* The device the engine runs on ("NVIDIA H100 80GB HBM3"), NULL: the
-   host CPU. */
+   host CPU; remote: the server's base URL (so a status bar that shows
+   "backend device" shows "remote http://host:8000/v1"). */
 const char *session_device_name(const struct session *s);
 
 /* The time in milliseconds session_open spent restoring the cache (KV
@@ -301,6 +322,10 @@ int session_msg_reports(struct session *s, size_t msg_index,
 int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
                       int32_t forced_id, const struct session_cb *cb,
                       struct session_stats *st, char *err, size_t errlen);
+
+/* Remote mode: the server's base URL and model name, else NULL. */
+const char *session_server(const struct session *s);
+const char *session_server_model(const struct session *s);
 
 /* Save the KV state (tokens and cache bytes) to the store's slot now. */
 int session_save_kv(struct session *s, char *err, size_t errlen);

@@ -75,7 +75,7 @@
 #define STORE_ENEWER    (-5) /* schema newer than this program */
 #define STORE_EINVAL    (-6) /* bad argument or malformed import */
 
-#define STORE_SCHEMA_VERSION  3           /* what this program writes */
+#define STORE_SCHEMA_VERSION  4           /* what this program writes */
 #define STORE_APPLICATION_ID  0x50726c79  /* "Prly" in the file header */
 #define STORE_BUSY_TIMEOUT_MS 5000        /* default busy timeout */
 #define STORE_IMPORT_MAX      (64u << 20) /* bytes of JSON accepted */
@@ -269,6 +269,17 @@ int store_conv_set_leaf(struct store *st, int64_t id, int64_t msg_id, char *err,
                         size_t errlen);
 /* Delete the conversation, its messages and its KV state. */
 int store_conv_delete(struct store *st, int64_t id, char *err, size_t errlen);
+
+/* Which server (base URL; "" = the local engine) and server model answered
+ * (store_origin.c): of conversation ID (its latest reply's, what resume
+ * talks to) and of assistant message MSG_ID. NULL is stored as "". */
+int store_conv_set_origin(struct store *st, int64_t id, const char *server,
+                          const char *server_model, char *err, size_t errlen);
+/* *SERVER and *SERVER_MODEL malloc'd (never NULL on success). */
+int store_conv_origin(struct store *st, int64_t id, char **server,
+                      char **server_model, char *err, size_t errlen);
+int store_msg_set_origin(struct store *st, int64_t msg_id, const char *server,
+                         const char *server_model, char *err, size_t errlen);
 
 /* Messages -------------------------------------------------------------- */
 

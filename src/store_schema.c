@@ -15,6 +15,9 @@
  *           chunks of BLOBs (store_report.c has the layout) keyed by
  *           message and first position; removed with their message.
  *           tests/data/store/v2.sql is a frozen version 2 database.
+ *   3 -> 4  remote models (issue 14): which server and model answered, per
+ *           conversation (the last reply's; resume talks to it again)
+ *           and per assistant message; '' = the local engine.
  */
 #include "store_int.h"
 
@@ -120,10 +123,21 @@ static const char schema_v3[] =
     "  PRIMARY KEY (message_id, first_pos)\n"
     ") WITHOUT ROWID;\n";
 
+/* Remote models: the server (base URL, never a key) and its model name
+   that answered; '' for replies of the local engine. */
+static const char schema_v4_remote[] =
+    "ALTER TABLE conversations ADD COLUMN server TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE conversations ADD COLUMN server_model TEXT NOT NULL\n"
+    "  DEFAULT '';\n"
+    "ALTER TABLE messages ADD COLUMN server TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE messages ADD COLUMN server_model TEXT NOT NULL\n"
+    "  DEFAULT '';\n";
+
 static const char *const steps[STORE_SCHEMA_VERSION] = {
     schema_v1,
     schema_v2,
     schema_v3,
+    schema_v4_remote,
 };
 
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,

@@ -62,10 +62,10 @@ layer_of() {
 		;;
 	gguf | gguf_* | qtype | quant | quant_* | f16 | model | model_* | \
 		engine | engine_* | backend_* | sampler | trace | threadpool | \
-		verify)
+		verify | remote | remote_*)
 		layer=2 lname=model
 		;;
-	utf8 | sbuf | json)
+	utf8 | sbuf | json | sse)
 		layer=1 lname=base
 		;;
 	esac

@@ -24,6 +24,13 @@ int cmd_mkmodel(int argc, char **argv);
 
 /* cmd_chat.c: the chat (REPL or one shot) and resuming a conversation */
 int cmd_chat(int argc, char **argv);
+/* `parley models --server URL` (cmd_models.c) */
+int cmd_models(int argc, char **argv);
+struct config;
+/* The API key of CFG (api-key-env, else api-key-file) into *KEY (NULL:
+   none; free with cmd_key_free, which wipes it). 0, or -1 (printed). */
+int cmd_api_key(const struct config *cfg, char **key);
+void cmd_key_free(char *key);
 int cmd_resume(int argc, char **argv);
 
 /* cmd_history.c: the stored conversations */

@@ -54,6 +54,8 @@ struct chat_args {
 	bool last;            /* resume --last */
 	int64_t conv_id;      /* resume ID */
 	bool model_given;     /* -m or model in the config */
+	bool model_cli;       /* -m on the command line */
+	bool server_cli;      /* --server on the command line */
 	bool system_given;    /* --system on the command line */
 	char *preset;         /* --system-preset text (owned) */
 };
@@ -96,6 +98,12 @@ static const struct option chat_long[] = {
     {"stop", required_argument, NULL, OPT_KEY},
     {"save-kv", no_argument, NULL, OPT_KEY},
     {"verify", no_argument, NULL, OPT_KEY},
+    {"server", required_argument, NULL, OPT_KEY},
+    {"server-model", required_argument, NULL, OPT_KEY},
+    {"api-key-env", required_argument, NULL, OPT_KEY},
+    {"api-key-file", required_argument, NULL, OPT_KEY},
+    {"server-timeout", required_argument, NULL, OPT_KEY},
+    {"insecure", no_argument, NULL, OPT_KEY},
     {NULL, 0, NULL, 0},
 };
 
@@ -153,6 +161,18 @@ static void chat_usage(FILE *fp, bool resume)
 	    "reference\n"
 	    "                          (slow; a summary after each reply, "
 	    "/verify)\n"
+	    "      --server URL        a remote model: an OpenAI-compatible "
+	    "server\n"
+	    "                          (vLLM, SGLang, llama.cpp, ollama); "
+	    "no -m then\n"
+	    "      --server-model NAME the server's model (default: its "
+	    "first)\n"
+	    "      --api-key-env VAR   the server's API key is in $VAR\n"
+	    "      --api-key-file FILE the API key is in FILE (mode 600)\n"
+	    "      --server-timeout N  seconds to connect or of silence "
+	    "(60)\n"
+	    "      --insecure          allow plain http to a non-local "
+	    "server\n"
 	    "      --plain             the plain REPL, not the full-screen"
 	    " UI\n"
 	    "      --no-store          do not store the conversation\n"
@@ -209,6 +229,7 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 		case 'm':
 			key = "model";
 			a->model_given = true;
+			a->model_cli = true;
 			break;
 		case 'p':
 			a->prompt = optarg;
@@ -256,6 +277,8 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 			key = chat_long[li].name;
 			if (strcmp(key, "system") == 0)
 				a->system_given = true;
+			if (strcmp(key, "server") == 0)
+				a->server_cli = true;
 			if (val == NULL)
 				val = "true";
 			break;
@@ -296,6 +319,16 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 			fprintf(stderr, "parley: --%s\n", err);
 			return 2;
 		}
+	if (a->model_cli && a->server_cli) {
+		fputs("parley: -m (a local model) and --server (a remote one) "
+		      "exclude each other\n",
+		      stderr);
+		return 2;
+	}
+	if (a->model_cli && cfg->server) { /* -m overrides the config */
+		free(cfg->server);
+		cfg->server = NULL;
+	}
 	return 0;
 }
 
@@ -423,6 +456,27 @@ static int chat_resume_model(struct store *st, struct chat_args *a,
 		cfg->template_name = strdup(c.template_name);
 	}
 	store_conv_clear(&c);
+	/* the server (or the local engine) that answered last, unless the
+	   command line names another */
+	char *srv = NULL, *smod = NULL;
+
+	if (!a->model_cli && !a->server_cli &&
+	    store_conv_origin(st, a->conv_id, &srv, &smod, err, sizeof(err)) ==
+	        STORE_OK) {
+		free(cfg->server);
+		cfg->server = NULL;
+		if (srv[0]) {
+			cfg->server = srv;
+			srv = NULL;
+			if (smod[0]) {
+				free(cfg->server_model);
+				cfg->server_model = smod;
+				smod = NULL;
+			}
+		}
+	}
+	free(srv);
+	free(smod);
 	return 0;
 }
 
@@ -435,7 +489,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	struct session *s = NULL;
 	struct store *st = NULL;
 	struct sigaction sa;
-	char err[1024], *dbpath = NULL;
+	char err[1024], *dbpath = NULL, *key = NULL;
 	int rc, status = 1;
 
 	memset(&a, 0, sizeof(a));
@@ -462,13 +516,17 @@ static int chat_main(int argc, char **argv, bool resume)
 	}
 	if (resume && chat_resume_model(st, &a, &cfg))
 		goto out;
-	if (cfg.model == NULL && (cfg.model = config_default_model()) == NULL) {
+	if (cfg.server) {
+		if (cmd_api_key(&cfg, &key))
+			goto out;
+	} else if (cfg.model == NULL &&
+	           (cfg.model = config_default_model()) == NULL) {
 		fputs("parley: no model (-m FILE) and no HOME for the default "
 		      "one\n",
 		      stderr);
 		goto out;
 	}
-	if (access(cfg.model, R_OK) != 0) {
+	if (cfg.server == NULL && access(cfg.model, R_OK) != 0) {
 		fprintf(stderr, "parley: %s: %s%s\n", cfg.model,
 		        strerror(errno),
 		        a.model_given ? ""
@@ -498,6 +556,11 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.verify = cfg.verify;
 	so.cancel = &chat_intr;
 	so.notice = chat_notice;
+	so.server = cfg.server;
+	so.server_model = cfg.server_model;
+	so.api_key = key; /* kept until the end: the UI may open again */
+	so.insecure = cfg.insecure;
+	so.server_timeout = cfg.server_timeout;
 	if (session_open(&so, &s, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
@@ -544,7 +607,17 @@ static int chat_main(int argc, char **argv, bool resume)
 			fprintf(stderr, "parley: %s\n", err);
 			goto out;
 		}
-		if (cfg.verbose)
+		if (cfg.verbose && session_server(s))
+			fprintf(
+			    stderr,
+			    "[conversation %" PRId64 ", seed %" PRIu64
+			    ", reply %d tokens in %.0f ms (first text after "
+			    "%.0f ms), %s at %s, %s]\n",
+			    session_conv_id(s), cfg.samp.seed, ss.n_gen,
+			    ss.prefill_ms + ss.decode_ms, ss.prefill_ms,
+			    session_server_model(s), session_server(s),
+			    store_finish_name(ss.finish));
+		else if (cfg.verbose)
 			fprintf(stderr,
 			        "[conversation %" PRId64 ", seed %" PRIu64
 			        ", reply %d tokens in %.0f ms, prompt %d "
@@ -609,14 +682,21 @@ static int chat_main(int argc, char **argv, bool resume)
 	if (tty) {
 		hist = config_state_path("history", true);
 		ro.history_path = hist;
-		const char *base = strrchr(cfg.model, '/');
 		bool loaded = false;
 		double ms = session_restore_ms(s, &loaded);
 
-		fprintf(stderr,
-		        "[%s, context %d tokens; /help lists the "
-		        "commands]\n",
-		        base ? base + 1 : cfg.model, session_n_ctx(s));
+		if (session_server(s))
+			fprintf(stderr,
+			        "[%s at %s; /help lists the commands]\n",
+			        session_server_model(s), session_server(s));
+		else {
+			const char *base = strrchr(cfg.model, '/');
+
+			fprintf(stderr,
+			        "[%s, context %d tokens; /help lists the "
+			        "commands]\n",
+			        base ? base + 1 : cfg.model, session_n_ctx(s));
+		}
 		if (resume) {
 			chat_show_history(s);
 			if (loaded)
@@ -635,6 +715,7 @@ static int chat_main(int argc, char **argv, bool resume)
 out:
 	session_close(s);
 	store_close(st);
+	cmd_key_free(key);
 	free(dbpath);
 	free(a.preset);
 	config_free(&cfg);

@@ -26,6 +26,8 @@ static const struct command commands[] = {
     {"rm", cmd_rm, "delete conversations"},
     {"export", cmd_export, "export a conversation (Markdown or JSON)"},
     {"import", cmd_import, "import a conversation from JSON"},
+    {"models", cmd_models,
+     "list the models of an OpenAI-compatible server (--server URL)"},
     {"info", cmd_info, "show a GGUF model's metadata and tensors"},
     {"devices", cmd_devices, "list the CUDA devices this build can use"},
     {"tokenize", cmd_tokenize, "show the tokens a model makes of a text"},

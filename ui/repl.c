@@ -182,6 +182,14 @@ static void repl_print_stats(const struct session_stats *st)
 {
 	double gen_s = st->decode_ms / 1e3, pre_s = st->prefill_ms / 1e3;
 
+	if (st->n_ctx == 0) { /* a remote model: no prompt or cache of ours */
+		fprintf(stderr,
+		        "[reply %d tokens, %.1f tok/s; first text after %.0f "
+		        "ms]\n",
+		        st->n_gen, gen_s > 0 ? st->n_gen / gen_s : 0.0,
+		        st->prefill_ms);
+		return;
+	}
 	fprintf(stderr,
 	        "[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new), "
 	        "%.1f tok/s; context %d/%d]\n",

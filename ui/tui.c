@@ -788,6 +788,17 @@ static void tui_init_state(struct tui *t, struct session *s)
 	snprintf(t->backend, sizeof(t->backend), "%s%s%s",
 	         session_backend_name(s), session_device_name(s) ? " " : "",
 	         session_device_name(s) ? session_device_name(s) : "");
+	if (session_server(s)) { /* "remote host:port": the server, short */
+		const char *h = strstr(session_server(s), "://");
+		size_t l;
+
+		h = h ? h + 3 : session_server(s);
+		l = strlen(h);
+		if (l >= 3 && strcmp(h + l - 3, "/v1") == 0)
+			l -= 3;
+		snprintf(t->backend, sizeof(t->backend), "remote %.*s", (int)l,
+		         h);
+	}
 	t->n_ctx = session_n_ctx(s);
 	session_kv_tokens(s, &kvn);
 	t->ctx_used = (int32_t)kvn;

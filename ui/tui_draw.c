@@ -312,9 +312,12 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	p[n++].prio = 2;
 	snprintf(p[n].s, sizeof(p[n].s), "%s", t->backend);
 	p[n++].prio = 4;
-	tui_draw_gauge(t, p[n].s, sizeof(p[n].s));
+	/* a remote model (n_ctx 0): no context or cache of ours to show */
+	if (t->n_ctx > 0)
+		tui_draw_gauge(t, p[n].s, sizeof(p[n].s));
 	p[n++].prio = 1;
-	snprintf(p[n].s, sizeof(p[n].s), "reused %d", t->reused);
+	if (t->n_ctx > 0)
+		snprintf(p[n].s, sizeof(p[n].s), "reused %d", t->reused);
 	p[n++].prio = 3;
 	tui_draw_speed(t, p[n].s, sizeof(p[n].s));
 	p[n++].prio = 1;

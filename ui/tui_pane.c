@@ -259,6 +259,11 @@ static void tui_pane_layers(const struct tui_tok *k, struct tui_lay *y)
 	float top = 0;
 	char bar[64];
 
+	if (k->remote) {
+		tui_pane_line(y, TUI_A_DIM,
+		              "layers: not available for remote models");
+		return;
+	}
 	if (k->layers == NULL) {
 		tui_pane_line(y, TUI_A_DIM, "layers: no trace for this step");
 		return;

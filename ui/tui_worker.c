@@ -41,7 +41,13 @@ int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
 		size_t n = 0;
 		int32_t id = i ? out->top[i - 1].id : out->id;
 
-		piece[i] = session_token_text(s, id, &n, &out->ctl[i]);
+		if (id < 0) { /* a remote model's token: its text */
+			piece[i] = i ? rep->top_text[i - 1] : rep->chosen_text;
+			n = strlen(piece[i]);
+			out->remote = true;
+		} else {
+			piece[i] = session_token_text(s, id, &n, &out->ctl[i]);
+		}
 		out->len[i] = piece[i] ? (uint32_t)n : 0;
 		total += out->len[i];
 	}

@@ -61,6 +61,7 @@ struct tui_tok {
 	struct trace_stats *layers;       /* [n_layer] (owned) or NULL */
 	int n_layer;                      /* 0: no trace on this step */
 	int32_t pos;                      /* context position sampled at */
+	bool remote; /* from a server's logprobs: ids -1, texts given */
 	/* set by the UI on arrival (tui_health.h) */
 	unsigned flags; /* TUI_FLAG_* */
 	int flag_layer; /* the layer flagged, or -1 */
