@@ -607,7 +607,8 @@ void session_close(struct session *s)
 		session_save_kv(s, NULL, 0);
 	session_pop_to(s, 0);
 	verify_close(s->ver); /* detaches its trace from eng */
-	engine_set_trace(s->eng, NULL);
+	if (s->eng)
+		engine_set_trace(s->eng, NULL);
 	trace_free(s->tr);
 	free(s->lp.v);
 	free(s->msgs);
