@@ -87,6 +87,7 @@ shot "cursor mode on an earlier token (token $k of $nt)"
 pane_top >"$tmp/live_k"
 [ "$(wc -l <"$tmp/live_k")" -eq 10 ]
 ok $? "the pane lists token $k's 10 candidates"
+rawp=$(pane | sed -n 's/^raw p \([0-9.]*\) rank 1 · final p 1\.0000 rank 1 *$/\1/p')
 alt=$(sed -n 2p "$tmp/live_k" | cut -d ' ' -f 1)
 chosen=$(pane | sed -n 's/^chosen ".*" id \([0-9]*\).*/\1/p')
 [ -n "$alt" ] && [ "$alt" != "$chosen" ]
@@ -125,7 +126,16 @@ sed 's/^/#   /' "$tmp/tree"
 # --- switching between the siblings ------------------------------------------
 tui_keys F4
 tok_is '[0-9]+' '[0-9]+'
+nn=$(pane | sed -n 's/^token \([0-9]*\) of \1 (cursor) *$/\1/p')
 tui_keys Home
+i=1
+while [ $i -lt $k ]; do
+	tui_keys Right
+	i=$((i + 1))
+done
+tok_is $k "$nn" && pane | grep -q "^chosen \".*\" id $alt *\$" &&
+	pane | grep -q '· forced (branch) *$'
+ok $? "cursor mode on the new reply's token $k: id $alt, forced"
 tui_keys ']'
 tui_wait 'branch 1 of 2' 20
 ok $? "] in cursor mode: the next sibling (cyclic): branch 1 of 2"
@@ -164,8 +174,11 @@ cmp -s "$tmp/live_k" "$tmp/stored_k"
 st=$?
 [ $st -eq 0 ] || paste -d '|' "$tmp/live_k" "$tmp/stored_k" | sed 's/^/#   live|stored: /'
 ok $st "token $k after resume: the same candidates (ids, p, logits) as live"
-pane | grep -q "^chosen \".*\" id $chosen *\$"
-ok $? "and the same chosen token (id $chosen)"
+pane | grep -q "^chosen \".*\" id $chosen *\$" && [ -n "$rawp" ] &&
+	pane | grep -q "^raw p $rawp rank 1 · final p 1\.0000 *\$"
+ok $? "and the same chosen token (id $chosen), raw p $rawp, rank 1 (the final rank is not stored)"
+pane | grep -q '^layers: no trace for this step'
+ok $? "no layers for a stored report (the store keeps none)"
 tui_keys Escape
 tui_wait_gone '\(cursor\)' 10
 tui_keys C-d
