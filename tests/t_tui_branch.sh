@@ -9,7 +9,8 @@
 # transcript and the pane show the sibling's stored reports); after quit
 # and `parley resume` the pane shows an earlier token's stored report with
 # the candidates it had live (ids, probabilities, logits to the printed
-# precision).
+# precision). A reply whose reports were not stored (--no-reports) cannot
+# be branched: the status bar says why, the transcript keeps the reply.
 # With TUI_SCREENS=FILE the screens of the closing note are
 # appended to FILE: the pane during a stream, cursor mode on an earlier
 # token, the transcript after a branch.
@@ -181,6 +182,30 @@ pane | grep -q '^layers: no trace for this step'
 ok $? "no layers for a stored report (the store keeps none)"
 tui_keys Escape
 tui_wait_gone '\(cursor\)' 10
+tui_keys C-d
+tui_wait 'PARLEY-EXIT 0' 20
+ok $? "quit"
+tui_stop
+
+# --- a reply whose reports were not stored cannot be branched ---------------
+rm -f "$PARLEY_DB"
+tui_start "$tmp" 160 50 $opts -n $n --system "$sys" --no-reports
+tui_wait 'F1 help' 60
+tui_type "$q1"
+tui_keys Enter
+tui_wait 'The capital of France is Paris\.' 60 && tui_wait 'pp [0-9]+ tg' 30
+tui_keys F4
+tok_is "$nt" "$nt"
+ok $? "--no-reports: cursor mode on the live reports of the reply"
+tui_keys Left 2
+tui_wait 'has 0 token reports' 30
+ok $? "2 there: the session refuses (no stored reports), said in the status bar"
+tui_screen | grep -q '^The capital of France is Paris\.' &&
+	"$PARLEY" show 1 --branches | grep -c assistant | grep -qx 1
+ok $? "the reply stays in the transcript and alone in the store"
+tui_keys F4
+tui_wait 'no token reports stored for this message' 10
+ok $? "the transcript is the session's: the reply has no reports"
 tui_keys C-d
 tui_wait 'PARLEY-EXIT 0' 20
 ok $? "quit"

@@ -324,6 +324,9 @@ static void tui_on_end(struct tui *t, struct tui_ev *e)
 	if (e->job == TUI_JOB_SIBLING) {
 		if (e->rc == 0)
 			tui_tokens_switched(t, e);
+	} else if (e->job == TUI_JOB_BRANCH && e->rc != 0 && e->msgs) {
+		tui_load_msgs(t, e->msgs, e->n_msgs); /* the session's view */
+		t->ctx_used = st->n_ctx_used;
 	} else if (e->job == TUI_JOB_OPEN || e->job == TUI_JOB_CLEAR) {
 		tui_load_msgs(t, e->msgs, e->n_msgs);
 		t->ctx_used = st->n_ctx_used;

@@ -393,6 +393,9 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
 	} else if (job == TUI_JOB_BRANCH) {
 		rc = tui_worker_branch(w, arg, &cb, e ? &e->st : NULL, err,
 		                       sizeof(err));
+		/* a branch that failed may have left the old reply or not:
+		   the UI shows what the session holds */
+		msgs = rc != 0;
 	} else if (job == TUI_JOB_SIBLING) {
 		rc = tui_worker_sibling(w, arg, &which, &count, err,
 		                        sizeof(err));

@@ -121,7 +121,8 @@ enum tui_ev_kind {
 	TUI_EV_PROGRESS, /* a of b prompt ids evaluated */
 	TUI_EV_NOTICE,   /* text: a message for the user */
 	TUI_EV_END,      /* rc, stats, text: the error when rc != 0;
-	                    msgs: the conversation (OPEN, CLEAR, SIBLING);
+	                    msgs: the conversation (OPEN, CLEAR, SIBLING,
+	                    a BRANCH that failed);
 	                    SIBLING: a of b, the sibling now shown */
 };
 
