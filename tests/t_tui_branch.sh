@@ -13,7 +13,7 @@
 # be branched: the status bar says why, the transcript keeps the reply.
 # With TUI_SCREENS=FILE the screens of the closing note are
 # appended to FILE: the pane during a stream, cursor mode on an earlier
-# token, the transcript after a branch.
+# token, the transcript after a branch, the branch's forced token.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "${top_srcdir:-.}/tests/tui_lib.sh"
 tui_need
@@ -137,6 +137,7 @@ done
 tok_is $k "$nn" && pane | grep -q "^chosen \".*\" id $alt *\$" &&
 	pane | grep -q '· forced (branch) *$'
 ok $? "cursor mode on the new reply's token $k: id $alt, forced"
+shot "cursor mode on the new branch's token $k (the forced alternative)"
 tui_keys ']'
 tui_wait 'branch 1 of 2' 20
 ok $? "] in cursor mode: the next sibling (cyclic): branch 1 of 2"

@@ -243,7 +243,8 @@ static void tui_worker_progress(void *ud, int32_t done, int32_t total)
 	}
 }
 
-/* Copy the session's messages into E (for OPEN, CLEAR and SIBLING). */
+/* Copy the session's messages into E (OPEN, CLEAR, SIBLING, a failed
+   BRANCH). */
 static void tui_worker_copy_msgs(struct tui_worker *w, struct tui_ev *e)
 {
 	size_t n = 0;
