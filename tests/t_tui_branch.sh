@@ -135,8 +135,9 @@ while [ $i -lt $k ]; do
 	i=$((i + 1))
 done
 tok_is $k "$nn" && pane | grep -q "^chosen \".*\" id $alt *\$" &&
-	pane | grep -q '· forced (branch) *$'
-ok $? "cursor mode on the new reply's token $k: id $alt, forced"
+	pane | grep -q '^raw p [0-9.]* rank 2 · forced (branch) *$' &&
+	pane | grep -q '^layers: no trace for this step'
+ok $? "cursor mode on the new reply's token $k: id $alt, raw rank 2, forced, no layers"
 shot "cursor mode on the new branch's token $k (the forced alternative)"
 tui_keys ']'
 tui_wait 'branch 1 of 2' 20

@@ -90,6 +90,20 @@ static int32_t tui_worker_raw_rank(const struct sampler_report *rep)
 	return 0;
 }
 
+/* Fill OUT from the stored report REP (session_rep_to_sampler's: no
+   ranks): no layers (the trace holds no step of it), the raw rank found
+   among its candidates, the final rank 0 (not stored). 0 or -1. */
+static int tui_worker_fill_stored(struct session *s,
+                                  const struct sampler_report *rep,
+                                  struct tui_tok *out)
+{
+	if (tui_worker_tok_fill(s, rep, NULL, out))
+		return -1;
+	out->rank_raw = tui_worker_raw_rank(rep);
+	out->rank = 0;
+	return 0;
+}
+
 int tui_worker_stored_toks(struct session *s, size_t msg_index,
                            struct tui_tok **out, size_t *n, char *err,
                            size_t errlen)
@@ -112,12 +126,9 @@ int tui_worker_stored_toks(struct session *s, size_t msg_index,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (i = 0; i < nr; i++) {
-		rep[i].chosen_raw_rank = tui_worker_raw_rank(&rep[i]);
-		rep[i].chosen_rank = 0; /* the final distribution: not stored */
-		if (tui_worker_tok_fill(s, &rep[i], NULL, &(*out)[i]))
+	for (i = 0; i < nr; i++)
+		if (tui_worker_fill_stored(s, &rep[i], &(*out)[i]))
 			break;
-	}
 	free(rep);
 	if (i < nr) {
 		tui_worker_toks_free(*out, i);
@@ -214,9 +225,17 @@ static void tui_worker_token(void *ud, const struct sampler_report *rep)
 	w->n_gen++;
 	if (e) {
 		e->a = w->n_gen;
+		/* a sampled token's final rank is >= 1; 0 marks a report a
+		   branch replays from the store (session_branch_at: the kept
+		   tokens and the forced one), whose step the trace does not
+		   hold */
+		bool stored = rep->chosen_rank == 0;
+
 		e->tok = malloc(sizeof(*e->tok));
-		if (e->tok && tui_worker_tok_fill(
-		                  w->s, rep, session_trace(w->s), e->tok)) {
+		if (e->tok &&
+		    (stored ? tui_worker_fill_stored(w->s, rep, e->tok)
+		            : tui_worker_tok_fill(
+		                  w->s, rep, session_trace(w->s), e->tok))) {
 			free(e->tok); /* the pane misses this token only */
 			e->tok = NULL;
 		}
