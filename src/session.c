@@ -453,28 +453,13 @@ static void session_origin_known(struct session *s)
 	free(mod);
 }
 
-/* Load conversation CONV_ID's messages (and KV slot) from the store. */
-static int session_resume(struct session *s, int64_t conv_id,
-                          const struct session_opts *o, char *err,
-                          size_t errlen)
+/* Append the stored messages M[0, n) (an active branch, root first).
+   0 or -1 (no memory). */
+static int session_push_stored(struct session *s, struct store_msg *m, size_t n)
 {
-	struct store_conv c;
-	struct store_msg *m = NULL;
-	struct store_kv kv;
-	size_t n = 0, i;
-	char msg[512];
-	int rc;
+	int rc = 0;
 
-	rc = store_conv_get(s->st, conv_id, &c, &m, &n, err, errlen);
-	if (rc != STORE_OK)
-		return -1;
-	session_pop_to(s, 0);
-	rc = 0;
-	if (c.system_prompt)
-		rc = session_push_msg(s, STORE_ROLE_SYSTEM, c.system_prompt,
-		                      strlen(c.system_prompt), 0,
-		                      STORE_FINISH_STOP);
-	for (i = 0; i < n && rc == 0; i++) {
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		enum store_finish f = m[i].finish;
 
 		/* a reply whose writer died (no update for a while): close it
@@ -489,6 +474,32 @@ static int session_resume(struct session *s, int64_t conv_id,
 		rc = session_push_msg(s, m[i].role, m[i].content, m[i].len,
 		                      m[i].id, f);
 	}
+	return rc;
+}
+
+/* Load conversation CONV_ID's messages (and KV slot) from the store. */
+static int session_resume(struct session *s, int64_t conv_id,
+                          const struct session_opts *o, char *err,
+                          size_t errlen)
+{
+	struct store_conv c;
+	struct store_msg *m = NULL;
+	struct store_kv kv;
+	size_t n = 0;
+	char msg[512];
+	int rc;
+
+	rc = store_conv_get(s->st, conv_id, &c, &m, &n, err, errlen);
+	if (rc != STORE_OK)
+		return -1;
+	session_pop_to(s, 0);
+	rc = 0;
+	if (c.system_prompt)
+		rc = session_push_msg(s, STORE_ROLE_SYSTEM, c.system_prompt,
+		                      strlen(c.system_prompt), 0,
+		                      STORE_FINISH_STOP);
+	if (rc == 0)
+		rc = session_push_stored(s, m, n);
 	store_msg_free(m, n);
 	store_conv_clear(&c);
 	if (rc) {
@@ -2240,4 +2251,88 @@ out:
 	store_reports_free(&old);
 	free(ids);
 	return rc;
+}
+
+int session_sibling(struct session *s, size_t msg_index, int dir,
+                    int64_t *msg_id, int32_t *which, int32_t *count, char *err,
+                    size_t errlen)
+{
+	struct store_msg *v = NULL;
+	const struct session_msg *m;
+	int64_t parent = -1;
+	size_t n = 0, self = 0, k = 0, nsib = 0;
+
+	if (msg_index >= s->n_msgs ||
+	    s->msgs[msg_index].role == STORE_ROLE_SYSTEM) {
+		snprintf(err, errlen, "no message %zu", msg_index);
+		return -1;
+	}
+	m = &s->msgs[msg_index];
+	if (s->st == NULL || s->conv_id == 0 || m->store_id == 0) {
+		snprintf(err, errlen, "message %zu is not stored", msg_index);
+		return -1;
+	}
+	if (store_msg_list(s->st, s->conv_id, &v, &n, err, errlen) != STORE_OK)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].id == m->store_id)
+			parent = v[i].parent_id;
+	/* the siblings by id (store_msg_list's order): find M among them */
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].parent_id != parent)
+			continue;
+		if (v[i].id == m->store_id)
+			self = nsib;
+		nsib++;
+	}
+	if (parent < 0 || nsib == 0) {
+		store_msg_free(v, n);
+		snprintf(err, errlen, "message %zu is not in the store",
+		         msg_index);
+		return -1;
+	}
+	k = (self + nsib + (size_t)(dir % (int)nsib + (int)nsib)) % nsib;
+	for (size_t i = 0, j = 0; i < n; i++) {
+		if (v[i].parent_id != parent)
+			continue;
+		if (j++ == k)
+			*msg_id = v[i].id;
+	}
+	*which = (int32_t)k + 1;
+	*count = (int32_t)nsib;
+	store_msg_free(v, n);
+	return 0;
+}
+
+int session_switch_branch(struct session *s, int64_t msg_id, char *err,
+                          size_t errlen)
+{
+	struct store_conv c;
+	struct store_msg *m = NULL;
+	size_t n = 0, base = session_base(s);
+	int rc;
+
+	if (s->st == NULL || s->conv_id == 0) {
+		snprintf(err, errlen, "the conversation is not stored");
+		return -1;
+	}
+	if (store_conv_select(s->st, s->conv_id, msg_id, NULL, err, errlen) !=
+	    STORE_OK)
+		return -1;
+	if (store_conv_get(s->st, s->conv_id, &c, &m, &n, err, errlen) !=
+	    STORE_OK)
+		return -1;
+	/* the system prompt stays; the cache and align stay too: the next
+	   turn's rendering diverges from them where the branches do
+	   (session_prepare), so only what differs is evaluated */
+	session_pop_to(s, base);
+	rc = session_push_stored(s, m, n);
+	store_msg_free(m, n);
+	store_conv_clear(&c);
+	s->first = session_base(s);
+	if (rc) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }

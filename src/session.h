@@ -327,6 +327,31 @@ int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
 const char *session_server(const struct session *s);
 const char *session_server_model(const struct session *s);
 
+/*
+ * The sibling DIR steps away (1 the next, -1 the previous, cyclic; 0
+ * itself) of message MSG_INDEX of session_messages(): the stored messages
+ * that share its parent, ordered by id (the order of `parley show
+ * --branches`). *MSG_ID receives its store id, *WHICH its 1-based place
+ * among them and *COUNT their number (1: no other branch). Nothing
+ * changes. Returns 0, or -1 with a message (no store, a message not
+ * stored).
+ */
+int session_sibling(struct session *s, size_t msg_index, int dir,
+                    int64_t *msg_id, int32_t *which, int32_t *count, char *err,
+                    size_t errlen);
+
+/*
+ * Make the branch through stored message MSG_ID active, as `parley
+ * branch` does (the leaf becomes its newest descendant), and reload the
+ * messages from the store: session_messages() then lists that branch (the
+ * system prompt is kept). The KV cache is not touched: the next turn
+ * reuses what it shares with the new branch and evaluates the rest.
+ * Returns 0, or -1 with a message (nothing changed when the store refused
+ * the message).
+ */
+int session_switch_branch(struct session *s, int64_t msg_id, char *err,
+                          size_t errlen);
+
 /* Save the KV state (tokens and cache bytes) to the store's slot now. */
 int session_save_kv(struct session *s, char *err, size_t errlen);
 

@@ -1090,6 +1090,47 @@ static void test_branch(void)
 	tap_ok(ok, "after quit and resume the reply has the same %zu reports",
 	       nr3);
 	free(rep3);
+
+	/* the siblings, by id: old, same, new (active); switch to old */
+	int64_t sid[3] = {0, 0, 0};
+	int32_t which[3] = {0, 0, 0}, count[3] = {0, 0, 0};
+
+	ok = session_sibling(s, nm - 1, 0, &sid[0], &which[0], &count[0], err,
+	                     sizeof(err)) == 0 &&
+	     session_sibling(s, nm - 1, 1, &sid[1], &which[1], &count[1], err,
+	                     sizeof(err)) == 0 &&
+	     session_sibling(s, nm - 1, -1, &sid[2], &which[2], &count[2], err,
+	                     sizeof(err)) == 0;
+	tap_ok(ok && sid[0] == new_id && which[0] == 3 && count[0] == 3 &&
+	           sid[1] == old_id && which[1] == 1 && count[1] == 3 &&
+	           sid[2] == same_id && which[2] == 2,
+	       "session_sibling: itself 3 of 3, next (cyclic) the first, "
+	       "previous the second (%s)",
+	       ok ? "" : err);
+	size_t nm2 = 0;
+
+	ok = session_switch_branch(s, old_id, err, sizeof(err)) == 0;
+	m = session_messages(s, &nm2);
+	store_conv_get(db, session_conv_id(s), &c, NULL, NULL, err,
+	               sizeof(err));
+	tap_ok(ok && nm2 == nm && m[nm2 - 1].store_id == old_id &&
+	           strcmp(m[nm2 - 1].content, old_text) == 0 &&
+	           m[nm2 - 2].role == STORE_ROLE_USER && c.leaf_id == old_id,
+	       "session_switch_branch: the old reply is the active one, in "
+	       "the session and the store");
+	store_conv_clear(&c);
+	rep3 = NULL;
+	nr3 = 0;
+	ok = session_msg_reports(s, nm2 - 1, &rep3, &nr3, err, sizeof(err)) ==
+	         0 &&
+	     nr3 == nr;
+	for (size_t i = 0; ok && i < nr3; i++)
+		ok = same_report(&rep3[i], &rep[i], rep[i].n_top);
+	tap_ok(ok, "its %zu reports are the old reply's", nr3);
+	free(rep3);
+	tap_ok(session_switch_branch(s, 999999, err, sizeof(err)) == -1 &&
+	           session_messages(s, &nm2)[nm2 - 1].store_id == old_id,
+	       "switching to no such message fails, nothing changed (%s)", err);
 out:
 	free(rep);
 	free(rep2);

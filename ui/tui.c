@@ -224,25 +224,37 @@ static struct tui_msg *tui_live(struct tui *t)
 int tui_start(struct tui *t, enum tui_job_kind job, const char *text,
               size_t len, int64_t conv_id)
 {
+	struct tui_job_arg a = {0};
+
+	a.conv_id = conv_id;
+	return tui_start_arg(t, job, text, len, &a);
+}
+
+int tui_start_arg(struct tui *t, enum tui_job_kind job, const char *text,
+                  size_t len, const struct tui_job_arg *arg)
+{
+	bool gen = job == TUI_JOB_SEND || job == TUI_JOB_REGEN ||
+	           job == TUI_JOB_EDIT || job == TUI_JOB_BRANCH;
+
 	if (t->busy) {
 		tui_say(t, true, "a reply is running (Ctrl-C stops it)");
 		return -1;
 	}
-	if (job == TUI_JOB_SEND || job == TUI_JOB_REGEN ||
-	    job == TUI_JOB_EDIT) {
+	if (gen) {
 		struct tui_msg *m = tui_add(t, STORE_ROLE_ASSISTANT, NULL, 0);
 
 		if (m)
 			m->live = true;
 	}
-	if (tui_worker_start(&t->w, job, text, len, conv_id)) {
+	if (tui_worker_start_arg(&t->w, job, text, len, arg)) {
+		if (gen)
+			tui_drop_last(t);
 		tui_say(t, true, "out of memory");
 		return -1;
 	}
 	t->busy = true;
 	t->job = job;
-	if (job == TUI_JOB_SEND || job == TUI_JOB_REGEN ||
-	    job == TUI_JOB_EDIT) { /* the flags are the new reply's */
+	if (gen) { /* the flags are the new reply's */
 		t->flags = 0;
 		t->flag_layer = -1;
 		t->flag_tok = 0;
@@ -270,9 +282,7 @@ void tui_refresh_title(struct tui *t)
 	store_conv_clear(&c);
 }
 
-/* The transcript from a copy of the session's messages; their stored
-   token reports are taken over. */
-static void tui_load_msgs(struct tui *t, struct tui_ev_msg *v, size_t n)
+void tui_load_msgs(struct tui *t, struct tui_ev_msg *v, size_t n)
 {
 	tui_msgs_clear(t);
 	t->flags = 0;
@@ -311,7 +321,13 @@ static void tui_on_end(struct tui *t, struct tui_ev *e)
 	if (e->rc != 0)
 		tui_say(t, true, "%s", e->text ? e->text : "error");
 	t->conv_id = e->conv_id;
-	if (e->job == TUI_JOB_OPEN || e->job == TUI_JOB_CLEAR) {
+	if (e->job == TUI_JOB_SIBLING) {
+		if (e->rc == 0)
+			tui_tokens_switched(t, e);
+	} else if (e->job == TUI_JOB_BRANCH && e->rc != 0 && e->msgs) {
+		tui_load_msgs(t, e->msgs, e->n_msgs); /* the session's view */
+		t->ctx_used = st->n_ctx_used;
+	} else if (e->job == TUI_JOB_OPEN || e->job == TUI_JOB_CLEAR) {
 		tui_load_msgs(t, e->msgs, e->n_msgs);
 		t->ctx_used = st->n_ctx_used;
 		t->n_ctx = st->n_ctx;

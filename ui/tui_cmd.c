@@ -69,6 +69,8 @@ const char tui_cmd_help[] =
     "  n, N                the next / previous token under the bound "
     "(raw p, 0.50)\n"
     "  +, -                raise / lower the bound by 0.05\n"
+    "  1-9, 0              branch here to the pane's alternative #1-#10\n"
+    "  [, ]                the reply's previous / next sibling branch\n"
     "  s, F5, F2           shading, the pane\n"
     "  Esc, q, F4          back to the chat\n"
     "\n"

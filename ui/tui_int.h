@@ -132,6 +132,10 @@ struct tui {
 	unsigned flags;  /* TUI_FLAG_* of the last reply's tokens */
 	int flag_layer;  /* the first layer flagged, or -1 */
 	size_t flag_tok; /* the first token flagged (1-based), or 0 */
+	/* a sibling switch running (TUI_JOB_SIBLING): where the cursor was,
+	   to put it back on the reply shown instead */
+	bool sib_cursor; /* it ran from cursor mode */
+	size_t sib_msg, sib_tok;
 	struct tui_pview pv;
 
 	/* paste */
@@ -155,6 +159,11 @@ void tui_remove(struct tui *t, size_t i);
 void tui_msgs_clear(struct tui *t);
 int tui_start(struct tui *t, enum tui_job_kind job, const char *text,
               size_t len, int64_t conv_id);
+int tui_start_arg(struct tui *t, enum tui_job_kind job, const char *text,
+                  size_t len, const struct tui_job_arg *arg);
+/* The transcript from a copy of the session's messages V[0, n); their
+   stored token reports are taken over. */
+void tui_load_msgs(struct tui *t, struct tui_ev_msg *v, size_t n);
 double tui_now_ms(void);
 void tui_refresh_title(struct tui *t);
 
@@ -190,6 +199,7 @@ void tui_tokens_lay(struct tui *t, struct tui_msg *m, struct tui_lay *y);
 const struct tui_tok *tui_tokens_target(const struct tui *t,
                                         const struct tui_msg **m, size_t *idx);
 void tui_tokens_push(struct tui *t, struct tui_msg *m, struct tui_tok *k);
+void tui_tokens_switched(struct tui *t, struct tui_ev *e);
 void tui_tokens_free(struct tui_msg *m);
 
 /* tui_prompt.c: the prompt view */

@@ -208,7 +208,7 @@ static const char *tui_pane_rank(int32_t r, int n_top, char *buf, size_t n)
 static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
                             size_t idx, size_t n, struct tui_lay *y)
 {
-	char vis[256], bar[64], r1[16];
+	char vis[256], bar[64], r1[16], fin[64];
 
 	tui_pane_line(y, TUI_A_BOLD, "token %zu of %zu%s", idx + 1, n,
 	              t->mode == TUI_MODE_TOKENS ? " (cursor)" : "");
@@ -223,10 +223,18 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 	tui_pane_visible(k->text + k->off[0], k->len[0], vis, sizeof(vis));
 	tui_pane_line(y, 0, "chosen \"%s\" id %d%s", vis, k->id,
 	              k->ctl[0] ? " (control)" : "");
-	tui_pane_line(y, 0, "raw p %.4f rank %s · final p %.4f rank %d",
-	              k->p_raw,
+	/* a stored report has no final rank (0), a forced token (a branch)
+	   no final probability (NaN) */
+	if (isnan(k->p))
+		snprintf(fin, sizeof(fin), "forced (branch)");
+	else if (k->rank > 0)
+		snprintf(fin, sizeof(fin), "final p %.4f rank %d", k->p,
+		         k->rank);
+	else
+		snprintf(fin, sizeof(fin), "final p %.4f", k->p);
+	tui_pane_line(y, 0, "raw p %.4f rank %s · %s", k->p_raw,
 	              tui_pane_rank(k->rank_raw, k->n_top, r1, sizeof(r1)),
-	              k->p, k->rank);
+	              fin);
 	tui_pane_line(y, 0, "entropy raw %.3f · final %.3f nats · kept %d",
 	              k->raw_entropy, k->entropy, k->n_kept);
 	tui_pane_samp(k, vis, sizeof(vis));

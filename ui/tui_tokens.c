@@ -23,6 +23,16 @@
  * token of a reply with reports while the mode is on; leaving the mode,
  * or any change to the transcript that could move messages (tui_remove,
  * a cleared transcript), ends it.
+ *
+ * Branches, from cursor mode: a digit N (1-9, 0 for 10) branches the
+ * cursor's reply at its token to the pane's alternative #N
+ * (session_branch_at on the worker): the transcript drops the reply and
+ * what follows it, as the session does, and the new reply streams in its
+ * place, the kept tokens first. [ and ] make the previous / next sibling
+ * of the cursor's reply the active branch (session_switch_branch): the
+ * transcript is reloaded from the session and the cursor put back on the
+ * same reply, which is now the sibling. Replies are named to the worker
+ * by their ordinal among user and assistant messages (tui_job_arg).
  */
 #include "tui_int.h"
 
@@ -285,9 +295,91 @@ void tui_tokens_enter(struct tui *t)
 	t->pane = true; /* the pane follows the cursor */
 	tui_tokens_go(t, i, t->msgs[i].n_toks - 1);
 	tui_say(t, false,
-	        "cursor mode: ←/→ j/k move, n/N next/previous under p %.2f "
-	        "(+/- change), s shading, Esc leaves",
+	        "cursor mode: ←/→ j/k move, n/N under p %.2f (+/-), 1-9 0 "
+	        "branch, [/] siblings, Esc leaves",
 	        t->jump_p);
+}
+
+/* The ordinal of entry I among the user and assistant messages. */
+static size_t tui_tokens_ordinal(const struct tui *t, size_t i)
+{
+	size_t k = 0;
+
+	for (size_t j = 0; j < i; j++)
+		if (t->msgs[j].role == STORE_ROLE_USER ||
+		    t->msgs[j].role == STORE_ROLE_ASSISTANT)
+			k++;
+	return k;
+}
+
+/* A digit D: branch the cursor's reply at its token to the pane's
+   alternative D (1-9; 0 is the 10th). */
+static void tui_tokens_branch(struct tui *t, int d)
+{
+	const struct tui_msg *m = &t->msgs[t->cur_msg];
+	const struct tui_tok *k = &m->toks[t->cur_tok];
+	int n = d == '0' ? 10 : d - '0';
+	struct tui_job_arg a = {0};
+	char vis[64];
+
+	if (t->busy) {
+		tui_say(t, true, "a reply is running (Ctrl-C stops it)");
+		return;
+	}
+	if (n > k->n_top) {
+		tui_say(t, true, "no alternative #%d for this token", n);
+		return;
+	}
+	a.reply = tui_tokens_ordinal(t, t->cur_msg);
+	a.pos = (int32_t)t->cur_tok;
+	a.val = k->top[n - 1].id;
+	tui_pane_visible(k->text + k->off[n], k->len[n], vis, sizeof(vis));
+	/* the session drops the reply and what follows; so does the view */
+	size_t r = t->cur_msg;
+
+	t->mode = TUI_MODE_CHAT;
+	while (t->n_msgs > r)
+		tui_drop_last(t);
+	if (tui_start_arg(t, TUI_JOB_BRANCH, NULL, 0, &a) == 0)
+		tui_say(t, false, "branch at token %d: #%d \"%s\" id %d",
+		        a.pos + 1, n, vis, a.val);
+}
+
+/* [ or ]: the previous (DIR -1) or next sibling of the cursor's reply. */
+static void tui_tokens_sibling(struct tui *t, int dir)
+{
+	struct tui_job_arg a = {0};
+
+	if (t->busy) {
+		tui_say(t, true, "a reply is running (Ctrl-C stops it)");
+		return;
+	}
+	a.reply = tui_tokens_ordinal(t, t->cur_msg);
+	a.val = dir;
+	t->sib_cursor = true;
+	t->sib_msg = t->cur_msg;
+	t->sib_tok = t->cur_tok;
+	tui_start_arg(t, TUI_JOB_SIBLING, NULL, 0, &a);
+}
+
+void tui_tokens_switched(struct tui *t, struct tui_ev *e)
+{
+	bool cursor = t->sib_cursor;
+	size_t i = t->sib_msg;
+
+	t->sib_cursor = false;
+	tui_load_msgs(t, e->msgs, e->n_msgs);
+	t->have_last = false;
+	t->scroll = 0;
+	if (cursor && i < t->n_msgs && t->msgs[i].n_toks > 0) {
+		t->mode = TUI_MODE_TOKENS;
+		t->pane = true;
+		tui_tokens_go(t, i,
+		              t->sib_tok < t->msgs[i].n_toks
+		                  ? t->sib_tok
+		                  : t->msgs[i].n_toks - 1);
+	}
+	tui_say(t, false, "branch %d of %d", e->a, e->b);
 }
 
 /* Leave cursor mode. */
@@ -361,6 +453,22 @@ void tui_tokens_key(struct tui *t, int k, bool fkey)
 		t->shade = !t->shade;
 		for (size_t i = 0; i < t->n_msgs; i++)
 			t->msgs[i].lines_w = 0;
+		break;
+	case '0':
+	case '1':
+	case '2':
+	case '3':
+	case '4':
+	case '5':
+	case '6':
+	case '7':
+	case '8':
+	case '9':
+		tui_tokens_branch(t, k);
+		break;
+	case '[':
+	case ']':
+		tui_tokens_sibling(t, k == ']' ? 1 : -1);
 		break;
 	case 12: /* Ctrl-L */
 		clearok(curscr, TRUE);

@@ -78,26 +78,72 @@ nomem:
 	return -1;
 }
 
-int tui_worker_stored_toks(struct session *s, size_t msg_index,
-                           struct tui_tok **out, size_t *n, char *err,
-                           size_t errlen)
-{
-	/* session_msg_reports() (the store's token reports) goes here: each
-	   report through tui_worker_tok_fill(s, rep, NULL, ...) */
-	(void)s;
-	(void)msg_index;
-	*out = NULL;
-	*n = 0;
-	snprintf(err, errlen, "no token reports stored for this message");
-	return -1;
-}
-
 /* Free the stored reports V[0, n) and V. */
 static void tui_worker_toks_free(struct tui_tok *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		tui_tok_clear(&v[i]);
 	free(v);
+}
+
+/* REP's raw rank from its stored candidates (by raw logit, desc), 0 when
+   the chosen id is not among them. */
+static int32_t tui_worker_raw_rank(const struct sampler_report *rep)
+{
+	for (int32_t j = 0; j < rep->n_top; j++)
+		if (rep->top[j].id == rep->chosen)
+			return j + 1;
+	return 0;
+}
+
+/* Fill OUT from the stored report REP (session_rep_to_sampler's: no
+   ranks): no layers (the trace holds no step of it), the raw rank found
+   among its candidates, the final rank 0 (not stored). 0 or -1. */
+static int tui_worker_fill_stored(struct session *s,
+                                  const struct sampler_report *rep,
+                                  struct tui_tok *out)
+{
+	if (tui_worker_tok_fill(s, rep, NULL, out))
+		return -1;
+	out->rank_raw = tui_worker_raw_rank(rep);
+	out->rank = 0;
+	return 0;
+}
+
+int tui_worker_stored_toks(struct session *s, size_t msg_index,
+                           struct tui_tok **out, size_t *n, char *err,
+                           size_t errlen)
+{
+	struct sampler_report *rep = NULL;
+	size_t nr = 0, i;
+
+	*out = NULL;
+	*n = 0;
+	if (session_msg_reports(s, msg_index, &rep, &nr, err, errlen))
+		return -1;
+	if (nr == 0) {
+		snprintf(err, errlen,
+		         "no token reports stored for this message");
+		return -1;
+	}
+	*out = calloc(nr, sizeof(**out));
+	if (*out == NULL) {
+		free(rep);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < nr; i++)
+		if (tui_worker_fill_stored(s, &rep[i], &(*out)[i]))
+			break;
+	free(rep);
+	if (i < nr) {
+		tui_worker_toks_free(*out, i);
+		*out = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	*n = nr;
+	return 0;
 }
 
 void tui_ev_free(struct tui_ev *e)
@@ -185,9 +231,17 @@ static void tui_worker_token(void *ud, const struct sampler_report *rep)
 	w->n_gen++;
 	if (e) {
 		e->a = w->n_gen;
+		/* a sampled token's final rank is >= 1; 0 marks a report a
+		   branch replays from the store (session_branch_at: the kept
+		   tokens and the forced one), whose step the trace does not
+		   hold */
+		bool stored = rep->chosen_rank == 0;
+
 		e->tok = malloc(sizeof(*e->tok));
-		if (e->tok && tui_worker_tok_fill(
-		                  w->s, rep, session_trace(w->s), e->tok)) {
+		if (e->tok &&
+		    (stored ? tui_worker_fill_stored(w->s, rep, e->tok)
+		            : tui_worker_tok_fill(
+		                  w->s, rep, session_trace(w->s), e->tok))) {
 			free(e->tok); /* the pane misses this token only */
 			e->tok = NULL;
 		}
@@ -214,7 +268,8 @@ static void tui_worker_progress(void *ud, int32_t done, int32_t total)
 	}
 }
 
-/* Copy the session's messages into E (for OPEN and CLEAR). */
+/* Copy the session's messages into E (OPEN, CLEAR, SIBLING, a failed
+   BRANCH). */
 static void tui_worker_copy_msgs(struct tui_worker *w, struct tui_ev *e)
 {
 	size_t n = 0;
@@ -277,15 +332,73 @@ static int tui_worker_reopen(struct tui_worker *w, int64_t id, char *err,
 	return -1;
 }
 
+/* The index in S's messages of the reply with ordinal ORD among the
+   user and assistant messages, or (size_t)-1 when it is no reply. */
+static size_t tui_worker_reply_index(struct session *s, size_t ord)
+{
+	size_t n = 0;
+	const struct session_msg *m = session_messages(s, &n);
+
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (m[i].role == STORE_ROLE_SYSTEM)
+			continue;
+		if (k++ == ord)
+			return m[i].role == STORE_ROLE_ASSISTANT ? i
+			                                         : (size_t)-1;
+	}
+	return (size_t)-1;
+}
+
+/* BRANCH: the reply A->reply cut before token A->pos, A->val forced. */
+static int tui_worker_branch(struct tui_worker *w, const struct tui_job_arg *a,
+                             const struct session_cb *cb,
+                             struct session_stats *st, char *err, size_t errlen)
+{
+	size_t i = tui_worker_reply_index(w->s, a->reply);
+	struct session_stats dummy;
+
+	if (i == (size_t)-1) {
+		snprintf(err, errlen, "that reply is not in the session");
+		return -1;
+	}
+	return session_branch_at(w->s, i, a->pos, a->val, cb, st ? st : &dummy,
+	                         err, errlen);
+}
+
+/* SIBLING: the reply A->reply's sibling A->val steps away becomes the
+   active branch; *WHICH of *COUNT is it. */
+static int tui_worker_sibling(struct tui_worker *w, const struct tui_job_arg *a,
+                              int32_t *which, int32_t *count, char *err,
+                              size_t errlen)
+{
+	size_t i = tui_worker_reply_index(w->s, a->reply);
+	int64_t id = 0;
+
+	if (i == (size_t)-1) {
+		snprintf(err, errlen, "that reply is not in the session");
+		return -1;
+	}
+	if (session_sibling(w->s, i, a->val, &id, which, count, err, errlen))
+		return -1;
+	if (*count < 2) {
+		snprintf(err, errlen, "this reply has no other branch");
+		return -1;
+	}
+	return session_switch_branch(w->s, id, err, errlen);
+}
+
 /* Run one job; its END event goes to the UI. */
 static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
-                           const char *text, size_t len, int64_t conv_id)
+                           const char *text, size_t len,
+                           const struct tui_job_arg *arg)
 {
 	struct session_cb cb = {tui_worker_piece, tui_worker_token,
 	                        tui_worker_notice, w, tui_worker_progress};
 	struct tui_ev *e = tui_ev_new(TUI_EV_END, NULL, 0);
 	char err[1024] = "";
 	int rc = -1;
+	int32_t which = 0, count = 0;
+	bool msgs = job == TUI_JOB_OPEN || job == TUI_JOB_CLEAR;
 
 	w->n_gen = 0;
 	if (e == NULL)
@@ -303,8 +416,18 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
 	} else if (job == TUI_JOB_EDIT) {
 		rc = session_edit_last(w->s, text, len, &cb, e ? &e->st : NULL,
 		                       err, sizeof(err));
+	} else if (job == TUI_JOB_BRANCH) {
+		rc = tui_worker_branch(w, arg, &cb, e ? &e->st : NULL, err,
+		                       sizeof(err));
+		/* a branch that failed may have left the old reply or not:
+		   the UI shows what the session holds */
+		msgs = rc != 0;
+	} else if (job == TUI_JOB_SIBLING) {
+		rc = tui_worker_sibling(w, arg, &which, &count, err,
+		                        sizeof(err));
+		msgs = rc == 0;
 	} else if (job == TUI_JOB_OPEN) {
-		rc = tui_worker_reopen(w, conv_id, err, sizeof(err));
+		rc = tui_worker_reopen(w, arg->conv_id, err, sizeof(err));
 	} else if (w->s) { /* CLEAR */
 		rc = session_clear(w->s, err, sizeof(err));
 	} else {
@@ -318,16 +441,18 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
 	}
 	e->job = job;
 	e->rc = rc;
+	e->a = which;
+	e->b = count;
 	if (rc) {
 		e->text = strdup(err);
 		e->len = e->text ? strlen(e->text) : 0;
 	}
-	if (w->s && (job == TUI_JOB_OPEN || job == TUI_JOB_CLEAR))
+	if (w->s && msgs)
 		tui_worker_copy_msgs(w, e);
 	e->conv_id = w->s ? session_conv_id(w->s) : 0;
 	if (w->s) {
 		e->st.n_ctx = session_n_ctx(w->s);
-		if (job == TUI_JOB_OPEN || job == TUI_JOB_CLEAR) {
+		if (msgs) {
 			size_t n = 0;
 
 			session_kv_tokens(w->s, &n);
@@ -350,11 +475,11 @@ static void *tui_worker_main(void *arg)
 		enum tui_job_kind job = w->job;
 		char *text = w->text;
 		size_t len = w->len;
-		int64_t id = w->conv_id;
+		struct tui_job_arg arg = w->arg;
 
 		w->text = (char *)w; /* taken: wait for the next start */
 		pthread_mutex_unlock(&w->mu);
-		tui_worker_run(w, job, text, len, id);
+		tui_worker_run(w, job, text, len, &arg);
 		free(text);
 		pthread_mutex_lock(&w->mu);
 	}
@@ -398,6 +523,16 @@ int tui_worker_open(struct tui_worker *w, struct session *s,
 int tui_worker_start(struct tui_worker *w, enum tui_job_kind job,
                      const char *text, size_t len, int64_t conv_id)
 {
+	struct tui_job_arg a = {0};
+
+	a.conv_id = conv_id;
+	return tui_worker_start_arg(w, job, text, len, &a);
+}
+
+int tui_worker_start_arg(struct tui_worker *w, enum tui_job_kind job,
+                         const char *text, size_t len,
+                         const struct tui_job_arg *arg)
+{
 	char *copy = malloc(len + 1);
 
 	if (copy == NULL)
@@ -410,7 +545,7 @@ int tui_worker_start(struct tui_worker *w, enum tui_job_kind job,
 	w->job = job;
 	w->text = copy;
 	w->len = text ? len : 0;
-	w->conv_id = conv_id;
+	w->arg = *arg;
 	w->busy = true;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);

@@ -79,21 +79,40 @@ int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
                         const struct trace *tr, struct tui_tok *out);
 
 /*
- * The stored token reports of message MSG_INDEX of S's conversation, as
- * tui_toks in *OUT (malloc'd; *N of them). Returns -1 with a message when
- * there are none. Today the store keeps none, so this always says so; it
- * is where session_msg_reports() will plug in.
+ * The stored token reports of message MSG_INDEX of S's conversation
+ * (session_msg_reports), as tui_toks in *OUT (malloc'd; *N of them):
+ * each stored report through tui_worker_tok_fill without layers (the
+ * store keeps none), its raw rank found among the stored candidates and
+ * its final rank 0 (not stored). Called by whichever thread owns S (the
+ * UI before the worker starts, the worker after). Returns 0, or -1 with a
+ * message when there are none (*OUT NULL) or on an error.
  */
 int tui_worker_stored_toks(struct session *s, size_t msg_index,
                            struct tui_tok **out, size_t *n, char *err,
                            size_t errlen);
 
 enum tui_job_kind {
-	TUI_JOB_SEND,  /* text: the user's message */
-	TUI_JOB_REGEN, /* the last reply again */
-	TUI_JOB_EDIT,  /* text replaces the last user message */
-	TUI_JOB_OPEN,  /* reopen the session on conversation conv_id */
-	TUI_JOB_CLEAR, /* a new, empty conversation */
+	TUI_JOB_SEND,    /* text: the user's message */
+	TUI_JOB_REGEN,   /* the last reply again */
+	TUI_JOB_EDIT,    /* text replaces the last user message */
+	TUI_JOB_OPEN,    /* reopen the session on conversation conv_id */
+	TUI_JOB_CLEAR,   /* a new, empty conversation */
+	TUI_JOB_BRANCH,  /* arg: branch the reply at a token (generates) */
+	TUI_JOB_SIBLING, /* arg: show another sibling of the reply */
+};
+
+/*
+ * What a job works on besides its text. A reply is named by its ordinal
+ * among the conversation's user and assistant messages (system prompts
+ * and the UI's notices not counted): the UI and the session agree on
+ * that, not on indexes.
+ */
+struct tui_job_arg {
+	int64_t conv_id; /* OPEN: the conversation (0: a new one) */
+	size_t reply;    /* BRANCH, SIBLING: the reply's ordinal */
+	int32_t pos;     /* BRANCH: the token to replace (0-based) */
+	int32_t val;     /* BRANCH: the forced id; SIBLING: 1 next, -1
+	                    previous */
 };
 
 enum tui_ev_kind {
@@ -103,7 +122,9 @@ enum tui_ev_kind {
 	TUI_EV_PROGRESS, /* a of b prompt ids evaluated */
 	TUI_EV_NOTICE,   /* text: a message for the user */
 	TUI_EV_END,      /* rc, stats, text: the error when rc != 0;
-	                    msgs: the conversation (OPEN, CLEAR) */
+	                    msgs: the conversation (OPEN, CLEAR, SIBLING,
+	                    a BRANCH that failed);
+	                    SIBLING: a of b, the sibling now shown */
 };
 
 /* A message as copied for the UI. */
@@ -126,7 +147,7 @@ struct tui_ev {
 	int32_t a, b;
 	int rc;                  /* END: 0 or -1 */
 	struct session_stats st; /* END of a generation */
-	struct tui_ev_msg *msgs; /* END of OPEN / CLEAR: owned */
+	struct tui_ev_msg *msgs; /* END of OPEN / CLEAR / SIBLING: owned */
 	size_t n_msgs;
 	int64_t conv_id;     /* END: the session's conversation */
 	struct tui_tok *tok; /* TOKEN: the token's report (owned) */
@@ -146,7 +167,7 @@ struct tui_worker {
 	enum tui_job_kind job; /* the job to run */
 	char *text;            /* its text (owned) */
 	size_t len;
-	int64_t conv_id;
+	struct tui_job_arg arg;     /* the job's other arguments */
 	struct tui_ev *head, *tail; /* events not yet taken */
 
 	/* owned by the worker while busy (invariant 1) */
@@ -176,6 +197,11 @@ int tui_worker_observe(struct session *s, char *err, size_t errlen);
 /* Hand a job over (invariant 2). TEXT is copied. 0 or -1 (no memory). */
 int tui_worker_start(struct tui_worker *w, enum tui_job_kind job,
                      const char *text, size_t len, int64_t conv_id);
+
+/* The same with the job's arguments ARG (copied; BRANCH, SIBLING). */
+int tui_worker_start_arg(struct tui_worker *w, enum tui_job_kind job,
+                         const char *text, size_t len,
+                         const struct tui_job_arg *arg);
 
 /* Ask the running job to stop (thread- and signal-safe). */
 void tui_worker_cancel(struct tui_worker *w);
