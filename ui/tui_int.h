@@ -17,10 +17,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* ncurses key codes of our own (define_key): bracketed paste */
-#define TUI_KEY_PASTE_BEGIN (KEY_MAX + 1)
-#define TUI_KEY_PASTE_END   (KEY_MAX + 2)
-
 #define TUI_ROLE_NOTICE 100 /* a transcript entry that is no message */
 
 /* One entry of the transcript. */
@@ -100,10 +96,7 @@ struct tui {
 	char msg[512]; /* a message instead of the figures, or "" */
 	bool msg_err;  /* it is an error */
 
-	/* paste */
-	bool pasting;
-	wchar_t *paste;
-	size_t paste_n, paste_cap;
+	struct tui_paste paste; /* a bracketed paste being collected */
 
 	/* the loop */
 	bool quit;

@@ -1,0 +1,100 @@
+# fuzz/harnesses.sh - the list of libFuzzer harnesses and what each needs;
+# sourced (not run) by fuzz/run.sh, smoke.sh, long-run.sh and merge.sh.
+#
+# A new harness fuzz/fuzz_NAME.c: add NAME to FUZZ_HARNESSES, give it a
+# section in Makefile.am's fuzzing part, a seed corpus fuzz/corpus/NAME/
+# (minimised: fuzz/merge.sh NAME), a tests/data/NAME/crashers/ directory
+# that `make check` replays, and a row in fuzz/README.md. fuzz_seed below
+# only matters when seeds come from elsewhere in the repository.
+#
+# Every script runs the binaries with these set (fuzz_env):
+#   top_srcdir      the repository (kv_state's models in tests/data/engine)
+#   PARLEY_SHARED   ../shared (tok: ../shared/testdata/vocab)
+#   HOME            whose ~/.cache/parley/models holds SmolLM2 (tok, prompt;
+#                   PARLEY_TEST_MODEL overrides it for prompt)
+
+FUZZ_HARNESSES="gguf model json template store_import prompt tok tok_load kv_state tui_input md"
+
+# Export the environment the harnesses read; $1 is the repository's top.
+fuzz_env() {
+	top_srcdir=$1
+	PARLEY_SHARED=${PARLEY_SHARED:-$1/../shared}
+	export top_srcdir PARLEY_SHARED
+}
+
+# fuzz_seed NAME TOP DIR: copy or generate NAME's seeds from the
+# repository's own data into DIR (beyond the committed fuzz/corpus/NAME).
+# Needs clang for the generated ones (gguf, tok).
+fuzz_seed() {
+	case $1 in
+	gguf)
+		exe=${TMPDIR:-/tmp}/parley-seed-gguf.$$
+		clang -std=c11 -D_GNU_SOURCE -I"$2/src" -I"$2/tests" \
+			-o "$exe" "$2/fuzz/seed_gguf.c" \
+			"$2/tests/gguf_bytes.c" "$2/src/sbuf.c"
+		"$exe" "$3"
+		rm -f "$exe"
+		for f in "$PARLEY_SHARED"/testdata/vocab/*.gguf; do
+			[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] &&
+				cp "$f" "$3/" || true
+		done
+		;;
+	model) cp "$2"/tests/data/engine/*.gguf "$3/" ;;
+	store_import) cp "$2"/tests/data/store/seeds/*.json "$3/" ;;
+	template)
+		# the two directories share names (chatml.jinja, ...): prefix them
+		for f in "$2"/tests/data/template/templates/*.jinja; do
+			cp "$f" "$3/t-${f##*/}"
+		done
+		for f in "$2"/prompts/templates/*.jinja; do
+			cp "$f" "$3/p-${f##*/}"
+		done
+		;;
+	json)
+		cp "$2"/tests/data/template/cases/*.json \
+			"$2"/tests/data/template/manifest.json "$3/"
+		;;
+	tok)
+		exe=${TMPDIR:-/tmp}/parley-seed-tok.$$
+		clang -std=c11 -o "$exe" "$2/fuzz/seed_tok.c"
+		"$exe" "$2/tests/data/tok/corpus.txt" "$3"
+		rm -f "$exe"
+		;;
+	tok_load) cp "$2"/tests/data/tok/tiny-*.gguf "$3/" ;;
+	*) ;; # the committed corpus is all there is
+	esac
+}
+
+# Options of NAME's runs beyond the common ones: its dictionary.
+fuzz_opts() {
+	if [ -f "$2/fuzz/dict/$1.dict" ]; then
+		echo "-dict=$2/fuzz/dict/$1.dict"
+	fi
+}
+
+# fuzz_build TOP BUILD NAME...: configure BUILD (clang, --enable-fuzzing,
+# no CUDA) if it is not yet, then make the harnesses NAME... only.
+fuzz_build() {
+	_top=$1 _bld=$2
+	shift 2
+	if [ ! -x "$_top/configure" ]; then
+		(cd "$_top" && autoreconf -fi >/dev/null 2>&1)
+	fi
+	mkdir -p "$_bld"
+	if [ ! -f "$_bld/Makefile" ]; then
+		(cd "$_bld" && "$_top/configure" CC=clang --enable-fuzzing \
+			--without-cuda >configure.out) || {
+			cat "$_bld/configure.out" >&2
+			return 1
+		}
+	fi
+	_t=
+	for _n in "$@"; do
+		_t="$_t fuzz/fuzz_$_n"
+	done
+	# shellcheck disable=SC2086
+	(cd "$_bld" && make -j"$(nproc)" $_t >make.out 2>&1) || {
+		tail -n 40 "$_bld/make.out" >&2
+		return 1
+	}
+}
