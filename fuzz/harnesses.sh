@@ -24,7 +24,8 @@ fuzz_env() {
 
 # fuzz_seed NAME TOP DIR: copy or generate NAME's seeds from the
 # repository's own data into DIR (beyond the committed fuzz/corpus/NAME).
-# Needs clang for the generated ones (gguf, tok).
+# Needs clang for the generated ones (gguf, tok) and the build (kv_state:
+# $FUZZ_BUILD, default TOP/build-fuzz).
 fuzz_seed() {
 	case $1 in
 	gguf)
@@ -61,6 +62,7 @@ fuzz_seed() {
 		rm -f "$exe"
 		;;
 	tok_load) cp "$2"/tests/data/tok/tiny-*.gguf "$3/" ;;
+	kv_state) "${FUZZ_BUILD:-$2/build-fuzz}/fuzz/seed_kv_state" "$2" "$3" ;;
 	*) ;; # the committed corpus is all there is
 	esac
 }
@@ -91,6 +93,7 @@ fuzz_build() {
 	_t=
 	for _n in "$@"; do
 		_t="$_t fuzz/fuzz_$_n"
+		[ "$_n" = kv_state ] && _t="$_t fuzz/seed_kv_state"
 	done
 	# shellcheck disable=SC2086
 	(cd "$_bld" && make -j"$(nproc)" $_t >make.out 2>&1) || {

@@ -11,7 +11,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/fuzz/harnesses.sh"
 names=${*:-$FUZZ_HARNESSES}
-bld=$top/build-fuzz
+bld=${FUZZ_BUILD:-$top/build-fuzz}
 # shellcheck disable=SC2086
 fuzz_build "$top" "$bld" $names
 fuzz_env "$top"

@@ -17,7 +17,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 name=${1:?usage: fuzz/run.sh NAME|all [SECONDS] [JOBS]}
 secs=${2:-600}
 jobs=${3:-1}
-bld=$top/build-fuzz
+bld=${FUZZ_BUILD:-$top/build-fuzz}
 if [ "$name" = all ]; then
 	names=$FUZZ_HARNESSES
 else
