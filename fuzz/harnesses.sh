@@ -24,17 +24,12 @@ fuzz_env() {
 
 # fuzz_seed NAME TOP DIR: copy or generate NAME's seeds from the
 # repository's own data into DIR (beyond the committed fuzz/corpus/NAME).
-# Needs clang for the generated ones (gguf, tok) and the build (kv_state:
-# $FUZZ_BUILD, default TOP/build-fuzz).
+# The generated ones (gguf, tok, kv_state) come from the seed writers
+# fuzz_build makes in $FUZZ_BUILD (default TOP/build-fuzz).
 fuzz_seed() {
 	case $1 in
 	gguf)
-		exe=${TMPDIR:-/tmp}/parley-seed-gguf.$$
-		clang -std=c11 -D_GNU_SOURCE -I"$2/src" -I"$2/tests" \
-			-o "$exe" "$2/fuzz/seed_gguf.c" \
-			"$2/tests/gguf_bytes.c" "$2/src/sbuf.c"
-		"$exe" "$3"
-		rm -f "$exe"
+		"${FUZZ_BUILD:-$2/build-fuzz}/fuzz/seed_gguf" "$3"
 		for f in "$PARLEY_SHARED"/testdata/vocab/*.gguf; do
 			[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] &&
 				cp "$f" "$3/" || true
@@ -56,10 +51,8 @@ fuzz_seed() {
 			"$2"/tests/data/template/manifest.json "$3/"
 		;;
 	tok)
-		exe=${TMPDIR:-/tmp}/parley-seed-tok.$$
-		clang -std=c11 -o "$exe" "$2/fuzz/seed_tok.c"
-		"$exe" "$2/tests/data/tok/corpus.txt" "$3"
-		rm -f "$exe"
+		"${FUZZ_BUILD:-$2/build-fuzz}/fuzz/seed_tok" \
+			"$2/tests/data/tok/corpus.txt" "$3"
 		;;
 	tok_load) cp "$2"/tests/data/tok/tiny-*.gguf "$3/" ;;
 	kv_state) "${FUZZ_BUILD:-$2/build-fuzz}/fuzz/seed_kv_state" "$2" "$3" ;;
@@ -93,7 +86,9 @@ fuzz_build() {
 	_t=
 	for _n in "$@"; do
 		_t="$_t fuzz/fuzz_$_n"
-		[ "$_n" = kv_state ] && _t="$_t fuzz/seed_kv_state"
+		case $_n in # the seed writers fuzz_seed runs
+		gguf | tok | kv_state) _t="$_t fuzz/seed_$_n" ;;
+		esac
 	done
 	# shellcheck disable=SC2086
 	(cd "$_bld" && make -j"$(nproc)" $_t >make.out 2>&1) || {

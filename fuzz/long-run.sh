@@ -9,7 +9,8 @@
 # $FUZZ_BIN overrides the directory): clang is not needed. Each harness
 # NAME gets -fork=2 (two worker processes, restarted after a finding so
 # the run goes on: -ignore_crashes/-ignore_timeouts/-ignore_ooms) on
-# OUTDIR/corpus-NAME, a copy of the committed fuzz/corpus/NAME, with its
+# OUTDIR/corpus-NAME (the committed fuzz/corpus/NAME and the seeds of
+# fuzz/harnesses.sh's fuzz_seed, by the seed writers built beside), with its
 # findings in OUTDIR/artifacts-NAME/ and its log in OUTDIR/NAME.log. All
 # harnesses at once take 2 x (number of harnesses) cores: 22 for 11
 # (the target: 16 cores, 128 GB; each worker stays under 2 GB).
@@ -44,6 +45,11 @@ model=${PARLEY_TEST_MODEL:-$HOME/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1
 missing=
 for n in $FUZZ_HARNESSES; do
 	[ -x "$bin/fuzz_$n" ] || missing="$missing $bin/fuzz_$n"
+	case $n in
+	gguf | tok | kv_state)
+		[ -x "$bin/seed_$n" ] || missing="$missing $bin/seed_$n"
+		;;
+	esac
 	[ -d "$top/fuzz/corpus/$n" ] || missing="$missing fuzz/corpus/$n"
 done
 [ -f "$model" ] || missing="$missing $model"
@@ -66,6 +72,7 @@ for n in $FUZZ_HARNESSES; do
 	rm -rf "$out/corpus-$n" "$out/artifacts-$n"
 	mkdir -p "$out/corpus-$n" "$out/artifacts-$n"
 	cp "$top/fuzz/corpus/$n"/* "$out/corpus-$n/"
+	FUZZ_BUILD=${bin%/fuzz} fuzz_seed "$n" "$top" "$out/corpus-$n"
 	(
 		cd "$out"
 		rc=0

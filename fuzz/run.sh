@@ -35,6 +35,8 @@ for n in $names; do
 	art=$bld/artifacts-$n
 	mkdir -p "$corpus" "$art" "$top/tests/data/$n/crashers"
 	fuzz_seed "$n" "$top" "$corpus"
+	committed=$top/fuzz/corpus/$n
+	[ -d "$committed" ] || committed=
 	# One job runs in the foreground; several write build-fuzz/fuzz-N.log.
 	par=
 	[ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
@@ -43,7 +45,7 @@ for n in $names; do
 	# shellcheck disable=SC2046,SC2086
 	(cd "$bld" && "./fuzz/fuzz_$n" $(fuzz_opts "$n" "$top") $par \
 		-max_total_time="$secs" -timeout=30 -artifact_prefix="$art/" \
-		-print_final_stats=1 "$corpus" "$top/fuzz/corpus/$n") || rc=$?
+		-print_final_stats=1 "$corpus" $committed) || rc=$?
 	for c in "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-*; do
 		[ -f "$c" ] || continue
 		mv "$c" "$top/tests/data/$n/crashers/"
