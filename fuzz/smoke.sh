@@ -6,8 +6,9 @@
 #
 # Builds the harnesses with clang in build-fuzz/ (configure
 # --enable-fuzzing; $FUZZ_BUILD overrides the directory), then runs
-# PARALLEL harnesses at a time, each on a scratch corpus beside the
-# committed fuzz/corpus/NAME/ (which it never changes). Fails on any
+# PARALLEL harnesses at a time, each on a scratch corpus (seeded from the
+# repository's data: fuzz/harnesses.sh's fuzz_seed) beside the committed
+# fuzz/corpus/NAME/ (which it never changes). Fails on any
 # crash, sanitizer report, property failure (the harnesses abort), leak,
 # timeout (an input running 10 s) or out-of-memory (2 GB): the log's tail
 # and the input (base64) are printed. One line per harness otherwise.
@@ -30,6 +31,7 @@ export UBSAN_OPTIONS
 # Run harness $1: its log, exit status and findings go to $work.
 smoke_one() {
 	mkdir -p "$work/corpus-$1" "$work/art-$1"
+	FUZZ_BUILD=$bld fuzz_seed "$1" "$top" "$work/corpus-$1"
 	rc=0
 	# shellcheck disable=SC2046
 	(cd "$bld" && "./fuzz/fuzz_$1" $(fuzz_opts "$1" "$top") \
