@@ -27,7 +27,7 @@ deps() {
 	missing=
 	for pair in gcc:gcc make:make autoreconf:autoconf automake:automake \
 		pkg-config:pkg-config python3:python3 tmux:tmux openssl:openssl \
-		clang-format:clang-format; do
+		clang-format:clang-format clang:clang; do
 		command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 	done
 	python3 -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
@@ -41,14 +41,30 @@ deps() {
 	else
 		missing="$missing libncurses-dev libedit-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libmd4c-dev libcurl4-openssl-dev"
 	fi
-	[ -z "$missing" ] && return 0
-	say "installing:$missing"
 	sudo=
 	[ "$(id -u)" -ne 0 ] && sudo=sudo
-	$sudo apt-get update -qq
-	# shellcheck disable=SC2086
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-		build-essential $missing >/dev/null
+	if [ -n "$missing" ]; then
+		say "installing:$missing"
+		$sudo apt-get update -qq
+		# shellcheck disable=SC2086
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+			build-essential $missing >/dev/null
+	fi
+	# libFuzzer and the sanitizer runtimes (fuzz/smoke.sh): Debian 12 ships
+	# them in libclang-rt-N-dev, only recommended by clang
+	if ! fuzz_link_ok; then
+		v=$(clang -dumpversion | cut -d. -f1)
+		say "installing: libclang-rt-$v-dev (libFuzzer)"
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+			"libclang-rt-$v-dev" >/dev/null
+	fi
+}
+
+# True when clang links a libFuzzer program with ASan + UBSan.
+fuzz_link_ok() {
+	printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n)\n{ return d == 0 && n > 0; }\n' |
+		clang -fsanitize=fuzzer,address,undefined -x c -o /dev/null - >/dev/null 2>&1
 }
 
 # The remote-model tests (tests/t_remote.sh) run llama-cpp-python's

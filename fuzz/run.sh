@@ -1,65 +1,57 @@
 #!/bin/sh
-# fuzz/run.sh - build the libFuzzer harnesses and fuzz one of them.
+# fuzz/run.sh - build the libFuzzer harnesses and fuzz one of them, or all.
 #
-#   fuzz/run.sh gguf [SECONDS] [JOBS]
+#   fuzz/run.sh NAME [SECONDS] [JOBS]    one harness (fuzz/fuzz_NAME.c)
+#   fuzz/run.sh all [SECONDS] [JOBS]     every harness, one after another
 #
-# Builds in build-fuzz/ with clang (configure --enable-fuzzing), seeds the
-# corpus (fuzz/corpus-NAME/), runs for SECONDS (default 600) and copies any
-# crash into tests/data/NAME/crashers/ so that `make check` replays it.
+# Builds in build-fuzz/ with clang (configure --enable-fuzzing), fuzzes
+# NAME for SECONDS (default 600) with JOBS processes (default 1) on the
+# working corpus build-fuzz/corpus-NAME/ (seeded from the repository's
+# data) plus the committed fuzz/corpus/NAME/ (read only: fuzz/merge.sh
+# folds new inputs into it), and copies every crash, leak, timeout or
+# out-of-memory input into tests/data/NAME/crashers/, where `make check`
+# replays it. Exits non-zero when a harness found something.
 set -eu
-name=${1:?usage: fuzz/run.sh NAME [SECONDS] [JOBS]}
+top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/fuzz/harnesses.sh"
+name=${1:?usage: fuzz/run.sh NAME|all [SECONDS] [JOBS]}
 secs=${2:-600}
 jobs=${3:-1}
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-[ -x configure ] || autoreconf -fi
-mkdir -p build-fuzz
-(cd build-fuzz && { [ -f Makefile ] || ../configure CC=clang --enable-fuzzing --without-cuda >/dev/null; } \
-	&& make -j2 "fuzz/fuzz_$name" >/dev/null)
-corpus="fuzz/corpus-$name"
-mkdir -p "$corpus" "tests/data/$name/crashers"
-if [ "$name" = gguf ]; then
-	clang -std=c11 -D_GNU_SOURCE -Isrc -Itests -o build-fuzz/seed_gguf \
-		fuzz/seed_gguf.c tests/gguf_bytes.c src/sbuf.c
-	build-fuzz/seed_gguf "$corpus"
-	for f in ../shared/testdata/vocab/*.gguf; do
-		[ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] && cp "$f" "$corpus/" || true
-	done
+bld=${FUZZ_BUILD:-$top/build-fuzz}
+if [ "$name" = all ]; then
+	names=$FUZZ_HARNESSES
+else
+	case " $FUZZ_HARNESSES " in
+	*" $name "*) names=$name ;;
+	*) echo "fuzz/run.sh: no harness $name (one of: $FUZZ_HARNESSES)" >&2; exit 2 ;;
+	esac
 fi
-if [ "$name" = model ]; then
-	cp tests/data/engine/*.gguf "$corpus/"
-fi
-if [ "$name" = store_import ]; then
-	cp tests/data/store/seeds/*.json "$corpus/"
-fi
-if [ "$name" = template ]; then
-	# the two directories share names (chatml.jinja, ...): prefix them
-	for f in tests/data/template/templates/*.jinja; do cp "$f" "$corpus/t-${f##*/}"; done
-	for f in prompts/templates/*.jinja; do cp "$f" "$corpus/p-${f##*/}"; done
-fi
-if [ "$name" = sse ]; then
-	cp tests/data/sse/crashers/* "$corpus/"
-fi
-if [ "$name" = json ]; then
-	cp tests/data/template/cases/*.json tests/data/template/manifest.json "$corpus/"
-fi
-if [ "$name" = tok ]; then
-	clang -std=c11 -o build-fuzz/seed_tok fuzz/seed_tok.c
-	build-fuzz/seed_tok tests/data/tok/corpus.txt "$corpus"
-fi
-if [ "$name" = tok_load ]; then
-	cp tests/data/tok/tiny-*.gguf "$corpus/"
-fi
-[ -f "fuzz/dict/$name.dict" ] && dict="-dict=../fuzz/dict/$name.dict" || dict=
-mkdir -p build-fuzz/artifacts
-status=0
-# One job runs in the foreground; several write build-fuzz/fuzz-N.log each.
-par=
-[ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
 # shellcheck disable=SC2086
-(cd build-fuzz && "./fuzz/fuzz_$name" $dict $par -max_total_time="$secs" \
-	-artifact_prefix=artifacts/ -print_final_stats=1 "../$corpus") || status=$?
-for c in build-fuzz/artifacts/crash-* build-fuzz/artifacts/leak-* build-fuzz/artifacts/timeout-* build-fuzz/artifacts/oom-*; do
-	[ -f "$c" ] && cp "$c" "tests/data/$name/crashers/" && echo "kept $c as a regression file"
+fuzz_build "$top" "$bld" $names
+fuzz_env "$top"
+status=0
+for n in $names; do
+	corpus=$bld/corpus-$n
+	art=$bld/artifacts-$n
+	mkdir -p "$corpus" "$art" "$top/tests/data/$n/crashers"
+	fuzz_seed "$n" "$top" "$corpus"
+	committed=$top/fuzz/corpus/$n
+	[ -d "$committed" ] || committed=
+	# One job runs in the foreground; several write build-fuzz/fuzz-N.log.
+	par=
+	[ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
+	echo "fuzz/run.sh: fuzz_$n for $secs s" >&2
+	rc=0
+	# shellcheck disable=SC2046,SC2086
+	(cd "$bld" && "./fuzz/fuzz_$n" $(fuzz_opts "$n" "$top") $par \
+		-max_total_time="$secs" -timeout=30 -artifact_prefix="$art/" \
+		-print_final_stats=1 "$corpus" $committed) || rc=$?
+	for c in "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-*; do
+		[ -f "$c" ] || continue
+		mv "$c" "$top/tests/data/$n/crashers/"
+		echo "fuzz/run.sh: kept ${c##*/} in tests/data/$n/crashers/" >&2
+		rc=1
+	done
+	[ "$rc" -eq 0 ] || status=1
 done
 exit $status

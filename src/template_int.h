@@ -82,7 +82,8 @@ struct tcspan {
 };
 
 struct tstr {
-	const char *p;     /* bytes (arena or borrowed); not terminated */
+	const char *p;     /* bytes (arena or borrowed), never NULL; not
+	                      terminated */
 	size_t n;          /* length in bytes */
 	size_t nsp;        /* content spans, sorted, disjoint, non-adjacent */
 	struct tcspan *sp; /* nsp spans */

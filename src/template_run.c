@@ -47,7 +47,10 @@ struct tstr *tmpl_run_str_new(struct trender *r, const char *p, size_t n,
 {
 	struct tstr *s = tmpl_arena_alloc(&r->arena, sizeof(*s));
 
-	s->p = p;
+	/* never NULL, so that memchr/memcpy/memcmp of 0 bytes are defined: an
+	   empty tsbuf has none (the reverse of "",
+	   tests/data/template/crashers/empty-reversed-repr.jinja) */
+	s->p = p ? p : "";
 	s->n = n;
 	if (content && n) {
 		s->sp = tmpl_arena_alloc(&r->arena, sizeof(*s->sp));

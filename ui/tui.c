@@ -412,33 +412,6 @@ static void tui_events(struct tui *t)
 
 /* ---------- keys ---------- */
 
-/* The emacs key libedit knows for a function key, or 0. */
-static wchar_t tui_translate(int k)
-{
-	switch (k) {
-	case KEY_LEFT:
-		return 2; /* ^B */
-	case KEY_RIGHT:
-		return 6; /* ^F */
-	case KEY_UP:
-		return 16; /* ^P */
-	case KEY_DOWN:
-		return 14; /* ^N */
-	case KEY_HOME:
-		return 1; /* ^A */
-	case KEY_END:
-		return 5; /* ^E */
-	case KEY_BACKSPACE:
-		return 8; /* ^H */
-	case KEY_DC:
-		return 4; /* ^D: delete the character under the cursor */
-	case KEY_ENTER:
-		return 13;
-	default:
-		return 0;
-	}
-}
-
 /* Service the worker and signals until a key arrives: 1 with *K and
    *FKEY (a KEY_ code), 0 when the UI is quitting. Never busy-waits:
    poll() blocks until the keyboard, the worker or a signal has news. */
@@ -519,28 +492,9 @@ static int tui_wait_edit(void *ud, wchar_t *c)
 			t->dirty = true;
 			continue;
 		}
-		if ((*c = tui_translate(k)) != 0)
+		if ((*c = tui_input_translate(k)) != 0)
 			return 1;
 	}
-}
-
-/* UTF-8 of the wide string W[0, n) (malloc'd) or NULL. */
-static char *tui_utf8(const wchar_t *w, size_t n)
-{
-	char *s = malloc(n * MB_CUR_MAX + 1), *p = s;
-	mbstate_t ps;
-
-	if (s == NULL)
-		return NULL;
-	memset(&ps, 0, sizeof(ps));
-	for (size_t i = 0; i < n; i++) {
-		size_t k = wcrtomb(p, w[i], &ps);
-
-		if (k != (size_t)-1)
-			p += k;
-	}
-	*p = '\0';
-	return s;
 }
 
 /* The last user message, or NULL. */
@@ -566,7 +520,7 @@ static void tui_submit(struct tui *t)
 		        "your text stays in the input");
 		return;
 	}
-	text = tui_utf8(w, len);
+	text = tui_input_utf8(w, len);
 	if (text == NULL)
 		return;
 	if (text[strspn(text, " \t\n")] == '\0') {
@@ -649,8 +603,7 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 		case KEY_RESIZE:
 			return;
 		case TUI_KEY_PASTE_BEGIN:
-			t->pasting = true;
-			t->paste_n = 0;
+			tui_input_paste_begin(&t->paste);
 			return;
 		case KEY_DC:
 			if (len == 0)
@@ -659,7 +612,7 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 		default:
 			break;
 		}
-		if ((c = tui_translate(k)) != 0 &&
+		if ((c = tui_input_translate(k)) != 0 &&
 		    tui_input_key(&t->in, c) == 1)
 			tui_submit(t);
 		return;
@@ -695,30 +648,17 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 /* Collect a bracketed paste; inserted in one call at its end. */
 static void tui_key_paste(struct tui *t, int k, bool fkey)
 {
-	if (fkey) {
-		if (k == TUI_KEY_PASTE_END) {
-			t->pasting = false;
-			tui_input_insert(&t->in, t->paste, t->paste_n);
-		}
-		return;
-	}
-	if (t->paste_n == t->paste_cap) {
-		size_t cap = t->paste_cap ? t->paste_cap * 2 : 4096;
-		wchar_t *p = realloc(t->paste, cap * sizeof(*p));
-
-		if (p == NULL)
-			return;
-		t->paste = p;
-		t->paste_cap = cap;
-	}
-	t->paste[t->paste_n++] = k == '\r' ? L'\n' : (wchar_t)k;
+	if (!fkey)
+		tui_input_paste_add(&t->paste, (wchar_t)k);
+	else if (k == TUI_KEY_PASTE_END)
+		tui_input_paste_end(&t->in, &t->paste);
 }
 
 /* Dispatch one key by mode. */
 static void tui_key(struct tui *t, int k, bool fkey)
 {
 	t->dirty = true;
-	if (t->pasting) {
+	if (t->paste.on) {
 		tui_key_paste(t, k, fkey);
 		return;
 	}
@@ -781,8 +721,7 @@ static void tui_screen_on(struct tui *t)
 	nodelay(stdscr, TRUE);
 	set_escdelay(25);
 	tui_draw_colors(t);
-	define_key("\033[200~", TUI_KEY_PASTE_BEGIN);
-	define_key("\033[201~", TUI_KEY_PASTE_END);
+	tui_input_define_keys();
 	fputs("\033[?2004h", stdout); /* bracketed paste on */
 	fflush(stdout);
 	tui_out_capture(); /* from now on, one write per frame */
@@ -888,7 +827,7 @@ int tui_run(struct session *s, const struct tui_opts *o)
 	tui_prompt_close(t);
 	tui_msgs_clear(t);
 	free(t->msgs);
-	free(t->paste);
+	tui_input_paste_free(&t->paste);
 	status = t->status;
 	close(t->sig_fd);
 	free(t);

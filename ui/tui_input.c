@@ -132,18 +132,26 @@ int tui_input_key(struct tui_input *in, wchar_t k)
 	return in->submitted ? 1 : 0;
 }
 
+/* NUL characters are left out: el_winsertstr takes a C string, and a
+   NUL inside the paste (Ctrl-@ pasted) would end it there, losing the
+   rest (fuzz/fuzz_tui_input found it:
+   tests/data/tui_input/crashers/paste-with-nul). */
 void tui_input_insert(struct tui_input *in, const wchar_t *text, size_t n)
 {
 	wchar_t *s;
+	size_t k = 0;
 
 	if (n == 0) /* an empty paste (TEXT may then be NULL) */
 		return;
 	s = malloc((n + 1) * sizeof(*s));
 	if (s == NULL)
 		return;
-	memcpy(s, text, n * sizeof(*s));
-	s[n] = L'\0';
-	el_winsertstr(in->el, s);
+	for (size_t i = 0; i < n; i++)
+		if (text[i] != L'\0')
+			s[k++] = text[i];
+	s[k] = L'\0';
+	if (k > 0)
+		el_winsertstr(in->el, s);
 	free(s);
 }
 
@@ -185,4 +193,105 @@ void tui_input_set(struct tui_input *in, const char *text)
 	if (w && mbstowcs(w, text, n + 1) != (size_t)-1)
 		el_winsertstr(in->el, w);
 	free(w);
+}
+
+void tui_input_define_keys(void)
+{
+	define_key("\033[200~", TUI_KEY_PASTE_BEGIN);
+	define_key("\033[201~", TUI_KEY_PASTE_END);
+}
+
+wchar_t tui_input_translate(int k)
+{
+	switch (k) {
+	case KEY_LEFT:
+		return 2; /* ^B */
+	case KEY_RIGHT:
+		return 6; /* ^F */
+	case KEY_UP:
+		return 16; /* ^P */
+	case KEY_DOWN:
+		return 14; /* ^N */
+	case KEY_HOME:
+		return 1; /* ^A */
+	case KEY_END:
+		return 5; /* ^E */
+	case KEY_BACKSPACE:
+		return 8; /* ^H */
+	case KEY_DC:
+		return 4; /* ^D: delete the character under the cursor */
+	case KEY_ENTER:
+		return 13;
+	default:
+		return 0;
+	}
+}
+
+void tui_input_paste_begin(struct tui_paste *p)
+{
+	p->on = true;
+	p->n = 0;
+}
+
+void tui_input_paste_add(struct tui_paste *p, wchar_t k)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 4096;
+		wchar_t *b = realloc(p->buf, cap * sizeof(*b));
+
+		if (b == NULL)
+			return;
+		p->buf = b;
+		p->cap = cap;
+	}
+	p->buf[p->n++] = k == '\r' ? L'\n' : k;
+}
+
+void tui_input_paste_end(struct tui_input *in, struct tui_paste *p)
+{
+	p->on = false;
+	tui_input_insert(in, p->buf, p->n);
+	p->n = 0;
+}
+
+void tui_input_paste_free(struct tui_paste *p)
+{
+	free(p->buf);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Encoded by hand, not with wcrtomb: glibc's writes 5- and 6-byte forms
+   for values past U+10FFFF, which ncurses hands over for bytes such as
+   0xFA (fuzz/fuzz_tui_input found it: tests/data/tui_input/crashers/
+   five-byte-form), and the model, the store and the terminal want UTF-8
+   whatever the locale. */
+char *tui_input_utf8(const wchar_t *w, size_t n)
+{
+	char *s = malloc(n * 4 + 1), *p = s;
+
+	if (s == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned long c = (unsigned long)w[i];
+
+		if (c == 0 || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+			continue; /* no UTF-8 form (NUL would end the string) */
+		if (c < 0x80) {
+			*p++ = (char)c;
+		} else if (c < 0x800) {
+			*p++ = (char)(0xc0 | c >> 6);
+			*p++ = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			*p++ = (char)(0xe0 | c >> 12);
+			*p++ = (char)(0x80 | (c >> 6 & 0x3f));
+			*p++ = (char)(0x80 | (c & 0x3f));
+		} else {
+			*p++ = (char)(0xf0 | c >> 18);
+			*p++ = (char)(0x80 | (c >> 12 & 0x3f));
+			*p++ = (char)(0x80 | (c >> 6 & 0x3f));
+			*p++ = (char)(0x80 | (c & 0x3f));
+		}
+	}
+	*p = '\0';
+	return s;
 }

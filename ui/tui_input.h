@@ -16,15 +16,29 @@
  * Enter submits (the "parley-submit" function bound to ^M); Ctrl-J and
  * Alt-Enter insert a newline; pasted text is inserted in one call.
  * History: one line a entry, the plain REPL's file (libedit's format).
+ *
+ * The terminal's bytes are decoded by ncurses (UTF-8, escape sequences
+ * by terminfo, the bracketed paste markers defined by
+ * tui_input_define_keys); function keys become emacs keys through
+ * tui_input_translate; a paste is collected (struct tui_paste) and
+ * inserted whole at its end marker. fuzz/fuzz_tui_input.c drives this
+ * path with hostile bytes. Invariants: every character between the paste
+ * markers but NUL reaches the line, in order, at the cursor ('\r' as
+ * '\n'); tui_input_utf8 always returns valid UTF-8.
  */
 #ifndef PARLEY_TUI_INPUT_H
 #define PARLEY_TUI_INPUT_H
 
+#include <curses.h>
 #include <histedit.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <wchar.h>
+
+/* ncurses key codes of our own (tui_input_define_keys): bracketed paste */
+#define TUI_KEY_PASTE_BEGIN (KEY_MAX + 1)
+#define TUI_KEY_PASTE_END   (KEY_MAX + 2)
 
 /* The UI's wait for the next key: 1 with *K set, 0 to abandon the
    command (the UI quits), as EL_GETCFN's contract. */
@@ -56,7 +70,7 @@ void tui_input_close(struct tui_input *in);
  */
 int tui_input_key(struct tui_input *in, wchar_t k);
 
-/* Insert TEXT[0, n) at the cursor (a paste). */
+/* Insert TEXT[0, n) at the cursor (a paste), its NULs left out. */
 void tui_input_insert(struct tui_input *in, const wchar_t *text, size_t n);
 
 /* The line: buffer, length and cursor index (borrowed, valid until the
@@ -70,5 +84,36 @@ void tui_input_reset(struct tui_input *in, const char *text);
 
 /* Replace the line by TEXT (UTF-8), the cursor at its end. */
 void tui_input_set(struct tui_input *in, const char *text);
+
+/* Define the paste markers (ESC[200~, ESC[201~) as ncurses keys; after
+   initscr or newterm. */
+void tui_input_define_keys(void);
+
+/* The emacs key libedit knows for the ncurses function key K, or 0. */
+wchar_t tui_input_translate(int k);
+
+/* A bracketed paste being collected: the characters between its markers. */
+struct tui_paste {
+	bool on;      /* between the markers */
+	wchar_t *buf; /* n characters (owned) */
+	size_t n, cap;
+};
+
+/* The begin marker: start collecting (P keeps its buffer). */
+void tui_input_paste_begin(struct tui_paste *p);
+
+/* Add character K to P ('\r' as '\n'); dropped if memory runs out. */
+void tui_input_paste_add(struct tui_paste *p, wchar_t k);
+
+/* The end marker: insert P's characters into IN at the cursor. */
+void tui_input_paste_end(struct tui_input *in, struct tui_paste *p);
+
+/* Free P's buffer (P is then empty, usable). */
+void tui_input_paste_free(struct tui_paste *p);
+
+/* UTF-8 of W[0, n) whatever the locale (malloc'd, NUL-terminated; NUL
+   and what has no UTF-8 form, a surrogate or a value past U+10FFFF, are
+   left out), or NULL out of memory. */
+char *tui_input_utf8(const wchar_t *w, size_t n);
 
 #endif /* PARLEY_TUI_INPUT_H */

@@ -17,10 +17,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* ncurses key codes of our own (define_key): bracketed paste */
-#define TUI_KEY_PASTE_BEGIN (KEY_MAX + 1)
-#define TUI_KEY_PASTE_END   (KEY_MAX + 2)
-
 #define TUI_ROLE_NOTICE 100 /* a transcript entry that is no message */
 
 /* One entry of the transcript. */
@@ -138,10 +134,7 @@ struct tui {
 	size_t sib_msg, sib_tok;
 	struct tui_pview pv;
 
-	/* paste */
-	bool pasting;
-	wchar_t *paste;
-	size_t paste_n, paste_cap;
+	struct tui_paste paste; /* a bracketed paste being collected */
 
 	/* the loop */
 	bool quit;

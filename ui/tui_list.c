@@ -151,14 +151,17 @@ static void tui_list_edit_key(struct tui *t, int k, bool fkey)
 		}
 		return;
 	} else if (k >= 32) {
-		char mb[8];
-		int n = wctomb(mb, (wchar_t)k);
+		/* UTF-8 whatever the key (tui_input_utf8: no 5-byte forms) */
+		wchar_t w = (wchar_t)k;
+		char *mb = tui_input_utf8(&w, 1);
+		size_t n = mb ? strlen(mb) : 0;
 
-		if (n > 0 && l->buf_n + (size_t)n < sizeof(l->buf)) {
-			memcpy(l->buf + l->buf_n, mb, (size_t)n);
-			l->buf_n += (size_t)n;
+		if (n > 0 && l->buf_n + n < sizeof(l->buf)) {
+			memcpy(l->buf + l->buf_n, mb, n);
+			l->buf_n += n;
 			l->buf[l->buf_n] = '\0';
 		}
+		free(mb);
 	}
 	tui_say(t, false, "%s %s",
 	        l->edit == 's' ? "search:" : "new title:", l->buf);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define TUI_MD_DEPTH 16 /* nesting kept track of; deeper nests flatten */
+#define TUI_MD_PAD   16 /* NUL bytes after md4c's input (tui_md_parse) */
 
 /* One container: its prefixes, and for lists the next number. */
 struct tui_md_ctx {
@@ -367,6 +368,29 @@ static int tui_md_text(MD_TEXTTYPE t, const MD_CHAR *s, MD_SIZE n, void *ud)
 	return 0;
 }
 
+/*
+ * md_parse on a copy of TEXT[0, len) followed by TUI_MD_PAD NUL bytes;
+ * -1 when out of memory. md4c 0.4.8 (Debian 12's) reads past the end of
+ * its input where the text ends inside a link's destination ("[](y", as
+ * a reply streaming in has it): fuzz/fuzz_md found it taking the length
+ * of a text run from the byte after, a read of gigabytes. A NUL there
+ * ends the construct (tests/data/md/crashers/unclosed-link-dest).
+ */
+static int tui_md_parse(const char *text, size_t len, const MD_PARSER *p,
+                        void *ud)
+{
+	char *copy = malloc(len + TUI_MD_PAD);
+	int rc;
+
+	if (copy == NULL)
+		return -1;
+	memcpy(copy, text, len);
+	memset(copy + len, 0, TUI_MD_PAD);
+	rc = md_parse(copy, (MD_SIZE)len, p, ud);
+	free(copy);
+	return rc;
+}
+
 int tui_md_lay(struct tui_lay *y, const char *text, size_t len, bool markdown)
 {
 	MD_PARSER p = {0};
@@ -381,7 +405,7 @@ int tui_md_lay(struct tui_lay *y, const char *text, size_t len, bool markdown)
 		p.enter_span = tui_md_enter_span;
 		p.leave_span = tui_md_leave_span;
 		p.text = tui_md_text;
-		if (md_parse(text, (MD_SIZE)len, &p, &r) == 0) {
+		if (tui_md_parse(text, len, &p, &r) == 0) {
 			tui_md_para_end(&r);
 			if (!r.any) { /* an empty reply still takes a line */
 				tui_lay_para(y, NULL, 0, NULL, 0, false);
@@ -473,7 +497,7 @@ char *tui_md_code_block(const char *text, size_t len, int nth, size_t *out_len,
 	p.enter_span = tui_md_code_span;
 	p.leave_span = tui_md_code_span;
 	p.text = tui_md_code_text;
-	if (md_parse(text, (MD_SIZE)len, &p, &c) != 0) {
+	if (tui_md_parse(text, len, &p, &c) != 0) {
 		free(c.buf);
 		return NULL;
 	}
