@@ -366,7 +366,7 @@ static void check_graphs(const char *path)
 		if (r == 1) { /* the second run traced: its own graphs, with
 			         the statistics kernels in them */
 			engine_set_trace(g, tg);
-			engine_set_trace(c, tc);
+			engine_set_trace(p, tc);
 			worst_rms = 0;
 		}
 		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
