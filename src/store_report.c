@@ -61,7 +61,10 @@ int store_reports_text(struct store_reports *r, const char *p, size_t len,
 {
 	if (len > UINT32_MAX - r->text_len)
 		return -1;
-	if (r->text_len + len > r->text_cap) {
+	/* allocated on the first text, even an empty one: r->text + off is
+	   then always a valid pointer (NULL + 0 is undefined behaviour; the
+	   store_reports fuzz harness found it) */
+	if (r->text_len + len > r->text_cap || r->text == NULL) {
 		size_t cap = r->text_cap ? r->text_cap : 256;
 		char *t;
 

@@ -363,8 +363,10 @@ static void check_graphs(const char *path)
 	for (int r = 0; r < 2; r++) {
 		int32_t n0 = engine_n_past(g), n = at[r] - n0;
 
-		if (r == 1) { /* the second run traced: its own graphs, with
-			         the statistics kernels in them */
+		if (r == 1) { /* the second run traced: G replays its
+		                 traced graphs (statistics on the device), P
+		                 launches one by one and captures whole
+		                 vectors (statistics on the host) */
 			engine_set_trace(g, tg);
 			engine_set_trace(p, tc);
 			worst_rms = 0;
