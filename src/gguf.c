@@ -1029,6 +1029,20 @@ int gguf_get_arr(const struct gguf_file *f, const char *key,
 	return GGUF_OK;
 }
 
+/* D as an int64_t, truncated toward zero and saturated: NaN is 0, and a
+ * value out of range the nearest end (a plain cast of those is undefined
+ * behaviour: the gguf fuzz harness found it with hostile float arrays). */
+static int64_t gguf_f64_to_i64(double d)
+{
+	if (d != d)
+		return 0;
+	if (d >= 9223372036854775808.0)
+		return INT64_MAX;
+	if (d < -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)d;
+}
+
 int64_t gguf_arr_i64(const struct gguf_array *a, uint64_t i)
 {
 	size_t sz = gguf_type_sizes[a->elem_type];
@@ -1043,7 +1057,7 @@ int64_t gguf_arr_i64(const struct gguf_array *a, uint64_t i)
 		return (int32_t)raw;
 	case GGUF_TYPE_FLOAT32:
 	case GGUF_TYPE_FLOAT64:
-		return (int64_t)gguf_arr_f64(a, i);
+		return gguf_f64_to_i64(gguf_arr_f64(a, i));
 	default:
 		return (int64_t)raw;
 	}

@@ -178,7 +178,8 @@ int gguf_get_arr(const struct gguf_file *f, const char *key,
                  enum gguf_type elem, const struct gguf_array **out, char *err,
                  size_t errlen);
 
-/* Element I of a fixed-size numeric array, converted. I < a->n required. */
+/* Element I of a fixed-size numeric array, converted (a float to an integer:
+   truncated, NaN 0, out of range saturated). I < a->n required. */
 int64_t gguf_arr_i64(const struct gguf_array *a, uint64_t i);
 double gguf_arr_f64(const struct gguf_array *a, uint64_t i);
 
