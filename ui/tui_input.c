@@ -98,6 +98,19 @@ int tui_input_open(struct tui_input *in, const char *hist_path,
 	el_wset(in->el, EL_BIND, L"^M", L"parley-submit", NULL);
 	el_wset(in->el, EL_BIND, L"^J", L"parley-newline", NULL);
 	el_wset(in->el, EL_BIND, L"\033^M", L"parley-newline", NULL);
+	/* no numeric arguments (Esc 6 6 2 0 1 ~ repeats ~ 66,201 times, and
+	   a search over such a line took minutes: the tui_input fuzz
+	   harness's long run found the hang); Esc and a digit insert the
+	   digit */
+	{
+		static const wchar_t *const meta[] = {
+		    L"\0330", L"\0331", L"\0332", L"\0333", L"\0334",
+		    L"\0335", L"\0336", L"\0337", L"\0338", L"\0339"};
+
+		for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++)
+			el_wset(in->el, EL_BIND, meta[i], L"ed-insert", NULL);
+		el_wset(in->el, EL_BIND, L"\033-", L"ed-insert", NULL);
+	}
 	el_wset(in->el, EL_UNBUFFERED, 1);
 	return 0;
 }
