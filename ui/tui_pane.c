@@ -221,8 +221,11 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 		              f);
 	}
 	tui_pane_visible(k->text + k->off[0], k->len[0], vis, sizeof(vis));
-	tui_pane_line(y, 0, "chosen \"%s\" id %d%s", vis, k->id,
-	              k->ctl[0] ? " (control)" : "");
+	if (k->remote) /* a server's token: its text, no id of ours */
+		tui_pane_line(y, 0, "chosen \"%s\" (server token)", vis);
+	else
+		tui_pane_line(y, 0, "chosen \"%s\" id %d%s", vis, k->id,
+		              k->ctl[0] ? " (control)" : "");
 	/* a stored report has no final rank (0), a forced token (a branch)
 	   no final probability (NaN) */
 	if (isnan(k->p))
@@ -235,8 +238,13 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 	tui_pane_line(y, 0, "raw p %.4f rank %s · %s", k->p_raw,
 	              tui_pane_rank(k->rank_raw, k->n_top, r1, sizeof(r1)),
 	              fin);
-	tui_pane_line(y, 0, "entropy raw %.3f · final %.3f nats · kept %d",
-	              k->raw_entropy, k->entropy, k->n_kept);
+	if (k->remote)
+		tui_pane_line(y, 0, "entropy %.3f nats over the %d returned",
+		              k->raw_entropy, k->n_top);
+	else
+		tui_pane_line(y, 0,
+		              "entropy raw %.3f · final %.3f nats · kept %d",
+		              k->raw_entropy, k->entropy, k->n_kept);
 	tui_pane_samp(k, vis, sizeof(vis));
 	tui_pane_line(y, TUI_A_DIM, "%s", vis);
 	if (k->layers) { /* the layers at a glance (also when cut below) */
@@ -245,14 +253,33 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 		tui_pane_spark(k, sp, sizeof(sp));
 		tui_pane_line(y, 0, "rms by layer %s", sp);
 	}
-	tui_pane_line(y, TUI_A_BOLD, "top %d      id   logit   prob", k->n_top);
+	tui_pane_line(y, TUI_A_BOLD,
+	              k->remote ? "top %d          logprob  prob"
+	                        : "top %d      id   logit   prob",
+	              k->n_top);
 	for (int i = 0; i < k->n_top; i++) {
 		const struct sampler_cand *c = &k->top[i];
 
 		tui_pane_bar(c->prob, bar, sizeof(bar));
 		tui_pane_visible(k->text + k->off[1 + i], k->len[1 + i], vis,
 		                 sizeof(vis));
-		tui_pane_line(y, c->id == k->id ? TUI_A_BOLD : 0,
+		/* the chosen one in bold: by id, or by text for a server's
+		   tokens (their ids are all -1) */
+		bool chosen = k->remote ? k->len[1 + i] == k->len[0] &&
+		                              memcmp(k->text + k->off[1 + i],
+		                                     k->text + k->off[0],
+		                                     k->len[0]) == 0
+		                        : c->id == k->id;
+
+		if (k->remote)
+			tui_pane_line(y, chosen ? TUI_A_BOLD : 0,
+			              "#%-2d %14.2f %6.4f %-*s \"%s\"", i + 1,
+			              c->logprob, c->prob,
+			              TUI_PANE_BAR + (int)strlen(bar) -
+			                  tui_lines_cols(bar, strlen(bar)),
+			              bar, vis);
+		else
+		tui_pane_line(y, chosen ? TUI_A_BOLD : 0,
 		              "#%-2d %6d %7.2f %6.4f %-*s \"%s\"", i + 1, c->id,
 		              c->logit, c->prob,
 		              TUI_PANE_BAR + (int)strlen(bar) -
