@@ -204,6 +204,13 @@ static const char *tui_pane_rank(int32_t r, int n_top, char *buf, size_t n)
 	return buf;
 }
 
+/* Whether pieces A and B of K hold the same bytes. */
+static bool tui_pane_same_text(const struct tui_tok *k, int a, int b)
+{
+	return k->len[a] == k->len[b] &&
+	       memcmp(k->text + k->off[a], k->text + k->off[b], k->len[a]) == 0;
+}
+
 /* The report section of token IDX (of N) of K into Y. */
 static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
                             size_t idx, size_t n, struct tui_lay *y)
@@ -265,11 +272,10 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 		                 sizeof(vis));
 		/* the chosen one in bold: by id, or by text for a server's
 		   tokens (their ids are all -1) */
-		bool chosen = k->remote ? k->len[1 + i] == k->len[0] &&
-		                              memcmp(k->text + k->off[1 + i],
-		                                     k->text + k->off[0],
-		                                     k->len[0]) == 0
-		                        : c->id == k->id;
+		bool chosen = c->id == k->id;
+
+		if (k->remote)
+			chosen = tui_pane_same_text(k, 1 + i, 0);
 
 		if (k->remote)
 			tui_pane_line(y, chosen ? TUI_A_BOLD : 0,
