@@ -1034,12 +1034,16 @@ static void session_store_update(struct session *s, struct session_reply *r,
 	r->last_store = session_ms();
 }
 
-/* Append the bytes of token ID to SET's text; *OFF, *LEN where. */
+/* Append the bytes of token ID to SET's text; *OFF, *LEN where. An id
+   of -1 (a remote model's token, sampler.h) has no piece here: its text
+   is TEXT's TLEN bytes (what the server sent). */
 static int session_rep_text(struct session *s, struct store_reports *set,
-                            int32_t id, uint32_t *off, uint32_t *len)
+                            int32_t id, const char *text, size_t tlen,
+                            uint32_t *off, uint32_t *len)
 {
-	size_t n = 0;
-	const char *p = tok_piece(s->tok, id, TOK_DECODE_SPECIAL, &n);
+	size_t n = tlen;
+	const char *p =
+	    id < 0 ? text : tok_piece(s->tok, id, TOK_DECODE_SPECIAL, &n);
 
 	if (p == NULL)
 		n = 0;
@@ -1063,21 +1067,45 @@ static int session_rep_add(struct session *s, struct store_reports *set,
 	t.raw_entropy = rep->raw_entropy;
 	t.n_kept = rep->n_kept;
 	t.n_top = rep->n_top < STORE_REPORT_TOP ? rep->n_top : STORE_REPORT_TOP;
-	if (session_rep_text(s, set, t.chosen, &t.text_off, &t.text_len))
+	if (session_rep_text(s, set, t.chosen, rep->chosen_text,
+	                     strlen(rep->chosen_text), &t.text_off,
+	                     &t.text_len))
 		return -1;
 	for (int32_t j = 0; j < t.n_top; j++) {
 		t.top[j].id = rep->top[j].id;
 		t.top[j].logit = rep->top[j].logit;
 		t.top[j].logprob = rep->top[j].logprob;
-		if (session_rep_text(s, set, t.top[j].id, &t.top[j].text_off,
-		                     &t.top[j].text_len))
+		if (session_rep_text(s, set, t.top[j].id, rep->top_text[j],
+		                     strlen(rep->top_text[j]),
+		                     &t.top[j].text_off, &t.top[j].text_len))
 			return -1;
 	}
 	return store_reports_push(set, &t);
 }
 
-/* The sampler report of stored report T (store.h: NaN where unknown). */
-static void session_rep_to_sampler(const struct store_tok_report *t,
+/* Copy the text at OFF, LEN of SET into DST (SAMPLER_TEXT_MAX bytes,
+   NUL-terminated), cut at a UTF-8 character boundary when too long (only
+   a damaged store has such: they were cut so when recorded). */
+static void session_rep_copy_text(const struct store_reports *set, uint32_t off,
+                                  uint32_t len, char *dst)
+{
+	const unsigned char *p = (const unsigned char *)set->text + off;
+	size_t n = len;
+
+	if (n > SAMPLER_TEXT_MAX - 1) {
+		n = SAMPLER_TEXT_MAX - 1;
+		while (n > 0 && (p[n] & 0xC0) == 0x80)
+			n--;
+	}
+	if (n)
+		memcpy(dst, p, n);
+	dst[n] = '\0';
+}
+
+/* The sampler report of stored report T of SET (store.h: NaN where
+   unknown); the texts of ids -1 (remote) from SET's text. */
+static void session_rep_to_sampler(const struct store_reports *set,
+                                   const struct store_tok_report *t,
                                    struct sampler_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
@@ -1094,7 +1122,14 @@ static void session_rep_to_sampler(const struct store_tok_report *t,
 		rep->top[j].logit = t->top[j].logit;
 		rep->top[j].logprob = t->top[j].logprob;
 		rep->top[j].prob = expf(t->top[j].logprob);
+		if (t->top[j].id < 0)
+			session_rep_copy_text(set, t->top[j].text_off,
+			                      t->top[j].text_len,
+			                      rep->top_text[j]);
 	}
+	if (t->chosen < 0)
+		session_rep_copy_text(set, t->text_off, t->text_len,
+		                      rep->chosen_text);
 }
 
 /* Keep the report of the reply's next token (when recording). Past
@@ -1321,7 +1356,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		struct sampler_report rep;
 
 		if (cb && cb->token && k < r->rep.n) {
-			session_rep_to_sampler(&r->rep.v[k], &rep);
+			session_rep_to_sampler(&r->rep, &r->rep.v[k], &rep);
 			cb->token(cb->ud, &rep);
 		}
 		if (r->end_after_replay && k + 1 == r->n_replay)
@@ -1541,6 +1576,9 @@ static void session_rs_begin(struct session_rstream *x)
 		session_store_notice(x->cb, "store the reply", msg,
 		                     "it is shown but not saved");
 	}
+	/* the server's token reports are stored as a local reply's (ids -1,
+	   their texts with them: store_report.c) */
+	x->r.recording = s->store_reports && x->r.store_id != 0;
 	x->r.last_store = session_ms();
 }
 
@@ -1565,6 +1603,8 @@ static void session_rs_token(void *ud, const struct sampler_report *rep)
 {
 	struct session_rstream *x = ud;
 
+	session_rs_begin(x);
+	session_record(x->s, &x->r, rep, 0, x->cb);
 	if (x->cb && x->cb->token)
 		x->cb->token(x->cb->ud, rep);
 }
@@ -1625,6 +1665,7 @@ static int session_reply_remote(struct session *s, const struct session_cb *cb,
 	st->decode_ms = res.total_ms - res.first_ms;
 	if (rc < 0 && !res.started) {
 		free(x.r.text.p);
+		store_reports_free(&x.r.rep);
 		return -1;
 	}
 	session_rs_begin(&x); /* an interrupted wait keeps an empty reply */
@@ -1636,11 +1677,13 @@ static int session_reply_remote(struct session *s, const struct session_cb *cb,
 	ms.prefill_ms = st->prefill_ms;
 	ms.decode_ms = st->decode_ms;
 	if (x.r.store_id &&
-	    store_msg_finish(s->st, x.r.store_id, x.r.text.p ? x.r.text.p : "",
-	                     x.r.text.n, st->finish, &ms, msg,
-	                     sizeof(msg)) != STORE_OK)
+	    store_msg_finish_rep(
+	        s->st, x.r.store_id, x.r.text.p ? x.r.text.p : "", x.r.text.n,
+	        st->finish, &ms, x.r.recording ? &x.r.rep : NULL, msg,
+	        sizeof(msg)) != STORE_OK)
 		session_store_notice(cb, "save the finished reply", msg,
 		                     "the history may keep it incomplete");
+	store_reports_free(&x.r.rep);
 	session_record_origin(s, x.r.store_id, cb);
 	if (session_push_msg(s, STORE_ROLE_ASSISTANT,
 	                     x.r.text.p ? x.r.text.p : "", x.r.text.n,
@@ -2121,7 +2164,7 @@ int session_msg_reports(struct session *s, size_t msg_index,
 			return -1;
 		}
 		for (size_t i = 0; i < r.n; i++)
-			session_rep_to_sampler(&r.v[i], &(*out)[i]);
+			session_rep_to_sampler(&r, &r.v[i], &(*out)[i]);
 		*n = r.n;
 	}
 	store_reports_free(&r);
@@ -2147,11 +2190,13 @@ static int session_rep_forced(struct session *s, struct store_reports *dst,
 	for (int32_t j = 0; j < t.n_top; j++) {
 		if (t.top[j].id == forced)
 			t.raw_logprob = t.top[j].logprob;
-		if (session_rep_text(s, dst, t.top[j].id, &t.top[j].text_off,
+		if (session_rep_text(s, dst, t.top[j].id,
+		                     src->text + t.top[j].text_off,
+		                     t.top[j].text_len, &t.top[j].text_off,
 		                     &t.top[j].text_len))
 			return -1;
 	}
-	if (session_rep_text(s, dst, forced, &t.text_off, &t.text_len))
+	if (session_rep_text(s, dst, forced, NULL, 0, &t.text_off, &t.text_len))
 		return -1;
 	return store_reports_push(dst, &t);
 }
@@ -2220,6 +2265,17 @@ int session_branch_at(struct session *s, size_t msg_index, int32_t token_pos,
 		         msg_index, old.n, token_pos);
 		goto out;
 	}
+	/* a remote model's reply (continued here with a local model) has
+	   its reports stored with ids -1: nothing to replay */
+	for (int32_t k = 0; k <= token_pos; k++)
+		if (old.v[k].chosen < 0) {
+			snprintf(err, errlen,
+			         "message %zu came from a remote model: its "
+			         "token ids are unknown here, it cannot be "
+			         "branched at a token",
+			         msg_index);
+			goto out;
+		}
 	/* the kept ids, then the forced one (sampled ids never are eog
 	   before the last report, which token_pos < n excludes) */
 	ids = malloc(((size_t)token_pos + 1) * sizeof(*ids));

@@ -321,7 +321,7 @@ void store_msg_clear(struct store_msg *m);
 /* One candidate of a token's raw distribution. TEXT_OFF/TEXT_LEN locate
    its bytes in the owning set's text buffer. */
 struct store_tok_cand {
-	int32_t id;        /* token id */
+	int32_t id;        /* token id, or -1 (remote: see chosen) */
 	float logit;       /* raw logit */
 	float logprob;     /* raw log-probability (logit - logsumexp) */
 	uint32_t text_off; /* its bytes: set->text[text_off, +text_len) */
@@ -332,7 +332,9 @@ struct store_tok_cand {
    restricted to what is stored). NaN marks a value that was not known
    when it was recorded (a forced token's sampled probability). */
 struct store_tok_report {
-	int32_t chosen;    /* the token emitted */
+	int32_t chosen;    /* the token emitted, or -1 when its id is unknown
+	                      (a remote model's, sampler.h): the text is
+	                      then all there is of it */
 	unsigned flags;    /* STORE_REPORT_EOG | STORE_REPORT_FORCED */
 	float prob;        /* chosen, in the sampled distribution */
 	float raw_logprob; /* chosen, in the raw distribution */

@@ -10,28 +10,40 @@
  * A reply in progress adds one chunk per periodic update (only the new
  * tokens are written); finishing it replaces the chunks by a single one.
  *
- * The BLOB of a chunk, version 1; integers little-endian, floats IEEE-754
+ * The BLOB of a chunk, version 2; integers little-endian, floats IEEE-754
  * binary32 little-endian:
  *
- *   header   u8 version (1), u8 0, u16 0, u32 n_tokens, u32 n_texts
- *   texts    n_texts x { u32 id, u16 len, len bytes }   ids ascending,
- *            each id once: the bytes of every token the chunk mentions
+ *   header   u8 version (2), u8 0, u16 0, u32 n_tokens, u32 n_texts
+ *   texts    n_texts x { u32 key, u16 len, len bytes }   keys ascending,
+ *            each key once: the bytes of every token the chunk mentions
  *   tokens   n_tokens x {
  *              u8 flags (STORE_REPORT_EOG | STORE_REPORT_FORCED),
- *              u8 n_top (<= STORE_REPORT_TOP), u32 chosen,
+ *              u8 n_top (<= STORE_REPORT_TOP), u32 chosen key,
  *              f32 prob, f32 raw_logprob, f32 entropy, f32 raw_entropy,
  *              u32 n_kept,
- *              n_top x { u32 id, f32 logit, f32 logprob } }
+ *              n_top x { u32 key, f32 logit, f32 logprob } }
  *
- * A token costs 26 + 12 * n_top bytes plus the texts of the ids it brings
- * to the chunk (6 + len bytes each, shared within the chunk).
+ * A key names a text. A key below 2^30 is a token id (its text shared by
+ * every use of the id within the chunk). An id of -1 (unknown: a remote
+ * model's token, sampler.h, whose text came with it) is stored as a key
+ * in [2^30, 2^31): 2^30 + k for the k-th id -1 of the chunk, counted in
+ * token order (chosen, then top[0..n_top)), each with its own text; it
+ * decodes to id -1 and that text. A remote token therefore costs
+ * 6 + len more bytes per text than a local one (no sharing).
+ *
+ * Version 1 (before remote reports) is version 2 without keys of 2^30 or
+ * more; it is still read, never written.
+ *
+ * A token costs 26 + 12 * n_top bytes plus the texts of the keys it
+ * brings to the chunk (6 + len bytes each).
  *
  * Invariants checked on decoding (the BLOB is hostile input; a fuzz
- * harness may feed it anything): every length fits in what is left, the
- * header's n_tokens equals the row's, ids are in [0, 2^30) and every id
- * used has a text, flags and n_top are in range, probabilities are NaN
- * or in [0, 1], and no byte is left over. A failure is STORE_ECORRUPT
- * naming the message and the byte offset; nothing is appended then.
+ * harness may feed it anything): the version is 1 or 2, every length
+ * fits in what is left, the header's n_tokens equals the row's, keys are
+ * below 2^31 (2^30 in version 1) and every key used has a text, flags and
+ * n_top are in range, probabilities are NaN or in [0, 1], and no byte is
+ * left over. A failure is STORE_ECORRUPT naming the message and the byte
+ * offset; nothing is appended then.
  */
 #include "store_int.h"
 
@@ -40,12 +52,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REPORT_VERSION  1
-#define REPORT_HDR      12        /* header bytes */
-#define REPORT_TOK      26        /* fixed bytes of a token */
-#define REPORT_CAND     12        /* bytes of a candidate */
-#define REPORT_MAX_ID   (1 << 30) /* ids are below this (sampler.h) */
-#define REPORT_TEXT_MAX 65535     /* bytes of one token text */
+#define REPORT_VERSION  2          /* written; 1 is still read */
+#define REPORT_HDR      12         /* header bytes */
+#define REPORT_TOK      26         /* fixed bytes of a token */
+#define REPORT_CAND     12         /* bytes of a candidate */
+#define REPORT_MAX_ID   (1u << 30) /* ids are below this (sampler.h) */
+#define REPORT_MAX_KEY  (1u << 31) /* keys of id -1 are below this */
+#define REPORT_TEXT_MAX 65535      /* bytes of one token text */
 
 /* The set ------------------------------------------------------------------ */
 
@@ -101,9 +114,10 @@ int store_reports_push(struct store_reports *r,
 /* Encoding ------------------------------------------------------------------
  */
 
-/* One token text of a chunk: an id and where its bytes are in the set. */
+/* One token text of a chunk: its key (an id, or 2^30 + k for the k-th id
+   -1) and where its bytes are in the set. */
 struct rtext {
-	int32_t id;
+	uint32_t key;
 	uint32_t off, len;
 };
 
@@ -111,7 +125,14 @@ static int rtext_cmp(const void *a, const void *b)
 {
 	const struct rtext *x = a, *y = b;
 
-	return (x->id > y->id) - (x->id < y->id);
+	return (x->key > y->key) - (x->key < y->key);
+}
+
+/* The key of ID: the id itself, or for -1 the next remote key (*K counts
+   them; the encoder's two passes visit the ids in the same order). */
+static uint32_t rtext_key(int32_t id, uint32_t *k)
+{
+	return id >= 0 ? (uint32_t)id : REPORT_MAX_ID + (*k)++;
 }
 
 static unsigned char *put_u16(unsigned char *p, uint32_t v)
@@ -141,7 +162,7 @@ static int check_report(const struct store_reports *r,
                         const struct store_tok_report *t, size_t pos, char *err,
                         size_t errlen)
 {
-	bool ok = t->chosen >= 0 && t->chosen < REPORT_MAX_ID &&
+	bool ok = t->chosen >= -1 && t->chosen < (int32_t)REPORT_MAX_ID &&
 	          (t->flags & ~3u) == 0 && t->n_top >= 0 &&
 	          t->n_top <= STORE_REPORT_TOP && t->n_kept >= 0 &&
 	          (size_t)t->text_off + t->text_len <= r->text_len &&
@@ -150,7 +171,7 @@ static int check_report(const struct store_reports *r,
 	for (int32_t j = 0; ok && j < t->n_top; j++) {
 		const struct store_tok_cand *c = &t->top[j];
 
-		ok = c->id >= 0 && c->id < REPORT_MAX_ID &&
+		ok = c->id >= -1 && c->id < (int32_t)REPORT_MAX_ID &&
 		     (size_t)c->text_off + c->text_len <= r->text_len &&
 		     c->text_len <= REPORT_TEXT_MAX;
 	}
@@ -162,11 +183,14 @@ static int check_report(const struct store_reports *r,
 	return ok ? STORE_OK : STORE_EINVAL;
 }
 
-/* The distinct texts of R->v[from, to), sorted by id, into *OUT (*N). */
+/* The distinct texts of R->v[from, to), sorted by key, into *OUT (*N).
+   Every id -1 gets a key of its own (at most (1 + STORE_REPORT_TOP) *
+   STORE_REPORTS_MAX of them: far below 2^30). */
 static int collect_texts(const struct store_reports *r, size_t from, size_t to,
                          struct rtext **out, size_t *n)
 {
 	size_t cap = (to - from) * (1 + STORE_REPORT_TOP), k = 0, u = 0;
+	uint32_t rk = 0;
 	struct rtext *v = malloc((cap ? cap : 1) * sizeof(*v));
 
 	if (v == NULL)
@@ -174,15 +198,16 @@ static int collect_texts(const struct store_reports *r, size_t from, size_t to,
 	for (size_t i = from; i < to; i++) {
 		const struct store_tok_report *t = &r->v[i];
 
-		v[k++] = (struct rtext){t->chosen, t->text_off, t->text_len};
+		v[k++] = (struct rtext){rtext_key(t->chosen, &rk), t->text_off,
+		                        t->text_len};
 		for (int32_t j = 0; j < t->n_top; j++)
-			v[k++] =
-			    (struct rtext){t->top[j].id, t->top[j].text_off,
-			                   t->top[j].text_len};
+			v[k++] = (struct rtext){rtext_key(t->top[j].id, &rk),
+			                        t->top[j].text_off,
+			                        t->top[j].text_len};
 	}
 	qsort(v, k, sizeof(*v), rtext_cmp);
-	for (size_t i = 0; i < k; i++) /* the first text of each id */
-		if (u == 0 || v[u - 1].id != v[i].id)
+	for (size_t i = 0; i < k; i++) /* the first text of each key */
+		if (u == 0 || v[u - 1].key != v[i].key)
 			v[u++] = v[i];
 	*out = v;
 	*n = u;
@@ -195,6 +220,7 @@ int store_reports_encode(const struct store_reports *r, size_t from, size_t to,
 {
 	struct rtext *tx = NULL;
 	size_t ntx = 0, size = REPORT_HDR;
+	uint32_t rk = 0; /* keys of ids -1 so far, as collect_texts */
 	unsigned char *b, *p;
 	int rc;
 
@@ -228,7 +254,7 @@ int store_reports_encode(const struct store_reports *r, size_t from, size_t to,
 	p = put_u32(p, (uint32_t)(to - from));
 	p = put_u32(p, (uint32_t)ntx);
 	for (size_t i = 0; i < ntx; i++) {
-		p = put_u32(p, (uint32_t)tx[i].id);
+		p = put_u32(p, tx[i].key);
 		p = put_u16(p, tx[i].len);
 		if (tx[i].len)
 			memcpy(p, r->text + tx[i].off, tx[i].len);
@@ -239,14 +265,14 @@ int store_reports_encode(const struct store_reports *r, size_t from, size_t to,
 
 		*p++ = (unsigned char)t->flags;
 		*p++ = (unsigned char)t->n_top;
-		p = put_u32(p, (uint32_t)t->chosen);
+		p = put_u32(p, rtext_key(t->chosen, &rk));
 		p = put_f32(p, t->prob);
 		p = put_f32(p, t->raw_logprob);
 		p = put_f32(p, t->entropy);
 		p = put_f32(p, t->raw_entropy);
 		p = put_u32(p, (uint32_t)t->n_kept);
 		for (int32_t j = 0; j < t->n_top; j++) {
-			p = put_u32(p, (uint32_t)t->top[j].id);
+			p = put_u32(p, rtext_key(t->top[j].id, &rk));
 			p = put_f32(p, t->top[j].logit);
 			p = put_f32(p, t->top[j].logprob);
 		}
@@ -289,21 +315,27 @@ static float get_f32(struct rd *d)
 	return f;
 }
 
-/* The text entry of ID in TX[0, n) (sorted), or NULL. */
+/* The text entry of KEY in TX[0, n) (sorted), or NULL. */
 static const struct rtext *find_text(const struct rtext *tx, size_t n,
-                                     uint32_t id)
+                                     uint32_t key)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if ((uint32_t)tx[mid].id < id)
+		if (tx[mid].key < key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < n && (uint32_t)tx[lo].id == id ? &tx[lo] : NULL;
+	return lo < n && tx[lo].key == key ? &tx[lo] : NULL;
+}
+
+/* The id a stored key stands for (-1: a text of its own). */
+static int32_t key_id(uint32_t key)
+{
+	return key < REPORT_MAX_ID ? (int32_t)key : -1;
 }
 
 /* A probability as stored: NaN (unknown) or in [0, 1]. */
@@ -312,9 +344,10 @@ static bool prob_ok(float f)
 	return isnan(f) || (f >= 0.0f && f <= 1.0f);
 }
 
-/* Read the texts into OUT's text buffer; their ids and offsets in *TX. */
-static const char *read_texts(struct rd *d, uint32_t n, struct store_reports *o,
-                              struct rtext **tx)
+/* Read the texts into OUT's text buffer; their keys (each below
+   MAX_KEY) and offsets in *TX. */
+static const char *read_texts(struct rd *d, uint32_t n, uint32_t max_key,
+                              struct store_reports *o, struct rtext **tx)
 {
 	struct rtext *v;
 
@@ -325,14 +358,13 @@ static const char *read_texts(struct rd *d, uint32_t n, struct store_reports *o,
 		return "out of memory";
 	*tx = v;
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t id = get_u(d, 4), len = get_u(d, 2);
+		uint32_t key = get_u(d, 4), len = get_u(d, 2);
 
 		if (d->bad || len > d->len - d->at)
 			return "a text runs past the end";
-		if (id >= REPORT_MAX_ID ||
-		    (i > 0 && id <= (uint32_t)v[i - 1].id))
-			return "text ids not ascending or out of range";
-		v[i].id = (int32_t)id;
+		if (key >= max_key || (i > 0 && key <= v[i - 1].key))
+			return "text keys not ascending or out of range";
+		v[i].key = key;
 		v[i].len = len;
 		if (store_reports_text(o, (const char *)d->p + d->at, len,
 		                       &v[i].off))
@@ -347,11 +379,12 @@ static const char *read_token(struct rd *d, const struct rtext *tx, size_t ntx,
                               struct store_tok_report *t)
 {
 	const struct rtext *x;
+	uint32_t key;
 
 	memset(t, 0, sizeof(*t));
 	t->flags = get_u(d, 1);
 	t->n_top = (int32_t)get_u(d, 1);
-	t->chosen = (int32_t)get_u(d, 4);
+	key = get_u(d, 4);
 	t->prob = get_f32(d);
 	t->raw_logprob = get_f32(d);
 	t->entropy = get_f32(d);
@@ -364,20 +397,22 @@ static const char *read_token(struct rd *d, const struct rtext *tx, size_t ntx,
 		return "bad flags, n_top or n_kept";
 	if (!prob_ok(t->prob))
 		return "a probability outside [0, 1]";
-	if ((x = find_text(tx, ntx, (uint32_t)t->chosen)) == NULL)
-		return "the chosen id has no text";
+	if ((x = find_text(tx, ntx, key)) == NULL)
+		return "the chosen key has no text";
+	t->chosen = key_id(key);
 	t->text_off = x->off;
 	t->text_len = x->len;
 	for (int32_t j = 0; j < t->n_top; j++) {
 		struct store_tok_cand *c = &t->top[j];
 
-		c->id = (int32_t)get_u(d, 4);
+		key = get_u(d, 4);
 		c->logit = get_f32(d);
 		c->logprob = get_f32(d);
 		if (d->bad)
 			return "a candidate runs past the end";
-		if ((x = find_text(tx, ntx, (uint32_t)c->id)) == NULL)
-			return "a candidate id has no text";
+		if ((x = find_text(tx, ntx, key)) == NULL)
+			return "a candidate key has no text";
+		c->id = key_id(key);
 		c->text_off = x->off;
 		c->text_len = x->len;
 	}
@@ -402,13 +437,15 @@ int store_reports_decode(const void *blob, size_t len, int64_t msg_id,
 	ntx = get_u(&d, 4);
 	if (why == NULL && d.bad)
 		why = "shorter than its header";
-	else if (why == NULL && ver != REPORT_VERSION)
+	else if (why == NULL && ver != 1 && ver != REPORT_VERSION)
 		why = "unknown version";
 	else if (why == NULL && (n != n_tokens || n > STORE_REPORTS_MAX ||
 	                         n > (len - d.at) / REPORT_TOK))
 		why = "token count does not match";
 	if (why == NULL)
-		why = read_texts(&d, ntx, out, &tx);
+		why = read_texts(&d, ntx,
+		                 ver == 1 ? REPORT_MAX_ID : REPORT_MAX_KEY, out,
+		                 &tx);
 	for (uint32_t i = 0; why == NULL && i < n; i++) {
 		struct store_tok_report t;
 

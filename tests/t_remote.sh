@@ -108,6 +108,29 @@ printf 'user|1||0|What is the capital of France?\nassistant|1|%s|1|%s\n' \
 cmp -s "$tmp/q2" "$tmp/w2"
 ok $? "the stored reply is the one shown, finished, with its server"
 sed 's/^/#   /' "$tmp/q2"
+# its token reports are stored (ids unknown: the server's texts) and
+# exported in the OpenAI shape, the tokens spelling the stored reply (not
+# --greedy: at temperature 0 the server still applies its default repeat
+# penalty, so the chosen token is not always the top raw one)
+cid=$(db_q "SELECT max(id) FROM conversations")
+"$PARLEY" export "$cid" --format json --logprobs >"$tmp/lp1.json"
+ok $? "export --format json --logprobs of the remote reply"
+python3 "${top_srcdir:-.}/tests/check_logprobs.py" "$tmp/lp1.json" \
+	>"$tmp/lp1.out" 2>&1
+ok $? "its stored logprobs: $(head -n 3 "$tmp/lp1.out" | tr '\n' ' ')"
+python3 - "$tmp/lp1.json" <<'PY' >"$tmp/lp1.n"
+import json, sys
+m = [m for m in json.load(open(sys.argv[1]))["messages"]
+     if m["role"] == "assistant"][0]
+c = m["logprobs"]["content"]
+print(len(c), min(len(e["top_logprobs"]) for e in c),
+      sum(e["token"] != t["token"] for e in c for t in e["top_logprobs"]))
+PY
+n_rep=$(db_q "SELECT n_tokens FROM messages WHERE role = 'assistant'")
+read -r n_lp n_top n_other <"$tmp/lp1.n"
+[ "$n_lp" = "$n_rep" ] && [ "$n_top" -gt 1 ] && [ "$n_other" -gt 0 ]
+ok $? "a report per token ($n_lp of $n_rep), each with alternatives" \
+	"(at least $n_top; $n_other other tokens named)"
 
 # the session's reports from the server's logprobs (a C test)
 PARLEY_TEST_SERVER=$url "$sess" >"$tmp/sess.tap" 2>&1

@@ -37,6 +37,7 @@
  */
 #include "testenv.h"
 #include "session.h"
+#include "store_int.h" /* store_report_write */
 #include "tap.h"
 #include "tok.h"
 #include "trace.h"
@@ -1131,6 +1132,52 @@ static void test_branch(void)
 	tap_ok(session_switch_branch(s, 999999, err, sizeof(err)) == -1 &&
 	           session_messages(s, &nm2)[nm2 - 1].store_id == old_id,
 	       "switching to no such message fails, nothing changed (%s)", err);
+
+	/* the same reply as a remote model's would store it (ids -1, the
+	   texts kept): read back with the texts, never branched at */
+	sr = (struct store_reports){0};
+	ok = store_msg_reports(db, old_id, &sr, err, sizeof(err)) == STORE_OK;
+	for (size_t i = 0; ok && i < sr.n; i++) {
+		sr.v[i].chosen = -1;
+		for (int32_t j = 0; j < sr.v[i].n_top; j++)
+			sr.v[i].top[j].id = -1;
+	}
+	ok = ok &&
+	     store_report_clear(db, old_id, err, sizeof(err)) == STORE_OK &&
+	     store_report_write(db, old_id, &sr, 0, err, sizeof(err)) ==
+	         STORE_OK;
+	rep3 = NULL;
+	nr3 = 0;
+	ok = ok &&
+	     session_msg_reports(s, nm2 - 1, &rep3, &nr3, err, sizeof(err)) ==
+	         0 &&
+	     nr3 == nr;
+	pl = 0;
+	for (size_t i = 0; ok && i < nr3; i++) {
+		size_t tl = strlen(rep3[i].chosen_text);
+
+		ok = rep3[i].chosen == -1 && rep3[i].n_top == rep[i].n_top &&
+		     rep3[i].top[0].id == -1 &&
+		     rep3[i].top_text[0][0] != '\0' && pl + tl < sizeof(pre);
+		if (ok)
+			memcpy(pre + pl, rep3[i].chosen_text, tl);
+		pl += tl;
+	}
+	/* the texts spell the reply (and an end-of-generation text after
+	   it, when the reply ended so) */
+	tap_ok(ok && pl >= strlen(old_text) &&
+	           memcmp(pre, old_text, strlen(old_text)) == 0,
+	       "remote-style reports (ids -1) read back with their texts, "
+	       "which spell the reply (%s)",
+	       ok ? "" : err);
+	free(rep3);
+	store_reports_free(&sr);
+	err[0] = '\0';
+	tap_ok(session_branch_at(s, nm2 - 1, k, 0, &cb, &st2, err,
+	                         sizeof(err)) == -1 &&
+	           strstr(err, "remote model") != NULL &&
+	           session_messages(s, &nm)[nm - 1].store_id == old_id,
+	       "branching in a remote model's reply is refused: %s", err);
 out:
 	free(rep);
 	free(rep2);

@@ -1073,7 +1073,7 @@ static void test_reports_codec(void)
 	c[len] = 0;
 	tap_ok(try_decode(c, len + 1, 40, &r) == STORE_ECORRUPT,
 	       "a byte left over is refused");
-	c[0] = 2;
+	c[0] = 3;
 	tap_ok(try_decode(c, len, 40, &r) == STORE_ECORRUPT,
 	       "an unknown version is refused");
 	for (int i = 0; i < 5000; i++) { /* xorshift: flip 1-3 bytes */
@@ -1115,6 +1115,150 @@ static void test_reports_codec(void)
 	       "encode refuses n_top > %d: %s", STORE_REPORT_TOP, e);
 	free(b);
 	free(c);
+	store_reports_free(&w);
+	store_reports_free(&r);
+}
+
+/* Little-endian writers for hand-made BLOBs. */
+static unsigned char *le(unsigned char *p, uint32_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+	return p + n;
+}
+
+static unsigned char *le_f(unsigned char *p, float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return le(p, u, 4);
+}
+
+/* A version-1 BLOB (before remote reports) into B: one token, chosen id
+   KEY ("a"; KEY != 9), one candidate id 9 ("bc"). Its length. */
+static size_t v1_blob(unsigned char *b, uint32_t key)
+{
+	unsigned char *p = b;
+
+	p = le(p, 1, 1); /* version 1 */
+	p = le(p, 0, 3);
+	p = le(p, 1, 4); /* n_tokens */
+	p = le(p, 2, 4); /* n_texts, keys ascending */
+	for (int k = 0; k < 2; k++) {
+		if ((k == 0) == (key < 9)) {
+			p = le(p, key, 4);
+			p = le(p, 1, 2);
+			*p++ = 'a';
+		} else {
+			p = le(p, 9, 4);
+			p = le(p, 2, 2);
+			*p++ = 'b';
+			*p++ = 'c';
+		}
+	}
+	p = le(p, STORE_REPORT_EOG, 1);
+	p = le(p, 1, 1); /* n_top */
+	p = le(p, key, 4);
+	p = le_f(p, 0.5f);
+	p = le_f(p, -0.75f);
+	p = le_f(p, 1.0f);
+	p = le_f(p, 2.0f);
+	p = le(p, 3, 4); /* n_kept */
+	p = le(p, 9, 4);
+	p = le_f(p, 4.0f);
+	p = le_f(p, -0.25f);
+	return (size_t)(p - b);
+}
+
+/* A remote model's reports (ids -1, the texts the server sent) among
+   local ones round-trip; version-1 BLOBs still decode; keys out of their
+   version's range are refused. */
+static void test_reports_remote(void)
+{
+	static const char *const tx[] = {"Hel", "lo", "\xc3\xa9", "", " x"};
+	static char a[] = "a", bc[] = "bc";
+	struct store_reports w = {0}, r = {0};
+	unsigned char *b = NULL, v1[64];
+	size_t len = 0, n1;
+	char e[300];
+	int rc;
+
+	for (size_t i = 0; i < 6; i++) {
+		struct store_tok_report t;
+
+		memset(&t, 0, sizeof(t));
+		t.chosen = i == 2 ? 42 : -1; /* one local token among them */
+		t.prob = 0.25f;
+		t.raw_logprob = logf(0.25f);
+		t.entropy = t.raw_entropy = 1.0f;
+		t.n_top = (int32_t)(i % 4);
+		store_reports_text(&w, tx[i % 5], strlen(tx[i % 5]),
+		                   &t.text_off);
+		t.text_len = (uint32_t)strlen(tx[i % 5]);
+		for (int32_t j = 0; j < t.n_top; j++) {
+			const char *s = tx[(i + (size_t)j) % 5];
+
+			t.top[j].id = t.chosen < 0 ? -1 : 40 + j;
+			t.top[j].logit = t.top[j].logprob = -0.5f - (float)j;
+			t.top[j].text_len = (uint32_t)strlen(s);
+			store_reports_text(&w, s, t.top[j].text_len,
+			                   &t.top[j].text_off);
+		}
+		store_reports_push(&w, &t);
+	}
+	rc = store_reports_encode(&w, 0, w.n, &b, &len, e, sizeof(e));
+	tap_ok(rc == STORE_OK && b && b[0] == 2,
+	       "remote reports (ids -1) encode, as version 2: %s",
+	       rc ? e : "ok");
+	rc = store_reports_decode(b, len, 77, w.n, &r, e, sizeof(e));
+	tap_ok(rc == STORE_OK && reps_same(&r, &w) && r.v[0].chosen == -1 &&
+	           r.v[3].top[2].id == -1 && r.v[2].chosen == 42,
+	       "they decode with ids -1 and each its own text: %s",
+	       rc ? e : "ok");
+	for (size_t k = 0; k < len; k++) {
+		r.n = 0;
+		r.text_len = 0;
+		if (try_decode(b, k, w.n, &r) != STORE_ECORRUPT || r.n != 0)
+			rc = -1;
+	}
+	tap_ok(rc == STORE_OK, "each truncation of it is refused");
+	w.v[1].chosen = -2;
+	free(b);
+	b = NULL;
+	tap_ok(store_reports_encode(&w, 0, w.n, &b, &len, e, sizeof(e)) ==
+	           STORE_EINVAL,
+	       "an id below -1 is refused on encoding");
+
+	n1 = v1_blob(v1, 5);
+	r.n = 0;
+	r.text_len = 0;
+	rc = store_reports_decode(v1, n1, 77, 1, &r, e, sizeof(e));
+	tap_ok(rc == STORE_OK && r.n == 1 && r.v[0].chosen == 5 &&
+	           r.v[0].flags == STORE_REPORT_EOG && r.v[0].n_kept == 3 &&
+	           r.v[0].prob == 0.5f && r.v[0].top[0].id == 9 &&
+	           r.v[0].top[0].logprob == -0.25f &&
+	           rep_text_is(&r, r.v[0].text_off, r.v[0].text_len,
+	                       &(struct store_reports){.text = a}, 0, 1) &&
+	           rep_text_is(&r, r.v[0].top[0].text_off,
+	                       r.v[0].top[0].text_len,
+	                       &(struct store_reports){.text = bc}, 0, 2),
+	       "a version-1 BLOB still decodes: %s", rc ? e : "ok");
+	n1 = v1_blob(v1, 1u << 30);
+	r.n = 0;
+	r.text_len = 0;
+	tap_ok(try_decode(v1, n1, 1, &r) == STORE_ECORRUPT && r.n == 0,
+	       "version 1 knows no key of 2^30 (no remote ids)");
+	v1[0] = 2;
+	tap_ok(try_decode(v1, n1, 1, &r) == STORE_OK && r.v[0].chosen == -1,
+	       "in version 2 the key 2^30 is an id -1 with its text");
+	n1 = v1_blob(v1, 1u << 31);
+	v1[0] = 2;
+	r.n = 0;
+	r.text_len = 0;
+	tap_ok(try_decode(v1, n1, 1, &r) == STORE_ECORRUPT && r.n == 0,
+	       "version 2 refuses a key of 2^31");
+	free(b);
 	store_reports_free(&w);
 	store_reports_free(&r);
 }
@@ -1911,6 +2055,7 @@ int main(void)
 	test_kv(st);
 	test_fmt(st);
 	test_reports_codec();
+	test_reports_remote();
 	test_reports(st);
 	test_tree(st);
 	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK,
