@@ -172,8 +172,8 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
  * rows of the parts per warp (the last warp's rows past the end are
  * computed again from the last row, not written). CM_SWIGLU: the launch
  * covers part 0 (gate) only, CM_ROWS / 2 rows per warp, and the warp also
- * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's order of
- * operations.
+ * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's
+ * order of operations.
  */
 template <int T, int MODE>
 __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
@@ -194,7 +194,8 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++) {
-			const int64_t r = g0 + k < ps.rows ? g0 + k : ps.rows - 1;
+			const int64_t r =
+			    g0 + k < ps.rows ? g0 + k : ps.rows - 1;
 
 			cm_locate(ps, r, t, &w[2 * k], &y[k], &b);
 			w[2 * k + 1] = ps.p[1].w + (size_t)r * ps.p[1].row_size;

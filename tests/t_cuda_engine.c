@@ -364,9 +364,9 @@ static void check_graphs(const char *path)
 		int32_t n0 = engine_n_past(g), n = at[r] - n0;
 
 		if (r == 1) { /* the second run traced: G replays its
-		                 traced graphs (statistics on the device), P
-		                 launches one by one and captures whole
-		                 vectors (statistics on the host) */
+			         traced graphs (statistics on the device), P
+			         launches one by one and captures whole
+			         vectors (statistics on the host) */
 			engine_set_trace(g, tg);
 			engine_set_trace(p, tc);
 			worst_rms = 0;
@@ -401,9 +401,9 @@ static void check_graphs(const char *path)
 						         "device %g %g %g %g, "
 						         "host %g %g %g %g",
 						         at[r] + i, il, a->min,
-						         a->max, a->mean, a->rms,
-						         b->min, b->max, b->mean,
-						         b->rms);
+						         a->max, a->mean,
+						         a->rms, b->min, b->max,
+						         b->mean, b->rms);
 					d = 1;
 				}
 				worst_rms = d > worst_rms ? d : worst_rms;

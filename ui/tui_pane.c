@@ -285,12 +285,12 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 			                  tui_lines_cols(bar, strlen(bar)),
 			              bar, vis);
 		else
-		tui_pane_line(y, chosen ? TUI_A_BOLD : 0,
-		              "#%-2d %6d %7.2f %6.4f %-*s \"%s\"", i + 1, c->id,
-		              c->logit, c->prob,
-		              TUI_PANE_BAR + (int)strlen(bar) -
-		                  tui_lines_cols(bar, strlen(bar)),
-		              bar, vis);
+			tui_pane_line(y, chosen ? TUI_A_BOLD : 0,
+			              "#%-2d %6d %7.2f %6.4f %-*s \"%s\"",
+			              i + 1, c->id, c->logit, c->prob,
+			              TUI_PANE_BAR + (int)strlen(bar) -
+			                  tui_lines_cols(bar, strlen(bar)),
+			              bar, vis);
 	}
 }
 
