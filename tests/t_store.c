@@ -1179,7 +1179,7 @@ static void test_reports_remote(void)
 	static const char *const tx[] = {"Hel", "lo", "\xc3\xa9", "", " x"};
 	static char a[] = "a", bc[] = "bc";
 	struct store_reports w = {0}, r = {0};
-	unsigned char *b = NULL, v1[64];
+	unsigned char *b = NULL, v1[128]; /* v1_blob writes 65 bytes */
 	size_t len = 0, n1;
 	char e[300];
 	int rc;
