@@ -78,7 +78,10 @@ static void tui_lay_emit(struct tui_lay *y, int n, int cols)
 		o->cap = cap;
 	}
 	l = &o->v[o->n];
-	l->wc = malloc((size_t)(n ? n : 1) * sizeof(*l->wc));
+	/* one more, NUL: ncurses' waddnwstr reads the element after the
+	   last one it draws (to attach combining characters), and at the end
+	   of a page that read faulted (ASan's t_tui_pane run) */
+	l->wc = malloc((size_t)(n + 1) * sizeof(*l->wc));
 	l->at = malloc((size_t)(n ? n : 1) * sizeof(*l->at));
 	if (l->wc == NULL || l->at == NULL) {
 		free(l->wc);
@@ -89,6 +92,7 @@ static void tui_lay_emit(struct tui_lay *y, int n, int cols)
 		memcpy(l->wc, y->cur.wc, (size_t)n * sizeof(*l->wc));
 		memcpy(l->at, y->cur.at, (size_t)n * sizeof(*l->at));
 	}
+	l->wc[n] = L'\0';
 	l->n = n;
 	l->cols = cols;
 	o->n++;

@@ -60,7 +60,7 @@ enum tui_color {
 
 /* One screen line. */
 struct tui_line {
-	wchar_t *wc;  /* n characters (owned) */
+	wchar_t *wc;  /* n characters and a NUL (owned) */
 	uint16_t *at; /* n attributes, TUI_A_* | TUI_COLOR() (owned) */
 	int n;        /* characters */
 	int cols;     /* display columns, <= the layout's width */
