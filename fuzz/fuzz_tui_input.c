@@ -159,8 +159,11 @@ static void paste_end(struct tui_paste *p)
 	if (before == NULL || want == NULL)
 		fail("out of memory");
 	wmemcpy(before, w, len0);
+	/* NULs and non-scalar values (surrogates, past U+10FFFF) are left
+	   out */
 	for (size_t i = 0; i < p->n; i++)
-		if (p->buf[i] != L'\0')
+		if (p->buf[i] != L'\0' && p->buf[i] <= 0x10FFFF &&
+		    (p->buf[i] < 0xD800 || p->buf[i] > 0xDFFF))
 			want[n++] = p->buf[i];
 	tui_input_paste_end(&in, p);
 	w = tui_input_line(&in, &len1, &cur1);

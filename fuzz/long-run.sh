@@ -2,7 +2,14 @@
 # fuzz/long-run.sh - the long runs on record (fuzz/README.md's Runs table):
 # every harness at once, 2 workers each, for SECONDS.
 #
-#   fuzz/long-run.sh OUTDIR SECONDS
+#   fuzz/long-run.sh OUTDIR SECONDS [NAME[=JOBS]]...
+#
+# With NAMEs only those harnesses run, each with JOBS workers (default 2).
+# A run is resumable: a harness whose OUTDIR/corpus-NAME exists goes on from
+# that corpus (a machine that may run 10 minutes at a time reaches an hour
+# in segments), and OUTDIR/NAME.segments keeps one line per segment
+# ("executions seconds jobs"); the summary adds them up: executions, wall
+# seconds and worker-seconds (seconds x jobs) over all segments.
 #
 # Runs from a checkout of the repository on binaries already built here
 # with `fuzz/run.sh all 1` or `fuzz/smoke.sh` (build-fuzz/fuzz/fuzz_*;
@@ -31,8 +38,35 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/fuzz/harnesses.sh"
-out=${1:?usage: fuzz/long-run.sh OUTDIR SECONDS}
-secs=${2:?usage: fuzz/long-run.sh OUTDIR SECONDS}
+usage='usage: fuzz/long-run.sh OUTDIR SECONDS [NAME[=JOBS]]...'
+out=${1:?$usage}
+secs=${2:?$usage}
+shift 2
+# jobs_of NAME: the workers NAME gets in this run
+sel=
+if [ $# -gt 0 ]; then
+	for a in "$@"; do
+		n=${a%%=*}
+		case " $FUZZ_HARNESSES " in
+		*" $n "*) ;;
+		*)
+			echo "fuzz/long-run.sh: no harness '$n' (fuzz/harnesses.sh)" >&2
+			exit 2
+			;;
+		esac
+		sel="$sel $a"
+	done
+	FUZZ_HARNESSES=$(for a in $sel; do echo "${a%%=*}"; done | tr '\n' ' ')
+fi
+jobs_of() {
+	for a in $sel; do
+		if [ "${a%%=*}" = "$1" ] && [ "$a" != "$1" ]; then
+			echo "${a#*=}"
+			return
+		fi
+	done
+	echo 2
+}
 bin=${FUZZ_BIN:-$top/build-fuzz/fuzz}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -66,23 +100,31 @@ for n in $FUZZ_HARNESSES; do
 	fi
 done
 
-echo "fuzz/long-run.sh: $(echo "$FUZZ_HARNESSES" | wc -w) harnesses x 2 workers," \
+echo "fuzz/long-run.sh: $(echo "$FUZZ_HARNESSES" | wc -w) harnesses," \
 	"$secs s, in $out" >&2
 for n in $FUZZ_HARNESSES; do
-	rm -rf "$out/corpus-$n" "$out/artifacts-$n"
-	mkdir -p "$out/corpus-$n" "$out/artifacts-$n"
-	cp "$top/fuzz/corpus/$n"/* "$out/corpus-$n/"
-	FUZZ_BUILD=${bin%/fuzz} fuzz_seed "$n" "$top" "$out/corpus-$n"
+	j=$(jobs_of "$n")
+	if [ ! -d "$out/corpus-$n" ]; then
+		rm -f "$out/$n.segments"
+		mkdir -p "$out/corpus-$n"
+		cp "$top/fuzz/corpus/$n"/* "$out/corpus-$n/"
+		FUZZ_BUILD=${bin%/fuzz} fuzz_seed "$n" "$top" "$out/corpus-$n"
+	fi
+	mkdir -p "$out/artifacts-$n"
 	(
 		cd "$out"
 		rc=0
 		# shellcheck disable=SC2046
-		nice "$bin/fuzz_$n" $(fuzz_opts "$n" "$top") -fork=2 \
+		nice "$bin/fuzz_$n" $(fuzz_opts "$n" "$top") -fork="$j" \
 			-ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
 			-max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
 			-artifact_prefix="$out/artifacts-$n/" -print_final_stats=1 \
 			"$out/corpus-$n" >"$out/$n.log" 2>&1 || rc=$?
 		echo "$rc" >"$out/$n.rc"
+		last=$(grep -E '^#[0-9]+: cov: ' "$out/$n.log" | tail -n 1)
+		r=$(echo "$last" | sed -n 's/^#\([0-9]*\):.*/\1/p')
+		t=$(echo "$last" | sed -n 's/.* time: \([0-9]*\)s.*/\1/p')
+		echo "${r:-0} ${t:-0} $j" >>"$out/$n.segments"
 	) &
 done
 wait
@@ -97,22 +139,24 @@ echo "| date | harness | machine | time | executions | coverage (edges / feature
 echo "|---|---|---|---|---|---|---|---|" >>"$out/summary.md"
 for n in $FUZZ_HARNESSES; do
 	last=$(grep -E '^#[0-9]+: cov: ' "$out/$n.log" | tail -n 1)
-	runs=$(echo "$last" | sed -n 's/^#\([0-9]*\):.*/\1/p')
 	cov=$(echo "$last" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
 	ft=$(echo "$last" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')
-	t=$(echo "$last" | sed -n 's/.* time: \([0-9]*\)s.*/\1/p')
-	runs=${runs:-0} t=${t:-0}
+	# totals over every segment of this OUTDIR
+	set -- $(awk '{r += $1; t += $2; w += $2 * $3; s++}
+		END {print r + 0, t + 0, w + 0, s + 0}' "$out/$n.segments")
+	runs=$1 t=$2 wsec=$3 segs=$4
 	eps=0
 	[ "$t" -gt 0 ] && eps=$((runs / t))
 	files=$(ls "$out/corpus-$n" | wc -l)
 	kb=$(du -sk "$out/corpus-$n" | cut -f1)
 	finds=$(ls "$out/artifacts-$n" | wc -l)
 	names=$(ls "$out/artifacts-$n" | tr '\n' ' ')
-	printf '%s: executions %s, %s/s, cov %s ft %s, corpus %s files %s KB, findings %s %s(exit %s, %s s)\n' \
+	printf '%s: executions %s, %s/s, cov %s ft %s, corpus %s files %s KB, findings %s %s(exit %s, %s s wall, %s worker-s, %s segments)\n' \
 		"$n" "$runs" "$eps" "${cov:-?}" "${ft:-?}" "$files" "$kb" "$finds" \
-		"$names" "$(cat "$out/$n.rc")" "$t" >>"$out/summary.txt"
-	printf '| %s | fuzz_%s | %s, %s cores, fork=2 | %s s | %s (%s/s) | %s / %s | %s inputs, %s KB | %s |\n' \
-		"$day" "$n" "$host" "$cores" "$t" "$runs" "$eps" "${cov:-?}" "${ft:-?}" \
+		"$names" "$(cat "$out/$n.rc")" "$t" "$wsec" "$segs" >>"$out/summary.txt"
+	printf '| %s | fuzz_%s | %s, %s cores, %s segment(s), fork=%s | %s s wall, %s worker-min | %s (%s/s) | %s / %s | %s inputs, %s KB | %s |\n' \
+		"$day" "$n" "$host" "$cores" "$segs" "$(jobs_of "$n")" "$t" "$((wsec / 60))" \
+		"$runs" "$eps" "${cov:-?}" "${ft:-?}" \
 		"$files" "$kb" "$([ "$finds" -eq 0 ] && echo none || echo "$finds: $names")" \
 		>>"$out/summary.md"
 done

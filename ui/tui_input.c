@@ -12,7 +12,19 @@
 
 #define TUI_HIST_SIZE 1000
 
-/* EL_GETCFN: the pushed key, else wait for one through the UI. */
+/* A Unicode scalar value: what libedit can hold. ncurses' own UTF-8
+   decoder hands on surrogates (ED A0 80 gives U+D800) and values past
+   U+10FFFF; in the line libedit's history search converts it to the
+   locale with wcrtomb, which fails, and libedit 3.1-20221030 then calls
+   abort() (ct_encode_string): the fuzz harness's long run found it
+   (tests/data/tui_input/crashers/nonscalar-in-search). */
+static bool tui_input_scalar(wchar_t c)
+{
+	return c >= 0 && c <= 0x10FFFF && (c < 0xD800 || c > 0xDFFF);
+}
+
+/* EL_GETCFN: the pushed key, else wait for one through the UI (a key
+   read this way, as by ^V, is a scalar value too: others are skipped). */
 static int tui_input_getc(EditLine *el, wchar_t *c)
 {
 	struct tui_input *in = NULL;
@@ -25,7 +37,12 @@ static int tui_input_getc(EditLine *el, wchar_t *c)
 		*c = in->pending;
 		return 1;
 	}
-	return in->wait(in->ud, c);
+	for (;;) {
+		int r = in->wait(in->ud, c);
+
+		if (r != 1 || tui_input_scalar(*c))
+			return r;
+	}
 }
 
 /* Enter: mark the line complete (the UI takes it after el_wgets). */
@@ -111,6 +128,13 @@ int tui_input_open(struct tui_input *in, const char *hist_path,
 			el_wset(in->el, EL_BIND, meta[i], L"ed-insert", NULL);
 		el_wset(in->el, EL_BIND, L"\033-", L"ed-insert", NULL);
 	}
+	/* no libedit command line (ed-command, Esc x): its commands (bind,
+	   echotc, settc, ...) would write to the terminal under ncurses, and
+	   libedit 3.1-20221030 reads through a NULL argv[0] in el_wparse
+	   when the command is empty (the fuzz harness's long run found the
+	   segfault: tests/data/tui_input/crashers/esc-x-empty-command) */
+	el_wset(in->el, EL_BIND, L"\033x", L"ed-insert", NULL);
+	el_wset(in->el, EL_BIND, L"\033X", L"ed-insert", NULL);
 	el_wset(in->el, EL_UNBUFFERED, 1);
 	return 0;
 }
@@ -137,6 +161,8 @@ int tui_input_key(struct tui_input *in, wchar_t k)
 {
 	int n = 0;
 
+	if (!tui_input_scalar(k))
+		return 0; /* left out, as a terminal would show nothing */
 	in->pending = k;
 	in->has_pending = true;
 	in->submitted = false;
@@ -148,7 +174,8 @@ int tui_input_key(struct tui_input *in, wchar_t k)
 /* NUL characters are left out: el_winsertstr takes a C string, and a
    NUL inside the paste (Ctrl-@ pasted) would end it there, losing the
    rest (fuzz/fuzz_tui_input found it:
-   tests/data/tui_input/crashers/paste-with-nul). */
+   tests/data/tui_input/crashers/paste-with-nul). So are values that are
+   not Unicode scalars (tui_input_scalar). */
 void tui_input_insert(struct tui_input *in, const wchar_t *text, size_t n)
 {
 	wchar_t *s;
@@ -160,7 +187,7 @@ void tui_input_insert(struct tui_input *in, const wchar_t *text, size_t n)
 	if (s == NULL)
 		return;
 	for (size_t i = 0; i < n; i++)
-		if (text[i] != L'\0')
+		if (text[i] != L'\0' && tui_input_scalar(text[i]))
 			s[k++] = text[i];
 	s[k] = L'\0';
 	if (k > 0)
