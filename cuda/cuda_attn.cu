@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define AT_WARPS 4                             /* (token, head) per block */
 #define AT_NC    (CUDA_ATTN_MAX_HEAD_DIM / 32) /* output dims per lane */
@@ -107,6 +108,214 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
 		const int d = lane + 32 * c;
 		if (d < hd)
 			o[d] = acc[c] * inv;
+	}
+}
+
+/* ------------------------------------------------ tiled prefill attention */
+
+/*
+ * Prefill (and any batch of at least CUDA_GEMM_MIN_TOKENS queries, e.g. a
+ * follow-up turn over a long cache): block = (tile of AP_QT consecutive
+ * tokens, query head). The block walks the cached positions in tiles of
+ * AP_KT keys: K and V tiles go through shared memory once and serve all
+ * AP_QT queries (at_kernel re-read every key from L2 for every query:
+ * 63 ms of a 512-token prefill of the Qwen2.5-7B shape, 2.2 ms a layer,
+ * and quadratic in the prompt). Per key tile:
+ *   - scores: thread = 2 queries x 4 keys (a register tile), queries
+ *     (pre-scaled, fp32) and keys (fp16) read from shared memory four
+ *     dims at a time;
+ *   - the causal mask, then each query row's online-softmax step (4
+ *     threads per row, max and sum by shuffles; row state m, l in shared
+ *     memory): the flash-attention recurrence of at_kernel;
+ *   - values: thread = 4 query rows x HD / 16 dims, accumulators in
+ *     registers, rescaled by the row's exp(m_old - m_new).
+ * All arithmetic is fp32. Key 0 is visible to every query, so a row's
+ * maximum is finite after the first tile and exp never sees inf - inf.
+ * Rows past n_tok (the last tile) compute with zero queries and are not
+ * written.
+ */
+#define AP_QT 32  /* queries per block */
+#define AP_KT 32  /* keys per shared-memory tile */
+#define AP_THREADS 128
+
+template <int HD>
+__global__ void __launch_bounds__(AP_THREADS)
+ap_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_tok,
+          int32_t n_head, int32_t n_kv, int32_t n_ctx, int32_t il,
+          int32_t pos0, const int32_t *dpos, float *out)
+{
+	if (dpos != NULL)
+		pos0 = *dpos;
+	constexpr int QP = HD + 4; /* padded rows: fewer bank conflicts */
+	constexpr int KP = HD + 8; /* halves; rows stay 16-byte aligned */
+	constexpr int DPT = HD / 16; /* output dims per thread */
+	__shared__ __align__(16) float qs[AP_QT * QP];
+	__shared__ __align__(16) __half ks[AP_KT * KP];
+	__shared__ __align__(16) __half vs[AP_KT * KP];
+	__shared__ float ps[AP_QT][AP_KT + 1];
+	__shared__ float row_m[AP_QT], row_l[AP_QT], row_c[AP_QT];
+	const int tid = threadIdx.x, h = blockIdx.y;
+	const int32_t t0 = blockIdx.x * AP_QT;
+	const int nq = n_tok - t0 < AP_QT ? n_tok - t0 : AP_QT;
+	const int kvh = h / (n_head / n_kv);
+	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
+	const __half *kh = kc + head0 * HD, *vh = vc + head0 * HD;
+	const float scale = 1.0f / sqrtf((float)HD);
+	const int32_t last = pos0 + t0 + nq - 1; /* the tile's last position */
+
+	for (int i = tid; i < AP_QT * HD; i += AP_THREADS) {
+		const int r = i / HD, d = i % HD;
+		qs[r * QP + d] =
+		    r < nq ? q[((size_t)(t0 + r) * n_head + h) * HD + d] * scale
+		           : 0.0f;
+	}
+	if (tid < AP_QT) {
+		row_m[tid] = -INFINITY;
+		row_l[tid] = 0.0f;
+	}
+	/* the score tile: queries sq, sq + 16; keys sk + 8 j */
+	const int sq = tid / 8, sk = tid % 8;
+	/* the output tile: rows orow..orow + 3, dims od..od + DPT - 1 */
+	const int orow = (tid / 16) * 4, od = (tid % 16) * DPT;
+	float acc[4][DPT];
+#pragma unroll
+	for (int r = 0; r < 4; r++)
+#pragma unroll
+		for (int d = 0; d < DPT; d++)
+			acc[r][d] = 0.0f;
+
+	for (int32_t k0 = 0; k0 <= last; k0 += AP_KT) {
+		const int nk = last - k0 + 1 < AP_KT ? last - k0 + 1 : AP_KT;
+		__syncthreads(); /* the previous tile's K, V, P are used up */
+		for (int i = tid; i < AP_KT * (HD / 8); i += AP_THREADS) {
+			const int r = i / (HD / 8), c = i % (HD / 8);
+			uint4 kv4 = make_uint4(0, 0, 0, 0), vv4 = kv4;
+			if (r < nk) {
+				kv4 = ((const uint4 *)(kh + (size_t)(k0 + r) *
+				                                HD))[c];
+				vv4 = ((const uint4 *)(vh + (size_t)(k0 + r) *
+				                                HD))[c];
+			}
+			*(uint4 *)(ks + r * KP + c * 8) = kv4;
+			*(uint4 *)(vs + r * KP + c * 8) = vv4;
+		}
+		__syncthreads();
+
+		/* scores */
+		float sc[2][4];
+#pragma unroll
+		for (int a = 0; a < 2; a++)
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				sc[a][j] = 0.0f;
+#pragma unroll 4
+		for (int d = 0; d < HD; d += 4) {
+			const float4 qa = *(const float4 *)(qs + sq * QP + d);
+			const float4 qb =
+			    *(const float4 *)(qs + (sq + 16) * QP + d);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const uint2 raw =
+				    *(const uint2 *)(ks + (sk + 8 * j) * KP + d);
+				const float2 k01 =
+				    __half22float2(*(const __half2 *)&raw.x);
+				const float2 k23 =
+				    __half22float2(*(const __half2 *)&raw.y);
+				sc[0][j] += qa.x * k01.x + qa.y * k01.y +
+				            qa.z * k23.x + qa.w * k23.y;
+				sc[1][j] += qb.x * k01.x + qb.y * k01.y +
+				            qb.z * k23.x + qb.w * k23.y;
+			}
+		}
+#pragma unroll
+		for (int a = 0; a < 2; a++) {
+			const int r = sq + 16 * a;
+			const int32_t qpos = pos0 + t0 + r;
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const int kj = sk + 8 * j;
+				ps[r][kj] = (kj < nk && k0 + kj <= qpos)
+				                ? sc[a][j]
+				                : -INFINITY;
+			}
+		}
+		__syncthreads();
+
+		/* softmax step: 4 threads per row, 8 keys each */
+		{
+			const int r = tid / 4, part = tid % 4;
+			float v[8], mx = -INFINITY;
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				v[j] = ps[r][part * 8 + j];
+				mx = fmaxf(mx, v[j]);
+			}
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+			const float m_old = row_m[r];
+			const float m_new = fmaxf(m_old, mx);
+			float sum = 0.0f;
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const float p = v[j] == -INFINITY
+				                    ? 0.0f
+				                    : expf(v[j] - m_new);
+				ps[r][part * 8 + j] = p;
+				sum += p;
+			}
+			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+			sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+			__syncwarp();
+			if (part == 0) {
+				/* m_old is -inf only before the first tile,
+				   where the accumulators are still zero */
+				const float corr = m_old == -INFINITY
+				                       ? 0.0f
+				                       : expf(m_old - m_new);
+				row_c[r] = corr;
+				row_l[r] = row_l[r] * corr + sum;
+				row_m[r] = m_new;
+			}
+		}
+		__syncthreads();
+
+		/* values */
+#pragma unroll
+		for (int r = 0; r < 4; r++) {
+			const float c = row_c[orow + r];
+#pragma unroll
+			for (int d = 0; d < DPT; d++)
+				acc[r][d] *= c;
+		}
+		for (int j = 0; j < nk; j++) {
+			float vf[DPT];
+#pragma unroll
+			for (int d = 0; d < DPT; d += 2) {
+				const float2 f = __half22float2(
+				    *(const __half2 *)(vs + j * KP + od + d));
+				vf[d] = f.x;
+				vf[d + 1] = f.y;
+			}
+#pragma unroll
+			for (int r = 0; r < 4; r++) {
+				const float p = ps[orow + r][j];
+#pragma unroll
+				for (int d = 0; d < DPT; d++)
+					acc[r][d] += p * vf[d];
+			}
+		}
+	}
+	__syncthreads();
+#pragma unroll
+	for (int r = 0; r < 4; r++) {
+		const int row = orow + r;
+		if (row >= nq)
+			continue;
+		const float inv = 1.0f / row_l[row];
+		float *o = out + ((size_t)(t0 + row) * n_head + h) * HD + od;
+#pragma unroll
+		for (int d = 0; d < DPT; d++)
+			o[d] = acc[r][d] * inv;
 	}
 }
 
@@ -403,6 +612,19 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	return 0;
 }
 
+/* PARLEY_CUDA_ATTN_WARP=1: prefill through at_kernel, the one-warp
+   kernel (for measuring the tiled one against it; read once). */
+static bool at_warp_forced(void)
+{
+	static int forced = -1;
+
+	if (forced < 0) {
+		const char *v = getenv("PARLEY_CUDA_ATTN_WARP");
+		forced = v != NULL && v[0] == '1';
+	}
+	return forced == 1;
+}
+
 extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                                  const uint16_t *d_kc, const uint16_t *d_vc,
                                  int32_t n_tok, int32_t n_head, int32_t n_kv,
@@ -425,6 +647,25 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 		return as_launch(ctx, d_q, (const __half *)d_kc,
 		                 (const __half *)d_vc, n_tok, n_head, n_kv,
 		                 head_dim, n_ctx, il, pos0, d_out, err, errlen);
+	if ((head_dim == 64 || head_dim == 128) &&
+	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
+	    !at_warp_forced()) {
+		dim3 grid((unsigned)((n_tok + AP_QT - 1) / AP_QT),
+		          (unsigned)n_head);
+
+		if (head_dim == 64)
+			ap_kernel<64><<<grid, AP_THREADS, 0, ctx->stream>>>(
+			    d_q, (const __half *)d_kc, (const __half *)d_vc,
+			    n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
+			    d_out);
+		else
+			ap_kernel<128><<<grid, AP_THREADS, 0, ctx->stream>>>(
+			    d_q, (const __half *)d_kc, (const __half *)d_vc,
+			    n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
+			    d_out);
+		CUDA_TRY_LAUNCH(err, errlen);
+		return 0;
+	}
 	at_kernel<<<(unsigned)((pairs + AT_WARPS - 1) / AT_WARPS),
 	            32 * AT_WARPS, 0, ctx->stream>>>(
 	    d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok, n_head,
