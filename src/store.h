@@ -525,8 +525,11 @@ char *store_fmt_hits(const struct store_hit *h, size_t n);
  */
 char *store_fmt_tree(const struct store_msg *v, size_t n, int64_t leaf_id);
 
-/* A plain-text transcript for `parley show` (control characters escaped). */
-char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
+/* A plain-text transcript for `parley show` (control characters escaped);
+ * SERVER and SERVER_MODEL (store_conv_origin's; NULL or "" for the local
+ * engine) name the server that answered last. */
+char *store_fmt_show(const struct store_conv *c, const char *server,
+                     const char *server_model, const struct store_msg *m,
                      size_t n);
 
 /* The Markdown of store_export_md from already-read rows. */

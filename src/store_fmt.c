@@ -198,7 +198,8 @@ static void fmt_msg_extra(struct sbuf *b, const struct store_msg *m)
 		            m->stats.n_tokens * 1000.0 / m->stats.decode_ms);
 }
 
-char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
+char *store_fmt_show(const struct store_conv *c, const char *server,
+                     const char *server_model, const struct store_msg *m,
                      size_t n)
 {
 	struct sbuf b = SBUF_INIT;
@@ -211,6 +212,16 @@ char *store_fmt_show(const struct store_conv *c, const struct store_msg *m,
 	sbuf_printf(&b, "\ncreated %s, model ", when);
 	store_sb_safe(&b, c->model_path, strlen(c->model_path), false);
 	sbuf_adds(&b, "\n");
+	if (server && server[0]) {
+		sbuf_adds(&b, "server ");
+		store_sb_safe(&b, server, strlen(server), false);
+		if (server_model && server_model[0]) {
+			sbuf_adds(&b, ", model ");
+			store_sb_safe(&b, server_model, strlen(server_model),
+			              false);
+		}
+		sbuf_adds(&b, "\n");
+	}
 	if (c->system_prompt) {
 		sbuf_adds(&b, "\n--- system prompt\n");
 		store_sb_safe(&b, c->system_prompt, strlen(c->system_prompt),

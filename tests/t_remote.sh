@@ -108,6 +108,10 @@ printf 'user|1||0|What is the capital of France?\nassistant|1|%s|1|%s\n' \
 cmp -s "$tmp/q2" "$tmp/w2"
 ok $? "the stored reply is the one shown, finished, with its server"
 sed 's/^/#   /' "$tmp/q2"
+cid=$(db_q "SELECT id FROM conversations")
+"$PARLEY" show "$cid" >"$tmp/show1" 2>&1 &&
+	grep -qxF "server $url/v1, model $smodel" "$tmp/show1"
+ok $? "parley show names the server and its model: $(sed -n 3p "$tmp/show1")"
 # its token reports are stored (ids unknown: the server's texts) and
 # exported in the OpenAI shape, the tokens spelling the stored reply (not
 # --greedy: at temperature 0 the server still applies its default repeat

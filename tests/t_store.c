@@ -887,9 +887,16 @@ static void test_fmt(struct store *st)
 	free(s);
 	store_conv_list_free(v, n);
 	store_conv_get(st, conv, &c, &m, &n, err, sizeof(err));
-	s = store_fmt_show(&c, m, n);
-	tap_ok(s && strstr(s, "line1\nline2^[[2J") && !strchr(s, 0x1b),
-	       "show keeps newlines, escapes ESC");
+	s = store_fmt_show(&c, NULL, NULL, m, n);
+	tap_ok(s && strstr(s, "line1\nline2^[[2J") && !strchr(s, 0x1b) &&
+	           !strstr(s, "server"),
+	       "show keeps newlines, escapes ESC; no server line when local");
+	free(s);
+	s = store_fmt_show(&c, "http://127.0.0.1:8080/v1", "qwen\x1b[2J", m, n);
+	tap_ok(s && strstr(s, "\nserver http://127.0.0.1:8080/v1, model "
+	                      "qwen^[[2J\n") &&
+	           !strchr(s, 0x1b),
+	       "show names the server and its model, escaped");
 	free(s);
 	store_conv_clear(&c);
 	store_msg_free(m, n);

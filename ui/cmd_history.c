@@ -267,7 +267,19 @@ int cmd_show(int argc, char **argv)
 		}
 		text = store_fmt_tree(m, n, c.leaf_id);
 	} else {
-		text = store_fmt_show(&c, m, n);
+		char *server = NULL, *smodel = NULL;
+
+		if (store_conv_origin(st, id, &server, &smodel, err,
+		                      sizeof(err)) != STORE_OK) {
+			fprintf(stderr, "parley: %s\n", err);
+			store_msg_free(m, n);
+			store_conv_clear(&c);
+			store_close(st);
+			return 1;
+		}
+		text = store_fmt_show(&c, server, smodel, m, n);
+		free(server);
+		free(smodel);
 	}
 	if (text)
 		fputs(text, stdout);
