@@ -134,20 +134,20 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
  * Rows past n_tok (the last tile) compute with zero queries and are not
  * written.
  */
-#define AP_QT 32  /* queries per block */
-#define AP_KT 32  /* keys per shared-memory tile */
+#define AP_QT      32 /* queries per block */
+#define AP_KT      32 /* keys per shared-memory tile */
 #define AP_THREADS 128
 
 template <int HD>
 __global__ void __launch_bounds__(AP_THREADS)
-ap_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_tok,
-          int32_t n_head, int32_t n_kv, int32_t n_ctx, int32_t il,
-          int32_t pos0, const int32_t *dpos, float *out)
+    ap_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_tok,
+              int32_t n_head, int32_t n_kv, int32_t n_ctx, int32_t il,
+              int32_t pos0, const int32_t *dpos, float *out)
 {
 	if (dpos != NULL)
 		pos0 = *dpos;
-	constexpr int QP = HD + 4; /* padded rows: fewer bank conflicts */
-	constexpr int KP = HD + 8; /* halves; rows stay 16-byte aligned */
+	constexpr int QP = HD + 4;   /* padded rows: fewer bank conflicts */
+	constexpr int KP = HD + 8;   /* halves; rows stay 16-byte aligned */
 	constexpr int DPT = HD / 16; /* output dims per thread */
 	__shared__ __align__(16) float qs[AP_QT * QP];
 	__shared__ __align__(16) __half ks[AP_KT * KP];
@@ -215,8 +215,8 @@ ap_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_tok,
 			    *(const float4 *)(qs + (sq + 16) * QP + d);
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
-				const uint2 raw =
-				    *(const uint2 *)(ks + (sk + 8 * j) * KP + d);
+				const uint2 raw = *(
+				    const uint2 *)(ks + (sk + 8 * j) * KP + d);
 				const float2 k01 =
 				    __half22float2(*(const __half2 *)&raw.x);
 				const float2 k23 =

@@ -506,10 +506,14 @@ static int parse_alignment(struct parse *p)
 		            "key 'general.alignment' has type %s, expected "
 		            "uint32",
 		            gguf_type_name(kv->val.type));
-	if (kv->val.v.u64 == 0 || (kv->val.v.u64 & (kv->val.v.u64 - 1)) != 0)
+	/* The GGUF spec: a multiple of 8. Below 8 a tensor could start at
+	   an odd offset, and the block structs (fp16 scales) would be read
+	   misaligned: undefined behaviour the fuzz_model long run found
+	   (tests/data/model/crashers/alignment-1-odd-tensor.gguf). */
+	if (kv->val.v.u64 < 8 || (kv->val.v.u64 & (kv->val.v.u64 - 1)) != 0)
 		return perr(p,
 		            "key 'general.alignment' is %" PRIu64
-		            ", not a power of two",
+		            ", not a power of two of at least 8",
 		            kv->val.v.u64);
 	p->f->alignment = (uint32_t)kv->val.v.u64;
 	return 0;

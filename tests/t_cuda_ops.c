@@ -751,13 +751,13 @@ int main(void)
 	   and 32-key tiles, a last partial tile, a batch after a long cache
 	   (a follow-up turn), GQA and MHA; head_dim 80 and 256 keep the
 	   one-warp kernel */
-	test_attention(&ctx, 7, 7, 64, 8, 0);      /* the fewest queries */
-	test_attention(&ctx, 4, 1, 64, 33, 70);    /* one past a tile */
-	test_attention(&ctx, 8, 2, 128, 37, 1000); /* after a long cache */
-	test_attention(&ctx, 14, 2, 128, 64, 0);   /* two whole tiles */
+	test_attention(&ctx, 7, 7, 64, 8, 0);       /* the fewest queries */
+	test_attention(&ctx, 4, 1, 64, 33, 70);     /* one past a tile */
+	test_attention(&ctx, 8, 2, 128, 37, 1000);  /* after a long cache */
+	test_attention(&ctx, 14, 2, 128, 64, 0);    /* two whole tiles */
 	test_attention(&ctx, 4, 2, 128, 300, 2500); /* many tiles */
-	test_attention(&ctx, 4, 4, 80, 40, 50);    /* head_dim 80: one warp */
-	test_attention(&ctx, 2, 1, 256, 9, 10);    /* head_dim 256 */
+	test_attention(&ctx, 4, 4, 80, 40, 50);     /* head_dim 80: one warp */
+	test_attention(&ctx, 2, 1, 256, 9, 10);     /* head_dim 256 */
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }

@@ -139,8 +139,15 @@ static void test_malformed(void)
 
 	gb_header(&sb, 3, 0, 1);
 	gb_kv_u32(&sb, "general.alignment", 24);
-	expect_fail(&sb, "alignment 24",
-	            "'general.alignment' is 24, not a power of two");
+	expect_fail(
+	    &sb, "alignment 24",
+	    "'general.alignment' is 24, not a power of two of at least 8");
+
+	gb_header(&sb, 3, 0, 1);
+	gb_kv_u32(&sb, "general.alignment", 4);
+	expect_fail(
+	    &sb, "alignment 4 (a power of two, below the spec's 8)",
+	    "'general.alignment' is 4, not a power of two of at least 8");
 
 	gb_header(&sb, 3, 0, 1);
 	gb_kv_str(&sb, "general.alignment", "32");

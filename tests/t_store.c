@@ -893,8 +893,9 @@ static void test_fmt(struct store *st)
 	       "show keeps newlines, escapes ESC; no server line when local");
 	free(s);
 	s = store_fmt_show(&c, "http://127.0.0.1:8080/v1", "qwen\x1b[2J", m, n);
-	tap_ok(s && strstr(s, "\nserver http://127.0.0.1:8080/v1, model "
-	                      "qwen^[[2J\n") &&
+	tap_ok(s &&
+	           strstr(s, "\nserver http://127.0.0.1:8080/v1, model "
+	                     "qwen^[[2J\n") &&
 	           !strchr(s, 0x1b),
 	       "show names the server and its model, escaped");
 	free(s);
