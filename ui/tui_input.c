@@ -314,7 +314,7 @@ char *tui_input_utf8(const wchar_t *w, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		unsigned long c = (unsigned long)w[i];
 
-		if (c == 0 || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+		if (c == 0 || !tui_input_scalar(w[i]))
 			continue; /* no UTF-8 form (NUL would end the string) */
 		if (c < 0x80) {
 			*p++ = (char)c;
