@@ -848,7 +848,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (w16 < max_in)
 		w16 = max_in;
 	x16 = nb * max_in;
-	need = arena + kv + act + 2 * (w16 + x16) +
+	need = arena + kv + act + 2 * (w16 + 2 * x16) + /* + int8 x */
 	       (size_t)c->n_vocab * sizeof(float);
 	CUDA_TRY(cudaMemGetInfo(&mfree, &mtotal), err, errlen);
 	if (need > mfree) {
@@ -882,6 +882,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		const char *g = getenv("PARLEY_CUDA_GRAPHS");
 
 		s->use_graphs = g == NULL || strcmp(g, "0") != 0;
+		s->ctx.x8_off = cuda_x8_types() == 0;
 	}
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);

@@ -31,7 +31,10 @@
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
 #include "cuda_vecdot.cuh"
+#include "cuda_vecdot8.cuh"
 
+#include <float.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MM_WARPS 4 /* warps (rows) per mat-vec block */
@@ -98,26 +101,61 @@ struct cm_parts {
 /* What a unit mat-vec writes. */
 enum { CM_SET, CM_ADD, CM_SWIGLU };
 
-/* Rows W[0..R) . XT over their NU units, reduced over the warp (every
- * lane gets the sums in ACC); a lane takes units lane, lane + 32, ...
- * two in flight per iteration, and loads each unit's activations once
+/* The fp32-activation units of cuda_vecdot.cuh in the interface of
+ * cuda_vecdot8.cuh's: SRC is a token's activations, XV what a unit takes
+ * of them. */
+template <int T> struct cm_f32_unit {
+	static const int ne = cv_unit<T>::ne;
+	typedef const float *src;
+	struct xv {
+		float v[cv_unit<T>::ne];
+	};
+	static __device__ __forceinline__ src at(const void *x, int64_t t,
+	                                         int64_t ne0)
+	{
+		return (const float *)x + t * ne0;
+	}
+	static __device__ __forceinline__ void xload(int64_t u, src x, xv &r)
+	{
+		cv_unit<T>::xload(u, x, r.v);
+	}
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &r)
+	{
+		return cv_unit<T>::dot(row, u, r.v);
+	}
+};
+
+/* The int8-activation units (cuda_vecdot8.cuh), same interface. */
+template <int T> struct cm_x8_unit : cv8_unit<T> {
+	typedef struct cv_x8 src;
+	static __device__ __forceinline__ src at(const void *x, int64_t t,
+	                                         int64_t ne0)
+	{
+		return cv_x8_at(x, t, ne0);
+	}
+};
+
+/* Rows W[0..R) . XT over their NU units of U, reduced over the warp
+ * (every lane gets the sums in ACC); a lane takes units lane, lane + 32,
+ * ... two in flight per iteration, and loads each unit's activations once
  * for the R rows (cuda_vecdot.cuh note 5). */
-template <int T, int R>
-static __device__ __forceinline__ void cm_rows_dot(const uint8_t *const *w,
-                                                   int64_t nu, const float *xt,
-                                                   int lane, float *acc)
+template <class U, int R>
+static __device__ __forceinline__ void
+cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
+            int lane, float *acc)
 {
 #pragma unroll
 	for (int r = 0; r < R; r++)
 		acc[r] = 0.0f;
 #pragma unroll 2
 	for (int64_t u = lane; u < nu; u += 32) {
-		float xv[cv_unit<T>::ne];
+		typename U::xv xv;
 
-		cv_unit<T>::xload(u, xt, xv);
+		U::xload(u, xt, xv);
 #pragma unroll
 		for (int r = 0; r < R; r++)
-			acc[r] += cv_unit<T>::dot(w[r], u, xv);
+			acc[r] += U::dot(w[r], u, xv);
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++)
@@ -175,13 +213,13 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
  * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's
  * order of operations.
  */
-template <int T, int MODE>
-__global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
+template <class U, int MODE>
+__global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x)
 {
 	const int lane = threadIdx.x & 31;
 	const int64_t wi = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
-	const int64_t t = blockIdx.y, nu = ne0 / cv_unit<T>::ne;
-	const float *xt = x + t * ne0;
+	const int64_t t = blockIdx.y, nu = ne0 / U::ne;
+	const typename U::src xt = U::at(x, t, ne0);
 
 	if (MODE == CM_SWIGLU) { /* CM_ROWS / 2 outputs: gate and up rows */
 		const int64_t g0 = wi * (CM_ROWS / 2);
@@ -200,7 +238,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 			cm_locate(ps, r, t, &w[2 * k], &y[k], &b);
 			w[2 * k + 1] = ps.p[1].w + (size_t)r * ps.p[1].row_size;
 		}
-		cm_rows_dot<T, CM_ROWS>(w, nu, xt, lane, acc);
+		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane, acc);
 		if (lane == 0)
 #pragma unroll
 			for (int k = 0; k < CM_ROWS / 2; k++)
@@ -223,7 +261,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 	for (int k = 0; k < CM_ROWS; k++)
 		cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1, t, &w[k],
 		          &y[k], &b[k]);
-	cm_rows_dot<T, CM_ROWS>(w, nu, xt, lane, acc);
+	cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane, acc);
 	if (lane == 0)
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
@@ -231,6 +269,48 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const float *x)
 				*y[k] = MODE == CM_ADD ? *y[k] + acc[k]
 				        : b[k] != NULL ? acc[k] + *b[k]
 				                       : acc[k];
+}
+
+/*
+ * The activations of N_TOK tokens of NE0 (a multiple of 32) floats at X
+ * quantized per 32 into XQ (cuda_vecdot8.cuh note 4), exactly as
+ * src/quant.c's quantize_i8 and vec_q8 do: d = amax / 127 (IEEE division),
+ * q = roundf(x * (1 / d)) clamped to +-127, ds = d * sum(q); a block with
+ * an infinity or a NaN gets d = NaN and zero quants. One warp per block,
+ * a lane per element.
+ */
+__global__ void cm_quantize_x8(const float *x, int64_t ne0, int64_t n_blocks,
+                               uint8_t *xq)
+{
+	const int lane = threadIdx.x & 31;
+	const int64_t gb =
+	    ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+
+	if (gb >= n_blocks)
+		return;
+	const int64_t nb = ne0 / 32, t = gb / nb, i = gb % nb;
+	const float v = x[t * ne0 + i * 32 + lane], a = fabsf(v);
+	const int finite = __all_sync(0xffffffffu, a <= FLT_MAX);
+	float amax = a;
+
+	for (int off = 16; off > 0; off >>= 1)
+		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+	const float d =
+	    finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
+	const float id = finite && d != 0.0f ? __frcp_rn(d) : 0.0f;
+	const float r =
+	    finite ? fminf(fmaxf(roundf(__fmul_rn(v, id)), -127.0f), 127.0f)
+	           : 0.0f;
+	int q = (int)r, sum = q;
+
+	for (int off = 16; off > 0; off >>= 1)
+		sum += __shfl_xor_sync(0xffffffffu, sum, off);
+	uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
+	tb[i * 32 + lane] = (uint8_t)(int8_t)q;
+	if (lane == 0) {
+		((float *)(tb + ne0))[i] = d;
+		((float *)(tb + ne0))[nb + i] = __fmul_rn(d, (float)sum);
+	}
 }
 
 /* OUT[r][i] = fp16 of row R0 + r of W, element i, for N elements. */
@@ -322,16 +402,20 @@ extern "C" int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap,
 	if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS ||
 	    cublasSetStream(ctx->blas, ctx->stream) != CUBLAS_STATUS_SUCCESS ||
 	    cudaMalloc(&ctx->d_w16, w16_cap * sizeof(__half)) != cudaSuccess ||
-	    cudaMalloc(&ctx->d_x16, x16_cap * sizeof(__half)) != cudaSuccess) {
+	    cudaMalloc(&ctx->d_x16, x16_cap * sizeof(__half)) != cudaSuccess ||
+	    cudaMalloc(&ctx->d_xq, x16_cap * sizeof(__half)) != cudaSuccess) {
 		snprintf(err, errlen,
 		         "cuBLAS handle or %.1f MiB of GEMM scratch: %s",
-		         (double)(w16_cap + x16_cap) * 2 / (1 << 20),
+		         (double)(w16_cap + 2 * x16_cap) * 2 / (1 << 20),
 		         cudaGetErrorString(cudaGetLastError()));
 		cuda_ctx_free(ctx);
 		return -1;
 	}
 	ctx->w16_cap = w16_cap;
 	ctx->x16_cap = x16_cap;
+	/* as many bytes as the fp16 activations: int8 ones take 1.25 bytes
+	   an element, for fewer than CUDA_GEMM_MIN_TOKENS tokens */
+	ctx->xq_cap = x16_cap * sizeof(__half);
 	return 0;
 }
 
@@ -341,6 +425,7 @@ extern "C" void cuda_ctx_free(struct cuda_ctx *ctx)
 		cublasDestroy(ctx->blas);
 	cudaFree(ctx->d_w16);
 	cudaFree(ctx->d_x16);
+	cudaFree(ctx->d_xq);
 	cudaFree(ctx->d_attn);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
@@ -400,30 +485,125 @@ static struct cm_part cm_part_of(const struct cuda_tensor *w, float *d_y)
 	return p;
 }
 
+/* True when the mat-vec of TYPE over N_TOK tokens of NE0 inputs takes
+ * int8 activations (cuda_vecdot8.cuh): a cv8_unit type, not switched off,
+ * and the scratch holds them. */
+static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
+                    int32_t n_tok)
+{
+	switch (type) {
+#define X(T) case T:
+		CV8_FOR_EACH_TYPE(X)
+#undef X
+		break;
+	default:
+		return 0;
+	}
+	return !ctx->x8_off && ne0 % 32 == 0 &&
+	       (size_t)n_tok * cv_x8_stride(ne0) <= ctx->xq_cap;
+}
+
+extern "C" int cuda_op_matvec_x8(const struct cuda_ctx *ctx,
+                                 const struct cuda_tensor *w, int32_t n_tok)
+{
+	return cm_unit_ok(w, NULL) ? cm_x8_ok(ctx, w->type, w->ne0, n_tok) : 0;
+}
+
+extern "C" uint64_t cuda_x8_types(void)
+{
+	const char *off = getenv("PARLEY_CUDA_MATVEC_F32");
+	uint64_t m = 0;
+
+	if (off != NULL && strcmp(off, "1") == 0)
+		return 0;
+#define X(T) m |= (uint64_t)1 << T;
+	CV8_FOR_EACH_TYPE(X)
+#undef X
+	return m;
+}
+
+extern "C" size_t cuda_x8_stride(int64_t ne0)
+{
+	return cv_x8_stride(ne0);
+}
+
+extern "C" int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x,
+                                   int32_t n_tok, int64_t ne0, void *d_xq,
+                                   char *err, size_t errlen)
+{
+	const int64_t n_blocks = (int64_t)n_tok * (ne0 / 32);
+
+	if (ne0 % 32 != 0) {
+		snprintf(
+		    err, errlen,
+		    "int8 activations: %lld elements, not whole blocks of 32",
+		    (long long)ne0);
+		return -1;
+	}
+	cm_quantize_x8<<<(unsigned)((n_blocks + 7) / 8), 256, 0, ctx->stream>>>(
+	    d_x, ne0, n_blocks, (uint8_t *)d_xq);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
 /* One cm_matvec_unit launch of type TYPE (cm_unit_ok holds for every
- * part) in MODE over the rows of PS. */
+ * part) in MODE over the rows of PS. With int8 activations (cm_x8_ok),
+ * D_X is quantized into ctx->d_xq first unless *XQ_DONE says it already
+ * is (a second weight on the same input, in stream order after the
+ * first); *XQ_DONE is set once it is. */
 static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
                           const struct cm_parts *ps, int64_t ne0,
-                          const float *d_x, int32_t n_tok, int mode, char *err,
-                          size_t errlen)
+                          const float *d_x, int32_t n_tok, int mode,
+                          int *xq_done, char *err, size_t errlen)
 {
 	const int64_t per_warp = mode == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	dim3 grid((unsigned)((warps + MM_WARPS - 1) / MM_WARPS),
 	          (unsigned)n_tok);
 
+	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
+		if (!*xq_done &&
+		    cuda_op_quantize_x8(ctx, d_x, n_tok, ne0, ctx->d_xq, err,
+		                        errlen) != 0)
+			return -1;
+		*xq_done = 1;
+		switch (type * 4 + (uint32_t)mode) {
+#define X(T)                                                                   \
+	case T * 4 + CM_SET:                                                   \
+		cm_matvec_unit<cm_x8_unit<T>, CM_SET>                          \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
+		                                              ctx->d_xq);      \
+		break;                                                         \
+	case T * 4 + CM_ADD:                                                   \
+		cm_matvec_unit<cm_x8_unit<T>, CM_ADD>                          \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
+		                                              ctx->d_xq);      \
+		break;                                                         \
+	case T * 4 + CM_SWIGLU:                                                \
+		cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>                       \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
+		                                              ctx->d_xq);      \
+		break;
+			CV8_FOR_EACH_TYPE(X)
+#undef X
+		default:
+			return cm_bad_type(type, err, errlen);
+		}
+		CUDA_TRY_LAUNCH(err, errlen);
+		return 0;
+	}
 	switch (type * 4 + (uint32_t)mode) {
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \
-		cm_matvec_unit<T, CM_SET>                                      \
+		cm_matvec_unit<cm_f32_unit<T>, CM_SET>                         \
 		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
-		cm_matvec_unit<T, CM_ADD>                                      \
+		cm_matvec_unit<cm_f32_unit<T>, CM_ADD>                         \
 		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
-		cm_matvec_unit<T, CM_SWIGLU>                                   \
+		cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>                      \
 		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
 		break;
 		CV_FOR_EACH_TYPE(X)
@@ -438,7 +618,7 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 /* The mat-vec path: one launch, grid.y over the tokens; ADD: Y += W X. */
 static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                             const float *d_x, int32_t n_tok, float *d_y,
-                            int add, char *err, size_t errlen)
+                            int add, int *xq_done, char *err, size_t errlen)
 {
 	dim3 grid((unsigned)((w->ne1 + MM_WARPS - 1) / MM_WARPS),
 	          (unsigned)n_tok);
@@ -452,7 +632,8 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 		ps.n = 1;
 		ps.rows = w->ne1;
 		return cm_unit_launch(ctx, w->type, &ps, w->ne0, d_x, n_tok,
-		                      add ? CM_ADD : CM_SET, err, errlen);
+		                      add ? CM_ADD : CM_SET, xq_done, err,
+		                      errlen);
 	}
 	switch (w->type) {
 #define X(T)                                                                   \
@@ -546,10 +727,11 @@ static int cm_gemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	return 0;
 }
 
-/* Y = W X, or Y += W X when ADD; FORCE as cuda_op_matmul. */
+/* Y = W X, or Y += W X when ADD; FORCE as cuda_op_matmul; XQ_DONE as
+ * cm_unit_launch. */
 static int cm_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                      const float *d_x, int32_t n_tok, float *d_y, int force,
-                     int add, char *err, size_t errlen)
+                     int add, int *xq_done, char *err, size_t errlen)
 {
 	int gemm = force == 2 || (force == 0 && n_tok >= CUDA_GEMM_MIN_TOKENS);
 
@@ -557,14 +739,18 @@ static int cm_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 		return cm_bad_type(w->type, err, errlen);
 	if (gemm)
 		return cm_gemm(ctx, w, d_x, n_tok, d_y, add, err, errlen);
-	return cm_matvec_launch(ctx, w, d_x, n_tok, d_y, add, err, errlen);
+	return cm_matvec_launch(ctx, w, d_x, n_tok, d_y, add, xq_done, err,
+	                        errlen);
 }
 
 extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                               const float *d_x, int32_t n_tok, float *d_y,
                               int force, char *err, size_t errlen)
 {
-	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 0, err, errlen);
+	int xq_done = 0;
+
+	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 0, &xq_done, err,
+	                 errlen);
 }
 
 extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,
@@ -572,7 +758,10 @@ extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,
                                   int32_t n_tok, float *d_y, int force,
                                   char *err, size_t errlen)
 {
-	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 1, err, errlen);
+	int xq_done = 0;
+
+	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 1, &xq_done, err,
+	                 errlen);
 }
 
 /* True when A and B can share one unit mat-vec launch over input X. */
@@ -598,9 +787,11 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 		const float *b[3] = {d_bq, d_bk, d_bv};
 		float *y[3] = {d_q, d_k, d_v};
 
+		int xq_done = 0; /* one quantization for the three */
+
 		for (int i = 0; i < 3; i++)
-			if (cuda_op_matmul(ctx, w[i], d_x, n_tok, y[i], 0, err,
-			                   errlen) ||
+			if (cm_matmul(ctx, w[i], d_x, n_tok, y[i], 0, 0,
+			              &xq_done, err, errlen) ||
 			    (b[i] != NULL &&
 			     cuda_op_add_bias(ctx, y[i], b[i],
 			                      (int32_t)w[i]->ne1, n_tok, err,
@@ -617,8 +808,9 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 	ps.p[2].b = d_bv;
 	ps.n = 3;
 	ps.rows = wq->ne1 + wk->ne1 + wv->ne1;
+	int xq_done = 0;
 	return cm_unit_launch(ctx, wq->type, &ps, wq->ne0, d_x, n_tok, CM_SET,
-	                      err, errlen);
+	                      &xq_done, err, errlen);
 }
 
 extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
@@ -629,13 +821,14 @@ extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
                                      size_t errlen)
 {
 	struct cm_parts ps;
+	int xq_done = 0; /* one quantization for gate and up */
 
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
 	    !cm_fusable(gate, up, d_x))
-		return cuda_op_matmul(ctx, gate, d_x, n_tok, d_g, 0, err,
-		                      errlen) ||
-		               cuda_op_matmul(ctx, up, d_x, n_tok, d_u, 0, err,
-		                              errlen) ||
+		return cm_matmul(ctx, gate, d_x, n_tok, d_g, 0, 0, &xq_done,
+		                 err, errlen) ||
+		               cm_matmul(ctx, up, d_x, n_tok, d_u, 0, 0,
+		                         &xq_done, err, errlen) ||
 		               cuda_op_swiglu(ctx, d_g, d_u,
 		                              (int64_t)n_tok * gate->ne1, err,
 		                              errlen)
@@ -647,5 +840,5 @@ extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
 	ps.n = 1;
 	ps.rows = gate->ne1;
 	return cm_unit_launch(ctx, gate->type, &ps, gate->ne0, d_x, n_tok,
-	                      CM_SWIGLU, err, errlen);
+	                      CM_SWIGLU, &xq_done, err, errlen);
 }

@@ -38,10 +38,16 @@ extern "C" {
 struct cuda_ctx {
 	cudaStream_t stream;
 	cublasHandle_t blas;
-	void *d_w16;     /* fp16 dequantized weight rows (GEMM path) */
-	size_t w16_cap;  /* elements of d_w16 */
-	void *d_x16;     /* fp16 copy of the activations (GEMM path) */
-	size_t x16_cap;  /* elements of d_x16 */
+	void *d_w16;    /* fp16 dequantized weight rows (GEMM path) */
+	size_t w16_cap; /* elements of d_w16 */
+	void *d_x16;    /* fp16 copy of the activations (GEMM path) */
+	size_t x16_cap; /* elements of d_x16 */
+	void *d_xq;     /* int8 activations of the mat-vec (cuda_vecdot8.cuh) */
+	size_t xq_cap;  /* bytes of d_xq */
+	/* 1: the mat-vec keeps fp32 activations for every type (the path
+	   before int8 activations, kept to measure one against the other and
+	   tested on its own; PARLEY_CUDA_MATVEC_F32=1 in the backend) */
+	int x8_off;
 	void *d_attn;    /* fp32 partials of the split decode attention */
 	size_t attn_cap; /* floats of d_attn (grown on demand) */
 	/* A decode step captured into a CUDA graph (backend_cuda.cu): while
@@ -83,7 +89,8 @@ int cuda_op_get_rows(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 /*
  * Y[t][r] = W row r . X[t] for t < n_tok: X [n_tok][w->ne0],
  * Y [n_tok][w->ne1]. Fewer than CUDA_GEMM_MIN_TOKENS tokens: a mat-vec
- * that reads the quantized blocks, fp32 throughout. Otherwise: rows of W
+ * that reads the quantized blocks, fp32 sums (of int8 activations for the
+ * types below). Otherwise: rows of W
  * dequantized to fp16 in ctx->d_w16, X converted to fp16, cublasGemmEx
  * with fp32 accumulation and fp32 output. FORCE: 0 = by n_tok, 1 = always
  * mat-vec, 2 = always GEMM (tests).
@@ -91,6 +98,28 @@ int cuda_op_get_rows(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                    const float *d_x, int32_t n_tok, float *d_y, int force,
                    char *err, size_t errlen);
+
+/*
+ * Int8 activations of the mat-vec (cuda_vecdot8.cuh): for Q8_0, Q4_0,
+ * Q4_1, Q4_K and Q6_K weights, unless ctx->x8_off, the mat-vec first
+ * quantizes X per 32 exactly as the CPU engine's quant_vec_prepare does
+ * for a Q8_0 row, then computes the exact products with those activations.
+ * cuda_op_matvec_x8: whether the mat-vec path (fewer than
+ * CUDA_GEMM_MIN_TOKENS tokens, or FORCE 1) of W over N_TOK tokens does.
+ * cuda_x8_types: the weight types (bit 1 << type) whose mat-vec does in
+ * the backend when their rows are 4-byte aligned (whole even block
+ * counts); 0 when PARLEY_CUDA_MATVEC_F32=1 switches int8 activations off.
+ * cuda_op_quantize_x8: the quantization alone, N_TOK rows of NE0 (a
+ * multiple of 32) floats into D_XQ, cuda_x8_stride(ne0) bytes a token:
+ * int8 quants [ne0], float scales [ne0/32], float d * sum(quants)
+ * [ne0/32] (the CPU's three arrays, in another order).
+ */
+int cuda_op_matvec_x8(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                      int32_t n_tok);
+uint64_t cuda_x8_types(void);
+size_t cuda_x8_stride(int64_t ne0);
+int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x, int32_t n_tok,
+                        int64_t ne0, void *d_xq, char *err, size_t errlen);
 
 /* Y[t][r] += W row r . X[t]: cuda_op_matmul with the residual add fused
  * (mat-vec: the row's sum added in place; GEMM: beta = 1). */

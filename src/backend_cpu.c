@@ -77,7 +77,8 @@ struct cpu_state {
 	float *rope_cs;   /* [n_batch][n_rot] cos, sin interleaved per pair */
 	double *inv_freq; /* [n_rot / 2] angle per position of pair i */
 
-	bool exact;          /* engine_params.exact_dots */
+	bool exact;           /* engine_params.exact_dots */
+	uint64_t exact_types; /* engine_params.exact_dot_types */
 	float *wrow;         /* [n_threads][max_ne0] dequantized rows (exact) */
 	int64_t wrow_stride; /* floats per thread in wrow */
 	const float *xsrc;   /* exact: the activations [n_tok][ne0] */
@@ -126,6 +127,13 @@ struct cpu_seg {
  * Every output is computed by one thread with the same operations whatever
  * the number of threads, so results do not depend on it.
  */
+/* True when rows of TYPE are dotted exactly (exact_dots, or a type of
+ * exact_dot_types), false when through int8 activations. */
+static bool cpu_exact(const struct cpu_state *s, uint32_t type)
+{
+	return s->exact || (type < 64 && (s->exact_types >> type & 1));
+}
+
 struct cpu_matmul_job {
 	const struct cpu_state *s;       /* for the exact mode's buffers */
 	struct cpu_seg seg[CPU_MAX_SEG]; /* the matrices */
@@ -142,7 +150,7 @@ static void cpu_matmul_rows(const struct cpu_matmul_job *j,
 	const struct model_tensor *w = g->w;
 	const unsigned char *base = w->data;
 
-	if (j->s->exact) {
+	if (cpu_exact(j->s, w->type)) {
 		float *wr = j->s->wrow + (size_t)ith * j->s->wrow_stride;
 		const float *x = j->s->xsrc;
 
@@ -239,7 +247,7 @@ static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
 	struct cpu_prepare_job j = {type, x, n, n_tok, vecs, s->vec_stride};
 
 	s->xsrc = x;
-	if (s->exact)
+	if (cpu_exact(s, type))
 		return;
 	if (n_tok == 1)
 		cpu_prepare_fn(&j, 0, 1);
@@ -711,10 +719,11 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->inv_freq = calloc((size_t)c->n_rot / 2, sizeof(double));
 	s->vec_stride = cpu_max_vec_size(m);
 	s->exact = p->exact_dots;
+	s->exact_types = p->exact_dot_types;
 	s->wrow_stride = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
 	if (s->o_dim > s->wrow_stride)
 		s->wrow_stride = s->o_dim;
-	s->wrow = s->exact
+	s->wrow = s->exact || s->exact_types != 0
 	              ? cpu_floats((size_t)e->n_threads, (size_t)s->wrow_stride)
 	              : malloc(1);
 	/* one slot of n_batch vectors per matrix of a job (cpu_matmul_n) */

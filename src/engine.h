@@ -86,6 +86,13 @@ struct engine_params {
 	                        activations, no int8 rounding of activations
 	                        (slow; the reference mode that compares with a
 	                        float forward pass, see backend_cpu.c) */
+	uint64_t exact_dot_types; /* CPU, without exact_dots: the weight
+	                        types (bit 1 << type id) whose rows are still
+	                        dotted exactly, the others through int8
+	                        activations: the arithmetic of a GPU mat-vec
+	                        that quantizes activations for some types
+	                        only (cuda_op_matvec_x8), for the parity
+	                        tests */
 };
 
 #define ENGINE_DEFAULT_MAX_CTX 8192

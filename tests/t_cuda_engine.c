@@ -8,7 +8,9 @@
  * Per model: a 20-token prefill with the logits of every position, then 4
  * one-token decode steps; NMSE = mse(gpu, cpu) / mse(cpu, 0) over each
  * eval's logits must stay <= 5e-4 (the GPU rounds GEMM inputs and the KV
- * cache to fp16). Also: a state saved by one backend restores in the other
+ * cache to fp16), plus, for decode steps with int8 activations, twice the
+ * deviation of the CPU engine's own int8 arithmetic on the same steps
+ * (open_cpu_x8). Also: a state saved by one backend restores in the other
  * (same bytes layout) and the next token agrees; truncate + re-evaluate
  * reproduces the logits; on SmolLM2, greedy continuation picks the CPU's
  * token at every step where the CPU's top-2 margin is clear (> 0.1).
@@ -72,6 +74,57 @@ static struct engine *open_engine(const struct model *m, const char *backend,
 	return open_engine_ctx(m, backend, n_batch, 128, what);
 }
 
+/*
+ * A CPU engine in the arithmetic of the GPU's decode steps: int8
+ * activations for the weight types whose mat-vec quantizes them
+ * (cuda_x8_types), exact dots for the rest. Rounding activations to int8
+ * is noise of its own (cuda_vecdot8.cuh note 3: up to 1.2e-3 NMSE on a
+ * SmolLM2 step, in the CPU engine's default arithmetic as on the GPU), far
+ * above the fp16 bound, and the two engines' roundings are independent
+ * (an activation a hair from a rounding boundary goes either way). So a
+ * decode step of the GPU is held to the exact reference within TOL plus
+ * twice the deviation of this engine from the exact one on the same step
+ * (x8_bound); with no int8 type it is the exact engine and the bound TOL.
+ */
+static struct engine *open_cpu_x8(const struct model *m, int32_t n_ctx,
+                                  const char *what)
+{
+	struct engine_params p = {0};
+	struct engine *e = NULL;
+	char err[512] = "";
+
+	p.backend = "cpu";
+	p.n_ctx = n_ctx;
+	p.exact_dot_types = ~cuda_x8_types();
+	int rc = engine_open(m, &p, &e, err, sizeof(err));
+
+	if (!tap_ok(rc == 0, "%s: open cpu (int8 where the GPU) %s", what,
+	            rc ? err : ""))
+		return NULL;
+	return e;
+}
+
+/* The bound of a GPU decode step's NMSE against the exact CPU engine,
+ * given E8, the int8 CPU engine's on the same step (open_cpu_x8). */
+static double x8_bound(double e8)
+{
+	return TOL + 2 * e8;
+}
+
+/* Evaluate token T on the int8 CPU engine C8; its logits' NMSE against
+ * the exact engine C's current ones, or -1. */
+static double eval_x8(struct engine *c8, struct engine *c, int32_t t)
+{
+	char err[512] = "";
+
+	if (engine_eval(c8, &t, 1, 0, err, sizeof(err)) != 0) {
+		tap_diag("eval failed: %s", err);
+		return -1;
+	}
+	return nmse(engine_logits(c8), engine_logits(c),
+	            (size_t)engine_n_vocab(c));
+}
+
 /* Eval on both; compare the logits rows. Returns the NMSE or -1. */
 static double eval_both(struct engine *g, struct engine *c, const int32_t *toks,
                         int32_t n, unsigned flags)
@@ -103,22 +156,39 @@ static void *save_state(struct engine *e, size_t *len)
 	return buf;
 }
 
-/* The parity checks on one loaded model; TOKS has N_PREFILL + N_DECODE
- * + 2 ids. */
+/* Load the state of FROM into TO. 0 or -1 (message in ERR). */
+static int copy_state(struct engine *from, struct engine *to, char *err,
+                      size_t errlen)
+{
+	size_t n = 0;
+	void *buf = save_state(from, &n);
+	int rc = buf == NULL || engine_state_load(to, buf, n, err, errlen);
+
+	free(buf);
+	return rc ? -1 : 0;
+}
+
+/*
+ * The parity checks on one loaded model; TOKS has N_PREFILL + N_DECODE
+ * + 2 ids. The prefill against the exact CPU engine (TOL); the decode
+ * steps too, within x8_bound of the int8 CPU engine's deviation on the
+ * same steps (from the exact engine's state).
+ */
 static void check_model(const struct model *m, const char *what,
                         const int32_t *toks, int32_t gpu_batch)
 {
 	struct engine *g = open_engine(m, "cuda", gpu_batch, what);
 	struct engine *c = open_engine(m, "cpu", 0, what);
-	struct engine *g2 = NULL, *c2 = NULL;
+	struct engine *c8 = open_cpu_x8(m, 128, what);
+	struct engine *g2 = NULL, *c2 = NULL, *c3 = NULL;
 	int32_t nv = m->cfg.n_vocab;
 	float *keep = malloc(sizeof(float) * (size_t)nv);
-	double e, worst = 0;
+	double e, e8, worst = 0, worst8 = 0;
 	void *sg = NULL, *sc = NULL;
 	size_t lg = 0, lc = 0;
 	char err[512] = "";
 
-	if (g == NULL || c == NULL || keep == NULL)
+	if (g == NULL || c == NULL || c8 == NULL || keep == NULL)
 		goto out;
 	e = eval_both(g, c, toks, N_PREFILL, ENGINE_EVAL_ALL);
 	tap_ok(e >= 0 && e <= TOL,
@@ -126,14 +196,18 @@ static void check_model(const struct model *m, const char *what,
 	       e);
 	memcpy(keep, engine_logits(g) + (size_t)(N_PREFILL - 1) * nv,
 	       sizeof(float) * (size_t)nv);
-	for (int i = 0; i < N_DECODE; i++) {
+	if (copy_state(c, c8, err, sizeof(err)) != 0)
+		worst = -1;
+	for (int i = 0; i < N_DECODE && worst >= 0; i++) {
 		e = eval_both(g, c, toks + N_PREFILL + i, 1, 0);
-		worst = e < 0 || e > worst ? e : worst;
-		if (e < 0)
-			break;
+		e8 = e < 0 ? -1 : eval_x8(c8, c, toks[N_PREFILL + i]);
+		worst = e < 0 || e8 < 0 ? -1 : e > worst ? e : worst;
+		worst8 = e8 > worst8 ? e8 : worst8;
 	}
-	tap_ok(worst >= 0 && worst <= TOL,
-	       "%s: %d decode steps: worst nmse %.3g", what, N_DECODE, worst);
+	tap_ok(worst >= 0 && worst <= x8_bound(worst8),
+	       "%s: %d decode steps: worst nmse %.3g (<= %.3g: int8 cpu "
+	       "%.3g) %s",
+	       what, N_DECODE, worst, x8_bound(worst8), worst8, err);
 
 	/* state saved on each backend restores on the other */
 	sg = save_state(g, &lg);
@@ -142,16 +216,19 @@ static void check_model(const struct model *m, const char *what,
 	       lg, lc);
 	g2 = open_engine(m, "cuda", gpu_batch, what);
 	c2 = open_engine(m, "cpu", 0, what);
-	if (sg && sc && lg == lc && g2 && c2) {
+	c3 = open_cpu_x8(m, 128, what);
+	if (sg && sc && lg == lc && g2 && c2 && c3) {
 		int rc = engine_state_load(c2, sg, lg, err, sizeof(err)) ||
+		         engine_state_load(c3, sg, lg, err, sizeof(err)) ||
 		         engine_state_load(g2, sc, lc, err, sizeof(err));
 		int32_t t = toks[N_PREFILL + N_DECODE];
 
 		e = rc ? -1 : eval_both(g2, c2, &t, 1, 0);
-		tap_ok(!rc && e >= 0 && e <= TOL,
+		e8 = e < 0 ? -1 : eval_x8(c3, c2, t);
+		tap_ok(!rc && e >= 0 && e8 >= 0 && e <= x8_bound(e8),
 		       "%s: cpu state -> cuda, cuda state -> cpu, next token: "
-		       "nmse %.3g %s",
-		       what, e, rc ? err : "");
+		       "nmse %.3g (<= %.3g) %s",
+		       what, e, x8_bound(e8), rc ? err : "");
 	}
 
 	/* truncate to half and evaluate the rest again as one batch */
@@ -172,8 +249,10 @@ out:
 	free(keep);
 	engine_close(g);
 	engine_close(c);
+	engine_close(c8);
 	engine_close(g2);
 	engine_close(c2);
+	engine_close(c3);
 }
 
 /* Load PATH and run check_model. */
@@ -335,9 +414,9 @@ static void check_graphs(const char *path)
 	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
 	struct model *m = NULL;
-	struct engine *g = NULL, *p = NULL, *c = NULL;
+	struct engine *g = NULL, *p = NULL, *c = NULL, *c8 = NULL;
 	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0;
-	double worst = 0, worst_rms = -1;
+	double worst = 0, worst8 = 0, worst_rms = -1;
 	struct trace *tg = NULL, *tc = NULL;
 	const int32_t n_ctx = 2100, at[2] = {1016, 2040};
 
@@ -352,7 +431,8 @@ static void check_graphs(const char *path)
 	p = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (off)");
 	unsetenv("PARLEY_CUDA_GRAPHS");
 	c = open_engine_ctx(m, "cpu", 0, n_ctx, "graphs");
-	if (toks == NULL || g == NULL || p == NULL || c == NULL)
+	c8 = open_cpu_x8(m, n_ctx, "graphs");
+	if (toks == NULL || g == NULL || p == NULL || c == NULL || c8 == NULL)
 		goto out;
 	for (int32_t i = 0; i < n_ctx; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % nv);
@@ -373,21 +453,24 @@ static void check_graphs(const char *path)
 		}
 		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(p, toks + n0, n, 0, err, sizeof(err)) ||
-		    engine_eval(c, toks + n0, n, 0, err, sizeof(err))) {
+		    engine_eval(c, toks + n0, n, 0, err, sizeof(err)) ||
+		    copy_state(c, c8, err, sizeof(err))) {
 			tap_ok(0, "graphs: prefill to %d: %s", at[r], err);
 			goto out;
 		}
 		for (int i = 0; i < 16; i++) {
 			const int32_t *t = toks + at[r] + i;
-			double e;
+			double e, e8;
 
 			if (engine_eval(p, t, 1, 0, err, sizeof(err)) ||
-			    (e = eval_both(g, c, t, 1, 0)) < 0) {
+			    (e = eval_both(g, c, t, 1, 0)) < 0 ||
+			    (e8 = eval_x8(c8, c, *t)) < 0) {
 				tap_ok(0, "graphs: step at %d: %s", at[r] + i,
 				       err);
 				goto out;
 			}
 			worst = e > worst ? e : worst;
+			worst8 = e8 > worst8 ? e8 : worst8;
 			for (int il = 0; r == 1 && il < m->cfg.n_layer; il++) {
 				const struct trace_stats *a = &tg->layers[il],
 				                         *b = &tc->layers[il];
@@ -417,8 +500,10 @@ static void check_graphs(const char *path)
 	       "graphs: %d of %d decode steps across positions 1024 and "
 	       "2048 bit-identical to plain launches",
 	       n_same, n_steps);
-	tap_ok(worst <= TOL, "graphs: those steps vs the CPU: worst nmse %.3g",
-	       worst);
+	tap_ok(worst <= x8_bound(worst8),
+	       "graphs: those steps vs the CPU: worst nmse %.3g (<= %.3g: "
+	       "int8 cpu %.3g)",
+	       worst, x8_bound(worst8), worst8);
 	tap_ok(worst_rms >= 0 && worst_rms <= 1e-6,
 	       "graphs: traced steps' per-layer statistics computed on the "
 	       "device = those of the host copies (min, max exact; rms "
@@ -428,6 +513,7 @@ out:
 	engine_close(g);
 	engine_close(p);
 	engine_close(c);
+	engine_close(c8);
 	trace_free(tg);
 	trace_free(tc);
 	free(toks);

@@ -159,6 +159,24 @@ static const uint32_t all_types[] = {
     QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
     QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
 
+/* XHAT[t][i]: N_TOK rows of NE0 activations X as the int8 mat-vec sees
+ * them: quantized per 32 by the CPU engine (quant_vec_prepare for a Q8_0
+ * row) and dequantized (cuda_vecdot8.cuh note 2). */
+static void x8_dequant(const float *x, int64_t ne0, int n_tok, float *xhat)
+{
+	void *vec = malloc(quant_vec_size(QTYPE_Q8_0, ne0));
+	double *d = malloc(sizeof(double) * (size_t)ne0);
+
+	for (int t = 0; t < n_tok; t++) {
+		quant_vec_prepare(QTYPE_Q8_0, x + t * ne0, ne0, vec);
+		quant_vec_dequant(QTYPE_Q8_0, vec, d, ne0);
+		for (int64_t i = 0; i < ne0; i++)
+			xhat[t * ne0 + i] = (float)d[i]; /* 2^-24 relative */
+	}
+	free(vec);
+	free(d);
+}
+
 /* Dequantization bit-exactness and products for type T, NE0 x NE1. */
 static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
                       int64_t ne1)
@@ -172,6 +190,8 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	int32_t *rows = malloc(sizeof(int32_t) * (size_t)ne1);
 	float *x = malloc(sizeof(float) * (size_t)(512 * ne0));
 	float *ycpu = malloc(sizeof(float) * (size_t)(512 * ne1));
+	float *ycpu8 = malloc(sizeof(float) * (size_t)(512 * ne1));
+	float *xhat = malloc(sizeof(float) * (size_t)(512 * ne0));
 	float *ygpu = malloc(sizeof(float) * (size_t)(512 * ne1));
 	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL};
 	void *d_w, *d_rows, *d_out, *d_x, *d_y;
@@ -200,23 +220,38 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	       qtype_name(t), (long long)ne0, (long long)ne1, (long long)diff);
 
 	fill_unif(x, (size_t)(512 * ne0), -1.0f, 1.0f);
+	x8_dequant(x, ne0, 512, xhat);
 	for (int32_t tt = 0; tt < 512; tt++)
 		for (int64_t r = 0; r < ne1; r++) {
-			double s = 0;
+			double s = 0, s8 = 0;
 
-			for (int64_t i = 0; i < ne0; i++)
+			for (int64_t i = 0; i < ne0; i++) {
 				s += (double)wf[r * ne0 + i] * x[tt * ne0 + i];
+				s8 += (double)wf[r * ne0 + i] *
+				      xhat[tt * ne0 + i];
+			}
 			ycpu[tt * ne1 + r] = (float)s;
+			ycpu8[tt * ne1 + r] = (float)s8;
 		}
 	d_x = dev_put(x, sizeof(float) * (size_t)(512 * ne0));
 	d_y = dev_put(NULL, sizeof(float) * (size_t)(512 * ne1));
+	/* force 0: the mat-vec with fp32 activations (ctx->x8_off), 1: the
+	   mat-vec as the backend runs it (int8 activations for the types of
+	   cuda_vecdot8.cuh: against the product with the CPU's quantized
+	   activations), 2: the GEMM */
 	for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
-		for (int force = 1; force <= 2; force++) {
+		for (int mode = 0; mode <= 2; mode++) {
 			int32_t n = toks[k];
+			int force = mode == 2 ? 2 : 1, has8;
 			double e, tol = force == 1 ? TOL_F32 : TOL_F16;
 
 			if (force == 1 && n == 512 && ne0 * ne1 > 100000)
 				continue; /* slow and no different from 7 */
+			ctx->x8_off = 0;
+			has8 = cuda_op_matvec_x8(ctx, &ct, n);
+			if (mode == 0 && !has8)
+				continue; /* one mat-vec path: mode 1's */
+			ctx->x8_off = mode == 0;
 			/* on the op's stream: it does not wait for the
 			   legacy default stream (cudaStreamNonBlocking) */
 			cudaMemsetAsync(d_y, 0xff,
@@ -229,12 +264,18 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 				tap_ok(0, "%s matmul: %s", qtype_name(t), err);
 				continue;
 			}
-			e = nmse(ygpu, ycpu, (size_t)n * ne1);
+			e = nmse(ygpu, mode == 1 && has8 ? ycpu8 : ycpu,
+			         (size_t)n * ne1);
 			tap_ok(e <= tol,
 			       "%s matmul %lldx%lld, %d tokens, %s: nmse %.3g "
 			       "(<= %g)",
 			       qtype_name(t), (long long)ne1, (long long)ne0, n,
-			       force == 1 ? "mat-vec" : "cuBLAS fp16", e, tol);
+			       mode == 2   ? "cuBLAS fp16"
+			       : mode == 0 ? "mat-vec, fp32 activations"
+			       : has8      ? "mat-vec, int8 activations"
+			                   : "mat-vec",
+			       e, tol);
+			ctx->x8_off = 0;
 		}
 	}
 	cudaFree(d_x);
@@ -249,7 +290,79 @@ out:
 	free(rows);
 	free(x);
 	free(ycpu);
+	free(ycpu8);
+	free(xhat);
 	free(ygpu);
+}
+
+/* Bits of F equal to those of G, or both NaN (the GPU's NaNs are
+ * canonical, not the CPU's payload). */
+static int same_float(float f, float g)
+{
+	uint32_t a, b;
+
+	if (isnan(f) || isnan(g))
+		return isnan(f) && isnan(g);
+	memcpy(&a, &f, 4);
+	memcpy(&b, &g, 4);
+	return a == b;
+}
+
+/* cuda_op_quantize_x8 bit for bit against the CPU's quant_vec_prepare for
+ * a Q8_0 row: scales, sums and quants, over blocks of every range, one
+ * with an infinity, one with a NaN, one all zeros. */
+static void test_quantize_x8(struct cuda_ctx *ctx)
+{
+	enum { T = 3, NE0 = 320, NB = NE0 / 32 };
+	const size_t stride = cuda_x8_stride(NE0);
+	float *x = malloc(sizeof(float) * T * NE0);
+	unsigned char *got = malloc(stride * T);
+	unsigned char *vec = malloc(quant_vec_size(QTYPE_Q8_0, NE0));
+	void *d_x, *d_q;
+	char err[512] = "";
+	int64_t bad = 0;
+	int rc;
+
+	for (int t = 0; t < T; t++)
+		for (int b = 0; b < NB; b++) {
+			const float sc = ldexpf(1.0f, 3 * b - 12 - t);
+
+			fill_unif(x + t * NE0 + b * 32, 32, -sc, sc);
+		}
+	x[1 * NE0 + 5] = INFINITY;             /* token 1, block 0 */
+	x[2 * NE0 + NE0 - 1] = NAN;            /* token 2, last block */
+	memset(x + 32, 0, 32 * sizeof(float)); /* token 0, block 1 */
+	d_x = dev_put(x, sizeof(float) * T * NE0);
+	d_q = dev_put(NULL, stride * T);
+	rc = cuda_op_quantize_x8(ctx, (const float *)d_x, T, NE0, d_q, err,
+	                         sizeof(err)) ||
+	     dev_get(ctx, got, d_q, stride * T);
+	for (int t = 0; t < T && !rc; t++) {
+		/* the CPU's layout (src/quant.c struct vec_q8): d[nb],
+		   ds[nb], qs[nb][32]; the GPU's: qs, d, ds */
+		const unsigned char *g = got + t * stride;
+
+		quant_vec_prepare(QTYPE_Q8_0, x + t * NE0, NE0, vec);
+		for (int b = 0; b < NB; b++) {
+			float gd, gds, cd, cds;
+
+			memcpy(&cd, vec + 4 * b, 4);
+			memcpy(&cds, vec + 4 * (NB + b), 4);
+			memcpy(&gd, g + NE0 + 4 * b, 4);
+			memcpy(&gds, g + NE0 + 4 * (NB + b), 4);
+			bad += !same_float(gd, cd) + !same_float(gds, cds);
+		}
+		bad += memcmp(g, vec + 8 * NB, NE0) != 0;
+	}
+	tap_ok(!rc && bad == 0,
+	       "int8 activations: %d x %d quantized as the CPU does, bit for "
+	       "bit (%lld differ) %s",
+	       T, NE0, (long long)bad, err);
+	cudaFree(d_x);
+	cudaFree(d_q);
+	free(x);
+	free(got);
+	free(vec);
 }
 
 /* A random weight of type T, NE0 x NE1, on the device (*D) with its
@@ -313,6 +426,7 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	const int64_t nq = 99, nkv = 33, nff = 77;
 	const double tol = n_tok < CUDA_GEMM_MIN_TOKENS ? TOL_F32 : TOL_F16;
 	float *wq, *wk, *wv, *wu, *x = malloc(sizeof(float) * n_tok * ne0);
+	float *xhat = malloc(sizeof(float) * n_tok * ne0);
 	float *y0 = malloc(sizeof(float) * n_tok * nq);
 	double *rq = malloc(sizeof(double) * n_tok * nq);
 	double *rk = malloc(sizeof(double) * n_tok * nkv);
@@ -331,11 +445,18 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	cg.ne1 = nff; /* the gate: the first nff rows of wq */
 	fill_unif(x, (size_t)n_tok * ne0, -1.0f, 1.0f);
 	fill_unif(y0, (size_t)n_tok * nq, -1.0f, 1.0f);
-	fused_ref(wq, ne0, nq, x, n_tok, rq);
-	fused_ref(wk, ne0, nkv, x, n_tok, rk);
-	fused_ref(wv, ne0, nkv, x, n_tok, rv);
-	fused_ref(wq, ne0, nff, x, n_tok, rg);
-	fused_ref(wu, ne0, nff, x, n_tok, ru);
+	x8_dequant(x, ne0, n_tok, xhat);
+	/* each product against the activations its path reads */
+#define XOF(ct)                                                                \
+	(n_tok < CUDA_GEMM_MIN_TOKENS && cuda_op_matvec_x8(ctx, &(ct), n_tok)  \
+	     ? xhat                                                            \
+	     : x)
+	fused_ref(wq, ne0, nq, XOF(cq), n_tok, rq);
+	fused_ref(wk, ne0, nkv, XOF(ck), n_tok, rk);
+	fused_ref(wv, ne0, nkv, XOF(cv), n_tok, rv);
+	fused_ref(wq, ne0, nff, XOF(cg), n_tok, rg);
+	fused_ref(wu, ne0, nff, XOF(cu), n_tok, ru);
+#undef XOF
 	d_x = dev_put(x, sizeof(float) * n_tok * ne0);
 	d_q = dev_put(NULL, sizeof(float) * n_tok * nq);
 	d_k = dev_put(NULL, sizeof(float) * n_tok * nkv);
@@ -362,17 +483,19 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	double ek = rc ? 1 : fused_err(ctx, d_k, rk, (size_t)n_tok * nkv);
 	double ev = rc ? 1 : fused_err(ctx, d_v, rv, (size_t)n_tok * nkv);
 	tap_ok(!rc && eq <= tol && ek <= tol && ev <= tol,
-	       "qkv %s/%s/%s x%lld, %d tokens: nmse %.3g %.3g %.3g %s",
+	       "qkv %s/%s/%s x%lld, %d tokens%s: nmse %.3g %.3g %.3g %s",
 	       qtype_name(tq), qtype_name(tk), qtype_name(tv), (long long)ne0,
-	       n_tok, eq, ek, ev, err);
+	       n_tok, ctx->x8_off ? ", fp32 activations" : "", eq, ek, ev, err);
 
 	for (int64_t i = 0; i < n_tok * nff; i++)
 		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
 	rc = cuda_op_matmul_swiglu(ctx, &cg, &cu, d_x, n_tok, d_g, d_u, err,
 	                           sizeof(err));
 	double eg = rc ? 1 : fused_err(ctx, d_g, rg, (size_t)n_tok * nff);
-	tap_ok(!rc && eg <= tol, "swiglu %s/%s x%lld, %d tokens: nmse %.3g %s",
-	       qtype_name(tq), qtype_name(tk), (long long)ne0, n_tok, eg, err);
+	tap_ok(!rc && eg <= tol,
+	       "swiglu %s/%s x%lld, %d tokens%s: nmse %.3g %s", qtype_name(tq),
+	       qtype_name(tk), (long long)ne0, n_tok,
+	       ctx->x8_off ? ", fp32 activations" : "", eg, err);
 
 	for (int64_t t = 0; t < n_tok; t++) /* matmul_add: no bias */
 		for (int64_t i = 0; i < nq; i++)
@@ -383,13 +506,15 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	rc = rc ||
 	     cuda_op_matmul_add(ctx, &cq, d_x, n_tok, d_q, 0, err, sizeof(err));
 	eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
-	tap_ok(!rc && eq <= tol, "matmul_add %s x%lld, %d tokens: nmse %.3g %s",
-	       qtype_name(tq), (long long)ne0, n_tok, eq, err);
+	tap_ok(!rc && eq <= tol,
+	       "matmul_add %s x%lld, %d tokens%s: nmse %.3g %s", qtype_name(tq),
+	       (long long)ne0, n_tok, ctx->x8_off ? ", fp32 activations" : "",
+	       eq, err);
 
 	void *dev[] = {dq, dk, dv, du, d_x, d_q, d_k, d_v, d_g, d_u, d_b};
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		cudaFree(dev[i]);
-	void *host[] = {wq, wk, wv, wu, x, y0, rq, rk, rv, rg, ru, bias};
+	void *host[] = {wq, wk, wv, wu, x, xhat, y0, rq, rk, rv, rg, ru, bias};
 	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
 		free(host[i]);
 }
@@ -713,11 +838,18 @@ int main(void)
 		   units of 8) */
 		test_type(&ctx, t, k ? 2816 : 1056, 7);
 	}
+	test_quantize_x8(&ctx);
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
 	           1);                                             /* fused */
 	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
 	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768,
 	           1); /* mixed */
+	test_fused(&ctx, QTYPE_Q4_0, QTYPE_Q8_0, QTYPE_Q4_0, 288,
+	           3);  /* mixed, int8 activations quantized once */
+	ctx.x8_off = 1; /* the fp32-activation mat-vec the int8 one replaced */
+	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288, 1);
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 1);
+	ctx.x8_off = 0;
 	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, 288, 2); /* elem */
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);

@@ -1,0 +1,261 @@
+/*
+ * cuda_vecdot8.cuh - the mat-vec's inner step with int8 activations: one
+ * unit of a GGUF row (as in cuda_vecdot.cuh) dotted with activations
+ * quantized per 32 to int8, in exact integer arithmetic (dp4a).
+ *
+ * NOTES ON THE DESIGN
+ *
+ * 1. Why: with fp32 activations a Q4_K unit of 16 weight bytes needs 128
+ *    bytes of activations and 32 float conversions and FMAs per row: the
+ *    mat-vec was bound by the L1's load traffic and by instructions, at a
+ *    quarter to a third of DRAM bandwidth (BENCHMARKS.md, "second speed
+ *    steps"). As int8 the activations are 32 bytes, and four products are
+ *    one dp4a.
+ * 2. The activations (cm_quantize_x8, cuda_matmul.cu) are quantized per 32
+ *    exactly as the CPU engine quantizes them for Q4_0, Q4_1 and Q8_0 rows
+ *    (src/quant.c quantize_i8: d = amax/127, q = round(x/d), float32 d; a
+ *    non-finite block gets d = NaN and zero quants): the same d, sums and
+ *    quants bit for bit (t_cuda_ops checks), so the products are the exact
+ *    products of the weights with those activations up to the float32
+ *    rounding of combining block sums (t_cuda_ops: 1e-6 NMSE against the
+ *    double product with the dequantized activations). For K-quant rows
+ *    the CPU quantizes per 256 (llama.cpp's Q8_K); the GPU keeps blocks of
+ *    32 for every type: one quantization serves every weight of an input,
+ *    and the rounding error is never larger (a block's scale follows its
+ *    own largest value; on t_cuda_engine's 3-layer Q4_K model, blocks of 256
+ *    took the decode steps from within 5e-4 NMSE of the exact reference to
+ *    8.9e-4).
+ * 3. Rounding activations to int8 is noise of its own: against the exact
+ *    reference (fp32 activations) a decode step of the real SmolLM2 moves
+ *    by up to 1.2e-3 NMSE, in the CPU engine's default arithmetic as in
+ *    this one. The engine tests measure the CPU engine's deviation on the
+ *    same model and steps and hold the GPU to it (t_cuda_engine.c).
+ * 4. Layout of one token's activations (cv_x8), cv_x8_stride(ne0) bytes,
+ *    16-byte aligned:
+ *      int8_t q[ne0]        quants
+ *      float  d[ne0 / 32]   scales
+ *      float  ds[ne0 / 32]  d * (sum of the block's quants)
+ *    so a lane reads a block's quants with two 16-byte loads.
+ * 5. The units are the ones of cuda_vecdot.cuh (same element order, same
+ *    weight loads); xload reads what a unit needs of the activations once
+ *    for all the rows a warp computes (cuda_vecdot.cuh note 5).
+ */
+#ifndef PARLEY_CUDA_VECDOT8_CUH
+#define PARLEY_CUDA_VECDOT8_CUH
+
+#include "cuda_quant.cuh"
+
+/* One token's quantized activations (note 3). */
+struct cv_x8 {
+	const int8_t *q;
+	const float *d;
+	const float *ds;
+};
+
+/* Bytes of one token's quantized activations for NE0 elements (a
+ * multiple of 32): quants, scales, sums, rounded up to 16 bytes. */
+static __host__ __device__ __forceinline__ size_t cv_x8_stride(int64_t ne0)
+{
+	return (((size_t)ne0 + (size_t)ne0 / 32 * 8) + 15) & ~(size_t)15;
+}
+
+/* Token T's activations in the buffer at X. */
+static __device__ __forceinline__ struct cv_x8 cv_x8_at(const void *x,
+                                                        int64_t t, int64_t ne0)
+{
+	const uint8_t *b = (const uint8_t *)x + (size_t)t * cv_x8_stride(ne0);
+	struct cv_x8 v = {(const int8_t *)b, (const float *)(b + ne0),
+	                  (const float *)(b + ne0) + ne0 / 32};
+
+	return v;
+}
+
+/* Quants of block U as 8 words: word j holds elements 4j .. 4j + 3. */
+static __device__ __forceinline__ void cv8_load32(const struct cv_x8 &x,
+                                                  int64_t u, int *q)
+{
+	const int4 a = __ldg((const int4 *)(x.q + u * 32));
+	const int4 b = __ldg((const int4 *)(x.q + u * 32) + 1);
+
+	q[0] = a.x, q[1] = a.y, q[2] = a.z, q[3] = a.w;
+	q[4] = b.x, q[5] = b.y, q[6] = b.z, q[7] = b.w;
+}
+
+/* A 32-bit word of a 2-byte aligned block: 16-bit halves at P[0], P[1]. */
+static __device__ __forceinline__ int cv8_word2(const uint16_t *p)
+{
+	return (int)((uint32_t)p[0] | ((uint32_t)p[1] << 16));
+}
+
+/* What the 32-element units take of the activations. */
+struct cv8_xv32 {
+	int q[8];
+	float d, ds;
+};
+
+template <int T> struct cv8_unit;
+
+/* The units whose activations are one 32-element block: block u. */
+struct cv8_unit_block {
+	static const int ne = 32;
+	typedef struct cv8_xv32 xv;
+	static __device__ __forceinline__ void
+	xload(int64_t u, const struct cv_x8 &x, xv &v)
+	{
+		cv8_load32(x, u, v.q);
+		v.d = __ldg(x.d + u);
+		v.ds = __ldg(x.ds + u);
+	}
+};
+
+/* Q8_0: d, qs[32] int8; 16-bit loads (34-byte blocks). */
+template <> struct cv8_unit<QTYPE_Q8_0> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + u * 34;
+		const uint16_t *p = (const uint16_t *)b + 1;
+		int s = 0;
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			s = __dp4a(cv8_word2(p + 2 * j), v.q[j], s);
+		return cq_half(b) * (v.d * (float)s);
+	}
+};
+
+/* Q4_0: d, qs[16]: low nibble of byte l is element l, high l + 16;
+ * w = d * (q - 8), so the dot is d * (dx * sum q qx - 8 * ds). */
+template <> struct cv8_unit<QTYPE_Q4_0> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + u * 18;
+		const uint16_t *p = (const uint16_t *)b + 1;
+		int s = 0;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int w = cv8_word2(p + 2 * j);
+			s = __dp4a(w & 0x0F0F0F0F, v.q[j], s);
+			s = __dp4a((w >> 4) & 0x0F0F0F0F, v.q[4 + j], s);
+		}
+		return cq_half(b) * (v.d * (float)s - 8.0f * v.ds);
+	}
+};
+
+/* Q4_1: d, m, qs[16]; w = d * q + m: d * dx * sum q qx + m * ds. */
+template <> struct cv8_unit<QTYPE_Q4_1> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + u * 20;
+		const int *p = (const int *)b + 1;
+		int s = 0;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int w = p[j];
+			s = __dp4a(w & 0x0F0F0F0F, v.q[j], s);
+			s = __dp4a((w >> 4) & 0x0F0F0F0F, v.q[4 + j], s);
+		}
+		return cq_half(b) * (v.d * (float)s) + cq_half(b + 2) * v.ds;
+	}
+};
+
+/* Q6_K, unit = group s of block u / 8 (cuda_vecdot.cuh): elements
+ * u * 32 .. u * 32 + 31, so its activations are block u. Element l:
+ * nibble of ql[n*64 + (g&1)*32 + l] (high when g & 2) and bits 2g.. of
+ * qh[n*32 + l], minus 32; scale sc[n*8 + 2g + l/16]. */
+template <> struct cv8_unit<QTYPE_Q6_K> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 210;
+		const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
+		const uint16_t *ql =
+		    (const uint16_t *)(b + n * 64 + (g & 1) * 32);
+		const uint16_t *qh = (const uint16_t *)(b + 128 + n * 32);
+		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + 2 * g;
+		const int lsh = (g & 2) ? 4 : 0, hsh = 2 * g;
+		int s[2] = {0, 0};
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const int l = cv8_word2(ql + 2 * j);
+			const int h = cv8_word2(qh + 2 * j);
+			const int w = ((l >> lsh) & 0x0F0F0F0F) |
+			              (((h >> hsh) & 0x03030303) << 4);
+			/* bytes 0..63 minus 32: no byte borrows */
+			s[j >> 2] = __dp4a((int)__vsub4(w, 0x20202020), v.q[j],
+			                   s[j >> 2]);
+		}
+		return cq_half(b + 208) *
+		       (v.d * (float)(s[0] * (int)sc[0] + s[1] * (int)sc[1]));
+	}
+};
+
+/* What a Q4_K unit takes of the activations: 16 elements of each of two
+ * blocks, their scales and the 16 quants' sums. */
+struct cv8_xv_q4k {
+	int q0[4], q1[4];
+	float d0, d1;
+	int s0, s1;
+};
+
+/* Q4_K, unit = 16 bytes of qs (cuda_vecdot.cuh): piece j = u % 8 of
+ * super-block u / 8, chunk c = j / 2, half h = j % 2: low nibbles are
+ * elements h*16 .. h*16 + 15 of sub-block 2c (activation block
+ * (u / 8) * 8 + 2c), high nibbles the same of sub-block 2c + 1 (the next
+ * block). w = d * sc * q - dmin * m per sub-block, so a sub-block's dot is
+ * dx * (d * sc * sum(q qx) - dmin * m * sum(qx)), integer sums inside. */
+template <> struct cv8_unit<QTYPE_Q4_K> {
+	static const int ne = 32;
+	typedef struct cv8_xv_q4k xv;
+	static __device__ __forceinline__ void
+	xload(int64_t u, const struct cv_x8 &x, xv &v)
+	{
+		const int j = (int)(u & 7);
+		const int64_t b0 = (u >> 3) * 8 + (j >> 1) * 2;
+		const int8_t *q = x.q + b0 * 32 + (j & 1) * 16;
+		const int4 a = __ldg((const int4 *)q);
+		const int4 c = __ldg((const int4 *)(q + 32));
+
+		v.q0[0] = a.x, v.q0[1] = a.y, v.q0[2] = a.z, v.q0[3] = a.w;
+		v.q1[0] = c.x, v.q1[1] = c.y, v.q1[2] = c.z, v.q1[3] = c.w;
+		v.d0 = __ldg(x.d + b0);
+		v.d1 = __ldg(x.d + b0 + 1);
+		v.s0 = v.s1 = 0;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			v.s0 = __dp4a(0x01010101, v.q0[k], v.s0);
+			v.s1 = __dp4a(0x01010101, v.q1[k], v.s1);
+		}
+	}
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 144;
+		const int j = (int)(u & 7), c = j >> 1, h = j & 1;
+		const int4 raw = *(const int4 *)(b + 16 + c * 32 + h * 16);
+		const int w[4] = {raw.x, raw.y, raw.z, raw.w};
+		int s0 = 0, s1 = 0, sc0, m0, sc1, m1;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			s0 = __dp4a(w[k] & 0x0F0F0F0F, v.q0[k], s0);
+			s1 = __dp4a((w[k] >> 4) & 0x0F0F0F0F, v.q1[k], s1);
+		}
+		cq_scale_min_k4(2 * c, b + 4, &sc0, &m0);
+		cq_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+		const float d = cq_half(b), dm = cq_half(b + 2);
+		return v.d0 *
+		           (d * (float)(s0 * sc0) - dm * (float)(v.s0 * m0)) +
+		       v.d1 * (d * (float)(s1 * sc1) - dm * (float)(v.s1 * m1));
+	}
+};
+
+/* Types with a cv8_unit. */
+#define CV8_FOR_EACH_TYPE(X)                                                   \
+	X(QTYPE_Q8_0)                                                          \
+	X(QTYPE_Q4_0)                                                          \
+	X(QTYPE_Q4_1)                                                          \
+	X(QTYPE_Q4_K)                                                          \
+	X(QTYPE_Q6_K)
+
+#endif /* PARLEY_CUDA_VECDOT8_CUH */
