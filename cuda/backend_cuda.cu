@@ -265,11 +265,12 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	const struct cu_layer *l = &s->layers[il];
 	struct cuda_ctx *x = &s->ctx;
 	int neox = c->rope_style == MODEL_ROPE_NEOX;
+	const void *xq; /* the norm's output as int8 activations, or NULL */
 
-	if (cuda_op_rmsnorm(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
-	                    s->xb, err, errlen) ||
+	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
+	                       s->xb, &xq, err, errlen) ||
 	    cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk, l->bv,
-	                       s->xb, n, s->q, s->k, s->v, err, errlen))
+	                       s->xb, xq, n, s->q, s->k, s->v, err, errlen))
 		return -1;
 	if (cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, c->n_head,
 	                          c->n_head_kv, c->head_dim_k, c->n_rot,
@@ -290,11 +291,12 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const struct model_config *c = &e->model->cfg;
 	const struct cu_layer *l = &s->layers[il];
 	struct cuda_ctx *x = &s->ctx;
+	const void *xq; /* the norm's output as int8 activations, or NULL */
 
-	if (cuda_op_rmsnorm(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
-	                    s->xb, err, errlen) ||
-	    cuda_op_matmul_swiglu(x, &l->gate, &l->up, s->xb, n, s->hb, s->hb2,
-	                          err, errlen) ||
+	if (cuda_op_rmsnorm_x8(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
+	                       s->xb, &xq, err, errlen) ||
+	    cuda_op_matmul_swiglu(x, &l->gate, &l->up, s->xb, xq, n, s->hb,
+	                          s->hb2, err, errlen) ||
 	    cuda_op_matmul_add(x, &l->down, s->hb, n, s->x, 0, err, errlen))
 		return -1;
 	return 0;

@@ -323,28 +323,53 @@ __global__ void __launch_bounds__(AP_THREADS)
 
 /*
  * Decode (and small batches): flash-decoding. The cached positions of a
- * query are cut into chunks of AS_CH; block (chunk c, KV head with up to
- * AS_G of its query heads, token t) computes, for each of its heads g,
- * the chunk's maximum score m, the sum l of exp(s - m) and the
- * unnormalised sum of exp(s - m) * V, into the scratch; as_merge then
- * combines the chunks of each (token, head) with their log-sum-exp
- * weights exp(m_c - M). So a 3,000-position context keeps ~47 blocks per
- * KV head busy instead of one warp per head, and one K/V read serves the
- * whole GQA group.
- *   - scores: thread p takes position p of the chunk and reads its key
- *     row with 16-byte loads (8 halves; head_dim % 8 == 0 and the cache
- *     is cudaMalloc'ed, so every row is 16-byte aligned); the queries sit
- *     in shared memory and every thread reads the same element (a
- *     broadcast);
+ * query are cut into chunks of AS_CH * sub positions (as_split picks sub
+ * so that the blocks fill the GPU); block (chunk c, KV head with up to
+ * AS_G of its query heads, token t) walks its chunk in sub-chunks of
+ * AS_CH with an online softmax and writes, for each of its heads g, the
+ * chunk's maximum score m, the sum l of exp(s - m) and the unnormalised
+ * sum of exp(s - m) * V into the scratch; as_merge then combines the
+ * chunks of each (token, head) with their log-sum-exp weights
+ * exp(m_c - M). One K/V read serves the whole GQA group.
+ *   - scores: four threads per position, each dotting every fourth
+ *     16-byte piece (8 halves; head_dim % 8 == 0 and the cache is
+ *     cudaMalloc'ed, so every row is 16-byte aligned) with the queries
+ *     (in shared memory, a broadcast), then two shuffles add the four
+ *     parts: a warp reads 8 key rows whole (coalesced), and a thread's
+ *     chain of products is a quarter of a row;
+ *   - softmax: a warp per head, a lane per position: the running maximum
+ *     and sum, and the factor alpha = exp(m_old - m_new) that rescales
+ *     the sums so far (flash-attention's recurrence);
  *   - values: thread = (dim group of 8, position slice); the lanes of a
- *     slice read one value row as consecutive 16-byte pieces (coalesced),
- *     and the slices' partial sums are added in slice order (the result
- *     does not depend on timing).
+ *     slice read one value row as consecutive 16-byte pieces (coalesced);
+ *     at the end the slices' partial sums are added in slice order (the
+ *     result does not depend on timing).
+ * Measured on the h100 (Qwen2.5-7B shape): the first layout, a thread per
+ * position over the whole row, one chunk of 64 positions per 64-thread
+ * block, took 26.7 us a layer at 512 positions (32 blocks of two warps,
+ * each thread a chain of 896 products per phase: 3% achieved occupancy),
+ * and at 16,384 positions merging 256 chunks per head was a chain of 256
+ * dependent loads per thread.
  * All arithmetic is fp32. Chunks past a token's causal length do nothing
  * and the merge never reads them.
  */
-#define AS_CH 64 /* positions per block = threads per block */
-#define AS_G  8  /* query heads of one KV head per block */
+#define AS_CH   32  /* positions per sub-chunk: a lane per position */
+#define AS_T    128 /* threads per block: 4 per position for the scores */
+#define AS_G    8   /* query heads of one KV head per block */
+#define AS_FILL 264 /* blocks that fill the h100's 132 SMs twice */
+static_assert(AS_CH == 32 && AS_T == 4 * AS_CH, "as_kernel's layout");
+
+/* Sub-chunks per chunk for N_POS positions and N_GROUPS blocks a chunk
+ * (KV heads x head blocks x tokens): the fewest for which the chunks
+ * still give about AS_FILL blocks (more sub-chunks: fewer chunks for the
+ * merge to combine, less parallelism). */
+static int32_t as_split(int32_t n_pos, int32_t n_groups)
+{
+	const int32_t want = (AS_FILL + n_groups - 1) / n_groups; /* chunks */
+	const int32_t sub = n_pos / (AS_CH * (want > 0 ? want : 1));
+
+	return sub > 1 ? sub : 1;
+}
 
 /* Scratch floats of the split path: per (token, head, chunk) hd partial
  * sums and (m, l). */
@@ -354,11 +379,21 @@ static size_t as_scratch_floats(int32_t n_tok, int32_t n_head, int32_t hd,
 	return (size_t)n_tok * n_head * nch * (size_t)(hd + 2);
 }
 
+/* Shared memory of as_kernel: queries [AS_G][hd], p [AS_G][AS_CH], the
+ * running (m, l, alpha) [AS_G][3], the value slices' partial sums
+ * [AS_T / (hd / 8)][AS_G][hd]. */
+static size_t as_smem_bytes(int32_t hd)
+{
+	return sizeof(float) *
+	       ((size_t)AS_G * hd + (size_t)AS_G * AS_CH + (size_t)AS_G * 3 +
+	        (size_t)(AS_T / (hd / 8)) * AS_G * hd);
+}
+
 template <int HD>
 __global__ void
 as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
           int32_t n_kv, int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
-          const int32_t *dpos, int32_t nch, float *part, float *ml)
+          const int32_t *dpos, int32_t nch, int32_t sub, float *part, float *ml)
 {
 	if (dpos != NULL)
 		pos0 = *dpos;
@@ -371,112 +406,138 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	   each thread has all its loads in flight at once instead of one
 	   L2 round trip per iteration */
 	const int hd = HD > 0 ? HD : hd_arg;
-	const int32_t len = pos0 + t + 1, p0 = c * AS_CH;
-	const int tid = threadIdx.x, dgn = hd / 8, ns = AS_CH / dgn;
-	float *qs = as_sm;              /* [AS_G][hd] */
+	const int32_t len = pos0 + t + 1, c0 = c * AS_CH * sub;
+	const int tid = threadIdx.x, dgn = hd / 8, ns = AS_T / dgn;
+	const int warp = tid >> 5, lane = tid & 31;
+	const int dg = tid % dgn, sl = tid / dgn; /* values' thread roles */
+	float *qs = as_sm;                        /* [AS_G][hd] */
 	float *ss = qs + AS_G * hd;     /* [AS_G][AS_CH] scores, then p */
-	float *red = ss + AS_G * AS_CH; /* [ns][AS_G][hd] */
+	float *mla = ss + AS_G * AS_CH; /* [AS_G][3]: m, l, alpha */
+	float *red = mla + AS_G * 3;    /* [ns][AS_G][hd] */
 
-	if (p0 >= len)
+	if (c0 >= len)
 		return;
-	const int np = len - p0 < AS_CH ? len - p0 : AS_CH;
 	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
-	const __half *kh = kc + (head0 + (size_t)p0) * hd;
-	const __half *vh = vc + (head0 + (size_t)p0) * hd;
 	const int h0 = kvh * group + g0; /* first query head of the block */
 	const float scale = 1.0f / sqrtf((float)hd);
+	float acc[AS_G][8];
 
+#pragma unroll
+	for (int g = 0; g < AS_G; g++)
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			acc[g][j] = 0.0f;
 #pragma unroll 4
-	for (int i = tid; i < ng * hd; i += AS_CH)
+	for (int i = tid; i < ng * hd; i += AS_T)
 		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
+	if (tid < AS_G) {
+		mla[tid * 3] = -INFINITY;
+		mla[tid * 3 + 1] = 0.0f;
+	}
 	__syncthreads();
 
-	/* scores: thread tid = position p0 + tid */
-	{
-		float s[AS_G];
+	for (int32_t p0 = c0; p0 < c0 + AS_CH * sub && p0 < len; p0 += AS_CH) {
+		const int np = len - p0 < AS_CH ? len - p0 : AS_CH;
+		const __half *kh = kc + (head0 + (size_t)p0) * hd;
+		const __half *vh = vc + (head0 + (size_t)p0) * hd;
+
+		/* scores: position pp = tid / 4, pieces qd, qd + 4, .. */
+		{
+			const int pp = tid >> 2, qd = tid & 3;
+			float s[AS_G];
 #pragma unroll
-		for (int g = 0; g < AS_G; g++)
-			s[g] = 0.0f;
-		if (tid < np) {
-			const uint4 *kp =
-			    (const uint4 *)(kh + (size_t)tid * hd);
+			for (int g = 0; g < AS_G; g++)
+				s[g] = 0.0f;
+			if (pp < np) {
+				const uint4 *kp =
+				    (const uint4 *)(kh + (size_t)pp * hd);
 
 #pragma unroll
-			for (int d8 = 0; d8 < (HD > 0 ? HD / 8 : dgn); d8++) {
-				const uint4 raw = kp[d8];
-				const __half2 *h2 = (const __half2 *)&raw;
-				float k[8];
+				for (int k = 0;
+				     k < (HD > 0 ? HD / 32 : (dgn + 3) / 4);
+				     k++) {
+					const int d8 = qd + 4 * k;
+
+					if (HD == 0 && d8 >= dgn)
+						break;
+					const uint4 raw = kp[d8];
+					const __half2 *h2 =
+					    (const __half2 *)&raw;
+					float kv[8];
 #pragma unroll
-				for (int j = 0; j < 4; j++) {
-					const float2 f = __half22float2(h2[j]);
-					k[2 * j] = f.x;
-					k[2 * j + 1] = f.y;
-				}
+					for (int j = 0; j < 4; j++) {
+						const float2 f =
+						    __half22float2(h2[j]);
+						kv[2 * j] = f.x;
+						kv[2 * j + 1] = f.y;
+					}
 #pragma unroll
-				for (int g = 0; g < AS_G; g++) {
-					if (g < ng) {
-						const float *qg =
-						    qs + g * hd + d8 * 8;
+					for (int g = 0; g < AS_G; g++) {
+						if (g < ng) {
+							const float *qg =
+							    qs + g * hd +
+							    d8 * 8;
 #pragma unroll
-						for (int j = 0; j < 8; j++)
-							s[g] += qg[j] * k[j];
+							for (int j = 0; j < 8;
+							     j++)
+								s[g] += qg[j] *
+								        kv[j];
+						}
 					}
 				}
 			}
-		}
+			/* a position's four parts: lanes 4k .. 4k + 3 */
 #pragma unroll
-		for (int g = 0; g < AS_G; g++)
-			ss[g * AS_CH + tid] =
-			    tid < np ? s[g] * scale : -INFINITY;
-	}
-	__syncthreads();
+			for (int g = 0; g < AS_G; g++) {
+				s[g] += __shfl_xor_sync(0xffffffffu, s[g], 1);
+				s[g] += __shfl_xor_sync(0xffffffffu, s[g], 2);
+			}
+			if (qd == 0)
+#pragma unroll
+				for (int g = 0; g < AS_G; g++)
+					ss[g * AS_CH + pp] =
+					    pp < np ? s[g] * scale : -INFINITY;
+		}
+		__syncthreads();
 
-	/* per head: chunk maximum, p = exp(s - m), sum; warp w takes heads
-	 * w, w + nwarps, ... (position 0 of the chunk is valid: m finite) */
-	{
-		const int warp = tid >> 5, lane = tid & 31;
-		const int nw = AS_CH / 32;
-
-		for (int g = warp; g < ng; g += nw) {
+		/* softmax: warp w takes heads w, w + 4, ..; lane = position
+		 * (position 0 of a sub-chunk is valid: the maximum is
+		 * finite) */
+		for (int g = warp; g < ng; g += AS_T / 32) {
 			float *sg = ss + g * AS_CH;
-			float m = -INFINITY, l = 0.0f;
+			const float m_old = mla[g * 3];
+			float m = sg[lane], l;
 
-			for (int i = lane; i < AS_CH; i += 32)
-				m = fmaxf(m, sg[i]);
 			for (int off = 16; off > 0; off >>= 1)
 				m = fmaxf(m,
 				          __shfl_xor_sync(0xffffffffu, m, off));
-			for (int i = lane; i < AS_CH; i += 32) {
-				const float p = i < np ? expf(sg[i] - m) : 0.0f;
+			m = fmaxf(m, m_old);
+			const float p = lane < np ? expf(sg[lane] - m) : 0.0f;
 
-				sg[i] = p;
-				l += p;
-			}
+			sg[lane] = p;
+			l = p;
 			for (int off = 16; off > 0; off >>= 1)
 				l += __shfl_xor_sync(0xffffffffu, l, off);
 			if (lane == 0) {
-				float *o =
-				    ml +
-				    (((size_t)t * n_head + h0 + g) * nch + c) *
-				        2;
-				o[0] = m;
-				o[1] = l;
+				/* exp(-inf) = 0: nothing to rescale yet */
+				const float alpha = expf(m_old - m);
+
+				mla[g * 3] = m;
+				mla[g * 3 + 1] = mla[g * 3 + 1] * alpha + l;
+				mla[g * 3 + 2] = alpha;
 			}
 		}
-	}
-	__syncthreads();
+		__syncthreads();
 
-	/* values: thread = (dim group dg, slice sl), positions sl, sl+ns.. */
-	{
-		const int dg = tid % dgn, sl = tid / dgn;
-
+		/* values: positions sl, sl + ns, .. of the sub-chunk */
 		if (sl < ns) {
-			float acc[AS_G][8];
 #pragma unroll
-			for (int g = 0; g < AS_G; g++)
+			for (int g = 0; g < AS_G; g++) {
+				const float a = g < ng ? mla[g * 3 + 2] : 0.0f;
 #pragma unroll
 				for (int j = 0; j < 8; j++)
-					acc[g][j] = 0.0f;
+					acc[g][j] *= a;
+			}
 #pragma unroll 4
 			for (int p = sl; p < np; p += ns) {
 				const uint4 raw = *(
@@ -500,38 +561,46 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 					}
 				}
 			}
-#pragma unroll
-			for (int g = 0; g < AS_G; g++)
-				if (g < ng)
-#pragma unroll
-					for (int j = 0; j < 8; j++)
-						red[((size_t)sl * AS_G + g) *
-						        hd +
-						    dg * 8 + j] = acc[g][j];
 		}
+		__syncthreads(); /* ss and mla are rewritten next */
+	}
+	if (sl < ns)
+#pragma unroll
+		for (int g = 0; g < AS_G; g++)
+			if (g < ng)
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					red[((size_t)sl * AS_G + g) * hd +
+					    dg * 8 + j] = acc[g][j];
+	if (tid < ng) {
+		float *o = ml + (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
+
+		o[0] = mla[tid * 3];
+		o[1] = mla[tid * 3 + 1];
 	}
 	__syncthreads();
-	for (int i = tid; i < ng * hd; i += AS_CH) {
+	for (int i = tid; i < ng * hd; i += AS_T) {
 		const int g = i / hd, d = i % hd;
 		float sum = 0.0f;
 
-		for (int sl = 0; sl < ns; sl++)
-			sum += red[((size_t)sl * AS_G + g) * hd + d];
+		for (int k = 0; k < ns; k++)
+			sum += red[((size_t)k * AS_G + g) * hd + d];
 		part[(((size_t)t * n_head + h0 + g) * nch + c) * hd + d] = sum;
 	}
 }
 
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
- * chunks c of token t's causal length; block = (head, token). */
+ * chunks c (CHUNK positions each) of token t's causal length; block =
+ * (head, token). */
 __global__ void as_merge(const float *part, const float *ml, int32_t n_head,
                          int32_t hd, int32_t pos0, const int32_t *dpos,
-                         int32_t nch, float *out)
+                         int32_t nch, int32_t chunk, float *out)
 {
 	if (dpos != NULL)
 		pos0 = *dpos;
 	const int h = blockIdx.x, t = blockIdx.y;
 	const int32_t len = pos0 + t + 1;
-	const int nc = (len + AS_CH - 1) / AS_CH;
+	const int nc = (len + chunk - 1) / chunk;
 	const size_t th = (size_t)t * n_head + h;
 	const float *mlh = ml + th * nch * 2;
 	float mx = -INFINITY, l = 0.0f;
@@ -580,11 +649,10 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	/* a captured step covers positions up to pos_cap; chunks past a
 	   token's length exit at once */
 	const int32_t n_pos = ctx->d_pos != NULL ? ctx->pos_cap : pos0 + n_tok;
-	const int32_t nch = (n_pos + AS_CH - 1) / AS_CH;
+	const int32_t sub = as_split(n_pos, n_kv * nhb * n_tok);
+	const int32_t nch = (n_pos + AS_CH * sub - 1) / (AS_CH * sub);
 	const size_t nf = as_scratch_floats(n_tok, n_head, hd, nch);
-	const size_t smem =
-	    sizeof(float) * ((size_t)AS_G * hd + (size_t)AS_G * AS_CH +
-	                     (size_t)(AS_CH / (hd / 8)) * AS_G * hd);
+	const size_t smem = as_smem_bytes(hd);
 
 	if (as_scratch(ctx, nf, err, errlen))
 		return -1;
@@ -593,21 +661,21 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
 	if (hd == 64)
-		as_kernel<64><<<grid, AS_CH, smem, ctx->stream>>>(
+		as_kernel<64><<<grid, AS_T, smem, ctx->stream>>>(
 		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		    nch, part, ml);
+		    nch, sub, part, ml);
 	else if (hd == 128)
-		as_kernel<128><<<grid, AS_CH, smem, ctx->stream>>>(
+		as_kernel<128><<<grid, AS_T, smem, ctx->stream>>>(
 		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		    nch, part, ml);
+		    nch, sub, part, ml);
 	else
-		as_kernel<0><<<grid, AS_CH, smem, ctx->stream>>>(
+		as_kernel<0><<<grid, AS_T, smem, ctx->stream>>>(
 		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		    nch, part, ml);
+		    nch, sub, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0,
 	           ctx->stream>>>(part, ml, n_head, hd, pos0, ctx->d_pos, nch,
-	                          d_out);
+	                          AS_CH * sub, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -15,6 +15,7 @@
  */
 #include "cuda_check.cuh"
 #include "cuda_ops.h"
+#include "cuda_vecdot8.cuh"
 
 #include <cuda_fp16.h>
 
@@ -56,6 +57,43 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 #pragma unroll 4
 	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
 		orow[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+}
+
+/* el_rmsnorm that also quantizes its output per 32 for the int8 mat-vec
+ * (cuda_vecdot8.cuh) into XQ, cuda_x8_stride(n) bytes a token; N % 32 ==
+ * 0, so warp w's elements of an iteration are one block. The same fp32
+ * output as el_rmsnorm, and the same quants as cm_quantize_x8 of it. */
+__global__ void el_rmsnorm_x8(const float *x, const float *w, int32_t n,
+                              float eps, float *out, uint8_t *xq)
+{
+	__shared__ float part[EL_NORM_THREADS / 32];
+	const float *xr = x + (size_t)blockIdx.x * n;
+	float *orow = out + (size_t)blockIdx.x * n;
+	uint8_t *tb = xq + (size_t)blockIdx.x * cv_x8_stride(n);
+	float *d = (float *)(tb + n);
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	float ss = 0.0f;
+
+#pragma unroll 4
+	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
+		ss += xr[i] * xr[i];
+	for (int off = 16; off > 0; off >>= 1)
+		ss += __shfl_xor_sync(0xffffffffu, ss, off);
+	if (lane == 0)
+		part[warp] = ss;
+	__syncthreads();
+	ss = lane < EL_NORM_THREADS / 32 ? part[lane] : 0.0f;
+	for (int off = 16; off > 0; off >>= 1)
+		ss += __shfl_xor_sync(0xffffffffu, ss, off);
+	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
+	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS) {
+		const float o = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+		const int32_t b = i / 32;
+
+		orow[i] = o;
+		cv8_quantize32(o, lane, (int8_t *)tb + i, d + b,
+		               d + n / 32 + b);
+	}
 }
 
 /* One thread per (token, head, pair). */
@@ -247,6 +285,23 @@ extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
 	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
 	    d_x, d_w, n, eps, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
+                                  const float *d_w, int32_t n, int32_t n_tok,
+                                  float eps, float *d_out, const void **d_xq,
+                                  char *err, size_t errlen)
+{
+	*d_xq = NULL;
+	if (ctx->x8_off || n % 32 != 0 || n_tok >= CUDA_GEMM_MIN_TOKENS ||
+	    (size_t)n_tok * cv_x8_stride(n) > ctx->xq_cap)
+		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
+		                       errlen);
+	el_rmsnorm_x8<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
+	    d_x, d_w, n, eps, d_out, (uint8_t *)ctx->d_xq);
+	CUDA_TRY_LAUNCH(err, errlen);
+	*d_xq = ctx->d_xq;
 	return 0;
 }
 

@@ -33,7 +33,6 @@
 #include "cuda_vecdot.cuh"
 #include "cuda_vecdot8.cuh"
 
-#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,14 +270,9 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x)
 				                       : acc[k];
 }
 
-/*
- * The activations of N_TOK tokens of NE0 (a multiple of 32) floats at X
- * quantized per 32 into XQ (cuda_vecdot8.cuh note 4), exactly as
- * src/quant.c's quantize_i8 and vec_q8 do: d = amax / 127 (IEEE division),
- * q = roundf(x * (1 / d)) clamped to +-127, ds = d * sum(q); a block with
- * an infinity or a NaN gets d = NaN and zero quants. One warp per block,
- * a lane per element.
- */
+/* The activations of N_TOK tokens of NE0 (a multiple of 32) floats at X
+ * quantized per 32 into XQ (cuda_vecdot8.cuh notes 2 and 4): one warp per
+ * block, a lane per element. */
 __global__ void cm_quantize_x8(const float *x, int64_t ne0, int64_t n_blocks,
                                uint8_t *xq)
 {
@@ -289,28 +283,11 @@ __global__ void cm_quantize_x8(const float *x, int64_t ne0, int64_t n_blocks,
 	if (gb >= n_blocks)
 		return;
 	const int64_t nb = ne0 / 32, t = gb / nb, i = gb % nb;
-	const float v = x[t * ne0 + i * 32 + lane], a = fabsf(v);
-	const int finite = __all_sync(0xffffffffu, a <= FLT_MAX);
-	float amax = a;
-
-	for (int off = 16; off > 0; off >>= 1)
-		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-	const float d =
-	    finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
-	const float id = finite && d != 0.0f ? __frcp_rn(d) : 0.0f;
-	const float r =
-	    finite ? fminf(fmaxf(roundf(__fmul_rn(v, id)), -127.0f), 127.0f)
-	           : 0.0f;
-	int q = (int)r, sum = q;
-
-	for (int off = 16; off > 0; off >>= 1)
-		sum += __shfl_xor_sync(0xffffffffu, sum, off);
 	uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
-	tb[i * 32 + lane] = (uint8_t)(int8_t)q;
-	if (lane == 0) {
-		((float *)(tb + ne0))[i] = d;
-		((float *)(tb + ne0))[nb + i] = __fmul_rn(d, (float)sum);
-	}
+	float *d = (float *)(tb + ne0);
+
+	cv8_quantize32(x[t * ne0 + i * 32 + lane], lane,
+	               (int8_t *)tb + i * 32 + lane, d + i, d + nb + i);
 }
 
 /* OUT[r][i] = fp16 of row R0 + r of W, element i, for N elements. */
@@ -776,52 +753,69 @@ extern "C" int
 cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                    const struct cuda_tensor *wk, const struct cuda_tensor *wv,
                    const float *d_bq, const float *d_bk, const float *d_bv,
-                   const float *d_x, int32_t n_tok, float *d_q, float *d_k,
-                   float *d_v, char *err, size_t errlen)
+                   const float *d_x, const void *d_xq, int32_t n_tok,
+                   float *d_q, float *d_k, float *d_v, char *err, size_t errlen)
 {
-	struct cm_parts ps;
+	const struct cuda_tensor *w[3] = {wq, wk, wv};
+	const float *b[3] = {d_bq, d_bk, d_bv};
+	float *y[3] = {d_q, d_k, d_v};
+	/* one quantization for the three, or none (cuda_op_rmsnorm_x8) */
+	int xq_done = d_xq != NULL && d_xq == ctx->d_xq;
+	int i = 0;
 
-	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cm_fusable(wq, wk, d_x) ||
-	    !cm_fusable(wq, wv, d_x)) {
-		const struct cuda_tensor *w[3] = {wq, wk, wv};
-		const float *b[3] = {d_bq, d_bk, d_bv};
-		float *y[3] = {d_q, d_k, d_v};
+	/* one launch for the leading weights that share a unit type (all
+	   three, or Q and K when V has another type, as the Q4_K_M mix's
+	   Q6_K V of some layers), the biases in its epilogue */
+	if (n_tok < CUDA_GEMM_MIN_TOKENS && cm_fusable(wq, wk, d_x)) {
+		struct cm_parts ps;
 
-		int xq_done = 0; /* one quantization for the three */
-
-		for (int i = 0; i < 3; i++)
-			if (cm_matmul(ctx, w[i], d_x, n_tok, y[i], 0, 0,
-			              &xq_done, err, errlen) ||
-			    (b[i] != NULL &&
-			     cuda_op_add_bias(ctx, y[i], b[i],
-			                      (int32_t)w[i]->ne1, n_tok, err,
-			                      errlen)))
-				return -1;
-		return 0;
+		memset(&ps, 0, sizeof(ps));
+		ps.n = cm_fusable(wq, wv, d_x) ? 3 : 2;
+		for (int k = 0; k < ps.n; k++) {
+			ps.p[k] = cm_part_of(w[k], y[k]);
+			ps.p[k].b = b[k];
+			ps.rows += w[k]->ne1;
+		}
+		if (cm_unit_launch(ctx, wq->type, &ps, wq->ne0, d_x, n_tok,
+		                   CM_SET, &xq_done, err, errlen))
+			return -1;
+		i = ps.n;
 	}
-	memset(&ps, 0, sizeof(ps));
-	ps.p[0] = cm_part_of(wq, d_q);
-	ps.p[1] = cm_part_of(wk, d_k);
-	ps.p[2] = cm_part_of(wv, d_v);
-	ps.p[0].b = d_bq;
-	ps.p[1].b = d_bk;
-	ps.p[2].b = d_bv;
-	ps.n = 3;
-	ps.rows = wq->ne1 + wk->ne1 + wv->ne1;
-	int xq_done = 0;
-	return cm_unit_launch(ctx, wq->type, &ps, wq->ne0, d_x, n_tok, CM_SET,
-	                      &xq_done, err, errlen);
+	for (; i < 3; i++) {
+		if (n_tok < CUDA_GEMM_MIN_TOKENS && cm_unit_ok(w[i], d_x)) {
+			struct cm_parts ps;
+
+			memset(&ps, 0, sizeof(ps));
+			ps.p[0] = cm_part_of(w[i], y[i]);
+			ps.p[0].b = b[i];
+			ps.n = 1;
+			ps.rows = w[i]->ne1;
+			if (cm_unit_launch(ctx, w[i]->type, &ps, w[i]->ne0, d_x,
+			                   n_tok, CM_SET, &xq_done, err,
+			                   errlen))
+				return -1;
+			continue;
+		}
+		if (cm_matmul(ctx, w[i], d_x, n_tok, y[i], 0, 0, &xq_done, err,
+		              errlen) ||
+		    (b[i] != NULL &&
+		     cuda_op_add_bias(ctx, y[i], b[i], (int32_t)w[i]->ne1,
+		                      n_tok, err, errlen)))
+			return -1;
+	}
+	return 0;
 }
 
 extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
                                      const struct cuda_tensor *gate,
                                      const struct cuda_tensor *up,
-                                     const float *d_x, int32_t n_tok,
-                                     float *d_g, float *d_u, char *err,
-                                     size_t errlen)
+                                     const float *d_x, const void *d_xq,
+                                     int32_t n_tok, float *d_g, float *d_u,
+                                     char *err, size_t errlen)
 {
 	struct cm_parts ps;
-	int xq_done = 0; /* one quantization for gate and up */
+	/* one quantization for gate and up, or none (cuda_op_rmsnorm_x8) */
+	int xq_done = d_xq != NULL && d_xq == ctx->d_xq;
 
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
 	    !cm_fusable(gate, up, d_x))

@@ -128,29 +128,44 @@ int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                        char *err, size_t errlen);
 
 /* Q = WQ X (+ BQ), K = WK X (+ BK), V = WV X (+ BV) (shapes as
- * cuda_op_matmul; a NULL bias: none): one mat-vec launch, the biases
- * added in its epilogue, when n_tok < CUDA_GEMM_MIN_TOKENS and the three
- * share a type with a fast mat-vec (cuda_vecdot.cuh); otherwise three
- * cuda_op_matmul and cuda_op_add_bias. The same values either way. */
+ * cuda_op_matmul; a NULL bias: none): when n_tok < CUDA_GEMM_MIN_TOKENS,
+ * one mat-vec launch for the three if they share a type with a fast
+ * mat-vec (cuda_vecdot.cuh), or for Q and K and one for V, the biases
+ * added in the epilogue; otherwise three cuda_op_matmul and
+ * cuda_op_add_bias. The same values either way. D_XQ: X's int8
+ * activations as cuda_op_rmsnorm_x8 left them, or NULL (the mat-vec
+ * quantizes X itself where it needs them). */
 int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                        const struct cuda_tensor *wk,
                        const struct cuda_tensor *wv, const float *d_bq,
                        const float *d_bk, const float *d_bv, const float *d_x,
-                       int32_t n_tok, float *d_q, float *d_k, float *d_v,
-                       char *err, size_t errlen);
+                       const void *d_xq, int32_t n_tok, float *d_q, float *d_k,
+                       float *d_v, char *err, size_t errlen);
 
 /* G = silu(GATE X) * (UP X) ([n_tok][gate->ne1]): one mat-vec launch under
  * the same conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
- * products (UP X into D_U, same shape) and cuda_op_swiglu. */
+ * products (UP X into D_U, same shape) and cuda_op_swiglu. D_XQ as for
+ * cuda_op_matmul_qkv. */
 int cuda_op_matmul_swiglu(struct cuda_ctx *ctx, const struct cuda_tensor *gate,
                           const struct cuda_tensor *up, const float *d_x,
-                          int32_t n_tok, float *d_g, float *d_u, char *err,
-                          size_t errlen);
+                          const void *d_xq, int32_t n_tok, float *d_g,
+                          float *d_u, char *err, size_t errlen);
 
 /* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. */
 int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
                     int32_t n, int32_t n_tok, float eps, float *d_out,
                     char *err, size_t errlen);
+
+/* cuda_op_rmsnorm, and when the mat-vec takes int8 activations for N
+ * inputs over N_TOK tokens (cuda_op_matvec_x8's conditions but the
+ * weight's type), OUT quantized too in the same launch, into ctx->d_xq:
+ * *D_XQ is then ctx->d_xq (for cuda_op_matmul_qkv and
+ * cuda_op_matmul_swiglu), NULL otherwise. The quants are those the
+ * mat-vec would make of OUT; a launch that quantizes other activations
+ * overwrites them. */
+int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
+                       int32_t n, int32_t n_tok, float eps, float *d_out,
+                       const void **d_xq, char *err, size_t errlen);
 
 /*
  * Rotate the first n_rot dims of each of the N_HEADS heads (head_dim

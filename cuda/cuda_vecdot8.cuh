@@ -45,6 +45,8 @@
 
 #include "cuda_quant.cuh"
 
+#include <float.h>
+
 /* One token's quantized activations (note 3). */
 struct cv_x8 {
 	const int8_t *q;
@@ -68,6 +70,40 @@ static __device__ __forceinline__ struct cv_x8 cv_x8_at(const void *x,
 	                  (const float *)(b + ne0) + ne0 / 32};
 
 	return v;
+}
+
+/*
+ * Quantize one block of 32 activations, element LANE of it being V (the
+ * 32 lanes of a warp call this together), exactly as src/quant.c's
+ * quantize_i8 and vec_q8 do (note 2): d = amax / 127 (IEEE division),
+ * q = roundf(x * (1 / d)) clamped to +-127, ds = d * sum(q); a block with
+ * an infinity or a NaN gets d = NaN and zero quants. Lane l writes *Q; lane
+ * 0 writes *D and *DS.
+ */
+static __device__ __forceinline__ void
+cv8_quantize32(float v, int lane, int8_t *q, float *d, float *ds)
+{
+	const float a = fabsf(v);
+	const int finite = __all_sync(0xffffffffu, a <= FLT_MAX);
+	float amax = a;
+
+	for (int off = 16; off > 0; off >>= 1)
+		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+	const float dd =
+	    finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
+	const float id = finite && dd != 0.0f ? __frcp_rn(dd) : 0.0f;
+	const float r =
+	    finite ? fminf(fmaxf(roundf(__fmul_rn(v, id)), -127.0f), 127.0f)
+	           : 0.0f;
+	int qi = (int)r, sum = qi;
+
+	for (int off = 16; off > 0; off >>= 1)
+		sum += __shfl_xor_sync(0xffffffffu, sum, off);
+	*q = (int8_t)qi;
+	if (lane == 0) {
+		*d = dd;
+		*ds = __fmul_rn(dd, (float)sum);
+	}
 }
 
 /* Quants of block U as 8 words: word j holds elements 4j .. 4j + 3. */

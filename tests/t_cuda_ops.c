@@ -477,8 +477,8 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	}
 	float *d_b = dev_put(bias, sizeof(float) * (size_t)(nq + 2 * nkv));
 	rc = cuda_op_matmul_qkv(ctx, &cq, &ck, &cv, d_b, d_b + nq,
-	                        d_b + nq + nkv, d_x, n_tok, d_q, d_k, d_v, err,
-	                        sizeof(err));
+	                        d_b + nq + nkv, d_x, NULL, n_tok, d_q, d_k, d_v,
+	                        err, sizeof(err));
 	double eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
 	double ek = rc ? 1 : fused_err(ctx, d_k, rk, (size_t)n_tok * nkv);
 	double ev = rc ? 1 : fused_err(ctx, d_v, rv, (size_t)n_tok * nkv);
@@ -489,8 +489,8 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 
 	for (int64_t i = 0; i < n_tok * nff; i++)
 		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
-	rc = cuda_op_matmul_swiglu(ctx, &cg, &cu, d_x, n_tok, d_g, d_u, err,
-	                           sizeof(err));
+	rc = cuda_op_matmul_swiglu(ctx, &cg, &cu, d_x, NULL, n_tok, d_g, d_u,
+	                           err, sizeof(err));
 	double eg = rc ? 1 : fused_err(ctx, d_g, rg, (size_t)n_tok * nff);
 	tap_ok(!rc && eg <= tol,
 	       "swiglu %s/%s x%lld, %d tokens%s: nmse %.3g %s", qtype_name(tq),
@@ -515,6 +515,100 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		cudaFree(dev[i]);
 	void *host[] = {wq, wk, wv, wu, x, xhat, y0, rq, rk, rv, rg, ru, bias};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
+/*
+ * cuda_op_rmsnorm_x8: the same fp32 output as cuda_op_rmsnorm, bit for
+ * bit; the int8 activations it leaves in ctx->d_xq equal
+ * cuda_op_quantize_x8 of that output; QKV (Q and K fused, V apart) and
+ * gate/up + SwiGLU given them equal, bit for bit, the same products
+ * quantizing the input themselves.
+ */
+static void test_rmsnorm_x8(struct cuda_ctx *ctx)
+{
+	enum { T = 3, N = 768, NQ = 99, NKV = 33 };
+	const size_t stride = cuda_x8_stride(N);
+	float *x = malloc(sizeof(float) * T * N),
+	      *w = malloc(sizeof(float) * N);
+	float *a = malloc(sizeof(float) * T * N),
+	      *b = malloc(sizeof(float) * T * N);
+	unsigned char *qa = malloc(stride * T), *qb = malloc(stride * T);
+	float *wq, *wk, *wv;
+	void *dq, *dk, *dv, *d_x, *d_w, *d_a, *d_b, *d_q2, *d_y;
+	struct cuda_tensor cq = fused_weight(QTYPE_Q4_K, N, NQ, &dq, &wq);
+	struct cuda_tensor ck = fused_weight(QTYPE_Q4_K, N, NKV, &dk, &wk);
+	struct cuda_tensor cv = fused_weight(QTYPE_Q6_K, N, NKV, &dv, &wv);
+	const size_t ny = (size_t)T * (NQ + 2 * NKV);
+	float *y1 = malloc(sizeof(float) * ny),
+	      *y2 = malloc(sizeof(float) * ny);
+	const void *xq = NULL;
+	char err[512] = "";
+	int rc, same_out, same_q, same_y = 0, same_g = 0;
+
+	fill_unif(x, (size_t)T * N, -3.0f, 3.0f);
+	fill_unif(w, N, 0.5f, 1.5f);
+	d_x = dev_put(x, sizeof(float) * T * N);
+	d_w = dev_put(w, sizeof(float) * N);
+	d_a = dev_put(NULL, sizeof(float) * T * N);
+	d_b = dev_put(NULL, sizeof(float) * T * N);
+	d_q2 = dev_put(NULL, stride * T);
+	d_y = dev_put(NULL, sizeof(float) * ny);
+	rc =
+	    cuda_op_rmsnorm(ctx, (const float *)d_x, (const float *)d_w, N, T,
+	                    1e-5f, (float *)d_a, err, sizeof(err)) ||
+	    cuda_op_rmsnorm_x8(ctx, (const float *)d_x, (const float *)d_w, N,
+	                       T, 1e-5f, (float *)d_b, &xq, err, sizeof(err)) ||
+	    xq == NULL || dev_get(ctx, qa, xq, stride * T) ||
+	    cuda_op_quantize_x8(ctx, (const float *)d_b, T, N, d_q2, err,
+	                        sizeof(err)) ||
+	    dev_get(ctx, qb, d_q2, stride * T) ||
+	    dev_get(ctx, a, d_a, sizeof(float) * T * N) ||
+	    dev_get(ctx, b, d_b, sizeof(float) * T * N);
+	same_out = !rc && memcmp(a, b, sizeof(float) * T * N) == 0;
+	same_q = !rc && memcmp(qa, qb, stride * T) == 0;
+	tap_ok(same_out && same_q,
+	       "rmsnorm_x8 %d x %d: output = rmsnorm's (%s), int8 = "
+	       "quantize_x8 of it (%s) %s",
+	       T, N, same_out ? "same" : "differs", same_q ? "same" : "differs",
+	       err);
+	/* the products given the norm's quants, then quantizing themselves */
+	for (int pass = 0; !rc && pass < 2; pass++) {
+		float *y = (float *)d_y, *out = pass ? y2 : y1;
+
+		rc = (pass == 0 && cuda_op_rmsnorm_x8(ctx, (const float *)d_x,
+		                                      (const float *)d_w, N, T,
+		                                      1e-5f, (float *)d_b, &xq,
+		                                      err, sizeof(err))) ||
+		     cuda_op_matmul_qkv(ctx, &cq, &ck, &cv, NULL, NULL, NULL,
+		                        (const float *)d_b, pass ? NULL : xq, T,
+		                        y, y + T * NQ, y + T * (NQ + NKV), err,
+		                        sizeof(err)) ||
+		     dev_get(ctx, out, d_y, sizeof(float) * ny);
+	}
+	same_y = !rc && memcmp(y1, y2, sizeof(float) * ny) == 0;
+	for (int pass = 0; !rc && pass < 2; pass++) {
+		float *out = pass ? y2 : y1;
+
+		rc = (pass == 0 && cuda_op_rmsnorm_x8(ctx, (const float *)d_x,
+		                                      (const float *)d_w, N, T,
+		                                      1e-5f, (float *)d_b, &xq,
+		                                      err, sizeof(err))) ||
+		     cuda_op_matmul_swiglu(ctx, &cq, &cq, (const float *)d_b,
+		                           pass ? NULL : xq, T, (float *)d_y,
+		                           NULL, err, sizeof(err)) ||
+		     dev_get(ctx, out, d_y, sizeof(float) * T * NQ);
+	}
+	same_g = !rc && memcmp(y1, y2, sizeof(float) * T * NQ) == 0;
+	tap_ok(!rc && same_y && same_g,
+	       "qkv (Q4_K, Q4_K, Q6_K) and swiglu on rmsnorm_x8's int8 "
+	       "activations = quantizing themselves, bit for bit (%s, %s) %s",
+	       same_y ? "same" : "differ", same_g ? "same" : "differ", err);
+	void *dev[] = {dq, dk, dv, d_x, d_w, d_a, d_b, d_q2, d_y};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {x, w, a, b, qa, qb, wq, wk, wv, y1, y2};
 	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
 		free(host[i]);
 }
@@ -842,17 +936,20 @@ int main(void)
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
 	           1);                                             /* fused */
 	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
-	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768,
-	           1); /* mixed */
-	test_fused(&ctx, QTYPE_Q4_0, QTYPE_Q8_0, QTYPE_Q4_0, 288,
-	           3);  /* mixed, int8 activations quantized once */
-	ctx.x8_off = 1; /* the fp32-activation mat-vec the int8 one replaced */
+	/* mixed: Q and K in one launch, V (Q6_K) in its own */
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 1);
+	/* mixed: three unit launches, int8 activations quantized once */
+	test_fused(&ctx, QTYPE_Q4_0, QTYPE_Q8_0, QTYPE_Q4_0, 288, 3);
+	/* Q and K in one launch, V element-wise (fp32) and its bias added */
+	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q5_0, 288, 2);
+	ctx.x8_off = 1; /* the fp32-activation mat-vec */
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288, 1);
 	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 1);
 	ctx.x8_off = 0;
 	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, 288, 2); /* elem */
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
+	test_rmsnorm_x8(&ctx);
 	for (int neox = 0; neox <= 1; neox++) {
 		test_rope(&ctx, neox, 64, 0);
 		test_rope(&ctx, neox, 32, 1);
@@ -879,6 +976,10 @@ int main(void)
 	test_attention(&ctx, 2, 1, 256, 1, 200);  /* widest head */
 	test_attention(&ctx, 4, 4, 80, 7, 1000);  /* 7 queries, MHA */
 	test_attention(&ctx, 2, 1, 36, 1, 200);   /* head_dim % 8: one warp */
+	/* long caches: each block walks several 32-position sub-chunks with
+	   an online softmax (2, then 28 per chunk, partial last chunks) */
+	test_attention(&ctx, 4, 1, 64, 1, 20000);
+	test_attention(&ctx, 8, 2, 128, 3, 40000);
 	/* the tiled batch path (8+ queries, head_dim 64 or 128): 32-query
 	   and 32-key tiles, a last partial tile, a batch after a long cache
 	   (a follow-up turn), GQA and MHA; head_dim 80 and 256 keep the
