@@ -265,7 +265,8 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	const struct cu_layer *l = &s->layers[il];
 	struct cuda_ctx *x = &s->ctx;
 	int neox = c->rope_style == MODEL_ROPE_NEOX;
-	const void *xq; /* the norm's output as int8 activations, or NULL */
+	const void *xq; /* the norm's (then the attention's) output as int8
+	                   activations, or NULL */
 
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen) ||
@@ -277,9 +278,9 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	                          s->inv_freq, pos0, neox, e->n_ctx, il, s->kc,
 	                          s->vc, err, errlen) ||
 	    cuda_op_attention(x, s->q, s->kc, s->vc, n, c->n_head, c->n_head_kv,
-	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, err,
+	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, &xq, err,
 	                      errlen) ||
-	    cuda_op_matmul_add(x, &l->wo, s->o, n, s->x, 0, err, errlen))
+	    cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen))
 		return -1;
 	return 0;
 }
@@ -297,7 +298,8 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	                       s->xb, &xq, err, errlen) ||
 	    cuda_op_matmul_swiglu(x, &l->gate, &l->up, s->xb, xq, n, s->hb,
 	                          s->hb2, err, errlen) ||
-	    cuda_op_matmul_add(x, &l->down, s->hb, n, s->x, 0, err, errlen))
+	    cuda_op_matmul_add(x, &l->down, s->hb, NULL, n, s->x, 0, err,
+	                       errlen))
 		return -1;
 	return 0;
 }

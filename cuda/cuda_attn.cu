@@ -23,6 +23,7 @@
  */
 #include "cuda_check.cuh"
 #include "cuda_ops.h"
+#include "cuda_vecdot8.cuh"
 
 #include <cuda_fp16.h>
 #include <math.h>
@@ -129,10 +130,18 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
  *     memory): the flash-attention recurrence of at_kernel;
  *   - values: thread = 4 query rows x HD / 16 dims, accumulators in
  *     registers, rescaled by the row's exp(m_old - m_new).
- * All arithmetic is fp32. Key 0 is visible to every query, so a row's
- * maximum is finite after the first tile and exp never sees inf - inf.
- * Rows past n_tok (the last tile) compute with zero queries and are not
- * written.
+ * All arithmetic is fp32. The first key a block walks is visible to every
+ * query it writes, so a row's maximum is finite after the first tile and
+ * exp never sees inf - inf. Rows past n_tok (the last tile) compute with
+ * zero queries and are not written.
+ *
+ * Few queries over a long cache (a follow-up turn: 30 tokens after 4,000)
+ * give few blocks, each walking every key: 28 blocks for the 7B shape's
+ * heads, 0.7 ms a layer. There the keys are split too (blockIdx.z = chunk
+ * of CHUNK keys, ap_split) and each block writes its rows' unnormalised
+ * sums and (m, l) for as_merge, the decode path's log-sum-exp merge; a row
+ * whose causal length ends before the chunk writes nothing, and the merge
+ * reads only the chunks its length reaches.
  */
 #define AP_QT      32 /* queries per block */
 #define AP_KT      32 /* keys per shared-memory tile */
@@ -142,7 +151,8 @@ template <int HD>
 __global__ void __launch_bounds__(AP_THREADS)
     ap_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_tok,
               int32_t n_head, int32_t n_kv, int32_t n_ctx, int32_t il,
-              int32_t pos0, const int32_t *dpos, float *out)
+              int32_t pos0, const int32_t *dpos, int32_t chunk, int32_t nch,
+              float *part, float *ml, float *out)
 {
 	if (dpos != NULL)
 		pos0 = *dpos;
@@ -162,6 +172,13 @@ __global__ void __launch_bounds__(AP_THREADS)
 	const __half *kh = kc + head0 * HD, *vh = vc + head0 * HD;
 	const float scale = 1.0f / sqrtf((float)HD);
 	const int32_t last = pos0 + t0 + nq - 1; /* the tile's last position */
+	/* the keys of this block: all (chunk 0) or chunk blockIdx.z */
+	const int32_t k_lo = chunk > 0 ? (int32_t)blockIdx.z * chunk : 0;
+	const int32_t k_hi =
+	    chunk > 0 && k_lo + chunk - 1 < last ? k_lo + chunk - 1 : last;
+
+	if (k_lo > last)
+		return; /* no query of the tile reaches the chunk */
 
 	for (int i = tid; i < AP_QT * HD; i += AP_THREADS) {
 		const int r = i / HD, d = i % HD;
@@ -184,8 +201,8 @@ __global__ void __launch_bounds__(AP_THREADS)
 		for (int d = 0; d < DPT; d++)
 			acc[r][d] = 0.0f;
 
-	for (int32_t k0 = 0; k0 <= last; k0 += AP_KT) {
-		const int nk = last - k0 + 1 < AP_KT ? last - k0 + 1 : AP_KT;
+	for (int32_t k0 = k_lo; k0 <= k_hi; k0 += AP_KT) {
+		const int nk = k_hi - k0 + 1 < AP_KT ? k_hi - k0 + 1 : AP_KT;
 		__syncthreads(); /* the previous tile's K, V, P are used up */
 		for (int i = tid; i < AP_KT * (HD / 8); i += AP_THREADS) {
 			const int r = i / (HD / 8), c = i % (HD / 8);
@@ -309,10 +326,23 @@ __global__ void __launch_bounds__(AP_THREADS)
 #pragma unroll
 	for (int r = 0; r < 4; r++) {
 		const int row = orow + r;
-		if (row >= nq)
+		if (row >= nq || pos0 + t0 + row < k_lo)
 			continue;
+		const size_t th = (size_t)(t0 + row) * n_head + h;
+		if (chunk > 0) { /* a chunk's share, for as_merge */
+			float *o = part + (th * nch + blockIdx.z) * HD + od;
+#pragma unroll
+			for (int d = 0; d < DPT; d++)
+				o[d] = acc[r][d];
+			if (od == 0) {
+				ml[(th * nch + blockIdx.z) * 2] = row_m[row];
+				ml[(th * nch + blockIdx.z) * 2 + 1] =
+				    row_l[row];
+			}
+			continue;
+		}
 		const float inv = 1.0f / row_l[row];
-		float *o = out + ((size_t)(t0 + row) * n_head + h) * HD + od;
+		float *o = out + th * HD + od;
 #pragma unroll
 		for (int d = 0; d < DPT; d++)
 			o[d] = acc[r][d] * inv;
@@ -594,7 +624,7 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
  * (head, token). */
 __global__ void as_merge(const float *part, const float *ml, int32_t n_head,
                          int32_t hd, int32_t pos0, const int32_t *dpos,
-                         int32_t nch, int32_t chunk, float *out)
+                         int32_t nch, int32_t chunk, float *out, uint8_t *xq)
 {
 	if (dpos != NULL)
 		pos0 = *dpos;
@@ -620,6 +650,18 @@ __global__ void as_merge(const float *part, const float *ml, int32_t n_head,
 			acc += part[(th * nch + c) * hd + d] *
 			       expf(mlh[2 * c] - mx);
 		out[th * hd + d] = acc * inv;
+		if (xq != NULL) {
+			/* hd % 32 == 0 and blockDim.x % 32 == 0: the warp's
+			   32 outputs are one block of the token's vector */
+			const int64_t ne0 = (int64_t)n_head * hd;
+			const int64_t i = (int64_t)h * hd + d;
+			uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
+			float *dd = (float *)(tb + ne0);
+
+			cv8_quantize32(acc * inv, threadIdx.x & 31,
+			               (int8_t *)tb + i, dd + i / 32,
+			               dd + ne0 / 32 + i / 32);
+		}
 	}
 }
 
@@ -643,8 +685,15 @@ static int as_scratch(struct cuda_ctx *ctx, size_t n, char *err, size_t errlen)
 static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
                      const __half *vc, int32_t n_tok, int32_t n_head,
                      int32_t n_kv, int32_t hd, int32_t n_ctx, int32_t il,
-                     int32_t pos0, float *d_out, char *err, size_t errlen)
+                     int32_t pos0, float *d_out, const void **d_xq, char *err,
+                     size_t errlen)
 {
+	/* the merge quantizes its output for the wo mat-vec when it can
+	   (cuda_op_rmsnorm_x8's conditions; a warp's 32 outputs one block) */
+	const int x8 =
+	    d_xq != NULL && !ctx->x8_off && hd % 32 == 0 &&
+	    (size_t)n_tok * cv_x8_stride((int64_t)n_head * hd) <= ctx->xq_cap;
+
 	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
 	/* a captured step covers positions up to pos_cap; chunks past a
 	   token's length exit at once */
@@ -675,9 +724,31 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	CUDA_TRY_LAUNCH(err, errlen);
 	as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0,
 	           ctx->stream>>>(part, ml, n_head, hd, pos0, ctx->d_pos, nch,
-	                          AS_CH * sub, d_out);
+	                          AS_CH * sub, d_out,
+	                          x8 ? (uint8_t *)ctx->d_xq : NULL);
 	CUDA_TRY_LAUNCH(err, errlen);
+	if (x8)
+		*d_xq = ctx->d_xq;
 	return 0;
+}
+
+/* The key split of the tiled kernel: BLOCKS blocks (query tiles x heads)
+ * over N_KEYS keys. Fewer than AS_FILL blocks: *NCH chunks of *CHUNK keys
+ * (a whole number of AP_KT tiles) so that about AS_FILL blocks run;
+ * otherwise *CHUNK = 0, *NCH = 1 (no split, no merge). */
+static void ap_split(int32_t blocks, int32_t n_keys, int32_t *chunk,
+                     int32_t *nch)
+{
+	const int32_t want = (AS_FILL + blocks - 1) / blocks;
+	int32_t c = (n_keys + want - 1) / want;
+
+	*chunk = 0;
+	*nch = 1;
+	if (blocks >= AS_FILL || n_keys <= AP_KT)
+		return;
+	c = (c + AP_KT - 1) / AP_KT * AP_KT;
+	*chunk = c;
+	*nch = (n_keys + c - 1) / c;
 }
 
 /* PARLEY_CUDA_ATTN_WARP=1: prefill through at_kernel, the one-warp
@@ -697,10 +768,13 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                                  const uint16_t *d_kc, const uint16_t *d_vc,
                                  int32_t n_tok, int32_t n_head, int32_t n_kv,
                                  int32_t head_dim, int32_t n_ctx, int32_t il,
-                                 int32_t pos0, float *d_out, char *err,
-                                 size_t errlen)
+                                 int32_t pos0, float *d_out, const void **d_xq,
+                                 char *err, size_t errlen)
 {
 	int64_t pairs = (int64_t)n_tok * n_head;
+
+	if (d_xq != NULL)
+		*d_xq = NULL;
 
 	if (head_dim > CUDA_ATTN_MAX_HEAD_DIM || n_kv < 1 ||
 	    n_head % n_kv != 0) {
@@ -714,24 +788,46 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0)
 		return as_launch(ctx, d_q, (const __half *)d_kc,
 		                 (const __half *)d_vc, n_tok, n_head, n_kv,
-		                 head_dim, n_ctx, il, pos0, d_out, err, errlen);
+		                 head_dim, n_ctx, il, pos0, d_out, d_xq, err,
+		                 errlen);
 	if ((head_dim == 64 || head_dim == 128) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
 	    !at_warp_forced()) {
-		dim3 grid((unsigned)((n_tok + AP_QT - 1) / AP_QT),
-		          (unsigned)n_head);
+		const int32_t tiles = (n_tok + AP_QT - 1) / AP_QT;
+		int32_t chunk = 0, nch = 1;
+		float *part = NULL, *ml = NULL;
+
+		if (ctx->d_pos == NULL)
+			ap_split(tiles * n_head, pos0 + n_tok, &chunk, &nch);
+		if (chunk > 0) {
+			if (as_scratch(
+			        ctx,
+			        as_scratch_floats(n_tok, n_head, head_dim, nch),
+			        err, errlen))
+				return -1;
+			part = (float *)ctx->d_attn;
+			ml = part + (size_t)n_tok * n_head * nch * head_dim;
+		}
+		dim3 grid((unsigned)tiles, (unsigned)n_head, (unsigned)nch);
 
 		if (head_dim == 64)
 			ap_kernel<64><<<grid, AP_THREADS, 0, ctx->stream>>>(
 			    d_q, (const __half *)d_kc, (const __half *)d_vc,
 			    n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
-			    d_out);
+			    chunk, nch, part, ml, d_out);
 		else
 			ap_kernel<128><<<grid, AP_THREADS, 0, ctx->stream>>>(
 			    d_q, (const __half *)d_kc, (const __half *)d_vc,
 			    n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
-			    d_out);
+			    chunk, nch, part, ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
+		if (chunk > 0) {
+			as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128,
+			           0, ctx->stream>>>(part, ml, n_head, head_dim,
+			                             pos0, NULL, nch, chunk,
+			                             d_out, NULL);
+			CUDA_TRY_LAUNCH(err, errlen);
+		}
 		return 0;
 	}
 	at_kernel<<<(unsigned)((pairs + AT_WARPS - 1) / AT_WARPS),

@@ -36,7 +36,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MM_WARPS
 #define MM_WARPS 4 /* warps (rows) per mat-vec block */
+#endif
+#ifndef CM_UNROLL
+#define CM_UNROLL 1 /* units a lane has in flight in the fast mat-vec */
+#endif
+static constexpr int cm_unroll = CM_UNROLL; /* (#pragma expands no macro) */
 
 /* ------------------------------------------------------------- kernels */
 
@@ -147,7 +153,7 @@ cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
 #pragma unroll
 	for (int r = 0; r < R; r++)
 		acc[r] = 0.0f;
-#pragma unroll 2
+#pragma unroll(cm_unroll)
 	for (int64_t u = lane; u < nu; u += 32) {
 		typename U::xv xv;
 
@@ -199,7 +205,9 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
  * throughput at a quarter of DRAM's, Nsight Compute) and beat 4 (the
  * registers cut the occupancy: SmolLM2 shape 948 -> 802 tok/s, Qwen2.5-7B
  * Q4_K_M 173 -> 168). */
+#ifndef CM_ROWS
 #define CM_ROWS 2
+#endif
 
 /*
  * The fast mat-vec for the types of cuda_vecdot.cuh, MM_WARPS warps per
@@ -732,10 +740,10 @@ extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 
 extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,
                                   const struct cuda_tensor *w, const float *d_x,
-                                  int32_t n_tok, float *d_y, int force,
-                                  char *err, size_t errlen)
+                                  const void *d_xq, int32_t n_tok, float *d_y,
+                                  int force, char *err, size_t errlen)
 {
-	int xq_done = 0;
+	int xq_done = d_xq != NULL && d_xq == ctx->d_xq;
 
 	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 1, &xq_done, err,
 	                 errlen);

@@ -122,10 +122,12 @@ int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x, int32_t n_tok,
                         int64_t ne0, void *d_xq, char *err, size_t errlen);
 
 /* Y[t][r] += W row r . X[t]: cuda_op_matmul with the residual add fused
- * (mat-vec: the row's sum added in place; GEMM: beta = 1). */
+ * (mat-vec: the row's sum added in place; GEMM: beta = 1). D_XQ: X's int8
+ * activations as cuda_op_attention left them, or NULL (the mat-vec
+ * quantizes X itself where it needs them). */
 int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
-                       const float *d_x, int32_t n_tok, float *d_y, int force,
-                       char *err, size_t errlen);
+                       const float *d_x, const void *d_xq, int32_t n_tok,
+                       float *d_y, int force, char *err, size_t errlen);
 
 /* Q = WQ X (+ BQ), K = WK X (+ BK), V = WV X (+ BV) (shapes as
  * cuda_op_matmul; a NULL bias: none): when n_tok < CUDA_GEMM_MIN_TOKENS,
@@ -220,13 +222,16 @@ int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
  * Scores scaled by 1/sqrt(head_dim), softmax in fp32 (online, any length).
  * Fewer than CUDA_GEMM_MIN_TOKENS queries: split over the positions, with
  * partials in ctx->d_attn (grown here when too small: that cudaMalloc
- * may synchronise the device).
+ * may synchronise the device). D_XQ (may be NULL): set to ctx->d_xq when
+ * the merge of that split also wrote OUT as int8 activations there (what
+ * cuda_op_quantize_x8 would make of it, for cuda_op_matmul_add; head_dim
+ * a multiple of 32 and the mat-vec's int8 activations on), else NULL.
  */
 int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                       const uint16_t *d_kc, const uint16_t *d_vc, int32_t n_tok,
                       int32_t n_head, int32_t n_kv, int32_t head_dim,
                       int32_t n_ctx, int32_t il, int32_t pos0, float *d_out,
-                      char *err, size_t errlen);
+                      const void **d_xq, char *err, size_t errlen);
 
 /* D_OUT[0..3] = min, max, mean, rms of X[0..n) (struct trace_stats's
  * order; sums in double, as trace_stats_of). One block. */

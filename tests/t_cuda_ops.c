@@ -503,8 +503,8 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	rc = cudaMemcpy(d_q, y0, sizeof(float) * n_tok * nq,
 	                cudaMemcpyHostToDevice) != cudaSuccess ||
 	     cudaDeviceSynchronize() != cudaSuccess;
-	rc = rc ||
-	     cuda_op_matmul_add(ctx, &cq, d_x, n_tok, d_q, 0, err, sizeof(err));
+	rc = rc || cuda_op_matmul_add(ctx, &cq, d_x, NULL, n_tok, d_q, 0, err,
+	                              sizeof(err));
 	eq = rc ? 1 : fused_err(ctx, d_q, rq, (size_t)n_tok * nq);
 	tap_ok(!rc && eq <= tol,
 	       "matmul_add %s x%lld, %d tokens%s: nmse %.3g %s", qtype_name(tq),
@@ -601,9 +601,25 @@ static void test_rmsnorm_x8(struct cuda_ctx *ctx)
 		     dev_get(ctx, out, d_y, sizeof(float) * T * NQ);
 	}
 	same_g = !rc && memcmp(y1, y2, sizeof(float) * T * NQ) == 0;
+	for (int pass = 0; !rc && pass < 2; pass++) { /* residual add */
+		float *out = pass ? y2 : y1;
+
+		rc = cudaMemsetAsync(d_y, 0, sizeof(float) * T * NQ,
+		                     ctx->stream) != cudaSuccess ||
+		     (pass == 0 && cuda_op_rmsnorm_x8(ctx, (const float *)d_x,
+		                                      (const float *)d_w, N, T,
+		                                      1e-5f, (float *)d_b, &xq,
+		                                      err, sizeof(err))) ||
+		     cuda_op_matmul_add(ctx, &cq, (const float *)d_b,
+		                        pass ? NULL : xq, T, (float *)d_y, 0,
+		                        err, sizeof(err)) ||
+		     dev_get(ctx, out, d_y, sizeof(float) * T * NQ);
+	}
+	same_g = same_g && !rc && memcmp(y1, y2, sizeof(float) * T * NQ) == 0;
 	tap_ok(!rc && same_y && same_g,
-	       "qkv (Q4_K, Q4_K, Q6_K) and swiglu on rmsnorm_x8's int8 "
-	       "activations = quantizing themselves, bit for bit (%s, %s) %s",
+	       "qkv (Q4_K, Q4_K, Q6_K), swiglu and matmul_add on rmsnorm_x8's "
+	       "int8 activations = quantizing themselves, bit for bit (%s, "
+	       "%s) %s",
 	       same_y ? "same" : "differ", same_g ? "same" : "differ", err);
 	void *dev[] = {dq, dk, dv, d_x, d_w, d_a, d_b, d_q2, d_y};
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
@@ -880,9 +896,10 @@ static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
 	       "kv_store layout [layer][kv_head][pos][dim], %d positions "
 	       "(%ld wrong) %s",
 	       n_pos, bad, err);
-	rc =
-	    rc || cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head, n_kv,
-	                            hd, n_ctx, il, pos0, d_o, err, sizeof(err));
+	const void *xq = NULL;
+	rc = rc ||
+	     cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head, n_kv, hd,
+	                       n_ctx, il, pos0, d_o, &xq, err, sizeof(err));
 	rc = rc || dev_get(ctx, got, d_o,
 	                   sizeof(float) * (size_t)n_tok * n_head * hd);
 	double e = rc ? 1 : nmse(got, ref, (size_t)n_tok * n_head * hd);
@@ -890,6 +907,26 @@ static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
 	       "attention heads %d/%d head_dim %d, %d queries at %d: nmse "
 	       "%.3g %s",
 	       n_head, n_kv, hd, n_tok, pos0, e, err);
+	/* the split path's merge also quantizes its output for the wo
+	   mat-vec: exactly what cuda_op_quantize_x8 makes of that output */
+	if (!rc && xq != NULL) {
+		const int64_t ne0 = (int64_t)n_head * hd;
+		const size_t nb = cuda_x8_stride(ne0) * (size_t)n_tok;
+		unsigned char *qa = malloc(nb), *qb = malloc(nb);
+		void *d_q2 = dev_put(NULL, nb);
+
+		rc = dev_get(ctx, qa, xq, nb) ||
+		     cuda_op_quantize_x8(ctx, (const float *)d_o, n_tok, ne0,
+		                         d_q2, err, sizeof(err)) ||
+		     dev_get(ctx, qb, d_q2, nb);
+		tap_ok(!rc && memcmp(qa, qb, nb) == 0,
+		       "attention %d/%d/%d, %d queries: the merge's int8 "
+		       "output = quantize_x8 of it, bit for bit %s",
+		       n_head, n_kv, hd, n_tok, err);
+		cudaFree(d_q2);
+		free(qa);
+		free(qb);
+	}
 	cudaFree(d_k);
 	cudaFree(d_v);
 	cudaFree(d_q);
@@ -989,8 +1026,11 @@ int main(void)
 	test_attention(&ctx, 8, 2, 128, 37, 1000);  /* after a long cache */
 	test_attention(&ctx, 14, 2, 128, 64, 0);    /* two whole tiles */
 	test_attention(&ctx, 4, 2, 128, 300, 2500); /* many tiles */
-	test_attention(&ctx, 4, 4, 80, 40, 50);     /* head_dim 80: one warp */
-	test_attention(&ctx, 2, 1, 256, 9, 10);     /* head_dim 256 */
+	/* fewer than 264 blocks above: keys split into chunks and merged;
+	   here 10 tiles x 28 heads, one pass over the keys */
+	test_attention(&ctx, 28, 4, 128, 320, 100);
+	test_attention(&ctx, 4, 4, 80, 40, 50); /* head_dim 80: one warp */
+	test_attention(&ctx, 2, 1, 256, 9, 10); /* head_dim 256 */
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }
