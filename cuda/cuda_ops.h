@@ -107,8 +107,9 @@ int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
  * cuda_op_matvec_x8: whether the mat-vec path (fewer than
  * CUDA_GEMM_MIN_TOKENS tokens, or FORCE 1) of W over N_TOK tokens does.
  * cuda_x8_types: the weight types (bit 1 << type) whose mat-vec does in
- * the backend when their rows are 4-byte aligned (whole even block
- * counts); 0 when PARLEY_CUDA_MATVEC_F32=1 switches int8 activations off.
+ * the backend (for Q4_1 and Q4_K when their rows are 4- and 16-byte
+ * aligned: whole even block counts, any row of Q4_K); 0 when
+ * PARLEY_CUDA_MATVEC_F32=1 switches int8 activations off.
  * cuda_op_quantize_x8: the quantization alone, N_TOK rows of NE0 (a
  * multiple of 32) floats into D_XQ, cuda_x8_stride(ne0) bytes a token:
  * int8 quants [ne0], float scales [ne0/32], float d * sum(quants)
