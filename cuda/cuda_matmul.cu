@@ -141,20 +141,20 @@ template <int T> struct cm_x8_unit : cv8_unit<T> {
 	}
 };
 
-/* Rows W[0..R) . XT over their NU units of U, reduced over the warp
- * (every lane gets the sums in ACC); a lane takes units lane, lane + 32,
- * ... two in flight per iteration, and loads each unit's activations once
- * for the R rows (cuda_vecdot.cuh note 5). */
+/* Rows W[0..R) . XT over units FIRST, FIRST + STEP, .. (< NU) of U per
+ * lane, reduced over the warp (every lane gets the sums in ACC): lanes on
+ * consecutive units, each unit's activations loaded once for the R rows
+ * (cuda_vecdot.cuh note 5). */
 template <class U, int R>
 static __device__ __forceinline__ void
 cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
-            int lane, float *acc)
+            int64_t first, int step, float *acc)
 {
 #pragma unroll
 	for (int r = 0; r < R; r++)
 		acc[r] = 0.0f;
 #pragma unroll(cm_unroll)
-	for (int64_t u = lane; u < nu; u += 32) {
+	for (int64_t u = first; u < nu; u += step) {
 		typename U::xv xv;
 
 		U::xload(u, xt, xv);
@@ -218,64 +218,84 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
  * computed again from the last row, not written). CM_SWIGLU: the launch
  * covers part 0 (gate) only, CM_ROWS / 2 rows per warp, and the warp also
  * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's
- * order of operations.
+ * order of operations. KS (1, 2 or 4, cm_ks) warps share each warp's worth
+ * of rows: warp kw of them takes units kw * 32 + lane, + 32 * KS, .., and
+ * their sums are added in warp order through shared memory (the result
+ * does not depend on timing).
  */
 template <class U, int MODE>
-__global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x)
+__global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
+                               int ks)
 {
-	const int lane = threadIdx.x & 31;
-	const int64_t wi = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+	__shared__ float part[MM_WARPS][CM_ROWS];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int kw = warp % ks; /* this warp's share of the rows' units */
+	const int64_t wi = (int64_t)blockIdx.x * (MM_WARPS / ks) + warp / ks;
 	const int64_t t = blockIdx.y, nu = ne0 / U::ne;
 	const typename U::src xt = U::at(x, t, ne0);
-
-	if (MODE == CM_SWIGLU) { /* CM_ROWS / 2 outputs: gate and up rows */
-		const int64_t g0 = wi * (CM_ROWS / 2);
-
-		if (g0 >= ps.rows)
-			return;
-		const uint8_t *w[CM_ROWS];
-		const float *b;
-		float *y[CM_ROWS / 2], acc[CM_ROWS];
-
-#pragma unroll
-		for (int k = 0; k < CM_ROWS / 2; k++) {
-			const int64_t r =
-			    g0 + k < ps.rows ? g0 + k : ps.rows - 1;
-
-			cm_locate(ps, r, t, &w[2 * k], &y[k], &b);
-			w[2 * k + 1] = ps.p[1].w + (size_t)r * ps.p[1].row_size;
-		}
-		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane, acc);
-		if (lane == 0)
-#pragma unroll
-			for (int k = 0; k < CM_ROWS / 2; k++)
-				if (g0 + k < ps.rows)
-					*y[k] = __fmul_rn(
-					    __fdiv_rn(acc[2 * k],
-					              1.0f + expf(-acc[2 * k])),
-					    acc[2 * k + 1]);
-		return;
-	}
-	const int64_t r0 = wi * CM_ROWS;
-
-	if (r0 >= ps.rows)
-		return;
+	/* SwiGLU: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
+	const int64_t r0 = wi * (MODE == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS);
+	const bool active = r0 < ps.rows;
 	const uint8_t *w[CM_ROWS];
 	const float *b[CM_ROWS];
 	float *y[CM_ROWS], acc[CM_ROWS];
 
+	if (!active && ks == 1)
+		return; /* (with ks > 1 the whole block meets the barrier) */
 #pragma unroll
 	for (int k = 0; k < CM_ROWS; k++)
-		cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1, t, &w[k],
-		          &y[k], &b[k]);
-	cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane, acc);
-	if (lane == 0)
+		acc[k] = 0.0f;
+	if (active && MODE == CM_SWIGLU) {
+#pragma unroll
+		for (int k = 0; k < CM_ROWS / 2; k++) {
+			const int64_t r =
+			    r0 + k < ps.rows ? r0 + k : ps.rows - 1;
+
+			cm_locate(ps, r, t, &w[2 * k], &y[k], &b[k]);
+			w[2 * k + 1] = ps.p[1].w + (size_t)r * ps.p[1].row_size;
+		}
+	} else if (active) {
+#pragma unroll
+		for (int k = 0; k < CM_ROWS; k++)
+			cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1,
+			          t, &w[k], &y[k], &b[k]);
+	}
+	if (active)
+		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane + 32 * kw, 32 * ks,
+		                        acc);
+	if (ks > 1) { /* the KS warps' sums of the rows, in a fixed order */
+		if (lane == 0)
+#pragma unroll
+			for (int k = 0; k < CM_ROWS; k++)
+				part[warp][k] = acc[k];
+		__syncthreads();
+		if (kw != 0)
+			return;
+#pragma unroll
+		for (int k = 0; k < CM_ROWS; k++) {
+			acc[k] = part[warp][k];
+			for (int j = 1; j < ks; j++)
+				acc[k] += part[warp + j][k];
+		}
+	}
+	if (!active || lane != 0)
+		return;
+	if constexpr (MODE == CM_SWIGLU) {
+#pragma unroll
+		for (int k = 0; k < CM_ROWS / 2; k++)
+			if (r0 + k < ps.rows)
+				*y[k] = __fmul_rn(
+				    __fdiv_rn(acc[2 * k],
+				              1.0f + expf(-acc[2 * k])),
+				    acc[2 * k + 1]);
+	} else {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
 			if (r0 + k < ps.rows)
 				*y[k] = MODE == CM_ADD ? *y[k] + acc[k]
 				        : b[k] != NULL ? acc[k] + *b[k]
 				                       : acc[k];
+	}
 }
 
 /* The activations of N_TOK tokens of NE0 (a multiple of 32) floats at X
@@ -541,6 +561,25 @@ extern "C" int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x,
 	return 0;
 }
 
+/* Warps of one full wave of cm_matvec_unit on the h100: 132 SMs x 24
+ * resident warps (its registers allow 37.5 to 43.75% occupancy). */
+#define CM_FULL_WARPS (132 * 24)
+
+/* Warps sharing a row group (cm_matvec_unit's KS) for WARPS row groups of
+ * NU units: a product with fewer groups than one full wave (Qwen2.5-7B's
+ * wo, down and QKV: 1,792 to 2,304) leaves SMs short of loads in flight,
+ * so 2 or 4 warps split each group's units, as long as every lane keeps a
+ * unit (NU >= 32 KS). CM_KSPLIT=0 at build time: always 1 (for measuring). */
+#ifndef CM_KSPLIT
+#define CM_KSPLIT 1
+#endif
+static int cm_ks(int64_t warps, int64_t nu)
+{
+	if (!CM_KSPLIT || warps >= CM_FULL_WARPS)
+		return 1;
+	return nu >= 4 * 32 ? 4 : nu >= 2 * 32 ? 2 : 1;
+}
+
 /* One cm_matvec_unit launch of type TYPE (cm_unit_ok holds for every
  * part) in MODE over the rows of PS. With int8 activations (cm_x8_ok),
  * D_X is quantized into ctx->d_xq first unless *XQ_DONE says it already
@@ -553,7 +592,9 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 {
 	const int64_t per_warp = mode == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
-	dim3 grid((unsigned)((warps + MM_WARPS - 1) / MM_WARPS),
+	const int ks = cm_ks(warps, ne0 / (type == QTYPE_F16 ? 8 : 32));
+	const int64_t per_block = MM_WARPS / ks;
+	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
 	          (unsigned)n_tok);
 
 	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
@@ -567,17 +608,17 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	case T * 4 + CM_SET:                                                   \
 		cm_matvec_unit<cm_x8_unit<T>, CM_SET>                          \
 		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
-		                                              ctx->d_xq);      \
+		                                              ctx->d_xq, ks);  \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
 		cm_matvec_unit<cm_x8_unit<T>, CM_ADD>                          \
 		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
-		                                              ctx->d_xq);      \
+		                                              ctx->d_xq, ks);  \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
 		cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>                       \
 		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
-		                                              ctx->d_xq);      \
+		                                              ctx->d_xq, ks);  \
 		break;
 			CV8_FOR_EACH_TYPE(X)
 #undef X
@@ -591,15 +632,18 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \
 		cm_matvec_unit<cm_f32_unit<T>, CM_SET>                         \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x,   \
+		                                              ks);             \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
 		cm_matvec_unit<cm_f32_unit<T>, CM_ADD>                         \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x,   \
+		                                              ks);             \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
 		cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>                      \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x);  \
+		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x,   \
+		                                              ks);             \
 		break;
 		CV_FOR_EACH_TYPE(X)
 #undef X

@@ -968,6 +968,10 @@ int main(void)
 		   loop and its tail (88 K sub-blocks, 33 blocks, 132 F16
 		   units of 8) */
 		test_type(&ctx, t, k ? 2816 : 1056, 7);
+		/* rows split across 2 and 4 warps (cm_ks: few rows, long
+		   ones), a block's second warp pair past the last row */
+		test_type(&ctx, t, k ? 2816 : 2048, 5);
+		test_type(&ctx, t, 4096, 5);
 	}
 	test_quantize_x8(&ctx);
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
