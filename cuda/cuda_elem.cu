@@ -31,14 +31,22 @@ static unsigned el_blocks(int64_t n)
  * partials, warp shuffles, then the warps' sums in shared memory), then
  * the scaled copy. As many threads as a row has elements up to 4,096 (a
  * loop with one load per iteration waits one L2 round trip per element
- * it takes: 14 of them for a 3,584 row at 256 threads, ~9 us). */
+ * it takes: 14 of them for a 3,584 row at 256 threads, ~9 us). With XQ
+ * (N % 32 == 0, so warp w's elements of an iteration are one block) the
+ * output is also quantized for the int8 mat-vec (cuda_vecdot8.cuh) into
+ * XQ, cuda_x8_stride(n) bytes a token: the same quants as cm_quantize_x8
+ * makes of it, in the same launch. */
 #define EL_NORM_THREADS 1024
 __global__ void __launch_bounds__(EL_NORM_THREADS)
-    el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out)
+    el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out,
+               uint8_t *xq)
 {
 	__shared__ float part[EL_NORM_THREADS / 32];
 	const float *xr = x + (size_t)blockIdx.x * n;
 	float *orow = out + (size_t)blockIdx.x * n;
+	uint8_t *tb =
+	    xq != NULL ? xq + (size_t)blockIdx.x * cv_x8_stride(n) : NULL;
+	float *d = tb != NULL ? (float *)(tb + n) : NULL; /* scales, sums */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	float ss = 0.0f;
 
@@ -55,44 +63,13 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 		ss += __shfl_xor_sync(0xffffffffu, ss, off);
 	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
 #pragma unroll 4
-	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
-		orow[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
-}
-
-/* el_rmsnorm that also quantizes its output per 32 for the int8 mat-vec
- * (cuda_vecdot8.cuh) into XQ, cuda_x8_stride(n) bytes a token; N % 32 ==
- * 0, so warp w's elements of an iteration are one block. The same fp32
- * output as el_rmsnorm, and the same quants as cm_quantize_x8 of it. */
-__global__ void el_rmsnorm_x8(const float *x, const float *w, int32_t n,
-                              float eps, float *out, uint8_t *xq)
-{
-	__shared__ float part[EL_NORM_THREADS / 32];
-	const float *xr = x + (size_t)blockIdx.x * n;
-	float *orow = out + (size_t)blockIdx.x * n;
-	uint8_t *tb = xq + (size_t)blockIdx.x * cv_x8_stride(n);
-	float *d = (float *)(tb + n);
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	float ss = 0.0f;
-
-#pragma unroll 4
-	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
-		ss += xr[i] * xr[i];
-	for (int off = 16; off > 0; off >>= 1)
-		ss += __shfl_xor_sync(0xffffffffu, ss, off);
-	if (lane == 0)
-		part[warp] = ss;
-	__syncthreads();
-	ss = lane < EL_NORM_THREADS / 32 ? part[lane] : 0.0f;
-	for (int off = 16; off > 0; off >>= 1)
-		ss += __shfl_xor_sync(0xffffffffu, ss, off);
-	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
 	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS) {
 		const float o = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
-		const int32_t b = i / 32;
 
 		orow[i] = o;
-		cv8_quantize32(o, lane, (int8_t *)tb + i, d + b,
-		               d + n / 32 + b);
+		if (tb != NULL) /* the same for the whole block */
+			cv8_quantize32(o, lane, (int8_t *)tb + i, d + i / 32,
+			               d + n / 32 + i / 32);
 	}
 }
 
@@ -283,7 +260,7 @@ extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
                                size_t errlen)
 {
 	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
-	    d_x, d_w, n, eps, d_out);
+	    d_x, d_w, n, eps, d_out, NULL);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -298,7 +275,7 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
 	    (size_t)n_tok * cv_x8_stride(n) > ctx->xq_cap)
 		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
 		                       errlen);
-	el_rmsnorm_x8<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
+	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
 	    d_x, d_w, n, eps, d_out, (uint8_t *)ctx->d_xq);
 	CUDA_TRY_LAUNCH(err, errlen);
 	*d_xq = ctx->d_xq;

@@ -246,7 +246,32 @@ template <> struct cv_unit<QTYPE_Q4_K> {
 /* Q6_K, unit = group s (0..7) of block u / 8: half n = s / 4, group
  * g = s % 4; element l (0..31) takes a nibble of ql[n*64 + (g&1)*32 + l]
  * (high when g & 2), bits 2g.. of qh[n*32 + l], scale sc[n*8 + 2g + l/16].
+ * cv_q6k_at finds them (also for cuda_vecdot8.cuh's unit).
  */
+struct cv_q6k_unit {
+	const uint16_t *ql; /* 32 bytes: element l's low bits, >> lsh */
+	const uint16_t *qh; /* 32 bytes: element l's high 2 bits, >> hsh */
+	const int8_t *sc;   /* the scales of elements 0..15 and 16..31 */
+	const uint8_t *d;   /* the block's fp16 scale */
+	int lsh, hsh;
+};
+
+static __device__ __forceinline__ struct cv_q6k_unit
+cv_q6k_at(const uint8_t *row, int64_t u)
+{
+	const uint8_t *b = row + (u >> 3) * 210;
+	const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
+	struct cv_q6k_unit q;
+
+	q.ql = (const uint16_t *)(b + n * 64 + (g & 1) * 32);
+	q.qh = (const uint16_t *)(b + 128 + n * 32);
+	q.sc = (const int8_t *)(b + 192) + n * 8 + 2 * g;
+	q.d = b + 208;
+	q.lsh = (g & 2) ? 4 : 0;
+	q.hsh = 2 * g;
+	return q;
+}
+
 template <> struct cv_unit<QTYPE_Q6_K> {
 	static const int ne = 32;
 	static __device__ __forceinline__ void xload(int64_t u, const float *x,
@@ -257,13 +282,9 @@ template <> struct cv_unit<QTYPE_Q6_K> {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const float *xv)
 	{
-		const uint8_t *b = row + (u >> 3) * 210;
-		const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
-		const uint16_t *ql =
-		    (const uint16_t *)(b + n * 64 + (g & 1) * 32);
-		const uint16_t *qh = (const uint16_t *)(b + 128 + n * 32);
-		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + 2 * g;
-		const int lsh = (g & 2) ? 4 : 0, hsh = 2 * g;
+		const struct cv_q6k_unit qu = cv_q6k_at(row, u);
+		const uint16_t *ql = qu.ql, *qh = qu.qh;
+		const int lsh = qu.lsh, hsh = qu.hsh;
 		float half_sum[2];
 #pragma unroll
 		for (int hh = 0; hh < 2; hh++) {
@@ -286,9 +307,9 @@ template <> struct cv_unit<QTYPE_Q6_K> {
 				}
 				s += cv_dot8(xv + hh * 16 + k * 8, q);
 			}
-			half_sum[hh] = s * (float)sc[hh];
+			half_sum[hh] = s * (float)qu.sc[hh];
 		}
-		return (half_sum[0] + half_sum[1]) * cq_half(b + 208);
+		return (half_sum[0] + half_sum[1]) * cq_half(qu.d);
 	}
 };
 

@@ -44,6 +44,7 @@
 #define PARLEY_CUDA_VECDOT8_CUH
 
 #include "cuda_quant.cuh"
+#include "cuda_vecdot.cuh" /* the units */
 
 #include <float.h>
 
@@ -159,6 +160,22 @@ template <> struct cv8_unit<QTYPE_Q8_0> : cv8_unit_block {
 	}
 };
 
+/* Sum of the 32 4-bit quants of a Q4_0/Q4_1 block (16 bytes: low nibble of
+ * byte l is element l, high l + 16), as the words W(j), j < 4, times
+ * the activation block's quants. */
+template <class Words>
+static __device__ __forceinline__ int cv8_nibbles32(Words word, const int *q)
+{
+	int s = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const int w = word(j);
+		s = __dp4a(w & 0x0F0F0F0F, q[j], s);
+		s = __dp4a((w >> 4) & 0x0F0F0F0F, q[4 + j], s);
+	}
+	return s;
+}
+
 /* Q4_0: d, qs[16]: low nibble of byte l is element l, high l + 16;
  * w = d * (q - 8), so the dot is d * (dx * sum q qx - 8 * ds). */
 template <> struct cv8_unit<QTYPE_Q4_0> : cv8_unit_block {
@@ -166,14 +183,11 @@ template <> struct cv8_unit<QTYPE_Q4_0> : cv8_unit_block {
 	                                            int64_t u, const xv &v)
 	{
 		const uint8_t *b = row + u * 18;
-		const uint16_t *p = (const uint16_t *)b + 1;
-		int s = 0;
-#pragma unroll
-		for (int j = 0; j < 4; j++) {
-			const int w = cv8_word2(p + 2 * j);
-			s = __dp4a(w & 0x0F0F0F0F, v.q[j], s);
-			s = __dp4a((w >> 4) & 0x0F0F0F0F, v.q[4 + j], s);
-		}
+		const uint16_t *p =
+		    (const uint16_t *)b + 1; /* 2-byte aligned */
+		const int s = cv8_nibbles32(
+		    [p](int j) { return cv8_word2(p + 2 * j); }, v.q);
+
 		return cq_half(b) * (v.d * (float)s - 8.0f * v.ds);
 	}
 };
@@ -184,14 +198,9 @@ template <> struct cv8_unit<QTYPE_Q4_1> : cv8_unit_block {
 	                                            int64_t u, const xv &v)
 	{
 		const uint8_t *b = row + u * 20;
-		const int *p = (const int *)b + 1;
-		int s = 0;
-#pragma unroll
-		for (int j = 0; j < 4; j++) {
-			const int w = p[j];
-			s = __dp4a(w & 0x0F0F0F0F, v.q[j], s);
-			s = __dp4a((w >> 4) & 0x0F0F0F0F, v.q[4 + j], s);
-		}
+		const int *p = (const int *)b + 1; /* 4-byte aligned */
+		const int s = cv8_nibbles32([p](int j) { return p[j]; }, v.q);
+
 		return cq_half(b) * (v.d * (float)s) + cq_half(b + 2) * v.ds;
 	}
 };
@@ -204,25 +213,20 @@ template <> struct cv8_unit<QTYPE_Q6_K> : cv8_unit_block {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const uint8_t *b = row + (u >> 3) * 210;
-		const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
-		const uint16_t *ql =
-		    (const uint16_t *)(b + n * 64 + (g & 1) * 32);
-		const uint16_t *qh = (const uint16_t *)(b + 128 + n * 32);
-		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + 2 * g;
-		const int lsh = (g & 2) ? 4 : 0, hsh = 2 * g;
+		const struct cv_q6k_unit q = cv_q6k_at(row, u);
+		const int8_t *sc = q.sc;
 		int s[2] = {0, 0};
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const int l = cv8_word2(ql + 2 * j);
-			const int h = cv8_word2(qh + 2 * j);
-			const int w = ((l >> lsh) & 0x0F0F0F0F) |
-			              (((h >> hsh) & 0x03030303) << 4);
+			const int l = cv8_word2(q.ql + 2 * j);
+			const int h = cv8_word2(q.qh + 2 * j);
+			const int w = ((l >> q.lsh) & 0x0F0F0F0F) |
+			              (((h >> q.hsh) & 0x03030303) << 4);
 			/* bytes 0..63 minus 32: no byte borrows */
 			s[j >> 2] = __dp4a((int)__vsub4(w, 0x20202020), v.q[j],
 			                   s[j >> 2]);
 		}
-		return cq_half(b + 208) *
+		return cq_half(q.d) *
 		       (v.d * (float)(s[0] * (int)sc[0] + s[1] * (int)sc[1]));
 	}
 };
