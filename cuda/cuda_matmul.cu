@@ -6,14 +6,16 @@
  * NOTES ON THE DESIGN
  *
  * Mat-vec (fewer than CUDA_GEMM_MIN_TOKENS tokens): one warp per output
- * row (CM_ROWS rows, or gate and up, in the fast path), MM_WARPS warps
- * per block; the row is read once per token; fp32 products and sums, one
- * shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1,
- * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks
- * with wide loads (cm_matvec_unit, cuda_vecdot.cuh). The other types:
- * lanes on consecutive elements through the element decoder (cm_matvec),
- * so a warp still reads a contiguous span of the row (coalesced). The
- * residual add and SwiGLU are fused epilogues.
+ * row (CM_ROWS rows, or gate and up, in the fast path; 2 or 4 warps
+ * sharing them when the product has too few rows to fill the GPU,
+ * cm_ks), MM_WARPS warps per block; the row is read once per token; fp32
+ * sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1, Q4_K and
+ * Q6_K (when aligned): lanes take whole blocks or sub-blocks with wide
+ * loads (cm_matvec_unit, cuda_vecdot.cuh), with int8 activations and
+ * exact integer block sums for the quantized ones (cuda_vecdot8.cuh).
+ * The other types: lanes on consecutive elements through the element
+ * decoder (cm_matvec), so a warp still reads a contiguous span of the
+ * row (coalesced). The residual add and SwiGLU are fused epilogues.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W
  * is dequantized into the fp16 scratch (ctx->d_w16, sized for a bounded
