@@ -690,9 +690,8 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 {
 	/* the merge quantizes its output for the wo mat-vec when it can
 	   (cuda_op_rmsnorm_x8's conditions; a warp's 32 outputs one block) */
-	const int x8 =
-	    d_xq != NULL && !ctx->x8_off && hd % 32 == 0 &&
-	    (size_t)n_tok * cv_x8_stride((int64_t)n_head * hd) <= ctx->xq_cap;
+	const int x8 = d_xq != NULL && hd % 32 == 0 &&
+	               cuda_x8_room(ctx, (int64_t)n_head * hd, n_tok);
 
 	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
 	/* a captured step covers positions up to pos_cap; chunks past a

@@ -271,8 +271,7 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
                                   char *err, size_t errlen)
 {
 	*d_xq = NULL;
-	if (ctx->x8_off || n % 32 != 0 || n_tok >= CUDA_GEMM_MIN_TOKENS ||
-	    (size_t)n_tok * cv_x8_stride(n) > ctx->xq_cap)
+	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok))
 		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
 		                       errlen);
 	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(

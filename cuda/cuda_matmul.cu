@@ -516,8 +516,7 @@ static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
 	default:
 		return 0;
 	}
-	return !ctx->x8_off && ne0 % 32 == 0 &&
-	       (size_t)n_tok * cv_x8_stride(ne0) <= ctx->xq_cap;
+	return cuda_x8_room(ctx, ne0, n_tok);
 }
 
 extern "C" int cuda_op_matvec_x8(const struct cuda_ctx *ctx,
@@ -542,6 +541,20 @@ extern "C" uint64_t cuda_x8_types(void)
 extern "C" size_t cuda_x8_stride(int64_t ne0)
 {
 	return cv_x8_stride(ne0);
+}
+
+extern "C" int cuda_x8_room(const struct cuda_ctx *ctx, int64_t ne0,
+                            int32_t n_tok)
+{
+	return !ctx->x8_off && ne0 % 32 == 0 &&
+	       (size_t)n_tok * cv_x8_stride(ne0) <= ctx->xq_cap;
+}
+
+/* The XQ_DONE of cm_unit_launch for D_XQ, the int8 activations an op
+ * was given (cuda_op_rmsnorm_x8's, the attention merge's) or NULL. */
+static int cm_xq_given(const struct cuda_ctx *ctx, const void *d_xq)
+{
+	return d_xq != NULL && d_xq == ctx->d_xq;
 }
 
 extern "C" int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x,
@@ -799,7 +812,7 @@ extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,
                                   const void *d_xq, int32_t n_tok, float *d_y,
                                   int force, char *err, size_t errlen)
 {
-	int xq_done = d_xq != NULL && d_xq == ctx->d_xq;
+	int xq_done = cm_xq_given(ctx, d_xq);
 
 	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 1, &xq_done, err,
 	                 errlen);
@@ -824,7 +837,7 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 	const float *b[3] = {d_bq, d_bk, d_bv};
 	float *y[3] = {d_q, d_k, d_v};
 	/* one quantization for the three, or none (cuda_op_rmsnorm_x8) */
-	int xq_done = d_xq != NULL && d_xq == ctx->d_xq;
+	int xq_done = cm_xq_given(ctx, d_xq);
 	int i = 0;
 
 	/* one launch for the leading weights that share a unit type (all
@@ -879,7 +892,7 @@ extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
 {
 	struct cm_parts ps;
 	/* one quantization for gate and up, or none (cuda_op_rmsnorm_x8) */
-	int xq_done = d_xq != NULL && d_xq == ctx->d_xq;
+	int xq_done = cm_xq_given(ctx, d_xq);
 
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
 	    !cm_fusable(gate, up, d_x))

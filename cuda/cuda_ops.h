@@ -119,6 +119,10 @@ int cuda_op_matvec_x8(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
                       int32_t n_tok);
 uint64_t cuda_x8_types(void);
 size_t cuda_x8_stride(int64_t ne0);
+/* True when ctx->d_xq can hold N_TOK tokens of NE0 int8 activations and
+ * they are on (not ctx->x8_off; NE0 a multiple of 32): the one condition
+ * of the mat-vec, cuda_op_rmsnorm_x8 and the attention merge. */
+int cuda_x8_room(const struct cuda_ctx *ctx, int64_t ne0, int32_t n_tok);
 int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x, int32_t n_tok,
                         int64_t ne0, void *d_xq, char *err, size_t errlen);
 

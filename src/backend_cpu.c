@@ -29,7 +29,10 @@
  *   - exact_dots: each weight row is dequantized and dotted with the fp32
  *     activations. Continuous, so it can be compared with a float forward
  *     pass (Hugging Face's definition on the dequantized weights) to fp32
- *     precision. Slower (dequantization per row per chunk).
+ *     precision. Slower (dequantization per row per chunk);
+ *   - exact_dot_types: the default, but exact dots for the weight types
+ *     it names (cpu_exact): the mix of a GPU that rounds activations to
+ *     int8 for some types only, for the GPU parity tests.
  *
  * KV cache layout (fp32):
  *   k_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_k + d]
@@ -109,6 +112,13 @@ struct cpu_state {
 
 #define CPU_MAX_SEG 3 /* matrices one job can cover (Q, K and V) */
 
+/* True when rows of TYPE are dotted exactly (exact_dots, or a type of
+ * exact_dot_types), false when through int8 activations. */
+static bool cpu_exact(const struct cpu_state *s, uint32_t type)
+{
+	return s->exact || (type < 64 && (s->exact_types >> type & 1));
+}
+
 /* One matrix of a product job: Y[t][r] = W row r . (prepared vector t). */
 struct cpu_seg {
 	const struct model_tensor *w; /* weight [ne1 rows, ne0] */
@@ -127,13 +137,6 @@ struct cpu_seg {
  * Every output is computed by one thread with the same operations whatever
  * the number of threads, so results do not depend on it.
  */
-/* True when rows of TYPE are dotted exactly (exact_dots, or a type of
- * exact_dot_types), false when through int8 activations. */
-static bool cpu_exact(const struct cpu_state *s, uint32_t type)
-{
-	return s->exact || (type < 64 && (s->exact_types >> type & 1));
-}
-
 struct cpu_matmul_job {
 	const struct cpu_state *s;       /* for the exact mode's buffers */
 	struct cpu_seg seg[CPU_MAX_SEG]; /* the matrices */
