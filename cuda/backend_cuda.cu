@@ -98,6 +98,16 @@ struct cu_state {
 };
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
+/* Weight bytes up to which the mat-vec prefetches its rows while the
+ * previous kernel runs (cuda_ops.h prefetch). Measured on the h100 with
+ * PDL: SmolLM2 (96 MB) decodes 1,213 -> 1,330 tok/s with it, but
+ * TinyLlama-1.1B Q8_0 (1.1 GB) 900 -> 859 and Qwen2.5-7B Q4_K_M (4.4 GB)
+ * 329 -> 307: where each product is latency-bound, the rows reach L2 in
+ * the shadow of the previous kernel; where products are bandwidth-bound
+ * and span several waves, the prefetches are extra requests. Models
+ * between 96 MB and 1.1 GB were not measured; PARLEY_CUDA_PREFETCH=0 or 1
+ * overrides. */
+#define CU_PREFETCH_MAX ((size_t)256 << 20)
 
 /* 256-byte aligned size (cudaMalloc's alignment; any block type fits). */
 static size_t cu_align(size_t n)
@@ -885,8 +895,18 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	{
 		const char *g = getenv("PARLEY_CUDA_GRAPHS");
 
+		const char *pdl = getenv("PARLEY_CUDA_PDL");
+
 		s->use_graphs = g == NULL || strcmp(g, "0") != 0;
 		s->ctx.x8_off = cuda_x8_types() == 0;
+		const char *pf = getenv("PARLEY_CUDA_PREFETCH");
+
+		if (pdl != NULL && strcmp(pdl, "0") == 0)
+			s->ctx.pdl = 0; /* ordinary launches (to measure) */
+		s->ctx.prefetch = pf != NULL ? strcmp(pf, "0") != 0
+		                             : arena <= CU_PREFETCH_MAX;
+		if (!s->ctx.pdl)
+			s->ctx.prefetch = 0; /* nothing to overlap with */
 	}
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);

@@ -22,6 +22,7 @@
  * its positions are split across blocks (as_kernel below).
  */
 #include "cuda_check.cuh"
+#include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_vecdot8.cuh"
 
@@ -38,6 +39,7 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
                           int32_t hd, int32_t n_ctx, int32_t il, int32_t pos0,
                           const int32_t *dpos, float *out)
 {
+	cu_pdl_sync();    /* first: cuda_launch.cuh */
 	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
 		pos0 = *dpos;
 	__shared__ float qs[AT_WARPS][CUDA_ATTN_MAX_HEAD_DIM];
@@ -154,6 +156,7 @@ __global__ void __launch_bounds__(AP_THREADS)
               int32_t pos0, const int32_t *dpos, int32_t chunk, int32_t nch,
               float *part, float *ml, float *out)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
 		pos0 = *dpos;
 	constexpr int QP = HD + 4;   /* padded rows: fewer bank conflicts */
@@ -383,19 +386,25 @@ __global__ void __launch_bounds__(AP_THREADS)
  * All arithmetic is fp32. Chunks past a token's causal length do nothing
  * and the merge never reads them.
  */
-#define AS_CH   32  /* positions per sub-chunk: a lane per position */
-#define AS_T    128 /* threads per block: 4 per position for the scores */
-#define AS_G    8   /* query heads of one KV head per block */
-#define AS_FILL 264 /* blocks that fill the h100's 132 SMs twice */
+#define AS_CH 32  /* positions per sub-chunk: a lane per position */
+#define AS_T  128 /* threads per block: 4 per position for the scores */
+#define AS_G  8   /* query heads of one KV head per block */
 static_assert(AS_CH == 32 && AS_T == 4 * AS_CH, "as_kernel's layout");
+
+/* Blocks of the split attention that fill the device's multiprocessors
+ * twice (264 on an H100 or H200). */
+static int32_t as_fill(const struct cuda_ctx *ctx)
+{
+	return 2 * ctx->n_sm;
+}
 
 /* Sub-chunks per chunk for N_POS positions and N_GROUPS blocks a chunk
  * (KV heads x head blocks x tokens): the fewest for which the chunks
- * still give about AS_FILL blocks (more sub-chunks: fewer chunks for the
+ * still give about FILL blocks (more sub-chunks: fewer chunks for the
  * merge to combine, less parallelism). */
-static int32_t as_split(int32_t n_pos, int32_t n_groups)
+static int32_t as_split(int32_t n_pos, int32_t n_groups, int32_t fill)
 {
-	const int32_t want = (AS_FILL + n_groups - 1) / n_groups; /* chunks */
+	const int32_t want = (fill + n_groups - 1) / n_groups; /* chunks */
 	const int32_t sub = n_pos / (AS_CH * (want > 0 ? want : 1));
 
 	return sub > 1 ? sub : 1;
@@ -425,6 +434,7 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
           int32_t n_kv, int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
           const int32_t *dpos, int32_t nch, int32_t sub, float *part, float *ml)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
 		pos0 = *dpos;
 	extern __shared__ float as_sm[];
@@ -626,6 +636,7 @@ __global__ void as_merge(const float *part, const float *ml, int32_t n_head,
                          int32_t hd, int32_t pos0, const int32_t *dpos,
                          int32_t nch, int32_t chunk, float *out, uint8_t *xq)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
 		pos0 = *dpos;
 	const int h = blockIdx.x, t = blockIdx.y;
@@ -697,7 +708,7 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	/* a captured step covers positions up to pos_cap; chunks past a
 	   token's length exit at once */
 	const int32_t n_pos = ctx->d_pos != NULL ? ctx->pos_cap : pos0 + n_tok;
-	const int32_t sub = as_split(n_pos, n_kv * nhb * n_tok);
+	const int32_t sub = as_split(n_pos, n_kv * nhb * n_tok, as_fill(ctx));
 	const int32_t nch = (n_pos + AS_CH * sub - 1) / (AS_CH * sub);
 	const size_t nf = as_scratch_floats(n_tok, n_head, hd, nch);
 	const size_t smem = as_smem_bytes(hd);
@@ -709,22 +720,21 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
 	if (hd == 64)
-		as_kernel<64><<<grid, AS_T, smem, ctx->stream>>>(
-		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		    nch, sub, part, ml);
+		cu_launch(ctx, as_kernel<64>, grid, AS_T, smem, d_q, kc, vc,
+		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
+		          sub, part, ml);
 	else if (hd == 128)
-		as_kernel<128><<<grid, AS_T, smem, ctx->stream>>>(
-		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		    nch, sub, part, ml);
+		cu_launch(ctx, as_kernel<128>, grid, AS_T, smem, d_q, kc, vc,
+		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
+		          sub, part, ml);
 	else
-		as_kernel<0><<<grid, AS_T, smem, ctx->stream>>>(
-		    d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		    nch, sub, part, ml);
+		cu_launch(ctx, as_kernel<0>, grid, AS_T, smem, d_q, kc, vc,
+		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
+		          sub, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
-	as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0,
-	           ctx->stream>>>(part, ml, n_head, hd, pos0, ctx->d_pos, nch,
-	                          AS_CH * sub, d_out,
-	                          x8 ? (uint8_t *)ctx->d_xq : NULL);
+	cu_launch(ctx, as_merge, dim3((unsigned)n_head, (unsigned)n_tok), 128,
+	          0, part, ml, n_head, hd, pos0, ctx->d_pos, nch, AS_CH * sub,
+	          d_out, x8 ? (uint8_t *)ctx->d_xq : nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	if (x8)
 		*d_xq = ctx->d_xq;
@@ -732,18 +742,18 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 }
 
 /* The key split of the tiled kernel: BLOCKS blocks (query tiles x heads)
- * over N_KEYS keys. Fewer than AS_FILL blocks: *NCH chunks of *CHUNK keys
- * (a whole number of AP_KT tiles) so that about AS_FILL blocks run;
- * otherwise *CHUNK = 0, *NCH = 1 (no split, no merge). */
-static void ap_split(int32_t blocks, int32_t n_keys, int32_t *chunk,
-                     int32_t *nch)
+ * over N_KEYS keys. Fewer than FILL blocks (as_fill): *NCH chunks of
+ * *CHUNK keys (a whole number of AP_KT tiles) so that about FILL blocks
+ * run; otherwise *CHUNK = 0, *NCH = 1 (no split, no merge). */
+static void ap_split(int32_t blocks, int32_t n_keys, int32_t fill,
+                     int32_t *chunk, int32_t *nch)
 {
-	const int32_t want = (AS_FILL + blocks - 1) / blocks;
+	const int32_t want = (fill + blocks - 1) / blocks;
 	int32_t c = (n_keys + want - 1) / want;
 
 	*chunk = 0;
 	*nch = 1;
-	if (blocks >= AS_FILL || n_keys <= AP_KT)
+	if (blocks >= fill || n_keys <= AP_KT)
 		return;
 	c = (c + AP_KT - 1) / AP_KT * AP_KT;
 	*chunk = c;
@@ -797,7 +807,8 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 		float *part = NULL, *ml = NULL;
 
 		if (ctx->d_pos == NULL)
-			ap_split(tiles * n_head, pos0 + n_tok, &chunk, &nch);
+			ap_split(tiles * n_head, pos0 + n_tok, as_fill(ctx),
+			         &chunk, &nch);
 		if (chunk > 0) {
 			if (as_scratch(
 			        ctx,
@@ -810,29 +821,29 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 		dim3 grid((unsigned)tiles, (unsigned)n_head, (unsigned)nch);
 
 		if (head_dim == 64)
-			ap_kernel<64><<<grid, AP_THREADS, 0, ctx->stream>>>(
-			    d_q, (const __half *)d_kc, (const __half *)d_vc,
-			    n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
-			    chunk, nch, part, ml, d_out);
+			cu_launch(ctx, ap_kernel<64>, grid, AP_THREADS, 0, d_q,
+			          (const __half *)d_kc, (const __half *)d_vc,
+			          n_tok, n_head, n_kv, n_ctx, il, pos0,
+			          ctx->d_pos, chunk, nch, part, ml, d_out);
 		else
-			ap_kernel<128><<<grid, AP_THREADS, 0, ctx->stream>>>(
-			    d_q, (const __half *)d_kc, (const __half *)d_vc,
-			    n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
-			    chunk, nch, part, ml, d_out);
+			cu_launch(ctx, ap_kernel<128>, grid, AP_THREADS, 0, d_q,
+			          (const __half *)d_kc, (const __half *)d_vc,
+			          n_tok, n_head, n_kv, n_ctx, il, pos0,
+			          ctx->d_pos, chunk, nch, part, ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
-			as_merge<<<dim3((unsigned)n_head, (unsigned)n_tok), 128,
-			           0, ctx->stream>>>(part, ml, n_head, head_dim,
-			                             pos0, NULL, nch, chunk,
-			                             d_out, NULL);
+			cu_launch(ctx, as_merge,
+			          dim3((unsigned)n_head, (unsigned)n_tok), 128,
+			          0, part, ml, n_head, head_dim, pos0, nullptr,
+			          nch, chunk, d_out, nullptr);
 			CUDA_TRY_LAUNCH(err, errlen);
 		}
 		return 0;
 	}
-	at_kernel<<<(unsigned)((pairs + AT_WARPS - 1) / AT_WARPS),
-	            32 * AT_WARPS, 0, ctx->stream>>>(
-	    d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok, n_head,
-	    n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, d_out);
+	cu_launch(ctx, at_kernel, (unsigned)((pairs + AT_WARPS - 1) / AT_WARPS),
+	          32 * AT_WARPS, 0, d_q, (const __half *)d_kc,
+	          (const __half *)d_vc, n_tok, n_head, n_kv, head_dim, n_ctx,
+	          il, pos0, ctx->d_pos, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -14,6 +14,7 @@
  * and these ops are a small share of the traffic next to the weights.
  */
 #include "cuda_check.cuh"
+#include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_vecdot8.cuh"
 
@@ -41,6 +42,7 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
     el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out,
                uint8_t *xq)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	__shared__ float part[EL_NORM_THREADS / 32];
 	const float *xr = x + (size_t)blockIdx.x * n;
 	float *orow = out + (size_t)blockIdx.x * n;
@@ -78,6 +80,7 @@ __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
                         int32_t head_dim, int32_t n_rot, const double *inv_freq,
                         int32_t pos0, const int32_t *dpos, int neox)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int half = n_rot / 2;
 
 	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
@@ -101,6 +104,7 @@ __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
 
 __global__ void el_add_bias(float *x, const float *b, int32_t n, int64_t total)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx < total)
@@ -109,6 +113,7 @@ __global__ void el_add_bias(float *x, const float *b, int32_t n, int64_t total)
 
 __global__ void el_add(float *x, const float *y, int64_t n)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx < n)
@@ -118,6 +123,7 @@ __global__ void el_add(float *x, const float *y, int64_t n)
 /* silu(g) * u = g / (1 + e^-g) * u, the CPU's order of operations. */
 __global__ void el_swiglu(float *g, const float *u, int64_t n)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx < n) {
@@ -133,6 +139,7 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
                             int32_t il, int32_t pos0, const int32_t *dpos,
                             __half *kc, __half *vc)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
 		pos0 = *dpos;
 	const int64_t kv_dim = (int64_t)n_kv * head_dim;
@@ -167,6 +174,7 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
                                  int32_t n_ctx, int32_t il, __half *kc,
                                  __half *vc)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
 		pos0 = *dpos;
 	const int32_t t = blockIdx.x / (n_head + n_kv);
@@ -210,6 +218,7 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 __global__ void __launch_bounds__(EL_NORM_THREADS)
     el_stats(const float *x, int32_t n, float *out)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	__shared__ double ssum[EL_NORM_THREADS / 32], ssq[EL_NORM_THREADS / 32];
 	__shared__ float smin[EL_NORM_THREADS / 32], smax[EL_NORM_THREADS / 32];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -259,8 +268,8 @@ extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
                                float eps, float *d_out, char *err,
                                size_t errlen)
 {
-	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
-	    d_x, d_w, n, eps, d_out, NULL);
+	cu_launch(ctx, el_rmsnorm, (unsigned)n_tok, EL_NORM_THREADS, 0, d_x,
+	          d_w, n, eps, d_out, nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -274,8 +283,8 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok))
 		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
 		                       errlen);
-	el_rmsnorm<<<(unsigned)n_tok, EL_NORM_THREADS, 0, ctx->stream>>>(
-	    d_x, d_w, n, eps, d_out, (uint8_t *)ctx->d_xq);
+	cu_launch(ctx, el_rmsnorm, (unsigned)n_tok, EL_NORM_THREADS, 0, d_x,
+	          d_w, n, eps, d_out, (uint8_t *)ctx->d_xq);
 	CUDA_TRY_LAUNCH(err, errlen);
 	*d_xq = ctx->d_xq;
 	return 0;
@@ -284,7 +293,7 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
 extern "C" int cuda_op_stats(struct cuda_ctx *ctx, const float *d_x, int32_t n,
                              float *d_out, char *err, size_t errlen)
 {
-	el_stats<<<1, EL_NORM_THREADS, 0, ctx->stream>>>(d_x, n, d_out);
+	cu_launch(ctx, el_stats, 1, EL_NORM_THREADS, 0, d_x, n, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -298,9 +307,8 @@ extern "C" int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
 
 	if (n == 0)
 		return 0;
-	el_rope<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
-	    d_x, n_tok, n_heads, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos,
-	    neox);
+	cu_launch(ctx, el_rope, el_blocks(n), EL_THREADS, 0, d_x, n_tok,
+	          n_heads, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos, neox);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -311,8 +319,8 @@ extern "C" int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x,
 {
 	int64_t total = (int64_t)n * n_tok;
 
-	el_add_bias<<<el_blocks(total), EL_THREADS, 0, ctx->stream>>>(d_x, d_b,
-	                                                              n, total);
+	cu_launch(ctx, el_add_bias, el_blocks(total), EL_THREADS, 0, d_x, d_b,
+	          n, total);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -320,7 +328,7 @@ extern "C" int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x,
 extern "C" int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y,
                            int64_t n, char *err, size_t errlen)
 {
-	el_add<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(d_x, d_y, n);
+	cu_launch(ctx, el_add, el_blocks(n), EL_THREADS, 0, d_x, d_y, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -329,7 +337,7 @@ extern "C" int cuda_op_swiglu(struct cuda_ctx *ctx, float *d_g,
                               const float *d_u, int64_t n, char *err,
                               size_t errlen)
 {
-	el_swiglu<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(d_g, d_u, n);
+	cu_launch(ctx, el_swiglu, el_blocks(n), EL_THREADS, 0, d_g, d_u, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -342,9 +350,9 @@ extern "C" int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k,
 {
 	int64_t n = (int64_t)n_tok * n_kv * head_dim;
 
-	el_kv_store<<<el_blocks(n), EL_THREADS, 0, ctx->stream>>>(
-	    d_k, d_v, n_tok, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos,
-	    (__half *)d_kc, (__half *)d_vc);
+	cu_launch(ctx, el_kv_store, el_blocks(n), EL_THREADS, 0, d_k, d_v,
+	          n_tok, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos,
+	          (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -362,9 +370,9 @@ extern "C" int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q,
 
 	if (blocks == 0)
 		return 0;
-	el_rope_kv_store<<<(unsigned)blocks, 64, 0, ctx->stream>>>(
-	    d_q, d_k, d_v, n_head, n_kv, head_dim, n_rot, d_inv_freq, pos0,
-	    ctx->d_pos, neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+	cu_launch(ctx, el_rope_kv_store, (unsigned)blocks, 64, 0, d_q, d_k, d_v,
+	          n_head, n_kv, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos,
+	          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

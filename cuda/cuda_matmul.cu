@@ -30,6 +30,7 @@
  * far inside fp16's range; the residual stream itself stays fp32.
  */
 #include "cuda_check.cuh"
+#include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
 #include "cuda_vecdot.cuh"
@@ -54,6 +55,7 @@ template <int T>
 __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
                             const int32_t *rows, int64_t n, float *out)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx >= n)
@@ -68,6 +70,7 @@ template <int T>
 __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
                           int64_t ne1, const float *x, float *y, int add)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int lane = threadIdx.x & 31;
 	const int64_t row = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
 	const int64_t t = blockIdx.y;
@@ -211,6 +214,20 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
 #define CM_ROWS 2
 #endif
 
+/* Prefetch the CM_ROWS rows W of ROW_SIZE bytes into L2: 128-byte lines
+ * FIRST, FIRST + STEP, .. of each row (the lanes of the warps sharing
+ * the rows together cover them once). */
+static __device__ __forceinline__ void
+cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
+{
+#pragma unroll
+	for (int k = 0; k < CM_ROWS; k++)
+		for (size_t o = (size_t)first * 128; o < row_size;
+		     o += (size_t)step * 128)
+			asm volatile(
+			    "prefetch.global.L2 [%0];" ::"l"(w[k] + o));
+}
+
 /*
  * The fast mat-vec for the types of cuda_vecdot.cuh, MM_WARPS warps per
  * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
@@ -223,11 +240,12 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
  * order of operations. KS (1, 2 or 4, cm_ks) warps share each warp's worth
  * of rows: warp kw of them takes units kw * 32 + lane, + 32 * KS, .., and
  * their sums are added in warp order through shared memory (the result
- * does not depend on timing).
+ * does not depend on timing). PF: token 0's warps prefetch their rows
+ * into L2 before waiting for the previous kernel (cuda_launch.cuh).
  */
 template <class U, int MODE>
 __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
-                               int ks)
+                               int ks, int pf)
 {
 	__shared__ float part[MM_WARPS][CM_ROWS];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -242,8 +260,6 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const float *b[CM_ROWS];
 	float *y[CM_ROWS], acc[CM_ROWS];
 
-	if (!active && ks == 1)
-		return; /* (with ks > 1 the whole block meets the barrier) */
 #pragma unroll
 	for (int k = 0; k < CM_ROWS; k++)
 		acc[k] = 0.0f;
@@ -262,6 +278,14 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1,
 			          t, &w[k], &y[k], &b[k]);
 	}
+	/* PF (ctx->prefetch): the weights are no kernel's output, so their
+	   rows may head for L2 while the previous kernel finishes
+	   (cuda_launch.cuh) */
+	if (pf && active && t == 0)
+		cm_prefetch_rows(w, ps.p[0].row_size, lane + 32 * kw, 32 * ks);
+	cu_pdl_sync();
+	if (!active && ks == 1)
+		return; /* (with ks > 1 the whole block meets the barrier) */
 	if (active)
 		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane + 32 * kw, 32 * ks,
 		                        acc);
@@ -306,6 +330,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 __global__ void cm_quantize_x8(const float *x, int64_t ne0, int64_t n_blocks,
                                uint8_t *xq)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int lane = threadIdx.x & 31;
 	const int64_t gb =
 	    ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -325,6 +350,7 @@ template <int T>
 __global__ void cm_dequant_f16(const uint8_t *w, size_t row_size, int64_t ne0,
                                int64_t r0, int64_t n, __half *out)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx >= n)
@@ -342,6 +368,7 @@ template <int T>
 __global__ void cm_dequant8_f16(const uint8_t *w, size_t row_size, int64_t ne0,
                                 int64_t r0, int64_t n8, __half *out)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx >= n8)
@@ -359,6 +386,7 @@ __global__ void cm_dequant8_f16(const uint8_t *w, size_t row_size, int64_t ne0,
 /* OUT[i] = fp16 of X[i]. */
 __global__ void cm_to_f16(const float *x, int64_t n, __half *out)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx < n)
@@ -399,6 +427,8 @@ static int cm_bad_type(uint32_t t, char *err, size_t errlen)
 extern "C" int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap,
                              size_t x16_cap, char *err, size_t errlen)
 {
+	int dev = 0, major = 0;
+
 	memset(ctx, 0, sizeof(*ctx));
 	if (cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking) !=
 	    cudaSuccess) {
@@ -420,6 +450,17 @@ extern "C" int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap,
 	}
 	ctx->w16_cap = w16_cap;
 	ctx->x16_cap = x16_cap;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+	                           dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&ctx->n_sm, cudaDevAttrMultiProcessorCount,
+	                           dev) != cudaSuccess) {
+		snprintf(err, errlen, "device attributes: %s",
+		         cudaGetErrorString(cudaGetLastError()));
+		cuda_ctx_free(ctx);
+		return -1;
+	}
+	ctx->pdl = major >= 9;
 	/* as many bytes as the fp16 activations: int8 ones take 1.25 bytes
 	   an element, for fewer than CUDA_GEMM_MIN_TOKENS tokens */
 	ctx->xq_cap = x16_cap * sizeof(__half);
@@ -452,8 +493,8 @@ extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
 	switch (w->type) {
 #define X(T)                                                                   \
 	case T:                                                                \
-		cm_get_rows<T><<<cm_blocks(n), 256, 0, ctx->stream>>>(         \
-		    wd, w->row_size, w->ne0, d_rows, n, d_out);                \
+		cu_launch(ctx, cm_get_rows<T>, cm_blocks(n), 256, 0, wd,       \
+		          w->row_size, w->ne0, d_rows, n, d_out);              \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -570,15 +611,15 @@ extern "C" int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x,
 		    (long long)ne0);
 		return -1;
 	}
-	cm_quantize_x8<<<(unsigned)((n_blocks + 7) / 8), 256, 0, ctx->stream>>>(
-	    d_x, ne0, n_blocks, (uint8_t *)d_xq);
+	cu_launch(ctx, cm_quantize_x8, (unsigned)((n_blocks + 7) / 8), 256, 0,
+	          d_x, ne0, n_blocks, (uint8_t *)d_xq);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
 
-/* Warps of one full wave of cm_matvec_unit on the h100: 132 SMs x 24
- * resident warps (its registers allow 37.5 to 43.75% occupancy). */
-#define CM_FULL_WARPS (132 * 24)
+/* Resident warps a multiprocessor of cm_matvec_unit (its registers allow
+ * 37.5 to 43.75% occupancy on the h100): one full wave is n_sm times. */
+#define CM_SM_WARPS 24
 
 /* Warps sharing a row group (cm_matvec_unit's KS) for WARPS row groups of
  * NU units: a product with fewer groups than one full wave (Qwen2.5-7B's
@@ -588,9 +629,9 @@ extern "C" int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x,
 #ifndef CM_KSPLIT
 #define CM_KSPLIT 1
 #endif
-static int cm_ks(int64_t warps, int64_t nu)
+static int cm_ks(const struct cuda_ctx *ctx, int64_t warps, int64_t nu)
 {
-	if (!CM_KSPLIT || warps >= CM_FULL_WARPS)
+	if (!CM_KSPLIT || warps >= (int64_t)ctx->n_sm * CM_SM_WARPS)
 		return 1;
 	return nu >= 4 * 32 ? 4 : nu >= 2 * 32 ? 2 : 1;
 }
@@ -607,10 +648,11 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 {
 	const int64_t per_warp = mode == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
-	const int ks = cm_ks(warps, ne0 / (type == QTYPE_F16 ? 8 : 32));
+	const int ks = cm_ks(ctx, warps, ne0 / (type == QTYPE_F16 ? 8 : 32));
 	const int64_t per_block = MM_WARPS / ks;
 	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
 	          (unsigned)n_tok);
+	const int pf = ctx->prefetch;
 
 	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
 		if (!*xq_done &&
@@ -621,19 +663,16 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 		switch (type * 4 + (uint32_t)mode) {
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \
-		cm_matvec_unit<cm_x8_unit<T>, CM_SET>                          \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
-		                                              ctx->d_xq, ks);  \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SET>, grid,    \
+		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
-		cm_matvec_unit<cm_x8_unit<T>, CM_ADD>                          \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
-		                                              ctx->d_xq, ks);  \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ADD>, grid,    \
+		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
-		cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>                       \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0,        \
-		                                              ctx->d_xq, ks);  \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>, grid, \
+		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;
 			CV8_FOR_EACH_TYPE(X)
 #undef X
@@ -646,19 +685,16 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	switch (type * 4 + (uint32_t)mode) {
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \
-		cm_matvec_unit<cm_f32_unit<T>, CM_SET>                         \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x,   \
-		                                              ks);             \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SET>, grid,   \
+		          32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
-		cm_matvec_unit<cm_f32_unit<T>, CM_ADD>                         \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x,   \
-		                                              ks);             \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ADD>, grid,   \
+		          32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
-		cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>                      \
-		    <<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(*ps, ne0, d_x,   \
-		                                              ks);             \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>,      \
+		          grid, 32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);      \
 		break;
 		CV_FOR_EACH_TYPE(X)
 #undef X
@@ -692,8 +728,8 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	switch (w->type) {
 #define X(T)                                                                   \
 	case T:                                                                \
-		cm_matvec<T><<<grid, 32 * MM_WARPS, 0, ctx->stream>>>(         \
-		    wd, w->row_size, w->ne0, w->ne1, d_x, d_y, add);           \
+		cu_launch(ctx, cm_matvec<T>, grid, 32 * MM_WARPS, 0, wd,       \
+		          w->row_size, w->ne0, w->ne1, d_x, d_y, add);         \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -717,13 +753,12 @@ static int cm_dequant_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 #define X(T)                                                                   \
 	case T:                                                                \
 		if (w->ne0 % 8 == 0)                                           \
-			cm_dequant8_f16<T>                                     \
-			    <<<cm_blocks(n / 8), 256, 0, ctx->stream>>>(       \
-			        wd, w->row_size, w->ne0, r0, n / 8, out);      \
+			cu_launch(ctx, cm_dequant8_f16<T>, cm_blocks(n / 8),   \
+			          256, 0, wd, w->row_size, w->ne0, r0, n / 8,  \
+			          out);                                        \
 		else                                                           \
-			cm_dequant_f16<T>                                      \
-			    <<<cm_blocks(n), 256, 0, ctx->stream>>>(           \
-			        wd, w->row_size, w->ne0, r0, n, out);          \
+			cu_launch(ctx, cm_dequant_f16<T>, cm_blocks(n), 256,   \
+			          0, wd, w->row_size, w->ne0, r0, n, out);     \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -759,8 +794,8 @@ static int cm_gemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 		         ctx->w16_cap);
 		return -1;
 	}
-	cm_to_f16<<<cm_blocks(nx), 256, 0, ctx->stream>>>(d_x, nx,
-	                                                  (__half *)ctx->d_x16);
+	cu_launch(ctx, cm_to_f16, cm_blocks(nx), 256, 0, d_x, nx,
+	          (__half *)ctx->d_x16);
 	CUDA_TRY_LAUNCH(err, errlen);
 	for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
 		int64_t nr = n_out - r0 < chunk ? n_out - r0 : chunk;

@@ -48,6 +48,16 @@ struct cuda_ctx {
 	   before int8 activations, kept to measure one against the other and
 	   tested on its own; PARLEY_CUDA_MATVEC_F32=1 in the backend) */
 	int x8_off;
+	/* 1: kernels launch with programmatic dependent launch
+	   (cuda_launch.cuh); set at init on compute capability 9.0+, the
+	   backend clears it for PARLEY_CUDA_PDL=0 */
+	int pdl;
+	/* 1: the mat-vec prefetches its weight rows into L2 before it waits
+	   for the previous kernel (cuda_launch.cuh); the backend sets it for
+	   small models, where it pays (backend_cuda.cu CU_PREFETCH_MAX) */
+	int prefetch;
+	/* multiprocessors of the device (launch shapes that fill the GPU) */
+	int n_sm;
 	void *d_attn;    /* fp32 partials of the split decode attention */
 	size_t attn_cap; /* floats of d_attn (grown on demand) */
 	/* A decode step captured into a CUDA graph (backend_cuda.cu): while

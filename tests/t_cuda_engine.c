@@ -407,15 +407,20 @@ out:
  * the CPU reference. A graph that kept the position it was captured at
  * would fail both. The steps after 2,040 are traced: the statistics the
  * traced graphs compute on the device equal those the host computes from
- * each layer's copied output (a capturing trace, plain launches).
+ * each layer's copied output (a capturing trace, plain launches). A third
+ * CUDA engine replays the same graphs with ordinary launches
+ * (PARLEY_CUDA_PDL=0): programmatic dependent launch changes when a
+ * kernel is scheduled, never what it computes, so every step is bit for
+ * bit the same; a kernel reading before its predecessor finished would
+ * differ (cuda_launch.cuh).
  */
 static void check_graphs(const char *path)
 {
 	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
 	struct model *m = NULL;
-	struct engine *g = NULL, *p = NULL, *c = NULL, *c8 = NULL;
-	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0;
+	struct engine *g = NULL, *p = NULL, *q = NULL, *c = NULL, *c8 = NULL;
+	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0, n_same_pdl = 0;
 	double worst = 0, worst8 = 0, worst_rms = -1;
 	struct trace *tg = NULL, *tc = NULL;
 	const int32_t n_ctx = 2100, at[2] = {1016, 2040};
@@ -430,9 +435,13 @@ static void check_graphs(const char *path)
 	setenv("PARLEY_CUDA_GRAPHS", "0", 1);
 	p = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (off)");
 	unsetenv("PARLEY_CUDA_GRAPHS");
+	setenv("PARLEY_CUDA_PDL", "0", 1);
+	q = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (PDL off)");
+	unsetenv("PARLEY_CUDA_PDL");
 	c = open_engine_ctx(m, "cpu", 0, n_ctx, "graphs");
 	c8 = open_cpu_x8(m, n_ctx, "graphs");
-	if (toks == NULL || g == NULL || p == NULL || c == NULL || c8 == NULL)
+	if (toks == NULL || g == NULL || p == NULL || q == NULL || c == NULL ||
+	    c8 == NULL)
 		goto out;
 	for (int32_t i = 0; i < n_ctx; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % nv);
@@ -453,6 +462,7 @@ static void check_graphs(const char *path)
 		}
 		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(p, toks + n0, n, 0, err, sizeof(err)) ||
+		    engine_eval(q, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(c, toks + n0, n, 0, err, sizeof(err)) ||
 		    copy_state(c, c8, err, sizeof(err))) {
 			tap_ok(0, "graphs: prefill to %d: %s", at[r], err);
@@ -463,6 +473,7 @@ static void check_graphs(const char *path)
 			double e, e8;
 
 			if (engine_eval(p, t, 1, 0, err, sizeof(err)) ||
+			    engine_eval(q, t, 1, 0, err, sizeof(err)) ||
 			    (e = eval_both(g, c, t, 1, 0)) < 0 ||
 			    (e8 = eval_x8(c8, c, *t)) < 0) {
 				tap_ok(0, "graphs: step at %d: %s", at[r] + i,
@@ -494,12 +505,18 @@ static void check_graphs(const char *path)
 			n_steps++;
 			n_same += memcmp(engine_logits(g), engine_logits(p),
 			                 sizeof(float) * (size_t)nv) == 0;
+			n_same_pdl += memcmp(engine_logits(g), engine_logits(q),
+			                     sizeof(float) * (size_t)nv) == 0;
 		}
 	}
 	tap_ok(n_same == n_steps,
 	       "graphs: %d of %d decode steps across positions 1024 and "
 	       "2048 bit-identical to plain launches",
 	       n_same, n_steps);
+	tap_ok(n_same_pdl == n_steps,
+	       "graphs: %d of %d decode steps bit-identical with ordinary "
+	       "launches (PARLEY_CUDA_PDL=0)",
+	       n_same_pdl, n_steps);
 	tap_ok(worst <= x8_bound(worst8),
 	       "graphs: those steps vs the CPU: worst nmse %.3g (<= %.3g: "
 	       "int8 cpu %.3g)",
@@ -512,6 +529,7 @@ static void check_graphs(const char *path)
 out:
 	engine_close(g);
 	engine_close(p);
+	engine_close(q);
 	engine_close(c);
 	engine_close(c8);
 	trace_free(tg);
