@@ -17,19 +17,21 @@
  *   its first access of memory that earlier work in the stream writes or
  *   reads, and before the thread can exit.
  *
- * So a kernel still starts its real work only after its predecessor has
- * completed, and by induction after everything earlier in the stream (a
- * kernel cannot complete before its own wait returned). What may run
- * before the wait: index arithmetic, and reading the weights, which no
- * kernel writes (the mat-vec prefetches its rows into L2 there).
- * cu_pdl_sync then lets the next kernel be scheduled (launch_dependents):
- * one kernel of look-ahead, whose blocks only fill slots this one leaves.
+ * (tests/t_cuda_pdl.sh checks it in the source of every file that
+ * includes this header.) So a kernel starts its real work only after its
+ * predecessor has completed, and by induction after everything earlier
+ * in the stream (a kernel cannot complete before its own wait returned).
+ * What may run before the wait: index arithmetic, and reading the
+ * weights, which no kernel writes (the mat-vec prefetches its rows into
+ * L2 there). cu_pdl_sync then lets the next kernel be scheduled
+ * (launch_dependents): one kernel of look-ahead, whose blocks only fill
+ * slots this one leaves.
  *
- * Kernels that follow a non-kernel operation (a copy, cuBLAS) wait for it
- * as for a kernel: the attribute only relaxes kernel-to-kernel order, and
- * the wait covers whatever preceded. Without PDL (ctx->pdl 0, an older
- * GPU, PARLEY_CUDA_PDL=0) both instructions are no-ops and launches are
- * ordinary.
+ * The attribute only lets a kernel overlap the kernel before it, as far
+ * as that one allows (launch_dependents, or its end): after a copy the
+ * launch is ordinary, and after a cuBLAS kernel the wait covers it.
+ * Without PDL (ctx->pdl 0, an older GPU, PARLEY_CUDA_PDL=0) both
+ * instructions are no-ops and launches are ordinary.
  */
 #ifndef PARLEY_CUDA_LAUNCH_CUH
 #define PARLEY_CUDA_LAUNCH_CUH
