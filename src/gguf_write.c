@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include "qtype.h"
+#include "threadpool.h"
 
 /* Limits on what the writer accepts (hostile callers are not expected,
  * but a shape typo must not make it allocate or write terabytes). */
 #define GGUF_WRITER_MAX_KEY     65535
 #define GGUF_WRITER_MAX_TENSORS 1000000
+/* Bytes of rows produced together by the threads (at least one row). */
+#define GGUF_WRITER_CHUNK ((size_t)16 << 20)
 
 /* One tensor to write. */
 struct gguf_writer_tensor {
@@ -41,6 +44,7 @@ struct gguf_writer {
 	struct gguf_writer_tensor *tensors; /* [n_tensors] (owned) */
 	uint64_t n_tensors;
 	uint64_t cap_tensors;
+	int n_threads;   /* producing FILL rows (gguf_writer_set_threads) */
 	char error[256]; /* first error, "" if none */
 };
 
@@ -58,9 +62,20 @@ struct gguf_writer *gguf_writer_new(void)
 {
 	struct gguf_writer *w = calloc(1, sizeof(*w));
 
-	if (w != NULL)
+	if (w != NULL) {
 		w->alignment = GGUF_DEFAULT_ALIGNMENT;
+		w->n_threads = 1;
+	}
 	return w;
+}
+
+/* See gguf_write.h. */
+int gguf_writer_set_threads(struct gguf_writer *w, int n)
+{
+	if (w->error[0])
+		return -1;
+	w->n_threads = n > 0 ? n : threadpool_cpu_count();
+	return 0;
 }
 
 /* Free the writer. */
@@ -429,23 +444,69 @@ static int gw_write_head(struct gguf_writer *w, FILE *f, uint64_t *pos)
 	return 0;
 }
 
-/* The data of tensor T, row by row. */
-static int gw_write_tensor(struct gguf_writer *w, FILE *f,
-                           const struct gguf_writer_tensor *t, void *buf)
+/* Rows [r0, r0 + n) of a FILL tensor, produced by the pool's threads. */
+struct gw_chunk {
+	const struct gguf_writer_tensor *t;
+	unsigned char *buf; /* n rows */
+	uint64_t r0, n;
+	int *failed; /* [threads]: a fill of that thread's share failed */
+};
+
+/* threadpool_fn: thread ITH's contiguous share of the chunk's rows. */
+static void gw_fill_share(void *arg, int ith, int nth)
 {
-	(void)w;
+	struct gw_chunk *c = arg;
+	const size_t rs = c->t->row_size;
+	long lo, hi;
+
+	threadpool_split((long)c->n, ith, nth, &lo, &hi);
+	for (long r = lo; r < hi; r++)
+		if (c->t->fill(c->t->ctx, c->r0 + (uint64_t)r,
+		               c->buf + (size_t)r * rs, rs) != 0) {
+			c->failed[ith] = 1;
+			return;
+		}
+}
+
+/* The data of tensor T: its buffer, or its rows a chunk at a time (by
+ * the pool's threads when POOL; FAILED has one flag per thread). BUF
+ * holds CHUNK_ROWS rows. Returns 0, -1 (write) or -2 (fill). */
+static int gw_write_tensor(FILE *f, const struct gguf_writer_tensor *t,
+                           struct threadpool *pool, int *failed, void *buf,
+                           uint64_t chunk_rows)
+{
 	if (t->data != NULL) {
 		uint64_t n = t->row_size * t->n_rows;
 
 		return fwrite(t->data, 1, (size_t)n, f) == n ? 0 : -1;
 	}
-	for (uint64_t r = 0; r < t->n_rows; r++) {
-		if (t->fill(t->ctx, r, buf, t->row_size) != 0)
-			return -2;
-		if (fwrite(buf, 1, t->row_size, f) != t->row_size)
+	for (uint64_t r = 0; r < t->n_rows; r += chunk_rows) {
+		struct gw_chunk c = {t, buf, r, t->n_rows - r, failed};
+		int nth = pool != NULL ? threadpool_size(pool) : 1;
+
+		if (c.n > chunk_rows)
+			c.n = chunk_rows;
+		memset(failed, 0, (size_t)nth * sizeof(*failed));
+		if (pool != NULL)
+			threadpool_run(pool, gw_fill_share, &c);
+		else
+			gw_fill_share(&c, 0, 1);
+		for (int i = 0; i < nth; i++)
+			if (failed[i])
+				return -2;
+		if (fwrite(buf, t->row_size, (size_t)c.n, f) != c.n)
 			return -1;
 	}
 	return 0;
+}
+
+/* Rows of T produced and written together. */
+static uint64_t gw_chunk_rows(const struct gguf_writer_tensor *t)
+{
+	uint64_t n = t->row_size ? GGUF_WRITER_CHUNK / t->row_size : 1;
+
+	n = n < 1 ? 1 : n;
+	return n < t->n_rows ? n : t->n_rows;
 }
 
 /* Write the file; see gguf_write.h. */
@@ -454,25 +515,40 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
 {
 	FILE *f;
 	uint64_t pos = 0;
-	size_t max_row = 0;
+	size_t cap = 1;
 	void *buf = NULL;
-	int rc = 0;
+	struct threadpool *pool = NULL;
+	int *failed = NULL, rc = 0, fills = 0;
+	char perr[128];
 
 	if (w->error[0]) {
 		snprintf(err, errlen, "%s: %s", path, w->error);
 		return -1;
 	}
-	for (uint64_t i = 0; i < w->n_tensors; i++)
-		if (w->tensors[i].row_size > max_row)
-			max_row = w->tensors[i].row_size;
-	buf = malloc(max_row ? max_row : 1);
+	for (uint64_t i = 0; i < w->n_tensors; i++) {
+		const struct gguf_writer_tensor *t = &w->tensors[i];
+		size_t b = t->fill != NULL
+		               ? (size_t)gw_chunk_rows(t) * t->row_size
+		               : 0;
+
+		fills |= t->fill != NULL;
+		cap = b > cap ? b : cap;
+	}
+	/* no pool (one thread, or it could not start): the same file */
+	if (fills && w->n_threads > 1)
+		pool = threadpool_new(w->n_threads, perr, sizeof(perr));
+	buf = malloc(cap);
+	failed = calloc(pool != NULL ? (size_t)threadpool_size(pool) : 1,
+	                sizeof(*failed));
 	f = fopen(path, "wb");
-	if (f == NULL || buf == NULL) {
+	if (f == NULL || buf == NULL || failed == NULL) {
 		snprintf(err, errlen, "%s: %s", path,
 		         f == NULL ? strerror(errno) : "out of memory");
 		if (f != NULL)
 			fclose(f);
 		free(buf);
+		free(failed);
+		threadpool_free(pool);
 		return -1;
 	}
 	if (gw_write_head(w, f, &pos) ||
@@ -482,7 +558,7 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
 		const struct gguf_writer_tensor *t = &w->tensors[i];
 		uint64_t n = t->row_size * t->n_rows;
 
-		rc = gw_write_tensor(w, f, t, buf);
+		rc = gw_write_tensor(f, t, pool, failed, buf, gw_chunk_rows(t));
 		if (rc == -2) {
 			snprintf(err, errlen, "%s: producing tensor %s failed",
 			         path, t->name);
@@ -501,6 +577,8 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, char *err,
 		rc = -1;
 	}
 	free(buf);
+	free(failed);
+	threadpool_free(pool);
 	if (rc != 0) {
 		unlink(path);
 		return -1;

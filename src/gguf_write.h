@@ -11,7 +11,10 @@
  * alignment, tensor data (each tensor padded to the alignment). Tensor data
  * is either a caller buffer (borrowed until the write) or produced row by
  * row by a callback at write time, so a multi-gigabyte model never has to
- * be held in memory.
+ * be held in memory. Rows of a callback tensor may be produced by several
+ * threads (gguf_writer_set_threads), a chunk of rows at a time, each
+ * thread a contiguous share of the chunk; the chunk is written in row
+ * order, so the file does not depend on the number of threads.
  *
  * Errors are sticky: a setter that fails (duplicate key, out of memory,
  * bad shape) records the first message and returns -1; later calls do
@@ -34,7 +37,10 @@ struct gguf_writer;
 
 /*
  * Produce row ROW (0-based; a row is ne[0] elements) of a tensor into BUF
- * of ROW_BYTES bytes. Return 0, or -1 to abort the write.
+ * of ROW_BYTES bytes. Return 0, or -1 to abort the write. With more than
+ * one thread (gguf_writer_set_threads) it is called concurrently for
+ * different rows, so it must depend on nothing but CTX (read only) and
+ * ROW.
  */
 typedef int (*gguf_writer_fill_fn)(void *ctx, uint64_t row, void *buf,
                                    size_t row_bytes);
@@ -74,6 +80,11 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name,
                            uint32_t type, uint32_t n_dims, const uint64_t *ne,
                            const void *data, gguf_writer_fill_fn fill,
                            void *ctx);
+
+/* Produce the rows of FILL tensors with N threads (N <= 0: one per online
+ * CPU; the default is 1). The file is the same for every N; if the threads
+ * cannot be started the write uses one. Returns 0 or -1 (sticky error). */
+int gguf_writer_set_threads(struct gguf_writer *w, int n);
 
 /* Bytes of one row (ne[0] elements) of TYPE, or 0 if not a whole block. */
 size_t gguf_writer_row_size(uint32_t type, uint64_t ne0);
