@@ -22,10 +22,12 @@ import sys
 METRIC_TIME = "gpu__time_duration.sum"
 METRIC_READ = "dram__bytes_read.sum"
 METRIC_WRITE = "dram__bytes_write.sum"
+# the units ncu writes (seen on the h100 with --print-units base: "ns",
+# "byte"); any other stops the table rather than misreading it
 SCALE = {
+    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0,
     "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
     "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9,
-    "KB": 1e3, "MB": 1e6, "GB": 1e9,
 }
 # ggml type ids (src/qtype.h) that appear as template arguments
 QTYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1",
@@ -40,8 +42,9 @@ IGNORED = ("bw_read",)  # parley bench's bandwidth measurement
 
 def value(unit, text):
     """A metric value in base units (seconds, bytes)."""
-    v = float(text.replace(",", ""))
-    return v * SCALE.get(unit, 1.0)
+    if unit not in SCALE:
+        raise ValueError("unknown metric unit %r" % unit)
+    return float(text.replace(",", "")) * SCALE[unit]
 
 
 def label(name):
@@ -110,7 +113,11 @@ def main(argv):
         sys.stderr.write("usage: kernel_table.py NCU.csv [BANDWIDTH_GBS]\n")
         return 2
     bw = float(argv[2]) * 1e9 if len(argv) > 2 else 0.0
-    decode = [s for s in steps(launches(argv[1])) if is_decode(s)]
+    try:
+        decode = [s for s in steps(launches(argv[1])) if is_decode(s)]
+    except (OSError, ValueError, KeyError) as e:
+        sys.stderr.write("kernel_table: %s: %s\n" % (argv[1], e))
+        return 1
     if not decode:
         sys.stderr.write("kernel_table: no decode step in %s\n" % argv[1])
         return 1

@@ -29,4 +29,8 @@ grep -v 'as_kernel' "$csv" >"$tmp/nodecode.csv"
 $py "$tmp/nodecode.csv" >"$tmp/out2" 2>"$tmp/err2"
 [ $? -eq 1 ] && grep -q 'no decode step' "$tmp/err2"
 ok $? "a profile without a decode step: exit 1 and a message naming it"
+sed 's/"ns"/"furlong"/' "$csv" >"$tmp/unit.csv"
+$py "$tmp/unit.csv" >"$tmp/out3" 2>"$tmp/err3"
+[ $? -eq 1 ] && grep -q "unknown metric unit 'furlong'" "$tmp/err3" && [ ! -s "$tmp/out3" ]
+ok $? "a unit it does not know: exit 1 and no table (not a misread one)"
 done_testing
