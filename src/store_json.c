@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "store_int.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -864,6 +865,7 @@ int store_import_json(struct store *st, const char *json, size_t len,
 	struct imp_conv c = {.model_size = -1, .created = -1, .updated = -1};
 	const char *path = "$";
 	bool has_meta = false;
+	size_t bad;
 	int rc;
 
 	*id = 0;
@@ -874,6 +876,13 @@ int store_import_json(struct store *st, const char *json, size_t len,
 	if (memchr(json, '\0', len))
 		return store_errf(st, STORE_EINVAL, err, errlen,
 		                  "import: the input contains a NUL byte");
+	/* SQLite's JSON functions take text as UTF-8 and read past the end
+	   of a broken sequence (a crash found by fuzz_store_import) */
+	if ((bad = utf8_check(json, len)) != len)
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "import: the input is not valid UTF-8 (byte "
+		                  "%zu)",
+		                  bad);
 	if ((rc = store_begin(st, err, errlen)))
 		return rc;
 	rc = imp_read_conv(st, json, len, &c, &path, &has_meta, err, errlen);

@@ -746,6 +746,12 @@ static void test_export_import(struct store *st)
 		tap_ok(store_import_json(st, nul, sizeof(nul), &id, err,
 		                         sizeof(err)) == STORE_EINVAL,
 		       "rejects a NUL byte: %s", err);
+		tap_ok(store_import_json(
+		           st, "[{\"role\":\"user\",\"content\":\"a\xab\"}]",
+		           32, &id, err, sizeof(err)) == STORE_EINVAL &&
+		           strstr(err, "not valid UTF-8 (byte 28)") != NULL,
+		       "rejects bytes that are not UTF-8, naming the first: %s",
+		       err);
 		tap_ok(store_import_json(st, nul, STORE_IMPORT_MAX + 1u, &id,
 		                         err, sizeof(err)) == STORE_EINVAL,
 		       "rejects input over the size limit: %s", err);
