@@ -894,19 +894,17 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	}
 	{
 		const char *g = getenv("PARLEY_CUDA_GRAPHS");
-
 		const char *pdl = getenv("PARLEY_CUDA_PDL");
+		const char *pf = getenv("PARLEY_CUDA_PREFETCH");
 
 		s->use_graphs = g == NULL || strcmp(g, "0") != 0;
 		s->ctx.x8_off = cuda_x8_types() == 0;
-		const char *pf = getenv("PARLEY_CUDA_PREFETCH");
-
 		if (pdl != NULL && strcmp(pdl, "0") == 0)
 			s->ctx.pdl = 0; /* ordinary launches (to measure) */
-		s->ctx.prefetch = pf != NULL ? strcmp(pf, "0") != 0
-		                             : arena <= CU_PREFETCH_MAX;
-		if (!s->ctx.pdl)
-			s->ctx.prefetch = 0; /* nothing to overlap with */
+		/* without PDL there is no previous kernel to overlap with */
+		s->ctx.prefetch =
+		    s->ctx.pdl && (pf != NULL ? strcmp(pf, "0") != 0
+		                              : arena <= CU_PREFETCH_MAX);
 	}
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);
