@@ -59,6 +59,7 @@ struct cu_state {
 	int32_t kv_dim;       /* n_head_kv * head_dim */
 	int32_t q_dim;        /* n_head * head_dim */
 	unsigned char *arena; /* weights, norms, biases, inv_freq */
+	uint64_t repack;      /* types in their GPU layout (cu_repack_types) */
 	struct cu_layer *layers;
 	struct cuda_tensor embd, output;
 	const float *output_norm;
@@ -115,9 +116,35 @@ static size_t cu_align(size_t n)
 	return (n + 255) & ~(size_t)255;
 }
 
-static size_t cu_tensor_bytes(const struct model_tensor *t)
+/* The GGUF types whose weights the engine keeps in their GPU layout
+ * (cuda_ops.h, cuda_repack.cu), a mask of 1 << type: Q8_0 and Q6_K where
+ * their mat-vec takes int8 activations; none for PARLEY_CUDA_REPACK=0
+ * (the file's layout, to measure one against the other). */
+static uint64_t cu_repack_types(void)
 {
-	return t->row_size * (size_t)t->ne1;
+	const char *rp = getenv("PARLEY_CUDA_REPACK");
+
+	if (rp != NULL && strcmp(rp, "0") == 0)
+		return 0;
+	return cuda_x8_types() &
+	       (((uint64_t)1 << QTYPE_Q8_0) | ((uint64_t)1 << QTYPE_Q6_K));
+}
+
+/* Whether T is kept in its GPU layout under the mask REPACK. */
+static bool cu_repacked(const struct model_tensor *t, uint64_t repack)
+{
+	return t->type < 64 && (repack >> t->type & 1) != 0;
+}
+
+/* Bytes of T on the device (its GPU layout pads rows to 16 bytes). */
+static size_t cu_tensor_bytes(const struct model_tensor *t, uint64_t repack)
+{
+	const size_t rs =
+	    cu_repacked(t, repack)
+	        ? cuda_repack_row_size(cuda_repack_type(t->type), t->ne0)
+	        : t->row_size;
+
+	return rs * (size_t)t->ne1;
 }
 
 /* The weight matrices of layer L, in a fixed order. */
@@ -133,16 +160,17 @@ static void cu_layer_tensors(const struct model_layer *l,
 	ts[6] = &l->w_down;
 }
 
-/* Bytes of the arena for model M. */
-static size_t cu_arena_bytes(const struct model *m)
+/* Bytes of the arena for model M, the types of REPACK in their GPU
+ * layout. */
+static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 {
 	const struct model_config *c = &m->cfg;
-	size_t n = cu_align(cu_tensor_bytes(&m->w.token_embd));
+	size_t n = cu_align(cu_tensor_bytes(&m->w.token_embd, repack));
 	size_t qd = (size_t)c->n_head * c->head_dim_k;
 	size_t kvd = (size_t)c->n_head_kv * c->head_dim_k;
 
 	if (m->w.output.data != m->w.token_embd.data)
-		n += cu_align(cu_tensor_bytes(&m->w.output));
+		n += cu_align(cu_tensor_bytes(&m->w.output, repack));
 	n += cu_align((size_t)c->n_embd * sizeof(float));
 	n += cu_align((size_t)(c->n_rot / 2) * sizeof(double));
 	for (int il = 0; il < c->n_layer; il++) {
@@ -150,7 +178,7 @@ static size_t cu_arena_bytes(const struct model *m)
 
 		cu_layer_tensors(&m->w.layers[il], ts);
 		for (int i = 0; i < 7; i++)
-			n += cu_align(cu_tensor_bytes(ts[i]));
+			n += cu_align(cu_tensor_bytes(ts[i], repack));
 		n += 2 * cu_align((size_t)c->n_embd * sizeof(float));
 		if (m->w.layers[il].bq != NULL)
 			n += cu_align(qd * sizeof(float)) +
@@ -175,6 +203,45 @@ static void *cu_put(struct cu_state *s, size_t *off, const void *host, size_t n,
 	return d;
 }
 
+/* T uploaded at *OFF in its GPU layout, *CT set to describe it: chunks of
+ * the file's rows staged in the GEMM's fp16 scratch (free at load), each
+ * rearranged from there by cuda_op_repack; all on the stream, in order,
+ * synchronised once at the end of cu_upload. */
+static void cu_put_repacked(struct cu_state *s, size_t *off,
+                            const struct model_tensor *t,
+                            struct cuda_tensor *ct, char *err, size_t errlen,
+                            int *rc)
+{
+	const size_t stage = s->ctx.w16_cap * 2; /* bytes of d_w16 */
+	const int64_t chunk = (int64_t)(stage / t->row_size);
+
+	ct->type = cuda_repack_type(t->type);
+	ct->row_size = cuda_repack_row_size(ct->type, t->ne0);
+	ct->d = s->arena + *off;
+	*off += cu_align(ct->row_size * (size_t)t->ne1);
+	for (int64_t r0 = 0; *rc == 0 && r0 < t->ne1; r0 += chunk) {
+		const int64_t nr = t->ne1 - r0 < chunk ? t->ne1 - r0 : chunk;
+
+		if (cudaMemcpyAsync(s->ctx.d_w16,
+		                    (const unsigned char *)t->data +
+		                        (size_t)r0 * t->row_size,
+		                    (size_t)nr * t->row_size,
+		                    cudaMemcpyHostToDevice,
+		                    s->ctx.stream) != cudaSuccess) {
+			snprintf(err, errlen, "copying tensor '%s': %s",
+			         t->name,
+			         cudaGetErrorString(cudaGetLastError()));
+			*rc = -1;
+		} else if (cuda_op_repack(&s->ctx, t->type, t->ne0, nr,
+		                          s->ctx.d_w16,
+		                          (unsigned char *)ct->d +
+		                              (size_t)r0 * ct->row_size,
+		                          err, errlen) != 0) {
+			*rc = -1;
+		}
+	}
+}
+
 /* A tensor's device description with its data uploaded at *OFF. */
 static struct cuda_tensor cu_put_tensor(struct cu_state *s, size_t *off,
                                         const struct model_tensor *t, char *err,
@@ -186,7 +253,11 @@ static struct cuda_tensor cu_put_tensor(struct cu_state *s, size_t *off,
 	ct.ne0 = t->ne0;
 	ct.ne1 = t->ne1;
 	ct.row_size = t->row_size;
-	ct.d = cu_put(s, off, t->data, cu_tensor_bytes(t), err, errlen, rc);
+	if (cu_repacked(t, s->repack)) {
+		cu_put_repacked(s, off, t, &ct, err, errlen, rc);
+		return ct;
+	}
+	ct.d = cu_put(s, off, t->data, cu_tensor_bytes(t, 0), err, errlen, rc);
 	if (*rc == 0 && !cuda_ops_type_ok(t->type)) {
 		snprintf(err, errlen,
 		         "tensor '%s' has type %s, which the CUDA engine does "
@@ -261,6 +332,12 @@ static int cu_upload(const struct model *m, struct cu_state *s, char *err,
 			                              kvd * sizeof(float), err,
 			                              errlen, &rc);
 		}
+	}
+	/* the repacked tensors' copies and kernels (cu_put_repacked) */
+	if (rc == 0 && cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
+		snprintf(err, errlen, "rearranging the weights: %s",
+		         cudaGetErrorString(cudaGetLastError()));
+		rc = -1;
 	}
 	return rc;
 }
@@ -853,7 +930,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		max_in = (size_t)s->q_dim;
 
 	/* what the GPU must hold, before allocating any of it */
-	arena = cu_arena_bytes(m);
+	s->repack = cu_repack_types();
+	arena = cu_arena_bytes(m, s->repack);
 	kv = 2 * (size_t)c->n_layer * nctx * s->kv_dim * sizeof(uint16_t);
 	act = nb * sizeof(float) *
 	      (3 * (size_t)c->n_embd + 2 * (size_t)s->q_dim +

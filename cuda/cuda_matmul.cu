@@ -38,6 +38,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 
 #ifndef MM_WARPS
 #define MM_WARPS 4 /* warps (rows) per mat-vec block */
@@ -61,7 +62,7 @@ __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
 	if (idx >= n)
 		return;
 	int64_t r = idx / ne0, i = idx % ne0;
-	out[idx] = cq_row_elem<T>(w + (size_t)rows[r] * row_size, i);
+	out[idx] = cq_row_elem<T>(w + (size_t)rows[r] * row_size, i, ne0);
 }
 
 /* Y[t][row] = W row . X[t] (ADD: Y[t][row] += it); warp per row,
@@ -82,7 +83,7 @@ __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
 	float acc = 0.0f;
 
 	for (int64_t i = lane; i < ne0; i += 32)
-		acc += cq_row_elem<T>(wr, i) * xt[i];
+		acc += cq_row_elem<T>(wr, i, ne0) * xt[i];
 	for (int off = 16; off > 0; off >>= 1)
 		acc += __shfl_xor_sync(0xffffffffu, acc, off);
 	if (lane == 0)
@@ -146,6 +147,26 @@ template <int T> struct cm_x8_unit : cv8_unit<T> {
 	}
 };
 
+/* Whether unit U's dot takes the row's unit count (the GPU layouts'
+ * units, cuda_vecdot8.cuh: U::split). */
+template <class U, class = void> struct cm_split {
+	static const bool v = false;
+};
+template <class U> struct cm_split<U, std::void_t<decltype(U::split)>> {
+	static const bool v = U::split;
+};
+
+/* Unit U of a row of NU units dotted with XV. */
+template <class U>
+static __device__ __forceinline__ float
+cm_dot(const uint8_t *row, int64_t nu, int64_t u, const typename U::xv &xv)
+{
+	if constexpr (cm_split<U>::v)
+		return U::dot(row, nu, u, xv);
+	else
+		return U::dot(row, u, xv);
+}
+
 /* Rows W[0..R) . XT over units FIRST, FIRST + STEP, .. (< NU) of U per
  * lane, reduced over the warp (every lane gets the sums in ACC): lanes on
  * consecutive units, each unit's activations loaded once for the R rows
@@ -165,7 +186,7 @@ cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
 		U::xload(u, xt, xv);
 #pragma unroll
 		for (int r = 0; r < R; r++)
-			acc[r] += U::dot(w[r], u, xv);
+			acc[r] += cm_dot<U>(w[r], nu, u, xv);
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++)
@@ -356,8 +377,8 @@ __global__ void cm_dequant_f16(const uint8_t *w, size_t row_size, int64_t ne0,
 	if (idx >= n)
 		return;
 	int64_t r = idx / ne0, i = idx % ne0;
-	out[idx] =
-	    __float2half_rn(cq_row_elem<T>(w + (size_t)(r0 + r) * row_size, i));
+	out[idx] = __float2half_rn(
+	    cq_row_elem<T>(w + (size_t)(r0 + r) * row_size, i, ne0));
 }
 
 /* cm_dequant_f16 for 8 consecutive elements per thread (NE0 % 8 == 0):
@@ -378,8 +399,9 @@ __global__ void cm_dequant8_f16(const uint8_t *w, size_t row_size, int64_t ne0,
 	__half2 h[4];
 #pragma unroll
 	for (int k = 0; k < 4; k++)
-		h[k] = __floats2half2_rn(cq_row_elem<T>(row, i + 2 * k),
-		                         cq_row_elem<T>(row, i + 2 * k + 1));
+		h[k] =
+		    __floats2half2_rn(cq_row_elem<T>(row, i + 2 * k, ne0),
+		                      cq_row_elem<T>(row, i + 2 * k + 1, ne0));
 	*(uint4 *)(out + e) = *(const uint4 *)h;
 }
 
@@ -505,35 +527,6 @@ extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
 	return 0;
 }
 
-/* True when W has a cv_unit and meets cuda_vecdot.cuh's alignment: rows
- * 16-byte aligned for F16 (in whole units of 8) and Q4_K, 4-byte for
- * Q4_1; Q8_0, Q4_0 and Q6_K are read 2 bytes at a time, which every row
- * of them meets (their blocks are 34, 18 and 210 bytes), so an odd block
- * count (Qwen2.5-3B's FFN of 11,008 = 43 Q6_K blocks) keeps the unit
- * path: the element-wise one took 63 us per down product there, 32% of a
- * decode step on the h100. X 16-byte aligned. */
-static int cm_unit_ok(const struct cuda_tensor *w, const float *d_x)
-{
-	const uintptr_t al = (uintptr_t)w->d | (uintptr_t)w->row_size;
-
-	if ((uintptr_t)d_x % 16 != 0)
-		return 0;
-	switch (w->type) {
-	case QTYPE_F16:
-		return al % 16 == 0 && w->ne0 % 8 == 0;
-	case QTYPE_Q4_K:
-		return al % 16 == 0;
-	case QTYPE_Q4_1:
-		return al % 4 == 0;
-	case QTYPE_Q8_0:
-	case QTYPE_Q4_0:
-	case QTYPE_Q6_K:
-		return al % 2 == 0;
-	default:
-		return 0;
-	}
-}
-
 /* The part of one weight with output D_Y. */
 static struct cm_part cm_part_of(const struct cuda_tensor *w, float *d_y)
 {
@@ -560,10 +553,47 @@ static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
 	return cuda_x8_room(ctx, ne0, n_tok);
 }
 
+/* True when W has a cv_unit and meets cuda_vecdot.cuh's alignment: rows
+ * 16-byte aligned for F16 (in whole units of 8) and Q4_K, 4-byte for
+ * Q4_1; Q8_0, Q4_0 and Q6_K are read 2 bytes at a time, which every row
+ * of them meets (their blocks are 34, 18 and 210 bytes), so an odd block
+ * count (Qwen2.5-3B's FFN of 11,008 = 43 Q6_K blocks) keeps the unit
+ * path: the element-wise one took 63 us per down product there, 32% of a
+ * decode step on the h100. The GPU layouts of Q8_0 and Q6_K
+ * (cuda_quant.cuh note 5): rows 16-byte aligned, and int8 activations for
+ * N_TOK tokens, since they have no fp32 unit. X 16-byte aligned. */
+static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                      const float *d_x, int32_t n_tok)
+{
+	const uintptr_t al = (uintptr_t)w->d | (uintptr_t)w->row_size;
+
+	if ((uintptr_t)d_x % 16 != 0)
+		return 0;
+	switch (w->type) {
+	case QTYPE_F16:
+		return al % 16 == 0 && w->ne0 % 8 == 0;
+	case QTYPE_Q4_K:
+		return al % 16 == 0;
+	case CQ_Q8_0R: /* (the GPU layouts have int8 units only) */
+	case CQ_Q6_KR:
+		return al % 16 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
+	case QTYPE_Q4_1:
+		return al % 4 == 0;
+	case QTYPE_Q8_0:
+	case QTYPE_Q4_0:
+	case QTYPE_Q6_K:
+		return al % 2 == 0;
+	default:
+		return 0;
+	}
+}
+
 extern "C" int cuda_op_matvec_x8(const struct cuda_ctx *ctx,
                                  const struct cuda_tensor *w, int32_t n_tok)
 {
-	return cm_unit_ok(w, NULL) ? cm_x8_ok(ctx, w->type, w->ne0, n_tok) : 0;
+	return cm_unit_ok(ctx, w, NULL, n_tok)
+	           ? cm_x8_ok(ctx, w->type, w->ne0, n_tok)
+	           : 0;
 }
 
 extern "C" uint64_t cuda_x8_types(void)
@@ -714,7 +744,7 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	          (unsigned)n_tok);
 	const uint8_t *wd = (const uint8_t *)w->d;
 
-	if (cm_unit_ok(w, d_x)) {
+	if (cm_unit_ok(ctx, w, d_x, n_tok)) {
 		struct cm_parts ps;
 
 		memset(&ps, 0, sizeof(ps));
@@ -853,12 +883,14 @@ extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,
 	                 errlen);
 }
 
-/* True when A and B can share one unit mat-vec launch over input X. */
-static int cm_fusable(const struct cuda_tensor *a, const struct cuda_tensor *b,
-                      const float *d_x)
+/* True when A and B can share one unit mat-vec launch over input X
+ * (N_TOK tokens). */
+static int cm_fusable(const struct cuda_ctx *ctx, const struct cuda_tensor *a,
+                      const struct cuda_tensor *b, const float *d_x,
+                      int32_t n_tok)
 {
-	return a->type == b->type && a->ne0 == b->ne0 && cm_unit_ok(a, d_x) &&
-	       cm_unit_ok(b, d_x);
+	return a->type == b->type && a->ne0 == b->ne0 &&
+	       cm_unit_ok(ctx, a, d_x, n_tok) && cm_unit_ok(ctx, b, d_x, n_tok);
 }
 
 extern "C" int
@@ -878,11 +910,12 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 	/* one launch for the leading weights that share a unit type (all
 	   three, or Q and K when V has another type, as the Q4_K_M mix's
 	   Q6_K V of some layers), the biases in its epilogue */
-	if (n_tok < CUDA_GEMM_MIN_TOKENS && cm_fusable(wq, wk, d_x)) {
+	if (n_tok < CUDA_GEMM_MIN_TOKENS &&
+	    cm_fusable(ctx, wq, wk, d_x, n_tok)) {
 		struct cm_parts ps;
 
 		memset(&ps, 0, sizeof(ps));
-		ps.n = cm_fusable(wq, wv, d_x) ? 3 : 2;
+		ps.n = cm_fusable(ctx, wq, wv, d_x, n_tok) ? 3 : 2;
 		for (int k = 0; k < ps.n; k++) {
 			ps.p[k] = cm_part_of(w[k], y[k]);
 			ps.p[k].b = b[k];
@@ -894,7 +927,8 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 		i = ps.n;
 	}
 	for (; i < 3; i++) {
-		if (n_tok < CUDA_GEMM_MIN_TOKENS && cm_unit_ok(w[i], d_x)) {
+		if (n_tok < CUDA_GEMM_MIN_TOKENS &&
+		    cm_unit_ok(ctx, w[i], d_x, n_tok)) {
 			struct cm_parts ps;
 
 			memset(&ps, 0, sizeof(ps));
@@ -930,7 +964,7 @@ extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
 	int xq_done = cm_xq_given(ctx, d_xq);
 
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
-	    !cm_fusable(gate, up, d_x))
+	    !cm_fusable(ctx, gate, up, d_x, n_tok))
 		return cm_matmul(ctx, gate, d_x, n_tok, d_g, 0, 0, &xq_done,
 		                 err, errlen) ||
 		               cm_matmul(ctx, up, d_x, n_tok, d_u, 0, 0,

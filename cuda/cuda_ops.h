@@ -136,6 +136,24 @@ int cuda_x8_room(const struct cuda_ctx *ctx, int64_t ne0, int32_t n_tok);
 int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x, int32_t n_tok,
                         int64_t ne0, void *d_xq, char *err, size_t errlen);
 
+/*
+ * The GPU layouts of Q8_0 and Q6_K (cuda_quant.cuh note 5, made at load
+ * by cuda_repack.cu): each field of a row's blocks gathered into one
+ * 16-byte aligned array, so the mat-vec reads the quants 16 bytes at a
+ * time. A tensor in such a layout has type cuda_repack_type(its GGUF
+ * type) and row_size cuda_repack_row_size(that, ne0); every op takes it
+ * and gives the same values as on the file's layout, bit for bit. Its
+ * mat-vec needs int8 activations (otherwise: the element-wise one).
+ * cuda_repack_type: the layout's type id for a GGUF TYPE that has one,
+ * else TYPE. cuda_op_repack: N_ROWS rows of NE0 elements of TYPE, in the
+ * file's layout at D_SRC (device), into the GPU layout at D_DST.
+ */
+uint32_t cuda_repack_type(uint32_t type);
+size_t cuda_repack_row_size(uint32_t rtype, int64_t ne0);
+int cuda_op_repack(struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
+                   int64_t n_rows, const void *d_src, void *d_dst, char *err,
+                   size_t errlen);
+
 /* Y[t][r] += W row r . X[t]: cuda_op_matmul with the residual add fused
  * (mat-vec: the row's sum added in place; GEMM: beta = 1). D_XQ: X's int8
  * activations as cuda_op_attention left them, or NULL (the mat-vec

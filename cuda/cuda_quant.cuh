@@ -26,6 +26,17 @@
  * 4. The type ids are ggml's (src/qtype.h); CQ_BS / CQ_TS give the block
  *    geometry at compile time for the per-type kernels (templates on the
  *    type id, the only C++ used).
+ * 5. Two GPU-private row layouts (made at load, cuda_repack.cu): a Q8_0 or
+ *    Q6_K row with each field of all its NB blocks gathered into one array,
+ *    so that the mat-vec reads a block's quants with 16-byte loads
+ *    instead of 2-byte ones (the GGUF blocks are 34 and 210 bytes):
+ *      CQ_Q8_0R: qs[nb][32], d[nb]
+ *      CQ_Q6_KR: ql[nb][128], qh[nb][64], sc[nb][16], d[nb]
+ *    the row padded to a multiple of 16 bytes (cq_repack_row_size), so
+ *    that every row, and in it every quant array, starts 16-byte aligned.
+ *    Their ids lie past ggml's and never appear in a file. An element's
+ *    value comes from the same decoder as in the GGUF layout (cq_q8_0_val,
+ *    cq_q6_k_val), only the field addresses differ: the same floats.
  */
 #ifndef PARLEY_CUDA_QUANT_CUH
 #define PARLEY_CUDA_QUANT_CUH
@@ -146,11 +157,18 @@ __device__ __forceinline__ float cq_elem<QTYPE_Q5_1>(const uint8_t *b, int j)
 	return __fadd_rn(__fmul_rn((float)cq_q5_quant(b + 4, b + 8, j), d), m);
 }
 
+/* Element J of a Q8_0 block whose quants are at QS, its scale at D. */
+static __device__ __forceinline__ float cq_q8_0_val(const uint8_t *qs,
+                                                    const uint8_t *d, int j)
+{
+	return __fmul_rn((float)(int8_t)qs[j], cq_half(d));
+}
+
 /* Q8_0: d (half), qs[32] int8. */
 template <>
 __device__ __forceinline__ float cq_elem<QTYPE_Q8_0>(const uint8_t *b, int j)
 {
-	return __fmul_rn((float)(int8_t)b[2 + j], cq_half(b));
+	return cq_q8_0_val(b + 2, b, j);
 }
 
 /*
@@ -246,18 +264,23 @@ __device__ __forceinline__ float cq_elem<QTYPE_Q5_K>(const uint8_t *b, int j)
 }
 
 /*
- * Q6_K: ql[128], qh[64] at 128, scales[16] int8 at 192, d at 208. Per
- * half of 128 (ql += 64, qh += 32, sc += 8) four groups of 32: group g
- * takes the low/high nibble of ql[l] or ql[l + 32] and bits 2g..2g+1 of
- * qh[l]; its scale is sc[l / 16 + 2g]. Value (d * sc) * q, as quant.c.
+ * Element J of a Q6_K block with fields QL[128], QH[64], SC[16] (int8) and
+ * its scale at DP (in the file's block: at 0, 128, 192, 208). Per half of
+ * 128 (ql += 64, qh += 32, sc += 8) four groups of 32: group g takes the
+ * low/high nibble of ql[l] or ql[l + 32] and bits 2g..2g+1 of qh[l]; its
+ * scale is sc[l / 16 + 2g]. Value (d * sc) * q, as quant.c.
  */
-template <>
-__device__ __forceinline__ float cq_elem<QTYPE_Q6_K>(const uint8_t *b, int j)
+static __device__ __forceinline__ float cq_q6_k_val(const uint8_t *ql,
+                                                    const uint8_t *qh,
+                                                    const int8_t *sc,
+                                                    const uint8_t *dp, int j)
 {
 	const int n = j >> 7, r = j & 127, g = r >> 5, l = r & 31;
-	const uint8_t *ql = b + n * 64, *qh = b + 128 + n * 32;
-	const int8_t *sc = (const int8_t *)(b + 192) + n * 8;
-	const float d = cq_half(b + 208);
+	const float d = cq_half(dp);
+
+	ql += n * 64;
+	qh += n * 32;
+	sc += n * 8;
 	const uint8_t lq = ql[l + (g & 1) * 32];
 	const int lo = (g & 2) ? (lq >> 4) : (lq & 0xF);
 	const int q = (lo | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
@@ -265,14 +288,51 @@ __device__ __forceinline__ float cq_elem<QTYPE_Q6_K>(const uint8_t *b, int j)
 	return __fmul_rn(__fmul_rn(d, (float)sc[l / 16 + 2 * g]), (float)q);
 }
 
-/* Element I of a row at ROW (any I < the row's length). */
+/* Q6_K: ql[128], qh[64], sc[16], d (cq_q6_k_val). */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q6_K>(const uint8_t *b, int j)
+{
+	return cq_q6_k_val(b, b + 128, (const int8_t *)(b + 192), b + 208, j);
+}
+
+/* The GPU-private layouts (note 5). */
+#define CQ_Q8_0R 62
+#define CQ_Q6_KR 63
+
+/* Bytes of a row of NE0 elements of layout T (note 5): its blocks' bytes
+ * rounded up to 16; 0 for a T without such a layout. */
+static __host__ __device__ __forceinline__ size_t
+cq_repack_row_size(int t, int64_t ne0)
+{
+	const size_t n = t == CQ_Q8_0R   ? (size_t)ne0 / 32 * 34
+	                 : t == CQ_Q6_KR ? (size_t)ne0 / 256 * 210
+	                                 : 0;
+
+	return (n + 15) & ~(size_t)15;
+}
+
+/* Element I of a row at ROW of NE0 elements (any I < NE0). */
 template <int T>
 static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
-                                                    int64_t i)
+                                                    int64_t i, int64_t ne0)
 {
-	const int bs = cq_geom<T>::bs;
+	if constexpr (T == CQ_Q8_0R) {
+		const int64_t b = i / 32, nb = ne0 / 32;
 
-	return cq_elem<T>(row + (i / bs) * cq_geom<T>::ts, (int)(i % bs));
+		return cq_q8_0_val(row + b * 32, row + nb * 32 + b * 2,
+		                   (int)(i % 32));
+	} else if constexpr (T == CQ_Q6_KR) {
+		const int64_t b = i / 256, nb = ne0 / 256;
+
+		return cq_q6_k_val(row + b * 128, row + nb * 128 + b * 64,
+		                   (const int8_t *)(row + nb * 192) + b * 16,
+		                   row + nb * 208 + b * 2, (int)(i % 256));
+	} else {
+		const int bs = cq_geom<T>::bs;
+
+		return cq_elem<T>(row + (i / bs) * cq_geom<T>::ts,
+		                  (int)(i % bs));
+	}
 }
 
 /*
@@ -292,6 +352,8 @@ static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
 	X(QTYPE_Q3_K)                                                          \
 	X(QTYPE_Q4_K)                                                          \
 	X(QTYPE_Q5_K)                                                          \
-	X(QTYPE_Q6_K)
+	X(QTYPE_Q6_K)                                                          \
+	X(CQ_Q8_0R)                                                            \
+	X(CQ_Q6_KR)
 
 #endif /* PARLEY_CUDA_QUANT_CUH */

@@ -205,6 +205,25 @@ template <> struct cv8_unit<QTYPE_Q4_1> : cv8_unit_block {
 	}
 };
 
+/* A Q6_K unit's dot given its 8 words of low bits L (>> LSH) and of high
+ * bits H (>> HSH), its two scales SC and the block's scale at D. */
+static __device__ __forceinline__ float
+cv8_q6k_dot(const int *l, const int *h, int lsh, int hsh, const int8_t *sc,
+            const uint8_t *d, const struct cv8_xv32 &v)
+{
+	int s[2] = {0, 0};
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const int w = ((l[j] >> lsh) & 0x0F0F0F0F) |
+		              (((h[j] >> hsh) & 0x03030303) << 4);
+		/* bytes 0..63 minus 32: no byte borrows */
+		s[j >> 2] =
+		    __dp4a((int)__vsub4(w, 0x20202020), v.q[j], s[j >> 2]);
+	}
+	return cq_half(d) *
+	       (v.d * (float)(s[0] * (int)sc[0] + s[1] * (int)sc[1]));
+}
+
 /* Q6_K, unit = group s of block u / 8 (cuda_vecdot.cuh): elements
  * u * 32 .. u * 32 + 31, so its activations are block u. Element l:
  * nibble of ql[n*64 + (g&1)*32 + l] (high when g & 2) and bits 2g.. of
@@ -214,20 +233,63 @@ template <> struct cv8_unit<QTYPE_Q6_K> : cv8_unit_block {
 	                                            int64_t u, const xv &v)
 	{
 		const struct cv_q6k_unit q = cv_q6k_at(row, u);
-		const int8_t *sc = q.sc;
-		int s[2] = {0, 0};
+		int l[8], h[8];
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const int l = cv8_word2(q.ql + 2 * j);
-			const int h = cv8_word2(q.qh + 2 * j);
-			const int w = ((l >> q.lsh) & 0x0F0F0F0F) |
-			              (((h >> q.hsh) & 0x03030303) << 4);
-			/* bytes 0..63 minus 32: no byte borrows */
-			s[j >> 2] = __dp4a((int)__vsub4(w, 0x20202020), v.q[j],
-			                   s[j >> 2]);
+			l[j] = cv8_word2(q.ql + 2 * j);
+			h[j] = cv8_word2(q.qh + 2 * j);
 		}
-		return cq_half(q.d) *
-		       (v.d * (float)(s[0] * (int)sc[0] + s[1] * (int)sc[1]));
+		return cv8_q6k_dot(l, h, q.lsh, q.hsh, q.sc, q.d, v);
+	}
+};
+
+/* 32 bytes at P (16-byte aligned) as 8 words. */
+static __device__ __forceinline__ void cv8_words32(const uint8_t *p, int *w)
+{
+	const int4 a = *(const int4 *)p, b = *((const int4 *)p + 1);
+
+	w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+	w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
+/*
+ * The GPU layouts of Q8_0 and Q6_K (cuda_quant.cuh note 5): the units of
+ * the GGUF layouts with each 32-byte run of quants read by two 16-byte
+ * loads; the same integer sums and the same float operations, so the
+ * same results bit for bit. SPLIT: dot takes the row's unit count NU
+ * (the field arrays' offsets in the row depend on it).
+ */
+template <> struct cv8_unit<CQ_Q8_0R> : cv8_unit_block {
+	static const bool split = true;
+	static __device__ __forceinline__ float
+	dot(const uint8_t *row, int64_t nu, int64_t u, const xv &v)
+	{
+		int w[8], s = 0;
+
+		cv8_words32(row + u * 32, w);
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			s = __dp4a(w[j], v.q[j], s);
+		return cq_half(row + nu * 32 + u * 2) * (v.d * (float)s);
+	}
+};
+
+/* Q6_KR: unit u = group g of half n of block b = u / 8, as for Q6_K. */
+template <> struct cv8_unit<CQ_Q6_KR> : cv8_unit_block {
+	static const bool split = true;
+	static __device__ __forceinline__ float
+	dot(const uint8_t *row, int64_t nu, int64_t u, const xv &v)
+	{
+		const int64_t b = u >> 3, nb = nu >> 3;
+		const int s8 = (int)(u & 7), n = s8 >> 2, g = s8 & 3;
+		int l[8], h[8];
+
+		cv8_words32(row + b * 128 + n * 64 + (g & 1) * 32, l);
+		cv8_words32(row + nb * 128 + b * 64 + n * 32, h);
+		return cv8_q6k_dot(l, h, (g & 2) ? 4 : 0, 2 * g,
+		                   (const int8_t *)(row + nb * 192) + b * 16 +
+		                       n * 8 + 2 * g,
+		                   row + nb * 208 + b * 2, v);
 	}
 };
 
@@ -296,6 +358,8 @@ template <> struct cv8_unit<QTYPE_Q4_K> {
 	X(QTYPE_Q4_0)                                                          \
 	X(QTYPE_Q4_1)                                                          \
 	X(QTYPE_Q4_K)                                                          \
-	X(QTYPE_Q6_K)
+	X(QTYPE_Q6_K)                                                          \
+	X(CQ_Q8_0R)                                                            \
+	X(CQ_Q6_KR)
 
 #endif /* PARLEY_CUDA_VECDOT8_CUH */

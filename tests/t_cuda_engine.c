@@ -412,15 +412,20 @@ out:
  * (PARLEY_CUDA_PDL=0): programmatic dependent launch changes when a
  * kernel is scheduled, never what it computes, so every step is bit for
  * bit the same; a kernel reading before its predecessor finished would
- * differ (cuda_launch.cuh).
+ * differ (cuda_launch.cuh). A fourth keeps the weights in the file's
+ * layout (PARLEY_CUDA_REPACK=0; the model's Q6_K tensors, as in a Q4_K_M
+ * file, are otherwise rearranged at load, cuda_repack.cu): again every
+ * step the same bit for bit.
  */
 static void check_graphs(const char *path)
 {
 	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
 	struct model *m = NULL;
-	struct engine *g = NULL, *p = NULL, *q = NULL, *c = NULL, *c8 = NULL;
-	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0, n_same_pdl = 0;
+	struct engine *g = NULL, *p = NULL, *q = NULL, *u = NULL, *c = NULL,
+	              *c8 = NULL;
+	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0, n_same_pdl = 0,
+	        n_same_rp = 0;
 	double worst = 0, worst8 = 0, worst_rms = -1;
 	struct trace *tg = NULL, *tc = NULL;
 	const int32_t n_ctx = 2100, at[2] = {1016, 2040};
@@ -438,10 +443,13 @@ static void check_graphs(const char *path)
 	setenv("PARLEY_CUDA_PDL", "0", 1);
 	q = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (PDL off)");
 	unsetenv("PARLEY_CUDA_PDL");
+	setenv("PARLEY_CUDA_REPACK", "0", 1);
+	u = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (file's layout)");
+	unsetenv("PARLEY_CUDA_REPACK");
 	c = open_engine_ctx(m, "cpu", 0, n_ctx, "graphs");
 	c8 = open_cpu_x8(m, n_ctx, "graphs");
-	if (toks == NULL || g == NULL || p == NULL || q == NULL || c == NULL ||
-	    c8 == NULL)
+	if (toks == NULL || g == NULL || p == NULL || q == NULL || u == NULL ||
+	    c == NULL || c8 == NULL)
 		goto out;
 	for (int32_t i = 0; i < n_ctx; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % nv);
@@ -463,6 +471,7 @@ static void check_graphs(const char *path)
 		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(p, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(q, toks + n0, n, 0, err, sizeof(err)) ||
+		    engine_eval(u, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(c, toks + n0, n, 0, err, sizeof(err)) ||
 		    copy_state(c, c8, err, sizeof(err))) {
 			tap_ok(0, "graphs: prefill to %d: %s", at[r], err);
@@ -474,6 +483,7 @@ static void check_graphs(const char *path)
 
 			if (engine_eval(p, t, 1, 0, err, sizeof(err)) ||
 			    engine_eval(q, t, 1, 0, err, sizeof(err)) ||
+			    engine_eval(u, t, 1, 0, err, sizeof(err)) ||
 			    (e = eval_both(g, c, t, 1, 0)) < 0 ||
 			    (e8 = eval_x8(c8, c, *t)) < 0) {
 				tap_ok(0, "graphs: step at %d: %s", at[r] + i,
@@ -507,6 +517,8 @@ static void check_graphs(const char *path)
 			                 sizeof(float) * (size_t)nv) == 0;
 			n_same_pdl += memcmp(engine_logits(g), engine_logits(q),
 			                     sizeof(float) * (size_t)nv) == 0;
+			n_same_rp += memcmp(engine_logits(g), engine_logits(u),
+			                    sizeof(float) * (size_t)nv) == 0;
 		}
 	}
 	tap_ok(n_same == n_steps,
@@ -517,6 +529,10 @@ static void check_graphs(const char *path)
 	       "graphs: %d of %d decode steps bit-identical with ordinary "
 	       "launches (PARLEY_CUDA_PDL=0)",
 	       n_same_pdl, n_steps);
+	tap_ok(n_same_rp == n_steps,
+	       "graphs: %d of %d decode steps bit-identical with the weights "
+	       "in the file's layout (PARLEY_CUDA_REPACK=0)",
+	       n_same_rp, n_steps);
 	tap_ok(worst <= x8_bound(worst8),
 	       "graphs: those steps vs the CPU: worst nmse %.3g (<= %.3g: "
 	       "int8 cpu %.3g)",
@@ -530,6 +546,7 @@ out:
 	engine_close(g);
 	engine_close(p);
 	engine_close(q);
+	engine_close(u);
 	engine_close(c);
 	engine_close(c8);
 	trace_free(tg);
@@ -599,7 +616,8 @@ int main(void)
 	}
 	snprintf(path, sizeof(path), "%s/graphs.gguf", dir);
 	snprintf(cmd, sizeof(cmd),
-	         "%s/tests/parley-mkmodel --arch qwen2 --type Q4_K --n-vocab "
+	         "%s/tests/parley-mkmodel --arch qwen2 --type Q4_K "
+	         "--more-bits-type Q6_K --out-type Q6_K --n-vocab "
 	         "300 --n-embd 256 --n-ff 512 --n-layer 3 --n-head 8 "
 	         "--n-head-kv 2 --n-ctx 4096 --seed 11 -o %s",
 	         top ? top : ".", path);

@@ -942,6 +942,154 @@ static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
 	free(att);
 }
 
+/* Y (host) = the product of CT over N_TOK tokens of D_X (FORCE as
+ * cuda_op_matmul), or -1. */
+static int repack_product(struct cuda_ctx *ctx, const struct cuda_tensor *ct,
+                          const void *d_x, int n_tok, int force, void *d_y,
+                          float *y, char *err, size_t errlen)
+{
+	if (cuda_op_matmul(ctx, ct, d_x, n_tok, d_y, force, err, errlen) != 0)
+		return -1;
+	return dev_get(ctx, y, d_y, sizeof(float) * (size_t)n_tok * ct->ne1);
+}
+
+/*
+ * The GPU layout of type T (cuda_op_repack, cuda_quant.cuh note 5) of a
+ * random NE0 x NE1 tensor against the file's layout on the device: rows
+ * padded to 16 bytes with zeros; embedding rows, the mat-vec with int8
+ * activations (1 and 3 tokens; its 16-byte loads), the fused QKV and
+ * SwiGLU launches and the GEMM give the same floats bit for bit; with
+ * fp32 activations (no unit for the layout: the element-wise mat-vec)
+ * the product is within the usual tolerance of the double reference.
+ */
+static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
+                        int64_t ne1)
+{
+	const uint32_t rt = cuda_repack_type(t);
+	const size_t rs = quant_row_size(t, ne0);
+	const size_t rrs = cuda_repack_row_size(rt, ne0);
+	const int64_t nx = 9 * ne0;
+	/* outputs: 9 tokens of products, or every row of the embedding */
+	const size_t ny = (size_t)(9 * ne1 > ne0 * ne1 ? 9 * ne1 : ne0 * ne1);
+	unsigned char *w = malloc(rs * (size_t)ne1);
+	unsigned char *h = malloc(rrs * (size_t)ne1);
+	float *x = malloc(sizeof(float) * (size_t)nx);
+	float *a = malloc(sizeof(float) * ny);
+	float *b = malloc(sizeof(float) * ny);
+	int32_t *rows = malloc(sizeof(int32_t) * (size_t)ne1);
+	struct cuda_tensor cf = {t, ne0, ne1, rs, NULL}, cr = cf;
+	void *d_w = NULL, *d_r = NULL, *d_x, *d_y, *d_rows;
+	char err[512] = "";
+	int rc, pad_ok = 1, same[5] = {0, 0, 0, 0, 0};
+	double e = 1;
+
+	random_rows(t, w, ne0, ne1);
+	fill_unif(x, (size_t)nx, -1.0f, 1.0f);
+	for (int64_t r = 0; r < ne1; r++)
+		rows[r] = (int32_t)((r * 5 + 3) % ne1);
+	d_w = dev_put(w, rs * (size_t)ne1);
+	d_r = dev_put(NULL, rrs * (size_t)ne1);
+	d_x = dev_put(x, sizeof(float) * (size_t)nx);
+	d_y = dev_put(NULL, sizeof(float) * ny);
+	d_rows = dev_put(rows, sizeof(int32_t) * (size_t)ne1);
+	cf.d = d_w;
+	cr.type = rt;
+	cr.row_size = rrs;
+	cr.d = d_r;
+	rc = rt == t || rrs % 16 != 0 || rrs < rs ||
+	     cudaMemset(d_r, 0x5a, rrs * (size_t)ne1) != cudaSuccess ||
+	     cudaDeviceSynchronize() != cudaSuccess ||
+	     cuda_op_repack(ctx, t, ne0, ne1, d_w, d_r, err, sizeof(err)) ||
+	     dev_get(ctx, h, d_r, rrs * (size_t)ne1);
+	/* the padding: zeros, and the blocks' bytes all there */
+	for (int64_t r = 0; !rc && r < ne1; r++) {
+		size_t used = rs; /* bytes of blocks in a row, any layout */
+
+		for (size_t i = used; i < rrs; i++)
+			pad_ok &= h[(size_t)r * rrs + i] == 0;
+	}
+	/* 0: embedding rows; 1, 2: mat-vec (int8), 1 and 3 tokens; 3: GEMM
+	   of 9 tokens; 4: QKV + SwiGLU fused launches */
+	for (int k = 0; !rc && k < 4; k++) {
+		const int n = k == 2 ? 3 : k == 3 ? 9 : 1;
+		const size_t bytes =
+		    sizeof(float) * (size_t)ne1 * (size_t)(k == 0 ? ne0 : n);
+
+		if (k == 0)
+			rc = cuda_op_get_rows(ctx, &cf, d_rows, (int32_t)ne1,
+			                      d_y, err, sizeof(err)) ||
+			     dev_get(ctx, a, d_y, bytes) ||
+			     cuda_op_get_rows(ctx, &cr, d_rows, (int32_t)ne1,
+			                      d_y, err, sizeof(err)) ||
+			     dev_get(ctx, b, d_y, bytes);
+		else
+			rc = repack_product(ctx, &cf, d_x, n, k == 3 ? 2 : 1,
+			                    d_y, a, err, sizeof(err)) ||
+			     repack_product(ctx, &cr, d_x, n, k == 3 ? 2 : 1,
+			                    d_y, b, err, sizeof(err));
+		same[k] = !rc && memcmp(a, b, bytes) == 0;
+	}
+	if (!rc) { /* Q, K, V = the tensor thrice; gate = up = it */
+		float *y = (float *)d_y;
+
+		rc = cuda_op_matmul_qkv(ctx, &cf, &cf, &cf, NULL, NULL, NULL,
+		                        d_x, NULL, 1, y, y + ne1, y + 2 * ne1,
+		                        err, sizeof(err)) ||
+		     dev_get(ctx, a, d_y, sizeof(float) * 3 * ne1) ||
+		     cuda_op_matmul_qkv(ctx, &cr, &cr, &cr, NULL, NULL, NULL,
+		                        d_x, NULL, 1, y, y + ne1, y + 2 * ne1,
+		                        err, sizeof(err)) ||
+		     dev_get(ctx, b, d_y, sizeof(float) * 3 * ne1);
+		same[4] = !rc && memcmp(a, b, sizeof(float) * 3 * ne1) == 0;
+		rc = rc ||
+		     cuda_op_matmul_swiglu(ctx, &cf, &cf, d_x, NULL, 1, y, NULL,
+		                           err, sizeof(err)) ||
+		     dev_get(ctx, a, d_y, sizeof(float) * ne1) ||
+		     cuda_op_matmul_swiglu(ctx, &cr, &cr, d_x, NULL, 1, y, NULL,
+		                           err, sizeof(err)) ||
+		     dev_get(ctx, b, d_y, sizeof(float) * ne1);
+		same[4] =
+		    same[4] && !rc && memcmp(a, b, sizeof(float) * ne1) == 0;
+	}
+	if (!rc) { /* fp32 activations: the element-wise mat-vec */
+		float *wf = malloc(sizeof(float) * (size_t)(ne0 * ne1));
+		float *ref = malloc(sizeof(float) * (size_t)ne1);
+
+		for (int64_t r = 0; r < ne1; r++) {
+			double s = 0;
+
+			quant_dequant_row(t, w + (size_t)r * rs, wf + r * ne0,
+			                  ne0);
+			for (int64_t i = 0; i < ne0; i++)
+				s += (double)wf[r * ne0 + i] * x[i];
+			ref[r] = (float)s;
+		}
+		ctx->x8_off = 1;
+		rc = repack_product(ctx, &cr, d_x, 1, 1, d_y, b, err,
+		                    sizeof(err));
+		ctx->x8_off = 0;
+		e = rc ? 1 : nmse(b, ref, (size_t)ne1);
+		free(wf);
+		free(ref);
+	}
+	tap_ok(!rc && pad_ok && same[0] && same[1] && same[2] && same[3] &&
+	           same[4] && e <= TOL_F32,
+	       "%s in its GPU layout, %lldx%lld (rows %zu -> %zu bytes): "
+	       "padding zero (%d), embedding rows %s, mat-vec 1 token %s, "
+	       "3 tokens %s, GEMM %s, fused QKV + SwiGLU %s (bit for bit); "
+	       "fp32 activations nmse %.3g %s",
+	       qtype_name(t), (long long)ne0, (long long)ne1, rs, rrs, pad_ok,
+	       same[0] ? "same" : "differ", same[1] ? "same" : "differ",
+	       same[2] ? "same" : "differ", same[3] ? "same" : "differ",
+	       same[4] ? "same" : "differ", e, err);
+	void *dev[] = {d_w, d_r, d_x, d_y, d_rows};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {w, h, x, a, b, rows};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 int main(void)
 {
 	struct cuda_ctx ctx;
@@ -974,6 +1122,14 @@ int main(void)
 		test_type(&ctx, t, 4096, 5);
 	}
 	test_quantize_x8(&ctx);
+	/* the GPU layouts: odd block counts (rows padded), one block, a
+	   row as wide as the 7B's down (74 Q6_K blocks) */
+	test_repack(&ctx, QTYPE_Q8_0, 288, 333);
+	test_repack(&ctx, QTYPE_Q8_0, 32, 7);
+	test_repack(&ctx, QTYPE_Q8_0, 2048, 5);
+	test_repack(&ctx, QTYPE_Q6_K, 768, 99);
+	test_repack(&ctx, QTYPE_Q6_K, 256, 5);
+	test_repack(&ctx, QTYPE_Q6_K, 18944, 9);
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
 	           1);                                             /* fused */
 	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
