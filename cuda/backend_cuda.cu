@@ -95,6 +95,8 @@ struct cu_state {
 	/* a traced step's per-layer statistics, computed on the device
 	   (cuda_op_stats) and copied back once per step */
 	float *d_tstats; /* [n_layer][4] device */
+	float *d_snap;   /* [n_layer][n_embd]: a traced decode step's residual
+	                    after each layer (cu_decode_kernels) */
 	float *h_tstats; /* [n_layer][4] pinned host */
 };
 
@@ -372,9 +374,12 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	return 0;
 }
 
-/* Feed-forward block (SwiGLU) of layer il; adds into s->x. */
+/* Feed-forward block (SwiGLU) of layer il; adds into s->x. SNAP: the
+ * new residual also written there by the down product's launch
+ * (cuda_op_matmul_add_copy; the caller checked that it applies), or
+ * NULL. */
 static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
-                        char *err, size_t errlen)
+                        float *snap, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct cu_layer *l = &s->layers[il];
@@ -384,11 +389,13 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	if (cuda_op_rmsnorm_x8(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen) ||
 	    cuda_op_matmul_swiglu(x, &l->gate, &l->up, s->xb, xq, n, s->hb,
-	                          s->hb2, err, errlen) ||
-	    cuda_op_matmul_add(x, &l->down, s->hb, NULL, n, s->x, 0, err,
-	                       errlen))
+	                          s->hb2, err, errlen))
 		return -1;
-	return 0;
+	if (snap != NULL)
+		return cuda_op_matmul_add_copy(x, &l->down, s->hb, NULL, n,
+		                               s->x, snap, err, errlen);
+	return cuda_op_matmul_add(x, &l->down, s->hb, NULL, n, s->x, 0, err,
+	                          errlen);
 }
 
 /* Whether E's trace wants whole residual vectors (verification), which
@@ -436,9 +443,9 @@ static int cu_trace_stats(struct engine *e, struct cu_state *s, int il,
 	                     s->d_tstats + 4 * il, err, errlen);
 }
 
-/* Wait for the step and fill the trace from d_tstats. */
-static int cu_trace_fetch(struct engine *e, struct cu_state *s, char *err,
-                          size_t errlen)
+/* Enqueue the copy of the step's statistics (d_tstats) to h_tstats. */
+static int cu_trace_copy(struct engine *e, struct cu_state *s, char *err,
+                         size_t errlen)
 {
 	const int nl = e->model->cfg.n_layer < e->trace->n_layer
 	                   ? e->model->cfg.n_layer
@@ -448,6 +455,17 @@ static int cu_trace_fetch(struct engine *e, struct cu_state *s, char *err,
 	                         (size_t)nl * 4 * sizeof(float),
 	                         cudaMemcpyDeviceToHost, s->ctx.stream),
 	         err, errlen);
+	return 0;
+}
+
+/* Wait for the step (and cu_trace_copy's copy) and fill the trace. */
+static int cu_trace_fill(struct engine *e, struct cu_state *s, char *err,
+                         size_t errlen)
+{
+	const int nl = e->model->cfg.n_layer < e->trace->n_layer
+	                   ? e->model->cfg.n_layer
+	                   : e->trace->n_layer;
+
 	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
 	for (int il = 0; il < nl; il++) {
 		const float *v = s->h_tstats + 4 * il;
@@ -456,6 +474,22 @@ static int cu_trace_fetch(struct engine *e, struct cu_state *s, char *err,
 		trace_layer_stats(e->trace, il, &st);
 	}
 	return 0;
+}
+
+/* Wait for the step and fill the trace from d_tstats. */
+static int cu_trace_fetch(struct engine *e, struct cu_state *s, char *err,
+                          size_t errlen)
+{
+	return cu_trace_copy(e, s, err, errlen) ||
+	               cu_trace_fill(e, s, err, errlen)
+	           ? -1
+	           : 0;
+}
+
+/* ops.trace_settle: the statistics a deferred step left on their way. */
+static int cu_trace_settle(struct engine *e, char *err, size_t errlen)
+{
+	return cu_trace_fill(e, (struct cu_state *)e->impl, err, errlen);
 }
 
 /* One chunk of n <= n_batch tokens at pos0; N_OUT logits rows (the last
@@ -475,7 +509,7 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 		return -1;
 	for (int il = 0; il < c->n_layer; il++) {
 		if (cu_attention_block(e, s, il, n, pos0, err, errlen) ||
-		    cu_ffn_block(e, s, il, n, err, errlen))
+		    cu_ffn_block(e, s, il, n, NULL, err, errlen))
 			return -1;
 		if (e->trace != NULL && il < e->trace->n_layer &&
 		    (cu_trace_captures(e)
@@ -535,21 +569,47 @@ static void cu_graphs_drop(struct cu_state *s)
 		}
 }
 
-/* The kernels of one decode step, positions and token from s->d_step;
- * TRACED: with the statistics of each layer's output. */
+/* Whether every layer's down product can leave a copy of the residual
+ * (cuda_op_matmul_add_copy) in a decode step. */
+static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
+{
+	for (int il = 0; il < e->model->cfg.n_layer; il++)
+		if (!cuda_op_matmul_add_copy_ok(&s->ctx, &s->layers[il].down,
+		                                s->hb, 1))
+			return false;
+	return true;
+}
+
+/*
+ * The kernels of one decode step, positions and token from s->d_step;
+ * TRACED: with the statistics of each layer's output. Those come from
+ * copies of the residual that the down products leave in s->d_snap, one
+ * launch for all the layers' statistics at the end (a launch a layer
+ * made the debug pane's steps 12% slower than the bench on SmolLM2,
+ * BENCHMARKS.md), or, where a down product cannot copy, a launch after
+ * each layer.
+ */
 static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
                              char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	struct cuda_ctx *x = &s->ctx;
+	const bool snap = traced && cu_snap_ok(e, s);
 
 	if (cuda_op_get_rows(x, &s->embd, s->d_step, 1, s->x, err, errlen))
 		return -1;
 	for (int il = 0; il < c->n_layer; il++)
 		if (cu_attention_block(e, s, il, 1, 0, err, errlen) ||
-		    cu_ffn_block(e, s, il, 1, err, errlen) ||
-		    (traced && cu_trace_stats(e, s, il, 0, err, errlen)))
+		    cu_ffn_block(e, s, il, 1,
+		                 snap ? s->d_snap + (size_t)il * c->n_embd
+		                      : NULL,
+		                 err, errlen) ||
+		    (traced && !snap &&
+		     cu_trace_stats(e, s, il, 0, err, errlen)))
 			return -1;
+	if (snap && cuda_op_stats_rows(x, s->d_snap, c->n_embd, c->n_layer,
+	                               s->d_tstats, err, errlen))
+		return -1;
 	return cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1,
 	                       c->rms_eps, s->xb, err, errlen) ||
 	       cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0, err,
@@ -613,7 +673,19 @@ static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
 	                         cudaMemcpyHostToDevice, s->ctx.stream),
 	         err, errlen);
 	CUDA_TRY(cudaGraphLaunch(s->graphs[b], s->ctx.stream), err, errlen);
-	return traced ? cu_trace_fetch(e, s, err, errlen) : 0;
+	if (!traced)
+		return 0;
+	/* the debug pane's trace (no logits, no verifier holding the step):
+	   the statistics follow the step to the host, and the engine fills
+	   the trace after the select's own wait (engine.c
+	   engine_trace_settle): one host synchronisation a token */
+	if (e->trace->skip_logits && !e->trace->hold) {
+		if (cu_trace_copy(e, s, err, errlen))
+			return -1;
+		e->trace_deferred = 1;
+		return 0;
+	}
+	return cu_trace_fetch(e, s, err, errlen);
 }
 
 /* Grow e->logits to N rows. */
@@ -849,10 +921,10 @@ static void cu_close(struct engine *e)
 			free(s->graphs);
 		}
 		cudaFreeHost(s->h_tstats);
-		void *bufs[] = {s->arena, s->tok,    s->x,       s->xb,
-		                s->q,     s->k,      s->v,       s->o,
-		                s->hb,    s->hb2,    s->logits,  s->kc,
-		                s->vc,    s->d_step, s->d_tstats};
+		void *bufs[] = {s->arena, s->tok,    s->x,        s->xb,
+		                s->q,     s->k,      s->v,        s->o,
+		                s->hb,    s->hb2,    s->logits,   s->kc,
+		                s->vc,    s->d_step, s->d_tstats, s->d_snap};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		free(s->layers);
@@ -964,6 +1036,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	                                      sizeof(*s->graphs));
 	cu_alloc((void **)&s->d_tstats, (size_t)c->n_layer * 4 * sizeof(float),
 	         &rc);
+	cu_alloc((void **)&s->d_snap,
+	         (size_t)c->n_layer * c->n_embd * sizeof(float), &rc);
 	if (cudaMallocHost((void **)&s->h_tstats,
 	                   (size_t)c->n_layer * 4 * sizeof(float)) !=
 	    cudaSuccess) {
@@ -1018,6 +1092,7 @@ fail:
 /* Positional (C++): name, open, eval, logits, select, kv_bytes, kv_save,
    kv_load, bandwidth, close - the order of struct engine_ops. */
 extern "C" const struct engine_ops backend_cuda_ops = {
-    "cuda",      cu_open,    cu_eval,    cu_logits,    cu_select,
-    cu_kv_bytes, cu_kv_save, cu_kv_load, cu_bandwidth, cu_close,
+    "cuda",       cu_open,     cu_eval,         cu_logits,
+    cu_select,    cu_kv_bytes, cu_kv_save,      cu_kv_load,
+    cu_bandwidth, cu_close,    cu_trace_settle,
 };

@@ -214,11 +214,14 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 
 /* Statistics of one vector for the trace (the debug pane's per-layer
  * column), computed where the vector is, so that a traced step needs no
- * copy of the residual per layer: one block, double sums. */
+ * copy of the residual per layer: one block a vector (row blockIdx.x of
+ * X, out[4 * blockIdx.x ..]), double sums. */
 __global__ void __launch_bounds__(EL_NORM_THREADS)
     el_stats(const float *x, int32_t n, float *out)
 {
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	cu_pdl_sync();               /* first: cuda_launch.cuh */
+	x += (size_t)blockIdx.x * n; /* row blockIdx.x */
+	out += 4 * blockIdx.x;
 	__shared__ double ssum[EL_NORM_THREADS / 32], ssq[EL_NORM_THREADS / 32];
 	__shared__ float smin[EL_NORM_THREADS / 32], smax[EL_NORM_THREADS / 32];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -293,7 +296,15 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
 extern "C" int cuda_op_stats(struct cuda_ctx *ctx, const float *d_x, int32_t n,
                              float *d_out, char *err, size_t errlen)
 {
-	cu_launch(ctx, el_stats, 1, EL_NORM_THREADS, 0, d_x, n, d_out);
+	return cuda_op_stats_rows(ctx, d_x, n, 1, d_out, err, errlen);
+}
+
+extern "C" int cuda_op_stats_rows(struct cuda_ctx *ctx, const float *d_x,
+                                  int32_t n, int32_t n_rows, float *d_out,
+                                  char *err, size_t errlen)
+{
+	cu_launch(ctx, el_stats, (unsigned)n_rows, EL_NORM_THREADS, 0, d_x, n,
+	          d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

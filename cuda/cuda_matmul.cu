@@ -107,6 +107,7 @@ struct cm_parts {
 	struct cm_part p[CM_MAX_PARTS];
 	int n;        /* parts whose rows the launch covers */
 	int64_t rows; /* sum of their ne1 */
+	float *copy;  /* CM_ADD of one part: Y's new rows also here, or NULL */
 };
 
 /* What a unit mat-vec writes. */
@@ -337,11 +338,17 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				    acc[2 * k + 1]);
 	} else {
 #pragma unroll
-		for (int k = 0; k < CM_ROWS; k++)
-			if (r0 + k < ps.rows)
-				*y[k] = MODE == CM_ADD ? *y[k] + acc[k]
-				        : b[k] != NULL ? acc[k] + *b[k]
-				                       : acc[k];
+		for (int k = 0; k < CM_ROWS; k++) {
+			if (r0 + k >= ps.rows)
+				continue;
+			const float v = MODE == CM_ADD ? *y[k] + acc[k]
+			                : b[k] != NULL ? acc[k] + *b[k]
+			                               : acc[k];
+
+			*y[k] = v;
+			if (MODE == CM_ADD && ps.copy != NULL)
+				ps.copy[t * ps.rows + r0 + k] = v;
+		}
 	}
 }
 
@@ -870,6 +877,39 @@ extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 
 	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 0, &xq_done, err,
 	                 errlen);
+}
+
+extern "C" int cuda_op_matmul_add_copy_ok(const struct cuda_ctx *ctx,
+                                          const struct cuda_tensor *w,
+                                          const float *d_x, int32_t n_tok)
+{
+	return n_tok < CUDA_GEMM_MIN_TOKENS && cuda_ops_type_ok(w->type) &&
+	       cm_unit_ok(ctx, w, d_x, n_tok);
+}
+
+extern "C" int cuda_op_matmul_add_copy(struct cuda_ctx *ctx,
+                                       const struct cuda_tensor *w,
+                                       const float *d_x, const void *d_xq,
+                                       int32_t n_tok, float *d_y, float *d_copy,
+                                       char *err, size_t errlen)
+{
+	int xq_done = cm_xq_given(ctx, d_xq);
+	struct cm_parts ps;
+
+	if (!cuda_op_matmul_add_copy_ok(ctx, w, d_x, n_tok)) {
+		snprintf(err, errlen,
+		         "matmul_add_copy: not on the fast mat-vec (%s, %d "
+		         "tokens)",
+		         qtype_name(w->type), n_tok);
+		return -1;
+	}
+	memset(&ps, 0, sizeof(ps));
+	ps.p[0] = cm_part_of(w, d_y);
+	ps.n = 1;
+	ps.rows = w->ne1;
+	ps.copy = d_copy;
+	return cm_unit_launch(ctx, w->type, &ps, w->ne0, d_x, n_tok, CM_ADD,
+	                      &xq_done, err, errlen);
 }
 
 extern "C" int cuda_op_matmul_add(struct cuda_ctx *ctx,

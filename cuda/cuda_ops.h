@@ -162,6 +162,20 @@ int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                        const float *d_x, const void *d_xq, int32_t n_tok,
                        float *d_y, int force, char *err, size_t errlen);
 
+/* cuda_op_matmul_add that also writes Y's new rows to D_COPY
+ * ([n_tok][w->ne1]) in the same launch: a snapshot of the residual stream
+ * without a launch of its own (the traced decode step's per-layer
+ * statistics, backend_cuda.cu). Only the fast mat-vec has it:
+ * cuda_op_matmul_add_copy_ok says whether it applies (else -1, nothing
+ * done). */
+int cuda_op_matmul_add_copy_ok(const struct cuda_ctx *ctx,
+                               const struct cuda_tensor *w, const float *d_x,
+                               int32_t n_tok);
+int cuda_op_matmul_add_copy(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                            const float *d_x, const void *d_xq, int32_t n_tok,
+                            float *d_y, float *d_copy, char *err,
+                            size_t errlen);
+
 /* Q = WQ X (+ BQ), K = WK X (+ BK), V = WV X (+ BV) (shapes as
  * cuda_op_matmul; a NULL bias: none): when n_tok < CUDA_GEMM_MIN_TOKENS,
  * one mat-vec launch for the three if they share a type with a fast
@@ -270,6 +284,10 @@ int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
  * order; sums in double, as trace_stats_of). One block. */
 int cuda_op_stats(struct cuda_ctx *ctx, const float *d_x, int32_t n,
                   float *d_out, char *err, size_t errlen);
+/* cuda_op_stats of each of N_ROWS rows of N at D_X into D_OUT[4 r ..], in
+ * one launch (the same values, a block a row). */
+int cuda_op_stats_rows(struct cuda_ctx *ctx, const float *d_x, int32_t n,
+                       int32_t n_rows, float *d_out, char *err, size_t errlen);
 
 /* Grow the attention's scratch for N_TOK queries over N_POS positions now
  * (a graph capture must not allocate; cuda_op_attention grows it itself

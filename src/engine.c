@@ -194,13 +194,40 @@ int engine_open(const struct model *m, const struct engine_params *p,
 }
 
 /* Free the engine. */
+static void engine_trace_settle_quiet(struct engine *e);
+
 void engine_close(struct engine *e)
 {
 	if (e == NULL)
 		return;
+	engine_trace_settle_quiet(e); /* its JSON line, if any, written */
 	e->ops->close(e);
 	engine_select_free(&e->sel);
 	free(e);
+}
+
+/* Complete a trace step the last eval left open (e->trace_deferred):
+ * the backend fills the layers, then the step ends as engine_eval would
+ * have ended it. 0, or -1 with a message. */
+static int engine_trace_settle(struct engine *e, char *err, size_t errlen)
+{
+	if (!e->trace_deferred)
+		return 0;
+	e->trace_deferred = 0;
+	if (e->ops->trace_settle(e, err, errlen) != 0)
+		return -1;
+	trace_end_step(e->trace);
+	return 0;
+}
+
+/* engine_trace_settle where no message can be returned: the step still
+ * ends (its statistics those of the last complete step, if any). */
+static void engine_trace_settle_quiet(struct engine *e)
+{
+	char msg[128];
+
+	if (e->trace_deferred && engine_trace_settle(e, msg, sizeof(msg)))
+		trace_end_step(e->trace);
 }
 
 /* Evaluate a batch; see engine.h. */
@@ -211,6 +238,8 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 	struct trace *t = e->trace;
 
 	engine_check(e);
+	if (engine_trace_settle(e, err, errlen))
+		return -1;
 	if (n < 1) {
 		snprintf(err, errlen, "eval of %d tokens", n);
 		return -1;
@@ -257,7 +286,9 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 			    n_vocab);
 		else
 			trace_clear_logits(t);
-		if (!t->hold) /* else a verifier compares, then ends it */
+		/* else a verifier compares, then ends it; or the step's
+		   statistics are still on their way (engine_trace_settle) */
+		if (!t->hold && !e->trace_deferred)
 			trace_end_step(t);
 	}
 	return 0;
@@ -276,6 +307,7 @@ const float *engine_logits(struct engine *e)
 
 	if (e->n_logits <= 0)
 		return NULL;
+	engine_trace_settle_quiet(e);
 	return e->ops->logits(e, msg, sizeof(msg));
 }
 
@@ -302,7 +334,10 @@ const struct engine_selection *engine_select(struct engine *e,
 		return NULL;
 	}
 	if (e->ops->select != NULL) {
-		if (e->ops->select(e, q, err, errlen) != 0)
+		/* the select waits for the step anyway: then the trace's
+		   statistics are there too (no second wait) */
+		if (e->ops->select(e, q, err, errlen) != 0 ||
+		    engine_trace_settle(e, err, errlen) != 0)
 			return NULL;
 		return &e->sel.out;
 	}
@@ -386,6 +421,7 @@ int32_t engine_n_ctx(const struct engine *e)
 int engine_truncate(struct engine *e, int32_t n_keep)
 {
 	engine_check(e);
+	engine_trace_settle_quiet(e);
 	if (n_keep < 0 || n_keep > e->n_past)
 		return -1;
 	e->n_past = n_keep;
@@ -425,6 +461,7 @@ size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
 	struct engine_state_header h;
 	size_t need = engine_state_size(e);
 
+	engine_trace_settle_quiet(e);
 	if (len < need) {
 		snprintf(err, errlen, "state buffer of %zu bytes, need %zu",
 		         len, need);
@@ -446,6 +483,7 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 {
 	struct engine_state_header h, want;
 
+	engine_trace_settle_quiet(e);
 	e->n_past = 0;
 	if (len < sizeof(h)) {
 		snprintf(err, errlen,
@@ -495,8 +533,9 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 	return 0;
 }
 
-/* Attach or detach a trace. */
+/* Attach or detach a trace (the old one's open step completed first). */
 void engine_set_trace(struct engine *e, struct trace *t)
 {
+	engine_trace_settle_quiet(e);
 	e->trace = t;
 }

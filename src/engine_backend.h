@@ -51,6 +51,9 @@ struct engine_ops {
 	                 size_t errlen);
 	/* free everything open allocated */
 	void (*close)(struct engine *e);
+	/* optional: fill e->trace's layers of the last eval, which left
+	   them on their way (e->trace_deferred), waiting for them */
+	int (*trace_settle)(struct engine *e, char *err, size_t errlen);
 };
 
 /* Buffers behind a struct engine_selection (engine.c owns them). */
@@ -76,6 +79,15 @@ struct engine {
 	int32_t n_past;               /* positions held in the KV cache */
 	int32_t n_threads;            /* host threads the backend uses */
 	struct trace *trace;          /* attached trace or NULL (borrowed) */
+	/* 1: the last eval left its trace step open with the layers'
+	   statistics still being copied back (a device backend's traced
+	   decode step, so the host need not wait for it there: item 6's one
+	   synchronisation a token); engine.c completes the step (the
+	   backend's trace_settle, then trace_end_step) before the trace can
+	   be read: in engine_select, or in whichever engine call comes
+	   first. Set by ops.eval only when the trace wants neither the
+	   logits nor to hold the step (the debug pane's) */
+	int trace_deferred;
 	float *logits;         /* [n_logits * n_vocab] host copy (owned by the
 	                          backend; a device backend fills it in ops.logits) */
 	int32_t n_logits;      /* rows of logits kept by the last eval */

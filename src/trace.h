@@ -31,6 +31,13 @@
  *   engine_eval ──> layers/resid (backend) ──> top-k (engine.c)
  *      ──> [hold: verify_step fills verify] ──> trace_end_step
  *          (JSON line if out, verify.checked = 0, step++)
+ *
+ * With skip_logits and no hold (the debug pane's trace), a device
+ * backend may leave a decode step's layers on their way to the host, so
+ * that the host waits once a token, not twice: engine.c then ends the
+ * step when engine_select returns (the select waited for the step
+ * anyway), or at the engine's next call, whichever comes first. So the
+ * layers are the step's once engine_select has returned.
  */
 #ifndef PARLEY_TRACE_H
 #define PARLEY_TRACE_H

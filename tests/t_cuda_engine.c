@@ -399,6 +399,23 @@ out:
 	engine_close(c);
 }
 
+/* One decode step as the chat session runs it with the debug pane open:
+ * eval token *T, then select (10 candidates); 0 or -1. */
+static int pane_step(struct engine *e, const int32_t *t, char *err,
+                     size_t errlen)
+{
+	struct engine_select_req q;
+
+	memset(&q, 0, sizeof(q));
+	q.k = 10;
+	q.n_raw = 10;
+	q.repeat_penalty = 1.0f;
+	return engine_eval(e, t, 1, 0, err, errlen) ||
+	               engine_select(e, &q, err, errlen) == NULL
+	           ? -1
+	           : 0;
+}
+
 /*
  * Decode steps replayed from CUDA graphs (one per 1,024 positions, the
  * position read from device memory) across the graphs' boundaries at 1,024
@@ -415,19 +432,23 @@ out:
  * differ (cuda_launch.cuh). A fourth keeps the weights in the file's
  * layout (PARLEY_CUDA_REPACK=0; the model's Q6_K tensors, as in a Q4_K_M
  * file, are otherwise rearranged at load, cuda_repack.cu): again every
- * step the same bit for bit.
+ * step the same bit for bit. A fifth carries the debug pane's kind of
+ * trace (no logits: its statistics follow the step to the host and the
+ * engine fills the trace after the select's wait, engine.c): after each
+ * engine_select its layers equal the first engine's, bit for bit, and
+ * its step count is one a token.
  */
 static void check_graphs(const char *path)
 {
 	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
 	struct model *m = NULL;
-	struct engine *g = NULL, *p = NULL, *q = NULL, *u = NULL, *c = NULL,
-	              *c8 = NULL;
+	struct engine *g = NULL, *p = NULL, *q = NULL, *u = NULL, *d = NULL,
+	              *c = NULL, *c8 = NULL;
 	int32_t *toks = NULL, nv, n_steps = 0, n_same = 0, n_same_pdl = 0,
-	        n_same_rp = 0;
+	        n_same_rp = 0, n_pane = 0, n_pane_steps = 0;
 	double worst = 0, worst8 = 0, worst_rms = -1;
-	struct trace *tg = NULL, *tc = NULL;
+	struct trace *tg = NULL, *tc = NULL, *td = NULL;
 	const int32_t n_ctx = 2100, at[2] = {1016, 2040};
 
 	if (f == NULL || model_load(f, &m, err, sizeof(err)) != 0) {
@@ -446,17 +467,21 @@ static void check_graphs(const char *path)
 	setenv("PARLEY_CUDA_REPACK", "0", 1);
 	u = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (file's layout)");
 	unsetenv("PARLEY_CUDA_REPACK");
+	d = open_engine_ctx(m, "cuda", 0, n_ctx, "graphs (the pane's trace)");
 	c = open_engine_ctx(m, "cpu", 0, n_ctx, "graphs");
 	c8 = open_cpu_x8(m, n_ctx, "graphs");
 	if (toks == NULL || g == NULL || p == NULL || q == NULL || u == NULL ||
-	    c == NULL || c8 == NULL)
+	    d == NULL || c == NULL || c8 == NULL)
 		goto out;
 	for (int32_t i = 0; i < n_ctx; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % nv);
 	tg = trace_new(m->cfg.n_layer, 5, NULL);
 	tc = trace_new(m->cfg.n_layer, 5, NULL);
-	if (tg == NULL || tc == NULL || trace_capture(tc, m->cfg.n_embd) != 0)
+	td = trace_new(m->cfg.n_layer, 1, NULL);
+	if (tg == NULL || tc == NULL || td == NULL ||
+	    trace_capture(tc, m->cfg.n_embd) != 0)
 		goto out;
+	td->skip_logits = 1; /* as session_set_trace sets the pane's */
 	for (int r = 0; r < 2; r++) {
 		int32_t n0 = engine_n_past(g), n = at[r] - n0;
 
@@ -466,12 +491,14 @@ static void check_graphs(const char *path)
 			         vectors (statistics on the host) */
 			engine_set_trace(g, tg);
 			engine_set_trace(p, tc);
+			engine_set_trace(d, td);
 			worst_rms = 0;
 		}
 		if (engine_eval(g, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(p, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(q, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(u, toks + n0, n, 0, err, sizeof(err)) ||
+		    engine_eval(d, toks + n0, n, 0, err, sizeof(err)) ||
 		    engine_eval(c, toks + n0, n, 0, err, sizeof(err)) ||
 		    copy_state(c, c8, err, sizeof(err))) {
 			tap_ok(0, "graphs: prefill to %d: %s", at[r], err);
@@ -479,11 +506,13 @@ static void check_graphs(const char *path)
 		}
 		for (int i = 0; i < 16; i++) {
 			const int32_t *t = toks + at[r] + i;
+			const int64_t td0 = td->step;
 			double e, e8;
 
 			if (engine_eval(p, t, 1, 0, err, sizeof(err)) ||
 			    engine_eval(q, t, 1, 0, err, sizeof(err)) ||
 			    engine_eval(u, t, 1, 0, err, sizeof(err)) ||
+			    pane_step(d, t, err, sizeof(err)) ||
 			    (e = eval_both(g, c, t, 1, 0)) < 0 ||
 			    (e8 = eval_x8(c8, c, *t)) < 0) {
 				tap_ok(0, "graphs: step at %d: %s", at[r] + i,
@@ -519,6 +548,18 @@ static void check_graphs(const char *path)
 			                     sizeof(float) * (size_t)nv) == 0;
 			n_same_rp += memcmp(engine_logits(g), engine_logits(u),
 			                    sizeof(float) * (size_t)nv) == 0;
+			if (r == 1) {
+				const int64_t s1 = td->step;
+
+				n_pane +=
+				    memcmp(td->layers, tg->layers,
+				           sizeof(*td->layers) *
+				               (size_t)m->cfg.n_layer) == 0;
+				/* the step ended at the select, once: a later
+				   engine call does not end it again */
+				engine_logits(d);
+				n_pane_steps += s1 == td0 + 1 && td->step == s1;
+			}
 		}
 	}
 	tap_ok(n_same == n_steps,
@@ -529,6 +570,11 @@ static void check_graphs(const char *path)
 	       "graphs: %d of %d decode steps bit-identical with ordinary "
 	       "launches (PARLEY_CUDA_PDL=0)",
 	       n_same_pdl, n_steps);
+	tap_ok(n_pane == 16 && n_pane_steps == 16,
+	       "graphs: the pane's trace (statistics filled at the select): "
+	       "%d of 16 traced steps' layers = the synchronous trace's, "
+	       "%d of 16 ended once",
+	       n_pane, n_pane_steps);
 	tap_ok(n_same_rp == n_steps,
 	       "graphs: %d of %d decode steps bit-identical with the weights "
 	       "in the file's layout (PARLEY_CUDA_REPACK=0)",
@@ -547,10 +593,12 @@ out:
 	engine_close(p);
 	engine_close(q);
 	engine_close(u);
+	engine_close(d);
 	engine_close(c);
 	engine_close(c8);
 	trace_free(tg);
 	trace_free(tc);
+	trace_free(td);
 	free(toks);
 	model_free(m);
 	gguf_close(f);

@@ -1090,6 +1090,83 @@ static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 		free(host[i]);
 }
 
+/*
+ * cuda_op_matmul_add_copy: Y after the product bit for bit as
+ * cuda_op_matmul_add leaves it, and the copy equal to it; refused (-1,
+ * Y untouched) where the fast mat-vec does not apply. cuda_op_stats_rows:
+ * each row's statistics as cuda_op_stats gives them, bit for bit.
+ */
+static void test_add_copy(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
+                          int n_tok)
+{
+	const int64_t ne1 = 77;
+	const size_t ny = (size_t)n_tok * ne1;
+	float *wf, *x = malloc(sizeof(float) * (size_t)n_tok * ne0);
+	float *y0 = malloc(sizeof(float) * ny),
+	      *ya = malloc(sizeof(float) * ny);
+	float *yb = malloc(sizeof(float) * ny),
+	      *yc = malloc(sizeof(float) * ny);
+	float sa[4 * 8], sb[4 * 8];
+	void *dw, *d_x, *d_y, *d_c, *d_s;
+	struct cuda_tensor cw = fused_weight(t, ne0, ne1, &dw, &wf);
+	const int ok = cuda_op_matmul_add_copy_ok(ctx, &cw, NULL, n_tok);
+	char err[512] = "";
+	int rc, same = 0, same_stats = 1;
+
+	fill_unif(x, (size_t)n_tok * ne0, -1.0f, 1.0f);
+	fill_unif(y0, ny, -1.0f, 1.0f);
+	d_x = dev_put(x, sizeof(float) * (size_t)n_tok * ne0);
+	d_y = dev_put(y0, sizeof(float) * ny);
+	d_c = dev_put(NULL, sizeof(float) * ny);
+	d_s = dev_put(NULL, sizeof(sa));
+	rc = cuda_op_matmul_add(ctx, &cw, d_x, NULL, n_tok, d_y, 0, err,
+	                        sizeof(err)) ||
+	     dev_get(ctx, ya, d_y, sizeof(float) * ny) ||
+	     cudaMemcpy(d_y, y0, sizeof(float) * ny, cudaMemcpyHostToDevice) !=
+	         cudaSuccess ||
+	     cudaDeviceSynchronize() != cudaSuccess;
+	if (!rc && ok) {
+		rc = cuda_op_matmul_add_copy(ctx, &cw, d_x, NULL, n_tok, d_y,
+		                             d_c, err, sizeof(err)) ||
+		     dev_get(ctx, yb, d_y, sizeof(float) * ny) ||
+		     dev_get(ctx, yc, d_c, sizeof(float) * ny);
+		same = !rc && memcmp(ya, yb, sizeof(float) * ny) == 0 &&
+		       memcmp(yb, yc, sizeof(float) * ny) == 0;
+	} else if (!rc) { /* refused, and nothing written */
+		same = cuda_op_matmul_add_copy(ctx, &cw, d_x, NULL, n_tok, d_y,
+		                               d_c, err, sizeof(err)) != 0 &&
+		       !dev_get(ctx, yb, d_y, sizeof(float) * ny) &&
+		       memcmp(y0, yb, sizeof(float) * ny) == 0;
+	}
+	tap_ok(!rc && same, "matmul_add_copy %s x%lld, %d tokens: %s %s",
+	       qtype_name(t), (long long)ne0, n_tok,
+	       ok ? "Y = matmul_add's, the copy = Y (bit for bit)"
+	          : "refused off the fast mat-vec, Y untouched",
+	       err);
+	/* the statistics of each token's row, one launch and one by one */
+	if (n_tok <= 8 && !rc) {
+		rc = cuda_op_stats_rows(ctx, d_y, (int32_t)ne1, n_tok, d_s, err,
+		                        sizeof(err)) ||
+		     dev_get(ctx, sa, d_s, sizeof(float) * 4 * n_tok);
+		for (int r = 0; !rc && r < n_tok; r++)
+			rc = cuda_op_stats(ctx, (const float *)d_y + r * ne1,
+			                   (int32_t)ne1, (float *)d_s + 4 * r,
+			                   err, sizeof(err));
+		rc = rc || dev_get(ctx, sb, d_s, sizeof(float) * 4 * n_tok);
+		same_stats =
+		    !rc && memcmp(sa, sb, sizeof(float) * 4 * n_tok) == 0;
+		tap_ok(same_stats,
+		       "stats_rows of %d rows of %lld = stats of each %s",
+		       n_tok, (long long)ne1, err);
+	}
+	void *dev[] = {dw, d_x, d_y, d_c, d_s};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {wf, x, y0, ya, yb, yc};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 int main(void)
 {
 	struct cuda_ctx ctx;
@@ -1147,6 +1224,12 @@ int main(void)
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
 	test_rmsnorm_x8(&ctx);
+	/* the residual's copy for the traced decode step */
+	test_add_copy(&ctx, QTYPE_Q4_1, 576, 1);
+	test_add_copy(&ctx, QTYPE_Q4_K, 1536, 3);
+	test_add_copy(&ctx, QTYPE_F16, 896, 1);
+	test_add_copy(&ctx, QTYPE_Q5_0, 576, 1); /* element-wise: refused */
+	test_add_copy(&ctx, QTYPE_Q8_0, 576, 9); /* GEMM: refused */
 	for (int neox = 0; neox <= 1; neox++) {
 		test_rope(&ctx, neox, 64, 0);
 		test_rope(&ctx, neox, 32, 1);
