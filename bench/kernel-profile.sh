@@ -11,7 +11,9 @@
 # each replayed with cold caches, so the sum is a little above the
 # graph's step time); bench/kernel_table.py tabulates the last decode step
 # (BENCHMARKS.md's per-kernel tables). Environment: NCU (default ncu),
-# KEEP_CSV=FILE to keep ncu's CSV.
+# KEEP_CSV=FILE to keep ncu's CSV. The kernels that fill the cache to
+# DEPTH are profiled too, each replayed: keep DEPTH small (100 takes about
+# a minute on the 7B shape; 16,384 did not finish in 7 minutes).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 MODEL [DEPTH] [BUILD_DIR]" >&2; exit 2; }
 model=$1
