@@ -193,9 +193,9 @@ int engine_open(const struct model *m, const struct engine_params *p,
 	return -1;
 }
 
-/* Free the engine. */
 static void engine_trace_settle_quiet(struct engine *e);
 
+/* Free the engine. */
 void engine_close(struct engine *e)
 {
 	if (e == NULL)
