@@ -443,13 +443,19 @@ static int cu_trace_stats(struct engine *e, struct cu_state *s, int il,
 	                     s->d_tstats + 4 * il, err, errlen);
 }
 
+/* Layers whose statistics the trace takes (the model's, at most the
+ * trace's). */
+static int cu_trace_layers(const struct engine *e)
+{
+	return e->model->cfg.n_layer < e->trace->n_layer ? e->model->cfg.n_layer
+	                                                 : e->trace->n_layer;
+}
+
 /* Enqueue the copy of the step's statistics (d_tstats) to h_tstats. */
 static int cu_trace_copy(struct engine *e, struct cu_state *s, char *err,
                          size_t errlen)
 {
-	const int nl = e->model->cfg.n_layer < e->trace->n_layer
-	                   ? e->model->cfg.n_layer
-	                   : e->trace->n_layer;
+	const int nl = cu_trace_layers(e);
 
 	CUDA_TRY(cudaMemcpyAsync(s->h_tstats, s->d_tstats,
 	                         (size_t)nl * 4 * sizeof(float),
@@ -462,9 +468,7 @@ static int cu_trace_copy(struct engine *e, struct cu_state *s, char *err,
 static int cu_trace_fill(struct engine *e, struct cu_state *s, char *err,
                          size_t errlen)
 {
-	const int nl = e->model->cfg.n_layer < e->trace->n_layer
-	                   ? e->model->cfg.n_layer
-	                   : e->trace->n_layer;
+	const int nl = cu_trace_layers(e);
 
 	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
 	for (int il = 0; il < nl; il++) {
@@ -1090,7 +1094,8 @@ fail:
 }
 
 /* Positional (C++): name, open, eval, logits, select, kv_bytes, kv_save,
-   kv_load, bandwidth, close - the order of struct engine_ops. */
+   kv_load, bandwidth, close, trace_settle - the order of struct
+   engine_ops. */
 extern "C" const struct engine_ops backend_cuda_ops = {
     "cuda",       cu_open,     cu_eval,         cu_logits,
     cu_select,    cu_kv_bytes, cu_kv_save,      cu_kv_load,

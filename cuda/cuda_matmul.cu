@@ -883,8 +883,7 @@ extern "C" int cuda_op_matmul_add_copy_ok(const struct cuda_ctx *ctx,
                                           const struct cuda_tensor *w,
                                           const float *d_x, int32_t n_tok)
 {
-	return n_tok < CUDA_GEMM_MIN_TOKENS && cuda_ops_type_ok(w->type) &&
-	       cm_unit_ok(ctx, w, d_x, n_tok);
+	return n_tok < CUDA_GEMM_MIN_TOKENS && cm_unit_ok(ctx, w, d_x, n_tok);
 }
 
 extern "C" int cuda_op_matmul_add_copy(struct cuda_ctx *ctx,

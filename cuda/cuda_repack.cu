@@ -83,16 +83,17 @@ extern "C" int cuda_op_repack(struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
                               char *err, size_t errlen)
 {
 	const uint32_t rt = cuda_repack_type(type);
-	const int64_t nb = ne0 / (type == QTYPE_Q8_0 ? 32 : 256);
-	const int64_t n = nb * n_rows;
-	const size_t src_row = (size_t)nb * (type == QTYPE_Q8_0 ? 34 : 210);
-	const unsigned blocks = (unsigned)((n + 255) / 256);
+	const struct qtype_info *qi = qtype_get(type);
 
-	if (rt == type || ne0 % (type == QTYPE_Q8_0 ? 32 : 256) != 0) {
+	if (rt == type || ne0 % qi->blck_size != 0) {
 		snprintf(err, errlen, "no GPU layout for %s rows of %lld",
 		         qtype_name(type), (long long)ne0);
 		return -1;
 	}
+	const int64_t nb = ne0 / qi->blck_size, n = nb * n_rows;
+	const size_t src_row = (size_t)nb * qi->type_size;
+	const unsigned blocks = (unsigned)((n + 255) / 256);
+
 	if (n == 0)
 		return 0;
 	if (rt == CQ_Q8_0R)
