@@ -101,16 +101,21 @@ struct cu_state {
 };
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
-/* Weight bytes up to which the mat-vec prefetches its rows while the
- * previous kernel runs (cuda_ops.h prefetch). Measured on the h100 with
- * PDL: SmolLM2 (96 MB) decodes 1,213 -> 1,330 tok/s with it, but
- * TinyLlama-1.1B Q8_0 (1.1 GB) 900 -> 859 and Qwen2.5-7B Q4_K_M (4.4 GB)
- * 329 -> 307: where each product is latency-bound, the rows reach L2 in
- * the shadow of the previous kernel; where products are bandwidth-bound
- * and span several waves, the prefetches are extra requests. Models
- * between 96 MB and 1.1 GB were not measured; PARLEY_CUDA_PREFETCH=0 or 1
- * overrides. */
-#define CU_PREFETCH_MAX ((size_t)256 << 20)
+/* The mat-vec's prefetch of its rows while the previous kernel runs
+ * (cuda_ops.h prefetch_max), chosen by the model's and the product's
+ * weight bytes. Measured on the h100 with PDL: SmolLM2 (96 MB) decodes
+ * 1,213 -> 1,330 tok/s with it on every product, but TinyLlama-1.1B Q8_0
+ * (1.1 GB) 900 -> 859 and Qwen2.5-7B Q4_K_M (4.4 GB) 329 -> 307: where
+ * each product is latency-bound, the rows reach L2 in the shadow of the
+ * previous kernel; where products are bandwidth-bound and span several
+ * waves, the prefetches are extra requests. So every product of a model
+ * of up to CU_PREFETCH_MAX, and in bigger models the products of up to
+ * CU_PREFETCH_PRODUCT (QKV, wo: latency-bound too): Qwen2.5-0.5B F16
+ * 980 -> 1,017 tok/s, TinyLlama 966 -> 996, Qwen2.5-3B Q4_K_M 515 -> 526,
+ * the 7B level (363); 16 MiB was no better (3B 513). PARLEY_CUDA_PREFETCH
+ * =0 or 1: none or every product (for measuring). */
+#define CU_PREFETCH_MAX     ((size_t)256 << 20)
+#define CU_PREFETCH_PRODUCT ((size_t)8 << 20)
 
 /* 256-byte aligned size (cudaMalloc's alignment; any block type fits). */
 static size_t cu_align(size_t n)
@@ -1058,9 +1063,12 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		if (pdl != NULL && strcmp(pdl, "0") == 0)
 			s->ctx.pdl = 0; /* ordinary launches (to measure) */
 		/* without PDL there is no previous kernel to overlap with */
-		s->ctx.prefetch =
-		    s->ctx.pdl && (pf != NULL ? strcmp(pf, "0") != 0
-		                              : arena <= CU_PREFETCH_MAX);
+		s->ctx.prefetch_max =
+		    !s->ctx.pdl ? 0
+		    : pf != NULL
+		        ? (strcmp(pf, "0") != 0 ? SIZE_MAX : 0)
+		        : (arena <= CU_PREFETCH_MAX ? SIZE_MAX
+		                                    : CU_PREFETCH_PRODUCT);
 	}
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);

@@ -300,7 +300,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1,
 			          t, &w[k], &y[k], &b[k]);
 	}
-	/* PF (ctx->prefetch): the weights are no kernel's output, so their
+	/* PF (ctx->prefetch_max): the weights are no kernel's output, so their
 	   rows may head for L2 while the previous kernel finishes
 	   (cuda_launch.cuh) */
 	if (pf && active && t == 0)
@@ -673,6 +673,16 @@ static int cm_ks(const struct cuda_ctx *ctx, int64_t warps, int64_t nu)
 	return nu >= 4 * 32 ? 4 : nu >= 2 * 32 ? 2 : 1;
 }
 
+/* Weight bytes of the parts of PS. */
+static size_t cm_parts_bytes(const struct cm_parts *ps)
+{
+	size_t n = 0;
+
+	for (int k = 0; k < ps->n; k++)
+		n += (size_t)ps->p[k].ne1 * ps->p[k].row_size;
+	return n;
+}
+
 /* One cm_matvec_unit launch of type TYPE (cm_unit_ok holds for every
  * part) in MODE over the rows of PS. With int8 activations (cm_x8_ok),
  * D_X is quantized into ctx->d_xq first unless *XQ_DONE says it already
@@ -689,7 +699,7 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	const int64_t per_block = MM_WARPS / ks;
 	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
 	          (unsigned)n_tok);
-	const int pf = ctx->prefetch;
+	const int pf = cm_parts_bytes(ps) <= ctx->prefetch_max;
 
 	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
 		if (!*xq_done &&

@@ -52,10 +52,11 @@ struct cuda_ctx {
 	   (cuda_launch.cuh); set at init on compute capability 9.0+, the
 	   backend clears it for PARLEY_CUDA_PDL=0 */
 	int pdl;
-	/* 1: the mat-vec prefetches its weight rows into L2 before it waits
-	   for the previous kernel (cuda_launch.cuh); the backend sets it for
-	   small models, where it pays (backend_cuda.cu CU_PREFETCH_MAX) */
-	int prefetch;
+	/* a mat-vec whose weights are at most this many bytes prefetches its
+	   rows into L2 before it waits for the previous kernel
+	   (cuda_launch.cuh); the backend sets it where it pays (backend_cuda.cu
+	   CU_PREFETCH_MAX); 0: never */
+	size_t prefetch_max;
 	/* multiprocessors of the device (launch shapes that fill the GPU) */
 	int n_sm;
 	void *d_attn;    /* fp32 partials of the split decode attention */
