@@ -16,6 +16,9 @@
  *     machine. The share printed is floor time / measured time.
  * Each figure is the median of -r repeats (the cache is truncated back to
  * the depth between repeats); min and max are printed beside it.
+ * --trace and --top N add what the full-screen chat asks of each step (the
+ * debug pane's per-layer trace, the raw top N of the select), so the
+ * chat's decode speed can be compared with the plain one.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
@@ -29,6 +32,7 @@
 #include "engine.h"
 #include "gguf.h"
 #include "model.h"
+#include "trace.h"
 
 /* Options of one run. */
 struct bench_opts {
@@ -39,6 +43,8 @@ struct bench_opts {
 	long depth;          /* --depth: tokens in the cache before */
 	long repeats;        /* -r */
 	long n_threads;      /* -t (0: all cores) */
+	int trace;           /* --trace: the debug pane's trace attached */
+	long n_top;          /* --top: raw top entries each select returns */
 };
 
 /* Seconds on the monotonic clock. */
@@ -54,7 +60,8 @@ static void bench_usage(FILE *f)
 {
 	fputs(
 	    "usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
-	    "                    [--backend auto|cuda|cpu] [-t N]\n"
+	    "                    [--backend auto|cuda|cpu] [-t N] [--trace]\n"
+	    "                    [--top N]\n"
 	    "  -m FILE          GGUF model (default: the cache's SmolLM2)\n"
 	    "  -p N             prompt tokens to prefill (default 512)\n"
 	    "  -n N             tokens to decode (default 128)\n"
@@ -63,6 +70,10 @@ static void bench_usage(FILE *f)
 	    "  --backend NAME   auto, cuda or cpu (default: $PARLEY_BACKEND,\n"
 	    "                   else auto)\n"
 	    "  -t N             CPU threads (default: all cores)\n"
+	    "  --trace          decode with the debug pane's per-layer trace\n"
+	    "                   attached, as the full-screen chat does\n"
+	    "  --top N          each select also returns the N highest raw\n"
+	    "                   logits (the chat asks for 10; default 0)\n"
 	    "Prints load time, prefill and decode tokens/s, the memory the\n"
 	    "backend holds, and decode as a share of the bandwidth floor.\n",
 	    f);
@@ -84,6 +95,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	    {"depth", required_argument, NULL, 'D'},
 	    {"backend", required_argument, NULL, 'B'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"trace", no_argument, NULL, 'T'},
+	    {"top", required_argument, NULL, 'K'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -102,6 +115,13 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 'h':
 			bench_usage(stdout);
 			return 1;
+		case 'T':
+			o->trace = 1;
+			continue;
+		case 'K':
+			dst = &o->n_top;
+			max = ENGINE_SELECT_MAX;
+			break;
 		case 'p':
 			dst = &o->n_prompt;
 			break;
@@ -152,10 +172,13 @@ static void bench_stats(double *x, long n, double *med, double *mn, double *mx)
 	*med = n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* Greedy next id (the device finishes its work before this returns). */
-static int bench_pick(struct engine *e, int32_t *id, char *err, size_t len)
+/* Greedy next id, and the N_TOP highest raw logits beside it (the device
+ * finishes its work before this returns). */
+static int bench_pick(struct engine *e, int32_t n_top, int32_t *id, char *err,
+                      size_t len)
 {
-	struct engine_select_req q = {.k = 1, .repeat_penalty = 1.0f};
+	struct engine_select_req q = {
+	    .k = 1, .n_raw = n_top, .repeat_penalty = 1.0f};
 	const struct engine_selection *s = engine_select(e, &q, err, len);
 
 	if (s == NULL)
@@ -166,19 +189,20 @@ static int bench_pick(struct engine *e, int32_t *id, char *err, size_t len)
 
 /* One repeat: prefill P tokens, decode N; seconds of each into *TP, *TD. */
 static int bench_once(struct engine *e, const int32_t *ids, long p, long n,
-                      double *tp, double *td, char *err, size_t len)
+                      int32_t n_top, double *tp, double *td, char *err,
+                      size_t len)
 {
 	double t0 = bench_now(), t1;
 	int32_t id = ids[0];
 
 	if (p > 0 && (engine_eval(e, ids, (int32_t)p, 0, err, len) != 0 ||
-	              bench_pick(e, &id, err, len) != 0))
+	              bench_pick(e, n_top, &id, err, len) != 0))
 		return -1;
 	t1 = bench_now();
 	*tp = t1 - t0;
 	for (long i = 0; i < n; i++) {
 		if (engine_eval(e, &id, 1, 0, err, len) != 0 ||
-		    bench_pick(e, &id, err, len) != 0)
+		    bench_pick(e, n_top, &id, err, len) != 0)
 			return -1;
 	}
 	*td = bench_now() - t1;
@@ -194,6 +218,7 @@ int cmd_bench(int argc, char **argv)
 	struct gguf_file *f = NULL;
 	struct model *m = NULL;
 	struct engine *e = NULL;
+	struct trace *tr = NULL;
 	char err[512], *def = NULL;
 	double *tp = NULL, *td = NULL, t0, t1, t2, bw = 0;
 	double pm, pmin, pmax, dm, dmin, dmax;
@@ -243,6 +268,17 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (engine_measure_bandwidth(e, &bw, err, sizeof(err)) != 0)
 		goto fail;
+	if (o.trace) {
+		/* the debug pane's: statistics only, the logits left to the
+		   select (session.c) */
+		tr = trace_new(m->cfg.n_layer, 1, NULL);
+		if (tr == NULL) {
+			snprintf(err, sizeof(err), "trace: out of memory");
+			goto fail;
+		}
+		tr->skip_logits = 1;
+		engine_set_trace(e, tr);
+	}
 	printf("model:     %s (%s, %d layers, n_embd %d, vocab %d)\n", o.model,
 	       m->cfg.arch_name, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab);
 	printf("backend:   %s, host threads %d; holds %.1f MiB\n",
@@ -256,8 +292,8 @@ int cmd_bench(int argc, char **argv)
 	                ENGINE_EVAL_NO_LOGITS, err, sizeof(err)) != 0)
 		goto fail;
 	for (long r = 0; r < o.repeats; r++) {
-		if (bench_once(e, ids, o.n_prompt, o.n_gen, &tp[r], &td[r], err,
-		               sizeof(err)) != 0 ||
+		if (bench_once(e, ids, o.n_prompt, o.n_gen, (int32_t)o.n_top,
+		               &tp[r], &td[r], err, sizeof(err)) != 0 ||
 		    engine_truncate(e, (int32_t)o.depth) != 0)
 			goto fail;
 	}
@@ -287,6 +323,10 @@ int cmd_bench(int argc, char **argv)
 		printf("decode at %.1f%% of the bandwidth floor\n",
 		       100.0 * floor_s / step);
 	}
+	if (tr != NULL)
+		printf("trace:     %lld steps traced, the last at position %d; "
+		       "raw top %ld a select\n",
+		       (long long)tr->step, tr->pos, o.n_top);
 	rc = 0;
 fail:
 	if (rc != 0)
@@ -294,7 +334,8 @@ fail:
 	free(ids);
 	free(tp);
 	free(td);
-	engine_close(e);
+	engine_close(e); /* before the trace it may still fill */
+	trace_free(tr);
 	model_free(m);
 	gguf_close(f);
 	free(def);
