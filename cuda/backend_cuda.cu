@@ -93,11 +93,14 @@ struct cu_state {
 	int32_t n_graphs;
 
 	/* a traced step's per-layer statistics, computed on the device
-	   (cuda_op_stats) and copied back once per step */
-	float *d_tstats; /* [n_layer][4] device */
+	   (cuda_op_stats) straight into mapped host memory: no copy in the
+	   stream (a D2H copy after each traced step kept the debug pane's
+	   decode ~1% behind the plain one on SmolLM2, BENCHMARKS.md), read
+	   once the stream is synchronised */
+	float *h_tstats; /* [n_layer][4] pinned, mapped host memory */
+	float *d_tstats; /* the device's address of h_tstats */
 	float *d_snap;   /* [n_layer][n_embd]: a traced decode step's residual
 	                    after each layer (cu_decode_kernels) */
-	float *h_tstats; /* [n_layer][4] pinned host */
 };
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
@@ -438,7 +441,7 @@ static int cu_trace_layer(struct engine *e, struct cu_state *s, int il,
 }
 
 /* Layer IL's statistics of the residual row ROW into d_tstats (enqueued;
- * cu_trace_fetch brings them back). */
+ * cu_trace_fill reads them once the stream is done). */
 static int cu_trace_stats(struct engine *e, struct cu_state *s, int il,
                           int32_t row, char *err, size_t errlen)
 {
@@ -456,20 +459,8 @@ static int cu_trace_layers(const struct engine *e)
 	                                                 : e->trace->n_layer;
 }
 
-/* Enqueue the copy of the step's statistics (d_tstats) to h_tstats. */
-static int cu_trace_copy(struct engine *e, struct cu_state *s, char *err,
-                         size_t errlen)
-{
-	const int nl = cu_trace_layers(e);
-
-	CUDA_TRY(cudaMemcpyAsync(s->h_tstats, s->d_tstats,
-	                         (size_t)nl * 4 * sizeof(float),
-	                         cudaMemcpyDeviceToHost, s->ctx.stream),
-	         err, errlen);
-	return 0;
-}
-
-/* Wait for the step (and cu_trace_copy's copy) and fill the trace. */
+/* Wait for the step (its statistics kernels wrote h_tstats) and fill the
+ * trace. */
 static int cu_trace_fill(struct engine *e, struct cu_state *s, char *err,
                          size_t errlen)
 {
@@ -483,16 +474,6 @@ static int cu_trace_fill(struct engine *e, struct cu_state *s, char *err,
 		trace_layer_stats(e->trace, il, &st);
 	}
 	return 0;
-}
-
-/* Wait for the step and fill the trace from d_tstats. */
-static int cu_trace_fetch(struct engine *e, struct cu_state *s, char *err,
-                          size_t errlen)
-{
-	return cu_trace_copy(e, s, err, errlen) ||
-	               cu_trace_fill(e, s, err, errlen)
-	           ? -1
-	           : 0;
 }
 
 /* ops.trace_settle: the statistics a deferred step left on their way. */
@@ -544,7 +525,7 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 			         err, errlen);
 	}
 	if (e->trace != NULL && !cu_trace_captures(e))
-		return cu_trace_fetch(e, s, err, errlen); /* waits */
+		return cu_trace_fill(e, s, err, errlen); /* waits */
 	CUDA_TRY(cudaStreamSynchronize(x->stream), err, errlen);
 	return 0;
 }
@@ -685,16 +666,13 @@ static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
 	if (!traced)
 		return 0;
 	/* the debug pane's trace (no logits, no verifier holding the step):
-	   the statistics follow the step to the host, and the engine fills
-	   the trace after the select's own wait (engine.c
+	   the engine fills it after the select's own wait (engine.c
 	   engine_trace_settle): one host synchronisation a token */
 	if (e->trace->skip_logits && !e->trace->hold) {
-		if (cu_trace_copy(e, s, err, errlen))
-			return -1;
 		e->trace_deferred = 1;
 		return 0;
 	}
-	return cu_trace_fetch(e, s, err, errlen);
+	return cu_trace_fill(e, s, err, errlen);
 }
 
 /* Grow e->logits to N rows. */
@@ -930,10 +908,9 @@ static void cu_close(struct engine *e)
 			free(s->graphs);
 		}
 		cudaFreeHost(s->h_tstats);
-		void *bufs[] = {s->arena, s->tok,    s->x,        s->xb,
-		                s->q,     s->k,      s->v,        s->o,
-		                s->hb,    s->hb2,    s->logits,   s->kc,
-		                s->vc,    s->d_step, s->d_tstats, s->d_snap};
+		void *bufs[] = {s->arena,  s->tok, s->x,  s->xb,     s->q,
+		                s->k,      s->v,   s->o,  s->hb,     s->hb2,
+		                s->logits, s->kc,  s->vc, s->d_step, s->d_snap};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		free(s->layers);
@@ -1043,14 +1020,13 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->n_graphs = (e->n_ctx + CU_GRAPH_POS - 1) / CU_GRAPH_POS;
 	s->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)s->n_graphs,
 	                                      sizeof(*s->graphs));
-	cu_alloc((void **)&s->d_tstats, (size_t)c->n_layer * 4 * sizeof(float),
-	         &rc);
 	cu_alloc((void **)&s->d_snap,
 	         (size_t)c->n_layer * c->n_embd * sizeof(float), &rc);
-	if (cudaMallocHost((void **)&s->h_tstats,
-	                   (size_t)c->n_layer * 4 * sizeof(float)) !=
-	    cudaSuccess) {
-		s->h_tstats = NULL;
+	if (cudaHostAlloc((void **)&s->h_tstats,
+	                  (size_t)c->n_layer * 4 * sizeof(float),
+	                  cudaHostAllocMapped) != cudaSuccess ||
+	    cudaHostGetDevicePointer((void **)&s->d_tstats, s->h_tstats, 0) !=
+	        cudaSuccess) {
 		rc = -1;
 	}
 	{
