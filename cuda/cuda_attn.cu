@@ -659,94 +659,95 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
  * chunks c (CHUNK positions each) of token t's causal length; block =
- * (head, token) of AS_MT threads. The chunks are taken in parallel, not
- * as a loop a thread: the earlier kernel (a thread per dimension walking
- * every chunk three times) was a chain of dependent L2 loads, ~5 us a
- * layer in a decode step at 512 positions (measured on the h100 by
- * leaving it out of the graph: 0.77 -> 0.62 ms a token on SmolLM2's
- * shape). Now: the maxima m_c and the weights exp(m_c - M) are a
- * block-wide reduction (the weights kept in shared memory, up to AS_MW
- * chunks, else recomputed), then thread (slice s, dimension d) sums the
- * chunks s, s + S, ... with its loads independent, and the slices are
- * added in slice order (the result does not depend on timing). */
+ * (head, token) of AS_MT threads. The sums are taken chunk after chunk,
+ * in chunk order, as the first merge (a thread per dimension walking
+ * the chunks) took them, so the results are that kernel's to the bit
+ * (a merge that added the chunks in slices made the real SmolLM2's
+ * greedy decode part from the CPU reference's at a step of a 0.1 logit
+ * margin, tests/t_cuda_smollm, on the h100). What is parallel is the
+ * loading: that first kernel's loads were a chain of dependent L2 round
+ * trips, ~5 us a layer in a decode step at 512 positions (measured on
+ * the h100 by leaving the merge out of the graph: 0.77 -> 0.62 ms a
+ * token on SmolLM2's shape). Here the maximum M is a block-wide
+ * reduction (exact in any order), the weights exp(m_c - M) and the l_c
+ * are put in shared memory by all threads at once (up to AS_MW chunks;
+ * beyond, each is read where it is used, as before), and the partial
+ * sums AS_MC chunks at a time, so a thread's sequence of additions
+ * reads shared memory, not L2. */
 #define AS_MT 256  /* threads of as_merge */
 #define AS_MW 2048 /* chunks whose weights as_merge keeps in shared memory */
+#define AS_MC 16   /* chunks of partial sums staged at a time */
 static_assert(AS_MT >= CUDA_ATTN_MAX_HEAD_DIM && AS_MT % 32 == 0,
-              "as_merge: a slice of AS_MT threads covers a head");
-
-/* Block-wide reduction of V (max when IS_MAX, else sum) over AS_MT
- * threads; every thread gets the result. RED: AS_MT / 32 floats. */
-template <bool IS_MAX>
-static __device__ __forceinline__ float as_block_reduce(float v, float *red)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-	for (int off = 16; off > 0; off >>= 1) {
-		const float o = __shfl_xor_sync(0xffffffffu, v, off);
-		v = IS_MAX ? fmaxf(v, o) : v + o;
-	}
-	__syncthreads(); /* RED free (a previous reduction read it) */
-	if (lane == 0)
-		red[warp] = v;
-	__syncthreads();
-	v = lane < AS_MT / 32 ? red[lane] : (IS_MAX ? -INFINITY : 0.0f);
-	for (int off = 16; off > 0; off >>= 1) {
-		const float o = __shfl_xor_sync(0xffffffffu, v, off);
-		v = IS_MAX ? fmaxf(v, o) : v + o;
-	}
-	return v;
-}
+              "as_merge: a thread per dimension of a head");
 
 __global__ void __launch_bounds__(AS_MT)
     as_merge(const float *part, const float *ml, int32_t n_head, int32_t hd,
              int32_t pos0, const int32_t *dpos, int32_t nch, int32_t chunk,
              float *out, uint8_t *xq)
 {
-	cu_pdl_sync();                 /* first: cuda_launch.cuh */
-	__shared__ float w[AS_MW];     /* exp(m_c - M) */
-	__shared__ float acc_s[AS_MT]; /* the slices' sums [s][d] */
+	cu_pdl_sync();              /* first: cuda_launch.cuh */
+	__shared__ float w[AS_MW];  /* exp(m_c - M) */
+	__shared__ float lc[AS_MW]; /* l_c */
+	__shared__ float ps[AS_MC * CUDA_ATTN_MAX_HEAD_DIM]; /* [j][d] */
 	__shared__ float red[AS_MT / 32];
+	__shared__ float l_sh;
 	if (dpos != NULL)
 		pos0 = *dpos;
 	const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+	const int lane = tid & 31, warp = tid >> 5;
 	const int32_t len = pos0 + t + 1;
 	const int nc = (len + chunk - 1) / chunk;
 	const size_t th = (size_t)t * n_head + h;
 	const float *mlh = ml + th * nch * 2;
 	const float *ph = part + th * nch * hd;
 	const bool keep = nc <= AS_MW;
-	float mx = -INFINITY, l = 0.0f;
+	float mx = -INFINITY;
 
 	for (int c = tid; c < nc; c += AS_MT)
 		mx = fmaxf(mx, mlh[2 * c]);
-	mx = as_block_reduce<true>(mx, red);
-	for (int c = tid; c < nc; c += AS_MT) {
-		const float wc = expf(mlh[2 * c] - mx);
-
-		if (keep)
-			w[c] = wc;
-		l += mlh[2 * c + 1] * wc;
-	}
-	l = as_block_reduce<false>(l, red); /* its barriers publish w */
-	const float inv = 1.0f / l;
-	/* S slices of hd threads (hd <= AS_MT) */
-	const int ns = AS_MT / hd, s = tid / hd, d = tid % hd;
-
-	if (s < ns) {
-		float acc = 0.0f;
-
-#pragma unroll 8
-		for (int c = s; c < nc; c += ns)
-			acc += ph[(size_t)c * hd + d] *
-			       (keep ? w[c] : expf(mlh[2 * c] - mx));
-		acc_s[s * hd + d] = acc;
-	}
+	for (int off = 16; off > 0; off >>= 1)
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+	if (lane == 0)
+		red[warp] = mx;
 	__syncthreads();
-	if (tid < hd) { /* whole warps: hd % 32 == 0 where XQ is given */
-		float acc = 0.0f;
+	mx = lane < AS_MT / 32 ? red[lane] : -INFINITY;
+	for (int off = 16; off > 0; off >>= 1)
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+	if (keep)
+		for (int c = tid; c < nc; c += AS_MT) {
+			w[c] = expf(mlh[2 * c] - mx);
+			lc[c] = mlh[2 * c + 1];
+		}
+	__syncthreads();
+	if (tid == 0) { /* l in chunk order (the others stage meanwhile) */
+		float l = 0.0f;
 
-		for (int k = 0; k < ns; k++)
-			acc += acc_s[k * hd + tid];
+		for (int c = 0; c < nc; c++) /* (the first kernel's FMAs) */
+			l = keep ? __fmaf_rn(lc[c], w[c], l)
+			         : __fmaf_rn(mlh[2 * c + 1],
+			                     expf(mlh[2 * c] - mx), l);
+		l_sh = l;
+	}
+	float acc = 0.0f;
+
+	for (int c0 = 0; c0 < nc; c0 += AS_MC) {
+		const int nj = nc - c0 < AS_MC ? nc - c0 : AS_MC;
+
+		for (int i = tid; i < nj * hd; i += AS_MT)
+			ps[i] = ph[(size_t)c0 * hd + i];
+		__syncthreads();
+		if (tid < hd)
+			for (int j = 0; j < nj; j++)
+				acc = __fmaf_rn(
+				    ps[j * hd + tid],
+				    keep ? w[c0 + j]
+				         : expf(mlh[2 * (c0 + j)] - mx),
+				    acc);
+		__syncthreads(); /* ps is rewritten next; l_sh is written */
+	}
+	if (tid < hd) { /* whole warps: hd % 32 == 0 where XQ is given */
+		const float inv = 1.0f / l_sh;
+
 		out[th * hd + tid] = acc * inv;
 		if (xq != NULL) {
 			/* the warp's 32 outputs are one block of the token's
@@ -756,7 +757,7 @@ __global__ void __launch_bounds__(AS_MT)
 			uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
 			float *dd = (float *)(tb + ne0);
 
-			cv8_quantize32(acc * inv, tid & 31, (int8_t *)tb + i,
+			cv8_quantize32(acc * inv, lane, (int8_t *)tb + i,
 			               dd + i / 32, dd + ne0 / 32 + i / 32);
 		}
 	}

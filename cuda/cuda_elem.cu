@@ -30,20 +30,34 @@ static unsigned el_blocks(int64_t n)
 
 /* RMSNorm of token rows. A decode step's row is cut into spans of
  * EL_NORM_THREADS elements, a block each (grid.x = el_norm_blocks), and
- * every block first sums the squares of the whole row itself (16-byte
- * loads, all in flight at once; the same order in every block, so every
- * block gets the same scale), then scales and quantizes its own span:
- * one round of a load and a 32-element quantization per warp instead of
- * a block walking the row. (One 1,024-thread block a row took ~5.6 us
- * a norm in the 7B's decode step, measured on the h100 by leaving it
- * out of the graph: 4 rounds of quantization one after the other.) For
- * many tokens (grid.x = 1) a block walks its row in the same spans: the
- * rows run in parallel and a row read by every block would multiply the
- * L2 traffic. With XQ (N % 32 == 0, so warp w's elements of an iteration
- * are one block) the output is also quantized for the int8 mat-vec
- * (cuda_vecdot8.cuh) into XQ, cuda_x8_stride(n) bytes a token: the same
- * quants as cm_quantize_x8 makes of it, in the same launch. */
+ * every block first sums the squares of the whole row itself, then
+ * scales and quantizes its own span: one round of a load and a
+ * 32-element quantization per warp instead of a block walking the row.
+ * (One 1,024-thread block a row took ~5.6 us a norm in the 7B's decode
+ * step, measured on the h100 by leaving it out of the graph: 4 rounds of
+ * quantization one after the other.) For many tokens (grid.x = 1) a
+ * block walks its row in the same spans: the rows run in parallel and a
+ * row read by every block would multiply the L2 traffic.
+ *
+ * The sum of squares is taken in one fixed order whatever the launch,
+ * that of EL_NORM_VT "virtual threads" (the earlier one-block kernel's
+ * 1,024 threads): virtual thread v sums fma(x_i, x_i, .) over i = v,
+ * v + EL_NORM_VT, ..; each virtual warp's 32 sums are added by an xor
+ * butterfly (16, 8, 4, 2, 1), then the 32 warps' sums by another. So
+ * every block gets the same scale, the same floats as the one-block
+ * kernel gave (the first split summed 16-byte loads in another order:
+ * the real SmolLM2 then failed tests/cuda_parity at two of sixteen
+ * decode steps, measured on the h100, where the one-block order passes),
+ * and a host model of the order checks the kernel bit for bit
+ * (t_cuda_ops). With XQ (N % 32 ==
+ * 0, so warp w's elements of an iteration are one block) the output is
+ * also quantized for the int8 mat-vec (cuda_vecdot8.cuh) into XQ,
+ * cuda_x8_stride(n) bytes a token: the same quants as cm_quantize_x8
+ * makes of it, in the same launch. */
 #define EL_NORM_THREADS 256
+#define EL_NORM_VT      1024
+static_assert(EL_NORM_VT % EL_NORM_THREADS == 0 && EL_NORM_VT / 32 == 32,
+              "el_rmsnorm: whole virtual warps a warp, 32 of them");
 
 /* Blocks a row of N elements for N_TOK tokens. */
 static unsigned el_norm_blocks(int32_t n, int32_t n_tok)
@@ -58,35 +72,31 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
                uint8_t *xq)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	__shared__ float part[EL_NORM_THREADS / 32];
+	__shared__ float part[EL_NORM_VT / 32];
 	const float *xr = x + (size_t)blockIdx.y * n;
 	float *orow = out + (size_t)blockIdx.y * n;
 	uint8_t *tb =
 	    xq != NULL ? xq + (size_t)blockIdx.y * cv_x8_stride(n) : NULL;
 	float *d = tb != NULL ? (float *)(tb + n) : NULL; /* scales, sums */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	float ss = 0.0f;
+	float ss;
 
-	if (n % 4 == 0) { /* rows of cudaMalloc'ed buffers: 16-byte aligned */
-		const float4 *x4 = (const float4 *)xr;
+	/* warp w plays virtual warps w, w + 8, w + 16, w + 24 */
+#pragma unroll
+	for (int k = 0; k < EL_NORM_VT / EL_NORM_THREADS; k++) {
+		const int vw = warp + k * (EL_NORM_THREADS / 32);
+		float s = 0.0f;
 
 #pragma unroll 4
-		for (int32_t i = threadIdx.x; i < n / 4; i += EL_NORM_THREADS) {
-			const float4 v = x4[i];
-
-			ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-		}
-	} else {
-#pragma unroll 4
-		for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
-			ss += xr[i] * xr[i];
+		for (int32_t i = vw * 32 + lane; i < n; i += EL_NORM_VT)
+			s = __fmaf_rn(xr[i], xr[i], s);
+		for (int off = 16; off > 0; off >>= 1)
+			s += __shfl_xor_sync(0xffffffffu, s, off);
+		if (lane == 0)
+			part[vw] = s;
 	}
-	for (int off = 16; off > 0; off >>= 1)
-		ss += __shfl_xor_sync(0xffffffffu, ss, off);
-	if (lane == 0)
-		part[warp] = ss;
 	__syncthreads();
-	ss = lane < EL_NORM_THREADS / 32 ? part[lane] : 0.0f;
+	ss = part[lane];
 	for (int off = 16; off > 0; off >>= 1)
 		ss += __shfl_xor_sync(0xffffffffu, ss, off);
 	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
@@ -242,22 +252,25 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 
 /* Statistics of one vector for the trace (the debug pane's per-layer
  * column), computed where the vector is, so that a traced step needs no
- * copy of the residual per layer: one block a vector (row blockIdx.x of
- * X, out[4 * blockIdx.x ..]), double sums. */
-__global__ void __launch_bounds__(EL_NORM_THREADS)
+ * copy of the residual per layer: one block of EL_STATS_THREADS a vector
+ * (row blockIdx.x of X, out[4 * blockIdx.x ..]), double sums. */
+#define EL_STATS_THREADS 1024
+__global__ void __launch_bounds__(EL_STATS_THREADS)
     el_stats(const float *x, int32_t n, float *out)
 {
 	cu_pdl_sync();               /* first: cuda_launch.cuh */
 	x += (size_t)blockIdx.x * n; /* row blockIdx.x */
 	out += 4 * blockIdx.x;
-	__shared__ double ssum[EL_NORM_THREADS / 32], ssq[EL_NORM_THREADS / 32];
-	__shared__ float smin[EL_NORM_THREADS / 32], smax[EL_NORM_THREADS / 32];
+	__shared__ double ssum[EL_STATS_THREADS / 32],
+	    ssq[EL_STATS_THREADS / 32];
+	__shared__ float smin[EL_STATS_THREADS / 32],
+	    smax[EL_STATS_THREADS / 32];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	double sum = 0, sq = 0;
 	float mn = x[0], mx = x[0];
 
 #pragma unroll 4
-	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS) {
+	for (int32_t i = threadIdx.x; i < n; i += EL_STATS_THREADS) {
 		const float v = x[i];
 
 		mn = fminf(mn, v);
@@ -279,7 +292,7 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) {
-		for (int w = 1; w < EL_NORM_THREADS / 32; w++) {
+		for (int w = 1; w < EL_STATS_THREADS / 32; w++) {
 			sum += ssum[w];
 			sq += ssq[w];
 			mn = fminf(mn, smin[w]);
@@ -333,7 +346,7 @@ extern "C" int cuda_op_stats_rows(struct cuda_ctx *ctx, const float *d_x,
                                   int32_t n, int32_t n_rows, float *d_out,
                                   char *err, size_t errlen)
 {
-	cu_launch(ctx, el_stats, (unsigned)n_rows, EL_NORM_THREADS, 0, d_x, n,
+	cu_launch(ctx, el_stats, (unsigned)n_rows, EL_STATS_THREADS, 0, d_x, n,
 	          d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;

@@ -519,6 +519,101 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 		free(host[i]);
 }
 
+/* RMSNorm of X[0..n) by W in el_rmsnorm's arithmetic (cuda_elem.cu):
+ * 1,024 virtual threads, thread v summing fmaf(x_i, x_i, .) over i = v,
+ * v + 1024, ..; an xor butterfly over each virtual warp's 32 sums, then
+ * over the 32 warps' sums; the scale from a double square root; two
+ * float roundings per output. */
+static void rmsnorm_model(const float *x, const float *w, int n, float eps,
+                          float *out)
+{
+	float vt[1024], wsum[32];
+
+	for (int v = 0; v < 1024; v++) {
+		vt[v] = 0.0f;
+		for (int i = v; i < n; i += 1024)
+			vt[v] = fmaf(x[i], x[i], vt[v]);
+	}
+	for (int wp = 0; wp < 32; wp++) {
+		float *l = vt + 32 * wp, t[32];
+
+		for (int off = 16; off > 0; off >>= 1) {
+			for (int j = 0; j < 32; j++)
+				t[j] = l[j] + l[j ^ off];
+			memcpy(l, t, sizeof(t));
+		}
+		wsum[wp] = l[0];
+	}
+	for (int off = 16; off > 0; off >>= 1) {
+		float t[32];
+
+		for (int j = 0; j < 32; j++)
+			t[j] = wsum[j] + wsum[j ^ off];
+		memcpy(wsum, t, sizeof(t));
+	}
+	const float scale =
+	    (float)(1.0 / sqrt((double)wsum[0] / n + (double)eps));
+	for (int i = 0; i < n; i++) {
+		volatile float a =
+		    x[i] * scale; /* two roundings, as __fmul_rn */
+
+		out[i] = a * w[i];
+	}
+}
+
+/*
+ * cuda_op_rmsnorm: bit for bit the host model of its order of operations
+ * (rmsnorm_model), whether the rows are split over blocks (a decode step)
+ * or a block walks each (CUDA_GEMM_MIN_TOKENS rows and more); rows with a
+ * few massive activations, as real residual streams have, and widths of
+ * one to four elements per virtual thread.
+ */
+static void test_rmsnorm_order(struct cuda_ctx *ctx)
+{
+	static const int shapes[][2] = {
+	    {576, 1}, {3584, 1}, {896, 3}, {3584, CUDA_GEMM_MIN_TOKENS}};
+
+	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+		const int n = shapes[k][0], t = shapes[k][1];
+		const size_t nx = (size_t)n * t;
+		float *x = malloc(sizeof(float) * nx),
+		      *w = malloc(sizeof(float) * n);
+		float *ref = malloc(sizeof(float) * nx),
+		      *got = malloc(sizeof(float) * nx);
+		void *d_x, *d_w, *d_o;
+		char err[512] = "";
+		int rc;
+
+		fill_unif(x, nx, -2.0f, 2.0f);
+		fill_unif(w, n, 0.05f, 1.5f);
+		for (int r = 0; r < t; r++) { /* massive activations */
+			x[(size_t)r * n + 7] = 812.5f;
+			x[(size_t)r * n + n / 3] = -433.0f;
+		}
+		for (int r = 0; r < t; r++)
+			rmsnorm_model(x + (size_t)r * n, w, n, 1e-5f,
+			              ref + (size_t)r * n);
+		d_x = dev_put(x, sizeof(float) * nx);
+		d_w = dev_put(w, sizeof(float) * n);
+		d_o = dev_put(NULL, sizeof(float) * nx);
+		rc = cuda_op_rmsnorm(ctx, (const float *)d_x,
+		                     (const float *)d_w, n, t, 1e-5f,
+		                     (float *)d_o, err, sizeof(err)) ||
+		     dev_get(ctx, got, d_o, sizeof(float) * nx);
+		tap_ok(!rc && memcmp(got, ref, sizeof(float) * nx) == 0,
+		       "rmsnorm %d x %d: the host model of its order, bit for "
+		       "bit %s",
+		       t, n, err);
+		cudaFree(d_x);
+		cudaFree(d_w);
+		cudaFree(d_o);
+		free(x);
+		free(w);
+		free(ref);
+		free(got);
+	}
+}
+
 /*
  * cuda_op_rmsnorm_x8: the same fp32 output as cuda_op_rmsnorm, bit for
  * bit; the int8 activations it leaves in ctx->d_xq equal
@@ -1223,6 +1318,7 @@ int main(void)
 	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, 288, 2); /* elem */
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
+	test_rmsnorm_order(&ctx);
 	test_rmsnorm_x8(&ctx);
 	/* the residual's copy for the traced decode step */
 	test_add_copy(&ctx, QTYPE_Q4_1, 576, 1);
