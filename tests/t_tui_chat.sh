@@ -67,8 +67,11 @@ tui_wait 'pp [0-9]+ tg' 60
 # --- /regen: the same greedy reply, once ---------------------------------
 tui_screen >"$tmp/before_regen"
 tui_type "/regen"
+tui_wait '^> /regen' 10
 tui_keys Enter
-tui_wait 'gen [0-9]+ tok|pp [0-9]+ tg' 30
+# the command has left the input (the regen runs, or has run: the status
+# bar's pp/tg figures are those of a finished reply)
+tui_wait_gone '^> /regen' 30
 tui_wait 'pp [0-9]+ tg' 60
 tui_screen >"$tmp/after_regen"
 diff "$tmp/before_regen" "$tmp/after_regen" | grep '^[<>] ' | grep -v 'F1 help' >"$tmp/regen_diff"
