@@ -94,8 +94,8 @@ struct cu_state {
 
 	/* a traced step's per-layer statistics, computed on the device
 	   (cuda_op_stats) straight into mapped host memory: no copy in the
-	   stream (a D2H copy after each traced step kept the debug pane's
-	   decode ~1% behind the plain one on SmolLM2, BENCHMARKS.md), read
+	   stream (the D2H copy after each traced step cost ~0.5% of the debug
+	   pane's decode on SmolLM2's shape, BENCHMARKS.md step 21), read
 	   once the stream is synchronised */
 	float *h_tstats; /* [n_layer][4] pinned, mapped host memory */
 	float *d_tstats; /* the device's address of h_tstats */

@@ -660,11 +660,11 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
  * chunks c (CHUNK positions each) of token t's causal length; block =
  * (head, token) of AS_MT threads. The sums are taken chunk after chunk,
- * in chunk order, as the first merge (a thread per dimension walking
- * the chunks) took them, so the results are that kernel's to the bit
- * (a merge that added the chunks in slices made the real SmolLM2's
- * greedy decode part from the CPU reference's at a step of a 0.1 logit
- * margin, tests/t_cuda_smollm, on the h100). What is parallel is the
+ * in chunk order, with the same FMAs as the first merge (a thread per
+ * dimension walking the chunks), so the floats are that kernel's (a
+ * merge that added the chunks in slices made the real SmolLM2's greedy
+ * decode part from the CPU reference's at a step of a 0.1 logit margin,
+ * tests/t_cuda_smollm, on the h100). What is parallel is the
  * loading: that first kernel's loads were a chain of dependent L2 round
  * trips, ~5 us a layer in a decode step at 512 positions (measured on
  * the h100 by leaving the merge out of the graph: 0.77 -> 0.62 ms a

@@ -49,11 +49,12 @@ static unsigned el_blocks(int64_t n)
  * the real SmolLM2 then failed tests/cuda_parity at two of sixteen
  * decode steps, measured on the h100, where the one-block order passes),
  * and a host model of the order checks the kernel bit for bit
- * (t_cuda_ops). With XQ (N % 32 ==
- * 0, so warp w's elements of an iteration are one block) the output is
- * also quantized for the int8 mat-vec (cuda_vecdot8.cuh) into XQ,
- * cuda_x8_stride(n) bytes a token: the same quants as cm_quantize_x8
- * makes of it, in the same launch. */
+ * (t_cuda_ops).
+ *
+ * With XQ (N % 32 == 0, so warp w's elements of an iteration are one
+ * block) the output is also quantized for the int8 mat-vec
+ * (cuda_vecdot8.cuh) into XQ, cuda_x8_stride(n) bytes a token: the same
+ * quants as cm_quantize_x8 makes of it, in the same launch. */
 #define EL_NORM_THREADS 256
 #define EL_NORM_VT      1024
 static_assert(EL_NORM_VT % EL_NORM_THREADS == 0 && EL_NORM_VT / 32 == 32,
