@@ -115,8 +115,8 @@ struct cu_state {
  * of up to CU_PREFETCH_MAX, and in bigger models the products of up to
  * CU_PREFETCH_PRODUCT (QKV, wo: latency-bound too): Qwen2.5-0.5B F16
  * 980 -> 1,017 tok/s, TinyLlama 966 -> 996, Qwen2.5-3B Q4_K_M 515 -> 526,
- * the 7B level (363); 16 MiB was no better (3B 513). PARLEY_CUDA_PREFETCH
- * =0 or 1: none or every product (for measuring). */
+ * the 7B level (363); 16 MiB was no better (3B 513).
+ * PARLEY_CUDA_PREFETCH=0 or 1: none or every product (for measuring). */
 #define CU_PREFETCH_MAX     ((size_t)256 << 20)
 #define CU_PREFETCH_PRODUCT ((size_t)8 << 20)
 

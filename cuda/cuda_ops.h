@@ -55,7 +55,7 @@ struct cuda_ctx {
 	/* a mat-vec whose weights are at most this many bytes prefetches its
 	   rows into L2 before it waits for the previous kernel
 	   (cuda_launch.cuh); the backend sets it where it pays (backend_cuda.cu
-	   CU_PREFETCH_MAX); 0: never */
+	   CU_PREFETCH_MAX, CU_PREFETCH_PRODUCT); 0: never */
 	size_t prefetch_max;
 	/* multiprocessors of the device (launch shapes that fill the GPU) */
 	int n_sm;

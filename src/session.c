@@ -1991,7 +1991,7 @@ int session_set_trace(struct session *s, bool on, char *err, size_t errlen)
 	verify_close(s->ver); /* detaches its own trace, releases ours */
 	s->ver = NULL;
 	if (on) {
-		s->tr = trace_new(s->model->cfg.n_layer, 1, NULL);
+		s->tr = trace_new_layers(s->model->cfg.n_layer);
 		if (s->tr == NULL) {
 			char e2[256];
 
@@ -2000,9 +2000,6 @@ int session_set_trace(struct session *s, bool on, char *err, size_t errlen)
 				session_set_verify(s, true, e2, sizeof(e2));
 			return -1;
 		}
-		/* the pane has the sampler's report: the trace's own top-k
-		   would cost a device backend a copy of the row per step */
-		s->tr->skip_logits = 1;
 		engine_set_trace(s->eng, s->tr);
 	} else {
 		engine_set_trace(s->eng, NULL);

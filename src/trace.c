@@ -31,6 +31,15 @@ struct trace *trace_new(int n_layer, int top_k, FILE *out)
 	return t;
 }
 
+struct trace *trace_new_layers(int n_layer)
+{
+	struct trace *t = trace_new(n_layer, 1, NULL);
+
+	if (t != NULL)
+		t->skip_logits = 1;
+	return t;
+}
+
 /* Free a trace. */
 void trace_free(struct trace *t)
 {

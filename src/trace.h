@@ -104,6 +104,14 @@ struct trace {
  */
 struct trace *trace_new(int n_layer, int top_k, FILE *out);
 
+/*
+ * The debug pane's trace: per-layer statistics only (skip_logits), for a
+ * caller that has the sampler's report of the logits instead - the
+ * trace's own top-k would cost a device backend a copy of the row per
+ * step. NULL if out of memory or N_LAYER is out of range.
+ */
+struct trace *trace_new_layers(int n_layer);
+
 /* Free a trace. NULL allowed. */
 void trace_free(struct trace *t);
 

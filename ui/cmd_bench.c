@@ -269,14 +269,11 @@ int cmd_bench(int argc, char **argv)
 	if (engine_measure_bandwidth(e, &bw, err, sizeof(err)) != 0)
 		goto fail;
 	if (o.trace) {
-		/* the debug pane's: statistics only, the logits left to the
-		   select (session.c) */
-		tr = trace_new(m->cfg.n_layer, 1, NULL);
+		tr = trace_new_layers(m->cfg.n_layer); /* the debug pane's */
 		if (tr == NULL) {
 			snprintf(err, sizeof(err), "trace: out of memory");
 			goto fail;
 		}
-		tr->skip_logits = 1;
 		engine_set_trace(e, tr);
 	}
 	printf("model:     %s (%s, %d layers, n_embd %d, vocab %d)\n", o.model,
