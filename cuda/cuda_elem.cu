@@ -57,6 +57,7 @@ static unsigned el_blocks(int64_t n)
  * quants as cm_quantize_x8 makes of it, in the same launch. */
 #define EL_NORM_THREADS 256
 #define EL_NORM_VT      1024
+#define EL_NORM_HOLD    4 /* elements a virtual thread loads at once */
 static_assert(EL_NORM_VT % EL_NORM_THREADS == 0 && EL_NORM_VT / 32 == 32,
               "el_rmsnorm: whole virtual warps a warp, 32 of them");
 
@@ -82,14 +83,33 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	float ss;
 
-	/* warp w plays virtual warps w, w + 8, w + 16, w + 24 */
+	/* warp w plays virtual warps w, w + 8, w + 16, w + 24; every load
+	   of the first EL_NORM_HOLD elements of each is issued before the
+	   first product (one L2 round trip, not one per virtual warp); a
+	   zero past the row adds nothing: fmaf(0, 0, s) == s */
+	constexpr int nk = EL_NORM_VT / EL_NORM_THREADS;
+	float v[nk][EL_NORM_HOLD];
+
 #pragma unroll
-	for (int k = 0; k < EL_NORM_VT / EL_NORM_THREADS; k++) {
+	for (int k = 0; k < nk; k++)
+#pragma unroll
+		for (int j = 0; j < EL_NORM_HOLD; j++) {
+			const int32_t i =
+			    (warp + k * (EL_NORM_THREADS / 32)) * 32 + lane +
+			    j * EL_NORM_VT;
+
+			v[k][j] = i < n ? xr[i] : 0.0f;
+		}
+#pragma unroll
+	for (int k = 0; k < nk; k++) {
 		const int vw = warp + k * (EL_NORM_THREADS / 32);
 		float s = 0.0f;
 
-#pragma unroll 4
-		for (int32_t i = vw * 32 + lane; i < n; i += EL_NORM_VT)
+#pragma unroll
+		for (int j = 0; j < EL_NORM_HOLD; j++)
+			s = __fmaf_rn(v[k][j], v[k][j], s);
+		for (int32_t i = vw * 32 + lane + EL_NORM_HOLD * EL_NORM_VT;
+		     i < n; i += EL_NORM_VT) /* rows past the held part */
 			s = __fmaf_rn(xr[i], xr[i], s);
 		for (int off = 16; off > 0; off >>= 1)
 			s += __shfl_xor_sync(0xffffffffu, s, off);
