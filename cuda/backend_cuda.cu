@@ -619,8 +619,9 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 
 	if (cap > e->n_ctx)
 		cap = e->n_ctx;
-	if (cuda_op_attention_reserve(x, 1, c->n_head, c->head_dim_k, cap, err,
-	                              errlen))
+	if (cuda_op_attention_graph_reserve(x, c->n_head, c->n_head_kv,
+	                                    c->head_dim_k, e->n_ctx,
+	                                    CU_GRAPH_POS, err, errlen))
 		return -1;
 	CUDA_TRY(
 	    cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal),
@@ -644,6 +645,26 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 		s->graphs[b] = NULL;
 		CUDA_TRY(ce, err, errlen);
 	}
+	return 0;
+}
+
+/*
+ * Capture the first bucket's graphs, plain and traced, at load: a
+ * capture loads the decode kernels' modules (lazily loaded, on first
+ * use) and instantiates some 300 nodes on SmolLM2, milliseconds that
+ * otherwise fell into the first reply's decode time (the first reply of
+ * the full-screen chat, which traces, was measured the slowest).
+ */
+static int cu_graphs_warm(struct engine *e, struct cu_state *s, char *err,
+                          size_t errlen)
+{
+	if (!s->use_graphs)
+		return 0;
+	for (int32_t b = 0; b < 2; b++)
+		if (s->graphs[b] == NULL &&
+		    cu_graph_capture(e, s, b, err, errlen))
+			return -1;
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
 	return 0;
 }
 
@@ -1069,6 +1090,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	    cuda_select_init(&s->sel, c->n_vocab, err, errlen) != 0)
 		goto fail;
 	s->sel_ok = 1;
+	if (cu_graphs_warm(e, s, err, errlen) != 0)
+		goto fail;
 	e->kv_elem_bytes = sizeof(uint16_t); /* fp16 cache */
 	e->mem_bytes = need;
 	return 0;

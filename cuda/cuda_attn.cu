@@ -794,15 +794,23 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
 	/* a captured step covers positions up to pos_cap; chunks past a
 	   token's length exit at once */
-	const int32_t n_pos = ctx->d_pos != NULL ? ctx->pos_cap : pos0 + n_tok;
+	const bool captured = ctx->d_pos != NULL;
+	const int32_t n_pos = captured ? ctx->pos_cap : pos0 + n_tok;
 	const int32_t sub = as_split(n_pos, n_kv * nhb * n_tok, as_fill(ctx));
 	const int32_t nch = (n_pos + AS_CH * sub - 1) / (AS_CH * sub);
 	const size_t nf = as_scratch_floats(n_tok, n_head, hd, nch);
 	const size_t smem = as_smem_bytes(hd);
 
-	if (as_scratch(ctx, nf, err, errlen))
+	if (captured && nf > ctx->attn_graph_cap) {
+		snprintf(err, errlen,
+		         "attention: the decode graphs' scratch holds %zu "
+		         "floats, %zu needed (cuda_op_attention_graph_reserve)",
+		         ctx->attn_graph_cap, nf);
 		return -1;
-	float *part = (float *)ctx->d_attn;
+	}
+	if (!captured && as_scratch(ctx, nf, err, errlen))
+		return -1;
+	float *part = (float *)(captured ? ctx->d_attn_graph : ctx->d_attn);
 	float *ml = part + (size_t)n_tok * n_head * nch * hd;
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
@@ -935,13 +943,35 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 	return 0;
 }
 
-extern "C" int cuda_op_attention_reserve(struct cuda_ctx *ctx, int32_t n_tok,
-                                         int32_t n_head, int32_t head_dim,
-                                         int32_t n_pos, char *err,
-                                         size_t errlen)
+extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
+                                               int32_t n_head, int32_t n_kv,
+                                               int32_t head_dim, int32_t n_ctx,
+                                               int32_t step, char *err,
+                                               size_t errlen)
 {
-	const int32_t nch = (n_pos + AS_CH - 1) / AS_CH;
+	const int nhb = (n_head / n_kv + AS_G - 1) / AS_G;
+	size_t need = 0;
 
-	return as_scratch(ctx, as_scratch_floats(n_tok, n_head, head_dim, nch),
-	                  err, errlen);
+	/* as_launch's split for one token over each graph's pos_cap */
+	for (int32_t cap = step;; cap += step) {
+		const int32_t n_pos = cap < n_ctx ? cap : n_ctx;
+		const int32_t sub = as_split(n_pos, n_kv * nhb, as_fill(ctx));
+		const int32_t nch = (n_pos + AS_CH * sub - 1) / (AS_CH * sub);
+		const size_t nf = as_scratch_floats(1, n_head, head_dim, nch);
+
+		need = nf > need ? nf : need;
+		if (n_pos == n_ctx)
+			break;
+	}
+	if (need <= ctx->attn_graph_cap)
+		return 0;
+	if (ctx->attn_graph_cap != 0) {
+		snprintf(err, errlen,
+		         "attention: the decode graphs' scratch is set once");
+		return -1;
+	}
+	CUDA_TRY(cudaMalloc(&ctx->d_attn_graph, need * sizeof(float)), err,
+	         errlen);
+	ctx->attn_graph_cap = need;
+	return 0;
 }

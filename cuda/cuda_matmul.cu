@@ -504,6 +504,7 @@ extern "C" void cuda_ctx_free(struct cuda_ctx *ctx)
 	cudaFree(ctx->d_x16);
 	cudaFree(ctx->d_xq);
 	cudaFree(ctx->d_attn);
+	cudaFree(ctx->d_attn_graph);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
 	memset(ctx, 0, sizeof(*ctx));

@@ -61,6 +61,11 @@ struct cuda_ctx {
 	int n_sm;
 	void *d_attn;    /* fp32 partials of the split decode attention */
 	size_t attn_cap; /* floats of d_attn (grown on demand) */
+	/* the same for the captured decode steps, allocated once for them
+	   all (cuda_op_attention_graph_reserve): a graph names its buffer,
+	   so d_attn, freed when it grows, must never be in one */
+	void *d_attn_graph;
+	size_t attn_graph_cap; /* floats of d_attn_graph */
 	/* A decode step captured into a CUDA graph (backend_cuda.cu): while
 	   d_pos is set, the ops that depend on the position (RoPE, the KV
 	   store, attention) read the position of token 0 from the device
@@ -290,12 +295,15 @@ int cuda_op_stats(struct cuda_ctx *ctx, const float *d_x, int32_t n,
 int cuda_op_stats_rows(struct cuda_ctx *ctx, const float *d_x, int32_t n,
                        int32_t n_rows, float *d_out, char *err, size_t errlen);
 
-/* Grow the attention's scratch for N_TOK queries over N_POS positions now
- * (a graph capture must not allocate; cuda_op_attention grows it itself
- * otherwise). */
-int cuda_op_attention_reserve(struct cuda_ctx *ctx, int32_t n_tok,
-                              int32_t n_head, int32_t head_dim, int32_t n_pos,
-                              char *err, size_t errlen);
+/* Allocate the decode graphs' attention scratch (cuda_ctx.d_attn_graph)
+ * for one token of N_HEAD heads (N_KV KV heads) of HEAD_DIM at every
+ * pos_cap of STEP, 2 STEP, .. up to N_CTX positions: once, before the
+ * first capture (a capture must not allocate, and a graph keeps the
+ * address it was captured with). */
+int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx, int32_t n_head,
+                                    int32_t n_kv, int32_t head_dim,
+                                    int32_t n_ctx, int32_t step, char *err,
+                                    size_t errlen);
 
 #ifdef __cplusplus
 }

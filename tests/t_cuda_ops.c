@@ -916,8 +916,13 @@ static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 }
 
 /* KV store layout and causal GQA attention over N_TOK queries at POS0. */
-static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
-                           int n_tok, int pos0)
+/* POS_CAP > 0: as in a captured decode step (cuda_ctx.d_pos: the
+   position read from the device, the launch shaped for POS_CAP
+   positions, the scratch the decode graphs' own); RC_OUT (may be NULL):
+   the attention call's result, ERR_OUT its message. */
+static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
+                              int hd, int n_tok, int pos0, int32_t pos_cap,
+                              int *rc_out, char *err_out, size_t err_len)
 {
 	const int n_layer = 2, il = 1, n_pos = pos0 + n_tok;
 	const int n_ctx = n_pos + 3 > 600 ? n_pos + 3 : 600;
@@ -992,16 +997,31 @@ static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
 	       "(%ld wrong) %s",
 	       n_pos, bad, err);
 	const void *xq = NULL;
-	rc = rc ||
-	     cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head, n_kv, hd,
-	                       n_ctx, il, pos0, d_o, &xq, err, sizeof(err));
+	void *d_pos = pos_cap > 0 ? dev_put(&pos0, sizeof(int32_t)) : NULL;
+
+	ctx->d_pos = (const int32_t *)d_pos;
+	ctx->pos_cap = pos_cap;
+	if (!rc) {
+		rc = cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head,
+		                       n_kv, hd, n_ctx, il, pos0, d_o, &xq, err,
+		                       sizeof(err));
+		if (rc_out != NULL) {
+			*rc_out = rc;
+			snprintf(err_out, err_len, "%s", err);
+		}
+	}
+	ctx->d_pos = NULL;
+	ctx->pos_cap = 0;
+	cudaFree(d_pos);
 	rc = rc || dev_get(ctx, got, d_o,
 	                   sizeof(float) * (size_t)n_tok * n_head * hd);
 	double e = rc ? 1 : nmse(got, ref, (size_t)n_tok * n_head * hd);
-	tap_ok(!rc && e <= TOL_F32,
-	       "attention heads %d/%d head_dim %d, %d queries at %d: nmse "
-	       "%.3g %s",
-	       n_head, n_kv, hd, n_tok, pos0, e, err);
+	if (rc_out == NULL || *rc_out == 0)
+		tap_ok(!rc && e <= TOL_F32,
+		       "attention heads %d/%d head_dim %d, %d queries at %d%s: "
+		       "nmse %.3g %s",
+		       n_head, n_kv, hd, n_tok, pos0,
+		       pos_cap > 0 ? " (captured step)" : "", e, err);
 	/* the split path's merge also quantizes its output for the wo
 	   mat-vec: exactly what cuda_op_quantize_x8 makes of that output */
 	if (!rc && xq != NULL) {
@@ -1035,6 +1055,67 @@ static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
 	free(got);
 	free(kc);
 	free(att);
+}
+
+static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
+                           int n_tok, int pos0)
+{
+	test_attention_at(ctx, n_head, n_kv, hd, n_tok, pos0, 0, NULL, NULL, 0);
+}
+
+/*
+ * The decode graphs' attention scratch (cuda_op_attention_graph_reserve):
+ * a captured step uses it, never the scratch the other attention calls
+ * grow (cudaFree'd when it grows: a graph holding it wrote into freed
+ * memory, found by compute-sanitizer after a prompt longer than the
+ * graph's capture). Reserved once for every pos_cap up to n_ctx, it stays
+ * where it is while the other scratch grows; a captured step at every
+ * bucket's pos_cap computes the attention; one past the reserve is an
+ * error, not an allocation (a capture must not allocate).
+ */
+static void test_attention_graph_scratch(void)
+{
+	const int n_head = 8, n_kv = 2, hd = 64, n_ctx = 3000, step = 1024;
+	char err[512] = "", err2[512] = "";
+	struct cuda_ctx c, *ctx = &c;
+	int rc;
+
+	if (cuda_ctx_init(ctx, 100000, 512 * 4096, err, sizeof(err)) != 0) {
+		tap_ok(0, "graph scratch: a second context: %s", err);
+		return;
+	}
+	/* a short prompt first: the other scratch exists, small */
+	test_attention(ctx, n_head, n_kv, hd, 1, 100);
+	rc = cuda_op_attention_graph_reserve(ctx, n_head, n_kv, hd, n_ctx, step,
+	                                     err, sizeof(err));
+	void *at = ctx->d_attn_graph;
+	size_t cap = ctx->attn_graph_cap, eager_cap = ctx->attn_cap;
+
+	tap_ok(rc == 0 && at != NULL && cap > 0,
+	       "graph scratch: reserved for %d positions (%zu floats) %s",
+	       n_ctx, cap, err);
+	/* captured steps at the pos_cap of each graph (1024, 2048, n_ctx) */
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 1000, 1024, NULL, NULL, 0);
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 2000, 2048, NULL, NULL, 0);
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 2990, n_ctx, NULL, NULL, 0);
+	/* a long prompt grows the other scratch */
+	test_attention(ctx, n_head, n_kv, hd, 7, 2900);
+	tap_ok(ctx->attn_cap > eager_cap && ctx->d_attn_graph == at &&
+	           ctx->attn_graph_cap == cap,
+	       "graph scratch: the other scratch grew (%zu -> %zu floats), "
+	       "the graphs' stayed",
+	       eager_cap, ctx->attn_cap);
+	rc = cuda_op_attention_graph_reserve(ctx, n_head, n_kv, hd, 4 * n_ctx,
+	                                     step, err, sizeof(err));
+	tap_ok(rc != 0 && ctx->d_attn_graph == at,
+	       "graph scratch: a second, larger reserve is refused: %s", err);
+	rc = 0;
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 3000, 4 * n_ctx, &rc, err2,
+	                  sizeof(err2));
+	tap_ok(rc != 0 && strstr(err2, "graph") != NULL,
+	       "graph scratch: a captured step past the reserve fails: %s",
+	       err2);
+	cuda_ctx_free(ctx);
 }
 
 /* Y (host) = the product of CT over N_TOK tokens of D_X (FORCE as
@@ -1370,6 +1451,7 @@ int main(void)
 	test_attention(&ctx, 28, 4, 128, 320, 100);
 	test_attention(&ctx, 4, 4, 80, 40, 50); /* head_dim 80: one warp */
 	test_attention(&ctx, 2, 1, 256, 9, 10); /* head_dim 256 */
+	test_attention_graph_scratch();
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }
