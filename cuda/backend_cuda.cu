@@ -653,7 +653,11 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
  * capture loads the decode kernels' modules (lazily loaded, on first
  * use) and instantiates some 300 nodes on SmolLM2, milliseconds that
  * otherwise fell into the first reply's decode time (the first reply of
- * the full-screen chat, which traces, was measured the slowest).
+ * the full-screen chat, which traces, was measured the slowest). Not
+ * followed by cudaGraphUpload: with both graphs uploaded here, the one
+ * uploaded second decoded 4% slower on the h100 for as long as it was
+ * used (SmolLM2's shape, 1,435 -> 1,375 tok/s; recapturing it did not
+ * help, leaving the upload to the first launch did; BENCHMARKS.md).
  */
 static int cu_graphs_warm(struct engine *e, struct cu_state *s, char *err,
                           size_t errlen)
