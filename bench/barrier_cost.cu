@@ -23,14 +23,14 @@
 
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                             \
-	do {                                                              \
-		cudaError_t e_ = (x);                                     \
-		if (e_ != cudaSuccess) {                                  \
-			fprintf(stderr, "barrier_cost: %s: %s\n", #x,     \
-			        cudaGetErrorString(e_));                  \
-			exit(1);                                          \
-		}                                                         \
+#define CK(x)                                                                  \
+	do {                                                                   \
+		cudaError_t e_ = (x);                                          \
+		if (e_ != cudaSuccess) {                                       \
+			fprintf(stderr, "barrier_cost: %s: %s\n", #x,          \
+			        cudaGetErrorString(e_));                       \
+			exit(1);                                               \
+		}                                                              \
 	} while (0)
 
 #define THREADS 256
@@ -123,8 +123,8 @@ __global__ void persistent_cg(float *a, float *b, int nb, int steps)
 }
 
 /* Microseconds per step of a graph of STEPS kernels of NB blocks. */
-static double graph_us(int nb, int steps, bool pdl, cudaStream_t st,
-                       float *a, float *b)
+static double graph_us(int nb, int steps, bool pdl, cudaStream_t st, float *a,
+                       float *b)
 {
 	cudaGraph_t g;
 	cudaGraphExec_t ge;
@@ -194,10 +194,12 @@ static double persistent_us(int nb, int steps, int kind, cudaStream_t st,
 		           : kind == 2 ? (void *)persistent_flags
 		                       : (void *)persistent_sw;
 
-		CK(cudaLaunchCooperativeKernel(
-		    fn, dim3((unsigned)nb), dim3(THREADS),
-		    kind == 1 ? args_cg : kind == 2 ? args_fl : args_sw, 0,
-		    st));
+		CK(cudaLaunchCooperativeKernel(fn, dim3((unsigned)nb),
+		                               dim3(THREADS),
+		                               kind == 1   ? args_cg
+		                               : kind == 2 ? args_fl
+		                                           : args_sw,
+		                               0, st));
 		base += (unsigned)steps; /* the flags of the next run */
 	}
 	CK(cudaEventRecord(e1, st));
