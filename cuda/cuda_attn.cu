@@ -502,12 +502,56 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 
 	for (int k = 1; k < AS_PF; k++)
 		as_prefetch(c0 + k * AS_CH);
+	/* With the head size known (HD > 0), a sub-chunk's keys are loaded
+	   into registers during the previous sub-chunk's softmax and values,
+	   and its values before its own softmax: the three phases no longer
+	   wait for memory between their barriers. Only where the loads are
+	   issued moves; every product and sum is the same, in the same
+	   order. KR: a thread's HD / 32 pieces of its key row (scores);
+	   VR: its HD / 32 value rows (positions sl, sl + ns, ..). */
+	constexpr int NR = HD > 0 ? HD / 32 : 1;
+	uint4 kr[NR], vr[NR];
+	const auto load_k = [&](int32_t p, uint4 *dst) {
+		if constexpr (HD > 0) {
+			const int pp = tid >> 2, qd = tid & 3;
+			const int n = len - p < AS_CH ? len - p : AS_CH;
+
+			if (p < c0 + AS_CH * sub && p < len && pp < n) {
+				const uint4 *kp =
+				    (const uint4 *)(kc + (head0 + (size_t)p +
+				                          (size_t)pp) *
+				                             hd);
+#pragma unroll
+				for (int k = 0; k < NR; k++)
+					dst[k] = kp[qd + 4 * k];
+			}
+		}
+	};
+	load_k(c0, kr);
 	for (int32_t p0 = c0; p0 < c0 + AS_CH * sub && p0 < len; p0 += AS_CH) {
 		const int np = len - p0 < AS_CH ? len - p0 : AS_CH;
 
 		as_prefetch(p0 + AS_PF * AS_CH);
 		const __half *kh = kc + (head0 + (size_t)p0) * hd;
 		const __half *vh = vc + (head0 + (size_t)p0) * hd;
+		uint4 kn[NR];
+
+		if constexpr (HD > 0) {
+			/* this sub-chunk's values, the next one's keys */
+			if (sl < ns)
+#pragma unroll
+				for (int k = 0; k < NR; k++) {
+					const int p = sl + k * ns;
+
+					if (p < np)
+						vr[k] = *(
+						    (const uint4 *)(vh +
+						                    (size_t)p *
+						                        hd) +
+						    dg);
+				}
+			load_k(p0 + AS_CH, kn);
+		}
 
 		/* scores: position pp = tid / 4, pieces qd, qd + 4, .. */
 		{
@@ -528,7 +572,9 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 
 					if (HD == 0 && d8 >= dgn)
 						break;
-					const uint4 raw = kp[d8];
+					const uint4 raw =
+					    HD > 0 ? kr[k < NR ? k : 0]
+					           : kp[d8];
 					const __half2 *h2 =
 					    (const __half2 *)&raw;
 					float kv[8];
@@ -606,10 +652,8 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 				for (int j = 0; j < 8; j++)
 					acc[g][j] *= a;
 			}
-#pragma unroll 4
-			for (int p = sl; p < np; p += ns) {
-				const uint4 raw = *(
-				    (const uint4 *)(vh + (size_t)p * hd) + dg);
+			/* value row P (its 8 dims dg * 8 ..) into the sums */
+			const auto add_row = [&](int p, const uint4 &raw) {
 				const __half2 *h2 = (const __half2 *)&raw;
 				float v[8];
 #pragma unroll
@@ -628,9 +672,26 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 							acc[g][j] += pg * v[j];
 					}
 				}
+			};
+			if constexpr (HD > 0) {
+#pragma unroll
+				for (int k = 0; k < NR; k++)
+					if (sl + k * ns < np)
+						add_row(sl + k * ns, vr[k]);
+			} else {
+#pragma unroll 4
+				for (int p = sl; p < np; p += ns)
+					add_row(p, *((const uint4 *)(vh +
+					                             (size_t)p *
+					                                 hd) +
+					             dg));
 			}
 		}
 		__syncthreads(); /* ss and mla are rewritten next */
+		if constexpr (HD > 0)
+#pragma unroll
+			for (int k = 0; k < NR; k++)
+				kr[k] = kn[k];
 	}
 	if (sl < ns)
 #pragma unroll
