@@ -86,7 +86,8 @@ struct cu_state {
 
 	/* decode graphs (cu_decode_graph): graphs[2b] runs one token at any
 	   position below (b + 1) * CU_GRAPH_POS, graphs[2b + 1] the same
-	   traced; captured on first use */
+	   traced; captured on first use, those of b = 0 at open
+	   (cu_graphs_warm) */
 	bool use_graphs;         /* PARLEY_CUDA_GRAPHS is not "0" */
 	int32_t *d_step;         /* [2] device: token id, position */
 	cudaGraphExec_t *graphs; /* [2 * n_graphs], NULL until captured */
@@ -544,9 +545,10 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
  * (b + 1) * CU_GRAPH_POS: at most n_ctx / CU_GRAPH_POS + 1 captures in a
  * session. Every buffer a graph names is allocated at open, except the
  * device logits (cu_dev_logits drops the graphs when it reallocates them)
- * and the attention scratch (reserved before capture). A traced step
- * (the debug pane's per-layer statistics) has its own graph with the
- * statistics kernels in it, and one copy back after it; a trace that
+ * and the graphs' own attention scratch (allocated once, at the first
+ * capture, for every bucket: cuda_op_attention_graph_reserve). A traced
+ * step (the debug pane's per-layer statistics) has its own graph with
+ * the statistics kernels in it, read from mapped host memory; a trace that
  * captures whole vectors (verification) needs a host copy per layer, so
  * those steps take the plain path.
  */

@@ -275,7 +275,9 @@ int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
  * Scores scaled by 1/sqrt(head_dim), softmax in fp32 (online, any length).
  * Fewer than CUDA_GEMM_MIN_TOKENS queries: split over the positions, with
  * partials in ctx->d_attn (grown here when too small: that cudaMalloc
- * may synchronise the device). D_XQ (may be NULL): set to ctx->d_xq when
+ * may synchronise the device), or, in a captured step (ctx->d_pos set),
+ * in ctx->d_attn_graph, which is never grown (an error if too small).
+ * D_XQ (may be NULL): set to ctx->d_xq when
  * the merge of that split also wrote OUT as int8 activations there (what
  * cuda_op_quantize_x8 would make of it, for cuda_op_matmul_add; head_dim
  * a multiple of 32 and the mat-vec's int8 activations on), else NULL.
