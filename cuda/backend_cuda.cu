@@ -128,7 +128,7 @@ static size_t cu_align(size_t n)
 }
 
 /* The GGUF types whose weights the engine keeps in their GPU layout
- * (cuda_ops.h, cuda_repack.cu), a mask of 1 << type: Q8_0 and Q6_K where
+ * (cuda_ops.h, cuda_repack.cu), a mask of 1 << type: Q8_0, Q6_K and Q4_K where
  * their mat-vec takes int8 activations; none for PARLEY_CUDA_REPACK=0
  * (the file's layout, to measure one against the other). */
 static uint64_t cu_repack_types(void)
@@ -138,7 +138,8 @@ static uint64_t cu_repack_types(void)
 	if (rp != NULL && strcmp(rp, "0") == 0)
 		return 0;
 	return cuda_x8_types() &
-	       (((uint64_t)1 << QTYPE_Q8_0) | ((uint64_t)1 << QTYPE_Q6_K));
+	       (((uint64_t)1 << QTYPE_Q8_0) | ((uint64_t)1 << QTYPE_Q6_K) |
+	        ((uint64_t)1 << QTYPE_Q4_K));
 }
 
 /* Whether T is kept in its GPU layout under the mask REPACK. */

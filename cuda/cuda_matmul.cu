@@ -584,6 +584,7 @@ static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
 		return al % 16 == 0;
 	case CQ_Q8_0R: /* (the GPU layouts have int8 units only) */
 	case CQ_Q6_KR:
+	case CQ_Q4_KR:
 		return al % 16 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
 	case QTYPE_Q4_1:
 		return al % 4 == 0;

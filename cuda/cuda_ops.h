@@ -143,13 +143,14 @@ int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x, int32_t n_tok,
                         int64_t ne0, void *d_xq, char *err, size_t errlen);
 
 /*
- * The GPU layouts of Q8_0 and Q6_K (cuda_quant.cuh note 5, made at load
- * by cuda_repack.cu): each field of a row's blocks gathered into one
- * 16-byte aligned array, so the mat-vec reads the quants 16 bytes at a
- * time. A tensor in such a layout has type cuda_repack_type(its GGUF
- * type) and row_size cuda_repack_row_size(that, ne0); every op takes it
- * and gives the same values as on the file's layout, bit for bit. Its
- * mat-vec needs int8 activations (otherwise: the element-wise one).
+ * The GPU layouts of Q8_0, Q6_K and Q4_K (cuda_quant.cuh note 5, made at
+ * load by cuda_repack.cu): for Q8_0 and Q6_K each field of a row's blocks
+ * gathered into one 16-byte aligned array, so the mat-vec reads the
+ * quants 16 bytes at a time; for Q4_K the scales and mins re-packed so
+ * that they decode from one 16-byte load. A tensor in such a layout has type
+ * cuda_repack_type(its GGUF type) and row_size cuda_repack_row_size(that, ne0);
+ * every op takes it and gives the same values as on the file's layout, bit for
+ * bit. Its mat-vec needs int8 activations (otherwise: the element-wise one).
  * cuda_repack_type: the layout's type id for a GGUF TYPE that has one,
  * else TYPE. cuda_op_repack: N_ROWS rows of NE0 elements of TYPE, in the
  * file's layout at D_SRC (device), into the GPU layout at D_DST.

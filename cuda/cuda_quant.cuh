@@ -26,17 +26,23 @@
  * 4. The type ids are ggml's (src/qtype.h); CQ_BS / CQ_TS give the block
  *    geometry at compile time for the per-type kernels (templates on the
  *    type id, the only C++ used).
- * 5. Two GPU-private row layouts (made at load, cuda_repack.cu): a Q8_0 or
- *    Q6_K row with each field of all its NB blocks gathered into one array,
- *    so that the mat-vec reads a block's quants with 16-byte loads
+ * 5. Three GPU-private row layouts (made at load, cuda_repack.cu): a Q8_0
+ *    or Q6_K row with each field of all its NB blocks gathered into one
+ *    array, so that the mat-vec reads a block's quants with 16-byte loads
  *    instead of 2-byte ones (the GGUF blocks are 34 and 210 bytes):
  *      CQ_Q8_0R: qs[nb][32], d[nb]
  *      CQ_Q6_KR: ql[nb][128], qh[nb][64], sc[nb][16], d[nb]
  *    the row padded to a multiple of 16 bytes (cq_repack_row_size), so
- *    that every row, and in it every quant array, starts 16-byte aligned.
+ *    that every row, and in it every quant array, starts 16-byte aligned;
+ *    and CQ_Q4_KR, a Q4_K block whose 12 bytes of 6-bit scales and mins
+ *    are re-packed as two 48-bit little-endian fields (scale j at bit 6j,
+ *    min j at bit 48 + 6j), so that a sub-block pair's scales and mins are
+ *    two shifts of the block's first 16 bytes, read in one load, instead
+ *    of byte loads and cq_scale_min_k4's bit fiddling (same block size).
  *    Their ids lie past ggml's and never appear in a file. An element's
  *    value comes from the same decoder as in the GGUF layout (cq_q8_0_val,
- *    cq_q6_k_val), only the field addresses differ: the same floats.
+ *    cq_q6_k_val, cq_q4_k_val), only the field addresses or the scales'
+ *    packing differ: the same floats.
  */
 #ifndef PARLEY_CUDA_QUANT_CUH
 #define PARLEY_CUDA_QUANT_CUH
@@ -54,6 +60,11 @@ static __device__ __forceinline__ float cq_half(const uint8_t *p)
 {
 	return __half2float(__ushort_as_half(*(const uint16_t *)p));
 }
+
+/* The GPU-private layouts (note 5). */
+#define CQ_Q4_KR 61
+#define CQ_Q8_0R 62
+#define CQ_Q6_KR 63
 
 /* Elements per block (compile time). */
 template <int T> struct cq_geom;
@@ -75,6 +86,7 @@ CQ_GEOM(QTYPE_Q3_K, 256, 110);
 CQ_GEOM(QTYPE_Q4_K, 256, 144);
 CQ_GEOM(QTYPE_Q5_K, 256, 176);
 CQ_GEOM(QTYPE_Q6_K, 256, 210);
+CQ_GEOM(CQ_Q4_KR, 256, 144);
 #undef CQ_GEOM
 
 /* Element J of block B (B points at the block, J < block size). */
@@ -229,21 +241,50 @@ static __device__ __forceinline__ void cq_scale_min_k4(int j, const uint8_t *q,
 /*
  * Q4_K: d, dmin (half), scales[12] at 4, qs[128] at 16. Each 64 elements
  * share 32 bytes: the first 32 are the low nibbles (sub-block 2c), the
- * next 32 the high nibbles (sub-block 2c + 1).
+ * next 32 the high nibbles (sub-block 2c + 1). Element J of block B whose
+ * sub-block has scale SC and min M (6 bits each).
  */
-template <>
-__device__ __forceinline__ float cq_elem<QTYPE_Q4_K>(const uint8_t *b, int j)
+static __device__ __forceinline__ float cq_q4_k_val(const uint8_t *b, int j,
+                                                    int sc, int m)
 {
 	const float d = cq_half(b), min = cq_half(b + 2);
 	const int c = j >> 6, hiq = (j >> 5) & 1, l = j & 31;
 	const uint8_t q = b[16 + c * 32 + l];
-	int sc, m;
-
-	cq_scale_min_k4(2 * c + hiq, b + 4, &sc, &m);
 	const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(min, (float)m);
 	const int x = hiq ? (q >> 4) : (q & 0xF);
 
 	return __fsub_rn(__fmul_rn(d1, (float)x), m1);
+}
+
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_Q4_K>(const uint8_t *b, int j)
+{
+	int sc, m;
+
+	cq_scale_min_k4(j >> 5, b + 4, &sc, &m);
+	return cq_q4_k_val(b, j, sc, m);
+}
+
+/* The 6-bit scale and min of sub-block J of a CQ_Q4_KR block B (note 5:
+ * the block 16-byte aligned, its bytes 4..15 the two 48-bit fields). */
+static __device__ __forceinline__ void cq_q4kr_scale_min(const uint8_t *b,
+                                                         int j, int *sc, int *m)
+{
+	const uint32_t *w = (const uint32_t *)(b + 4);
+	const uint64_t lo = ((uint64_t)w[1] << 32) | w[0]; /* bits 0..63 */
+	const uint64_t hi = ((uint64_t)w[2] << 32) | w[1]; /* bits 32..95 */
+
+	*sc = (int)((lo >> (6 * j)) & 63);
+	*m = (int)((hi >> (16 + 6 * j)) & 63);
+}
+
+template <>
+__device__ __forceinline__ float cq_elem<CQ_Q4_KR>(const uint8_t *b, int j)
+{
+	int sc, m;
+
+	cq_q4kr_scale_min(b, j >> 5, &sc, &m);
+	return cq_q4_k_val(b, j, sc, m);
 }
 
 /* Q5_K: as Q4_K plus qh[32] at 16 (fifth bits), qs[128] at 48. */
@@ -295,10 +336,6 @@ __device__ __forceinline__ float cq_elem<QTYPE_Q6_K>(const uint8_t *b, int j)
 	return cq_q6_k_val(b, b + 128, (const int8_t *)(b + 192), b + 208, j);
 }
 
-/* The GPU-private layouts (note 5). */
-#define CQ_Q8_0R 62
-#define CQ_Q6_KR 63
-
 /* Bytes of a row of NE0 elements of layout T (note 5): its blocks' bytes
  * rounded up to 16; 0 for a T without such a layout. */
 static __host__ __device__ __forceinline__ size_t
@@ -306,6 +343,7 @@ cq_repack_row_size(int t, int64_t ne0)
 {
 	const size_t n = t == CQ_Q8_0R   ? (size_t)ne0 / 32 * 34
 	                 : t == CQ_Q6_KR ? (size_t)ne0 / 256 * 210
+	                 : t == CQ_Q4_KR ? (size_t)ne0 / 256 * 144
 	                                 : 0;
 
 	return (n + 15) & ~(size_t)15;
@@ -354,6 +392,7 @@ static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
 	X(QTYPE_Q5_K)                                                          \
 	X(QTYPE_Q6_K)                                                          \
 	X(CQ_Q8_0R)                                                            \
-	X(CQ_Q6_KR)
+	X(CQ_Q6_KR)                                                            \
+	X(CQ_Q4_KR)
 
 #endif /* PARLEY_CUDA_QUANT_CUH */

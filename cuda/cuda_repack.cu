@@ -1,6 +1,6 @@
 /*
- * cuda_repack.cu - the load-time rearrangement of Q8_0 and Q6_K rows into
- * the GPU layouts of cuda_quant.cuh (note 5).
+ * cuda_repack.cu - the load-time rearrangement of Q8_0, Q6_K and Q4_K rows
+ * into the GPU layouts of cuda_quant.cuh (note 5).
  *
  * NOTES ON THE DESIGN
  *
@@ -10,6 +10,11 @@
  *    16 bytes at a time, ran at 2.1 (BENCHMARKS.md, fourth session).
  *    Gathering each field of a row's blocks into one array makes every
  *    32-byte run of quants two aligned 16-byte loads.
+ *    Q4_K blocks keep their place; their 6-bit scales and mins are only
+ *    re-packed so that the mat-vec decodes them with shifts of registers:
+ *    with cq_scale_min_k4's byte loads and masks the Q4_K products of
+ *    the Qwen2.5 shapes issued ~5% more than they needed (BENCHMARKS.md
+ *    step 31).
  * 2. Rows stay rows: a repacked row holds exactly its own blocks' bytes,
  *    padded to 16, so row r is still at r * row_size and every kernel
  *    that walks rows (embedding, GEMM dequantization, mat-vec) works on
@@ -39,7 +44,27 @@ __global__ void rp_rows(const uint8_t *src, size_t src_row, uint8_t *dst,
 	const int64_t r = idx / nb, b = idx % nb;
 	uint8_t *o = dst + (size_t)r * dst_row;
 
-	if constexpr (T == CQ_Q8_0R) {
+	if constexpr (T == CQ_Q4_KR) {
+		const uint8_t *s = src + (size_t)r * src_row + (size_t)b * 144;
+		uint8_t *ob = o + (size_t)b * 144;
+		uint64_t sc = 0, mn = 0; /* 8 x 6 bits each */
+
+		for (int j = 0; j < 8; j++) {
+			int d, m;
+
+			cq_scale_min_k4(j, s + 4, &d, &m);
+			sc |= (uint64_t)d << (6 * j);
+			mn |= (uint64_t)m << (6 * j);
+		}
+		for (int i = 0; i < 4; i++)
+			ob[i] = s[i];
+		for (int i = 0; i < 6; i++) {
+			ob[4 + i] = (uint8_t)(sc >> (8 * i));
+			ob[10 + i] = (uint8_t)(mn >> (8 * i));
+		}
+		for (int i = 16; i < 144; i++)
+			ob[i] = s[i];
+	} else if constexpr (T == CQ_Q8_0R) {
 		const uint8_t *s = src + (size_t)r * src_row + (size_t)b * 34;
 
 		for (int i = 0; i < 32; i++)
@@ -70,6 +95,7 @@ extern "C" uint32_t cuda_repack_type(uint32_t type)
 {
 	return type == QTYPE_Q8_0   ? CQ_Q8_0R
 	       : type == QTYPE_Q6_K ? CQ_Q6_KR
+	       : type == QTYPE_Q4_K ? CQ_Q4_KR
 	                            : type;
 }
 
@@ -98,6 +124,10 @@ extern "C" int cuda_op_repack(struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
 		return 0;
 	if (rt == CQ_Q8_0R)
 		cu_launch(ctx, rp_rows<CQ_Q8_0R>, blocks, 256, 0,
+		          (const uint8_t *)d_src, src_row, (uint8_t *)d_dst,
+		          cq_repack_row_size(rt, ne0), nb, n);
+	else if (rt == CQ_Q4_KR)
+		cu_launch(ctx, rp_rows<CQ_Q4_KR>, blocks, 256, 0,
 		          (const uint8_t *)d_src, src_row, (uint8_t *)d_dst,
 		          cq_repack_row_size(rt, ne0), nb, n);
 	else

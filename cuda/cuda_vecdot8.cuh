@@ -337,18 +337,70 @@ template <> struct cv8_unit<QTYPE_Q4_K> {
 		const int j = (int)(u & 7), c = j >> 1, h = j & 1;
 		const int4 raw = *(const int4 *)(b + 16 + c * 32 + h * 16);
 		const int w[4] = {raw.x, raw.y, raw.z, raw.w};
-		int s0 = 0, s1 = 0, sc0, m0, sc1, m1;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			s0 = __dp4a(w[k] & 0x0F0F0F0F, v.q0[k], s0);
-			s1 = __dp4a((w[k] >> 4) & 0x0F0F0F0F, v.q1[k], s1);
-		}
+		int s0, s1, sc0, m0, sc1, m1;
+
+		sums(w, v, &s0, &s1);
 		cq_scale_min_k4(2 * c, b + 4, &sc0, &m0);
 		cq_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
-		const float d = cq_half(b), dm = cq_half(b + 2);
+		return combine(s0, s1, sc0, m0, sc1, m1, cq_half(b),
+		               cq_half(b + 2), v);
+	}
+	/* The sub-block pair's integer sums S0, S1 with their scales and
+	   mins, the block's D and DM: the unit's dot (one order for both
+	   layouts, so the same floats). */
+	static __device__ __forceinline__ float combine(int s0, int s1, int sc0,
+	                                                int m0, int sc1, int m1,
+	                                                float d, float dm,
+	                                                const xv &v)
+	{
 		return v.d0 *
 		           (d * (float)(s0 * sc0) - dm * (float)(v.s0 * m0)) +
 		       v.d1 * (d * (float)(s1 * sc1) - dm * (float)(v.s1 * m1));
+	}
+	/* The integer sums of the unit's 16 bytes of quants W (low nibbles
+	   against Q0, high ones against Q1). */
+	static __device__ __forceinline__ void sums(const int *w, const xv &v,
+	                                            int *s0, int *s1)
+	{
+		*s0 = *s1 = 0;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			*s0 = __dp4a(w[k] & 0x0F0F0F0F, v.q0[k], *s0);
+			*s1 = __dp4a((w[k] >> 4) & 0x0F0F0F0F, v.q1[k], *s1);
+		}
+	}
+};
+
+/* Q4_KR (cuda_quant.cuh note 5): Q4_K's unit and activations; the block's
+ * first 16 bytes (d, dmin, the two 48-bit fields) in one load, the
+ * sub-block pair 2c, 2c + 1's scales bits 12c.. of the first field, its
+ * mins bits 12c.. of the second. */
+template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 144;
+		const int j = (int)(u & 7), c = j >> 1, h = j & 1;
+		const uint4 hd = *(const uint4 *)b;
+		const int4 raw = *(const int4 *)(b + 16 + c * 32 + h * 16);
+		const int w[4] = {raw.x, raw.y, raw.z, raw.w};
+		const uint32_t sc =
+		    (uint32_t)(((((uint64_t)hd.z << 32) | hd.y) >> (12 * c)) &
+		               0xFFF);
+		const uint32_t mn =
+		    (uint32_t)(((((uint64_t)hd.w << 32) | hd.z) >>
+		                (16 + 12 * c)) &
+		               0xFFF);
+		int s0, s1;
+
+		sums(w, v, &s0, &s1);
+		return combine(s0, s1, (int)(sc & 63), (int)(mn & 63),
+		               (int)(sc >> 6), (int)(mn >> 6),
+		               __half2float(__ushort_as_half(
+		                   (unsigned short)(hd.x & 0xFFFF))),
+		               __half2float(__ushort_as_half(
+		                   (unsigned short)(hd.x >> 16))),
+		               v);
 	}
 };
 
@@ -360,6 +412,7 @@ template <> struct cv8_unit<QTYPE_Q4_K> {
 	X(QTYPE_Q4_K)                                                          \
 	X(QTYPE_Q6_K)                                                          \
 	X(CQ_Q8_0R)                                                            \
-	X(CQ_Q6_KR)
+	X(CQ_Q6_KR)                                                            \
+	X(CQ_Q4_KR)
 
 #endif /* PARLEY_CUDA_VECDOT8_CUH */

@@ -1383,6 +1383,11 @@ int main(void)
 	test_repack(&ctx, QTYPE_Q6_K, 768, 99);
 	test_repack(&ctx, QTYPE_Q6_K, 256, 5);
 	test_repack(&ctx, QTYPE_Q6_K, 18944, 9);
+	/* Q4_K's re-packed scales: the 7B's rows of 3,584 and 18,944 */
+	test_repack(&ctx, QTYPE_Q4_K, 768, 99);
+	test_repack(&ctx, QTYPE_Q4_K, 256, 5);
+	test_repack(&ctx, QTYPE_Q4_K, 3584, 7);
+	test_repack(&ctx, QTYPE_Q4_K, 18944, 9);
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288,
 	           1);                                             /* fused */
 	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
