@@ -426,6 +426,27 @@ static size_t as_scratch_floats(int32_t n_tok, int32_t n_head, int32_t hd,
 	return (size_t)n_tok * n_head * nch * (size_t)(hd + 2);
 }
 
+/* The split of N_POS positions for N_TOK tokens (as_launch's, and the
+ * decode graphs' scratch: cuda_op_attention_graph_reserve): SUB
+ * sub-chunks a chunk, NCH chunks, NF floats of scratch. */
+struct as_shape {
+	int32_t sub, nch;
+	size_t nf;
+};
+
+static struct as_shape as_shape_of(const struct cuda_ctx *ctx, int32_t n_tok,
+                                   int32_t n_head, int32_t n_kv, int32_t hd,
+                                   int32_t n_pos)
+{
+	const int nhb = (n_head / n_kv + AS_G - 1) / AS_G;
+	struct as_shape s;
+
+	s.sub = as_split(n_pos, n_kv * nhb * n_tok, as_fill(ctx));
+	s.nch = (n_pos + AS_CH * s.sub - 1) / (AS_CH * s.sub);
+	s.nf = as_scratch_floats(n_tok, n_head, hd, s.nch);
+	return s;
+}
+
 /* Shared memory of as_kernel: queries [AS_G][hd], p [AS_G][AS_CH], the
  * running (m, l, alpha) [AS_G][3], the value slices' partial sums
  * [AS_T / (hd / 8)][AS_G][hd]. */
@@ -856,11 +877,11 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 	/* a captured step covers positions up to pos_cap; chunks past a
 	   token's length exit at once */
 	const bool captured = ctx->d_pos != NULL;
-	const int32_t n_pos = captured ? ctx->pos_cap : pos0 + n_tok;
-	const int32_t sub = as_split(n_pos, n_kv * nhb * n_tok, as_fill(ctx));
-	const int32_t nch = (n_pos + AS_CH * sub - 1) / (AS_CH * sub);
-	const size_t nf = as_scratch_floats(n_tok, n_head, hd, nch);
-	const size_t smem = as_smem_bytes(hd);
+	const struct as_shape sh =
+	    as_shape_of(ctx, n_tok, n_head, n_kv, hd,
+	                captured ? ctx->pos_cap : pos0 + n_tok);
+	const int32_t sub = sh.sub, nch = sh.nch;
+	const size_t nf = sh.nf, smem = as_smem_bytes(hd);
 
 	if (captured && nf > ctx->attn_graph_cap) {
 		snprintf(err, errlen,
@@ -1010,15 +1031,13 @@ extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
                                                int32_t step, char *err,
                                                size_t errlen)
 {
-	const int nhb = (n_head / n_kv + AS_G - 1) / AS_G;
 	size_t need = 0;
 
 	/* as_launch's split for one token over each graph's pos_cap */
 	for (int32_t cap = step;; cap += step) {
 		const int32_t n_pos = cap < n_ctx ? cap : n_ctx;
-		const int32_t sub = as_split(n_pos, n_kv * nhb, as_fill(ctx));
-		const int32_t nch = (n_pos + AS_CH * sub - 1) / (AS_CH * sub);
-		const size_t nf = as_scratch_floats(1, n_head, head_dim, nch);
+		const size_t nf =
+		    as_shape_of(ctx, 1, n_head, n_kv, head_dim, n_pos).nf;
 
 		need = nf > need ? nf : need;
 		if (n_pos == n_ctx)
