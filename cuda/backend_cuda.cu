@@ -367,15 +367,16 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	const void *xq; /* the norm's (then the attention's) output as int8
 	                   activations, or NULL */
 
+	const struct cuda_rope_kv rk = {c->n_head, c->n_head_kv, c->head_dim_k,
+	                                c->n_rot,  s->inv_freq,  pos0,
+	                                neox,      e->n_ctx,     il,
+	                                s->kc,     s->vc};
+
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen) ||
-	    cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk, l->bv,
-	                       s->xb, xq, n, s->q, s->k, s->v, err, errlen))
-		return -1;
-	if (cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, c->n_head,
-	                          c->n_head_kv, c->head_dim_k, c->n_rot,
-	                          s->inv_freq, pos0, neox, e->n_ctx, il, s->kc,
-	                          s->vc, err, errlen) ||
+	    cuda_op_matmul_qkv_rope(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
+	                            l->bv, s->xb, xq, n, s->q, s->k, s->v, &rk,
+	                            NULL, err, errlen) ||
 	    cuda_op_attention(x, s->q, s->kc, s->vc, n, c->n_head, c->n_head_kv,
 	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, &xq, err,
 	                      errlen) ||

@@ -99,6 +99,17 @@ struct cm_part {
 	const float *b;   /* [ne1] bias added to the output (CM_SET), or NULL */
 };
 
+/* What the epilogue of a QKV launch does for RoPE and the KV store
+ * (cuda_op_matmul_qkv_rope): the role of part k is bits 2k.. of ROLES. */
+enum { CM_ROLE_NONE, CM_ROLE_Q, CM_ROLE_K, CM_ROLE_V };
+struct cm_rope {
+	const double *inv_freq; /* [n_rot / 2] */
+	const int32_t *dpos;    /* position of token 0, or NULL: pos0 */
+	__half *kc, *vc;        /* [n_layer][n_kv][n_ctx][hd] */
+	int32_t pos0, n_rot, hd, n_kv, n_ctx, il;
+	int roles; /* 0: no RoPE in the epilogue */
+};
+
 /* Up to three weights of one type and one input length, read by one
  * launch: global row r of the launch is row r - (rows of the earlier
  * parts) of the first part it falls in. */
@@ -108,10 +119,13 @@ struct cm_parts {
 	int n;        /* parts whose rows the launch covers */
 	int64_t rows; /* sum of their ne1 */
 	float *copy;  /* CM_ADD of one part: Y's new rows also here, or NULL */
+	struct cm_rope rope; /* CM_ROPE: the parts' roles and RoPE */
 };
 
-/* What a unit mat-vec writes. */
-enum { CM_SET, CM_ADD, CM_SWIGLU };
+/* What a unit mat-vec writes (CM_ROPE: as CM_SET, then RoPE and the KV
+ * store in the epilogue, cm_rope_pair; a mode of its own so that the
+ * other launches carry none of its code or registers). */
+enum { CM_SET, CM_ADD, CM_SWIGLU, CM_ROPE };
 
 /* The fp32-activation units of cuda_vecdot.cuh in the interface of
  * cuda_vecdot8.cuh's: SRC is a token's activations, XV what a unit takes
@@ -224,6 +238,53 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
 	*b = bp == NULL ? NULL : bp + r;
 }
 
+/* The epilogue's RoPE and KV store (cuda_op_matmul_qkv_rope) for the
+ * outputs V[0], V[1] of rows R0, R0 + 1 (R0 even) of token T: a pair of
+ * neighbouring dims of one head, rotated as el_rope_kv_store rotates it
+ * (the same operations, so the same bits) if the row is a query's or a
+ * key's and inside the rotated dims; a key's or a value's also stored
+ * into its fp16 cache. */
+static __device__ __forceinline__ void
+cm_rope_pair(const struct cm_parts &ps, int64_t r0, int64_t t, float *v)
+{
+	const struct cm_rope &rp = ps.rope;
+	int64_t r = r0, ne1 = ps.p[0].ne1;
+	int part = 0;
+
+#pragma unroll
+	for (int k = 1; k < CM_MAX_PARTS; k++)
+		if (k < ps.n && r >= ne1) {
+			r -= ne1;
+			ne1 = ps.p[k].ne1;
+			part = k;
+		}
+	const int role = (rp.roles >> (2 * part)) & 3;
+	const int32_t pos = (rp.dpos != NULL ? *rp.dpos : rp.pos0) + (int32_t)t;
+	const int64_t h = r / rp.hd, d = r % rp.hd;
+
+	if (role == CM_ROLE_NONE)
+		return;
+	if (role != CM_ROLE_V && d < rp.n_rot) {
+		const double theta = (double)pos * rp.inv_freq[d / 2];
+		const float c = (float)cos(theta), sn = (float)sin(theta);
+		const float x0 = v[0], x1 = v[1];
+
+		v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+		v[1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+	}
+	if (role != CM_ROLE_Q) {
+		__half *cache = role == CM_ROLE_K ? rp.kc : rp.vc;
+		const size_t at =
+		    (((size_t)rp.il * rp.n_kv + (size_t)h) * (size_t)rp.n_ctx +
+		     (size_t)pos) *
+		        (size_t)rp.hd +
+		    (size_t)d;
+
+		cache[at] = __float2half_rn(v[0]);
+		cache[at + 1] = __float2half_rn(v[1]);
+	}
+}
+
 /* Weight rows per warp of the fast mat-vec: CM_ROWS output rows of
  * CM_SET and CM_ADD, CM_ROWS / 2 of SwiGLU (a gate and an up row each);
  * each unit's activations are loaded once for all of them. Measured on
@@ -259,9 +320,10 @@ cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
  * computed again from the last row, not written). CM_SWIGLU: the launch
  * covers part 0 (gate) only, CM_ROWS / 2 rows per warp, and the warp also
  * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's
- * order of operations. KS (1, 2 or 4, cm_ks) warps share each warp's worth
- * of rows: warp kw of them takes units kw * 32 + lane, + 32 * KS, .., and
- * their sums are added in warp order through shared memory (the result
+ * order of operations. CM_ROPE: CM_SET, then RoPE and the KV store of
+ * the warp's two rows (cm_rope_pair). KS (1, 2 or 4, cm_ks) warps share each
+ * warp's worth of rows: warp kw of them takes units kw * 32 + lane, + 32 * KS,
+ * .., and their sums are added in warp order through shared memory (the result
  * does not depend on timing). PF: token 0's warps prefetch their rows
  * into L2 before waiting for the previous kernel (cuda_launch.cuh).
  */
@@ -337,17 +399,23 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				              1.0f + expf(-acc[2 * k])),
 				    acc[2 * k + 1]);
 	} else {
+		float v[CM_ROWS];
+
+#pragma unroll
+		for (int k = 0; k < CM_ROWS; k++)
+			if (r0 + k < ps.rows)
+				v[k] = MODE == CM_ADD ? *y[k] + acc[k]
+				       : b[k] != NULL ? acc[k] + *b[k]
+				                      : acc[k];
+		if constexpr (MODE == CM_ROPE) /* (CM_ROWS 2: the host) */
+			cm_rope_pair(ps, r0, t, v);
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++) {
 			if (r0 + k >= ps.rows)
 				continue;
-			const float v = MODE == CM_ADD ? *y[k] + acc[k]
-			                : b[k] != NULL ? acc[k] + *b[k]
-			                               : acc[k];
-
-			*y[k] = v;
+			*y[k] = v[k];
 			if (MODE == CM_ADD && ps.copy != NULL)
-				ps.copy[t * ps.rows + r0 + k] = v;
+				ps.copy[t * ps.rows + r0 + k] = v[k];
 		}
 	}
 }
@@ -722,6 +790,10 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	case T * 4 + CM_SWIGLU:                                                \
 		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>, grid, \
 		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		break;                                                         \
+	case T * 4 + CM_ROPE:                                                  \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ROPE>, grid,   \
+		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;
 			CV8_FOR_EACH_TYPE(X)
 #undef X
@@ -744,6 +816,10 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	case T * 4 + CM_SWIGLU:                                                \
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>,      \
 		          grid, 32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);      \
+		break;                                                         \
+	case T * 4 + CM_ROPE:                                                  \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ROPE>, grid,  \
+		          32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;
 		CV_FOR_EACH_TYPE(X)
 #undef X
@@ -944,12 +1020,15 @@ static int cm_fusable(const struct cuda_ctx *ctx, const struct cuda_tensor *a,
 	       cm_unit_ok(ctx, a, d_x, n_tok) && cm_unit_ok(ctx, b, d_x, n_tok);
 }
 
-extern "C" int
-cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
-                   const struct cuda_tensor *wk, const struct cuda_tensor *wv,
-                   const float *d_bq, const float *d_bk, const float *d_bv,
-                   const float *d_x, const void *d_xq, int32_t n_tok,
-                   float *d_q, float *d_k, float *d_v, char *err, size_t errlen)
+/* cuda_op_matmul_qkv; ROPE not NULL: every product takes the unit
+ * mat-vec (the caller checked) and its epilogue does RoPE and the KV
+ * store (cm_rope_pair), the parts' roles set here. */
+static int cm_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+                  const struct cuda_tensor *wk, const struct cuda_tensor *wv,
+                  const float *d_bq, const float *d_bk, const float *d_bv,
+                  const float *d_x, const void *d_xq, int32_t n_tok, float *d_q,
+                  float *d_k, float *d_v, const struct cm_rope *rope, char *err,
+                  size_t errlen)
 {
 	const struct cuda_tensor *w[3] = {wq, wk, wv};
 	const float *b[3] = {d_bq, d_bk, d_bv};
@@ -967,13 +1046,18 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 
 		memset(&ps, 0, sizeof(ps));
 		ps.n = cm_fusable(ctx, wq, wv, d_x, n_tok) ? 3 : 2;
+		if (rope != NULL)
+			ps.rope = *rope;
 		for (int k = 0; k < ps.n; k++) {
 			ps.p[k] = cm_part_of(w[k], y[k]);
 			ps.p[k].b = b[k];
 			ps.rows += w[k]->ne1;
+			if (rope != NULL)
+				ps.rope.roles |= (CM_ROLE_Q + k) << (2 * k);
 		}
 		if (cm_unit_launch(ctx, wq->type, &ps, wq->ne0, d_x, n_tok,
-		                   CM_SET, &xq_done, err, errlen))
+		                   rope != NULL ? CM_ROPE : CM_SET, &xq_done,
+		                   err, errlen))
 			return -1;
 		i = ps.n;
 	}
@@ -987,9 +1071,14 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 			ps.p[0].b = b[i];
 			ps.n = 1;
 			ps.rows = w[i]->ne1;
+			if (rope != NULL) {
+				ps.rope = *rope;
+				ps.rope.roles = CM_ROLE_Q + i;
+			}
 			if (cm_unit_launch(ctx, w[i]->type, &ps, w[i]->ne0, d_x,
-			                   n_tok, CM_SET, &xq_done, err,
-			                   errlen))
+			                   n_tok,
+			                   rope != NULL ? CM_ROPE : CM_SET,
+			                   &xq_done, err, errlen))
 				return -1;
 			continue;
 		}
@@ -1001,6 +1090,63 @@ cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 			return -1;
 	}
 	return 0;
+}
+
+extern "C" int
+cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+                   const struct cuda_tensor *wk, const struct cuda_tensor *wv,
+                   const float *d_bq, const float *d_bk, const float *d_bv,
+                   const float *d_x, const void *d_xq, int32_t n_tok,
+                   float *d_q, float *d_k, float *d_v, char *err, size_t errlen)
+{
+	return cm_qkv(ctx, wq, wk, wv, d_bq, d_bk, d_bv, d_x, d_xq, n_tok, d_q,
+	              d_k, d_v, NULL, err, errlen);
+}
+
+extern "C" int cuda_op_matmul_qkv_rope(
+    struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+    const struct cuda_tensor *wk, const struct cuda_tensor *wv,
+    const float *d_bq, const float *d_bk, const float *d_bv, const float *d_x,
+    const void *d_xq, int32_t n_tok, float *d_q, float *d_k, float *d_v,
+    const struct cuda_rope_kv *rk, int *fused, char *err, size_t errlen)
+{
+	/* a warp's two rows are a rotated pair only for neighbouring pairs,
+	   even head sizes and row counts (CM_ROWS 2) */
+	const int fuse = CM_ROWS == 2 && !rk->neox && rk->head_dim % 2 == 0 &&
+	                 rk->n_rot % 2 == 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
+	                 cm_unit_ok(ctx, wq, d_x, n_tok) &&
+	                 cm_unit_ok(ctx, wk, d_x, n_tok) &&
+	                 cm_unit_ok(ctx, wv, d_x, n_tok);
+
+	if (fused != NULL)
+		*fused = fuse;
+	if (!fuse)
+		return cuda_op_matmul_qkv(ctx, wq, wk, wv, d_bq, d_bk, d_bv,
+		                          d_x, d_xq, n_tok, d_q, d_k, d_v, err,
+		                          errlen) ||
+		               cuda_op_rope_kv_store(
+		                   ctx, d_q, d_k, d_v, n_tok, rk->n_head,
+		                   rk->n_kv, rk->head_dim, rk->n_rot,
+		                   rk->d_inv_freq, rk->pos0, rk->neox,
+		                   rk->n_ctx, rk->il, rk->d_kc, rk->d_vc, err,
+		                   errlen)
+		           ? -1
+		           : 0;
+	struct cm_rope rope;
+
+	memset(&rope, 0, sizeof(rope));
+	rope.inv_freq = rk->d_inv_freq;
+	rope.dpos = ctx->d_pos;
+	rope.kc = (__half *)rk->d_kc;
+	rope.vc = (__half *)rk->d_vc;
+	rope.pos0 = rk->pos0;
+	rope.n_rot = rk->n_rot;
+	rope.hd = rk->head_dim;
+	rope.n_kv = rk->n_kv;
+	rope.n_ctx = rk->n_ctx;
+	rope.il = rk->il;
+	return cm_qkv(ctx, wq, wk, wv, d_bq, d_bk, d_bv, d_x, d_xq, n_tok, d_q,
+	              d_k, d_v, &rope, err, errlen);
 }
 
 extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,

@@ -198,6 +198,35 @@ int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                        const void *d_xq, int32_t n_tok, float *d_q, float *d_k,
                        float *d_v, char *err, size_t errlen);
 
+/* The rotary embedding and the KV store of one layer's attention
+ * (cuda_op_rope_kv_store's arguments): RoPE on N_HEAD query and N_KV key
+ * heads of HEAD_DIM, the first N_ROT dims rotated with D_INV_FREQ
+ * (device, n_rot / 2) at positions POS0.. (ctx->d_pos in a captured
+ * step), NEOX the pairing; K and V stored into layer IL of the fp16
+ * caches D_KC, D_VC of N_CTX positions. */
+struct cuda_rope_kv {
+	int32_t n_head, n_kv, head_dim, n_rot;
+	const double *d_inv_freq;
+	int32_t pos0;
+	int neox;
+	int32_t n_ctx, il;
+	uint16_t *d_kc, *d_vc;
+};
+
+/* cuda_op_matmul_qkv then cuda_op_rope_kv_store with RK, the same
+ * floats; when RoPE pairs neighbouring dims (not NEOX) and every product
+ * takes the fast mat-vec, the rotation and the store are made by the
+ * products' epilogues (a warp's two rows are a pair), with no launch of
+ * their own. *FUSED (if not NULL): 1 if they were. */
+int cuda_op_matmul_qkv_rope(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
+                            const struct cuda_tensor *wk,
+                            const struct cuda_tensor *wv, const float *d_bq,
+                            const float *d_bk, const float *d_bv,
+                            const float *d_x, const void *d_xq, int32_t n_tok,
+                            float *d_q, float *d_k, float *d_v,
+                            const struct cuda_rope_kv *rk, int *fused,
+                            char *err, size_t errlen);
+
 /* G = silu(GATE X) * (UP X) ([n_tok][gate->ne1]): one mat-vec launch under
  * the same conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
  * products (UP X into D_U, same shape) and cuda_op_swiglu. D_XQ as for

@@ -915,6 +915,122 @@ static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 		free(host[i]);
 }
 
+/*
+ * cuda_op_matmul_qkv_rope against cuda_op_matmul_qkv then
+ * cuda_op_rope_kv_store: Q, K, V and both caches bit for bit, and whether
+ * the epilogue did the rotation and the store (FUSE expected: neighbouring
+ * pairs and fast mat-vecs only). Weights of types TQ (Q and K) and TV
+ * (V: a launch of its own when it differs) over NE0 inputs; biases when
+ * BIAS; DPOS: as in a captured step (the position read from
+ * ctx->d_pos, the argument 0), against the unfused ops at POS0.
+ */
+static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
+                          int64_t ne0, int n_head, int n_kv, int hd, int n_rot,
+                          int neox, int n_tok, int pos0, int bias, int dpos,
+                          int fuse)
+{
+	const int n_layer = 2, il = 1, n_ctx = pos0 + n_tok + 5;
+	const int64_t nq = (int64_t)n_head * hd, nk = (int64_t)n_kv * hd;
+	const size_t ny = (size_t)n_tok * (size_t)(nq + 2 * nk);
+	const size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
+	float *x = malloc(sizeof(float) * (size_t)(n_tok * ne0));
+	float *bs = malloc(sizeof(float) * (size_t)(nq + 2 * nk));
+	float *wf[3], *a = malloc(sizeof(float) * ny);
+	float *b = malloc(sizeof(float) * ny);
+	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
+	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
+	void *d_w[3], *d_x, *d_b, *d_inv, *d_y[2], *d_kc[2], *d_vc[2];
+	void *d_p = NULL;
+	struct cuda_tensor w[3];
+	char err[512] = "";
+	int rc = 0, fused = -1;
+	long bad = 0;
+
+	w[0] = fused_weight(tq, ne0, nq, &d_w[0], &wf[0]);
+	w[1] = fused_weight(tq, ne0, nk, &d_w[1], &wf[1]);
+	w[2] = fused_weight(tv, ne0, nk, &d_w[2], &wf[2]);
+	for (int i = 0; i < n_rot / 2; i++)
+		inv[i] = pow(10000.0, -2.0 * i / n_rot);
+	fill_unif(x, (size_t)(n_tok * ne0), -1.0f, 1.0f);
+	fill_unif(bs, (size_t)(nq + 2 * nk), -0.5f, 0.5f);
+	d_x = dev_put(x, sizeof(float) * (size_t)(n_tok * ne0));
+	d_b = dev_put(bs, sizeof(float) * (size_t)(nq + 2 * nk));
+	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
+	d_p = dev_put(&pos0, sizeof(pos0));
+	for (int j = 0; j < 2; j++) {
+		d_y[j] = dev_put(NULL, sizeof(float) * ny);
+		d_kc[j] = dev_put(NULL, 2 * cache);
+		d_vc[j] = dev_put(NULL, 2 * cache);
+		rc = rc || cudaMemset(d_kc[j], 0, 2 * cache) != cudaSuccess ||
+		     cudaMemset(d_vc[j], 0, 2 * cache) != cudaSuccess;
+	}
+	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
+	for (int j = 0; !rc && j < 2; j++) {
+		float *q = (float *)d_y[j], *k = q + n_tok * nq,
+		      *v = k + n_tok * nk, *bb = (float *)d_b;
+		const float *bq = bias ? bb : NULL, *bk = bias ? bb + nq : NULL,
+		            *bv = bias ? bb + nq + nk : NULL;
+		struct cuda_rope_kv rk = {n_head,
+		                          n_kv,
+		                          hd,
+		                          n_rot,
+		                          (const double *)d_inv,
+		                          pos0,
+		                          neox,
+		                          n_ctx,
+		                          il,
+		                          (uint16_t *)d_kc[j],
+		                          (uint16_t *)d_vc[j]};
+
+		if (j == 0) {
+			rc = cuda_op_matmul_qkv(ctx, &w[0], &w[1], &w[2], bq,
+			                        bk, bv, d_x, NULL, n_tok, q, k,
+			                        v, err, sizeof(err)) ||
+			     cuda_op_rope_kv_store(
+			         ctx, q, k, v, n_tok, n_head, n_kv, hd, n_rot,
+			         (const double *)d_inv, pos0, neox, n_ctx, il,
+			         (uint16_t *)d_kc[0], (uint16_t *)d_vc[0], err,
+			         sizeof(err));
+			continue;
+		}
+		if (dpos) { /* a captured step's position */
+			ctx->d_pos = (const int32_t *)d_p;
+			rk.pos0 = 0;
+		}
+		rc = cuda_op_matmul_qkv_rope(ctx, &w[0], &w[1], &w[2], bq, bk,
+		                             bv, d_x, NULL, n_tok, q, k, v, &rk,
+		                             &fused, err, sizeof(err));
+		ctx->d_pos = NULL;
+	}
+	rc = rc || dev_get(ctx, a, d_y[0], sizeof(float) * ny) ||
+	     dev_get(ctx, b, d_y[1], sizeof(float) * ny) ||
+	     dev_get(ctx, ca, d_kc[0], 2 * cache) ||
+	     dev_get(ctx, ca + cache, d_vc[0], 2 * cache) ||
+	     dev_get(ctx, cb, d_kc[1], 2 * cache) ||
+	     dev_get(ctx, cb + cache, d_vc[1], 2 * cache);
+	bad = rc ? -1
+	         : (memcmp(a, b, sizeof(float) * ny) != 0) +
+	               (memcmp(ca, cb, 4 * cache) != 0) * 2;
+	tap_ok(!rc && bad == 0 && fused == fuse,
+	       "qkv_rope %s/%s %s n_rot %d head_dim %d heads %d/%d, %d tokens "
+	       "at %d%s%s: same as qkv + rope_kv_store (%ld), in the "
+	       "epilogue %d (expected %d) %s",
+	       qtype_name(tq), qtype_name(tv), neox ? "neox" : "norm", n_rot,
+	       hd, n_head, n_kv, n_tok, pos0, bias ? ", biases" : "",
+	       dpos ? ", device position" : "", bad, fused, fuse, err);
+	for (int j = 0; j < 2; j++) {
+		cudaFree(d_y[j]);
+		cudaFree(d_kc[j]);
+		cudaFree(d_vc[j]);
+	}
+	void *dev[] = {d_w[0], d_w[1], d_w[2], d_x, d_b, d_inv, d_p};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {x, bs, wf[0], wf[1], wf[2], a, b, ca, cb, inv};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 /* KV store layout and causal GQA attention over N_TOK queries at POS0. */
 /* POS_CAP > 0: as in a captured decode step (cuda_ctx.d_pos: the
    position read from the device, the launch shaped for POS_CAP
@@ -1420,7 +1536,23 @@ int main(void)
 	test_rope_kv(&ctx, 1, 32, 64, 14, 2, 7, 100);  /* partial rotation */
 	test_rope_kv(&ctx, 1, 128, 128, 4, 2, 33, 0);  /* prefill */
 	test_rope_kv(&ctx, 0, 256, 256, 2, 1, 1, 500); /* pairs > threads */
-	test_attention(&ctx, 6, 2, 64, 512, 0);        /* prefill */
+	/* RoPE and the KV store in the QKV products' epilogue: SmolLM2's
+	   shape (one launch), a partial rotation with biases over 3 tokens,
+	   V of another type (its own launch), a captured step's position;
+	   NEOX pairs and the GEMM keep the separate launch */
+	test_qkv_rope(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, 576, 9, 3, 64, 64, 0, 1, 40,
+	              0, 0, 1);
+	test_qkv_rope(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, 256, 4, 2, 64, 32, 0, 3,
+	              100, 1, 0, 1);
+	test_qkv_rope(&ctx, QTYPE_Q4_K, QTYPE_Q6_K, 768, 4, 1, 128, 128, 0, 1,
+	              1500, 0, 0, 1);
+	test_qkv_rope(&ctx, QTYPE_F16, QTYPE_F16, 512, 8, 2, 64, 64, 0, 1, 333,
+	              0, 1, 1);
+	test_qkv_rope(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, 576, 9, 3, 64, 64, 1, 1, 40,
+	              1, 0, 0);
+	test_qkv_rope(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, 256, 4, 2, 64, 64, 0, 9, 7,
+	              0, 0, 0);
+	test_attention(&ctx, 6, 2, 64, 512, 0); /* prefill */
 	test_attention(&ctx, 6, 2, 64, 7, 40);  /* a chunk after a prefix */
 	test_attention(&ctx, 6, 2, 64, 1, 333); /* decode */
 	test_attention(&ctx, 4, 4, 80, 3, 100); /* head_dim not 32k, MHA */
