@@ -107,7 +107,8 @@ struct cm_rope {
 	const int32_t *dpos;    /* position of token 0, or NULL: pos0 */
 	__half *kc, *vc;        /* [n_layer][n_kv][n_ctx][hd] */
 	int32_t pos0, n_rot, hd, n_kv, n_ctx, il;
-	int roles; /* 0: no RoPE in the epilogue */
+	int neox;  /* pairs (i, i + n_rot / 2), else (2i, 2i + 1) */
+	int roles; /* part k's role: bits 2k.. (CM_ROLE_*) */
 };
 
 /* Up to three weights of one type and one input length, read by one
@@ -238,16 +239,26 @@ static __device__ __forceinline__ void cm_locate(const struct cm_parts &ps,
 	*b = bp == NULL ? NULL : bp + r;
 }
 
-/* The epilogue's RoPE and KV store (cuda_op_matmul_qkv_rope) for the
- * outputs V[0], V[1] of rows R0, R0 + 1 (R0 even) of token T: a pair of
- * neighbouring dims of one head, rotated as el_rope_kv_store rotates it
- * (the same operations, so the same bits) if the row is a query's or a
- * key's and inside the rotated dims; a key's or a value's also stored
- * into its fp16 cache. */
-static __device__ __forceinline__ void
-cm_rope_pair(const struct cm_parts &ps, int64_t r0, int64_t t, float *v)
+/* Where the two rows of a CM_ROPE warp lie (cuda_op_matmul_qkv_rope):
+ * the warp's pair slot j of head H of part PART (role ROLE), its rows
+ * the head's dims A and B, global rows R[0], R[1] of the launch. A
+ * rotated pair is one warp's: dims (2j, 2j + 1) for neighbouring pairs,
+ * (j, j + n_rot / 2) for NEOX below n_rot / 2 (above it, and for
+ * values, the slot takes dims 2j, 2j + 1, which no rotated pair uses):
+ * a permutation of the rows, each still dotted by one warp in the same
+ * order, so the products are the same floats. */
+struct cm_pair {
+	int role, a, b;
+	int64_t h, r[2];
+	bool rot; /* a rotated pair: slot j < n_rot / 2, not a value */
+	int j;
+};
+
+static __device__ __forceinline__ struct cm_pair
+cm_rope_map(const struct cm_parts &ps, int64_t r0)
 {
 	const struct cm_rope &rp = ps.rope;
+	struct cm_pair q;
 	int64_t r = r0, ne1 = ps.p[0].ne1;
 	int part = 0;
 
@@ -258,30 +269,49 @@ cm_rope_pair(const struct cm_parts &ps, int64_t r0, int64_t t, float *v)
 			ne1 = ps.p[k].ne1;
 			part = k;
 		}
-	const int role = (rp.roles >> (2 * part)) & 3;
-	const int32_t pos = (rp.dpos != NULL ? *rp.dpos : rp.pos0) + (int32_t)t;
-	const int64_t h = r / rp.hd, d = r % rp.hd;
+	const int half = rp.n_rot / 2;
 
-	if (role == CM_ROLE_NONE)
+	q.role = (rp.roles >> (2 * part)) & 3;
+	q.h = r / rp.hd;
+	q.j = (int)(r % rp.hd) / 2;
+	q.rot = q.role != CM_ROLE_V && q.j < half;
+	q.a = rp.neox && q.j < half ? q.j : 2 * q.j;
+	q.b = rp.neox && q.j < half ? q.j + half : 2 * q.j + 1;
+	q.r[0] = r0 - r + q.h * rp.hd + q.a;
+	q.r[1] = r0 - r + q.h * rp.hd + q.b;
+	return q;
+}
+
+/* The epilogue's RoPE and KV store for the warp's outputs V[0], V[1]
+ * (rows Q.r of token T): rotated as el_rope_kv_store rotates the pair
+ * (the same operations, so the same bits) if it is one; a key's or a
+ * value's also stored into its fp16 cache. */
+static __device__ __forceinline__ void cm_rope_pair(const struct cm_parts &ps,
+                                                    const struct cm_pair &q,
+                                                    int64_t t, float *v)
+{
+	const struct cm_rope &rp = ps.rope;
+	const int32_t pos = (rp.dpos != NULL ? *rp.dpos : rp.pos0) + (int32_t)t;
+
+	if (q.role == CM_ROLE_NONE)
 		return;
-	if (role != CM_ROLE_V && d < rp.n_rot) {
-		const double theta = (double)pos * rp.inv_freq[d / 2];
+	if (q.rot) {
+		const double theta = (double)pos * rp.inv_freq[q.j];
 		const float c = (float)cos(theta), sn = (float)sin(theta);
 		const float x0 = v[0], x1 = v[1];
 
 		v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
 		v[1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
 	}
-	if (role != CM_ROLE_Q) {
-		__half *cache = role == CM_ROLE_K ? rp.kc : rp.vc;
-		const size_t at =
-		    (((size_t)rp.il * rp.n_kv + (size_t)h) * (size_t)rp.n_ctx +
-		     (size_t)pos) *
-		        (size_t)rp.hd +
-		    (size_t)d;
+	if (q.role != CM_ROLE_Q) {
+		__half *cache = q.role == CM_ROLE_K ? rp.kc : rp.vc;
+		const size_t at = (((size_t)rp.il * rp.n_kv + (size_t)q.h) *
+		                       (size_t)rp.n_ctx +
+		                   (size_t)pos) *
+		                  (size_t)rp.hd;
 
-		cache[at] = __float2half_rn(v[0]);
-		cache[at + 1] = __float2half_rn(v[1]);
+		cache[at + q.a] = __float2half_rn(v[0]);
+		cache[at + q.b] = __float2half_rn(v[1]);
 	}
 }
 
@@ -340,6 +370,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	/* SwiGLU: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
 	const int64_t r0 = wi * (MODE == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS);
 	const bool active = r0 < ps.rows;
+	struct cm_pair pr; /* CM_ROPE: the warp's rows */
 	const uint8_t *w[CM_ROWS];
 	const float *b[CM_ROWS];
 	float *y[CM_ROWS], acc[CM_ROWS];
@@ -347,6 +378,11 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 #pragma unroll
 	for (int k = 0; k < CM_ROWS; k++)
 		acc[k] = 0.0f;
+	if constexpr (MODE == CM_ROPE) {
+		static_assert(CM_ROWS == 2, "a warp's rows are a pair");
+		if (active)
+			pr = cm_rope_map(ps, r0);
+	}
 	if (active && MODE == CM_SWIGLU) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++) {
@@ -356,6 +392,10 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			cm_locate(ps, r, t, &w[2 * k], &y[k], &b[k]);
 			w[2 * k + 1] = ps.p[1].w + (size_t)r * ps.p[1].row_size;
 		}
+	} else if (active && MODE == CM_ROPE) {
+#pragma unroll
+		for (int k = 0; k < CM_ROWS; k++)
+			cm_locate(ps, pr.r[k], t, &w[k], &y[k], &b[k]);
 	} else if (active) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
@@ -407,8 +447,8 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				v[k] = MODE == CM_ADD ? *y[k] + acc[k]
 				       : b[k] != NULL ? acc[k] + *b[k]
 				                      : acc[k];
-		if constexpr (MODE == CM_ROPE) /* (CM_ROWS 2: the host) */
-			cm_rope_pair(ps, r0, t, v);
+		if constexpr (MODE == CM_ROPE)
+			cm_rope_pair(ps, pr, t, v);
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++) {
 			if (r0 + k >= ps.rows)
@@ -1110,13 +1150,12 @@ extern "C" int cuda_op_matmul_qkv_rope(
     const void *d_xq, int32_t n_tok, float *d_q, float *d_k, float *d_v,
     const struct cuda_rope_kv *rk, int *fused, char *err, size_t errlen)
 {
-	/* a warp's two rows are a rotated pair only for neighbouring pairs,
-	   even head sizes and row counts (CM_ROWS 2) */
-	const int fuse = CM_ROWS == 2 && !rk->neox && rk->head_dim % 2 == 0 &&
-	                 rk->n_rot % 2 == 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
-	                 cm_unit_ok(ctx, wq, d_x, n_tok) &&
-	                 cm_unit_ok(ctx, wk, d_x, n_tok) &&
-	                 cm_unit_ok(ctx, wv, d_x, n_tok);
+	/* a warp's two rows are a rotated pair (cm_rope_map): even head
+	   sizes and rotations, two rows a warp */
+	const int fuse =
+	    CM_ROWS == 2 && rk->head_dim % 2 == 0 && rk->n_rot % 2 == 0 &&
+	    n_tok < CUDA_GEMM_MIN_TOKENS && cm_unit_ok(ctx, wq, d_x, n_tok) &&
+	    cm_unit_ok(ctx, wk, d_x, n_tok) && cm_unit_ok(ctx, wv, d_x, n_tok);
 
 	if (fused != NULL)
 		*fused = fuse;
@@ -1141,6 +1180,7 @@ extern "C" int cuda_op_matmul_qkv_rope(
 	rope.vc = (__half *)rk->d_vc;
 	rope.pos0 = rk->pos0;
 	rope.n_rot = rk->n_rot;
+	rope.neox = rk->neox;
 	rope.hd = rk->head_dim;
 	rope.n_kv = rk->n_kv;
 	rope.n_ctx = rk->n_ctx;

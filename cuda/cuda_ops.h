@@ -214,10 +214,10 @@ struct cuda_rope_kv {
 };
 
 /* cuda_op_matmul_qkv then cuda_op_rope_kv_store with RK, the same
- * floats; when RoPE pairs neighbouring dims (not NEOX) and every product
- * takes the fast mat-vec, the rotation and the store are made by the
- * products' epilogues (a warp's two rows are a pair), with no launch of
- * their own. *FUSED (if not NULL): 1 if they were. */
+ * floats; when every product takes the fast mat-vec, the rotation and
+ * the store are made by the products' epilogues (a warp's two rows are a
+ * rotated pair, either style), with no launch of their own. *FUSED (if
+ * not NULL): 1 if they were. */
 int cuda_op_matmul_qkv_rope(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                             const struct cuda_tensor *wk,
                             const struct cuda_tensor *wv, const float *d_bq,

@@ -1538,8 +1538,9 @@ int main(void)
 	test_rope_kv(&ctx, 0, 256, 256, 2, 1, 1, 500); /* pairs > threads */
 	/* RoPE and the KV store in the QKV products' epilogue: SmolLM2's
 	   shape (one launch), a partial rotation with biases over 3 tokens,
-	   V of another type (its own launch), a captured step's position;
-	   NEOX pairs and the GEMM keep the separate launch */
+	   V of another type (its own launch), a captured step's position,
+	   NEOX pairs (Qwen2's, with biases; partial); the GEMM keeps the
+	   separate launch */
 	test_qkv_rope(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, 576, 9, 3, 64, 64, 0, 1, 40,
 	              0, 0, 1);
 	test_qkv_rope(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, 256, 4, 2, 64, 32, 0, 3,
@@ -1549,7 +1550,11 @@ int main(void)
 	test_qkv_rope(&ctx, QTYPE_F16, QTYPE_F16, 512, 8, 2, 64, 64, 0, 1, 333,
 	              0, 1, 1);
 	test_qkv_rope(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, 576, 9, 3, 64, 64, 1, 1, 40,
-	              1, 0, 0);
+	              1, 0, 1);
+	test_qkv_rope(&ctx, QTYPE_Q4_K, QTYPE_Q6_K, 1024, 7, 1, 128, 128, 1, 1,
+	              600, 1, 1, 1);
+	test_qkv_rope(&ctx, QTYPE_F16, QTYPE_F16, 896, 14, 2, 64, 32, 1, 2, 90,
+	              1, 0, 1);
 	test_qkv_rope(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, 256, 4, 2, 64, 64, 0, 9, 7,
 	              0, 0, 0);
 	test_attention(&ctx, 6, 2, 64, 512, 0); /* prefill */
