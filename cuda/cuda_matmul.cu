@@ -675,7 +675,7 @@ static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
  * of them meets (their blocks are 34, 18 and 210 bytes), so an odd block
  * count (Qwen2.5-3B's FFN of 11,008 = 43 Q6_K blocks) keeps the unit
  * path: the element-wise one took 63 us per down product there, 32% of a
- * decode step on the h100. The GPU layouts of Q8_0 and Q6_K
+ * decode step on the h100. The GPU layouts of Q8_0, Q6_K and Q4_K
  * (cuda_quant.cuh note 5): rows 16-byte aligned, and int8 activations for
  * N_TOK tokens, since they have no fp32 unit. X 16-byte aligned. */
 static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
