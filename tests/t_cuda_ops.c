@@ -834,6 +834,17 @@ static void test_rope(struct cuda_ctx *ctx, int neox, int n_rot, int factors)
 	cudaFree(d_inv);
 }
 
+/* A key and a value cache of BYTES each on the device, zeroed (by the
+ * legacy stream: the caller synchronises before an op uses them);
+ * nonzero on failure. */
+static int zeroed_caches(size_t bytes, void **kc, void **vc)
+{
+	*kc = dev_put(NULL, bytes);
+	*vc = dev_put(NULL, bytes);
+	return cudaMemset(*kc, 0, bytes) != cudaSuccess ||
+	       cudaMemset(*vc, 0, bytes) != cudaSuccess;
+}
+
 /*
  * cuda_op_rope_kv_store against the unfused ops it replaces (cuda_op_rope
  * of Q and K, cuda_op_kv_store; each checked against the CPU above):
@@ -867,10 +878,7 @@ static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 	for (int j = 0; j < 2; j++) {
 		d_q[j] = dev_put(q, sizeof(float) * nq);
 		d_k[j] = dev_put(k, sizeof(float) * nk);
-		d_kc[j] = dev_put(NULL, 2 * cache);
-		d_vc[j] = dev_put(NULL, 2 * cache);
-		rc = rc || cudaMemset(d_kc[j], 0, 2 * cache) != cudaSuccess ||
-		     cudaMemset(d_vc[j], 0, 2 * cache) != cudaSuccess;
+		rc = rc || zeroed_caches(2 * cache, &d_kc[j], &d_vc[j]);
 	}
 	/* the legacy stream's memsets before the op's non-blocking stream */
 	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
@@ -959,10 +967,7 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 	d_p = dev_put(&pos0, sizeof(pos0));
 	for (int j = 0; j < 2; j++) {
 		d_y[j] = dev_put(NULL, sizeof(float) * ny);
-		d_kc[j] = dev_put(NULL, 2 * cache);
-		d_vc[j] = dev_put(NULL, 2 * cache);
-		rc = rc || cudaMemset(d_kc[j], 0, 2 * cache) != cudaSuccess ||
-		     cudaMemset(d_vc[j], 0, 2 * cache) != cudaSuccess;
+		rc = rc || zeroed_caches(2 * cache, &d_kc[j], &d_vc[j]);
 	}
 	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
 	for (int j = 0; !rc && j < 2; j++) {
