@@ -64,6 +64,7 @@ struct cu_state {
 	struct cuda_tensor embd, output;
 	const float *output_norm;
 	const double *inv_freq; /* [n_rot / 2] */
+	float *rope_cs; /* [n_ctx][n_rot / 2] cos, sin (cuda_op_rope_table) */
 
 	/* activations of one chunk */
 	int32_t *tok;  /* [n_batch] */
@@ -370,7 +371,7 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	const struct cuda_rope_kv rk = {c->n_head, c->n_head_kv, c->head_dim_k,
 	                                c->n_rot,  s->inv_freq,  pos0,
 	                                neox,      e->n_ctx,     il,
-	                                s->kc,     s->vc};
+	                                s->kc,     s->vc,        s->rope_cs};
 
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen) ||
@@ -937,9 +938,10 @@ static void cu_close(struct engine *e)
 			free(s->graphs);
 		}
 		cudaFreeHost(s->h_tstats);
-		void *bufs[] = {s->arena,  s->tok, s->x,  s->xb,     s->q,
-		                s->k,      s->v,   s->o,  s->hb,     s->hb2,
-		                s->logits, s->kc,  s->vc, s->d_step, s->d_snap};
+		void *bufs[] = {s->arena, s->tok,    s->x,      s->xb,
+		                s->q,     s->k,      s->v,      s->o,
+		                s->hb,    s->hb2,    s->logits, s->kc,
+		                s->vc,    s->d_step, s->d_snap, s->rope_cs};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		free(s->layers);
@@ -1021,8 +1023,9 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	arena = cu_arena_bytes(m, s->repack);
 	kv = 2 * (size_t)c->n_layer * nctx * s->kv_dim * sizeof(uint16_t);
 	act = nb * sizeof(float) *
-	      (3 * (size_t)c->n_embd + 2 * (size_t)s->q_dim +
-	       2 * (size_t)s->kv_dim + 2 * (size_t)c->n_ff + 1);
+	          (3 * (size_t)c->n_embd + 2 * (size_t)s->q_dim +
+	           2 * (size_t)s->kv_dim + 2 * (size_t)c->n_ff + 1) +
+	      nctx * (size_t)c->n_rot * sizeof(float); /* rope_cs */
 	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
 	if (w16 < max_in)
 		w16 = max_in;
@@ -1085,6 +1088,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->hb2, nb * c->n_ff * sizeof(float), &rc);
 	cu_alloc((void **)&s->kc, kv / 2, &rc);
 	cu_alloc((void **)&s->vc, kv / 2, &rc);
+	cu_alloc((void **)&s->rope_cs, nctx * (size_t)c->n_rot * sizeof(float),
+	         &rc);
 	if (rc != 0 || s->layers == NULL || s->graphs == NULL) {
 		snprintf(err, errlen,
 		         "out of GPU memory: model needs %.2f GiB on the GPU, "
@@ -1093,6 +1098,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		goto fail;
 	}
 	if (cu_upload(m, s, err, errlen) != 0 ||
+	    cuda_op_rope_table(&s->ctx, s->inv_freq, c->n_rot, e->n_ctx,
+	                       s->rope_cs, err, errlen) != 0 ||
 	    cu_host_logits(e, s, 1, err, errlen) != 0 ||
 	    cu_dev_logits(e, s, 1, err, errlen) != 0 ||
 	    cuda_select_init(&s->sel, c->n_vocab, err, errlen) != 0)

@@ -388,6 +388,36 @@ extern "C" int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
 	return 0;
 }
 
+/* One thread per (position, pair): cuda_op_rope_table. */
+__global__ void el_rope_table(const double *inv_freq, int32_t half, int64_t n,
+                              float *cs)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx >= n)
+		return;
+	const double theta = (double)(idx / half) * inv_freq[idx % half];
+
+	cs[2 * idx] = (float)cos(theta);
+	cs[2 * idx + 1] = (float)sin(theta);
+}
+
+extern "C" int cuda_op_rope_table(struct cuda_ctx *ctx,
+                                  const double *d_inv_freq, int32_t n_rot,
+                                  int32_t n_ctx, float *d_cs, char *err,
+                                  size_t errlen)
+{
+	const int64_t n = (int64_t)n_ctx * (n_rot / 2);
+
+	if (n == 0)
+		return 0;
+	cu_launch(ctx, el_rope_table, el_blocks(n), EL_THREADS, 0, d_inv_freq,
+	          n_rot / 2, n, d_cs);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
 extern "C" int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x,
                                 const float *d_b, int32_t n, int32_t n_tok,
                                 char *err, size_t errlen)

@@ -104,6 +104,7 @@ struct cm_part {
 enum { CM_ROLE_NONE, CM_ROLE_Q, CM_ROLE_K, CM_ROLE_V };
 struct cm_rope {
 	const double *inv_freq; /* [n_rot / 2] */
+	const float2 *cs;       /* [n_ctx][n_rot / 2] cos, sin */
 	const int32_t *dpos;    /* position of token 0, or NULL: pos0 */
 	__half *kc, *vc;        /* [n_layer][n_kv][n_ctx][hd] */
 	int32_t pos0, n_rot, hd, n_kv, n_ctx, il;
@@ -282,22 +283,36 @@ cm_rope_map(const struct cm_parts &ps, int64_t r0)
 	return q;
 }
 
+/* The cos and sin of the warp's pair Q at position POS, from the table
+ * of cuda_op_rope_table (the bits el_rope_kv_store computes). Read
+ * before the warp's dot products, so that the load is not on the
+ * epilogue's critical path (computing them there, in double precision,
+ * was: BENCHMARKS.md step 36). */
+static __device__ __forceinline__ float2 cm_rope_cs(const struct cm_rope &rp,
+                                                    const struct cm_pair &q,
+                                                    int32_t pos)
+{
+	if (!q.rot)
+		return make_float2(1.0f, 0.0f);
+	return rp.cs[(size_t)pos * (size_t)(rp.n_rot / 2) + (size_t)q.j];
+}
+
 /* The epilogue's RoPE and KV store for the warp's outputs V[0], V[1]
- * (rows Q.r of token T): rotated as el_rope_kv_store rotates the pair
- * (the same operations, so the same bits) if it is one; a key's or a
- * value's also stored into its fp16 cache. */
+ * (rows Q.r of the token at POS; CS from cm_rope_cs): rotated as
+ * el_rope_kv_store rotates the pair (the same operations, so the same
+ * bits) if it is one; a key's or a value's also stored into its fp16
+ * cache. */
 static __device__ __forceinline__ void cm_rope_pair(const struct cm_parts &ps,
                                                     const struct cm_pair &q,
-                                                    int64_t t, float *v)
+                                                    int32_t pos, float2 cs,
+                                                    float *v)
 {
 	const struct cm_rope &rp = ps.rope;
-	const int32_t pos = (rp.dpos != NULL ? *rp.dpos : rp.pos0) + (int32_t)t;
 
 	if (q.role == CM_ROLE_NONE)
 		return;
 	if (q.rot) {
-		const double theta = (double)pos * rp.inv_freq[q.j];
-		const float c = (float)cos(theta), sn = (float)sin(theta);
+		const float c = cs.x, sn = cs.y;
 		const float x0 = v[0], x1 = v[1];
 
 		v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
@@ -409,7 +424,17 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 		cm_prefetch_rows(w, ps.p[0].row_size, lane + 32 * kw, 32 * ks);
 	cu_pdl_sync();
 	if (!active && ks == 1)
-		return; /* (with ks > 1 the whole block meets the barrier) */
+		return;  /* (with ks > 1 the whole block meets the barrier) */
+	int32_t pos = 0; /* CM_ROPE: the token's position, its cos and sin */
+	float2 cs = make_float2(1.0f, 0.0f);
+
+	if constexpr (MODE == CM_ROPE)
+		if (active && lane == 0 && kw == 0) {
+			pos = (ps.rope.dpos != NULL ? *ps.rope.dpos
+			                            : ps.rope.pos0) +
+			      (int32_t)t;
+			cs = cm_rope_cs(ps.rope, pr, pos);
+		}
 	if (active)
 		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane + 32 * kw, 32 * ks,
 		                        acc);
@@ -448,7 +473,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				       : b[k] != NULL ? acc[k] + *b[k]
 				                      : acc[k];
 		if constexpr (MODE == CM_ROPE)
-			cm_rope_pair(ps, pr, t, v);
+			cm_rope_pair(ps, pr, pos, cs, v);
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++) {
 			if (r0 + k >= ps.rows)
@@ -1151,10 +1176,11 @@ extern "C" int cuda_op_matmul_qkv_rope(
     const struct cuda_rope_kv *rk, int *fused, char *err, size_t errlen)
 {
 	/* a warp's two rows are a rotated pair (cm_rope_map): even head
-	   sizes and rotations, two rows a warp */
+	   sizes and rotations, two rows a warp; the cos and sin tabled */
 	const int fuse =
-	    CM_ROWS == 2 && rk->head_dim % 2 == 0 && rk->n_rot % 2 == 0 &&
-	    n_tok < CUDA_GEMM_MIN_TOKENS && cm_unit_ok(ctx, wq, d_x, n_tok) &&
+	    CM_ROWS == 2 && rk->d_cs != NULL && rk->head_dim % 2 == 0 &&
+	    rk->n_rot % 2 == 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
+	    cm_unit_ok(ctx, wq, d_x, n_tok) &&
 	    cm_unit_ok(ctx, wk, d_x, n_tok) && cm_unit_ok(ctx, wv, d_x, n_tok);
 
 	if (fused != NULL)
@@ -1175,6 +1201,7 @@ extern "C" int cuda_op_matmul_qkv_rope(
 
 	memset(&rope, 0, sizeof(rope));
 	rope.inv_freq = rk->d_inv_freq;
+	rope.cs = (const float2 *)rk->d_cs;
 	rope.dpos = ctx->d_pos;
 	rope.kc = (__half *)rk->d_kc;
 	rope.vc = (__half *)rk->d_vc;

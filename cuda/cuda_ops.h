@@ -203,7 +203,9 @@ int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
  * heads of HEAD_DIM, the first N_ROT dims rotated with D_INV_FREQ
  * (device, n_rot / 2) at positions POS0.. (ctx->d_pos in a captured
  * step), NEOX the pairing; K and V stored into layer IL of the fp16
- * caches D_KC, D_VC of N_CTX positions. */
+ * caches D_KC, D_VC of N_CTX positions. D_CS: the rotations'
+ * cos and sin as cuda_op_rope_table made them for these D_INV_FREQ and
+ * N_CTX, or NULL (then no epilogue: cuda_op_matmul_qkv_rope). */
 struct cuda_rope_kv {
 	int32_t n_head, n_kv, head_dim, n_rot;
 	const double *d_inv_freq;
@@ -211,13 +213,23 @@ struct cuda_rope_kv {
 	int neox;
 	int32_t n_ctx, il;
 	uint16_t *d_kc, *d_vc;
+	const float *d_cs;
 };
 
+/* D_CS[(p * n_rot/2 + i) * 2 + 0, 1] = cos, sin of p * D_INV_FREQ[i] for
+ * the N_CTX positions p, as the RoPE kernels compute them (double
+ * argument, rounded to float: the same bits), so that the QKV epilogue
+ * reads them instead of computing them on its critical path. D_CS holds
+ * n_ctx * n_rot floats. */
+int cuda_op_rope_table(struct cuda_ctx *ctx, const double *d_inv_freq,
+                       int32_t n_rot, int32_t n_ctx, float *d_cs, char *err,
+                       size_t errlen);
+
 /* cuda_op_matmul_qkv then cuda_op_rope_kv_store with RK, the same
- * floats; when every product takes the fast mat-vec, the rotation and
- * the store are made by the products' epilogues (a warp's two rows are a
- * rotated pair, either style), with no launch of their own. *FUSED (if
- * not NULL): 1 if they were. */
+ * floats; when every product takes the fast mat-vec and RK has its
+ * table (d_cs), the rotation and the store are made by the products'
+ * epilogues (a warp's two rows are a rotated pair, either style), with
+ * no launch of their own. *FUSED (if not NULL): 1 if they were. */
 int cuda_op_matmul_qkv_rope(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                             const struct cuda_tensor *wk,
                             const struct cuda_tensor *wv, const float *d_bq,

@@ -947,11 +947,14 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 	float *b = malloc(sizeof(float) * ny);
 	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
 	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
-	void *d_w[3], *d_x, *d_b, *d_inv, *d_y[2], *d_kc[2], *d_vc[2];
+	/* 0: the unfused ops; 1: the fused op without a table (it must fall
+	   back to them); 2: with cuda_op_rope_table's table (the epilogue
+	   where FUSE says) */
+	void *d_w[3], *d_x, *d_b, *d_inv, *d_y[3], *d_kc[3], *d_vc[3], *d_cs;
 	void *d_p = NULL;
 	struct cuda_tensor w[3];
 	char err[512] = "";
-	int rc = 0, fused = -1;
+	int rc = 0, fused[3] = {-1, -1, -1};
 	long bad = 0;
 
 	w[0] = fused_weight(tq, ne0, nq, &d_w[0], &wf[0]);
@@ -965,12 +968,15 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 	d_b = dev_put(bs, sizeof(float) * (size_t)(nq + 2 * nk));
 	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
 	d_p = dev_put(&pos0, sizeof(pos0));
-	for (int j = 0; j < 2; j++) {
+	d_cs = dev_put(NULL, sizeof(float) * (size_t)n_ctx * (size_t)n_rot);
+	rc = cuda_op_rope_table(ctx, (const double *)d_inv, n_rot, n_ctx,
+	                        (float *)d_cs, err, sizeof(err));
+	for (int j = 0; j < 3; j++) {
 		d_y[j] = dev_put(NULL, sizeof(float) * ny);
 		rc = rc || zeroed_caches(2 * cache, &d_kc[j], &d_vc[j]);
 	}
 	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
-	for (int j = 0; !rc && j < 2; j++) {
+	for (int j = 0; !rc && j < 3; j++) {
 		float *q = (float *)d_y[j], *k = q + n_tok * nq,
 		      *v = k + n_tok * nk, *bb = (float *)d_b;
 		const float *bq = bias ? bb : NULL, *bk = bias ? bb + nq : NULL,
@@ -985,7 +991,8 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 		                          n_ctx,
 		                          il,
 		                          (uint16_t *)d_kc[j],
-		                          (uint16_t *)d_vc[j]};
+		                          (uint16_t *)d_vc[j],
+		                          j == 2 ? (const float *)d_cs : NULL};
 
 		if (j == 0) {
 			rc = cuda_op_matmul_qkv(ctx, &w[0], &w[1], &w[2], bq,
@@ -1004,31 +1011,34 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 		}
 		rc = cuda_op_matmul_qkv_rope(ctx, &w[0], &w[1], &w[2], bq, bk,
 		                             bv, d_x, NULL, n_tok, q, k, v, &rk,
-		                             &fused, err, sizeof(err));
+		                             &fused[j], err, sizeof(err));
 		ctx->d_pos = NULL;
 	}
 	rc = rc || dev_get(ctx, a, d_y[0], sizeof(float) * ny) ||
-	     dev_get(ctx, b, d_y[1], sizeof(float) * ny) ||
 	     dev_get(ctx, ca, d_kc[0], 2 * cache) ||
-	     dev_get(ctx, ca + cache, d_vc[0], 2 * cache) ||
-	     dev_get(ctx, cb, d_kc[1], 2 * cache) ||
-	     dev_get(ctx, cb + cache, d_vc[1], 2 * cache);
-	bad = rc ? -1
-	         : (memcmp(a, b, sizeof(float) * ny) != 0) +
-	               (memcmp(ca, cb, 4 * cache) != 0) * 2;
-	tap_ok(!rc && bad == 0 && fused == fuse,
+	     dev_get(ctx, ca + cache, d_vc[0], 2 * cache);
+	for (int j = 1; j < 3; j++) { /* each against the unfused ops */
+		rc = rc || dev_get(ctx, b, d_y[j], sizeof(float) * ny) ||
+		     dev_get(ctx, cb, d_kc[j], 2 * cache) ||
+		     dev_get(ctx, cb + cache, d_vc[j], 2 * cache);
+		bad += rc ? 0
+		          : (memcmp(a, b, sizeof(float) * ny) != 0) +
+		                (memcmp(ca, cb, 4 * cache) != 0) * 2;
+	}
+	tap_ok(!rc && bad == 0 && fused[1] == 0 && fused[2] == fuse,
 	       "qkv_rope %s/%s %s n_rot %d head_dim %d heads %d/%d, %d tokens "
-	       "at %d%s%s: same as qkv + rope_kv_store (%ld), in the "
-	       "epilogue %d (expected %d) %s",
+	       "at %d%s%s: same as qkv + rope_kv_store without and with the "
+	       "table (%ld), in the epilogue %d %d (expected 0 %d) %s",
 	       qtype_name(tq), qtype_name(tv), neox ? "neox" : "norm", n_rot,
 	       hd, n_head, n_kv, n_tok, pos0, bias ? ", biases" : "",
-	       dpos ? ", device position" : "", bad, fused, fuse, err);
-	for (int j = 0; j < 2; j++) {
+	       dpos ? ", device position" : "", bad, fused[1], fused[2], fuse,
+	       err);
+	for (int j = 0; j < 3; j++) {
 		cudaFree(d_y[j]);
 		cudaFree(d_kc[j]);
 		cudaFree(d_vc[j]);
 	}
-	void *dev[] = {d_w[0], d_w[1], d_w[2], d_x, d_b, d_inv, d_p};
+	void *dev[] = {d_w[0], d_w[1], d_w[2], d_x, d_b, d_inv, d_p, d_cs};
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		cudaFree(dev[i]);
 	void *host[] = {x, bs, wf[0], wf[1], wf[2], a, b, ca, cb, inv};
