@@ -103,10 +103,9 @@ struct cm_part {
  * (cuda_op_matmul_qkv_rope): the role of part k is bits 2k.. of ROLES. */
 enum { CM_ROLE_NONE, CM_ROLE_Q, CM_ROLE_K, CM_ROLE_V };
 struct cm_rope {
-	const double *inv_freq; /* [n_rot / 2] */
-	const float2 *cs;       /* [n_ctx][n_rot / 2] cos, sin */
-	const int32_t *dpos;    /* position of token 0, or NULL: pos0 */
-	__half *kc, *vc;        /* [n_layer][n_kv][n_ctx][hd] */
+	const float2 *cs;    /* [n_ctx][n_rot / 2] cos, sin */
+	const int32_t *dpos; /* position of token 0, or NULL: pos0 */
+	__half *kc, *vc;     /* [n_layer][n_kv][n_ctx][hd] */
 	int32_t pos0, n_rot, hd, n_kv, n_ctx, il;
 	int neox;  /* pairs (i, i + n_rot / 2), else (2i, 2i + 1) */
 	int roles; /* part k's role: bits 2k.. (CM_ROLE_*) */
@@ -1200,7 +1199,6 @@ extern "C" int cuda_op_matmul_qkv_rope(
 	struct cm_rope rope;
 
 	memset(&rope, 0, sizeof(rope));
-	rope.inv_freq = rk->d_inv_freq;
 	rope.cs = (const float2 *)rk->d_cs;
 	rope.dpos = ctx->d_pos;
 	rope.kc = (__half *)rk->d_kc;
