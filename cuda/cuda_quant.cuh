@@ -18,9 +18,10 @@
  *    costs integer ALU, not memory. The decode mat-vec of the common types
  *    reads whole blocks instead (cuda_vecdot.cuh); this decoder serves
  *    get_rows, the GEMM's fp16 dequantization and the other types.
- * 3. Blocks are only 2-byte aligned in the file (Q8_0 is 34 bytes), and the
- *    device copy keeps the file's layout, so nothing wider than a 16-bit
- *    load is used on quantized data; fp32 scalars of F32 rows are 4-byte
+ * 3. Blocks are only 2-byte aligned in the file (Q8_0 is 34 bytes), so
+ *    nothing wider than a 16-bit load is used on quantized data in the
+ *    file's layout (the GPU layouts of note 5 are 16-byte aligned, and
+ *    their decoders read wider); fp32 scalars of F32 rows are 4-byte
  *    aligned because GGUF aligns tensor data (32 bytes) and rows of F32 are
  *    whole floats.
  * 4. The type ids are ggml's (src/qtype.h); CQ_BS / CQ_TS give the block

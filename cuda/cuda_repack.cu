@@ -11,10 +11,10 @@
  *    Gathering each field of a row's blocks into one array makes every
  *    32-byte run of quants two aligned 16-byte loads.
  *    Q4_K blocks keep their place; their 6-bit scales and mins are only
- *    re-packed so that the mat-vec decodes them with shifts of registers:
- *    with cq_scale_min_k4's byte loads and masks the Q4_K products of
- *    the Qwen2.5 shapes issued ~5% more than they needed (BENCHMARKS.md
- *    step 31).
+ *    re-packed so that the mat-vec decodes them with shifts of registers
+ *    instead of cq_scale_min_k4's byte loads and masks: the products issue
+ *    fewer instructions per weight byte, which bounds them (BENCHMARKS.md
+ *    step 31: Qwen2.5-7B Q4_K_M +2.6%, 3B +4%).
  * 2. Rows stay rows: a repacked row holds exactly its own blocks' bytes,
  *    padded to 16, so row r is still at r * row_size and every kernel
  *    that walks rows (embedding, GEMM dequantization, mat-vec) works on
