@@ -30,11 +30,14 @@ SCALE = {
     "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9,
 }
 # ggml type ids (src/qtype.h) that appear as template arguments, and the
-# GPU layouts of Q8_0 and Q6_K (cuda/cuda_quant.cuh CQ_Q8_0R, CQ_Q6_KR)
+# GPU layouts of Q4_K, Q8_0 and Q6_K (cuda/cuda_quant.cuh CQ_Q4_KR,
+# CQ_Q8_0R, CQ_Q6_KR)
 QTYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1",
           8: "Q8_0", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
-          14: "Q6_K", 30: "BF16", 62: "Q8_0 GPU layout", 63: "Q6_K GPU layout"}
-MODES = {0: "set", 1: "add", 2: "swiglu"}  # cuda_matmul.cu CM_SET..
+          14: "Q6_K", 30: "BF16", 61: "Q4_K GPU layout",
+          62: "Q8_0 GPU layout", 63: "Q6_K GPU layout"}
+# cuda_matmul.cu CM_SET, CM_ADD, CM_SWIGLU, CM_ROPE
+MODES = {0: "set", 1: "add", 2: "swiglu", 3: "rope"}
 STEP_START = "cm_get_rows"
 DECODE_MARK = "as_kernel"
 PREFILL_MARKS = ("ap_kernel", "at_kernel", "cm_dequant", "gemm", "Gemm")

@@ -16,6 +16,7 @@
 #include "cuda_check.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
+#include "cuda_rope.cuh"
 #include "cuda_vecdot8.cuh"
 
 #include <cuda_fp16.h>
@@ -152,13 +153,14 @@ __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
 	const int64_t th = idx / half; /* token * n_heads + head */
 	const int32_t t = (int32_t)(th / n_heads);
 	float *v = x + th * head_dim;
-	const double theta = (double)(pos0 + t) * inv_freq[i];
-	const float c = (float)cos(theta), sn = (float)sin(theta);
-	const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-	const float x0 = v[a], x1 = v[b];
+	const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i]);
+	int a, b;
 
-	v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-	v[b] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+	cu_rope_dims(i, half, neox, &a, &b);
+	const float2 y = cu_rope_rotate(v[a], v[b], cs);
+
+	v[a] = y.x;
+	v[b] = y.y;
 }
 
 __global__ void el_add_bias(float *x, const float *b, int32_t n, int64_t total)
@@ -247,12 +249,12 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 	                  (size_t)head_dim;
 
 	for (int i = threadIdx.x; i < half; i += blockDim.x) {
-		const double theta = (double)(pos0 + t) * inv_freq[i];
-		const float c = (float)cos(theta), sn = (float)sin(theta);
-		const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-		const float x0 = x[a], x1 = x[b];
-		const float ya = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-		const float yb = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+		const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i]);
+		int a, b;
+
+		cu_rope_dims(i, half, neox, &a, &b);
+		const float2 y = cu_rope_rotate(x[a], x[b], cs);
+		const float ya = y.x, yb = y.y;
 
 		x[a] = ya;
 		x[b] = yb;
@@ -397,10 +399,10 @@ __global__ void el_rope_table(const double *inv_freq, int32_t half, int64_t n,
 
 	if (idx >= n)
 		return;
-	const double theta = (double)(idx / half) * inv_freq[idx % half];
+	const float2 c = cu_rope_cs(idx / half, inv_freq[idx % half]);
 
-	cs[2 * idx] = (float)cos(theta);
-	cs[2 * idx + 1] = (float)sin(theta);
+	cs[2 * idx] = c.x;
+	cs[2 * idx + 1] = c.y;
 }
 
 extern "C" int cuda_op_rope_table(struct cuda_ctx *ctx,

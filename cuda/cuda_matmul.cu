@@ -33,6 +33,7 @@
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
+#include "cuda_rope.cuh"
 #include "cuda_vecdot.cuh"
 #include "cuda_vecdot8.cuh"
 
@@ -275,8 +276,7 @@ cm_rope_map(const struct cm_parts &ps, int64_t r0)
 	q.h = r / rp.hd;
 	q.j = (int)(r % rp.hd) / 2;
 	q.rot = q.role != CM_ROLE_V && q.j < half;
-	q.a = rp.neox && q.j < half ? q.j : 2 * q.j;
-	q.b = rp.neox && q.j < half ? q.j + half : 2 * q.j + 1;
+	cu_rope_dims(q.j, half, rp.neox && q.j < half, &q.a, &q.b);
 	q.r[0] = r0 - r + q.h * rp.hd + q.a;
 	q.r[1] = r0 - r + q.h * rp.hd + q.b;
 	return q;
@@ -311,11 +311,10 @@ static __device__ __forceinline__ void cm_rope_pair(const struct cm_parts &ps,
 	if (q.role == CM_ROLE_NONE)
 		return;
 	if (q.rot) {
-		const float c = cs.x, sn = cs.y;
-		const float x0 = v[0], x1 = v[1];
+		const float2 y = cu_rope_rotate(v[0], v[1], cs);
 
-		v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-		v[1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+		v[0] = y.x;
+		v[1] = y.y;
 	}
 	if (q.role != CM_ROLE_Q) {
 		__half *cache = q.role == CM_ROLE_K ? rp.kc : rp.vc;

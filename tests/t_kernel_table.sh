@@ -33,4 +33,8 @@ sed 's/"ns"/"furlong"/' "$csv" >"$tmp/unit.csv"
 $py "$tmp/unit.csv" >"$tmp/out3" 2>"$tmp/err3"
 [ $? -eq 1 ] && grep -q "unknown metric unit 'furlong'" "$tmp/err3" && [ ! -s "$tmp/out3" ]
 ok $? "a unit it does not know: exit 1 and no table (not a misread one)"
+lab=$(python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import kernel_table as k; print(k.label(sys.argv[2]))" \
+	"${top_srcdir:-.}/bench" 'void cm_matvec_unit<cm_x8_unit<(unsigned int)61>, (int)3>(cm_parts, long, const void *, int, int)')
+[ "$lab" = 'cm_matvec_unit<cm_x8_unit<Q4_K GPU layout>, rope>' ]
+ok $? "the Q4_K GPU layout and the QKV launch with RoPE named ($lab)"
 done_testing
