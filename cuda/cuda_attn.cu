@@ -400,10 +400,16 @@ static_assert(AS_CH == 32 && AS_T == 4 * AS_CH, "as_kernel's layout");
 #endif
 
 /* Blocks of the split attention that fill the device's multiprocessors
- * twice (264 on an H100 or H200). */
+ * AS_FILL times (264 on an H100 or H200). Measured on the h100 (7B shape
+ * after 16,384 and 4,096 positions): 1, 3, 4 and 6 times all decoded
+ * slower than twice (fewer blocks: too few loads in flight; more: more
+ * chunks to merge). A build-time knob, for measuring. */
+#ifndef AS_FILL
+#define AS_FILL 2
+#endif
 static int32_t as_fill(const struct cuda_ctx *ctx)
 {
-	return 2 * ctx->n_sm;
+	return AS_FILL * ctx->n_sm;
 }
 
 /* Sub-chunks per chunk for N_POS positions and N_GROUPS blocks a chunk
@@ -512,17 +518,6 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 #pragma unroll
 		for (int j = 0; j < 8; j++)
 			acc[g][j] = 0.0f;
-#pragma unroll 4
-	for (int i = tid; i < ng * hd; i += AS_T)
-		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
-	if (tid < AS_G) {
-		mla[tid * 3] = -INFINITY;
-		mla[tid * 3 + 1] = 0.0f;
-	}
-	__syncthreads();
-
-	for (int k = 1; k < AS_PF; k++)
-		as_prefetch(c0 + k * AS_CH);
 	/* With the head size known (HD > 0), a sub-chunk's keys are loaded
 	   into registers during the previous sub-chunk's softmax and values,
 	   and its values before its own softmax: the three phases no longer
@@ -548,7 +543,19 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 			}
 		}
 	};
+	/* the first sub-chunk's keys are loaded with the queries (one round
+	   trip for both, not one after the other) */
 	load_k(c0, kr);
+	for (int k = 1; k < AS_PF; k++)
+		as_prefetch(c0 + k * AS_CH);
+#pragma unroll 4
+	for (int i = tid; i < ng * hd; i += AS_T)
+		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
+	if (tid < AS_G) {
+		mla[tid * 3] = -INFINITY;
+		mla[tid * 3 + 1] = 0.0f;
+	}
+	__syncthreads();
 	for (int32_t p0 = c0; p0 < c0 + AS_CH * sub && p0 < len; p0 += AS_CH) {
 		const int np = len - p0 < AS_CH ? len - p0 : AS_CH;
 
@@ -759,7 +766,8 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 #define AS_MT 256  /* threads of as_merge */
 #define AS_MW 2048 /* chunks whose weights as_merge keeps in shared memory */
 #define AS_MC 16   /* chunks of partial sums staged at a time */
-static_assert(AS_MT >= CUDA_ATTN_MAX_HEAD_DIM && AS_MT % 32 == 0,
+static_assert(AS_MT >= CUDA_ATTN_MAX_HEAD_DIM && AS_MT % 32 == 0 &&
+                  AS_MC * CUDA_ATTN_MAX_HEAD_DIM % AS_MT == 0,
               "as_merge: a thread per dimension of a head");
 
 __global__ void __launch_bounds__(AS_MT)
@@ -783,8 +791,19 @@ __global__ void __launch_bounds__(AS_MT)
 	const float *mlh = ml + th * nch * 2;
 	const float *ph = part + th * nch * hd;
 	const bool keep = nc <= AS_MW;
+	/* the first AS_MC chunks' partial sums, loaded with the maxima (one
+	   round trip for both), staged in ps below */
+	constexpr int npre = AS_MC * CUDA_ATTN_MAX_HEAD_DIM / AS_MT;
+	const int nj0 = nc < AS_MC ? nc : AS_MC;
+	float pre[npre];
 	float mx = -INFINITY;
 
+#pragma unroll
+	for (int k = 0; k < npre; k++) {
+		const int i = tid + k * AS_MT;
+
+		pre[k] = i < nj0 * hd ? ph[i] : 0.0f;
+	}
 	for (int c = tid; c < nc; c += AS_MT)
 		mx = fmaxf(mx, mlh[2 * c]);
 	for (int off = 16; off > 0; off >>= 1)
@@ -800,6 +819,13 @@ __global__ void __launch_bounds__(AS_MT)
 			w[c] = expf(mlh[2 * c] - mx);
 			lc[c] = mlh[2 * c + 1];
 		}
+#pragma unroll
+	for (int k = 0; k < npre; k++) {
+		const int i = tid + k * AS_MT;
+
+		if (i < nj0 * hd)
+			ps[i] = pre[k];
+	}
 	__syncthreads();
 	if (tid == 0) { /* l in chunk order (the others stage meanwhile) */
 		float l = 0.0f;
@@ -815,9 +841,11 @@ __global__ void __launch_bounds__(AS_MT)
 	for (int c0 = 0; c0 < nc; c0 += AS_MC) {
 		const int nj = nc - c0 < AS_MC ? nc - c0 : AS_MC;
 
-		for (int i = tid; i < nj * hd; i += AS_MT)
-			ps[i] = ph[(size_t)c0 * hd + i];
-		__syncthreads();
+		if (c0 > 0) { /* (the first are staged) */
+			for (int i = tid; i < nj * hd; i += AS_MT)
+				ps[i] = ph[(size_t)c0 * hd + i];
+			__syncthreads();
+		}
 		if (tid < hd)
 			for (int j = 0; j < nj; j++)
 				acc = __fmaf_rn(

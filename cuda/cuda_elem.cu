@@ -74,7 +74,15 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
     el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out,
                uint8_t *xq)
 {
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int32_t i0 = (int32_t)blockIdx.x * EL_NORM_THREADS;
+	const int32_t i1 = gridDim.x > 1 ? min(n, i0 + EL_NORM_THREADS) : n;
+	/* the weight of the thread's first output: a weight, which no kernel
+	   writes, so it is loaded before the wait (cuda_launch.cuh) instead
+	   of one more round trip after the sum of squares */
+	const float w0 = i0 + (int32_t)threadIdx.x < i1 ? w[i0 + threadIdx.x]
+	                                                : 0.0f;
+
+	cu_pdl_sync();
 	__shared__ float part[EL_NORM_VT / 32];
 	const float *xr = x + (size_t)blockIdx.y * n;
 	float *orow = out + (size_t)blockIdx.y * n;
@@ -122,11 +130,10 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 	for (int off = 16; off > 0; off >>= 1)
 		ss += __shfl_xor_sync(0xffffffffu, ss, off);
 	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
-	const int32_t i0 = (int32_t)blockIdx.x * EL_NORM_THREADS;
-	const int32_t i1 = gridDim.x > 1 ? min(n, i0 + EL_NORM_THREADS) : n;
 
 	for (int32_t i = i0 + threadIdx.x; i < i1; i += EL_NORM_THREADS) {
-		const float o = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+		const float wi = i < i0 + EL_NORM_THREADS ? w0 : w[i];
+		const float o = __fmul_rn(__fmul_rn(xr[i], scale), wi);
 
 		orow[i] = o;
 		if (tb != NULL) /* whole warps: N % 32 == 0 */

@@ -248,7 +248,9 @@ int cuda_op_matmul_swiglu(struct cuda_ctx *ctx, const struct cuda_tensor *gate,
                           const void *d_xq, int32_t n_tok, float *d_g,
                           float *d_u, char *err, size_t errlen);
 
-/* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. */
+/* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. W is a weight:
+ * no earlier work in the stream may still be writing it (the kernel
+ * reads it before its PDL wait, cuda_launch.cuh). */
 int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
                     int32_t n, int32_t n_tok, float eps, float *d_out,
                     char *err, size_t errlen);
