@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 	/* the weight of the thread's first output: a weight, which no kernel
 	   writes, so it is loaded before the wait (cuda_launch.cuh) instead
 	   of one more round trip after the sum of squares */
-	const float w0 = i0 + (int32_t)threadIdx.x < i1 ? w[i0 + threadIdx.x]
-	                                                : 0.0f;
+	const float w0 =
+	    i0 + (int32_t)threadIdx.x < i1 ? w[i0 + threadIdx.x] : 0.0f;
 
 	cu_pdl_sync();
 	__shared__ float part[EL_NORM_VT / 32];
