@@ -543,9 +543,31 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 			}
 		}
 	};
-	/* the first sub-chunk's keys are loaded with the queries (one round
-	   trip for both, not one after the other) */
+	/* VR: the value rows of the sub-chunk at P */
+	const auto load_v = [&](int32_t p, uint4 *dst) {
+		if constexpr (HD > 0) {
+			const int n = len - p < AS_CH ? len - p : AS_CH;
+
+			if (sl < ns)
+#pragma unroll
+				for (int k = 0; k < NR; k++) {
+					const int pp = sl + k * ns;
+
+					if (pp < n)
+						dst[k] = *(
+						    (const uint4
+						         *)(vc +
+						            (head0 + (size_t)p +
+						             (size_t)pp) *
+						                hd) +
+						    dg);
+				}
+		}
+	};
+	/* the first sub-chunk's keys and values are loaded with the queries
+	   (one round trip for all, not one after the other) */
 	load_k(c0, kr);
+	load_v(c0, vr);
 	for (int k = 1; k < AS_PF; k++)
 		as_prefetch(c0 + k * AS_CH);
 #pragma unroll 4
@@ -566,18 +588,8 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 
 		if constexpr (HD > 0) {
 			/* this sub-chunk's values, the next one's keys */
-			if (sl < ns)
-#pragma unroll
-				for (int k = 0; k < NR; k++) {
-					const int p = sl + k * ns;
-
-					if (p < np)
-						vr[k] = *(
-						    (const uint4 *)(vh +
-						                    (size_t)p *
-						                        hd) +
-						    dg);
-				}
+			if (p0 != c0) /* (the first are loaded) */
+				load_v(p0, vr);
 			load_k(p0 + AS_CH, kn);
 		}
 
@@ -827,7 +839,10 @@ __global__ void __launch_bounds__(AS_MT)
 			ps[i] = pre[k];
 	}
 	__syncthreads();
-	if (tid == 0) { /* l in chunk order (the others stage meanwhile) */
+	/* l in chunk order, by a thread of a warp that sums no dimension
+	   where there is one (in warp 0 it delayed that warp's sums by its
+	   own chain) */
+	if (tid == (hd <= AS_MT - 32 ? AS_MT - 32 : 0)) {
 		float l = 0.0f;
 
 		for (int c = 0; c < nc; c++) /* (the first kernel's FMAs) */

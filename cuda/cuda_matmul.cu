@@ -420,9 +420,32 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	   (cuda_launch.cuh) */
 	if (pf && active && t == 0)
 		cm_prefetch_rows(w, ps.p[0].row_size, lane + 32 * kw, 32 * ks);
+	/* E: the epilogue's other operand of each row, loaded by the lane
+	   that adds it before the dot products, not after them (one round
+	   trip fewer on the kernel's path): the bias of a decode step's QKV
+	   (CM_ROPE), a weight, before the wait (cuda_launch.cuh); the
+	   residual of CM_ADD, which earlier kernels write, after it. (Not
+	   CM_SET's bias: the output product's registers grew.) */
+	const bool adds = active && lane == 0 && kw == 0;
+	float e[CM_ROWS];
+
+#pragma unroll
+	for (int k = 0; k < CM_ROWS; k++)
+		e[k] = 0.0f;
+	if constexpr (MODE == CM_ROPE)
+		if (adds)
+#pragma unroll
+			for (int k = 0; k < CM_ROWS; k++)
+				if (b[k] != NULL)
+					e[k] = *b[k];
 	cu_pdl_sync();
 	if (!active && ks == 1)
-		return;  /* (with ks > 1 the whole block meets the barrier) */
+		return; /* (with ks > 1 the whole block meets the barrier) */
+	if constexpr (MODE == CM_ADD)
+		if (adds)
+#pragma unroll
+			for (int k = 0; k < CM_ROWS; k++)
+				e[k] = *y[k];
 	int32_t pos = 0; /* CM_ROPE: the token's position, its cos and sin */
 	float2 cs = make_float2(1.0f, 0.0f);
 
@@ -467,9 +490,10 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
 			if (r0 + k < ps.rows)
-				v[k] = MODE == CM_ADD ? *y[k] + acc[k]
-				       : b[k] != NULL ? acc[k] + *b[k]
-				                      : acc[k];
+				v[k] = MODE == CM_ADD    ? e[k] + acc[k]
+				       : b[k] == NULL    ? acc[k]
+				       : MODE == CM_ROPE ? acc[k] + e[k]
+				                         : acc[k] + *b[k];
 		if constexpr (MODE == CM_ROPE)
 			cm_rope_pair(ps, pr, pos, cs, v);
 #pragma unroll
