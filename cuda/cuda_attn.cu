@@ -469,8 +469,7 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
           int32_t n_kv, int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
           const int32_t *dpos, int32_t nch, int32_t sub, float *part, float *ml)
 {
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	if (dpos != NULL)
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
 	extern __shared__ float as_sm[];
 	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
@@ -490,25 +489,37 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	float *mla = ss + AS_G * AS_CH; /* [AS_G][3]: m, l, alpha */
 	float *red = mla + AS_G * 3;    /* [ns][AS_G][hd] */
 
-	if (c0 >= len)
-		return;
 	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
 	/* the keys and values of the sub-chunk at P into L2, if it is the
 	   block's and below LEN: rows of consecutive positions are one run
 	   of bytes in the cache, a 128-byte line a thread */
 	const auto as_prefetch = [&](int32_t p) {
-		if (AS_PF == 0 || p >= c0 + AS_CH * sub || p >= len)
-			return;
-		const int np = len - p < AS_CH ? len - p : AS_CH;
-		const size_t bytes = (size_t)np * hd * sizeof(__half);
-		const char *kb = (const char *)(kc + (head0 + (size_t)p) * hd);
-		const char *vb = (const char *)(vc + (head0 + (size_t)p) * hd);
+		if (AS_PF > 0 && p < c0 + AS_CH * sub && p < len) {
+			const int np = len - p < AS_CH ? len - p : AS_CH;
+			const size_t bytes = (size_t)np * hd * sizeof(__half);
+			const char *kb =
+			    (const char *)(kc + (head0 + (size_t)p) * hd);
+			const char *vb =
+			    (const char *)(vc + (head0 + (size_t)p) * hd);
 
-		for (size_t o = (size_t)tid * 128; o < bytes; o += AS_T * 128) {
-			asm volatile("prefetch.global.L2 [%0];" ::"l"(kb + o));
-			asm volatile("prefetch.global.L2 [%0];" ::"l"(vb + o));
+			for (size_t o = (size_t)tid * 128; o < bytes;
+			     o += AS_T * 128) {
+				asm volatile(
+				    "prefetch.global.L2 [%0];" ::"l"(kb + o));
+				asm volatile(
+				    "prefetch.global.L2 [%0];" ::"l"(vb + o));
+			}
 		}
 	};
+	/* the block's first sub-chunks head for L2 while the previous kernel
+	   finishes: a prefetch into L2, where every SM's writes meet, reads
+	   nothing stale (cuda_launch.cuh), not even the row of the position
+	   that the QKV launch is storing */
+	for (int k = 0; k < AS_PF; k++)
+		as_prefetch(c0 + k * AS_CH);
+	cu_pdl_sync();
+	if (c0 >= len)
+		return;
 	const int h0 = kvh * group + g0; /* first query head of the block */
 	const float scale = 1.0f / sqrtf((float)hd);
 	float acc[AS_G][8];
@@ -568,8 +579,6 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	   (one round trip for all, not one after the other) */
 	load_k(c0, kr);
 	load_v(c0, vr);
-	for (int k = 1; k < AS_PF; k++)
-		as_prefetch(c0 + k * AS_CH);
 #pragma unroll 4
 	for (int i = tid; i < ng * hd; i += AS_T)
 		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
@@ -787,14 +796,14 @@ __global__ void __launch_bounds__(AS_MT)
              int32_t pos0, const int32_t *dpos, int32_t nch, int32_t chunk,
              float *out, uint8_t *xq)
 {
-	cu_pdl_sync();              /* first: cuda_launch.cuh */
-	__shared__ float w[AS_MW];  /* exp(m_c - M) */
-	__shared__ float lc[AS_MW]; /* l_c */
+	__shared__ float w[AS_MW];                           /* exp(m_c - M) */
+	__shared__ float lc[AS_MW];                          /* l_c */
 	__shared__ float ps[AS_MC * CUDA_ATTN_MAX_HEAD_DIM]; /* [j][d] */
 	__shared__ float red[AS_MT / 32];
 	__shared__ float l_sh;
-	if (dpos != NULL)
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
+	cu_pdl_sync();
 	const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
 	const int lane = tid & 31, warp = tid >> 5;
 	const int32_t len = pos0 + t + 1;

@@ -147,11 +147,11 @@ __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
                         int32_t head_dim, int32_t n_rot, const double *inv_freq,
                         int32_t pos0, const int32_t *dpos, int neox)
 {
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int half = n_rot / 2;
 
-	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
+	cu_pdl_sync();
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx >= (int64_t)n_tok * n_heads * half)
@@ -207,9 +207,9 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
                             int32_t il, int32_t pos0, const int32_t *dpos,
                             __half *kc, __half *vc)
 {
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	if (dpos != NULL)
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
+	cu_pdl_sync();
 	const int64_t kv_dim = (int64_t)n_kv * head_dim;
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -242,9 +242,9 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
                                  int32_t n_ctx, int32_t il, __half *kc,
                                  __half *vc)
 {
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	if (dpos != NULL)
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
+	cu_pdl_sync();
 	const int32_t t = blockIdx.x / (n_head + n_kv);
 	const int hh = (int)(blockIdx.x % (n_head + n_kv));
 	const int is_k = hh >= n_head, h = is_k ? hh - n_head : hh;

@@ -21,9 +21,19 @@
  * includes this header.) So a kernel starts its real work only after its
  * predecessor has completed, and by induction after everything earlier
  * in the stream (a kernel cannot complete before its own wait returned).
- * What may run before the wait: index arithmetic, and reading the
- * weights, which no kernel writes (the mat-vec prefetches its rows into
- * L2 there). cu_pdl_sync then lets the next kernel be scheduled
+ * What may run before the wait (measured on the h100: each load moved
+ * there takes a round trip off the kernel's path, BENCHMARKS.md):
+ *   - index arithmetic;
+ *   - reading the weights, which no kernel writes (the mat-vec
+ *     prefetches its rows into L2 there, the RMSNorm loads its weight);
+ *   - reading a captured step's position (cuda_ctx.d_pos): the host
+ *     copies it before the step's first kernel, which is an ordinary
+ *     launch after the copy, so the copy is complete before any kernel of
+ *     the step can start; the next step's copy waits for this step;
+ *   - prefetching any address into L2 (prefetch.global.L2): every SM's
+ *     writes meet in L2, so a line fetched early is not stale; it is a
+ *     load into registers (or L1) that must wait.
+ * cu_pdl_sync then lets the next kernel be scheduled
  * (launch_dependents): one kernel of look-ahead, whose blocks only fill
  * slots this one leaves.
  *

@@ -438,6 +438,19 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			for (int k = 0; k < CM_ROWS; k++)
 				if (b[k] != NULL)
 					e[k] = *b[k];
+	/* CM_ROPE: the token's position, its cos and sin, read before the
+	   wait: a captured step's position (cuda_launch.cuh) and the table,
+	   made at load */
+	int32_t pos = 0;
+	float2 cs = make_float2(1.0f, 0.0f);
+
+	if constexpr (MODE == CM_ROPE)
+		if (adds) {
+			pos = (ps.rope.dpos != NULL ? *ps.rope.dpos
+			                            : ps.rope.pos0) +
+			      (int32_t)t;
+			cs = cm_rope_cs(ps.rope, pr, pos);
+		}
 	cu_pdl_sync();
 	if (!active && ks == 1)
 		return; /* (with ks > 1 the whole block meets the barrier) */
@@ -446,16 +459,6 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 #pragma unroll
 			for (int k = 0; k < CM_ROWS; k++)
 				e[k] = *y[k];
-	int32_t pos = 0; /* CM_ROPE: the token's position, its cos and sin */
-	float2 cs = make_float2(1.0f, 0.0f);
-
-	if constexpr (MODE == CM_ROPE)
-		if (active && lane == 0 && kw == 0) {
-			pos = (ps.rope.dpos != NULL ? *ps.rope.dpos
-			                            : ps.rope.pos0) +
-			      (int32_t)t;
-			cs = cm_rope_cs(ps.rope, pr, pos);
-		}
 	if (active)
 		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane + 32 * kw, 32 * ks,
 		                        acc);

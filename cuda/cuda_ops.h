@@ -72,7 +72,9 @@ struct cuda_ctx {
 	   int *d_pos instead of their pos0 argument, and the attention's
 	   launch shape covers pos_cap positions (chunks past the real length
 	   exit at once), so one graph serves every position below pos_cap.
-	   NULL: positions come from the arguments. */
+	   NULL: positions come from the arguments. *d_pos is written by a
+	   copy, never a kernel, and complete before the ops are launched
+	   (they read it before their PDL wait: cuda_launch.cuh). */
 	const int32_t *d_pos;
 	int32_t pos_cap;
 };
@@ -220,7 +222,9 @@ struct cuda_rope_kv {
  * the N_CTX positions p, as the RoPE kernels compute them (double
  * argument, rounded to float: the same bits), so that the QKV epilogue
  * reads them instead of computing them on its critical path. D_CS holds
- * n_ctx * n_rot floats. */
+ * n_ctx * n_rot floats. The epilogue reads it before its PDL wait
+ * (cuda_launch.cuh), as it reads a weight: the table must be complete
+ * (the stream synchronised) before the products that read it run. */
 int cuda_op_rope_table(struct cuda_ctx *ctx, const double *d_inv_freq,
                        int32_t n_rot, int32_t n_ctx, float *d_cs, char *err,
                        size_t errlen);
