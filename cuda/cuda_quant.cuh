@@ -266,21 +266,24 @@ __device__ __forceinline__ float cq_elem<QTYPE_Q4_K>(const uint8_t *b, int j)
 	return cq_q4_k_val(b, j, sc, m);
 }
 
-/* The scales and mins of sub-blocks 2C and 2C + 1 of a CQ_Q4_KR block
- * (note 5), from its bytes 4..15 as little-endian words W0, W1, W2 (bits
- * 0..95 of the two 48-bit fields): *SC holds scale 2c in bits 0..5 and
- * scale 2c + 1 in bits 6..11, *MN the mins likewise. The one decoding of
- * the layout, from registers: the int8 unit (cv8_unit<CQ_Q4_KR>) loads
- * the block's first 16 bytes at once and passes them here. */
-static __device__ __forceinline__ void cq_q4kr_pair(uint32_t w0, uint32_t w1,
-                                                    uint32_t w2, int c,
-                                                    uint32_t *sc, uint32_t *mn)
-{
-	const uint64_t lo = ((uint64_t)w1 << 32) | w0; /* bits 0..63 */
-	const uint64_t hi = ((uint64_t)w2 << 32) | w1; /* bits 32..95 */
+/* The two 48-bit fields of a CQ_Q4_KR block (note 5) as 64-bit words,
+ * from its bytes 4..15 as little-endian words W0, W1, W2: LO = bits
+ * 0..63, scale j at bit 6j; HI = bits 32..95, min j at bit 16 + 6j. The
+ * one decoding of the layout, from registers: the element's scale and
+ * min (cq_q4kr_scale_min) and a sub-block pair's (cv8_unit<CQ_Q4_KR>,
+ * which loads the block's first 16 bytes at once) are shifts of these. */
+struct cq_q4kr_words {
+	uint64_t lo, hi;
+};
 
-	*sc = (uint32_t)((lo >> (12 * c)) & 0xFFF);
-	*mn = (uint32_t)((hi >> (16 + 12 * c)) & 0xFFF);
+static __device__ __forceinline__ struct cq_q4kr_words
+cq_q4kr_fields(uint32_t w0, uint32_t w1, uint32_t w2)
+{
+	struct cq_q4kr_words f;
+
+	f.lo = ((uint64_t)w1 << 32) | w0;
+	f.hi = ((uint64_t)w2 << 32) | w1;
+	return f;
 }
 
 /* The 6-bit scale and min of sub-block J of a CQ_Q4_KR block B (the
@@ -289,12 +292,10 @@ static __device__ __forceinline__ void cq_q4kr_scale_min(const uint8_t *b,
                                                          int j, int *sc, int *m)
 {
 	const uint32_t *w = (const uint32_t *)(b + 4);
-	const int sh = 6 * (j & 1);
-	uint32_t scs, mns;
+	const struct cq_q4kr_words f = cq_q4kr_fields(w[0], w[1], w[2]);
 
-	cq_q4kr_pair(w[0], w[1], w[2], j >> 1, &scs, &mns);
-	*sc = (int)((scs >> sh) & 63);
-	*m = (int)((mns >> sh) & 63);
+	*sc = (int)((f.lo >> (6 * j)) & 63);
+	*m = (int)((f.hi >> (16 + 6 * j)) & 63);
 }
 
 template <>

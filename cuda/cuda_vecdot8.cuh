@@ -402,7 +402,7 @@ template <> struct cv8_unit<QTYPE_Q4_K> {
 
 /* Q4_KR (cuda_quant.cuh note 5): Q4_K's unit and activations; the block's
  * first 16 bytes (d, dmin, the two 48-bit fields) in one load, the
- * sub-block pair's scales and mins decoded from them (cq_q4kr_pair). */
+ * sub-block pair's scales and mins decoded from them (cq_q4kr_fields). */
 template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
@@ -412,10 +412,12 @@ template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 		const uint4 hd = *(const uint4 *)b;
 		const int4 raw = *(const int4 *)(b + 16 + c * 32 + h * 16);
 		const int w[4] = {raw.x, raw.y, raw.z, raw.w};
-		uint32_t sc, mn;
+		const struct cq_q4kr_words f = cq_q4kr_fields(hd.y, hd.z, hd.w);
+		/* the pair's two scales (bits 12c..), its two mins */
+		const uint32_t sc = (uint32_t)((f.lo >> (12 * c)) & 0xFFF);
+		const uint32_t mn = (uint32_t)((f.hi >> (16 + 12 * c)) & 0xFFF);
 		int s0, s1;
 
-		cq_q4kr_pair(hd.y, hd.z, hd.w, c, &sc, &mn);
 		sums(w, v, &s0, &s1);
 		return combine(s0, s1, (int)(sc & 63), (int)(mn & 63),
 		               (int)(sc >> 6), (int)(mn >> 6),
