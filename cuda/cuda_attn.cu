@@ -769,7 +769,8 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
  * chunks c (CHUNK positions each) of token t's causal length; block =
- * (head, token) of AS_MT threads. The sums are taken chunk after chunk,
+ * (head, slice of hd / DS dimensions, token) of AS_MT threads
+ * (as_merge_slices). The sums are taken chunk after chunk,
  * in chunk order, with the same FMAs as the first merge (a thread per
  * dimension walking the chunks), so the floats are that kernel's (a
  * merge that added the chunks in slices made the real SmolLM2's greedy
@@ -782,40 +783,65 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
  * reduction (exact in any order), the weights exp(m_c - M) and the l_c
  * are put in shared memory by all threads at once (up to AS_MW chunks;
  * beyond, each is read where it is used, as before), and the partial
- * sums AS_MC chunks at a time, so a thread's sequence of additions
- * reads shared memory, not L2. */
+ * sums of the block's dimensions as many chunks at a time as AS_MS
+ * floats hold, the first stage loaded with the maxima, so a thread's
+ * sequence of additions reads shared memory, not L2 (with a slice of 32
+ * dimensions, 128 chunks a stage: the 7B after 16,384 positions merges
+ * its 74 chunks in one stage, where whole heads took five). Each block
+ * recomputes the maximum and the l of its head (a few loads): the slices
+ * spread a head's loads over more multiprocessors. */
 #define AS_MT 256  /* threads of as_merge */
 #define AS_MW 2048 /* chunks whose weights as_merge keeps in shared memory */
-#define AS_MC 16   /* chunks of partial sums staged at a time */
+#define AS_MS (16 * CUDA_ATTN_MAX_HEAD_DIM) /* staged partial sums */
 static_assert(AS_MT >= CUDA_ATTN_MAX_HEAD_DIM && AS_MT % 32 == 0 &&
-                  AS_MC * CUDA_ATTN_MAX_HEAD_DIM % AS_MT == 0,
+                  AS_MS % AS_MT == 0,
               "as_merge: a thread per dimension of a head");
+
+/* Slices of as_merge for head size HD over NCH chunks: whole heads when
+ * one stage holds every chunk (more blocks then only repeat the maxima:
+ * SmolLM2's shape after 512 positions decoded 1,672 -> 1,643 tok/s with
+ * slices, h100), else 32 dimensions each (a warp's outputs, one block of
+ * the int8 quantization) where HD allows (the 7B after 16,384: 299.5 ->
+ * 304 tok/s). */
+static int32_t as_merge_slices(int32_t hd, int32_t nch)
+{
+	return (int64_t)nch * hd <= AS_MS || hd % 32 != 0 ? 1 : hd / 32;
+}
+
+/* Offset in a head's partial sums of element I of a stage of slices of
+ * HDP of HD dimensions (a stage is [chunk][slice dim]). */
+static __device__ __forceinline__ size_t as_stage_at(int i, int hdp, int hd)
+{
+	return hdp == hd ? (size_t)i : (size_t)(i / hdp) * hd + i % hdp;
+}
 
 __global__ void __launch_bounds__(AS_MT)
     as_merge(const float *part, const float *ml, int32_t n_head, int32_t hd,
-             int32_t pos0, const int32_t *dpos, int32_t nch, int32_t chunk,
-             float *out, uint8_t *xq)
+             int32_t ds, int32_t pos0, const int32_t *dpos, int32_t nch,
+             int32_t chunk, float *out, uint8_t *xq)
 {
-	__shared__ float w[AS_MW];                           /* exp(m_c - M) */
-	__shared__ float lc[AS_MW];                          /* l_c */
-	__shared__ float ps[AS_MC * CUDA_ATTN_MAX_HEAD_DIM]; /* [j][d] */
+	__shared__ float w[AS_MW];  /* exp(m_c - M) */
+	__shared__ float lc[AS_MW]; /* l_c */
+	__shared__ float ps[AS_MS]; /* [j][d]: the slice's partial sums */
 	__shared__ float red[AS_MT / 32];
 	__shared__ float l_sh;
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
 	cu_pdl_sync();
-	const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+	const int h = blockIdx.x / ds, t = blockIdx.y, tid = threadIdx.x;
+	const int hdp = hd / ds, d0 = (blockIdx.x % ds) * hdp;
 	const int lane = tid & 31, warp = tid >> 5;
+	const int mc = AS_MS / hdp; /* chunks a stage */
 	const int32_t len = pos0 + t + 1;
 	const int nc = (len + chunk - 1) / chunk;
 	const size_t th = (size_t)t * n_head + h;
 	const float *mlh = ml + th * nch * 2;
-	const float *ph = part + th * nch * hd;
+	const float *ph = part + th * nch * hd + d0;
 	const bool keep = nc <= AS_MW;
-	/* the first AS_MC chunks' partial sums, loaded with the maxima (one
-	   round trip for both), staged in ps below */
-	constexpr int npre = AS_MC * CUDA_ATTN_MAX_HEAD_DIM / AS_MT;
-	const int nj0 = nc < AS_MC ? nc : AS_MC;
+	/* the first stage's partial sums, loaded with the maxima (one round
+	   trip for both), staged in ps below */
+	constexpr int npre = AS_MS / AS_MT;
+	const int nj0 = nc < mc ? nc : mc;
 	float pre[npre];
 	float mx = -INFINITY;
 
@@ -823,7 +849,7 @@ __global__ void __launch_bounds__(AS_MT)
 	for (int k = 0; k < npre; k++) {
 		const int i = tid + k * AS_MT;
 
-		pre[k] = i < nj0 * hd ? ph[i] : 0.0f;
+		pre[k] = i < nj0 * hdp ? ph[as_stage_at(i, hdp, hd)] : 0.0f;
 	}
 	for (int c = tid; c < nc; c += AS_MT)
 		mx = fmaxf(mx, mlh[2 * c]);
@@ -844,14 +870,14 @@ __global__ void __launch_bounds__(AS_MT)
 	for (int k = 0; k < npre; k++) {
 		const int i = tid + k * AS_MT;
 
-		if (i < nj0 * hd)
+		if (i < nj0 * hdp)
 			ps[i] = pre[k];
 	}
 	__syncthreads();
 	/* l in chunk order, by a thread of a warp that sums no dimension
 	   where there is one (in warp 0 it delayed that warp's sums by its
 	   own chain) */
-	if (tid == (hd <= AS_MT - 32 ? AS_MT - 32 : 0)) {
+	if (tid == (hdp <= AS_MT - 32 ? AS_MT - 32 : 0)) {
 		float l = 0.0f;
 
 		for (int c = 0; c < nc; c++) /* (the first kernel's FMAs) */
@@ -862,32 +888,33 @@ __global__ void __launch_bounds__(AS_MT)
 	}
 	float acc = 0.0f;
 
-	for (int c0 = 0; c0 < nc; c0 += AS_MC) {
-		const int nj = nc - c0 < AS_MC ? nc - c0 : AS_MC;
+	for (int c0 = 0; c0 < nc; c0 += mc) {
+		const int nj = nc - c0 < mc ? nc - c0 : mc;
 
 		if (c0 > 0) { /* (the first are staged) */
-			for (int i = tid; i < nj * hd; i += AS_MT)
-				ps[i] = ph[(size_t)c0 * hd + i];
+			for (int i = tid; i < nj * hdp; i += AS_MT)
+				ps[i] = ph[(size_t)c0 * hd +
+				           as_stage_at(i, hdp, hd)];
 			__syncthreads();
 		}
-		if (tid < hd)
+		if (tid < hdp)
 			for (int j = 0; j < nj; j++)
 				acc = __fmaf_rn(
-				    ps[j * hd + tid],
+				    ps[j * hdp + tid],
 				    keep ? w[c0 + j]
 				         : expf(mlh[2 * (c0 + j)] - mx),
 				    acc);
 		__syncthreads(); /* ps is rewritten next; l_sh is written */
 	}
-	if (tid < hd) { /* whole warps: hd % 32 == 0 where XQ is given */
+	if (tid < hdp) { /* whole warps: hd % 32 == 0 where XQ is given */
 		const float inv = 1.0f / l_sh;
 
-		out[th * hd + tid] = acc * inv;
+		out[th * hd + d0 + tid] = acc * inv;
 		if (xq != NULL) {
 			/* the warp's 32 outputs are one block of the token's
 			   vector */
 			const int64_t ne0 = (int64_t)n_head * hd;
-			const int64_t i = (int64_t)h * hd + tid;
+			const int64_t i = (int64_t)h * hd + d0 + tid;
 			uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
 			float *dd = (float *)(tb + ne0);
 
@@ -961,9 +988,12 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
 		          sub, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
-	cu_launch(ctx, as_merge, dim3((unsigned)n_head, (unsigned)n_tok), AS_MT,
-	          0, part, ml, n_head, hd, pos0, ctx->d_pos, nch, AS_CH * sub,
-	          d_out, x8 ? (uint8_t *)ctx->d_xq : nullptr);
+	cu_launch(ctx, as_merge,
+	          dim3((unsigned)(n_head * as_merge_slices(hd, nch)),
+	               (unsigned)n_tok),
+	          AS_MT, 0, part, ml, n_head, hd, as_merge_slices(hd, nch),
+	          pos0, ctx->d_pos, nch, AS_CH * sub, d_out,
+	          x8 ? (uint8_t *)ctx->d_xq : nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	if (x8)
 		*d_xq = ctx->d_xq;
@@ -1061,10 +1091,13 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 			          ctx->d_pos, chunk, nch, part, ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
-			cu_launch(ctx, as_merge,
-			          dim3((unsigned)n_head, (unsigned)n_tok),
-			          AS_MT, 0, part, ml, n_head, head_dim, pos0,
-			          nullptr, nch, chunk, d_out, nullptr);
+			const int32_t ds = as_merge_slices(head_dim, nch);
+
+			cu_launch(
+			    ctx, as_merge,
+			    dim3((unsigned)(n_head * ds), (unsigned)n_tok),
+			    AS_MT, 0, part, ml, n_head, head_dim, ds, pos0,
+			    nullptr, nch, chunk, d_out, nullptr);
 			CUDA_TRY_LAUNCH(err, errlen);
 		}
 		return 0;
