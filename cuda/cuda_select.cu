@@ -594,7 +594,14 @@ static int32_t sel_window(struct cuda_select *cs,
 	     q->presence_penalty == 0.0f))
 		return 0;
 	if (w > cs->win_cap) {
-		int32_t *hc = (int32_t *)realloc(cs->h_cnt, w * sizeof(*hc));
+		/* grown geometrically: a window fills one id a token (up to
+		   penalty_last_n), and each growth frees device and pinned
+		   memory, which waits for the device */
+		const size_t g = 2 * cs->win_cap > 256 ? 2 * cs->win_cap : 256;
+		int32_t *hc;
+
+		w = w > g ? w : g;
+		hc = (int32_t *)realloc(cs->h_cnt, w * sizeof(*hc));
 
 		if (hc == NULL)
 			return -1;
