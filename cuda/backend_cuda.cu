@@ -564,13 +564,6 @@ static void cu_graphs_drop(struct cu_state *s)
 		}
 }
 
-/* Wait for the work queued on the backend's stream. */
-static int cu_sync(struct cu_state *s, char *err, size_t errlen)
-{
-	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
-	return 0;
-}
-
 /* Whether every layer's down product can leave a copy of the residual
  * (cuda_op_matmul_add_copy) in a decode step. */
 static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
@@ -1107,7 +1100,6 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (cu_upload(m, s, err, errlen) != 0 ||
 	    cuda_op_rope_table(&s->ctx, s->inv_freq, c->n_rot, e->n_ctx,
 	                       s->rope_cs, err, errlen) != 0 ||
-	    cu_sync(s, err, errlen) != 0 || /* the table: cuda_ops.h */
 	    cu_host_logits(e, s, 1, err, errlen) != 0 ||
 	    cu_dev_logits(e, s, 1, err, errlen) != 0 ||
 	    cuda_select_init(&s->sel, c->n_vocab, err, errlen) != 0)

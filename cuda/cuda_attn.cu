@@ -924,6 +924,22 @@ __global__ void __launch_bounds__(AS_MT)
 	}
 }
 
+/* as_merge of N_TOK tokens' NCH chunks of CHUNK positions (PART, ML)
+ * into D_OUT, and their int8 activations into XQ when not NULL: one
+ * launch, its slices chosen by as_merge_slices. */
+static void as_merge_launch(struct cuda_ctx *ctx, const float *part,
+                            const float *ml, int32_t n_tok, int32_t n_head,
+                            int32_t hd, int32_t pos0, const int32_t *dpos,
+                            int32_t nch, int32_t chunk, float *d_out,
+                            uint8_t *xq)
+{
+	const int32_t ds = as_merge_slices(hd, nch);
+
+	cu_launch(ctx, as_merge, dim3((unsigned)(n_head * ds), (unsigned)n_tok),
+	          AS_MT, 0, part, ml, n_head, hd, ds, pos0, dpos, nch, chunk,
+	          d_out, xq);
+}
+
 /* The split path's scratch in ctx, grown (never shrunk) to N floats.
  * cudaFree of the old buffer waits for the device, so no kernel still
  * reads it; growth is rare (a longer context than ever before). */
@@ -988,12 +1004,9 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
 		          sub, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
-	cu_launch(ctx, as_merge,
-	          dim3((unsigned)(n_head * as_merge_slices(hd, nch)),
-	               (unsigned)n_tok),
-	          AS_MT, 0, part, ml, n_head, hd, as_merge_slices(hd, nch),
-	          pos0, ctx->d_pos, nch, AS_CH * sub, d_out,
-	          x8 ? (uint8_t *)ctx->d_xq : nullptr);
+	as_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
+	                AS_CH * sub, d_out,
+	                x8 ? (uint8_t *)ctx->d_xq : nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	if (x8)
 		*d_xq = ctx->d_xq;
@@ -1091,13 +1104,9 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 			          ctx->d_pos, chunk, nch, part, ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
-			const int32_t ds = as_merge_slices(head_dim, nch);
-
-			cu_launch(
-			    ctx, as_merge,
-			    dim3((unsigned)(n_head * ds), (unsigned)n_tok),
-			    AS_MT, 0, part, ml, n_head, head_dim, ds, pos0,
-			    nullptr, nch, chunk, d_out, nullptr);
+			as_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,
+			                pos0, nullptr, nch, chunk, d_out,
+			                nullptr);
 			CUDA_TRY_LAUNCH(err, errlen);
 		}
 		return 0;

@@ -424,6 +424,8 @@ extern "C" int cuda_op_rope_table(struct cuda_ctx *ctx,
 	cu_launch(ctx, el_rope_table, el_blocks(n), EL_THREADS, 0, d_inv_freq,
 	          n_rot / 2, n, d_cs);
 	CUDA_TRY_LAUNCH(err, errlen);
+	/* complete on return: its readers take it before their PDL wait */
+	CUDA_TRY(cudaStreamSynchronize(ctx->stream), err, errlen);
 	return 0;
 }
 

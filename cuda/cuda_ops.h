@@ -223,8 +223,8 @@ struct cuda_rope_kv {
  * argument, rounded to float: the same bits), so that the QKV epilogue
  * reads them instead of computing them on its critical path. D_CS holds
  * n_ctx * n_rot floats. The epilogue reads it before its PDL wait
- * (cuda_launch.cuh), as it reads a weight: the table must be complete
- * (the stream synchronised) before the products that read it run. */
+ * (cuda_launch.cuh), as it reads a weight, so the call returns once the
+ * table is complete (it synchronises the stream: a load-time op). */
 int cuda_op_rope_table(struct cuda_ctx *ctx, const double *d_inv_freq,
                        int32_t n_rot, int32_t n_ctx, float *d_cs, char *err,
                        size_t errlen);

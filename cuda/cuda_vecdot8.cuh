@@ -282,7 +282,7 @@ static __device__ __forceinline__ void cv8_words32(const uint8_t *p, int *w)
 
 /*
  * The GPU layouts of Q8_0 and Q6_K (cuda_quant.cuh note 5; Q4_K's is
- * above, with its GGUF unit): the units of
+ * below, after its GGUF unit): the units of
  * the GGUF layouts with each 32-byte run of quants read by two 16-byte
  * loads; the same integer sums and the same float operations, so the
  * same results bit for bit. SPLIT: dot takes the row's unit count NU

@@ -1588,8 +1588,13 @@ int main(void)
 	test_attention(&ctx, 14, 2, 64, 3, 126);  /* batch across 128 */
 	test_attention(&ctx, 16, 1, 64, 2, 700);  /* group 16 */
 	test_attention(&ctx, 2, 1, 256, 1, 200);  /* widest head */
-	test_attention(&ctx, 4, 4, 80, 7, 1000);  /* 7 queries, MHA */
-	test_attention(&ctx, 2, 1, 36, 1, 200);   /* head_dim % 8: one warp */
+	/* the merge in more than one stage: whole heads of 80 (63 chunks, 51
+	   a stage) and slices of 32 of a head of 64 (157 chunks, 128 a
+	   stage) */
+	test_attention(&ctx, 4, 4, 80, 1, 1999);
+	test_attention(&ctx, 2, 1, 64, 1, 4999);
+	test_attention(&ctx, 4, 4, 80, 7, 1000); /* 7 queries, MHA */
+	test_attention(&ctx, 2, 1, 36, 1, 200);  /* head_dim % 8: one warp */
 	/* long caches: each block walks several 32-position sub-chunks with
 	   an online softmax (2, then 28 per chunk, partial last chunks) */
 	test_attention(&ctx, 4, 1, 64, 1, 20000);
