@@ -103,6 +103,10 @@ struct cu_state {
 	float *d_tstats; /* the device's address of h_tstats */
 	float *d_snap;   /* [n_layer][n_embd]: a traced decode step's residual
 	                    after each layer (cu_decode_kernels) */
+	/* the traced decode graph's branch for those statistics, beside the
+	   output's norm and product (cu_stats_aside) */
+	cudaStream_t side;
+	cudaEvent_t side_fork, side_join;
 };
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
@@ -576,13 +580,39 @@ static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
 }
 
 /*
+ * Under capture: the statistics of the residual copies in s->d_snap on a
+ * branch of the graph (s->side), so that they run beside the output's
+ * norm and product instead of before them (a kernel in the step's chain
+ * costs a boundary and its own latency, BENCHMARKS.md step 44). Its
+ * launch is an ordinary one: it waits for the last down product to
+ * complete. The caller joins the branch before the capture ends
+ * (cudaStreamWaitEvent on s->side_join).
+ */
+static int cu_stats_aside(struct engine *e, struct cu_state *s, char *err,
+                          size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	struct cuda_ctx side = s->ctx;
+
+	side.stream = s->side;
+	side.pdl = 0;
+	CUDA_TRY(cudaEventRecord(s->side_fork, s->ctx.stream), err, errlen);
+	CUDA_TRY(cudaStreamWaitEvent(s->side, s->side_fork, 0), err, errlen);
+	if (cuda_op_stats_rows(&side, s->d_snap, c->n_embd, c->n_layer,
+	                       s->d_tstats, err, errlen))
+		return -1;
+	CUDA_TRY(cudaEventRecord(s->side_join, s->side), err, errlen);
+	return 0;
+}
+
+/*
  * The kernels of one decode step, positions and token from s->d_step;
  * TRACED: with the statistics of each layer's output. Those come from
  * copies of the residual that the down products leave in s->d_snap, one
- * launch for all the layers' statistics at the end (a launch a layer
- * made the debug pane's steps 12% slower than the bench on SmolLM2,
- * BENCHMARKS.md), or, where a down product cannot copy, a launch after
- * each layer.
+ * launch for all the layers' statistics at the end, on a branch of its
+ * own (a launch a layer made the debug pane's steps 12% slower than the
+ * bench on SmolLM2, BENCHMARKS.md), or, where a down product cannot copy,
+ * a launch after each layer.
  */
 static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
                              char *err, size_t errlen)
@@ -602,13 +632,16 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
 		    (traced && !snap &&
 		     cu_trace_stats(e, s, il, 0, err, errlen)))
 			return -1;
-	if (snap && cuda_op_stats_rows(x, s->d_snap, c->n_embd, c->n_layer,
-	                               s->d_tstats, err, errlen))
+	if (snap && cu_stats_aside(e, s, err, errlen))
 		return -1;
-	return cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1,
-	                       c->rms_eps, s->xb, err, errlen) ||
-	       cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0, err,
-	                      errlen);
+	if (cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1, c->rms_eps,
+	                    s->xb, err, errlen) ||
+	    cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0, err, errlen))
+		return -1;
+	if (snap)
+		CUDA_TRY(cudaStreamWaitEvent(x->stream, s->side_join, 0), err,
+		         errlen);
+	return 0;
 }
 
 /* Capture graph B (B / 2: the positions, B % 2: traced). */
@@ -819,8 +852,8 @@ static int cu_select(struct engine *e, const struct engine_select_req *q,
 
 	if (s->host_valid) /* ENGINE_EVAL_ALL: the last chunk's last row */
 		return cu_select_host(e, q, err, errlen);
-	return cuda_select_run(&s->sel, s->ctx.stream, row, q, &e->sel, err,
-	                       errlen);
+	return cuda_select_run(&s->sel, s->ctx.stream, s->ctx.pdl, row, q,
+	                       &e->sel, err, errlen);
 }
 
 /* engine_ops.bandwidth: device memory, measured now. */
@@ -938,6 +971,12 @@ static void cu_close(struct engine *e)
 			free(s->graphs);
 		}
 		cudaFreeHost(s->h_tstats);
+		if (s->side_fork != NULL)
+			cudaEventDestroy(s->side_fork);
+		if (s->side_join != NULL)
+			cudaEventDestroy(s->side_join);
+		if (s->side != NULL)
+			cudaStreamDestroy(s->side);
 		void *bufs[] = {s->arena, s->tok,    s->x,      s->xb,
 		                s->q,     s->k,      s->v,      s->o,
 		                s->hb,    s->hb2,    s->logits, s->kc,
@@ -1058,6 +1097,12 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	                  (size_t)c->n_layer * 4 * sizeof(float),
 	                  cudaHostAllocMapped) != cudaSuccess ||
 	    cudaHostGetDevicePointer((void **)&s->d_tstats, s->h_tstats, 0) !=
+	        cudaSuccess ||
+	    cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking) !=
+	        cudaSuccess ||
+	    cudaEventCreateWithFlags(&s->side_fork, cudaEventDisableTiming) !=
+	        cudaSuccess ||
+	    cudaEventCreateWithFlags(&s->side_join, cudaEventDisableTiming) !=
 	        cudaSuccess) {
 		rc = -1;
 	}

@@ -77,13 +77,13 @@ static __device__ __forceinline__ void cu_pdl_sync(void)
 	cu_pdl_launch_next();
 }
 
-/* KERNEL<<<GRID, BLOCK, SMEM, ctx->stream>>>(ARGS...), with PDL when
- * ctx->pdl. Errors are left for cudaGetLastError (CUDA_TRY_LAUNCH), as
+/* KERNEL<<<GRID, BLOCK, SMEM, STREAM>>>(ARGS...), with PDL when PDL is
+ * non-zero. Errors are left for cudaGetLastError (CUDA_TRY_LAUNCH), as
  * for the <<<>>> form. */
 template <typename... KArgs, typename... Args>
-static inline void cu_launch(const struct cuda_ctx *ctx,
-                             void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                             size_t smem, Args &&...args)
+static inline void cu_launch_on(cudaStream_t stream, int pdl,
+                                void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                size_t smem, Args &&...args)
 {
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1] = {};
@@ -91,14 +91,25 @@ static inline void cu_launch(const struct cuda_ctx *ctx,
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
 	cfg.dynamicSmemBytes = smem;
-	cfg.stream = ctx->stream;
-	if (ctx->pdl) {
+	cfg.stream = stream;
+	if (pdl) {
 		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 		attr[0].val.programmaticStreamSerializationAllowed = 1;
 		cfg.attrs = attr;
 		cfg.numAttrs = 1;
 	}
 	(void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+/* KERNEL<<<GRID, BLOCK, SMEM, ctx->stream>>>(ARGS...), with PDL when
+ * ctx->pdl. */
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(const struct cuda_ctx *ctx,
+                             void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                             size_t smem, Args &&...args)
+{
+	cu_launch_on(ctx->stream, ctx->pdl, kernel, grid, block, smem,
+	             std::forward<Args>(args)...);
 }
 
 #endif /* PARLEY_CUDA_LAUNCH_CUH */

@@ -64,6 +64,7 @@
  * another order).
  */
 #include "cuda_check.cuh"
+#include "cuda_launch.cuh"
 #include "cuda_select.h"
 
 #include <float.h>
@@ -140,6 +141,7 @@ __global__ static void sel_penalise(const float *row, float *pen,
 {
 	int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
 
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (i >= n_win)
 		return;
 	int32_t id = win[i], cnt = win[n_win + i];
@@ -381,9 +383,13 @@ __global__ static void __launch_bounds__(SEL_TILE_THREADS)
 	const int32_t t0 = blockIdx.x * SEL_TILE;
 	const int32_t len = n - t0 < SEL_TILE ? n - t0 : SEL_TILE;
 	const float *r = raw + t0, *p = pen + t0;
+	/* no penalties: the penalised row is the raw row, whose sums are
+	   then taken once (the same terms: the same bits) */
+	const bool same = pen == raw;
 	double m[2] = {-INFINITY, -INFINITY}, sa[3] = {0.0, 0.0, 0.0};
 	float x[SEL_TILE / NT], y[SEL_TILE / NT];
 
+	cu_pdl_sync(); /* first: the row is the previous kernel's */
 	if (tid == 0)
 		bad[0] = bad[1] = INT_MAX;
 		/* the tile into registers: every load issued before the first
@@ -394,7 +400,7 @@ __global__ static void __launch_bounds__(SEL_TILE_THREADS)
 		int32_t i = tid + j * NT;
 
 		x[j] = i < len ? r[i] : -INFINITY;
-		y[j] = i < len ? p[i] : -INFINITY;
+		y[j] = same || i >= len ? -INFINITY : p[i];
 	}
 	__syncthreads();
 #pragma unroll
@@ -424,6 +430,10 @@ __global__ static void __launch_bounds__(SEL_TILE_THREADS)
 			sa[2] += exp((double)y[j] - m[1]);
 	}
 	sel_block_sum<NT, 3>(sa, red);
+	if (same) {
+		m[1] = m[0];
+		sa[2] = sa[0];
+	}
 	if (tid == 0) {
 		struct sel_part *t = part + blockIdx.x;
 
@@ -477,6 +487,7 @@ __global__ static void __launch_bounds__(SEL_FINAL_THREADS)
 	float *r_v = (float *)(r_id + n_raw);
 	double m[2] = {-INFINITY, -INFINITY}, sa[3] = {0.0, 0.0, 0.0};
 
+	cu_pdl_sync(); /* first: the tiles' sums are the previous kernel's */
 	if (tid == 0)
 		bad[0] = bad[1] = INT_MAX;
 	__syncthreads();
@@ -540,8 +551,8 @@ int cuda_select_init(struct cuda_select *cs, int32_t n_vocab, char *err,
 	               (size_t)cs->n_tiles * sizeof(struct sel_part)) !=
 	        cudaSuccess ||
 	    cudaMalloc(&cs->d_cand, 5 * nc * 4) != cudaSuccess ||
-	    cudaMalloc(&cs->d_out, ob) != cudaSuccess ||
-	    cudaMallocHost(&cs->h_out, ob) != cudaSuccess) {
+	    cudaHostAlloc(&cs->h_out, ob, cudaHostAllocMapped) != cudaSuccess ||
+	    cudaHostGetDevicePointer(&cs->d_out, cs->h_out, 0) != cudaSuccess) {
 		(void)cudaGetLastError();
 		cuda_select_free(cs);
 		snprintf(err, errlen, "out of GPU memory for the select step");
@@ -557,8 +568,7 @@ void cuda_select_free(struct cuda_select *cs)
 	cudaFree(cs->d_win);
 	cudaFree(cs->d_part);
 	cudaFree(cs->d_cand);
-	cudaFree(cs->d_out);
-	cudaFreeHost(cs->h_out);
+	cudaFreeHost(cs->h_out); /* d_out is its device address */
 	cudaFreeHost(cs->h_win);
 	free(cs->h_cnt);
 	memset(cs, 0, sizeof(*cs));
@@ -627,7 +637,7 @@ static int32_t sel_window(struct cuda_select *cs,
 }
 
 /* Select; see cuda_select.h. */
-int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
+int cuda_select_run(struct cuda_select *cs, cudaStream_t stream, int pdl,
                     const float *d_row, const struct engine_select_req *q,
                     struct engine_select_buf *b, char *err, size_t errlen)
 {
@@ -637,6 +647,10 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 	const float *pen = d_row;
 	struct sel_head *h = (struct sel_head *)cs->h_out;
 	struct sel_pair *pairs;
+	/* the entries the device selects: without penalties the raw top
+	   n_raw are the first n_raw of the top max(k, n_raw) of the one row,
+	   so one selection serves both (ks entries, no raw ones) */
+	int32_t ks = k, nrs = nr;
 
 	if (n_win < 0) {
 		snprintf(err, errlen,
@@ -653,11 +667,15 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 		                         2 * (size_t)n_win * sizeof(int32_t),
 		                         cudaMemcpyHostToDevice, stream),
 		         err, errlen);
-		sel_penalise<<<(n_win + 255) / 256, 256, 0, stream>>>(
-		    d_row, cs->d_pen, cs->d_win, n_win, q->repeat_penalty,
-		    q->frequency_penalty, q->presence_penalty);
+		cu_launch_on(stream, 0, sel_penalise, (n_win + 255) / 256, 256,
+		             0, d_row, cs->d_pen, (const int32_t *)cs->d_win,
+		             n_win, q->repeat_penalty, q->frequency_penalty,
+		             q->presence_penalty);
 		CUDA_TRY(cudaGetLastError(), err, errlen);
 		pen = cs->d_pen;
+	} else {
+		ks = k > nr ? k : nr;
+		nrs = 0;
 	}
 	{
 		/* the candidate arrays, each n_tiles * SEL_TILE entries */
@@ -668,18 +686,22 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 		int32_t *cr_id = (int32_t *)(cr_v + nc);
 		struct sel_part *part = (struct sel_part *)cs->d_part;
 
-		sel_tiles<<<cs->n_tiles, SEL_TILE_THREADS, 0, stream>>>(
-		    d_row, pen, nv, k, nr, part, ck_v, ck_id, ck_raw, cr_v,
-		    cr_id);
+		/* after the product that wrote the row, or a copy: an
+		   ordinary launch either way; the final pass overlaps the
+		   tiles' tail (PDL) */
+		cu_launch_on(stream, pdl, sel_tiles, cs->n_tiles,
+		             SEL_TILE_THREADS, 0, d_row, pen, nv, ks, nrs, part,
+		             ck_v, ck_id, ck_raw, cr_v, cr_id);
 		CUDA_TRY_LAUNCH(err, errlen);
-		sel_final<<<1, SEL_FINAL_THREADS, 0, stream>>>(
-		    part, cs->n_tiles, nv, k, nr, ck_v, ck_id, ck_raw, cr_v,
-		    cr_id, (unsigned char *)cs->d_out);
+		/* straight into the mapped host block: no copy in the stream */
+		cu_launch_on(stream, pdl, sel_final, 1, SEL_FINAL_THREADS, 0,
+		             (const struct sel_part *)part, cs->n_tiles, nv, ks,
+		             nrs, (const float *)ck_v, (const int32_t *)ck_id,
+		             (const float *)ck_raw, (const float *)cr_v,
+		             (const int32_t *)cr_id,
+		             (unsigned char *)cs->d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 	}
-	CUDA_TRY(cudaMemcpyAsync(cs->h_out, cs->d_out, sel_out_bytes(k, nr),
-	                         cudaMemcpyDeviceToHost, stream),
-	         err, errlen);
 	CUDA_TRY(cudaStreamSynchronize(stream), err, errlen);
 	if (h->nan_at != INT_MAX || h->inf_at != INT_MAX) {
 		int nan_first = h->nan_at < h->inf_at;
@@ -695,10 +717,10 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 	}
 	{
 		const int32_t *k_id = (const int32_t *)(h + 1);
-		const float *k_v = (const float *)(k_id + k);
-		const float *k_raw = k_v + k;
-		const int32_t *r_id = (const int32_t *)(k_raw + k);
-		const float *r_v = (const float *)(r_id + nr);
+		const float *k_v = (const float *)(k_id + ks);
+		const float *k_raw = k_v + ks;
+		const int32_t *r_id = (const int32_t *)(k_raw + ks);
+		const float *r_v = (const float *)(r_id + nrs);
 		int32_t nmax = k > nr ? k : nr;
 
 		pairs = (struct sel_pair *)malloc(
@@ -707,22 +729,24 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
 			snprintf(err, errlen, "select: out of memory");
 			return -1;
 		}
-		for (int32_t i = 0; i < k; i++) {
+		for (int32_t i = 0; i < ks; i++) {
 			pairs[i].v = k_v[i];
 			pairs[i].id = k_id[i];
 			pairs[i].raw = k_raw[i];
 		}
-		qsort(pairs, (size_t)k, sizeof(*pairs), sel_cmp_pair);
+		qsort(pairs, (size_t)ks, sizeof(*pairs), sel_cmp_pair);
 		for (int32_t i = 0; i < k; i++) {
 			b->id[i] = pairs[i].id;
 			b->logit[i] = pairs[i].v;
 			b->raw_logit[i] = pairs[i].raw;
 		}
-		for (int32_t i = 0; i < nr; i++) {
+		/* shared (nrs 0): the raw entries are the sorted pairs' first
+		 */
+		for (int32_t i = 0; i < nrs; i++) {
 			pairs[i].v = r_v[i];
 			pairs[i].id = r_id[i];
 		}
-		qsort(pairs, (size_t)nr, sizeof(*pairs), sel_cmp_pair);
+		qsort(pairs, (size_t)nrs, sizeof(*pairs), sel_cmp_pair);
 		for (int32_t i = 0; i < nr; i++) {
 			b->raw_id[i] = pairs[i].id;
 			b->raw_top[i] = pairs[i].v;
@@ -741,6 +765,7 @@ __global__ static void bw_read(const uint4 *p, size_t n, unsigned *out)
 {
 	unsigned acc = 0;
 
+	cu_pdl_sync(); /* launched ordinarily; the rule of cuda_launch.cuh */
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		uint4 v = p[i];
@@ -783,7 +808,8 @@ int cuda_read_bandwidth(double *bytes_per_s, char *err, size_t errlen)
 		goto out;
 	for (int pass = 0; pass < 6; pass++) {
 		cudaEventRecord(a, 0);
-		bw_read<<<sms * 8, 512>>>((const uint4 *)buf, bytes / 16, out);
+		cu_launch_on(0, 0, bw_read, sms * 8, 512, 0, (const uint4 *)buf,
+		             bytes / 16, out);
 		cudaEventRecord(b, 0);
 		if (cudaEventSynchronize(b) != cudaSuccess ||
 		    cudaEventElapsedTime(&ms, a, b) != cudaSuccess)

@@ -31,8 +31,9 @@ struct cuda_select {
 	void *d_cand;    /* [5][n_tiles * tile] pass 1's candidates */
 	int32_t *d_win;  /* [win_cap * 2] distinct window ids, then counts */
 	size_t win_cap;  /* entries of d_win / h_win */
-	void *d_out;     /* the result block (see cuda_select.cu) */
-	void *h_out;     /* its pinned host copy */
+	void *h_out;     /* the result block (see cuda_select.cu), in
+	                    pinned host memory mapped for the device */
+	void *d_out;     /* its device address: the final pass writes it */
 	int32_t *h_win;  /* [win_cap * 2] pinned staging of the window */
 	int32_t *h_cnt;  /* [win_cap] host scratch: the window's counts */
 };
@@ -46,10 +47,12 @@ void cuda_select_free(struct cuda_select *cs);
 
 /*
  * Select Q from the row D_ROW (n_vocab floats in device memory) into B,
- * on STREAM, and wait for it. Returns 0, or -1 with a message (the
+ * on STREAM, and wait for it; PDL: the passes are launched with
+ * programmatic dependent launch (a GPU of compute capability 9.0 or
+ * later, cuda_launch.cuh). Returns 0, or -1 with a message (the
  * reference's messages for NaN, +inf and an all -inf row; a CUDA error).
  */
-int cuda_select_run(struct cuda_select *cs, cudaStream_t stream,
+int cuda_select_run(struct cuda_select *cs, cudaStream_t stream, int pdl,
                     const float *d_row, const struct engine_select_req *q,
                     struct engine_select_buf *b, char *err, size_t errlen);
 
