@@ -1161,10 +1161,12 @@ fail:
 }
 
 /* Positional (C++): name, open, eval, logits, select, kv_bytes, kv_save,
-   kv_load, bandwidth, close, trace_settle - the order of struct
-   engine_ops. */
+   kv_load, bandwidth, close, trace_settle, eval_queues - the order of
+   struct engine_ops. A decode step is queued (a graph launch, or its
+   kernels); only a trace that captures whole vectors copies them back
+   during the eval. */
 extern "C" const struct engine_ops backend_cuda_ops = {
     "cuda",       cu_open,     cu_eval,         cu_logits,
     cu_select,    cu_kv_bytes, cu_kv_save,      cu_kv_load,
-    cu_bandwidth, cu_close,    cu_trace_settle,
+    cu_bandwidth, cu_close,    cu_trace_settle, 1,
 };

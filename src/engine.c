@@ -417,6 +417,11 @@ int32_t engine_n_ctx(const struct engine *e)
 	return e->n_ctx;
 }
 
+bool engine_eval_queues(const struct engine *e)
+{
+	return e->ops->eval_queues != 0;
+}
+
 /* Forget positions >= n_keep. */
 int engine_truncate(struct engine *e, int32_t n_keep)
 {

@@ -221,6 +221,12 @@ int32_t engine_n_past(const struct engine *e);
 /* KV capacity in tokens. */
 int32_t engine_n_ctx(const struct engine *e);
 
+/* Whether a one-token engine_eval returns once its work is queued on a
+   device (the CUDA backend), so that what the caller does before its
+   next engine_select runs beside the step; false: eval computes before
+   it returns (the CPU). */
+bool engine_eval_queues(const struct engine *e);
+
 /* Forget positions >= N_KEEP. Returns 0, or -1 if n_keep > n_past. */
 int engine_truncate(struct engine *e, int32_t n_keep);
 

@@ -54,6 +54,10 @@ struct engine_ops {
 	/* optional: fill e->trace's layers of the last eval, which left
 	   them on their way (e->trace_deferred), waiting for them */
 	int (*trace_settle)(struct engine *e, char *err, size_t errlen);
+	/* 1: an eval of one token returns once its work is queued on a
+	   device, so the host's work until the next select overlaps it
+	   (engine_eval_queues); 0: eval computes before it returns */
+	int eval_queues;
 };
 
 /* Buffers behind a struct engine_selection (engine.c owns them). */

@@ -124,6 +124,16 @@ struct session {
 	struct tok_ids lp; /* the last prompt's ids (session_last_prompt) */
 	size_t lp_reused;  /* of those, taken from the cache */
 
+	/* a reply's step queued before its token is reported (see
+	   session_decode): the token callback then reads pick_tr, the trace
+	   as the pick left it - the eval that followed has moved tr on */
+	bool eval_ahead;      /* queue a token's step first (engine_eval_queues,
+	                         or session_set_eval_ahead) */
+	bool pick_valid;      /* session_trace returns &pick_tr */
+	struct trace pick_tr; /* tr's fields, its own layers */
+	struct trace_stats *pick_layers; /* [pick_cap] */
+	int pick_cap;                    /* entries of pick_layers */
+
 	/* remote mode (opts.server): no gf, model, tok, eng or tmpl */
 	struct remote *rem; /* the server, or NULL: local (owned) */
 	char **rstops;      /* stop strings sent to it (owned) */
@@ -272,6 +282,7 @@ static int session_load(struct session *s, const struct session_opts *o,
 	ep.backend = o->backend;
 	if (engine_open(s->model, &ep, &s->eng, err, errlen))
 		return -1;
+	s->eval_ahead = engine_eval_queues(s->eng);
 	if (engine_notice(s->eng) != NULL && o->notice != NULL)
 		o->notice(o->notice_ud, engine_notice(s->eng));
 	if (session_load_template(s, o->template_name, err, errlen))
@@ -621,6 +632,7 @@ void session_close(struct session *s)
 	if (s->eng)
 		engine_set_trace(s->eng, NULL);
 	trace_free(s->tr);
+	free(s->pick_layers);
 	free(s->lp.v);
 	free(s->msgs);
 	free(s->kv.v);
@@ -1330,7 +1342,56 @@ static int32_t session_pick(struct session *s, int32_t nv,
 	return sampler_sample_top(s->smp, &t, rep, err, errlen);
 }
 
-/* Step 5: generate after the prompt. Fills ST; 0 or -1 (hard error). */
+/* Keep what the token callback reads of the trace - the eval its token
+   was sampled from - before a step queued ahead moves the trace on: the
+   layers and the header (the other arrays stay the live trace's: the
+   pane's trace has no logits and no vectors). false: out of memory (the
+   step is then not queued ahead). */
+static bool session_pick_keep(struct session *s)
+{
+	const struct trace *t = s->tr;
+
+	if (t == NULL)
+		return true;
+	if (s->pick_cap < t->n_layer) {
+		struct trace_stats *p =
+		    realloc(s->pick_layers, (size_t)t->n_layer * sizeof(*p));
+
+		if (p == NULL)
+			return false;
+		s->pick_layers = p;
+		s->pick_cap = t->n_layer;
+	}
+	s->pick_tr = *t;
+	memcpy(s->pick_layers, t->layers,
+	       (size_t)t->n_layer * sizeof(*s->pick_layers));
+	s->pick_tr.layers = s->pick_layers;
+	s->pick_valid = true;
+	return true;
+}
+
+/* Take back the last id evaluated (a step queued ahead for a token the
+   reply does not keep): cache and engine as if it had not been. */
+static void session_take_back(struct session *s)
+{
+	if (engine_truncate(s->eng, (int32_t)s->kv.n - 1) == 0) {
+		s->kv.n--;
+		s->n_evaluated--;
+	}
+}
+
+/*
+ * Step 5: generate after the prompt. Fills ST; 0 or -1 (hard error).
+ *
+ * Where the engine only queues a step (engine_eval_queues: the GPU), the
+ * step of a sampled token is queued as soon as the token is known, before
+ * its reports, its piece and the stop strings: the host's work for the
+ * token then runs beside the device's step instead of between two steps
+ * (item 6 of BENCHMARKS.md: ~5 us a token, 1% of SmolLM2's step). A token
+ * that ends the reply is not evaluated (an end of generation), or is
+ * taken back (a stop string): the cache ends as it always did. Not while
+ * verifying: the verifier compares each step as it is evaluated.
+ */
 static int session_decode(struct session *s, struct session_reply *r,
                           const struct session_cb *cb, struct session_stats *st,
                           char *err, size_t errlen)
@@ -1376,6 +1437,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		int32_t id;
 		size_t plen;
 		const char *p;
+		bool eog, ahead;
 
 		if (session_cancelled(s)) {
 			fin = STORE_FINISH_INTERRUPTED;
@@ -1407,26 +1469,39 @@ static int session_decode(struct session *s, struct session_reply *r,
 			break;
 		}
 		st->n_gen++;
+		eog = tok_is_eog(s->tok, id);
+		ahead = s->eval_ahead && s->ver == NULL && !eog &&
+		        session_pick_keep(s);
+		if (ahead)
+			rc = session_eval(s, &id, 1, err, errlen);
 		if (want_rep)
-			session_record(
-			    s, r, &rep,
-			    tok_is_eog(s->tok, id) ? STORE_REPORT_EOG : 0, cb);
+			session_record(s, r, &rep, eog ? STORE_REPORT_EOG : 0,
+			               cb);
 		if (cb && cb->token)
 			cb->token(cb->ud, &rep);
-		if (tok_is_eog(s->tok, id))
+		s->pick_valid = false;
+		if (eog)
 			break;
 		piece.n = 0;
 		if (tok_stream_push(&ts, id, &piece) ||
 		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
 		                 sizeof(msg)) ||
 		    session_emit(r, &o, cb)) {
+			if (ahead && rc == 0)
+				session_take_back(s);
 			snprintf(err, errlen, "out of memory in the reply");
 			fin = STORE_FINISH_ERROR;
+			rc = 0;
 			break;
 		}
-		if (o.stopped)
+		if (o.stopped) {
+			if (ahead && rc == 0)
+				session_take_back(s);
+			rc = 0;
 			break;
-		rc = session_eval(s, &id, 1, err, errlen);
+		}
+		if (!ahead)
+			rc = session_eval(s, &id, 1, err, errlen);
 		if (rc != 0) {
 			fin = rc > 0 ? STORE_FINISH_INTERRUPTED
 			             : STORE_FINISH_ERROR;
@@ -2041,9 +2116,16 @@ bool session_verifying(const struct session *s)
 
 const struct trace *session_trace(const struct session *s)
 {
+	if (s->pick_valid)
+		return &s->pick_tr;
 	if (s->tr)
 		return s->tr;
 	return s->ver ? verify_trace(s->ver) : NULL;
+}
+
+void session_set_eval_ahead(struct session *s, bool on)
+{
+	s->eval_ahead = on;
 }
 
 void session_set_n_predict(struct session *s, int32_t n)

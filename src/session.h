@@ -195,6 +195,13 @@ const struct sampler_config *session_sampling(const struct session *s);
 /* Change the reply limit (<= 0: until the context is full). */
 void session_set_n_predict(struct session *s, int32_t n);
 
+/* Whether a sampled token's step is queued before the token is reported
+   (so that the reports run beside the step); on by default where the
+   engine only queues its work (engine_eval_queues: the GPU), off on the
+   CPU, where it would only delay each token's text by one step. The
+   replies are the same either way. For tests and measurements. */
+void session_set_eval_ahead(struct session *s, bool on);
+
 /* Set the conversation's title in the store. */
 int session_set_title(struct session *s, const char *title, char *err,
                       size_t errlen);

@@ -30,7 +30,10 @@
  *      exactly 1 id (the forced one) before sampling resumes, keeps the
  *      text before k, forcing the same token reproduces the greedy reply,
  *      forcing an alternative gives a sibling in the store; both
- *      branches keep their reports.
+ *      branches keep their reports;
+ *   9. a token's step queued before its reports (the GPU's order): the
+ *      same replies, reports, traced layers and cache as in order, also
+ *      when a stop string takes the queued step back.
  *
  * Model: $PARLEY_TEST_MODEL or ${XDG_CACHE_HOME:-~/.cache}/parley/models/
  * SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent.
@@ -850,6 +853,151 @@ static void test_observe(void)
 	session_close(s);
 }
 
+/* 9: a token's step queued before its reports (session_set_eval_ahead,
+   the GPU's default) changes nothing a user or the pane can see. */
+
+/* What the token callback saw: the reply's text, each token's trace
+   position and layer statistics (of the eval it was sampled from). */
+struct ahead_obs {
+	struct session *s;
+	struct sink k;
+	int n;
+	int32_t pos[128];
+	double rms[128]; /* sum of the layers' rms */
+};
+
+static void ahead_token(void *ud, const struct sampler_report *rep)
+{
+	struct ahead_obs *o = ud;
+	const struct trace *tr = session_trace(o->s);
+
+	(void)rep;
+	if (o->n < 128 && tr != NULL) {
+		o->pos[o->n] = tr->pos;
+		o->rms[o->n] = 0;
+		for (int il = 0; il < tr->n_layer; il++)
+			o->rms[o->n] += tr->layers[il].rms;
+	}
+	o->n++;
+}
+
+static void ahead_piece(void *ud, const char *t, size_t n)
+{
+	sink_piece(&((struct ahead_obs *)ud)->k, t, n);
+}
+
+/* TEXT to S; whether it went through. */
+static bool ahead_send(struct session *s, struct ahead_obs *o, const char *text,
+                       struct session_stats *st)
+{
+	struct session_cb cb = {ahead_piece, ahead_token, sink_notice, o, NULL};
+	char err[512];
+
+	memset(o, 0, sizeof(*o));
+	o->s = s;
+	memset(st, 0, sizeof(*st));
+	if (session_send(s, text, strlen(text), &cb, st, err, sizeof(err))) {
+		tap_diag("session_send: %s", err);
+		return false;
+	}
+	return true;
+}
+
+/* The same turn on session A (in order) and B (ahead): the same reply,
+   reports, statistics and cache. */
+static bool ahead_same(struct session *a, struct session *b, const char *text,
+                       enum store_finish *fin, struct sink *reply)
+{
+	static struct ahead_obs oa, ob;
+	struct session_stats sa, sb;
+	const int32_t *ka, *kb;
+	size_t na, nb;
+
+	if (!ahead_send(a, &oa, text, &sa) || !ahead_send(b, &ob, text, &sb))
+		return false;
+	ka = session_kv_tokens(a, &na);
+	kb = session_kv_tokens(b, &nb);
+	*fin = sa.finish;
+	*reply = oa.k;
+	if (strcmp(oa.k.buf, ob.k.buf) != 0 || oa.n != ob.n ||
+	    sa.n_gen != sb.n_gen || sa.n_gen_eval != sb.n_gen_eval ||
+	    sa.n_reused != sb.n_reused || sa.finish != sb.finish || na != nb ||
+	    memcmp(ka, kb, na * sizeof(*ka)) != 0 ||
+	    memcmp(oa.pos, ob.pos, sizeof(oa.pos)) != 0 ||
+	    memcmp(oa.rms, ob.rms, sizeof(oa.rms)) != 0) {
+		tap_diag("\"%s\": \"%s\" vs \"%s\", %d vs %d tokens, %d vs %d "
+		         "evaluated, cache %zu vs %zu",
+		         text, oa.k.buf, ob.k.buf, sa.n_gen, sb.n_gen,
+		         sa.n_gen_eval, sb.n_gen_eval, na, nb);
+		return false;
+	}
+	if (oa.n != sa.n_gen || oa.n < 2 || oa.pos[1] != oa.pos[0] + 1) {
+		tap_diag("\"%s\": %d reports of %d tokens, positions %d, %d",
+		         text, oa.n, sa.n_gen, oa.pos[0], oa.pos[1]);
+		return false;
+	}
+	return true;
+}
+
+static void test_eval_ahead(void)
+{
+	static const char *const turns[3] = {
+	    "What is the capital of France?",
+	    "Tell me a long story about a dragon.", "And of Germany?"};
+	struct session_opts o = base_opts(2048, 24);
+	struct session *a, *b;
+	static struct sink reply[3];
+	enum store_finish fin[3] = {0};
+	char stop[8] = "";
+	bool same = true, ends = false;
+	char err[512];
+
+	a = open_or_die(&o);
+	b = open_or_die(&o);
+	session_set_eval_ahead(a, false);
+	session_set_eval_ahead(b, true);
+	if (session_set_trace(a, true, err, sizeof(err)) ||
+	    session_set_trace(b, true, err, sizeof(err)))
+		tap_diag("trace: %s", err);
+	for (int i = 0; i < 3; i++)
+		same &= ahead_same(a, b, turns[i], &fin[i], &reply[i]);
+	for (int i = 0; i < 3; i++)
+		ends |= fin[i] == STORE_FINISH_STOP;
+	if (!ends || fin[1] != STORE_FINISH_LENGTH)
+		tap_diag("finish %d %d %d", fin[0], fin[1], fin[2]);
+	tap_ok(same && ends && fin[1] == STORE_FINISH_LENGTH,
+	       "eval ahead: three turns (an end of turn, the length limit) "
+	       "give the same replies, reports, traced layers and cache as "
+	       "evaluating after the reports");
+	/* a stop string from the middle of the second reply, the same
+	   turns again: the step queued for the token that completes it is
+	   taken back */
+	if (reply[1].n > 12)
+		memcpy(stop, reply[1].buf + reply[1].n / 2, 5);
+	session_close(a);
+	session_close(b);
+	o.stops[0] = stop;
+	o.n_stops = 1;
+	a = open_or_die(&o);
+	b = open_or_die(&o);
+	session_set_eval_ahead(a, false);
+	session_set_eval_ahead(b, true);
+	if (session_set_trace(a, true, err, sizeof(err)) ||
+	    session_set_trace(b, true, err, sizeof(err)))
+		tap_diag("trace: %s", err);
+	same =
+	    stop[0] != '\0' && ahead_same(a, b, turns[0], &fin[0], &reply[0]) &&
+	    ahead_same(a, b, turns[1], &fin[1], &reply[1]) &&
+	    fin[1] == STORE_FINISH_STOP && strstr(reply[1].buf, stop) == NULL &&
+	    ahead_same(a, b, turns[2], &fin[2], &reply[2]);
+	tap_ok(same,
+	       "eval ahead: a reply cut by the stop string \"%s\", and the "
+	       "turns around it, are the same (cache, reuse)",
+	       stop);
+	session_close(a);
+	session_close(b);
+}
+
 /* 8: token reports and branching at a token. */
 
 /* Reports given live by the token callback. */
@@ -1198,6 +1346,7 @@ int main(void)
 	test_resume_bad_kv();
 	test_store_fails();
 	test_observe();
+	test_eval_ahead();
 	test_branch();
 	return tap_done();
 }
