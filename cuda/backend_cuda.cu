@@ -91,6 +91,11 @@ struct cu_state {
 	   (cu_graphs_warm) */
 	bool use_graphs;         /* PARLEY_CUDA_GRAPHS is not "0" */
 	int32_t *d_step;         /* [2] device: token id, position */
+	int32_t *h_step;         /* [2] pinned: the next replay's d_step,
+	                            copied by the graph's first node */
+	bool step_queued;        /* a replay was launched since the stream
+	                            last synchronised: it may not have read
+	                            h_step yet */
 	cudaGraphExec_t *graphs; /* [2 * n_graphs], NULL until captured */
 	int32_t n_graphs;
 
@@ -546,9 +551,11 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
  * launch overhead and the gaps between kernels cost more than the weights
  * take to read on a small model. So the step is captured once into a CUDA
  * graph and replayed: the token and its position live in device memory
- * (s->d_step, written by one copy before each replay; cuda_ctx.d_pos), so
- * the graph never changes with them. The attention's launch shape depends
- * on the context length, so graph b covers positions below
+ * (s->d_step, cuda_ctx.d_pos), copied from pinned host memory (s->h_step)
+ * by the graph's first node, so the graph never changes with them (a
+ * copy of its own before each replay cost the host a pageable copy's
+ * call and the GPU its scheduling, BENCHMARKS.md step 46). The attention's
+ * launch shape depends on the context length, so graph b covers positions below
  * (b + 1) * CU_GRAPH_POS: at most n_ctx / CU_GRAPH_POS + 1 captures in a
  * session. Every buffer a graph names is allocated at open, except the
  * device logits (cu_dev_logits drops the graphs when it reallocates them)
@@ -664,9 +671,21 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 	CUDA_TRY(
 	    cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal),
 	    err, errlen);
+	/* the first node: every kernel of the step comes after this copy by
+	   an ordinary edge, so they may read the position before their PDL
+	   wait (cuda_launch.cuh) */
+	ce = cudaMemcpyAsync(s->d_step, s->h_step, 2 * sizeof(int32_t),
+	                     cudaMemcpyHostToDevice, x->stream);
+	rc = 0;
+	if (ce != cudaSuccess) {
+		snprintf(err, errlen, "decode graph: step copy: %s",
+		         cudaGetErrorString(ce));
+		rc = -1;
+	}
 	x->d_pos = s->d_step + 1;
 	x->pos_cap = cap;
-	rc = cu_decode_kernels(e, s, b % 2 != 0, err, errlen);
+	if (rc == 0)
+		rc = cu_decode_kernels(e, s, b % 2 != 0, err, errlen);
 	x->d_pos = NULL;
 	x->pos_cap = 0;
 	ce = cudaStreamEndCapture(x->stream, &g);
@@ -716,16 +735,17 @@ static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
 {
 	const bool traced = e->trace != NULL;
 	const int32_t b = e->n_past / CU_GRAPH_POS * 2 + (traced ? 1 : 0);
-	/* pageable source: staged by the call, so the next step may reuse
-	   the array at once */
-	const int32_t step[2] = {tok, e->n_past};
 
 	if (s->graphs[b] == NULL && cu_graph_capture(e, s, b, err, errlen))
 		return -1;
-	CUDA_TRY(cudaMemcpyAsync(s->d_step, step, sizeof(step),
-	                         cudaMemcpyHostToDevice, s->ctx.stream),
-	         err, errlen);
+	/* the previous replay reads h_step when the GPU reaches it: a select
+	   in between waited for it (the usual order); else wait here */
+	if (s->step_queued)
+		CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	s->h_step[0] = tok;
+	s->h_step[1] = e->n_past;
 	CUDA_TRY(cudaGraphLaunch(s->graphs[b], s->ctx.stream), err, errlen);
+	s->step_queued = true;
 	if (!traced)
 		return 0;
 	/* the debug pane's trace (no logits, no verifier holding the step):
@@ -852,8 +872,11 @@ static int cu_select(struct engine *e, const struct engine_select_req *q,
 
 	if (s->host_valid) /* ENGINE_EVAL_ALL: the last chunk's last row */
 		return cu_select_host(e, q, err, errlen);
-	return cuda_select_run(&s->sel, s->ctx.stream, s->ctx.pdl, row, q,
-	                       &e->sel, err, errlen);
+	if (cuda_select_run(&s->sel, s->ctx.stream, s->ctx.pdl, row, q, &e->sel,
+	                    err, errlen))
+		return -1;
+	s->step_queued = false; /* the select waited for the stream */
+	return 0;
 }
 
 /* engine_ops.bandwidth: device memory, measured now. */
@@ -971,6 +994,7 @@ static void cu_close(struct engine *e)
 			free(s->graphs);
 		}
 		cudaFreeHost(s->h_tstats);
+		cudaFreeHost(s->h_step);
 		if (s->side_fork != NULL)
 			cudaEventDestroy(s->side_fork);
 		if (s->side_join != NULL)
@@ -1088,6 +1112,9 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->arena, arena, &rc);
 	cu_alloc((void **)&s->tok, nb * sizeof(int32_t), &rc);
 	cu_alloc((void **)&s->d_step, 2 * sizeof(int32_t), &rc);
+	if (cudaHostAlloc((void **)&s->h_step, 2 * sizeof(int32_t),
+	                  cudaHostAllocDefault) != cudaSuccess)
+		rc = -1;
 	s->n_graphs = (e->n_ctx + CU_GRAPH_POS - 1) / CU_GRAPH_POS;
 	s->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)s->n_graphs,
 	                                      sizeof(*s->graphs));

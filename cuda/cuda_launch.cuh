@@ -26,10 +26,11 @@
  *   - index arithmetic;
  *   - reading the weights, which no kernel writes (the mat-vec
  *     prefetches its rows into L2 there, the RMSNorm loads its weight);
- *   - reading a captured step's position (cuda_ctx.d_pos): the host
- *     copies it before the step's first kernel, which is an ordinary
- *     launch after the copy, so the copy is complete before any kernel of
- *     the step can start; the next step's copy waits for this step;
+ *   - reading a captured step's position (cuda_ctx.d_pos): the decode
+ *     graph's first node copies it from pinned host memory, and the
+ *     step's first kernel follows that copy by an ordinary edge, so the
+ *     copy is complete before any kernel of the step can start; the next
+ *     replay's copy comes after this replay;
  *   - prefetching any address into L2 (prefetch.global.L2): every SM's
  *     writes meet in L2, so a line fetched early is not stale; it is a
  *     load into registers (or L1) that must wait.
