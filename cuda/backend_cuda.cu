@@ -1181,6 +1181,10 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		goto fail;
 	e->kv_elem_bytes = sizeof(uint16_t); /* fp16 cache */
 	e->mem_bytes = need;
+	/* decode's mat-vec quantizes its input to int8 blocks as the CPU's
+	   default dots do (cuda_vecdot8.cuh) for these weight types */
+	e->int8_act =
+	    !s->ctx.x8_off && engine_model_uses_types(m, cuda_x8_types());
 	return 0;
 fail:
 	cu_close(e);

@@ -758,6 +758,7 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	/* the weights stay in the file mapping: what this backend holds is
 	   the KV cache (fp32) and the per-chunk activations */
 	e->kv_elem_bytes = sizeof(float);
+	e->int8_act = !p->exact_dots; /* the default dots (quant_dot) */
 	e->mem_bytes = cpu_kv_bytes(e, e->n_ctx) +
 	               nb * sizeof(float) *
 	                   ((size_t)c->n_embd * 2 + xdim + (size_t)s->q_dim +

@@ -422,6 +422,34 @@ bool engine_eval_queues(const struct engine *e)
 	return e->ops->eval_queues != 0;
 }
 
+bool engine_int8_activations(const struct engine *e)
+{
+	return e->int8_act;
+}
+
+/* Whether T's type is in TYPES. */
+static bool engine_type_in(const struct model_tensor *t, uint64_t types)
+{
+	return t->type < 64 && (types >> t->type & 1) != 0;
+}
+
+bool engine_model_uses_types(const struct model *m, uint64_t types)
+{
+	if (engine_type_in(&m->w.output, types))
+		return true;
+	for (int il = 0; il < m->cfg.n_layer; il++) {
+		const struct model_layer *l = &m->w.layers[il];
+		const struct model_tensor *t[] = {
+		    &l->wq,     &l->wk,   &l->wv,    &l->wo,
+		    &l->w_gate, &l->w_up, &l->w_down};
+
+		for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+			if (engine_type_in(t[i], types))
+				return true;
+	}
+	return false;
+}
+
 /* Forget positions >= n_keep. */
 int engine_truncate(struct engine *e, int32_t n_keep)
 {

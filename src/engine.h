@@ -227,6 +227,12 @@ int32_t engine_n_ctx(const struct engine *e);
    it returns (the CPU). */
 bool engine_eval_queues(const struct engine *e);
 
+/* Whether some of E's products round the activations to int8 blocks
+   (the CPU's default dots; the GPU's mat-vec of quantized weights), so
+   that its results differ from exact dots by that rounding: the
+   verifier's tolerances (verify.h). */
+bool engine_int8_activations(const struct engine *e);
+
 /* Forget positions >= N_KEEP. Returns 0, or -1 if n_keep > n_past. */
 int engine_truncate(struct engine *e, int32_t n_keep);
 

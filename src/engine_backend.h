@@ -98,6 +98,10 @@ struct engine {
 	int32_t kv_elem_bytes; /* bytes of one cached K or V element */
 	size_t mem_bytes;      /* memory the backend holds (set by open):
 	                          device memory for a GPU backend */
+	bool int8_act; /* set by open: some products round the activations
+	                  to int8 blocks (the CPU's default dots, the GPU's
+	                  mat-vec of quantized weights), so results differ
+	                  from exact dots by that rounding (verify.h) */
 	struct engine_select_buf sel; /* engine_select's answer */
 	char notice[320];             /* why "auto" fell back, or "" */
 	char device[256]; /* the device it runs on ("NVIDIA H100 80GB HBM3"),
@@ -142,6 +146,10 @@ size_t engine_select_window(const struct engine_select_req *q, int32_t n_vocab,
 void engine_select_publish(struct engine_select_buf *b, int32_t k,
                            int32_t n_raw, double raw_m, double raw_s,
                            double raw_a, double pen_m, double pen_s);
+
+/* Whether a weight matrix of M (a layer's or the output) has a type in
+ * TYPES (a mask of 1 << type). */
+bool engine_model_uses_types(const struct model *m, uint64_t types);
 
 /* The backends compiled in (backend_cpu.c, cuda/backend_cuda.cu). */
 extern const struct engine_ops backend_cpu_ops;

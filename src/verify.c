@@ -65,7 +65,7 @@ int verify_open(struct engine *primary, const struct model *ref,
 	v->n_layer = c->n_layer;
 	v->n_embd = c->n_embd;
 	v->n_vocab = c->n_vocab;
-	if (strcmp(engine_backend_name(primary), "cpu") == 0) {
+	if (engine_int8_activations(primary)) {
 		v->layer_tol = VERIFY_TOL_INT8_LAYER;
 		v->logit_tol = VERIFY_TOL_INT8_LOGIT;
 	} else {

@@ -32,19 +32,28 @@
  *
  * Tolerances: what a correct primary may differ by, one bound for every
  * layer, chosen by the primary's arithmetic (verify_tolerance):
- *   - "cpu" (default dots: activations rounded to int8 blocks, up to
- *     1/254 of the block's largest element; discontinuous). Measured
+ *   - int8 activations (engine_int8_activations): the CPU's default dots
+ *     and the GPU's mat-vec of quantized weights, which quantizes its
+ *     input exactly as the CPU does (cuda/cuda_vecdot8.cuh): activations
+ *     rounded to int8 blocks, up to 1/254 of the block's largest element;
+ *     discontinuous. Measured
  *     against exact dots on SmolLM2-135M Q4_1 over 2750 generated tokens
  *     (10 prompts, raw and chat): layer diff median about 0.005, rising
  *     from 0.02 at layer 0 to 0.11 at the last; single tokens up to 0.17
  *     at layers 2..7, where the model's massive activations form; logit
  *     NMSE up to 0.046. Bounds VERIFY_TOL_INT8_LAYER = 0.25 and
  *     VERIFY_TOL_INT8_LOGIT = 0.1.
- *   - any other backend (the GPU: GEMM inputs rounded to fp16 in prefill,
- *     2^-11 relative and continuous, fp16 KV cache, fp32 dots in decode).
- *     Measured on an H100 with SmolLM2-135M Q4_1 (parley generate and
- *     chat --verify, 5- and 59-token prompts, 64 steps each): layer diff
- *     at most 0.0011, logit NMSE at most 1.3e-5. Bounds VERIFY_TOL_LAYER
+ *   - any other primary (the CPU with exact dots; the GPU with weights
+ *     its mat-vec dots with fp32 activations, e.g. F16: GEMM inputs
+ *     rounded to fp16 in prefill, 2^-11 relative and continuous, fp16 KV
+ *     cache, fp32 dots in decode). Measured on an H100 with SmolLM2-135M
+ *     Q4_1 while the GPU's decode still took fp32 activations (parley
+ *     generate and chat --verify, 5- and 59-token prompts, 64 steps
+ *     each): layer diff at most 0.0011, logit NMSE at most 1.3e-5. (Since
+ *     its mat-vec takes int8 activations, a quantized model on the GPU
+ *     differs by int8 rounding and takes the bounds above: held to these,
+ *     the chat's live verification of SmolLM2 on the GPU flagged correct
+ *     steps.) Bounds VERIFY_TOL_LAYER
  *     = 0.01 (9 times that) and VERIFY_TOL_LOGIT = 5e-4 (the bound
  *     tests/t_cuda_engine.c holds whole models to); a wrong matrix moves
  *     its layer by 0.2 or more (below), 20 times the bound.

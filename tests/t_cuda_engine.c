@@ -27,7 +27,9 @@
 #include "gguf.h"
 #include "model.h"
 #include "tap.h"
+#include "qtype.h"
 #include "trace.h"
+#include "verify.h"
 
 #define TOL       5e-4
 #define N_PREFILL 20
@@ -255,6 +257,70 @@ out:
 	engine_close(c3);
 }
 
+/*
+ * The live verifier with the GPU as its primary (verify.h): the bounds it
+ * takes follow the GPU's arithmetic - INT8 (the mat-vec of quantized
+ * weights rounds its input to int8 blocks, as the CPU's default dots do)
+ * or not (F16: fp32 activations, the tight bounds) - and a correct GPU
+ * has no step over them: the prompt, then N_VERIFY greedy steps. (Held to
+ * the tight bounds, the real SmolLM2 on the GPU had steps flagged.)
+ */
+#define N_VERIFY 8
+static void check_verify(const struct model *m, const char *what,
+                         const int32_t *prompt, int32_t n_prompt, bool int8)
+{
+	struct engine *g = open_engine_ctx(m, "cuda", 0, 256, what);
+	struct verify *v = NULL;
+	struct verify_summary sum;
+	struct engine_select_req q = {.k = 1, .repeat_penalty = 1.0f};
+	int32_t ids[128];
+	int32_t n = n_prompt < 64 ? n_prompt : 64;
+	char err[512] = "";
+	int rc = 0;
+
+	verify_summary_init(&sum);
+	if (g == NULL)
+		return;
+	if (!tap_ok(verify_open(g, m, NULL, 2, &v, err, sizeof(err)) == 0,
+	            "%s: verifier on the GPU %s", what, err))
+		goto out;
+	tap_ok(engine_int8_activations(g) == int8 &&
+	           verify_tolerance(v, 0) ==
+	               (int8 ? VERIFY_TOL_INT8_LAYER : VERIFY_TOL_LAYER),
+	       "%s: the GPU %s int8 activations: layer bound %g", what,
+	       int8 ? "takes" : "takes no", verify_tolerance(v, 0));
+	memcpy(ids, prompt, (size_t)n * sizeof(*ids));
+	for (int i = 0; i <= N_VERIFY && rc == 0; i++) {
+		const struct engine_selection *sel;
+		struct verify_report r;
+		const int32_t n_new = i == 0 ? n : 1;
+
+		rc = engine_eval(g, ids + n - n_new, n_new, 0, err,
+		                 sizeof(err)) ||
+		     verify_step(v, ids, n, n_new, &r, err, sizeof(err));
+		if (rc != 0)
+			break;
+		verify_summary_add(&sum, &r);
+		if (r.first_bad >= 0 || r.logits_bad)
+			tap_diag(
+			    "%s: pos %d: layer %d at %.3g, logit NMSE %.3g",
+			    what, r.pos, r.first_bad, r.first_bad_diff,
+			    r.logit_nmse);
+		sel = engine_select(g, &q, err, sizeof(err));
+		if (sel == NULL)
+			rc = -1;
+		else
+			ids[n++] = sel->id[0];
+	}
+	tap_ok(rc == 0 && sum.n_checked == N_VERIFY + 1 && sum.n_bad == 0,
+	       "%s: verified on the GPU: %d steps, %d over the bounds "
+	       "(worst layer difference %.3g) %s",
+	       what, sum.n_checked, sum.n_bad, sum.worst_diff, err);
+out:
+	verify_close(v);
+	engine_close(g);
+}
+
 /* Load PATH and run check_model. */
 static void check_file(const char *path, const char *what, const int32_t *toks,
                        int32_t gpu_batch)
@@ -267,8 +333,13 @@ static void check_file(const char *path, const char *what, const int32_t *toks,
 		return;
 	int rc = model_load(f, &m, err, sizeof(err));
 
-	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
+	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : "")) {
 		check_model(m, what, toks, gpu_batch);
+		/* fp32 activations on the GPU: the verifier's tight bounds */
+		if (m->w.layers[0].wq.type == QTYPE_F16 &&
+		    m->w.output.type == QTYPE_F16)
+			check_verify(m, what, toks, N_PREFILL, false);
+	}
 	model_free(m);
 	gguf_close(f);
 }
@@ -606,7 +677,7 @@ out:
 
 /* Load PATH; parity checks and greedy decoding. */
 static void check_real(const char *path, const char *what,
-                       const int32_t *prompt)
+                       const int32_t *prompt, int32_t n_prompt)
 {
 	char err[512] = "";
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
@@ -619,6 +690,7 @@ static void check_real(const char *path, const char *what,
 	check_model(m, what, prompt, 0);
 	check_greedy(m, what, prompt);
 	check_trace(m, what, prompt);
+	check_verify(m, what, prompt, n_prompt, true);
 out:
 	model_free(m);
 	gguf_close(f);
@@ -629,6 +701,7 @@ static const int32_t smol_prompt[] = {
     1,    9690, 198, 2683,  359,  253,  5356, 5646, 11173,
     3365, 3511, 308, 34519, 28,   7018, 411,  407,  19712,
     30,   2,    198, 1,     4093, 198,  57,   22,   23};
+#define N_SMOL_PROMPT (int32_t)(sizeof(smol_prompt) / sizeof(smol_prompt[0]))
 
 int main(void)
 {
@@ -656,7 +729,8 @@ int main(void)
 		            models[i].name))
 			continue;
 		if (models[i].gpu_batch < 0)
-			check_real(path, models[i].name, smol_prompt);
+			check_real(path, models[i].name, smol_prompt,
+			           N_SMOL_PROMPT);
 		else
 			check_file(path, models[i].name, toks,
 			           models[i].gpu_batch);
@@ -685,7 +759,7 @@ int main(void)
 	rmdir(dir);
 	eu_model_path(path, sizeof(path));
 	if (access(path, R_OK) == 0)
-		check_real(path, "SmolLM2", smol_prompt);
+		check_real(path, "SmolLM2", smol_prompt, N_SMOL_PROMPT);
 	else
 		tap_diag("SmolLM2 not found at %s: skipped", path);
 	return tap_done();
