@@ -939,6 +939,21 @@ static bool ahead_same(struct session *a, struct session *b, const char *text,
 	return true;
 }
 
+/* Sessions *A (in order) and *B (ahead) of O, both traced. */
+static void ahead_open(const struct session_opts *o, struct session **a,
+                       struct session **b)
+{
+	char err[512];
+
+	*a = open_or_die(o);
+	*b = open_or_die(o);
+	session_set_eval_ahead(*a, false);
+	session_set_eval_ahead(*b, true);
+	if (session_set_trace(*a, true, err, sizeof(err)) ||
+	    session_set_trace(*b, true, err, sizeof(err)))
+		tap_diag("trace: %s", err);
+}
+
 static void test_eval_ahead(void)
 {
 	static const char *const turns[3] = {
@@ -950,15 +965,8 @@ static void test_eval_ahead(void)
 	enum store_finish fin[3] = {0};
 	char stop[8] = "";
 	bool same = true, ends = false;
-	char err[512];
 
-	a = open_or_die(&o);
-	b = open_or_die(&o);
-	session_set_eval_ahead(a, false);
-	session_set_eval_ahead(b, true);
-	if (session_set_trace(a, true, err, sizeof(err)) ||
-	    session_set_trace(b, true, err, sizeof(err)))
-		tap_diag("trace: %s", err);
+	ahead_open(&o, &a, &b);
 	for (int i = 0; i < 3; i++)
 		same &= ahead_same(a, b, turns[i], &fin[i], &reply[i]);
 	for (int i = 0; i < 3; i++)
@@ -978,13 +986,7 @@ static void test_eval_ahead(void)
 	session_close(b);
 	o.stops[0] = stop;
 	o.n_stops = 1;
-	a = open_or_die(&o);
-	b = open_or_die(&o);
-	session_set_eval_ahead(a, false);
-	session_set_eval_ahead(b, true);
-	if (session_set_trace(a, true, err, sizeof(err)) ||
-	    session_set_trace(b, true, err, sizeof(err)))
-		tap_diag("trace: %s", err);
+	ahead_open(&o, &a, &b);
 	same =
 	    stop[0] != '\0' && ahead_same(a, b, turns[0], &fin[0], &reply[0]) &&
 	    ahead_same(a, b, turns[1], &fin[1], &reply[1]) &&
