@@ -55,8 +55,12 @@
  * Scratch (cuda_select_init): n_tiles partials, and five candidate arrays
  * of n_tiles * SEL_TILE entries (k values, k raw, k ids, n values, n ids).
  *
- * The host copies one block back (a header and k + n entries) and sorts
- * the entries by (logit desc, id asc), giving the reference's order.
+ * Pass 2 writes one block (a header and k + n entries) straight into
+ * mapped host memory, and the host sorts the entries by (logit desc, id
+ * asc), giving the reference's order. Without penalties the penalised row
+ * is the raw row: both passes then select the top max(k, n) of it once,
+ * and the host takes the raw top n as the first n of them (the same
+ * total order).
  *
  * Invariant: with no NaN or +inf in the row, the ids and penalised logits
  * returned equal engine_select_row's bit for bit; the sums equal its sums
