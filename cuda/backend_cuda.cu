@@ -592,11 +592,12 @@ static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
  * norm and product instead of before them (a kernel in the step's chain
  * costs a boundary and its own latency, BENCHMARKS.md step 44). Its
  * launch is an ordinary one: it waits for the last down product to
- * complete. The caller joins the branch before the capture ends
- * (cudaStreamWaitEvent on s->side_join).
+ * complete. *FORKED is set once the branch exists: the caller then joins
+ * it (cu_stats_join) whatever else fails, as a capture ends only with
+ * every stream it forked joined back.
  */
-static int cu_stats_aside(struct engine *e, struct cu_state *s, char *err,
-                          size_t errlen)
+static int cu_stats_aside(struct engine *e, struct cu_state *s, bool *forked,
+                          char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	struct cuda_ctx side = s->ctx;
@@ -605,10 +606,17 @@ static int cu_stats_aside(struct engine *e, struct cu_state *s, char *err,
 	side.pdl = 0;
 	CUDA_TRY(cudaEventRecord(s->side_fork, s->ctx.stream), err, errlen);
 	CUDA_TRY(cudaStreamWaitEvent(s->side, s->side_fork, 0), err, errlen);
-	if (cuda_op_stats_rows(&side, s->d_snap, c->n_embd, c->n_layer,
-	                       s->d_tstats, err, errlen))
-		return -1;
+	*forked = true;
+	return cuda_op_stats_rows(&side, s->d_snap, c->n_embd, c->n_layer,
+	                          s->d_tstats, err, errlen);
+}
+
+/* The branch of cu_stats_aside joined back into the step's stream. */
+static int cu_stats_join(struct cu_state *s, char *err, size_t errlen)
+{
 	CUDA_TRY(cudaEventRecord(s->side_join, s->side), err, errlen);
+	CUDA_TRY(cudaStreamWaitEvent(s->ctx.stream, s->side_join, 0), err,
+	         errlen);
 	return 0;
 }
 
@@ -639,16 +647,23 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
 		    (traced && !snap &&
 		     cu_trace_stats(e, s, il, 0, err, errlen)))
 			return -1;
-	if (snap && cu_stats_aside(e, s, err, errlen))
-		return -1;
-	if (cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1, c->rms_eps,
-	                    s->xb, err, errlen) ||
-	    cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0, err, errlen))
-		return -1;
-	if (snap)
-		CUDA_TRY(cudaStreamWaitEvent(x->stream, s->side_join, 0), err,
-		         errlen);
-	return 0;
+	bool forked = false;
+	int rc = snap ? cu_stats_aside(e, s, &forked, err, errlen) : 0;
+
+	if (rc == 0 && (cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1,
+	                                c->rms_eps, s->xb, err, errlen) ||
+	                cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0,
+	                               err, errlen)))
+		rc = -1;
+	if (forked) {
+		char jerr[256];
+
+		if (cu_stats_join(s, jerr, sizeof(jerr)) != 0 && rc == 0) {
+			snprintf(err, errlen, "%s", jerr);
+			rc = -1;
+		}
+	}
+	return rc;
 }
 
 /* Capture graph B (B / 2: the positions, B % 2: traced). */

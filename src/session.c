@@ -835,6 +835,9 @@ static int session_eval(struct session *s, const int32_t *ids, size_t n,
 			return -1;
 		for (size_t k = 0; k < c; k++)
 			if (tok_ids_push(&s->kv, ids[i + k])) {
+				/* invariant 1: the engine forgets what kv
+				   could not take */
+				engine_truncate(s->eng, (int32_t)s->kv.n);
 				snprintf(err, errlen, "out of memory");
 				return -1;
 			}
@@ -1497,6 +1500,10 @@ static int session_decode(struct session *s, struct session_reply *r,
 		if (o.stopped) {
 			if (ahead && rc == 0)
 				session_take_back(s);
+			/* a queued step that failed is still an error; one
+			   cancelled before it started is not */
+			if (ahead && rc < 0)
+				fin = STORE_FINISH_ERROR;
 			rc = 0;
 			break;
 		}
