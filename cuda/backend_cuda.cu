@@ -169,19 +169,6 @@ static size_t cu_tensor_bytes(const struct model_tensor *t, uint64_t repack)
 	return rs * (size_t)t->ne1;
 }
 
-/* The weight matrices of layer L, in a fixed order. */
-static void cu_layer_tensors(const struct model_layer *l,
-                             const struct model_tensor *ts[7])
-{
-	ts[0] = &l->wq;
-	ts[1] = &l->wk;
-	ts[2] = &l->wv;
-	ts[3] = &l->wo;
-	ts[4] = &l->w_gate;
-	ts[5] = &l->w_up;
-	ts[6] = &l->w_down;
-}
-
 /* Bytes of the arena for model M, the types of REPACK in their GPU
  * layout. */
 static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
@@ -196,10 +183,10 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 	n += cu_align((size_t)c->n_embd * sizeof(float));
 	n += cu_align((size_t)(c->n_rot / 2) * sizeof(double));
 	for (int il = 0; il < c->n_layer; il++) {
-		const struct model_tensor *ts[7];
+		const struct model_tensor *ts[MODEL_LAYER_MATRICES];
 
-		cu_layer_tensors(&m->w.layers[il], ts);
-		for (int i = 0; i < 7; i++)
+		model_layer_matrices(&m->w.layers[il], ts);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
 			n += cu_align(cu_tensor_bytes(ts[i], repack));
 		n += 2 * cu_align((size_t)c->n_embd * sizeof(float));
 		if (m->w.layers[il].bq != NULL)

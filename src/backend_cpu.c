@@ -629,12 +629,10 @@ static size_t cpu_max_vec_size(const struct model *m)
 	size_t mx = quant_vec_size(m->w.output.type, c->n_embd);
 
 	for (int il = 0; il < c->n_layer; il++) {
-		const struct model_layer *l = &m->w.layers[il];
-		const struct model_tensor *ts[] = {
-		    &l->wq,     &l->wk,   &l->wv,    &l->wo,
-		    &l->w_gate, &l->w_up, &l->w_down};
+		const struct model_tensor *ts[MODEL_LAYER_MATRICES];
 
-		for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
+		model_layer_matrices(&m->w.layers[il], ts);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++) {
 			size_t v = quant_vec_size(ts[i]->type, ts[i]->ne0);
 
 			if (v > mx)

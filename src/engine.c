@@ -438,12 +438,10 @@ bool engine_model_uses_types(const struct model *m, uint64_t types)
 	if (engine_type_in(&m->w.output, types))
 		return true;
 	for (int il = 0; il < m->cfg.n_layer; il++) {
-		const struct model_layer *l = &m->w.layers[il];
-		const struct model_tensor *t[] = {
-		    &l->wq,     &l->wk,   &l->wv,    &l->wo,
-		    &l->w_gate, &l->w_up, &l->w_down};
+		const struct model_tensor *t[MODEL_LAYER_MATRICES];
 
-		for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		model_layer_matrices(&m->w.layers[il], t);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
 			if (engine_type_in(t[i], types))
 				return true;
 	}

@@ -496,6 +496,18 @@ fail:
 }
 
 /* Free the model and its owned copies. */
+void model_layer_matrices(const struct model_layer *l,
+                          const struct model_tensor *ts[MODEL_LAYER_MATRICES])
+{
+	ts[0] = &l->wq;
+	ts[1] = &l->wk;
+	ts[2] = &l->wv;
+	ts[3] = &l->wo;
+	ts[4] = &l->w_gate;
+	ts[5] = &l->w_up;
+	ts[6] = &l->w_down;
+}
+
 void model_free(struct model *m)
 {
 	if (m == NULL)

@@ -154,6 +154,12 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 /* Free the model and its owned copies (not the gguf_file). NULL allowed. */
 void model_free(struct model *m);
 
+/* The weight matrices of a layer, in a fixed order: wq, wk, wv, wo,
+ * w_gate, w_up, w_down. */
+#define MODEL_LAYER_MATRICES 7
+void model_layer_matrices(const struct model_layer *l,
+                          const struct model_tensor *ts[MODEL_LAYER_MATRICES]);
+
 /* Comma-separated list of the supported architectures (static). */
 const char *model_supported_archs(void);
 
