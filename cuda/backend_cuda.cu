@@ -44,11 +44,15 @@ extern "C" {
 #include "trace.h"
 }
 
-/* One layer's weights on the device. */
+/* One layer's weights on the device: its descriptors' (model.h) tensors,
+ * NULL where a feature is off. */
 struct cu_layer {
-	struct cuda_tensor wq, wk, wv, wo, gate, up, down;
-	const float *attn_norm, *ffn_norm; /* [n_embd] */
+	struct cuda_tensor wq, wk, wv, wo; /* attention */
+	const float *attn_norm;            /* [n_embd] */
 	const float *bq, *bk, *bv;         /* or NULL */
+	struct cuda_tensor gate, up, down; /* FFN */
+	const float *ffn_norm;             /* [n_embd] */
+	uint16_t *kc, *vc; /* this layer's KV cache, [kv_head][n_ctx][dim] */
 };
 
 /* Run state of the CUDA backend. */
@@ -56,17 +60,17 @@ struct cu_state {
 	struct cuda_ctx ctx;
 	int ctx_ok;
 	int32_t n_batch;      /* tokens per chunk */
-	int32_t kv_dim;       /* n_head_kv * head_dim */
-	int32_t q_dim;        /* n_head * head_dim */
 	unsigned char *arena; /* weights, norms, biases, inv_freq */
 	uint64_t repack;      /* types in their GPU layout (cu_repack_types) */
 	struct cu_layer *layers;
 	struct cuda_tensor embd, output;
 	const float *output_norm;
-	const double *inv_freq; /* [n_rot / 2] */
-	float *rope_cs; /* [n_ctx][n_rot / 2] cos, sin (cuda_op_rope_table) */
+	/* per RoPE class (cfg.ropes): its inverse frequencies [n_rot / 2]
+	   and its table [n_ctx][n_rot / 2] cos, sin (cuda_op_rope_table) */
+	const double *inv_freq[MODEL_MAX_ROPES];
+	float *rope_cs[MODEL_MAX_ROPES];
 
-	/* activations of one chunk */
+	/* activations of one chunk (a layer's dims; buffers hold cfg.max_*) */
 	int32_t *tok;  /* [n_batch] */
 	float *x;      /* [n_batch][n_embd] residual stream */
 	float *xb;     /* [n_batch][n_embd] normed input */
@@ -78,7 +82,7 @@ struct cu_state {
 	float *hb2;    /* [n_batch][n_ff] */
 	float *logits; /* [logits_rows][n_vocab] */
 	int32_t logits_rows;
-	uint16_t *kc, *vc; /* KV cache, fp16 */
+	uint16_t *kv; /* every layer's KV cache, fp16 (cu_layer.kc, vc) */
 
 	int32_t host_logits_cap; /* rows allocated in e->logits */
 	bool host_valid;         /* e->logits holds the last eval's rows */
@@ -175,23 +179,24 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 {
 	const struct model_config *c = &m->cfg;
 	size_t n = cu_align(cu_tensor_bytes(&m->w.token_embd, repack));
-	size_t qd = (size_t)c->n_head * c->head_dim_k;
-	size_t kvd = (size_t)c->n_head_kv * c->head_dim_k;
 
 	if (m->w.output.data != m->w.token_embd.data)
 		n += cu_align(cu_tensor_bytes(&m->w.output, repack));
 	n += cu_align((size_t)c->n_embd * sizeof(float));
-	n += cu_align((size_t)(c->n_rot / 2) * sizeof(double));
+	for (int r = 0; r < c->n_ropes; r++)
+		n += cu_align((size_t)(c->ropes[r].n_rot / 2) * sizeof(double));
 	for (int il = 0; il < c->n_layer; il++) {
-		const struct model_tensor *ts[MODEL_LAYER_MATRICES];
+		const struct model_layer *l = &m->w.layers[il];
+		const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES];
+		int nt = model_layer_matrices(l, ts);
 
-		model_layer_matrices(&m->w.layers[il], ts);
-		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
+		for (int i = 0; i < nt; i++)
 			n += cu_align(cu_tensor_bytes(ts[i], repack));
 		n += 2 * cu_align((size_t)c->n_embd * sizeof(float));
-		if (m->w.layers[il].bq != NULL)
-			n += cu_align(qd * sizeof(float)) +
-			     2 * cu_align(kvd * sizeof(float));
+		if (l->attn.bq != NULL)
+			n += cu_align((size_t)l->attn.wq.ne1 * sizeof(float)) +
+			     cu_align((size_t)l->attn.wk.ne1 * sizeof(float)) +
+			     cu_align((size_t)l->attn.wv.ne1 * sizeof(float));
 	}
 	return n;
 }
@@ -277,31 +282,49 @@ static struct cuda_tensor cu_put_tensor(struct cu_state *s, size_t *off,
 	return ct;
 }
 
-/* Upload every weight; inverse RoPE frequencies as backend_cpu.c. */
+/* Layer IL's weights uploaded at *OFF into D. */
+static void cu_put_layer(struct cu_state *s, size_t *off,
+                         const struct model_layer *l, struct cu_layer *d,
+                         size_t en, char *err, size_t errlen, int *rc)
+{
+	const struct model_attn *a = &l->attn;
+	const struct model_ffn *f = &l->ffn;
+
+	d->wq = cu_put_tensor(s, off, &a->wq, err, errlen, rc);
+	d->wk = cu_put_tensor(s, off, &a->wk, err, errlen, rc);
+	d->wv = cu_put_tensor(s, off, &a->wv, err, errlen, rc);
+	d->wo = cu_put_tensor(s, off, &a->wo, err, errlen, rc);
+	d->gate = cu_put_tensor(s, off, &f->gate, err, errlen, rc);
+	d->up = cu_put_tensor(s, off, &f->up, err, errlen, rc);
+	d->down = cu_put_tensor(s, off, &f->down, err, errlen, rc);
+	d->attn_norm =
+	    (const float *)cu_put(s, off, a->norm, en, err, errlen, rc);
+	d->ffn_norm =
+	    (const float *)cu_put(s, off, f->norm, en, err, errlen, rc);
+	d->bq = d->bk = d->bv = NULL;
+	if (a->bq != NULL) {
+		d->bq = (const float *)cu_put(s, off, a->bq,
+		                              (size_t)a->wq.ne1 * sizeof(float),
+		                              err, errlen, rc);
+		d->bk = (const float *)cu_put(s, off, a->bk,
+		                              (size_t)a->wk.ne1 * sizeof(float),
+		                              err, errlen, rc);
+		d->bv = (const float *)cu_put(s, off, a->bv,
+		                              (size_t)a->wv.ne1 * sizeof(float),
+		                              err, errlen, rc);
+	}
+}
+
+/* Upload every weight and the RoPE classes' inverse frequencies (model.c
+ * computed them, for both backends). */
 static int cu_upload(const struct model *m, struct cu_state *s, char *err,
                      size_t errlen)
 {
 	const struct model_config *c = &m->cfg;
-	size_t off = 0, qd = (size_t)s->q_dim, kvd = (size_t)s->kv_dim;
+	size_t off = 0;
 	size_t en = (size_t)c->n_embd * sizeof(float);
-	double *inv =
-	    (double *)calloc((size_t)c->n_rot / 2 + 1, sizeof(double));
 	int rc = 0;
 
-	if (inv == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	/* theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i] */
-	for (int i = 0; i < c->n_rot / 2; i++) {
-		double f = pow((double)c->rope_freq_base,
-		               -2.0 * i / (double)c->n_rot) *
-		           (double)c->rope_freq_scale;
-
-		if (m->w.rope_freqs != NULL)
-			f /= (double)m->w.rope_freqs[i];
-		inv[i] = f;
-	}
 	s->embd = cu_put_tensor(s, &off, &m->w.token_embd, err, errlen, &rc);
 	if (m->w.output.data == m->w.token_embd.data)
 		s->output = s->embd; /* tied: one copy */
@@ -310,38 +333,14 @@ static int cu_upload(const struct model *m, struct cu_state *s, char *err,
 		    cu_put_tensor(s, &off, &m->w.output, err, errlen, &rc);
 	s->output_norm = (const float *)cu_put(s, &off, m->w.output_norm, en,
 	                                       err, errlen, &rc);
-	s->inv_freq = (const double *)cu_put(
-	    s, &off, inv, (size_t)(c->n_rot / 2) * sizeof(double), err, errlen,
-	    &rc);
-	free(inv);
-	for (int il = 0; il < c->n_layer; il++) {
-		const struct model_layer *l = &m->w.layers[il];
-		struct cu_layer *d = &s->layers[il];
-
-		d->wq = cu_put_tensor(s, &off, &l->wq, err, errlen, &rc);
-		d->wk = cu_put_tensor(s, &off, &l->wk, err, errlen, &rc);
-		d->wv = cu_put_tensor(s, &off, &l->wv, err, errlen, &rc);
-		d->wo = cu_put_tensor(s, &off, &l->wo, err, errlen, &rc);
-		d->gate = cu_put_tensor(s, &off, &l->w_gate, err, errlen, &rc);
-		d->up = cu_put_tensor(s, &off, &l->w_up, err, errlen, &rc);
-		d->down = cu_put_tensor(s, &off, &l->w_down, err, errlen, &rc);
-		d->attn_norm = (const float *)cu_put(s, &off, l->attn_norm, en,
-		                                     err, errlen, &rc);
-		d->ffn_norm = (const float *)cu_put(s, &off, l->ffn_norm, en,
-		                                    err, errlen, &rc);
-		d->bq = d->bk = d->bv = NULL;
-		if (l->bq != NULL) {
-			d->bq = (const float *)cu_put(s, &off, l->bq,
-			                              qd * sizeof(float), err,
-			                              errlen, &rc);
-			d->bk = (const float *)cu_put(s, &off, l->bk,
-			                              kvd * sizeof(float), err,
-			                              errlen, &rc);
-			d->bv = (const float *)cu_put(s, &off, l->bv,
-			                              kvd * sizeof(float), err,
-			                              errlen, &rc);
-		}
-	}
+	for (int r = 0; r < c->n_ropes; r++)
+		s->inv_freq[r] = (const double *)cu_put(
+		    s, &off, c->ropes[r].inv_freq,
+		    (size_t)(c->ropes[r].n_rot / 2) * sizeof(double), err,
+		    errlen, &rc);
+	for (int il = 0; il < c->n_layer; il++)
+		cu_put_layer(s, &off, &m->w.layers[il], &s->layers[il], en, err,
+		             errlen, &rc);
 	/* the repacked tensors' copies and kernels (cu_put_repacked) */
 	if (rc == 0 && cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
 		snprintf(err, errlen, "rearranging the weights: %s",
@@ -353,39 +352,86 @@ static int cu_upload(const struct model *m, struct cu_state *s, char *err,
 
 /* ----------------------------------------------------------- forward */
 
+/*
+ * Whether layer IL's Q/K/V products may rotate Q and K and store K and V
+ * in their epilogue (cuda_op_matmul_qkv_rope's fusion): only where
+ * nothing comes between the products and the rotation. A layer with q/k
+ * norm [planned] takes the unfused chain, which stays the reference:
+ * the products, that step, then cuda_op_rope_kv_store.
+ */
+static bool cu_qkv_rope_fusable(const struct model_attn *a)
+{
+	return a->q_norm == NULL && a->k_norm == NULL;
+}
+
+/* The rotation and KV store of layer IL for a chunk at POS0 (RK for the
+ * fused epilogue: with its table). */
+static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
+                                      const struct cu_state *s, int il,
+                                      int32_t pos0)
+{
+	const struct model_attn *a = &e->model->w.layers[il].attn;
+	const struct model_rope *r = model_layer_rope(e->model, il);
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_rope_kv rk;
+
+	rk.n_head = a->n_head;
+	rk.n_kv = a->n_head_kv;
+	rk.head_dim = a->head_dim_k;
+	rk.n_rot = r->n_rot;
+	rk.d_inv_freq = s->inv_freq[a->rope];
+	rk.pos0 = pos0;
+	rk.neox = r->style == MODEL_ROPE_NEOX;
+	rk.n_ctx = e->n_ctx;
+	rk.il = 0; /* the layer's own cache (cu_layer.kc, vc) */
+	rk.d_kc = l->kc;
+	rk.d_vc = l->vc;
+	rk.d_cs = s->rope_cs[a->rope];
+	return rk;
+}
+
 /* Attention block of layer il for the chunk; adds into s->x. */
 static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
                               int32_t n, int32_t pos0, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
+	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const struct cu_layer *l = &s->layers[il];
 	struct cuda_ctx *x = &s->ctx;
-	int neox = c->rope_style == MODEL_ROPE_NEOX;
 	const void *xq; /* the norm's (then the attention's) output as int8
 	                   activations, or NULL */
-
-	const struct cuda_rope_kv rk = {c->n_head, c->n_head_kv, c->head_dim_k,
-	                                c->n_rot,  s->inv_freq,  pos0,
-	                                neox,      e->n_ctx,     il,
-	                                s->kc,     s->vc,        s->rope_cs};
+	struct cuda_rope_kv rk = cu_rope_kv(e, s, il, pos0);
 
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
-	                       s->xb, &xq, err, errlen) ||
-	    cuda_op_matmul_qkv_rope(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
-	                            l->bv, s->xb, xq, n, s->q, s->k, s->v, &rk,
-	                            NULL, err, errlen) ||
-	    cuda_op_attention(x, s->q, s->kc, s->vc, n, c->n_head, c->n_head_kv,
-	                      c->head_dim_k, e->n_ctx, il, pos0, s->o, &xq, err,
+	                       s->xb, &xq, err, errlen))
+		return -1;
+	if (cu_qkv_rope_fusable(a)) {
+		if (cuda_op_matmul_qkv_rope(x, &l->wq, &l->wk, &l->wv, l->bq,
+		                            l->bk, l->bv, s->xb, xq, n, s->q,
+		                            s->k, s->v, &rk, NULL, err, errlen))
+			return -1;
+	} else if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
+	                              l->bv, s->xb, xq, n, s->q, s->k, s->v,
+	                              err, errlen) ||
+	           cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, rk.n_head,
+	                                 rk.n_kv, rk.head_dim, rk.n_rot,
+	                                 rk.d_inv_freq, pos0, rk.neox, e->n_ctx,
+	                                 0, l->kc, l->vc, err, errlen)) {
+		return -1;
+	}
+	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
+	                      a->head_dim_k, e->n_ctx, 0, pos0, s->o, &xq, err,
 	                      errlen) ||
 	    cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen))
 		return -1;
 	return 0;
 }
 
-/* Feed-forward block (SwiGLU) of layer il; adds into s->x. SNAP: the
+/* Feed-forward block (a gated MLP) of layer il; adds into s->x. SNAP: the
  * new residual also written there by the down product's launch
  * (cuda_op_matmul_add_copy; the caller checked that it applies), or
- * NULL. */
+ * NULL. The activation is SiLU: the only one in backend_cuda_ops.features
+ * (cuda_op_matmul_swiglu). */
 static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
                         float *snap, char *err, size_t errlen)
 {
@@ -404,6 +450,34 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		                               s->x, snap, err, errlen);
 	return cuda_op_matmul_add(x, &l->down, s->hb, NULL, n, s->x, 0, err,
 	                          errlen);
+}
+
+/* The recipe of one layer (model.h) for a chunk of N tokens at POS0
+ * (ignored in a captured step: cuda_ctx.d_pos): prefill and the decode
+ * graphs run this one function. SNAP as for cu_ffn_block. */
+static int cu_layer_forward(struct engine *e, struct cu_state *s, int il,
+                            int32_t n, int32_t pos0, float *snap, char *err,
+                            size_t errlen)
+{
+	return cu_attention_block(e, s, il, n, pos0, err, errlen) ||
+	               cu_ffn_block(e, s, il, n, snap, err, errlen)
+	           ? -1
+	           : 0;
+}
+
+/* The LM head: logits of the N_OUT residual rows at X into s->logits
+ * (prefill's last rows and the decode graphs' one row). */
+static int cu_lm_head(struct engine *e, struct cu_state *s, const float *x,
+                      int32_t n_out, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	if (cuda_op_rmsnorm(&s->ctx, x, s->output_norm, c->n_embd, n_out,
+	                    c->rms_eps, s->xb, err, errlen) ||
+	    cuda_op_matmul(&s->ctx, &s->output, s->xb, n_out, s->logits, 0, err,
+	                   errlen))
+		return -1;
+	return 0;
 }
 
 /* Whether E's trace wants whole residual vectors (verification), which
@@ -498,8 +572,7 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 	if (cuda_op_get_rows(x, &s->embd, s->tok, n, s->x, err, errlen))
 		return -1;
 	for (int il = 0; il < c->n_layer; il++) {
-		if (cu_attention_block(e, s, il, n, pos0, err, errlen) ||
-		    cu_ffn_block(e, s, il, n, NULL, err, errlen))
+		if (cu_layer_forward(e, s, il, n, pos0, NULL, err, errlen))
 			return -1;
 		if (e->trace != NULL && il < e->trace->n_layer &&
 		    (cu_trace_captures(e)
@@ -511,10 +584,7 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 		const float *last = s->x + (size_t)(n - n_out) * c->n_embd;
 		size_t bytes = (size_t)n_out * c->n_vocab * sizeof(float);
 
-		if (cuda_op_rmsnorm(x, last, s->output_norm, c->n_embd, n_out,
-		                    c->rms_eps, s->xb, err, errlen) ||
-		    cuda_op_matmul(x, &s->output, s->xb, n_out, s->logits, 0,
-		                   err, errlen))
+		if (cu_lm_head(e, s, last, n_out, err, errlen))
 			return -1;
 		/* one row stays on the device for select; all rows of a
 		   chunk (ENGINE_EVAL_ALL) come back, the buffer is reused */
@@ -626,21 +696,17 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
 	if (cuda_op_get_rows(x, &s->embd, s->d_step, 1, s->x, err, errlen))
 		return -1;
 	for (int il = 0; il < c->n_layer; il++)
-		if (cu_attention_block(e, s, il, 1, 0, err, errlen) ||
-		    cu_ffn_block(e, s, il, 1,
-		                 snap ? s->d_snap + (size_t)il * c->n_embd
-		                      : NULL,
-		                 err, errlen) ||
+		if (cu_layer_forward(e, s, il, 1, 0,
+		                     snap ? s->d_snap + (size_t)il * c->n_embd
+		                          : NULL,
+		                     err, errlen) ||
 		    (traced && !snap &&
 		     cu_trace_stats(e, s, il, 0, err, errlen)))
 			return -1;
 	bool forked = false;
 	int rc = snap ? cu_stats_aside(e, s, &forked, err, errlen) : 0;
 
-	if (rc == 0 && (cuda_op_rmsnorm(x, s->x, s->output_norm, c->n_embd, 1,
-	                                c->rms_eps, s->xb, err, errlen) ||
-	                cuda_op_matmul(x, &s->output, s->xb, 1, s->logits, 0,
-	                               err, errlen)))
+	if (rc == 0 && cu_lm_head(e, s, s->x, 1, err, errlen))
 		rc = -1;
 	if (forked) {
 		char jerr[256];
@@ -666,10 +732,16 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 
 	if (cap > e->n_ctx)
 		cap = e->n_ctx;
-	if (cuda_op_attention_graph_reserve(x, c->n_head, c->n_head_kv,
-	                                    c->head_dim_k, e->n_ctx,
-	                                    CU_GRAPH_POS, err, errlen))
-		return -1;
+	/* every layer's shape (the scratch is set by the first: layers of
+	   the supported architectures share one) */
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_attn *a = &e->model->w.layers[il].attn;
+
+		if (cuda_op_attention_graph_reserve(x, a->n_head, a->n_head_kv,
+		                                    a->head_dim_k, e->n_ctx,
+		                                    CU_GRAPH_POS, err, errlen))
+			return -1;
+	}
 	CUDA_TRY(
 	    cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal),
 	    err, errlen);
@@ -893,26 +965,17 @@ static int cu_bandwidth(struct engine *e, double *bytes_per_s, char *err,
 
 /* ------------------------------------------------------------ KV state */
 
-/* Bytes of K and V for positions [0, n): the CPU backend's fp32 layout. */
-static size_t cu_kv_bytes(const struct engine *e, int32_t n)
-{
-	const struct model_config *c = &e->model->cfg;
-
-	return (size_t)c->n_layer * (size_t)n * 2 *
-	       ((size_t)c->n_head_kv * c->head_dim_k) * sizeof(float);
-}
-
 /*
- * Copy positions [0, n) of layer IL of one cache between the device
- * ([kv_head][n_ctx][dim] fp16) and BUF ([pos][kv_head][dim] fp32).
+ * Copy positions [0, n) of one cache of layer IL between the device
+ * (CACHE: [kv_head][n_ctx][dim] fp16) and BUF ([pos][kv_head][dim] fp32).
  * TO_HOST: device -> BUF, else BUF -> device. STAGE: n_kv * n * dim halves.
  */
 static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
-                      float *buf, uint16_t *stage, int to_host)
+                      float *buf, uint16_t *stage, int to_host, char *err,
+                      size_t errlen)
 {
-	const struct model_config *c = &e->model->cfg;
-	const size_t hd = (size_t)c->head_dim_k, nkv = (size_t)c->n_head_kv;
-	uint16_t *layer = cache + (size_t)il * nkv * e->n_ctx * hd;
+	const struct model_attn *a = &e->model->w.layers[il].attn;
+	const size_t hd = (size_t)a->head_dim_k, nkv = (size_t)a->n_head_kv;
 	const size_t run = (size_t)n * hd * 2,
 	             pitch = (size_t)e->n_ctx * hd * 2;
 
@@ -924,11 +987,11 @@ static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
 					    f32_to_f16(
 					        buf[(p * nkv + h) * hd + d]);
 	/* one contiguous run of n positions per KV head: a 2-D copy */
-	if (to_host ? cudaMemcpy2D(stage, run, layer, pitch, run, nkv,
-	                           cudaMemcpyDeviceToHost)
-	            : cudaMemcpy2D(layer, pitch, stage, run, run, nkv,
-	                           cudaMemcpyHostToDevice))
-		return -1;
+	CUDA_TRY(to_host ? cudaMemcpy2D(stage, run, cache, pitch, run, nkv,
+	                                cudaMemcpyDeviceToHost)
+	                 : cudaMemcpy2D(cache, pitch, stage, run, run, nkv,
+	                                cudaMemcpyHostToDevice),
+	         err, errlen);
 	if (to_host)
 		for (size_t p = 0; p < (size_t)n; p++)
 			for (size_t h = 0; h < nkv; h++)
@@ -939,42 +1002,56 @@ static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
 	return 0;
 }
 
-/* Save (TO_HOST) or load positions [0, n) of every layer, K then V. */
-static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host)
+/* Save (TO_HOST) or load positions [0, n) of every layer, K then V, in
+ * engine_kv_layer_bytes' layout. */
+static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host,
+                      char *err, size_t errlen)
 {
 	struct cu_state *s = (struct cu_state *)e->impl;
 	const struct model_config *c = &e->model->cfg;
-	const size_t per = (size_t)n * c->n_head_kv * c->head_dim_k;
+	const size_t most = (size_t)n * c->max_kv_dim_k;
 	uint16_t *stage;
 	int rc = 0;
 
 	if (n == 0)
 		return 0;
-	stage = (uint16_t *)malloc(per * sizeof(uint16_t));
-	if (stage == NULL ||
-	    cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
+	stage = (uint16_t *)malloc(most * sizeof(uint16_t));
+	if (stage == NULL) {
+		snprintf(err, errlen, "out of memory for %zu bytes of staging",
+		         most * sizeof(uint16_t));
+		return -1;
+	}
+	if (cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
 		free(stage);
+		CUDA_TRY(cudaGetLastError(), err, errlen);
+		snprintf(err, errlen, "waiting for the stream failed");
 		return -1;
 	}
 	for (int il = 0; rc == 0 && il < c->n_layer; il++) {
-		float *kb = buf + (size_t)il * 2 * per;
+		const size_t per =
+		    (size_t)n * model_layer_cache(e->model, il).k_dim;
 
-		rc = cu_kv_copy(e, s->kc, il, n, kb, stage, to_host) ||
-		     cu_kv_copy(e, s->vc, il, n, kb + per, stage, to_host);
+		rc = cu_kv_copy(e, s->layers[il].kc, il, n, buf, stage, to_host,
+		                err, errlen) ||
+		     cu_kv_copy(e, s->layers[il].vc, il, n, buf + per, stage,
+		                to_host, err, errlen);
+		buf += engine_kv_layer_bytes(e, il, n) / sizeof(float);
 	}
 	free(stage);
 	return rc ? -1 : 0;
 }
 
-static int cu_kv_save(struct engine *e, int32_t n, void *buf)
+static int cu_kv_save(struct engine *e, int32_t n, void *buf, char *err,
+                      size_t errlen)
 {
-	return cu_kv_move(e, n, (float *)buf, 1);
+	return cu_kv_move(e, n, (float *)buf, 1, err, errlen);
 }
 
-static int cu_kv_load(struct engine *e, int32_t n, const void *buf)
+static int cu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
+                      size_t errlen)
 {
 	/* cu_kv_copy only reads BUF when loading */
-	return cu_kv_move(e, n, (float *)buf, 0);
+	return cu_kv_move(e, n, (float *)buf, 0, err, errlen);
 }
 
 /* ------------------------------------------------------- open / close */
@@ -1003,18 +1080,38 @@ static void cu_close(struct engine *e)
 			cudaEventDestroy(s->side_join);
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
-		void *bufs[] = {s->arena, s->tok,    s->x,      s->xb,
-		                s->q,     s->k,      s->v,      s->o,
-		                s->hb,    s->hb2,    s->logits, s->kc,
-		                s->vc,    s->d_step, s->d_snap, s->rope_cs};
+		void *bufs[] = {s->arena,  s->tok, s->x,      s->xb,    s->q,
+		                s->k,      s->v,   s->o,      s->hb,    s->hb2,
+		                s->logits, s->kv,  s->d_step, s->d_snap};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
+		for (int r = 0; r < MODEL_MAX_ROPES; r++)
+			cudaFree(s->rope_cs[r]);
 		free(s->layers);
 		free(s);
 	}
 	free(e->logits);
 	e->logits = NULL;
 	e->impl = NULL;
+}
+
+/* Each layer's KV cache in s->kv (model_layer_cache's sizes): all the
+ * keys, then all the values, so a model whose layers share one shape has
+ * the layout of one [layer][kv_head][pos][dim] cache, as before per-layer
+ * caches. */
+static void cu_kv_place(const struct engine *e, struct cu_state *s)
+{
+	const int32_t nl = e->model->cfg.n_layer;
+	uint16_t *p = s->kv;
+
+	for (int il = 0; il < nl; il++) {
+		s->layers[il].kc = p;
+		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).k_dim;
+	}
+	for (int il = 0; il < nl; il++) {
+		s->layers[il].vc = p;
+		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).v_dim;
+	}
 }
 
 /* cudaMalloc of N bytes into *P, counted in *RC. */
@@ -1044,18 +1141,23 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		snprintf(err, errlen, "no CUDA device");
 		return -1;
 	}
-	if (c->head_dim_v != c->head_dim_k) {
-		snprintf(err, errlen,
-		         "key and value head sizes differ (%d, %d): the CUDA "
-		         "engine needs them equal",
-		         c->head_dim_k, c->head_dim_v);
-		return -1;
-	}
-	if (c->head_dim_k > CUDA_ATTN_MAX_HEAD_DIM) {
-		snprintf(err, errlen,
-		         "head_dim %d: the CUDA engine handles up to %d",
-		         c->head_dim_k, CUDA_ATTN_MAX_HEAD_DIM);
-		return -1;
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_attn *a = &m->w.layers[il].attn;
+
+		if (a->head_dim_v != a->head_dim_k) {
+			snprintf(err, errlen,
+			         "layer %d: key and value head sizes differ "
+			         "(%d, %d): the CUDA engine needs them equal",
+			         il, a->head_dim_k, a->head_dim_v);
+			return -1;
+		}
+		if (a->head_dim_k > CUDA_ATTN_MAX_HEAD_DIM) {
+			snprintf(err, errlen,
+			         "layer %d: head_dim %d: the CUDA engine "
+			         "handles up to %d",
+			         il, a->head_dim_k, CUDA_ATTN_MAX_HEAD_DIM);
+			return -1;
+		}
 	}
 	CUDA_TRY(cudaSetDevice(0), err, errlen);
 	{
@@ -1074,23 +1176,28 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
 	if (s->n_batch > 4096)
 		s->n_batch = 4096;
-	s->kv_dim = c->n_head_kv * c->head_dim_k;
-	s->q_dim = c->n_head * c->head_dim_k;
 	nb = (size_t)s->n_batch;
 	max_in = (size_t)c->n_embd;
-	if ((size_t)c->n_ff > max_in)
-		max_in = (size_t)c->n_ff;
-	if ((size_t)s->q_dim > max_in)
-		max_in = (size_t)s->q_dim;
+	if ((size_t)c->max_ff > max_in)
+		max_in = (size_t)c->max_ff;
+	if ((size_t)c->max_q_dim > max_in)
+		max_in = (size_t)c->max_q_dim;
 
 	/* what the GPU must hold, before allocating any of it */
 	s->repack = cu_repack_types();
 	arena = cu_arena_bytes(m, s->repack);
-	kv = 2 * (size_t)c->n_layer * nctx * s->kv_dim * sizeof(uint16_t);
+	kv = 0; /* fp16 K and V of every layer (cu_kv_place) */
+	for (int il = 0; il < c->n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(m, il);
+
+		kv += nctx * ((size_t)d.k_dim + (size_t)d.v_dim) *
+		      sizeof(uint16_t);
+	}
 	act = nb * sizeof(float) *
-	          (3 * (size_t)c->n_embd + 2 * (size_t)s->q_dim +
-	           2 * (size_t)s->kv_dim + 2 * (size_t)c->n_ff + 1) +
-	      nctx * (size_t)c->n_rot * sizeof(float); /* rope_cs */
+	      (3 * (size_t)c->n_embd + 2 * (size_t)c->max_q_dim +
+	       2 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
+	for (int r = 0; r < c->n_ropes; r++) /* rope_cs */
+		act += nctx * (size_t)c->ropes[r].n_rot * sizeof(float);
 	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
 	if (w16 < max_in)
 		w16 = max_in;
@@ -1154,16 +1261,18 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	}
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);
-	cu_alloc((void **)&s->q, nb * s->q_dim * sizeof(float), &rc);
-	cu_alloc((void **)&s->k, nb * s->kv_dim * sizeof(float), &rc);
-	cu_alloc((void **)&s->v, nb * s->kv_dim * sizeof(float), &rc);
-	cu_alloc((void **)&s->o, nb * s->q_dim * sizeof(float), &rc);
-	cu_alloc((void **)&s->hb, nb * c->n_ff * sizeof(float), &rc);
-	cu_alloc((void **)&s->hb2, nb * c->n_ff * sizeof(float), &rc);
-	cu_alloc((void **)&s->kc, kv / 2, &rc);
-	cu_alloc((void **)&s->vc, kv / 2, &rc);
-	cu_alloc((void **)&s->rope_cs, nctx * (size_t)c->n_rot * sizeof(float),
-	         &rc);
+	cu_alloc((void **)&s->q, nb * c->max_q_dim * sizeof(float), &rc);
+	cu_alloc((void **)&s->k, nb * c->max_kv_dim_k * sizeof(float), &rc);
+	cu_alloc((void **)&s->v, nb * c->max_kv_dim_k * sizeof(float), &rc);
+	cu_alloc((void **)&s->o, nb * c->max_q_dim * sizeof(float), &rc);
+	cu_alloc((void **)&s->hb, nb * c->max_ff * sizeof(float), &rc);
+	cu_alloc((void **)&s->hb2, nb * c->max_ff * sizeof(float), &rc);
+	cu_alloc((void **)&s->kv, kv, &rc);
+	for (int r = 0; r < c->n_ropes; r++)
+		cu_alloc((void **)&s->rope_cs[r],
+		         nctx * (size_t)c->ropes[r].n_rot * sizeof(float), &rc);
+	if (rc == 0 && s->layers != NULL)
+		cu_kv_place(e, s);
 	if (rc != 0 || s->layers == NULL || s->graphs == NULL) {
 		snprintf(err, errlen,
 		         "out of GPU memory: model needs %.2f GiB on the GPU, "
@@ -1171,10 +1280,14 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		         need / GIB, mfree / GIB);
 		goto fail;
 	}
-	if (cu_upload(m, s, err, errlen) != 0 ||
-	    cuda_op_rope_table(&s->ctx, s->inv_freq, c->n_rot, e->n_ctx,
-	                       s->rope_cs, err, errlen) != 0 ||
-	    cu_host_logits(e, s, 1, err, errlen) != 0 ||
+	if (cu_upload(m, s, err, errlen) != 0)
+		goto fail;
+	for (int r = 0; r < c->n_ropes; r++)
+		if (cuda_op_rope_table(&s->ctx, s->inv_freq[r],
+		                       c->ropes[r].n_rot, e->n_ctx,
+		                       s->rope_cs[r], err, errlen) != 0)
+			goto fail;
+	if (cu_host_logits(e, s, 1, err, errlen) != 0 ||
 	    cu_dev_logits(e, s, 1, err, errlen) != 0 ||
 	    cuda_select_init(&s->sel, c->n_vocab, err, errlen) != 0)
 		goto fail;
@@ -1193,13 +1306,20 @@ fail:
 	return -1;
 }
 
-/* Positional (C++): name, open, eval, logits, select, kv_bytes, kv_save,
-   kv_load, bandwidth, close, trace_settle, eval_queues - the order of
-   struct engine_ops. A decode step is queued (a graph launch, or its
-   kernels); only a trace that captures whole vectors copies them back
-   during the eval. */
+/* A decode step is queued (a graph launch, or its kernels); only a trace
+   that captures whole vectors copies them back during the eval. */
 extern "C" const struct engine_ops backend_cuda_ops = {
-    "cuda",       cu_open,     cu_eval,         cu_logits,
-    cu_select,    cu_kv_bytes, cu_kv_save,      cu_kv_load,
-    cu_bandwidth, cu_close,    cu_trace_settle, 1,
+    .name = "cuda",
+    .features =
+        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+    .open = cu_open,
+    .eval = cu_eval,
+    .logits = cu_logits,
+    .select = cu_select,
+    .kv_save = cu_kv_save,
+    .kv_load = cu_kv_load,
+    .bandwidth = cu_bandwidth,
+    .close = cu_close,
+    .trace_settle = cu_trace_settle,
+    .eval_queues = 1,
 };

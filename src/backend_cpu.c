@@ -34,12 +34,17 @@
  *     it names (cpu_exact): the mix of a GPU that rounds activations to
  *     int8 for some types only, for the GPU parity tests.
  *
- * KV cache layout (fp32):
- *   k_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_k + d]
- *   v_cache[((il * n_ctx) + pos) * kv_dim + kvh * head_dim_v + d]
- * kv_dim = n_head_kv * head_dim; so the positions 0..n-1 of one layer are
- * one contiguous run of n * kv_dim floats (state save copies those runs).
- * K is stored after RoPE, V as computed (plus bias).
+ * One recipe: cpu_layer runs every layer's attention and FFN as its
+ * descriptors say (model.h), the optional steps skipped where their
+ * tensor is NULL; backend_cpu_ops.features lists the features it runs.
+ *
+ * KV cache layout (fp32), per layer (model_layer_cache: a full layer's
+ * n_ctx positions of k_dim and v_dim floats):
+ *   k_cache[il][pos * k_dim + kvh * head_dim_k + d]
+ *   v_cache[il][pos * v_dim + kvh * head_dim_v + d]
+ * so the positions 0..n-1 of one layer are one contiguous run of n * k_dim
+ * floats (state save copies those runs). K is stored after RoPE, V as
+ * computed (plus bias).
  *
  * Grouped-query attention: query head h reads KV head h / (n_head /
  * n_head_kv). Token i of a chunk sits at pos = n_past + i and attends to
@@ -62,23 +67,20 @@
 struct cpu_state {
 	struct threadpool *tp; /* row-splitting workers */
 	int32_t n_batch;       /* tokens per chunk */
-	int32_t kv_dim_k;      /* n_head_kv * head_dim_k */
-	int32_t kv_dim_v;      /* n_head_kv * head_dim_v */
-	int32_t q_dim;         /* n_head * head_dim_k */
-	int32_t o_dim;         /* n_head * head_dim_v */
 
 	/* activations of one chunk (n_batch rows each) */
+	/* (the layer's dims; buffers hold the largest, cfg.max_*) */
 	float *x;   /* [n_batch][n_embd] residual stream */
 	float *xb;  /* [n_batch][max(n_embd, o_dim)] normed input / attn out */
 	float *q;   /* [n_batch][q_dim] queries (after RoPE) */
 	float *k;   /* [n_batch][kv_dim_k] keys of the chunk */
 	float *v;   /* [n_batch][kv_dim_v] values of the chunk */
-	float *hb;  /* [n_batch][n_ff] gate, then silu(gate) * up */
+	float *hb;  /* [n_batch][n_ff] gate, then act(gate) * up */
 	float *hb2; /* [n_batch][n_ff] up */
 	float *y;   /* [n_batch][n_embd] output of a projection */
 	float *att; /* [n_threads][n_ctx] attention scores per thread */
-	float *rope_cs;   /* [n_batch][n_rot] cos, sin interleaved per pair */
-	double *inv_freq; /* [n_rot / 2] angle per position of pair i */
+	float *rope_cs; /* [n_ropes][n_batch][max_rot] cos, sin interleaved
+	                   per pair, of each RoPE class */
 
 	bool exact;           /* engine_params.exact_dots */
 	uint64_t exact_types; /* engine_params.exact_dot_types */
@@ -90,9 +92,10 @@ struct cpu_state {
 	unsigned char *vecs; /* [CPU_MAX_SEG][n_batch][vec_stride] */
 	size_t vec_stride;   /* bytes per prepared vector (max over types) */
 
-	/* KV cache */
-	float *k_cache; /* [n_layer][n_ctx][kv_dim_k], see above */
-	float *v_cache; /* [n_layer][n_ctx][kv_dim_v] */
+	/* KV cache, per layer (see above) */
+	float *kv;       /* every layer's K and V, one allocation */
+	float **k_cache; /* [n_layer] -> [n_ctx][k_dim] */
+	float **v_cache; /* [n_layer] -> [n_ctx][v_dim] */
 
 	int32_t logits_cap; /* rows allocated in engine.logits */
 };
@@ -131,9 +134,9 @@ struct cpu_seg {
  * A product job: up to three matrices that read the same activations (Q, K,
  * V; gate and up), done in one fork-join so a decode step pays for few
  * hand-overs. The rows of the matrices, one after the other, are split
- * across the threads. With swiglu, seg[0] is the gate and seg[1] the up
+ * across the threads. With gated, seg[0] is the gate and seg[1] the up
  * projection (same rows): each thread takes the same rows of both and then
- * writes silu(gate) * up over its gate rows, so no second job is needed.
+ * writes act(gate) * up over its gate rows, so no second job is needed.
  * Every output is computed by one thread with the same operations whatever
  * the number of threads, so results do not depend on it.
  */
@@ -141,10 +144,25 @@ struct cpu_matmul_job {
 	const struct cpu_state *s;       /* for the exact mode's buffers */
 	struct cpu_seg seg[CPU_MAX_SEG]; /* the matrices */
 	int n_seg;                       /* how many */
-	bool swiglu;                     /* seg[0] = silu(seg[0]) * seg[1] */
+	bool gated;                      /* seg[0] = act(seg[0]) * seg[1] */
+	enum model_act act;              /* of the gate */
 	int32_t n_tok;                   /* tokens */
 	size_t vec_stride;               /* bytes between prepared vectors */
 };
+
+/* G[i] = act(G[i]) * U[i] for N entries (model.h's FFN activations; the
+ * ones engine_ops.features lacks never get here). */
+static void cpu_gate_act(enum model_act act, float *g, const float *u, long n)
+{
+	switch (act) {
+	case MODEL_ACT_SILU:
+		for (long r = 0; r < n; r++)
+			g[r] = g[r] / (1.0f + expf(-g[r])) * u[r];
+		break;
+	case MODEL_ACT_GELU_TANH:
+		break; /* refused at open (MODEL_FEAT_GELU_TANH) */
+	}
+}
 
 /* Rows [lo, hi) of segment G for every token of job J on thread ITH. */
 static void cpu_matmul_rows(const struct cpu_matmul_job *j,
@@ -191,20 +209,16 @@ static void cpu_matmul_fn(void *arg, int ith, int nth)
 	const struct cpu_matmul_job *j = arg;
 	long total = 0, lo, hi, at = 0;
 
-	if (j->swiglu) {
+	if (j->gated) {
 		const struct cpu_seg *g = &j->seg[0], *u = &j->seg[1];
 
 		threadpool_split_aligned((long)g->w->ne1, CPU_ROW_ALIGN, ith,
 		                         nth, &lo, &hi);
 		cpu_matmul_rows(j, g, lo, hi, ith);
 		cpu_matmul_rows(j, u, lo, hi, ith);
-		for (int32_t t = 0; t < j->n_tok; t++) {
-			float *gy = g->y + t * g->y_stride;
-			const float *uy = u->y + t * u->y_stride;
-
-			for (long r = lo; r < hi; r++)
-				gy[r] = gy[r] / (1.0f + expf(-gy[r])) * uy[r];
-		}
+		for (int32_t t = 0; t < j->n_tok; t++)
+			cpu_gate_act(j->act, g->y + t * g->y_stride + lo,
+			             u->y + t * u->y_stride + lo, hi - lo);
 		return;
 	}
 	for (int k = 0; k < j->n_seg; k++)
@@ -261,16 +275,17 @@ static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
 /*
  * Y_k = W_k X for the N matrices W[k] (N <= 3, same ne0) and X
  * [n_tok][ne0], in one job; outputs Y[k] with row strides YS[k]. The
- * activations are prepared once per distinct weight type. SWIGLU: see
- * struct cpu_matmul_job.
+ * activations are prepared once per distinct weight type. GATED (ACT):
+ * see struct cpu_matmul_job.
  */
 static void cpu_matmul_n(struct cpu_state *s, const struct model_tensor **w,
                          int n, const float *x, int32_t n_tok, float **y,
-                         const int64_t *ys, bool swiglu)
+                         const int64_t *ys, bool gated, enum model_act act)
 {
 	struct cpu_matmul_job j = {.s = s,
 	                           .n_seg = n,
-	                           .swiglu = swiglu,
+	                           .gated = gated,
+	                           .act = act,
 	                           .n_tok = n_tok,
 	                           .vec_stride = s->vec_stride};
 
@@ -298,7 +313,7 @@ static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
 {
 	const int64_t ys = w->ne1;
 
-	cpu_matmul_n(s, &w, 1, x, n_tok, &y, &ys, false);
+	cpu_matmul_n(s, &w, 1, x, n_tok, &y, &ys, false, MODEL_ACT_SILU);
 }
 
 /* -------------------------------------------------------- elementwise */
@@ -316,12 +331,12 @@ static void cpu_rmsnorm(float *out, const float *x, const float *w, int n,
 		out[i] = x[i] * scale * w[i];
 }
 
-/* cos/sin of every pair's angle at position POS into CS[n_rot]. */
-static void cpu_rope_table(const struct cpu_state *s, int n_rot, int32_t pos,
-                           float *cs)
+/* cos/sin of every pair's angle of class R at position POS into
+ * CS[n_rot]. */
+static void cpu_rope_table(const struct model_rope *r, int32_t pos, float *cs)
 {
-	for (int i = 0; i < n_rot / 2; i++) {
-		double theta = (double)pos * s->inv_freq[i];
+	for (int i = 0; i < r->n_rot / 2; i++) {
+		double theta = (double)pos * r->inv_freq[i];
 
 		cs[2 * i] = (float)cos(theta);
 		cs[2 * i + 1] = (float)sin(theta);
@@ -349,42 +364,45 @@ static void cpu_rope(float *x, const float *cs, int n_rot,
 
 /* An attention job over (token, head) pairs of one chunk in layer il. */
 struct cpu_attn_job {
-	const struct engine *e; /* engine (model shape, n_ctx) */
-	struct cpu_state *s;    /* buffers */
-	int il;                 /* layer */
-	int32_t n_tok;          /* tokens in the chunk */
-	int32_t pos0;           /* position of the chunk's first token */
+	const struct engine *e;       /* engine (n_ctx) */
+	struct cpu_state *s;          /* buffers */
+	const struct model_attn *a;   /* the layer's attention */
+	struct model_attn_params par; /* its scores' parameters */
+	int il;                       /* layer */
+	int32_t n_tok;                /* tokens in the chunk */
+	int32_t pos0;                 /* position of the chunk's first token */
 };
 
-/* Causal softmax attention for the pairs this thread takes. */
+/* Causal softmax attention for the pairs this thread takes (the
+ * parameters engine_ops.features lacks never get here: scale only). */
 static void cpu_attn_fn(void *arg, int ith, int nth)
 {
 	const struct cpu_attn_job *j = arg;
-	const struct model_config *c = &j->e->model->cfg;
+	const struct model_attn *a = j->a;
 	struct cpu_state *s = j->s;
-	int hd = c->head_dim_k, hdv = c->head_dim_v;
-	int group = c->n_head / c->n_head_kv;
-	float scale = 1.0f / sqrtf((float)hd);
+	int hd = a->head_dim_k, hdv = a->head_dim_v;
+	int32_t kdim = a->n_head_kv * hd, vdim = a->n_head_kv * hdv;
+	int32_t q_dim = a->n_head * hd, o_dim = a->n_head * hdv;
+	int group = a->n_head / a->n_head_kv;
+	float scale = j->par.scale;
 	float *att = s->att + (size_t)ith * j->e->n_ctx;
-	const float *kc =
-	    s->k_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_k;
-	const float *vc =
-	    s->v_cache + (size_t)j->il * j->e->n_ctx * s->kv_dim_v;
+	const float *kc = s->k_cache[j->il];
+	const float *vc = s->v_cache[j->il];
 	/* pairs dealt round-robin: a causal chunk's later tokens cost more,
 	 * so contiguous shares would leave the first threads idle */
-	for (long p = ith; p < (long)j->n_tok * c->n_head; p += nth) {
-		int32_t t = (int32_t)(p / c->n_head);
-		int h = (int)(p % c->n_head), kvh = h / group;
+	for (long p = ith; p < (long)j->n_tok * a->n_head; p += nth) {
+		int32_t t = (int32_t)(p / a->n_head);
+		int h = (int)(p % a->n_head), kvh = h / group;
 		int32_t pos = j->pos0 + t;
-		const float *q = s->q + (size_t)t * s->q_dim + (size_t)h * hd;
-		float *out = s->xb + (size_t)t * s->o_dim + (size_t)h * hdv;
+		const float *q = s->q + (size_t)t * q_dim + (size_t)h * hd;
+		float *out = s->xb + (size_t)t * o_dim + (size_t)h * hdv;
 		float mx = -INFINITY;
 		double sum = 0;
 
 		/* quant.h's fp32 dot: fixed order, SIMD when present */
 		quant_dot_rows(QTYPE_F32, kc + (size_t)kvh * hd,
-		               (size_t)s->kv_dim_k * sizeof(float), pos + 1, q,
-		               hd, att, 1);
+		               (size_t)kdim * sizeof(float), pos + 1, q, hd,
+		               att, 1);
 		for (int32_t i = 0; i <= pos; i++) {
 			att[i] = att[i] * scale;
 			if (att[i] > mx)
@@ -398,90 +416,122 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		for (int32_t i = 0; i <= pos; i++)
 			att[i] = att[i] * inv;
 		/* out = sum_i att[i] * V row i, in order of i */
-		quant_f32_mix(out, att, vc + (size_t)kvh * hdv, s->kv_dim_v,
-		              pos + 1, hdv);
+		quant_f32_mix(out, att, vc + (size_t)kvh * hdv, vdim, pos + 1,
+		              hdv);
 	}
 }
 
 /* --------------------------------------------------------- forward pass */
+
+/* X[n][n_embd] = rmsnorm(X) * W, row by row, into OUT. */
+static void cpu_rmsnorm_rows(const struct engine *e, float *out, const float *x,
+                             const float *w, int32_t n)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	for (int32_t t = 0; t < n; t++)
+		cpu_rmsnorm(out + (size_t)t * c->n_embd,
+		            x + (size_t)t * c->n_embd, w, c->n_embd,
+		            c->rms_eps);
+}
+
+/* Biases, RoPE and the cache: the chunk's q, k, v made ready for the
+ * scores (K after RoPE, V plus bias into layer IL's cache). */
+static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
+                           int32_t n, int32_t pos0)
+{
+	const struct model_attn *a = &e->model->w.layers[il].attn;
+	const struct model_rope *r = model_layer_rope(e->model, il);
+	const float *rope_cs =
+	    s->rope_cs + (size_t)a->rope * s->n_batch * e->model->cfg.max_rot;
+	int hd = a->head_dim_k;
+	int32_t q_dim = a->n_head * hd, kdim = a->n_head_kv * hd;
+	int32_t vdim = a->n_head_kv * a->head_dim_v;
+
+	for (int32_t t = 0; t < n; t++) {
+		float *q = s->q + (size_t)t * q_dim;
+		float *k = s->k + (size_t)t * kdim;
+		float *v = s->v + (size_t)t * vdim;
+		const float *cs = rope_cs + (size_t)t * e->model->cfg.max_rot;
+		size_t at = (size_t)(pos0 + t);
+
+		if (a->bq != NULL) {
+			for (int i = 0; i < q_dim; i++)
+				q[i] += a->bq[i];
+			for (int i = 0; i < kdim; i++)
+				k[i] += a->bk[i];
+			for (int i = 0; i < vdim; i++)
+				v[i] += a->bv[i];
+		}
+		for (int h = 0; h < a->n_head; h++)
+			cpu_rope(q + (size_t)h * hd, cs, r->n_rot, r->style);
+		for (int h = 0; h < a->n_head_kv; h++)
+			cpu_rope(k + (size_t)h * hd, cs, r->n_rot, r->style);
+		memcpy(s->k_cache[il] + at * kdim, k,
+		       (size_t)kdim * sizeof(float));
+		memcpy(s->v_cache[il] + at * vdim, v,
+		       (size_t)vdim * sizeof(float));
+	}
+}
 
 /* Attention block of layer il for the chunk; adds into s->x. */
 static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
                                 int32_t n, int32_t pos0)
 {
 	const struct model_config *c = &e->model->cfg;
-	const struct model_layer *l = &e->model->w.layers[il];
-	int hd = c->head_dim_k;
+	const struct model_attn *a = &e->model->w.layers[il].attn;
 
-	for (int32_t t = 0; t < n; t++)
-		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
-		            s->x + (size_t)t * c->n_embd, l->attn_norm,
-		            c->n_embd, c->rms_eps);
+	cpu_rmsnorm_rows(e, s->xb, s->x, a->norm, n);
 	{
-		const struct model_tensor *w[3] = {&l->wq, &l->wk, &l->wv};
+		const struct model_tensor *w[3] = {&a->wq, &a->wk, &a->wv};
 		float *y[3] = {s->q, s->k, s->v};
-		const int64_t ys[3] = {s->q_dim, s->kv_dim_k, s->kv_dim_v};
+		const int64_t ys[3] = {a->wq.ne1, a->wk.ne1, a->wv.ne1};
 
-		cpu_matmul_n(s, w, 3, s->xb, n, y, ys, false);
+		cpu_matmul_n(s, w, 3, s->xb, n, y, ys, false, MODEL_ACT_SILU);
 	}
+	cpu_qkv_finish(e, s, il, n, pos0);
 
-	for (int32_t t = 0; t < n; t++) {
-		float *q = s->q + (size_t)t * s->q_dim;
-		float *k = s->k + (size_t)t * s->kv_dim_k;
-		float *v = s->v + (size_t)t * s->kv_dim_v;
-		const float *cs = s->rope_cs + (size_t)t * c->n_rot;
-		size_t at = ((size_t)il * e->n_ctx + (size_t)(pos0 + t));
-
-		if (l->bq != NULL) {
-			for (int i = 0; i < s->q_dim; i++)
-				q[i] += l->bq[i];
-			for (int i = 0; i < s->kv_dim_k; i++)
-				k[i] += l->bk[i];
-			for (int i = 0; i < s->kv_dim_v; i++)
-				v[i] += l->bv[i];
-		}
-		for (int h = 0; h < c->n_head; h++)
-			cpu_rope(q + (size_t)h * hd, cs, c->n_rot,
-			         c->rope_style);
-		for (int h = 0; h < c->n_head_kv; h++)
-			cpu_rope(k + (size_t)h * hd, cs, c->n_rot,
-			         c->rope_style);
-		memcpy(s->k_cache + at * s->kv_dim_k, k,
-		       (size_t)s->kv_dim_k * sizeof(float));
-		memcpy(s->v_cache + at * s->kv_dim_v, v,
-		       (size_t)s->kv_dim_v * sizeof(float));
-	}
-
-	struct cpu_attn_job aj = {e, s, il, n, pos0};
+	struct cpu_attn_job aj = {e, s, a, model_attn_params(a), il, n, pos0};
 	threadpool_run(s->tp, cpu_attn_fn, &aj);
 
-	cpu_matmul(s, &l->wo, s->xb, n, s->y);
+	cpu_matmul(s, &a->wo, s->xb, n, s->y);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
 		s->x[i] += s->y[i];
 }
 
-/* Feed-forward block (SwiGLU) of layer il for the chunk; adds into s->x. */
+/* Feed-forward block (a gated MLP) of layer il for the chunk; adds into
+ * s->x. */
 static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
                           int32_t n)
 {
 	const struct model_config *c = &e->model->cfg;
-	const struct model_layer *l = &e->model->w.layers[il];
+	const struct model_ffn *f = &e->model->w.layers[il].ffn;
 
-	for (int32_t t = 0; t < n; t++)
-		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
-		            s->x + (size_t)t * c->n_embd, l->ffn_norm,
-		            c->n_embd, c->rms_eps);
+	cpu_rmsnorm_rows(e, s->xb, s->x, f->norm, n);
 	{
-		/* hb = silu(gate x) * (up x), in the same job */
-		const struct model_tensor *w[2] = {&l->w_gate, &l->w_up};
+		/* hb = act(gate x) * (up x), in the same job */
+		const struct model_tensor *w[2] = {&f->gate, &f->up};
 		float *y[2] = {s->hb, s->hb2};
-		const int64_t ys[2] = {c->n_ff, c->n_ff};
+		const int64_t ys[2] = {f->n_ff, f->n_ff};
 
-		cpu_matmul_n(s, w, 2, s->xb, n, y, ys, true);
+		cpu_matmul_n(s, w, 2, s->xb, n, y, ys, true, f->act);
 	}
-	cpu_matmul(s, &l->w_down, s->hb, n, s->y);
+	cpu_matmul(s, &f->down, s->hb, n, s->y);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
 		s->x[i] += s->y[i];
+}
+
+/* The recipe of one layer (model.h) for the chunk. */
+static void cpu_layer(struct engine *e, struct cpu_state *s, int il, int32_t n,
+                      int32_t pos0)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	cpu_attention_block(e, s, il, n, pos0);
+	cpu_ffn_block(e, s, il, n);
+	if (e->trace != NULL && il < e->trace->n_layer)
+		trace_layer(e->trace, il, s->x + (size_t)(n - 1) * c->n_embd,
+		            c->n_embd);
 }
 
 /* One chunk of n <= n_batch tokens at positions pos0..; logits per flags. */
@@ -499,23 +549,18 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 		                  (const unsigned char *)te->data +
 		                      (size_t)tokens[t] * te->row_size,
 		                  s->x + (size_t)t * c->n_embd, c->n_embd);
-		cpu_rope_table(s, c->n_rot, pos0 + t,
-		               s->rope_cs + (size_t)t * c->n_rot);
+		for (int r = 0; r < c->n_ropes; r++)
+			cpu_rope_table(&c->ropes[r], pos0 + t,
+			               s->rope_cs +
+			                   ((size_t)r * s->n_batch + t) *
+			                       c->max_rot);
 	}
-	for (int il = 0; il < c->n_layer; il++) {
-		cpu_attention_block(e, s, il, n, pos0);
-		cpu_ffn_block(e, s, il, n);
-		if (e->trace != NULL && il < e->trace->n_layer)
-			trace_layer(e->trace, il,
-			            s->x + (size_t)(n - 1) * c->n_embd,
-			            c->n_embd);
-	}
+	for (int il = 0; il < c->n_layer; il++)
+		cpu_layer(e, s, il, n, pos0);
 	if (n_out == 0)
 		return;
-	for (int32_t t = 0; t < n_out; t++)
-		cpu_rmsnorm(s->xb + (size_t)t * c->n_embd,
-		            s->x + (size_t)(first_out + t) * c->n_embd,
-		            m->w.output_norm, c->n_embd, c->rms_eps);
+	cpu_rmsnorm_rows(e, s->xb, s->x + (size_t)first_out * c->n_embd,
+	                 m->w.output_norm, n_out);
 	cpu_matmul(s, &m->w.output, s->xb, n_out, logits);
 }
 
@@ -573,48 +618,46 @@ static const float *cpu_logits(struct engine *e, char *err, size_t errlen)
 
 /* ------------------------------------------------------------ KV state */
 
-/* Bytes of K and V for positions [0, n) of every layer. */
-static size_t cpu_kv_bytes(const struct engine *e, int32_t n)
-{
-	const struct cpu_state *s = e->impl;
-
-	return (size_t)e->model->cfg.n_layer * (size_t)n *
-	       ((size_t)s->kv_dim_k + (size_t)s->kv_dim_v) * sizeof(float);
-}
-
-/* Layer by layer: K of positions [0, n), then V. */
-static int cpu_kv_save(struct engine *e, int32_t n, void *buf)
+/* Layer by layer, in engine_kv_layer_bytes' layout: K of positions
+ * [0, n), then V. */
+static int cpu_kv_save(struct engine *e, int32_t n, void *buf, char *err,
+                       size_t errlen)
 {
 	struct cpu_state *s = e->impl;
 	char *p = buf;
 
+	(void)err;
+	(void)errlen;
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		size_t nk = (size_t)n * s->kv_dim_k * sizeof(float);
-		size_t nvb = (size_t)n * s->kv_dim_v * sizeof(float);
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+		size_t nk = (size_t)n * d.k_dim * sizeof(float);
+		size_t nvb = (size_t)n * d.v_dim * sizeof(float);
 
-		memcpy(p, s->k_cache + (size_t)il * e->n_ctx * s->kv_dim_k, nk);
+		memcpy(p, s->k_cache[il], nk);
 		p += nk;
-		memcpy(p, s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v,
-		       nvb);
+		memcpy(p, s->v_cache[il], nvb);
 		p += nvb;
 	}
 	return 0;
 }
 
 /* Inverse of cpu_kv_save. */
-static int cpu_kv_load(struct engine *e, int32_t n, const void *buf)
+static int cpu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
+                       size_t errlen)
 {
 	struct cpu_state *s = e->impl;
 	const char *p = buf;
 
+	(void)err;
+	(void)errlen;
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		size_t nk = (size_t)n * s->kv_dim_k * sizeof(float);
-		size_t nvb = (size_t)n * s->kv_dim_v * sizeof(float);
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+		size_t nk = (size_t)n * d.k_dim * sizeof(float);
+		size_t nvb = (size_t)n * d.v_dim * sizeof(float);
 
-		memcpy(s->k_cache + (size_t)il * e->n_ctx * s->kv_dim_k, p, nk);
+		memcpy(s->k_cache[il], p, nk);
 		p += nk;
-		memcpy(s->v_cache + (size_t)il * e->n_ctx * s->kv_dim_v, p,
-		       nvb);
+		memcpy(s->v_cache[il], p, nvb);
 		p += nvb;
 	}
 	return 0;
@@ -629,10 +672,10 @@ static size_t cpu_max_vec_size(const struct model *m)
 	size_t mx = quant_vec_size(m->w.output.type, c->n_embd);
 
 	for (int il = 0; il < c->n_layer; il++) {
-		const struct model_tensor *ts[MODEL_LAYER_MATRICES];
+		const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES];
+		int nt = model_layer_matrices(&m->w.layers[il], ts);
 
-		model_layer_matrices(&m->w.layers[il], ts);
-		for (int i = 0; i < MODEL_LAYER_MATRICES; i++) {
+		for (int i = 0; i < nt; i++) {
 			size_t v = quant_vec_size(ts[i]->type, ts[i]->ne0);
 
 			if (v > mx)
@@ -648,6 +691,44 @@ static float *cpu_floats(size_t a, size_t b)
 	if (b != 0 && a > SIZE_MAX / sizeof(float) / b)
 		return NULL;
 	return calloc(a * b, sizeof(float));
+}
+
+/* The KV cache: each layer's K and V for n_ctx positions, in one
+ * allocation (cpu_kv_floats of them), the per-layer pointers into it. */
+static size_t cpu_kv_floats(const struct engine *e)
+{
+	size_t n = 0;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		n += (size_t)e->n_ctx * ((size_t)d.k_dim + (size_t)d.v_dim);
+	}
+	return n;
+}
+
+static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
+{
+	const int32_t nl = e->model->cfg.n_layer;
+	float *p;
+
+	s->k_cache = calloc((size_t)nl, sizeof(*s->k_cache));
+	s->v_cache = calloc((size_t)nl, sizeof(*s->v_cache));
+	s->kv = cpu_floats(cpu_kv_floats(e), 1);
+	if (s->k_cache == NULL || s->v_cache == NULL || s->kv == NULL)
+		return -1;
+	/* all K first, then all V: the layout of the fp32 cache before
+	   per-layer caches, so a uniform model's memory is unchanged */
+	p = s->kv;
+	for (int il = 0; il < nl; il++) {
+		s->k_cache[il] = p;
+		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).k_dim;
+	}
+	for (int il = 0; il < nl; il++) {
+		s->v_cache[il] = p;
+		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).v_dim;
+	}
+	return 0;
 }
 
 /* engine_ops.close: free the run state and KV cache. */
@@ -667,9 +748,9 @@ static void cpu_close(struct engine *e)
 		free(s->y);
 		free(s->att);
 		free(s->rope_cs);
-		free(s->inv_freq);
 		free(s->vecs);
 		free(s->wrow);
+		free(s->kv);
 		free(s->k_cache);
 		free(s->v_cache);
 		free(s);
@@ -701,55 +782,39 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (s->tp == NULL)
 		goto fail;
 	e->n_threads = threadpool_size(s->tp);
-	s->kv_dim_k = c->n_head_kv * c->head_dim_k;
-	s->kv_dim_v = c->n_head_kv * c->head_dim_v;
-	s->q_dim = c->n_head * c->head_dim_k;
-	s->o_dim = c->n_head * c->head_dim_v;
 	nb = (size_t)s->n_batch;
-	xdim = (size_t)(c->n_embd > s->o_dim ? c->n_embd : s->o_dim);
+	xdim = (size_t)(c->n_embd > c->max_o_dim ? c->n_embd : c->max_o_dim);
 	s->x = cpu_floats(nb, (size_t)c->n_embd);
 	s->xb = cpu_floats(nb, xdim);
-	s->q = cpu_floats(nb, (size_t)s->q_dim);
-	s->k = cpu_floats(nb, (size_t)s->kv_dim_k);
-	s->v = cpu_floats(nb, (size_t)s->kv_dim_v);
-	s->hb = cpu_floats(nb, (size_t)c->n_ff);
-	s->hb2 = cpu_floats(nb, (size_t)c->n_ff);
+	s->q = cpu_floats(nb, (size_t)c->max_q_dim);
+	s->k = cpu_floats(nb, (size_t)c->max_kv_dim_k);
+	s->v = cpu_floats(nb, (size_t)c->max_kv_dim_v);
+	s->hb = cpu_floats(nb, (size_t)c->max_ff);
+	s->hb2 = cpu_floats(nb, (size_t)c->max_ff);
 	s->y = cpu_floats(nb, (size_t)c->n_embd);
 	s->att = cpu_floats((size_t)e->n_threads, nctx);
-	s->rope_cs = cpu_floats(nb, (size_t)c->n_rot);
-	s->inv_freq = calloc((size_t)c->n_rot / 2, sizeof(double));
+	s->rope_cs = cpu_floats((size_t)c->n_ropes * nb, (size_t)c->max_rot);
 	s->vec_stride = cpu_max_vec_size(m);
 	s->exact = p->exact_dots;
 	s->exact_types = p->exact_dot_types;
-	s->wrow_stride = c->n_embd > c->n_ff ? c->n_embd : c->n_ff;
-	if (s->o_dim > s->wrow_stride)
-		s->wrow_stride = s->o_dim;
+	s->wrow_stride = c->n_embd > c->max_ff ? c->n_embd : c->max_ff;
+	if (c->max_o_dim > s->wrow_stride)
+		s->wrow_stride = c->max_o_dim;
 	s->wrow = s->exact || s->exact_types != 0
 	              ? cpu_floats((size_t)e->n_threads, (size_t)s->wrow_stride)
 	              : malloc(1);
 	/* one slot of n_batch vectors per matrix of a job (cpu_matmul_n) */
 	s->vecs = calloc((size_t)CPU_MAX_SEG * nb, s->vec_stride);
-	s->k_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_k);
-	s->v_cache = cpu_floats((size_t)c->n_layer * nctx, (size_t)s->kv_dim_v);
 	if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->hb || !s->hb2 ||
-	    !s->y || !s->att || !s->rope_cs || !s->inv_freq || !s->vecs ||
-	    !s->wrow || !s->k_cache || !s->v_cache) {
+	    !s->y || !s->att || !s->rope_cs || !s->vecs || !s->wrow ||
+	    cpu_kv_alloc(e, s) != 0) {
 		snprintf(err, errlen,
 		         "out of memory for the CPU run state (n_ctx %d, KV "
 		         "%.1f MiB)",
 		         e->n_ctx,
-		         (double)cpu_kv_bytes(e, e->n_ctx) / (1024.0 * 1024.0));
+		         (double)engine_kv_state_bytes(e, e->n_ctx) /
+		             (1024.0 * 1024.0));
 		goto fail;
-	}
-	/* theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i] */
-	for (int i = 0; i < c->n_rot / 2; i++) {
-		double f = pow((double)c->rope_freq_base,
-		               -2.0 * i / (double)c->n_rot) *
-		           (double)c->rope_freq_scale;
-
-		if (m->w.rope_freqs != NULL)
-			f /= (double)m->w.rope_freqs[i];
-		s->inv_freq[i] = f;
 	}
 	if (cpu_logits_reserve(e, s, 1, err, errlen))
 		goto fail;
@@ -757,13 +822,14 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	   the KV cache (fp32) and the per-chunk activations */
 	e->kv_elem_bytes = sizeof(float);
 	e->int8_act = !p->exact_dots; /* the default dots (quant_dot) */
-	e->mem_bytes = cpu_kv_bytes(e, e->n_ctx) +
-	               nb * sizeof(float) *
-	                   ((size_t)c->n_embd * 2 + xdim + (size_t)s->q_dim +
-	                    (size_t)s->kv_dim_k + (size_t)s->kv_dim_v +
-	                    (size_t)c->n_ff * 2 + (size_t)c->n_rot) +
-	               (size_t)e->n_threads * nctx * sizeof(float) +
-	               nb * s->vec_stride + (size_t)c->n_vocab * sizeof(float);
+	e->mem_bytes =
+	    engine_kv_state_bytes(e, e->n_ctx) +
+	    nb * sizeof(float) *
+	        ((size_t)c->n_embd * 2 + xdim + (size_t)c->max_q_dim +
+	         (size_t)c->max_kv_dim_k + (size_t)c->max_kv_dim_v +
+	         (size_t)c->max_ff * 2 + (size_t)c->n_ropes * c->max_rot) +
+	    (size_t)e->n_threads * nctx * sizeof(float) + nb * s->vec_stride +
+	    (size_t)c->n_vocab * sizeof(float);
 	return 0;
 fail:
 	cpu_close(e);
@@ -772,11 +838,12 @@ fail:
 
 const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
+    .features =
+        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
     .open = cpu_open,
     .eval = cpu_eval,
     .logits = cpu_logits,
     .select = NULL, /* engine_select_row over cpu_logits: the reference */
-    .kv_bytes = cpu_kv_bytes,
     .kv_save = cpu_kv_save,
     .kv_load = cpu_kv_load,
     .close = cpu_close,

@@ -12,14 +12,14 @@
 #include "model.h"
 #include "trace.h"
 
-/* Magic and version at the start of a saved state. */
+/* Magic and version at the start of a saved state (engine.h). */
 #define ENGINE_STATE_MAGIC   0x564b5250u /* "PRKV" little-endian */
-#define ENGINE_STATE_VERSION 1u
+#define ENGINE_STATE_VERSION 2u
 
-/* Header of a saved state: the model shape it belongs to. */
-struct engine_state_header {
+/* Header of a version 1 state: one shape for every layer. */
+struct engine_state_header_v1 {
 	uint32_t magic;   /* ENGINE_STATE_MAGIC */
-	uint32_t version; /* ENGINE_STATE_VERSION */
+	uint32_t version; /* 1 */
 	int32_t n_layer;  /* model shape ... */
 	int32_t n_head_kv;
 	int32_t head_dim_k;
@@ -27,6 +27,28 @@ struct engine_state_header {
 	int32_t n_vocab;
 	int32_t n_past;    /* positions that follow */
 	uint64_t kv_bytes; /* bytes of K/V data after the header */
+};
+
+/* Header of a version 2 state; n_layer records follow it. */
+struct engine_state_header {
+	uint32_t magic;   /* ENGINE_STATE_MAGIC */
+	uint32_t version; /* ENGINE_STATE_VERSION */
+	int32_t n_layer;
+	int32_t n_vocab;
+	int32_t n_past;    /* positions saved */
+	uint32_t reserved; /* 0 */
+	uint64_t kv_bytes; /* bytes after the header: records and data */
+};
+
+/* A layer's cache in a version 2 state. */
+struct engine_state_layer {
+	uint32_t kind;     /* enum model_cache_kind */
+	int32_t window;    /* MODEL_CACHE_WINDOW: positions it must keep */
+	int32_t k_dim;     /* floats of K per position */
+	int32_t v_dim;     /* floats of V per position */
+	int32_t pos0;      /* first position held (0 for a full layer) */
+	uint32_t reserved; /* 0 */
+	uint64_t bytes;    /* of the layer's data */
 };
 
 /* Backends compiled in: the one table engine_open picks from and
@@ -114,8 +136,17 @@ static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
                            const struct engine_params *p, struct engine **out,
                            char *err, size_t errlen)
 {
-	struct engine *e = calloc(1, sizeof(*e));
+	uint32_t missing = m->cfg.features & ~ops->features;
+	struct engine *e;
 
+	if (missing != 0) {
+		snprintf(err, errlen,
+		         "the model uses %s, which the %s backend does not run "
+		         "yet",
+		         model_feature_first(missing), ops->name);
+		return -1;
+	}
+	e = calloc(1, sizeof(*e));
 	if (e == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -371,11 +402,30 @@ size_t engine_mem_bytes(const struct engine *e)
 /* K and V of every layer at N_PAST positions, in the backend's type. */
 size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past)
 {
-	const struct model_config *c = &e->model->cfg;
+	size_t n = 0;
 
-	return (size_t)c->n_layer * (size_t)n_past * (size_t)c->n_head_kv *
-	       (size_t)(c->head_dim_k + c->head_dim_v) *
-	       (size_t)e->kv_elem_bytes;
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		n += (size_t)n_past * (size_t)(d.k_dim + d.v_dim);
+	}
+	return n * (size_t)e->kv_elem_bytes;
+}
+
+size_t engine_kv_layer_bytes(const struct engine *e, int il, int32_t n)
+{
+	struct model_cache_desc d = model_layer_cache(e->model, il);
+
+	return (size_t)n * ((size_t)d.k_dim + (size_t)d.v_dim) * sizeof(float);
+}
+
+size_t engine_kv_state_bytes(const struct engine *e, int32_t n)
+{
+	size_t b = 0;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++)
+		b += engine_kv_layer_bytes(e, il, n);
+	return b;
 }
 
 /* Bandwidth of the weights' memory. */
@@ -438,10 +488,10 @@ bool engine_model_uses_types(const struct model *m, uint64_t types)
 	if (engine_type_in(&m->w.output, types))
 		return true;
 	for (int il = 0; il < m->cfg.n_layer; il++) {
-		const struct model_tensor *t[MODEL_LAYER_MATRICES];
+		const struct model_tensor *t[MODEL_LAYER_MAX_MATRICES];
+		int nt = model_layer_matrices(&m->w.layers[il], t);
 
-		model_layer_matrices(&m->w.layers[il], t);
-		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
+		for (int i = 0; i < nt; i++)
 			if (engine_type_in(t[i], types))
 				return true;
 	}
@@ -460,14 +510,21 @@ int engine_truncate(struct engine *e, int32_t n_keep)
 	return 0;
 }
 
+/* Bytes of the per-layer records of a version 2 state. */
+static size_t engine_records_bytes(const struct engine *e)
+{
+	return (size_t)e->model->cfg.n_layer *
+	       sizeof(struct engine_state_layer);
+}
+
 /* Bytes engine_state_save needs. */
 size_t engine_state_size(const struct engine *e)
 {
-	return sizeof(struct engine_state_header) +
-	       e->ops->kv_bytes(e, e->n_past);
+	return sizeof(struct engine_state_header) + engine_records_bytes(e) +
+	       engine_kv_state_bytes(e, e->n_past);
 }
 
-/* The header describing E's model shape with N_PAST positions. */
+/* The header describing E's model with N_PAST positions. */
 static void engine_header(const struct engine *e, int32_t n_past,
                           struct engine_state_header *h)
 {
@@ -477,20 +534,35 @@ static void engine_header(const struct engine *e, int32_t n_past,
 	h->magic = ENGINE_STATE_MAGIC;
 	h->version = ENGINE_STATE_VERSION;
 	h->n_layer = c->n_layer;
-	h->n_head_kv = c->n_head_kv;
-	h->head_dim_k = c->head_dim_k;
-	h->head_dim_v = c->head_dim_v;
 	h->n_vocab = c->n_vocab;
 	h->n_past = n_past;
-	h->kv_bytes = e->ops->kv_bytes(e, n_past);
+	h->kv_bytes =
+	    engine_records_bytes(e) + engine_kv_state_bytes(e, n_past);
 }
 
-/* Save header + K/V; see engine.h. */
+/* Layer IL's record with N_PAST positions. */
+static void engine_layer_record(const struct engine *e, int il, int32_t n_past,
+                                struct engine_state_layer *r)
+{
+	struct model_cache_desc d = model_layer_cache(e->model, il);
+
+	memset(r, 0, sizeof(*r));
+	r->kind = (uint32_t)d.kind;
+	r->window = d.window;
+	r->k_dim = d.k_dim;
+	r->v_dim = d.v_dim;
+	r->pos0 = 0;
+	r->bytes = engine_kv_layer_bytes(e, il, n_past);
+}
+
+/* Save header, records and K/V; see engine.h. */
 size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
                          size_t errlen)
 {
 	struct engine_state_header h;
 	size_t need = engine_state_size(e);
+	char *p = buf;
+	char e2[256];
 
 	engine_trace_settle_quiet(e);
 	if (len < need) {
@@ -499,23 +571,35 @@ size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
 		return 0;
 	}
 	engine_header(e, e->n_past, &h);
-	memcpy(buf, &h, sizeof(h));
-	if (e->ops->kv_save(e, e->n_past, (char *)buf + sizeof(h)) != 0) {
-		snprintf(err, errlen, "backend %s could not save the KV cache",
-		         e->ops->name);
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		struct engine_state_layer r;
+
+		engine_layer_record(e, il, e->n_past, &r);
+		memcpy(p, &r, sizeof(r));
+		p += sizeof(r);
+	}
+	e2[0] = '\0';
+	if (e->ops->kv_save(e, e->n_past, p, e2, sizeof(e2)) != 0) {
+		snprintf(err, errlen,
+		         "backend %s could not save the KV cache: %s",
+		         e->ops->name, e2);
 		return 0;
 	}
 	return need;
 }
 
-/* Restore header + K/V; see engine.h. */
-int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
-                      size_t errlen)
+/* A version 1 state's header checked against E's model: every layer full
+ * and of the one shape it names. Returns 0 with *DATA and *N_PAST, or -1
+ * with a message. */
+static int engine_state_v1(const struct engine *e, const void *buf, size_t len,
+                           const char **data, int32_t *n_past, char *err,
+                           size_t errlen)
 {
-	struct engine_state_header h, want;
+	const struct model_config *c = &e->model->cfg;
+	struct engine_state_header_v1 h;
 
-	engine_trace_settle_quiet(e);
-	e->n_past = 0;
 	if (len < sizeof(h)) {
 		snprintf(err, errlen,
 		         "state of %zu bytes is shorter than its "
@@ -524,42 +608,147 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 		return -1;
 	}
 	memcpy(&h, buf, sizeof(h));
-	if (h.magic != ENGINE_STATE_MAGIC ||
-	    h.version != ENGINE_STATE_VERSION) {
-		snprintf(err, errlen,
-		         "not a parley KV state (magic %08x "
-		         "version %u)",
-		         h.magic, h.version);
+	if (h.n_past < 0 || h.n_past > e->n_ctx) {
+		snprintf(err, errlen, "state holds %d positions, n_ctx is %d",
+		         h.n_past, e->n_ctx);
 		return -1;
 	}
+	for (int il = 0; il < c->n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+		int64_t kd = (int64_t)h.n_head_kv * h.head_dim_k;
+		int64_t vd = (int64_t)h.n_head_kv * h.head_dim_v;
+
+		if (h.n_layer != c->n_layer || h.n_vocab != c->n_vocab ||
+		    d.kind != MODEL_CACHE_FULL || d.k_dim != kd ||
+		    d.v_dim != vd) {
+			snprintf(
+			    err, errlen,
+			    "state (version 1) is for another model shape "
+			    "(layers %d kv-heads %d head %d vocab %d; this "
+			    "model's layer %d: %s cache of %d K floats a "
+			    "position, %d layers, vocab %d)",
+			    h.n_layer, h.n_head_kv, h.head_dim_k, h.n_vocab, il,
+			    d.kind == MODEL_CACHE_FULL ? "a full" : "another",
+			    d.k_dim, c->n_layer, c->n_vocab);
+			return -1;
+		}
+	}
+	if (h.kv_bytes != engine_kv_state_bytes(e, h.n_past) ||
+	    len - sizeof(h) != h.kv_bytes) {
+		snprintf(
+		    err, errlen,
+		    "state has %zu bytes of K/V, expected "
+		    "%llu",
+		    len - sizeof(h),
+		    (unsigned long long)engine_kv_state_bytes(e, h.n_past));
+		return -1;
+	}
+	*data = (const char *)buf + sizeof(h);
+	*n_past = h.n_past;
+	return 0;
+}
+
+/* A version 2 state's header and records checked against E's model.
+ * Returns 0 with *DATA and *N_PAST, or -1 with a message. */
+static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
+                           const char **data, int32_t *n_past, char *err,
+                           size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	struct engine_state_header h, want;
+	const char *p = (const char *)buf + sizeof(h);
+
+	if (len < sizeof(h)) {
+		snprintf(err, errlen,
+		         "state of %zu bytes is shorter than its "
+		         "header (%zu)",
+		         len, sizeof(h));
+		return -1;
+	}
+	memcpy(&h, buf, sizeof(h));
 	if (h.n_past < 0 || h.n_past > e->n_ctx) {
 		snprintf(err, errlen, "state holds %d positions, n_ctx is %d",
 		         h.n_past, e->n_ctx);
 		return -1;
 	}
 	engine_header(e, h.n_past, &want);
-	if (memcmp(&h, &want, sizeof(h)) != 0) {
+	if (h.n_layer != want.n_layer || h.n_vocab != want.n_vocab ||
+	    h.reserved != 0) {
 		snprintf(err, errlen,
-		         "state is for another model shape (layers %d kv-heads "
-		         "%d head %d vocab %d; this model: %d %d %d %d)",
-		         h.n_layer, h.n_head_kv, h.head_dim_k, h.n_vocab,
-		         want.n_layer, want.n_head_kv, want.head_dim_k,
-		         want.n_vocab);
+		         "state is for another model shape (layers %d vocab "
+		         "%d; this model: %d %d)",
+		         h.n_layer, h.n_vocab, want.n_layer, want.n_vocab);
 		return -1;
 	}
-	if (len - sizeof(h) != h.kv_bytes) {
+	if (h.kv_bytes != want.kv_bytes || len - sizeof(h) != h.kv_bytes) {
 		snprintf(err, errlen,
 		         "state has %zu bytes of K/V, expected "
 		         "%llu",
-		         len - sizeof(h), (unsigned long long)h.kv_bytes);
+		         len - sizeof(h), (unsigned long long)want.kv_bytes);
 		return -1;
 	}
-	if (e->ops->kv_load(e, h.n_past, (const char *)buf + sizeof(h)) != 0) {
-		snprintf(err, errlen, "backend %s could not load the KV cache",
-		         e->ops->name);
+	for (int il = 0; il < c->n_layer; il++) {
+		struct engine_state_layer r, w;
+
+		memcpy(&r, p + (size_t)il * sizeof(r), sizeof(r));
+		engine_layer_record(e, il, h.n_past, &w);
+		if (memcmp(&r, &w, sizeof(r)) != 0) {
+			snprintf(
+			    err, errlen,
+			    "state's layer %d cache (kind %u, window %d, "
+			    "K %d, V %d floats, from position %d) is not "
+			    "this model's (kind %u, window %d, K %d, V %d, "
+			    "from %d)",
+			    il, r.kind, r.window, r.k_dim, r.v_dim, r.pos0,
+			    w.kind, w.window, w.k_dim, w.v_dim, w.pos0);
+			return -1;
+		}
+	}
+	*data = p + engine_records_bytes(e);
+	*n_past = h.n_past;
+	return 0;
+}
+
+/* Restore header + K/V; see engine.h. */
+int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
+                      size_t errlen)
+{
+	uint32_t mv[2] = {0, 0};
+	const char *data = NULL;
+	int32_t n_past = 0;
+	char e2[256];
+	int rc;
+
+	engine_trace_settle_quiet(e);
+	e->n_past = 0;
+	if (len < sizeof(mv)) {
+		snprintf(err, errlen,
+		         "state of %zu bytes is shorter than its "
+		         "header (%zu)",
+		         len, sizeof(struct engine_state_header));
 		return -1;
 	}
-	e->n_past = h.n_past;
+	memcpy(mv, buf, sizeof(mv));
+	if (mv[0] != ENGINE_STATE_MAGIC || (mv[1] != 1 && mv[1] != 2)) {
+		snprintf(err, errlen,
+		         "not a parley KV state (magic %08x "
+		         "version %u; this parley reads versions 1 and 2)",
+		         mv[0], mv[1]);
+		return -1;
+	}
+	rc = mv[1] == 1
+	         ? engine_state_v1(e, buf, len, &data, &n_past, err, errlen)
+	         : engine_state_v2(e, buf, len, &data, &n_past, err, errlen);
+	if (rc != 0)
+		return -1;
+	e2[0] = '\0';
+	if (e->ops->kv_load(e, n_past, data, e2, sizeof(e2)) != 0) {
+		snprintf(err, errlen,
+		         "backend %s could not load the KV cache: %s",
+		         e->ops->name, e2);
+		return -1;
+	}
+	e->n_past = n_past;
 	engine_check(e);
 	return 0;
 }

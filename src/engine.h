@@ -16,7 +16,19 @@
  *      n_past..n_past+n-1 and then n_past += n; n >= 1 and
  *      n_past + n <= n_ctx, else it fails and changes nothing.
  *   3. engine_truncate(n_keep) with n_keep <= n_past sets n_past = n_keep;
- *      entries at positions >= n_keep are dead (overwritten later).
+ *      entries at positions >= n_keep are dead (overwritten later). What
+ *      that needs depends on each layer's cache (model_layer_cache):
+ *        full       K and V of every position: nothing to do;
+ *        window W   [planned] a layer attending to the last W positions
+ *                   must still hold the W before n_keep after a truncate,
+ *                   so it keeps (at least) W + the longest truncation the
+ *                   session makes (the reply being regenerated or edited)
+ *                   - or, simplest, every position, as a full layer;
+ *        recurrent  [planned] one state, not per position: it is
+ *                   restored from the snapshot taken at n_keep (the
+ *                   session asks for snapshots at turn boundaries), and a
+ *                   truncation to where no snapshot is fails, so the
+ *                   caller re-evaluates from the last one.
  *   4. A failed eval leaves n_past as it was (the cache contents beyond
  *      n_past may have been written: they are dead by invariant 1).
  *   5. engine_state_save() writes n_past and the K/V of 0..n_past-1;
@@ -43,12 +55,16 @@
  * tokens) computes no logits at all: no final norm, no LM head.
  *
  * Saved state (engine_state_save) has one layout whatever the backend, so
- * a state saved by one backend restores on another: a header naming the
- * model shape and n_past, then for each layer il = 0..n_layer-1 the keys
- * of positions 0..n_past-1 as float32 [n_past][n_head_kv * head_dim_k]
- * (after RoPE), then the values as float32 [n_past][n_head_kv *
- * head_dim_v], little-endian. A backend that keeps its cache in fp16
- * widens on save (exact) and rounds to nearest on load.
+ * a state saved by one backend restores on another. Version 2: a header
+ * (magic "PRKV", version, n_layer, n_vocab, n_past, the bytes that
+ * follow), then one record per layer describing its cache (kind, window,
+ * K and V floats per position, the first position held and its bytes),
+ * then each layer's data in turn: for a full layer the keys of positions
+ * 0..n_past-1 as float32 [n_past][k_dim] (after RoPE), then the values as
+ * float32 [n_past][v_dim], little-endian. A backend that keeps its cache
+ * in fp16 widens on save (exact) and rounds to nearest on load. Version 1
+ * (one header with n_head_kv and head dims, then the same data) still
+ * loads into a model whose layers are all full and of that shape.
  *
  * Positions, RoPE and the causal mask: token i of a batch sits at position
  * p = n_past + i, is rotated by p, and attends to cache positions 0..p

@@ -25,6 +25,9 @@ extern "C" {
 /* What a backend implements. Every function gets the engine it serves. */
 struct engine_ops {
 	const char *name; /* "cpu", "cuda" */
+	/* the model features (MODEL_FEAT_*) its forward recipe runs;
+	   engine_open refuses a model that uses another, by name */
+	uint32_t features;
 	/* allocate run state and KV cache for e->model, e->n_ctx */
 	int (*open)(struct engine *e, const struct engine_params *p, char *err,
 	            size_t errlen);
@@ -41,10 +44,12 @@ struct engine_ops {
 	int (*select)(struct engine *e, const struct engine_select_req *q,
 	              char *err, size_t errlen);
 	/* copy K/V of positions [0, n) of every layer to/from BUF, in the
-	   state layout of engine.h (float32, layer by layer, K then V) */
-	size_t (*kv_bytes)(const struct engine *e, int32_t n);
-	int (*kv_save)(struct engine *e, int32_t n, void *buf);
-	int (*kv_load)(struct engine *e, int32_t n, const void *buf);
+	   state layout of engine.h (float32, layer by layer, K then V:
+	   engine_kv_layer_bytes each); 0, or -1 with a message */
+	int (*kv_save)(struct engine *e, int32_t n, void *buf, char *err,
+	               size_t errlen);
+	int (*kv_load)(struct engine *e, int32_t n, const void *buf, char *err,
+	               size_t errlen);
 	/* optional (NULL: engine_host_bandwidth): read bandwidth of the
 	   memory the weights live in, bytes/s, measured now */
 	int (*bandwidth)(struct engine *e, double *bytes_per_s, char *err,
@@ -146,6 +151,11 @@ size_t engine_select_window(const struct engine_select_req *q, int32_t n_vocab,
 void engine_select_publish(struct engine_select_buf *b, int32_t k,
                            int32_t n_raw, double raw_m, double raw_s,
                            double raw_a, double pen_m, double pen_s);
+
+/* Bytes of layer IL's K/V data in a saved state with N positions, and
+ * of every layer's (the layout engine.h states; float32). */
+size_t engine_kv_layer_bytes(const struct engine *e, int il, int32_t n);
+size_t engine_kv_state_bytes(const struct engine *e, int32_t n);
 
 /* Whether a weight matrix of M (a layer's or the output) has a type in
  * TYPES (a mask of 1 << type). */

@@ -12,22 +12,94 @@
 #include "qtype.h"
 #include "quant.h"
 
-/* Architectures: name, RoPE style, whether Q/K/V biases are required. */
-static const struct model_arch_desc {
-	const char *name;
-	enum model_arch arch;
-	enum model_rope_style rope;
-	bool bias_required;
+/*
+ * Architectures: the only code that knows their names. A row maps an
+ * architecture onto the description of model.h: its RoPE style, the
+ * features its graph may have (read from the file when their tensors are
+ * present) and those every file of it must have. The GGUF keys are
+ * "NAME.*", the tensors llama.cpp's names (model_load_layer).
+ */
+static const struct model_arch_row {
+	const char *name;           /* general.architecture */
+	enum model_rope_style rope; /* of every RoPE class */
+	enum model_act act;         /* of the FFN's gate */
+	uint32_t feats;             /* MODEL_FEAT_* it may have */
+	uint32_t required;          /* MODEL_FEAT_* it must have */
 } model_archs[] = {
-    {"llama", MODEL_ARCH_LLAMA, MODEL_ROPE_NORM, false},
-    {"qwen2", MODEL_ARCH_QWEN2, MODEL_ROPE_NEOX, true},
+    {.name = "llama",
+     .rope = MODEL_ROPE_NORM,
+     .act = MODEL_ACT_SILU,
+     .feats =
+         MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+     .required = 0},
+    {.name = "qwen2",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_SILU,
+     .feats =
+         MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+     .required = MODEL_FEAT_QKV_BIAS},
 };
 
-/* Comma-separated list of the supported architectures (static). */
+/* Comma-separated list of the supported architectures (static): the
+ * names of model_archs[]. */
 const char *model_supported_archs(void)
 {
 	return "llama, qwen2";
 }
+
+/* Names of the feature bits, in bit order. */
+static const char *const model_feature_names[MODEL_FEAT_COUNT] = {
+    "Q/K/V biases",
+    "RoPE frequency factors",
+    "linear RoPE scaling",
+    "YaRN RoPE scaling",
+    "embedding scale",
+    "final logit softcap",
+    "q/k norm",
+    "post-attention and post-FFN norms",
+    "sliding-window attention",
+    "attention logit softcap",
+    "attention sinks",
+    "attention output bias",
+    "recurrent (linear attention) layers",
+    "GELU-tanh gated FFN",
+    "mixture of experts",
+};
+
+const char *model_feature_name(uint32_t f)
+{
+	for (int i = 0; i < MODEL_FEAT_COUNT; i++)
+		if (f == 1u << i)
+			return model_feature_names[i];
+	return "?";
+}
+
+const char *model_feature_first(uint32_t feats)
+{
+	for (int i = 0; i < MODEL_FEAT_COUNT; i++)
+		if (feats >> i & 1)
+			return model_feature_names[i];
+	return NULL;
+}
+
+/*
+ * Tensors of features that an architecture's row may lack: a file of that
+ * architecture carrying one is refused by name (its graph would need the
+ * feature; running without it would be wrong).
+ */
+static const struct model_feature_tensor {
+	uint32_t feat;      /* MODEL_FEAT_* */
+	const char *suffix; /* after "blk.N." */
+} model_feature_tensors[] = {
+    {MODEL_FEAT_QKV_BIAS, "attn_q.bias"},
+    {MODEL_FEAT_QK_NORM, "attn_q_norm.weight"},
+    {MODEL_FEAT_QK_NORM, "attn_k_norm.weight"},
+    {MODEL_FEAT_POST_NORMS, "post_attention_norm.weight"},
+    {MODEL_FEAT_POST_NORMS, "post_ffw_norm.weight"},
+    {MODEL_FEAT_ATTN_SINKS, "attn_sinks.weight"},
+    {MODEL_FEAT_ATTN_OUT_BIAS, "attn_output.bias"},
+    {MODEL_FEAT_EXPERTS, "ffn_gate_inp.weight"},
+};
 
 /* Read "ARCH.SUFFIX" as u32 into *out; absent is an error unless OPTIONAL. */
 static int model_get_u32(const struct gguf_file *f, const char *arch,
@@ -81,9 +153,19 @@ static int model_check_range(const char *arch, const char *what, int64_t v,
 	return 0;
 }
 
+/* The file's global hyper-parameters that the layers' descriptors and
+ * the RoPE class are made of (one value for every layer in the
+ * architectures supported so far). */
+struct model_shape {
+	int32_t n_layer, n_embd, n_ff, n_head, n_head_kv;
+	int32_t head_dim_k, head_dim_v, n_rot, n_ctx_train;
+	float rope_freq_base, rope_freq_scale, rms_eps;
+	bool rope_linear; /* ARCH.rope.scaling.type = "linear" */
+};
+
 /* Read and check the hyper-parameters (tensor-independent part). */
 static int model_read_config(const struct gguf_file *f, const char *arch,
-                             struct model_config *c, char *err, size_t errlen)
+                             struct model_shape *c, char *err, size_t errlen)
 {
 	uint32_t v;
 	float fv;
@@ -209,6 +291,7 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 				return -1;
 			}
 			c->rope_freq_scale = 1.0f / fv;
+			c->rope_linear = true;
 		}
 	}
 	c->rms_eps = 1e-5f;
@@ -235,15 +318,18 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 
 /*
  * Find tensor NAME and check it: computable type, ne0 == NE0, ne1 == NE1
- * (NE1 == 0 for a 1-D tensor). Returns 0 and fills *t, 1 if absent and
- * OPTIONAL, -1 with a message naming the tensor otherwise.
+ * (NE1 == 0 for a 1-D tensor), ne2 == NE2 (NE2 == 0 for at most 2-D: a
+ * stack of NE2 matrices otherwise, the experts of a layer). Returns 0 and
+ * fills *t, 1 if absent and OPTIONAL (*t zeroed: data NULL), -1 with a
+ * message naming the tensor otherwise.
  */
-static int model_tensor_get(const struct gguf_file *f, const char *name,
-                            int64_t ne0, int64_t ne1, bool optional,
-                            struct model_tensor *t, char *err, size_t errlen)
+static int model_tensor_get3(const struct gguf_file *f, const char *name,
+                             int64_t ne0, int64_t ne1, int64_t ne2,
+                             bool optional, struct model_tensor *t, char *err,
+                             size_t errlen)
 {
 	const struct gguf_tensor *g = gguf_find_tensor(f, name);
-	uint32_t want_dims = ne1 == 0 ? 1 : 2;
+	uint32_t want_dims = ne2 != 0 ? 3 : ne1 == 0 ? 1 : 2;
 	char e[256];
 
 	memset(t, 0, sizeof(*t));
@@ -263,32 +349,57 @@ static int model_tensor_get(const struct gguf_file *f, const char *name,
 		return -1;
 	}
 	if (g->n_dims != want_dims || (int64_t)g->ne[0] != ne0 ||
-	    (ne1 != 0 && (int64_t)g->ne[1] != ne1)) {
-		snprintf(err, errlen,
-		         "tensor %s has shape [%llu, %llu] (%u dims), expected "
-		         "[%lld, %lld] (%u dims)",
-		         name, (unsigned long long)g->ne[0],
-		         (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 1),
-		         g->n_dims, (long long)ne0,
-		         (long long)(ne1 == 0 ? 1 : ne1), want_dims);
+	    (ne1 != 0 && (int64_t)g->ne[1] != ne1) ||
+	    (ne2 != 0 && (int64_t)g->ne[2] != ne2)) {
+		if (want_dims == 3)
+			snprintf(
+			    err, errlen,
+			    "tensor %s has shape [%llu, %llu, %llu] (%u "
+			    "dims), expected [%lld, %lld, %lld] (3 dims)",
+			    name, (unsigned long long)g->ne[0],
+			    (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 1),
+			    (unsigned long long)(g->n_dims > 2 ? g->ne[2] : 1),
+			    g->n_dims, (long long)ne0, (long long)ne1,
+			    (long long)ne2);
+		else
+			snprintf(
+			    err, errlen,
+			    "tensor %s has shape [%llu, %llu] (%u dims), "
+			    "expected [%lld, %lld] (%u dims)",
+			    name, (unsigned long long)g->ne[0],
+			    (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 1),
+			    g->n_dims, (long long)ne0,
+			    (long long)(ne1 == 0 ? 1 : ne1), want_dims);
 		return -1;
 	}
 	t->name = g->name;
 	t->type = g->type;
 	t->ne0 = ne0;
 	t->ne1 = ne1 == 0 ? 1 : ne1;
+	t->ne2 = ne2 == 0 ? 1 : ne2;
 	t->row_size = quant_row_size(g->type, ne0);
 	t->data = g->data;
 	if (t->row_size == 0 ||
-	    (uint64_t)t->row_size * (uint64_t)t->ne1 != g->nbytes) {
+	    (uint64_t)t->row_size * (uint64_t)t->ne1 * (uint64_t)t->ne2 !=
+	        g->nbytes) {
 		snprintf(err, errlen,
 		         "tensor %s: %llu bytes, expected %llu for type %s",
 		         name, (unsigned long long)g->nbytes,
-		         (unsigned long long)t->row_size * (uint64_t)t->ne1,
+		         (unsigned long long)t->row_size * (uint64_t)t->ne1 *
+		             (uint64_t)t->ne2,
 		         qtype_name(g->type));
 		return -1;
 	}
 	return 0;
+}
+
+/* A vector or matrix (model_tensor_get3 without a third dimension). */
+static int model_tensor_get(const struct gguf_file *f, const char *name,
+                            int64_t ne0, int64_t ne1, bool optional,
+                            struct model_tensor *t, char *err, size_t errlen)
+{
+	return model_tensor_get3(f, name, ne0, ne1, 0, optional, t, err,
+	                         errlen);
 }
 
 /* A 1-D tensor of N elements as a new fp32 array (*out, owned), or NULL. */
@@ -321,42 +432,92 @@ static int model_vector_get(const struct gguf_file *f, const char *name,
 	return 0;
 }
 
-/* Load the tensors of layer IL. */
+/* Refuse a tensor of layer IL whose feature the row AD lacks. */
+static int model_refuse_features(const struct gguf_file *f,
+                                 const struct model_arch_row *ad, int il,
+                                 char *err, size_t errlen)
+{
+	char name[96];
+
+	for (size_t i = 0; i < sizeof(model_feature_tensors) /
+	                           sizeof(model_feature_tensors[0]);
+	     i++) {
+		const struct model_feature_tensor *ft =
+		    &model_feature_tensors[i];
+
+		if (ad->feats & ft->feat)
+			continue;
+		snprintf(name, sizeof(name), "blk.%d.%s", il, ft->suffix);
+		if (gguf_find_tensor(f, name) != NULL) {
+			snprintf(err, errlen,
+			         "tensor %s: architecture %s has no %s", name,
+			         ad->name, model_feature_name(ft->feat));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The descriptors of layer IL from the file's shape: the plain pre-norm
+ * decoder of the architectures supported so far (one shape, one RoPE
+ * class, full causal attention, a dense FFN). */
+static void model_describe_layer(const struct model_shape *sh,
+                                 const struct model_arch_row *ad,
+                                 struct model_layer *l)
+{
+	l->attn.kind = MODEL_ATTN_FULL;
+	l->attn.n_head = sh->n_head;
+	l->attn.n_head_kv = sh->n_head_kv;
+	l->attn.head_dim_k = sh->head_dim_k;
+	l->attn.head_dim_v = sh->head_dim_v;
+	l->attn.rope = 0;
+	l->attn.scale = 1.0f / sqrtf((float)sh->head_dim_k);
+	l->ffn.kind = MODEL_FFN_DENSE;
+	l->ffn.act = ad->act;
+	l->ffn.n_ff = sh->n_ff;
+}
+
+/* Load the tensors of layer IL, as its descriptors say. */
 static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
-                            bool bias_required, char *err, size_t errlen)
+                            const struct model_arch_row *ad, char *err,
+                            size_t errlen)
 {
 	const struct model_config *c = &m->cfg;
-	struct model_layer *l = &m->w.layers[il];
-	int64_t nq = (int64_t)c->n_head * c->head_dim_k;
-	int64_t nk = (int64_t)c->n_head_kv * c->head_dim_k;
-	int64_t nv = (int64_t)c->n_head_kv * c->head_dim_v;
-	int64_t no = (int64_t)c->n_head * c->head_dim_v;
+	struct model_attn *a = &m->w.layers[il].attn;
+	struct model_ffn *ff = &m->w.layers[il].ffn;
+	bool bias_required = (ad->required & MODEL_FEAT_QKV_BIAS) != 0;
+	bool has_bias = (c->features & MODEL_FEAT_QKV_BIAS) != 0;
+	int64_t nq = (int64_t)a->n_head * a->head_dim_k;
+	int64_t nk = (int64_t)a->n_head_kv * a->head_dim_k;
+	int64_t nv = (int64_t)a->n_head_kv * a->head_dim_v;
+	int64_t no = (int64_t)a->n_head * a->head_dim_v;
 	char name[96];
 	int rc[3];
 
+	if (model_refuse_features(f, ad, il, err, errlen))
+		return -1;
 #define T(field, suffix, ne0, ne1)                                             \
 	do {                                                                   \
 		snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);         \
-		if (model_tensor_get(f, name, ne0, ne1, false, &l->field, err, \
+		if (model_tensor_get(f, name, ne0, ne1, false, &field, err,    \
 		                     errlen))                                  \
 			return -1;                                             \
 	} while (0)
 #define V(field, suffix, n, opt, rcv)                                          \
 	do {                                                                   \
 		snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);         \
-		rcv =                                                          \
-		    model_vector_get(f, name, n, opt, &l->field, err, errlen); \
+		rcv = model_vector_get(f, name, n, opt, &field, err, errlen);  \
 		if (rcv < 0)                                                   \
 			return -1;                                             \
 	} while (0)
 
-	V(attn_norm, "attn_norm.weight", c->n_embd, false, rc[0]);
-	T(wq, "attn_q.weight", c->n_embd, nq);
-	T(wk, "attn_k.weight", c->n_embd, nk);
-	T(wv, "attn_v.weight", c->n_embd, nv);
-	V(bq, "attn_q.bias", nq, !bias_required, rc[0]);
-	V(bk, "attn_k.bias", nk, !bias_required, rc[1]);
-	V(bv, "attn_v.bias", nv, !bias_required, rc[2]);
+	V(a->norm, "attn_norm.weight", c->n_embd, false, rc[0]);
+	T(a->wq, "attn_q.weight", c->n_embd, nq);
+	T(a->wk, "attn_k.weight", c->n_embd, nk);
+	T(a->wv, "attn_v.weight", c->n_embd, nv);
+	V(a->bq, "attn_q.bias", nq, !bias_required, rc[0]);
+	V(a->bk, "attn_k.bias", nk, !bias_required, rc[1]);
+	V(a->bv, "attn_v.bias", nv, !bias_required, rc[2]);
 	if (rc[0] != rc[1] || rc[1] != rc[2]) {
 		snprintf(err, errlen,
 		         "layer %d: attn_q/k/v.bias must be all present or all "
@@ -364,18 +525,18 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 		         il);
 		return -1;
 	}
-	if ((rc[0] == 0) != c->has_qkv_bias) {
+	if ((rc[0] == 0) != has_bias) {
 		snprintf(err, errlen,
 		         "layer %d: attn_q.bias is %s but it is %s in layer 0",
 		         il, rc[0] == 0 ? "present" : "absent",
-		         c->has_qkv_bias ? "present" : "absent");
+		         has_bias ? "present" : "absent");
 		return -1;
 	}
-	T(wo, "attn_output.weight", no, c->n_embd);
-	V(ffn_norm, "ffn_norm.weight", c->n_embd, false, rc[0]);
-	T(w_gate, "ffn_gate.weight", c->n_embd, c->n_ff);
-	T(w_up, "ffn_up.weight", c->n_embd, c->n_ff);
-	T(w_down, "ffn_down.weight", c->n_ff, c->n_embd);
+	T(a->wo, "attn_output.weight", no, c->n_embd);
+	V(ff->norm, "ffn_norm.weight", c->n_embd, false, rc[0]);
+	T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
+	T(ff->up, "ffn_up.weight", c->n_embd, ff->n_ff);
+	T(ff->down, "ffn_down.weight", ff->n_ff, c->n_embd);
 #undef T
 #undef V
 	return 0;
@@ -415,28 +576,99 @@ static int model_load_globals(const struct gguf_file *f, struct model *m,
 	c->tied_output = rc == 1;
 	if (c->tied_output)
 		m->w.output = m->w.token_embd;
-	rc = model_vector_get(f, "rope_freqs.weight", c->n_rot / 2, true,
-	                      &m->w.rope_freqs, err, errlen);
+	return 0;
+}
+
+/*
+ * RoPE class 0 from the file's shape: rope_freqs.weight (optional), then
+ * the inverse frequencies both backends use:
+ *   theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i]
+ */
+static int model_load_rope(const struct gguf_file *f, struct model *m,
+                           const struct model_shape *sh,
+                           const struct model_arch_row *ad, char *err,
+                           size_t errlen)
+{
+	struct model_rope *r = &m->cfg.ropes[0];
+	int rc;
+
+	m->cfg.n_ropes = 1;
+	r->style = ad->rope;
+	r->n_rot = sh->n_rot;
+	r->freq_base = sh->rope_freq_base;
+	r->scaling = sh->rope_linear ? MODEL_ROPE_SCALING_LINEAR
+	                             : MODEL_ROPE_SCALING_NONE;
+	r->freq_scale = sh->rope_freq_scale;
+	if (sh->rope_linear)
+		m->cfg.features |= MODEL_FEAT_ROPE_LINEAR;
+	rc = model_vector_get(f, "rope_freqs.weight", r->n_rot / 2, true,
+	                      &r->freq_factors, err, errlen);
 	if (rc < 0)
 		return -1;
-	c->has_rope_freqs = rc == 0;
-	for (int i = 0; c->has_rope_freqs && i < c->n_rot / 2; i++) {
-		if (!(m->w.rope_freqs[i] > 0.0f)) {
+	if (rc == 0)
+		m->cfg.features |= MODEL_FEAT_ROPE_FACTORS;
+	for (int i = 0; r->freq_factors != NULL && i < r->n_rot / 2; i++) {
+		if (!(r->freq_factors[i] > 0.0f)) {
 			snprintf(err, errlen,
 			         "tensor rope_freqs.weight: element %d = %g is "
 			         "not > 0",
-			         i, (double)m->w.rope_freqs[i]);
+			         i, (double)r->freq_factors[i]);
 			return -1;
 		}
 	}
+	r->inv_freq = calloc((size_t)r->n_rot / 2 + 1, sizeof(double));
+	if (r->inv_freq == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < r->n_rot / 2; i++) {
+		double fr =
+		    pow((double)r->freq_base, -2.0 * i / (double)r->n_rot) *
+		    (double)r->freq_scale;
+
+		if (r->freq_factors != NULL)
+			fr /= (double)r->freq_factors[i];
+		r->inv_freq[i] = fr;
+	}
 	return 0;
+}
+
+/* Raise *MX to V. */
+static void model_max(int32_t *mx, int64_t v)
+{
+	if (v > *mx)
+		*mx = (int32_t)v;
+}
+
+/* cfg.max_*: the largest of the layers' values (model.h invariant 4). */
+static void model_set_maxima(struct model *m)
+{
+	struct model_config *c = &m->cfg;
+
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_attn *a = &m->w.layers[il].attn;
+
+		model_max(&c->max_n_head, a->n_head);
+		model_max(&c->max_head_dim, a->head_dim_k);
+		model_max(&c->max_head_dim, a->head_dim_v);
+		model_max(&c->max_q_dim, (int64_t)a->n_head * a->head_dim_k);
+		model_max(&c->max_o_dim, (int64_t)a->n_head * a->head_dim_v);
+		model_max(&c->max_kv_dim_k,
+		          (int64_t)a->n_head_kv * a->head_dim_k);
+		model_max(&c->max_kv_dim_v,
+		          (int64_t)a->n_head_kv * a->head_dim_v);
+		model_max(&c->max_ff, m->w.layers[il].ffn.n_ff);
+	}
+	for (int i = 0; i < c->n_ropes; i++)
+		model_max(&c->max_rot, c->ropes[i].n_rot);
 }
 
 /* Describe the model in F; see model.h for the contract. */
 int model_load(const struct gguf_file *f, struct model **out, char *err,
                size_t errlen)
 {
-	const struct model_arch_desc *ad = NULL;
+	const struct model_arch_row *ad = NULL;
+	struct model_shape sh;
 	struct gguf_str s;
 	struct model *m;
 	char e[256];
@@ -466,11 +698,16 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 		return -1;
 	}
 	m->file = f;
-	m->cfg.arch = ad->arch;
 	m->cfg.arch_name = ad->name;
-	m->cfg.rope_style = ad->rope;
-	if (model_read_config(f, ad->name, &m->cfg, err, errlen) ||
-	    model_load_globals(f, m, err, errlen))
+	memset(&sh, 0, sizeof(sh));
+	if (model_read_config(f, ad->name, &sh, err, errlen))
+		goto fail;
+	m->cfg.n_layer = sh.n_layer;
+	m->cfg.n_embd = sh.n_embd;
+	m->cfg.n_ctx_train = sh.n_ctx_train;
+	m->cfg.rms_eps = sh.rms_eps;
+	if (model_load_globals(f, m, err, errlen) ||
+	    model_load_rope(f, m, &sh, ad, err, errlen))
 		goto fail;
 	m->w.layers = calloc((size_t)m->cfg.n_layer, sizeof(*m->w.layers));
 	if (m->w.layers == NULL) {
@@ -478,16 +715,22 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 		         m->cfg.n_layer);
 		goto fail;
 	}
-	m->cfg.has_qkv_bias = gguf_find_tensor(f, "blk.0.attn_q.bias") != NULL;
-	if (ad->bias_required && !m->cfg.has_qkv_bias) {
+	if (gguf_find_tensor(f, "blk.0.attn_q.bias") != NULL &&
+	    (ad->feats & MODEL_FEAT_QKV_BIAS))
+		m->cfg.features |= MODEL_FEAT_QKV_BIAS;
+	if ((ad->required & MODEL_FEAT_QKV_BIAS) &&
+	    !(m->cfg.features & MODEL_FEAT_QKV_BIAS)) {
 		snprintf(err, errlen,
 		         "missing tensor blk.0.attn_q.bias (required by %s)",
 		         ad->name);
 		goto fail;
 	}
-	for (int il = 0; il < m->cfg.n_layer; il++)
-		if (model_load_layer(f, m, il, ad->bias_required, err, errlen))
+	for (int il = 0; il < m->cfg.n_layer; il++) {
+		model_describe_layer(&sh, ad, &m->w.layers[il]);
+		if (model_load_layer(f, m, il, ad, err, errlen))
 			goto fail;
+	}
+	model_set_maxima(m);
 	*out = m;
 	return 0;
 fail:
@@ -495,57 +738,100 @@ fail:
 	return -1;
 }
 
-/* Free the model and its owned copies. */
-void model_layer_matrices(const struct model_layer *l,
-                          const struct model_tensor *ts[MODEL_LAYER_MATRICES])
+int model_layer_matrices(
+    const struct model_layer *l,
+    const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES])
 {
-	ts[0] = &l->wq;
-	ts[1] = &l->wk;
-	ts[2] = &l->wv;
-	ts[3] = &l->wo;
-	ts[4] = &l->w_gate;
-	ts[5] = &l->w_up;
-	ts[6] = &l->w_down;
+	const struct model_tensor *all[MODEL_LAYER_MAX_MATRICES] = {
+	    &l->attn.wq,  &l->attn.wk, &l->attn.wv,  &l->attn.wo,
+	    &l->ffn.gate, &l->ffn.up,  &l->ffn.down, &l->ffn.router};
+	int n = 0;
+
+	for (int i = 0; i < MODEL_LAYER_MAX_MATRICES; i++)
+		if (all[i]->data != NULL)
+			ts[n++] = all[i];
+	return n;
 }
 
+struct model_cache_desc model_layer_cache(const struct model *m, int il)
+{
+	const struct model_attn *a = &m->w.layers[il].attn;
+	struct model_cache_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = a->kind == MODEL_ATTN_SLIDING     ? MODEL_CACHE_WINDOW
+	         : a->kind == MODEL_ATTN_RECURRENT ? MODEL_CACHE_RECURRENT
+	                                           : MODEL_CACHE_FULL;
+	d.window = a->kind == MODEL_ATTN_SLIDING ? a->window : 0;
+	d.k_dim = a->n_head_kv * a->head_dim_k;
+	d.v_dim = a->n_head_kv * a->head_dim_v;
+	return d;
+}
+
+struct model_attn_params model_attn_params(const struct model_attn *a)
+{
+	struct model_attn_params p;
+
+	p.scale = a->scale;
+	p.window = a->kind == MODEL_ATTN_SLIDING ? a->window : 0;
+	p.softcap = a->softcap;
+	p.sinks = a->sinks;
+	return p;
+}
+
+const struct model_rope *model_layer_rope(const struct model *m, int il)
+{
+	return &m->cfg.ropes[m->w.layers[il].attn.rope];
+}
+
+/* Free the model and its owned copies. */
 void model_free(struct model *m)
 {
 	if (m == NULL)
 		return;
 	for (int il = 0; m->w.layers != NULL && il < m->cfg.n_layer; il++) {
-		struct model_layer *l = &m->w.layers[il];
+		struct model_attn *a = &m->w.layers[il].attn;
+		struct model_ffn *ff = &m->w.layers[il].ffn;
 
-		free(l->attn_norm);
-		free(l->ffn_norm);
-		free(l->bq);
-		free(l->bk);
-		free(l->bv);
+		free(a->norm);
+		free(a->post_norm);
+		free(a->q_norm);
+		free(a->k_norm);
+		free(a->bq);
+		free(a->bk);
+		free(a->bv);
+		free(a->bo);
+		free(a->sinks);
+		free(ff->norm);
+		free(ff->post_norm);
+	}
+	for (int i = 0; i < MODEL_MAX_ROPES; i++) {
+		free(m->cfg.ropes[i].freq_factors);
+		free(m->cfg.ropes[i].inv_freq);
 	}
 	free(m->w.layers);
 	free(m->w.output_norm);
-	free(m->w.rope_freqs);
 	free(m);
 }
 
-/* Bytes of one matrix. */
+/* Bytes of one matrix (or stack of them). */
 static uint64_t model_tensor_bytes(const struct model_tensor *t)
 {
-	return (uint64_t)t->row_size * (uint64_t)t->ne1;
+	return (uint64_t)t->row_size * (uint64_t)t->ne1 * (uint64_t)t->ne2;
 }
 
-/* Bytes of the weights read per token (LM head included, embeddings not). */
+/* Bytes of the weights read per token (LM head included, embeddings not;
+ * all of an expert stack, an upper bound for a mixture). */
 uint64_t model_weight_bytes(const struct model *m)
 {
 	uint64_t n = model_tensor_bytes(&m->w.output);
 
 	for (int il = 0; il < m->cfg.n_layer; il++) {
-		const struct model_layer *l = &m->w.layers[il];
+		const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES];
+		int nt = model_layer_matrices(&m->w.layers[il], ts);
 
-		n += model_tensor_bytes(&l->wq) + model_tensor_bytes(&l->wk) +
-		     model_tensor_bytes(&l->wv) + model_tensor_bytes(&l->wo) +
-		     model_tensor_bytes(&l->w_gate) +
-		     model_tensor_bytes(&l->w_up) +
-		     model_tensor_bytes(&l->w_down);
+		for (int i = 0; i < nt; i++)
+			n += model_tensor_bytes(ts[i]);
 	}
 	return n;
 }

@@ -1,47 +1,91 @@
 /*
- * model.h - a transformer described by its GGUF file: hyper-parameters and
- * the table of weights.
+ * model.h - a transformer described by its GGUF file: global parts, and
+ * per layer an attention and an FFN descriptor with optional tensors.
  *
  * NOTES ON THE DESIGN
  *
- * Everything here comes from the GGUF metadata and tensor table; nothing
- * is hard-coded per model. The supported architectures are the llama
- * family (general.architecture "llama": Llama 2/3, TinyLlama, SmolLM2,
- * Mistral) and qwen2 (Qwen2, Qwen2.5, DeepSeek-R1-Distill-Qwen). Both are
- * the same pre-norm decoder:
+ * A model is a description of features, not an architecture's name. Both
+ * backends run one fixed recipe of optional steps over it (backend_cpu.c
+ * cpu_layer, cuda/backend_cuda.cu cu_layer); a step whose tensor is NULL
+ * (or whose number is 0) is off. model_archs[] in model.c is the only code
+ * that knows architecture names: one row maps an architecture's GGUF keys
+ * and tensor names onto these features. The recipe, with each feature's
+ * formula (the ones marked [planned] are described here and refused at
+ * load or open until a backend runs them, never run wrong):
  *
  *   x = token_embd[tok]                                   fp32 residual
- *   for each layer:
- *     h = rmsnorm(x) * attn_norm
+ *   x *= embd_scale                            [planned] (gemma: sqrt(n_embd))
+ *   for each layer, attention (struct model_attn):
+ *     h = rmsnorm(x) * norm
  *     q = Wq h (+bq), k = Wk h (+bk), v = Wv h (+bv)
- *     rope(q, k, pos)          llama: adjacent pairs; qwen2: NEOX halves
- *     x += Wo attention(q, K[0..pos], V[0..pos])       causal, GQA
- *     h = rmsnorm(x) * ffn_norm
- *     x += Wdown (silu(Wgate h) * (Wup h))
+ *     q, k = rmsnorm(per head) * q_norm, k_norm     [planned] q/k norm
+ *     rope(q, k, pos, ropes[rope])     NORM: adjacent pairs, NEOX: halves
+ *     s_ij = scale * q_i . k_j                 scale = 1/sqrt(head_dim_k)
+ *     s_ij = softcap * tanh(s_ij / softcap)          [planned] softcap > 0
+ *     j in 0..i (full), i-window < j <= i (sliding)  [planned] window
+ *     p = softmax over j (and over sinks[h], a logit   [planned] sinks
+ *         with no value)
+ *     o = Wo (sum_j p_ij v_j) (+bo)                   [planned] bo
+ *     o = rmsnorm(o) * post_norm                     [planned] post_norm
+ *     x += o
+ *   FFN (struct model_ffn):
+ *     h = rmsnorm(x) * norm
+ *     dense:   f = Wdown (act(Wgate h) * (Wup h))
+ *              act: SiLU x/(1+e^-x); GELU-tanh [planned]
+ *                   0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
+ *     experts: [planned] router logits = Wrouter h; the n_used experts
+ *              chosen and weighted as the architecture says; f = sum of
+ *              their dense FFNs (3-D tensors, one matrix per expert)
+ *     f = rmsnorm(f) * post_norm                     [planned] post_norm
+ *     x += f
  *   logits = Wout (rmsnorm(x) * output_norm)   Wout = token_embd if tied
+ *   logits = final_softcap * tanh(logits / final_softcap)      [planned]
  *
- * RoPE style. Hugging Face's Llama rotates the halves of each head (NEOX).
+ * RoPE classes. A layer names one of ropes[] (Gemma's local and global
+ * layers rotate with different bases). A class is its style, rotated dims,
+ * base, scaling (none; linear: angles divided by the factor; YaRN
+ * [planned]) and optional per-pair divisors (rope_freqs.weight, llama 3.1+);
+ * model.c computes its inverse frequencies once, for both backends:
+ *   theta_i(pos) = pos * inv_freq[i],
+ *   inv_freq[i] = base^(-2i/n_rot) * freq_scale / freq_factors[i]
+ * RoPE style: Hugging Face's Llama rotates the halves of each head (NEOX);
  * llama.cpp's converter permutes the rows of Wq and Wk of "llama" models
- * so that the same rotation becomes one of adjacent pairs (x[2i], x[2i+1])
- * ("normal" style). qwen2 weights are stored un-permuted, so qwen2 uses the
- * halves (x[i], x[i + n_rot/2]). The style is a property of the
- * architecture, recorded in model_config.rope_style.
+ * so that the same rotation becomes one of adjacent pairs ("normal"
+ * style); qwen2 weights are stored un-permuted (halves). The style is the
+ * architecture row's.
+ *
+ * Caches. A layer's cache follows from its attention kind: full (K and V of
+ * every position), sliding window (at least its window; engine.h says what
+ * truncation needs), recurrent [planned] (a state per sequence, restored
+ * from snapshots). model_layer_cache() gives each layer's.
+ *
+ * Adding an architecture: a row in model_archs[] (model.c) naming its rope
+ * style and the features its graph has (MODEL_FEAT_*); the loader reads
+ * each enabled feature's keys and tensors by llama.cpp's GGUF names
+ * (model.c model_load_layer). A feature no backend runs yet goes into
+ * MODEL_FEAT_*, this recipe, and each backend's recipe; until a backend
+ * lists it in its engine_ops.features, engine_open refuses the model with
+ * the feature's name (model_feature_name).
  *
  * Lifetimes (STYLE.md habit 1): struct model_config is immutable after
  * model_load(); struct model_weights points into the GGUF mapping (read
  * only; the gguf_file must outlive the model) except the small 1-D vectors
- * (norms, biases, rope frequency factors), which are converted to fp32
- * copies owned by the model. Run state and KV cache belong to a backend
- * (engine.h), never to the model.
+ * (norms, biases, rope frequency factors) and the inverse frequencies,
+ * which are fp32/fp64 copies owned by the model. Run state and KV cache
+ * belong to a backend (engine.h), never to the model.
  *
  * Invariants after a successful model_load():
- *   1. Every tensor the architecture requires is present, of a type
+ *   1. Every tensor a layer's features require is present, of a type
  *      quant_can_compute() accepts, with exactly the shape given in the
  *      field comments below; an error names the first tensor that is not.
- *   2. n_head % n_head_kv == 0; n_rot is even and <= head_dim_k;
- *      head_dim_k == head_dim_v (the attention here needs it).
+ *      A tensor of a feature the architecture's row does not have is
+ *      refused by name.
+ *   2. Per layer: n_head % n_head_kv == 0; its RoPE class's n_rot is even
+ *      and <= head_dim_k; head_dim_k == head_dim_v (the attention here
+ *      needs it).
  *   3. All counts are positive and bounded (MODEL_MAX_* below), so products
  *      such as n_layer * n_ctx * n_head_kv * head_dim fit in int64_t.
+ *   4. cfg.max_* are the largest of the layers' values (buffer sizes).
  */
 #ifndef PARLEY_MODEL_H
 #define PARLEY_MODEL_H
@@ -64,65 +108,185 @@ struct gguf_file;
 #define MODEL_MAX_HEAD_DIM 1024
 #define MODEL_MAX_VOCAB    4194304
 #define MODEL_MAX_CTX      1048576
+#define MODEL_MAX_ROPES    2 /* RoPE classes (gemma: local and global) */
 
-enum model_arch {
-	MODEL_ARCH_LLAMA, /* "llama" */
-	MODEL_ARCH_QWEN2, /* "qwen2" */
+/* Features beyond the plain pre-norm decoder, one bit each: what a model
+ * uses (model_features) and what a backend runs (engine_ops.features). */
+enum model_feature {
+	MODEL_FEAT_QKV_BIAS = 1u << 0,     /* bq, bk, bv */
+	MODEL_FEAT_ROPE_FACTORS = 1u << 1, /* rope_freqs.weight */
+	MODEL_FEAT_ROPE_LINEAR = 1u << 2,  /* linear RoPE scaling */
+	MODEL_FEAT_ROPE_YARN = 1u << 3,    /* YaRN RoPE scaling */
+	MODEL_FEAT_EMBD_SCALE = 1u << 4,   /* embeddings times a scale */
+	MODEL_FEAT_FINAL_SOFTCAP = 1u << 5,
+	MODEL_FEAT_QK_NORM = 1u << 6,      /* q/k RMSNorm per head */
+	MODEL_FEAT_POST_NORMS = 1u << 7,   /* norms after attention / FFN */
+	MODEL_FEAT_ATTN_SLIDING = 1u << 8, /* sliding-window layers */
+	MODEL_FEAT_ATTN_SOFTCAP = 1u << 9,
+	MODEL_FEAT_ATTN_SINKS = 1u << 10,
+	MODEL_FEAT_ATTN_OUT_BIAS = 1u << 11, /* bo */
+	MODEL_FEAT_RECURRENT = 1u << 12,     /* linear/recurrent layers */
+	MODEL_FEAT_GELU_TANH = 1u << 13,     /* GELU-tanh-gated FFN */
+	MODEL_FEAT_EXPERTS = 1u << 14,       /* mixture-of-experts FFN */
 };
+#define MODEL_FEAT_COUNT 15
+
+/* Name of the single feature bit F ("sliding-window attention"), static;
+ * "?" for anything else. */
+const char *model_feature_name(uint32_t f);
+
+/* The first feature of FEATS as a name (the one an error names), or
+ * NULL when FEATS is 0. */
+const char *model_feature_first(uint32_t feats);
 
 enum model_rope_style {
 	MODEL_ROPE_NORM, /* rotate adjacent pairs (x[2i], x[2i+1]) */
 	MODEL_ROPE_NEOX, /* rotate halves (x[i], x[i + n_rot/2]) */
 };
 
-/* Hyper-parameters: immutable after model_load(). */
-struct model_config {
-	enum model_arch arch;  /* architecture */
-	const char *arch_name; /* "llama" or "qwen2" (static) */
-	int32_t n_vocab;       /* rows of token_embd.weight */
-	int32_t n_ctx_train;   /* ARCH.context_length */
-	int32_t n_embd;        /* ARCH.embedding_length */
-	int32_t n_ff;          /* ARCH.feed_forward_length */
-	int32_t n_layer;       /* ARCH.block_count */
-	int32_t n_head;        /* ARCH.attention.head_count */
-	int32_t n_head_kv;     /* ARCH.attention.head_count_kv */
-	int32_t head_dim_k;    /* ARCH.attention.key_length or n_embd/n_head */
-	int32_t head_dim_v;    /* ARCH.attention.value_length, same default */
-	int32_t n_rot;         /* ARCH.rope.dimension_count or head_dim_k */
-	float rope_freq_base;  /* ARCH.rope.freq_base, default 10000 */
-	float
-	    rope_freq_scale; /* 1 / ARCH.rope.scaling.factor (linear), else 1 */
-	enum model_rope_style rope_style; /* by architecture, see above */
-	float rms_eps;       /* ARCH.attention.layer_norm_rms_epsilon */
-	bool tied_output;    /* no output.weight: LM head = token_embd */
-	bool has_qkv_bias;   /* attn_q/k/v.bias present (qwen2: always) */
-	bool has_rope_freqs; /* rope_freqs.weight present (llama 3.1+) */
+enum model_rope_scaling {
+	MODEL_ROPE_SCALING_NONE,
+	MODEL_ROPE_SCALING_LINEAR, /* angles / factor */
+	MODEL_ROPE_SCALING_YARN,   /* [planned] */
 };
 
-/* One weight matrix (or vector) as stored in the file. */
+/* A RoPE class: immutable after model_load(). */
+struct model_rope {
+	enum model_rope_style style;
+	int32_t n_rot;                   /* rotated dims (even) */
+	float freq_base;                 /* ARCH.rope.freq_base */
+	enum model_rope_scaling scaling; /* ARCH.rope.scaling.type */
+	float freq_scale; /* 1 / ARCH.rope.scaling.factor (linear), else 1 */
+	int32_t yarn_orig_ctx; /* YaRN: the context it was trained at */
+	float *freq_factors;   /* [n_rot / 2] divisors (rope_freqs), or NULL
+	                          (owned) */
+	double *inv_freq;      /* [n_rot / 2] angle per position (owned) */
+};
+
+enum model_attn_kind {
+	MODEL_ATTN_FULL,      /* every earlier position */
+	MODEL_ATTN_SLIDING,   /* [planned] the last `window` positions */
+	MODEL_ATTN_RECURRENT, /* [planned] a recurrent state, no KV */
+};
+
+enum model_ffn_kind {
+	MODEL_FFN_DENSE,   /* one gated MLP */
+	MODEL_FFN_EXPERTS, /* [planned] routed experts */
+};
+
+enum model_act {
+	MODEL_ACT_SILU,      /* silu(gate) * up */
+	MODEL_ACT_GELU_TANH, /* [planned] gelu_tanh(gate) * up */
+};
+
+/* One weight matrix (or vector, or stack of matrices) as stored. */
 struct model_tensor {
 	const char *name; /* tensor name (points into the gguf_file) */
 	uint32_t type;    /* ggml type id (qtype.h) */
 	int64_t ne0;      /* elements per row (contiguous) */
-	int64_t ne1;      /* rows (1 for a vector) */
+	int64_t ne1;      /* rows of one matrix (1 for a vector) */
+	int64_t ne2;      /* matrices (experts; 1 for a 2-D tensor) */
 	size_t row_size;  /* bytes per row: quant_row_size(type, ne0) */
-	const void *data; /* ne1 rows of row_size bytes, into the mapping */
+	const void *data; /* ne2 * ne1 rows of row_size bytes, into the
+	                     mapping; NULL: the tensor is absent */
 };
 
-/* The weights of one block. W x means: row r of W dotted with x. */
-struct model_layer {
-	float *attn_norm;       /* [n_embd] (owned copy) */
+/* A layer's attention (W x means: row r of W dotted with x). */
+struct model_attn {
+	enum model_attn_kind kind;
+	int32_t window;     /* sliding: positions attended, itself included */
+	int32_t n_head;     /* query heads */
+	int32_t n_head_kv;  /* key/value heads (n_head % n_head_kv == 0) */
+	int32_t head_dim_k; /* dims of a query/key head */
+	int32_t head_dim_v; /* dims of a value head */
+	int32_t rope;       /* index into cfg.ropes */
+	float scale;        /* of q . k: 1/sqrt(head_dim_k) unless the file
+	                       says */
+	float softcap;      /* of the scores; 0 = off */
+	float *norm;        /* [n_embd] before (owned) */
+	float *post_norm;   /* [n_embd] after, or NULL (owned) */
+	float *q_norm;      /* [head_dim_k] per-head RMSNorm, or NULL */
+	float *k_norm;      /* [head_dim_k] or NULL (owned) */
 	struct model_tensor wq; /* [n_head * head_dim_k rows, n_embd] */
 	struct model_tensor wk; /* [n_head_kv * head_dim_k rows, n_embd] */
 	struct model_tensor wv; /* [n_head_kv * head_dim_v rows, n_embd] */
+	struct model_tensor wo; /* [n_embd rows, n_head * head_dim_v] */
 	float *bq;              /* [n_head * head_dim_k] or NULL (owned) */
 	float *bk;              /* [n_head_kv * head_dim_k] or NULL (owned) */
 	float *bv;              /* [n_head_kv * head_dim_v] or NULL (owned) */
-	struct model_tensor wo; /* [n_embd rows, n_head * head_dim_v] */
-	float *ffn_norm;        /* [n_embd] (owned copy) */
-	struct model_tensor w_gate; /* [n_ff rows, n_embd] */
-	struct model_tensor w_up;   /* [n_ff rows, n_embd] */
-	struct model_tensor w_down; /* [n_embd rows, n_ff] */
+	float *bo;              /* [n_embd] or NULL (owned) */
+	float *sinks;           /* [n_head] a logit per head, or NULL */
+};
+
+/* A layer's feed-forward block. */
+struct model_ffn {
+	enum model_ffn_kind kind;
+	enum model_act act;       /* of the gate */
+	int32_t n_ff;             /* hidden size (of one expert) */
+	float *norm;              /* [n_embd] before (owned) */
+	float *post_norm;         /* [n_embd] after, or NULL (owned) */
+	struct model_tensor gate; /* [n_ff rows, n_embd] (x n_expert) */
+	struct model_tensor up;   /* [n_ff rows, n_embd] (x n_expert) */
+	struct model_tensor down; /* [n_embd rows, n_ff] (x n_expert) */
+	/* experts [planned] */
+	int32_t n_expert;           /* 0 for a dense FFN */
+	int32_t n_expert_used;      /* chosen per token */
+	struct model_tensor router; /* [n_expert rows, n_embd] */
+};
+
+/* The parameters of a layer's attention scores: one struct on every
+ * attention path of both backends. */
+struct model_attn_params {
+	float scale;        /* of q . k */
+	int32_t window;     /* sliding: positions attended; 0 = all earlier */
+	float softcap;      /* of the scores; 0 = off */
+	const float *sinks; /* [n_head] or NULL (host memory; a device
+	                       backend substitutes its copy) */
+};
+
+/* The weights of one block. */
+struct model_layer {
+	struct model_attn attn;
+	struct model_ffn ffn;
+};
+
+/* What a layer's cache holds (engine.h: per-layer caches). */
+enum model_cache_kind {
+	MODEL_CACHE_FULL,      /* K, V of every position */
+	MODEL_CACHE_WINDOW,    /* [planned] the last `window` positions */
+	MODEL_CACHE_RECURRENT, /* [planned] a state of fixed size */
+};
+
+struct model_cache_desc {
+	enum model_cache_kind kind;
+	int32_t window; /* WINDOW: positions that must be kept */
+	int32_t k_dim;  /* floats of K per position: n_head_kv * hd_k */
+	int32_t v_dim;  /* floats of V per position */
+};
+
+/* Global hyper-parameters: immutable after model_load(). */
+struct model_config {
+	const char *arch_name; /* general.architecture (static) */
+	int32_t n_vocab;       /* rows of token_embd.weight */
+	int32_t n_ctx_train;   /* ARCH.context_length */
+	int32_t n_embd;        /* ARCH.embedding_length */
+	int32_t n_layer;       /* ARCH.block_count */
+	float rms_eps;         /* ARCH.attention.layer_norm_rms_epsilon */
+	float embd_scale;      /* [planned] embeddings times this; 0 = off */
+	float final_softcap;   /* [planned] of the logits; 0 = off */
+	bool tied_output;      /* no output.weight: LM head = token_embd */
+	int32_t n_ropes;       /* classes in ropes[] */
+	struct model_rope ropes[MODEL_MAX_ROPES];
+	/* the largest of the layers' values (buffer sizes) */
+	int32_t max_n_head;   /* query heads */
+	int32_t max_head_dim; /* head_dim_k and head_dim_v */
+	int32_t max_q_dim;    /* n_head * head_dim_k */
+	int32_t max_o_dim;    /* n_head * head_dim_v */
+	int32_t max_kv_dim_k; /* n_head_kv * head_dim_k */
+	int32_t max_kv_dim_v; /* n_head_kv * head_dim_v */
+	int32_t max_ff;       /* n_ff */
+	int32_t max_rot;      /* n_rot of the RoPE classes */
+	uint32_t features;    /* MODEL_FEAT_* the model uses */
 };
 
 /* All weights: read-only, valid while the gguf_file is open. */
@@ -130,8 +294,7 @@ struct model_weights {
 	struct model_tensor token_embd; /* [n_vocab rows, n_embd] */
 	float *output_norm;             /* [n_embd] (owned copy) */
 	struct model_tensor
-	    output;        /* [n_vocab rows, n_embd]; = token_embd if tied */
-	float *rope_freqs; /* [n_rot / 2] divisors of the angles, or NULL */
+	    output; /* [n_vocab rows, n_embd]; = token_embd if tied */
 	struct model_layer *layers; /* [n_layer] (owned) */
 };
 
@@ -154,11 +317,21 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 /* Free the model and its owned copies (not the gguf_file). NULL allowed. */
 void model_free(struct model *m);
 
-/* The weight matrices of a layer, in a fixed order: wq, wk, wv, wo,
- * w_gate, w_up, w_down. */
-#define MODEL_LAYER_MATRICES 7
-void model_layer_matrices(const struct model_layer *l,
-                          const struct model_tensor *ts[MODEL_LAYER_MATRICES]);
+/* The weight matrices a layer has (absent ones skipped), in a fixed
+ * order: wq, wk, wv, wo, gate, up, down, router. Returns how many. */
+#define MODEL_LAYER_MAX_MATRICES 8
+int model_layer_matrices(
+    const struct model_layer *l,
+    const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES]);
+
+/* The cache layer IL needs. */
+struct model_cache_desc model_layer_cache(const struct model *m, int il);
+
+/* The parameters of attention A's scores. */
+struct model_attn_params model_attn_params(const struct model_attn *a);
+
+/* The RoPE class of layer IL. */
+const struct model_rope *model_layer_rope(const struct model *m, int il);
 
 /* Comma-separated list of the supported architectures (static). */
 const char *model_supported_archs(void);

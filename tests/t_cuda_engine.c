@@ -336,7 +336,7 @@ static void check_file(const char *path, const char *what, const int32_t *toks,
 	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : "")) {
 		check_model(m, what, toks, gpu_batch);
 		/* fp32 activations on the GPU: the verifier's tight bounds */
-		if (m->w.layers[0].wq.type == QTYPE_F16 &&
+		if (m->w.layers[0].attn.wq.type == QTYPE_F16 &&
 		    m->w.output.type == QTYPE_F16)
 			check_verify(m, what, toks, N_PREFILL, false);
 	}

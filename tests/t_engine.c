@@ -73,6 +73,59 @@ static double maxdiff(const float *a, const float *b, size_t n)
 	return mx;
 }
 
+/*
+ * The state's versions (engine.h): the version 2 state ST (SSZ bytes, 16
+ * positions) rewritten as version 1 (its 40-byte header, then the same
+ * K/V) loads into C and continues as the original does (ROW: the logits
+ * of token TOK at position 16); a layer record that is not this model's
+ * cache is refused naming the layer, an unknown version by its number.
+ */
+static void check_state_versions(struct engine *c, const struct model *m,
+                                 void *st, size_t ssz, const float *row,
+                                 int32_t tok, const char *name)
+{
+	const struct model_attn *a = &m->w.layers[0].attn;
+	size_t rec = 32 + 32 * (size_t)m->cfg.n_layer, kvn = ssz - rec;
+	int32_t v1h[8] = {0x564b5250,     1,
+	                  m->cfg.n_layer, a->n_head_kv,
+	                  a->head_dim_k,  a->head_dim_v,
+	                  m->cfg.n_vocab, 16};
+	uint64_t kvb = kvn;
+	unsigned char *v1 = malloc(40 + kvn), *bytes = st;
+	char err[512] = "";
+	int32_t kdim;
+
+	memcpy(v1, v1h, 32);
+	memcpy(v1 + 32, &kvb, 8);
+	memcpy(v1 + 40, bytes + rec, kvn);
+	engine_truncate(c, 0);
+	tap_ok(engine_state_load(c, v1, 40 + kvn, err, sizeof(err)) == 0 &&
+	           engine_n_past(c) == 16 &&
+	           engine_eval(c, &tok, 1, 0, err, sizeof(err)) == 0 &&
+	           maxdiff(row, engine_logits(c), m->cfg.n_vocab) == 0,
+	       "%s: a version 1 state loads and continues exactly %s", name,
+	       err);
+	v1h[3] += 1; /* another head count */
+	memcpy(v1, v1h, 32);
+	tap_ok(engine_state_load(c, v1, 40 + kvn, err, sizeof(err)) == -1 &&
+	           strstr(err, "version 1") != NULL,
+	       "%s: a version 1 state of another shape refused: %s", name, err);
+	free(v1);
+	memcpy(&kdim, bytes + 32 + 32 + 8, 4); /* layer 1's k_dim */
+	kdim += 1;
+	memcpy(bytes + 32 + 32 + 8, &kdim, 4);
+	tap_ok(engine_state_load(c, st, ssz, err, sizeof(err)) == -1 &&
+	           strstr(err, "layer 1 cache") != NULL,
+	       "%s: a layer record of another cache refused: %s", name, err);
+	kdim -= 1;
+	memcpy(bytes + 32 + 32 + 8, &kdim, 4);
+	bytes[4] = 3;
+	tap_ok(engine_state_load(c, st, ssz, err, sizeof(err)) == -1 &&
+	           strstr(err, "version 3") != NULL,
+	       "%s: an unknown version refused: %s", name, err);
+	bytes[4] = 2;
+}
+
 /* Prefill vs decode vs chunked prefill, truncate, state. */
 static void check_consistency(const char *name)
 {
@@ -189,6 +242,7 @@ static void check_consistency(const char *name)
 	((unsigned char *)st)[0] ^= 1;
 	tap_ok(engine_state_load(c, st, ssz - 4, err, sizeof(err)) == -1,
 	       "%s: truncated state refused: %s", name, err);
+	check_state_versions(c, m, st, ssz, pre + 16 * nv, toks[16], name);
 
 	/* errors leave n_past unchanged */
 	{
@@ -319,10 +373,12 @@ static void check_model_errors(void)
 	};
 
 	m = open_model("qwen2_f32_gqa7", &src);
-	tap_ok(m != NULL && m->cfg.n_head == 14 && m->cfg.n_head_kv == 2 &&
-	           m->cfg.has_qkv_bias && !m->cfg.tied_output &&
-	           m->cfg.rope_style == MODEL_ROPE_NEOX &&
-	           m->cfg.rope_freq_base == 1000000.0f,
+	tap_ok(m != NULL && m->w.layers[0].attn.n_head == 14 &&
+	           m->w.layers[0].attn.n_head_kv == 2 &&
+	           (m->cfg.features & MODEL_FEAT_QKV_BIAS) &&
+	           !m->cfg.tied_output &&
+	           m->cfg.ropes[0].style == MODEL_ROPE_NEOX &&
+	           m->cfg.ropes[0].freq_base == 1000000.0f,
 	       "qwen2 description: 14/2 heads, biases, untied, NEOX, base 1e6");
 	p.backend = "tpu";
 	tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
@@ -353,15 +409,17 @@ static void check_model_errors(void)
 	gguf_close(src);
 
 	m = open_model("llama_f32_gqa7_tied", &src);
-	tap_ok(m != NULL && m->cfg.tied_output && !m->cfg.has_qkv_bias &&
-	           m->cfg.rope_style == MODEL_ROPE_NORM &&
+	tap_ok(m != NULL && m->cfg.tied_output &&
+	           !(m->cfg.features & MODEL_FEAT_QKV_BIAS) &&
+	           m->cfg.ropes[0].style == MODEL_ROPE_NORM &&
 	           m->w.output.data == m->w.token_embd.data,
 	       "llama description: tied output, no biases, normal RoPE");
 	model_free(m);
 	gguf_close(src);
 	m = open_model("qwen2_f32_hd32_tied", &src);
-	tap_ok(m != NULL && m->cfg.head_dim_k == 32 && m->cfg.n_rot == 32 &&
-	           m->cfg.n_embd == 64 && m->cfg.n_head == 4,
+	tap_ok(m != NULL && m->w.layers[0].attn.head_dim_k == 32 &&
+	           m->cfg.ropes[0].n_rot == 32 && m->cfg.n_embd == 64 &&
+	           m->w.layers[0].attn.n_head == 4,
 	       "key_length 32 with n_embd 64 and 4 heads");
 	model_free(m);
 	gguf_close(src);
@@ -467,7 +525,7 @@ static void check_mkmodel_types(void)
 		                     argv) == 0 &&
 		         (f = gguf_open(path, err, sizeof(err))) != NULL &&
 		         model_load(f, &m, err, sizeof(err)) == 0 &&
-		         m->w.layers[1].w_down.type == m->w.token_embd.type &&
+		         m->w.layers[1].ffn.down.type == m->w.token_embd.type &&
 		         (e = open_engine(m, 0, 1)) != NULL &&
 		         engine_eval(e, toks, 4, 0, err, sizeof(err)) == 0;
 		double sd = 0;

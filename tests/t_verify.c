@@ -263,7 +263,8 @@ static void check_divergence(const char *what, const char *path, int k,
 	    e == NULL || tf == NULL)
 		goto out;
 	/* layer k reads the down-projection of the next layer */
-	bad->w.layers[k].w_down = m->w.layers[(k + 1) % m->cfg.n_layer].w_down;
+	bad->w.layers[k].ffn.down =
+	    m->w.layers[(k + 1) % m->cfg.n_layer].ffn.down;
 	t = trace_new(m->cfg.n_layer, 5, tf);
 	if (t == NULL)
 		goto out;
@@ -336,7 +337,7 @@ static void check_nan(const char *path, int k)
 	    model_load(f, &bad, err, sizeof(err)) != 0 ||
 	    verify_open(e, bad, NULL, 2, &v, err, sizeof(err)) != 0)
 		goto out;
-	bad->w.layers[k].ffn_norm[0] = NAN;
+	bad->w.layers[k].ffn.norm[0] = NAN;
 	make_ids(ids, m->cfg.n_vocab);
 	run_steps(e, v, ids, &r);
 	tap_ok(r.failed == 0 && r.bad_steps == r.steps && r.steps > 0 &&

@@ -13,6 +13,18 @@
  * are produced at write time without holding the model in memory, by
  * every CPU at once (gguf_writer_set_threads).
  *
+ * A model is described by features, as model.h describes it: struct
+ * mk_model holds the shape, the feature bits (MK_FEAT_*) and the RoPE
+ * numbers. An architecture is one row of mk_archs[], the only code that
+ * knows architecture names: its GGUF key prefix and the features its name
+ * implies (the loader takes the RoPE style from general.architecture, so
+ * a style is written by choosing the row that has it). The tensors are
+ * two tables, global and per layer; a row names the features that add or
+ * drop its tensor, its shape, storage and distribution. A new feature is
+ * a bit, its option, its keys in mk_metadata and its rows; every feature
+ * gets a random-weight model for the backends' parity tests before any
+ * real checkpoint has it.
+ *
  * Weights: matrices ~ N(0, 1/n_in) (activations keep unit scale), the
  * embedding ~ N(0, 1), norms 1 + N(0, 0.1^2)... all stored in the chosen
  * type. F32, F16, BF16 are the rounded gaussians; Q8_0 is the gaussian
@@ -34,34 +46,148 @@
 #include "gguf_write.h"
 #include "qtype.h"
 
-/* Options of one run. */
-struct mk_opts {
-	const char *arch;     /* "llama" or "qwen2" */
-	const char *out;      /* output path */
-	const char *tok_from; /* GGUF to copy tokenizer.* keys from, or NULL */
+/* Features beyond the plain pre-norm decoder (model.h's MODEL_FEAT_*, and
+   the untied LM head), one bit each. */
+enum mk_feature {
+	MK_FEAT_QKV_BIAS = 1u << 0,     /* attn_q/k/v.bias */
+	MK_FEAT_ROPE_FACTORS = 1u << 1, /* rope_freqs.weight */
+	MK_FEAT_ROPE_LINEAR = 1u << 2,  /* ARCH.rope.scaling.type "linear" */
+	MK_FEAT_TIED = 1u << 3,         /* no output.weight */
+};
+
+/* RoPE styles (model.h's model_rope_style), by their option names. */
+enum mk_rope_style { MK_ROPE_NORM, MK_ROPE_NEOX };
+static const char *const mk_rope_styles[] = {"norm", "neox"};
+
+/* An architecture: its name, which is the prefix of its GGUF keys, and
+   the features the name implies. */
+static const struct mk_arch {
+	const char *name;        /* general.architecture */
+	enum mk_rope_style rope; /* the loader's style for this name */
+	uint32_t features;       /* on by default; the loader requires them */
+} mk_archs[] = {
+    {"llama", MK_ROPE_NORM, 0},
+    {"qwen2", MK_ROPE_NEOX, MK_FEAT_QKV_BIAS},
+};
+
+/* The model to write. */
+struct mk_model {
+	const struct mk_arch *arch; /* its row of mk_archs[] */
+	uint32_t features;          /* MK_FEAT_* */
+	enum mk_rope_style rope;    /* must be arch->rope: no key holds it */
 	int64_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
+	int64_t n_rot;      /* rope.dimension_count (even, <= head_dim) */
 	int64_t n_ctx;      /* context_length */
 	double rope_base;   /* rope.freq_base */
+	double rope_factor; /* rope.scaling.factor (MK_FEAT_ROPE_LINEAR) */
 	double rms_eps;     /* layer_norm_rms_epsilon */
 	uint32_t type;      /* type of the layer matrices */
 	uint32_t embd_type; /* type of token_embd */
 	uint32_t out_type;  /* type of output.weight */
 	uint32_t more_type; /* attn_v / ffn_down where llama.cpp's K-quant
 	                       mixes give more bits (UINT32_MAX: --type) */
-	int tied;           /* no output.weight */
-	int bias;           /* Q/K/V biases (-1 = by architecture) */
-	int rope_freqs;     /* write rope_freqs.weight */
 	uint64_t seed;      /* generator seed */
 };
 
+/* Options of one run: the model, and what waits for its architecture. */
+struct mk_opts {
+	const char *arch;     /* --arch, or NULL: chosen by the features */
+	const char *out;      /* output path */
+	const char *tok_from; /* GGUF to copy tokenizer.* keys from, or NULL */
+	int rope;             /* enum mk_rope_style, -1: the architecture's */
+	uint32_t feat_on;     /* features asked for */
+	uint32_t feat_off;    /* features refused (--no-qkv-bias) */
+	struct mk_model m;
+};
+
+/* The sizes a tensor's shape is made of. */
+enum mk_dim {
+	MK_DIM_NONE,  /* ne1 of a vector */
+	MK_DIM_VOCAB, /* n_vocab */
+	MK_DIM_EMBD,  /* n_embd */
+	MK_DIM_FF,    /* n_ff */
+	MK_DIM_Q,     /* n_head * head_dim */
+	MK_DIM_KV,    /* n_head_kv * head_dim */
+	MK_DIM_ROT2,  /* n_rot / 2 */
+};
+
+/* Where a tensor's storage type comes from. */
+enum mk_store {
+	MK_STORE_F32,  /* vectors */
+	MK_STORE_TYPE, /* --type */
+	MK_STORE_MORE, /* --more-bits-type in its layers, else --type */
+	MK_STORE_EMBD, /* --embd-type */
+	MK_STORE_OUT,  /* --out-type */
+};
+
+/* The distribution of a tensor's values. */
+enum mk_init {
+	MK_INIT_NORM,   /* 1 + N(0, 0.1^2) */
+	MK_INIT_MATRIX, /* N(0, 1/ne0) */
+	MK_INIT_EMBD,   /* N(0, 1) */
+	MK_INIT_BIAS,   /* N(0, 0.5^2) */
+	MK_INIT_FREQS,  /* rope frequency factors, uniform in [1, 8] */
+};
+
+/* A tensor the features may ask for. */
+struct mk_tensor_desc {
+	const char *name; /* a layer's: after "blk.N." */
+	uint32_t needs;   /* written when all these features are on */
+	uint32_t unless;  /* and none of these */
+	enum mk_dim ne0, ne1;
+	enum mk_store store;
+	enum mk_init init;
+};
+
+/* In file order. */
+static const struct mk_tensor_desc mk_global_tensors[] = {
+    {"token_embd.weight", 0, 0, MK_DIM_EMBD, MK_DIM_VOCAB, MK_STORE_EMBD,
+     MK_INIT_EMBD},
+    {"output_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_NORM},
+    {"output.weight", 0, MK_FEAT_TIED, MK_DIM_EMBD, MK_DIM_VOCAB, MK_STORE_OUT,
+     MK_INIT_MATRIX},
+    {"rope_freqs.weight", MK_FEAT_ROPE_FACTORS, 0, MK_DIM_ROT2, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_FREQS},
+};
+
+static const struct mk_tensor_desc mk_layer_tensors[] = {
+    {"attn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_NORM},
+    {"attn_q.weight", 0, 0, MK_DIM_EMBD, MK_DIM_Q, MK_STORE_TYPE,
+     MK_INIT_MATRIX},
+    {"attn_k.weight", 0, 0, MK_DIM_EMBD, MK_DIM_KV, MK_STORE_TYPE,
+     MK_INIT_MATRIX},
+    {"attn_v.weight", 0, 0, MK_DIM_EMBD, MK_DIM_KV, MK_STORE_MORE,
+     MK_INIT_MATRIX},
+    {"attn_q.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_Q, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_BIAS},
+    {"attn_k.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_BIAS},
+    {"attn_v.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_BIAS},
+    {"attn_output.weight", 0, 0, MK_DIM_Q, MK_DIM_EMBD, MK_STORE_TYPE,
+     MK_INIT_MATRIX},
+    {"ffn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_NORM},
+    {"ffn_gate.weight", 0, 0, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
+     MK_INIT_MATRIX},
+    {"ffn_up.weight", 0, 0, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
+     MK_INIT_MATRIX},
+    {"ffn_down.weight", 0, 0, MK_DIM_FF, MK_DIM_EMBD, MK_STORE_MORE,
+     MK_INIT_MATRIX},
+};
+
+#define MK_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 /* How a tensor's values are drawn. */
 struct mk_tensor {
-	uint64_t seed; /* seed of the tensor (from name and run seed) */
-	uint32_t type; /* storage type */
-	uint64_t ne0;  /* elements per row */
-	double mean;   /* of the gaussian */
-	double std;    /* of the gaussian */
-	int kind;      /* 0 gaussian, 1 rope frequency factors in [1, 8] */
+	uint64_t seed;     /* seed of the tensor (from name and run seed) */
+	uint32_t type;     /* storage type */
+	uint64_t ne0;      /* elements per row */
+	double mean;       /* of the gaussian */
+	double std;        /* of the gaussian */
+	enum mk_init init; /* MK_INIT_FREQS: not a gaussian */
 };
 
 /* splitmix64: the generator's step. */
@@ -167,7 +293,7 @@ static int mk_fill(void *ctx, uint64_t row, void *out, size_t row_bytes)
 			uint64_t m = n - i < 32 ? n - i : 32;
 
 			for (uint64_t k = 0; k < m; k++) {
-				v[k] = (float)(t->kind == 1
+				v[k] = (float)(t->init == MK_INIT_FREQS
 				                   ? 1.0 + 7.0 * mk_uniform(&s)
 				                   : t->mean +
 				                         t->std * mk_gauss(&s));
@@ -224,60 +350,177 @@ static int mk_parse_type(const char *s, uint32_t *out)
 	return -1;
 }
 
-/* All tensor descriptions live here until the write (owned by main). */
+/* All tensor descriptions live here until the write (owned by
+   cmd_mkmodel). */
 struct mk_state {
 	struct mk_tensor *t; /* [n] */
 	size_t n, cap;
 };
 
-/* Describe and add one tensor. */
-static int mk_add(struct gguf_writer *w, struct mk_state *st,
-                  const struct mk_opts *o, const char *name, uint32_t type,
-                  uint64_t ne0, uint64_t ne1, double mean, double std, int kind)
-{
-	uint64_t ne[2] = {ne0, ne1};
-	struct mk_tensor *t;
+/* Mean and standard deviation of each enum mk_init (a matrix's std is
+   1/sqrt(ne0), set in mk_add). */
+static const struct {
+	double mean, std;
+} mk_inits[] = {
+    [MK_INIT_NORM] = {1.0, 0.1}, [MK_INIT_MATRIX] = {0, 0},
+    [MK_INIT_EMBD] = {0, 1.0},   [MK_INIT_BIAS] = {0, 0.5},
+    [MK_INIT_FREQS] = {0, 0},
+};
 
-	if (st->n == st->cap)
-		return -1; /* capacity computed up front */
-	t = &st->t[st->n++];
-	t->seed = mk_hash(name, o->seed);
-	t->type = type;
-	t->ne0 = ne0;
-	t->mean = mean;
-	t->std = std;
-	t->kind = kind;
-	return gguf_writer_add_tensor(w, name, type, ne1 ? 2 : 1, ne, NULL,
-	                              mk_fill, t);
+/* Size D of model M. */
+static uint64_t mk_dim(const struct mk_model *m, enum mk_dim d)
+{
+	switch (d) {
+	case MK_DIM_NONE:
+		break;
+	case MK_DIM_VOCAB:
+		return (uint64_t)m->n_vocab;
+	case MK_DIM_EMBD:
+		return (uint64_t)m->n_embd;
+	case MK_DIM_FF:
+		return (uint64_t)m->n_ff;
+	case MK_DIM_Q:
+		return (uint64_t)(m->n_head * m->head_dim);
+	case MK_DIM_KV:
+		return (uint64_t)(m->n_head_kv * m->head_dim);
+	case MK_DIM_ROT2:
+		return (uint64_t)m->n_rot / 2;
+	}
+	return 0;
 }
 
-/* Metadata keys of the architecture. */
-static void mk_metadata(struct gguf_writer *w, const struct mk_opts *o)
+/* Storage type S of a tensor of layer IL (-1: a global tensor). */
+static uint32_t mk_store_type(const struct mk_model *m, enum mk_store s,
+                              int64_t il)
+{
+	/* llama.cpp's use_more_bits (llama-quant.cpp): the first and last
+	   eighth of the layers and every third in between */
+	int more =
+	    il >= 0 && (il < m->n_layer / 8 || il >= 7 * m->n_layer / 8 ||
+	                (il - m->n_layer / 8) % 3 == 2);
+
+	switch (s) {
+	case MK_STORE_F32:
+		return QTYPE_F32;
+	case MK_STORE_MORE:
+		return more && m->more_type != UINT32_MAX ? m->more_type
+		                                          : m->type;
+	case MK_STORE_EMBD:
+		return m->embd_type;
+	case MK_STORE_OUT:
+		return m->out_type;
+	case MK_STORE_TYPE:
+		break;
+	}
+	return m->type;
+}
+
+/* Describe tensor D of layer IL (-1: global) and add it to W. Returns 0,
+   or -1 with a message naming the tensor in ERR. */
+static int mk_add(struct gguf_writer *w, struct mk_state *st,
+                  const struct mk_model *m, const struct mk_tensor_desc *d,
+                  int64_t il, char *err, size_t errlen)
+{
+	uint64_t ne[2] = {mk_dim(m, d->ne0), mk_dim(m, d->ne1)};
+	uint32_t type = mk_store_type(m, d->store, il);
+	struct mk_tensor *t;
+	char name[96];
+
+	if (il < 0)
+		snprintf(name, sizeof(name), "%s", d->name);
+	else
+		snprintf(name, sizeof(name), "blk.%lld.%s", (long long)il,
+		         d->name);
+	if (gguf_writer_row_size(type, ne[0]) == 0) {
+		snprintf(err, errlen,
+		         "%s: rows of %llu are not whole %s blocks", name,
+		         (unsigned long long)ne[0], qtype_get(type)->name);
+		return -1;
+	}
+	if (st->n == st->cap) {
+		snprintf(err, errlen, "%s: too many tensors", name);
+		return -1; /* capacity computed up front */
+	}
+	t = &st->t[st->n++];
+	t->seed = mk_hash(name, m->seed);
+	t->type = type;
+	t->ne0 = ne[0];
+	t->mean = mk_inits[d->init].mean;
+	t->std = d->init == MK_INIT_MATRIX ? 1.0 / sqrt((double)ne[0])
+	                                   : mk_inits[d->init].std;
+	t->init = d->init;
+	if (gguf_writer_add_tensor(w, name, type, ne[1] ? 2 : 1, ne, NULL,
+	                           mk_fill, t)) {
+		snprintf(err, errlen, "%s: out of memory", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Add the tensors of LIST (N rows) that M's features ask for, of layer IL
+   (-1: global ones). Returns 0 or -1 (mk_add). */
+static int mk_add_list(struct gguf_writer *w, struct mk_state *st,
+                       const struct mk_model *m,
+                       const struct mk_tensor_desc *list, size_t n, int64_t il,
+                       char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct mk_tensor_desc *d = &list[i];
+
+		if ((m->features & d->needs) != d->needs ||
+		    (m->features & d->unless) != 0)
+			continue;
+		if (mk_add(w, st, m, d, il, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+/* Add every tensor of the model. Returns 0 or -1 (mk_add). */
+static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
+                      const struct mk_model *m, char *err, size_t errlen)
+{
+	if (mk_add_list(w, st, m, mk_global_tensors,
+	                MK_COUNT(mk_global_tensors), -1, err, errlen))
+		return -1;
+	for (int64_t il = 0; il < m->n_layer; il++)
+		if (mk_add_list(w, st, m, mk_layer_tensors,
+		                MK_COUNT(mk_layer_tensors), il, err, errlen))
+			return -1;
+	return 0;
+}
+
+/* Metadata keys: general.* and the architecture's. */
+static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 {
 	char key[128];
 
-#define K(suffix) (snprintf(key, sizeof(key), "%s." suffix, o->arch), key)
-	gguf_writer_set_str(w, "general.architecture", o->arch);
+#define K(suffix) (snprintf(key, sizeof(key), "%s." suffix, m->arch->name), key)
+	gguf_writer_set_str(w, "general.architecture", m->arch->name);
 	gguf_writer_set_str(w, "general.name", "parley random model");
 	gguf_writer_set_u32(w, "general.alignment", 32);
-	gguf_writer_set_u32(w, K("block_count"), (uint32_t)o->n_layer);
-	gguf_writer_set_u32(w, K("context_length"), (uint32_t)o->n_ctx);
-	gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)o->n_embd);
-	gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)o->n_ff);
-	gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)o->n_head);
+	gguf_writer_set_u32(w, K("block_count"), (uint32_t)m->n_layer);
+	gguf_writer_set_u32(w, K("context_length"), (uint32_t)m->n_ctx);
+	gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)m->n_embd);
+	gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)m->n_ff);
+	gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)m->n_head);
 	gguf_writer_set_u32(w, K("attention.head_count_kv"),
-	                    (uint32_t)o->n_head_kv);
-	if (o->head_dim * o->n_head != o->n_embd) {
+	                    (uint32_t)m->n_head_kv);
+	if (m->head_dim * m->n_head != m->n_embd) {
 		gguf_writer_set_u32(w, K("attention.key_length"),
-		                    (uint32_t)o->head_dim);
+		                    (uint32_t)m->head_dim);
 		gguf_writer_set_u32(w, K("attention.value_length"),
-		                    (uint32_t)o->head_dim);
+		                    (uint32_t)m->head_dim);
 	}
-	gguf_writer_set_u32(w, K("rope.dimension_count"),
-	                    (uint32_t)o->head_dim);
-	gguf_writer_set_f32(w, K("rope.freq_base"), (float)o->rope_base);
+	gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)m->n_rot);
+	gguf_writer_set_f32(w, K("rope.freq_base"), (float)m->rope_base);
+	if (m->features & MK_FEAT_ROPE_LINEAR) {
+		gguf_writer_set_str(w, K("rope.scaling.type"), "linear");
+		gguf_writer_set_f32(w, K("rope.scaling.factor"),
+		                    (float)m->rope_factor);
+	}
 	gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"),
-	                    (float)o->rms_eps);
+	                    (float)m->rms_eps);
 	gguf_writer_set_u32(w, "general.file_type", 0);
 #undef K
 }
@@ -316,12 +559,38 @@ static int mk_copy_tokenizer(struct gguf_writer *w, const char *path,
 	return 0;
 }
 
+/* On/off options of the features (the usage text names an architecture's
+   features by the options that turn them on). */
+static const struct {
+	const char *name, *alias; /* alias: the older spelling, or NULL */
+	uint32_t feat;            /* MK_FEAT_* */
+	int on;                   /* 1: asks for it, 0: refuses it */
+} mk_switches[] = {
+    {"--qkv-bias", "--bias", MK_FEAT_QKV_BIAS, 1},
+    {"--no-qkv-bias", "--no-bias", MK_FEAT_QKV_BIAS, 0},
+    {"--tied", NULL, MK_FEAT_TIED, 1},
+    {"--rope-freqs", NULL, MK_FEAT_ROPE_FACTORS, 1},
+};
+
 /* Usage text. */
 static void mk_usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: parley-mkmodel --arch llama|qwen2 -o FILE [options]\n"
+	fputs("usage: parley-mkmodel -o FILE [--arch A] [options]\n"
+	      "  --arch A        the architecture and the features it "
+	      "implies:\n",
+	      f);
+	for (size_t i = 0; i < MK_COUNT(mk_archs); i++) {
+		fprintf(f, "                    %s: %s RoPE", mk_archs[i].name,
+		        mk_rope_styles[mk_archs[i].rope]);
+		for (size_t k = 0; k < MK_COUNT(mk_switches); k++)
+			if (mk_switches[k].on &&
+			    (mk_archs[i].features & mk_switches[k].feat))
+				fprintf(f, ", %s", mk_switches[k].name);
+		fputs("\n", f);
+	}
+	fputs(
+	    "                  (default: the first one that agrees with\n"
+	    "                  --rope-style and --no-qkv-bias)\n"
 	    "  --n-vocab N --n-embd N --n-ff N --n-layer N --n-head N\n"
 	    "  --n-head-kv N --head-dim N --n-ctx N --rope-base F\n"
 	    "  --rms-eps F --seed N\n"
@@ -334,9 +603,18 @@ static void mk_usage(FILE *f)
 	    "                  (Q4_K_M: --type Q4_K --more-bits-type Q6_K\n"
 	    "                  --out-type Q6_K)\n"
 	    "  --tied          no output.weight (LM head = token_embd)\n"
-	    "  --bias / --no-bias   Q/K/V biases (default: qwen2 yes)\n"
+	    "  --qkv-bias / --no-qkv-bias  Q/K/V biases (also --bias /\n"
+	    "                  --no-bias; default: the architecture's)\n"
+	    "  --rope-style norm|neox  rotate adjacent pairs or halves: GGUF\n"
+	    "                  keeps it in the architecture, so it must be\n"
+	    "                  --arch's or it picks the architecture\n"
+	    "  --n-rot N       rope.dimension_count: rotated dims of a head\n"
+	    "                  (even; default: the head dim)\n"
+	    "  --rope-scaling none|linear  with linear, --rope-scale-factor F\n"
+	    "                  (>= 1): rope.scaling.type and .factor\n"
 	    "  --rope-freqs    write rope_freqs.weight (llama-3 style)\n"
-	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n");
+	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n",
+	    f);
 }
 
 /* Parse one numeric option value. */
@@ -355,39 +633,138 @@ static int mk_num(const char *opt, const char *v, double lo, double hi,
 	return 0;
 }
 
-/* Parse the command line into O. */
+/* Index of V in NAMES (N), or -1 with a message naming option OPT. */
+static int mk_pick(const char *opt, const char *v, const char *const *names,
+                   size_t n)
+{
+	for (size_t i = 0; v != NULL && i < n; i++)
+		if (strcmp(v, names[i]) == 0)
+			return (int)i;
+	fprintf(stderr, "parley-mkmodel: %s takes %s", opt, names[0]);
+	for (size_t i = 1; i < n; i++)
+		fprintf(stderr, "|%s", names[i]);
+	fputs("\n", stderr);
+	return -1;
+}
+
+/* Parse option A, if it is a feature switch, into O. Returns 1 (the
+   arguments used), or 0 if A is not a switch. */
+static int mk_parse_switch(const char *a, struct mk_opts *o)
+{
+	for (size_t k = 0; k < MK_COUNT(mk_switches); k++) {
+		uint32_t f = mk_switches[k].feat;
+
+		if (strcmp(a, mk_switches[k].name) != 0 &&
+		    (mk_switches[k].alias == NULL ||
+		     strcmp(a, mk_switches[k].alias) != 0))
+			continue;
+		o->feat_on =
+		    mk_switches[k].on ? o->feat_on | f : o->feat_on & ~f;
+		o->feat_off =
+		    mk_switches[k].on ? o->feat_off & ~f : o->feat_off | f;
+		return 1;
+	}
+	return 0;
+}
+
+/* Parse option A, if it takes a count or a type, with value V (NULL:
+   none) into M. Returns 2 (the arguments used), 0 if A is neither, or -1
+   with a message. */
+static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
+{
+	const struct {
+		const char *name;
+		int64_t *dst;
+		double max;
+	} ints[] = {
+	    {"--n-vocab", &m->n_vocab, 4194304},
+	    {"--n-embd", &m->n_embd, 65536},
+	    {"--n-ff", &m->n_ff, 262144},
+	    {"--n-layer", &m->n_layer, 1024},
+	    {"--n-head", &m->n_head, 1024},
+	    {"--n-head-kv", &m->n_head_kv, 1024},
+	    {"--head-dim", &m->head_dim, 1024},
+	    {"--n-rot", &m->n_rot, 1024},
+	    {"--n-ctx", &m->n_ctx, 1048576},
+	};
+	const struct {
+		const char *name;
+		uint32_t *dst;
+	} types[] = {
+	    {"--type", &m->type},
+	    {"--embd-type", &m->embd_type},
+	    {"--out-type", &m->out_type},
+	    {"--more-bits-type", &m->more_type},
+	};
+	double d;
+
+	for (size_t k = 0; k < MK_COUNT(ints); k++) {
+		if (strcmp(a, ints[k].name) != 0)
+			continue;
+		if (mk_num(a, v, 1, ints[k].max, &d))
+			return -1;
+		*ints[k].dst = (int64_t)d;
+		return 2;
+	}
+	for (size_t k = 0; k < MK_COUNT(types); k++) {
+		if (strcmp(a, types[k].name) != 0)
+			continue;
+		if (v == NULL || mk_parse_type(v, types[k].dst)) {
+			fprintf(stderr, "parley-mkmodel: unknown type %s\n",
+			        v ? v : "(none)");
+			return -1;
+		}
+		return 2;
+	}
+	return 0;
+}
+
+/* Parse option A, if it is one of the RoPE's, with value V (NULL: none)
+   into O. Returns 2 (the arguments used), 0 if it is not, or -1. */
+static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
+{
+	static const char *const scalings[] = {"none", "linear"};
+	int k;
+
+	if (strcmp(a, "--rope-base") == 0)
+		return mk_num(a, v, 1.0001, 1e12, &o->m.rope_base) ? -1 : 2;
+	if (strcmp(a, "--rope-scale-factor") == 0)
+		return mk_num(a, v, 1, 1e6, &o->m.rope_factor) ? -1 : 2;
+	if (strcmp(a, "--rope-style") == 0) {
+		o->rope =
+		    mk_pick(a, v, mk_rope_styles, MK_COUNT(mk_rope_styles));
+		return o->rope < 0 ? -1 : 2;
+	}
+	if (strcmp(a, "--rope-scaling") != 0)
+		return 0;
+	k = mk_pick(a, v, scalings, MK_COUNT(scalings));
+	if (k < 0)
+		return -1;
+	if (k == 1)
+		o->feat_on |= MK_FEAT_ROPE_LINEAR;
+	else
+		o->feat_on &= ~(uint32_t)MK_FEAT_ROPE_LINEAR;
+	return 2;
+}
+
+/* Parse the command line into O. Returns 0, 1 (help shown) or -1. */
 static int mk_parse(int argc, char **argv, struct mk_opts *o)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		double d;
-		struct {
-			const char *name;
-			int64_t *dst;
-			double max;
-		} ints[] = {
-		    {"--n-vocab", &o->n_vocab, 4194304},
-		    {"--n-embd", &o->n_embd, 65536},
-		    {"--n-ff", &o->n_ff, 262144},
-		    {"--n-layer", &o->n_layer, 1024},
-		    {"--n-head", &o->n_head, 1024},
-		    {"--n-head-kv", &o->n_head_kv, 1024},
-		    {"--head-dim", &o->head_dim, 1024},
-		    {"--n-ctx", &o->n_ctx, 1048576},
-		};
-		int done = 0;
+		int used = mk_parse_switch(a, o);
 
-		for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
-			if (strcmp(a, ints[k].name) == 0) {
-				if (mk_num(a, v, 1, ints[k].max, &d))
-					return -1;
-				*ints[k].dst = (int64_t)d;
-				i++;
-				done = 1;
-			}
-		}
-		if (done)
+		if (used == 0)
+			used = mk_parse_value(a, v, &o->m);
+		if (used == 0)
+			used = mk_parse_rope(a, v, o);
+		if (used < 0)
+			return -1;
+		if (used > 0) {
+			i += used - 1;
 			continue;
+		}
 		if (strcmp(a, "--arch") == 0 && v) {
 			o->arch = v;
 			i++;
@@ -397,48 +774,15 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 		} else if (strcmp(a, "--tokenizer-from") == 0 && v) {
 			o->tok_from = v;
 			i++;
-		} else if (strcmp(a, "--rope-base") == 0) {
-			if (mk_num(a, v, 1.0001, 1e12, &o->rope_base))
-				return -1;
-			i++;
 		} else if (strcmp(a, "--rms-eps") == 0) {
-			if (mk_num(a, v, 1e-12, 0.1, &o->rms_eps))
+			if (mk_num(a, v, 1e-12, 0.1, &o->m.rms_eps))
 				return -1;
 			i++;
 		} else if (strcmp(a, "--seed") == 0) {
 			if (mk_num(a, v, 0, 9e15, &d))
 				return -1;
-			o->seed = (uint64_t)d;
+			o->m.seed = (uint64_t)d;
 			i++;
-		} else if ((strcmp(a, "--type") == 0 ||
-		            strcmp(a, "--embd-type") == 0 ||
-		            strcmp(a, "--out-type") == 0 ||
-		            strcmp(a, "--more-bits-type") == 0) &&
-		           v) {
-			uint32_t t;
-
-			if (mk_parse_type(v, &t)) {
-				fprintf(stderr,
-				        "parley-mkmodel: unknown type %s\n", v);
-				return -1;
-			}
-			if (strcmp(a, "--type") == 0)
-				o->type = t;
-			else if (strcmp(a, "--embd-type") == 0)
-				o->embd_type = t;
-			else if (strcmp(a, "--more-bits-type") == 0)
-				o->more_type = t;
-			else
-				o->out_type = t;
-			i++;
-		} else if (strcmp(a, "--tied") == 0) {
-			o->tied = 1;
-		} else if (strcmp(a, "--bias") == 0) {
-			o->bias = 1;
-		} else if (strcmp(a, "--no-bias") == 0) {
-			o->bias = 0;
-		} else if (strcmp(a, "--rope-freqs") == 0) {
-			o->rope_freqs = 1;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			mk_usage(stdout);
 			return 1;
@@ -451,110 +795,98 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 	return 0;
 }
 
-/* Check the options; fill defaults. */
+/* The architecture: --arch, else the first row that has the RoPE style
+   asked for and no feature refused. NULL with a message if none. */
+static const struct mk_arch *mk_pick_arch(const struct mk_opts *o)
+{
+	for (size_t i = 0; i < MK_COUNT(mk_archs); i++) {
+		const struct mk_arch *a = &mk_archs[i];
+
+		if (o->arch != NULL
+		        ? strcmp(o->arch, a->name) == 0
+		        : (o->rope < 0 || (int)a->rope == o->rope) &&
+		              (a->features & o->feat_off) == 0)
+			return a;
+	}
+	if (o->arch != NULL)
+		fprintf(stderr, "parley-mkmodel: unknown architecture %s\n",
+		        o->arch);
+	else
+		fprintf(stderr, "parley-mkmodel: no architecture has these "
+		                "features (--rope-style, --no-qkv-bias)\n");
+	return NULL;
+}
+
+/* Check the options; fill the model's defaults. Returns 0 or -1. */
 static int mk_check(struct mk_opts *o)
 {
-	if (o->arch == NULL || o->out == NULL ||
-	    (strcmp(o->arch, "llama") != 0 && strcmp(o->arch, "qwen2") != 0)) {
-		fprintf(stderr, "parley-mkmodel: need --arch llama|qwen2 and "
-		                "-o FILE\n");
+	struct mk_model *m = &o->m;
+
+	if (o->out == NULL) {
+		fprintf(stderr, "parley-mkmodel: need -o FILE\n");
 		return -1;
 	}
-	if (o->n_head_kv == 0)
-		o->n_head_kv = o->n_head;
-	if (o->head_dim == 0)
-		o->head_dim = o->n_embd / o->n_head;
-	if (o->bias < 0)
-		o->bias = strcmp(o->arch, "qwen2") == 0;
-	if (o->embd_type == UINT32_MAX)
-		o->embd_type = o->type;
-	if (o->out_type == UINT32_MAX)
-		o->out_type = o->type;
-	if (o->n_head % o->n_head_kv != 0 || o->head_dim % 2 != 0 ||
-	    o->head_dim < 2) {
+	m->arch = mk_pick_arch(o);
+	if (m->arch == NULL)
+		return -1;
+	m->rope = o->rope >= 0 ? (enum mk_rope_style)o->rope : m->arch->rope;
+	if (m->rope != m->arch->rope) {
+		fprintf(stderr,
+		        "parley-mkmodel: %s files are read with %s RoPE (the "
+		        "style follows general.architecture); without --arch "
+		        "--rope-style picks the architecture\n",
+		        m->arch->name, mk_rope_styles[m->arch->rope]);
+		return -1;
+	}
+	/* --no-qkv-bias with an architecture that requires them writes a
+	   file the loader refuses (its error tests) */
+	m->features = (m->arch->features & ~o->feat_off) | o->feat_on;
+	if (m->n_head_kv == 0)
+		m->n_head_kv = m->n_head;
+	if (m->head_dim == 0)
+		m->head_dim = m->n_embd / m->n_head;
+	if (m->n_rot == 0)
+		m->n_rot = m->head_dim;
+	if (m->embd_type == UINT32_MAX)
+		m->embd_type = m->type;
+	if (m->out_type == UINT32_MAX)
+		m->out_type = m->type;
+	if (m->n_head % m->n_head_kv != 0 || m->n_rot % 2 != 0 ||
+	    m->n_rot < 2 || m->n_rot > m->head_dim) {
 		fprintf(stderr, "parley-mkmodel: n_head must be a multiple of "
-		                "n_head_kv and head_dim even\n");
+		                "n_head_kv and n_rot (default: head_dim) even, "
+		                "at most head_dim\n");
+		return -1;
+	}
+	if (((m->features & MK_FEAT_ROPE_LINEAR) != 0) !=
+	    (m->rope_factor != 0)) {
+		fprintf(stderr, "parley-mkmodel: --rope-scaling linear goes "
+		                "with --rope-scale-factor F\n");
 		return -1;
 	}
 	return 0;
-}
-
-/* Add every tensor of the model. */
-static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
-                      const struct mk_opts *o)
-{
-	uint64_t E = (uint64_t)o->n_embd, F = (uint64_t)o->n_ff;
-	uint64_t Q = (uint64_t)(o->n_head * o->head_dim);
-	uint64_t KV = (uint64_t)(o->n_head_kv * o->head_dim);
-	char name[96];
-	int rc = 0;
-
-	rc |= mk_add(w, st, o, "token_embd.weight", o->embd_type, E,
-	             (uint64_t)o->n_vocab, 0, 1.0, 0);
-	rc |= mk_add(w, st, o, "output_norm.weight", QTYPE_F32, E, 0, 1.0, 0.1,
-	             0);
-	if (!o->tied)
-		rc |= mk_add(w, st, o, "output.weight", o->out_type, E,
-		             (uint64_t)o->n_vocab, 0, 1.0 / sqrt((double)E), 0);
-	if (o->rope_freqs)
-		rc |= mk_add(w, st, o, "rope_freqs.weight", QTYPE_F32,
-		             (uint64_t)o->head_dim / 2, 0, 0, 0, 1);
-	for (int64_t il = 0; il < o->n_layer; il++) {
-		/* llama.cpp's use_more_bits (llama-quant.cpp): the first and
-		   last eighth of the layers and every third in between */
-		int more = il < o->n_layer / 8 || il >= 7 * o->n_layer / 8 ||
-		           (il - o->n_layer / 8) % 3 == 2;
-		uint32_t vd =
-		    more && o->more_type != UINT32_MAX ? o->more_type : o->type;
-#define N(s) (snprintf(name, sizeof(name), "blk.%lld." s, (long long)il), name)
-		rc |= mk_add(w, st, o, N("attn_norm.weight"), QTYPE_F32, E, 0,
-		             1.0, 0.1, 0);
-		rc |= mk_add(w, st, o, N("attn_q.weight"), o->type, E, Q, 0,
-		             1.0 / sqrt((double)E), 0);
-		rc |= mk_add(w, st, o, N("attn_k.weight"), o->type, E, KV, 0,
-		             1.0 / sqrt((double)E), 0);
-		rc |= mk_add(w, st, o, N("attn_v.weight"), vd, E, KV, 0,
-		             1.0 / sqrt((double)E), 0);
-		if (o->bias) {
-			rc |= mk_add(w, st, o, N("attn_q.bias"), QTYPE_F32, Q,
-			             0, 0, 0.5, 0);
-			rc |= mk_add(w, st, o, N("attn_k.bias"), QTYPE_F32, KV,
-			             0, 0, 0.5, 0);
-			rc |= mk_add(w, st, o, N("attn_v.bias"), QTYPE_F32, KV,
-			             0, 0, 0.5, 0);
-		}
-		rc |= mk_add(w, st, o, N("attn_output.weight"), o->type, Q, E,
-		             0, 1.0 / sqrt((double)Q), 0);
-		rc |= mk_add(w, st, o, N("ffn_norm.weight"), QTYPE_F32, E, 0,
-		             1.0, 0.1, 0);
-		rc |= mk_add(w, st, o, N("ffn_gate.weight"), o->type, E, F, 0,
-		             1.0 / sqrt((double)E), 0);
-		rc |= mk_add(w, st, o, N("ffn_up.weight"), o->type, E, F, 0,
-		             1.0 / sqrt((double)E), 0);
-		rc |= mk_add(w, st, o, N("ffn_down.weight"), vd, F, E, 0,
-		             1.0 / sqrt((double)F), 0);
-#undef N
-	}
-	return rc ? -1 : 0;
 }
 
 /* Entry point: parley-mkmodel ARGS. Returns the process exit status. */
 int cmd_mkmodel(int argc, char **argv)
 {
 	struct mk_opts o = {
-	    .n_embd = 64,
-	    .n_ff = 160,
-	    .n_layer = 2,
-	    .n_head = 4,
-	    .n_ctx = 2048,
-	    .rope_base = 10000.0,
-	    .rms_eps = 1e-6,
-	    .type = QTYPE_F32,
-	    .embd_type = UINT32_MAX,
-	    .more_type = UINT32_MAX,
-	    .out_type = UINT32_MAX,
-	    .bias = -1,
-	    .seed = 1,
+	    .rope = -1,
+	    .m =
+	        {
+	            .n_embd = 64,
+	            .n_ff = 160,
+	            .n_layer = 2,
+	            .n_head = 4,
+	            .n_ctx = 2048,
+	            .rope_base = 10000.0,
+	            .rms_eps = 1e-6,
+	            .type = QTYPE_F32,
+	            .embd_type = UINT32_MAX,
+	            .more_type = UINT32_MAX,
+	            .out_type = UINT32_MAX,
+	            .seed = 1,
+	        },
 	};
 	struct gguf_file *tok = NULL;
 	struct gguf_writer *w;
@@ -570,24 +902,27 @@ int cmd_mkmodel(int argc, char **argv)
 	w = gguf_writer_new();
 	if (w == NULL)
 		return 1;
-	mk_metadata(w, &o);
+	mk_metadata(w, &o.m);
 	/* mk_fill is a function of (tensor, row) only: rows may be made in
 	   parallel, the file is the same (a 7.6 GB Q8_0 model's gaussians
 	   took minutes on one thread) */
 	gguf_writer_set_threads(w, 0);
-	if (o.tok_from && mk_copy_tokenizer(w, o.tok_from, &o.n_vocab, &tok)) {
+	if (o.tok_from &&
+	    mk_copy_tokenizer(w, o.tok_from, &o.m.n_vocab, &tok)) {
 		gguf_writer_free(w);
 		return 1;
 	}
-	if (o.n_vocab == 0)
-		o.n_vocab = 256;
-	st.cap = 8 + 12 * (size_t)o.n_layer;
+	if (o.m.n_vocab == 0)
+		o.m.n_vocab = 256;
+	st.cap = MK_COUNT(mk_global_tensors) +
+	         MK_COUNT(mk_layer_tensors) * (size_t)o.m.n_layer;
 	st.t = calloc(st.cap, sizeof(*st.t));
-	rc = st.t == NULL || mk_tensors(w, &st, &o) ||
+	if (st.t == NULL)
+		snprintf(err, sizeof(err), "out of memory");
+	rc = st.t == NULL || mk_tensors(w, &st, &o.m, err, sizeof(err)) ||
 	     gguf_writer_write(w, o.out, err, sizeof(err));
 	if (rc)
-		fprintf(stderr, "parley-mkmodel: %s\n",
-		        st.t == NULL ? "out of memory" : err);
+		fprintf(stderr, "parley-mkmodel: %s\n", err);
 	gguf_writer_free(w);
 	gguf_close(tok);
 	free(st.t);
