@@ -317,7 +317,8 @@ static void check_trace(void)
 
 /* Copy SRC to a temp file, dropping DROP, renaming arch, resizing one. */
 static int write_variant(const struct gguf_file *src, const char *path,
-                         const char *drop, const char *arch, const char *shrink)
+                         const char *drop, const char *arch, const char *shrink,
+                         const char *extra)
 {
 	struct gguf_writer *w = gguf_writer_new();
 	char err[512];
@@ -339,6 +340,10 @@ static int write_variant(const struct gguf_file *src, const char *path,
 			ne[1] -= 1;
 		gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne,
 		                       t->data, NULL, NULL);
+		/* EXTRA: one more tensor, a copy of the layer's first norm */
+		if (extra && strcmp(t->name, "blk.1.attn_norm.weight") == 0)
+			gguf_writer_add_tensor(w, extra, t->type, t->n_dims, ne,
+			                       t->data, NULL, NULL);
 	}
 	rc = gguf_writer_write(w, path, err, sizeof(err));
 	if (rc)
@@ -357,19 +362,30 @@ static void check_model_errors(void)
 	struct engine *e;
 	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct {
-		const char *drop, *arch, *shrink, *expect;
+		const char *drop, *arch, *shrink, *expect, *extra;
 	} cases[] = {
 	    {NULL, "gpt2", NULL,
 	     "unsupported architecture \"gpt2\" "
-	     "(supported: llama, qwen2)"},
+	     "(supported: llama, qwen2)",
+	     NULL},
 	    {"blk.1.ffn_up.weight", NULL, NULL,
-	     "missing tensor blk.1.ffn_up.weight"},
-	    {"blk.0.attn_k.bias", NULL, NULL, "blk.0.attn_k.bias"},
+	     "missing tensor blk.1.ffn_up.weight", NULL},
+	    {"blk.0.attn_k.bias", NULL, NULL, "blk.0.attn_k.bias", NULL},
 	    {NULL, NULL, "blk.1.attn_v.weight",
 	     "tensor blk.1.attn_v.weight "
-	     "has shape"},
+	     "has shape",
+	     NULL},
 	    {"output_norm.weight", NULL, NULL,
-	     "missing tensor output_norm.weight"},
+	     "missing tensor output_norm.weight", NULL},
+	    /* a tensor of a feature the architecture's row lacks */
+	    {NULL, NULL, NULL,
+	     "tensor blk.1.attn_q_norm.weight: architecture qwen2 has no "
+	     "q/k norm",
+	     "blk.1.attn_q_norm.weight"},
+	    {NULL, NULL, NULL,
+	     "tensor blk.1.post_ffw_norm.weight: architecture qwen2 has no "
+	     "post-attention and post-FFN norms",
+	     "blk.1.post_ffw_norm.weight"},
 	};
 
 	m = open_model("qwen2_f32_gqa7", &src);
@@ -385,6 +401,14 @@ static void check_model_errors(void)
 	           strstr(err, "unknown backend \"tpu\" (available: ") &&
 	           strstr(err, "cpu") != NULL,
 	       "unknown backend: %s", err);
+	/* a feature no backend runs yet is refused by name, never run */
+	m->cfg.features |= MODEL_FEAT_ATTN_SLIDING;
+	p.backend = "auto";
+	tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
+	           strstr(err, "sliding-window attention, which the cpu "
+	                       "backend does not run yet") != NULL,
+	       "an unsupported feature refused: %s", err);
+	m->cfg.features &= ~(uint32_t)MODEL_FEAT_ATTN_SLIDING;
 	model_free(m);
 	snprintf(path, sizeof(path), "%s/t_engine_%d.gguf", tmpdir,
 	         (int)getpid());
@@ -393,7 +417,7 @@ static void check_model_errors(void)
 
 		err[0] = '\0';
 		if (write_variant(src, path, cases[k].drop, cases[k].arch,
-		                  cases[k].shrink) == 0) {
+		                  cases[k].shrink, cases[k].extra) == 0) {
 			f = gguf_open(path, err, sizeof(err));
 			if (f != NULL) {
 				rc = model_load(f, &m, err, sizeof(err));
