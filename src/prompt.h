@@ -23,7 +23,7 @@
  * Marks: the encoder records "checkpoints" (n_tokens, n_bytes) at which
  * the token list and the text are aligned: after each control token and at
  * the end of each raw run. The chat session uses them to cut a token list
- * at a byte position and re-encode only the rest (session.c).
+ * at a byte position and re-encode only the rest (session_prompt.c).
  */
 #ifndef PARLEY_PROMPT_H
 #define PARLEY_PROMPT_H

@@ -1,0 +1,189 @@
+/*
+ * session_int.h - what the session's source files share (session.c lists
+ * them); not for other modules.
+ */
+#ifndef PARLEY_SESSION_INT_H
+#define PARLEY_SESSION_INT_H
+
+#include "prompt.h"
+#include "session.h"
+#include "tok.h"
+#include "trace.h"
+
+struct session {
+	/* configuration (fixed after open, except where noted) */
+	char *model_path;            /* GGUF path (owned) */
+	char *template_name;         /* "model", "chatml" or a path (owned) */
+	struct gguf_file *gf;        /* the mapping (owned) */
+	struct model *model;         /* weights (owned) */
+	struct tok *tok;             /* tokenizer (owned) */
+	struct engine *eng;          /* engine + KV cache (owned) */
+	struct tmpl *tmpl;           /* compiled chat template (owned) */
+	char *bos_text, *eos_text;   /* bos_token / eos_token (owned) */
+	struct prompt_vocab pv;      /* control tokens for prompt_encode */
+	struct sampler *smp;         /* sampler (owned; set_sampling) */
+	struct stopstr *stop;        /* stop strings (owned) */
+	int32_t n_predict;           /* reply limit, <= 0 none (mutable) */
+	int32_t n_threads;           /* CPU threads asked for, 0: all */
+	struct store *st;            /* store or NULL (borrowed) */
+	bool use_kv_slot;            /* save the KV state on close */
+	bool store_reports;          /* token reports with each reply */
+	atomic_int *cancel;          /* cancel flag or NULL (borrowed) */
+	const struct session_cb *cb; /* callbacks of the reply running */
+	char *kv_format;             /* producer tag of saved states (owned) */
+	char model_fp[STORE_FP_LEN]; /* store_model_fingerprint of the file */
+
+	/* conversation */
+	struct session_msg *msgs; /* n_msgs messages, system first (owned) */
+	size_t n_msgs, cap_msgs;
+	size_t first;    /* first non-system message in the window */
+	int64_t conv_id; /* store id, 0 until the first message */
+
+	/* cache and alignment (see the notes in session.c) */
+	struct tok_ids kv;            /* ids in the cache (invariant 1) */
+	struct tok_ids al_tok;        /* aligned ids */
+	struct tok_buf al_text;       /* the text they stand for */
+	struct prompt_marks al_marks; /* aligned points */
+	int64_t n_evaluated;          /* ids evaluated since open */
+	double restore_ms;            /* time to load the KV slot */
+	bool restored;                /* a KV state was loaded */
+
+	/* live verification (session_set_verify) */
+	struct verify *ver;         /* CPU reference beside eng, or NULL */
+	struct verify_summary vsum; /* the current reply's steps */
+
+	/* observation for a debug pane */
+	struct trace *tr;  /* session_set_trace's trace (owned), attached
+	                      to eng (the verifier holds steps of it open
+	                      while verifying), or NULL */
+	struct tok_ids lp; /* the last prompt's ids (session_last_prompt) */
+	size_t lp_reused;  /* of those, taken from the cache */
+
+	/* a reply's step queued before its token is reported (see
+	   session_decode): the token callback then reads pick_tr, the trace
+	   as the pick left it - the eval that followed has moved tr on */
+	bool eval_ahead;      /* queue a token's step first (engine_eval_queues,
+	                         or session_set_eval_ahead) */
+	bool pick_valid;      /* session_trace returns &pick_tr */
+	struct trace pick_tr; /* tr's fields, its own layers */
+	struct trace_stats *pick_layers; /* [pick_cap] */
+	int pick_cap;                    /* entries of pick_layers */
+
+	/* remote mode (opts.server): no gf, model, tok, eng or tmpl */
+	struct remote *rem; /* the server, or NULL: local (owned) */
+	char **rstops;      /* stop strings sent to it (owned) */
+	size_t n_rstops;    /* entries in rstops */
+	bool origin_done;   /* the store knows who answers this conv */
+};
+
+/* The reply being generated. */
+struct session_reply {
+	struct tok_buf text;      /* what was shown (owned) */
+	int64_t store_id;         /* its message in the store, or 0 */
+	double last_store;        /* session_ms() of the last update */
+	bool update_failed;       /* the user was told an update failed */
+	bool recording;           /* token reports are kept and stored */
+	bool rep_full;            /* STORE_REPORTS_MAX reached: no more kept */
+	struct store_reports rep; /* the reply's token reports (owned) */
+	size_t rep_saved;         /* of those, in the store */
+	const int32_t *replay;    /* ids already in the cache to show first
+	                             (a branch: the kept ones, the forced) */
+	size_t n_replay;          /* entries in replay */
+	bool end_after_replay;    /* the forced id ends the reply (eog) */
+};
+
+/* session.c: helpers and the messages */
+
+/* Monotonic time in milliseconds. */
+double session_ms(void);
+/* Whether the owner asked to stop the reply (the flag is only read). */
+bool session_cancelled(const struct session *s);
+/* Append a message (content copied). 0 or -1 (no memory). */
+int session_push_msg(struct session *s, enum store_role role, const char *text,
+                     size_t len, int64_t store_id, enum store_finish finish);
+/* Drop messages from index I on. */
+void session_pop_to(struct session *s, size_t i);
+/* Index of the first non-system message. */
+size_t session_base(const struct session *s);
+
+/* session_load.c */
+
+/* Open the model, tokenizer, engine, template, sampler and stop strings. */
+int session_load(struct session *s, const struct session_opts *o, char *err,
+                 size_t errlen);
+/* Remote mode: the server instead of the model. */
+int session_load_remote(struct session *s, const struct session_opts *o,
+                        char *err, size_t errlen);
+/* Append the stored messages M[0, n) (an active branch, root first).
+   0 or -1 (no memory). */
+int session_push_stored(struct session *s, struct store_msg *m, size_t n);
+/* Load conversation CONV_ID's messages (and KV slot) from the store. */
+int session_resume(struct session *s, int64_t conv_id,
+                   const struct session_opts *o, char *err, size_t errlen);
+
+/* session_prompt.c */
+
+/* Reset align to empty. */
+void session_align_clear(struct session *s);
+/* Align to the saved ids TOKS[0, n): their decoded text, a mark at each. */
+int session_align_ids(struct session *s, const int32_t *toks, size_t n);
+/* Evaluate IDS[0, n) at the end of the cache (chunks, interrupt checks).
+   Returns 0, 1 when interrupted, -1 on error. */
+int session_eval(struct session *s, const int32_t *ids, size_t n, char *err,
+                 size_t errlen);
+/* Steps 1-4: render, fit, bring the cache to the prompt and EXTRA.
+   Returns 0, 1 when interrupted during the prefill, -1 on error. */
+int session_prepare(struct session *s, const struct session_cb *cb,
+                    struct session_stats *st, const int32_t *extra,
+                    size_t n_extra, char *err, size_t errlen);
+/* The context filled up in the middle of a reply: drop the oldest turns.
+   Returns 0, 1 when no turn can be dropped (nothing changed), -1 on
+   error. */
+int session_shift(struct session *s, size_t *reply_at,
+                  const struct session_cb *cb, struct session_stats *st,
+                  char *err, size_t errlen);
+
+/* session_report.c */
+
+/* The sampler report of stored report T of SET (NaN where unknown). */
+void session_rep_to_sampler(const struct store_reports *set,
+                            const struct store_tok_report *t,
+                            struct sampler_report *rep);
+/* Keep the report of the reply's next token (when recording). */
+void session_record(struct session *s, struct session_reply *r,
+                    const struct sampler_report *rep, unsigned flags,
+                    const struct session_cb *cb);
+/* The forced token's report appended to DST. 0 or -1 (memory). */
+int session_rep_forced(struct session *s, struct store_reports *dst,
+                       const struct store_reports *src, size_t pos,
+                       int32_t forced);
+/* Copy report I of SRC (with its texts) to DST. */
+int session_rep_copy(struct store_reports *dst, const struct store_reports *src,
+                     size_t i);
+
+/* session_turn.c */
+
+/* A store write of the reply failed: tell the user (a notice). */
+void session_store_notice(const struct session_cb *cb, const char *what,
+                          const char *msg, const char *then);
+/* Store the reply in progress (every SESSION_STORE_MS). */
+void session_store_update(struct session *s, struct session_reply *r,
+                          const struct session_cb *cb);
+/* The store id of the message before index I (0: a root). */
+int64_t session_parent(const struct session *s, size_t i);
+/* Tell the store who answers the conversation (and wrote reply MSG_ID). */
+void session_record_origin(struct session *s, int64_t msg_id,
+                           const struct session_cb *cb);
+/* Generate the reply to the messages as they are (last one: user); BR
+   (may be NULL) makes it a branch. */
+int session_reply(struct session *s, const struct session_cb *cb,
+                  struct session_stats *st, struct session_reply *br, char *err,
+                  size_t errlen);
+
+/* session_remote.c */
+
+/* The reply from the server (remote mode's session_reply). */
+int session_reply_remote(struct session *s, const struct session_cb *cb,
+                         struct session_stats *st, char *err, size_t errlen);
+
+#endif /* PARLEY_SESSION_INT_H */
