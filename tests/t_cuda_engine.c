@@ -369,6 +369,9 @@ static const struct {
      "--n-head-kv 1",
      0},
     {"llama_q5_k", "--arch llama --type Q5_K --embd-type F16", 0},
+    /* features of the model description the writer sets by flag */
+    {"llama_f16_rope_linear",
+     "--arch llama --type F16 --rope-scaling linear --rope-scale-factor 4", 16},
     /* SmolLM2-135M's shape and type, random weights (-1: greedy too) */
     {"smollm2_shape_q4_1",
      "--arch llama --type Q4_1 --tied --n-vocab 49152 --n-embd 576 "

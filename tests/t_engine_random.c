@@ -27,10 +27,16 @@ static const struct {
 	const char *name; /* tests/data/engine/NAME.{gguf,tokens,logits} */
 	double tol;       /* relative error bound per row */
 } models[] = {
-    {"llama_f32", 1e-4},      {"llama_f32_gqa7_tied", 1e-4},
-    {"qwen2_f32_gqa7", 1e-4}, {"qwen2_f32_hd32_tied", 1e-4},
-    {"llama_f16", 1e-4},      {"qwen2_f16", 1e-4},
-    {"llama_q8_0", 1e-4},     {"qwen2_q8_0", 1e-4},
+    {"llama_f32", 1e-4},
+    {"llama_f32_gqa7_tied", 1e-4},
+    {"qwen2_f32_gqa7", 1e-4},
+    {"qwen2_f32_hd32_tied", 1e-4},
+    {"llama_f16", 1e-4},
+    {"qwen2_f16", 1e-4},
+    {"llama_q8_0", 1e-4},
+    {"qwen2_q8_0", 1e-4},
+    /* a feature of the model description: linear RoPE scaling */
+    {"llama_f32_rope_linear", 1e-4},
 };
 
 #define N_PREFILL 16

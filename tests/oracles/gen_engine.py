@@ -100,6 +100,13 @@ RANDOM = [
     ("qwen2_q8_0", "--arch qwen2 --n-embd 96 --n-head 6 --n-head-kv 2 "
                    "--n-ff 64 --n-layer 2 --n-vocab 128 --type Q8_0 "
                    "--embd-type F32 --seed 18"),
+    # features of the model description (model.h) as the writer sets
+    # them: linear RoPE scaling (partial rotation, --n-rot, has no
+    # oracle: llama.cpp's llama and qwen2 graphs assert n_rot == head dim)
+    ("llama_f32_rope_linear", "--arch llama --n-embd 64 --n-head 4 "
+                              "--n-head-kv 2 --n-ff 96 --n-layer 2 "
+                              "--n-vocab 128 --type F32 --rope-scaling "
+                              "linear --rope-scale-factor 4 --seed 19"),
 ]
 N_RANDOM_TOKENS = 32  # 16 prefill + 16 decode in the C test
 
@@ -232,7 +239,11 @@ def cross_check(mkmodel, shared):
                                "--type F32"),
                 ("llama_hd32", "--arch llama --n-embd 64 --n-head 4 "
                                "--n-head-kv 1 --head-dim 32 --n-ff 96 "
-                               "--n-layer 2 --type F32")]:
+                               "--n-layer 2 --type F32"),
+                ("llama_rope_linear", "--arch llama --n-embd 64 --n-head 4 "
+                                      "--n-head-kv 2 --n-ff 96 --n-layer 2 "
+                                      "--type F32 --rope-scaling linear "
+                                      "--rope-scale-factor 4")]:
             path = os.path.join(d, name + ".gguf")
             subprocess.run([mkmodel, "-o", path, "--tokenizer-from", vocab,
                             "--seed", "5"] + opts.split(), check=True)

@@ -84,6 +84,12 @@ class RefModel:
                                self.n_embd // self.n_head)
         self.n_rot = _field(r, a + ".rope.dimension_count", self.head_dim)
         self.base = _field(r, a + ".rope.freq_base", 10000.0)
+        # HF's linear RoPE scaling divides the positions by the factor
+        scaling = _field(r, a + ".rope.scaling.type", "none")
+        if scaling not in ("none", "linear"):
+            raise ValueError("unsupported RoPE scaling " + scaling)
+        self.pos_scale = (1.0 / _field(r, a + ".rope.scaling.factor", 1.0)
+                          if scaling == "linear" else 1.0)
         self.eps = _field(r, a + ".attention.layer_norm_rms_epsilon")
         T = {t.name: t for t in r.tensors}
         self.act_quant = act_quant
@@ -135,7 +141,8 @@ class RefModel:
         inv = 1.0 / (self.base ** (np.arange(0, d, 2, dtype=np.float64) / d))
         if self.rope_freqs is not None:
             inv = inv / self.rope_freqs
-        ang = np.outer(pos, inv)                      # [T, d/2]
+        ang = np.outer(np.asarray(pos, dtype=np.float64) * self.pos_scale,
+                       inv)                           # [T, d/2]
         emb = np.concatenate([ang, ang], axis=-1)     # HF: cat(freqs, freqs)
         cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
         xr = x[..., :d]
