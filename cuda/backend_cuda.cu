@@ -1114,13 +1114,36 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 	}
 }
 
-/* cudaMalloc of N bytes into *P, counted in *RC. */
-static void cu_alloc(void **p, size_t n, int *rc)
+/* The first allocation of cu_open that failed: its CUDA error and what
+ * it was for, so the message says what the driver said (not always "out
+ * of memory": a sticky error from an earlier fault reads the same). */
+struct cu_alloc_fail {
+	cudaError_t ce;   /* cudaSuccess while none failed */
+	const char *what; /* static */
+	size_t bytes;
+};
+
+/* Note CE (of WHAT, N bytes) in *AF if it is the first failure. */
+static void cu_alloc_note(struct cu_alloc_fail *af, cudaError_t ce,
+                          const char *what, size_t n)
 {
-	if (cudaMalloc(p, n ? n : 1) != cudaSuccess) {
+	if (ce == cudaSuccess || af->ce != cudaSuccess)
+		return;
+	(void)cudaGetLastError(); /* not sticky: clear it */
+	af->ce = ce;
+	af->what = what;
+	af->bytes = n;
+}
+
+/* cudaMalloc of N bytes into *P (NULL on failure, noted in *AF). */
+static void cu_alloc(void **p, size_t n, const char *what,
+                     struct cu_alloc_fail *af)
+{
+	cudaError_t ce = cudaMalloc(p, n ? n : 1);
+
+	if (ce != cudaSuccess)
 		*p = NULL;
-		*rc = -1;
-	}
+	cu_alloc_note(af, ce, what, n);
 }
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -1132,7 +1155,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	const struct model *m = e->model;
 	const struct model_config *c = &m->cfg;
 	struct cu_state *s;
-	int ndev = 0, rc = 0;
+	int ndev = 0;
+	struct cu_alloc_fail af = {cudaSuccess, NULL, 0};
 	size_t nb, nctx = (size_t)e->n_ctx, kv, act, w16, x16, need, mfree = 0,
 	           mtotal = 0, max_in, arena;
 
@@ -1218,30 +1242,40 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->ctx_ok = 1;
 	s->layers =
 	    (struct cu_layer *)calloc((size_t)c->n_layer, sizeof(*s->layers));
-	cu_alloc((void **)&s->arena, arena, &rc);
-	cu_alloc((void **)&s->tok, nb * sizeof(int32_t), &rc);
-	cu_alloc((void **)&s->d_step, 2 * sizeof(int32_t), &rc);
-	if (cudaHostAlloc((void **)&s->h_step, 2 * sizeof(int32_t),
-	                  cudaHostAllocDefault) != cudaSuccess)
-		rc = -1;
+	cu_alloc((void **)&s->arena, arena, "the weights", &af);
+	cu_alloc((void **)&s->tok, nb * sizeof(int32_t), "token ids", &af);
+	cu_alloc((void **)&s->d_step, 2 * sizeof(int32_t), "the step", &af);
+	cu_alloc_note(&af,
+	              cudaHostAlloc((void **)&s->h_step, 2 * sizeof(int32_t),
+	                            cudaHostAllocDefault),
+	              "pinned host memory", 2 * sizeof(int32_t));
 	s->n_graphs = (e->n_ctx + CU_GRAPH_POS - 1) / CU_GRAPH_POS;
 	s->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)s->n_graphs,
 	                                      sizeof(*s->graphs));
 	cu_alloc((void **)&s->d_snap,
-	         (size_t)c->n_layer * c->n_embd * sizeof(float), &rc);
-	if (cudaHostAlloc((void **)&s->h_tstats,
-	                  (size_t)c->n_layer * 4 * sizeof(float),
-	                  cudaHostAllocMapped) != cudaSuccess ||
-	    cudaHostGetDevicePointer((void **)&s->d_tstats, s->h_tstats, 0) !=
-	        cudaSuccess ||
-	    cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking) !=
-	        cudaSuccess ||
-	    cudaEventCreateWithFlags(&s->side_fork, cudaEventDisableTiming) !=
-	        cudaSuccess ||
-	    cudaEventCreateWithFlags(&s->side_join, cudaEventDisableTiming) !=
-	        cudaSuccess) {
-		rc = -1;
-	}
+	         (size_t)c->n_layer * c->n_embd * sizeof(float),
+	         "the trace's residual copies", &af);
+	cu_alloc_note(&af,
+	              cudaHostAlloc((void **)&s->h_tstats,
+	                            (size_t)c->n_layer * 4 * sizeof(float),
+	                            cudaHostAllocMapped),
+	              "mapped host memory", (size_t)c->n_layer * 4 * 4);
+	if (af.ce == cudaSuccess)
+		cu_alloc_note(&af,
+		              cudaHostGetDevicePointer((void **)&s->d_tstats,
+		                                       s->h_tstats, 0),
+		              "mapped host memory", 0);
+	cu_alloc_note(
+	    &af, cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking),
+	    "a stream", 0);
+	cu_alloc_note(
+	    &af,
+	    cudaEventCreateWithFlags(&s->side_fork, cudaEventDisableTiming),
+	    "an event", 0);
+	cu_alloc_note(
+	    &af,
+	    cudaEventCreateWithFlags(&s->side_join, cudaEventDisableTiming),
+	    "an event", 0);
 	{
 		const char *g = getenv("PARLEY_CUDA_GRAPHS");
 		const char *pdl = getenv("PARLEY_CUDA_PDL");
@@ -1259,25 +1293,39 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		        : (arena <= CU_PREFETCH_MAX ? SIZE_MAX
 		                                    : CU_PREFETCH_PRODUCT);
 	}
-	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), &rc);
-	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), &rc);
-	cu_alloc((void **)&s->q, nb * c->max_q_dim * sizeof(float), &rc);
-	cu_alloc((void **)&s->k, nb * c->max_kv_dim_k * sizeof(float), &rc);
-	cu_alloc((void **)&s->v, nb * c->max_kv_dim_k * sizeof(float), &rc);
-	cu_alloc((void **)&s->o, nb * c->max_q_dim * sizeof(float), &rc);
-	cu_alloc((void **)&s->hb, nb * c->max_ff * sizeof(float), &rc);
-	cu_alloc((void **)&s->hb2, nb * c->max_ff * sizeof(float), &rc);
-	cu_alloc((void **)&s->kv, kv, &rc);
+	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), "activations",
+	         &af);
+	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), "activations",
+	         &af);
+	cu_alloc((void **)&s->q, nb * c->max_q_dim * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->k, nb * c->max_kv_dim_k * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->v, nb * c->max_kv_dim_k * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->o, nb * c->max_q_dim * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->hb, nb * c->max_ff * sizeof(float), "activations",
+	         &af);
+	cu_alloc((void **)&s->hb2, nb * c->max_ff * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->kv, kv, "the KV cache", &af);
 	for (int r = 0; r < c->n_ropes; r++)
 		cu_alloc((void **)&s->rope_cs[r],
-		         nctx * (size_t)c->ropes[r].n_rot * sizeof(float), &rc);
-	if (rc == 0 && s->layers != NULL)
+		         nctx * (size_t)c->ropes[r].n_rot * sizeof(float),
+		         "a RoPE table", &af);
+	if (af.ce == cudaSuccess && s->layers != NULL)
 		cu_kv_place(e, s);
-	if (rc != 0 || s->layers == NULL || s->graphs == NULL) {
+	if (af.ce != cudaSuccess) {
 		snprintf(err, errlen,
-		         "out of GPU memory: model needs %.2f GiB on the GPU, "
-		         "%.2f GiB free",
+		         "allocating %s (%zu bytes): %s (the model needs %.2f "
+		         "GiB on the GPU, %.2f GiB were free)",
+		         af.what, af.bytes, cudaGetErrorString(af.ce),
 		         need / GIB, mfree / GIB);
+		goto fail;
+	}
+	if (s->layers == NULL || s->graphs == NULL) {
+		snprintf(err, errlen, "out of host memory");
 		goto fail;
 	}
 	if (cu_upload(m, s, err, errlen) != 0)
