@@ -105,9 +105,8 @@ struct cu_state {
 
 	/* a traced step's per-layer statistics, computed on the device
 	   (cuda_op_stats) straight into mapped host memory: no copy in the
-	   stream (the D2H copy after each traced step cost ~0.5% of the debug
-	   pane's decode on SmolLM2's shape, BENCHMARKS.md step 21), read
-	   once the stream is synchronised */
+	   stream (a copy costs the debug pane's decode, BENCHMARKS.md step
+	   21), read once the stream is synchronised */
 	float *h_tstats; /* [n_layer][4] pinned, mapped host memory */
 	float *d_tstats; /* the device's address of h_tstats */
 	float *d_snap;   /* [n_layer][n_embd]: a traced decode step's residual
@@ -120,17 +119,12 @@ struct cu_state {
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
 /* The mat-vec's prefetch of its rows while the previous kernel runs
- * (cuda_ops.h prefetch_max), chosen by the model's and the product's
- * weight bytes. Measured on the h100 with PDL: SmolLM2 (96 MB) decodes
- * 1,213 -> 1,330 tok/s with it on every product, but TinyLlama-1.1B Q8_0
- * (1.1 GB) 900 -> 859 and Qwen2.5-7B Q4_K_M (4.4 GB) 329 -> 307: where
- * each product is latency-bound, the rows reach L2 in the shadow of the
- * previous kernel; where products are bandwidth-bound and span several
- * waves, the prefetches are extra requests. So every product of a model
- * of up to CU_PREFETCH_MAX, and in bigger models the products of up to
- * CU_PREFETCH_PRODUCT (QKV, wo: latency-bound too): Qwen2.5-0.5B F16
- * 980 -> 1,017 tok/s, TinyLlama 966 -> 996, Qwen2.5-3B Q4_K_M 515 -> 526,
- * the 7B level (363); 16 MiB was no better (3B 513).
+ * (cuda_ops.h prefetch_max): where a product is latency-bound the rows
+ * reach L2 in the shadow of the previous kernel; where products are
+ * bandwidth-bound and span several waves, the prefetches are extra
+ * requests. So every product of a model of up to CU_PREFETCH_MAX, and in
+ * bigger models the products of up to CU_PREFETCH_PRODUCT (QKV, wo);
+ * the measurements are in BENCHMARKS.md ("moved from code comments").
  * PARLEY_CUDA_PREFETCH=0 or 1: none or every product (for measuring). */
 #define CU_PREFETCH_MAX     ((size_t)256 << 20)
 #define CU_PREFETCH_PRODUCT ((size_t)8 << 20)
@@ -610,13 +604,12 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
  * graph and replayed: the token and its position live in device memory
  * (s->d_step, cuda_ctx.d_pos), copied from pinned host memory (s->h_step)
  * by the graph's first node, so the graph never changes with them (a
- * copy of its own before each replay cost the host a pageable copy's
- * call and the GPU its scheduling, BENCHMARKS.md step 46). The attention's
- * launch shape depends on the context length, so graph b covers positions below
- * (b + 1) * CU_GRAPH_POS: at most n_ctx / CU_GRAPH_POS + 1 captures in a
- * session. Every buffer a graph names is allocated at open, except the
- * device logits (cu_dev_logits drops the graphs when it reallocates them)
- * and the graphs' own attention scratch (allocated once, at the first
+ * copy of its own before each replay cost more, BENCHMARKS.md step 46). The
+ * attention's launch shape depends on the context length, so graph b covers
+ * positions below (b + 1) * CU_GRAPH_POS: at most n_ctx / CU_GRAPH_POS + 1
+ * captures in a session. Every buffer a graph names is allocated at open,
+ * except the device logits (cu_dev_logits drops the graphs when it reallocates
+ * them) and the graphs' own attention scratch (allocated once, at the first
  * capture, for every bucket: cuda_op_attention_graph_reserve). A traced
  * step (the debug pane's per-layer statistics) has its own graph with
  * the statistics kernels in it, read from mapped host memory; a trace that
@@ -682,9 +675,8 @@ static int cu_stats_join(struct cu_state *s, char *err, size_t errlen)
  * TRACED: with the statistics of each layer's output. Those come from
  * copies of the residual that the down products leave in s->d_snap, one
  * launch for all the layers' statistics at the end, on a branch of its
- * own (a launch a layer made the debug pane's steps 12% slower than the
- * bench on SmolLM2, BENCHMARKS.md), or, where a down product cannot copy,
- * a launch after each layer.
+ * own (a launch a layer cost the debug pane's steps, BENCHMARKS.md), or, where
+ * a down product cannot copy, a launch after each layer.
  */
 static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
                              char *err, size_t errlen)
@@ -783,12 +775,9 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
  * Capture the first bucket's graphs, plain and traced, at load: a
  * capture loads the decode kernels' modules (lazily loaded, on first
  * use) and instantiates some 300 nodes on SmolLM2, milliseconds that
- * otherwise fell into the first reply's decode time (the first reply of
- * the full-screen chat, which traces, was measured the slowest). Not
- * followed by cudaGraphUpload: with both graphs uploaded here, the one
- * uploaded second decoded 4% slower on the h100 for as long as it was
- * used (SmolLM2's shape, 1,435 -> 1,375 tok/s; recapturing it did not
- * help, leaving the upload to the first launch did; BENCHMARKS.md).
+ * otherwise fell into the first reply's decode time. Not followed by
+ * cudaGraphUpload: the graph uploaded second decoded slower for as long
+ * as it was used (BENCHMARKS.md, "moved from code comments").
  */
 static int cu_graphs_warm(struct engine *e, struct cu_state *s, char *err,
                           size_t errlen)
