@@ -16,7 +16,7 @@
 # step, which the table needs). The kernels that fill the cache to DEPTH
 # are profiled too, each replayed: keep DEPTH small (100 takes about a
 # minute on the 7B shape; 16,384 did not finish in 7 minutes) or name the
-# kernels (KERNELS='as_kernel|as_merge': the decode attention at depth).
+# kernels (KERNELS='at_split_kernel|at_merge_kernel': the decode attention at depth).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 MODEL [DEPTH] [BUILD_DIR]" >&2; exit 2; }
 model=$1

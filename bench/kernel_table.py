@@ -8,7 +8,7 @@ The CSV has one row per (kernel launch, metric): columns "ID", "Kernel
 Name", "Metric Name", "Metric Unit", "Metric Value" (others ignored; ncu's
 own "==PROF==" lines skipped). Launches are split into engine steps at
 each embedding lookup (cm_get_rows, the first kernel of every eval); a
-decode step is a step with the split decode attention (as_kernel) and no
+decode step is a step with the split decode attention (at_split_kernel) and no
 prefill kernel. The last decode step is tabulated: per kernel name
 (template arguments kept, ggml type ids named), its launches, time, DRAM
 bytes and achieved bandwidth, and the step's total; the other decode
@@ -39,9 +39,11 @@ QTYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1",
 # cuda_matmul.cu CM_SET, CM_ADD, CM_SWIGLU, CM_ROPE
 MODES = {0: "set", 1: "add", 2: "swiglu", 3: "rope"}
 STEP_START = "cm_get_rows"
-DECODE_MARK = "as_kernel"
-PREFILL_MARKS = ("ap_kernel", "at_kernel", "cm_dequant", "gemm", "Gemm")
-IGNORED = ("bw_read",)  # parley bench's bandwidth measurement
+# kernel names since issue 28 (cuda/README.md "Names"), and before it
+DECODE_MARKS = ("at_split_kernel", "as_kernel")
+PREFILL_MARKS = ("at_tile_kernel", "at_warp_kernel", "ap_kernel", "at_kernel",
+                 "cm_dequant", "gemm", "Gemm")
+IGNORED = ("bw_read",)  # parley bench's bandwidth measurement (dev_bw_read)
 
 
 def value(unit, text):
@@ -109,7 +111,8 @@ def steps(kernels):
 
 def is_decode(step):
     names = " ".join(k[1] for k in step)
-    return DECODE_MARK in names and not any(p in names for p in PREFILL_MARKS)
+    return (any(d in names for d in DECODE_MARKS)
+            and not any(p in names for p in PREFILL_MARKS))
 
 
 def main(argv):

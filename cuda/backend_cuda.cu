@@ -28,6 +28,7 @@
  * rounds to nearest.
  */
 #include "cuda_check.cuh"
+#include "cuda_knobs.h"
 #include "cuda_ops.h"
 #include "cuda_select.h"
 
@@ -137,13 +138,12 @@ static size_t cu_align(size_t n)
 
 /* The GGUF types whose weights the engine keeps in their GPU layout
  * (cuda_ops.h, cuda_repack.cu), a mask of 1 << type: Q8_0, Q6_K and Q4_K where
- * their mat-vec takes int8 activations; none for PARLEY_CUDA_REPACK=0
- * (the file's layout, to measure one against the other). */
-static uint64_t cu_repack_types(void)
+ * their mat-vec takes int8 activations; none when K->repack is 0
+ * (PARLEY_CUDA_REPACK=0: the file's layout, to measure one against the
+ * other). */
+static uint64_t cu_repack_types(const struct cuda_knobs *k)
 {
-	const char *rp = getenv("PARLEY_CUDA_REPACK");
-
-	if (rp != NULL && strcmp(rp, "0") == 0)
+	if (!k->repack)
 		return 0;
 	return cuda_x8_types() &
 	       (((uint64_t)1 << QTYPE_Q8_0) | ((uint64_t)1 << QTYPE_Q6_K) |
@@ -1144,6 +1144,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	const struct model *m = e->model;
 	const struct model_config *c = &m->cfg;
 	struct cu_state *s;
+	struct cuda_knobs knobs; /* the PARLEY_CUDA_* variables, read now:
+	                            tests change them between engines */
 	int ndev = 0;
 	struct cu_alloc_fail af = {cudaSuccess, NULL, 0};
 	size_t nb, nctx = (size_t)e->n_ctx, kv, act, w16, x16, need, mfree = 0,
@@ -1197,7 +1199,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		max_in = (size_t)c->max_q_dim;
 
 	/* what the GPU must hold, before allocating any of it */
-	s->repack = cu_repack_types();
+	cuda_knobs_read(&knobs);
+	s->repack = cu_repack_types(&knobs);
 	arena = cu_arena_bytes(m, s->repack);
 	kv = 0; /* fp16 K and V of every layer (cu_kv_place) */
 	for (int il = 0; il < c->n_layer; il++) {
@@ -1265,23 +1268,16 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	    &af,
 	    cudaEventCreateWithFlags(&s->side_join, cudaEventDisableTiming),
 	    "an event", 0);
-	{
-		const char *g = getenv("PARLEY_CUDA_GRAPHS");
-		const char *pdl = getenv("PARLEY_CUDA_PDL");
-		const char *pf = getenv("PARLEY_CUDA_PREFETCH");
-
-		s->use_graphs = g == NULL || strcmp(g, "0") != 0;
-		s->ctx.x8_off = cuda_x8_types() == 0;
-		if (pdl != NULL && strcmp(pdl, "0") == 0)
-			s->ctx.pdl = 0; /* ordinary launches (to measure) */
-		/* without PDL there is no previous kernel to overlap with */
-		s->ctx.prefetch_max =
-		    !s->ctx.pdl ? 0
-		    : pf != NULL
-		        ? (strcmp(pf, "0") != 0 ? SIZE_MAX : 0)
-		        : (arena <= CU_PREFETCH_MAX ? SIZE_MAX
-		                                    : CU_PREFETCH_PRODUCT);
-	}
+	s->use_graphs = knobs.graphs;
+	s->ctx.x8_off = cuda_x8_types() == 0;
+	if (!knobs.pdl)
+		s->ctx.pdl = 0; /* ordinary launches (to measure) */
+	/* without PDL there is no previous kernel to overlap with */
+	s->ctx.prefetch_max = !s->ctx.pdl ? 0
+	                      : knobs.prefetch >= 0
+	                          ? (knobs.prefetch ? SIZE_MAX : 0)
+	                      : arena <= CU_PREFETCH_MAX ? SIZE_MAX
+	                                                 : CU_PREFETCH_PRODUCT;
 	cu_alloc((void **)&s->x, nb * c->n_embd * sizeof(float), "activations",
 	         &af);
 	cu_alloc((void **)&s->xb, nb * c->n_embd * sizeof(float), "activations",

@@ -1,14 +1,17 @@
 /*
- * cuda_attn.cu - causal grouped-query attention over the fp16 KV cache,
- * for a batch of queries (prefill: at_kernel) and for fewer than
- * CUDA_GEMM_MIN_TOKENS (decode: as_kernel + as_merge, split over the
- * cached positions; at_kernel when head_dim is not a multiple of 8).
+ * cuda_attn.cu - causal grouped-query attention over the fp16 KV cache:
+ * for a batch of queries (prefill, a follow-up turn) at_tile_kernel (head
+ * sizes 64 and 128), its keys split and merged by at_merge_kernel when the
+ * tiles alone would leave the GPU idle; for fewer than
+ * CUDA_GEMM_MIN_TOKENS (decode) at_split_kernel + at_merge_kernel, split
+ * over the cached positions; at_warp_kernel for the rest (other head
+ * sizes, head_dim not a multiple of 8, PARLEY_CUDA_ATTN_WARP=1).
  *
  * NOTES ON THE DESIGN
  *
- * One warp per (token, query head), online softmax over the cached
- * positions in chunks of 32, so any context length works with no score
- * buffer:
+ * at_warp_kernel: one warp per (token, query head), online softmax over
+ * the cached positions in chunks of 32, so any context length works with
+ * no score buffer:
  *   - scores: lane j takes key base + j and dots it with the query (kept
  *     in shared memory, read by every lane as a broadcast); the key is one
  *     contiguous run of head_dim halves in the [layer][kv_head][pos][dim]
@@ -17,27 +20,29 @@
  *     is rescaled by exp(m_old - m_new) (flash-attention's recurrence);
  *   - values: for each key of the chunk, lanes take consecutive dims
  *     (d = lane + 32 c), so a value row is read coalesced.
- * All arithmetic is fp32; K and V are fp16 as stored. Prefill has many
+ * All arithmetic is fp32; K and V are fp16 as stored. A batch has many
  * (token, head) pairs to keep the GPU busy; a decode query has few, so
- * its positions are split across blocks (as_kernel below).
+ * its positions are split across blocks (at_split_kernel below).
  */
 #include "cuda_check.cuh"
+#include "cuda_knobs.h"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
+#include "cuda_reduce.cuh"
 #include "cuda_vecdot8.cuh"
 
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #define AT_WARPS 4                             /* (token, head) per block */
 #define AT_NC    (CUDA_ATTN_MAX_HEAD_DIM / 32) /* output dims per lane */
 
-__global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
-                          int32_t n_tok, int32_t n_head, int32_t n_kv,
-                          int32_t hd, int32_t n_ctx, int32_t il, int32_t pos0,
-                          const int32_t *dpos, float *out)
+__global__ void at_warp_kernel(const float *q, const __half *kc,
+                               const __half *vc, int32_t n_tok, int32_t n_head,
+                               int32_t n_kv, int32_t hd, int32_t n_ctx,
+                               int32_t il, int32_t pos0, const int32_t *dpos,
+                               float *out)
 {
 	cu_pdl_sync();    /* first: cuda_launch.cuh */
 	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
@@ -78,15 +83,11 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
 				dot += qs[warp][d] * __half2float(kp[d]);
 			s = dot * scale;
 		}
-		float cm = s;
-		for (int off = 16; off > 0; off >>= 1)
-			cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, off));
+		const float cm = red_warp<red_max>(s);
 		const float m_new = fmaxf(m, cm); /* finite: key `base` valid */
 		const float corr = expf(m - m_new);
 		const float p = valid ? expf(s - m_new) : 0.0f;
-		float ps = p;
-		for (int off = 16; off > 0; off >>= 1)
-			ps += __shfl_xor_sync(0xffffffffu, ps, off);
+		const float ps = red_warp<red_add>(p);
 		l = l * corr + ps;
 		m = m_new;
 #pragma unroll
@@ -118,18 +119,17 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
 
 /*
  * Prefill (and any batch of at least CUDA_GEMM_MIN_TOKENS queries, e.g. a
- * follow-up turn over a long cache): block = (tile of AP_QT consecutive
+ * follow-up turn over a long cache): block = (tile of AT_TILE_Q consecutive
  * tokens, query head). The block walks the cached positions in tiles of
- * AP_KT keys: K and V tiles go through shared memory once and serve all
- * AP_QT queries (at_kernel re-read every key from L2 for every query:
- * 63 ms of a 512-token prefill of the Qwen2.5-7B shape, 2.2 ms a layer,
- * and quadratic in the prompt). Per key tile:
+ * AT_TILE_K keys: K and V tiles go through shared memory once and serve all
+ * AT_TILE_Q queries (at_warp_kernel re-reads every key from L2 for every
+ * query: a cost quadratic in the prompt). Per key tile:
  *   - scores: thread = 2 queries x 4 keys (a register tile), queries
  *     (pre-scaled, fp32) and keys (fp16) read from shared memory four
  *     dims at a time;
  *   - the causal mask, then each query row's online-softmax step (4
  *     threads per row, max and sum by shuffles; row state m, l in shared
- *     memory): the flash-attention recurrence of at_kernel;
+ *     memory): the flash-attention recurrence of at_warp_kernel;
  *   - values: thread = 4 query rows x HD / 16 dims, accumulators in
  *     registers, rescaled by the row's exp(m_old - m_new).
  * All arithmetic is fp32. The first key a block walks is visible to every
@@ -138,23 +138,23 @@ __global__ void at_kernel(const float *q, const __half *kc, const __half *vc,
  * zero queries and are not written.
  *
  * Few queries over a long cache (a follow-up turn: 30 tokens after 4,000)
- * give few blocks, each walking every key: 28 blocks for the 7B shape's
- * heads, 0.7 ms a layer. There the keys are split too (blockIdx.z = chunk
- * of CHUNK keys, ap_split) and each block writes its rows' unnormalised
- * sums and (m, l) for as_merge, the decode path's log-sum-exp merge; a row
+ * give few blocks, each walking every key (one tile: a block per head).
+ * There the keys are split too (blockIdx.z = chunk of CHUNK keys,
+ * at_tile_split) and each block writes its rows' unnormalised sums and
+ * (m, l) for at_merge_kernel, the decode path's log-sum-exp merge; a row
  * whose causal length ends before the chunk writes nothing, and the merge
  * reads only the chunks its length reaches.
  */
-#define AP_QT      32 /* queries per block */
-#define AP_KT      32 /* keys per shared-memory tile */
-#define AP_THREADS 128
+#define AT_TILE_Q       32 /* queries per block */
+#define AT_TILE_K       32 /* keys per shared-memory tile */
+#define AT_TILE_THREADS 128
 
 template <int HD>
-__global__ void __launch_bounds__(AP_THREADS)
-    ap_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_tok,
-              int32_t n_head, int32_t n_kv, int32_t n_ctx, int32_t il,
-              int32_t pos0, const int32_t *dpos, int32_t chunk, int32_t nch,
-              float *part, float *ml, float *out)
+__global__ void __launch_bounds__(AT_TILE_THREADS)
+    at_tile_kernel(const float *q, const __half *kc, const __half *vc,
+                   int32_t n_tok, int32_t n_head, int32_t n_kv, int32_t n_ctx,
+                   int32_t il, int32_t pos0, const int32_t *dpos, int32_t chunk,
+                   int32_t nch, float *part, float *ml, float *out)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
@@ -162,14 +162,14 @@ __global__ void __launch_bounds__(AP_THREADS)
 	constexpr int QP = HD + 4;   /* padded rows: fewer bank conflicts */
 	constexpr int KP = HD + 8;   /* halves; rows stay 16-byte aligned */
 	constexpr int DPT = HD / 16; /* output dims per thread */
-	__shared__ __align__(16) float qs[AP_QT * QP];
-	__shared__ __align__(16) __half ks[AP_KT * KP];
-	__shared__ __align__(16) __half vs[AP_KT * KP];
-	__shared__ float ps[AP_QT][AP_KT + 1];
-	__shared__ float row_m[AP_QT], row_l[AP_QT], row_c[AP_QT];
+	__shared__ __align__(16) float qs[AT_TILE_Q * QP];
+	__shared__ __align__(16) __half ks[AT_TILE_K * KP];
+	__shared__ __align__(16) __half vs[AT_TILE_K * KP];
+	__shared__ float ps[AT_TILE_Q][AT_TILE_K + 1];
+	__shared__ float row_m[AT_TILE_Q], row_l[AT_TILE_Q], row_c[AT_TILE_Q];
 	const int tid = threadIdx.x, h = blockIdx.y;
-	const int32_t t0 = blockIdx.x * AP_QT;
-	const int nq = n_tok - t0 < AP_QT ? n_tok - t0 : AP_QT;
+	const int32_t t0 = blockIdx.x * AT_TILE_Q;
+	const int nq = n_tok - t0 < AT_TILE_Q ? n_tok - t0 : AT_TILE_Q;
 	const int kvh = h / (n_head / n_kv);
 	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
 	const __half *kh = kc + head0 * HD, *vh = vc + head0 * HD;
@@ -183,13 +183,13 @@ __global__ void __launch_bounds__(AP_THREADS)
 	if (k_lo > last)
 		return; /* no query of the tile reaches the chunk */
 
-	for (int i = tid; i < AP_QT * HD; i += AP_THREADS) {
+	for (int i = tid; i < AT_TILE_Q * HD; i += AT_TILE_THREADS) {
 		const int r = i / HD, d = i % HD;
 		qs[r * QP + d] =
 		    r < nq ? q[((size_t)(t0 + r) * n_head + h) * HD + d] * scale
 		           : 0.0f;
 	}
-	if (tid < AP_QT) {
+	if (tid < AT_TILE_Q) {
 		row_m[tid] = -INFINITY;
 		row_l[tid] = 0.0f;
 	}
@@ -204,10 +204,12 @@ __global__ void __launch_bounds__(AP_THREADS)
 		for (int d = 0; d < DPT; d++)
 			acc[r][d] = 0.0f;
 
-	for (int32_t k0 = k_lo; k0 <= k_hi; k0 += AP_KT) {
-		const int nk = k_hi - k0 + 1 < AP_KT ? k_hi - k0 + 1 : AP_KT;
+	for (int32_t k0 = k_lo; k0 <= k_hi; k0 += AT_TILE_K) {
+		const int nk =
+		    k_hi - k0 + 1 < AT_TILE_K ? k_hi - k0 + 1 : AT_TILE_K;
 		__syncthreads(); /* the previous tile's K, V, P are used up */
-		for (int i = tid; i < AP_KT * (HD / 8); i += AP_THREADS) {
+		for (int i = tid; i < AT_TILE_K * (HD / 8);
+		     i += AT_TILE_THREADS) {
 			const int r = i / (HD / 8), c = i % (HD / 8);
 			uint4 kv4 = make_uint4(0, 0, 0, 0), vv4 = kv4;
 			if (r < nk) {
@@ -270,8 +272,7 @@ __global__ void __launch_bounds__(AP_THREADS)
 				v[j] = ps[r][part * 8 + j];
 				mx = fmaxf(mx, v[j]);
 			}
-			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+			mx = red_quad<red_max>(mx);
 			const float m_old = row_m[r];
 			const float m_new = fmaxf(m_old, mx);
 			float sum = 0.0f;
@@ -283,8 +284,7 @@ __global__ void __launch_bounds__(AP_THREADS)
 				ps[r][part * 8 + j] = p;
 				sum += p;
 			}
-			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-			sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+			sum = red_quad<red_add>(sum);
 			__syncwarp();
 			if (part == 0) {
 				/* m_old is -inf only before the first tile,
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(AP_THREADS)
 		if (row >= nq || pos0 + t0 + row < k_lo)
 			continue;
 		const size_t th = (size_t)(t0 + row) * n_head + h;
-		if (chunk > 0) { /* a chunk's share, for as_merge */
+		if (chunk > 0) { /* a chunk's share, for at_merge_kernel */
 			float *o = part + (th * nch + blockIdx.z) * HD + od;
 #pragma unroll
 			for (int d = 0; d < DPT; d++)
@@ -356,12 +356,12 @@ __global__ void __launch_bounds__(AP_THREADS)
 
 /*
  * Decode (and small batches): flash-decoding. The cached positions of a
- * query are cut into chunks of AS_CH * sub positions (as_split picks sub
- * so that the blocks fill the GPU); block (chunk c, KV head with up to
- * AS_G of its query heads, token t) walks its chunk in sub-chunks of
- * AS_CH with an online softmax and writes, for each of its heads g, the
+ * query are cut into chunks of AT_SPLIT_CH * sub positions (at_split_sub picks
+ * sub so that the blocks fill the GPU); block (chunk c, KV head with up to
+ * AT_SPLIT_G of its query heads, token t) walks its chunk in sub-chunks of
+ * AT_SPLIT_CH with an online softmax and writes, for each of its heads g, the
  * chunk's maximum score m, the sum l of exp(s - m) and the unnormalised
- * sum of exp(s - m) * V into the scratch; as_merge then combines the
+ * sum of exp(s - m) * V into the scratch; at_merge_kernel then combines the
  * chunks of each (token, head) with their log-sum-exp weights
  * exp(m_c - M). One K/V read serves the whole GQA group.
  *   - scores: four threads per position, each dotting every fourth
@@ -377,125 +377,131 @@ __global__ void __launch_bounds__(AP_THREADS)
  *     slice read one value row as consecutive 16-byte pieces (coalesced);
  *     at the end the slices' partial sums are added in slice order (the
  *     result does not depend on timing).
- * Measured on the h100 (Qwen2.5-7B shape): the first layout, a thread per
- * position over the whole row, one chunk of 64 positions per 64-thread
- * block, took 26.7 us a layer at 512 positions (32 blocks of two warps,
- * each thread a chain of 896 products per phase: 3% achieved occupancy),
- * and at 16,384 positions merging 256 chunks per head was a chain of 256
- * dependent loads per thread.
+ * Why four threads a position and sub-chunks: a thread per position over
+ * the whole row, a chunk a small block, gave few blocks of long chains
+ * of products, and a long context many chunks for the merge to walk
+ * (BENCHMARKS.md, "Moved from code comments").
  * All arithmetic is fp32. Chunks past a token's causal length do nothing
  * and the merge never reads them.
  */
-#define AS_CH 32  /* positions per sub-chunk: a lane per position */
-#define AS_T  128 /* threads per block: 4 per position for the scores */
-#define AS_G  8   /* query heads of one KV head per block */
-static_assert(AS_CH == 32 && AS_T == 4 * AS_CH, "as_kernel's layout");
+#define AT_SPLIT_CH 32  /* positions per sub-chunk: a lane per position */
+#define AT_SPLIT_T  128 /* threads per block: 4 per position for the scores */
+#define AT_SPLIT_G  8   /* query heads of one KV head per block */
+static_assert(AT_SPLIT_CH == 32 && AT_SPLIT_T == 4 * AT_SPLIT_CH,
+              "at_split_kernel's layout");
 /* Sub-chunks ahead whose keys and values a block asks L2 for while it
  * computes the current one: each sub-chunk is three barrier-separated
- * phases whose loads are otherwise DRAM round trips (at 16,384 positions
- * the 7B's attention read its cache at ~0.8 TB/s). A hint only: the
- * results do not change. AS_PF=0 at build time: none (for measuring). */
-#ifndef AS_PF
-#define AS_PF 2
+ * phases whose loads are otherwise DRAM round trips (a long cache was
+ * read at a fraction of the bandwidth). A hint only: the results do not
+ * change. AT_SPLIT_PF=0 at build time: none (for measuring). */
+#ifndef AT_SPLIT_PF
+#define AT_SPLIT_PF 2
 #endif
 
 /* Blocks of the split attention that fill the device's multiprocessors
- * AS_FILL times (264 on an H100 or H200). Measured on the h100 (7B shape
- * after 16,384 and 4,096 positions): 1, 3, 4 and 6 times all decoded
- * slower than twice (fewer blocks: too few loads in flight; more: more
- * chunks to merge). A build-time knob, for measuring. */
-#ifndef AS_FILL
-#define AS_FILL 2
+ * AT_FILL times (264 on an H100 or H200): fewer blocks keep too few loads
+ * in flight, more give the merge more chunks (twice measured best:
+ * BENCHMARKS.md). A build-time knob, for measuring. */
+#ifndef AT_FILL
+#define AT_FILL 2
 #endif
-static int32_t as_fill(const struct cuda_ctx *ctx)
+static int32_t at_fill(const struct cuda_ctx *ctx)
 {
-	return AS_FILL * ctx->n_sm;
+	return AT_FILL * ctx->n_sm;
 }
 
 /* Sub-chunks per chunk for N_POS positions and N_GROUPS blocks a chunk
  * (KV heads x head blocks x tokens): the fewest for which the chunks
  * still give about FILL blocks (more sub-chunks: fewer chunks for the
  * merge to combine, less parallelism). */
-static int32_t as_split(int32_t n_pos, int32_t n_groups, int32_t fill)
+static int32_t at_split_sub(int32_t n_pos, int32_t n_groups, int32_t fill)
 {
 	const int32_t want = (fill + n_groups - 1) / n_groups; /* chunks */
-	const int32_t sub = n_pos / (AS_CH * (want > 0 ? want : 1));
+	const int32_t sub = n_pos / (AT_SPLIT_CH * (want > 0 ? want : 1));
 
 	return sub > 1 ? sub : 1;
 }
 
 /* Scratch floats of the split path: per (token, head, chunk) hd partial
  * sums and (m, l). */
-static size_t as_scratch_floats(int32_t n_tok, int32_t n_head, int32_t hd,
-                                int32_t nch)
+static size_t at_split_floats(int32_t n_tok, int32_t n_head, int32_t hd,
+                              int32_t nch)
 {
 	return (size_t)n_tok * n_head * nch * (size_t)(hd + 2);
 }
 
-/* The split of N_POS positions for N_TOK tokens (as_launch's, and the
+/* The split of N_POS positions for N_TOK tokens (at_split_launch's, and the
  * decode graphs' scratch: cuda_op_attention_graph_reserve): SUB
  * sub-chunks a chunk, NCH chunks, NF floats of scratch. */
-struct as_shape {
+struct at_split_shape {
 	int32_t sub, nch;
 	size_t nf;
 };
 
-static struct as_shape as_shape_of(const struct cuda_ctx *ctx, int32_t n_tok,
-                                   int32_t n_head, int32_t n_kv, int32_t hd,
-                                   int32_t n_pos)
+static struct at_split_shape at_split_shape_of(const struct cuda_ctx *ctx,
+                                               int32_t n_tok, int32_t n_head,
+                                               int32_t n_kv, int32_t hd,
+                                               int32_t n_pos)
 {
-	const int nhb = (n_head / n_kv + AS_G - 1) / AS_G;
-	struct as_shape s;
+	const int nhb = (n_head / n_kv + AT_SPLIT_G - 1) / AT_SPLIT_G;
+	struct at_split_shape s;
 
-	s.sub = as_split(n_pos, n_kv * nhb * n_tok, as_fill(ctx));
-	s.nch = (n_pos + AS_CH * s.sub - 1) / (AS_CH * s.sub);
-	s.nf = as_scratch_floats(n_tok, n_head, hd, s.nch);
+	s.sub = at_split_sub(n_pos, n_kv * nhb * n_tok, at_fill(ctx));
+	s.nch = (n_pos + AT_SPLIT_CH * s.sub - 1) / (AT_SPLIT_CH * s.sub);
+	s.nf = at_split_floats(n_tok, n_head, hd, s.nch);
 	return s;
 }
 
-/* Shared memory of as_kernel: queries [AS_G][hd], p [AS_G][AS_CH], the
- * running (m, l, alpha) [AS_G][3], the value slices' partial sums
- * [AS_T / (hd / 8)][AS_G][hd]. */
-static size_t as_smem_bytes(int32_t hd)
+/* Shared memory of at_split_kernel: queries [AT_SPLIT_G][hd], p
+ * [AT_SPLIT_G][AT_SPLIT_CH], the running (m, l, alpha) [AT_SPLIT_G][3], the
+ * value slices' partial sums [AT_SPLIT_T / (hd / 8)][AT_SPLIT_G][hd]. */
+static size_t at_split_smem(int32_t hd)
 {
 	return sizeof(float) *
-	       ((size_t)AS_G * hd + (size_t)AS_G * AS_CH + (size_t)AS_G * 3 +
-	        (size_t)(AS_T / (hd / 8)) * AS_G * hd);
+	       ((size_t)AT_SPLIT_G * hd + (size_t)AT_SPLIT_G * AT_SPLIT_CH +
+	        (size_t)AT_SPLIT_G * 3 +
+	        (size_t)(AT_SPLIT_T / (hd / 8)) * AT_SPLIT_G * hd);
 }
 
 template <int HD>
-__global__ void
-as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
-          int32_t n_kv, int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
-          const int32_t *dpos, int32_t nch, int32_t sub, float *part, float *ml)
+__global__ void at_split_kernel(const float *q, const __half *kc,
+                                const __half *vc, int32_t n_head, int32_t n_kv,
+                                int32_t hd_arg, int32_t n_ctx, int32_t il,
+                                int32_t pos0, const int32_t *dpos, int32_t nch,
+                                int32_t sub, float *part, float *ml)
 {
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
-	extern __shared__ float as_sm[];
-	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
+	extern __shared__ float at_sm[];
+	const int group = n_head / n_kv,
+	          nhb = (group + AT_SPLIT_G - 1) / AT_SPLIT_G;
 	const int32_t c = blockIdx.x, t = blockIdx.z;
-	const int kvh = blockIdx.y / nhb, g0 = (blockIdx.y % nhb) * AS_G;
-	const int ng = group - g0 < AS_G ? group - g0 : AS_G;
+	const int kvh = blockIdx.y / nhb, g0 = (blockIdx.y % nhb) * AT_SPLIT_G;
+	const int ng = group - g0 < AT_SPLIT_G ? group - g0 : AT_SPLIT_G;
 	/* a head size known at compile time unrolls the loops over it, so
 	   each thread has all its loads in flight at once instead of one
 	   L2 round trip per iteration */
 	const int hd = HD > 0 ? HD : hd_arg;
-	const int32_t len = pos0 + t + 1, c0 = c * AS_CH * sub;
-	const int tid = threadIdx.x, dgn = hd / 8, ns = AS_T / dgn;
+	const int32_t len = pos0 + t + 1, c0 = c * AT_SPLIT_CH * sub;
+	const int tid = threadIdx.x, dgn = hd / 8, ns = AT_SPLIT_T / dgn;
 	const int warp = tid >> 5, lane = tid & 31;
 	const int dg = tid % dgn, sl = tid / dgn; /* values' thread roles */
-	float *qs = as_sm;                        /* [AS_G][hd] */
-	float *ss = qs + AS_G * hd;     /* [AS_G][AS_CH] scores, then p */
-	float *mla = ss + AS_G * AS_CH; /* [AS_G][3]: m, l, alpha */
-	float *red = mla + AS_G * 3;    /* [ns][AS_G][hd] */
+	/* shared memory (at_split_smem), G = AT_SPLIT_G: queries [G][hd],
+	   scores then p [G][AT_SPLIT_CH], m, l, alpha [G][3], the value
+	   slices' partial sums [ns][G][hd] */
+	float *qs = at_sm;
+	float *ss = qs + AT_SPLIT_G * hd;
+	float *mla = ss + AT_SPLIT_G * AT_SPLIT_CH;
+	float *red = mla + AT_SPLIT_G * 3;
 
 	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
 	/* the keys and values of the sub-chunk at P into L2, if it is the
 	   block's and below LEN: rows of consecutive positions are one run
 	   of bytes in the cache, a 128-byte line a thread */
-	const auto as_prefetch = [&](int32_t p) {
-		if (AS_PF > 0 && p < c0 + AS_CH * sub && p < len) {
-			const int np = len - p < AS_CH ? len - p : AS_CH;
+	const auto prefetch = [&](int32_t p) {
+		if (AT_SPLIT_PF > 0 && p < c0 + AT_SPLIT_CH * sub && p < len) {
+			const int np =
+			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
 			const size_t bytes = (size_t)np * hd * sizeof(__half);
 			const char *kb =
 			    (const char *)(kc + (head0 + (size_t)p) * hd);
@@ -503,7 +509,7 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 			    (const char *)(vc + (head0 + (size_t)p) * hd);
 
 			for (size_t o = (size_t)tid * 128; o < bytes;
-			     o += AS_T * 128) {
+			     o += AT_SPLIT_T * 128) {
 				asm volatile(
 				    "prefetch.global.L2 [%0];" ::"l"(kb + o));
 				asm volatile(
@@ -515,17 +521,17 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	   finishes: a prefetch into L2, where every SM's writes meet, reads
 	   nothing stale (cuda_launch.cuh), not even the row of the position
 	   that the QKV launch is storing */
-	for (int k = 0; k < AS_PF; k++)
-		as_prefetch(c0 + k * AS_CH);
+	for (int k = 0; k < AT_SPLIT_PF; k++)
+		prefetch(c0 + k * AT_SPLIT_CH);
 	cu_pdl_sync();
 	if (c0 >= len)
 		return;
 	const int h0 = kvh * group + g0; /* first query head of the block */
 	const float scale = 1.0f / sqrtf((float)hd);
-	float acc[AS_G][8];
+	float acc[AT_SPLIT_G][8];
 
 #pragma unroll
-	for (int g = 0; g < AS_G; g++)
+	for (int g = 0; g < AT_SPLIT_G; g++)
 #pragma unroll
 		for (int j = 0; j < 8; j++)
 			acc[g][j] = 0.0f;
@@ -541,9 +547,10 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	const auto load_k = [&](int32_t p, uint4 *dst) {
 		if constexpr (HD > 0) {
 			const int pp = tid >> 2, qd = tid & 3;
-			const int n = len - p < AS_CH ? len - p : AS_CH;
+			const int n =
+			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
 
-			if (p < c0 + AS_CH * sub && p < len && pp < n) {
+			if (p < c0 + AT_SPLIT_CH * sub && p < len && pp < n) {
 				const uint4 *kp =
 				    (const uint4 *)(kc + (head0 + (size_t)p +
 				                          (size_t)pp) *
@@ -557,7 +564,8 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	/* VR: the value rows of the sub-chunk at P */
 	const auto load_v = [&](int32_t p, uint4 *dst) {
 		if constexpr (HD > 0) {
-			const int n = len - p < AS_CH ? len - p : AS_CH;
+			const int n =
+			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
 
 			if (sl < ns)
 #pragma unroll
@@ -580,17 +588,18 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	load_k(c0, kr);
 	load_v(c0, vr);
 #pragma unroll 4
-	for (int i = tid; i < ng * hd; i += AS_T)
+	for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
 		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
-	if (tid < AS_G) {
+	if (tid < AT_SPLIT_G) {
 		mla[tid * 3] = -INFINITY;
 		mla[tid * 3 + 1] = 0.0f;
 	}
 	__syncthreads();
-	for (int32_t p0 = c0; p0 < c0 + AS_CH * sub && p0 < len; p0 += AS_CH) {
-		const int np = len - p0 < AS_CH ? len - p0 : AS_CH;
+	for (int32_t p0 = c0; p0 < c0 + AT_SPLIT_CH * sub && p0 < len;
+	     p0 += AT_SPLIT_CH) {
+		const int np = len - p0 < AT_SPLIT_CH ? len - p0 : AT_SPLIT_CH;
 
-		as_prefetch(p0 + AS_PF * AS_CH);
+		prefetch(p0 + AT_SPLIT_PF * AT_SPLIT_CH);
 		const __half *kh = kc + (head0 + (size_t)p0) * hd;
 		const __half *vh = vc + (head0 + (size_t)p0) * hd;
 		uint4 kn[NR];
@@ -599,15 +608,15 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 			/* this sub-chunk's values, the next one's keys */
 			if (p0 != c0) /* (the first are loaded) */
 				load_v(p0, vr);
-			load_k(p0 + AS_CH, kn);
+			load_k(p0 + AT_SPLIT_CH, kn);
 		}
 
 		/* scores: position pp = tid / 4, pieces qd, qd + 4, .. */
 		{
 			const int pp = tid >> 2, qd = tid & 3;
-			float s[AS_G];
+			float s[AT_SPLIT_G];
 #pragma unroll
-			for (int g = 0; g < AS_G; g++)
+			for (int g = 0; g < AT_SPLIT_G; g++)
 				s[g] = 0.0f;
 			if (pp < np) {
 				const uint4 *kp =
@@ -635,7 +644,7 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 						kv[2 * j + 1] = f.y;
 					}
 #pragma unroll
-					for (int g = 0; g < AS_G; g++) {
+					for (int g = 0; g < AT_SPLIT_G; g++) {
 						if (g < ng) {
 							const float *qg =
 							    qs + g * hd +
@@ -651,14 +660,12 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 			}
 			/* a position's four parts: lanes 4k .. 4k + 3 */
 #pragma unroll
-			for (int g = 0; g < AS_G; g++) {
-				s[g] += __shfl_xor_sync(0xffffffffu, s[g], 1);
-				s[g] += __shfl_xor_sync(0xffffffffu, s[g], 2);
-			}
+			for (int g = 0; g < AT_SPLIT_G; g++)
+				s[g] = red_quad<red_add>(s[g]);
 			if (qd == 0)
 #pragma unroll
-				for (int g = 0; g < AS_G; g++)
-					ss[g * AS_CH + pp] =
+				for (int g = 0; g < AT_SPLIT_G; g++)
+					ss[g * AT_SPLIT_CH + pp] =
 					    pp < np ? s[g] * scale : -INFINITY;
 		}
 		__syncthreads();
@@ -666,21 +673,16 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 		/* softmax: warp w takes heads w, w + 4, ..; lane = position
 		 * (position 0 of a sub-chunk is valid: the maximum is
 		 * finite) */
-		for (int g = warp; g < ng; g += AS_T / 32) {
-			float *sg = ss + g * AS_CH;
+		for (int g = warp; g < ng; g += AT_SPLIT_T / 32) {
+			float *sg = ss + g * AT_SPLIT_CH;
 			const float m_old = mla[g * 3];
-			float m = sg[lane], l;
+			float m = red_warp<red_max>(sg[lane]), l;
 
-			for (int off = 16; off > 0; off >>= 1)
-				m = fmaxf(m,
-				          __shfl_xor_sync(0xffffffffu, m, off));
 			m = fmaxf(m, m_old);
 			const float p = lane < np ? expf(sg[lane] - m) : 0.0f;
 
 			sg[lane] = p;
-			l = p;
-			for (int off = 16; off > 0; off >>= 1)
-				l += __shfl_xor_sync(0xffffffffu, l, off);
+			l = red_warp<red_add>(p);
 			if (lane == 0) {
 				/* exp(-inf) = 0: nothing to rescale yet */
 				const float alpha = expf(m_old - m);
@@ -695,7 +697,7 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 		/* values: positions sl, sl + ns, .. of the sub-chunk */
 		if (sl < ns) {
 #pragma unroll
-			for (int g = 0; g < AS_G; g++) {
+			for (int g = 0; g < AT_SPLIT_G; g++) {
 				const float a = g < ng ? mla[g * 3 + 2] : 0.0f;
 #pragma unroll
 				for (int j = 0; j < 8; j++)
@@ -712,10 +714,10 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 					v[2 * j + 1] = f.y;
 				}
 #pragma unroll
-				for (int g = 0; g < AS_G; g++) {
+				for (int g = 0; g < AT_SPLIT_G; g++) {
 					if (g < ng) {
 						const float pg =
-						    ss[g * AS_CH + p];
+						    ss[g * AT_SPLIT_CH + p];
 #pragma unroll
 						for (int j = 0; j < 8; j++)
 							acc[g][j] += pg * v[j];
@@ -744,11 +746,11 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 	}
 	if (sl < ns)
 #pragma unroll
-		for (int g = 0; g < AS_G; g++)
+		for (int g = 0; g < AT_SPLIT_G; g++)
 			if (g < ng)
 #pragma unroll
 				for (int j = 0; j < 8; j++)
-					red[((size_t)sl * AS_G + g) * hd +
+					red[((size_t)sl * AT_SPLIT_G + g) * hd +
 					    dg * 8 + j] = acc[g][j];
 	if (tid < ng) {
 		float *o = ml + (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
@@ -757,118 +759,107 @@ as_kernel(const float *q, const __half *kc, const __half *vc, int32_t n_head,
 		o[1] = mla[tid * 3 + 1];
 	}
 	__syncthreads();
-	for (int i = tid; i < ng * hd; i += AS_T) {
+	for (int i = tid; i < ng * hd; i += AT_SPLIT_T) {
 		const int g = i / hd, d = i % hd;
 		float sum = 0.0f;
 
 		for (int k = 0; k < ns; k++)
-			sum += red[((size_t)k * AS_G + g) * hd + d];
+			sum += red[((size_t)k * AT_SPLIT_G + g) * hd + d];
 		part[(((size_t)t * n_head + h0 + g) * nch + c) * hd + d] = sum;
 	}
 }
 
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
  * chunks c (CHUNK positions each) of token t's causal length; block =
- * (head, slice of hd / DS dimensions, token) of AS_MT threads
- * (as_merge_slices). The sums are taken chunk after chunk,
- * in chunk order, with the same FMAs as the first merge (a thread per
- * dimension walking the chunks), so the floats are that kernel's (a
- * merge that added the chunks in slices made the real SmolLM2's greedy
- * decode part from the CPU reference's at a step of a 0.1 logit margin,
- * tests/t_cuda_smollm, on the h100). What is parallel is the
- * loading: that first kernel's loads were a chain of dependent L2 round
- * trips, ~5 us a layer in a decode step at 512 positions (measured on
- * the h100 by leaving the merge out of the graph: 0.77 -> 0.62 ms a
- * token on SmolLM2's shape). Here the maximum M is a block-wide
- * reduction (exact in any order), the weights exp(m_c - M) and the l_c
- * are put in shared memory by all threads at once (up to AS_MW chunks;
- * beyond, each is read where it is used, as before), and the partial
- * sums of the block's dimensions as many chunks at a time as AS_MS
+ * (head, slice of hd / DS dimensions, token) of AT_MERGE_T threads
+ * (at_merge_slices). The sums are taken chunk after chunk, in chunk
+ * order, with the same FMAs as the first merge (a thread per dimension
+ * walking the chunks), so the floats are that kernel's (a merge that
+ * added the chunks in slices changed the real SmolLM2's greedy decode:
+ * tests/t_cuda_smollm). What is parallel is the loading: that first
+ * kernel's loads were a chain of dependent L2 round trips. Here the
+ * maximum M is a block-wide reduction (exact in any order), the weights
+ * exp(m_c - M) and the l_c are put in shared memory by all threads at
+ * once (up to AT_MERGE_W chunks; beyond, each is read where it is used,
+ * as before), and the partial
+ * sums of the block's dimensions as many chunks at a time as AT_MERGE_S
  * floats hold, the first stage loaded with the maxima, so a thread's
  * sequence of additions reads shared memory, not L2 (with a slice of 32
  * dimensions, 128 chunks a stage: the 7B after 16,384 positions merges
  * its 74 chunks in one stage, where whole heads took five). Each block
  * recomputes the maximum and the l of its head (a few loads): the slices
  * spread a head's loads over more multiprocessors. */
-#define AS_MT 256  /* threads of as_merge */
-#define AS_MW 2048 /* chunks whose weights as_merge keeps in shared memory */
-#define AS_MS (16 * CUDA_ATTN_MAX_HEAD_DIM) /* staged partial sums */
-static_assert(AS_MT >= CUDA_ATTN_MAX_HEAD_DIM && AS_MT % 32 == 0 &&
-                  AS_MS % AS_MT == 0,
-              "as_merge: a thread per dimension of a head");
+#define AT_MERGE_T 256  /* threads of at_merge_kernel */
+#define AT_MERGE_W 2048 /* chunks whose weights stay in shared memory */
+#define AT_MERGE_S (16 * CUDA_ATTN_MAX_HEAD_DIM) /* staged partial sums */
+static_assert(AT_MERGE_T >= CUDA_ATTN_MAX_HEAD_DIM && AT_MERGE_T % 32 == 0 &&
+                  AT_MERGE_S % AT_MERGE_T == 0,
+              "at_merge_kernel: a thread per dimension of a head");
 
-/* Slices of as_merge for head size HD over NCH chunks: whole heads when
- * one stage holds every chunk (more blocks then only repeat the maxima:
- * SmolLM2's shape after 512 positions decoded 1,672 -> 1,643 tok/s with
- * slices, h100), else 32 dimensions each (a warp's outputs, one block of
- * the int8 quantization) where HD allows (the 7B after 16,384: 299.5 ->
- * 304 tok/s). */
-static int32_t as_merge_slices(int32_t hd, int32_t nch)
+/* Slices of at_merge_kernel for head size HD over NCH chunks: whole heads
+ * when one stage holds every chunk (more blocks would only repeat the
+ * maxima), else 32 dimensions each (a warp's outputs, one block of the
+ * int8 quantization) where HD allows, so that more multiprocessors load a
+ * long merge's partial sums. */
+static int32_t at_merge_slices(int32_t hd, int32_t nch)
 {
-	return (int64_t)nch * hd <= AS_MS || hd % 32 != 0 ? 1 : hd / 32;
+	return (int64_t)nch * hd <= AT_MERGE_S || hd % 32 != 0 ? 1 : hd / 32;
 }
 
 /* Offset in a head's partial sums of element I of a stage of slices of
  * HDP of HD dimensions (a stage is [chunk][slice dim]). */
-static __device__ __forceinline__ size_t as_stage_at(int i, int hdp, int hd)
+static __device__ __forceinline__ size_t at_merge_at(int i, int hdp, int hd)
 {
 	return hdp == hd ? (size_t)i : (size_t)(i / hdp) * hd + i % hdp;
 }
 
-__global__ void __launch_bounds__(AS_MT)
-    as_merge(const float *part, const float *ml, int32_t n_head, int32_t hd,
-             int32_t ds, int32_t pos0, const int32_t *dpos, int32_t nch,
-             int32_t chunk, float *out, uint8_t *xq)
+__global__ void __launch_bounds__(AT_MERGE_T)
+    at_merge_kernel(const float *part, const float *ml, int32_t n_head,
+                    int32_t hd, int32_t ds, int32_t pos0, const int32_t *dpos,
+                    int32_t nch, int32_t chunk, float *out, uint8_t *xq)
 {
-	__shared__ float w[AS_MW];  /* exp(m_c - M) */
-	__shared__ float lc[AS_MW]; /* l_c */
-	__shared__ float ps[AS_MS]; /* [j][d]: the slice's partial sums */
-	__shared__ float red[AS_MT / 32];
+	__shared__ float w[AT_MERGE_W];  /* exp(m_c - M) */
+	__shared__ float lc[AT_MERGE_W]; /* l_c */
+	__shared__ float ps[AT_MERGE_S]; /* [j][d]: the slice's partial sums */
+	__shared__ float red[AT_MERGE_T / 32];
 	__shared__ float l_sh;
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
 	cu_pdl_sync();
 	const int h = blockIdx.x / ds, t = blockIdx.y, tid = threadIdx.x;
 	const int hdp = hd / ds, d0 = (blockIdx.x % ds) * hdp;
-	const int lane = tid & 31, warp = tid >> 5;
-	const int mc = AS_MS / hdp; /* chunks a stage */
+	const int lane = tid & 31;
+	const int mc = AT_MERGE_S / hdp; /* chunks a stage */
 	const int32_t len = pos0 + t + 1;
 	const int nc = (len + chunk - 1) / chunk;
 	const size_t th = (size_t)t * n_head + h;
 	const float *mlh = ml + th * nch * 2;
 	const float *ph = part + th * nch * hd + d0;
-	const bool keep = nc <= AS_MW;
+	const bool keep = nc <= AT_MERGE_W;
 	/* the first stage's partial sums, loaded with the maxima (one round
 	   trip for both), staged in ps below */
-	constexpr int npre = AS_MS / AS_MT;
+	constexpr int npre = AT_MERGE_S / AT_MERGE_T;
 	const int nj0 = nc < mc ? nc : mc;
 	float pre[npre];
 	float mx = -INFINITY;
 
 #pragma unroll
 	for (int k = 0; k < npre; k++) {
-		const int i = tid + k * AS_MT;
+		const int i = tid + k * AT_MERGE_T;
 
-		pre[k] = i < nj0 * hdp ? ph[as_stage_at(i, hdp, hd)] : 0.0f;
+		pre[k] = i < nj0 * hdp ? ph[at_merge_at(i, hdp, hd)] : 0.0f;
 	}
-	for (int c = tid; c < nc; c += AS_MT)
+	for (int c = tid; c < nc; c += AT_MERGE_T)
 		mx = fmaxf(mx, mlh[2 * c]);
-	for (int off = 16; off > 0; off >>= 1)
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-	if (lane == 0)
-		red[warp] = mx;
-	__syncthreads();
-	mx = lane < AS_MT / 32 ? red[lane] : -INFINITY;
-	for (int off = 16; off > 0; off >>= 1)
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+	mx = red_block_max_xor<AT_MERGE_T>(mx, red);
 	if (keep)
-		for (int c = tid; c < nc; c += AS_MT) {
+		for (int c = tid; c < nc; c += AT_MERGE_T) {
 			w[c] = expf(mlh[2 * c] - mx);
 			lc[c] = mlh[2 * c + 1];
 		}
 #pragma unroll
 	for (int k = 0; k < npre; k++) {
-		const int i = tid + k * AS_MT;
+		const int i = tid + k * AT_MERGE_T;
 
 		if (i < nj0 * hdp)
 			ps[i] = pre[k];
@@ -877,7 +868,7 @@ __global__ void __launch_bounds__(AS_MT)
 	/* l in chunk order, by a thread of a warp that sums no dimension
 	   where there is one (in warp 0 it delayed that warp's sums by its
 	   own chain) */
-	if (tid == (hdp <= AS_MT - 32 ? AS_MT - 32 : 0)) {
+	if (tid == (hdp <= AT_MERGE_T - 32 ? AT_MERGE_T - 32 : 0)) {
 		float l = 0.0f;
 
 		for (int c = 0; c < nc; c++) /* (the first kernel's FMAs) */
@@ -892,9 +883,9 @@ __global__ void __launch_bounds__(AS_MT)
 		const int nj = nc - c0 < mc ? nc - c0 : mc;
 
 		if (c0 > 0) { /* (the first are staged) */
-			for (int i = tid; i < nj * hdp; i += AS_MT)
+			for (int i = tid; i < nj * hdp; i += AT_MERGE_T)
 				ps[i] = ph[(size_t)c0 * hd +
-				           as_stage_at(i, hdp, hd)];
+				           at_merge_at(i, hdp, hd)];
 			__syncthreads();
 		}
 		if (tid < hdp)
@@ -915,7 +906,7 @@ __global__ void __launch_bounds__(AS_MT)
 			   vector */
 			const int64_t ne0 = (int64_t)n_head * hd;
 			const int64_t i = (int64_t)h * hd + d0 + tid;
-			uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
+			uint8_t *tb = xq + (size_t)t * cv8_xq_stride(ne0);
 			float *dd = (float *)(tb + ne0);
 
 			cv8_quantize32(acc * inv, lane, (int8_t *)tb + i,
@@ -924,26 +915,26 @@ __global__ void __launch_bounds__(AS_MT)
 	}
 }
 
-/* as_merge of N_TOK tokens' NCH chunks of CHUNK positions (PART, ML)
+/* at_merge_kernel of N_TOK tokens' NCH chunks of CHUNK positions (PART, ML)
  * into D_OUT, and their int8 activations into XQ when not NULL: one
- * launch, its slices chosen by as_merge_slices. */
-static void as_merge_launch(struct cuda_ctx *ctx, const float *part,
+ * launch, its slices chosen by at_merge_slices. */
+static void at_merge_launch(struct cuda_ctx *ctx, const float *part,
                             const float *ml, int32_t n_tok, int32_t n_head,
                             int32_t hd, int32_t pos0, const int32_t *dpos,
                             int32_t nch, int32_t chunk, float *d_out,
                             uint8_t *xq)
 {
-	const int32_t ds = as_merge_slices(hd, nch);
+	const int32_t ds = at_merge_slices(hd, nch);
 
-	cu_launch(ctx, as_merge, dim3((unsigned)(n_head * ds), (unsigned)n_tok),
-	          AS_MT, 0, part, ml, n_head, hd, ds, pos0, dpos, nch, chunk,
-	          d_out, xq);
+	cu_launch(ctx, at_merge_kernel,
+	          dim3((unsigned)(n_head * ds), (unsigned)n_tok), AT_MERGE_T, 0,
+	          part, ml, n_head, hd, ds, pos0, dpos, nch, chunk, d_out, xq);
 }
 
 /* The split path's scratch in ctx, grown (never shrunk) to N floats.
  * cudaFree of the old buffer waits for the device, so no kernel still
  * reads it; growth is rare (a longer context than ever before). */
-static int as_scratch(struct cuda_ctx *ctx, size_t n, char *err, size_t errlen)
+static int at_scratch(struct cuda_ctx *ctx, size_t n, char *err, size_t errlen)
 {
 	if (n <= ctx->attn_cap)
 		return 0;
@@ -956,27 +947,29 @@ static int as_scratch(struct cuda_ctx *ctx, size_t n, char *err, size_t errlen)
 	return 0;
 }
 
-/* The split path: as_kernel then as_merge. */
-static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
-                     const __half *vc, int32_t n_tok, int32_t n_head,
-                     int32_t n_kv, int32_t hd, int32_t n_ctx, int32_t il,
-                     int32_t pos0, float *d_out, const void **d_xq, char *err,
-                     size_t errlen)
+/* The split path: at_split_kernel then at_merge_kernel. */
+static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
+                           const __half *kc, const __half *vc, int32_t n_tok,
+                           int32_t n_head, int32_t n_kv, int32_t hd,
+                           int32_t n_ctx, int32_t il, int32_t pos0,
+                           float *d_out, const void **d_xq, char *err,
+                           size_t errlen)
 {
 	/* the merge quantizes its output for the wo mat-vec when it can
 	   (cuda_op_rmsnorm_x8's conditions; a warp's 32 outputs one block) */
 	const int x8 = d_xq != NULL && hd % 32 == 0 &&
 	               cuda_x8_room(ctx, (int64_t)n_head * hd, n_tok);
 
-	const int group = n_head / n_kv, nhb = (group + AS_G - 1) / AS_G;
+	const int group = n_head / n_kv,
+	          nhb = (group + AT_SPLIT_G - 1) / AT_SPLIT_G;
 	/* a captured step covers positions up to pos_cap; chunks past a
 	   token's length exit at once */
 	const bool captured = ctx->d_pos != NULL;
-	const struct as_shape sh =
-	    as_shape_of(ctx, n_tok, n_head, n_kv, hd,
-	                captured ? ctx->pos_cap : pos0 + n_tok);
+	const struct at_split_shape sh =
+	    at_split_shape_of(ctx, n_tok, n_head, n_kv, hd,
+	                      captured ? ctx->pos_cap : pos0 + n_tok);
 	const int32_t sub = sh.sub, nch = sh.nch;
-	const size_t nf = sh.nf, smem = as_smem_bytes(hd);
+	const size_t nf = sh.nf, smem = at_split_smem(hd);
 
 	if (captured && nf > ctx->attn_graph_cap) {
 		snprintf(err, errlen,
@@ -985,27 +978,27 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 		         ctx->attn_graph_cap, nf);
 		return -1;
 	}
-	if (!captured && as_scratch(ctx, nf, err, errlen))
+	if (!captured && at_scratch(ctx, nf, err, errlen))
 		return -1;
 	float *part = (float *)(captured ? ctx->d_attn_graph : ctx->d_attn);
 	float *ml = part + (size_t)n_tok * n_head * nch * hd;
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
 	if (hd == 64)
-		cu_launch(ctx, as_kernel<64>, grid, AS_T, smem, d_q, kc, vc,
-		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
-		          sub, part, ml);
+		cu_launch(ctx, at_split_kernel<64>, grid, AT_SPLIT_T, smem, d_q,
+		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
+		          nch, sub, part, ml);
 	else if (hd == 128)
-		cu_launch(ctx, as_kernel<128>, grid, AS_T, smem, d_q, kc, vc,
-		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
-		          sub, part, ml);
+		cu_launch(ctx, at_split_kernel<128>, grid, AT_SPLIT_T, smem,
+		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
+		          ctx->d_pos, nch, sub, part, ml);
 	else
-		cu_launch(ctx, as_kernel<0>, grid, AS_T, smem, d_q, kc, vc,
-		          n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos, nch,
-		          sub, part, ml);
+		cu_launch(ctx, at_split_kernel<0>, grid, AT_SPLIT_T, smem, d_q,
+		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
+		          nch, sub, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
-	as_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
-	                AS_CH * sub, d_out,
+	at_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
+	                AT_SPLIT_CH * sub, d_out,
 	                x8 ? (uint8_t *)ctx->d_xq : nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	if (x8)
@@ -1014,35 +1007,22 @@ static int as_launch(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 }
 
 /* The key split of the tiled kernel: BLOCKS blocks (query tiles x heads)
- * over N_KEYS keys. Fewer than FILL blocks (as_fill): *NCH chunks of
- * *CHUNK keys (a whole number of AP_KT tiles) so that about FILL blocks
+ * over N_KEYS keys. Fewer than FILL blocks (at_fill): *NCH chunks of
+ * *CHUNK keys (a whole number of AT_TILE_K tiles) so that about FILL blocks
  * run; otherwise *CHUNK = 0, *NCH = 1 (no split, no merge). */
-static void ap_split(int32_t blocks, int32_t n_keys, int32_t fill,
-                     int32_t *chunk, int32_t *nch)
+static void at_tile_split(int32_t blocks, int32_t n_keys, int32_t fill,
+                          int32_t *chunk, int32_t *nch)
 {
 	const int32_t want = (fill + blocks - 1) / blocks;
 	int32_t c = (n_keys + want - 1) / want;
 
 	*chunk = 0;
 	*nch = 1;
-	if (blocks >= fill || n_keys <= AP_KT)
+	if (blocks >= fill || n_keys <= AT_TILE_K)
 		return;
-	c = (c + AP_KT - 1) / AP_KT * AP_KT;
+	c = (c + AT_TILE_K - 1) / AT_TILE_K * AT_TILE_K;
 	*chunk = c;
 	*nch = (n_keys + c - 1) / c;
-}
-
-/* PARLEY_CUDA_ATTN_WARP=1: prefill through at_kernel, the one-warp
-   kernel (for measuring the tiled one against it; read once). */
-static bool at_warp_forced(void)
-{
-	static int forced = -1;
-
-	if (forced < 0) {
-		const char *v = getenv("PARLEY_CUDA_ATTN_WARP");
-		forced = v != NULL && v[0] == '1';
-	}
-	return forced == 1;
 }
 
 extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
@@ -1067,24 +1047,24 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 	}
 	if (n_tok < CUDA_GEMM_MIN_TOKENS && head_dim % 8 == 0 &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0)
-		return as_launch(ctx, d_q, (const __half *)d_kc,
-		                 (const __half *)d_vc, n_tok, n_head, n_kv,
-		                 head_dim, n_ctx, il, pos0, d_out, d_xq, err,
-		                 errlen);
+		return at_split_launch(ctx, d_q, (const __half *)d_kc,
+		                       (const __half *)d_vc, n_tok, n_head,
+		                       n_kv, head_dim, n_ctx, il, pos0, d_out,
+		                       d_xq, err, errlen);
 	if ((head_dim == 64 || head_dim == 128) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
-	    !at_warp_forced()) {
-		const int32_t tiles = (n_tok + AP_QT - 1) / AP_QT;
+	    !cuda_knobs()->attn_warp) { /* (the one-warp kernel, to measure) */
+		const int32_t tiles = (n_tok + AT_TILE_Q - 1) / AT_TILE_Q;
 		int32_t chunk = 0, nch = 1;
 		float *part = NULL, *ml = NULL;
 
 		if (ctx->d_pos == NULL)
-			ap_split(tiles * n_head, pos0 + n_tok, as_fill(ctx),
-			         &chunk, &nch);
+			at_tile_split(tiles * n_head, pos0 + n_tok,
+			              at_fill(ctx), &chunk, &nch);
 		if (chunk > 0) {
-			if (as_scratch(
+			if (at_scratch(
 			        ctx,
-			        as_scratch_floats(n_tok, n_head, head_dim, nch),
+			        at_split_floats(n_tok, n_head, head_dim, nch),
 			        err, errlen))
 				return -1;
 			part = (float *)ctx->d_attn;
@@ -1093,28 +1073,30 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 		dim3 grid((unsigned)tiles, (unsigned)n_head, (unsigned)nch);
 
 		if (head_dim == 64)
-			cu_launch(ctx, ap_kernel<64>, grid, AP_THREADS, 0, d_q,
-			          (const __half *)d_kc, (const __half *)d_vc,
-			          n_tok, n_head, n_kv, n_ctx, il, pos0,
-			          ctx->d_pos, chunk, nch, part, ml, d_out);
+			cu_launch(ctx, at_tile_kernel<64>, grid,
+			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
+			          (const __half *)d_vc, n_tok, n_head, n_kv,
+			          n_ctx, il, pos0, ctx->d_pos, chunk, nch, part,
+			          ml, d_out);
 		else
-			cu_launch(ctx, ap_kernel<128>, grid, AP_THREADS, 0, d_q,
-			          (const __half *)d_kc, (const __half *)d_vc,
-			          n_tok, n_head, n_kv, n_ctx, il, pos0,
-			          ctx->d_pos, chunk, nch, part, ml, d_out);
+			cu_launch(ctx, at_tile_kernel<128>, grid,
+			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
+			          (const __half *)d_vc, n_tok, n_head, n_kv,
+			          n_ctx, il, pos0, ctx->d_pos, chunk, nch, part,
+			          ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
-			as_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,
+			at_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,
 			                pos0, nullptr, nch, chunk, d_out,
 			                nullptr);
 			CUDA_TRY_LAUNCH(err, errlen);
 		}
 		return 0;
 	}
-	cu_launch(ctx, at_kernel, (unsigned)((pairs + AT_WARPS - 1) / AT_WARPS),
-	          32 * AT_WARPS, 0, d_q, (const __half *)d_kc,
-	          (const __half *)d_vc, n_tok, n_head, n_kv, head_dim, n_ctx,
-	          il, pos0, ctx->d_pos, d_out);
+	cu_launch(ctx, at_warp_kernel,
+	          (unsigned)((pairs + AT_WARPS - 1) / AT_WARPS), 32 * AT_WARPS,
+	          0, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
+	          n_head, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -1127,11 +1109,11 @@ extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
 {
 	size_t need = 0;
 
-	/* as_launch's split for one token over each graph's pos_cap */
+	/* at_split_launch's split for one token over each graph's pos_cap */
 	for (int32_t cap = step;; cap += step) {
 		const int32_t n_pos = cap < n_ctx ? cap : n_ctx;
 		const size_t nf =
-		    as_shape_of(ctx, 1, n_head, n_kv, head_dim, n_pos).nf;
+		    at_split_shape_of(ctx, 1, n_head, n_kv, head_dim, n_pos).nf;
 
 		need = nf > need ? nf : need;
 		if (n_pos == n_ctx)

@@ -3,8 +3,8 @@
  *
  * The numbers matter for performance reports: every decode figure is given
  * as a share of the memory-bandwidth limit, whose datasheet value is
- * computed here from the memory clock and bus width (the benchmark also
- * measures it).
+ * computed here from the memory clock and bus width; cuda_read_bandwidth
+ * measures it (`parley bench`).
  */
 #ifndef PARLEY_CUDA_DEVICES_H
 #define PARLEY_CUDA_DEVICES_H
@@ -36,6 +36,14 @@ int cuda_devices_count(int *n, char *err, size_t errlen);
 /* Fill *info for device I. Returns 0, or -1 with a message in err. */
 int cuda_devices_get(int i, struct cuda_device_info *info, char *err,
                      size_t errlen);
+
+/*
+ * Read bandwidth of device memory: the best of a few passes of a
+ * read-only reduction over a buffer far larger than the L2 cache (1 GiB,
+ * or half as much while the allocation fails, down to 64 MiB). Returns 0
+ * with *BYTES_PER_S, or -1 with a message (the CUDA error).
+ */
+int cuda_read_bandwidth(double *bytes_per_s, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include "cuda_check.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
+#include "cuda_reduce.cuh"
 #include "cuda_rope.cuh"
 #include "cuda_vecdot8.cuh"
 
@@ -33,12 +34,11 @@ static unsigned el_blocks(int64_t n)
  * EL_NORM_THREADS elements, a block each (grid.x = el_norm_blocks), and
  * every block first sums the squares of the whole row itself, then
  * scales and quantizes its own span: one round of a load and a
- * 32-element quantization per warp instead of a block walking the row.
- * (One 1,024-thread block a row took ~5.6 us a norm in the 7B's decode
- * step, measured on the h100 by leaving it out of the graph: 4 rounds of
- * quantization one after the other.) For many tokens (grid.x = 1) a
- * block walks its row in the same spans: the rows run in parallel and a
- * row read by every block would multiply the L2 traffic.
+ * 32-element quantization per warp instead of a block walking the row
+ * (one 1,024-thread block a row made 4 rounds of quantization one after
+ * the other). For many tokens (grid.x = 1) a block walks its row in the
+ * same spans: the rows run in parallel and a row read by every block
+ * would multiply the L2 traffic.
  *
  * The sum of squares is taken in one fixed order whatever the launch,
  * that of EL_NORM_VT "virtual threads" (the earlier one-block kernel's
@@ -46,10 +46,9 @@ static unsigned el_blocks(int64_t n)
  * v + EL_NORM_VT, ..; each virtual warp's 32 sums are added by an xor
  * butterfly (16, 8, 4, 2, 1), then the 32 warps' sums by another. So
  * every block gets the same scale, the same floats as the one-block
- * kernel gave (the first split summed 16-byte loads in another order:
- * the real SmolLM2 then failed tests/cuda_parity at two of sixteen
- * decode steps, measured on the h100, where the one-block order passes),
- * and a host model of the order checks the kernel bit for bit
+ * kernel gave (the first split summed 16-byte loads in another order,
+ * and the real SmolLM2 failed tests/cuda_parity where the one-block order
+ * passes), and a host model of the order checks the kernel bit for bit
  * (t_cuda_ops).
  *
  * With XQ (N % 32 == 0, so warp w's elements of an iteration are one
@@ -87,7 +86,7 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 	const float *xr = x + (size_t)blockIdx.y * n;
 	float *orow = out + (size_t)blockIdx.y * n;
 	uint8_t *tb =
-	    xq != NULL ? xq + (size_t)blockIdx.y * cv_x8_stride(n) : NULL;
+	    xq != NULL ? xq + (size_t)blockIdx.y * cv8_xq_stride(n) : NULL;
 	float *d = tb != NULL ? (float *)(tb + n) : NULL; /* scales, sums */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	float ss;
@@ -120,15 +119,12 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 		for (int32_t i = vw * 32 + lane + EL_NORM_HOLD * EL_NORM_VT;
 		     i < n; i += EL_NORM_VT) /* rows past the held part */
 			s = __fmaf_rn(xr[i], xr[i], s);
-		for (int off = 16; off > 0; off >>= 1)
-			s += __shfl_xor_sync(0xffffffffu, s, off);
+		s = red_warp<red_add>(s);
 		if (lane == 0)
 			part[vw] = s;
 	}
 	__syncthreads();
-	ss = part[lane];
-	for (int off = 16; off > 0; off >>= 1)
-		ss += __shfl_xor_sync(0xffffffffu, ss, off);
+	ss = red_warp<red_add>(part[lane]);
 	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
 
 	for (int32_t i = i0 + threadIdx.x; i < i1; i += EL_NORM_THREADS) {
@@ -308,12 +304,10 @@ __global__ void __launch_bounds__(EL_STATS_THREADS)
 		sum += v;
 		sq += (double)v * v;
 	}
-	for (int off = 16; off > 0; off >>= 1) {
-		mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, off));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-		sum += __shfl_xor_sync(0xffffffffu, sum, off);
-		sq += __shfl_xor_sync(0xffffffffu, sq, off);
-	}
+	mn = red_warp<red_min>(mn);
+	mx = red_warp<red_max>(mx);
+	sum = red_warp<red_add>(sum);
+	sq = red_warp<red_add>(sq);
 	if (lane == 0) {
 		ssum[warp] = sum;
 		ssq[warp] = sq;
@@ -321,6 +315,8 @@ __global__ void __launch_bounds__(EL_STATS_THREADS)
 		smax[warp] = mx;
 	}
 	__syncthreads();
+	/* the warps in warp order, as red_block (cuda_reduce.cuh) combines
+	   them, by the one thread that writes the results */
 	if (threadIdx.x == 0) {
 		for (int w = 1; w < EL_STATS_THREADS / 32; w++) {
 			sum += ssum[w];

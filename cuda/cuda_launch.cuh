@@ -6,12 +6,11 @@
  *
  * A decode step is ~10 small kernels a layer; on a small model each one
  * waits for the previous to drain, then pays its own launch and ramp
- * before its first load (SmolLM2: ~300 kernels of ~3 us a token, the
- * weights alone would take 0.04 ms). With PDL (compute capability 9.0+)
- * a kernel's blocks may be scheduled while the previous kernel still
- * runs; each waits at griddepcontrol.wait until that kernel has finished
- * and its writes are visible. The invariant that makes it safe, for every
- * kernel launched by cu_launch:
+ * before its first load: longer than reading its weights takes. With PDL
+ * (compute capability 9.0+) a kernel's blocks may be scheduled while the
+ * previous kernel still runs; each waits at griddepcontrol.wait until
+ * that kernel has finished and its writes are visible. The invariant that
+ * makes it safe, for every kernel launched by cu_launch:
  *
  *   cu_pdl_sync() (or cu_pdl_wait()) is executed by every thread before
  *   its first access of memory that earlier work in the stream writes or
@@ -21,8 +20,8 @@
  * includes this header.) So a kernel starts its real work only after its
  * predecessor has completed, and by induction after everything earlier
  * in the stream (a kernel cannot complete before its own wait returned).
- * What may run before the wait (measured on the h100: each load moved
- * there takes a round trip off the kernel's path, BENCHMARKS.md):
+ * What may run before the wait (each load moved there takes a round trip
+ * off the kernel's path):
  *   - index arithmetic;
  *   - reading the weights, which no kernel writes (the mat-vec
  *     prefetches its rows into L2 there, the RMSNorm loads its weight);

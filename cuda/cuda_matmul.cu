@@ -1,14 +1,14 @@
 /*
  * cuda_matmul.cu - products with GGUF weights on the GPU: embedding rows,
- * the mat-vec of decode, the cuBLAS GEMM of prefill; and the context
- * (stream, cuBLAS handle, scratch) they run in.
+ * the mat-vec of decode, the cuBLAS GEMM of prefill (in the context of
+ * cuda_ctx.cu: stream, cuBLAS handle, scratch).
  *
  * NOTES ON THE DESIGN
  *
  * Mat-vec (fewer than CUDA_GEMM_MIN_TOKENS tokens): one warp per output
  * row (CM_ROWS rows, or gate and up, in the fast path; 2 or 4 warps
  * sharing them when the product has too few rows to fill the GPU,
- * cm_ks), MM_WARPS warps per block; the row is read once per token; fp32
+ * cm_ks), CM_WARPS warps per block; the row is read once per token; fp32
  * sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1, Q4_K and
  * Q6_K (when aligned): lanes take whole blocks or sub-blocks with wide
  * loads (cm_matvec_unit, cuda_vecdot.cuh), with int8 activations and
@@ -30,19 +30,20 @@
  * far inside fp16's range; the residual stream itself stays fp32.
  */
 #include "cuda_check.cuh"
+#include "cuda_knobs.h"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
+#include "cuda_reduce.cuh"
 #include "cuda_rope.cuh"
 #include "cuda_vecdot.cuh"
 #include "cuda_vecdot8.cuh"
 
-#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
-#ifndef MM_WARPS
-#define MM_WARPS 4 /* warps (rows) per mat-vec block */
+#ifndef CM_WARPS
+#define CM_WARPS 4 /* warps (rows) per mat-vec block */
 #endif
 #ifndef CM_UNROLL
 #define CM_UNROLL 1 /* units a lane has in flight in the fast mat-vec */
@@ -74,7 +75,7 @@ __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int lane = threadIdx.x & 31;
-	const int64_t row = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+	const int64_t row = (int64_t)blockIdx.x * CM_WARPS + (threadIdx.x >> 5);
 	const int64_t t = blockIdx.y;
 
 	if (row >= ne1)
@@ -85,8 +86,7 @@ __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
 
 	for (int64_t i = lane; i < ne0; i += 32)
 		acc += cq_row_elem<T>(wr, i, ne0) * xt[i];
-	for (int off = 16; off > 0; off >>= 1)
-		acc += __shfl_xor_sync(0xffffffffu, acc, off);
+	acc = red_warp<red_add>(acc);
 	if (lane == 0)
 		y[t * ne1 + row] = add ? y[t * ne1 + row] + acc : acc;
 }
@@ -156,11 +156,11 @@ template <int T> struct cm_f32_unit {
 
 /* The int8-activation units (cuda_vecdot8.cuh), same interface. */
 template <int T> struct cm_x8_unit : cv8_unit<T> {
-	typedef struct cv_x8 src;
+	typedef struct cv8_xq src;
 	static __device__ __forceinline__ src at(const void *x, int64_t t,
 	                                         int64_t ne0)
 	{
-		return cv_x8_at(x, t, ne0);
+		return cv8_xq_at(x, t, ne0);
 	}
 };
 
@@ -207,8 +207,7 @@ cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++)
-		for (int off = 16; off > 0; off >>= 1)
-			acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+		acc[r] = red_warp<red_add>(acc[r]);
 }
 
 /* Global row R of PS: its weight row in *W, its output element (token
@@ -286,7 +285,7 @@ cm_rope_map(const struct cm_parts &ps, int64_t r0)
  * of cuda_op_rope_table (the bits el_rope_kv_store computes). Read
  * before the warp's dot products, so that the load is not on the
  * epilogue's critical path (computing them there, in double precision,
- * was: BENCHMARKS.md step 36). */
+ * was). */
 static __device__ __forceinline__ float2 cm_rope_cs(const struct cm_rope &rp,
                                                     const struct cm_pair &q,
                                                     int32_t pos)
@@ -330,12 +329,9 @@ static __device__ __forceinline__ void cm_rope_pair(const struct cm_parts &ps,
 
 /* Weight rows per warp of the fast mat-vec: CM_ROWS output rows of
  * CM_SET and CM_ADD, CM_ROWS / 2 of SwiGLU (a gate and an up row each);
- * each unit's activations are loaded once for all of them. Measured on
- * the h100 (bench/real-shapes.sh): 2 rows beat 1 (the mat-vec was bound
- * by the L1 traffic of re-reading x: 65 to 87 percent of the L1's
- * throughput at a quarter of DRAM's, Nsight Compute) and beat 4 (the
- * registers cut the occupancy: SmolLM2 shape 948 -> 802 tok/s, Qwen2.5-7B
- * Q4_K_M 173 -> 168). */
+ * each unit's activations are loaded once for all of them. 2 rows beat 1
+ * (one row a warp was bound by the L1 traffic of re-reading x) and 4 (the
+ * registers cut the occupancy): BENCHMARKS.md. */
 #ifndef CM_ROWS
 #define CM_ROWS 2
 #endif
@@ -355,7 +351,7 @@ cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
 }
 
 /*
- * The fast mat-vec for the types of cuda_vecdot.cuh, MM_WARPS warps per
+ * The fast mat-vec for the types of cuda_vecdot.cuh, CM_WARPS warps per
  * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
  * residual add fused; CM_SET adds a part's bias when it has one, as
  * cuda_op_add_bias would: one rounding); both with CM_ROWS consecutive
@@ -374,10 +370,10 @@ template <class U, int MODE>
 __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
                                int ks, int pf)
 {
-	__shared__ float part[MM_WARPS][CM_ROWS];
+	__shared__ float part[CM_WARPS][CM_ROWS];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int kw = warp % ks; /* this warp's share of the rows' units */
-	const int64_t wi = (int64_t)blockIdx.x * (MM_WARPS / ks) + warp / ks;
+	const int64_t wi = (int64_t)blockIdx.x * (CM_WARPS / ks) + warp / ks;
 	const int64_t t = blockIdx.y, nu = ne0 / U::ne;
 	const typename U::src xt = U::at(x, t, ne0);
 	/* SwiGLU: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
@@ -524,7 +520,7 @@ __global__ void cm_quantize_x8(const float *x, int64_t ne0, int64_t n_blocks,
 	if (gb >= n_blocks)
 		return;
 	const int64_t nb = ne0 / 32, t = gb / nb, i = gb % nb;
-	uint8_t *tb = xq + (size_t)t * cv_x8_stride(ne0);
+	uint8_t *tb = xq + (size_t)t * cv8_xq_stride(ne0);
 	float *d = (float *)(tb + ne0);
 
 	cv8_quantize32(x[t * ne0 + i * 32 + lane], lane,
@@ -609,65 +605,6 @@ static int cm_bad_type(uint32_t t, char *err, size_t errlen)
 	return -1;
 }
 
-/* ------------------------------------------------------------ context */
-
-extern "C" int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap,
-                             size_t x16_cap, char *err, size_t errlen)
-{
-	int dev = 0, major = 0;
-
-	memset(ctx, 0, sizeof(*ctx));
-	if (cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking) !=
-	    cudaSuccess) {
-		snprintf(err, errlen, "cudaStreamCreate: %s",
-		         cudaGetErrorString(cudaGetLastError()));
-		return -1;
-	}
-	if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS ||
-	    cublasSetStream(ctx->blas, ctx->stream) != CUBLAS_STATUS_SUCCESS ||
-	    cudaMalloc(&ctx->d_w16, w16_cap * sizeof(__half)) != cudaSuccess ||
-	    cudaMalloc(&ctx->d_x16, x16_cap * sizeof(__half)) != cudaSuccess ||
-	    cudaMalloc(&ctx->d_xq, x16_cap * sizeof(__half)) != cudaSuccess) {
-		snprintf(err, errlen,
-		         "cuBLAS handle or %.1f MiB of GEMM scratch: %s",
-		         (double)(w16_cap + 2 * x16_cap) * 2 / (1 << 20),
-		         cudaGetErrorString(cudaGetLastError()));
-		cuda_ctx_free(ctx);
-		return -1;
-	}
-	ctx->w16_cap = w16_cap;
-	ctx->x16_cap = x16_cap;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-	                           dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&ctx->n_sm, cudaDevAttrMultiProcessorCount,
-	                           dev) != cudaSuccess) {
-		snprintf(err, errlen, "device attributes: %s",
-		         cudaGetErrorString(cudaGetLastError()));
-		cuda_ctx_free(ctx);
-		return -1;
-	}
-	ctx->pdl = major >= 9;
-	/* as many bytes as the fp16 activations: int8 ones take 1.25 bytes
-	   an element, for fewer than CUDA_GEMM_MIN_TOKENS tokens */
-	ctx->xq_cap = x16_cap * sizeof(__half);
-	return 0;
-}
-
-extern "C" void cuda_ctx_free(struct cuda_ctx *ctx)
-{
-	if (ctx->blas)
-		cublasDestroy(ctx->blas);
-	cudaFree(ctx->d_w16);
-	cudaFree(ctx->d_x16);
-	cudaFree(ctx->d_xq);
-	cudaFree(ctx->d_attn);
-	cudaFree(ctx->d_attn_graph);
-	if (ctx->stream)
-		cudaStreamDestroy(ctx->stream);
-	memset(ctx, 0, sizeof(*ctx));
-}
-
 /* --------------------------------------------------------- launchers */
 
 extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
@@ -696,8 +633,11 @@ extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
 /* The part of one weight with output D_Y. */
 static struct cm_part cm_part_of(const struct cuda_tensor *w, float *d_y)
 {
-	struct cm_part p = {(const uint8_t *)w->d, w->row_size, w->ne1, d_y,
-	                    NULL};
+	struct cm_part p = {.w = (const uint8_t *)w->d,
+	                    .row_size = w->row_size,
+	                    .ne1 = w->ne1,
+	                    .y = d_y,
+	                    .b = NULL};
 
 	return p;
 }
@@ -724,10 +664,10 @@ static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
  * Q4_1; Q8_0, Q4_0 and Q6_K are read 2 bytes at a time, which every row
  * of them meets (their blocks are 34, 18 and 210 bytes), so an odd block
  * count (Qwen2.5-3B's FFN of 11,008 = 43 Q6_K blocks) keeps the unit
- * path: the element-wise one took 63 us per down product there, 32% of a
- * decode step on the h100. The GPU layouts of Q8_0, Q6_K and Q4_K
- * (cuda_quant.cuh note 5): rows 16-byte aligned, and int8 activations for
- * N_TOK tokens, since they have no fp32 unit. X 16-byte aligned. */
+ * path, several times faster than the element-wise one. The GPU layouts of
+ * Q8_0, Q6_K and Q4_K (cuda_quant.cuh note 5): rows 16-byte aligned, and int8
+ * activations for N_TOK tokens, since they have no fp32 unit. X 16-byte
+ * aligned. */
 static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
                       const float *d_x, int32_t n_tok)
 {
@@ -765,10 +705,9 @@ extern "C" int cuda_op_matvec_x8(const struct cuda_ctx *ctx,
 
 extern "C" uint64_t cuda_x8_types(void)
 {
-	const char *off = getenv("PARLEY_CUDA_MATVEC_F32");
 	uint64_t m = 0;
 
-	if (off != NULL && strcmp(off, "1") == 0)
+	if (cuda_knobs()->matvec_f32)
 		return 0;
 #define X(T) m |= (uint64_t)1 << T;
 	CV8_FOR_EACH_TYPE(X)
@@ -778,14 +717,14 @@ extern "C" uint64_t cuda_x8_types(void)
 
 extern "C" size_t cuda_x8_stride(int64_t ne0)
 {
-	return cv_x8_stride(ne0);
+	return cv8_xq_stride(ne0);
 }
 
 extern "C" int cuda_x8_room(const struct cuda_ctx *ctx, int64_t ne0,
                             int32_t n_tok)
 {
 	return !ctx->x8_off && ne0 % 32 == 0 &&
-	       (size_t)n_tok * cv_x8_stride(ne0) <= ctx->xq_cap;
+	       (size_t)n_tok * cv8_xq_stride(ne0) <= ctx->xq_cap;
 }
 
 /* The XQ_DONE of cm_unit_launch for D_XQ, the int8 activations an op
@@ -856,7 +795,7 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	const int64_t per_warp = mode == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	const int ks = cm_ks(ctx, warps, ne0 / (type == QTYPE_F16 ? 8 : 32));
-	const int64_t per_block = MM_WARPS / ks;
+	const int64_t per_block = CM_WARPS / ks;
 	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
 	          (unsigned)n_tok);
 	const int pf = cm_parts_bytes(ps) <= ctx->prefetch_max;
@@ -871,19 +810,19 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \
 		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SET>, grid,    \
-		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
 		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ADD>, grid,    \
-		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
 		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>, grid, \
-		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_ROPE:                                                  \
 		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ROPE>, grid,   \
-		          32 * MM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;
 			CV8_FOR_EACH_TYPE(X)
 #undef X
@@ -897,19 +836,19 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SET>, grid,   \
-		          32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;                                                         \
 	case T * 4 + CM_ADD:                                                   \
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ADD>, grid,   \
-		          32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;                                                         \
 	case T * 4 + CM_SWIGLU:                                                \
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>,      \
-		          grid, 32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);      \
+		          grid, 32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_ROPE:                                                  \
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ROPE>, grid,  \
-		          32 * MM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;
 		CV_FOR_EACH_TYPE(X)
 #undef X
@@ -925,7 +864,7 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                             const float *d_x, int32_t n_tok, float *d_y,
                             int add, int *xq_done, char *err, size_t errlen)
 {
-	dim3 grid((unsigned)((w->ne1 + MM_WARPS - 1) / MM_WARPS),
+	dim3 grid((unsigned)((w->ne1 + CM_WARPS - 1) / CM_WARPS),
 	          (unsigned)n_tok);
 	const uint8_t *wd = (const uint8_t *)w->d;
 
@@ -943,7 +882,7 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	switch (w->type) {
 #define X(T)                                                                   \
 	case T:                                                                \
-		cu_launch(ctx, cm_matvec<T>, grid, 32 * MM_WARPS, 0, wd,       \
+		cu_launch(ctx, cm_matvec<T>, grid, 32 * CM_WARPS, 0, wd,       \
 		          w->row_size, w->ne0, w->ne1, d_x, d_y, add);         \
 		break;
 		CQ_FOR_EACH_TYPE(X)
@@ -992,9 +931,8 @@ static int cm_gemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	const int64_t n_in = w->ne0, n_out = w->ne1;
 	const int64_t nx = (int64_t)n_tok * n_in;
 	/* whole multiples of 256 rows: every chunk's output starts 1 KiB
-	   aligned, so cuBLAS can pick its sm90 kernels (an odd chunk of 4,681
-	   rows of the 7B shape got an sm75 kernel at ~100 TFLOPS: 70 ms of a
-	   512-token prefill) */
+	   aligned, so cuBLAS can pick its sm90 kernels (an odd chunk got a
+	   much slower sm75 kernel) */
 	int64_t chunk = (int64_t)(ctx->w16_cap / (size_t)n_in);
 
 	if (chunk >= 256)

@@ -19,8 +19,8 @@
 #ifndef PARLEY_CUDA_OPS_H
 #define PARLEY_CUDA_OPS_H
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+#include "cuda_ctx.h" /* struct cuda_ctx, cuda_ctx_init, cuda_ctx_free */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,51 +34,6 @@ extern "C" {
 /* Head dimensions the attention kernel handles (registers per lane). */
 #define CUDA_ATTN_MAX_HEAD_DIM 256
 
-/* Stream, cuBLAS handle and the scratch of the GEMM path. */
-struct cuda_ctx {
-	cudaStream_t stream;
-	cublasHandle_t blas;
-	void *d_w16;    /* fp16 dequantized weight rows (GEMM path) */
-	size_t w16_cap; /* elements of d_w16 */
-	void *d_x16;    /* fp16 copy of the activations (GEMM path) */
-	size_t x16_cap; /* elements of d_x16 */
-	void *d_xq;     /* int8 activations of the mat-vec (cuda_vecdot8.cuh) */
-	size_t xq_cap;  /* bytes of d_xq */
-	/* 1: the mat-vec keeps fp32 activations for every type (the path
-	   before int8 activations, kept to measure one against the other and
-	   tested on its own; PARLEY_CUDA_MATVEC_F32=1 in the backend) */
-	int x8_off;
-	/* 1: kernels launch with programmatic dependent launch
-	   (cuda_launch.cuh); set at init on compute capability 9.0+, the
-	   backend clears it for PARLEY_CUDA_PDL=0 */
-	int pdl;
-	/* a mat-vec whose weights are at most this many bytes prefetches its
-	   rows into L2 before it waits for the previous kernel
-	   (cuda_launch.cuh); the backend sets it where it pays (backend_cuda.cu
-	   CU_PREFETCH_MAX, CU_PREFETCH_PRODUCT); 0: never */
-	size_t prefetch_max;
-	/* multiprocessors of the device (launch shapes that fill the GPU) */
-	int n_sm;
-	void *d_attn;    /* fp32 partials of the split decode attention */
-	size_t attn_cap; /* floats of d_attn (grown on demand) */
-	/* the same for the captured decode steps, allocated once for them
-	   all (cuda_op_attention_graph_reserve): a graph names its buffer,
-	   so d_attn, freed when it grows, must never be in one */
-	void *d_attn_graph;
-	size_t attn_graph_cap; /* floats of d_attn_graph */
-	/* A decode step captured into a CUDA graph (backend_cuda.cu): while
-	   d_pos is set, the ops that depend on the position (RoPE, the KV
-	   store, attention) read the position of token 0 from the device
-	   int *d_pos instead of their pos0 argument, and the attention's
-	   launch shape covers pos_cap positions (chunks past the real length
-	   exit at once), so one graph serves every position below pos_cap.
-	   NULL: positions come from the arguments. *d_pos is written by a
-	   copy, never a kernel, and complete before the ops are launched
-	   (they read it before their PDL wait: cuda_launch.cuh). */
-	const int32_t *d_pos;
-	int32_t pos_cap;
-};
-
 /* A weight matrix on the device. */
 struct cuda_tensor {
 	uint32_t type;   /* ggml type id */
@@ -90,13 +45,6 @@ struct cuda_tensor {
 
 /* True when the GPU code has kernels for ggml type T. */
 int cuda_ops_type_ok(uint32_t t);
-
-/* Create the stream and cuBLAS handle; scratch: W16_CAP fp16 elements of
- * weights (at least one row of the widest matrix) and X16_CAP of
- * activations. Returns 0 or -1 (ctx freed). */
-int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap, size_t x16_cap,
-                  char *err, size_t errlen);
-void cuda_ctx_free(struct cuda_ctx *ctx);
 
 /* D_OUT[r][0..ne0) = rows ROWS[r] of W dequantized to fp32, r < n_rows.
  * D_ROWS are device int32 row indices (token ids for the embedding). */

@@ -5,16 +5,14 @@
  * NOTES ON THE DESIGN
  *
  * 1. Why: a GGUF Q8_0 block is 34 bytes and a Q6_K block 210, so in the
- *    file's layout the mat-vec can only read them 2 bytes at a time; on
- *    the h100 the Q6_K products ran at 1.2-1.3 TB/s where Q4_K's, read
- *    16 bytes at a time, ran at 2.1 (BENCHMARKS.md, fourth session).
+ *    file's layout the mat-vec can only read them 2 bytes at a time, and
+ *    the Q6_K products ran well below Q4_K's, read 16 bytes at a time.
  *    Gathering each field of a row's blocks into one array makes every
  *    32-byte run of quants two aligned 16-byte loads.
  *    Q4_K blocks keep their place; their 6-bit scales and mins are only
  *    re-packed so that the mat-vec decodes them with shifts of registers
  *    instead of cq_scale_min_k4's byte loads and masks: the products issue
- *    fewer instructions per weight byte, which bounds them (BENCHMARKS.md
- *    step 31: Qwen2.5-7B Q4_K_M +2.6%, 3B +4%).
+ *    fewer instructions per weight byte, which bounds them.
  * 2. Rows stay rows: a repacked row holds exactly its own blocks' bytes,
  *    padded to 16, so row r is still at r * row_size and every kernel
  *    that walks rows (embedding, GEMM dequantization, mat-vec) works on

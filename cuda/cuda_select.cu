@@ -1,13 +1,12 @@
 /*
- * cuda_select.cu - the select step on the device (cuda_select.h) and the
- * read-bandwidth measurement of `parley bench`.
+ * cuda_select.cu - the select step on the device (cuda_select.h).
  *
  * NOTES ON THE DESIGN
  *
  * Why two passes over many blocks: one block over a whole 152k row ran at
- * one SM's pace (about 330 us on an H100, the largest kernel of a decode
- * step: a double exp per entry and eight radix passes over the row). The
- * row is cut into tiles of SEL_TILE entries; each tile is one block.
+ * one SM's pace (the largest kernel of a decode step: a double exp per
+ * entry and eight radix passes over the row). The row is cut into tiles
+ * of SEL_TILE entries; each tile is one block.
  *
  *   1. penalties: the window's distinct ids and counts are made on the host
  *      (a few hundred ids), uploaded, and applied to a copy of the row with
@@ -69,9 +68,9 @@
  */
 #include "cuda_check.cuh"
 #include "cuda_launch.cuh"
+#include "cuda_reduce.cuh"
 #include "cuda_select.h"
 
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -156,60 +155,6 @@ __global__ static void sel_penalise(const float *row, float *pen,
 	pen[id] = l;
 }
 
-/* ------------------------------------------------- block reductions */
-
-/*
- * Block-wide sums of V[0..NV) (every thread gets them): a fixed xor tree
- * in each warp, then the warps in index order, so the rounding does not
- * depend on timing. SH: NV * NT / 32 doubles.
- */
-template <int NT, int NV>
-__device__ static void sel_block_sum(double *v, double *sh)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-#pragma unroll
-	for (int j = 0; j < NV; j++)
-		for (int o = 16; o > 0; o /= 2)
-			v[j] += __shfl_xor_sync(SEL_FULL, v[j], o);
-	__syncthreads(); /* SH may still be read by a previous call */
-	if (lane == 0)
-#pragma unroll
-		for (int j = 0; j < NV; j++)
-			sh[j * (NT / 32) + warp] = v[j];
-	__syncthreads();
-#pragma unroll
-	for (int j = 0; j < NV; j++) {
-		v[j] = sh[j * (NT / 32)];
-		for (int w = 1; w < NT / 32; w++)
-			v[j] += sh[j * (NT / 32) + w];
-	}
-}
-
-/* Block-wide maxima of V[0..NV) (every thread gets them). */
-template <int NT, int NV>
-__device__ static void sel_block_max(double *v, double *sh)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-#pragma unroll
-	for (int j = 0; j < NV; j++)
-		for (int o = 16; o > 0; o /= 2)
-			v[j] = fmax(v[j], __shfl_xor_sync(SEL_FULL, v[j], o));
-	__syncthreads();
-	if (lane == 0)
-#pragma unroll
-		for (int j = 0; j < NV; j++)
-			sh[j * (NT / 32) + warp] = v[j];
-	__syncthreads();
-#pragma unroll
-	for (int j = 0; j < NV; j++) {
-		v[j] = sh[j * (NT / 32)];
-		for (int w = 1; w < NT / 32; w++)
-			v[j] = fmax(v[j], sh[j * (NT / 32) + w]);
-	}
-}
-
 /* ------------------------------------------------------ block select */
 
 /* Shared state of the block select for NT threads. */
@@ -238,12 +183,7 @@ __device__ static void sel_find_digit(struct sel_shared<NT> *sh, int shift)
 		c += h[j];
 	}
 	incl = c;
-	for (int o = 1; o < 32; o *= 2) {
-		int32_t x = __shfl_up_sync(SEL_FULL, incl, o);
-
-		if (lane >= o)
-			incl += x;
-	}
+	red_warp_scan(incl, lane);
 	__syncwarp(); /* every lane has read sh before one writes it */
 	/* exactly one lane: the counts are >= 0 and sum to >= need >= 1 */
 	if (incl - c < need && need <= incl) {
@@ -340,15 +280,9 @@ sel_block_select(const float *__restrict__ v, const int32_t *__restrict__ ids,
 		{
 			int2 x = lane < NT / 32 ? sh->warp_n[p][lane]
 			                        : make_int2(0, 0);
-			int32_t sg = x.x, se = x.y;
+			int32_t sg = x.x, se = x.y; /* above, in the bucket */
 
-			for (int o = 1; o < 32; o *= 2) {
-				int32_t yg = __shfl_up_sync(SEL_FULL, sg, o);
-				int32_t ye = __shfl_up_sync(SEL_FULL, se, o);
-
-				if (lane >= o)
-					sg += yg, se += ye;
-			}
+			red_warp_scan2(sg, se, lane);
 			tg = __shfl_sync(SEL_FULL, sg, 31);
 			te = __shfl_sync(SEL_FULL, se, 31);
 			og = __shfl_sync(SEL_FULL, sg - x.x, warp);
@@ -418,7 +352,7 @@ __global__ static void __launch_bounds__(SEL_TILE_THREADS)
 		if (sel_finite(y[j]))
 			m[1] = fmax(m[1], (double)y[j]);
 	}
-	sel_block_max<NT, 2>(m, red);
+	red_block<NT, 2, red_max>(m, red);
 	/* one exp per finite entry, at the tile's maximum */
 #pragma unroll
 	for (int j = 0; j < SEL_TILE / NT; j++) {
@@ -433,7 +367,7 @@ __global__ static void __launch_bounds__(SEL_TILE_THREADS)
 		if (sel_finite(y[j]))
 			sa[2] += exp((double)y[j] - m[1]);
 	}
-	sel_block_sum<NT, 3>(sa, red);
+	red_block<NT, 3, red_add>(sa, red);
 	if (same) {
 		m[1] = m[0];
 		sa[2] = sa[0];
@@ -501,7 +435,7 @@ __global__ static void __launch_bounds__(SEL_FINAL_THREADS)
 		atomicMin(&bad[0], part[t].nan_at);
 		atomicMin(&bad[1], part[t].inf_at);
 	}
-	sel_block_max<NT, 2>(m, red);
+	red_block<NT, 2, red_max>(m, red);
 	/* the tiles rescaled to the row's maximum, in a fixed order */
 	for (int32_t t = tid; t < n_tiles; t += NT) {
 		const struct sel_part *q = part + t;
@@ -516,7 +450,7 @@ __global__ static void __launch_bounds__(SEL_FINAL_THREADS)
 		if (q->m[1] > -INFINITY)
 			sa[2] += exp(q->m[1] - m[1]) * q->s[1];
 	}
-	sel_block_sum<NT, 3>(sa, red);
+	red_block<NT, 3, red_add>(sa, red);
 	if (tid == 0) {
 		h->raw_m = m[0];
 		h->raw_s = sa[0];
@@ -542,24 +476,28 @@ int cuda_select_init(struct cuda_select *cs, int32_t n_vocab, char *err,
                      size_t errlen)
 {
 	size_t ob = sel_out_bytes(ENGINE_SELECT_MAX, ENGINE_SELECT_MAX);
-
 	size_t nc;
+	cudaError_t rc;
 
 	memset(cs, 0, sizeof(*cs));
 	cs->n_vocab = n_vocab;
 	cs->n_tiles = sel_n_tiles(n_vocab);
 	nc = (size_t)cs->n_tiles * SEL_TILE;
-	if (cudaMalloc((void **)&cs->d_pen, (size_t)n_vocab * sizeof(float)) !=
+	if ((rc = cudaMalloc((void **)&cs->d_pen,
+	                     (size_t)n_vocab * sizeof(float))) != cudaSuccess ||
+	    (rc = cudaMalloc(&cs->d_part,
+	                     (size_t)cs->n_tiles * sizeof(struct sel_part))) !=
 	        cudaSuccess ||
-	    cudaMalloc(&cs->d_part,
-	               (size_t)cs->n_tiles * sizeof(struct sel_part)) !=
+	    (rc = cudaMalloc(&cs->d_cand, 5 * nc * 4)) != cudaSuccess ||
+	    (rc = cudaHostAlloc(&cs->h_out, ob, cudaHostAllocMapped)) !=
 	        cudaSuccess ||
-	    cudaMalloc(&cs->d_cand, 5 * nc * 4) != cudaSuccess ||
-	    cudaHostAlloc(&cs->h_out, ob, cudaHostAllocMapped) != cudaSuccess ||
-	    cudaHostGetDevicePointer(&cs->d_out, cs->h_out, 0) != cudaSuccess) {
+	    (rc = cudaHostGetDevicePointer(&cs->d_out, cs->h_out, 0)) !=
+	        cudaSuccess) {
 		(void)cudaGetLastError();
 		cuda_select_free(cs);
-		snprintf(err, errlen, "out of GPU memory for the select step");
+		snprintf(err, errlen,
+		         "select step buffers (%d entries): %s (%s)", n_vocab,
+		         cudaGetErrorName(rc), cudaGetErrorString(rc));
 		return -1;
 	}
 	return 0;
@@ -596,12 +534,16 @@ static int sel_cmp_pair(const void *pa, const void *pb)
 }
 
 /* The window's distinct in-vocabulary ids, then their counts, into
-   cs->h_win (engine_select_window); returns how many, or -1 (memory). */
+   cs->h_win (engine_select_window); returns how many, or -1 with a
+   message (host memory, or the CUDA error of the pinned or device
+   buffer). */
 static int32_t sel_window(struct cuda_select *cs,
-                          const struct engine_select_req *q)
+                          const struct engine_select_req *q, char *err,
+                          size_t errlen)
 {
 	size_t w = q->n_recent > 0 ? (size_t)q->n_recent : 0;
 	int32_t d;
+	cudaError_t rc;
 
 	if (w == 0 ||
 	    (q->repeat_penalty == 1.0f && q->frequency_penalty == 0.0f &&
@@ -617,19 +559,28 @@ static int32_t sel_window(struct cuda_select *cs,
 		w = w > g ? w : g;
 		hc = (int32_t *)realloc(cs->h_cnt, w * sizeof(*hc));
 
-		if (hc == NULL)
+		if (hc == NULL) {
+			snprintf(err, errlen,
+			         "select: out of memory for a window of %d",
+			         q->n_recent);
 			return -1;
+		}
 		cs->h_cnt = hc;
 		cudaFreeHost(cs->h_win);
 		cudaFree(cs->d_win);
 		cs->h_win = NULL;
 		cs->d_win = NULL;
 		cs->win_cap = 0;
-		if (cudaMallocHost((void **)&cs->h_win,
-		                   2 * w * sizeof(int32_t)) != cudaSuccess ||
-		    cudaMalloc((void **)&cs->d_win, 2 * w * sizeof(int32_t)) !=
-		        cudaSuccess) {
+		if ((rc = cudaMallocHost((void **)&cs->h_win,
+		                         2 * w * sizeof(int32_t))) !=
+		        cudaSuccess ||
+		    (rc = cudaMalloc((void **)&cs->d_win,
+		                     2 * w * sizeof(int32_t))) != cudaSuccess) {
 			(void)cudaGetLastError();
+			snprintf(err, errlen,
+			         "select: buffers for a window of %d: %s (%s)",
+			         q->n_recent, cudaGetErrorName(rc),
+			         cudaGetErrorString(rc));
 			return -1;
 		}
 		cs->win_cap = w;
@@ -647,7 +598,7 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream, int pdl,
 {
 	int32_t nv = cs->n_vocab;
 	int32_t k = q->k < nv ? q->k : nv, nr = q->n_raw < nv ? q->n_raw : nv;
-	int32_t n_win = sel_window(cs, q);
+	int32_t n_win = sel_window(cs, q, err, errlen);
 	const float *pen = d_row;
 	struct sel_head *h = (struct sel_head *)cs->h_out;
 	struct sel_pair *pairs;
@@ -656,12 +607,8 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream, int pdl,
 	   so one selection serves both (ks entries, no raw ones) */
 	int32_t ks = k, nrs = nr;
 
-	if (n_win < 0) {
-		snprintf(err, errlen,
-		         "select: out of memory for a window of %d",
-		         q->n_recent);
+	if (n_win < 0)
 		return -1;
-	}
 	if (n_win > 0) {
 		CUDA_TRY(cudaMemcpyAsync(cs->d_pen, d_row,
 		                         (size_t)nv * sizeof(float),
@@ -760,78 +707,4 @@ int cuda_select_run(struct cuda_select *cs, cudaStream_t stream, int pdl,
 	engine_select_publish(b, k, nr, h->raw_m, h->raw_s, h->raw_a, h->pen_m,
 	                      h->pen_s);
 	return 0;
-}
-
-/* ---------------------------------------------------- read bandwidth */
-
-/* Sum of 16-byte words, grid-stride; one partial per block. */
-__global__ static void bw_read(const uint4 *p, size_t n, unsigned *out)
-{
-	unsigned acc = 0;
-
-	cu_pdl_sync(); /* launched ordinarily; the rule of cuda_launch.cuh */
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		uint4 v = p[i];
-
-		acc += v.x ^ v.y ^ v.z ^ v.w;
-	}
-	if (acc == 0x9e3779b9u) /* almost never: keeps the loads alive */
-		out[blockIdx.x] = acc;
-}
-
-/* Measure; see cuda_select.h. */
-int cuda_read_bandwidth(double *bytes_per_s, char *err, size_t errlen)
-{
-	size_t bytes = (size_t)1 << 30;
-	void *buf = NULL;
-	unsigned *out = NULL;
-	cudaEvent_t a = NULL, b = NULL;
-	int sms = 0, rc = -1;
-	float ms, best = FLT_MAX;
-
-	/* 1 GiB, or less when the model left little memory free */
-	while (bytes >= ((size_t)64 << 20) &&
-	       cudaMalloc(&buf, bytes) != cudaSuccess) {
-		(void)cudaGetLastError();
-		buf = NULL;
-		bytes /= 2;
-	}
-	if (buf == NULL) {
-		snprintf(err, errlen,
-		         "no GPU memory left to measure bandwidth");
-		return -1;
-	}
-	if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) !=
-	        cudaSuccess ||
-	    cudaMalloc((void **)&out, (size_t)sms * 8 * sizeof(unsigned)) !=
-	        cudaSuccess ||
-	    cudaMemset(buf, 1, bytes) != cudaSuccess ||
-	    cudaEventCreate(&a) != cudaSuccess ||
-	    cudaEventCreate(&b) != cudaSuccess)
-		goto out;
-	for (int pass = 0; pass < 6; pass++) {
-		cudaEventRecord(a, 0);
-		cu_launch_on(0, 0, bw_read, sms * 8, 512, 0, (const uint4 *)buf,
-		             bytes / 16, out);
-		cudaEventRecord(b, 0);
-		if (cudaEventSynchronize(b) != cudaSuccess ||
-		    cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
-			goto out;
-		if (pass > 0 && ms < best) /* pass 0 warms up */
-			best = ms;
-	}
-	*bytes_per_s = (double)bytes / (best * 1e-3);
-	rc = 0;
-out:
-	if (rc != 0)
-		snprintf(err, errlen, "bandwidth measurement: %s",
-		         cudaGetErrorString(cudaGetLastError()));
-	if (a)
-		cudaEventDestroy(a);
-	if (b)
-		cudaEventDestroy(b);
-	cudaFree(out);
-	cudaFree(buf);
-	return rc;
 }

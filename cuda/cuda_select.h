@@ -15,6 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_devices.h" /* cuda_read_bandwidth, for the callers that
+                             include this header alone (backend_cuda.cu,
+                             tests/t_cuda_select.c) */
 #include "engine_backend.h"
 
 #ifdef __cplusplus
@@ -55,13 +58,6 @@ void cuda_select_free(struct cuda_select *cs);
 int cuda_select_run(struct cuda_select *cs, cudaStream_t stream, int pdl,
                     const float *d_row, const struct engine_select_req *q,
                     struct engine_select_buf *b, char *err, size_t errlen);
-
-/*
- * Read bandwidth of device memory: the best of a few passes of a
- * read-only reduction over a buffer far larger than the L2 cache.
- * Returns 0 with *BYTES_PER_S, or -1 with a message.
- */
-int cuda_read_bandwidth(double *bytes_per_s, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

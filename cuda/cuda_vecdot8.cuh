@@ -7,10 +7,9 @@
  *
  * 1. Why: with fp32 activations a Q4_K unit of 16 weight bytes needs 128
  *    bytes of activations and 32 float conversions and FMAs per row: the
- *    mat-vec was bound by the L1's load traffic and by instructions, at a
- *    quarter to a third of DRAM bandwidth (BENCHMARKS.md, "second speed
- *    steps"). As int8 the activations are 32 bytes, and four products are
- *    one dp4a.
+ *    mat-vec was bound by the L1's load traffic and by instructions, far
+ *    below DRAM bandwidth. As int8 the activations are 32 bytes, and four
+ *    products are one dp4a.
  * 2. The activations (cm_quantize_x8, cuda_matmul.cu) are quantized per 32
  *    exactly as the CPU engine quantizes them for Q4_0, Q4_1 and Q8_0 rows
  *    (src/quant.c quantize_i8: d = amax/127, q = round(x/d), float32 d; a
@@ -22,15 +21,14 @@
  *    the CPU quantizes per 256 (llama.cpp's Q8_K); the GPU keeps blocks of
  *    32 for every type: one quantization serves every weight of an input,
  *    and the rounding error is never larger (a block's scale follows its
- *    own largest value; on t_cuda_engine's 3-layer Q4_K model, blocks of 256
- *    took the decode steps from within 5e-4 NMSE of the exact reference to
- *    8.9e-4).
+ *    own largest value; blocks of 256 measured worse on t_cuda_engine's
+ *    Q4_K model).
  * 3. Rounding activations to int8 is noise of its own: against the exact
  *    reference (fp32 activations) a decode step of the real SmolLM2 moves
  *    by up to 1.2e-3 NMSE, in the CPU engine's default arithmetic as in
  *    this one. The engine tests measure the CPU engine's deviation on the
  *    same model and steps and hold the GPU to it (t_cuda_engine.c).
- * 4. Layout of one token's activations (cv_x8), cv_x8_stride(ne0) bytes,
+ * 4. Layout of one token's activations (cv8_xq), cv8_xq_stride(ne0) bytes,
  *    16-byte aligned:
  *      int8_t q[ne0]        quants
  *      float  d[ne0 / 32]   scales
@@ -44,12 +42,13 @@
 #define PARLEY_CUDA_VECDOT8_CUH
 
 #include "cuda_quant.cuh"
+#include "cuda_reduce.cuh"
 #include "cuda_vecdot.cuh" /* the units */
 
 #include <float.h>
 
-/* One token's quantized activations (note 3). */
-struct cv_x8 {
+/* One token's quantized activations (note 4). */
+struct cv8_xq {
 	const int8_t *q;
 	const float *d;
 	const float *ds;
@@ -57,18 +56,19 @@ struct cv_x8 {
 
 /* Bytes of one token's quantized activations for NE0 elements (a
  * multiple of 32): quants, scales, sums, rounded up to 16 bytes. */
-static __host__ __device__ __forceinline__ size_t cv_x8_stride(int64_t ne0)
+static __host__ __device__ __forceinline__ size_t cv8_xq_stride(int64_t ne0)
 {
 	return (((size_t)ne0 + (size_t)ne0 / 32 * 8) + 15) & ~(size_t)15;
 }
 
 /* Token T's activations in the buffer at X. */
-static __device__ __forceinline__ struct cv_x8 cv_x8_at(const void *x,
-                                                        int64_t t, int64_t ne0)
+static __device__ __forceinline__ struct cv8_xq
+cv8_xq_at(const void *x, int64_t t, int64_t ne0)
 {
-	const uint8_t *b = (const uint8_t *)x + (size_t)t * cv_x8_stride(ne0);
-	struct cv_x8 v = {(const int8_t *)b, (const float *)(b + ne0),
-	                  (const float *)(b + ne0) + ne0 / 32};
+	const uint8_t *b = (const uint8_t *)x + (size_t)t * cv8_xq_stride(ne0);
+	struct cv8_xq v = {.q = (const int8_t *)b,
+	                   .d = (const float *)(b + ne0),
+	                   .ds = (const float *)(b + ne0) + ne0 / 32};
 
 	return v;
 }
@@ -86,20 +86,15 @@ cv8_quantize32(float v, int lane, int8_t *q, float *d, float *ds)
 {
 	const float a = fabsf(v);
 	const int finite = __all_sync(0xffffffffu, a <= FLT_MAX);
-	float amax = a;
-
-	for (int off = 16; off > 0; off >>= 1)
-		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+	const float amax = red_warp<red_max>(a);
 	const float dd =
 	    finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
 	const float id = finite && dd != 0.0f ? __frcp_rn(dd) : 0.0f;
 	const float r =
 	    finite ? fminf(fmaxf(roundf(__fmul_rn(v, id)), -127.0f), 127.0f)
 	           : 0.0f;
-	int qi = (int)r, sum = qi;
+	const int qi = (int)r, sum = red_warp<red_add>(qi);
 
-	for (int off = 16; off > 0; off >>= 1)
-		sum += __shfl_xor_sync(0xffffffffu, sum, off);
 	*q = (int8_t)qi;
 	if (lane == 0) {
 		*d = dd;
@@ -108,7 +103,7 @@ cv8_quantize32(float v, int lane, int8_t *q, float *d, float *ds)
 }
 
 /* Quants of block U as 8 words: word j holds elements 4j .. 4j + 3. */
-static __device__ __forceinline__ void cv8_load32(const struct cv_x8 &x,
+static __device__ __forceinline__ void cv8_load32(const struct cv8_xq &x,
                                                   int64_t u, int *q)
 {
 	const int4 a = __ldg((const int4 *)(x.q + u * 32));
@@ -137,7 +132,7 @@ struct cv8_unit_block {
 	static const int ne = 32;
 	typedef struct cv8_xv32 xv;
 	static __device__ __forceinline__ void
-	xload(int64_t u, const struct cv_x8 &x, xv &v)
+	xload(int64_t u, const struct cv8_xq &x, xv &v)
 	{
 		cv8_load32(x, u, v.q);
 		v.d = __ldg(x.d + u);
@@ -242,7 +237,7 @@ struct cv8_unit_q6k {
 	static const int ne = 32;
 	typedef struct cv8_xv_q6k xv;
 	static __device__ __forceinline__ void
-	xload(int64_t u, const struct cv_x8 &x, xv &v)
+	xload(int64_t u, const struct cv8_xq &x, xv &v)
 	{
 		cv8_unit_block::xload(u, x, v);
 		v.c[0] = v.c[1] = 0;
@@ -340,7 +335,7 @@ template <> struct cv8_unit<QTYPE_Q4_K> {
 	static const int ne = 32;
 	typedef struct cv8_xv_q4k xv;
 	static __device__ __forceinline__ void
-	xload(int64_t u, const struct cv_x8 &x, xv &v)
+	xload(int64_t u, const struct cv8_xq &x, xv &v)
 	{
 		const int j = (int)(u & 7);
 		const int64_t b0 = (u >> 3) * 8 + (j >> 1) * 2;

@@ -1,0 +1,58 @@
+/*
+ * cuda_knobs.h - the CUDA backend's tuning knobs from the environment
+ * (C interface): every PARLEY_CUDA_* variable, parsed in one place into
+ * one struct. Each knob switches a path off or on to measure one path
+ * against another (BENCHMARKS.md); a knob goes once a measurement
+ * settles it.
+ *
+ * cuda_knobs() reads the environment once, at its first call (thread-safe),
+ * and returns the same values after: the ops read their knobs through it.
+ * cuda_knobs_read() reads it now, for a caller whose knobs must follow
+ * the environment from one engine to the next in one process (the
+ * backend's open: t_cuda_engine switches PARLEY_CUDA_GRAPHS, _PDL and
+ * _REPACK between engines with setenv).
+ */
+#ifndef PARLEY_CUDA_KNOBS_H
+#define PARLEY_CUDA_KNOBS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The knobs; each field names its variable and how the value is read. */
+struct cuda_knobs {
+	/* PARLEY_CUDA_REPACK: 0 when it is "0" (weights keep the file's
+	   layout, cuda_repack.cu), else 1 */
+	int repack;
+	/* PARLEY_CUDA_GRAPHS: 0 when it is "0" (each decode step's kernels
+	   launched one by one), else 1 (CUDA graphs) */
+	int graphs;
+	/* PARLEY_CUDA_PDL: 0 when it is "0" (plain stream order, no
+	   programmatic dependent launch: cuda_launch.cuh), else 1 */
+	int pdl;
+	/* PARLEY_CUDA_PREFETCH: -1 when unset (the backend's size rule),
+	   0 when it is "0" (no product prefetches its rows), 1 for any other
+	   value (every product does) */
+	int prefetch;
+	/* PARLEY_CUDA_MATVEC_F32: 1 when it is "1" (the mat-vec keeps fp32
+	   activations: cuda_x8_types() is 0), else 0 */
+	int matvec_f32;
+	/* PARLEY_CUDA_ATTN_WARP: 1 when its first character is '1' (a batch
+	   of queries goes through the one-warp attention kernel instead of
+	   the tiled one, cuda_attn.cu), else 0 */
+	int attn_warp;
+};
+
+/* Fill *K from the environment as it is now. */
+void cuda_knobs_read(struct cuda_knobs *k);
+
+/* The knobs as the environment had them at the first call; the same
+ * static struct for the life of the process (never NULL, not to be
+ * freed). Safe to call from several threads at once. */
+const struct cuda_knobs *cuda_knobs(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_CUDA_KNOBS_H */
