@@ -51,6 +51,8 @@ struct cu_layer {
 	struct cuda_tensor wq, wk, wv, wo; /* attention */
 	const float *attn_norm;            /* [n_embd] */
 	const float *bq, *bk, *bv;         /* or NULL */
+	/* the scores' parameters (model_attn_params, sinks on the device) */
+	struct cuda_attn_params attn_par;
 	struct cuda_tensor gate, up, down; /* FFN */
 	const float *ffn_norm;             /* [n_embd] */
 	uint16_t *kc, *vc; /* this layer's KV cache, [kv_head][n_ctx][dim] */
@@ -295,6 +297,14 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 	    (const float *)cu_put(s, off, a->norm, en, err, errlen, rc);
 	d->ffn_norm =
 	    (const float *)cu_put(s, off, f->norm, en, err, errlen, rc);
+	{
+		const struct model_attn_params p = model_attn_params(a);
+
+		d->attn_par.scale = p.scale;
+		d->attn_par.window = p.window;
+		d->attn_par.softcap = p.softcap;
+		d->attn_par.d_sinks = NULL; /* [planned] uploaded here */
+	}
 	d->bq = d->bk = d->bv = NULL;
 	if (a->bq != NULL) {
 		d->bq = (const float *)cu_put(s, off, a->bq,
@@ -414,8 +424,8 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 		return -1;
 	}
 	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
-	                      a->head_dim_k, e->n_ctx, 0, pos0, s->o, &xq, err,
-	                      errlen) ||
+	                      a->head_dim_k, e->n_ctx, 0, pos0, &l->attn_par,
+	                      s->o, &xq, err, errlen) ||
 	    cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen))
 		return -1;
 	return 0;
@@ -424,20 +434,20 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 /* Feed-forward block (a gated MLP) of layer il; adds into s->x. SNAP: the
  * new residual also written there by the down product's launch
  * (cuda_op_matmul_add_copy; the caller checked that it applies), or
- * NULL. The activation is SiLU: the only one in backend_cuda_ops.features
- * (cuda_op_matmul_swiglu). */
+ * NULL. */
 static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
                         float *snap, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
+	const struct model_ffn *f = &e->model->w.layers[il].ffn;
 	const struct cu_layer *l = &s->layers[il];
 	struct cuda_ctx *x = &s->ctx;
 	const void *xq; /* the norm's output as int8 activations, or NULL */
 
 	if (cuda_op_rmsnorm_x8(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen) ||
-	    cuda_op_matmul_swiglu(x, &l->gate, &l->up, s->xb, xq, n, s->hb,
-	                          s->hb2, err, errlen))
+	    cuda_op_matmul_gated(x, f->act, &l->gate, &l->up, s->xb, xq, n,
+	                         s->hb, s->hb2, err, errlen))
 		return -1;
 	if (snap != NULL)
 		return cuda_op_matmul_add_copy(x, &l->down, s->hb, NULL, n,

@@ -42,7 +42,7 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
                                const __half *vc, int32_t n_tok, int32_t n_head,
                                int32_t n_kv, int32_t hd, int32_t n_ctx,
                                int32_t il, int32_t pos0, const int32_t *dpos,
-                               float *out)
+                               float scale, float *out)
 {
 	cu_pdl_sync();    /* first: cuda_launch.cuh */
 	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
@@ -56,7 +56,6 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
 	const int32_t t = (int32_t)(pair / n_head);
 	const int h = (int)(pair % n_head), kvh = h / (n_head / n_kv);
 	const int32_t pos = pos0 + t;
-	const float scale = 1.0f / sqrtf((float)hd);
 	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
 	const __half *kh = kc + head0 * hd, *vh = vc + head0 * hd;
 	const float *qv = q + (size_t)pair * hd;
@@ -154,7 +153,7 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
     at_tile_kernel(const float *q, const __half *kc, const __half *vc,
                    int32_t n_tok, int32_t n_head, int32_t n_kv, int32_t n_ctx,
                    int32_t il, int32_t pos0, const int32_t *dpos, int32_t chunk,
-                   int32_t nch, float *part, float *ml, float *out)
+                   int32_t nch, float scale, float *part, float *ml, float *out)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
@@ -173,7 +172,6 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
 	const int kvh = h / (n_head / n_kv);
 	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
 	const __half *kh = kc + head0 * HD, *vh = vc + head0 * HD;
-	const float scale = 1.0f / sqrtf((float)HD);
 	const int32_t last = pos0 + t0 + nq - 1; /* the tile's last position */
 	/* the keys of this block: all (chunk 0) or chunk blockIdx.z */
 	const int32_t k_lo = chunk > 0 ? (int32_t)blockIdx.z * chunk : 0;
@@ -464,11 +462,11 @@ static size_t at_split_smem(int32_t hd)
 }
 
 template <int HD>
-__global__ void at_split_kernel(const float *q, const __half *kc,
-                                const __half *vc, int32_t n_head, int32_t n_kv,
-                                int32_t hd_arg, int32_t n_ctx, int32_t il,
-                                int32_t pos0, const int32_t *dpos, int32_t nch,
-                                int32_t sub, float *part, float *ml)
+__global__ void
+at_split_kernel(const float *q, const __half *kc, const __half *vc,
+                int32_t n_head, int32_t n_kv, int32_t hd_arg, int32_t n_ctx,
+                int32_t il, int32_t pos0, const int32_t *dpos, int32_t nch,
+                int32_t sub, float scale, float *part, float *ml)
 {
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
@@ -527,7 +525,6 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 	if (c0 >= len)
 		return;
 	const int h0 = kvh * group + g0; /* first query head of the block */
-	const float scale = 1.0f / sqrtf((float)hd);
 	float acc[AT_SPLIT_G][8];
 
 #pragma unroll
@@ -951,7 +948,7 @@ static int at_scratch(struct cuda_ctx *ctx, size_t n, char *err, size_t errlen)
 static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
                            const __half *kc, const __half *vc, int32_t n_tok,
                            int32_t n_head, int32_t n_kv, int32_t hd,
-                           int32_t n_ctx, int32_t il, int32_t pos0,
+                           int32_t n_ctx, int32_t il, int32_t pos0, float scale,
                            float *d_out, const void **d_xq, char *err,
                            size_t errlen)
 {
@@ -987,15 +984,15 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 	if (hd == 64)
 		cu_launch(ctx, at_split_kernel<64>, grid, AT_SPLIT_T, smem, d_q,
 		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		          nch, sub, part, ml);
+		          nch, sub, scale, part, ml);
 	else if (hd == 128)
 		cu_launch(ctx, at_split_kernel<128>, grid, AT_SPLIT_T, smem,
 		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
-		          ctx->d_pos, nch, sub, part, ml);
+		          ctx->d_pos, nch, sub, scale, part, ml);
 	else
 		cu_launch(ctx, at_split_kernel<0>, grid, AT_SPLIT_T, smem, d_q,
 		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		          nch, sub, part, ml);
+		          nch, sub, scale, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	at_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
 	                AT_SPLIT_CH * sub, d_out,
@@ -1025,17 +1022,29 @@ static void at_tile_split(int32_t blocks, int32_t n_keys, int32_t fill,
 	*nch = (n_keys + c - 1) / c;
 }
 
-extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
-                                 const uint16_t *d_kc, const uint16_t *d_vc,
-                                 int32_t n_tok, int32_t n_head, int32_t n_kv,
-                                 int32_t head_dim, int32_t n_ctx, int32_t il,
-                                 int32_t pos0, float *d_out, const void **d_xq,
-                                 char *err, size_t errlen)
+extern "C" int
+cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
+                  const uint16_t *d_vc, int32_t n_tok, int32_t n_head,
+                  int32_t n_kv, int32_t head_dim, int32_t n_ctx, int32_t il,
+                  int32_t pos0, const struct cuda_attn_params *par,
+                  float *d_out, const void **d_xq, char *err, size_t errlen)
 {
 	int64_t pairs = (int64_t)n_tok * n_head;
+	const float scale = par->scale;
 
 	if (d_xq != NULL)
 		*d_xq = NULL;
+	/* model.h's attention features these kernels do not have yet: the
+	   backend's features refuse such a model at open; here, never run
+	   wrong */
+	if (par->window != 0 || par->softcap != 0.0f || par->d_sinks != NULL) {
+		snprintf(err, errlen,
+		         "attention: %s is not implemented on the GPU",
+		         par->window != 0    ? "a sliding window"
+		         : par->softcap != 0 ? "a score softcap"
+		                             : "attention sinks");
+		return -1;
+	}
 
 	if (head_dim > CUDA_ATTN_MAX_HEAD_DIM || n_kv < 1 ||
 	    n_head % n_kv != 0) {
@@ -1049,8 +1058,8 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0)
 		return at_split_launch(ctx, d_q, (const __half *)d_kc,
 		                       (const __half *)d_vc, n_tok, n_head,
-		                       n_kv, head_dim, n_ctx, il, pos0, d_out,
-		                       d_xq, err, errlen);
+		                       n_kv, head_dim, n_ctx, il, pos0, scale,
+		                       d_out, d_xq, err, errlen);
 	if ((head_dim == 64 || head_dim == 128) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
 	    !cuda_knobs()->attn_warp) { /* (the one-warp kernel, to measure) */
@@ -1076,14 +1085,14 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 			cu_launch(ctx, at_tile_kernel<64>, grid,
 			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
 			          (const __half *)d_vc, n_tok, n_head, n_kv,
-			          n_ctx, il, pos0, ctx->d_pos, chunk, nch, part,
-			          ml, d_out);
+			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
+			          scale, part, ml, d_out);
 		else
 			cu_launch(ctx, at_tile_kernel<128>, grid,
 			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
 			          (const __half *)d_vc, n_tok, n_head, n_kv,
-			          n_ctx, il, pos0, ctx->d_pos, chunk, nch, part,
-			          ml, d_out);
+			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
+			          scale, part, ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
 			at_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,
@@ -1096,7 +1105,8 @@ extern "C" int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
 	cu_launch(ctx, at_warp_kernel,
 	          (unsigned)((pairs + AT_WARPS - 1) / AT_WARPS), 32 * AT_WARPS,
 	          0, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
-	          n_head, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, d_out);
+	          n_head, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, scale,
+	          d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -445,10 +445,17 @@ extern "C" int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y,
 	return 0;
 }
 
-extern "C" int cuda_op_swiglu(struct cuda_ctx *ctx, float *d_g,
-                              const float *d_u, int64_t n, char *err,
-                              size_t errlen)
+extern "C" int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act,
+                                float *d_g, const float *d_u, int64_t n,
+                                char *err, size_t errlen)
 {
+	if (act != MODEL_ACT_SILU) { /* el_swiglu is SiLU's */
+		snprintf(
+		    err, errlen,
+		    "gated FFN activation %d is not implemented on the GPU",
+		    (int)act);
+		return -1;
+	}
 	cu_launch(ctx, el_swiglu, el_blocks(n), EL_THREADS, 0, d_g, d_u, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;

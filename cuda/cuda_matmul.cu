@@ -1178,16 +1178,26 @@ extern "C" int cuda_op_matmul_qkv_rope(
 	              d_k, d_v, &rope, err, errlen);
 }
 
-extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
-                                     const struct cuda_tensor *gate,
-                                     const struct cuda_tensor *up,
-                                     const float *d_x, const void *d_xq,
-                                     int32_t n_tok, float *d_g, float *d_u,
-                                     char *err, size_t errlen)
+extern "C" int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
+                                    const struct cuda_tensor *gate,
+                                    const struct cuda_tensor *up,
+                                    const float *d_x, const void *d_xq,
+                                    int32_t n_tok, float *d_g, float *d_u,
+                                    char *err, size_t errlen)
 {
 	struct cm_parts ps;
 	/* one quantization for gate and up, or none (cuda_op_rmsnorm_x8) */
 	int xq_done = cm_xq_given(ctx, d_xq);
+
+	/* the fused epilogue (CM_SWIGLU) and el_swiglu are SiLU's; another
+	   activation gets its own where it lands */
+	if (act != MODEL_ACT_SILU) {
+		snprintf(
+		    err, errlen,
+		    "gated FFN activation %d is not implemented on the GPU",
+		    (int)act);
+		return -1;
+	}
 
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
 	    !cm_fusable(ctx, gate, up, d_x, n_tok))
@@ -1195,9 +1205,9 @@ extern "C" int cuda_op_matmul_swiglu(struct cuda_ctx *ctx,
 		                 err, errlen) ||
 		               cm_matmul(ctx, up, d_x, n_tok, d_u, 0, 0,
 		                         &xq_done, err, errlen) ||
-		               cuda_op_swiglu(ctx, d_g, d_u,
-		                              (int64_t)n_tok * gate->ne1, err,
-		                              errlen)
+		               cuda_op_gate_act(ctx, act, d_g, d_u,
+		                                (int64_t)n_tok * gate->ne1, err,
+		                                errlen)
 		           ? -1
 		           : 0;
 	memset(&ps, 0, sizeof(ps));

@@ -20,6 +20,7 @@
 #define PARLEY_CUDA_OPS_H
 
 #include "cuda_ctx.h" /* struct cuda_ctx, cuda_ctx_init, cuda_ctx_free */
+#include "model.h"    /* enum model_act */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -191,14 +192,17 @@ int cuda_op_matmul_qkv_rope(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                             const struct cuda_rope_kv *rk, int *fused,
                             char *err, size_t errlen);
 
-/* G = silu(GATE X) * (UP X) ([n_tok][gate->ne1]): one mat-vec launch under
- * the same conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
- * products (UP X into D_U, same shape) and cuda_op_swiglu. D_XQ as for
+/* G = act(GATE X) * (UP X) ([n_tok][gate->ne1]), ACT a gated FFN's
+ * activation (model.h enum model_act: SiLU; another is refused with a
+ * message until its kernels land): one mat-vec launch under the same
+ * conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
+ * products (UP X into D_U, same shape) and cuda_op_gate_act. D_XQ as for
  * cuda_op_matmul_qkv. */
-int cuda_op_matmul_swiglu(struct cuda_ctx *ctx, const struct cuda_tensor *gate,
-                          const struct cuda_tensor *up, const float *d_x,
-                          const void *d_xq, int32_t n_tok, float *d_g,
-                          float *d_u, char *err, size_t errlen);
+int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
+                         const struct cuda_tensor *gate,
+                         const struct cuda_tensor *up, const float *d_x,
+                         const void *d_xq, int32_t n_tok, float *d_g,
+                         float *d_u, char *err, size_t errlen);
 
 /* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. W is a weight:
  * no earlier work in the stream may still be writing it (the kernel
@@ -211,7 +215,7 @@ int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
  * inputs over N_TOK tokens (cuda_op_matvec_x8's conditions but the
  * weight's type), OUT quantized too in the same launch, into ctx->d_xq:
  * *D_XQ is then ctx->d_xq (for cuda_op_matmul_qkv and
- * cuda_op_matmul_swiglu), NULL otherwise. The quants are those the
+ * cuda_op_matmul_gated), NULL otherwise. The quants are those the
  * mat-vec would make of OUT; a launch that quantizes other activations
  * overwrites them. */
 int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
@@ -238,9 +242,9 @@ int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x, const float *d_b,
 int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y, int64_t n,
                 char *err, size_t errlen);
 
-/* G[i] = silu(G[i]) * U[i] for i < n. */
-int cuda_op_swiglu(struct cuda_ctx *ctx, float *d_g, const float *d_u,
-                   int64_t n, char *err, size_t errlen);
+/* G[i] = act(G[i]) * U[i] for i < n (ACT as for cuda_op_matmul_gated). */
+int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act, float *d_g,
+                     const float *d_u, int64_t n, char *err, size_t errlen);
 
 /*
  * Store K [n_tok][n_kv * head_dim] and V (same shape) of positions
@@ -264,11 +268,23 @@ int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
                           int32_t n_ctx, int32_t il, uint16_t *d_kc,
                           uint16_t *d_vc, char *err, size_t errlen);
 
+/* The parameters of an attention's scores (model.h struct
+ * model_attn_params, with the sinks in device memory): one struct on
+ * every path of cuda_op_attention. */
+struct cuda_attn_params {
+	float scale;          /* of q . k (1/sqrt(head_dim) in llama, qwen2) */
+	int32_t window;       /* sliding window; 0 = every earlier position */
+	float softcap;        /* of the scores; 0 = off */
+	const float *d_sinks; /* [n_head] or NULL */
+};
+
 /*
  * Causal grouped-query attention of layer IL: query t (at position
  * pos0 + t) of head h attends to cache positions 0..pos0 + t of KV head
  * h / (n_head / n_kv); Q [n_tok][n_head * head_dim], OUT same shape.
- * Scores scaled by 1/sqrt(head_dim), softmax in fp32 (online, any length).
+ * Scores scaled by PAR->scale, softmax in fp32 (online, any length);
+ * PAR's window, softcap and sinks must be off (refused with a message:
+ * not implemented yet).
  * Fewer than CUDA_GEMM_MIN_TOKENS queries: split over the positions, with
  * partials in ctx->d_attn (grown here when too small: that cudaMalloc
  * may synchronise the device), or, in a captured step (ctx->d_pos set),
@@ -281,7 +297,8 @@ int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
 int cuda_op_attention(struct cuda_ctx *ctx, const float *d_q,
                       const uint16_t *d_kc, const uint16_t *d_vc, int32_t n_tok,
                       int32_t n_head, int32_t n_kv, int32_t head_dim,
-                      int32_t n_ctx, int32_t il, int32_t pos0, float *d_out,
+                      int32_t n_ctx, int32_t il, int32_t pos0,
+                      const struct cuda_attn_params *par, float *d_out,
                       const void **d_xq, char *err, size_t errlen);
 
 /* D_OUT[0..3] = min, max, mean, rms of X[0..n) (struct trace_stats's

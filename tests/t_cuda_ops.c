@@ -489,8 +489,8 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 
 	for (int64_t i = 0; i < n_tok * nff; i++)
 		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
-	rc = cuda_op_matmul_swiglu(ctx, &cg, &cu, d_x, NULL, n_tok, d_g, d_u,
-	                           err, sizeof(err));
+	rc = cuda_op_matmul_gated(ctx, MODEL_ACT_SILU, &cg, &cu, d_x, NULL,
+	                          n_tok, d_g, d_u, err, sizeof(err));
 	double eg = rc ? 1 : fused_err(ctx, d_g, rg, (size_t)n_tok * nff);
 	tap_ok(!rc && eg <= tol,
 	       "swiglu %s/%s x%lld, %d tokens%s: nmse %.3g %s", qtype_name(tq),
@@ -690,9 +690,10 @@ static void test_rmsnorm_x8(struct cuda_ctx *ctx)
 		                                      (const float *)d_w, N, T,
 		                                      1e-5f, (float *)d_b, &xq,
 		                                      err, sizeof(err))) ||
-		     cuda_op_matmul_swiglu(ctx, &cq, &cq, (const float *)d_b,
-		                           pass ? NULL : xq, T, (float *)d_y,
-		                           NULL, err, sizeof(err)) ||
+		     cuda_op_matmul_gated(ctx, MODEL_ACT_SILU, &cq, &cq,
+		                          (const float *)d_b, pass ? NULL : xq,
+		                          T, (float *)d_y, NULL, err,
+		                          sizeof(err)) ||
 		     dev_get(ctx, out, d_y, sizeof(float) * T * NQ);
 	}
 	same_g = !rc && memcmp(y1, y2, sizeof(float) * T * NQ) == 0;
@@ -778,7 +779,8 @@ static void test_elementwise(struct cuda_ctx *ctx)
 		ref[i] = x[i] / (1.0f + expf(-x[i])) * y[i];
 	rc = cudaMemcpy(d_o, x, sizeof(x), cudaMemcpyHostToDevice) !=
 	     cudaSuccess;
-	rc = rc || cuda_op_swiglu(ctx, d_o, d_y, T * N, err, sizeof(err));
+	rc = rc || cuda_op_gate_act(ctx, MODEL_ACT_SILU, d_o, d_y, T * N, err,
+	                            sizeof(err));
 	rc = rc || dev_get(ctx, got, d_o, sizeof(got));
 	tap_ok(!rc && nmse(got, ref, T * N) <= TOL_F32, "swiglu: nmse %.3g %s",
 	       nmse(got, ref, T * N), err);
@@ -1133,9 +1135,13 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 	ctx->d_pos = (const int32_t *)d_pos;
 	ctx->pos_cap = pos_cap;
 	if (!rc) {
+		/* the scale of model.c's descriptors (model_attn_params) */
+		const struct cuda_attn_params par = {1.0f / sqrtf((float)hd), 0,
+		                                     0.0f, NULL};
+
 		rc = cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head,
-		                       n_kv, hd, n_ctx, il, pos0, d_o, &xq, err,
-		                       sizeof(err));
+		                       n_kv, hd, n_ctx, il, pos0, &par, d_o,
+		                       &xq, err, sizeof(err));
 		if (rc_out != NULL) {
 			*rc_out = rc;
 			snprintf(err_out, err_len, "%s", err);
@@ -1349,11 +1355,11 @@ static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 		     dev_get(ctx, b, d_y, sizeof(float) * 3 * ne1);
 		same[4] = !rc && memcmp(a, b, sizeof(float) * 3 * ne1) == 0;
 		rc = rc ||
-		     cuda_op_matmul_swiglu(ctx, &cf, &cf, d_x, NULL, 1, y, NULL,
-		                           err, sizeof(err)) ||
+		     cuda_op_matmul_gated(ctx, MODEL_ACT_SILU, &cf, &cf, d_x,
+		                          NULL, 1, y, NULL, err, sizeof(err)) ||
 		     dev_get(ctx, a, d_y, sizeof(float) * ne1) ||
-		     cuda_op_matmul_swiglu(ctx, &cr, &cr, d_x, NULL, 1, y, NULL,
-		                           err, sizeof(err)) ||
+		     cuda_op_matmul_gated(ctx, MODEL_ACT_SILU, &cr, &cr, d_x,
+		                          NULL, 1, y, NULL, err, sizeof(err)) ||
 		     dev_get(ctx, b, d_y, sizeof(float) * ne1);
 		same[4] =
 		    same[4] && !rc && memcmp(a, b, sizeof(float) * ne1) == 0;
