@@ -40,11 +40,11 @@ static const struct model_arch_row {
      .required = MODEL_FEAT_QKV_BIAS},
 };
 
-/* Comma-separated list of the supported architectures (static): the
- * names of model_archs[]. */
-const char *model_supported_archs(void)
+#define MODEL_N_ARCHS (sizeof(model_archs) / sizeof(model_archs[0]))
+
+const char *model_arch_at(size_t i)
 {
-	return "llama, qwen2";
+	return i < MODEL_N_ARCHS ? model_archs[i].name : NULL;
 }
 
 /* Names of the feature bits, in bit order. */
@@ -679,17 +679,27 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 		snprintf(err, errlen, "%s: %s", f->path ? f->path : "model", e);
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof(model_archs) / sizeof(model_archs[0]);
-	     i++)
+	for (size_t i = 0; i < MODEL_N_ARCHS; i++)
 		if (gguf_str_eq(s, model_archs[i].name))
 			ad = &model_archs[i];
 	if (ad == NULL) {
+		char names[256];
+		size_t n = 0;
+
+		names[0] = '\0';
+		for (size_t i = 0; model_arch_at(i) != NULL; i++) {
+			int k = snprintf(names + n, sizeof(names) - n, "%s%s",
+			                 i ? ", " : "", model_arch_at(i));
+
+			if (k < 0 || (size_t)k >= sizeof(names) - n)
+				break;
+			n += (size_t)k;
+		}
 		snprintf(err, errlen,
 		         "%s: unsupported architecture \"%.*s\" (supported: "
 		         "%s)",
 		         f->path ? f->path : "model",
-		         (int)(s.len > 64 ? 64 : s.len), s.ptr,
-		         model_supported_archs());
+		         (int)(s.len > 64 ? 64 : s.len), s.ptr, names);
 		return -1;
 	}
 	m = calloc(1, sizeof(*m));

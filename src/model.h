@@ -59,13 +59,29 @@
  * truncation needs), recurrent [planned] (a state per sequence, restored
  * from snapshots). model_layer_cache() gives each layer's.
  *
- * Adding an architecture: a row in model_archs[] (model.c) naming its rope
- * style and the features its graph has (MODEL_FEAT_*); the loader reads
- * each enabled feature's keys and tensors by llama.cpp's GGUF names
- * (model.c model_load_layer). A feature no backend runs yet goes into
- * MODEL_FEAT_*, this recipe, and each backend's recipe; until a backend
- * lists it in its engine_ops.features, engine_open refuses the model with
- * the feature's name (model_feature_name).
+ * Adding an architecture (what the next one needs, in order):
+ *   1. A row in model_archs[] (model.c): its general.architecture name,
+ *      RoPE style, FFN activation, the features its graph may have
+ *      (MODEL_FEAT_*) and those every file of it must have. A file of it
+ *      with a tensor of a feature the row lacks is refused by name.
+ *   2. A feature the loader does not read yet: its bit in MODEL_FEAT_* and
+ *      name (model.c model_feature_names), its formula in the recipe
+ *      above, its keys and tensors read into the descriptors
+ *      (model_describe_layer, model_load_layer; llama.cpp's names, from
+ *      src/llama-arch.cpp in the tar of ../shared/peers), its tensor in
+ *      model_feature_tensors so other architectures refuse it.
+ *   3. The step in each backend's recipe (backend_cpu.c cpu_layer,
+ *      cuda/backend_cuda.cu cu_layer_forward; on the GPU a fused kernel
+ *      steps aside by a predicate such as cu_qkv_rope_fusable) and the bit
+ *      in that backend's engine_ops.features. Until then engine_open
+ *      refuses the model, naming the feature.
+ *   4. Its parity model: a flag of the random-weight writer
+ *      (ui/cmd_mkmodel.c), the float64 reference (tests/oracles/
+ *      gen_engine_ref.py) cross-checked against llama-cpp-python, a golden
+ *      for t_engine_random, the writer's flags in t_cuda_engine's list.
+ *   5. A cache other than full (sliding window, recurrent): its kind in
+ *      model_layer_cache, engine.h's truncation contract, both backends'
+ *      kv_save/kv_load and the state records (engine.c).
  *
  * Lifetimes (STYLE.md habit 1): struct model_config is immutable after
  * model_load(); struct model_weights points into the GGUF mapping (read
@@ -333,8 +349,9 @@ struct model_attn_params model_attn_params(const struct model_attn *a);
 /* The RoPE class of layer IL. */
 const struct model_rope *model_layer_rope(const struct model *m, int il);
 
-/* Comma-separated list of the supported architectures (static). */
-const char *model_supported_archs(void);
+/* Name of supported architecture I (model_archs[] in model.c), NULL past
+ * the last. */
+const char *model_arch_at(size_t i);
 
 /* Bytes of the weights the forward pass reads per token (for reports). */
 uint64_t model_weight_bytes(const struct model *m);
