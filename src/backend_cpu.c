@@ -160,7 +160,19 @@ static void cpu_gate_act(enum model_act act, float *g, const float *u, long n)
 			g[r] = g[r] / (1.0f + expf(-g[r])) * u[r];
 		break;
 	case MODEL_ACT_GELU_TANH:
-		break; /* refused at open (MODEL_FEAT_GELU_TANH) */
+		/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in ggml's
+		   order of operations (its CPU path rounds x to fp16 for a
+		   table; this is the formula itself) */
+		for (long r = 0; r < n; r++) {
+			const float x = g[r];
+
+			g[r] =
+			    0.5f * x *
+			    (1.0f + tanhf(0.79788456080286535587989211986876f *
+			                  x * (1.0f + 0.044715f * x * x))) *
+			    u[r];
+		}
+		break;
 	}
 }
 
@@ -373,8 +385,9 @@ struct cpu_attn_job {
 	int32_t pos0;                 /* position of the chunk's first token */
 };
 
-/* Causal softmax attention for the pairs this thread takes (the
- * parameters engine_ops.features lacks never get here: scale only). */
+/* Causal softmax attention for the pairs this thread takes: scores times
+ * the scale, over the positions the window allows (the softcap and sinks
+ * engine_ops.features lacks never get here). */
 static void cpu_attn_fn(void *arg, int ith, int nth)
 {
 	const struct cpu_attn_job *j = arg;
@@ -396,28 +409,33 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		int32_t pos = j->pos0 + t;
 		const float *q = s->q + (size_t)t * q_dim + (size_t)h * hd;
 		float *out = s->xb + (size_t)t * o_dim + (size_t)h * hdv;
+		/* a sliding window: positions lo..pos, the last `window` */
+		const int32_t lo = j->par.window > 0 && pos >= j->par.window
+		                       ? pos - j->par.window + 1
+		                       : 0;
 		float mx = -INFINITY;
 		double sum = 0;
 
 		/* quant.h's fp32 dot: fixed order, SIMD when present */
-		quant_dot_rows(QTYPE_F32, kc + (size_t)kvh * hd,
-		               (size_t)kdim * sizeof(float), pos + 1, q, hd,
-		               att, 1);
-		for (int32_t i = 0; i <= pos; i++) {
+		quant_dot_rows(
+		    QTYPE_F32, kc + (size_t)lo * kdim + (size_t)kvh * hd,
+		    (size_t)kdim * sizeof(float), pos + 1 - lo, q, hd, att, 1);
+		for (int32_t i = 0; i <= pos - lo; i++) {
 			att[i] = att[i] * scale;
 			if (att[i] > mx)
 				mx = att[i];
 		}
-		for (int32_t i = 0; i <= pos; i++) {
+		for (int32_t i = 0; i <= pos - lo; i++) {
 			att[i] = expf(att[i] - mx);
 			sum += att[i];
 		}
 		float inv = (float)(1.0 / sum);
-		for (int32_t i = 0; i <= pos; i++)
+		for (int32_t i = 0; i <= pos - lo; i++)
 			att[i] = att[i] * inv;
-		/* out = sum_i att[i] * V row i, in order of i */
-		quant_f32_mix(out, att, vc + (size_t)kvh * hdv, vdim, pos + 1,
-		              hdv);
+		/* out = sum_i att[i] * V row lo + i, in order of i */
+		quant_f32_mix(out, att,
+		              vc + (size_t)lo * vdim + (size_t)kvh * hdv, vdim,
+		              pos + 1 - lo, hdv);
 	}
 }
 
@@ -463,6 +481,16 @@ static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
 			for (int i = 0; i < vdim; i++)
 				v[i] += a->bv[i];
 		}
+		if (a->q_norm != NULL) { /* per head, before RoPE */
+			for (int h = 0; h < a->n_head; h++)
+				cpu_rmsnorm(q + (size_t)h * hd,
+				            q + (size_t)h * hd, a->q_norm, hd,
+				            e->model->cfg.rms_eps);
+			for (int h = 0; h < a->n_head_kv; h++)
+				cpu_rmsnorm(k + (size_t)h * hd,
+				            k + (size_t)h * hd, a->k_norm, hd,
+				            e->model->cfg.rms_eps);
+		}
 		for (int h = 0; h < a->n_head; h++)
 			cpu_rope(q + (size_t)h * hd, cs, r->n_rot, r->style);
 		for (int h = 0; h < a->n_head_kv; h++)
@@ -495,6 +523,8 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 	threadpool_run(s->tp, cpu_attn_fn, &aj);
 
 	cpu_matmul(s, &a->wo, s->xb, n, s->y);
+	if (a->post_norm != NULL)
+		cpu_rmsnorm_rows(e, s->y, s->y, a->post_norm, n);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
 		s->x[i] += s->y[i];
 }
@@ -517,6 +547,8 @@ static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
 		cpu_matmul_n(s, w, 2, s->xb, n, y, ys, true, f->act);
 	}
 	cpu_matmul(s, &f->down, s->hb, n, s->y);
+	if (f->post_norm != NULL)
+		cpu_rmsnorm_rows(e, s->y, s->y, f->post_norm, n);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
 		s->x[i] += s->y[i];
 }
@@ -545,10 +577,14 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 	int32_t first_out = n - n_out;
 
 	for (int32_t t = 0; t < n; t++) {
+		float *xt = s->x + (size_t)t * c->n_embd;
+
 		quant_dequant_row(te->type,
 		                  (const unsigned char *)te->data +
 		                      (size_t)tokens[t] * te->row_size,
-		                  s->x + (size_t)t * c->n_embd, c->n_embd);
+		                  xt, c->n_embd);
+		for (int32_t i = 0; c->embd_scale != 0.0f && i < c->n_embd; i++)
+			xt[i] *= c->embd_scale;
 		for (int r = 0; r < c->n_ropes; r++)
 			cpu_rope_table(&c->ropes[r], pos0 + t,
 			               s->rope_cs +
@@ -838,8 +874,10 @@ fail:
 
 const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
-    .features =
-        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+    .features = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
+                MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EMBD_SCALE |
+                MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
+                MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH,
     .open = cpu_open,
     .eval = cpu_eval,
     .logits = cpu_logits,

@@ -19,11 +19,12 @@
  *      entries at positions >= n_keep are dead (overwritten later). What
  *      that needs depends on each layer's cache (model_layer_cache):
  *        full       K and V of every position: nothing to do;
- *        window W   [planned] a layer attending to the last W positions
- *                   must still hold the W before n_keep after a truncate,
- *                   so it keeps (at least) W + the longest truncation the
- *                   session makes (the reply being regenerated or edited)
- *                   - or, simplest, every position, as a full layer;
+ *        window W   a layer attending to the last W positions must still
+ *                   hold the W before n_keep after a truncate; both
+ *                   backends keep every position of such a layer (as a
+ *                   full one), so nothing more is needed; a cache of only
+ *                   the window would have to keep W + the longest
+ *                   truncation the session makes;
  *        recurrent  [planned] one state, not per position: it is
  *                   restored from the snapshot taken at n_keep (the
  *                   session asks for snapshots at turn boundaries), and a

@@ -25,6 +25,13 @@ static const struct model_arch_row {
 	enum model_act act;         /* of the FFN's gate */
 	uint32_t feats;             /* MODEL_FEAT_* it may have */
 	uint32_t required;          /* MODEL_FEAT_* it must have */
+	/* sliding-window layers (MODEL_FEAT_ATTN_SLIDING): every
+	   swa_pattern-th layer is global when the file gives no pattern */
+	int32_t swa_pattern;
+	/* the attention's scale is 1/sqrt(n_embd / n_head) instead of
+	   1/sqrt(head_dim) in files of this many layers (Gemma 3 27B's
+	   query_pre_attn_scalar, as llama.cpp derives it); 0: never */
+	int32_t scale_embd_layers;
 } model_archs[] = {
     {.name = "llama",
      .rope = MODEL_ROPE_NORM,
@@ -38,6 +45,22 @@ static const struct model_arch_row {
      .feats =
          MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
      .required = MODEL_FEAT_QKV_BIAS},
+    {.name = "qwen3",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_SILU,
+     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR,
+     .required = MODEL_FEAT_QK_NORM},
+    {.name = "gemma3",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_GELU_TANH,
+     .feats = MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM |
+              MODEL_FEAT_POST_NORMS | MODEL_FEAT_GELU_TANH |
+              MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_ROPE_LINEAR |
+              MODEL_FEAT_FINAL_SOFTCAP,
+     .required = MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM |
+                 MODEL_FEAT_POST_NORMS | MODEL_FEAT_GELU_TANH,
+     .swa_pattern = 6,
+     .scale_embd_layers = 62},
 };
 
 #define MODEL_N_ARCHS (sizeof(model_archs) / sizeof(model_archs[0]))
@@ -161,6 +184,12 @@ struct model_shape {
 	int32_t head_dim_k, head_dim_v, n_rot, n_ctx_train;
 	float rope_freq_base, rope_freq_scale, rms_eps;
 	bool rope_linear; /* ARCH.rope.scaling.type = "linear" */
+	/* sliding-window layers (rows with MODEL_FEAT_ATTN_SLIDING) */
+	int32_t swa_window;  /* ARCH.attention.sliding_window; 0: none */
+	int32_t swa_pattern; /* ARCH.attention.sliding_window_pattern */
+	float rope_base_swa; /* ARCH.rope.freq_base_swa, default 10000 */
+	float final_softcap; /* ARCH.final_logit_softcapping, 0: off */
+	float attn_scale;    /* ARCH.attention.scale, 0: by head size */
 };
 
 /* Read and check the hyper-parameters (tensor-independent part). */
@@ -316,6 +345,71 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 	return 0;
 }
 
+/* The keys of the features the row AD may have (model_read_config read
+ * the common ones): sliding windows, the final softcap, a given scale. */
+static int model_read_arch_keys(const struct gguf_file *f,
+                                const struct model_arch_row *ad,
+                                struct model_shape *sh, char *err,
+                                size_t errlen)
+{
+	const char *arch = ad->name;
+	uint32_t v;
+	int rc;
+
+	sh->attn_scale = 0.0f;
+	if (model_get_f32(f, arch, "attention.scale", &sh->attn_scale, err,
+	                  errlen) < 0)
+		return -1;
+	if (!(sh->attn_scale >= 0.0f) || !isfinite(sh->attn_scale)) {
+		snprintf(err, errlen, "%s.attention.scale = %g is not >= 0",
+		         arch, (double)sh->attn_scale);
+		return -1;
+	}
+	if (ad->feats & MODEL_FEAT_FINAL_SOFTCAP) {
+		if (model_get_f32(f, arch, "final_logit_softcapping",
+		                  &sh->final_softcap, err, errlen) < 0)
+			return -1;
+		if (!(sh->final_softcap >= 0.0f) ||
+		    !isfinite(sh->final_softcap)) {
+			snprintf(err, errlen,
+			         "%s.final_logit_softcapping = %g is not >= 0",
+			         arch, (double)sh->final_softcap);
+			return -1;
+		}
+	}
+	if (!(ad->feats & MODEL_FEAT_ATTN_SLIDING))
+		return 0;
+	rc = model_get_u32(f, arch, "attention.sliding_window", true, &v, err,
+	                   errlen);
+	if (rc < 0)
+		return -1;
+	sh->swa_window = 0; /* absent or 0: every layer global */
+	if (rc == 0 && v != 0) {
+		if (model_check_range(arch, "attention.sliding_window", v,
+		                      MODEL_MAX_CTX, err, errlen))
+			return -1;
+		sh->swa_window = (int32_t)v;
+	}
+	v = (uint32_t)ad->swa_pattern;
+	rc = model_get_u32(f, arch, "attention.sliding_window_pattern", true,
+	                   &v, err, errlen);
+	if (rc < 0 ||
+	    model_check_range(arch, "attention.sliding_window_pattern", v,
+	                      MODEL_MAX_LAYERS, err, errlen))
+		return -1;
+	sh->swa_pattern = (int32_t)v;
+	sh->rope_base_swa = 10000.0f;
+	if (model_get_f32(f, arch, "rope.freq_base_swa", &sh->rope_base_swa,
+	                  err, errlen) < 0)
+		return -1;
+	if (!(sh->rope_base_swa > 1.0f) || !isfinite(sh->rope_base_swa)) {
+		snprintf(err, errlen, "%s.rope.freq_base_swa = %g is not > 1",
+		         arch, (double)sh->rope_base_swa);
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * Find tensor NAME and check it: computable type, ne0 == NE0, ne1 == NE1
  * (NE1 == 0 for a 1-D tensor), ne2 == NE2 (NE2 == 0 for at most 2-D: a
@@ -458,20 +552,38 @@ static int model_refuse_features(const struct gguf_file *f,
 	return 0;
 }
 
-/* The descriptors of layer IL from the file's shape: the plain pre-norm
- * decoder of the architectures supported so far (one shape, one RoPE
- * class, full causal attention, a dense FFN). */
+/* Whether layer IL is a sliding-window layer: every swa_pattern-th layer
+ * is global (llama.cpp's set_swa_pattern), the others slide. */
+static bool model_layer_slides(const struct model_shape *sh, int il)
+{
+	return sh->swa_window > 0 && il % sh->swa_pattern < sh->swa_pattern - 1;
+}
+
+/* The descriptors of layer IL from the file's shape: one head shape for
+ * every layer; a sliding layer attends to its window and rotates with
+ * RoPE class 1 (its own base), a global one with class 0. */
 static void model_describe_layer(const struct model_shape *sh,
-                                 const struct model_arch_row *ad,
+                                 const struct model_arch_row *ad, int il,
                                  struct model_layer *l)
 {
 	l->attn.kind = MODEL_ATTN_FULL;
+	l->attn.rope = 0;
+	if (model_layer_slides(sh, il)) {
+		l->attn.kind = MODEL_ATTN_SLIDING;
+		l->attn.window = sh->swa_window;
+		l->attn.rope = 1;
+	}
 	l->attn.n_head = sh->n_head;
 	l->attn.n_head_kv = sh->n_head_kv;
 	l->attn.head_dim_k = sh->head_dim_k;
 	l->attn.head_dim_v = sh->head_dim_v;
-	l->attn.rope = 0;
-	l->attn.scale = 1.0f / sqrtf((float)sh->head_dim_k);
+	if (sh->attn_scale > 0.0f)
+		l->attn.scale = sh->attn_scale;
+	else if (ad->scale_embd_layers != 0 &&
+	         sh->n_layer == ad->scale_embd_layers)
+		l->attn.scale = 1.0f / sqrtf((float)(sh->n_embd / sh->n_head));
+	else
+		l->attn.scale = 1.0f / sqrtf((float)sh->head_dim_k);
 	l->ffn.kind = MODEL_FFN_DENSE;
 	l->ffn.act = ad->act;
 	l->ffn.n_ff = sh->n_ff;
@@ -537,6 +649,27 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 	T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
 	T(ff->up, "ffn_up.weight", c->n_embd, ff->n_ff);
 	T(ff->down, "ffn_down.weight", ff->n_ff, c->n_embd);
+	if (ad->feats & MODEL_FEAT_QK_NORM) {
+		bool opt = !(ad->required & MODEL_FEAT_QK_NORM);
+
+		V(a->q_norm, "attn_q_norm.weight", a->head_dim_k, opt, rc[0]);
+		V(a->k_norm, "attn_k_norm.weight", a->head_dim_k, opt, rc[1]);
+		if (rc[0] != rc[1]) {
+			snprintf(
+			    err, errlen,
+			    "layer %d: attn_q_norm and attn_k_norm must be "
+			    "both present or both absent",
+			    il);
+			return -1;
+		}
+	}
+	if (ad->feats & MODEL_FEAT_POST_NORMS) {
+		bool opt = !(ad->required & MODEL_FEAT_POST_NORMS);
+
+		V(a->post_norm, "post_attention_norm.weight", c->n_embd, opt,
+		  rc[0]);
+		V(ff->post_norm, "post_ffw_norm.weight", c->n_embd, opt, rc[1]);
+	}
 #undef T
 #undef V
 	return 0;
@@ -579,10 +712,32 @@ static int model_load_globals(const struct gguf_file *f, struct model *m,
 	return 0;
 }
 
+/* The inverse frequencies of class R (theta_i(pos) = pos * inv_freq[i]):
+ *   inv_freq[i] = base^(-2i/n_rot) * scale / freq_factors[i] */
+static int model_rope_freqs(struct model_rope *r, char *err, size_t errlen)
+{
+	r->inv_freq = calloc((size_t)r->n_rot / 2 + 1, sizeof(double));
+	if (r->inv_freq == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < r->n_rot / 2; i++) {
+		double fr =
+		    pow((double)r->freq_base, -2.0 * i / (double)r->n_rot) *
+		    (double)r->freq_scale;
+
+		if (r->freq_factors != NULL)
+			fr /= (double)r->freq_factors[i];
+		r->inv_freq[i] = fr;
+	}
+	return 0;
+}
+
 /*
- * RoPE class 0 from the file's shape: rope_freqs.weight (optional), then
- * the inverse frequencies both backends use:
- *   theta_i(pos) = pos * scale * base^(-2i/n_rot) / rope_freqs[i]
+ * The RoPE classes from the file's shape: class 0 (the global layers':
+ * ARCH.rope.freq_base, the scaling the file gives, rope_freqs.weight) and,
+ * where layers slide, class 1 (ARCH.rope.freq_base_swa, unscaled, as
+ * llama.cpp's sliding layers).
  */
 static int model_load_rope(const struct gguf_file *f, struct model *m,
                            const struct model_shape *sh,
@@ -616,21 +771,43 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 			return -1;
 		}
 	}
-	r->inv_freq = calloc((size_t)r->n_rot / 2 + 1, sizeof(double));
-	if (r->inv_freq == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if (model_rope_freqs(r, err, errlen))
 		return -1;
-	}
-	for (int i = 0; i < r->n_rot / 2; i++) {
-		double fr =
-		    pow((double)r->freq_base, -2.0 * i / (double)r->n_rot) *
-		    (double)r->freq_scale;
+	if (sh->swa_window == 0)
+		return 0;
+	r = &m->cfg.ropes[1];
+	m->cfg.n_ropes = 2;
+	r->style = ad->rope;
+	r->n_rot = sh->n_rot;
+	r->freq_base = sh->rope_base_swa;
+	r->scaling = MODEL_ROPE_SCALING_NONE;
+	r->freq_scale = 1.0f;
+	return model_rope_freqs(r, err, errlen);
+}
 
-		if (r->freq_factors != NULL)
-			fr /= (double)r->freq_factors[i];
-		r->inv_freq[i] = fr;
+/* cfg.features: what the loaded descriptors use (the Q/K/V biases and
+ * the RoPE classes' were set as they were read). */
+static void model_set_features(struct model *m, const struct model_shape *sh,
+                               const struct model_arch_row *ad)
+{
+	struct model_config *c = &m->cfg;
+
+	if (c->embd_scale != 0.0f)
+		c->features |= MODEL_FEAT_EMBD_SCALE;
+	if (c->final_softcap != 0.0f)
+		c->features |= MODEL_FEAT_FINAL_SOFTCAP;
+	if (sh->swa_window > 0)
+		c->features |= MODEL_FEAT_ATTN_SLIDING;
+	if (ad->act == MODEL_ACT_GELU_TANH)
+		c->features |= MODEL_FEAT_GELU_TANH;
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_layer *l = &m->w.layers[il];
+
+		if (l->attn.q_norm != NULL)
+			c->features |= MODEL_FEAT_QK_NORM;
+		if (l->attn.post_norm != NULL || l->ffn.post_norm != NULL)
+			c->features |= MODEL_FEAT_POST_NORMS;
 	}
-	return 0;
 }
 
 /* Raise *MX to V. */
@@ -710,12 +887,17 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	m->file = f;
 	m->cfg.arch_name = ad->name;
 	memset(&sh, 0, sizeof(sh));
-	if (model_read_config(f, ad->name, &sh, err, errlen))
+	if (model_read_config(f, ad->name, &sh, err, errlen) ||
+	    model_read_arch_keys(f, ad, &sh, err, errlen))
 		goto fail;
 	m->cfg.n_layer = sh.n_layer;
 	m->cfg.n_embd = sh.n_embd;
 	m->cfg.n_ctx_train = sh.n_ctx_train;
 	m->cfg.rms_eps = sh.rms_eps;
+	/* Gemma: the embeddings times sqrt(n_embd), as llama.cpp rounds it */
+	if (ad->required & MODEL_FEAT_EMBD_SCALE)
+		m->cfg.embd_scale = sqrtf((float)sh.n_embd);
+	m->cfg.final_softcap = sh.final_softcap;
 	if (model_load_globals(f, m, err, errlen) ||
 	    model_load_rope(f, m, &sh, ad, err, errlen))
 		goto fail;
@@ -736,10 +918,11 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 		goto fail;
 	}
 	for (int il = 0; il < m->cfg.n_layer; il++) {
-		model_describe_layer(&sh, ad, &m->w.layers[il]);
+		model_describe_layer(&sh, ad, il, &m->w.layers[il]);
 		if (model_load_layer(f, m, il, ad, err, errlen))
 			goto fail;
 	}
+	model_set_features(m, &sh, ad);
 	model_set_maxima(m);
 	*out = m;
 	return 0;

@@ -11,32 +11,33 @@
  * that knows architecture names: one row maps an architecture's GGUF keys
  * and tensor names onto these features. The recipe, with each feature's
  * formula (the ones marked [planned] are described here and refused at
- * load or open until a backend runs them, never run wrong):
+ * load or open until a backend runs them, never run wrong; a backend
+ * lists the ones it runs in engine_ops.features):
  *
  *   x = token_embd[tok]                                   fp32 residual
- *   x *= embd_scale                            [planned] (gemma: sqrt(n_embd))
+ *   x *= embd_scale                                   (gemma: sqrt(n_embd))
  *   for each layer, attention (struct model_attn):
  *     h = rmsnorm(x) * norm
  *     q = Wq h (+bq), k = Wk h (+bk), v = Wv h (+bv)
- *     q, k = rmsnorm(per head) * q_norm, k_norm     [planned] q/k norm
+ *     q, k = rmsnorm(per head) * q_norm, k_norm      q/k norm (qwen3, gemma)
  *     rope(q, k, pos, ropes[rope])     NORM: adjacent pairs, NEOX: halves
  *     s_ij = scale * q_i . k_j                 scale = 1/sqrt(head_dim_k)
  *     s_ij = softcap * tanh(s_ij / softcap)          [planned] softcap > 0
- *     j in 0..i (full), i-window < j <= i (sliding)  [planned] window
+ *     j in 0..i (full), i-window < j <= i (sliding)     window (gemma3)
  *     p = softmax over j (and over sinks[h], a logit   [planned] sinks
  *         with no value)
  *     o = Wo (sum_j p_ij v_j) (+bo)                   [planned] bo
- *     o = rmsnorm(o) * post_norm                     [planned] post_norm
+ *     o = rmsnorm(o) * post_norm                          post_norm (gemma)
  *     x += o
  *   FFN (struct model_ffn):
  *     h = rmsnorm(x) * norm
  *     dense:   f = Wdown (act(Wgate h) * (Wup h))
- *              act: SiLU x/(1+e^-x); GELU-tanh [planned]
+ *              act: SiLU x/(1+e^-x); GELU-tanh (gemma)
  *                   0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
  *     experts: [planned] router logits = Wrouter h; the n_used experts
  *              chosen and weighted as the architecture says; f = sum of
  *              their dense FFNs (3-D tensors, one matrix per expert)
- *     f = rmsnorm(f) * post_norm                     [planned] post_norm
+ *     f = rmsnorm(f) * post_norm                          post_norm (gemma)
  *     x += f
  *   logits = Wout (rmsnorm(x) * output_norm)   Wout = token_embd if tied
  *   logits = final_softcap * tanh(logits / final_softcap)      [planned]
@@ -181,7 +182,7 @@ struct model_rope {
 
 enum model_attn_kind {
 	MODEL_ATTN_FULL,      /* every earlier position */
-	MODEL_ATTN_SLIDING,   /* [planned] the last `window` positions */
+	MODEL_ATTN_SLIDING,   /* the last `window` positions */
 	MODEL_ATTN_RECURRENT, /* [planned] a recurrent state, no KV */
 };
 
@@ -192,7 +193,7 @@ enum model_ffn_kind {
 
 enum model_act {
 	MODEL_ACT_SILU,      /* silu(gate) * up */
-	MODEL_ACT_GELU_TANH, /* [planned] gelu_tanh(gate) * up */
+	MODEL_ACT_GELU_TANH, /* gelu_tanh(gate) * up */
 };
 
 /* One weight matrix (or vector, or stack of matrices) as stored. */
@@ -269,7 +270,8 @@ struct model_layer {
 /* What a layer's cache holds (engine.h: per-layer caches). */
 enum model_cache_kind {
 	MODEL_CACHE_FULL,      /* K, V of every position */
-	MODEL_CACHE_WINDOW,    /* [planned] the last `window` positions */
+	MODEL_CACHE_WINDOW,    /* the last `window` positions are read (both
+	                          backends keep every position so far) */
 	MODEL_CACHE_RECURRENT, /* [planned] a state of fixed size */
 };
 
@@ -288,7 +290,7 @@ struct model_config {
 	int32_t n_embd;        /* ARCH.embedding_length */
 	int32_t n_layer;       /* ARCH.block_count */
 	float rms_eps;         /* ARCH.attention.layer_norm_rms_epsilon */
-	float embd_scale;      /* [planned] embeddings times this; 0 = off */
+	float embd_scale;      /* embeddings times this; 0 = off */
 	float final_softcap;   /* [planned] of the logits; 0 = off */
 	bool tied_output;      /* no output.weight: LM head = token_embd */
 	int32_t n_ropes;       /* classes in ropes[] */

@@ -437,12 +437,13 @@ static void check_oom(const char *path)
 	/* a feature the GPU's recipe does not run is refused by name */
 	rc = -1;
 	if (m != NULL) {
-		m->cfg.features |= MODEL_FEAT_QK_NORM;
+		m->cfg.features |= MODEL_FEAT_EXPERTS;
 		p.n_ctx = 64;
 		rc = engine_open(m, &p, &e, err, sizeof(err));
 	}
 	tap_ok(rc != 0 &&
-	           strstr(err, "q/k norm, which the cuda backend") != NULL,
+	           strstr(err, "mixture of experts, which the cuda backend") !=
+	               NULL,
 	       "an unsupported feature refused: \"%s\"", err);
 	engine_close(e);
 	model_free(m);
