@@ -51,10 +51,13 @@ struct cu_layer {
 	struct cuda_tensor wq, wk, wv, wo; /* attention */
 	const float *attn_norm;            /* [n_embd] */
 	const float *bq, *bk, *bv;         /* or NULL */
+	const float *q_norm, *k_norm;      /* [head_dim_k] or NULL */
+	const float *attn_post_norm;       /* [n_embd] or NULL */
 	/* the scores' parameters (model_attn_params, sinks on the device) */
 	struct cuda_attn_params attn_par;
 	struct cuda_tensor gate, up, down; /* FFN */
 	const float *ffn_norm;             /* [n_embd] */
+	const float *ffn_post_norm;        /* [n_embd] or NULL */
 	uint16_t *kc, *vc; /* this layer's KV cache, [kv_head][n_ctx][dim] */
 };
 
@@ -74,16 +77,19 @@ struct cu_state {
 	float *rope_cs[MODEL_MAX_ROPES];
 
 	/* activations of one chunk (a layer's dims; buffers hold cfg.max_*) */
-	int32_t *tok;  /* [n_batch] */
-	float *x;      /* [n_batch][n_embd] residual stream */
-	float *xb;     /* [n_batch][n_embd] normed input */
-	float *q;      /* [n_batch][q_dim] */
-	float *k;      /* [n_batch][kv_dim] */
-	float *v;      /* [n_batch][kv_dim] */
-	float *o;      /* [n_batch][q_dim] attention output */
-	float *hb;     /* [n_batch][n_ff] */
-	float *hb2;    /* [n_batch][n_ff] */
-	float *logits; /* [logits_rows][n_vocab] */
+	int32_t *tok;   /* [n_batch] */
+	float *x;       /* [n_batch][n_embd] residual stream */
+	float *xb;      /* [n_batch][n_embd] normed input */
+	float *q;       /* [n_batch][q_dim] */
+	float *k;       /* [n_batch][kv_dim] */
+	float *v;       /* [n_batch][kv_dim] */
+	float *o;       /* [n_batch][q_dim] attention output */
+	float *qn, *kn; /* [n_batch][q_dim], [kv_dim]: q and k after a q/k
+	                   norm */
+	float *y;       /* [n_batch][n_embd] a product before its post-norm */
+	float *hb;      /* [n_batch][n_ff] */
+	float *hb2;     /* [n_batch][n_ff] */
+	float *logits;  /* [logits_rows][n_vocab] */
 	int32_t logits_rows;
 	uint16_t *kv; /* every layer's KV cache, fp16 (cu_layer.kc, vc) */
 
@@ -189,6 +195,13 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 		for (int i = 0; i < nt; i++)
 			n += cu_align(cu_tensor_bytes(ts[i], repack));
 		n += 2 * cu_align((size_t)c->n_embd * sizeof(float));
+		if (l->attn.q_norm != NULL)
+			n += 2 * cu_align((size_t)l->attn.head_dim_k *
+			                  sizeof(float));
+		if (l->attn.post_norm != NULL)
+			n += cu_align((size_t)c->n_embd * sizeof(float));
+		if (l->ffn.post_norm != NULL)
+			n += cu_align((size_t)c->n_embd * sizeof(float));
 		if (l->attn.bq != NULL)
 			n += cu_align((size_t)l->attn.wq.ne1 * sizeof(float)) +
 			     cu_align((size_t)l->attn.wk.ne1 * sizeof(float)) +
@@ -297,6 +310,21 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 	    (const float *)cu_put(s, off, a->norm, en, err, errlen, rc);
 	d->ffn_norm =
 	    (const float *)cu_put(s, off, f->norm, en, err, errlen, rc);
+	d->q_norm = d->k_norm = d->attn_post_norm = d->ffn_post_norm = NULL;
+	if (a->q_norm != NULL) {
+		const size_t hb = (size_t)a->head_dim_k * sizeof(float);
+
+		d->q_norm = (const float *)cu_put(s, off, a->q_norm, hb, err,
+		                                  errlen, rc);
+		d->k_norm = (const float *)cu_put(s, off, a->k_norm, hb, err,
+		                                  errlen, rc);
+	}
+	if (a->post_norm != NULL)
+		d->attn_post_norm = (const float *)cu_put(s, off, a->post_norm,
+		                                          en, err, errlen, rc);
+	if (f->post_norm != NULL)
+		d->ffn_post_norm = (const float *)cu_put(s, off, f->post_norm,
+		                                         en, err, errlen, rc);
 	{
 		const struct model_attn_params p = model_attn_params(a);
 
@@ -394,6 +422,40 @@ static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
 	return rk;
 }
 
+/* OUT = rmsnorm(X) * W per head: ROWS rows of HD (the launch's grid
+ * takes at most 65,535 rows at a time). */
+static int cu_head_norm(struct cuda_ctx *x, const float *in, const float *w,
+                        int32_t hd, int64_t rows, float eps, float *out,
+                        char *err, size_t errlen)
+{
+	for (int64_t r0 = 0; r0 < rows; r0 += 32768) {
+		const int64_t nr = rows - r0 < 32768 ? rows - r0 : 32768;
+
+		if (cuda_op_rmsnorm(x, in + r0 * hd, w, hd, (int32_t)nr, eps,
+		                    out + r0 * hd, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+/* x += rmsnorm(W IN) * NORM for a product followed by a post-norm (the
+ * product into s->y, its norm into s->xb, then the add). */
+static int cu_post_norm_add(struct engine *e, struct cu_state *s,
+                            const struct cuda_tensor *w, const float *in,
+                            const float *norm, int32_t n, char *err,
+                            size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	return cuda_op_matmul(&s->ctx, w, in, n, s->y, 0, err, errlen) ||
+	               cuda_op_rmsnorm(&s->ctx, s->y, norm, c->n_embd, n,
+	                               c->rms_eps, s->xb, err, errlen) ||
+	               cuda_op_add(&s->ctx, s->x, s->xb, (int64_t)n * c->n_embd,
+	                           err, errlen)
+	           ? -1
+	           : 0;
+}
+
 /* Attention block of layer il for the chunk; adds into s->x. */
 static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
                               int32_t n, int32_t pos0, char *err, size_t errlen)
@@ -409,26 +471,44 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen))
 		return -1;
+	float *q = s->q, *k = s->k; /* as RoPE and the scores read them */
+
 	if (cu_qkv_rope_fusable(a)) {
 		if (cuda_op_matmul_qkv_rope(x, &l->wq, &l->wk, &l->wv, l->bq,
 		                            l->bk, l->bv, s->xb, xq, n, s->q,
 		                            s->k, s->v, &rk, NULL, err, errlen))
 			return -1;
-	} else if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
-	                              l->bv, s->xb, xq, n, s->q, s->k, s->v,
-	                              err, errlen) ||
-	           cuda_op_rope_kv_store(x, s->q, s->k, s->v, n, rk.n_head,
-	                                 rk.n_kv, rk.head_dim, rk.n_rot,
-	                                 rk.d_inv_freq, pos0, rk.neox, e->n_ctx,
-	                                 0, l->kc, l->vc, err, errlen)) {
-		return -1;
+	} else {
+		/* the unfused chain: products, q/k norm, RoPE and store */
+		if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
+		                       l->bv, s->xb, xq, n, s->q, s->k, s->v,
+		                       err, errlen))
+			return -1;
+		if (l->q_norm != NULL) {
+			if (cu_head_norm(x, s->q, l->q_norm, a->head_dim_k,
+			                 (int64_t)n * a->n_head, c->rms_eps,
+			                 s->qn, err, errlen) ||
+			    cu_head_norm(x, s->k, l->k_norm, a->head_dim_k,
+			                 (int64_t)n * a->n_head_kv, c->rms_eps,
+			                 s->kn, err, errlen))
+				return -1;
+			q = s->qn;
+			k = s->kn;
+		}
+		if (cuda_op_rope_kv_store(x, q, k, s->v, n, rk.n_head, rk.n_kv,
+		                          rk.head_dim, rk.n_rot, rk.d_inv_freq,
+		                          pos0, rk.neox, e->n_ctx, 0, l->kc,
+		                          l->vc, err, errlen))
+			return -1;
 	}
-	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
+	if (cuda_op_attention(x, q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
 	                      a->head_dim_k, e->n_ctx, 0, pos0, &l->attn_par,
-	                      s->o, &xq, err, errlen) ||
-	    cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen))
+	                      s->o, &xq, err, errlen))
 		return -1;
-	return 0;
+	if (l->attn_post_norm != NULL)
+		return cu_post_norm_add(e, s, &l->wo, s->o, l->attn_post_norm,
+		                        n, err, errlen);
+	return cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen);
 }
 
 /* Feed-forward block (a gated MLP) of layer il; adds into s->x. SNAP: the
@@ -449,6 +529,9 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	    cuda_op_matmul_gated(x, f->act, &l->gate, &l->up, s->xb, xq, n,
 	                         s->hb, s->hb2, err, errlen))
 		return -1;
+	if (l->ffn_post_norm != NULL) /* (cu_snap_ok: no SNAP then) */
+		return cu_post_norm_add(e, s, &l->down, s->hb, l->ffn_post_norm,
+		                        n, err, errlen);
 	if (snap != NULL)
 		return cuda_op_matmul_add_copy(x, &l->down, s->hb, NULL, n,
 		                               s->x, snap, err, errlen);
@@ -467,6 +550,21 @@ static int cu_layer_forward(struct engine *e, struct cu_state *s, int il,
 	               cu_ffn_block(e, s, il, n, snap, err, errlen)
 	           ? -1
 	           : 0;
+}
+
+/* The residual stream of N tokens (device ids D_TOK) from the
+ * embedding, times the model's scale where it has one. */
+static int cu_embed(struct engine *e, struct cu_state *s, const int32_t *d_tok,
+                    int32_t n, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+
+	if (cuda_op_get_rows(&s->ctx, &s->embd, d_tok, n, s->x, err, errlen))
+		return -1;
+	if (c->embd_scale != 0.0f)
+		return cuda_op_scale(&s->ctx, s->x, c->embd_scale,
+		                     (int64_t)n * c->n_embd, err, errlen);
+	return 0;
 }
 
 /* The LM head: logits of the N_OUT residual rows at X into s->logits
@@ -573,7 +671,7 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 	CUDA_TRY(cudaMemcpyAsync(s->tok, tokens, (size_t)n * sizeof(int32_t),
 	                         cudaMemcpyHostToDevice, x->stream),
 	         err, errlen);
-	if (cuda_op_get_rows(x, &s->embd, s->tok, n, s->x, err, errlen))
+	if (cu_embed(e, s, s->tok, n, err, errlen))
 		return -1;
 	for (int il = 0; il < c->n_layer; il++) {
 		if (cu_layer_forward(e, s, il, n, pos0, NULL, err, errlen))
@@ -640,7 +738,8 @@ static void cu_graphs_drop(struct cu_state *s)
 static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
 {
 	for (int il = 0; il < e->model->cfg.n_layer; il++)
-		if (!cuda_op_matmul_add_copy_ok(&s->ctx, &s->layers[il].down,
+		if (s->layers[il].ffn_post_norm != NULL ||
+		    !cuda_op_matmul_add_copy_ok(&s->ctx, &s->layers[il].down,
 		                                s->hb, 1))
 			return false;
 	return true;
@@ -695,7 +794,7 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
 	struct cuda_ctx *x = &s->ctx;
 	const bool snap = traced && cu_snap_ok(e, s);
 
-	if (cuda_op_get_rows(x, &s->embd, s->d_step, 1, s->x, err, errlen))
+	if (cu_embed(e, s, s->d_step, 1, err, errlen))
 		return -1;
 	for (int il = 0; il < c->n_layer; il++)
 		if (cu_layer_forward(e, s, il, 1, 0,
@@ -1079,9 +1178,10 @@ static void cu_close(struct engine *e)
 			cudaEventDestroy(s->side_join);
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
-		void *bufs[] = {s->arena,  s->tok, s->x,      s->xb,    s->q,
-		                s->k,      s->v,   s->o,      s->hb,    s->hb2,
-		                s->logits, s->kv,  s->d_step, s->d_snap};
+		void *bufs[] = {s->arena,  s->tok,   s->x,   s->xb,     s->q,
+		                s->k,      s->v,     s->o,   s->qn,     s->kn,
+		                s->y,      s->hb,    s->hb2, s->logits, s->kv,
+		                s->d_step, s->d_snap};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		for (int r = 0; r < MODEL_MAX_ROPES; r++)
@@ -1220,8 +1320,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		      sizeof(uint16_t);
 	}
 	act = nb * sizeof(float) *
-	      (3 * (size_t)c->n_embd + 2 * (size_t)c->max_q_dim +
-	       2 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
+	      (4 * (size_t)c->n_embd + 3 * (size_t)c->max_q_dim +
+	       3 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
 	for (int r = 0; r < c->n_ropes; r++) /* rope_cs */
 		act += nctx * (size_t)c->ropes[r].n_rot * sizeof(float);
 	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
@@ -1300,6 +1400,12 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	         "activations", &af);
 	cu_alloc((void **)&s->o, nb * c->max_q_dim * sizeof(float),
 	         "activations", &af);
+	cu_alloc((void **)&s->qn, nb * c->max_q_dim * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->kn, nb * c->max_kv_dim_k * sizeof(float),
+	         "activations", &af);
+	cu_alloc((void **)&s->y, nb * c->n_embd * sizeof(float), "activations",
+	         &af);
 	cu_alloc((void **)&s->hb, nb * c->max_ff * sizeof(float), "activations",
 	         &af);
 	cu_alloc((void **)&s->hb2, nb * c->max_ff * sizeof(float),
@@ -1353,8 +1459,10 @@ fail:
    that captures whole vectors copies them back during the eval. */
 extern "C" const struct engine_ops backend_cuda_ops = {
     .name = "cuda",
-    .features =
-        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+    .features = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
+                MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EMBD_SCALE |
+                MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
+                MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,

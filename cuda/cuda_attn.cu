@@ -42,7 +42,7 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
                                const __half *vc, int32_t n_tok, int32_t n_head,
                                int32_t n_kv, int32_t hd, int32_t n_ctx,
                                int32_t il, int32_t pos0, const int32_t *dpos,
-                               float scale, float *out)
+                               float scale, int32_t window, float *out)
 {
 	cu_pdl_sync();    /* first: cuda_launch.cuh */
 	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
@@ -69,7 +69,11 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
 	for (int c = 0; c < AT_NC; c++)
 		acc[c] = 0.0f;
 
-	for (int32_t base = 0; base <= pos; base += 32) {
+	/* a sliding window: positions lo..pos (key `lo` valid: the running
+	   maximum is finite from the first chunk) */
+	const int32_t lo = window > 0 && pos >= window ? pos - window + 1 : 0;
+
+	for (int32_t base = lo; base <= pos; base += 32) {
 		const int32_t i = base + lane;
 		const bool valid = i <= pos;
 		float s = -INFINITY;
@@ -153,7 +157,8 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
     at_tile_kernel(const float *q, const __half *kc, const __half *vc,
                    int32_t n_tok, int32_t n_head, int32_t n_kv, int32_t n_ctx,
                    int32_t il, int32_t pos0, const int32_t *dpos, int32_t chunk,
-                   int32_t nch, float scale, float *part, float *ml, float *out)
+                   int32_t nch, float scale, int32_t window, float *part,
+                   float *ml, float *out)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
@@ -254,9 +259,14 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				const int kj = sk + 8 * j;
-				ps[r][kj] = (kj < nk && k0 + kj <= qpos)
-				                ? sc[a][j]
-				                : -INFINITY;
+				/* causal, and inside a sliding window;
+				   a row's tile may be all -inf: its p are 0
+				   and its rescale (m_old = -inf) 0 */
+				ps[r][kj] =
+				    (kj < nk && k0 + kj <= qpos &&
+				     (window == 0 || qpos - (k0 + kj) < window))
+				        ? sc[a][j]
+				        : -INFINITY;
 			}
 		}
 		__syncthreads();
@@ -462,11 +472,12 @@ static size_t at_split_smem(int32_t hd)
 }
 
 template <int HD>
-__global__ void
-at_split_kernel(const float *q, const __half *kc, const __half *vc,
-                int32_t n_head, int32_t n_kv, int32_t hd_arg, int32_t n_ctx,
-                int32_t il, int32_t pos0, const int32_t *dpos, int32_t nch,
-                int32_t sub, float scale, float *part, float *ml)
+__global__ void at_split_kernel(const float *q, const __half *kc,
+                                const __half *vc, int32_t n_head, int32_t n_kv,
+                                int32_t hd_arg, int32_t n_ctx, int32_t il,
+                                int32_t pos0, const int32_t *dpos, int32_t nch,
+                                int32_t sub, float scale, int32_t window,
+                                float *part, float *ml)
 {
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
@@ -525,6 +536,8 @@ at_split_kernel(const float *q, const __half *kc, const __half *vc,
 	if (c0 >= len)
 		return;
 	const int h0 = kvh * group + g0; /* first query head of the block */
+	/* a sliding window: positions lo..len - 1 */
+	const int32_t lo = window > 0 && len > window ? len - window : 0;
 	float acc[AT_SPLIT_G][8];
 
 #pragma unroll
@@ -663,26 +676,32 @@ at_split_kernel(const float *q, const __half *kc, const __half *vc,
 #pragma unroll
 				for (int g = 0; g < AT_SPLIT_G; g++)
 					ss[g * AT_SPLIT_CH + pp] =
-					    pp < np ? s[g] * scale : -INFINITY;
+					    pp < np && p0 + pp >= lo
+					        ? s[g] * scale
+					        : -INFINITY;
 		}
 		__syncthreads();
 
 		/* softmax: warp w takes heads w, w + 4, ..; lane = position
-		 * (position 0 of a sub-chunk is valid: the maximum is
-		 * finite) */
+		 * (without a window position 0 of a sub-chunk is valid and
+		 * the maximum finite; a sub-chunk before the window is all
+		 * -inf: its p are 0, and alpha, with nothing to rescale, 0) */
 		for (int g = warp; g < ng; g += AT_SPLIT_T / 32) {
 			float *sg = ss + g * AT_SPLIT_CH;
 			const float m_old = mla[g * 3];
 			float m = red_warp<red_max>(sg[lane]), l;
 
 			m = fmaxf(m, m_old);
-			const float p = lane < np ? expf(sg[lane] - m) : 0.0f;
+			const float p = lane < np && sg[lane] != -INFINITY
+			                    ? expf(sg[lane] - m)
+			                    : 0.0f;
 
 			sg[lane] = p;
 			l = red_warp<red_add>(p);
 			if (lane == 0) {
 				/* exp(-inf) = 0: nothing to rescale yet */
-				const float alpha = expf(m_old - m);
+				const float alpha =
+				    m == -INFINITY ? 0.0f : expf(m_old - m);
 
 				mla[g * 3] = m;
 				mla[g * 3 + 1] = mla[g * 3 + 1] * alpha + l;
@@ -949,8 +968,8 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
                            const __half *kc, const __half *vc, int32_t n_tok,
                            int32_t n_head, int32_t n_kv, int32_t hd,
                            int32_t n_ctx, int32_t il, int32_t pos0, float scale,
-                           float *d_out, const void **d_xq, char *err,
-                           size_t errlen)
+                           int32_t window, float *d_out, const void **d_xq,
+                           char *err, size_t errlen)
 {
 	/* the merge quantizes its output for the wo mat-vec when it can
 	   (cuda_op_rmsnorm_x8's conditions; a warp's 32 outputs one block) */
@@ -984,15 +1003,15 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 	if (hd == 64)
 		cu_launch(ctx, at_split_kernel<64>, grid, AT_SPLIT_T, smem, d_q,
 		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		          nch, sub, scale, part, ml);
+		          nch, sub, scale, window, part, ml);
 	else if (hd == 128)
 		cu_launch(ctx, at_split_kernel<128>, grid, AT_SPLIT_T, smem,
 		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
-		          ctx->d_pos, nch, sub, scale, part, ml);
+		          ctx->d_pos, nch, sub, scale, window, part, ml);
 	else
 		cu_launch(ctx, at_split_kernel<0>, grid, AT_SPLIT_T, smem, d_q,
 		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		          nch, sub, scale, part, ml);
+		          nch, sub, scale, window, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	at_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
 	                AT_SPLIT_CH * sub, d_out,
@@ -1037,12 +1056,10 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 	/* model.h's attention features these kernels do not have yet: the
 	   backend's features refuse such a model at open; here, never run
 	   wrong */
-	if (par->window != 0 || par->softcap != 0.0f || par->d_sinks != NULL) {
-		snprintf(err, errlen,
-		         "attention: %s is not implemented on the GPU",
-		         par->window != 0    ? "a sliding window"
-		         : par->softcap != 0 ? "a score softcap"
-		                             : "attention sinks");
+	if (par->softcap != 0.0f || par->d_sinks != NULL) {
+		snprintf(
+		    err, errlen, "attention: %s is not implemented on the GPU",
+		    par->softcap != 0 ? "a score softcap" : "attention sinks");
 		return -1;
 	}
 
@@ -1059,7 +1076,7 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 		return at_split_launch(ctx, d_q, (const __half *)d_kc,
 		                       (const __half *)d_vc, n_tok, n_head,
 		                       n_kv, head_dim, n_ctx, il, pos0, scale,
-		                       d_out, d_xq, err, errlen);
+		                       par->window, d_out, d_xq, err, errlen);
 	if ((head_dim == 64 || head_dim == 128) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
 	    !cuda_knobs()->attn_warp) { /* (the one-warp kernel, to measure) */
@@ -1086,13 +1103,13 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
 			          (const __half *)d_vc, n_tok, n_head, n_kv,
 			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
-			          scale, part, ml, d_out);
+			          scale, par->window, part, ml, d_out);
 		else
 			cu_launch(ctx, at_tile_kernel<128>, grid,
 			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
 			          (const __half *)d_vc, n_tok, n_head, n_kv,
 			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
-			          scale, part, ml, d_out);
+			          scale, par->window, part, ml, d_out);
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
 			at_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,
@@ -1106,7 +1123,7 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 	          (unsigned)((pairs + AT_WARPS - 1) / AT_WARPS), 32 * AT_WARPS,
 	          0, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
 	          n_head, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, scale,
-	          d_out);
+	          par->window, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -197,6 +197,35 @@ __global__ void el_swiglu(float *g, const float *u, int64_t n)
 	}
 }
 
+/* gelu_tanh(g) * u, backend_cpu.c's formula and order of operations
+ * (each product rounded as the CPU's: no fused multiply-add). */
+__global__ void el_geglu(float *g, const float *u, int64_t n)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n) {
+		const float x = g[idx];
+		const float in = __fmul_rn(
+		    __fmul_rn(0.79788456080286535587989211986876f, x),
+		    __fadd_rn(1.0f, __fmul_rn(__fmul_rn(0.044715f, x), x)));
+
+		g[idx] = __fmul_rn(
+		    __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(in))),
+		    u[idx]);
+	}
+}
+
+/* X[i] *= S. */
+__global__ void el_scale(float *x, float sc, int64_t n)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n)
+		x[idx] = __fmul_rn(x[idx], sc);
+}
+
 /* One thread per element of K (and of V): token-major in, head-major out. */
 __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
                             int32_t n_kv, int32_t head_dim, int32_t n_ctx,
@@ -449,14 +478,22 @@ extern "C" int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act,
                                 float *d_g, const float *d_u, int64_t n,
                                 char *err, size_t errlen)
 {
-	if (act != MODEL_ACT_SILU) { /* el_swiglu is SiLU's */
+	switch (act) {
+	case MODEL_ACT_SILU:
+		cu_launch(ctx, el_swiglu, el_blocks(n), EL_THREADS, 0, d_g, d_u,
+		          n);
+		break;
+	case MODEL_ACT_GELU_TANH:
+		cu_launch(ctx, el_geglu, el_blocks(n), EL_THREADS, 0, d_g, d_u,
+		          n);
+		break;
+	default:
 		snprintf(
 		    err, errlen,
 		    "gated FFN activation %d is not implemented on the GPU",
 		    (int)act);
 		return -1;
 	}
-	cu_launch(ctx, el_swiglu, el_blocks(n), EL_THREADS, 0, d_g, d_u, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -492,6 +529,14 @@ extern "C" int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q,
 	cu_launch(ctx, el_rope_kv_store, (unsigned)blocks, 64, 0, d_q, d_k, d_v,
 	          n_head, n_kv, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos,
 	          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, float sc,
+                             int64_t n, char *err, size_t errlen)
+{
+	cu_launch(ctx, el_scale, el_blocks(n), EL_THREADS, 0, d_x, sc, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

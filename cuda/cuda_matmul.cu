@@ -1189,18 +1189,10 @@ extern "C" int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
 	/* one quantization for gate and up, or none (cuda_op_rmsnorm_x8) */
 	int xq_done = cm_xq_given(ctx, d_xq);
 
-	/* the fused epilogue (CM_SWIGLU) and el_swiglu are SiLU's; another
-	   activation gets its own where it lands */
-	if (act != MODEL_ACT_SILU) {
-		snprintf(
-		    err, errlen,
-		    "gated FFN activation %d is not implemented on the GPU",
-		    (int)act);
-		return -1;
-	}
-
+	/* the fused epilogue (CM_SWIGLU) is SiLU's; another activation
+	   takes the two products and cuda_op_gate_act */
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
-	    !cm_fusable(ctx, gate, up, d_x, n_tok))
+	    act != MODEL_ACT_SILU || !cm_fusable(ctx, gate, up, d_x, n_tok))
 		return cm_matmul(ctx, gate, d_x, n_tok, d_g, 0, 0, &xq_done,
 		                 err, errlen) ||
 		               cm_matmul(ctx, up, d_x, n_tok, d_u, 0, 0,

@@ -1055,7 +1055,8 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
    the attention call's result, ERR_OUT its message. */
 static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
                               int hd, int n_tok, int pos0, int32_t pos_cap,
-                              int *rc_out, char *err_out, size_t err_len)
+                              int *rc_out, char *err_out, size_t err_len,
+                              int32_t window)
 {
 	const int n_layer = 2, il = 1, n_pos = pos0 + n_tok;
 	const int n_ctx = n_pos + 3 > 600 ? n_pos + 3 : 600;
@@ -1085,9 +1086,12 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 			const float *qv = q + ((size_t)t * n_head + h) * hd;
 			float *o = ref + ((size_t)t * n_head + h) * hd;
 			int kvh = h / group, pos = pos0 + t;
+			/* a sliding window: the last WINDOW positions */
+			int lo =
+			    window > 0 && pos >= window ? pos - window + 1 : 0;
 			double mx = -INFINITY, sum = 0;
 
-			for (int i = 0; i <= pos; i++) {
+			for (int i = lo; i <= pos; i++) {
 				double d = 0;
 
 				for (int e = 0; e < hd; e++)
@@ -1096,12 +1100,12 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 				att[i] = d / sqrt((double)hd);
 				mx = att[i] > mx ? att[i] : mx;
 			}
-			for (int i = 0; i <= pos; i++)
+			for (int i = lo; i <= pos; i++)
 				sum += att[i] = exp(att[i] - mx);
 			for (int e = 0; e < hd; e++) {
 				double acc = 0;
 
-				for (int i = 0; i <= pos; i++)
+				for (int i = lo; i <= pos; i++)
 					acc +=
 					    att[i] *
 					    v[(size_t)i * kvd + kvh * hd + e];
@@ -1136,8 +1140,8 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 	ctx->pos_cap = pos_cap;
 	if (!rc) {
 		/* the scale of model.c's descriptors (model_attn_params) */
-		const struct cuda_attn_params par = {1.0f / sqrtf((float)hd), 0,
-		                                     0.0f, NULL};
+		const struct cuda_attn_params par = {1.0f / sqrtf((float)hd),
+		                                     window, 0.0f, NULL};
 
 		rc = cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head,
 		                       n_kv, hd, n_ctx, il, pos0, &par, d_o,
@@ -1154,11 +1158,13 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 	                   sizeof(float) * (size_t)n_tok * n_head * hd);
 	double e = rc ? 1 : nmse(got, ref, (size_t)n_tok * n_head * hd);
 	if (rc_out == NULL || *rc_out == 0)
-		tap_ok(!rc && e <= TOL_F32,
-		       "attention heads %d/%d head_dim %d, %d queries at %d%s: "
-		       "nmse %.3g %s",
-		       n_head, n_kv, hd, n_tok, pos0,
-		       pos_cap > 0 ? " (captured step)" : "", e, err);
+		tap_ok(
+		    !rc && e <= TOL_F32,
+		    "attention heads %d/%d head_dim %d, %d queries at %d%s%s: "
+		    "nmse %.3g %s",
+		    n_head, n_kv, hd, n_tok, pos0,
+		    pos_cap > 0 ? " (captured step)" : "",
+		    window > 0 ? " (sliding window)" : "", e, err);
 	/* the split path's merge also quantizes its output for the wo
 	   mat-vec: exactly what cuda_op_quantize_x8 makes of that output */
 	if (!rc && xq != NULL) {
@@ -1197,7 +1203,18 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 static void test_attention(struct cuda_ctx *ctx, int n_head, int n_kv, int hd,
                            int n_tok, int pos0)
 {
-	test_attention_at(ctx, n_head, n_kv, hd, n_tok, pos0, 0, NULL, NULL, 0);
+	test_attention_at(ctx, n_head, n_kv, hd, n_tok, pos0, 0, NULL, NULL, 0,
+	                  0);
+}
+
+/* test_attention with a sliding window of WINDOW positions (model.h's
+ * MODEL_ATTN_SLIDING): each path (tiled, split, one warp) masks what lies
+ * before it, including whole tiles and chunks. */
+static void test_attention_window(struct cuda_ctx *ctx, int n_head, int n_kv,
+                                  int hd, int n_tok, int pos0, int32_t window)
+{
+	test_attention_at(ctx, n_head, n_kv, hd, n_tok, pos0, 0, NULL, NULL, 0,
+	                  window);
 }
 
 /*
@@ -1232,9 +1249,15 @@ static void test_attention_graph_scratch(void)
 	       "graph scratch: reserved for %d positions (%zu floats) %s",
 	       n_ctx, cap, err);
 	/* captured steps at the pos_cap of each graph (1024, 2048, n_ctx) */
-	test_attention_at(ctx, n_head, n_kv, hd, 1, 1000, 1024, NULL, NULL, 0);
-	test_attention_at(ctx, n_head, n_kv, hd, 1, 2000, 2048, NULL, NULL, 0);
-	test_attention_at(ctx, n_head, n_kv, hd, 1, 2990, n_ctx, NULL, NULL, 0);
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 1000, 1024, NULL, NULL, 0,
+	                  0);
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 2000, 2048, NULL, NULL, 0,
+	                  0);
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 2990, n_ctx, NULL, NULL, 0,
+	                  0);
+	/* a captured step with a window: chunks before it still merge */
+	test_attention_at(ctx, n_head, n_kv, hd, 1, 2500, n_ctx, NULL, NULL, 0,
+	                  100);
 	/* a long prompt grows the other scratch */
 	test_attention(ctx, n_head, n_kv, hd, 7, 2900);
 	tap_ok(ctx->attn_cap > eager_cap && ctx->d_attn_graph == at &&
@@ -1248,7 +1271,7 @@ static void test_attention_graph_scratch(void)
 	       "graph scratch: a second, larger reserve is refused: %s", err);
 	rc = 0;
 	test_attention_at(ctx, n_head, n_kv, hd, 1, 3000, 4 * n_ctx, &rc, err2,
-	                  sizeof(err2));
+	                  sizeof(err2), 0);
 	tap_ok(rc != 0 && strstr(err2, "graph") != NULL,
 	       "graph scratch: a captured step past the reserve fails: %s",
 	       err2);
@@ -1579,6 +1602,19 @@ int main(void)
 	test_qkv_rope(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, 256, 4, 2, 64, 64, 0, 9, 7,
 	              0, 0, 0);
 	test_attention(&ctx, 6, 2, 64, 512, 0); /* prefill */
+	/* sliding windows: the tiled path (whole key tiles and key-split
+	   chunks before the window), the split decode path (sub-chunks and
+	   chunks before it), the one-warp path (head_dim 256, 36), windows
+	   longer than the cache and of one position */
+	test_attention_window(&ctx, 6, 2, 64, 512, 0, 100);
+	test_attention_window(&ctx, 4, 1, 128, 64, 3000, 512);
+	test_attention_window(&ctx, 4, 1, 256, 40, 700, 512);
+	test_attention_window(&ctx, 2, 1, 256, 1, 1500, 512);
+	test_attention_window(&ctx, 9, 3, 64, 1, 5000, 700);
+	test_attention_window(&ctx, 14, 2, 64, 3, 126, 50);
+	test_attention_window(&ctx, 2, 1, 36, 1, 200, 10);
+	test_attention_window(&ctx, 4, 2, 128, 1, 30, 1000);
+	test_attention_window(&ctx, 4, 2, 64, 9, 100, 1);
 	test_attention(&ctx, 6, 2, 64, 7, 40);  /* a chunk after a prefix */
 	test_attention(&ctx, 6, 2, 64, 1, 333); /* decode */
 	test_attention(&ctx, 4, 4, 80, 3, 100); /* head_dim not 32k, MHA */
