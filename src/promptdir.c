@@ -107,6 +107,25 @@ static char *promptdir_read_named(const char *subdir, const char *name,
 	return text;
 }
 
+const char *promptdir_builtin_for(const struct gguf_file *gf)
+{
+	/* architecture -> built-in template of its instruct models */
+	static const char *const by_arch[][2] = {
+	    {"gemma3", "gemma3"},
+	};
+	struct gguf_str arch;
+	size_t i;
+
+	if (gf == NULL ||
+	    gguf_get_str(gf, "general.architecture", &arch, NULL, 0) != GGUF_OK)
+		return "chatml";
+	for (i = 0; i < sizeof(by_arch) / sizeof(by_arch[0]); i++)
+		if (arch.len == strlen(by_arch[i][0]) &&
+		    memcmp(arch.ptr, by_arch[i][0], arch.len) == 0)
+			return by_arch[i][1];
+	return "chatml";
+}
+
 int promptdir_template(const struct gguf_file *gf, const char *name, char **src,
                        size_t *len, char **shown, char *err, size_t errlen)
 {
@@ -122,7 +141,7 @@ int promptdir_template(const struct gguf_file *gf, const char *name, char **src,
 		*shown = strdup("model");
 	} else {
 		if (name == NULL || *name == '\0')
-			name = "chatml";
+			name = promptdir_builtin_for(gf);
 		if (strchr(name, '/') != NULL ||
 		    (strlen(name) > 6 &&
 		     strcmp(name + strlen(name) - 6, ".jinja") == 0))

@@ -30,9 +30,16 @@ char *promptdir_read_file(const char *path, size_t *len, char *err,
                           size_t errlen);
 
 /*
+ * The name of the built-in template for model file GF (may be NULL) when
+ * it carries no tokenizer.chat_template: its architecture's
+ * (general.architecture "gemma3": "gemma3"), else "chatml". Static.
+ */
+const char *promptdir_builtin_for(const struct gguf_file *gf);
+
+/*
  * The source of the chat template chosen by NAME for model file GF (may be
  * NULL): with NAME NULL or "", the model's tokenizer.chat_template when it
- * has one, else the built-in "chatml"; a NAME with '/' or ".jinja" is read
+ * has one, else promptdir_builtin_for(GF); a NAME with '/' or ".jinja" is read
  * as a file; any other NAME is templates/NAME.jinja. Stores the malloc'd
  * source in *SRC (length *LEN) and a malloc'd name for display ("model",
  * the built-in name or the path) in *SHOWN; the caller frees both.

@@ -200,6 +200,8 @@ struct node {
 	size_t sn;       /* its length */
 	struct tval lit; /* N_LIT value */
 	bool neg;        /* N_TEST: "is not" */
+	bool unknown;    /* N_FILTER, N_TEST: the name is in no table; fails
+	                    when run (jinja2 defers it in if branches) */
 };
 
 struct tmpl {

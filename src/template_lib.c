@@ -81,6 +81,7 @@ enum {
 	TF_JOIN,
 	TF_FIND,
 	TF_COUNT,
+	TF_FORMAT,
 	TF_ITEMS,
 	TF_KEYS,
 	TF_VALUES,
@@ -1022,12 +1023,16 @@ static int64_t py_len(struct trender *r, struct tval v)
 static struct tval do_select(const struct fcall *c, bool by_attr, bool keep)
 {
 	struct trender *r = c->r;
-	struct tlist *in = tmpl_run_iter(r, c->v),
-	             *out = tmpl_run_list_new(r, in->n);
+	struct tlist *in, *out;
 	const struct tstr *attr = NULL;
 	const struct test *test = NULL;
 	size_t i, skip = 0;
 
+	/* jinja2 looks at nothing, arguments included, of a false value */
+	if (!tmpl_run_truthy(r, c->v))
+		return tv_list(tmpl_run_list_new(r, 0));
+	in = tmpl_run_iter(r, c->v);
+	out = tmpl_run_list_new(r, in->n);
 	if (by_attr) {
 		if (c->nargs < 1)
 			tmpl_run_fail(r, TMPL_ERUNTIME,
@@ -1084,12 +1089,16 @@ static struct tval f_rejectattr(const struct fcall *c)
 static struct tval f_map(const struct fcall *c)
 {
 	struct trender *r = c->r;
-	struct tlist *in = tmpl_run_iter(r, c->v),
-	             *out = tmpl_run_list_new(r, in->n);
+	struct tlist *in, *out;
 	struct tval a, def;
 	bool has_def = arg(NULL, 0, c->kn, c->kv, c->nk, 0, "default", &def);
 	size_t i;
 
+	/* as select: a false value maps to nothing, unchecked */
+	if (!tmpl_run_truthy(r, c->v))
+		return tv_list(tmpl_run_list_new(r, 0));
+	in = tmpl_run_iter(r, c->v);
+	out = tmpl_run_list_new(r, in->n);
 	if (arg(NULL, 0, c->kn, c->kv, c->nk, 0, "attribute", &a)) {
 		const struct tstr *attr = want_str(r, a, "attribute");
 
@@ -1438,6 +1447,158 @@ static struct tval f_unique(const struct fcall *c)
 	return tv_list(u);
 }
 
+/* One item of a sort and the key it is sorted by. */
+struct skey {
+	struct tval key;  /* compared with Python's < */
+	struct tval item; /* what the result holds */
+};
+
+/* Python's str.lower() of a string key (jinja2's ignore_case); other
+ * kinds as they are. */
+static struct tval sort_fold(struct trender *r, struct tval v, bool fold)
+{
+	return fold && v.k == V_STR ? tv_str(do_case(r, v.u.s, 'l')) : v;
+}
+
+/* Python's sorted(): stable, REVERSE keeps equal items in their order;
+ * a bottom-up merge sort on V[0..N) that only asks `<` of the keys. */
+static void sort_keys(struct trender *r, struct skey *v, size_t n, bool reverse)
+{
+	struct skey *tmp =
+	    tmpl_arena_alloc(&r->arena, (n ? n : 1) * sizeof(*v));
+	size_t w, i;
+
+	for (w = 1; w < n; w *= 2) {
+		for (i = 0; i < n; i += 2 * w) {
+			size_t a = i, m = i + w < n ? i + w : n, b = m;
+			size_t e = i + 2 * w < n ? i + 2 * w : n, k = i;
+
+			while (a < m && b < e) {
+				bool take_b =
+				    reverse ? tmpl_run_order(r, '<', v[a].key,
+				                             v[b].key, 0) < 0
+				            : tmpl_run_order(r, '<', v[b].key,
+				                             v[a].key, 0) < 0;
+
+				tmp[k++] = take_b ? v[b++] : v[a++];
+				tmpl_run_step(r);
+			}
+			while (a < m)
+				tmp[k++] = v[a++];
+			while (b < e)
+				tmp[k++] = v[b++];
+		}
+		memcpy(v, tmp, n * sizeof(*v));
+	}
+}
+
+/* How sort and dictsort key an item. */
+struct sortspec {
+	bool fold;        /* compare strings lowercased (not case_sensitive) */
+	int pos;          /* dictsort: 0 the key, 1 the value of the pair */
+	struct tval attr; /* sort: attribute paths (str), an index (int) or
+	                     none (the item itself) */
+};
+
+/* The key of ITEM: dictsort's pair member, or sort's list of the
+ * comma-separated dotted paths of the attribute (jinja2's
+ * make_multi_attrgetter), each folded when asked. */
+static struct tval sort_key(struct trender *r, struct tval item,
+                            const struct sortspec *sp)
+{
+	const struct tval attr = sp->attr;
+	struct tlist *key;
+	size_t a = 0, e, n = 1, i;
+
+	if (sp->pos >= 0)
+		return sort_fold(r, item.u.l->v[sp->pos], sp->fold);
+	if (attr.k == V_STR)
+		for (i = 0; i < attr.u.s->n; i++)
+			n += attr.u.s->p[i] == ',';
+	key = tmpl_run_list_new(r, n);
+	if (attr.k == V_NONE || attr.k == V_UNDEF) {
+		key->v[0] = sort_fold(r, item, sp->fold);
+		return tv_list(key);
+	}
+	if (attr.k != V_STR) {
+		key->v[0] =
+		    sort_fold(r, tmpl_run_getitem(r, item, attr), sp->fold);
+		return tv_list(key);
+	}
+	for (i = 0; i < n; i++, a = e + 1) {
+		for (e = a; e < attr.u.s->n && attr.u.s->p[e] != ','; e++)
+			;
+		key->v[i] = sort_fold(
+		    r,
+		    attr_path(r, item, tmpl_run_str_sub(r, attr.u.s, a, e - a)),
+		    sp->fold);
+	}
+	return tv_list(key);
+}
+
+/* A new list of L's items sorted by their keys (see sort_keys). */
+static struct tval sorted(struct trender *r, const struct tlist *l,
+                          const struct sortspec *sp, bool reverse)
+{
+	struct skey *v =
+	    tmpl_arena_alloc(&r->arena, (l->n ? l->n : 1) * sizeof(*v));
+	struct tlist *out = tmpl_run_list_new(r, l->n);
+	size_t i;
+
+	for (i = 0; i < l->n; i++) {
+		v[i].item = l->v[i];
+		v[i].key = sort_key(r, l->v[i], sp);
+	}
+	sort_keys(r, v, l->n, reverse);
+	for (i = 0; i < l->n; i++)
+		out->v[i] = v[i].item;
+	return tv_list(out);
+}
+
+/* sort(reverse=false, case_sensitive=false, attribute=none) */
+static struct tval f_sort(const struct fcall *c)
+{
+	struct tval rev = tv_bool(false), cs = tv_bool(false);
+	struct sortspec sp = {.pos = -1, .attr = tv_none()};
+
+	farg(c, 0, "reverse", &rev);
+	farg(c, 1, "case_sensitive", &cs);
+	farg(c, 2, "attribute", &sp.attr);
+	sp.fold = !tmpl_run_truthy(c->r, cs);
+	return sorted(c->r, tmpl_run_iter(c->r, c->v), &sp,
+	              tmpl_run_truthy(c->r, rev));
+}
+
+/* dictsort(case_sensitive=false, by='key', reverse=false): the (key,
+ * value) tuples of a dict, sorted by the one or the other. */
+static struct tval f_dictsort(const struct fcall *c)
+{
+	struct trender *r = c->r;
+	struct tval cs = tv_bool(false), by = tv_none(), rev = tv_bool(false);
+	struct sortspec sp = {.pos = 0};
+
+	farg(c, 0, "case_sensitive", &cs);
+	farg(c, 2, "reverse", &rev);
+	if (farg(c, 1, "by", &by)) {
+		const struct tstr *b = by.k == V_STR ? by.u.s : NULL;
+
+		if (b && b->n == 5 && !memcmp(b->p, "value", 5))
+			sp.pos = 1;
+		else if (!b || b->n != 3 || memcmp(b->p, "key", 3))
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "You can only sort by either \"key\" or "
+			              "\"value\"");
+	}
+	if (c->v.k == V_UNDEF)
+		tmpl_run_undef_fail(r, c->v);
+	if (c->v.k != V_DICT)
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "'%s' object has no attribute 'items'",
+		              tmpl_run_type_name(c->v));
+	sp.fold = !tmpl_run_truthy(r, cs);
+	return sorted(r, f_items(c).u.l, &sp, tmpl_run_truthy(r, rev));
+}
+
 /* Python's sum(): ints stay exact (overflow is an error), a float makes
  * the rest float. */
 static struct tval f_sum(const struct fcall *c)
@@ -1623,24 +1784,44 @@ static struct tval f_wordcount(const struct fcall *c)
 /* Every filter (a subset of jinja2 3.1's; prompts/README.md lists it and
  * t_template checks that the two agree). */
 static const struct filter filters[] = {
-    {"abs", f_abs},         {"capitalize", f_capitalize},
-    {"count", f_length},    {"d", f_default},
-    {"default", f_default}, {"e", f_escape},
-    {"escape", f_escape},   {"first", f_first},
-    {"float", f_float},     {"indent", f_indent},
-    {"int", f_int},         {"items", f_items},
-    {"join", f_join},       {"last", f_last},
-    {"length", f_length},   {"list", f_list},
-    {"lower", f_lower},     {"map", f_map},
-    {"max", f_max},         {"min", f_min},
-    {"reject", f_reject},   {"rejectattr", f_rejectattr},
-    {"replace", f_replace}, {"reverse", f_reverse},
-    {"round", f_round},     {"safe", f_safe},
-    {"select", f_select},   {"selectattr", f_selectattr},
-    {"string", f_string},   {"sum", f_sum},
-    {"title", f_title},     {"tojson", f_tojson},
-    {"trim", f_trim},       {"unique", f_unique},
-    {"upper", f_upper},     {"wordcount", f_wordcount},
+    {"abs", f_abs},
+    {"capitalize", f_capitalize},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"e", f_escape},
+    {"escape", f_escape},
+    {"first", f_first},
+    {"float", f_float},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"round", f_round},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"sum", f_sum},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"unique", f_unique},
+    {"upper", f_upper},
+    {"wordcount", f_wordcount},
 };
 
 static const struct filter *filter_find(const char *name)
@@ -1699,6 +1880,7 @@ struct tval tmpl_lib_method(struct trender *r, struct tval self,
 	    {V_STR, "join", TF_JOIN},
 	    {V_STR, "find", TF_FIND},
 	    {V_STR, "count", TF_COUNT},
+	    {V_STR, "format", TF_FORMAT},
 	    {V_DICT, "items", TF_ITEMS},
 	    {V_DICT, "keys", TF_KEYS},
 	    {V_DICT, "values", TF_VALUES},
@@ -1733,6 +1915,107 @@ struct tval tmpl_lib_global(struct trender *r, const char *name, bool *found)
 		return mkfunc(r, TF_STRFTIME, "strftime_now", NULL);
 	*found = false;
 	return tv_none();
+}
+
+/* The value of replacement field NAME (N bytes: empty for the next
+ * automatic index *AUTO, digits for an index, else a keyword) of
+ * str.format; *AUTO becomes -1 once an index is given by number. */
+static struct tval format_arg(struct trender *r, const char *name, size_t n,
+                              int64_t *autoi, struct tval *args, size_t nargs,
+                              const char **kn, struct tval *kv, size_t nk)
+{
+	int64_t idx = 0;
+	size_t i;
+
+	if (n && (name[0] < '0' || name[0] > '9')) {
+		for (i = 0; i < nk; i++)
+			if (strlen(kn[i]) == n && memcmp(kn[i], name, n) == 0)
+				return kv[i];
+		tmpl_run_fail(r, TMPL_ERUNTIME, "'%.*s'", (int)n, name);
+	}
+	if (n == 0 && *autoi < 0)
+		tmpl_run_fail(
+		    r, TMPL_ERUNTIME,
+		    "cannot switch from manual field specification to "
+		    "automatic field numbering");
+	if (n && *autoi > 0)
+		tmpl_run_fail(r, TMPL_ERUNTIME,
+		              "cannot switch from automatic field numbering to "
+		              "manual field specification");
+	for (i = 0; i < n; i++) {
+		if (name[i] < '0' || name[i] > '9' || idx > 1000000)
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "format: field '%.*s' is not supported",
+			              (int)n, name);
+		idx = idx * 10 + (name[i] - '0');
+	}
+	if (n)
+		*autoi = -1;
+	else
+		idx = (*autoi)++;
+	if ((uint64_t)idx >= nargs)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "tuple index out of range");
+	return args[idx];
+}
+
+/* Python's str.format (the sandbox's: fields by position or keyword,
+ * formatted with str()); attribute or index lookups inside a field, a
+ * conversion or a format spec fail with a message naming them. */
+static struct tstr *do_format(struct trender *r, const struct tstr *s,
+                              struct tval *args, size_t nargs, const char **kn,
+                              struct tval *kv, size_t nk)
+{
+	struct tstr *res = cstr(r, "");
+	int64_t autoi = 0;
+	size_t i = 0, lit = 0;
+
+	while (i < s->n) {
+		char ch = s->p[i];
+		size_t e, k;
+
+		if (ch != '{' && ch != '}') {
+			i++;
+			continue;
+		}
+		res = tmpl_run_str_cat(r, res,
+		                       tmpl_run_str_sub(r, s, lit, i - lit));
+		if (i + 1 < s->n && s->p[i + 1] == ch) {
+			/* "{{" or "}}": one brace */
+			res = tmpl_run_str_cat(r, res,
+			                       tmpl_run_str_sub(r, s, i, 1));
+			i += 2;
+			lit = i;
+			continue;
+		}
+		if (ch == '}')
+			tmpl_run_fail(
+			    r, TMPL_ERUNTIME,
+			    "Single '}' encountered in format string");
+		for (e = i + 1; e < s->n && s->p[e] != '}' && s->p[e] != '{';
+		     e++)
+			;
+		if (e >= s->n || s->p[e] != '}')
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              e >= s->n
+			                  ? "Single '{' encountered in "
+			                    "format string"
+			                  : "unexpected '{' in field name");
+		for (k = i + 1; k < e && !strchr("!:.[", s->p[k]); k++)
+			;
+		if (k < e)
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "format: field '%.*s' is not supported "
+			              "(only {}, {N}, {name})",
+			              (int)(e + 1 - i), s->p + i);
+		res = tmpl_run_str_cat(
+		    r, res,
+		    tmpl_run_to_str(r, format_arg(r, s->p + i + 1, e - i - 1,
+		                                  &autoi, args, nargs, kn, kv,
+		                                  nk)));
+		i = e + 1;
+		lit = i;
+	}
+	return tmpl_run_str_cat(r, res, tmpl_run_str_sub(r, s, lit, i - lit));
 }
 
 /* Python str.startswith/endswith with a str or tuple of str. */
@@ -2011,6 +2294,8 @@ struct tval tmpl_lib_call(struct trender *r, const struct tfunc *fn,
 				return tv_int((int64_t)tmpl_run_u8len(s) + 1);
 			return tv_int(fn->id == TF_FIND ? -1 : cnt);
 		}
+		case TF_FORMAT:
+			return tv_str(do_format(r, s, args, nargs, kn, kv, nk));
 		}
 	}
 	tmpl_run_fail(r, TMPL_ERUNTIME, "cannot call %s", fn->name);

@@ -651,11 +651,24 @@ static void lx_run(struct lexer *lx)
 
 /* ---------------------------------------------------------------- parser */
 
+/*
+ * An unknown filter or test name is an error when the template compiles,
+ * except inside an if statement's test and branches or a conditional
+ * expression (jinja2's "soft frames"): there jinja2 compiles it and fails
+ * only if the branch runs ("No filter named 'x' found.").  A loop, macro,
+ * call, filter or set block inside opens a frame that is not soft again.
+ * The first non-soft unknown name is pending until its statement ends,
+ * because the expression it is in may still turn out to be the value part
+ * of `value if test else other`.
+ */
 struct parser {
-	struct lexer *lx; /* tokens */
-	size_t i;         /* current token */
-	int depth;        /* recursion */
-	int loops;        /* enclosing for loops (break/continue) */
+	struct lexer *lx;            /* tokens */
+	size_t i;                    /* current token */
+	int depth;                   /* recursion */
+	int loops;                   /* enclosing for loops (break/continue) */
+	bool soft;                   /* in a soft frame (see above) */
+	const struct node *pending;  /* first non-soft unknown name, or NULL */
+	const struct token *pend_tk; /* its token, for the message */
 };
 
 #define P_TK(p) (&(p)->lx->tk[(p)->i])
@@ -866,6 +879,36 @@ static void p_dotted(struct parser *p, struct node *n)
 	p->i++;
 }
 
+/* Filter or test node F (at token T) names nothing of the tables: it
+ * fails when it runs, and now unless the frame is soft (see struct
+ * parser). */
+static void p_unknown(struct parser *p, struct node *f, const struct token *t)
+{
+	f->unknown = true;
+	if (!p->soft && !p->pending) {
+		p->pending = f;
+		p->pend_tk = t;
+	}
+}
+
+/* Fail on a pending unknown name: its statement has ended. */
+static void p_check_pending(struct parser *p)
+{
+	if (p->pending)
+		p_fail(p, p->pend_tk, "No %s named '%s'.",
+		       p->pending->k == N_FILTER ? "filter" : "test",
+		       p->pending->s);
+}
+
+/* Set P's soft flag to SOFT; returns the old one (to restore). */
+static bool p_soft(struct parser *p, bool soft)
+{
+	bool old = p->soft;
+
+	p->soft = soft;
+	return old;
+}
+
 /* Filters, tests and calls after a unary expression. */
 static struct node *p_filter_expr(struct parser *p, struct node *n)
 {
@@ -881,7 +924,7 @@ static struct node *p_filter_expr(struct parser *p, struct node *n)
 			if (p_is_op(p, "("))
 				p_args(p, f);
 			if (!tmpl_lib_has_filter(f->s))
-				p_fail(p, t, "No filter named '%s'.", f->s);
+				p_unknown(p, f, t);
 			n = f;
 		} else if (p_is_name(p, "is")) {
 			struct node *f = p_node(p, N_TEST, t);
@@ -911,7 +954,7 @@ static struct node *p_filter_expr(struct parser *p, struct node *n)
 				f->n = 1;
 			}
 			if (!tmpl_lib_has_test(f->s))
-				p_fail(p, t, "No test named '%s'.", f->s);
+				p_unknown(p, f, t);
 			n = f;
 		} else if (p_is_op(p, "(")) {
 			struct node *c = p_node(p, N_CALL, t);
@@ -1307,18 +1350,25 @@ static struct node *p_or(struct parser *p)
 
 static struct node *p_expr(struct parser *p, bool condexpr)
 {
+	const struct node *pending = p->pending;
+	const struct token *pend_tk = p->pend_tk;
 	struct node *n;
 
 	p_enter(p);
 	n = p_or(p);
 	while (condexpr && p_is_name(p, "if")) {
 		struct node *c = p_node(p, N_COND, P_TK(p));
+		bool soft = p_soft(p, true);
 
+		/* the value part is soft too: forgive what it named */
+		p->pending = pending;
+		p->pend_tk = pend_tk;
 		p->i++;
 		c->b = n;
 		c->a = p_or(p);
 		if (p_skip_name(p, "else"))
 			c->c = p_expr(p, true);
+		p_soft(p, soft);
 		n = c;
 	}
 	p->depth--;
@@ -1415,6 +1465,7 @@ static struct node *p_statement(struct parser *p)
 	const struct token *t = P_TK(p);
 	struct node *n;
 	char buf[64];
+	bool soft = p->soft; /* restored at the end: see struct parser */
 
 	if (t->k != TK_NAME)
 		p_fail(p, t, "tag name expected");
@@ -1425,6 +1476,7 @@ static struct node *p_statement(struct parser *p)
 		                                   NULL};
 		struct node *cur;
 
+		p->soft = true;
 		n = cur = p_node(p, N_IF, t);
 		cur->a = p_tuple(p, false, false);
 		p_expect_bend(p);
@@ -1459,6 +1511,7 @@ static struct node *p_statement(struct parser *p)
 			p_fail(p, P_TK(p), "expected 'in', got %s",
 			       p_desc(p, P_TK(p), buf, sizeof(buf)));
 		n->b = p_tuple(p, false, false);
+		p->soft = false;
 		if (p_skip_name(p, "if"))
 			n->c = p_expr(p, true);
 		if (p_is_name(p, "recursive"))
@@ -1504,6 +1557,7 @@ static struct node *p_statement(struct parser *p)
 				}
 			}
 			p_expect_bend(p);
+			p->soft = false;
 			n->b = p_body(p, ends, "set", t);
 			n->v = filters.v;
 			n->n = filters.n;
@@ -1523,6 +1577,7 @@ static struct node *p_statement(struct parser *p)
 		struct nvec params = {0};
 		int saved = p->loops;
 
+		p->soft = false;
 		n = p_node(p, N_MACRO, t);
 		if (nt->k != TK_NAME)
 			p_fail(p, nt, "expected macro name");
@@ -1583,6 +1638,7 @@ static struct node *p_statement(struct parser *p)
 			p_fail(p, t, "expected a call expression after 'call'");
 		p_expect_bend(p);
 		p->loops = 0;
+		p->soft = false;
 		n->b = p_body(p, ends, "call", t);
 		p->loops = saved;
 		n->v = params.v;
@@ -1593,6 +1649,7 @@ static struct node *p_statement(struct parser *p)
 		struct nvec filters = {0};
 
 		n = p_node(p, N_FILTERBLOCK, t);
+		p->soft = false;
 		do {
 			struct node *f = p_node(p, N_FILTER, P_TK(p));
 
@@ -1614,6 +1671,7 @@ static struct node *p_statement(struct parser *p)
 		static const char *const ends[] = {"endgeneration", NULL};
 
 		p_expect_bend(p);
+		p->soft = false;
 		n = p_body(p, ends, "generation", t);
 		p->i++;
 	} else {
@@ -1622,6 +1680,7 @@ static struct node *p_statement(struct parser *p)
 	}
 	p_expect_bend(p);
 out:
+	p->soft = soft;
 	p->depth--;
 	return n;
 }
@@ -1667,6 +1726,7 @@ static struct node *p_body(struct parser *p, const char *const *ends,
 				       "statement, got %s",
 				       p_desc(p, P_TK(p), buf, sizeof(buf)));
 			p->i++;
+			p_check_pending(p);
 			nv_push(p, &v, n);
 		} else if (t->k == TK_BBEGIN) {
 			const struct token *nt = &p->lx->tk[p->i + 1];
@@ -1688,6 +1748,7 @@ static struct node *p_body(struct parser *p, const char *const *ends,
 				       (int)(nt->n > 40 ? 40 : nt->n), nt->p);
 			p->i++;
 			nv_push(p, &v, p_statement(p));
+			p_check_pending(p);
 		} else {
 			p_fail(p, t, "unexpected token");
 		}

@@ -1428,6 +1428,9 @@ static struct tval apply_filter(struct trender *r, const struct node *f,
 
 	eval_args(r, f, &args, &kv);
 	at(r, f);
+	if (f->unknown)
+		tmpl_run_fail(r, TMPL_ERUNTIME, "No filter named '%s' found.",
+		              f->s);
 	return tmpl_lib_filter(r, f->s, v, args, f->n, f->kn, kv, f->nk);
 }
 
@@ -1478,6 +1481,9 @@ static struct tval r_eval(struct trender *r, const struct node *n)
 		a = r_eval(r, n->a);
 		eval_args(r, n, &args, &kv);
 		at(r, n);
+		if (n->unknown)
+			tmpl_run_fail(r, TMPL_ERUNTIME,
+			              "No test named '%s' found.", n->s);
 		res = tmpl_lib_test(r, n->s, a, args, n->n);
 		return tv_bool(n->neg ? !res : res);
 	}

