@@ -26,9 +26,12 @@
  * real checkpoint has it.
  *
  * Weights: matrices ~ N(0, 1/n_in) (activations keep unit scale), the
- * embedding ~ N(0, 1), norms 1 + N(0, 0.1^2)... all stored in the chosen
- * type. F32, F16, BF16 are the rounded gaussians; Q8_0 is the gaussian
- * quantized as ggml does (d = amax/127, round to nearest); the other
+ * embedding ~ N(0, 1) (N(0, 1/n_embd) where the architecture multiplies
+ * it by sqrt(n_embd), as gemma's does), norms 1 + N(0, 0.1^2), the final
+ * norm times --out-norm-scale (logits that many times larger: peaked, so
+ * that greedy tokens are well defined in the engine tests)... all stored
+ * in the chosen type. F32, F16, BF16 are the rounded gaussians; Q8_0 is the
+ * gaussian quantized as ggml does (d = amax/127, round to nearest); the other
  * quantized types get random quants with scales chosen so the weights have
  * roughly the same range (valid blocks; the values are not a quantization
  * of anything). Norms, biases and rope_freqs are always F32.
@@ -53,6 +56,15 @@ enum mk_feature {
 	MK_FEAT_ROPE_FACTORS = 1u << 1, /* rope_freqs.weight */
 	MK_FEAT_ROPE_LINEAR = 1u << 2,  /* ARCH.rope.scaling.type "linear" */
 	MK_FEAT_TIED = 1u << 3,         /* no output.weight */
+	MK_FEAT_QK_NORM = 1u << 4,      /* attn_q_norm / attn_k_norm: RMSNorm of
+	                                   each head of Q and K before RoPE */
+	MK_FEAT_POST_NORMS = 1u << 5,   /* post_attention_norm, post_ffw_norm:
+	                                   RMSNorm of each block's output */
+	MK_FEAT_EMBD_SCALE = 1u << 6,   /* the loader multiplies the embedding
+	                                   by sqrt(n_embd) (by the name: no
+	                                   key): token_embd ~ N(0, 1/n_embd) */
+	MK_FEAT_SWA = 1u << 7,          /* ARCH.attention.sliding_window (and
+	                                   its pattern and RoPE base) */
 };
 
 /* RoPE styles (model.h's model_rope_style), by their option names. */
@@ -65,9 +77,16 @@ static const struct mk_arch {
 	const char *name;        /* general.architecture */
 	enum mk_rope_style rope; /* the loader's style for this name */
 	uint32_t features;       /* on by default; the loader requires them */
+	const char *implied;     /* what else the name means to the loader
+	                            (usage text), or NULL; such a row is
+	                            chosen by --arch only */
 } mk_archs[] = {
-    {"llama", MK_ROPE_NORM, 0},
-    {"qwen2", MK_ROPE_NEOX, MK_FEAT_QKV_BIAS},
+    {"llama", MK_ROPE_NORM, 0, NULL},
+    {"qwen2", MK_ROPE_NEOX, MK_FEAT_QKV_BIAS, NULL},
+    {"qwen3", MK_ROPE_NEOX, MK_FEAT_QK_NORM, "no Q/K/V biases"},
+    {"gemma3", MK_ROPE_NEOX,
+     MK_FEAT_QK_NORM | MK_FEAT_POST_NORMS | MK_FEAT_EMBD_SCALE | MK_FEAT_TIED,
+     "embedding x sqrt(n_embd), GELU-tanh FFN"},
 };
 
 /* The model to write. */
@@ -76,17 +95,22 @@ struct mk_model {
 	uint32_t features;          /* MK_FEAT_* */
 	enum mk_rope_style rope;    /* must be arch->rope: no key holds it */
 	int64_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
-	int64_t n_rot;      /* rope.dimension_count (even, <= head_dim) */
-	int64_t n_ctx;      /* context_length */
-	double rope_base;   /* rope.freq_base */
-	double rope_factor; /* rope.scaling.factor (MK_FEAT_ROPE_LINEAR) */
-	double rms_eps;     /* layer_norm_rms_epsilon */
-	uint32_t type;      /* type of the layer matrices */
-	uint32_t embd_type; /* type of token_embd */
-	uint32_t out_type;  /* type of output.weight */
-	uint32_t more_type; /* attn_v / ffn_down where llama.cpp's K-quant
-	                       mixes give more bits (UINT32_MAX: --type) */
-	uint64_t seed;      /* generator seed */
+	int64_t n_rot;         /* rope.dimension_count (even, <= head_dim) */
+	int64_t n_ctx;         /* context_length */
+	double rope_base;      /* rope.freq_base */
+	double rope_factor;    /* rope.scaling.factor (MK_FEAT_ROPE_LINEAR) */
+	int64_t n_swa;         /* attention.sliding_window (MK_FEAT_SWA) */
+	int64_t swa_pattern;   /* attention.sliding_window_pattern (0: no
+	                          key, the loader's default) */
+	double rope_base_swa;  /* rope.freq_base_swa (0: no key) */
+	double out_norm_scale; /* output_norm.weight's factor */
+	double rms_eps;        /* layer_norm_rms_epsilon */
+	uint32_t type;         /* type of the layer matrices */
+	uint32_t embd_type;    /* type of token_embd */
+	uint32_t out_type;     /* type of output.weight */
+	uint32_t more_type;    /* attn_v / ffn_down where llama.cpp's K-quant
+	                          mixes give more bits (UINT32_MAX: --type) */
+	uint64_t seed;         /* generator seed */
 };
 
 /* Options of one run: the model, and what waits for its architecture. */
@@ -94,6 +118,7 @@ struct mk_opts {
 	const char *arch;     /* --arch, or NULL: chosen by the features */
 	const char *out;      /* output path */
 	const char *tok_from; /* GGUF to copy tokenizer.* keys from, or NULL */
+	int no_vocab;         /* --no-vocab: tokenizer.ggml.model "none" */
 	int rope;             /* enum mk_rope_style, -1: the architecture's */
 	uint32_t feat_on;     /* features asked for */
 	uint32_t feat_off;    /* features refused (--no-qkv-bias) */
@@ -109,6 +134,7 @@ enum mk_dim {
 	MK_DIM_Q,     /* n_head * head_dim */
 	MK_DIM_KV,    /* n_head_kv * head_dim */
 	MK_DIM_ROT2,  /* n_rot / 2 */
+	MK_DIM_HEAD,  /* head_dim */
 };
 
 /* Where a tensor's storage type comes from. */
@@ -122,11 +148,12 @@ enum mk_store {
 
 /* The distribution of a tensor's values. */
 enum mk_init {
-	MK_INIT_NORM,   /* 1 + N(0, 0.1^2) */
-	MK_INIT_MATRIX, /* N(0, 1/ne0) */
-	MK_INIT_EMBD,   /* N(0, 1) */
-	MK_INIT_BIAS,   /* N(0, 0.5^2) */
-	MK_INIT_FREQS,  /* rope frequency factors, uniform in [1, 8] */
+	MK_INIT_NORM,     /* 1 + N(0, 0.1^2) */
+	MK_INIT_MATRIX,   /* N(0, 1/ne0) */
+	MK_INIT_EMBD,     /* N(0, 1) */
+	MK_INIT_BIAS,     /* N(0, 0.5^2) */
+	MK_INIT_FREQS,    /* rope frequency factors, uniform in [1, 8] */
+	MK_INIT_OUT_NORM, /* --out-norm-scale x (1 + N(0, 0.1^2)) */
 };
 
 /* A tensor the features may ask for. */
@@ -141,10 +168,12 @@ struct mk_tensor_desc {
 
 /* In file order. */
 static const struct mk_tensor_desc mk_global_tensors[] = {
-    {"token_embd.weight", 0, 0, MK_DIM_EMBD, MK_DIM_VOCAB, MK_STORE_EMBD,
-     MK_INIT_EMBD},
+    {"token_embd.weight", 0, MK_FEAT_EMBD_SCALE, MK_DIM_EMBD, MK_DIM_VOCAB,
+     MK_STORE_EMBD, MK_INIT_EMBD},
+    {"token_embd.weight", MK_FEAT_EMBD_SCALE, 0, MK_DIM_EMBD, MK_DIM_VOCAB,
+     MK_STORE_EMBD, MK_INIT_MATRIX},
     {"output_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_NORM},
+     MK_INIT_OUT_NORM},
     {"output.weight", 0, MK_FEAT_TIED, MK_DIM_EMBD, MK_DIM_VOCAB, MK_STORE_OUT,
      MK_INIT_MATRIX},
     {"rope_freqs.weight", MK_FEAT_ROPE_FACTORS, 0, MK_DIM_ROT2, MK_DIM_NONE,
@@ -166,8 +195,14 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_INIT_BIAS},
     {"attn_v.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS},
+    {"attn_q_norm.weight", MK_FEAT_QK_NORM, 0, MK_DIM_HEAD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM},
+    {"attn_k_norm.weight", MK_FEAT_QK_NORM, 0, MK_DIM_HEAD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM},
     {"attn_output.weight", 0, 0, MK_DIM_Q, MK_DIM_EMBD, MK_STORE_TYPE,
      MK_INIT_MATRIX},
+    {"post_attention_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM},
     {"ffn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_NORM},
     {"ffn_gate.weight", 0, 0, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
@@ -176,6 +211,8 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_INIT_MATRIX},
     {"ffn_down.weight", 0, 0, MK_DIM_FF, MK_DIM_EMBD, MK_STORE_MORE,
      MK_INIT_MATRIX},
+    {"post_ffw_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM},
 };
 
 #define MK_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -364,7 +401,7 @@ static const struct {
 } mk_inits[] = {
     [MK_INIT_NORM] = {1.0, 0.1}, [MK_INIT_MATRIX] = {0, 0},
     [MK_INIT_EMBD] = {0, 1.0},   [MK_INIT_BIAS] = {0, 0.5},
-    [MK_INIT_FREQS] = {0, 0},
+    [MK_INIT_FREQS] = {0, 0},    [MK_INIT_OUT_NORM] = {1.0, 0.1},
 };
 
 /* Size D of model M. */
@@ -385,6 +422,8 @@ static uint64_t mk_dim(const struct mk_model *m, enum mk_dim d)
 		return (uint64_t)(m->n_head_kv * m->head_dim);
 	case MK_DIM_ROT2:
 		return (uint64_t)m->n_rot / 2;
+	case MK_DIM_HEAD:
+		return (uint64_t)m->head_dim;
 	}
 	return 0;
 }
@@ -448,6 +487,10 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
 	t->mean = mk_inits[d->init].mean;
 	t->std = d->init == MK_INIT_MATRIX ? 1.0 / sqrt((double)ne[0])
 	                                   : mk_inits[d->init].std;
+	if (d->init == MK_INIT_OUT_NORM) { /* x 1.0: the same bits */
+		t->mean *= m->out_norm_scale;
+		t->std *= m->out_norm_scale;
+	}
 	t->init = d->init;
 	if (gguf_writer_add_tensor(w, name, type, ne[1] ? 2 : 1, ne, NULL,
 	                           mk_fill, t)) {
@@ -519,10 +562,32 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 		gguf_writer_set_f32(w, K("rope.scaling.factor"),
 		                    (float)m->rope_factor);
 	}
+	if (m->features & MK_FEAT_SWA) {
+		gguf_writer_set_u32(w, K("attention.sliding_window"),
+		                    (uint32_t)m->n_swa);
+		if (m->swa_pattern != 0)
+			gguf_writer_set_u32(
+			    w, K("attention.sliding_window_pattern"),
+			    (uint32_t)m->swa_pattern);
+		if (m->rope_base_swa != 0)
+			gguf_writer_set_f32(w, K("rope.freq_base_swa"),
+			                    (float)m->rope_base_swa);
+	}
 	gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"),
 	                    (float)m->rms_eps);
 	gguf_writer_set_u32(w, "general.file_type", 0);
 #undef K
+}
+
+/* --no-vocab: a tokenizer of no tokens, which llama.cpp loads with
+   n_vocab placeholders (ARCH.vocab_size); parley has none either way. */
+static void mk_no_vocab(struct gguf_writer *w, const struct mk_model *m)
+{
+	char key[128];
+
+	snprintf(key, sizeof(key), "%s.vocab_size", m->arch->name);
+	gguf_writer_set_u32(w, key, (uint32_t)m->n_vocab);
+	gguf_writer_set_str(w, "tokenizer.ggml.model", "none");
 }
 
 /* Copy tokenizer.* keys from PATH; sets *n_vocab from the token list. */
@@ -569,7 +634,12 @@ static const struct {
     {"--qkv-bias", "--bias", MK_FEAT_QKV_BIAS, 1},
     {"--no-qkv-bias", "--no-bias", MK_FEAT_QKV_BIAS, 0},
     {"--tied", NULL, MK_FEAT_TIED, 1},
+    {"--no-tied", NULL, MK_FEAT_TIED, 0},
     {"--rope-freqs", NULL, MK_FEAT_ROPE_FACTORS, 1},
+    {"--qk-norm", NULL, MK_FEAT_QK_NORM, 1},
+    {"--no-qk-norm", NULL, MK_FEAT_QK_NORM, 0},
+    {"--post-norms", NULL, MK_FEAT_POST_NORMS, 1},
+    {"--no-post-norms", NULL, MK_FEAT_POST_NORMS, 0},
 };
 
 /* Usage text. */
@@ -586,14 +656,19 @@ static void mk_usage(FILE *f)
 			if (mk_switches[k].on &&
 			    (mk_archs[i].features & mk_switches[k].feat))
 				fprintf(f, ", %s", mk_switches[k].name);
+		if (mk_archs[i].implied != NULL)
+			fprintf(f, "\n                      (by the name: %s)",
+			        mk_archs[i].implied);
 		fputs("\n", f);
 	}
 	fputs(
-	    "                  (default: the first one that agrees with\n"
-	    "                  --rope-style and --no-qkv-bias)\n"
+	    "                  (default: the first of llama and qwen2 that\n"
+	    "                  agrees with --rope-style and --no-qkv-bias)\n"
 	    "  --n-vocab N --n-embd N --n-ff N --n-layer N --n-head N\n"
 	    "  --n-head-kv N --head-dim N --n-ctx N --rope-base F\n"
 	    "  --rms-eps F --seed N\n"
+	    "  --out-norm-scale F  output_norm.weight ~ F (1 + N(0, 0.1^2)):\n"
+	    "                  logits F times larger (default 1)\n"
 	    "  --type T        layer matrices (F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
 	    "                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)\n"
 	    "  --embd-type T   token_embd (default: --type)\n"
@@ -602,7 +677,8 @@ static void mk_usage(FILE *f)
 	    "                  llama.cpp's K-quant mixes spend more bits\n"
 	    "                  (Q4_K_M: --type Q4_K --more-bits-type Q6_K\n"
 	    "                  --out-type Q6_K)\n"
-	    "  --tied          no output.weight (LM head = token_embd)\n"
+	    "  --tied / --no-tied  no output.weight (LM head = token_embd)\n"
+	    "                  (default: the architecture's)\n"
 	    "  --qkv-bias / --no-qkv-bias  Q/K/V biases (also --bias /\n"
 	    "                  --no-bias; default: the architecture's)\n"
 	    "  --rope-style norm|neox  rotate adjacent pairs or halves: GGUF\n"
@@ -613,7 +689,22 @@ static void mk_usage(FILE *f)
 	    "  --rope-scaling none|linear  with linear, --rope-scale-factor F\n"
 	    "                  (>= 1): rope.scaling.type and .factor\n"
 	    "  --rope-freqs    write rope_freqs.weight (llama-3 style)\n"
-	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n",
+	    "  --qk-norm / --no-qk-norm  attn_q_norm, attn_k_norm: RMSNorm of\n"
+	    "                  each head of Q and K before RoPE\n"
+	    "  --post-norms / --no-post-norms  post_attention_norm,\n"
+	    "                  post_ffw_norm: RMSNorm of each block's output\n"
+	    "  --sliding-window N  attention.sliding_window: in a sliding\n"
+	    "                  layer the token at p sees p' > p - N\n"
+	    "  --sliding-window-pattern N  every N-th layer is global, the\n"
+	    "                  others slide (default: no key, the loader's 6)\n"
+	    "  --rope-base-swa F  rope.freq_base_swa: the sliding layers'\n"
+	    "                  RoPE base (default: no key, the loader's\n"
+	    "                  10000); --rope-base and --rope-scaling are\n"
+	    "                  the global layers'\n"
+	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n"
+	    "  --no-vocab      no tokenizer: tokenizer.ggml.model \"none\"\n"
+	    "                  and ARCH.vocab_size, which llama.cpp loads\n"
+	    "                  with placeholder tokens\n",
 	    f);
 }
 
@@ -686,6 +777,8 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	    {"--head-dim", &m->head_dim, 1024},
 	    {"--n-rot", &m->n_rot, 1024},
 	    {"--n-ctx", &m->n_ctx, 1048576},
+	    {"--sliding-window", &m->n_swa, 1048576},
+	    {"--sliding-window-pattern", &m->swa_pattern, 1024},
 	};
 	const struct {
 		const char *name;
@@ -728,6 +821,8 @@ static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
 
 	if (strcmp(a, "--rope-base") == 0)
 		return mk_num(a, v, 1.0001, 1e12, &o->m.rope_base) ? -1 : 2;
+	if (strcmp(a, "--rope-base-swa") == 0)
+		return mk_num(a, v, 1.0001, 1e12, &o->m.rope_base_swa) ? -1 : 2;
 	if (strcmp(a, "--rope-scale-factor") == 0)
 		return mk_num(a, v, 1, 1e6, &o->m.rope_factor) ? -1 : 2;
 	if (strcmp(a, "--rope-style") == 0) {
@@ -774,8 +869,14 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 		} else if (strcmp(a, "--tokenizer-from") == 0 && v) {
 			o->tok_from = v;
 			i++;
+		} else if (strcmp(a, "--no-vocab") == 0) {
+			o->no_vocab = 1;
 		} else if (strcmp(a, "--rms-eps") == 0) {
 			if (mk_num(a, v, 1e-12, 0.1, &o->m.rms_eps))
+				return -1;
+			i++;
+		} else if (strcmp(a, "--out-norm-scale") == 0) {
+			if (mk_num(a, v, 1e-3, 1e3, &o->m.out_norm_scale))
 				return -1;
 			i++;
 		} else if (strcmp(a, "--seed") == 0) {
@@ -804,7 +905,8 @@ static const struct mk_arch *mk_pick_arch(const struct mk_opts *o)
 
 		if (o->arch != NULL
 		        ? strcmp(o->arch, a->name) == 0
-		        : (o->rope < 0 || (int)a->rope == o->rope) &&
+		        : a->implied == NULL &&
+		              (o->rope < 0 || (int)a->rope == o->rope) &&
 		              (a->features & o->feat_off) == 0)
 			return a;
 	}
@@ -864,6 +966,18 @@ static int mk_check(struct mk_opts *o)
 		                "with --rope-scale-factor F\n");
 		return -1;
 	}
+	if (m->n_swa != 0)
+		m->features |= MK_FEAT_SWA;
+	if (m->n_swa == 0 && (m->swa_pattern != 0 || m->rope_base_swa != 0)) {
+		fprintf(stderr, "parley-mkmodel: --sliding-window-pattern and "
+		                "--rope-base-swa go with --sliding-window N\n");
+		return -1;
+	}
+	if (o->no_vocab && o->tok_from != NULL) {
+		fprintf(stderr, "parley-mkmodel: --no-vocab or "
+		                "--tokenizer-from, not both\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -880,6 +994,7 @@ int cmd_mkmodel(int argc, char **argv)
 	            .n_head = 4,
 	            .n_ctx = 2048,
 	            .rope_base = 10000.0,
+	            .out_norm_scale = 1.0,
 	            .rms_eps = 1e-6,
 	            .type = QTYPE_F32,
 	            .embd_type = UINT32_MAX,
@@ -914,6 +1029,8 @@ int cmd_mkmodel(int argc, char **argv)
 	}
 	if (o.m.n_vocab == 0)
 		o.m.n_vocab = 256;
+	if (o.no_vocab)
+		mk_no_vocab(w, &o.m);
 	st.cap = MK_COUNT(mk_global_tensors) +
 	         MK_COUNT(mk_layer_tensors) * (size_t)o.m.n_layer;
 	st.t = calloc(st.cap, sizeof(*st.t));

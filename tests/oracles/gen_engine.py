@@ -263,21 +263,31 @@ def cross_check(mkmodel, shared):
     return worst
 
 
+def oracle_args(ap):
+    """The options every goldens script takes: --mkmodel, --out."""
+    ap.add_argument("--mkmodel", required=True)
+    ap.add_argument("--out", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "../data/engine"))
+
+
+def oracle_start(a):
+    """Name the oracle's versions; make the output folder."""
+    print("oracle: llama-cpp-python %s, numpy %s" %
+          (llama_cpp_version(), np.__version__))
+    os.makedirs(a.out, exist_ok=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mkmodel", required=True)
+    oracle_args(ap)
     ap.add_argument("--model", default=os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
         "parley/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--shared", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "../../../shared"))
-    ap.add_argument("--out", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "../data/engine"))
     ap.add_argument("--skip-smollm", action="store_true")
     a = ap.parse_args()
-    print("oracle: llama-cpp-python %s, numpy %s" %
-          (llama_cpp_version(), np.__version__))
-    os.makedirs(a.out, exist_ok=True)
+    oracle_start(a)
     worst = cross_check(a.mkmodel, a.shared)
     if worst > 1e-4:
         sys.exit("numpy reference and llama-cpp-python disagree: %.2e" % worst)

@@ -1,7 +1,9 @@
-"""Independent float64 forward pass of llama / qwen2 GGUF models (numpy).
+"""Independent float64 forward pass of llama / qwen2 / qwen3 / gemma3 GGUF
+models (numpy).
 
-Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM
-(modeling_llama.py, modeling_qwen2.py), not from parley's C code:
+Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM /
+Qwen3ForCausalLM / Gemma3ForCausalLM (modeling_*.py), not from parley's C
+code:
 
   * weights are read with gguf-py and dequantized by gguf-py (F16, Q8_0, ...);
   * HF keeps Q/K rows in their original order and rotates the two HALVES of
@@ -13,7 +15,17 @@ Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM
   * rope_freqs.weight (llama 3 scaling) divides HF's inv_freq, which is how
     the converter derives it from HF's rope_scaling;
   * RMSNorm, SwiGLU MLP, GQA (repeat_kv), causal softmax attention, tied
-    embeddings as in the HF modules.
+    embeddings as in the HF modules;
+  * qwen3: no biases, RMSNorm of each head of Q and K (q_norm, k_norm)
+    before RoPE; gemma3 besides: embeddings times sqrt(n_embd), post-
+    attention and post-FFN RMSNorms, GELU-tanh gated FFN, the query scaled
+    by query_pre_attn_scalar**-0.5 (GGUF has no key: llama.cpp takes
+    head_dim, and n_embd / n_head for the 62-layer 27B, and so does this),
+    sliding-window layers (Gemma3's layer_types: every pattern-th layer
+    global) that see the last n_swa positions and rotate with their own
+    RoPE base and no scaling (rope_local_base_freq). Gemma's RMSNorm
+    multiplies by (1 + w); GGUF files store 1 + w (the converter adds it),
+    so here, as for llama, the norm is x * w.
 
 Everything is computed in float64. With act_quant=True the activation
 vector of every product with a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weight is first
@@ -21,7 +33,15 @@ rounded the way parley's quant.h and ggml's quantize_row_q8_0 define it
 (blocks of 32, d = amax/127 in float32, q = round-half-away(x/d), x ~ d*q):
 the arithmetic parley's default CPU path defines, so that the comparison
 measures everything else at fp32-rounding precision.
+
+Two switches reproduce ggml's CPU arithmetic instead, to explain where
+llama-cpp-python differs from the exact pass: ggml_q8=True rounds
+activations as ggml's quantize_row_q8_0 does (scale stored as fp16, round
+half to even), gelu_fp16=True applies GELU as ggml's CPU GEGLU does (the
+argument rounded to fp16, the value read from a table of fp16 results).
 """
+import math
+
 import numpy as np
 import gguf
 
@@ -29,17 +49,44 @@ import gguf
 Q32 = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 
 
-def _act_quant(x):
-    """x [T, n] -> activations as the int8 blocks of 32 represent them."""
+def _act_quant(x, ggml=False):
+    """x [T, n] -> activations as the int8 blocks of 32 represent them
+    (parley's quant.h; ggml: ggml's quantize_row_q8_0)."""
     T, n = x.shape
     b = x.astype(np.float32).reshape(T, n // 32, 32)
     amax = np.abs(b).max(-1, keepdims=True)
     d = (amax / np.float32(127)).astype(np.float32)
+    if ggml:  # id = 127/amax, round half to even, the fp16 scale
+        with np.errstate(divide="ignore"):
+            idv = np.where(amax != 0, np.float32(127) / amax,
+                           np.float32(0)).astype(np.float32)
+        q = np.clip(np.rint((b * idv).astype(np.float32)), -127, 127)
+        d = d.astype(np.float16)
+        return (q.astype(np.float64) * d.astype(np.float64)).reshape(T, n)
     with np.errstate(divide="ignore"):
         idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
     v = (b * idv).astype(np.float32)
     q = np.clip(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)), -127, 127)
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(T, n)
+
+
+def _gelu_tanh(x):
+    """GELU, tanh approximation (HF's gelu_pytorch_tanh)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) *
+                                    (x + 0.044715 * x ** 3)))
+
+
+def _gelu_ggml(x):
+    """ggml's CPU GELU (GGML_GELU_FP16): the argument rounded to fp16, the
+    value ggml_gelu_f32 computes in float32 rounded to fp16."""
+    xf = x.astype(np.float32)
+    h = xf.astype(np.float16).astype(np.float32)
+    f32 = np.float32
+    y = (f32(0.5) * h * (f32(1) + np.tanh(f32(0.7978845608028654) * h *
+                                          (f32(1) + f32(0.044715) * h * h))))
+    y = y.astype(np.float16).astype(np.float64)
+    return np.where(xf <= -10, 0.0,
+                    np.where(xf >= 10, xf.astype(np.float64), y))
 
 
 def _arr(t):
@@ -70,12 +117,15 @@ def _unpermute(w, n_head):
 
 
 class RefModel:
-    def __init__(self, path, act_quant=False):
+    def __init__(self, path, act_quant=False, ggml_q8=False,
+                 gelu_fp16=False):
         r = gguf.GGUFReader(path)
         self.arch = _field(r, "general.architecture")
         a = self.arch
-        if a not in ("llama", "qwen2"):
+        if a not in ("llama", "qwen2", "qwen3", "gemma3"):
             raise ValueError("unsupported architecture " + a)
+        if _field(r, a + ".final_logit_softcapping") is not None:
+            raise ValueError("final_logit_softcapping is not implemented")
         self.n_layer = _field(r, a + ".block_count")
         self.n_embd = _field(r, a + ".embedding_length")
         self.n_head = _field(r, a + ".attention.head_count")
@@ -91,8 +141,24 @@ class RefModel:
         self.pos_scale = (1.0 / _field(r, a + ".rope.scaling.factor", 1.0)
                           if scaling == "linear" else 1.0)
         self.eps = _field(r, a + ".attention.layer_norm_rms_epsilon")
+        # gemma3: Gemma3TextScaledWordEmbedding, GELU-tanh, attention scale
+        gemma = a == "gemma3"
+        self.embd_scale = np.sqrt(self.n_embd) if gemma else 1.0
+        self.act = "gelu_tanh" if gemma else "silu"  # "gelu_erf": tests
+        self.attn_div = np.sqrt(
+            self.n_embd // self.n_head if gemma and self.n_layer == 62
+            else self.head_dim)
+        # sliding-window layers (llama.cpp's keys and defaults)
+        self.n_swa = _field(r, a + ".attention.sliding_window", 0)
+        pattern = _field(r, a + ".attention.sliding_window_pattern", 6)
+        self.is_swa = [bool(self.n_swa) and i % pattern < pattern - 1
+                       for i in range(self.n_layer)]
+        self.base_swa = _field(r, a + ".rope.freq_base_swa", 10000.0)
+        self.swa_pos_scale = 1.0  # linear scaling is the global layers'
         T = {t.name: t for t in r.tensors}
-        self.act_quant = act_quant
+        self.act_quant = act_quant or ggml_q8
+        self.ggml_q8 = ggml_q8
+        self.gelu_fp16 = gelu_fp16
         self.qtype = {n: t.tensor_type.name for n, t in T.items()}
         out_name = "output.weight" if "output.weight" in T else "token_embd.weight"
         self.out_q = self.qtype[out_name] in Q32
@@ -118,6 +184,12 @@ class RefModel:
             for b in ("q", "k", "v"):
                 n = "blk.%d.attn_%s.bias" % (i, b)
                 L["b" + b] = _arr(T[n]).reshape(-1) if n in T else None
+            for k, n in (("q_norm", "attn_q_norm"),
+                         ("k_norm", "attn_k_norm"),
+                         ("post_attn", "post_attention_norm"),
+                         ("post_ffn", "post_ffw_norm")):
+                n = "blk.%d.%s.weight" % (i, n)
+                L[k] = _arr(T[n]).reshape(-1) if n in T else None
             if a == "llama":  # back to HF's row order
                 L["q"] = _unpermute(L["q"], self.n_head)
                 L["k"] = _unpermute(L["k"], self.n_head_kv)
@@ -129,19 +201,22 @@ class RefModel:
     def _mm(self, x, w, quantized):
         """x @ w.T, with x rounded as parley's int8 blocks if asked."""
         if self.act_quant and quantized:
-            x = _act_quant(x)
+            x = _act_quant(x, self.ggml_q8)
         return x @ w.T
 
     def _rms(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    def _rope(self, x, pos):
-        """HF apply_rotary_pos_emb on x [T, H, hd] (first n_rot dims)."""
+    def _rope(self, x, pos, swa=False):
+        """HF apply_rotary_pos_emb on x [T, H, hd] (first n_rot dims); a
+        sliding layer's base is base_swa, unscaled."""
         d = self.n_rot
-        inv = 1.0 / (self.base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        base = self.base_swa if swa else self.base
+        inv = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
         if self.rope_freqs is not None:
             inv = inv / self.rope_freqs
-        ang = np.outer(np.asarray(pos, dtype=np.float64) * self.pos_scale,
+        ang = np.outer(np.asarray(pos, dtype=np.float64) *
+                       (self.swa_pos_scale if swa else self.pos_scale),
                        inv)                           # [T, d/2]
         emb = np.concatenate([ang, ang], axis=-1)     # HF: cat(freqs, freqs)
         cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
@@ -156,10 +231,14 @@ class RefModel:
         T = len(tokens)
         hd, H, KV = self.head_dim, self.n_head, self.n_head_kv
         pos = np.arange(T, dtype=np.float64)
-        x = self.emb[np.asarray(tokens)]
+        x = self.emb[np.asarray(tokens)] * self.embd_scale
         mask = np.triu(np.full((T, T), -np.inf), 1)
+        # sliding layers: p sees p' when p - p' < n_swa
+        swa_mask = mask + np.tril(np.full((T, T), -np.inf), -self.n_swa) \
+            if self.n_swa else mask
         self.hidden = []
-        for L in self.layers:
+        for il, L in enumerate(self.layers):
+            swa = self.is_swa[il]
             h = self._rms(x, L["attn_norm"])
             Q = L["quant"]
             q = self._mm(h, L["q"], Q["q"])
@@ -167,19 +246,36 @@ class RefModel:
             v = self._mm(h, L["v"], Q["v"])
             if L["bq"] is not None:
                 q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
-            q = self._rope(q.reshape(T, H, hd), pos)
-            k = self._rope(k.reshape(T, KV, hd), pos)
+            q, k = q.reshape(T, H, hd), k.reshape(T, KV, hd)
+            if L["q_norm"] is not None:  # per head, before RoPE
+                q, k = self._rms(q, L["q_norm"]), self._rms(k, L["k_norm"])
+            q = self._rope(q, pos, swa)
+            k = self._rope(k, pos, swa)
             v = v.reshape(T, KV, hd)
             rep = H // KV                                  # repeat_kv
             k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
-            s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+            s = (np.einsum("thd,shd->hts", q, k) / self.attn_div +
+                 (swa_mask if swa else mask))
             s = np.exp(s - s.max(-1, keepdims=True))
             s /= s.sum(-1, keepdims=True)
             a = np.einsum("hts,shd->thd", s, v).reshape(T, H * hd)
-            x = x + self._mm(a, L["o"], Q["o"])
+            o = self._mm(a, L["o"], Q["o"])
+            if L["post_attn"] is not None:
+                o = self._rms(o, L["post_attn"])
+            x = x + o
             h = self._rms(x, L["ffn_norm"])
             g = self._mm(h, L["gate"], Q["gate"])
             u = self._mm(h, L["up"], Q["up"])
-            x = x + self._mm(g / (1.0 + np.exp(-g)) * u, L["down"], Q["down"])
+            if self.act == "silu":
+                act = g / (1.0 + np.exp(-g))
+            elif self.act == "gelu_erf":
+                act = 0.5 * g * (1.0 + np.vectorize(math.erf)(
+                    g / np.sqrt(2)))
+            else:
+                act = _gelu_ggml(g) if self.gelu_fp16 else _gelu_tanh(g)
+            f = self._mm(act * u, L["down"], Q["down"])
+            if L["post_ffn"] is not None:
+                f = self._rms(f, L["post_ffn"])
+            x = x + f
             self.hidden.append(x.copy())
         return self._mm(self._rms(x, self.out_norm), self.out, self.out_q)

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Goldens for tests/t_engine_llamacpp.c: random-weight qwen3 and gemma3
+models written by parley's writer, and llama.cpp's logits on them.
+
+For each model of MODELS:
+  * parley-mkmodel writes NAME.gguf (--no-vocab: llama.cpp wants a
+    tokenizer key, and loads "none" with placeholder tokens);
+  * llama-cpp-python (the oracle: ggml's CPU kernels, fp32 KV cache, no
+    flash attention, every position's logits of one batch) evaluates
+    random tokens: NAME.logits (float32 [T][n_vocab]) and NAME.tokens
+    (line 1 "T ids...", line 2 "margin T ..." : llama.cpp's top1 - top2
+    logit at each position, where the C test checks greedy tokens);
+  * the numpy float64 forward pass (gen_engine_ref.py, written from
+    Hugging Face's modules) runs three ways: "exact" (float activations),
+    "parley" (activations of Q8_0 products rounded as parley's quant.h:
+    the arithmetic of parley's default CPU path, saved as NAME.ref.logits
+    for the C test's tight check) and "ggml" (activations rounded as
+    ggml's quantize_row_q8_0, GELU through ggml's fp16 table). Each is
+    compared with llama.cpp: "ggml" agreeing to ~1e-6 shows that the rest
+    is those two roundings, not a misread model;
+  * ablations: the "parley" pass with one feature of the file dropped
+    (the window, the pattern, a RoPE base or scale, a norm, a layer...):
+    the NMSE each makes, to show the C test's bound catches each one.
+
+NMSE of a position = sum (a - b)^2 / sum b^2 over the vocabulary; "rel" is
+max |a - b| / max |b| of a position; both reported as the worst position.
+
+Usage: gen_arch.py --mkmodel BUILD/tests/parley-mkmodel [--out DIR]
+"""
+import argparse
+import copy
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_engine import (llama_cpp_setup, oracle_args,  # noqa: E402
+                        oracle_start)
+from gen_engine_ref import RefModel  # noqa: E402
+
+# name -> parley-mkmodel options, tokens. Small (a few hundred KB), peaked
+# logits (--out-norm-scale where the LM head is not the N(0, 1)
+# embedding), n_head * head_dim != n_embd, GQA, F32 and Q8_0.
+MODELS = [
+    ("qwen3_f32", "--arch qwen3 --n-embd 64 --n-head 4 --n-head-kv 2 "
+                  "--head-dim 24 --n-ff 96 --n-layer 2 --n-vocab 128 "
+                  "--type F32 --rope-base 1000000 --out-norm-scale 4 "
+                  "--seed 21", 32),
+    ("qwen3_q8_0_tied", "--arch qwen3 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                        "--head-dim 32 --n-ff 128 --n-layer 3 --n-vocab 128 "
+                        "--type Q8_0 --tied --seed 22", 32),
+    # window 8, every third layer global (0, 1 slide), the loader's
+    # default sliding RoPE base (no key)
+    ("gemma3_f32_swa", "--arch gemma3 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                       "--head-dim 32 --n-ff 64 --n-layer 3 --n-vocab 128 "
+                       "--type F32 --sliding-window 8 "
+                       "--sliding-window-pattern 3 --rope-base 1000000 "
+                       "--out-norm-scale 4 --seed 23", 48),
+    # the keys of the real Gemma 3 files: a window, no pattern (the
+    # loader's 6: layers 0-4 slide, 5 is global), no sliding base
+    ("gemma3_q8_0_swa", "--arch gemma3 --n-embd 64 --n-head 4 --n-head-kv 2 "
+                        "--head-dim 32 --n-ff 128 --n-layer 6 --n-vocab 128 "
+                        "--type Q8_0 --sliding-window 8 --rope-base 1000000 "
+                        "--out-norm-scale 4 --seed 24", 48),
+    # linear RoPE scaling (the global layer only), a sliding base key
+    ("gemma3_f32_rope_linear", "--arch gemma3 --n-embd 64 --n-head 4 "
+                               "--n-head-kv 1 --head-dim 32 --n-ff 64 "
+                               "--n-layer 2 --n-vocab 128 --type F32 "
+                               "--sliding-window 8 "
+                               "--sliding-window-pattern 2 "
+                               "--rope-base 1000000 --rope-base-swa 20000 "
+                               "--rope-scaling linear "
+                               "--rope-scale-factor 8 --out-norm-scale 4 "
+                               "--seed 25", 48),
+]
+CLEAR = 0.1  # the C test's greedy check: llama.cpp's top-2 margin above
+
+
+def nmse(a, b):
+    """Per position: sum (a - b)^2 / sum b^2."""
+    return ((a - b) ** 2).sum(1) / (b ** 2).sum(1)
+
+
+def rel(a, b):
+    """Per position: max |a - b| / max |b|."""
+    return np.abs(a - b).max(1) / np.abs(b).max(1)
+
+
+def llama_logits(path, toks):
+    """llama.cpp's logits of every position, one batch."""
+    Llama = llama_cpp_setup().Llama
+    llm = Llama(model_path=path, n_ctx=64, logits_all=True, n_threads=2,
+                verbose=False, type_k=0, type_v=0, flash_attn=False)
+    llm.eval(toks)
+    return np.array(llm.scores[:len(toks)], dtype=np.float32)
+
+
+def ablations(m):
+    """(name, RefModel with that feature of the file dropped)."""
+    out = []
+
+    def variant(name, fn):
+        v = copy.deepcopy(m)
+        fn(v)
+        out.append((name, v))
+
+    if m.n_swa:
+        variant("no window", lambda v: setattr(v, "n_swa", 0))
+        variant("window+1", lambda v: setattr(v, "n_swa", m.n_swa + 1))
+        variant("all layers slide",
+                lambda v: setattr(v, "is_swa", [True] * m.n_layer))
+        variant("sliding base = global base",
+                lambda v: setattr(v, "base_swa", m.base))
+        variant("sliding base 10000 -> 1e6" if m.base_swa == 10000 else
+                "sliding base -> 10000",
+                lambda v: setattr(v, "base_swa",
+                                  1e6 if m.base_swa == 10000 else 10000.0))
+    if m.pos_scale != 1.0:
+        variant("no linear RoPE scaling", lambda v: setattr(v, "pos_scale",
+                                                             1.0))
+        variant("scaling on sliding layers too",
+                lambda v: setattr(v, "swa_pos_scale", m.pos_scale))
+    if m.layers[0]["q_norm"] is not None:
+        variant("no q/k norm", lambda v: [L.update(q_norm=None)
+                                          for L in v.layers])
+    if m.layers[0]["post_attn"] is not None:
+        variant("no post-attention norm", lambda v: [L.update(post_attn=None)
+                                                     for L in v.layers])
+        variant("no post-FFN norm", lambda v: [L.update(post_ffn=None)
+                                               for L in v.layers])
+    if m.embd_scale != 1.0:
+        variant("no embedding scale", lambda v: setattr(v, "embd_scale", 1.0))
+        variant("attention scale 1/sqrt(n_embd/n_head)",
+                lambda v: setattr(v, "attn_div", np.sqrt(m.n_embd /
+                                                         m.n_head)))
+    if m.act == "gelu_tanh":
+        variant("GELU-erf for GELU-tanh",
+                lambda v: setattr(v, "act", "gelu_erf"))
+    for il in range(m.n_layer):  # o = f = 0 (also after a post-norm)
+        variant("without layer %d" % il,
+                lambda v, il=il: v.layers[il].update(
+                    o=0 * v.layers[il]["o"], down=0 * v.layers[il]["down"]))
+    return out
+
+
+def _ceil(x, digits):
+    """X rounded up to DIGITS significant digits."""
+    e = 10.0 ** (np.floor(np.log10(x)) - digits + 1)
+    return float("%.3g" % (np.ceil(x / e - 1e-9) * e))
+
+
+class Jittered(RefModel):
+    """The "parley" pass with each quantized product's input perturbed by
+    relative noise of fp32 rounding size (1e-6, as accumulated over a few
+    layers): another correct fp32 implementation of parley's arithmetic,
+    whose int8 activations round differently here and there."""
+    rng = None
+
+    def _mm(self, x, w, quantized):
+        if self.act_quant and quantized:
+            x = x * (1 + 1e-6 * self.rng.standard_normal(x.shape))
+        return RefModel._mm(self, x, w, quantized)
+
+
+def one_model(mkmodel, out, name, opts, n_tok, rng):
+    """Write NAME's files; returns (the C test's NMSE bound, its margin)."""
+    path = os.path.join(out, name + ".gguf")
+    subprocess.run([mkmodel, "-o", path, "--no-vocab"] + opts.split(),
+                   check=True)
+    exact = RefModel(path)
+    toks = rng.integers(0, exact.emb.shape[0], n_tok).tolist()
+    got = llama_logits(path, toks).astype(np.float64)
+    top = np.sort(got, axis=1)
+    margin = top[:, -1] - top[:, -2]
+    ex = exact.forward(toks)
+    resid = np.sqrt(((exact.hidden[-1] - exact.emb[toks] *
+                      exact.embd_scale) ** 2).mean() /
+                    (exact.hidden[-1] ** 2).mean())
+    print("%s: %d bytes, %d tokens, logits std %.2f, the layers' part of "
+          "the last residual %.2f" % (name, os.path.getsize(path), n_tok,
+                                      got.std(), resid))
+    for label, m in (("exact", exact),
+                     ("parley", RefModel(path, act_quant=True)),
+                     ("ggml", RefModel(path, ggml_q8=True, gelu_fp16=True))):
+        r = ex if m is exact else m.forward(toks)
+        if label == "parley":
+            worst_nmse, worst_d = nmse(r, got).max(), np.abs(r - got).max()
+        print("  numpy %-6s vs llama.cpp: max rel %.2e, max NMSE %.2e, "
+              "max |d| %.2e, argmax agrees %d/%d" % (
+                  label, rel(r, got).max(), nmse(r, got).max(),
+                  np.abs(r - got).max(),
+                  (r.argmax(1) == got.argmax(1)).sum(), n_tok))
+    # parley's arithmetic, 8 perturbed runs: how far a correct parley
+    # may be from llama.cpp
+    for seed in range(8):
+        j = Jittered(path, act_quant=True)
+        j.rng = np.random.default_rng(seed)
+        r = j.forward(toks)
+        worst_nmse = max(worst_nmse, nmse(r, got).max())
+        worst_d = max(worst_d, np.abs(r - got).max())
+    bound = max(1e-10, _ceil(4 * worst_nmse, 1))
+    clear = max(CLEAR, _ceil(2.5 * worst_d, 2))
+    ok = margin > clear
+    print("  the parley pass and 8 perturbed ones: max NMSE %.2e, "
+          "max |d| %.3f -> NMSE bound %.0e, greedy checked where the "
+          "margin > %.2g: %d/%d positions (margins: min %.3f, median "
+          "%.2f)" % (worst_nmse, worst_d, bound, clear, ok.sum(), n_tok,
+                     margin.min(), np.median(margin)))
+    for label, v in ablations(RefModel(path)):
+        r = v.forward(toks)
+        print("  ablation %-38s NMSE vs exact: max %.0e; vs llama.cpp: "
+              "median %.0e max %.0e" % (label, nmse(r, ex).max(),
+                                        np.median(nmse(r, got)),
+                                        nmse(r, got).max()))
+    with open(os.path.join(out, name + ".tokens"), "w") as f:
+        f.write("%d %s\n" % (n_tok, " ".join(map(str, toks))))
+        f.write("margin %d %s\n" % (n_tok, " ".join("%.4f" % x
+                                                    for x in margin)))
+    got.astype("<f4").tofile(os.path.join(out, name + ".logits"))
+    ex.astype("<f4").tofile(os.path.join(out, name + ".ref.logits"))
+    return bound, clear
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    oracle_args(ap)
+    ap.add_argument("--only", help="comma-separated model names")
+    a = ap.parse_args()
+    oracle_start(a)
+    summary = []
+    for i, (name, opts, n_tok) in enumerate(MODELS):
+        if a.only is None or name in a.only.split(","):
+            summary.append((name,) + one_model(
+                a.mkmodel, a.out, name, opts, n_tok,
+                np.random.default_rng(2929 + i)))
+    print("for t_engine_llamacpp.c's table (NMSE bound, greedy margin):")
+    for name, bound, clear in summary:
+        print('    {"%s", %.0e, %g},' % (name, bound, clear))
+
+
+if __name__ == "__main__":
+    main()
