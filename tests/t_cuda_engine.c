@@ -372,6 +372,30 @@ static const struct {
     /* features of the model description the writer sets by flag */
     {"llama_f16_rope_linear",
      "--arch llama --type F16 --rope-scaling linear --rope-scale-factor 4", 16},
+    /* qwen3: q/k norm (the unfused QKV chain), n_head * head_dim !=
+       n_embd; gemma3: embedding scale, q/k norm, post-norms, GELU-tanh,
+       sliding windows of 8 with their own RoPE base (the 20-token
+       prompt and its decode cross them on every attention path), linear
+       scaling on the global layers, head_dim 256 */
+    {"qwen3_f16",
+     "--arch qwen3 --type F16 --n-head 8 --n-head-kv 2 "
+     "--head-dim 64",
+     0},
+    {"qwen3_q4_k_q6_k",
+     "--arch qwen3 --type Q4_K --embd-type Q6_K "
+     "--n-head 4 --n-head-kv 2 --head-dim 128",
+     16},
+    {"gemma3_f16_swa",
+     "--arch gemma3 --type F16 --n-head 4 --n-head-kv 1 "
+     "--head-dim 64 --sliding-window 8 "
+     "--sliding-window-pattern 3",
+     16},
+    {"gemma3_q8_0_hd256",
+     "--arch gemma3 --type Q8_0 --n-head 2 "
+     "--n-head-kv 1 --head-dim 256 --sliding-window 6 "
+     "--sliding-window-pattern 2 --rope-scaling linear "
+     "--rope-scale-factor 8 --rope-base-swa 20000",
+     0},
     /* SmolLM2-135M's shape and type, random weights (-1: greedy too) */
     {"smollm2_shape_q4_1",
      "--arch llama --type Q4_1 --tied --n-vocab 49152 --n-embd 576 "
