@@ -1,7 +1,7 @@
 /*
  * t_cuda_engine.c - the CUDA engine against the CPU reference engine
  * (exact_dots: dequantized rows dotted with fp32 activations) on the same
- * tokens: random-weight models of both architectures and every weight type
+ * tokens: random-weight models of every architecture and weight type
  * (made by tests/parley-mkmodel), and the real SmolLM2 when present.
  * Prints "1..0 # SKIP" without a CUDA device.
  *
