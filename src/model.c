@@ -859,6 +859,14 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	for (size_t i = 0; i < MODEL_N_ARCHS; i++)
 		if (gguf_str_eq(s, model_archs[i].name))
 			ad = &model_archs[i];
+	if (ad == NULL && gguf_str_eq(s, "clip")) {
+		snprintf(err, errlen,
+		         "%s is a multimodal projector (mmproj, architecture "
+		         "\"clip\"): parley runs the text model only; give the "
+		         "language model's GGUF",
+		         f->path ? f->path : "model");
+		return -1;
+	}
 	if (ad == NULL) {
 		char names[256];
 		size_t n = 0;
@@ -924,6 +932,11 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	}
 	model_set_features(m, &sh, ad);
 	model_set_maxima(m);
+	/* a vision tower (or projector) beside the text model: not read */
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		if (strncmp(f->tensors[i].name, "v.", 2) == 0 ||
+		    strncmp(f->tensors[i].name, "mm.", 3) == 0)
+			m->cfg.n_vision_tensors++;
 	*out = m;
 	return 0;
 fail:

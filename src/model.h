@@ -296,15 +296,17 @@ struct model_config {
 	int32_t n_ropes;       /* classes in ropes[] */
 	struct model_rope ropes[MODEL_MAX_ROPES];
 	/* the largest of the layers' values (buffer sizes) */
-	int32_t max_n_head;   /* query heads */
-	int32_t max_head_dim; /* head_dim_k and head_dim_v */
-	int32_t max_q_dim;    /* n_head * head_dim_k */
-	int32_t max_o_dim;    /* n_head * head_dim_v */
-	int32_t max_kv_dim_k; /* n_head_kv * head_dim_k */
-	int32_t max_kv_dim_v; /* n_head_kv * head_dim_v */
-	int32_t max_ff;       /* n_ff */
-	int32_t max_rot;      /* n_rot of the RoPE classes */
-	uint32_t features;    /* MODEL_FEAT_* the model uses */
+	int32_t max_n_head;       /* query heads */
+	int32_t max_head_dim;     /* head_dim_k and head_dim_v */
+	int32_t max_q_dim;        /* n_head * head_dim_k */
+	int32_t max_o_dim;        /* n_head * head_dim_v */
+	int32_t max_kv_dim_k;     /* n_head_kv * head_dim_k */
+	int32_t max_kv_dim_v;     /* n_head_kv * head_dim_v */
+	int32_t max_ff;           /* n_ff */
+	int32_t max_rot;          /* n_rot of the RoPE classes */
+	uint32_t features;        /* MODEL_FEAT_* the model uses */
+	int32_t n_vision_tensors; /* v.* and mm.* tensors: a vision tower
+	                             the text model does not read */
 };
 
 /* All weights: read-only, valid while the gguf_file is open. */

@@ -74,6 +74,16 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 		return -1;
 	if (model_load(s->gf, &s->model, err, errlen))
 		return -1;
+	if (s->model->cfg.n_vision_tensors > 0 && o->notice != NULL) {
+		char note[600];
+
+		snprintf(
+		    note, sizeof(note),
+		    "%s also holds a vision model (%d tensors): parley runs "
+		    "the text model only",
+		    o->model_path, s->model->cfg.n_vision_tensors);
+		o->notice(o->notice_ud, note);
+	}
 	s->tok = tok_load(s->gf, err, errlen);
 	if (s->tok == NULL)
 		return -1;

@@ -352,6 +352,77 @@ static int write_variant(const struct gguf_file *src, const char *path,
 	return rc;
 }
 
+/*
+ * A gemma3 file (tests/data/engine/gemma3_f32_swa): a required tensor of
+ * its features missing or misshapen is named with its expected shape; a
+ * multimodal projector (architecture clip) says what it is; vision
+ * tensors beside the text model are counted, the text model loads.
+ */
+static void check_gemma_errors(void)
+{
+	char path[1024], err[512];
+	struct gguf_file *src, *f;
+	struct model *m = open_model("gemma3_f32_swa", &src);
+	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct {
+		const char *drop, *arch, *shrink, *extra, *expect;
+	} cases[] = {
+	    {"blk.0.attn_q_norm.weight", NULL, NULL, NULL,
+	     "missing tensor blk.0.attn_q_norm.weight"},
+	    {"blk.1.post_ffw_norm.weight", NULL, NULL, NULL,
+	     "missing tensor blk.1.post_ffw_norm.weight"},
+	    {NULL, NULL, "blk.1.attn_output.weight", NULL,
+	     "tensor blk.1.attn_output.weight has shape"},
+	    {NULL, "clip", NULL, NULL,
+	     "is a multimodal projector (mmproj, architecture \"clip\"): "
+	     "parley runs the text model only"},
+	    {NULL, NULL, NULL, "v.blk.0.attn_q.weight", NULL},
+	};
+
+	tap_ok(m != NULL && (m->cfg.features & MODEL_FEAT_ATTN_SLIDING) &&
+	           m->cfg.n_ropes == 2 && m->cfg.embd_scale > 0.0f &&
+	           m->w.layers[0].attn.kind == MODEL_ATTN_SLIDING &&
+	           m->w.layers[0].attn.rope == 1 &&
+	           m->w.layers[2].attn.kind == MODEL_ATTN_FULL &&
+	           m->w.layers[0].ffn.act == MODEL_ACT_GELU_TANH &&
+	           m->cfg.n_vision_tensors == 0,
+	       "gemma3 description: sliding layers 0-1, global 2, two RoPE "
+	       "classes, GELU, embedding scale");
+	model_free(m);
+	snprintf(path, sizeof(path), "%s/t_engine_g_%d.gguf", tmpdir,
+	         (int)getpid());
+	for (size_t k = 0; src != NULL && k < sizeof(cases) / sizeof(cases[0]);
+	     k++) {
+		int rc = -1;
+
+		err[0] = '\0';
+		m = NULL;
+		if (write_variant(src, path, cases[k].drop, cases[k].arch,
+		                  cases[k].shrink, cases[k].extra) == 0) {
+			f = gguf_open(path, err, sizeof(err));
+			if (f != NULL) {
+				rc = model_load(f, &m, err, sizeof(err));
+				if (rc == 0 && cases[k].expect == NULL)
+					tap_ok(
+					    m->cfg.n_vision_tensors == 1,
+					    "a vision tensor beside the text "
+					    "model: loads, counted (%d)",
+					    m->cfg.n_vision_tensors);
+				model_free(m);
+				gguf_close(f);
+			}
+		}
+		if (cases[k].expect != NULL)
+			tap_ok(rc == -1 && strstr(err, cases[k].expect) != NULL,
+			       "gemma3 file error names it: %s", err);
+		else if (rc != 0)
+			tap_ok(0, "a vision tensor beside the text model: %s",
+			       err);
+	}
+	unlink(path);
+	gguf_close(src);
+}
+
 /* Model description errors name the key / tensor. */
 static void check_model_errors(void)
 {
@@ -577,6 +648,7 @@ int main(void)
 	check_consistency("qwen2_q8_0");
 	check_trace();
 	check_model_errors();
+	check_gemma_errors();
 	check_backends();
 	check_mkmodel_types();
 	return tap_done();
