@@ -1,0 +1,95 @@
+#!/bin/sh
+# bench/vs-llamacpp.sh - parley and llama.cpp side by side on the GPU machine,
+# on the same files, in the same run: random-weight models of real models'
+# shapes written by parley's writer (F16, no tokenizer: both engines bench
+# token ids), quantized by llama.cpp's own llama-quantize (so parley reads
+# the files users have), then llama-bench and `parley bench` alternately.
+#
+#   bench/vs-llamacpp.sh BUILD_DIR LLAMA_DIR [SHAPE...]
+#
+# BUILD_DIR: a built parley tree (parley in it). LLAMA_DIR: a llama.cpp
+# build with build/bin/llama-bench and llama-quantize in it; when missing and
+# LLAMA_BUILD names a build script (../shared/peers/build-llamacpp.sh), that
+# script builds it there first (about 4.5 minutes on 16 cores).
+# SHAPE: qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
+# gemma3-12b (default: all). Environment: MODELS_DIR (default
+# /tmp/parley-vs), QUANT (default Q4_K_M), REPEATS (default 3), DEPTH (the
+# third column's depth, default 16384; 0 leaves it out).
+#
+# Prints one table: decode after 512, prefill 512, decode at DEPTH, for each
+# engine and the ratio parley / llama.cpp.
+set -eu
+B=$(cd "$1" && pwd)
+L=$2
+shift 2
+DIR=${MODELS_DIR:-/tmp/parley-vs}
+Q=${QUANT:-Q4_K_M}
+R=${REPEATS:-3}
+D=${DEPTH:-16384}
+mkdir -p "$DIR"
+shapes=${*:-qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b gemma3-12b}
+
+if [ ! -x "$L/build/bin/llama-bench" ]; then
+	[ -n "${LLAMA_BUILD:-}" ] || { echo "vs-llamacpp: no $L/build/bin/llama-bench and no LLAMA_BUILD" >&2; exit 2; }
+	sh "$LLAMA_BUILD" "$L" >/dev/null
+fi
+
+# Shapes from the models' published configurations.
+shape() {
+	case $1 in
+	qwen3-0.6b) echo "--arch qwen3 --n-vocab 151936 --n-embd 1024 --n-ff 3072 --n-layer 28 --n-head 16 --n-head-kv 8 --head-dim 128 --rope-base 1000000 --tied" ;;
+	qwen3-4b) echo "--arch qwen3 --n-vocab 151936 --n-embd 2560 --n-ff 9728 --n-layer 36 --n-head 32 --n-head-kv 8 --head-dim 128 --rope-base 1000000 --tied" ;;
+	qwen3-8b) echo "--arch qwen3 --n-vocab 151936 --n-embd 4096 --n-ff 12288 --n-layer 36 --n-head 32 --n-head-kv 8 --head-dim 128 --rope-base 1000000" ;;
+	gemma3-270m) echo "--arch gemma3 --n-vocab 262144 --n-embd 640 --n-ff 2048 --n-layer 18 --n-head 4 --n-head-kv 1 --head-dim 256 --rope-base 1000000 --sliding-window 512" ;;
+	gemma3-1b) echo "--arch gemma3 --n-vocab 262144 --n-embd 1152 --n-ff 6912 --n-layer 26 --n-head 4 --n-head-kv 1 --head-dim 256 --rope-base 1000000 --sliding-window 512" ;;
+	gemma3-4b) echo "--arch gemma3 --n-vocab 262208 --n-embd 2560 --n-ff 10240 --n-layer 34 --n-head 8 --n-head-kv 4 --head-dim 256 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
+	gemma3-12b) echo "--arch gemma3 --n-vocab 262208 --n-embd 3840 --n-ff 15360 --n-layer 48 --n-head 16 --n-head-kv 8 --head-dim 256 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
+	*) echo "vs-llamacpp: unknown shape $1" >&2; exit 2 ;;
+	esac
+}
+
+# tok/s of llama-bench's one test (ARGS) on FILE, the median of R repeats
+llama() {
+	f=$1
+	shift
+	"$L/build/bin/llama-bench" -m "$f" -ngl 99 -fa 1 -r "$R" -o json "$@" 2>/dev/null |
+		python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)[0]["avg_ts"])'
+}
+
+# tok/s of parley bench's prefill or decode line (WHAT) with ARGS
+parley() {
+	what=$1 f=$2
+	shift 2
+	"$B/parley" bench -m "$f" --backend cuda -r "$R" "$@" 2>/dev/null |
+		sed -n "s/^$what: .*: \([0-9.]*\) tok\/s.*/\1/p"
+}
+
+ratio() { python3 -c "import sys; a, b = float(sys.argv[1] or 0), float(sys.argv[2] or 0); print('%.2fx' % (a / b) if b else '-')" "$1" "$2"; }
+
+printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' shape type \
+	"tg@512 p" "llama" ratio "pp512 p" "llama" ratio "tg@$D p" "llama" ratio
+for s in $shapes; do
+	f="$DIR/$s-$Q.gguf"
+	if [ ! -f "$f" ]; then
+		# shellcheck disable=SC2046
+		"$B/parley" dev-mkmodel $(shape "$s") --type F16 --no-vocab --n-ctx 32768 \
+			-o "$DIR/$s-f16.gguf" >/dev/null
+		"$L/build/bin/llama-quantize" "$DIR/$s-f16.gguf" "$f.tmp" "$Q" >/dev/null 2>&1
+		rm -f "$DIR/$s-f16.gguf"
+		mv "$f.tmp" "$f"
+	fi
+	# alternated: llama.cpp, parley, per column
+	lt=$(llama "$f" -p 0 -n 128 -d 512)
+	pt=$(parley decode "$f" -p 512 -n 128)
+	lp=$(llama "$f" -p 512 -n 0)
+	pp=$(parley prefill "$f" -p 512 -n 1)
+	if [ "$D" -gt 0 ]; then
+		ld=$(llama "$f" -p 0 -n 128 -d "$D")
+		pd=$(parley decode "$f" --depth "$D" -p 1 -n 128)
+	else
+		ld= pd=
+	fi
+	printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' "$s" "$Q" \
+		"$pt" "$lt" "$(ratio "$pt" "$lt")" "$pp" "$lp" "$(ratio "$pp" "$lp")" \
+		"$pd" "$ld" "$(ratio "$pd" "$ld")"
+done
