@@ -123,6 +123,10 @@ int session_push_msg(struct session *s, enum store_role role, const char *text,
 		memcpy(m->content, text, len);
 	m->content[len] = '\0';
 	m->len = len;
+	m->reasoning = NULL;
+	m->reasoning_len = 0;
+	m->n_reasoning = 0;
+	m->reasoning_open = false;
 	m->role = role;
 	m->store_id = store_id;
 	m->finish = finish;
@@ -130,11 +134,36 @@ int session_push_msg(struct session *s, enum store_role role, const char *text,
 	return 0;
 }
 
+/* Give message M its reasoning (copied). 0 or -1 (no memory). */
+int session_msg_set_reasoning(struct session_msg *m, const char *p, size_t len,
+                              int32_t n_tok, bool open)
+{
+	char *r = NULL;
+
+	if (len || open) {
+		r = malloc(len + 1);
+		if (r == NULL)
+			return -1;
+		if (len)
+			memcpy(r, p, len);
+		r[len] = '\0';
+	}
+	free(m->reasoning);
+	m->reasoning = r;
+	m->reasoning_len = len;
+	m->n_reasoning = n_tok;
+	m->reasoning_open = open;
+	return 0;
+}
+
 /* Drop messages from index I on. */
 void session_pop_to(struct session *s, size_t i)
 {
-	while (s->n_msgs > i)
-		free(s->msgs[--s->n_msgs].content);
+	while (s->n_msgs > i) {
+		s->n_msgs--;
+		free(s->msgs[s->n_msgs].content);
+		free(s->msgs[s->n_msgs].reasoning);
+	}
 	if (s->first > s->n_msgs)
 		s->first = s->n_msgs;
 }
@@ -164,6 +193,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->use_kv_slot = o->use_kv_slot && o->store;
 	s->store_reports = o->store_reports && o->store;
 	s->cancel = o->cancel;
+	s->think = o->think;
 	if (o->server) {
 		if (session_load_remote(s, o, err, errlen))
 			goto fail;
@@ -430,6 +460,16 @@ void session_set_eval_ahead(struct session *s, bool on)
 void session_set_n_predict(struct session *s, int32_t n)
 {
 	s->n_predict = n;
+}
+
+void session_set_think(struct session *s, int think)
+{
+	s->think = think > 0 ? 1 : think < 0 ? -1 : 0;
+}
+
+int session_think(const struct session *s)
+{
+	return s->think;
 }
 
 int session_set_title(struct session *s, const char *title, char *err,

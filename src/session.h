@@ -105,6 +105,8 @@ struct session_opts {
 	const char *api_key;      /* NULL: none (borrowed; never stored) */
 	bool insecure;            /* plain http to a non-loopback host */
 	int server_timeout;       /* seconds; 0: REMOTE_DEFAULT_TIMEOUT */
+	int think; /* the template's enable_thinking: 0 unset (the
+	              template's default), 1 on, -1 off (session_set_think) */
 };
 
 /* One message of the conversation (the active branch). */
@@ -114,6 +116,14 @@ struct session_msg {
 	size_t len;               /* bytes of content */
 	int64_t store_id;         /* message id in the store, 0 if none */
 	enum store_finish finish; /* assistant: how the reply ended */
+	char *reasoning;          /* assistant: what a thinking model wrote
+	                             between <think> and </think>, apart
+	                             from the answer (content); NULL: none
+	                             (owned, NUL-terminated) */
+	size_t reasoning_len;     /* bytes of reasoning */
+	int32_t n_reasoning;      /* tokens of reasoning (0: not known) */
+	bool reasoning_open;      /* the reply ended inside the block (its
+	                             limit, Ctrl-C): unfinished reasoning */
 };
 
 /* What one reply cost; filled by session_send and friends. */
@@ -146,6 +156,11 @@ struct session_cb {
 	/* prefill: DONE of TOTAL prompt ids evaluated (after each chunk);
 	   last, so that initialisers written before it still fit */
 	void (*progress)(void *ud, int32_t done, int32_t total);
+	/* LEN bytes of the reply's reasoning (a thinking model's text
+	   between <think> and </think>, the tags and the blanks around it
+	   left out), whole UTF-8 characters; piece then gets only the
+	   answer. NULL: the reasoning is not shown (it is still kept) */
+	void (*reasoning)(void *ud, const char *text, size_t len);
 };
 
 /*
@@ -191,6 +206,12 @@ int session_set_system(struct session *s, const char *text, char *err,
 int session_set_sampling(struct session *s, const struct sampler_config *c,
                          char *err, size_t errlen);
 const struct sampler_config *session_sampling(const struct session *s);
+
+/* The template's enable_thinking from the next turn: 1 on, -1 off, 0
+   unset (the variable is not defined: the template's default). Only
+   templates that read the variable (Qwen3's) change. */
+void session_set_think(struct session *s, int think);
+int session_think(const struct session *s);
 
 /* Change the reply limit (<= 0: until the context is full). */
 void session_set_n_predict(struct session *s, int32_t n);

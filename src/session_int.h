@@ -74,7 +74,49 @@ struct session {
 	char **rstops;      /* stop strings sent to it (owned) */
 	size_t n_rstops;    /* entries in rstops */
 	bool origin_done;   /* the store knows who answers this conv */
+
+	/* thinking models (session_think.c) */
+	int think;         /* enable_thinking for the template: 1 on, -1
+	                      off, 0 unset (the template's default) */
+	bool think_prompt; /* the last prompt ended inside <think> (the
+	                      generation prompt opened the block) */
 };
+
+/* Where a reply's text is in the <think> block (session_think.c). */
+enum session_think_state {
+	SESSION_THINK_START,  /* nothing but blanks yet */
+	SESSION_THINK_IN,     /* inside the block: reasoning */
+	SESSION_THINK_ANSWER, /* after it, or no block: the answer */
+};
+
+/* The splitter of one reply's text into reasoning and answer. */
+struct session_think {
+	enum session_think_state state;
+	bool seen;                /* a block was opened */
+	bool answer_begun;        /* answer bytes released */
+	size_t n_reasoning_bytes; /* reasoning bytes released */
+	struct tok_buf pend;      /* bytes held back (owned) */
+};
+
+/* Receives split text: REASONING or answer, LEN bytes. 0 or -1. */
+typedef int (*session_think_fn)(void *ud, bool reasoning, const char *p,
+                                size_t len);
+
+/* Start a reply; OPEN: the prompt already opened the block. */
+void session_think_init(struct session_think *t, bool open);
+/* Free what is held (the struct may be initialised again). */
+void session_think_free(struct session_think *t);
+/* Split LEN bytes of reply text, released through OUT (maybe later:
+   a tag's possible beginning and blanks that may end the reasoning wait
+   for the next bytes). 0, or -1 when OUT failed or out of memory. */
+int session_think_feed(struct session_think *t, const char *text, size_t len,
+                       session_think_fn out, void *ud);
+/* The reply ended: release what is held (inside the block: reasoning,
+   left unfinished: state stays IN). 0 or -1. */
+int session_think_flush(struct session_think *t, session_think_fn out,
+                        void *ud);
+/* Whether rendered prompt T[0, n) ends inside a <think> block. */
+bool session_think_opened(const char *t, size_t n);
 
 /* The reply being generated. */
 struct session_reply {
@@ -90,6 +132,10 @@ struct session_reply {
 	                             (a branch: the kept ones, the forced) */
 	size_t n_replay;          /* entries in replay */
 	bool end_after_replay;    /* the forced id ends the reply (eog) */
+	struct tok_buf reasoning; /* its reasoning, shown apart (owned) */
+	struct session_think think; /* splits text into the two (owned) */
+	int32_t n_reasoning;        /* tokens of the reasoning */
+	size_t reasoning_saved;     /* bytes of reasoning in the store */
 };
 
 /* session.c: helpers and the messages */
@@ -101,6 +147,10 @@ bool session_cancelled(const struct session *s);
 /* Append a message (content copied). 0 or -1 (no memory). */
 int session_push_msg(struct session *s, enum store_role role, const char *text,
                      size_t len, int64_t store_id, enum store_finish finish);
+/* Give message M its reasoning: LEN bytes of P (copied), N_TOK tokens,
+   OPEN when the reply ended inside the block. 0 or -1 (no memory). */
+int session_msg_set_reasoning(struct session_msg *m, const char *p, size_t len,
+                              int32_t n_tok, bool open);
 /* Drop messages from index I on. */
 void session_pop_to(struct session *s, size_t i);
 /* Index of the first non-system message. */
@@ -174,6 +224,19 @@ int64_t session_parent(const struct session *s, size_t i);
 /* Tell the store who answers the conversation (and wrote reply MSG_ID). */
 void session_record_origin(struct session *s, int64_t msg_id,
                            const struct session_cb *cb);
+/* Whether reply R is (so far) unfinished reasoning. */
+bool session_reply_open(const struct session_reply *r);
+/* Store R's reasoning when it grew (FINAL: also its open state). 0, or
+   -1 with a message. */
+int session_store_reasoning(struct session *s, struct session_reply *r,
+                            bool final, char *msg, size_t msglen);
+/* Split, show and keep LEN bytes of reply text (END: release what is
+   held back). 0 or -1 (no memory). */
+int session_reply_text(struct session_reply *r, const char *p, size_t len,
+                       bool end, const struct session_cb *cb);
+/* Append reply R as the assistant message and free its buffers. */
+int session_push_reply(struct session *s, struct session_reply *r,
+                       enum store_finish fin);
 /* Generate the reply to the messages as they are (last one: user); BR
    (may be NULL) makes it a branch. */
 int session_reply(struct session *s, const struct session_cb *cb,

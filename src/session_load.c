@@ -267,6 +267,11 @@ int session_push_stored(struct session *s, struct store_msg *m, size_t n)
 			f = STORE_FINISH_INTERRUPTED;
 		rc = session_push_msg(s, m[i].role, m[i].content, m[i].len,
 		                      m[i].id, f);
+		if (rc == 0 && (m[i].reasoning_len || m[i].reasoning_open))
+			rc = session_msg_set_reasoning(
+			    &s->msgs[s->n_msgs - 1], m[i].reasoning,
+			    m[i].reasoning_len, (int32_t)m[i].n_reasoning,
+			    m[i].reasoning_open);
 	}
 	return rc;
 }

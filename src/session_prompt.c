@@ -66,8 +66,9 @@ static int session_render(struct session *s, char **t, size_t *tlen,
                           struct tmpl_span **spans, size_t *nspans, char *err,
                           size_t errlen)
 {
-	struct json_value *arr = json_new_array();
+	struct json_value *arr = json_new_array(), *think = NULL;
 	struct tmpl_ctx ctx = {0};
+	struct tmpl_var var = {0};
 	size_t i;
 	int rc;
 
@@ -88,6 +89,23 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 		    json_object_set(o, "content", 7,
 		                    json_new_string(m->content, m->len)))
 			goto nomem;
+		/* the reasoning as the OpenAI API passes it: the template
+		   decides what of it the next prompt holds (Qwen3's keeps
+		   the last turn's) */
+		if (m->role == STORE_ROLE_ASSISTANT && m->reasoning &&
+		    json_object_set(
+		        o, "reasoning_content", 17,
+		        json_new_string(m->reasoning, m->reasoning_len)))
+			goto nomem;
+	}
+	if (s->think) {
+		think = json_new_bool(s->think > 0);
+		if (think == NULL)
+			goto nomem;
+		var.name = "enable_thinking";
+		var.value = think;
+		ctx.vars = &var;
+		ctx.nvars = 1;
 	}
 	ctx.messages = arr;
 	ctx.add_generation_prompt = true;
@@ -95,9 +113,13 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 	ctx.eos_token = s->eos_text;
 	rc = tmpl_render(s->tmpl, &ctx, t, tlen, spans, nspans, err, errlen);
 	json_free(arr);
+	json_free(think);
+	if (rc == TMPL_OK)
+		s->think_prompt = session_think_opened(*t, *tlen);
 	return rc == TMPL_OK ? 0 : -1;
 nomem:
 	json_free(arr);
+	json_free(think);
 	snprintf(err, errlen, "out of memory rendering %zu messages",
 	         s->n_msgs);
 	return -1;

@@ -56,10 +56,9 @@ static void session_rs_piece(void *ud, const char *text, size_t len)
 	struct session_rstream *x = ud;
 
 	session_rs_begin(x);
-	if (tok_buf_append(&x->r.text, text, len))
+	/* a thinking model's <think> block, split as a local reply's */
+	if (session_reply_text(&x->r, text, len, false, x->cb))
 		x->oom = true;
-	if (x->cb && x->cb->piece)
-		x->cb->piece(x->cb->ud, text, len);
 	session_store_update(x->s, &x->r, x->cb);
 }
 
@@ -128,10 +127,14 @@ int session_reply_remote(struct session *s, const struct session_cb *cb,
 	st->decode_ms = res.total_ms - res.first_ms;
 	if (rc < 0 && !res.started) {
 		free(x.r.text.p);
+		free(x.r.reasoning.p);
+		session_think_free(&x.r.think);
 		store_reports_free(&x.r.rep);
 		return -1;
 	}
 	session_rs_begin(&x); /* an interrupted wait keeps an empty reply */
+	if (session_reply_text(&x.r, NULL, 0, true, cb))
+		x.oom = true;
 	if (x.oom)
 		session_store_notice(cb, "keep the whole reply",
 		                     "out of memory", "its end is missing");
@@ -140,21 +143,18 @@ int session_reply_remote(struct session *s, const struct session_cb *cb,
 	ms.prefill_ms = st->prefill_ms;
 	ms.decode_ms = st->decode_ms;
 	if (x.r.store_id &&
-	    store_msg_finish_rep(
-	        s->st, x.r.store_id, x.r.text.p ? x.r.text.p : "", x.r.text.n,
-	        st->finish, &ms, x.r.recording ? &x.r.rep : NULL, msg,
-	        sizeof(msg)) != STORE_OK)
+	    (session_store_reasoning(s, &x.r, true, msg, sizeof(msg)) ||
+	     store_msg_finish_rep(
+	         s->st, x.r.store_id, x.r.text.p ? x.r.text.p : "", x.r.text.n,
+	         st->finish, &ms, x.r.recording ? &x.r.rep : NULL, msg,
+	         sizeof(msg)) != STORE_OK))
 		session_store_notice(cb, "save the finished reply", msg,
 		                     "the history may keep it incomplete");
 	store_reports_free(&x.r.rep);
 	session_record_origin(s, x.r.store_id, cb);
-	if (session_push_msg(s, STORE_ROLE_ASSISTANT,
-	                     x.r.text.p ? x.r.text.p : "", x.r.text.n,
-	                     x.r.store_id, st->finish)) {
-		free(x.r.text.p);
+	if (session_push_reply(s, &x.r, st->finish)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	free(x.r.text.p);
 	return rc;
 }

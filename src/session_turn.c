@@ -30,6 +30,33 @@ void session_store_notice(const struct session_cb *cb, const char *what,
 	cb->notice(cb->ud, note);
 }
 
+/* Whether reply R is inside its reasoning block (and has begun it: a
+   reply cut before its first token has no reasoning). */
+bool session_reply_open(const struct session_reply *r)
+{
+	return r->think.state == SESSION_THINK_IN &&
+	       (r->reasoning.n > 0 || r->n_reasoning > 0);
+}
+
+/* Store the reply's reasoning when it grew (or FINAL: with its state).
+   0, or -1 with a message. */
+int session_store_reasoning(struct session *s, struct session_reply *r,
+                            bool final, char *msg, size_t msglen)
+{
+	bool open = session_reply_open(r);
+
+	if (!final && r->reasoning.n == r->reasoning_saved)
+		return 0;
+	if (final && r->reasoning.n == 0 && !open && r->reasoning_saved == 0)
+		return 0;
+	if (store_msg_set_reasoning(s->st, r->store_id, r->reasoning.p,
+	                            r->reasoning.n, r->n_reasoning, open, msg,
+	                            msglen) != STORE_OK)
+		return -1;
+	r->reasoning_saved = r->reasoning.n;
+	return 0;
+}
+
 /* Store the reply in progress (every SESSION_STORE_MS). A failure is told
    once per reply: the next update or the final one may still succeed. */
 void session_store_update(struct session *s, struct session_reply *r,
@@ -40,7 +67,8 @@ void session_store_update(struct session *s, struct session_reply *r,
 	if (s->st == NULL || r->store_id == 0 ||
 	    session_ms() - r->last_store < SESSION_STORE_MS)
 		return;
-	if (store_msg_update_rep(s->st, r->store_id, r->text.p, r->text.n,
+	if (session_store_reasoning(s, r, false, msg, sizeof(msg)) ||
+	    store_msg_update_rep(s->st, r->store_id, r->text.p, r->text.n,
 	                         r->recording ? &r->rep : NULL, r->rep_saved,
 	                         msg, sizeof(msg)) != STORE_OK) {
 		if (!r->update_failed)
@@ -53,17 +81,46 @@ void session_store_update(struct session *s, struct session_reply *r,
 	r->last_store = session_ms();
 }
 
+/* Where the splitter's text goes: the reply and the front end. */
+struct session_sink {
+	struct session_reply *r;
+	const struct session_cb *cb;
+};
+
+/* Keep and show LEN bytes of reasoning or answer (session_think_fn). */
+static int session_sink_out(void *ud, bool reasoning, const char *p, size_t len)
+{
+	struct session_sink *k = ud;
+	const struct session_cb *cb = k->cb;
+
+	if (tok_buf_append(reasoning ? &k->r->reasoning : &k->r->text, p, len))
+		return -1;
+	if (cb && reasoning && cb->reasoning)
+		cb->reasoning(cb->ud, p, len);
+	else if (cb && !reasoning && cb->piece)
+		cb->piece(cb->ud, p, len);
+	return 0;
+}
+
+/* Split, show and keep LEN bytes of the reply's text (END: the reply
+   ended, release what the splitter holds). 0 or -1 (no memory). */
+int session_reply_text(struct session_reply *r, const char *p, size_t len,
+                       bool end, const struct session_cb *cb)
+{
+	struct session_sink k = {r, cb};
+
+	if (len && session_think_feed(&r->think, p, len, session_sink_out, &k))
+		return -1;
+	return end ? session_think_flush(&r->think, session_sink_out, &k) : 0;
+}
+
 /* Show and keep OUT's released text. */
 static int session_emit(struct session_reply *r, const struct stopstr_out *o,
                         const struct session_cb *cb)
 {
 	if (o->len == 0)
 		return 0;
-	if (tok_buf_append(&r->text, o->text, o->len))
-		return -1;
-	if (cb && cb->piece)
-		cb->piece(cb->ud, o->text, o->len);
-	return 0;
+	return session_reply_text(r, o->text, o->len, false, cb);
 }
 
 /* ---------- generation ---------- */
@@ -213,7 +270,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		int32_t id;
 		size_t plen;
 		const char *p;
-		bool eog, ahead;
+		bool eog, ahead, in_think;
 
 		if (session_cancelled(s)) {
 			fin = STORE_FINISH_INTERRUPTED;
@@ -259,6 +316,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 		if (eog)
 			break;
 		piece.n = 0;
+		in_think = r->think.state == SESSION_THINK_IN;
 		if (tok_stream_push(&ts, id, &piece) ||
 		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
 		                 sizeof(msg)) ||
@@ -270,6 +328,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 			rc = 0;
 			break;
 		}
+		if (in_think || r->think.state == SESSION_THINK_IN)
+			r->n_reasoning++;
 		if (o.stopped) {
 			if (ahead && rc == 0)
 				session_take_back(s);
@@ -313,10 +373,37 @@ static int session_decode(struct session *s, struct session_reply *r,
 			session_emit(r, &o, cb);
 		}
 	}
+	/* a block still open here is kept as unfinished reasoning */
+	if (session_reply_text(r, NULL, 0, true, cb) && rc == 0) {
+		snprintf(err, errlen, "out of memory in the reply");
+		fin = STORE_FINISH_ERROR;
+	}
 	free(piece.p);
 	st->decode_ms = session_ms() - t0;
 	st->finish = fin;
 	return fin == STORE_FINISH_ERROR ? -1 : rc;
+}
+
+/* Append reply R as the assistant message (finish FIN) and free its
+   buffers. 0 or -1 (no memory). */
+int session_push_reply(struct session *s, struct session_reply *r,
+                       enum store_finish fin)
+{
+	bool open = session_reply_open(r);
+	int rc = session_push_msg(s, STORE_ROLE_ASSISTANT,
+	                          r->text.p ? r->text.p : "", r->text.n,
+	                          r->store_id, fin);
+
+	if (rc == 0 && (r->reasoning.n || open))
+		rc = session_msg_set_reasoning(&s->msgs[s->n_msgs - 1],
+		                               r->reasoning.p, r->reasoning.n,
+		                               r->n_reasoning, open);
+	free(r->text.p);
+	free(r->reasoning.p);
+	session_think_free(&r->think);
+	r->text = (struct tok_buf){0};
+	r->reasoning = (struct tok_buf){0};
+	return rc;
 }
 
 /* ---------- a turn ---------- */
@@ -413,8 +500,7 @@ int session_reply(struct session *s, const struct session_cb *cb,
                   struct session_stats *st, struct session_reply *br, char *err,
                   size_t errlen)
 {
-	struct session_reply r = {{0}, 0, 0,    false, false, false,
-	                          {0}, 0, NULL, 0,     false};
+	struct session_reply r = {0};
 	struct store_msg_stats ms = {0};
 	size_t n_extra = 0;
 	char msg[512];
@@ -454,6 +540,7 @@ int session_reply(struct session *s, const struct session_cb *cb,
 	}
 	r.recording = s->store_reports && r.store_id != 0;
 	r.last_store = session_ms();
+	session_think_init(&r.think, s->think_prompt);
 	if (rc > 0) {
 		/* nothing of the reply was shown: no tokens, no reports */
 		st->finish = STORE_FINISH_INTERRUPTED;
@@ -471,21 +558,19 @@ int session_reply(struct session *s, const struct session_cb *cb,
 	ms.prefill_ms = st->prefill_ms;
 	ms.decode_ms = st->decode_ms;
 	if (r.store_id &&
-	    store_msg_finish_rep(s->st, r.store_id, r.text.p ? r.text.p : "",
-	                         r.text.n, st->finish, &ms,
-	                         r.recording ? &r.rep : NULL, msg,
-	                         sizeof(msg)) != STORE_OK)
+	    (session_store_reasoning(s, &r, true, msg, sizeof(msg)) ||
+	     store_msg_finish_rep(s->st, r.store_id, r.text.p ? r.text.p : "",
+	                          r.text.n, st->finish, &ms,
+	                          r.recording ? &r.rep : NULL, msg,
+	                          sizeof(msg)) != STORE_OK))
 		session_store_notice(cb, "save the finished reply", msg,
 		                     "the history may keep it incomplete");
 	store_reports_free(&r.rep);
 	session_record_origin(s, 0, cb);
-	if (session_push_msg(s, STORE_ROLE_ASSISTANT, r.text.p ? r.text.p : "",
-	                     r.text.n, r.store_id, st->finish)) {
-		free(r.text.p);
+	if (session_push_reply(s, &r, st->finish)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	free(r.text.p);
 	/* the ids of the cache, so that a resume rebuilds the same cache */
 	if (s->st && s->conv_id &&
 	    store_kv_set(s->st, s->conv_id, "tokens", s->kv.v, s->kv.n, NULL, 0,

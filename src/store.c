@@ -25,7 +25,8 @@
 	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "          \
 	"m.conversation_id AND s.parent_id IS m.parent_id), "                  \
 	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "          \
-	"m.conversation_id AND s.parent_id IS m.parent_id AND s.id < m.id)"
+	"m.conversation_id AND s.parent_id IS m.parent_id AND s.id < m.id), "  \
+	"m.reasoning, m.reasoning_tokens, m.reasoning_open"
 
 /* The columns of a conversation row, in the order read_conv expects. */
 #define CONV_COLS                                                              \
@@ -710,13 +711,16 @@ void store_msg_clear(struct store_msg *m)
 	if (!m)
 		return;
 	free(m->content);
+	free(m->reasoning);
 	memset(m, 0, sizeof(*m));
 }
 
 void store_msg_free(struct store_msg *v, size_t n)
 {
-	for (size_t i = 0; v && i < n; i++)
+	for (size_t i = 0; v && i < n; i++) {
 		free(v[i].content);
+		free(v[i].reasoning);
+	}
 	free(v);
 }
 
@@ -745,7 +749,10 @@ static int read_msg(sqlite3_stmt *s, struct store_msg *m)
 	m->updated_ms = sqlite3_column_int64(s, 11);
 	m->n_siblings = sqlite3_column_int(s, 12);
 	m->sibling_index = sqlite3_column_int(s, 13);
-	return m->content ? 0 : -1;
+	m->reasoning = store_col_text(s, 14, &m->reasoning_len);
+	m->n_reasoning = sqlite3_column_int64(s, 15);
+	m->reasoning_open = sqlite3_column_int(s, 16) != 0;
+	return m->content && m->reasoning ? 0 : -1;
 }
 
 /* Step S (finalized here) to its end, reading each row (MSG_COLS) into a
@@ -1218,6 +1225,32 @@ int store_msg_update_rep(struct store *st, int64_t id, const char *content,
 		return rc;
 	}
 	return store_commit(st, err, errlen);
+}
+
+int store_msg_set_reasoning(struct store *st, int64_t id, const char *text,
+                            size_t len, int64_t n_tokens, bool open, char *err,
+                            size_t errlen)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if ((rc = store_prepare(st,
+	                        "UPDATE messages SET reasoning = ?2, "
+	                        "reasoning_tokens = ?3, reasoning_open = ?4 "
+	                        "WHERE id = ?1 AND role = 'assistant'",
+	                        &s, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_text64(s, 2, text ? text : "", len, SQLITE_STATIC,
+	                    SQLITE_UTF8);
+	sqlite3_bind_int64(s, 3, n_tokens);
+	sqlite3_bind_int(s, 4, open ? 1 : 0);
+	rc = step_done(st, s, "save the reasoning", err, errlen);
+	sqlite3_finalize(s);
+	if (rc == STORE_OK && sqlite3_changes(st->db) == 0)
+		rc = store_errf(st, STORE_ENOTFOUND, err, errlen,
+		                "no assistant message %lld", (long long)id);
+	return rc;
 }
 
 int store_msg_finish(struct store *st, int64_t id, const char *content,

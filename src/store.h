@@ -75,7 +75,7 @@
 #define STORE_ENEWER    (-5) /* schema newer than this program */
 #define STORE_EINVAL    (-6) /* bad argument or malformed import */
 
-#define STORE_SCHEMA_VERSION  4           /* what this program writes */
+#define STORE_SCHEMA_VERSION  5           /* what this program writes */
 #define STORE_APPLICATION_ID  0x50726c79  /* "Prly" in the file header */
 #define STORE_BUSY_TIMEOUT_MS 5000        /* default busy timeout */
 #define STORE_IMPORT_MAX      (64u << 20) /* bytes of JSON accepted */
@@ -171,6 +171,11 @@ struct store_msg {
 	int64_t updated_ms;           /* last update */
 	int32_t n_siblings;           /* messages sharing its parent (>= 1) */
 	int32_t sibling_index;        /* 0-based rank among them by id */
+	char *reasoning;      /* a thinking model's reasoning, apart from
+	                         content; "" when none (owned, NUL-ended) */
+	size_t reasoning_len; /* bytes of reasoning */
+	int64_t n_reasoning;  /* its tokens (0: none or not known) */
+	bool reasoning_open;  /* the reply ended inside the block */
 };
 
 /* One search result. Strings owned (store_hits_free). */
@@ -403,6 +408,19 @@ int store_msg_reports(struct store *st, int64_t msg_id,
 int store_msg_update_rep(struct store *st, int64_t id, const char *content,
                          size_t len, const struct store_reports *rep,
                          size_t from, char *err, size_t errlen);
+
+/*
+ * The reasoning of assistant message ID (a thinking model's text between
+ * <think> and </think>, kept apart from the answer in content): LEN bytes
+ * of TEXT, N_TOKENS tokens, OPEN when the reply ended inside the block
+ * (unfinished reasoning). Written before each update of a reply in
+ * progress and before its finish, so that a kill keeps the reasoning as
+ * it keeps the text. STORE_ENOTFOUND when there is no such assistant
+ * message.
+ */
+int store_msg_set_reasoning(struct store *st, int64_t id, const char *text,
+                            size_t len, int64_t n_tokens, bool open, char *err,
+                            size_t errlen);
 
 /*
  * store_msg_finish with reports: REP (all of the message's reports, or

@@ -233,10 +233,34 @@ char *store_fmt_show(const struct store_conv *c, const char *server,
 		sbuf_printf(&b, "--- %s", store_role_name(m[i].role));
 		fmt_msg_extra(&b, &m[i]);
 		sbuf_adds(&b, "\n");
+		if (m[i].reasoning_len || m[i].reasoning_open) {
+			sbuf_adds(&b, m[i].reasoning_open
+			                  ? "[reasoning, unfinished]\n"
+			                  : "[reasoning]\n");
+			store_sb_safe(&b, m[i].reasoning, m[i].reasoning_len,
+			              true);
+			sbuf_adds(&b, "\n[answer]\n");
+		}
 		store_sb_safe(&b, m[i].content, m[i].len, true);
 		sbuf_adds(&b, "\n");
 	}
 	return store_sb_take(&b, NULL);
+}
+
+/* A thinking model's reasoning, folded in a <details> block (GitHub and
+   most Markdown viewers show it closed) before the answer. */
+static void fmt_md_reasoning(struct sbuf *b, const struct store_msg *m)
+{
+	if (m->reasoning_len == 0 && !m->reasoning_open)
+		return;
+	sbuf_adds(b, "<details>\n<summary>Reasoning");
+	if (m->reasoning_open)
+		sbuf_adds(b, ", unfinished");
+	if (m->n_reasoning > 0)
+		sbuf_printf(b, " (%lld tokens)", (long long)m->n_reasoning);
+	sbuf_adds(b, "</summary>\n\n");
+	sbuf_add(b, m->reasoning, m->reasoning_len);
+	sbuf_adds(b, "\n\n</details>\n\n");
 }
 
 char *store_fmt_markdown(const struct store_conv *c, const struct store_msg *m,
@@ -277,6 +301,7 @@ char *store_fmt_markdown(const struct store_conv *c, const struct store_msg *m,
 		sbuf_printf(&b, "\n## %c%s", r[0] - 'a' + 'A', r + 1);
 		fmt_msg_extra(&b, &m[i]);
 		sbuf_adds(&b, "\n\n");
+		fmt_md_reasoning(&b, &m[i]);
 		sbuf_add(&b, m[i].content, m[i].len);
 		sbuf_adds(&b, "\n");
 	}

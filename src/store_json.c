@@ -234,11 +234,24 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 	         " SELECT m.parent_id, br.depth + 1 FROM messages m"
 	         " JOIN br ON m.id = br.id"
 	         " WHERE m.parent_id IS NOT NULL AND br.depth < 1000000)"
-	         " SELECT json_object('role', m.role, 'content', m.content),"
-	         " json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
+	         /* reasoning as the OpenAI API gives it; its token count
+	            and an unfinished block in the metadata */
+	         " SELECT CASE WHEN m.reasoning <> '' OR m.reasoning_open"
+	         " THEN json_object('role', m.role, 'content', m.content,"
+	         " 'reasoning_content', m.reasoning)"
+	         " ELSE json_object('role', m.role, 'content', m.content) END,"
+	         " CASE WHEN m.reasoning <> '' OR m.reasoning_open"
+	         " THEN json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
 	         " 'n_prompt_tokens', m.n_prompt_tokens,"
 	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
-	         " 'created', m.created), m.id, m.role = 'assistant'"
+	         " 'created', m.created, 'reasoning_tokens', "
+	         "m.reasoning_tokens,"
+	         " 'reasoning_unfinished', json(CASE WHEN m.reasoning_open"
+	         " THEN 'true' ELSE 'false' END))"
+	         " ELSE json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
+	         " 'n_prompt_tokens', m.n_prompt_tokens,"
+	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
+	         " 'created', m.created) END, m.id, m.role = 'assistant'"
 	         " FROM br JOIN messages m ON m.id = br.id"
 	         " WHERE m.conversation_id = ?2 ORDER BY br.depth DESC",
 	         &s, err, errlen)))

@@ -18,6 +18,10 @@
  *   3 -> 4  remote models (issue 14): which server and model answered, per
  *           conversation (the last reply's; resume talks to it again)
  *           and per assistant message; '' = the local engine.
+ *   4 -> 5  thinking models (issue 29): an assistant message's reasoning
+ *           (between <think> and </think>) apart from its content, its
+ *           token count and whether the block was left open (the reply
+ *           hit its limit); '' / 0 / 0 for everything written before.
  */
 #include "store_int.h"
 
@@ -133,11 +137,16 @@ static const char schema_v4_remote[] =
     "ALTER TABLE messages ADD COLUMN server_model TEXT NOT NULL\n"
     "  DEFAULT '';\n";
 
+/* Thinking models: the reasoning kept apart from the answer. */
+static const char schema_v5_reasoning[] =
+    "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE messages ADD COLUMN reasoning_tokens INTEGER NOT NULL\n"
+    "  DEFAULT 0;\n"
+    "ALTER TABLE messages ADD COLUMN reasoning_open INTEGER NOT NULL\n"
+    "  DEFAULT 0 CHECK (reasoning_open IN (0, 1));\n";
+
 static const char *const steps[STORE_SCHEMA_VERSION] = {
-    schema_v1,
-    schema_v2,
-    schema_v3,
-    schema_v4_remote,
+    schema_v1, schema_v2, schema_v3, schema_v4_remote, schema_v5_reasoning,
 };
 
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,

@@ -5,7 +5,8 @@
 # rename / rm, export (JSON and Markdown) and the import round trip, a
 # saved KV state that does not load (a notice), export --logprobs checked
 # against the OpenAI shape (tests/check_logprobs.py), --no-reports, show
-# --branches and branch after a /regen, and that --help and the man page
+# --branches and branch after a /regen, a thinking template's reasoning
+# (-p, --thinking, --think, export), and that --help and the man page
 # name every chat option.
 . "${top_srcdir:-.}/tests/lib.sh"
 model=$(test_model)
@@ -144,6 +145,45 @@ ok $? "show follows the selected branch"
 "$PARLEY" branch "$bid" 999999 >/dev/null 2>&1
 [ $? -eq 1 ]
 ok $? "branch to a message of no such id fails"
+
+# a thinking model's habits (tests/data/think/think.jinja opens <think>
+# in the generation prompt): -p prints only the answer, --thinking the
+# reasoning between <think> and </think>; a block never closed is said on
+# stderr and kept; --think=off closes the block in the prompt; export
+# gives reasoning_content and a <details> block
+tpl=${top_srcdir:-.}/tests/data/think/think.jinja
+"$PARLEY" $opts -n 20 --template "$tpl" -p "What is 2+2?" \
+	>"$tmp/t1" 2>"$tmp/t1.err"
+[ $? -eq 0 ] && [ ! -s "$tmp/t1" ] &&
+	grep -q "ended inside its reasoning (7 tokens, unfinished" "$tmp/t1.err"
+ok $? "-p prints only the answer (none: the reasoning never ended): $(cat "$tmp/t1.err")"
+tid=$("$PARLEY" list | awk 'NR == 2 {print $1}')
+"$PARLEY" $opts -n 20 --template "$tpl" --thinking -p "What is 2+2?" \
+	>"$tmp/t2" 2>/dev/null
+[ "$(head -n 1 "$tmp/t2")" = "<think>" ] &&
+	[ "$(tail -n 1 "$tmp/t2")" = "</think>" ] && [ "$(wc -l <"$tmp/t2")" -eq 3 ]
+ok $? "--thinking prints the reasoning between <think> and </think>: $(tr '\n' '|' <"$tmp/t2")"
+"$PARLEY" $opts -n 20 --template "$tpl" --think=off --no-store \
+	-p "What is 2+2?" >"$tmp/t3" 2>"$tmp/t3.err"
+[ -s "$tmp/t3" ] && [ ! -s "$tmp/t3.err" ] && ! grep -q think "$tmp/t3"
+ok $? "--think=off: enable_thinking false, the reply is the answer: $(cat "$tmp/t3")"
+"$PARLEY" $opts --think=maybe -p x >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "--think takes on or off"
+"$PARLEY" export "$tid" --format json >"$tmp/t.json" &&
+	python3 - "$tmp/t.json" "$(sed -n 2p "$tmp/t2")" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d["messages"][-1]
+assert a["role"] == "assistant" and a["content"] == "", a
+assert a["reasoning_content"] == sys.argv[2], (a, sys.argv[2])
+assert d["parley"]["messages"][-1]["reasoning_unfinished"] is True
+PY
+ok $? "export JSON: reasoning_content apart from the content"
+"$PARLEY" export "$tid" --format md >"$tmp/t.md"
+grep -q '^<summary>Reasoning, unfinished (7 tokens)</summary>$' "$tmp/t.md" &&
+	grep -q '^</details>$' "$tmp/t.md"
+ok $? "export Markdown: the reasoning folded in <details>"
 
 # --help and the man page name every long option of the chat
 "$PARLEY" chat --help >"$tmp/help"

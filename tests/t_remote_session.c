@@ -93,7 +93,7 @@ int main(void)
 	struct store *st = NULL;
 	struct seen seen;
 	struct session_stats ss;
-	struct session_cb cb = {on_piece, on_token, NULL, &seen, NULL};
+	struct session_cb cb = {on_piece, on_token, NULL, &seen, NULL, NULL};
 	struct sampler_config c;
 	int rc;
 

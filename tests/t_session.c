@@ -123,7 +123,7 @@ static struct session *open_or_die(const struct session_opts *o)
 static int send(struct session *s, const char *text, struct sink *k,
                 struct session_stats *st)
 {
-	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL};
+	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL, NULL};
 	char err[512];
 
 	k->n = 0;
@@ -196,7 +196,7 @@ static void test_turns(void)
 
 	/* regenerate: greedy gives the same reply, one id re-evaluated */
 	char last[8192];
-	struct session_cb cb = {sink_piece, NULL, sink_notice, &k, NULL};
+	struct session_cb cb = {sink_piece, NULL, sink_notice, &k, NULL, NULL};
 	char err[512];
 	size_t before;
 
@@ -251,7 +251,7 @@ static void test_interrupt(void)
 	struct session *s;
 	struct session_stats st;
 	struct sink k = {{0}, 0, 0};
-	struct session_cb cb = {stop_piece, NULL, sink_notice, &k, NULL};
+	struct session_cb cb = {stop_piece, NULL, sink_notice, &k, NULL, NULL};
 	const struct session_msg *m;
 	size_t n, kvn;
 	char err[512];
@@ -699,7 +699,8 @@ static void check_store_fails(bool release, const char *ref, int32_t ref_n)
 	store_set_busy_timeout(db, 0);
 	o.store = db;
 	s = open_or_die(&o);
-	struct session_cb cb = {locker_piece, NULL, locker_notice, &l};
+	struct session_cb cb = {locker_piece, NULL, locker_notice,
+	                        &l,           NULL, NULL};
 
 	rc = session_send(s, questions[3], strlen(questions[3]), &cb, &st, err,
 	                  sizeof(err));
@@ -779,7 +780,7 @@ static void test_observe(void)
 {
 	struct session_opts o = base_opts(2048, 16);
 	struct observed ob = {.pos_up = true};
-	struct session_cb cb = {NULL, observe_token, NULL, &ob, NULL};
+	struct session_cb cb = {NULL, observe_token, NULL, &ob, NULL, NULL};
 	struct session_stats st;
 	struct session *s;
 	const int32_t *ids, *kv;
@@ -890,7 +891,8 @@ static void ahead_piece(void *ud, const char *t, size_t n)
 static bool ahead_send(struct session *s, struct ahead_obs *o, const char *text,
                        struct session_stats *st)
 {
-	struct session_cb cb = {ahead_piece, ahead_token, sink_notice, o, NULL};
+	struct session_cb cb = {ahead_piece, ahead_token, sink_notice,
+	                        o,           NULL,        NULL};
 	char err[512];
 
 	memset(o, 0, sizeof(*o));
@@ -1088,7 +1090,8 @@ static void test_branch(void)
 	struct store *db = new_db(path, sizeof(path));
 	struct session_stats st, st2;
 	struct both b;
-	struct session_cb cb = {both_piece, both_token, both_notice, &b, NULL};
+	struct session_cb cb = {both_piece, both_token, both_notice,
+	                        &b,         NULL,       NULL};
 	struct sampler_report *rep = NULL, *rep2 = NULL;
 	const struct session_msg *m;
 	size_t nm, nr = 0, nr2 = 0, idx;
@@ -1335,6 +1338,114 @@ out:
 	drop_db(db, path);
 }
 
+/* 10: a thinking model's habits (tests/data/think/think.jinja opens
+   <think> in the generation prompt, as Qwen3's does): the reply goes to
+   the reasoning callback, not the answer's; the block the reply never
+   closed is kept as unfinished reasoning, in the session and the store;
+   the next prompt holds what the template makes of reasoning_content;
+   enable_thinking off closes the block in the prompt, and the reply is
+   all answer. */
+struct think_sink {
+	struct sink answer, thought; /* the two callbacks' texts */
+};
+
+static void think_reasoning(void *ud, const char *t, size_t n)
+{
+	sink_piece(&((struct think_sink *)ud)->thought, t, n);
+}
+
+static void think_piece(void *ud, const char *t, size_t n)
+{
+	sink_piece(&((struct think_sink *)ud)->answer, t, n);
+}
+
+/* The last prompt's text (session_last_prompt decoded) into BUF. */
+static void last_prompt_text(struct session *s, char *buf, size_t len)
+{
+	size_t n, reused, at = 0, pl;
+	const int32_t *ids = session_last_prompt(s, &n, &reused);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *p = session_token_text(s, ids[i], &pl, NULL);
+
+		if (p && at + pl + 1 < len) {
+			memcpy(buf + at, p, pl);
+			at += pl;
+		}
+	}
+	buf[at] = '\0';
+}
+
+static void test_think(void)
+{
+	struct session_opts o = base_opts(1024, 20);
+	struct think_sink k = {0};
+	struct session_cb cb = {think_piece, NULL, sink_notice,
+	                        &k,          NULL, think_reasoning};
+	struct session_stats st;
+	struct session *s;
+	struct store_conv c;
+	struct store_msg *sm = NULL;
+	const struct session_msg *m;
+	char tpl[4096], path[512], err[512], *prompt = malloc(65536);
+	const char *src = getenv("srcdir");
+	struct store *db = new_db(path, sizeof(path));
+	size_t n, sn = 0;
+	int rc;
+
+	snprintf(tpl, sizeof(tpl), "%s/tests/data/think/think.jinja",
+	         src ? src : ".");
+	o.template_name = tpl;
+	o.store = db;
+	s = open_or_die(&o);
+	rc = session_send(s, "What is 2+2?", 12, &cb, &st, err, sizeof(err));
+	m = session_messages(s, &n);
+	tap_ok(
+	    rc == 0 && k.thought.n > 0 && k.answer.n == 0 && n == 3 &&
+	        m[2].reasoning && strcmp(m[2].reasoning, k.thought.buf) == 0 &&
+	        m[2].len == 0 && m[2].reasoning_open &&
+	        m[2].n_reasoning == st.n_gen - (st.finish == STORE_FINISH_STOP),
+	    "a reply inside the prompt's <think> is reasoning, kept "
+	    "unfinished (\"%s\", %d of %d tokens)",
+	    k.thought.buf, n == 3 ? m[2].n_reasoning : -1, st.n_gen);
+	rc = store_conv_get(db, session_conv_id(s), &c, &sm, &sn, err,
+	                    sizeof(err));
+	tap_ok(rc == STORE_OK && sn == 2 &&
+	           strcmp(sm[1].reasoning, k.thought.buf) == 0 &&
+	           sm[1].len == 0 && sm[1].reasoning_open &&
+	           sm[1].n_reasoning == m[2].n_reasoning,
+	       "the store keeps it apart from the (empty) answer");
+	if (rc == STORE_OK)
+		store_conv_clear(&c);
+	store_msg_free(sm, sn);
+	/* the next turn: the template puts the last reasoning back */
+	k.thought.n = 0;
+	session_send(s, "And 3+3?", 8, &cb, &st, err, sizeof(err));
+	last_prompt_text(s, prompt, 65536);
+	snprintf(tpl, sizeof(tpl), "<think>\n%s\n</think>\n\n<|im_end|>",
+	         session_messages(s, &n)[2].reasoning);
+	tap_ok(strstr(prompt, tpl) != NULL,
+	       "the next prompt holds the reasoning as the template writes "
+	       "it");
+	/* thinking off: the prompt closes the block, the reply is answer */
+	session_set_think(s, -1);
+	k.thought.n = 0;
+	k.answer.n = 0;
+	session_send(s, "What is 2+2?", 12, &cb, &st, err, sizeof(err));
+	last_prompt_text(s, prompt, 65536);
+	m = session_messages(s, &n);
+	tap_ok(k.thought.n == 0 && k.answer.n > 0 &&
+	           m[n - 1].reasoning == NULL &&
+	           strstr(prompt, "assistant\n<think>\n\n</think>\n\n") &&
+	           session_think(s) == -1,
+	       "/think off: enable_thinking false, the reply is all answer "
+	       "(\"%s\")",
+	       k.answer.buf);
+	free(prompt);
+	session_close(s);
+	drop_db(db, path);
+}
+
 int main(void)
 {
 	if (!find_model())
@@ -1350,5 +1461,6 @@ int main(void)
 	test_observe();
 	test_eval_ahead();
 	test_branch();
+	test_think();
 	return tap_done();
 }

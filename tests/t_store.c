@@ -871,6 +871,84 @@ static void test_kv(struct store *st)
 	free(state);
 }
 
+/* A thinking model's reasoning: kept apart from the answer, updated with
+   a reply in progress, read back, exported as reasoning_content (JSON)
+   and in a <details> block (Markdown); an unclosed block stays marked
+   unfinished; a user message has none. */
+static void test_reasoning(struct store *st)
+{
+	struct store_conv_new cn = {.title = "think", .model_path = "/m.gguf"};
+	struct store_conv c;
+	struct store_msg *m;
+	size_t n, len;
+	int64_t conv, u, a, b;
+	char *s;
+	int rc;
+
+	store_conv_create(st, &cn, &conv, err, sizeof(err));
+	u = add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER, "2+2?");
+	store_msg_begin(st, conv, u, STORE_ROLE_ASSISTANT, &a, err,
+	                sizeof(err));
+	rc = store_msg_set_reasoning(st, a, "Two and two", 11, 3, true, err,
+	                             sizeof(err));
+	if (rc == STORE_OK)
+		rc = store_msg_update(st, a, "", 0, err, sizeof(err));
+	if (rc == STORE_OK)
+		rc = store_msg_set_reasoning(st, a, "Two and two is four.", 20,
+		                             6, false, err, sizeof(err));
+	if (rc == STORE_OK)
+		rc = store_msg_finish(st, a, "Four.", 5, STORE_FINISH_STOP,
+		                      NULL, err, sizeof(err));
+	tap_ok(rc == STORE_OK, "reasoning saved beside a reply: %s",
+	       rc ? err : "ok");
+	tap_ok(store_msg_set_reasoning(st, u, "x", 1, 1, false, err,
+	                               sizeof(err)) == STORE_ENOTFOUND,
+	       "a user message has no reasoning");
+	/* a second reply cut inside its block */
+	store_msg_begin(st, conv, u, STORE_ROLE_ASSISTANT, &b, err,
+	                sizeof(err));
+	store_msg_set_reasoning(st, b, "First, ", 7, 2, true, err, sizeof(err));
+	store_msg_finish(st, b, "", 0, STORE_FINISH_LENGTH, NULL, err,
+	                 sizeof(err));
+	store_conv_select(st, conv, a, NULL, err, sizeof(err));
+	rc = store_conv_get(st, conv, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n == 2 && m[0].reasoning_len == 0 &&
+	           strcmp(m[1].content, "Four.") == 0 &&
+	           strcmp(m[1].reasoning, "Two and two is four.") == 0 &&
+	           m[1].n_reasoning == 6 && !m[1].reasoning_open,
+	       "reasoning read back apart from the answer");
+	s = store_fmt_markdown(&c, m, n);
+	tap_ok(s && strstr(s, "<details>\n<summary>Reasoning (6 tokens)"
+	                      "</summary>\n\nTwo and two is four.\n\n"
+	                      "</details>\n\nFour.\n"),
+	       "Markdown folds the reasoning in <details> before the answer");
+	free(s);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	rc = store_export_json(st, conv, &s, &len, err, sizeof(err));
+	tap_ok(rc == STORE_OK &&
+	           strstr(s, "{\"role\":\"user\",\"content\":\"2+2?\"}") &&
+	           strstr(s,
+	                  "{\"role\":\"assistant\",\"content\":\"Four.\","
+	                  "\"reasoning_content\":\"Two and two is four.\"}") &&
+	           strstr(s, "\"reasoning_tokens\":6,"
+	                     "\"reasoning_unfinished\":false"),
+	       "JSON exports reasoning_content as the OpenAI API does");
+	free(s);
+	store_conv_select(st, conv, b, NULL, err, sizeof(err));
+	store_conv_get(st, conv, &c, &m, &n, err, sizeof(err));
+	tap_ok(n == 2 && m[1].reasoning_open && m[1].len == 0 &&
+	           strcmp(m[1].reasoning, "First, ") == 0 &&
+	           m[1].finish == STORE_FINISH_LENGTH,
+	       "an unclosed block is kept as unfinished reasoning");
+	s = store_fmt_markdown(&c, m, n);
+	tap_ok(s && strstr(s, "<summary>Reasoning, unfinished (2 tokens)"),
+	       "Markdown says the reasoning is unfinished");
+	free(s);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+}
+
 static void test_fmt(struct store *st)
 {
 	struct store_conv_new cn = {.title = "evil \x1b]0;pwned\x07 title",
@@ -1645,6 +1723,13 @@ static void check_v2_data(const char *path, const char *what)
 	rc = store_msg_reports(st, 9, &r, err, sizeof(err));
 	tap_ok(rc == STORE_OK && r.n == 0, "%s: old replies have no reports",
 	       what);
+	rc = store_conv_get(st, 1, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n == 6 && m[3].reasoning &&
+	           m[3].reasoning_len == 0 && !m[3].reasoning_open &&
+	           m[3].n_reasoning == 0,
+	       "%s: old replies have no reasoning", what);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
 	/* the reply in progress goes on with reports */
 	make_reports(&r, 4, 1);
 	rc = store_msg_update_rep(st, 9, "Madrid", 6, &r, 0, err, sizeof(err));
@@ -2068,6 +2153,7 @@ int main(void)
 	replay_dir(st, "store_import/crashers", false);
 	test_kv(st);
 	test_fmt(st);
+	test_reasoning(st);
 	test_reports_codec();
 	test_reports_remote();
 	test_reports(st);

@@ -58,6 +58,9 @@ struct chat_args {
 	bool server_cli;      /* --server on the command line */
 	bool system_given;    /* --system on the command line */
 	char *preset;         /* --system-preset text (owned) */
+	bool thinking;        /* --thinking: -p prints the reasoning too */
+	bool hide_thinking;   /* --hide-thinking: the REPL does not show it */
+	int think;            /* --think[=on|off]: 1 / -1, 0 not given */
 };
 
 enum {
@@ -67,6 +70,9 @@ enum {
 	OPT_CONFIG,
 	OPT_LAST,
 	OPT_PRESET,
+	OPT_THINKING,
+	OPT_HIDE_THINKING,
+	OPT_THINK,
 	OPT_KEY, /* options that go straight to config_set */
 };
 
@@ -77,6 +83,9 @@ static const struct option chat_long[] = {
     {"n-predict", required_argument, NULL, 'n'},
     {"verbose", no_argument, NULL, 'v'},
     {"plain", no_argument, NULL, OPT_PLAIN},
+    {"thinking", no_argument, NULL, OPT_THINKING},
+    {"hide-thinking", no_argument, NULL, OPT_HIDE_THINKING},
+    {"think", optional_argument, NULL, OPT_THINK},
     {"no-store", no_argument, NULL, OPT_NO_STORE},
     {"no-reports", no_argument, NULL, OPT_NO_REPORTS},
     {"config", required_argument, NULL, OPT_CONFIG},
@@ -173,6 +182,16 @@ static void chat_usage(FILE *fp, bool resume)
 	    "(60)\n"
 	    "      --insecure          allow plain http to a non-local "
 	    "server\n"
+	    "      --think[=on|off]    set the template's enable_thinking "
+	    "(templates\n"
+	    "                          that read it: Qwen3's); also /think "
+	    "on|off\n"
+	    "      --thinking          -p: print the reasoning too, between "
+	    "<think>\n"
+	    "                          and </think> (default: the answer "
+	    "only)\n"
+	    "      --hide-thinking     plain REPL: do not print the "
+	    "reasoning\n"
 	    "      --plain             the plain REPL, not the full-screen"
 	    " UI\n"
 	    "      --no-store          do not store the conversation\n"
@@ -246,6 +265,25 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 			break;
 		case OPT_NO_STORE:
 			a->no_store = true;
+			break;
+		case OPT_THINKING:
+			a->thinking = true;
+			break;
+		case OPT_HIDE_THINKING:
+			a->hide_thinking = true;
+			break;
+		case OPT_THINK:
+			if (optarg == NULL || strcmp(optarg, "on") == 0) {
+				a->think = 1;
+			} else if (strcmp(optarg, "off") == 0) {
+				a->think = -1;
+			} else {
+				fprintf(stderr,
+				        "parley: --think takes on or off, not "
+				        "'%s'\n",
+				        optarg);
+				return 2;
+			}
 			break;
 		case OPT_NO_REPORTS:
 			a->no_reports = true;
@@ -375,12 +413,39 @@ static char *chat_read_stdin(size_t *len)
 struct chat_oneshot {
 	bool at_line_start; /* the last byte written was '\n' */
 	bool any;           /* anything written */
+	bool in_think;      /* --thinking: inside the printed <think> block */
 };
+
+/* --thinking: the reasoning between <think> and </think>, as the model
+   wrote it (the answer follows after a blank line). */
+static void chat_reasoning(void *ud, const char *t, size_t n)
+{
+	struct chat_oneshot *o = ud;
+
+	if (!o->in_think)
+		fputs("<think>\n", stdout);
+	o->in_think = true;
+	fwrite(t, 1, n, stdout);
+	fflush(stdout);
+	o->any = true;
+	o->at_line_start = n > 0 && t[n - 1] == '\n';
+}
+
+/* Close the printed <think> block, if one is open. */
+static void chat_think_end(struct chat_oneshot *o)
+{
+	if (!o->in_think)
+		return;
+	fputs(o->at_line_start ? "</think>\n\n" : "\n</think>\n\n", stdout);
+	o->in_think = false;
+	o->at_line_start = true;
+}
 
 static void chat_piece(void *ud, const char *t, size_t n)
 {
 	struct chat_oneshot *o = ud;
 
+	chat_think_end(o);
 	fwrite(t, 1, n, stdout);
 	fflush(stdout);
 	if (n) {
@@ -393,6 +458,21 @@ static void chat_notice(void *ud, const char *msg)
 {
 	(void)ud;
 	fprintf(stderr, "parley: %s\n", msg);
+}
+
+/* The reply ended inside its reasoning (its limit, Ctrl-C): say so on
+   stderr, since stdout may hold nothing of it. */
+static void chat_unfinished(struct session *s, bool shown)
+{
+	size_t n;
+	const struct session_msg *m = session_messages(s, &n);
+
+	if (n == 0 || !m[n - 1].reasoning_open)
+		return;
+	fprintf(stderr,
+	        "parley: the reply ended inside its reasoning (%d tokens, "
+	        "unfinished; no answer yet)%s\n",
+	        m[n - 1].n_reasoning, shown ? "" : "; --thinking prints it");
 }
 
 /* Print the stored conversation so far (resume on a terminal). */
@@ -561,6 +641,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.api_key = key; /* kept until the end: the UI may open again */
 	so.insecure = cfg.insecure;
 	so.server_timeout = cfg.server_timeout;
+	so.think = a.think;
 	if (session_open(&so, &s, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
@@ -583,9 +664,10 @@ static int chat_main(int argc, char **argv, bool resume)
 	sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: reads return EINTR */
 
 	if (a.prompt) {
-		struct chat_oneshot o = {true, false};
-		struct session_cb cb = {chat_piece, NULL, chat_notice, &o,
-		                        NULL};
+		struct chat_oneshot o = {true, false, false};
+		struct session_cb cb = {
+		    chat_piece, NULL, chat_notice,
+		    &o,         NULL, a.thinking ? chat_reasoning : NULL};
 		struct session_stats ss;
 		char *text = NULL;
 		size_t len;
@@ -600,13 +682,17 @@ static int chat_main(int argc, char **argv, bool resume)
 		rc = session_send(s, text ? text : a.prompt, len, &cb, &ss, err,
 		                  sizeof(err));
 		free(text);
-		if (o.any && !o.at_line_start)
+		if (o.in_think) /* the reply ended inside its reasoning */
+			fputs(o.at_line_start ? "</think>\n" : "\n</think>\n",
+			      stdout);
+		else if (o.any && !o.at_line_start)
 			fputs("\n", stdout);
 		fflush(stdout);
 		if (rc) {
 			fprintf(stderr, "parley: %s\n", err);
 			goto out;
 		}
+		chat_unfinished(s, a.thinking);
 		if (cfg.verbose && session_server(s))
 			fprintf(
 			    stderr,
@@ -657,6 +743,8 @@ static int chat_main(int argc, char **argv, bool resume)
 	ro.verbose = cfg.verbose;
 	ro.intr = &chat_intr;
 	ro.cfg = &cfg;
+	ro.hide_thinking = a.hide_thinking;
+	ro.dim = tty && getenv("NO_COLOR") == NULL;
 	if (tty && !a.plain) {
 		char why[256];
 

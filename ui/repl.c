@@ -22,6 +22,7 @@ struct repl {
 	struct session_stats last; /* stats of the last reply */
 	bool have_last;            /* last is set */
 	bool at_line_start;        /* the reply output ended with '\n' */
+	bool in_think;             /* printing the reply's reasoning */
 };
 
 /* libedit's prompt callback: the prompt of the current read. */
@@ -158,11 +159,38 @@ static char *repl_input(struct repl *r, const char *push, bool *intr)
 	return text;
 }
 
-/* Session callbacks: stream the reply, show notices. */
+/* End the reasoning's printing (dim off, or its closing tag). */
+static void repl_think_end(struct repl *r)
+{
+	if (!r->in_think)
+		return;
+	if (r->o->dim)
+		fputs("\033[0m", stdout);
+	else
+		fputs(r->at_line_start ? "</think>" : "\n</think>", stdout);
+	fputs(r->at_line_start && r->o->dim ? "\n" : "\n\n", stdout);
+	r->in_think = false;
+	r->at_line_start = true;
+}
+
+/* Session callbacks: stream the reasoning and the reply, show notices. */
+static void repl_reasoning(void *ud, const char *t, size_t n)
+{
+	struct repl *r = ud;
+
+	if (!r->in_think)
+		fputs(r->o->dim ? "\033[2m" : "<think>\n", stdout);
+	r->in_think = true;
+	fwrite(t, 1, n, stdout);
+	fflush(stdout);
+	r->at_line_start = n > 0 && t[n - 1] == '\n';
+}
+
 static void repl_piece(void *ud, const char *t, size_t n)
 {
 	struct repl *r = ud;
 
+	repl_think_end(r);
 	fwrite(t, 1, n, stdout);
 	fflush(stdout);
 	r->at_line_start = n > 0 && t[n - 1] == '\n';
@@ -172,9 +200,19 @@ static void repl_notice(void *ud, const char *msg)
 {
 	struct repl *r = ud;
 
+	if (r->in_think && r->o->dim) /* the notice is not reasoning */
+		fputs("\033[0m", stdout);
+	r->in_think = r->in_think && !r->o->dim;
 	fflush(stdout);
 	fprintf(stderr, "%s[%s]\n", r->at_line_start ? "" : "\n", msg);
 	r->at_line_start = true;
+}
+
+/* The reasoning callback: none with hide_thinking. */
+static void (*repl_reasoning_cb(const struct repl *r))(void *, const char *,
+                                                       size_t)
+{
+	return r->o->hide_thinking ? NULL : repl_reasoning;
 }
 
 /* One line of statistics of ST. */
@@ -202,9 +240,28 @@ static void repl_print_stats(const struct session_stats *st)
 static void repl_after(struct repl *r, int rc, const struct session_stats *st,
                        const char *err)
 {
+	bool unfinished;
+	size_t n;
+	const struct session_msg *m = session_messages(r->s, &n);
+
+	if (r->in_think && r->o->dim) {
+		fputs("\033[0m", stdout);
+		r->in_think = false;
+	}
+	if (r->in_think) { /* the block the reply never closed */
+		fputs(r->at_line_start ? "</think>" : "\n</think>", stdout);
+		r->in_think = false;
+		r->at_line_start = false;
+	}
 	if (!r->at_line_start)
 		fputs("\n", stdout);
 	fflush(stdout);
+	unfinished = n > 0 && m[n - 1].reasoning_open;
+	if (unfinished && rc == 0)
+		fprintf(stderr,
+		        "[the reply ended inside its reasoning: %d "
+		        "tokens of unfinished reasoning, no answer]\n",
+		        m[n - 1].n_reasoning);
 	if (r->o->intr) /* a Ctrl-C for this reply is spent now */
 		atomic_store(r->o->intr, 0);
 	if (rc != 0) {
@@ -243,6 +300,9 @@ static const char repl_help[] =
     "  /stats              speed and context of the last reply\n"
     "  /verify             check each step against the CPU reference "
     "(toggle)\n"
+    "  /think on|off       the template's enable_thinking (Qwen3's); "
+    "/think\n"
+    "                      alone shows it\n"
     "  /quit               leave (also Ctrl-D)\n";
 
 /* The message of the last user turn, or NULL. */
@@ -312,10 +372,28 @@ static void repl_set(struct repl *r, char *args)
 	session_set_n_predict(r->s, c->n_predict);
 }
 
+/* /think on|off: the template's enable_thinking; alone: show it. */
+static void repl_think(struct repl *r, const char *arg)
+{
+	int t = session_think(r->s);
+
+	if (!strcmp(arg, "on") || !strcmp(arg, "off"))
+		session_set_think(r->s, (t = arg[1] == 'n' ? 1 : -1));
+	else if (*arg) {
+		fputs("parley: /think on or /think off\n", stderr);
+		return;
+	}
+	fprintf(stderr, "[thinking %s]\n",
+	        t > 0   ? "on: enable_thinking true, from the next turn"
+	        : t < 0 ? "off: enable_thinking false, from the next turn"
+	                : "as the template decides (enable_thinking unset)");
+}
+
 /* Run slash command LINE. Returns 1 to quit, 0 otherwise. */
 static int repl_command(struct repl *r, char *line)
 {
-	struct session_cb cb = {repl_piece, NULL, repl_notice, r, NULL};
+	struct session_cb cb = {repl_piece, NULL, repl_notice,
+	                        r,          NULL, repl_reasoning_cb(r)};
 	struct session_stats st;
 	char err[512], *cmd = line + 1, *args;
 	int rc;
@@ -393,6 +471,8 @@ static int repl_command(struct repl *r, char *line)
 		else
 			fprintf(stderr, "[verification %s]\n",
 			        on ? "on: a summary after each reply" : "off");
+	} else if (!strcmp(cmd, "think")) {
+		repl_think(r, args);
 	} else if (!strcmp(cmd, "stats")) {
 		if (r->have_last)
 			repl_print_stats(&r->last);
@@ -451,8 +531,9 @@ int repl_run(struct session *s, const struct repl_opts *o)
 	if (o->interactive)
 		repl_editline(&r);
 	for (;;) {
-		struct session_cb cb = {repl_piece, NULL, repl_notice, &r,
-		                        NULL};
+		struct session_cb cb = {repl_piece,  NULL,
+		                        repl_notice, &r,
+		                        NULL,        repl_reasoning_cb(&r)};
 		struct session_stats st;
 		char err[512], *text;
 		bool intr;

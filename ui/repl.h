@@ -21,6 +21,9 @@
  * The REPL clears the flag once a reply has ended (the session only
  * reads it).
  * Ctrl-D (end of input) on an empty line ends the REPL.
+ * A thinking model's reasoning is printed before the answer, dimmed on
+ * a terminal (between <think> and </think> lines otherwise), or not at
+ * all with hide_thinking.
  */
 #ifndef PARLEY_REPL_H
 #define PARLEY_REPL_H
@@ -38,6 +41,9 @@ struct repl_opts {
 	atomic_int *intr;         /* the SIGINT flag (also the
 	                             session's cancel), or NULL */
 	struct config *cfg;       /* options /set changes (borrowed) */
+	bool hide_thinking;       /* a thinking model's reasoning not shown */
+	bool dim;                 /* reasoning dimmed (SGR 2); else between
+	                             <think> and </think> lines */
 };
 
 /*

@@ -392,8 +392,11 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
                            const char *text, size_t len,
                            const struct tui_job_arg *arg)
 {
-	struct session_cb cb = {tui_worker_piece, tui_worker_token,
-	                        tui_worker_notice, w, tui_worker_progress};
+	/* reasoning not streamed yet: the UI shows the answer (the
+	   reasoning is kept with the message) */
+	struct session_cb cb = {tui_worker_piece,    tui_worker_token,
+	                        tui_worker_notice,   w,
+	                        tui_worker_progress, NULL};
 	struct tui_ev *e = tui_ev_new(TUI_EV_END, NULL, 0);
 	char err[1024] = "";
 	int rc = -1;
