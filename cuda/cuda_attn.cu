@@ -207,7 +207,13 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
 		for (int d = 0; d < DPT; d++)
 			acc[r][d] = 0.0f;
 
-	for (int32_t k0 = k_lo; k0 <= k_hi; k0 += AT_TILE_K) {
+	/* a sliding window: the key tiles before the tile's first query's
+	   window hold no key any query attends to */
+	int32_t k_start = k_lo;
+	if (window > 0 && pos0 + t0 - window + 1 > k_lo)
+		k_start = k_lo + (pos0 + t0 - window + 1 - k_lo) / AT_TILE_K *
+		                     AT_TILE_K;
+	for (int32_t k0 = k_start; k0 <= k_hi; k0 += AT_TILE_K) {
 		const int nk =
 		    k_hi - k0 + 1 < AT_TILE_K ? k_hi - k0 + 1 : AT_TILE_K;
 		__syncthreads(); /* the previous tile's K, V, P are used up */
@@ -530,14 +536,32 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 	   finishes: a prefetch into L2, where every SM's writes meet, reads
 	   nothing stale (cuda_launch.cuh), not even the row of the position
 	   that the QKV launch is storing */
-	for (int k = 0; k < AT_SPLIT_PF; k++)
+	/* a sliding window: positions lo..len - 1; a chunk wholly before it
+	   reads nothing */
+	const int32_t lo = window > 0 && len > window ? len - window : 0;
+	const bool before = c0 + AT_SPLIT_CH * sub <= lo;
+
+	for (int k = 0; k < AT_SPLIT_PF && !before; k++)
 		prefetch(c0 + k * AT_SPLIT_CH);
 	cu_pdl_sync();
 	if (c0 >= len)
 		return;
 	const int h0 = kvh * group + g0; /* first query head of the block */
-	/* a sliding window: positions lo..len - 1 */
-	const int32_t lo = window > 0 && len > window ? len - window : 0;
+	if (before) { /* the merge weighs it exp(-inf - M) = 0 */
+		if (tid < ng) {
+			float *o =
+			    ml +
+			    (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
+
+			o[0] = -INFINITY;
+			o[1] = 0.0f;
+		}
+		for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
+			part[(((size_t)t * n_head + h0 + i / hd) * nch + c) *
+			         hd +
+			     i % hd] = 0.0f;
+		return;
+	}
 	float acc[AT_SPLIT_G][8];
 
 #pragma unroll
