@@ -7,6 +7,7 @@
 #define PARLEY_ENGINE_UTIL_H
 
 #include "testenv.h"
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,21 @@ static inline int32_t eu_argmax(const float *x, int32_t n)
 		if (x[i] > x[best])
 			best = i;
 	return best;
+}
+
+/* mse(a, b) / mse(b, 0) over N values (b the reference); +inf when b is
+ * all zeros. */
+static inline double eu_nmse(const float *a, const float *b, int64_t n)
+{
+	double num = 0, den = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double d = (double)a[i] - b[i];
+
+		num += d * d;
+		den += (double)b[i] * b[i];
+	}
+	return den > 0 ? num / den : INFINITY;
 }
 
 #endif /* PARLEY_ENGINE_UTIL_H */

@@ -135,20 +135,6 @@ static int golden_read(const char *name, int32_t n_vocab, struct golden *g)
 	return 0;
 }
 
-/* Sum (a - b)^2 / sum b^2 over N. */
-static double nmse(const float *a, const float *b, int32_t n)
-{
-	double num = 0, den = 0;
-
-	for (int32_t i = 0; i < n; i++) {
-		double d = (double)a[i] - b[i];
-
-		num += d * d;
-		den += (double)b[i] * b[i];
-	}
-	return num / den;
-}
-
 /* Evaluate G's tokens on M with P (a prefill of the first half, then one
    token at a time) into OUT [n_tok][n_vocab]. Returns 0 or -1 with a
    message in ERR. */
@@ -210,8 +196,8 @@ static void check_model(size_t k)
 	if (tap_ok(rc == 0, "%s: exact_dots run: %s", name,
 	           rc == 0 ? "ok" : err)) {
 		for (int32_t i = 0; i < g.n_tok; i++) {
-			double r = nmse(got + (size_t)i * nv,
-			                g.ref + (size_t)i * nv, nv);
+			double r = eu_nmse(got + (size_t)i * nv,
+			                   g.ref + (size_t)i * nv, nv);
 
 			worst = r > worst || isnan(r) ? r : worst;
 		}
@@ -229,7 +215,7 @@ static void check_model(size_t k)
 	           rc == 0 ? "ok" : err)) {
 		for (int32_t i = 0; i < g.n_tok; i++) {
 			const float *row = got + (size_t)i * nv;
-			double r = nmse(row, g.lcp + (size_t)i * nv, nv);
+			double r = eu_nmse(row, g.lcp + (size_t)i * nv, nv);
 			int same = eu_argmax(row, nv) ==
 			           eu_argmax(g.lcp + (size_t)i * nv, nv);
 

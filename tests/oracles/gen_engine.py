@@ -133,6 +133,34 @@ def llama_cpp_version():
     return llama_cpp.__version__
 
 
+def llama_greedy(llm, text, n_gen):
+    """TEXT's ids (<bos> and special tokens as the model asks), llama.cpp's
+    N_GEN greedy tokens after them, its top1 - top2 logit gap at each step
+    and its logits (float32) at the first generated position."""
+    ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+    llm.reset()
+    llm.eval(ids)
+    gen, gaps, first = [], [], None
+    for step in range(n_gen):
+        logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        if step == 0:
+            first = logits.copy()
+        order = np.argsort(-logits, kind="stable")
+        tok = int(order[0])
+        gen.append(tok)
+        gaps.append(float(logits[order[0]] - logits[order[1]]))
+        llm.eval([tok])
+    return ids, gen, gaps, first
+
+
+def golden_lines(name, ids, gen, gaps):
+    """A prompt's lines of a .golden file: prompt / ids / gen / gap."""
+    return ["prompt " + name,
+            "ids %d %s" % (len(ids), " ".join(map(str, ids))),
+            "gen %d %s" % (len(gen), " ".join(map(str, gen))),
+            "gap %d %s" % (len(gaps), " ".join("%.4f" % g for g in gaps))]
+
+
 def smollm_goldens(model, out):
     Llama = llama_cpp_setup().Llama
     # fp32 KV cache (llama.cpp's default is fp16), no flash attention
@@ -152,19 +180,8 @@ def smollm_goldens(model, out):
     # weights, no int8 rounding of activations)
     ref = RefModel(model, act_quant=False)
     for name, text in PROMPTS:
-        ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
-        llm.reset()
-        llm.eval(ids)
-        gen, gaps = [], []
-        for step in range(N_GEN):
-            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-            if step == 0:
-                firsts.append(logits.copy())
-            order = np.argsort(-logits, kind="stable")
-            tok = int(order[0])
-            gen.append(tok)
-            gaps.append(float(logits[order[0]] - logits[order[1]]))
-            llm.eval([tok])
+        ids, gen, gaps, first = llama_greedy(llm, text, N_GEN)
+        firsts.append(first)
         # the numpy reference, teacher-forced on llama.cpp's tokens
         rl = ref.forward(ids + gen[:-1])[len(ids) - 1:]
         ref_firsts.append(rl[0].astype(np.float32))
@@ -183,11 +200,7 @@ def smollm_goldens(model, out):
                 f.write(text)
             with open(os.path.join(out, "generate_unicode.txt"), "wb") as f:
                 f.write(llm.detokenize(gen))
-        lines.append("prompt " + name)
-        lines.append("ids %d %s" % (len(ids), " ".join(map(str, ids))))
-        lines.append("gen %d %s" % (len(gen), " ".join(map(str, gen))))
-        lines.append("gap %d %s" % (len(gaps),
-                                    " ".join("%.4f" % g for g in gaps)))
+        lines += golden_lines(name, ids, gen, gaps)
         lines.append("rtop %d %s" % (len(rtop), " ".join(map(str, rtop))))
         lines.append("rgap %d %s" % (len(rgap),
                                      " ".join("%.4f" % g for g in rgap)))
