@@ -76,7 +76,8 @@ static int think_in(struct session_think *t, session_think_fn out, void *ud,
 {
 	const char *p = t->pend.p;
 	size_t n = t->pend.n, end, hold;
-	const char *c = memmem(p, n, think_close, sizeof(think_close) - 1);
+	const char *c =
+	    n > 0 ? memmem(p, n, think_close, sizeof(think_close) - 1) : NULL;
 	size_t b = 0;
 
 	*rest = n;
@@ -130,7 +131,8 @@ int session_think_feed(struct session_think *t, const char *text, size_t len,
 			k++;
 		m = n - k < sizeof(think_open) - 1 ? n - k
 		                                   : sizeof(think_open) - 1;
-		if (memcmp(p + k, think_open, m) != 0) {
+		/* (m > 0: an empty buffer may have no storage yet) */
+		if (m > 0 && memcmp(p + k, think_open, m) != 0) {
 			/* not a thinking reply: all of it is the answer */
 			t->state = SESSION_THINK_ANSWER;
 			t->answer_begun = true;
@@ -149,7 +151,8 @@ int session_think_feed(struct session_think *t, const char *text, size_t len,
 	/* keep what was not released; after </think> the rest is answer */
 	size_t left = t->pend.n - rest;
 
-	memmove(t->pend.p, t->pend.p + rest, left);
+	if (left > 0)
+		memmove(t->pend.p, t->pend.p + rest, left);
 	t->pend.n = left;
 	if (t->state == SESSION_THINK_ANSWER && left) {
 		char *p = t->pend.p;
