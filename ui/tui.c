@@ -126,29 +126,59 @@ void tui_say(struct tui *t, bool err, const char *fmt, ...)
 	t->dirty = true;
 }
 
-/* Make room for LEN more bytes in M's text. 0 or -1. */
-static int tui_msg_reserve(struct tui_msg *m, size_t len)
+/* Append TEXT[0, len) to the NUL-terminated string *BUF of *N bytes,
+   *CAP allocated (grown, NUL-terminated even when LEN is 0). 0, or -1
+   (no memory: *BUF unchanged). */
+static int tui_text_append(char **buf, size_t *n, size_t *cap, const char *text,
+                           size_t len)
 {
-	if (m->len + len + 1 <= m->cap)
-		return 0;
-	size_t cap = (m->len + len + 1) * 2;
-	char *p = realloc(m->text, cap);
+	if (*n + len + 1 > *cap) {
+		size_t c = (*n + len + 1) * 2;
+		char *p = realloc(*buf, c);
 
-	if (p == NULL)
-		return -1;
-	m->text = p;
-	m->cap = cap;
+		if (p == NULL)
+			return -1;
+		*buf = p;
+		*cap = c;
+	}
+	memcpy(*buf + *n, text, len);
+	*n += len;
+	(*buf)[*n] = '\0';
 	return 0;
 }
 
 /* Append TEXT[0, len) to M; its lines are laid out again. */
 static void tui_msg_append(struct tui_msg *m, const char *text, size_t len)
 {
-	if (tui_msg_reserve(m, len))
-		return;
-	memcpy(m->text + m->len, text, len);
-	m->len += len;
-	m->text[m->len] = '\0';
+	if (tui_text_append(&m->text, &m->len, &m->cap, text, len) == 0)
+		m->lines_w = 0;
+}
+
+int tui_msg_reasoning(struct tui_msg *m, const char *text, size_t len)
+{
+	if (tui_text_append(&m->reasoning, &m->reasoning_len, &m->reasoning_cap,
+	                    text, len))
+		return -1;
+	m->lines_w = 0;
+	return 0;
+}
+
+bool tui_msg_has_reasoning(const struct tui_msg *m)
+{
+	return m->role == STORE_ROLE_ASSISTANT &&
+	       (m->reasoning_len > 0 || m->reasoning_open);
+}
+
+/* Give M the reasoning P[0, len) (copied; may be NULL), N tokens of it,
+   OPEN: unfinished. */
+static void tui_msg_set_reasoning(struct tui_msg *m, const char *p, size_t len,
+                                  int32_t n, bool open)
+{
+	m->reasoning_len = 0;
+	if (p && len)
+		tui_msg_reasoning(m, p, len);
+	m->n_reasoning = n;
+	m->reasoning_open = open;
 	m->lines_w = 0;
 }
 
@@ -168,10 +198,9 @@ struct tui_msg *tui_add(struct tui *t, int role, const char *text, size_t len)
 	m = &t->msgs[t->n_msgs];
 	memset(m, 0, sizeof(*m));
 	m->role = role;
-	if (tui_msg_reserve(m, len))
+	if (tui_text_append(&m->text, &m->len, &m->cap, text ? text : "",
+	                    text ? len : 0))
 		return NULL;
-	m->text[0] = '\0';
-	tui_msg_append(m, text ? text : "", text ? len : 0);
 	t->n_msgs++;
 	t->dirty = true;
 	return m;
@@ -184,6 +213,7 @@ void tui_drop_last(struct tui *t)
 	struct tui_msg *m = &t->msgs[--t->n_msgs];
 
 	free(m->text);
+	free(m->reasoning);
 	tui_lines_clear(&m->lines);
 	tui_tokens_free(m);
 	if (t->mode == TUI_MODE_TOKENS) /* its message may be gone */
@@ -196,6 +226,7 @@ void tui_remove(struct tui *t, size_t i)
 	if (i >= t->n_msgs)
 		return;
 	free(t->msgs[i].text);
+	free(t->msgs[i].reasoning);
 	tui_lines_clear(&t->msgs[i].lines);
 	tui_tokens_free(&t->msgs[i]);
 	if (t->mode == TUI_MODE_TOKENS) /* messages move */
@@ -292,6 +323,8 @@ void tui_load_msgs(struct tui *t, struct tui_ev_msg *v, size_t n)
 		if (m == NULL)
 			continue;
 		m->finish = v[i].finish;
+		tui_msg_set_reasoning(m, v[i].reasoning, v[i].reasoning_len,
+		                      v[i].n_reasoning, v[i].reasoning_open);
 		m->toks = v[i].toks;
 		m->n_toks = m->cap_toks = v[i].n_toks;
 		m->toks_none = m->role == STORE_ROLE_ASSISTANT && !m->n_toks;
@@ -315,7 +348,12 @@ static void tui_on_end(struct tui *t, struct tui_ev *e)
 		m->live = false;
 		m->finish = st->finish;
 		m->lines_w = 0;
-		if (e->rc != 0 && m->len == 0)
+		if (e->rc == 0 && tui_msg_has_reasoning(m)) {
+			/* the session's count: the tags' tokens too */
+			m->n_reasoning = e->n_reasoning;
+			m->reasoning_open = e->reasoning_open;
+		}
+		if (e->rc != 0 && m->len == 0 && m->reasoning_len == 0)
 			tui_drop_last(t);
 	}
 	if (e->rc != 0)
@@ -373,12 +411,26 @@ static void tui_events(struct tui *t)
 			if ((m = tui_live(t)) != NULL)
 				tui_msg_append(m, e->text, e->len);
 			break;
+		case TUI_EV_REASONING:
+			/* the answer has not begun: every token so far is
+			   the reasoning's */
+			if ((m = tui_live(t)) != NULL &&
+			    tui_msg_reasoning(m, e->text, e->len) == 0) {
+				m->n_reasoning = t->live_gen;
+			}
+			break;
 		case TUI_EV_TOKEN:
 			if (t->live_gen == 0)
 				t->live_t0 = tui_now_ms();
 			t->live_gen = e->a;
-			if (e->tok && (m = tui_live(t)) != NULL)
+			if ((m = tui_live(t)) == NULL)
+				break;
+			if (e->tok)
 				tui_tokens_push(t, m, e->tok);
+			if (m->reasoning_len > 0 && m->len == 0) {
+				m->n_reasoning = t->live_gen; /* still in it */
+				m->lines_w = 0;
+			}
 			break;
 		case TUI_EV_PROGRESS:
 			t->pre_done = e->a;
@@ -559,6 +611,17 @@ static void tui_quit(struct tui *t)
 	t->quit = true;
 }
 
+/* F7: fold or unfold the reasoning of the last reply that has one. */
+static void tui_fold_last(struct tui *t)
+{
+	for (size_t i = t->n_msgs; i > 0; i--)
+		if (tui_msg_has_reasoning(&t->msgs[i - 1])) {
+			tui_fold(t, i - 1);
+			return;
+		}
+	tui_say(t, false, "no reply with reasoning");
+}
+
 /* A key in chat mode. */
 static void tui_key_chat(struct tui *t, int k, bool fkey)
 {
@@ -593,6 +656,9 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 			return;
 		case KEY_F(6):
 			tui_prompt_open(t);
+			return;
+		case KEY_F(7):
+			tui_fold_last(t);
 			return;
 		case KEY_PPAGE:
 			t->scroll += page;
@@ -769,6 +835,8 @@ static void tui_init_state(struct tui *t, struct session *s)
 		if (x == NULL)
 			continue;
 		x->finish = m[i].finish;
+		tui_msg_set_reasoning(x, m[i].reasoning, m[i].reasoning_len,
+		                      m[i].n_reasoning, m[i].reasoning_open);
 		if (x->role == STORE_ROLE_ASSISTANT &&
 		    tui_worker_stored_toks(s, i, &x->toks, &x->n_toks, err,
 		                           sizeof(err)) == 0)

@@ -102,6 +102,34 @@ static void tui_draw_line(const struct tui *t, int y, const struct tui_line *l)
 	tui_draw_line_at(t, y, 0, l);
 }
 
+/* The reasoning block of reply M above its answer: one dim line with
+   its token count, and, unfolded, the text dimmed (in the token view the
+   tokens themselves follow instead, tui_tokens_lay). */
+static void tui_draw_reasoning(const struct tui_msg *m, struct tui_lay *y,
+                               bool tokens)
+{
+	char head[96];
+	uint16_t a = TUI_A_DIM;
+	bool streaming = m->live && m->len == 0;
+
+	snprintf(head, sizeof(head), "%s reasoning (%d token%s)%s",
+	         m->unfold ? "▾" : "▸", (int)m->n_reasoning,
+	         m->n_reasoning == 1 ? "" : "s",
+	         streaming           ? " …"
+	         : m->reasoning_open ? " … unfinished"
+	                             : "");
+	tui_lay_para(y, NULL, 0, NULL, 0, false);
+	tui_lay_text(y, head, strlen(head), a | TUI_A_ITALIC);
+	tui_lay_end(y);
+	if (!m->unfold || tokens)
+		return;
+	tui_lay_para(y, "  ", a, "  ", a, false);
+	tui_lay_text(y, m->reasoning ? m->reasoning : "", m->reasoning_len, a);
+	tui_lay_end(y);
+	if (m->len > 0)
+		tui_lay_blank(y);
+}
+
 /* Lay message M out at WIDTH (cached until it changes). */
 static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 {
@@ -146,13 +174,18 @@ static void tui_draw_layout(struct tui *t, struct tui_msg *m, int width)
 		tui_lay_text(&y, "]", 1, a);
 		tui_lay_end(&y);
 	} else if (m->role == STORE_ROLE_ASSISTANT && tag) {
+		if (tui_msg_has_reasoning(m))
+			tui_draw_reasoning(m, &y, true);
 		tui_tokens_lay(t, m, &y); /* shaded, or the cursor's */
 	} else if (m->role == STORE_ROLE_ASSISTANT) {
-		tui_md_lay(&y, m->text, m->len, !t->raw);
+		if (tui_msg_has_reasoning(m))
+			tui_draw_reasoning(m, &y, false);
+		if (m->len > 0 || !tui_msg_has_reasoning(m))
+			tui_md_lay(&y, m->text, m->len, !t->raw);
 	} else {
 		tui_md_lay(&y, m->text, m->len, false);
 	}
-	if (m->live && m->len == 0)
+	if (m->live && m->len == 0 && m->reasoning_len == 0)
 		tail = "…";
 	else if (!m->live && m->role == STORE_ROLE_ASSISTANT)
 		tail = m->finish == STORE_FINISH_INTERRUPTED ? "[stopped]"

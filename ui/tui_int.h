@@ -38,6 +38,15 @@ struct tui_msg {
 	struct tui_tok *toks; /* n_toks reports (owned) */
 	size_t n_toks, cap_toks;
 	bool toks_none; /* none kept for this reply (an older message) */
+	/* replies of a thinking model: the reasoning, a block above the
+	   answer, folded to one line unless unfolded (tui_draw.c) */
+	char *reasoning;      /* UTF-8 (owned) or NULL */
+	size_t reasoning_len; /* bytes */
+	size_t reasoning_cap; /* allocated */
+	int32_t n_reasoning;  /* its tokens: the first n_reasoning of
+	                         toks (live: counted so far) */
+	bool reasoning_open;  /* unfinished: never closed */
+	bool unfold;          /* the block is shown whole */
 };
 
 enum tui_mode {
@@ -150,6 +159,12 @@ struct tui_msg *tui_add(struct tui *t, int role, const char *text, size_t len);
 void tui_drop_last(struct tui *t);
 void tui_remove(struct tui *t, size_t i);
 void tui_msgs_clear(struct tui *t);
+/* Append TEXT[0, len) to M's reasoning. 0 or -1 (no memory). */
+int tui_msg_reasoning(struct tui_msg *m, const char *text, size_t len);
+/* Whether M has a reasoning block. */
+bool tui_msg_has_reasoning(const struct tui_msg *m);
+/* Fold or unfold the reasoning of reply I; the cursor leaves it. */
+void tui_fold(struct tui *t, size_t i);
 int tui_start(struct tui *t, enum tui_job_kind job, const char *text,
               size_t len, int64_t conv_id);
 int tui_start_arg(struct tui *t, enum tui_job_kind job, const char *text,
@@ -194,6 +209,10 @@ const struct tui_tok *tui_tokens_target(const struct tui *t,
 void tui_tokens_push(struct tui *t, struct tui_msg *m, struct tui_tok *k);
 void tui_tokens_switched(struct tui *t, struct tui_ev *e);
 void tui_tokens_free(struct tui_msg *m);
+/* The reasoning's tokens among M's reports (0: no block) */
+size_t tui_tokens_n_reasoning(const struct tui_msg *m);
+/* The first token the cursor may take in M (past a folded block) */
+size_t tui_tokens_lo(const struct tui_msg *m);
 
 /* tui_prompt.c: the prompt view */
 void tui_prompt_open(struct tui *t);

@@ -211,13 +211,15 @@ static bool tui_pane_same_text(const struct tui_tok *k, int a, int b)
 	       memcmp(k->text + k->off[a], k->text + k->off[b], k->len[a]) == 0;
 }
 
-/* The report section of token IDX (of N) of K into Y. */
+/* The report section of token IDX (of N; the first NR the reasoning's)
+   of K into Y. */
 static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
-                            size_t idx, size_t n, struct tui_lay *y)
+                            size_t idx, size_t n, size_t nr, struct tui_lay *y)
 {
 	char vis[256], bar[64], r1[16], fin[64];
 
-	tui_pane_line(y, TUI_A_BOLD, "token %zu of %zu%s", idx + 1, n,
+	tui_pane_line(y, TUI_A_BOLD, "token %zu of %zu%s%s", idx + 1, n,
+	              idx < nr ? ", reasoning" : "",
 	              t->mode == TUI_MODE_TOKENS ? " (cursor)" : "");
 	if (k->flags) {
 		char f[96];
@@ -353,7 +355,8 @@ void tui_pane_draw(struct tui *t, int y, int x, int rows, int cols)
 		                  : "no reply yet: the pane shows each token "
 		                    "of the next one");
 	else
-		tui_pane_report(t, k, idx, m->n_toks, &ly);
+		tui_pane_report(t, k, idx, m->n_toks, tui_tokens_n_reasoning(m),
+		                &ly);
 	tui_lay_done(&ly);
 	if (k != NULL) {
 		tui_lay_init(&ly, &b, wb);

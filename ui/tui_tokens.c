@@ -33,6 +33,15 @@
  * transcript is reloaded from the session and the cursor put back on the
  * same reply, which is now the sibling. Replies are named to the worker
  * by their ordinal among user and assistant messages (tui_job_arg).
+ *
+ * Reasoning: the first n_reasoning reports of a thinking model's reply
+ * are its reasoning's tokens (the <think> tags included). While the
+ * block is folded they are not laid out and the cursor skips them
+ * (tui_tokens_lo); unfolded, they are laid out dimmed and the cursor
+ * reaches them. A reply that is only reasoning has no other token: the
+ * cursor landing in it unfolds it (tui_tokens_go), and folding it is
+ * refused while the cursor is there. Invariant: the cursor's token is
+ * never inside a folded block.
  */
 #include "tui_int.h"
 
@@ -44,6 +53,22 @@
 
 #define TUI_SHADE_LOW 0.25f
 #define TUI_SHADE_MID 0.6f
+
+size_t tui_tokens_n_reasoning(const struct tui_msg *m)
+{
+	size_t n = m->n_reasoning > 0 ? (size_t)m->n_reasoning : 0;
+
+	if (!tui_msg_has_reasoning(m))
+		return 0;
+	return n < m->n_toks ? n : m->n_toks;
+}
+
+size_t tui_tokens_lo(const struct tui_msg *m)
+{
+	size_t n = tui_tokens_n_reasoning(m);
+
+	return !m->unfold && n < m->n_toks ? n : 0;
+}
 
 void tui_tokens_free(struct tui_msg *m)
 {
@@ -166,12 +191,15 @@ void tui_tokens_lay(struct tui *t, struct tui_msg *m, struct tui_lay *y)
 	size_t nh = 0;
 	bool cur_msg = t->mode == TUI_MODE_TOKENS && &t->msgs[t->cur_msg] == m;
 
+	size_t nr = tui_tokens_n_reasoning(m);
+
 	m->cur_line = -1;
 	tui_lay_para(y, NULL, 0, NULL, 0, false);
-	for (size_t i = 0; i < m->n_toks; i++) {
+	for (size_t i = m->unfold ? 0 : nr; i < m->n_toks; i++) {
 		const struct tui_tok *k = &m->toks[i];
 		bool cur = cur_msg && i == t->cur_tok;
-		uint16_t at = tui_tokens_attr(t, k, cur);
+		uint16_t at =
+		    tui_tokens_attr(t, k, cur) | (i < nr ? TUI_A_DIM : 0);
 		char buf[256];
 		const char *p = k->text + k->off[0];
 		size_t n = k->len[0], w;
@@ -231,9 +259,12 @@ static size_t tui_tokens_msg(const struct tui *t, size_t i, int dir)
 	return (size_t)-1;
 }
 
-/* Move the cursor to (M, K); the views that depend on it follow. */
+/* Move the cursor to (M, K); the views that depend on it follow. A
+   token of a folded block unfolds it (see the notes above). */
 static void tui_tokens_go(struct tui *t, size_t m, size_t k)
 {
+	if (k < tui_tokens_n_reasoning(&t->msgs[m]))
+		t->msgs[m].unfold = true;
 	t->msgs[t->cur_msg].lines_w = 0;
 	t->cur_msg = m;
 	t->cur_tok = k;
@@ -249,10 +280,12 @@ static void tui_tokens_step(struct tui *t, int dir)
 
 	if (dir > 0 && t->cur_tok + 1 < m->n_toks)
 		tui_tokens_go(t, t->cur_msg, t->cur_tok + 1);
-	else if (dir < 0 && t->cur_tok > 0)
+	else if (dir < 0 && t->cur_tok > tui_tokens_lo(m))
 		tui_tokens_go(t, t->cur_msg, t->cur_tok - 1);
 	else if ((o = tui_tokens_msg(t, t->cur_msg, dir)) != (size_t)-1)
-		tui_tokens_go(t, o, dir > 0 ? 0 : t->msgs[o].n_toks - 1);
+		tui_tokens_go(t, o,
+		              dir > 0 ? tui_tokens_lo(&t->msgs[o])
+		                      : t->msgs[o].n_toks - 1);
 }
 
 /* The next (DIR 1) or previous token whose raw p is under jump_p. */
@@ -263,10 +296,11 @@ static void tui_tokens_jump(struct tui *t, int dir)
 	for (;;) {
 		if (dir > 0 && k + 1 < t->msgs[m].n_toks)
 			k++;
-		else if (dir < 0 && k > 0)
+		else if (dir < 0 && k > tui_tokens_lo(&t->msgs[m]))
 			k--;
 		else if ((m = tui_tokens_msg(t, m, dir)) != (size_t)-1)
-			k = dir > 0 ? 0 : t->msgs[m].n_toks - 1;
+			k = dir > 0 ? tui_tokens_lo(&t->msgs[m])
+			            : t->msgs[m].n_toks - 1;
 		else
 			break;
 		if (t->msgs[m].toks[k].p_raw < t->jump_p) {
@@ -404,7 +438,8 @@ void tui_tokens_key(struct tui *t, int k, bool fkey)
 			tui_tokens_step(t, 1);
 			break;
 		case KEY_HOME:
-			tui_tokens_go(t, t->cur_msg, 0);
+			tui_tokens_go(t, t->cur_msg,
+			              tui_tokens_lo(&t->msgs[t->cur_msg]));
 			break;
 		case KEY_END:
 			tui_tokens_go(t, t->cur_msg,
@@ -412,6 +447,9 @@ void tui_tokens_key(struct tui *t, int k, bool fkey)
 			break;
 		case KEY_F(2):
 			t->pane = !t->pane;
+			break;
+		case KEY_F(7):
+			tui_fold(t, t->cur_msg);
 			break;
 		case KEY_F(5):
 			t->shade = !t->shade;
@@ -449,6 +487,9 @@ void tui_tokens_key(struct tui *t, int k, bool fkey)
 		                               : t->jump_p;
 		tui_say(t, false, "n jumps to tokens under p %.2f", t->jump_p);
 		break;
+	case 'r':
+		tui_fold(t, t->cur_msg);
+		break;
 	case 's':
 		t->shade = !t->shade;
 		for (size_t i = 0; i < t->n_msgs; i++)
@@ -476,4 +517,29 @@ void tui_tokens_key(struct tui *t, int k, bool fkey)
 	default: /* Esc, q, Enter, Ctrl-C ... */
 		tui_tokens_leave(t);
 	}
+}
+
+void tui_fold(struct tui *t, size_t i)
+{
+	struct tui_msg *m = &t->msgs[i];
+	size_t nr = tui_tokens_n_reasoning(m);
+	bool cursor = t->mode == TUI_MODE_TOKENS && t->cur_msg == i;
+
+	if (!tui_msg_has_reasoning(m)) {
+		tui_say(t, false, "this reply has no reasoning");
+		return;
+	}
+	if (m->unfold && cursor && t->cur_tok < nr) { /* the cursor leaves */
+		if (nr >= m->n_toks) {
+			tui_say(t, false,
+			        "the reply is only reasoning: the cursor is "
+			        "in it");
+			return;
+		}
+		t->cur_tok = nr;
+	}
+	m->unfold = !m->unfold;
+	m->lines_w = 0;
+	t->dirty = true;
+	tui_say(t, false, "reasoning %s", m->unfold ? "unfolded" : "folded");
 }

@@ -157,6 +157,7 @@ void tui_ev_free(struct tui_ev *e)
 		}
 		for (size_t i = 0; i < e->n_msgs; i++) {
 			free(e->msgs[i].text);
+			free(e->msgs[i].reasoning);
 			tui_worker_toks_free(e->msgs[i].toks,
 			                     e->msgs[i].n_toks);
 		}
@@ -218,6 +219,14 @@ static struct tui_ev *tui_ev_new(enum tui_ev_kind kind, const char *text,
 static void tui_worker_piece(void *ud, const char *t, size_t n)
 {
 	struct tui_ev *e = tui_ev_new(TUI_EV_PIECE, t, n);
+
+	if (e)
+		tui_worker_post(ud, e);
+}
+
+static void tui_worker_reasoning(void *ud, const char *t, size_t n)
+{
+	struct tui_ev *e = tui_ev_new(TUI_EV_REASONING, t, n);
 
 	if (e)
 		tui_worker_post(ud, e);
@@ -289,6 +298,17 @@ static void tui_worker_copy_msgs(struct tui_worker *w, struct tui_ev *e)
 		d->len = m[i].len;
 		d->role = m[i].role;
 		d->finish = m[i].finish;
+		if (m[i].reasoning_len || m[i].reasoning_open) {
+			d->reasoning = malloc(m[i].reasoning_len + 1);
+			if (d->reasoning) { /* lost: shown without it */
+				memcpy(d->reasoning, m[i].reasoning,
+				       m[i].reasoning_len);
+				d->reasoning[m[i].reasoning_len] = '\0';
+				d->reasoning_len = m[i].reasoning_len;
+			}
+			d->n_reasoning = m[i].n_reasoning;
+			d->reasoning_open = m[i].reasoning_open;
+		}
 		if (d->role == STORE_ROLE_ASSISTANT) {
 			char err[256];
 
@@ -387,16 +407,27 @@ static int tui_worker_sibling(struct tui_worker *w, const struct tui_job_arg *a,
 	return session_switch_branch(w->s, id, err, errlen);
 }
 
+/* The last reply's reasoning figures into E (the exact count of its
+   tokens, and whether the block stayed open), after a generation. */
+static void tui_worker_end_reasoning(struct tui_worker *w, struct tui_ev *e)
+{
+	size_t n = 0;
+	const struct session_msg *m = session_messages(w->s, &n);
+
+	if (n == 0 || m[n - 1].role != STORE_ROLE_ASSISTANT)
+		return;
+	e->n_reasoning = m[n - 1].n_reasoning;
+	e->reasoning_open = m[n - 1].reasoning_open;
+}
+
 /* Run one job; its END event goes to the UI. */
 static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
                            const char *text, size_t len,
                            const struct tui_job_arg *arg)
 {
-	/* reasoning not streamed yet: the UI shows the answer (the
-	   reasoning is kept with the message) */
 	struct session_cb cb = {tui_worker_piece,    tui_worker_token,
 	                        tui_worker_notice,   w,
-	                        tui_worker_progress, NULL};
+	                        tui_worker_progress, tui_worker_reasoning};
 	struct tui_ev *e = tui_ev_new(TUI_EV_END, NULL, 0);
 	char err[1024] = "";
 	int rc = -1;
@@ -452,6 +483,8 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
 	}
 	if (w->s && msgs)
 		tui_worker_copy_msgs(w, e);
+	else if (w->s && rc == 0)
+		tui_worker_end_reasoning(w, e);
 	e->conv_id = w->s ? session_conv_id(w->s) : 0;
 	if (w->s) {
 		e->st.n_ctx = session_n_ctx(w->s);

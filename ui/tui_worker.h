@@ -116,15 +116,20 @@ struct tui_job_arg {
 };
 
 enum tui_ev_kind {
-	TUI_EV_PIECE,    /* text: reply text (whole UTF-8 characters) */
-	TUI_EV_TOKEN,    /* a: tokens sampled so far in this reply;
-	                    tok: its report (owned, may be NULL) */
-	TUI_EV_PROGRESS, /* a of b prompt ids evaluated */
-	TUI_EV_NOTICE,   /* text: a message for the user */
-	TUI_EV_END,      /* rc, stats, text: the error when rc != 0;
-	                    msgs: the conversation (OPEN, CLEAR, SIBLING,
-	                    a BRANCH that failed);
-	                    SIBLING: a of b, the sibling now shown */
+	TUI_EV_PIECE,     /* text: reply text (whole UTF-8 characters) */
+	TUI_EV_REASONING, /* text: reply reasoning (a thinking model's text
+	                     between <think> and </think>), before the
+	                     answer's pieces */
+	TUI_EV_TOKEN,     /* a: tokens sampled so far in this reply;
+	                     tok: its report (owned, may be NULL) */
+	TUI_EV_PROGRESS,  /* a of b prompt ids evaluated */
+	TUI_EV_NOTICE,    /* text: a message for the user */
+	TUI_EV_END,       /* rc, stats, text: the error when rc != 0;
+	                     msgs: the conversation (OPEN, CLEAR, SIBLING,
+	                     a BRANCH that failed);
+	                     SIBLING: a of b, the sibling now shown;
+	                     a generation that ended well: n_reasoning and
+	                     reasoning_open of the reply */
 };
 
 /* A message as copied for the UI. */
@@ -135,6 +140,10 @@ struct tui_ev_msg {
 	enum store_finish finish;
 	struct tui_tok *toks; /* stored token reports (owned) or NULL */
 	size_t n_toks;
+	char *reasoning; /* the reply's reasoning (owned) or NULL */
+	size_t reasoning_len;
+	int32_t n_reasoning; /* its tokens (0: not known) */
+	bool reasoning_open; /* unfinished: the block was never closed */
 };
 
 /* One event; the UI frees it with tui_ev_free. */
@@ -151,6 +160,8 @@ struct tui_ev {
 	size_t n_msgs;
 	int64_t conv_id;     /* END: the session's conversation */
 	struct tui_tok *tok; /* TOKEN: the token's report (owned) */
+	int32_t n_reasoning; /* END: the reply's reasoning tokens */
+	bool reasoning_open; /* END: its reasoning is unfinished */
 };
 
 struct tui_worker {
