@@ -152,6 +152,24 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
 #define AT_TILE_K       32 /* keys per shared-memory tile */
 #define AT_TILE_THREADS 128
 
+/* The shared memory of at_tile_kernel<HD>, dynamic (a head of 256 needs
+ * 70 KiB, past the 48 KiB of static shared memory): offsets in bytes of
+ * the queries [AT_TILE_Q][HD + 4] floats, the key and value tiles
+ * [AT_TILE_K][HD + 8] halves (rows 16-byte aligned), the scores
+ * [AT_TILE_Q][AT_TILE_K + 1] and the rows' m, l, c; every offset a
+ * multiple of 16. */
+template <int HD> struct at_tile_smem {
+	static constexpr size_t q = 0;
+	static constexpr size_t k = q + sizeof(float) * AT_TILE_Q * (HD + 4);
+	static constexpr size_t v = k + sizeof(__half) * AT_TILE_K * (HD + 8);
+	static constexpr size_t p = v + sizeof(__half) * AT_TILE_K * (HD + 8);
+	static constexpr size_t rows =
+	    p + sizeof(float) * AT_TILE_Q * (AT_TILE_K + 1);
+	static constexpr size_t bytes = rows + sizeof(float) * 3 * AT_TILE_Q;
+	static_assert(k % 16 == 0 && v % 16 == 0 && p % 16 == 0,
+	              "at_tile_smem: 16-byte aligned tiles");
+};
+
 template <int HD>
 __global__ void __launch_bounds__(AT_TILE_THREADS)
     at_tile_kernel(const float *q, const __half *kc, const __half *vc,
@@ -166,11 +184,15 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
 	constexpr int QP = HD + 4;   /* padded rows: fewer bank conflicts */
 	constexpr int KP = HD + 8;   /* halves; rows stay 16-byte aligned */
 	constexpr int DPT = HD / 16; /* output dims per thread */
-	__shared__ __align__(16) float qs[AT_TILE_Q * QP];
-	__shared__ __align__(16) __half ks[AT_TILE_K * KP];
-	__shared__ __align__(16) __half vs[AT_TILE_K * KP];
-	__shared__ float ps[AT_TILE_Q][AT_TILE_K + 1];
-	__shared__ float row_m[AT_TILE_Q], row_l[AT_TILE_Q], row_c[AT_TILE_Q];
+	extern __shared__ __align__(16) unsigned char at_tile_sm[];
+	using SM = at_tile_smem<HD>;
+	float *qs = (float *)(at_tile_sm + SM::q);
+	__half *ks = (__half *)(at_tile_sm + SM::k);
+	__half *vs = (__half *)(at_tile_sm + SM::v);
+	float(*ps)[AT_TILE_K + 1] =
+	    (float(*)[AT_TILE_K + 1])(at_tile_sm + SM::p);
+	float *row_m = (float *)(at_tile_sm + SM::rows);
+	float *row_l = row_m + AT_TILE_Q, *row_c = row_l + AT_TILE_Q;
 	const int tid = threadIdx.x, h = blockIdx.y;
 	const int32_t t0 = blockIdx.x * AT_TILE_Q;
 	const int nq = n_tok - t0 < AT_TILE_Q ? n_tok - t0 : AT_TILE_Q;
@@ -1101,7 +1123,7 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 		                       (const __half *)d_vc, n_tok, n_head,
 		                       n_kv, head_dim, n_ctx, il, pos0, scale,
 		                       par->window, d_out, d_xq, err, errlen);
-	if ((head_dim == 64 || head_dim == 128) &&
+	if ((head_dim == 64 || head_dim == 128 || head_dim == 256) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
 	    !cuda_knobs()->attn_warp) { /* (the one-warp kernel, to measure) */
 		const int32_t tiles = (n_tok + AT_TILE_Q - 1) / AT_TILE_Q;
@@ -1124,16 +1146,39 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 
 		if (head_dim == 64)
 			cu_launch(ctx, at_tile_kernel<64>, grid,
-			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
-			          (const __half *)d_vc, n_tok, n_head, n_kv,
-			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
-			          scale, par->window, part, ml, d_out);
-		else
+			          AT_TILE_THREADS, at_tile_smem<64>::bytes, d_q,
+			          (const __half *)d_kc, (const __half *)d_vc,
+			          n_tok, n_head, n_kv, n_ctx, il, pos0,
+			          ctx->d_pos, chunk, nch, scale, par->window,
+			          part, ml, d_out);
+		else if (head_dim == 128)
 			cu_launch(ctx, at_tile_kernel<128>, grid,
-			          AT_TILE_THREADS, 0, d_q, (const __half *)d_kc,
+			          AT_TILE_THREADS, at_tile_smem<128>::bytes,
+			          d_q, (const __half *)d_kc,
 			          (const __half *)d_vc, n_tok, n_head, n_kv,
 			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
 			          scale, par->window, part, ml, d_out);
+		else {
+			/* past 48 KiB: allowed once per process (the same
+			   value each time, so a race between threads is
+			   harmless) */
+			static bool opted;
+
+			if (!opted)
+				CUDA_TRY(
+				    cudaFuncSetAttribute(
+				        at_tile_kernel<256>,
+				        cudaFuncAttributeMaxDynamicSharedMemorySize,
+				        (int)at_tile_smem<256>::bytes),
+				    err, errlen);
+			opted = true;
+			cu_launch(ctx, at_tile_kernel<256>, grid,
+			          AT_TILE_THREADS, at_tile_smem<256>::bytes,
+			          d_q, (const __half *)d_kc,
+			          (const __half *)d_vc, n_tok, n_head, n_kv,
+			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
+			          scale, par->window, part, ml, d_out);
+		}
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
 			at_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,

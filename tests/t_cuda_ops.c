@@ -1641,9 +1641,9 @@ int main(void)
 	   an online softmax (2, then 28 per chunk, partial last chunks) */
 	test_attention(&ctx, 4, 1, 64, 1, 20000);
 	test_attention(&ctx, 8, 2, 128, 3, 40000);
-	/* the tiled batch path (8+ queries, head_dim 64 or 128): 32-query
-	   and 32-key tiles, a last partial tile, a batch after a long cache
-	   (a follow-up turn), GQA and MHA; head_dim 80 and 256 keep the
+	/* the tiled batch path (8+ queries, head_dim 64, 128 or 256):
+	   32-query and 32-key tiles, a last partial tile, a batch after a
+	   long cache (a follow-up turn), GQA and MHA; head_dim 80 keeps the
 	   one-warp kernel */
 	test_attention(&ctx, 7, 7, 64, 8, 0);       /* the fewest queries */
 	test_attention(&ctx, 4, 1, 64, 33, 70);     /* one past a tile */
@@ -1655,6 +1655,11 @@ int main(void)
 	test_attention(&ctx, 28, 4, 128, 320, 100);
 	test_attention(&ctx, 4, 4, 80, 40, 50); /* head_dim 80: one warp */
 	test_attention(&ctx, 2, 1, 256, 9, 10); /* head_dim 256 */
+	/* head_dim 256 (Gemma), tiled in dynamic shared memory: whole tiles,
+	   a partial one, keys split and merged after a long cache */
+	test_attention(&ctx, 4, 1, 256, 64, 0);
+	test_attention(&ctx, 8, 4, 256, 45, 33);
+	test_attention(&ctx, 4, 1, 256, 40, 3000);
 	test_attention_graph_scratch();
 	cuda_ctx_free(&ctx);
 	return tap_done();
