@@ -1312,13 +1312,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cuda_knobs_read(&knobs);
 	s->repack = cu_repack_types(&knobs);
 	arena = cu_arena_bytes(m, s->repack);
-	kv = 0; /* fp16 K and V of every layer (cu_kv_place) */
-	for (int il = 0; il < c->n_layer; il++) {
-		struct model_cache_desc d = model_layer_cache(m, il);
-
-		kv += nctx * ((size_t)d.k_dim + (size_t)d.v_dim) *
-		      sizeof(uint16_t);
-	}
+	/* fp16 K and V of every layer (cu_kv_place) */
+	kv = model_cache_floats(m, e->n_ctx) * sizeof(uint16_t);
 	act = nb * sizeof(float) *
 	      (4 * (size_t)c->n_embd + 3 * (size_t)c->max_q_dim +
 	       3 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);

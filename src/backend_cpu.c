@@ -729,20 +729,8 @@ static float *cpu_floats(size_t a, size_t b)
 	return calloc(a * b, sizeof(float));
 }
 
-/* The KV cache: each layer's K and V for n_ctx positions, in one
- * allocation (cpu_kv_floats of them), the per-layer pointers into it. */
-static size_t cpu_kv_floats(const struct engine *e)
-{
-	size_t n = 0;
-
-	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		struct model_cache_desc d = model_layer_cache(e->model, il);
-
-		n += (size_t)e->n_ctx * ((size_t)d.k_dim + (size_t)d.v_dim);
-	}
-	return n;
-}
-
+/* The KV cache: each layer's K and V for n_ctx positions in one
+ * allocation (model_cache_floats), the per-layer pointers into it. */
 static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
 {
 	const int32_t nl = e->model->cfg.n_layer;
@@ -750,7 +738,7 @@ static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
 
 	s->k_cache = calloc((size_t)nl, sizeof(*s->k_cache));
 	s->v_cache = calloc((size_t)nl, sizeof(*s->v_cache));
-	s->kv = cpu_floats(cpu_kv_floats(e), 1);
+	s->kv = cpu_floats(model_cache_floats(e->model, e->n_ctx), 1);
 	if (s->k_cache == NULL || s->v_cache == NULL || s->kv == NULL)
 		return -1;
 	/* all K first, then all V: the layout of the fp32 cache before

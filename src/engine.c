@@ -402,14 +402,7 @@ size_t engine_mem_bytes(const struct engine *e)
 /* K and V of every layer at N_PAST positions, in the backend's type. */
 size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past)
 {
-	size_t n = 0;
-
-	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		struct model_cache_desc d = model_layer_cache(e->model, il);
-
-		n += (size_t)n_past * (size_t)(d.k_dim + d.v_dim);
-	}
-	return n * (size_t)e->kv_elem_bytes;
+	return model_cache_floats(e->model, n_past) * (size_t)e->kv_elem_bytes;
 }
 
 size_t engine_kv_layer_bytes(const struct engine *e, int il, int32_t n)
@@ -421,11 +414,7 @@ size_t engine_kv_layer_bytes(const struct engine *e, int il, int32_t n)
 
 size_t engine_kv_state_bytes(const struct engine *e, int32_t n)
 {
-	size_t b = 0;
-
-	for (int il = 0; il < e->model->cfg.n_layer; il++)
-		b += engine_kv_layer_bytes(e, il, n);
-	return b;
+	return model_cache_floats(e->model, n) * sizeof(float);
 }
 
 /* Bandwidth of the weights' memory. */

@@ -985,6 +985,18 @@ struct model_attn_params model_attn_params(const struct model_attn *a)
 	return p;
 }
 
+size_t model_cache_floats(const struct model *m, int32_t n)
+{
+	size_t f = 0;
+
+	for (int il = 0; il < m->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(m, il);
+
+		f += (size_t)n * ((size_t)d.k_dim + (size_t)d.v_dim);
+	}
+	return f;
+}
+
 const struct model_rope *model_layer_rope(const struct model *m, int il)
 {
 	return &m->cfg.ropes[m->w.layers[il].attn.rope];

@@ -173,11 +173,10 @@ struct model_rope {
 	int32_t n_rot;                   /* rotated dims (even) */
 	float freq_base;                 /* ARCH.rope.freq_base */
 	enum model_rope_scaling scaling; /* ARCH.rope.scaling.type */
-	float freq_scale; /* 1 / ARCH.rope.scaling.factor (linear), else 1 */
-	int32_t yarn_orig_ctx; /* YaRN: the context it was trained at */
-	float *freq_factors;   /* [n_rot / 2] divisors (rope_freqs), or NULL
-	                          (owned) */
-	double *inv_freq;      /* [n_rot / 2] angle per position (owned) */
+	float freq_scale;    /* 1 / ARCH.rope.scaling.factor (linear), else 1 */
+	float *freq_factors; /* [n_rot / 2] divisors (rope_freqs), or NULL
+	                        (owned) */
+	double *inv_freq;    /* [n_rot / 2] angle per position (owned) */
 };
 
 enum model_attn_kind {
@@ -346,6 +345,10 @@ int model_layer_matrices(
 
 /* The cache layer IL needs. */
 struct model_cache_desc model_layer_cache(const struct model *m, int il);
+
+/* Floats of K and V of every layer's cache for N positions (the one sum
+ * the backends' allocations and the engine's state sizes are made of). */
+size_t model_cache_floats(const struct model *m, int32_t n);
 
 /* The parameters of attention A's scores. */
 struct model_attn_params model_attn_params(const struct model_attn *a);
