@@ -77,19 +77,17 @@ struct cu_state {
 	float *rope_cs[MODEL_MAX_ROPES];
 
 	/* activations of one chunk (a layer's dims; buffers hold cfg.max_*) */
-	int32_t *tok;   /* [n_batch] */
-	float *x;       /* [n_batch][n_embd] residual stream */
-	float *xb;      /* [n_batch][n_embd] normed input */
-	float *q;       /* [n_batch][q_dim] */
-	float *k;       /* [n_batch][kv_dim] */
-	float *v;       /* [n_batch][kv_dim] */
-	float *o;       /* [n_batch][q_dim] attention output */
-	float *qn, *kn; /* [n_batch][q_dim], [kv_dim]: q and k after a q/k
-	                   norm */
-	float *y;       /* [n_batch][n_embd] a product before its post-norm */
-	float *hb;      /* [n_batch][n_ff] */
-	float *hb2;     /* [n_batch][n_ff] */
-	float *logits;  /* [logits_rows][n_vocab] */
+	int32_t *tok;  /* [n_batch] */
+	float *x;      /* [n_batch][n_embd] residual stream */
+	float *xb;     /* [n_batch][n_embd] normed input */
+	float *q;      /* [n_batch][q_dim] */
+	float *k;      /* [n_batch][kv_dim] */
+	float *v;      /* [n_batch][kv_dim] */
+	float *o;      /* [n_batch][q_dim] attention output */
+	float *y;      /* [n_batch][n_embd] a product before its post-norm */
+	float *hb;     /* [n_batch][n_ff] */
+	float *hb2;    /* [n_batch][n_ff] */
+	float *logits; /* [logits_rows][n_vocab] */
 	int32_t logits_rows;
 	uint16_t *kv; /* every layer's KV cache, fp16 (cu_layer.kc, vc) */
 
@@ -387,9 +385,10 @@ static int cu_upload(const struct model *m, struct cu_state *s, char *err,
 /*
  * Whether layer IL's Q/K/V products may rotate Q and K and store K and V
  * in their epilogue (cuda_op_matmul_qkv_rope's fusion): only where
- * nothing comes between the products and the rotation. A layer with q/k
- * norm [planned] takes the unfused chain, which stays the reference:
- * the products, that step, then cuda_op_rope_kv_store.
+ * nothing comes between the products and the rotation. A layer with a
+ * q/k norm takes the products, then the norm, RoPE and the store in one
+ * launch (cuda_op_qk_norm_rope_kv_store: the norm of a head needs all of
+ * it, which no warp of the products has).
  */
 static bool cu_qkv_rope_fusable(const struct model_attn *a)
 {
@@ -422,36 +421,19 @@ static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
 	return rk;
 }
 
-/* OUT = rmsnorm(X) * W per head: ROWS rows of HD (the launch's grid
- * takes at most 65,535 rows at a time). */
-static int cu_head_norm(struct cuda_ctx *x, const float *in, const float *w,
-                        int32_t hd, int64_t rows, float eps, float *out,
-                        char *err, size_t errlen)
-{
-	for (int64_t r0 = 0; r0 < rows; r0 += 32768) {
-		const int64_t nr = rows - r0 < 32768 ? rows - r0 : 32768;
-
-		if (cuda_op_rmsnorm(x, in + r0 * hd, w, hd, (int32_t)nr, eps,
-		                    out + r0 * hd, err, errlen))
-			return -1;
-	}
-	return 0;
-}
-
 /* x += rmsnorm(W IN) * NORM for a product followed by a post-norm (the
- * product into s->y, its norm into s->xb, then the add). */
+ * product into s->y, then its norm added in one launch); XQ: IN's int8
+ * activations or NULL, as for cuda_op_matmul_add. */
 static int cu_post_norm_add(struct engine *e, struct cu_state *s,
                             const struct cuda_tensor *w, const float *in,
-                            const float *norm, int32_t n, char *err,
-                            size_t errlen)
+                            const void *xq, const float *norm, int32_t n,
+                            char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 
-	return cuda_op_matmul(&s->ctx, w, in, n, s->y, 0, err, errlen) ||
-	               cuda_op_rmsnorm(&s->ctx, s->y, norm, c->n_embd, n,
-	                               c->rms_eps, s->xb, err, errlen) ||
-	               cuda_op_add(&s->ctx, s->x, s->xb, (int64_t)n * c->n_embd,
-	                           err, errlen)
+	return cuda_op_matmul_xq(&s->ctx, w, in, xq, n, s->y, err, errlen) ||
+	               cuda_op_rmsnorm_add(&s->ctx, s->y, norm, c->n_embd, n,
+	                                   c->rms_eps, s->x, err, errlen)
 	           ? -1
 	           : 0;
 }
@@ -471,43 +453,32 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen))
 		return -1;
-	float *q = s->q, *k = s->k; /* as RoPE and the scores read them */
-
 	if (cu_qkv_rope_fusable(a)) {
 		if (cuda_op_matmul_qkv_rope(x, &l->wq, &l->wk, &l->wv, l->bq,
 		                            l->bk, l->bv, s->xb, xq, n, s->q,
 		                            s->k, s->v, &rk, NULL, err, errlen))
 			return -1;
 	} else {
-		/* the unfused chain: products, q/k norm, RoPE and store */
+		/* the unfused chain: products, then q/k norm (where the
+		   layer has it), RoPE and store in one launch */
 		if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
 		                       l->bv, s->xb, xq, n, s->q, s->k, s->v,
 		                       err, errlen))
 			return -1;
-		if (l->q_norm != NULL) {
-			if (cu_head_norm(x, s->q, l->q_norm, a->head_dim_k,
-			                 (int64_t)n * a->n_head, c->rms_eps,
-			                 s->qn, err, errlen) ||
-			    cu_head_norm(x, s->k, l->k_norm, a->head_dim_k,
-			                 (int64_t)n * a->n_head_kv, c->rms_eps,
-			                 s->kn, err, errlen))
-				return -1;
-			q = s->qn;
-			k = s->kn;
-		}
-		if (cuda_op_rope_kv_store(x, q, k, s->v, n, rk.n_head, rk.n_kv,
-		                          rk.head_dim, rk.n_rot, rk.d_inv_freq,
-		                          pos0, rk.neox, e->n_ctx, 0, l->kc,
-		                          l->vc, err, errlen))
+		if (cuda_op_qk_norm_rope_kv_store(
+		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, c->rms_eps,
+		        n, rk.n_head, rk.n_kv, rk.head_dim, rk.n_rot,
+		        rk.d_inv_freq, pos0, rk.neox, e->n_ctx, 0, l->kc, l->vc,
+		        err, errlen))
 			return -1;
 	}
-	if (cuda_op_attention(x, q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
+	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
 	                      a->head_dim_k, e->n_ctx, 0, pos0, &l->attn_par,
 	                      s->o, &xq, err, errlen))
 		return -1;
 	if (l->attn_post_norm != NULL)
-		return cu_post_norm_add(e, s, &l->wo, s->o, l->attn_post_norm,
-		                        n, err, errlen);
+		return cu_post_norm_add(e, s, &l->wo, s->o, xq,
+		                        l->attn_post_norm, n, err, errlen);
 	return cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen);
 }
 
@@ -530,8 +501,8 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	                         s->hb, s->hb2, err, errlen))
 		return -1;
 	if (l->ffn_post_norm != NULL) /* (cu_snap_ok: no SNAP then) */
-		return cu_post_norm_add(e, s, &l->down, s->hb, l->ffn_post_norm,
-		                        n, err, errlen);
+		return cu_post_norm_add(e, s, &l->down, s->hb, NULL,
+		                        l->ffn_post_norm, n, err, errlen);
 	if (snap != NULL)
 		return cuda_op_matmul_add_copy(x, &l->down, s->hb, NULL, n,
 		                               s->x, snap, err, errlen);
@@ -559,12 +530,9 @@ static int cu_embed(struct engine *e, struct cu_state *s, const int32_t *d_tok,
 {
 	const struct model_config *c = &e->model->cfg;
 
-	if (cuda_op_get_rows(&s->ctx, &s->embd, d_tok, n, s->x, err, errlen))
-		return -1;
-	if (c->embd_scale != 0.0f)
-		return cuda_op_scale(&s->ctx, s->x, c->embd_scale,
-		                     (int64_t)n * c->n_embd, err, errlen);
-	return 0;
+	return cuda_op_get_rows(&s->ctx, &s->embd, d_tok, n,
+	                        c->embd_scale != 0.0f ? c->embd_scale : 1.0f,
+	                        s->x, err, errlen);
 }
 
 /* The LM head: logits of the N_OUT residual rows at X into s->logits
@@ -791,7 +759,6 @@ static int cu_decode_kernels(struct engine *e, struct cu_state *s, bool traced,
                              char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
-	struct cuda_ctx *x = &s->ctx;
 	const bool snap = traced && cu_snap_ok(e, s);
 
 	if (cu_embed(e, s, s->d_step, 1, err, errlen))
@@ -1178,10 +1145,10 @@ static void cu_close(struct engine *e)
 			cudaEventDestroy(s->side_join);
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
-		void *bufs[] = {s->arena,  s->tok,   s->x,   s->xb,     s->q,
-		                s->k,      s->v,     s->o,   s->qn,     s->kn,
-		                s->y,      s->hb,    s->hb2, s->logits, s->kv,
-		                s->d_step, s->d_snap};
+		void *bufs[] = {s->arena, s->tok,    s->x,     s->xb,
+		                s->q,     s->k,      s->v,     s->o,
+		                s->y,     s->hb,     s->hb2,   s->logits,
+		                s->kv,    s->d_step, s->d_snap};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		for (int r = 0; r < MODEL_MAX_ROPES; r++)
@@ -1394,10 +1361,6 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->v, nb * c->max_kv_dim_k * sizeof(float),
 	         "activations", &af);
 	cu_alloc((void **)&s->o, nb * c->max_q_dim * sizeof(float),
-	         "activations", &af);
-	cu_alloc((void **)&s->qn, nb * c->max_q_dim * sizeof(float),
-	         "activations", &af);
-	cu_alloc((void **)&s->kn, nb * c->max_kv_dim_k * sizeof(float),
 	         "activations", &af);
 	cu_alloc((void **)&s->y, nb * c->n_embd * sizeof(float), "activations",
 	         &af);

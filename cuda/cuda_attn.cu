@@ -517,7 +517,8 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 	const int ng = group - g0 < AT_SPLIT_G ? group - g0 : AT_SPLIT_G;
 	/* a head size known at compile time unrolls the loops over it, so
 	   each thread has all its loads in flight at once instead of one
-	   L2 round trip per iteration */
+	   L2 round trip per iteration (64, 128 and Gemma's 256: 213
+	   registers, no spills; 0: any other) */
 	const int hd = HD > 0 ? HD : hd_arg;
 	const int32_t len = pos0 + t + 1, c0 = c * AT_SPLIT_CH * sub;
 	const int tid = threadIdx.x, dgn = hd / 8, ns = AT_SPLIT_T / dgn;
@@ -1052,6 +1053,10 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 		          nch, sub, scale, window, part, ml);
 	else if (hd == 128)
 		cu_launch(ctx, at_split_kernel<128>, grid, AT_SPLIT_T, smem,
+		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
+		          ctx->d_pos, nch, sub, scale, window, part, ml);
+	else if (hd == 256)
+		cu_launch(ctx, at_split_kernel<256>, grid, AT_SPLIT_T, smem,
 		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
 		          ctx->d_pos, nch, sub, scale, window, part, ml);
 	else

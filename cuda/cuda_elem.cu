@@ -1,6 +1,7 @@
 /*
  * cuda_elem.cu - the element-wise and per-row operations of the forward
- * pass: RMSNorm, RoPE, bias add, residual add, SwiGLU, KV-cache store,
+ * pass: RMSNorm, RoPE, bias add, residual add, the gated activations,
+ * KV-cache store,
  * and RoPE + KV store fused (one launch instead of three per layer).
  *
  * NOTES ON THE DESIGN
@@ -13,6 +14,7 @@
  * consecutive threads on consecutive elements: every access is coalesced,
  * and these ops are a small share of the traffic next to the weights.
  */
+#include "cuda_act.cuh"
 #include "cuda_check.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
@@ -69,27 +71,14 @@ static unsigned el_norm_blocks(int32_t n, int32_t n_tok)
 	           : 1u;
 }
 
-__global__ void __launch_bounds__(EL_NORM_THREADS)
-    el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out,
-               uint8_t *xq)
+/* The RMSNorm scale 1 / sqrt(mean(x^2) + eps) of row XR (N elements) in
+ * the fixed order of the note above, for every thread of a block of
+ * EL_NORM_THREADS (each calls it; PART is the block's shared scratch of
+ * EL_NORM_VT / 32 floats). */
+static __device__ __forceinline__ float
+el_norm_scale(const float *xr, int32_t n, float eps, float *part)
 {
-	const int32_t i0 = (int32_t)blockIdx.x * EL_NORM_THREADS;
-	const int32_t i1 = gridDim.x > 1 ? min(n, i0 + EL_NORM_THREADS) : n;
-	/* the weight of the thread's first output: a weight, which no kernel
-	   writes, so it is loaded before the wait (cuda_launch.cuh) instead
-	   of one more round trip after the sum of squares */
-	const float w0 =
-	    i0 + (int32_t)threadIdx.x < i1 ? w[i0 + threadIdx.x] : 0.0f;
-
-	cu_pdl_sync();
-	__shared__ float part[EL_NORM_VT / 32];
-	const float *xr = x + (size_t)blockIdx.y * n;
-	float *orow = out + (size_t)blockIdx.y * n;
-	uint8_t *tb =
-	    xq != NULL ? xq + (size_t)blockIdx.y * cv8_xq_stride(n) : NULL;
-	float *d = tb != NULL ? (float *)(tb + n) : NULL; /* scales, sums */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	float ss;
 
 	/* warp w plays virtual warps w, w + 8, w + 16, w + 24; every load
 	   of the first EL_NORM_HOLD elements of each is issued before the
@@ -124,14 +113,44 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 			part[vw] = s;
 	}
 	__syncthreads();
-	ss = red_warp<red_add>(part[lane]);
-	const float scale = (float)(1.0 / sqrt((double)ss / n + (double)eps));
+	const float ss = red_warp<red_add>(part[lane]);
+
+	return (float)(1.0 / sqrt((double)ss / n + (double)eps));
+}
+
+/* OUT = rmsnorm(X) * W (and its quants into XQ where not NULL), or with
+ * ACC (a post-norm, cuda_op_rmsnorm_add): ACC += rmsnorm(X) * W, OUT
+ * unused: el_add's addition of el_rmsnorm's output, the same bits. */
+__global__ void __launch_bounds__(EL_NORM_THREADS)
+    el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out,
+               uint8_t *xq, float *acc)
+{
+	const int32_t i0 = (int32_t)blockIdx.x * EL_NORM_THREADS;
+	const int32_t i1 = gridDim.x > 1 ? min(n, i0 + EL_NORM_THREADS) : n;
+	/* the weight of the thread's first output: a weight, which no kernel
+	   writes, so it is loaded before the wait (cuda_launch.cuh) instead
+	   of one more round trip after the sum of squares */
+	const float w0 =
+	    i0 + (int32_t)threadIdx.x < i1 ? w[i0 + threadIdx.x] : 0.0f;
+
+	cu_pdl_sync();
+	__shared__ float part[EL_NORM_VT / 32];
+	const float *xr = x + (size_t)blockIdx.y * n;
+	float *orow = (acc != NULL ? acc : out) + (size_t)blockIdx.y * n;
+	uint8_t *tb =
+	    xq != NULL ? xq + (size_t)blockIdx.y * cv8_xq_stride(n) : NULL;
+	float *d = tb != NULL ? (float *)(tb + n) : NULL; /* scales, sums */
+	const int lane = threadIdx.x & 31;
+	const float scale = el_norm_scale(xr, n, eps, part);
 
 	for (int32_t i = i0 + threadIdx.x; i < i1; i += EL_NORM_THREADS) {
 		const float wi = i < i0 + EL_NORM_THREADS ? w0 : w[i];
 		const float o = __fmul_rn(__fmul_rn(xr[i], scale), wi);
 
-		orow[i] = o;
+		if (acc != NULL)
+			orow[i] = orow[i] + o;
+		else
+			orow[i] = o;
 		if (tb != NULL) /* whole warps: N % 32 == 0 */
 			cv8_quantize32(o, lane, (int8_t *)tb + i, d + i / 32,
 			               d + n / 32 + i / 32);
@@ -184,46 +203,24 @@ __global__ void el_add(float *x, const float *y, int64_t n)
 		x[idx] += y[idx];
 }
 
-/* silu(g) * u = g / (1 + e^-g) * u, the CPU's order of operations. */
+/* silu(g) * u and gelu_tanh(g) * u (cuda_act.cuh: the CPU's formulas
+ * and order of operations), in place into G. */
 __global__ void el_swiglu(float *g, const float *u, int64_t n)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (idx < n) {
-		const float gv = g[idx];
-
-		g[idx] = __fmul_rn(__fdiv_rn(gv, 1.0f + expf(-gv)), u[idx]);
-	}
+	if (idx < n)
+		g[idx] = cu_silu_mul(g[idx], u[idx]);
 }
 
-/* gelu_tanh(g) * u, backend_cpu.c's formula and order of operations
- * (each product rounded as the CPU's: no fused multiply-add). */
 __global__ void el_geglu(float *g, const float *u, int64_t n)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (idx < n) {
-		const float x = g[idx];
-		const float in = __fmul_rn(
-		    __fmul_rn(0.79788456080286535587989211986876f, x),
-		    __fadd_rn(1.0f, __fmul_rn(__fmul_rn(0.044715f, x), x)));
-
-		g[idx] = __fmul_rn(
-		    __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(in))),
-		    u[idx]);
-	}
-}
-
-/* X[i] *= S. */
-__global__ void el_scale(float *x, float sc, int64_t n)
-{
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-
 	if (idx < n)
-		x[idx] = __fmul_rn(x[idx], sc);
+		g[idx] = cu_gelu_tanh_mul(g[idx], u[idx]);
 }
 
 /* One thread per element of K (and of V): token-major in, head-major out. */
@@ -259,14 +256,24 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
  * head also stores its rotated pairs, its unrotated dims and the value
  * head hh - n_head into the fp16 caches as el_kv_store does. Q and K are
  * rotated in place, as the unfused ops leave them.
+ *
+ * NORM (qwen3, gemma3: a q/k norm, model.h): blocks of EL_NORM_THREADS,
+ * and each query head (with QW) and key head (with KW) is first
+ * RMS-normed by its weight of head_dim as el_rmsnorm norms a row of
+ * head_dim (el_norm_scale: the same bits), into shared memory
+ * (head_dim floats, dynamic), then rotated from there: one launch where
+ * the chain was two norms and this kernel.
  */
-__global__ void el_rope_kv_store(float *q, float *k, const float *v,
-                                 int32_t n_head, int32_t n_kv, int32_t head_dim,
-                                 int32_t n_rot, const double *inv_freq,
-                                 int32_t pos0, const int32_t *dpos, int neox,
-                                 int32_t n_ctx, int32_t il, __half *kc,
-                                 __half *vc)
+template <bool NORM>
+__global__ void
+el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
+                 const float *kw, float eps, int32_t n_head, int32_t n_kv,
+                 int32_t head_dim, int32_t n_rot, const double *inv_freq,
+                 int32_t pos0, const int32_t *dpos, int neox, int32_t n_ctx,
+                 int32_t il, __half *kc, __half *vc)
 {
+	extern __shared__ float el_head[]; /* NORM: the normed head */
+
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
 	cu_pdl_sync();
@@ -276,16 +283,36 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 	const int half = n_rot / 2;
 	float *x = is_k ? k + ((size_t)t * n_kv + h) * head_dim
 	                : q + ((size_t)t * n_head + h) * head_dim;
+	const float *src = x; /* what is rotated: X, or its norm */
 	const size_t at = (((size_t)il * n_kv + (size_t)h) * (size_t)n_ctx +
 	                   (size_t)(pos0 + t)) *
 	                  (size_t)head_dim;
 
+	if constexpr (NORM) {
+		__shared__ float part[EL_NORM_VT / 32];
+		const float *w = is_k ? kw : qw;
+
+		if (w != NULL) {
+			const float scale =
+			    el_norm_scale(x, head_dim, eps, part);
+
+			for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
+				el_head[d] =
+				    __fmul_rn(__fmul_rn(x[d], scale), w[d]);
+			__syncthreads();
+			src = el_head;
+			/* the unrotated dims: the norm is their value */
+			for (int d = 2 * half + threadIdx.x; d < head_dim;
+			     d += blockDim.x)
+				x[d] = el_head[d];
+		}
+	}
 	for (int i = threadIdx.x; i < half; i += blockDim.x) {
 		const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i]);
 		int a, b;
 
 		cu_rope_dims(i, half, neox, &a, &b);
-		const float2 y = cu_rope_rotate(x[a], x[b], cs);
+		const float2 y = cu_rope_rotate(src[a], src[b], cs);
 		const float ya = y.x, yb = y.y;
 
 		x[a] = ya;
@@ -300,7 +327,7 @@ __global__ void el_rope_kv_store(float *q, float *k, const float *v,
 	const float *vr = v + ((size_t)t * n_kv + h) * head_dim;
 	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
 		if (d >= 2 * half)
-			kc[at + d] = __float2half_rn(x[d]);
+			kc[at + d] = __float2half_rn(src[d]);
 		vc[at + d] = __float2half_rn(vr[d]);
 	}
 }
@@ -367,9 +394,21 @@ extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
                                float eps, float *d_out, char *err,
                                size_t errlen)
 {
+	cu_launch(
+	    ctx, el_rmsnorm, dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
+	    EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, nullptr, nullptr);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
+                                   const float *d_w, int32_t n, int32_t n_tok,
+                                   float eps, float *d_x, char *err,
+                                   size_t errlen)
+{
 	cu_launch(ctx, el_rmsnorm,
 	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, nullptr);
+	          EL_NORM_THREADS, 0, d_y, d_w, n, eps, nullptr, nullptr, d_x);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -383,9 +422,10 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok))
 		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
 		                       errlen);
-	cu_launch(
-	    ctx, el_rmsnorm, dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	    EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, (uint8_t *)ctx->d_xq);
+	cu_launch(ctx, el_rmsnorm,
+	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
+	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out,
+	          (uint8_t *)ctx->d_xq, nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	*d_xq = ctx->d_xq;
 	return 0;
@@ -522,21 +562,33 @@ extern "C" int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q,
                                      int32_t il, uint16_t *d_kc, uint16_t *d_vc,
                                      char *err, size_t errlen)
 {
+	return cuda_op_qk_norm_rope_kv_store(
+	    ctx, d_q, d_k, d_v, NULL, NULL, 0.0f, n_tok, n_head, n_kv, head_dim,
+	    n_rot, d_inv_freq, pos0, neox, n_ctx, il, d_kc, d_vc, err, errlen);
+}
+
+extern "C" int cuda_op_qk_norm_rope_kv_store(
+    struct cuda_ctx *ctx, float *d_q, float *d_k, const float *d_v,
+    const float *d_qw, const float *d_kw, float eps, int32_t n_tok,
+    int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_rot,
+    const double *d_inv_freq, int32_t pos0, int neox, int32_t n_ctx, int32_t il,
+    uint16_t *d_kc, uint16_t *d_vc, char *err, size_t errlen)
+{
 	int64_t blocks = (int64_t)n_tok * (n_head + n_kv);
 
 	if (blocks == 0)
 		return 0;
-	cu_launch(ctx, el_rope_kv_store, (unsigned)blocks, 64, 0, d_q, d_k, d_v,
-	          n_head, n_kv, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos,
-	          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
-	CUDA_TRY_LAUNCH(err, errlen);
-	return 0;
-}
-
-extern "C" int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, float sc,
-                             int64_t n, char *err, size_t errlen)
-{
-	cu_launch(ctx, el_scale, el_blocks(n), EL_THREADS, 0, d_x, sc, n);
+	if (d_qw == NULL && d_kw == NULL)
+		cu_launch(ctx, el_rope_kv_store<false>, (unsigned)blocks, 64, 0,
+		          d_q, d_k, d_v, d_qw, d_kw, eps, n_head, n_kv,
+		          head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos, neox,
+		          n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+	else
+		cu_launch(ctx, el_rope_kv_store<true>, (unsigned)blocks,
+		          EL_NORM_THREADS, (size_t)head_dim * sizeof(float),
+		          d_q, d_k, d_v, d_qw, d_kw, eps, n_head, n_kv,
+		          head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos, neox,
+		          n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

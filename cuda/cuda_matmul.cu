@@ -9,13 +9,14 @@
  * row (CM_ROWS rows, or gate and up, in the fast path; 2 or 4 warps
  * sharing them when the product has too few rows to fill the GPU,
  * cm_ks), CM_WARPS warps per block; the row is read once per token; fp32
- * sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1, Q4_K and
- * Q6_K (when aligned): lanes take whole blocks or sub-blocks with wide
+ * sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks with wide
  * loads (cm_matvec_unit, cuda_vecdot.cuh), with int8 activations and
  * exact integer block sums for the quantized ones (cuda_vecdot8.cuh).
  * The other types: lanes on consecutive elements through the element
  * decoder (cm_matvec), so a warp still reads a contiguous span of the
- * row (coalesced). The residual add and SwiGLU are fused epilogues.
+ * row (coalesced). The residual add and the gated activation (SwiGLU,
+ * GEGLU) are fused epilogues.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W
  * is dequantized into the fp16 scratch (ctx->d_w16, sized for a bounded
@@ -26,9 +27,10 @@
  * because a GGUF weight is row-major [n_out][n_in] (n_in contiguous) and
  * our activations are token-major [n_tok][dim]. Accumulation and output
  * are fp32 (CUBLAS_COMPUTE_32F). fp16 keeps 11 significant bits: the
- * inputs of every product are normalised activations or SwiGLU outputs,
+ * inputs of every product are normalised activations or gated outputs,
  * far inside fp16's range; the residual stream itself stays fp32.
  */
+#include "cuda_act.cuh"
 #include "cuda_check.cuh"
 #include "cuda_knobs.h"
 #include "cuda_launch.cuh"
@@ -52,11 +54,13 @@ static constexpr int cm_unroll = CM_UNROLL; /* (#pragma expands no macro) */
 
 /* ------------------------------------------------------------- kernels */
 
-/* OUT[r][i] = row ROWS[r] of W, element i, as fp32. One thread per
- * element: consecutive threads read consecutive elements of one row. */
+/* OUT[r][i] = row ROWS[r] of W, element i, as fp32, times SCALE. One
+ * thread per element: consecutive threads read consecutive elements of
+ * one row. */
 template <int T>
 __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
-                            const int32_t *rows, int64_t n, float *out)
+                            const int32_t *rows, int64_t n, float scale,
+                            float *out)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -64,7 +68,8 @@ __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
 	if (idx >= n)
 		return;
 	int64_t r = idx / ne0, i = idx % ne0;
-	out[idx] = cq_row_elem<T>(w + (size_t)rows[r] * row_size, i, ne0);
+	out[idx] = __fmul_rn(
+	    cq_row_elem<T>(w + (size_t)rows[r] * row_size, i, ne0), scale);
 }
 
 /* Y[t][row] = W row . X[t] (ADD: Y[t][row] += it); warp per row,
@@ -121,13 +126,14 @@ struct cm_parts {
 	int n;        /* parts whose rows the launch covers */
 	int64_t rows; /* sum of their ne1 */
 	float *copy;  /* CM_ADD of one part: Y's new rows also here, or NULL */
+	int act;      /* CM_GATED: enum model_act (cuda_act.cuh) */
 	struct cm_rope rope; /* CM_ROPE: the parts' roles and RoPE */
 };
 
 /* What a unit mat-vec writes (CM_ROPE: as CM_SET, then RoPE and the KV
  * store in the epilogue, cm_rope_pair; a mode of its own so that the
  * other launches carry none of its code or registers). */
-enum { CM_SET, CM_ADD, CM_SWIGLU, CM_ROPE };
+enum { CM_SET, CM_ADD, CM_GATED, CM_ROPE };
 
 /* The fp32-activation units of cuda_vecdot.cuh in the interface of
  * cuda_vecdot8.cuh's: SRC is a token's activations, XV what a unit takes
@@ -328,7 +334,7 @@ static __device__ __forceinline__ void cm_rope_pair(const struct cm_parts &ps,
 }
 
 /* Weight rows per warp of the fast mat-vec: CM_ROWS output rows of
- * CM_SET and CM_ADD, CM_ROWS / 2 of SwiGLU (a gate and an up row each);
+ * CM_SET and CM_ADD, CM_ROWS / 2 of CM_GATED (a gate and an up row each);
  * each unit's activations are loaded once for all of them. 2 rows beat 1
  * (one row a warp was bound by the L1 traffic of re-reading x) and 4 (the
  * registers cut the occupancy): BENCHMARKS.md. */
@@ -356,12 +362,13 @@ cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
  * residual add fused; CM_SET adds a part's bias when it has one, as
  * cuda_op_add_bias would: one rounding); both with CM_ROWS consecutive
  * rows of the parts per warp (the last warp's rows past the end are
- * computed again from the last row, not written). CM_SWIGLU: the launch
+ * computed again from the last row, not written). CM_GATED: the launch
  * covers part 0 (gate) only, CM_ROWS / 2 rows per warp, and the warp also
- * dots the same rows of part 1 (up): y0 = silu(gate x) * (up x), el_swiglu's
- * order of operations. CM_ROPE: CM_SET, then RoPE and the KV store of
- * the warp's two rows (cm_rope_pair). KS (1, 2 or 4, cm_ks) warps share each
- * warp's worth of rows: warp kw of them takes units kw * 32 + lane, + 32 * KS,
+ * dots the same rows of part 1 (up): y0 = act(gate x) * (up x), PS.act's
+ * activation as cuda_act.cuh computes it (el_swiglu's, el_geglu's bits).
+ * CM_ROPE: CM_SET, then RoPE and the KV store of the warp's two rows
+ * (cm_rope_pair). KS (1, 2 or 4, cm_ks) warps share each warp's worth of rows:
+ * warp kw of them takes units kw * 32 + lane, + 32 * KS,
  * .., and their sums are added in warp order through shared memory (the result
  * does not depend on timing). PF: token 0's warps prefetch their rows
  * into L2 before waiting for the previous kernel (cuda_launch.cuh).
@@ -376,8 +383,8 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const int64_t wi = (int64_t)blockIdx.x * (CM_WARPS / ks) + warp / ks;
 	const int64_t t = blockIdx.y, nu = ne0 / U::ne;
 	const typename U::src xt = U::at(x, t, ne0);
-	/* SwiGLU: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
-	const int64_t r0 = wi * (MODE == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS);
+	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
+	const int64_t r0 = wi * (MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS);
 	const bool active = r0 < ps.rows;
 	struct cm_pair pr; /* CM_ROPE: the warp's rows */
 	const uint8_t *w[CM_ROWS];
@@ -392,7 +399,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 		if (active)
 			pr = cm_rope_map(ps, r0);
 	}
-	if (active && MODE == CM_SWIGLU) {
+	if (active && MODE == CM_GATED) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++) {
 			const int64_t r =
@@ -475,14 +482,12 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	}
 	if (!active || lane != 0)
 		return;
-	if constexpr (MODE == CM_SWIGLU) {
+	if constexpr (MODE == CM_GATED) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++)
 			if (r0 + k < ps.rows)
-				*y[k] = __fmul_rn(
-				    __fdiv_rn(acc[2 * k],
-				              1.0f + expf(-acc[2 * k])),
-				    acc[2 * k + 1]);
+				*y[k] = cu_act_mul(ps.act, acc[2 * k],
+				                   acc[2 * k + 1]);
 	} else {
 		float v[CM_ROWS];
 
@@ -610,7 +615,8 @@ static int cm_bad_type(uint32_t t, char *err, size_t errlen)
 extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
                                 const struct cuda_tensor *w,
                                 const int32_t *d_rows, int32_t n_rows,
-                                float *d_out, char *err, size_t errlen)
+                                float scale, float *d_out, char *err,
+                                size_t errlen)
 {
 	int64_t n = (int64_t)n_rows * w->ne0;
 	const uint8_t *wd = (const uint8_t *)w->d;
@@ -619,7 +625,7 @@ extern "C" int cuda_op_get_rows(struct cuda_ctx *ctx,
 #define X(T)                                                                   \
 	case T:                                                                \
 		cu_launch(ctx, cm_get_rows<T>, cm_blocks(n), 256, 0, wd,       \
-		          w->row_size, w->ne0, d_rows, n, d_out);              \
+		          w->row_size, w->ne0, d_rows, n, scale, d_out);       \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -661,8 +667,9 @@ static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
 
 /* True when W has a cv_unit and meets cuda_vecdot.cuh's alignment: rows
  * 16-byte aligned for F16 (in whole units of 8) and Q4_K, 4-byte for
- * Q4_1; Q8_0, Q4_0 and Q6_K are read 2 bytes at a time, which every row
- * of them meets (their blocks are 34, 18 and 210 bytes), so an odd block
+ * Q4_1 and Q5_1; Q8_0, Q4_0, Q5_0 and Q6_K are read 2 bytes at a time,
+ * which every row of them meets (their blocks are 34, 18, 22 and 210
+ * bytes), so an odd block
  * count (Qwen2.5-3B's FFN of 11,008 = 43 Q6_K blocks) keeps the unit
  * path, several times faster than the element-wise one. The GPU layouts of
  * Q8_0, Q6_K and Q4_K (cuda_quant.cuh note 5): rows 16-byte aligned, and int8
@@ -685,9 +692,11 @@ static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	case CQ_Q4_KR:
 		return al % 16 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
 	case QTYPE_Q4_1:
+	case QTYPE_Q5_1:
 		return al % 4 == 0;
 	case QTYPE_Q8_0:
 	case QTYPE_Q4_0:
+	case QTYPE_Q5_0:
 	case QTYPE_Q6_K:
 		return al % 2 == 0;
 	default:
@@ -792,7 +801,7 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
                           const float *d_x, int32_t n_tok, int mode,
                           int *xq_done, char *err, size_t errlen)
 {
-	const int64_t per_warp = mode == CM_SWIGLU ? CM_ROWS / 2 : CM_ROWS;
+	const int64_t per_warp = mode == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	const int ks = cm_ks(ctx, warps, ne0 / (type == QTYPE_F16 ? 8 : 32));
 	const int64_t per_block = CM_WARPS / ks;
@@ -816,8 +825,8 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ADD>, grid,    \
 		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
-	case T * 4 + CM_SWIGLU:                                                \
-		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SWIGLU>, grid, \
+	case T * 4 + CM_GATED:                                                 \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_GATED>, grid,  \
 		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
 		break;                                                         \
 	case T * 4 + CM_ROPE:                                                  \
@@ -842,9 +851,9 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ADD>, grid,   \
 		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;                                                         \
-	case T * 4 + CM_SWIGLU:                                                \
-		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SWIGLU>,      \
-		          grid, 32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);      \
+	case T * 4 + CM_GATED:                                                 \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_GATED>, grid, \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;                                                         \
 	case T * 4 + CM_ROPE:                                                  \
 		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ROPE>, grid,  \
@@ -993,6 +1002,16 @@ extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 
 	return cm_matmul(ctx, w, d_x, n_tok, d_y, force, 0, &xq_done, err,
 	                 errlen);
+}
+
+extern "C" int cuda_op_matmul_xq(struct cuda_ctx *ctx,
+                                 const struct cuda_tensor *w, const float *d_x,
+                                 const void *d_xq, int32_t n_tok, float *d_y,
+                                 char *err, size_t errlen)
+{
+	int xq_done = cm_xq_given(ctx, d_xq);
+
+	return cm_matmul(ctx, w, d_x, n_tok, d_y, 0, 0, &xq_done, err, errlen);
 }
 
 extern "C" int cuda_op_matmul_add_copy_ok(const struct cuda_ctx *ctx,
@@ -1189,10 +1208,10 @@ extern "C" int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
 	/* one quantization for gate and up, or none (cuda_op_rmsnorm_x8) */
 	int xq_done = cm_xq_given(ctx, d_xq);
 
-	/* the fused epilogue (CM_SWIGLU) is SiLU's; another activation
-	   takes the two products and cuda_op_gate_act */
+	/* the fused epilogue (CM_GATED) where both products take the unit
+	   mat-vec; else the two products and cuda_op_gate_act */
 	if (n_tok >= CUDA_GEMM_MIN_TOKENS || gate->ne1 != up->ne1 ||
-	    act != MODEL_ACT_SILU || !cm_fusable(ctx, gate, up, d_x, n_tok))
+	    !cu_act_ok(act) || !cm_fusable(ctx, gate, up, d_x, n_tok))
 		return cm_matmul(ctx, gate, d_x, n_tok, d_g, 0, 0, &xq_done,
 		                 err, errlen) ||
 		               cm_matmul(ctx, up, d_x, n_tok, d_u, 0, 0,
@@ -1207,6 +1226,7 @@ extern "C" int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
 	ps.p[1] = cm_part_of(up, NULL); /* read only: its row r */
 	ps.n = 1;
 	ps.rows = gate->ne1;
+	ps.act = (int)act;
 	return cm_unit_launch(ctx, gate->type, &ps, gate->ne0, d_x, n_tok,
-	                      CM_SWIGLU, &xq_done, err, errlen);
+	                      CM_GATED, &xq_done, err, errlen);
 }

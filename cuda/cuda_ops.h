@@ -47,11 +47,13 @@ struct cuda_tensor {
 /* True when the GPU code has kernels for ggml type T. */
 int cuda_ops_type_ok(uint32_t t);
 
-/* D_OUT[r][0..ne0) = rows ROWS[r] of W dequantized to fp32, r < n_rows.
- * D_ROWS are device int32 row indices (token ids for the embedding). */
+/* D_OUT[r][0..ne0) = rows ROWS[r] of W dequantized to fp32 times SCALE
+ * (one float multiplication: 1 leaves them exact; the embedding's scale
+ * of gemma3, model.h), r < n_rows. D_ROWS are device int32 row indices
+ * (token ids for the embedding). */
 int cuda_op_get_rows(struct cuda_ctx *ctx, const struct cuda_tensor *w,
-                     const int32_t *d_rows, int32_t n_rows, float *d_out,
-                     char *err, size_t errlen);
+                     const int32_t *d_rows, int32_t n_rows, float scale,
+                     float *d_out, char *err, size_t errlen);
 
 /*
  * Y[t][r] = W row r . X[t] for t < n_tok: X [n_tok][w->ne0],
@@ -66,10 +68,17 @@ int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                    const float *d_x, int32_t n_tok, float *d_y, int force,
                    char *err, size_t errlen);
 
+/* cuda_op_matmul (FORCE 0) given X's int8 activations D_XQ as
+ * cuda_op_rmsnorm_x8 or the attention left them (or NULL: the mat-vec
+ * quantizes X itself where it needs them). */
+int cuda_op_matmul_xq(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                      const float *d_x, const void *d_xq, int32_t n_tok,
+                      float *d_y, char *err, size_t errlen);
+
 /*
  * Int8 activations of the mat-vec (cuda_vecdot8.cuh): for Q8_0, Q4_0,
- * Q4_1, Q4_K and Q6_K weights, unless ctx->x8_off, the mat-vec first
- * quantizes X per 32 exactly as the CPU engine's quant_vec_prepare does
+ * Q4_1, Q5_0, Q5_1, Q4_K and Q6_K weights, unless ctx->x8_off, the mat-vec
+ * first quantizes X per 32 exactly as the CPU engine's quant_vec_prepare does
  * for a Q8_0 row, then computes the exact products with those activations.
  * cuda_op_matvec_x8: whether the mat-vec path (fewer than
  * CUDA_GEMM_MIN_TOKENS tokens, or FORCE 1) of W over N_TOK tokens does.
@@ -193,8 +202,8 @@ int cuda_op_matmul_qkv_rope(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
                             char *err, size_t errlen);
 
 /* G = act(GATE X) * (UP X) ([n_tok][gate->ne1]), ACT a gated FFN's
- * activation (model.h enum model_act: SiLU; another is refused with a
- * message until its kernels land): one mat-vec launch under the same
+ * activation (model.h enum model_act: SiLU or GELU-tanh, cuda_act.cuh;
+ * another is refused with a message): one mat-vec launch under the same
  * conditions as cuda_op_matmul_qkv (D_U untouched), otherwise two
  * products (UP X into D_U, same shape) and cuda_op_gate_act. D_XQ as for
  * cuda_op_matmul_qkv. */
@@ -210,6 +219,13 @@ int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
 int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
                     int32_t n, int32_t n_tok, float eps, float *d_out,
                     char *err, size_t errlen);
+
+/* X[t] += rmsnorm(Y[t]) * W (a post-norm's output added to the residual),
+ * rows of N: cuda_op_rmsnorm into a buffer then cuda_op_add, the same
+ * bits, in one launch. W as for cuda_op_rmsnorm. */
+int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
+                        const float *d_w, int32_t n, int32_t n_tok, float eps,
+                        float *d_x, char *err, size_t errlen);
 
 /* cuda_op_rmsnorm, and when the mat-vec takes int8 activations for N
  * inputs over N_TOK tokens (cuda_op_matvec_x8's conditions but the
@@ -242,9 +258,6 @@ int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x, const float *d_b,
 int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y, int64_t n,
                 char *err, size_t errlen);
 
-/* X[i] *= SC for i < n (Gemma's embedding scale). */
-int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, float sc, int64_t n,
-                  char *err, size_t errlen);
 
 /* G[i] = act(G[i]) * U[i] for i < n (ACT as for cuda_op_matmul_gated). */
 int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act, float *d_g,
@@ -271,6 +284,20 @@ int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
                           const double *d_inv_freq, int32_t pos0, int neox,
                           int32_t n_ctx, int32_t il, uint16_t *d_kc,
                           uint16_t *d_vc, char *err, size_t errlen);
+
+/*
+ * cuda_op_rope_kv_store with a q/k norm first (qwen3, gemma3): each query
+ * head RMS-normed by D_QW and each key head by D_KW ([head_dim] each;
+ * NULL: that kind is not normed), as cuda_op_rmsnorm norms rows of
+ * head_dim (the same bits), then rotated and stored, in one launch. Q
+ * and K hold the normed, rotated heads on return.
+ */
+int cuda_op_qk_norm_rope_kv_store(
+    struct cuda_ctx *ctx, float *d_q, float *d_k, const float *d_v,
+    const float *d_qw, const float *d_kw, float eps, int32_t n_tok,
+    int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_rot,
+    const double *d_inv_freq, int32_t pos0, int neox, int32_t n_ctx, int32_t il,
+    uint16_t *d_kc, uint16_t *d_vc, char *err, size_t errlen);
 
 /* The parameters of an attention's scores (model.h struct
  * model_attn_params, with the sinks in device memory): one struct on

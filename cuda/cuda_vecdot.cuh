@@ -8,11 +8,10 @@
  * 1. One lane takes one unit per iteration and consecutive lanes take
  *    consecutive units, so a warp walks a contiguous span of the row; a
  *    lane reads its unit with the widest loads the format's alignment
- *    allows (cuda_quant.cuh note 3: Q8_0, Q4_0 and Q6_K blocks are only
- *    2-byte aligned, Q4_1 4-byte; F16 units of 8 halves and Q4_K's
- *    16-byte pieces are 16-byte aligned when the row is, which the
- *    launcher checks) instead
- *    of one element at a time through cq_elem.
+ *    allows (cuda_quant.cuh note 3: Q8_0, Q4_0, Q5_0 and Q6_K blocks are
+ *    only 2-byte aligned, Q4_1 and Q5_1 4-byte; F16 units of 8 halves and
+ * Q4_K's 16-byte pieces are 16-byte aligned when the row is, which the launcher
+ * checks) instead of one element at a time through cq_elem.
  * 2. The block scale is factored out of the sum: sum_j (q_j * d) x_j =
  *    d * sum_j q_j x_j (and m * sum_j x_j for the formats with a minimum).
  *    Not bit-exact with the element-wise product, but fp32 throughout and
@@ -24,7 +23,7 @@
  * 5. Loading and multiplying are separate steps: xload(u, x, xv) puts
  *    the unit's ne activations into registers (in the order dot uses
  *    them), dot(row, u, xv) multiplies one row's unit by them. A warp
- *    that computes several rows (cuda_matmul.cu: gate and up of SwiGLU,
+ *    that computes several rows (cuda_matmul.cu: gate and up of the gated FFN,
  *    or two rows of one matrix) loads the activations once per unit:
  *    re-reading them for every row made the mat-vec bound by the L1
  *    traffic of the activations (16 weight bytes of Q4_K against 256
@@ -194,6 +193,103 @@ template <> struct cv_unit<QTYPE_Q4_1> {
 	}
 };
 
+/* The fifth bit of element E of a Q5_0/Q5_1 block (qh, bit E) as 16
+ * or 0. */
+static __device__ __forceinline__ int cv_q5_hi(uint32_t qh, int e)
+{
+	return (int)((qh >> e) & 1) << 4;
+}
+
+/* Q5_0: d, qh[4], qs[16] (22-byte blocks, 16-bit loads): element l < 16
+ * is the low nibble of qs[l] with bit l of qh above it, element l + 16
+ * the high nibble with bit l + 16; w = d * (q - 16). */
+template <> struct cv_unit<QTYPE_Q5_0> {
+	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<32>(x + u * 32, xv);
+	}
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *xv)
+	{
+		const uint8_t *b = row + u * 22;
+		const uint16_t *h = (const uint16_t *)(b + 2);
+		const uint16_t *p = (const uint16_t *)(b + 6);
+		const uint32_t qh = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+		float s = 0.0f;
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			float lo[8], hi[8];
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const uint16_t w = p[4 * k + j];
+				const int e = 8 * k + 2 * j;
+
+				lo[2 * j] =
+				    (float)(((int)(w & 0xF) | cv_q5_hi(qh, e)) -
+				            16);
+				lo[2 * j + 1] = (float)(((int)((w >> 8) & 0xF) |
+				                         cv_q5_hi(qh, e + 1)) -
+				                        16);
+				hi[2 * j] = (float)(((int)((w >> 4) & 0xF) |
+				                     cv_q5_hi(qh, e + 16)) -
+				                    16);
+				hi[2 * j + 1] = (float)(((int)(w >> 12) |
+				                         cv_q5_hi(qh, e + 17)) -
+				                        16);
+			}
+			s += cv_dot8(xv + 8 * k, lo) +
+			     cv_dot8(xv + 16 + 8 * k, hi);
+		}
+		return s * cq_half(b);
+	}
+};
+
+/* Q5_1: d, m, qh[4], qs[16] (24-byte blocks, 32-bit loads); the bits as
+ * Q5_0's, w = d * q + m. */
+template <> struct cv_unit<QTYPE_Q5_1> {
+	static const int ne = 32;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<32>(x + u * 32, xv);
+	}
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *xv)
+	{
+		const uint8_t *b = row + u * 24;
+		const uint32_t *p = (const uint32_t *)b;
+		const uint32_t qh = p[1];
+		float s = 0.0f, sx = 0.0f;
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			float lo[8], hi[8];
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const uint32_t w = p[2 + 2 * k + j];
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					const int e = 8 * k + 4 * j + i;
+
+					lo[4 * j + i] =
+					    (float)((int)((w >> (8 * i)) &
+					                  0xF) |
+					            cv_q5_hi(qh, e));
+					hi[4 * j + i] =
+					    (float)((int)((w >> (8 * i + 4)) &
+					                  0xF) |
+					            cv_q5_hi(qh, e + 16));
+				}
+			}
+			s += cv_dot8(xv + 8 * k, lo) +
+			     cv_dot8(xv + 16 + 8 * k, hi);
+			sx += cv_sum8(xv + 8 * k) + cv_sum8(xv + 16 + 8 * k);
+		}
+		return s * cq_half(b) + sx * cq_half(b + 2);
+	}
+};
+
 /* Q4_K, unit = 16 bytes of qs: unit u is super-block u / 8, piece
  * j = u % 8 of its qs (one 16-byte load; the launcher checks that rows
  * are 16-byte aligned, which 144-byte blocks keep). The 32-byte chunk
@@ -319,6 +415,8 @@ template <> struct cv_unit<QTYPE_Q6_K> {
 	X(QTYPE_Q8_0)                                                          \
 	X(QTYPE_Q4_0)                                                          \
 	X(QTYPE_Q4_1)                                                          \
+	X(QTYPE_Q5_0)                                                          \
+	X(QTYPE_Q5_1)                                                          \
 	X(QTYPE_Q4_K)                                                          \
 	X(QTYPE_Q6_K)
 

@@ -200,6 +200,67 @@ template <> struct cv8_unit<QTYPE_Q4_1> : cv8_unit_block {
 	}
 };
 
+/* The fifth bits of 4 consecutive elements of a Q5_0/Q5_1 block, bits
+ * 0..3 of H, as bit 4 of each byte of a word (to OR onto the low
+ * nibbles). */
+static __device__ __forceinline__ int cv8_q5_hi4(uint32_t h)
+{
+	return (int)(((h << 4) & 0x00000010u) | ((h << 11) & 0x00001000u) |
+	             ((h << 18) & 0x00100000u) | ((h << 25) & 0x10000000u));
+}
+
+/* Sum of the 32 5-bit quants of a Q5_0/Q5_1 block (nibbles as Q4_0's,
+ * words W(j), j < 4, the fifth bits in QH) times the activation block's
+ * quants. */
+template <class Words>
+static __device__ __forceinline__ int cv8_q5_32(Words word, uint32_t qh,
+                                                const int *q)
+{
+	int s = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const int w = word(j);
+		const int lo = (w & 0x0F0F0F0F) | cv8_q5_hi4(qh >> (4 * j));
+		const int hi =
+		    ((w >> 4) & 0x0F0F0F0F) | cv8_q5_hi4(qh >> (16 + 4 * j));
+
+		s = __dp4a(lo, q[j], s);
+		s = __dp4a(hi, q[4 + j], s);
+	}
+	return s;
+}
+
+/* Q5_0: d, qh[4], qs[16] (2-byte aligned); w = d * (q - 16), so the dot
+ * is d * (dx * sum q qx - 16 * ds). */
+template <> struct cv8_unit<QTYPE_Q5_0> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + u * 22;
+		const uint16_t *p = (const uint16_t *)(b + 6);
+		const uint32_t qh =
+		    (uint32_t)cv8_word2((const uint16_t *)(b + 2));
+		const int s = cv8_q5_32(
+		    [p](int j) { return cv8_word2(p + 2 * j); }, qh, v.q);
+
+		return cq_half(b) * (v.d * (float)s - 16.0f * v.ds);
+	}
+};
+
+/* Q5_1: d, m, qh[4], qs[16] (4-byte aligned); w = d * q + m. */
+template <> struct cv8_unit<QTYPE_Q5_1> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + u * 24;
+		const int *p = (const int *)b + 2;
+		const int s = cv8_q5_32([p](int j) { return p[j]; },
+		                        ((const uint32_t *)b)[1], v.q);
+
+		return cq_half(b) * (v.d * (float)s) + cq_half(b + 2) * v.ds;
+	}
+};
+
 /* What a Q6_K unit takes of the activations: a block's, and 32 times
  * the sum of each 16 of its quants (the "- 32" of every weight, below). */
 struct cv8_xv_q6k : cv8_xv32 {
@@ -429,6 +490,8 @@ template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 	X(QTYPE_Q8_0)                                                          \
 	X(QTYPE_Q4_0)                                                          \
 	X(QTYPE_Q4_1)                                                          \
+	X(QTYPE_Q5_0)                                                          \
+	X(QTYPE_Q5_1)                                                          \
 	X(QTYPE_Q4_K)                                                          \
 	X(QTYPE_Q6_K)                                                          \
 	X(CQ_Q8_0R)                                                            \

@@ -206,7 +206,7 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	ct.d = d_w;
 	d_rows = dev_put(rows, sizeof(int32_t) * (size_t)ne1);
 	d_out = dev_put(NULL, sizeof(float) * (size_t)(ne0 * ne1));
-	if (cuda_op_get_rows(ctx, &ct, d_rows, (int32_t)ne1, d_out, err,
+	if (cuda_op_get_rows(ctx, &ct, d_rows, (int32_t)ne1, 1.0f, d_out, err,
 	                     sizeof(err)) != 0 ||
 	    dev_get(ctx, got, d_out, sizeof(float) * (size_t)(ne0 * ne1))) {
 		tap_ok(0, "%s get_rows: %s", qtype_name(t), err);
@@ -218,6 +218,22 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 			        f16_f32_bits(wf[(ne1 - 1 - r) * ne0 + i]);
 	tap_ok(diff == 0, "%s %lldx%lld dequantization bit-exact (%lld differ)",
 	       qtype_name(t), (long long)ne0, (long long)ne1, (long long)diff);
+	/* the embedding's scale: one float multiplication of each */
+	diff = 0;
+	if (cuda_op_get_rows(ctx, &ct, d_rows, (int32_t)ne1, 25.298221f, d_out,
+	                     err, sizeof(err)) != 0 ||
+	    dev_get(ctx, got, d_out, sizeof(float) * (size_t)(ne0 * ne1)))
+		diff = -1;
+	for (int64_t r = 0; diff >= 0 && r < ne1; r++)
+		for (int64_t i = 0; i < ne0; i++) {
+			volatile float want =
+			    wf[(ne1 - 1 - r) * ne0 + i] * 25.298221f;
+
+			diff += f16_f32_bits(got[r * ne0 + i]) !=
+			        f16_f32_bits(want);
+		}
+	tap_ok(diff == 0, "%s get_rows times a scale: the CPU's bits (%lld)",
+	       qtype_name(t), (long long)diff);
 
 	fill_unif(x, (size_t)(512 * ne0), -1.0f, 1.0f);
 	x8_dequant(x, ne0, 512, xhat);
@@ -487,15 +503,34 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	       qtype_name(tq), qtype_name(tk), qtype_name(tv), (long long)ne0,
 	       n_tok, ctx->x8_off ? ", fp32 activations" : "", eq, ek, ev, err);
 
-	for (int64_t i = 0; i < n_tok * nff; i++)
-		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
-	rc = cuda_op_matmul_gated(ctx, MODEL_ACT_SILU, &cg, &cu, d_x, NULL,
-	                          n_tok, d_g, d_u, err, sizeof(err));
-	double eg = rc ? 1 : fused_err(ctx, d_g, rg, (size_t)n_tok * nff);
-	tap_ok(!rc && eg <= tol,
-	       "swiglu %s/%s x%lld, %d tokens%s: nmse %.3g %s", qtype_name(tq),
-	       qtype_name(tk), (long long)ne0, n_tok,
-	       ctx->x8_off ? ", fp32 activations" : "", eg, err);
+	/* the gated FFN, both activations (one launch on the unit mat-vec,
+	   else the products and the element-wise activation) */
+	for (int act = MODEL_ACT_SILU; act <= MODEL_ACT_GELU_TANH; act++) {
+		double *ra = malloc(sizeof(double) * n_tok * nff);
+
+		for (int64_t i = 0; i < n_tok * nff; i++) {
+			const double g = rg[i];
+
+			ra[i] =
+			    act == MODEL_ACT_SILU
+			        ? g / (1.0 + exp(-g)) * ru[i]
+			        : 0.5 * g *
+			              (1.0 + tanh(0.79788456080286535588 * g *
+			                          (1.0 + 0.044715 * g * g))) *
+			              ru[i];
+		}
+		rc = cuda_op_matmul_gated(ctx, (enum model_act)act, &cg, &cu,
+		                          d_x, NULL, n_tok, d_g, d_u, err,
+		                          sizeof(err));
+		double eg =
+		    rc ? 1 : fused_err(ctx, d_g, ra, (size_t)n_tok * nff);
+		tap_ok(!rc && eg <= tol,
+		       "%s %s/%s x%lld, %d tokens%s: nmse %.3g %s",
+		       act == MODEL_ACT_SILU ? "swiglu" : "geglu",
+		       qtype_name(tq), qtype_name(tk), (long long)ne0, n_tok,
+		       ctx->x8_off ? ", fp32 activations" : "", eg, err);
+		free(ra);
+	}
 
 	for (int64_t t = 0; t < n_tok; t++) /* matmul_add: no bias */
 		for (int64_t i = 0; i < nq; i++)
@@ -757,6 +792,39 @@ static void test_elementwise(struct cuda_ctx *ctx)
 	       "rmsnorm %d x %d: nmse %.3g %s", T, N, nmse(got, ref, T * N),
 	       err);
 
+	/* the post-norm's add: rmsnorm then add, the same bits */
+	{
+		static float want[T * N];
+		float *d_a = dev_put(y, sizeof(y));
+
+		rc = rc || cuda_op_add(ctx, d_a, d_o, T * N, err, sizeof(err));
+		rc = rc || dev_get(ctx, want, d_a, sizeof(want));
+		rc = rc || cudaMemcpy(d_a, y, sizeof(y),
+		                      cudaMemcpyHostToDevice) != cudaSuccess;
+		rc = rc || cuda_op_rmsnorm_add(ctx, d_x, d_w, N, T, 1e-5f, d_a,
+		                               err, sizeof(err));
+		rc = rc || dev_get(ctx, got, d_a, sizeof(got));
+		tap_ok(!rc && memcmp(got, want, sizeof(got)) == 0 &&
+		           memcmp(got, y, sizeof(got)) != 0,
+		       "rmsnorm_add %d x %d = rmsnorm + add, bit for bit %s", T,
+		       N, err);
+		for (int n1 = 1; !rc && n1 <= 2; n1++) { /* a decode row */
+			rc =
+			    cudaMemcpy(d_a, y, sizeof(y),
+			               cudaMemcpyHostToDevice) != cudaSuccess ||
+			    cuda_op_rmsnorm_add(ctx, d_x, d_w, N, n1, 1e-5f,
+			                        d_a, err, sizeof(err)) ||
+			    dev_get(ctx, got, d_a, sizeof(got));
+			tap_ok(
+			    !rc &&
+			        memcmp(got, want, sizeof(float) * n1 * N) == 0,
+			    "rmsnorm_add of %d row(s), split over blocks: the "
+			    "same bits %s",
+			    n1, err);
+		}
+		cudaFree(d_a);
+	}
+
 	for (int i = 0; i < T * N; i++)
 		ref[i] = x[i] + w[i % N];
 	rc = cudaMemcpy(d_o, x, sizeof(x), cudaMemcpyHostToDevice) !=
@@ -921,6 +989,105 @@ static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 	cudaFree(d_inv);
 	cudaFree(d_v);
 	void *host[] = {q, k, v, a, b, ca, cb, inv};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
+/* cuda_op_qk_norm_rope_kv_store bit for bit against its chain: each
+ * head of Q (with QN) and of K (with KN) RMS-normed by cuda_op_rmsnorm
+ * (rows of HD), then cuda_op_rope_kv_store; the outputs in Q and K and
+ * both caches compared, and the norm shown to have acted. */
+static void test_qk_norm_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot,
+                                 int hd, int n_head, int n_kv, int n_tok,
+                                 int pos0, int qn, int kn)
+{
+	const int n_layer = 2, il = 1, n_ctx = pos0 + n_tok + 5;
+	const size_t nq = (size_t)n_tok * n_head * hd;
+	const size_t nk = (size_t)n_tok * n_kv * hd;
+	const size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
+	float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+	float *v = malloc(sizeof(float) * nk),
+	      *w = malloc(sizeof(float) * 2 * hd);
+	float *a = malloc(sizeof(float) * (nq + nk));
+	float *b = malloc(sizeof(float) * (nq + nk));
+	float *c = malloc(sizeof(float) * (nq + nk));
+	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
+	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
+	void *d_inv, *d_v, *d_w, *d_q[3], *d_k[3], *d_kc[3], *d_vc[3];
+	const float eps = 1e-6f;
+	char err[512] = "";
+	int rc = 0;
+	long bad = 0;
+
+	for (int i = 0; i < n_rot / 2; i++)
+		inv[i] = pow(10000.0, -2.0 * i / n_rot);
+	fill_unif(q, nq, -4.0f, 4.0f);
+	fill_unif(k, nk, -4.0f, 4.0f);
+	fill_unif(v, nk, -2.0f, 2.0f);
+	fill_unif(w, (size_t)2 * hd, 0.5f, 2.0f);
+	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
+	d_v = dev_put(v, sizeof(float) * nk);
+	d_w = dev_put(w, sizeof(float) * 2 * hd);
+	for (int j = 0; j < 3; j++) {
+		d_q[j] = dev_put(q, sizeof(float) * nq);
+		d_k[j] = dev_put(k, sizeof(float) * nk);
+		rc = rc || zeroed_caches(2 * cache, &d_kc[j], &d_vc[j]);
+	}
+	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
+	/* 0: the chain; 1: the fused op; 2: no norm (the norm acted) */
+	if (qn)
+		rc = rc || cuda_op_rmsnorm(ctx, d_q[2], (float *)d_w, hd,
+		                           n_tok * n_head, eps, (float *)d_q[0],
+		                           err, sizeof(err));
+	if (kn)
+		rc = rc || cuda_op_rmsnorm(ctx, d_k[2], (float *)d_w + hd, hd,
+		                           n_tok * n_kv, eps, (float *)d_k[0],
+		                           err, sizeof(err));
+	rc = rc ||
+	     cuda_op_rope_kv_store(ctx, d_q[0], d_k[0], d_v, n_tok, n_head,
+	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
+	                           il, d_kc[0], d_vc[0], err, sizeof(err)) ||
+	     cuda_op_qk_norm_rope_kv_store(
+	         ctx, d_q[1], d_k[1], d_v, qn ? (float *)d_w : NULL,
+	         kn ? (float *)d_w + hd : NULL, eps, n_tok, n_head, n_kv, hd,
+	         n_rot, d_inv, pos0, neox, n_ctx, il, d_kc[1], d_vc[1], err,
+	         sizeof(err)) ||
+	     cuda_op_rope_kv_store(ctx, d_q[2], d_k[2], d_v, n_tok, n_head,
+	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
+	                           il, d_kc[2], d_vc[2], err, sizeof(err));
+	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
+	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
+	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
+	     dev_get(ctx, b + nq, d_k[1], sizeof(float) * nk) ||
+	     dev_get(ctx, c, d_q[2], sizeof(float) * nq) ||
+	     dev_get(ctx, c + nq, d_k[2], sizeof(float) * nk) ||
+	     dev_get(ctx, ca, d_kc[0], 2 * cache) ||
+	     dev_get(ctx, ca + cache, d_vc[0], 2 * cache) ||
+	     dev_get(ctx, cb, d_kc[1], 2 * cache) ||
+	     dev_get(ctx, cb + cache, d_vc[1], 2 * cache);
+	bad = rc ? -1
+	         : (memcmp(a, b, sizeof(float) * (nq + nk)) != 0) +
+	               (memcmp(ca, cb, 4 * cache) != 0) * 2;
+	if (!rc && qn)
+		bad += 4 * (memcmp(b, c, sizeof(float) * nq) == 0);
+	if (!rc && kn)
+		bad += 8 * (memcmp(b + nq, c + nq, sizeof(float) * nk) == 0);
+	tap_ok(!rc && bad == 0,
+	       "qk_norm_rope_kv_store %s n_rot %d head_dim %d heads %d/%d, "
+	       "%d tokens at %d, norms %s%s: same as rmsnorm + rope_kv_store "
+	       "(%ld) %s",
+	       neox ? "neox" : "norm", n_rot, hd, n_head, n_kv, n_tok, pos0,
+	       qn ? "q" : "", kn ? "k" : "", bad, err);
+	for (int j = 0; j < 3; j++) {
+		cudaFree(d_q[j]);
+		cudaFree(d_k[j]);
+		cudaFree(d_kc[j]);
+		cudaFree(d_vc[j]);
+	}
+	cudaFree(d_inv);
+	cudaFree(d_v);
+	cudaFree(d_w);
+	void *host[] = {q, k, v, w, a, b, c, ca, cb, inv};
 	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
 		free(host[i]);
 }
@@ -1353,10 +1520,10 @@ static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 
 		if (k == 0)
 			rc = cuda_op_get_rows(ctx, &cf, d_rows, (int32_t)ne1,
-			                      d_y, err, sizeof(err)) ||
+			                      1.0f, d_y, err, sizeof(err)) ||
 			     dev_get(ctx, a, d_y, bytes) ||
 			     cuda_op_get_rows(ctx, &cr, d_rows, (int32_t)ne1,
-			                      d_y, err, sizeof(err)) ||
+			                      1.0f, d_y, err, sizeof(err)) ||
 			     dev_get(ctx, b, d_y, bytes);
 		else
 			rc = repack_product(ctx, &cf, d_x, n, k == 3 ? 2 : 1,
@@ -1556,12 +1723,16 @@ int main(void)
 	/* mixed: three unit launches, int8 activations quantized once */
 	test_fused(&ctx, QTYPE_Q4_0, QTYPE_Q8_0, QTYPE_Q4_0, 288, 3);
 	/* Q and K in one launch, V element-wise (fp32) and its bias added */
-	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q5_0, 288, 2);
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q5_K, 768, 2);
+	/* Gemma 3's Q4_K_M mix on rows of 640: Q and K Q5_0, V Q8_0 */
+	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q8_0, 640, 1);
+	test_fused(&ctx, QTYPE_Q5_1, QTYPE_Q5_1, QTYPE_Q5_1, 288, 3);
 	ctx.x8_off = 1; /* the fp32-activation mat-vec */
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288, 1);
 	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 1);
+	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q8_0, 640, 1);
 	ctx.x8_off = 0;
-	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, 288, 2); /* elem */
+	test_fused(&ctx, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q5_K, 768, 2); /* elem */
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
 	test_rmsnorm_order(&ctx);
@@ -1570,7 +1741,8 @@ int main(void)
 	test_add_copy(&ctx, QTYPE_Q4_1, 576, 1);
 	test_add_copy(&ctx, QTYPE_Q4_K, 1536, 3);
 	test_add_copy(&ctx, QTYPE_F16, 896, 1);
-	test_add_copy(&ctx, QTYPE_Q5_0, 576, 1); /* element-wise: refused */
+	test_add_copy(&ctx, QTYPE_Q5_0, 576, 1);
+	test_add_copy(&ctx, QTYPE_Q5_K, 768, 1); /* element-wise: refused */
 	test_add_copy(&ctx, QTYPE_Q8_0, 576, 9); /* GEMM: refused */
 	for (int neox = 0; neox <= 1; neox++) {
 		test_rope(&ctx, neox, 64, 0);
@@ -1580,6 +1752,15 @@ int main(void)
 	test_rope_kv(&ctx, 1, 32, 64, 14, 2, 7, 100);  /* partial rotation */
 	test_rope_kv(&ctx, 1, 128, 128, 4, 2, 33, 0);  /* prefill */
 	test_rope_kv(&ctx, 0, 256, 256, 2, 1, 1, 500); /* pairs > threads */
+	/* the q/k norm in the same launch: Qwen3's head of 128 (decode and
+	   a prefill chunk), Gemma 3's of 256, a partial rotation (the
+	   unrotated dims normed too), K alone, a head of 512 */
+	test_qk_norm_rope_kv(&ctx, 1, 128, 128, 16, 8, 1, 40, 1, 1);
+	test_qk_norm_rope_kv(&ctx, 1, 128, 128, 16, 8, 70, 0, 1, 1);
+	test_qk_norm_rope_kv(&ctx, 1, 256, 256, 4, 1, 1, 700, 1, 1);
+	test_qk_norm_rope_kv(&ctx, 0, 32, 64, 9, 3, 5, 10, 1, 1);
+	test_qk_norm_rope_kv(&ctx, 1, 64, 64, 4, 2, 3, 9, 0, 1);
+	test_qk_norm_rope_kv(&ctx, 1, 512, 512, 2, 1, 2, 33, 1, 1);
 	/* RoPE and the KV store in the QKV products' epilogue: SmolLM2's
 	   shape (one launch), a partial rotation with biases over 3 tokens,
 	   V of another type (its own launch), a captured step's position,
