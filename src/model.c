@@ -130,7 +130,7 @@ static int model_get_u32(const struct gguf_file *f, const char *arch,
                          char *err, size_t errlen)
 {
 	char key[128];
-	char e[256];
+	char e[512];
 	int rc;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
@@ -150,7 +150,7 @@ static int model_get_f32(const struct gguf_file *f, const char *arch,
                          size_t errlen)
 {
 	char key[128];
-	char e[256];
+	char e[512];
 	int rc;
 
 	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
@@ -424,7 +424,7 @@ static int model_tensor_get3(const struct gguf_file *f, const char *name,
 {
 	const struct gguf_tensor *g = gguf_find_tensor(f, name);
 	uint32_t want_dims = ne2 != 0 ? 3 : ne1 == 0 ? 1 : 2;
-	char e[256];
+	char e[512];
 
 	memset(t, 0, sizeof(*t));
 	if (g == NULL) {
@@ -848,7 +848,7 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	struct model_shape sh;
 	struct gguf_str s;
 	struct model *m;
-	char e[256];
+	char e[512];
 
 	*out = NULL;
 	if (gguf_get_str(f, "general.architecture", &s, e, sizeof(e)) !=

@@ -1,7 +1,10 @@
 /*
  * quant.c - ggml's block formats: dequantization and dot products.
  *
- * Layout of the file: ggml's block structs and our activation blocks;
+ * The i-quants, TQ and FP4 types are in quant_iq.c; the activation blocks,
+ * dot type and AVX2 helpers both files use are in quant_int.h.
+ *
+ * Layout of the file: ggml's block structs;
  * dequantization (one function per type, a transcription of ggml's
  * dequantize_row_*); K-quant unpacking; activation quantization; the
  * portable integer block kernels; the dots (float rows, 32-element formats,
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "f16.h"
+#include "quant_int.h"
 
 /*
  * No fused multiply-add anywhere in this file: the dots must give the same
@@ -31,9 +35,6 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
-
-#define QK   32  /* elements per block of the 32-element formats */
-#define QK_K 256 /* elements per K-quant super-block */
 
 /* ---- ggml's blocks (little-endian, 2-byte aligned) ---------------------- */
 
@@ -98,40 +99,6 @@ _Static_assert(sizeof(struct blk_q3_K) == 110, "Q3_K block");
 _Static_assert(sizeof(struct blk_q4_K) == 144, "Q4_K block");
 _Static_assert(sizeof(struct blk_q5_K) == 176, "Q5_K block");
 _Static_assert(sizeof(struct blk_q6_K) == 210, "Q6_K block");
-
-/* ---- activation blocks (our own layout, 4-byte aligned) ----------------- */
-
-/*
- * x quantized per 32 (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), for NB blocks, is
- * stored as three arrays so that eight blocks' scales load at once:
- *   float d[nb]       scale: x ~ d * q
- *   float ds[nb]      d * (sum of the block's q), for formats with a minimum
- *   int8_t qs[nb][32] quants, |q| <= 127
- * (40 bytes a block; d, ds and qs start 4-, 4- and 8-byte aligned.)
- */
-struct vec_q8 {
-	float *d;         /* nb scales */
-	float *ds;        /* nb scale * quant sums */
-	int8_t (*qs)[QK]; /* nb blocks of quants */
-};
-
-/* The arrays of a prepared vector of NB blocks at VEC. */
-static inline struct vec_q8 vec_q8_view(const void *vec, int64_t nb)
-{
-	float *f = (float *)vec;
-	struct vec_q8 v = {f, f + nb, (int8_t(*)[QK])(f + 2 * nb)};
-
-	return v;
-}
-
-/* x quantized per 256 (for the K-quants), llama.cpp's Q8_K. */
-struct vblk_q8k {
-	float d;                  /* scale: x ~ d * qs */
-	int8_t qs[QK_K];          /* quants, |q| <= 127 */
-	int16_t bsums[QK_K / 16]; /* sum of each 16 quants */
-};
-
-_Static_assert(sizeof(struct vblk_q8k) == 292, "vec K block");
 
 /* ---- dequantization (ggml's order of float operations) ------------------ */
 
@@ -491,8 +458,8 @@ static void unpack_q6_K(const struct blk_q6_K *b, int8_t q[QK_K])
 }
 
 /* Sum over sub-blocks of size SUB: scale[j] * (q . x over sub-block j). */
-static int32_t isum_scaled(const int8_t *q, const int8_t *x, const int *scale,
-                           int sub)
+int32_t quant_isum_scaled(const int8_t *q, const int8_t *x, const int *scale,
+                          int sub)
 {
 	int32_t total = 0;
 
@@ -663,7 +630,7 @@ static void isum_q2_K_c(const struct blk_q2_K *w, const struct vblk_q8k *v,
 			sc[j] = w[i].scales[j] & 0xF;
 			mn[j] = w[i].scales[j] >> 4;
 		}
-		isum[i] = isum_scaled(q, v[i].qs, sc, 16);
+		isum[i] = quant_isum_scaled(q, v[i].qs, sc, 16);
 		imin[i] = imin_bsums(&v[i], mn, 16);
 	}
 }
@@ -679,7 +646,7 @@ static void isum_q3_K_c(const struct blk_q3_K *w, const struct vblk_q8k *v,
 		q3k_scales(w[i].scales, s8);
 		for (int j = 0; j < 16; j++)
 			sc[j] = s8[j];
-		isum[i] = isum_scaled(q, v[i].qs, sc, 16);
+		isum[i] = quant_isum_scaled(q, v[i].qs, sc, 16);
 	}
 }
 
@@ -698,7 +665,7 @@ static void isum_q4_K_c(const struct blk_q4_K *w, const struct vblk_q8k *v,
 			sc[j] = sm[j];
 			mn[j] = sm[8 + j];
 		}
-		isum[i] = isum_scaled(q, v[i].qs, sc, 32);
+		isum[i] = quant_isum_scaled(q, v[i].qs, sc, 32);
 		imin[i] = imin_bsums(&v[i], mn, 32);
 	}
 }
@@ -718,7 +685,7 @@ static void isum_q5_K_c(const struct blk_q5_K *w, const struct vblk_q8k *v,
 			sc[j] = sm[j];
 			mn[j] = sm[8 + j];
 		}
-		isum[i] = isum_scaled(q, v[i].qs, sc, 32);
+		isum[i] = quant_isum_scaled(q, v[i].qs, sc, 32);
 		imin[i] = imin_bsums(&v[i], mn, 32);
 	}
 }
@@ -733,7 +700,7 @@ static void isum_q6_K_c(const struct blk_q6_K *w, const struct vblk_q8k *v,
 		unpack_q6_K(&w[i], q);
 		for (int j = 0; j < 16; j++)
 			sc[j] = w[i].scales[j];
-		isum[i] = isum_scaled(q, v[i].qs, sc, 16);
+		isum[i] = quant_isum_scaled(q, v[i].qs, sc, 16);
 	}
 }
 
@@ -775,9 +742,6 @@ DEFINE_DOT_FLOAT(dot_bf16, uint16_t, bf16_to_f32)
  * float32 operations on them are the same, in the same order, everywhere.
  */
 
-/* A row . vector dot of N elements; one per type and kernel set. */
-typedef float (*dot_fn)(const void *row, const void *vec, int64_t n);
-
 /* quant_f32_mix's kernel. */
 typedef void (*mix_fn)(float *out, const float *a, const float *rows,
                        size_t stride, int64_t nrows, int64_t n);
@@ -796,18 +760,6 @@ static inline float blk_half(const void *b, int off)
 
 	memcpy(&h, (const uint8_t *)b + off, sizeof h);
 	return f16_to_f32(h);
-}
-
-/*
- * The 32-element formats: block i's term t = (dw*dx)*isum, plus mw*ds for
- * the formats with a minimum, is added to running sum i % 8; the eight sums
- * are added pairwise at the end (acc8_sum). The AVX2 kernels keep the eight
- * sums in one register.
- */
-static inline float acc8_sum(const float acc[8])
-{
-	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
-	       ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
 #define DEFINE_DOT32_C(NAME, BLK, ISUM, HAS_MIN)                               \
@@ -937,6 +889,10 @@ static void mix_f32_c(float *out, const float *a, const float *rows,
 	}
 }
 
+/* Table entries for quant_iq.c's types. */
+#define IQ_KERNEL_C(name, type)    [type] = quant_iq_dot_##name##_c,
+#define IQ_KERNEL_AVX2(name, type) [type] = quant_iq_dot_##name##_avx2,
+
 static const struct kernels kernels_c = {
     .mix = mix_f32_c,
     .quantize = quantize_i8,
@@ -952,7 +908,8 @@ static const struct kernels kernels_c = {
             [QTYPE_Q3_K] = dot_q3_K_c,
             [QTYPE_Q4_K] = dot_q4_K_c,
             [QTYPE_Q5_K] = dot_q5_K_c,
-            [QTYPE_Q6_K] = dot_q6_K_c},
+            [QTYPE_Q6_K] = dot_q6_K_c,
+            QUANT_IQ_TYPES(IQ_KERNEL_C)},
 };
 
 #include "quant_avx2.h"
@@ -1016,11 +973,14 @@ bool quant_simd_active(void)
 /* ---- public interface -----------------------------------------------------
  */
 
-/* The 13 computable types, in the order messages list them. */
+/* The 26 computable types, in the order messages list them. */
 static const uint32_t quant_supported[] = {
-    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
-    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
-    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
+    QTYPE_F32,   QTYPE_F16,     QTYPE_BF16,  QTYPE_Q8_0,   QTYPE_Q4_0,
+    QTYPE_Q4_1,  QTYPE_Q5_0,    QTYPE_Q5_1,  QTYPE_Q2_K,   QTYPE_Q3_K,
+    QTYPE_Q4_K,  QTYPE_Q5_K,    QTYPE_Q6_K,  QTYPE_IQ4_NL, QTYPE_IQ4_XS,
+    QTYPE_IQ3_S, QTYPE_IQ3_XXS, QTYPE_IQ2_S, QTYPE_IQ2_XS, QTYPE_IQ2_XXS,
+    QTYPE_IQ1_M, QTYPE_IQ1_S,   QTYPE_TQ2_0, QTYPE_TQ1_0,  QTYPE_MXFP4,
+    QTYPE_NVFP4,
 };
 
 /* Kind of activation vector a type's dot wants. */
@@ -1038,12 +998,25 @@ static enum vec_kind vec_kind_of(uint32_t type)
 	case QTYPE_Q5_0:
 	case QTYPE_Q5_1:
 	case QTYPE_Q8_0:
+	case QTYPE_IQ4_NL:
+	case QTYPE_MXFP4:
+	case QTYPE_NVFP4: /* 64-element blocks: two activation blocks */
 		return VEC_Q8;
 	case QTYPE_Q2_K:
 	case QTYPE_Q3_K:
 	case QTYPE_Q4_K:
 	case QTYPE_Q5_K:
 	case QTYPE_Q6_K:
+	case QTYPE_IQ2_XXS:
+	case QTYPE_IQ2_XS:
+	case QTYPE_IQ2_S:
+	case QTYPE_IQ3_XXS:
+	case QTYPE_IQ3_S:
+	case QTYPE_IQ1_S:
+	case QTYPE_IQ1_M:
+	case QTYPE_IQ4_XS:
+	case QTYPE_TQ1_0:
+	case QTYPE_TQ2_0:
 		return VEC_Q8K;
 	default:
 		return VEC_NONE;
@@ -1108,6 +1081,11 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
 		break;
 	case QTYPE_Q6_K:
 		deq_q6_K(src, dst, nb);
+		break;
+#define IQ_CASE(name, type) case type:
+		QUANT_IQ_TYPES(IQ_CASE)
+#undef IQ_CASE
+		quant_iq_dequant(type, src, dst, nb);
 		break;
 	default:
 		for (int64_t i = 0; i < n; i++)

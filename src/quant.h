@@ -4,10 +4,15 @@
  *
  * NOTES ON THE DESIGN
  *
- * 1. Supported (quant_can_compute): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
- *    Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. Blocks are read in ggml's
- *    little-endian layout straight from the file mapping; only 2-byte
- *    alignment is assumed (Q8_0 blocks are 34 bytes).
+ * 1. Supported (quant_can_compute), 26 types: F32, F16, BF16, Q8_0, Q4_0,
+ *    Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (quant.c), and the
+ *    i-quants IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS,
+ *    IQ1_M, IQ1_S, the ternary TQ2_0, TQ1_0 and the 4-bit floats MXFP4,
+ *    NVFP4 (quant_iq.c, grids in quant_grids.c). Blocks are read in
+ *    ggml's little-endian layout straight from the file mapping; only
+ *    2-byte alignment is assumed (Q8_0 blocks are 34 bytes), none for
+ *    MXFP4 (17-byte blocks). Any bytes are a valid block: grid indices
+ *    are bit fields exactly as wide as their grids.
  * 2. quant_dequant_row is bit-exact with ggml's dequantize_row_* (and with
  *    gguf-py's numpy dequantization): the same float operations in the same
  *    order. quant.c forbids FMA contraction for itself (pragmas for GCC and
@@ -20,14 +25,18 @@
  *        with a float32 scale d = amax/127, q = round(x/d) (llama.cpp's
  *        Q8_0/Q8_1 with the scale kept in float32, not float16); the vector
  *        holds the scales, d * sum(q) and the quants as three arrays.
- *      - Q2_K..Q6_K rows: x is quantized per 256 the same way (llama.cpp's
- *        Q8_K layout: float32 scale, int8 quants, int16 sums of each 16).
+ *        IQ4_NL and MXFP4 rows too, and NVFP4 (64-element blocks with a
+ *        scale per 16: two activation blocks, four terms).
+ *      - Q2_K..Q6_K, IQ2_XXS..IQ4_XS, IQ1_S, IQ1_M, TQ1_0, TQ2_0 rows:
+ *        x is quantized per 256 the same way (llama.cpp's Q8_K layout:
+ *        float32 scale, int8 quants, int16 sums of each 16).
  *    Inside a block the products are summed in exact integer arithmetic;
  *    the float32 operations combining block sums are the same, in the same
  *    order, in the AVX2 kernels (chosen at run time when the CPU has AVX2),
  *    the AVX-512 VNNI kernels (quant_avx512.h; when the CPU has AVX-512 F,
  *    BW, VL and VNNI) and the portable C, so all give bit-identical
- *    results.
+ *    results. quant_iq.c's types have AVX2 integer kernels (the AVX-512
+ *    set uses them too) except TQ1_0, portable on every set.
  * 4. Precision of quant_dot against the exact dot of the dequantized row
  *    with x: each activation is off by at most 0.5001 * amax(its block)/127,
  *    so |error| <= sum_i |w_i| * 0.5001 * amax_i / 127 plus the float32
@@ -49,8 +58,8 @@
 extern "C" { /* included by the CUDA backend */
 #endif
 
-/* True when the CPU engine can dequantize and dot type T (the 13 types above).
- */
+/* True when the CPU engine can dequantize and dot type T (the 26 types of
+ * note 1). */
 bool quant_can_compute(uint32_t type);
 
 /* Bytes of one row of N elements of type T (N a multiple of the block
@@ -65,7 +74,7 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
  * Dot products with one activation vector: convert x (n floats) once into
  * the form type T's dot wants (quant_vec_size bytes: quantized int8 blocks
  * or plain floats, see note 3), then dot it with any number of rows.
- * N must be a multiple of the type's block size (32 or 256; any N for
+ * N must be a multiple of the type's block size (32, 64 or 256; any N for
  * F32/F16/BF16), the same N for the preparation and the dots.
  * VEC is caller-owned memory of quant_vec_size(type, n) bytes, 4-byte
  * aligned (malloc'd memory is). Results are float32 accumulations.

@@ -20,60 +20,10 @@
 #ifndef PARLEY_QUANT_AVX2_H
 #define PARLEY_QUANT_AVX2_H
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define QUANT_HAVE_AVX2 1
+#ifdef QUANT_HAVE_AVX2 /* quant_int.h: x86-64 with GCC or clang */
 
-#include <immintrin.h>
-
-#define AVX2 __attribute__((target("avx2,f16c")))
-
-/* Sum of the 8 int32 lanes of V. */
-AVX2 static inline int32_t avx2_hsum_i32(__m256i v)
-{
-	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
-	                          _mm256_extracti128_si256(v, 1));
-
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-	return _mm_cvtsi128_si32(s);
-}
-
-/* 16 bytes of nibbles as 32 bytes: low nibbles then high nibbles (the
- * 16 bytes in both halves, the upper half shifted right by 4). */
-AVX2 static inline __m256i avx2_nibbles(const uint8_t *p)
-{
-	const __m256i q =
-	    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-
-	return _mm256_and_si256(
-	    _mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-	    _mm256_set1_epi8(0x0F));
-}
-
-/* Byte j = 0xFF where bit j of X is set, else 0. */
-AVX2 static inline __m256i avx2_bits_to_bytes(uint32_t x)
-{
-	const __m256i shuf =
-	    _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL,
-	                       0x0202020202020202LL, 0x0303030303030303LL);
-	__m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
-
-	b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
-	return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
-}
-
-/* Pairwise int32 sums of unsigned U times signed S (|products| < 2^15). */
-AVX2 static inline __m256i avx2_dot_us(__m256i u, __m256i s)
-{
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
-	                         _mm256_set1_epi16(1));
-}
-
-/* Same for signed W times signed X (w = -128 allowed, |x| <= 127). */
-AVX2 static inline __m256i avx2_dot_ss(__m256i w, __m256i x)
-{
-	return avx2_dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-}
+/* the helpers (avx2_hsum_i32, avx2_nibbles, ...) are in quant_int.h */
+#define AVX2 QUANT_AVX2
 
 /* Per-block int32 lane products of the 32-element formats (8 lanes whose
  * sum is the block's exact integer dot). */
@@ -108,18 +58,6 @@ AVX2 static inline __m256i avx2_prod_q5_1(const struct blk_q5_1 *b, __m256i x)
 AVX2 static inline __m256i avx2_prod_q8_0(const struct blk_q8_0 *b, __m256i x)
 {
 	return avx2_dot_ss(_mm256_loadu_si256((const __m256i *)b->qs), x);
-}
-
-/* Lane j = sum of the lanes of P[j], for 8 vectors. */
-AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
-{
-	const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]),
-	                                    _mm256_hadd_epi32(p[2], p[3]));
-	const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]),
-	                                    _mm256_hadd_epi32(p[6], p[7]));
-
-	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-	                        _mm256_permute2x128_si256(a, b, 0x31));
 }
 
 /* Half at byte offset OFF of block B, converted exactly by F16C. */
@@ -838,10 +776,11 @@ static const struct kernels kernels_avx2 = {
             [QTYPE_Q3_K] = dot_q3_K_avx2,
             [QTYPE_Q4_K] = dot_q4_K_avx2,
             [QTYPE_Q5_K] = dot_q5_K_avx2,
-            [QTYPE_Q6_K] = dot_q6_K_avx2},
+            [QTYPE_Q6_K] = dot_q6_K_avx2,
+            QUANT_IQ_TYPES(IQ_KERNEL_AVX2)},
 };
 
 #undef AVX2
-#endif /* x86-64 with GCC or clang */
+#endif /* QUANT_HAVE_AVX2 */
 
 #endif /* PARLEY_QUANT_AVX2_H */

@@ -248,7 +248,8 @@ static const struct kernels kernels_avx512 = {
             [QTYPE_Q3_K] = dot_q3_K_avx2,
             [QTYPE_Q4_K] = dot_q4_K_avx2,
             [QTYPE_Q5_K] = dot_q5_K_avx2,
-            [QTYPE_Q6_K] = dot_q6_K_avx2},
+            [QTYPE_Q6_K] = dot_q6_K_avx2,
+            QUANT_IQ_TYPES(IQ_KERNEL_AVX2)},
 };
 
 #undef AVX512

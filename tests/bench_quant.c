@@ -6,7 +6,8 @@
  * single thread. Prints GB/s of weight bytes read, for a matrix that fits
  * in cache and one that streams from memory, with the AVX2 and the
  * portable kernels. Usage: tests/bench_quant [TYPE...] (default Q4_1 Q8_0
- * Q4_K Q6_K).
+ * Q4_K Q6_K; any computable type, e.g. IQ2_XXS IQ4_XS MXFP4 TQ2_0), or
+ * tests/bench_quant all.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -31,7 +32,8 @@ static const int *half_fields(uint32_t t)
 {
 	static const int d0[] = {0, -1}, d02[] = {0, 2, -1},
 	                 q2k[] = {80, 82, -1}, q3k[] = {108, -1},
-	                 q6k[] = {208, -1}, none[] = {-1};
+	                 q6k[] = {208, -1}, tq1[] = {52, -1}, tq2[] = {64, -1},
+	                 none[] = {-1};
 
 	switch (t) {
 	case QTYPE_Q4_1:
@@ -45,13 +47,40 @@ static const int *half_fields(uint32_t t)
 		return q3k;
 	case QTYPE_Q6_K:
 		return q6k;
+	case QTYPE_TQ1_0:
+		return tq1;
+	case QTYPE_TQ2_0:
+		return tq2;
 	case QTYPE_Q4_0:
 	case QTYPE_Q5_0:
 	case QTYPE_Q8_0:
+	case QTYPE_IQ2_XXS:
+	case QTYPE_IQ2_XS:
+	case QTYPE_IQ2_S:
+	case QTYPE_IQ3_XXS:
+	case QTYPE_IQ3_S:
+	case QTYPE_IQ1_S:
+	case QTYPE_IQ4_NL:
+	case QTYPE_IQ4_XS:
 		return d0;
 	default:
 		return none;
 	}
+}
+
+/* Scales that are not a plain half (MXFP4's exponent, IQ1_M's half spread
+ * over four nibbles) set near 0.01 too: random ones would be subnormal or
+ * infinite, whose arithmetic runs at other speeds. */
+static void set_other_scales(uint32_t t, uint8_t *b)
+{
+	const uint16_t h = f32_to_f16(0.01f);
+
+	if (t == QTYPE_MXFP4)
+		b[0] = 120; /* 2^-8 */
+	if (t == QTYPE_IQ1_M)
+		for (int k = 0; k < 4; k++)
+			b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0F) |
+			                          ((h >> (4 * k)) & 0xF) << 4);
 }
 
 static volatile float bench_sink; /* where results go, so they are computed */
@@ -86,6 +115,8 @@ static double bench(uint32_t type, int64_t rows, int64_t n, double secs)
 			uint16_t h = f32_to_f16(0.01f);
 			memcpy(w + b + *o, &h, 2);
 		}
+	for (size_t b = 0; b < rs * rows; b += qi->type_size)
+		set_other_scales(type, w + b);
 	for (int64_t i = 0; i < n; i++)
 		x[i] = (float)((double)rand() / RAND_MAX - 0.5);
 	quant_vec_prepare(type, x, n, vec);
@@ -106,13 +137,22 @@ static double bench(uint32_t type, int64_t rows, int64_t n, double secs)
 int main(int argc, char **argv)
 {
 	static const char *defaults[] = {"Q4_1", "Q8_0", "Q4_K", "Q6_K"};
+	const char *all[QTYPE_COUNT];
 	const char **names = argc > 1 ? (const char **)argv + 1 : defaults;
-	const int count = argc > 1 ? argc - 1 : 4;
+	int count = argc > 1 ? argc - 1 : 4;
+
+	if (argc == 2 && strcmp(argv[1], "all") == 0) {
+		count = 0;
+		for (uint32_t t = 0; t < QTYPE_COUNT; t++)
+			if (quant_can_compute(t))
+				all[count++] = qtype_name(t);
+		names = all;
+	}
 
 	printf(
 	    "quant_dot, one thread; GB/s of weight bytes (AVX2 kernels %s)\n",
 	    quant_simd_active() ? "available" : "not available");
-	printf("%-6s %14s %14s %14s %14s\n", "type", "cache avx2", "cache C",
+	printf("%-7s %14s %14s %14s %14s\n", "type", "cache avx2", "cache C",
 	       "memory avx2", "memory C");
 	for (int i = 0; i < count; i++) {
 		uint32_t t = 0;
@@ -132,7 +172,7 @@ int main(int argc, char **argv)
 			r[k] = k < 2 ? bench(t, 32, 8192, 0.4)
 			             : bench(t, 16384, 2048, 0.8);
 		}
-		printf("%-6s %14.2f %14.2f %14.2f %14.2f\n", names[i], r[0],
+		printf("%-7s %14.2f %14.2f %14.2f %14.2f\n", names[i], r[0],
 		       r[1], r[2], r[3]);
 	}
 	return 0;

@@ -3,8 +3,12 @@
  *
  * 1. quant_dequant_row on random blocks of every computable type is
  *    bit-identical (memcmp) to gguf-py's numpy dequantization
- *    (tests/data/quant/TYPE.bin, made by tests/oracles/gen_quant.py).
- * 2. quant_dot gives the same bits with the AVX2 and the portable kernels.
+ *    (tests/data/quant/TYPE.bin, made by tests/oracles/gen_quant.py), and
+ *    so on adversarial blocks of the i-quant, TQ and FP4 types
+ *    (TYPE.adv.bin: every grid index, sign pattern and scale value,
+ *    extreme scales).
+ * 2. quant_dot gives the same bits with the AVX2 (and AVX-512) and the
+ *    portable kernels, on random and on adversarial rows.
  * 3. quant_dot is checked against float64 references, with a bound that
  *    follows from how the dot is computed (see check_dot):
  *      a. every prepared activation x^_i = d*q_i is within
@@ -14,10 +18,12 @@
  *         the float32 rounding of nterms block terms of <= 5 roundings each,
  *         where G_i = |d-part of w_i| + |min-part of w_i| (both parts
  *         obtained by dequantizing the block with the other half zeroed),
- *         nterms = blocks per row (16-lane sums of n/16 terms for floats);
+ *         nterms = blocks per row (16-lane sums of n/16 terms for floats;
+ *         NVFP4: one term per 16);
  *    so |quant_dot - sum w_i x_i| <= bound(a) + bound(b).
- * 4. quant_row_size, quant_can_compute, quant_check_tensor's message,
- *    quant_vec_size, and NaN propagation from a non-finite activation.
+ * 4. quant_row_size (against gguf-py's sizes.txt), quant_can_compute,
+ *    quant_check_tensor's message, quant_vec_size, and NaN propagation
+ *    from a non-finite activation.
  */
 #include <math.h>
 #include <stdint.h>
@@ -108,7 +114,8 @@ static int min_offset(uint32_t type)
 	}
 }
 
-/* Byte offset of the scale half d in a block of TYPE. */
+/* Byte offset of the scale half d in a block of TYPE; -1 where the
+ * scale is not one half (MXFP4, NVFP4, IQ1_M: see sane_scales). */
 static int d_offset(uint32_t type)
 {
 	switch (type) {
@@ -118,9 +125,31 @@ static int d_offset(uint32_t type)
 		return 108;
 	case QTYPE_Q6_K:
 		return 208;
+	case QTYPE_TQ1_0:
+		return 52;
+	case QTYPE_TQ2_0:
+		return 64;
+	case QTYPE_MXFP4:
+	case QTYPE_NVFP4:
+	case QTYPE_IQ1_M:
+		return -1;
 	default:
 		return 0;
 	}
+}
+
+/* Give block B of TYPE a moderate scale where d_offset has none: MXFP4's
+ * E8M0 exponent near 2^0 (random bytes reach 2^127, whose products
+ * overflow), IQ1_M's half H spread over its four scale words' top
+ * nibbles. NVFP4's UE4M3 scales are all moderate. */
+static void sane_scales(uint32_t type, uint8_t *b, uint16_t h)
+{
+	if (type == QTYPE_MXFP4)
+		b[0] = (uint8_t)(115 + h % 20);
+	if (type == QTYPE_IQ1_M)
+		for (int k = 0; k < 4; k++)
+			b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0F) |
+			                          ((h >> (4 * k)) & 0xF) << 4);
 }
 
 /*
@@ -173,15 +202,23 @@ static int64_t act_block(uint32_t type)
 	case QTYPE_F16:
 	case QTYPE_BF16:
 		return 1;
-	case QTYPE_Q2_K:
-	case QTYPE_Q3_K:
-	case QTYPE_Q4_K:
-	case QTYPE_Q5_K:
-	case QTYPE_Q6_K:
-		return 256;
-	default:
+	case QTYPE_IQ4_NL:
+	case QTYPE_MXFP4:
+	case QTYPE_NVFP4:
 		return 32;
+	default: /* the K-quants, i-quants and TQ types: Q8_K's 256 */
+		return qtype_get(type)->blck_size == 256 ? 256 : 32;
 	}
+}
+
+/* Float32 terms (block sums) a dot of N elements of TYPE adds. */
+static double dot_terms(uint32_t type, int64_t n)
+{
+	if (act_block(type) == 1)
+		return n / 16.0;
+	if (type == QTYPE_NVFP4)
+		return n / 16.0; /* a scale per 16 */
+	return (double)(n / qtype_get(type)->blck_size);
 }
 
 /* Check quant_dot of one row (N elements) against note 3. */
@@ -222,8 +259,7 @@ static void check_dot(uint32_t type, const uint8_t *row, const float *w,
 		absw += fabs((double)w[i] * x[i]);
 		gx += g[i] * fabs(xh[i]);
 	}
-	const double nterms =
-	    ab == 1 ? n / 16.0 : (double)(n / qtype_get(type)->blck_size);
+	const double nterms = dot_terms(type, n);
 	const double bound_b = (nterms + 8) * 0x1p-24 * gx;
 
 	quant_set_simd(true);
@@ -292,32 +328,53 @@ static void float_row(uint32_t type, uint8_t *row, float *w, int64_t n)
 	}
 }
 
+/*
+ * Read golden file FNAME of TYPE ("PQGT", type, n_blocks, the blocks, then
+ * gguf-py's floats) and check its header, which ties the block size to
+ * gguf-py's bytes. Returns the malloc'd file and sets *NBP, or NULL (a
+ * failed check written).
+ */
+static uint8_t *golden_read(const char *fname, uint32_t type, uint32_t *nbp)
+{
+	const char *name = qtype_name(type);
+	const struct qtype_info *qi = qtype_get(type);
+	size_t len;
+	uint8_t *buf = read_data(fname, &len);
+	uint32_t t, nb;
+
+	if (buf == NULL) {
+		tap_ok(0, "%s: golden %s/%s readable", name, data_dir(), fname);
+		return NULL;
+	}
+	memcpy(&t, buf + 4, 4);
+	memcpy(&nb, buf + 8, 4);
+	const int64_t n = (int64_t)nb * qi->blck_size;
+	const size_t raw = (size_t)nb * qi->type_size;
+	if (!tap_ok(len >= 12 && memcmp(buf, "PQGT", 4) == 0 && t == type &&
+	                len == 12 + raw + (size_t)n * 4,
+	            "%s: golden %s header (%u blocks)", name, fname, nb)) {
+		free(buf);
+		return NULL;
+	}
+	*nbp = nb;
+	return buf;
+}
+
 /* Golden file of TYPE: dequantization bit-exact, then the dots. */
 static void check_type(uint32_t type)
 {
 	const char *name = qtype_name(type);
 	const struct qtype_info *qi = qtype_get(type);
 	char fname[64];
-	size_t len;
 	uint8_t *buf;
-	uint32_t t, nb;
+	uint32_t nb;
 
 	snprintf(fname, sizeof fname, "%s.bin", name);
-	buf = read_data(fname, &len);
-	if (buf == NULL) {
-		tap_ok(0, "%s: golden %s/%s readable", name, data_dir(), fname);
+	buf = golden_read(fname, type, &nb);
+	if (buf == NULL)
 		return;
-	}
-	memcpy(&t, buf + 4, 4);
-	memcpy(&nb, buf + 8, 4);
 	const int64_t n = (int64_t)nb * qi->blck_size;
 	const size_t raw = (size_t)nb * qi->type_size;
-	if (!tap_ok(memcmp(buf, "PQGT", 4) == 0 && t == type &&
-	                len == 12 + raw + (size_t)n * 4,
-	            "%s: golden file header (%u blocks)", name, nb)) {
-		free(buf);
-		return;
-	}
 	uint8_t *blocks = buf + 12;
 	float *want = malloc((size_t)n * sizeof *want);
 	float *got = malloc((size_t)n * sizeof *got);
@@ -379,14 +436,127 @@ static void check_type(uint32_t type)
 	free(buf);
 }
 
+/*
+ * Adversarial golden of TYPE: dequantization bit-exact with gguf-py (NaN
+ * never occurs; +-inf does, for MXFP4's largest exponent), and every kernel
+ * set's dot of each block (a row of one block) equal to the portable one.
+ */
+static void check_adversarial(uint32_t type)
+{
+	const char *name = qtype_name(type);
+	const struct qtype_info *qi = qtype_get(type);
+	char fname[64];
+	uint32_t nb;
+	uint8_t *buf;
+
+	snprintf(fname, sizeof fname, "%s.adv.bin", name);
+	buf = golden_read(fname, type, &nb);
+	if (buf == NULL)
+		return;
+	const int64_t n = (int64_t)nb * qi->blck_size, bn = qi->blck_size;
+	const uint8_t *blocks = buf + 12;
+	float *want = malloc((size_t)n * sizeof *want);
+	float *got = malloc((size_t)n * sizeof *got);
+	float x[256];
+	void *vec = malloc(quant_vec_size(type, bn));
+	int64_t bad = 0, first = -1;
+	int dbad = 0, isas = 0;
+
+	memcpy(want, blocks + (size_t)nb * qi->type_size, (size_t)n * 4);
+	quant_dequant_row(type, blocks, got, n);
+	for (int64_t i = 0; i < n; i++)
+		if (memcmp(&got[i], &want[i], sizeof *got) != 0 && bad++ == 0)
+			first = i;
+	if (first >= 0)
+		tap_diag("%s: adversarial element %lld (block %lld): got "
+		         "%.9g, gguf-py %.9g",
+		         name, (long long)first, (long long)(first / bn),
+		         got[first], want[first]);
+	tap_ok(bad == 0,
+	       "%s: dequantization of %u adversarial blocks bit-exact with "
+	       "gguf-py (%lld differ)",
+	       name, nb, (long long)bad);
+	for (enum quant_isa isa = QUANT_ISA_AVX2; isa <= QUANT_ISA_AVX512;
+	     isa++) {
+		quant_set_isa(isa);
+		if (quant_isa_active() != isa)
+			continue;
+		isas++;
+		for (uint32_t b = 0; b < nb; b++) {
+			const uint8_t *row = blocks + (size_t)b * qi->type_size;
+			float a, c;
+
+			make_x(x, bn);
+			quant_vec_prepare(type, x, bn, vec);
+			a = quant_dot(type, row, vec, bn);
+			quant_set_isa(QUANT_ISA_C);
+			c = quant_dot(type, row, vec, bn);
+			quant_set_isa(isa);
+			dbad += memcmp(&a, &c, sizeof a) != 0;
+		}
+	}
+	quant_set_simd(true);
+	tap_ok(dbad == 0,
+	       "%s: dots of the adversarial blocks identical on %d SIMD "
+	       "kernel set(s) and the portable one (%d differ)",
+	       name, isas, dbad);
+	free(vec);
+	free(want);
+	free(got);
+	free(buf);
+}
+
+/* quant_row_size against gguf-py's block geometry (sizes.txt) for every
+ * sized type, computable or not. */
+static void check_sizes(void)
+{
+	size_t len;
+	uint8_t *txt = read_data("sizes.txt", &len);
+	int bad = 0, lines = 0;
+
+	if (!tap_ok(txt != NULL, "sizes.txt readable"))
+		return;
+	char *s = malloc(len + 1);
+
+	memcpy(s, txt, len);
+	s[len] = '\0';
+	for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+		unsigned id, blck, size;
+		char tname[64];
+
+		if (sscanf(line, "%u %63s %u %u", &id, tname, &blck, &size) !=
+		    4)
+			continue;
+		lines++;
+		/* three blocks, and a row one element short of them */
+		if (quant_row_size(id, 3 * (int64_t)blck) != 3 * (size_t)size ||
+		    (blck > 1 &&
+		     quant_row_size(id, 3 * (int64_t)blck - 1) != 0)) {
+			bad++;
+			tap_diag(
+			    "%s: quant_row_size(%u elements) = %zu, gguf-py "
+			    "%u",
+			    tname, 3 * blck,
+			    quant_row_size(id, 3 * (int64_t)blck), 3 * size);
+		}
+	}
+	tap_ok(lines >= 30 && bad == 0,
+	       "quant_row_size agrees with gguf-py on %d types", lines);
+	free(s);
+	free(txt);
+}
+
 /* The message of quant_check_tensor and the type predicates. */
 static void check_api(void)
 {
-	char err[512];
+	char err[1024];
 	const char *want =
 	    "tensor 'blk.0.attn_q.weight' has type Q4_2 (id 4), which the CPU "
 	    "engine does not support (supported: F32, F16, BF16, Q8_0, Q4_0, "
-	    "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)";
+	    "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, "
+	    "IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S, TQ2_0, "
+	    "TQ1_0, "
+	    "MXFP4, NVFP4)";
 	int rc = quant_check_tensor("blk.0.attn_q.weight", 4, err, sizeof err);
 
 	tap_ok(rc == -1 && strcmp(err, want) == 0, "check_tensor message: %s",
@@ -396,7 +566,7 @@ static void check_api(void)
 	           strncmp(err, "tensor 'x' has type unknown (id 200), which",
 	                   43) == 0,
 	       "check_tensor names an unknown id: %s", err);
-	rc = quant_check_tensor("y", QTYPE_IQ2_XXS, err, 20);
+	rc = quant_check_tensor("y", QTYPE_Q8_1, err, 20);
 	tap_ok(rc == -1 && strlen(err) == 19,
 	       "check_tensor truncates to errlen");
 	tap_ok(quant_check_tensor("z", QTYPE_Q6_K, err, sizeof err) == 0,
@@ -404,7 +574,7 @@ static void check_api(void)
 	int ncomp = 0;
 	for (uint32_t t = 0; t < 64; t++)
 		ncomp += quant_can_compute(t);
-	tap_ok(ncomp == 13, "13 computable types");
+	tap_ok(ncomp == 26, "26 computable types");
 	tap_ok(quant_row_size(QTYPE_Q4_K, 512) == 288 &&
 	           quant_row_size(QTYPE_Q8_0, 64) == 68 &&
 	           quant_row_size(QTYPE_F32, 3) == 12 &&
@@ -415,7 +585,9 @@ static void check_api(void)
 	tap_ok(quant_vec_size(QTYPE_Q4_1, 64) == 80 &&
 	           quant_vec_size(QTYPE_Q6_K, 512) == 584 &&
 	           quant_vec_size(QTYPE_F16, 10) == 40 &&
-	           quant_vec_size(QTYPE_IQ1_S, 256) == 0,
+	           quant_vec_size(QTYPE_IQ1_S, 256) == 292 &&
+	           quant_vec_size(QTYPE_NVFP4, 128) == 160 &&
+	           quant_vec_size(QTYPE_Q1_0, 256) == 0,
 	       "quant_vec_size");
 }
 
@@ -544,8 +716,12 @@ static void check_prepare(void)
 static void check_simd_random(uint32_t type, enum quant_isa isa)
 {
 	const struct qtype_info *qi = qtype_get(type);
-	/* 37 blocks of 32 (a tail after the eight-block steps) or 5 of 256 */
-	const int64_t n = qi->blck_size == 256 ? 1280 : 1184, rows = 300;
+	/* 37 blocks of 32 (a tail after the eight-block steps), 19 of 64 or 5
+	 * of 256 */
+	const int64_t n = qi->blck_size == 256  ? 1280
+	                  : qi->blck_size == 64 ? 1216
+	                                        : 1184;
+	const int64_t rows = 300;
 	const char *isa_name = isa == QUANT_ISA_AVX512 ? "AVX-512" : "AVX2";
 	const size_t rs = quant_row_size(type, n);
 	uint8_t *w = malloc(rs * rows);
@@ -576,6 +752,8 @@ static void check_simd_random(uint32_t type, enum quant_isa isa)
 			    f32_to_f16((float)((rng_unit() - 0.5) * 0.1));
 			memcpy(w + b + offs[k], &h, 2);
 		}
+		sane_scales(type, w + b,
+		            f32_to_f16((float)((rng_unit() - 0.5) * 0.1)));
 	}
 	make_x(x, n);
 	quant_vec_prepare(type, x, n, vec);
@@ -605,8 +783,9 @@ static void check_simd_random(uint32_t type, enum quant_isa isa)
 /* An inf or NaN activation makes the dots of its block NaN. */
 static void check_nan(void)
 {
-	static const uint32_t types[] = {QTYPE_Q4_1, QTYPE_Q8_0, QTYPE_Q4_K,
-	                                 QTYPE_Q6_K};
+	static const uint32_t types[] = {
+	    QTYPE_Q4_1,   QTYPE_Q8_0,  QTYPE_Q4_K,    QTYPE_Q6_K,
+	    QTYPE_IQ4_NL, QTYPE_MXFP4, QTYPE_IQ2_XXS, QTYPE_IQ1_M};
 	uint8_t row[1024] = {0}; /* >= 512 elements of any of the types */
 	float x[512];
 	uint8_t vec[2048];
@@ -625,9 +804,20 @@ static void check_nan(void)
 int main(void)
 {
 	static const uint32_t types[] = {
-	    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0,
-	    QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q2_K, QTYPE_Q3_K,
-	    QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
+	    QTYPE_F32,     QTYPE_F16,    QTYPE_BF16,   QTYPE_Q8_0,
+	    QTYPE_Q4_0,    QTYPE_Q4_1,   QTYPE_Q5_0,   QTYPE_Q5_1,
+	    QTYPE_Q2_K,    QTYPE_Q3_K,   QTYPE_Q4_K,   QTYPE_Q5_K,
+	    QTYPE_Q6_K,    QTYPE_IQ4_NL, QTYPE_IQ4_XS, QTYPE_IQ3_S,
+	    QTYPE_IQ3_XXS, QTYPE_IQ2_S,  QTYPE_IQ2_XS, QTYPE_IQ2_XXS,
+	    QTYPE_IQ1_M,   QTYPE_IQ1_S,  QTYPE_TQ2_0,  QTYPE_TQ1_0,
+	    QTYPE_MXFP4,   QTYPE_NVFP4,
+	};
+	/* the types with adversarial goldens (TYPE.adv.bin) */
+	static const uint32_t adv_types[] = {
+	    QTYPE_IQ4_NL, QTYPE_IQ4_XS, QTYPE_IQ3_S,   QTYPE_IQ3_XXS,
+	    QTYPE_IQ2_S,  QTYPE_IQ2_XS, QTYPE_IQ2_XXS, QTYPE_IQ1_M,
+	    QTYPE_IQ1_S,  QTYPE_TQ2_0,  QTYPE_TQ1_0,   QTYPE_MXFP4,
+	    QTYPE_NVFP4,
 	};
 
 	tap_diag("SIMD kernels: %s",
@@ -636,6 +826,9 @@ int main(void)
 	                                                : "none (portable C)");
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++)
 		check_type(types[i]);
+	for (size_t i = 0; i < sizeof adv_types / sizeof *adv_types; i++)
+		check_adversarial(adv_types[i]);
+	check_sizes();
 	quant_set_isa(QUANT_ISA_AVX2);
 	if (quant_isa_active() == QUANT_ISA_AVX2) {
 		for (size_t i = 0; i < sizeof types / sizeof *types; i++)
