@@ -315,6 +315,9 @@ int main(void)
 		goto out;
 	wrong_window(m);
 	p.n_ctx = 1024;
+	/* the same checks on another engine: PARLEY_TEST_BACKEND=cuda on a GPU
+	   machine (default: the CPU reference) */
+	p.backend = getenv("PARLEY_TEST_BACKEND");
 	p.n_threads = thr ? atoi(thr) : 0;
 	err[0] = '\0';
 	if (tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == 0,
