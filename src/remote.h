@@ -108,6 +108,10 @@ struct remote_result {
 	int32_t n_prompt; /* the usage's prompt tokens, 0 if not sent */
 	double first_ms;  /* request to the first reply text */
 	double total_ms;  /* request to the end */
+	/* the server's own prompt timing, when it sends one (llama.cpp's
+	   server: "timings" in the last chunk); 0 when it does not */
+	int32_t server_prompt_n; /* prompt tokens it evaluated */
+	double server_prompt_ms; /* its time on them */
 };
 
 /*

@@ -148,6 +148,17 @@ static int remote_chunk(struct remote_stream *s, const struct json_value *v)
 		if (isfinite(pt))
 			s->res->n_prompt = (int32_t)pt;
 	}
+	u = json_object_get(v, "timings");
+	if (u && u->type == JSON_OBJECT) { /* llama.cpp's server */
+		double pn = remote_num(u, "prompt_n");
+		double pm = remote_num(u, "prompt_ms");
+
+		if (isfinite(pn) && isfinite(pm) && pn >= 0 && pm >= 0 &&
+		    pn < 2e9) {
+			s->res->server_prompt_n = (int32_t)pn;
+			s->res->server_prompt_ms = pm;
+		}
+	}
 	ch = json_object_get(v, "choices");
 	if (ch == NULL || ch->type != JSON_ARRAY)
 		return v->type == JSON_OBJECT

@@ -347,6 +347,8 @@ int session_set_sampling(struct session *s, const struct sampler_config *c,
 	n = sampler_new(&k, s->eng ? engine_n_vocab(s->eng) : 1, err, errlen);
 	if (n == NULL)
 		return -1;
+	if (s->smp && sampler_config(s->smp)->seed != c->seed)
+		s->seed_random = false; /* a seed asked for */
 	sampler_free(s->smp);
 	s->smp = n;
 	return 0;

@@ -105,8 +105,11 @@ struct session_opts {
 	const char *api_key;      /* NULL: none (borrowed; never stored) */
 	bool insecure;            /* plain http to a non-loopback host */
 	int server_timeout;       /* seconds; 0: REMOTE_DEFAULT_TIMEOUT */
-	int think; /* the template's enable_thinking: 0 unset (the
-	              template's default), 1 on, -1 off (session_set_think) */
+	int think;        /* the template's enable_thinking: 0 unset (the
+	                     template's default), 1 on, -1 off (session_set_think) */
+	bool seed_random; /* sampling.seed was picked at random (the front
+	                     end's clock seed), not asked for: each reply
+	                     records it as such (session_sampling.c) */
 };
 
 /* One message of the conversation (the active branch). */
@@ -141,6 +144,11 @@ struct session_stats {
 	enum store_finish finish; /* STOP, LENGTH, INTERRUPTED or ERROR */
 	struct verify_summary verify; /* the reply's evals against the CPU
 	                                 reference (n_checked 0: not on) */
+	/* a remote reply (n_ctx 0): prefill_ms is the time to its first
+	   text; the server's own prompt figures when it sent them (0: it
+	   did not, as most do not) */
+	int32_t server_prompt_n; /* prompt tokens it evaluated */
+	double server_prompt_ms; /* its time on them */
 };
 
 /* Callbacks of one reply; any may be NULL. */
@@ -202,10 +210,42 @@ int session_clear(struct session *s, char *err, size_t errlen);
 int session_set_system(struct session *s, const char *text, char *err,
                        size_t errlen);
 
-/* Change the sampling options (checked); applies from the next reply. */
+/* Change the sampling options (checked); applies from the next reply.
+   A seed other than the one in use is one asked for (no longer random). */
 int session_set_sampling(struct session *s, const struct sampler_config *c,
                          char *err, size_t errlen);
 const struct sampler_config *session_sampling(const struct session *s);
+/* Whether the seed in use was picked at random (opts.seed_random). */
+bool session_seed_random(const struct session *s);
+
+/*
+ * The sampling settings that produced a reply (session_sampling.c), as
+ * each reply records them in the store (messages.sampling, a JSON
+ * object): for a remote reply only what the API was sent.
+ */
+struct session_sampling {
+	struct sampler_config c; /* the settings (n_probs: 0, not kept) */
+	bool seed_random; /* c.seed was picked at random: the effective seed */
+	bool remote;      /* sent to a server: only temperature, top_p, the
+	                     frequency and presence penalties and the seed
+	                     (modulo 2^31) applied; the rest are defaults */
+};
+
+/* The JSON of settings SM (malloc'd), or NULL out of memory. */
+char *session_sampling_json(const struct session_sampling *sm);
+
+/* Parse JSON of LEN bytes (hostile: a store's row, an import) into *SM;
+   missing keys keep sampler_config_default's values. 0, or -1 with a
+   message when it is not an object of finite numbers in range. */
+int session_sampling_parse(const char *json, size_t len,
+                           struct session_sampling *sm, char *err,
+                           size_t errlen);
+
+/* The settings stored with message MSG_INDEX (of session_messages):
+   1 with *SM, 0 when none were recorded (a reply of an older parley, a
+   user message, no store), -1 with a message. */
+int session_msg_sampling(struct session *s, size_t msg_index,
+                         struct session_sampling *sm, char *err, size_t errlen);
 
 /* The template's enable_thinking from the next turn: 1 on, -1 off, 0
    unset (the variable is not defined: the template's default). Only

@@ -22,6 +22,7 @@ struct session {
 	char *bos_text, *eos_text;   /* bos_token / eos_token (owned) */
 	struct prompt_vocab pv;      /* control tokens for prompt_encode */
 	struct sampler *smp;         /* sampler (owned; set_sampling) */
+	bool seed_random;            /* its seed was picked at random */
 	struct stopstr *stop;        /* stop strings (owned) */
 	int32_t n_predict;           /* reply limit, <= 0 none (mutable) */
 	int32_t n_threads;           /* CPU threads asked for, 0: all */
@@ -224,6 +225,10 @@ int64_t session_parent(const struct session *s, size_t i);
 /* Tell the store who answers the conversation (and wrote reply MSG_ID). */
 void session_record_origin(struct session *s, int64_t msg_id,
                            const struct session_cb *cb);
+/* session_sampling.c: record the settings in use with reply MSG_ID (a
+   failure is a notice). */
+void session_record_sampling(struct session *s, int64_t msg_id,
+                             const struct session_cb *cb);
 /* Whether reply R is (so far) unfinished reasoning. */
 bool session_reply_open(const struct session_reply *r);
 /* Store R's reasoning when it grew (FINAL: also its open state). 0, or
@@ -248,5 +253,12 @@ int session_reply(struct session *s, const struct session_cb *cb,
 /* The reply from the server (remote mode's session_reply). */
 int session_reply_remote(struct session *s, const struct session_cb *cb,
                          struct session_stats *st, char *err, size_t errlen);
+
+/* Message MSG_INDEX of S as a stored reply: -1 with a message in ERR when
+ * S has no such message, 0 when it is not an assistant reply in the store
+ * (no store, not yet stored, another role), 1 with *M set. */
+int session_stored_reply(const struct session *s, size_t msg_index,
+                         const struct session_msg **m, char *err,
+                         size_t errlen);
 
 #endif /* PARLEY_SESSION_INT_H */

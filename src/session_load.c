@@ -120,6 +120,7 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	s->smp = NULL;
 	if (session_set_sampling(s, &o->sampling, err, errlen))
 		return -1;
+	s->seed_random = o->seed_random;
 	s->stop = stopstr_new(o->stops, o->n_stops, err, errlen);
 	if (s->stop == NULL)
 		return -1;
@@ -154,6 +155,7 @@ int session_load_remote(struct session *s, const struct session_opts *o,
 	s->smp = sampler_new(&o->sampling, 1, err, errlen);
 	if (s->smp == NULL)
 		return -1;
+	s->seed_random = o->seed_random;
 	if (o->n_stops > 0) {
 		s->rstops = calloc(o->n_stops, sizeof(*s->rstops));
 		if (s->rstops == NULL)

@@ -40,6 +40,7 @@ static void session_rs_begin(struct session_rstream *x)
 		session_store_notice(x->cb, "store the reply", msg,
 		                     "it is shown but not saved");
 	}
+	session_record_sampling(s, x->r.store_id, x->cb);
 	/* the server's token reports are stored as a local reply's (ids -1,
 	   their texts with them: store_report.c) */
 	x->r.recording = s->store_reports && x->r.store_id != 0;
@@ -125,6 +126,8 @@ int session_reply_remote(struct session *s, const struct session_cb *cb,
 	st->n_prompt = res.n_prompt;
 	st->prefill_ms = res.first_ms;
 	st->decode_ms = res.total_ms - res.first_ms;
+	st->server_prompt_n = res.server_prompt_n;
+	st->server_prompt_ms = res.server_prompt_ms;
 	if (rc < 0 && !res.started) {
 		free(x.r.text.p);
 		free(x.r.reasoning.p);

@@ -110,6 +110,19 @@ void session_rep_to_sampler(const struct store_reports *set,
 		                      rep->chosen_text);
 }
 
+int session_stored_reply(const struct session *s, size_t msg_index,
+                         const struct session_msg **m, char *err, size_t errlen)
+{
+	if (msg_index >= s->n_msgs) {
+		snprintf(err, errlen, "no message %zu (of %zu)", msg_index,
+		         s->n_msgs);
+		return -1;
+	}
+	*m = &s->msgs[msg_index];
+	return s->st != NULL && (*m)->store_id != 0 &&
+	       (*m)->role == STORE_ROLE_ASSISTANT;
+}
+
 /* Keep the report of the reply's next token (when recording). Past
    STORE_REPORTS_MAX the reply goes on without reports, told once. */
 void session_record(struct session *s, struct session_reply *r,
@@ -144,18 +157,13 @@ int session_msg_reports(struct session *s, size_t msg_index,
 {
 	struct store_reports r = {0};
 	const struct session_msg *m;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	if (msg_index >= s->n_msgs) {
-		snprintf(err, errlen, "no message %zu (of %zu)", msg_index,
-		         s->n_msgs);
-		return -1;
-	}
-	m = &s->msgs[msg_index];
-	if (s->st == NULL || m->store_id == 0 ||
-	    m->role != STORE_ROLE_ASSISTANT)
-		return 0;
+	rc = session_stored_reply(s, msg_index, &m, err, errlen);
+	if (rc <= 0)
+		return rc;
 	if (store_msg_reports(s->st, m->store_id, &r, err, errlen) != STORE_OK)
 		return -1;
 	if (r.n > 0) {

@@ -538,6 +538,7 @@ int session_reply(struct session *s, const struct session_cb *cb,
 		session_store_notice(cb, "store the reply", msg,
 		                     "it is generated but not saved");
 	}
+	session_record_sampling(s, r.store_id, cb);
 	r.recording = s->store_reports && r.store_id != 0;
 	r.last_store = session_ms();
 	session_think_init(&r.think, s->think_prompt);

@@ -26,7 +26,8 @@
 	"m.conversation_id AND s.parent_id IS m.parent_id), "                  \
 	"(SELECT count(*) FROM messages s WHERE s.conversation_id = "          \
 	"m.conversation_id AND s.parent_id IS m.parent_id AND s.id < m.id), "  \
-	"m.reasoning, m.reasoning_tokens, m.reasoning_open"
+	"m.reasoning, m.reasoning_tokens, m.reasoning_open, m.server, "        \
+	"m.server_model, m.sampling"
 
 /* The columns of a conversation row, in the order read_conv expects. */
 #define CONV_COLS                                                              \
@@ -712,6 +713,9 @@ void store_msg_clear(struct store_msg *m)
 		return;
 	free(m->content);
 	free(m->reasoning);
+	free(m->server);
+	free(m->server_model);
+	free(m->sampling_json);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -720,6 +724,9 @@ void store_msg_free(struct store_msg *v, size_t n)
 	for (size_t i = 0; v && i < n; i++) {
 		free(v[i].content);
 		free(v[i].reasoning);
+		free(v[i].server);
+		free(v[i].server_model);
+		free(v[i].sampling_json);
 	}
 	free(v);
 }
@@ -752,7 +759,15 @@ static int read_msg(sqlite3_stmt *s, struct store_msg *m)
 	m->reasoning = store_col_text(s, 14, &m->reasoning_len);
 	m->n_reasoning = sqlite3_column_int64(s, 15);
 	m->reasoning_open = sqlite3_column_int(s, 16) != 0;
-	return m->content && m->reasoning ? 0 : -1;
+	m->server = store_col_text(s, 17, NULL);
+	m->server_model = store_col_text(s, 18, NULL);
+	if (sqlite3_column_type(s, 19) != SQLITE_NULL)
+		m->sampling_json = store_col_text(s, 19, NULL);
+	if (m->content && m->reasoning && m->server && m->server_model &&
+	    (m->sampling_json || sqlite3_column_type(s, 19) == SQLITE_NULL))
+		return 0;
+	store_msg_clear(m); /* out of memory: nothing half read is kept */
+	return -1;
 }
 
 /* Step S (finalized here) to its end, reading each row (MSG_COLS) into a

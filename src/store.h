@@ -18,6 +18,9 @@
  *            updated)                       + messages_fts (FTS5, triggers)
  *   kv_states(conversation_id, format, n_tokens, tokens, state, created)
  *   token_reports(message_id, first_pos, n_tokens, data)   (version 3)
+ *   messages also keep who answered (server, server_model: version 4),
+ *   a thinking model's reasoning (version 5) and the sampling settings
+ *   that produced a reply (sampling JSON: version 6)
  * Times are Unix milliseconds (UTC). Messages form a tree through
  * parent_id (parent_id < id always): regenerating a reply or editing a
  * message adds a sibling. The active branch is the path from the root to
@@ -75,7 +78,7 @@
 #define STORE_ENEWER    (-5) /* schema newer than this program */
 #define STORE_EINVAL    (-6) /* bad argument or malformed import */
 
-#define STORE_SCHEMA_VERSION  5           /* what this program writes */
+#define STORE_SCHEMA_VERSION  6           /* what this program writes */
 #define STORE_APPLICATION_ID  0x50726c79  /* "Prly" in the file header */
 #define STORE_BUSY_TIMEOUT_MS 5000        /* default busy timeout */
 #define STORE_IMPORT_MAX      (64u << 20) /* bytes of JSON accepted */
@@ -176,6 +179,12 @@ struct store_msg {
 	size_t reasoning_len; /* bytes of reasoning */
 	int64_t n_reasoning;  /* its tokens (0: none or not known) */
 	bool reasoning_open;  /* the reply ended inside the block */
+	char *server;         /* a remote reply: the server's base URL that
+	                         answered; "" for the local engine (owned) */
+	char *server_model;   /* and its model; "" when local (owned) */
+	char *sampling_json;  /* replies: the sampling settings that produced
+	                         it (a JSON object, store_msg_set_sampling),
+	                         or NULL when not recorded (owned) */
 };
 
 /* One search result. Strings owned (store_hits_free). */
@@ -285,6 +294,12 @@ int store_conv_origin(struct store *st, int64_t id, char **server,
                       char **server_model, char *err, size_t errlen);
 int store_msg_set_origin(struct store *st, int64_t msg_id, const char *server,
                          const char *server_model, char *err, size_t errlen);
+/* The sampling settings that produced assistant message MSG_ID: JSON, a
+ * JSON object (its keys are the session's business: session.h) or NULL
+ * (not recorded). STORE_EINVAL when JSON is not an object, ENOTFOUND when
+ * there is no such assistant message. */
+int store_msg_set_sampling(struct store *st, int64_t msg_id, const char *json,
+                           char *err, size_t errlen);
 
 /* Messages -------------------------------------------------------------- */
 
@@ -469,6 +484,9 @@ void store_hits_free(struct store_hit *v, size_t n);
  *               "model_fingerprint", "template", "sampling",
  *               "messages": [{"finish", "n_tokens", "n_prompt_tokens",
  *                             "prefill_ms", "decode_ms", "created"}, ...]}}
+ * A reply's meta also has "server" and "server_model" when a server
+ * answered it, and "sampling" (the settings that produced it) when they
+ * were recorded.
  * The system prompt is messages[0] with role "system" and parley meta
  * {"system_prompt": true}. Built with SQLite's JSON1. *OUT malloc'd.
  */
@@ -545,7 +563,8 @@ char *store_fmt_tree(const struct store_msg *v, size_t n, int64_t leaf_id);
 
 /* A plain-text transcript for `parley show` (control characters escaped);
  * SERVER and SERVER_MODEL (store_conv_origin's; NULL or "" for the local
- * engine) name the server that answered last. */
+ * engine) name the server that answered last; each reply a server wrote
+ * names it and its model after the reply's heading. */
 char *store_fmt_show(const struct store_conv *c, const char *server,
                      const char *server_model, const struct store_msg *m,
                      size_t n);

@@ -198,6 +198,21 @@ static void fmt_msg_extra(struct sbuf *b, const struct store_msg *m)
 		            m->stats.n_tokens * 1000.0 / m->stats.decode_ms);
 }
 
+/* After a reply's heading: the server and model that answered it (a
+   conversation may have moved between servers and the local engine). */
+static void fmt_msg_origin(struct sbuf *b, const struct store_msg *m)
+{
+	if (m->role != STORE_ROLE_ASSISTANT || !m->server || !m->server[0])
+		return;
+	sbuf_adds(b, " from server ");
+	store_sb_safe(b, m->server, strlen(m->server), false);
+	if (m->server_model && m->server_model[0]) {
+		sbuf_adds(b, ", model ");
+		store_sb_safe(b, m->server_model, strlen(m->server_model),
+		              false);
+	}
+}
+
 char *store_fmt_show(const struct store_conv *c, const char *server,
                      const char *server_model, const struct store_msg *m,
                      size_t n)
@@ -232,6 +247,7 @@ char *store_fmt_show(const struct store_conv *c, const char *server,
 		sbuf_adds(&b, "\n");
 		sbuf_printf(&b, "--- %s", store_role_name(m[i].role));
 		fmt_msg_extra(&b, &m[i]);
+		fmt_msg_origin(&b, &m[i]);
 		sbuf_adds(&b, "\n");
 		if (m[i].reasoning_len || m[i].reasoning_open) {
 			sbuf_adds(&b, m[i].reasoning_open

@@ -235,23 +235,27 @@ static int export_msgs(struct store *st, const struct store_conv *c,
 	         " JOIN br ON m.id = br.id"
 	         " WHERE m.parent_id IS NOT NULL AND br.depth < 1000000)"
 	         /* reasoning as the OpenAI API gives it; its token count
-	            and an unfinished block in the metadata */
+	            and an unfinished block in the metadata, with the server
+	            that answered and the sampling settings (merged in: no
+	            key when there is nothing to say) */
 	         " SELECT CASE WHEN m.reasoning <> '' OR m.reasoning_open"
 	         " THEN json_object('role', m.role, 'content', m.content,"
 	         " 'reasoning_content', m.reasoning)"
 	         " ELSE json_object('role', m.role, 'content', m.content) END,"
+	         " json_patch(json_patch(json_patch(json_object("
+	         " 'finish', m.finish, 'n_tokens', m.n_tokens,"
+	         " 'n_prompt_tokens', m.n_prompt_tokens,"
+	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
+	         " 'created', m.created),"
 	         " CASE WHEN m.reasoning <> '' OR m.reasoning_open"
-	         " THEN json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
-	         " 'n_prompt_tokens', m.n_prompt_tokens,"
-	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
-	         " 'created', m.created, 'reasoning_tokens', "
-	         "m.reasoning_tokens,"
+	         " THEN json_object('reasoning_tokens', m.reasoning_tokens,"
 	         " 'reasoning_unfinished', json(CASE WHEN m.reasoning_open"
-	         " THEN 'true' ELSE 'false' END))"
-	         " ELSE json_object('finish', m.finish, 'n_tokens', m.n_tokens,"
-	         " 'n_prompt_tokens', m.n_prompt_tokens,"
-	         " 'prefill_ms', m.prefill_ms, 'decode_ms', m.decode_ms,"
-	         " 'created', m.created) END, m.id, m.role = 'assistant'"
+	         " THEN 'true' ELSE 'false' END)) ELSE '{}' END),"
+	         " CASE WHEN m.server <> '' THEN json_object('server',"
+	         " m.server, 'server_model', m.server_model) ELSE '{}' END),"
+	         " CASE WHEN m.sampling IS NOT NULL THEN json_object("
+	         "'sampling', json(m.sampling)) ELSE '{}' END),"
+	         " m.id, m.role = 'assistant'"
 	         " FROM br JOIN messages m ON m.id = br.id"
 	         " WHERE m.conversation_id = ?2 ORDER BY br.depth DESC",
 	         &s, err, errlen)))
@@ -588,6 +592,8 @@ struct imp_msg {
 	struct store_msg_stats stats;
 	int64_t created; /* -1 when absent */
 	int64_t system;  /* meta system_prompt flag */
+	char *sampling;  /* a reply's sampling settings (JSON object, owned;
+	                    NULL when absent) */
 };
 
 /* Read message row S (and meta row M, or NULL) into *X. */
@@ -643,7 +649,8 @@ static int imp_read_msg(struct store *st, sqlite3_stmt *s, sqlite3_stmt *m,
 	    (rc = F(9, "number", "decode_ms", NULL, NULL,
 	            &x->stats.decode_ms)) ||
 	    (rc = F(11, "integer", "created", NULL, &x->created, NULL)) ||
-	    (rc = F(13, "bool", "system_prompt", NULL, &x->system, NULL)))
+	    (rc = F(13, "bool", "system_prompt", NULL, &x->system, NULL)) ||
+	    (rc = F(15, "object", "sampling", &x->sampling, NULL, NULL)))
 		return rc;
 #undef F
 	if (x->finish && store_finish_parse(x->finish) < 0)
@@ -709,8 +716,9 @@ static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
 	                        "INSERT INTO messages (conversation_id,"
 	                        " parent_id, role, content, n_tokens,"
 	                        " n_prompt_tokens, prefill_ms, decode_ms,"
-	                        " finish, created, updated) VALUES (?1, ?2,"
-	                        " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+	                        " finish, created, updated, sampling) VALUES"
+	                        " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+	                        " ?10, ?11)",
 	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, conv);
@@ -726,6 +734,8 @@ static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
 	sqlite3_bind_double(s, 8, x->stats.decode_ms);
 	sqlite3_bind_text(s, 9, finish, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 10, x->created >= 0 ? x->created : when);
+	if (x->sampling && x->role == STORE_ROLE_ASSISTANT) /* replies' only */
+		sqlite3_bind_text(s, 11, x->sampling, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
@@ -748,15 +758,16 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 	    " END FROM json_each(?1, ?2) ORDER BY key";
 #define JT(p) " CASE WHEN type = 'object' THEN json_type(value, '" p "') END,"
 #define JX(p) " CASE WHEN type = 'object' THEN json_extract(value, '" p "') END"
-	static const char meta_sql[] = "SELECT type," JT("$.finish") JX(
-	    "$.finish") "," JT("$.n_tokens")
-	    JX("$.n_tokens") "," JT("$.n_prompt_tokens") JX(
-	        "$.n_prompt_tokens") "," JT("$.prefill_ms")
-	        JX("$.prefill_ms") "," JT("$.decode_ms") JX(
-	            "$.decode_ms") "," JT("$.created")
-	            JX("$.created") "," JT("$.system_prompt") JX(
-	                "$.system_prompt") " FROM json_each(?1, "
-	                                   "'$.parley.messages') ORDER BY key";
+	static const char meta_sql[] =
+	    "SELECT type," JT("$.finish") JX("$.finish") "," JT(
+	        "$.n_tokens") JX("$.n_tokens") "," JT("$.n_prompt_tokens")
+	        JX("$.n_prompt_tokens") "," JT("$.prefill_ms") JX(
+	            "$.prefill_ms") "," JT("$.decode_ms")
+	            JX("$.decode_ms") "," JT("$.created") JX(
+	                "$.created") "," JT("$.system_prompt")
+	                JX("$.system_prompt") "," JT("$.sampling") JX(
+	                    "$.sampling") " FROM json_each(?1, "
+	                                  "'$.parley.messages') ORDER BY key";
 #undef JT
 #undef JX
 	sqlite3_stmt *s = NULL, *m = NULL;
@@ -801,6 +812,7 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 			if (sys) {
 				free(x.content);
 				free(x.finish);
+				free(x.sampling);
 				i++;
 				continue;
 			}
@@ -835,6 +847,7 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 		}
 		free(x.content);
 		free(x.finish);
+		free(x.sampling);
 		if (rc)
 			goto out;
 		i++;

@@ -1,8 +1,10 @@
 /*
- * store_origin.c - which server and model answered (schema step 3): the
- * columns server and server_model of conversations and messages. '' means
- * the local engine. A server is stored as its base URL, which never holds
- * a key or a password (remote_url_check refuses them).
+ * store_origin.c - what produced a reply: which server and model answered
+ * (schema step 4: the columns server and server_model of conversations
+ * and messages; '' means the local engine) and the sampling settings it
+ * was drawn with (step 6: messages.sampling, a JSON object, NULL when not
+ * recorded). A server is stored as its base URL, which never holds a key
+ * or a password (remote_url_check refuses them).
  */
 #include "store_int.h"
 
@@ -85,4 +87,37 @@ int store_conv_origin(struct store *st, int64_t id, char **server,
 		                  "no conversation %lld", (long long)id);
 	return store_fail(st, rc, "read the conversation's server", err,
 	                  errlen);
+}
+
+int store_msg_set_sampling(struct store *st, int64_t msg_id, const char *json,
+                           char *err, size_t errlen)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if ((rc = store_writable(st, err, errlen)) ||
+	    (rc = store_prepare(st,
+	                        "UPDATE messages SET sampling = ?2 WHERE "
+	                        "id = ?1 AND role = 'assistant'",
+	                        &s, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(s, 1, msg_id);
+	if (json)
+		sqlite3_bind_text(s, 2, json, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	/* the column's CHECK refuses what is not a JSON object */
+	if ((rc & 0xff) == SQLITE_CONSTRAINT)
+		return store_errf(st, STORE_EINVAL, err, errlen,
+		                  "message %lld: the sampling settings are "
+		                  "not a JSON object",
+		                  (long long)msg_id);
+	if (rc != SQLITE_DONE)
+		return store_fail(st, rc, "record the reply's sampling", err,
+		                  errlen);
+	if (sqlite3_changes(st->db) == 0)
+		return store_errf(st, STORE_ENOTFOUND, err, errlen,
+		                  "no assistant message %lld",
+		                  (long long)msg_id);
+	return STORE_OK;
 }

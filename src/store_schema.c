@@ -22,6 +22,12 @@
  *           (between <think> and </think>) apart from its content, its
  *           token count and whether the block was left open (the reply
  *           hit its limit); '' / 0 / 0 for everything written before.
+ *   5 -> 6  the sampling settings that produced each reply (issue 36): a
+ *           JSON object per assistant message (session_sampling.c writes
+ *           it); NULL for everything written before: not recorded, which
+ *           is not the same as the conversation's first settings (a
+ *           /set may have changed them in between).
+ *           tests/data/store/v5.sql is a frozen version 5 database.
  */
 #include "store_int.h"
 
@@ -145,8 +151,15 @@ static const char schema_v5_reasoning[] =
     "ALTER TABLE messages ADD COLUMN reasoning_open INTEGER NOT NULL\n"
     "  DEFAULT 0 CHECK (reasoning_open IN (0, 1));\n";
 
+/* The sampling settings of each reply. */
+static const char schema_v6_sampling[] =
+    "ALTER TABLE messages ADD COLUMN sampling TEXT CHECK (sampling IS NULL\n"
+    "  OR CASE WHEN json_valid(sampling) THEN json_type(sampling) = 'object'\n"
+    "  ELSE 0 END);\n";
+
 static const char *const steps[STORE_SCHEMA_VERSION] = {
-    schema_v1, schema_v2, schema_v3, schema_v4_remote, schema_v5_reasoning,
+    schema_v1,        schema_v2,           schema_v3,
+    schema_v4_remote, schema_v5_reasoning, schema_v6_sampling,
 };
 
 int store_schema_migrate(sqlite3 *db, int from, int to, char *err,

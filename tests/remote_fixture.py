@@ -23,6 +23,9 @@
         /hold/...        200, two chunks, then comments until the client
                          goes away; then MARKDIR/hold-closed is created
         /silent/...      no answer at all (for 60 s)
+        /timings/...     200, "Hello world" in two chunks, then a last
+                         chunk with llama.cpp's server's "timings" (12
+                         prompt tokens in 4 ms: 3000 t/s) and [DONE]
       Every request's Authorization header is appended to MARKDIR/auth.
 
   tls CERT KEY PORTFILE
@@ -158,6 +161,22 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             return self.reply(500, {"error": {"message": "internal boom"}})
         if mode == "silent":
             time.sleep(60)  # the client's timeout is what is tested
+            return None
+        if mode == "timings":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(chunk("Hello"))
+            self.wfile.write(chunk(" world"))
+            self.wfile.write(("data: " + json.dumps({
+                "id": "x", "object": "chat.completion.chunk", "model": "m",
+                "choices": [{"index": 0, "delta": {},
+                             "finish_reason": "stop"}],
+                "timings": {"prompt_n": 12, "prompt_ms": 4.0,
+                            "predicted_n": 2, "predicted_ms": 10.0}})
+                + "\n\n").encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
             return None
         if mode in ("cut", "garbage", "hold"):
             self.stream_start()

@@ -228,12 +228,38 @@ if command -v tmux >/dev/null 2>&1; then
 	ok $? "the UI's status bar shows the model and the server"
 	tui_type "Say hello."
 	tui_keys Enter
-	tui_wait 'pp [0-9]+ tg' 120
+	tui_wait '│ tg [0-9.]+ t/s │' 120
 	ok $? "the UI streams a reply from the server"
+	! tui_status | grep -q 'pp '
+	ok $? "the status bar shows no prompt speed the server did not give"
 	n=$(db_q "SELECT count(*) FROM messages WHERE role = 'assistant' AND
 		server = '$url/v1' AND length(content) > 0")
 	[ "$n" = 1 ]
 	ok $? "the UI's reply is stored with its server (got $n)"
+	smodel=$(db_q "SELECT server_model FROM messages WHERE
+		role = 'assistant'")
+	"$PARLEY" show 1 >"$tmp/show.out" 2>&1
+	grep -q -- "^--- assistant.* from server $url/v1, model $smodel\$" \
+		"$tmp/show.out"
+	ok $? "show names the server and model that answered the reply"
+	r=$(db_q "SELECT json_extract(sampling, '\$.remote'),
+		json_extract(sampling, '\$.seed') < 2147483648 FROM messages
+		WHERE role = 'assistant'")
+	[ "$r" = "1|1" ]
+	ok $? "the reply's sampling settings are what the API was sent ($r)"
+	tui_stop
+	# a server that gives its prompt time (llama.cpp's "timings")
+	rm -f "$PARLEY_DB"*
+	tui_start "$tmp" 120 24 --server "$purl/timings" --server-model m $opts
+	tui_wait "F1 help" 60
+	tui_type "Hello?"
+	tui_keys Enter
+	tui_wait '^Hello world$' 30 && tui_wait '│ pp 3000 tg [0-9.]+ t/s │' 10
+	ok $? "the server's prompt time: pp 3000 (12 tokens in 4 ms)"
+	tui_type "/stats"
+	tui_keys Enter
+	tui_wait "the server's prompt: 12 tokens in 4 ms" 10
+	ok $? "/stats says what the server measured"
 	tui_stop
 	rm -f "$PARLEY_DB"* "$tmp/marks/hold-closed"
 	tui_start "$tmp" 120 24 --server "$purl/hold" --server-model m $opts

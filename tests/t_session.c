@@ -1446,10 +1446,67 @@ static void test_think(void)
 	drop_db(db, path);
 }
 
+/* The sampling settings' JSON (session_sampling.c): written and read back
+   the same; a hostile row is refused with the key named, never half
+   read. */
+static void test_sampling_json(void)
+{
+	struct session_sampling a = {0}, b;
+	char err[256], *j;
+
+	sampler_config_default(&a.c);
+	a.c.temperature = 0.7f;
+	a.c.top_k = 7;
+	a.c.repeat_penalty = 1.1f;
+	a.c.presence_penalty = 0.5f;
+	a.c.seed = 18446744073709551615ull; /* past 2^63: a float in JSON */
+	a.seed_random = true;
+	j = session_sampling_json(&a);
+	tap_ok(j &&
+	           session_sampling_parse(j, strlen(j), &b, err, sizeof(err)) ==
+	               0 &&
+	           b.c.temperature == a.c.temperature && b.c.top_k == 7 &&
+	           b.c.repeat_penalty == a.c.repeat_penalty &&
+	           b.c.presence_penalty == 0.5f && b.seed_random && !b.remote &&
+	           b.c.seed == 18446744073709551615ull,
+	       "sampling settings: JSON read back the same, a seed past 2^63 "
+	       "as the nearest (%s)",
+	       j ? j : "");
+	free(j);
+	a.c.seed = 42;
+	a.remote = true;
+	j = session_sampling_json(&a);
+	tap_ok(j &&
+	           session_sampling_parse(j, strlen(j), &b, err, sizeof(err)) ==
+	               0 &&
+	           b.c.seed == 42 && b.remote,
+	       "sampling settings: the seed exactly, a remote reply marked");
+	free(j);
+	tap_ok(session_sampling_parse("{\"seed\":5}", 10, &b, err,
+	                              sizeof(err)) == 0 &&
+	           b.c.seed == 5 && b.c.top_k == 40 && !b.seed_random,
+	       "sampling settings: missing keys keep the defaults");
+	static const char *const bad[] = {
+	    "[1]",           "{\"temperature\":\"hot\"}", "{\"top_k\":1e300}",
+	    "{\"seed\":-1}", "{\"seed_random\":1}",       "{\"top_p\":0.9",
+	};
+	int nbad = 0;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		nbad += session_sampling_parse(bad[i], strlen(bad[i]), &b, err,
+		                               sizeof(err)) == -1 &&
+		        err[0];
+	tap_ok(nbad == 6,
+	       "sampling settings: %d of 6 hostile rows refused "
+	       "with a message (last: %s)",
+	       nbad, err);
+}
+
 int main(void)
 {
 	if (!find_model())
 		return tap_skip_all("model file not found (PARLEY_TEST_MODEL)");
+	test_sampling_json();
 	test_turns();
 	test_special_text();
 	test_interrupt();

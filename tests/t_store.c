@@ -949,6 +949,92 @@ static void test_reasoning(struct store *st)
 	store_msg_free(m, n);
 }
 
+/* Each reply's sampling settings (schema 6), and the server that answered
+   it in `parley show`. */
+static void test_sampling(struct store *st)
+{
+	struct store_conv_new cn = {.title = "samp", .model_path = "/m.gguf"};
+	static const char js[] = "{\"temperature\":0.5,\"seed\":7,"
+	                         "\"seed_random\":true}";
+	struct store_conv c;
+	struct store_msg *m, one;
+	size_t n, len;
+	int64_t conv, u, a, b;
+	char *s;
+	int rc;
+
+	store_conv_create(st, &cn, &conv, err, sizeof(err));
+	u = add(st, conv, STORE_PARENT_LEAF, STORE_ROLE_USER, "Hi");
+	store_msg_begin(st, conv, u, STORE_ROLE_ASSISTANT, &a, err,
+	                sizeof(err));
+	rc = store_msg_set_sampling(st, a, js, err, sizeof(err));
+	tap_ok(rc == STORE_OK, "a reply's sampling settings saved: %s",
+	       rc ? err : "ok");
+	store_msg_finish(st, a, "Hello.", 6, STORE_FINISH_STOP, NULL, err,
+	                 sizeof(err));
+	tap_ok(store_msg_set_sampling(st, a, "[1, 2]", err, sizeof(err)) ==
+	               STORE_EINVAL &&
+	           store_msg_set_sampling(st, a, "{bad", err, sizeof(err)) ==
+	               STORE_EINVAL,
+	       "settings that are not a JSON object are refused: %s", err);
+	tap_ok(store_msg_set_sampling(st, u, js, err, sizeof(err)) ==
+	           STORE_ENOTFOUND,
+	       "a user message has no sampling settings");
+	rc = store_msg_get(st, a, &one, err, sizeof(err));
+	tap_ok(rc == STORE_OK && one.sampling_json &&
+	           strcmp(one.sampling_json, js) == 0,
+	       "read back unchanged (the refusals changed nothing)");
+	store_msg_clear(&one);
+	/* a second reply from a server, without settings */
+	store_msg_begin(st, conv, a, STORE_ROLE_ASSISTANT, &b, err,
+	                sizeof(err));
+	store_msg_finish(st, b, "Remote.", 7, STORE_FINISH_STOP, NULL, err,
+	                 sizeof(err));
+	store_msg_set_origin(st, b, "http://127.0.0.1:8080/v1", "smol\x1b", err,
+	                     sizeof(err));
+	rc = store_conv_get(st, conv, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n == 3 && m[0].sampling_json == NULL &&
+	           m[2].sampling_json == NULL &&
+	           strcmp(m[2].server, "http://127.0.0.1:8080/v1") == 0 &&
+	           strcmp(m[1].server, "") == 0,
+	       "messages read back with their settings (or none) and server");
+	s = store_fmt_show(&c, NULL, NULL, m, n);
+	tap_ok(s &&
+	           strstr(s, "--- assistant from server "
+	                     "http://127.0.0.1:8080/v1, model smol^[\n") &&
+	           strstr(s, "--- assistant\nHello.") && !strchr(s, 0x1b),
+	       "show names the server and model of the reply it wrote");
+	free(s);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	rc = store_export_json(st, conv, &s, &len, err, sizeof(err));
+	tap_ok(rc == STORE_OK && strstr(s, "\"created\":") &&
+	           strstr(s, ",\"sampling\":{\"temperature\":0.5,\"seed\":7,"
+	                     "\"seed_random\":true}}") &&
+	           strstr(s, ",\"server\":\"http://127.0.0.1:8080/v1\","
+	                     "\"server_model\":\"smol\\u001b\"}"),
+	       "JSON export: each reply's settings and server in its meta");
+	if (rc == STORE_OK) {
+		int64_t id2 = 0;
+		struct store_msg *m2;
+		size_t n2;
+
+		rc = store_import_json(st, s, len, &id2, err, sizeof(err));
+		if (rc == STORE_OK)
+			rc = store_conv_get(st, id2, &c, &m2, &n2, err,
+			                    sizeof(err));
+		tap_ok(rc == STORE_OK && n2 == 3 && m2[1].sampling_json &&
+		           strstr(m2[1].sampling_json, "\"seed\":7") &&
+		           m2[2].sampling_json == NULL,
+		       "import keeps a reply's settings: %s", rc ? err : "ok");
+		if (rc == STORE_OK) {
+			store_conv_clear(&c);
+			store_msg_free(m2, n2);
+		}
+	}
+	free(s);
+}
+
 static void test_fmt(struct store *st)
 {
 	struct store_conv_new cn = {.title = "evil \x1b]0;pwned\x07 title",
@@ -1753,6 +1839,64 @@ static void check_v2_data(const char *path, const char *what)
 	       "%s: now at version %d", what, STORE_SCHEMA_VERSION);
 }
 
+/* The frozen v5 database (tests/data/store/v5.sql) after migration:
+   every row as it was, no reply with settings, new ones get them. */
+static void check_v5_data(const char *path, const char *what)
+{
+	struct store *st;
+	struct store_conv c;
+	struct store_msg *m;
+	struct store_reports r = {0};
+	size_t n;
+	int rc = store_open(path, 0, &st, err, sizeof(err));
+
+	tap_ok(rc == STORE_OK, "%s: opens and migrates: %s", what,
+	       rc ? err : "ok");
+	if (!st)
+		return;
+	rc = store_conv_get(st, 1, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n == 6 && c.leaf_id == 9 &&
+	           m[5].finish == STORE_FINISH_NONE &&
+	           strcmp(c.sampling_json,
+	                  "{\"temperature\":0.8,\"seed\":42}") == 0 &&
+	           m[3].sampling_json == NULL,
+	       "%s: conversation 1, its reply in progress, no reply settings",
+	       what);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	store_conv_select(st, 1, 7, NULL, err, sizeof(err));
+	rc = store_conv_get(st, 1, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && n == 4 && m[3].id == 7 &&
+	           strcmp(m[3].reasoning, "Italy: Rome.") == 0 &&
+	           m[3].n_reasoning == 4 && m[3].finish == STORE_FINISH_LENGTH,
+	       "%s: the other branch's reasoning intact", what);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	rc = store_conv_get(st, 2, &c, &m, &n, err, sizeof(err));
+	tap_ok(rc == STORE_OK && c.archived && n == 2 &&
+	           strcmp(m[1].server, "http://127.0.0.1:8080/v1") == 0 &&
+	           strcmp(m[1].server_model, "smol-remote") == 0,
+	       "%s: the remote reply's server and model intact", what);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	rc = store_msg_reports(st, 11, &r, err, sizeof(err));
+	tap_ok(rc == STORE_OK && r.n == 4 && r.v[0].n_top == 10,
+	       "%s: the token reports decode (%zu): %s", what, r.n,
+	       rc ? err : "ok");
+	store_reports_free(&r);
+	rc = store_msg_set_sampling(st, 11, "{\"temperature\":0}", err,
+	                            sizeof(err));
+	tap_ok(rc == STORE_OK, "%s: an old reply takes settings: %s", what,
+	       rc ? err : "ok");
+	tap_ok(store_check(st, err, sizeof(err)) == STORE_OK &&
+	           raw_int(path, "SELECT count(*) FROM "
+	                         "pragma_foreign_key_check") == 0,
+	       "%s: integrity and foreign keys ok", what);
+	store_close(st);
+	tap_ok(raw_int(path, "PRAGMA user_version") == STORE_SCHEMA_VERSION,
+	       "%s: now at version %d", what, STORE_SCHEMA_VERSION);
+}
+
 static void test_migrations(void)
 {
 	const char *p0 = tpath("v0.db"), *p1 = tpath("v1-fixture.db");
@@ -1845,6 +1989,21 @@ static void test_migrations(void)
 		                "SELECT count(*) FROM sqlite_schema") == objs,
 		    "failed migration to 3 rolled back, still version 2: %s",
 		    err);
+		free(sql);
+	}
+
+	/* v5 from the frozen fixture */
+	snprintf(path, sizeof(path), "%s/tests/data/store/v5.sql",
+	         srcdir ? srcdir : ".");
+	sql = slurp(path, &len);
+	if (!sql) {
+		tap_ok(0, "read %s", path);
+	} else {
+		tap_ok(raw_exec(tpath("v5-fixture.db"), sql) == SQLITE_OK &&
+		           raw_int(tpath("v5-fixture.db"),
+		                   "PRAGMA user_version") == 5,
+		       "v5 fixture loaded");
+		check_v5_data(tpath("v5-fixture.db"), "v5 fixture");
 		free(sql);
 	}
 
@@ -2154,6 +2313,7 @@ int main(void)
 	test_kv(st);
 	test_fmt(st);
 	test_reasoning(st);
+	test_sampling(st);
 	test_reports_codec();
 	test_reports_remote();
 	test_reports(st);

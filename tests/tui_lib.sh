@@ -49,6 +49,30 @@ SH
 	tmux -S "$tui_sock" set-option -g set-clipboard on >/dev/null 2>&1
 }
 
+# tui_start_shell DIR COLS ROWS: an interactive shell with job control
+# (bash) in a new tmux server, its prompt "SHELL$" (capture-pane drops
+# the space after it), the environment of
+# tui_start; type a command line into it with tui_type. For what only a
+# shell that keeps jobs shows: Ctrl-Z, `fg`.
+tui_start_shell() {
+	tui_dir=$1 cols=$2 rows=$3
+	tui_runs=$((tui_runs + 1))
+	tui_sock=$tui_dir/tmux.$tui_runs.sock
+	echo "PS1='SHELL\$ '" >"$tui_dir/bashrc"
+	tmux -S "$tui_sock" -f /dev/null new-session -d -x "$cols" -y "$rows" \
+		-e LANG=C.UTF-8 -e LC_ALL= -e TERM=screen \
+		-e "PARLEY_DB=$PARLEY_DB" -e "XDG_STATE_HOME=$XDG_STATE_HOME" \
+		-e "XDG_CONFIG_HOME=$XDG_CONFIG_HOME" -e "NO_COLOR=${NO_COLOR:-}" \
+		-e "PARLEY_BACKEND=$PARLEY_BACKEND" \
+		"bash --rcfile $tui_dir/bashrc --noprofile -i"
+}
+
+# tui_flag NAME: the pane's tmux format variable NAME (alternate_on,
+# cursor_flag, keypad_flag, ...): what the terminal's modes are now.
+tui_flag() {
+	tmux -S "$tui_sock" display-message -p "#{$1}"
+}
+
 # tui_stop: end the tmux server (and what runs in it).
 tui_stop() {
 	[ -n "$tui_sock" ] && tmux -S "$tui_sock" kill-server >/dev/null 2>&1

@@ -623,6 +623,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.template_name = cfg.template_name;
 	so.system_prompt = cfg.system;
 	so.sampling = cfg.samp;
+	so.seed_random = !cfg.seed_set; /* the clock's, above */
 	so.n_ctx = cfg.n_ctx;
 	so.n_threads = cfg.n_threads;
 	so.backend = cfg.backend ? cfg.backend : cmd_default_backend();

@@ -61,7 +61,8 @@ static void tui_on_fatal(int sig)
 	raise(sig);
 }
 
-/* SIGWINCH, SIGTERM, SIGHUP, SIGINT: a byte for the loop. */
+/* SIGWINCH, SIGTERM, SIGHUP, SIGINT, SIGTSTP (kill -TSTP; the key is
+   Ctrl-Z in raw mode), SIGCONT: a byte for the loop. */
 static void tui_on_signal(int sig)
 {
 	int saved = errno;
@@ -76,7 +77,8 @@ static void tui_on_signal(int sig)
 /* Install the handlers; 0 or -1. */
 static int tui_signals(struct tui *t)
 {
-	static const int loop_sigs[] = {SIGWINCH, SIGTERM, SIGHUP, SIGINT};
+	static const int loop_sigs[] = {SIGWINCH, SIGTERM, SIGHUP,
+	                                SIGINT,   SIGTSTP, SIGCONT};
 	static const int fatal[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
 	struct sigaction sa;
 	int p[2];
@@ -100,6 +102,56 @@ static int tui_signals(struct tui *t)
 	for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
 		sigaction(fatal[i], &sa, NULL);
 	return 0;
+}
+
+/* The terminal may have changed size while curses was not watching:
+   take its size now and repaint the whole screen. */
+static void tui_resize(struct tui *t)
+{
+	struct winsize ws;
+
+	if (ioctl(tui_out_fd(), TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 &&
+	    ws.ws_col > 0)
+		resize_term(ws.ws_row, ws.ws_col);
+	/* the terminal's content is unknown: repaint all of it */
+	clearok(curscr, TRUE);
+	t->dirty = true;
+}
+
+/*
+ * Ctrl-Z, SIGTSTP: stop like any full-screen program. The terminal is
+ * restored first (as on exit), then the process stops itself with the
+ * default action; the worker stops with it, as it was (a reply goes on
+ * after `fg`). Back here on SIGCONT: curses mode again and the whole
+ * screen redrawn at the terminal's size, which may have changed.
+ */
+static void tui_suspend(struct tui *t)
+{
+	struct sigaction dfl, old;
+	double t0 = tui_now_ms();
+
+	tui_out_release(); /* what endwin writes goes to the terminal */
+	fputs("\033[?2004l", stdout); /* bracketed paste off */
+	fflush(stdout);
+	endwin();
+	tui_out_err_release(); /* what went to stderr meanwhile, now */
+	memset(&dfl, 0, sizeof(dfl));
+	sigemptyset(&dfl.sa_mask);
+	dfl.sa_handler = SIG_DFL;
+	sigaction(SIGTSTP, &dfl, &old);
+	/* the whole job stops, as the terminal's own Ctrl-Z would stop it;
+	   an orphaned process group (no shell to resume it) ignores it */
+	kill(0, SIGTSTP);
+	sigaction(SIGTSTP, &old, NULL);
+	/* continued: curses mode back, as tui_screen_on left it */
+	tcgetattr(STDIN_FILENO, &tui_tios);
+	reset_prog_mode();
+	fputs("\033[?2004h", stdout); /* bracketed paste on */
+	fflush(stdout);
+	tui_out_capture();
+	tui_resize(t);
+	if (t->live_t0 > 0) /* the live speed leaves the stop out */
+		t->live_t0 += tui_now_ms() - t0;
 }
 
 /* ---------- small helpers shared by the UI's files ---------- */
@@ -386,6 +438,12 @@ static void tui_on_end(struct tui *t, struct tui_ev *e)
 		t->prefill_tps = st->prefill_ms > 0 ? st->n_prompt_eval /
 		                                          (st->prefill_ms / 1e3)
 		                                    : 0;
+		if (st->n_ctx == 0) /* a server's reply: its prompt figures,
+		                       when it sent them, else none */
+			t->prefill_tps = st->server_prompt_ms > 0
+			                     ? st->server_prompt_n /
+			                           (st->server_prompt_ms / 1e3)
+			                     : 0;
 		t->decode_tps =
 		    st->decode_ms > 0 ? st->n_gen / (st->decode_ms / 1e3) : 0;
 		if (st->verify.n_checked > 0) {
@@ -498,18 +556,12 @@ static int tui_wait(struct tui *t, int *k, bool *fkey)
 			ssize_t n = read(t->sig_fd, sig, sizeof(sig));
 
 			for (ssize_t i = 0; i < n; i++) {
-				if (sig[i] == SIGWINCH) {
-					struct winsize ws;
-
-					if (ioctl(tui_out_fd(), TIOCGWINSZ,
-					          &ws) == 0 &&
-					    ws.ws_row > 0 && ws.ws_col > 0)
-						resize_term(ws.ws_row,
-						            ws.ws_col);
-					/* the terminal's content after a resize
-					   is unknown: repaint all of it */
-					clearok(curscr, TRUE);
-					t->dirty = true;
+				if (sig[i] == SIGWINCH || sig[i] == SIGCONT) {
+					/* SIGCONT: continued after a stop
+					   that was not ours (SIGSTOP) */
+					tui_resize(t);
+				} else if (sig[i] == SIGTSTP) {
+					tui_suspend(t);
 				} else {
 					t->quit = true;
 					t->status = 128 + sig[i];
@@ -534,6 +586,10 @@ static int tui_wait_edit(void *ud, wchar_t *c)
 			return 0;
 		if (!fkey && k == 3 && t->busy) { /* Ctrl-C stops the reply */
 			tui_worker_cancel(&t->w);
+			continue;
+		}
+		if (!fkey && k == 26) { /* Ctrl-Z, in the middle of a command */
+			tui_suspend(t);
 			continue;
 		}
 		if (!fkey) {
@@ -699,8 +755,8 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 		tui_quit(t);
 		return;
 	}
-	if (k == 26) { /* Ctrl-Z: the screen cannot be left half way */
-		tui_say(t, false, "suspending is not supported (Ctrl-D quits)");
+	if (k == 18) { /* Ctrl-R: parley's own history search */
+		tui_search_open(t);
 		return;
 	}
 	if (k == 12) { /* Ctrl-L */
@@ -730,6 +786,10 @@ static void tui_key(struct tui *t, int k, bool fkey)
 	}
 	if (fkey && k == KEY_RESIZE)
 		return;
+	if (!fkey && k == 26) { /* Ctrl-Z, in any mode */
+		tui_suspend(t);
+		return;
+	}
 	if (t->ask != TUI_ASK_NONE && t->mode == TUI_MODE_CHAT) {
 		enum tui_ask a = t->ask;
 
@@ -766,6 +826,8 @@ static void tui_key(struct tui *t, int k, bool fkey)
 		tui_tokens_key(t, k, fkey);
 		return;
 	}
+	if (t->search.on && tui_search_key(t, k, fkey))
+		return;      /* Ctrl-R's search took the key */
 	if (fkey || k != 12) /* a message lasts until the next key; Ctrl-L
 	                        redraws the same screen */
 		t->msg[0] = '\0';
@@ -896,6 +958,7 @@ int tui_run(struct session *s, const struct tui_opts *o)
 	tui_msgs_clear(t);
 	free(t->msgs);
 	tui_input_paste_free(&t->paste);
+	tui_search_free(t);
 	status = t->status;
 	close(t->sig_fd);
 	free(t);

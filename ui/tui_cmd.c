@@ -23,7 +23,8 @@ const char tui_cmd_help[] =
     "empty\n"
     "  Ctrl-D              quit (on an empty input)\n"
     "  Up, Down            history (shared with the plain REPL)\n"
-    "  Ctrl-R              search the history\n"
+    "  Ctrl-R              search the history (Ctrl-R again: older; "
+    "Enter takes the line, Esc puts yours back)\n"
     "  Ctrl-A/E, Alt-B/F   line start/end, word back/forward\n"
     "  Ctrl-K, Ctrl-Y      kill to the end of the line, yank\n"
     "  PgUp, PgDn          scroll the transcript\n"
@@ -40,6 +41,7 @@ const char tui_cmd_help[] =
     "  F7                  fold / unfold the last reply's reasoning (a "
     "thinking model's)\n"
     "  Ctrl-L              redraw the screen\n"
+    "  Ctrl-Z              suspend to the shell (fg comes back)\n"
     "\n"
     "Commands\n"
     "  /regen              generate the last reply again\n"
@@ -312,11 +314,24 @@ static void tui_cmd_stats(struct tui *t)
 		tui_say(t, false, "no reply yet");
 		return;
 	}
-	snprintf(buf, sizeof(buf),
-	         "reply %d tokens, %.1f tok/s; prompt %d tokens (%d reused, "
-	         "%d new), %.1f tok/s; context %d/%d",
-	         st->n_gen, t->decode_tps, st->n_prompt, st->n_reused,
-	         st->n_prompt_eval, t->prefill_tps, st->n_ctx_used, st->n_ctx);
+	if (st->n_ctx == 0 && st->server_prompt_ms > 0) /* a server's */
+		snprintf(buf, sizeof(buf),
+		         "reply %d tokens, %.1f tok/s; first text after %.0f "
+		         "ms; the server's prompt: %d tokens in %.0f ms",
+		         st->n_gen, t->decode_tps, st->prefill_ms,
+		         st->server_prompt_n, st->server_prompt_ms);
+	else if (st->n_ctx == 0)
+		snprintf(
+		    buf, sizeof(buf),
+		    "reply %d tokens, %.1f tok/s; first text after %.0f ms",
+		    st->n_gen, t->decode_tps, st->prefill_ms);
+	else
+		snprintf(buf, sizeof(buf),
+		         "reply %d tokens, %.1f tok/s; prompt %d tokens (%d "
+		         "reused, %d new), %.1f tok/s; context %d/%d",
+		         st->n_gen, t->decode_tps, st->n_prompt, st->n_reused,
+		         st->n_prompt_eval, t->prefill_tps, st->n_ctx_used,
+		         st->n_ctx);
 	tui_add(t, TUI_ROLE_NOTICE, buf, strlen(buf));
 }
 

@@ -294,6 +294,9 @@ static void tui_draw_speed(const struct tui *t, char *out, size_t n)
 		}
 	} else if (t->busy) {
 		snprintf(out, n, "loading");
+	} else if (t->have_last && t->last.n_ctx == 0 && t->prefill_tps <= 0) {
+		/* a server's reply without its prompt time: no "pp 0" */
+		snprintf(out, n, "tg %.1f t/s", t->decode_tps);
 	} else if (t->have_last) {
 		snprintf(out, n, "pp %.0f tg %.1f t/s", t->prefill_tps,
 		         t->decode_tps);
@@ -616,12 +619,20 @@ void tui_draw(struct tui *t)
 		tui_out_flush();
 		return;
 	}
-	in_rows = tui_draw_input_rows(t, cols, rows / 3 > 1 ? rows / 3 : 1);
+	in_rows =
+	    t->search.on
+	        ? tui_search_rows(t)
+	        : tui_draw_input_rows(t, cols, rows / 3 > 1 ? rows / 3 : 1);
+	if (in_rows > rows - 1)
+		in_rows = rows - 1;
 	body = rows - in_rows - 1;
 	tui_draw_body(t, body, cols);
 	tui_draw_status(t, body, cols);
 	curs_set(t->mode == TUI_MODE_TOKENS ? 0 : 1);
-	tui_draw_input(t, body + 1, in_rows, cols);
+	if (t->search.on)
+		tui_search_draw(t, body + 1, cols);
+	else
+		tui_draw_input(t, body + 1, in_rows, cols);
 	wnoutrefresh(stdscr);
 	doupdate();
 	tui_out_flush(); /* the frame, in one write */

@@ -235,6 +235,47 @@ void tui_input_set(struct tui_input *in, const char *text)
 	free(w);
 }
 
+/* Whether W holds Q[0, qn) (Q has no terminator); *AT where. */
+static bool tui_input_holds(const wchar_t *w, const wchar_t *q, size_t qn,
+                            size_t *at)
+{
+	for (size_t i = 0; w[i]; i++) {
+		size_t k = 0;
+
+		while (k < qn && w[i + k] == q[k])
+			k++;
+		if (k == qn) {
+			*at = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+wchar_t *tui_input_hist_find(struct tui_input *in, const wchar_t *q, size_t qn,
+                             int *idx, size_t *at)
+{
+	HistEventW ev;
+	int i = 0;
+
+	if (in->hist == NULL || qn == 0 || *idx < 0)
+		return NULL;
+	/* H_FIRST is the newest entry, H_NEXT one older */
+	for (int r = history_w(in->hist, &ev, H_FIRST); r != -1;
+	     r = history_w(in->hist, &ev, H_NEXT), i++) {
+		wchar_t *w;
+
+		if (i < *idx || !tui_input_holds(ev.str, q, qn, at))
+			continue;
+		if ((w = malloc((wcslen(ev.str) + 1) * sizeof(*w))) == NULL)
+			return NULL;
+		wcscpy(w, ev.str);
+		*idx = i;
+		return w;
+	}
+	return NULL;
+}
+
 void tui_input_define_keys(void)
 {
 	define_key("\033[200~", TUI_KEY_PASTE_BEGIN);

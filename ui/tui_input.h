@@ -85,6 +85,14 @@ void tui_input_reset(struct tui_input *in, const char *text);
 /* Replace the line by TEXT (UTF-8), the cursor at its end. */
 void tui_input_set(struct tui_input *in, const char *text);
 
+/* The history entry at place *IDX or older (0: the newest) that holds
+   Q[0, qn) (wide, qn > 0), or NULL when none: a malloc'd wide copy, its
+   place in *IDX and where Q starts in it in *AT. The UI's own Ctrl-R
+   search (tui_search.c) reads the history through this, not libedit's
+   search, whose prompt is written into the line. */
+wchar_t *tui_input_hist_find(struct tui_input *in, const wchar_t *q, size_t qn,
+                             int *idx, size_t *at);
+
 /* Define the paste markers (ESC[200~, ESC[201~) as ncurses keys; after
    initscr or newterm. */
 void tui_input_define_keys(void);

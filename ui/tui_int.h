@@ -88,6 +88,18 @@ struct tui_list {
 	char query[512]; /* the search whose hits are shown */
 };
 
+/* Ctrl-R: the history search shown in the input area (tui_search.c). */
+struct tui_search {
+	bool on;        /* searching: keys go to the search */
+	wchar_t *q;     /* the search text, n characters (owned) */
+	size_t n, cap;  /* used, allocated */
+	char *saved;    /* the line before the search (UTF-8, owned):
+	                   Esc puts it back */
+	wchar_t *match; /* the history entry found (owned) or NULL */
+	int idx;        /* its place in the history, 0 the newest */
+	size_t at;      /* where the search text starts in it */
+};
+
 struct tui {
 	const struct tui_opts *o;
 	struct tui_worker w; /* owns the session */
@@ -143,7 +155,8 @@ struct tui {
 	size_t sib_msg, sib_tok;
 	struct tui_pview pv;
 
-	struct tui_paste paste; /* a bracketed paste being collected */
+	struct tui_paste paste;   /* a bracketed paste being collected */
+	struct tui_search search; /* Ctrl-R */
 
 	/* the loop */
 	bool quit;
@@ -219,6 +232,17 @@ void tui_prompt_open(struct tui *t);
 void tui_prompt_close(struct tui *t);
 void tui_prompt_key(struct tui *t, int k, bool fkey);
 void tui_prompt_draw(struct tui *t, int rows, int cols);
+
+/* tui_search.c: Ctrl-R, the history search in the input area */
+void tui_search_open(struct tui *t);
+/* A key while searching; false when it ends the search without being
+   used (the caller then handles it in the chat). */
+bool tui_search_key(struct tui *t, int k, bool fkey);
+/* The search in the input area: the rows it takes, then drawn from row
+   Y at COLS columns (places the cursor). */
+int tui_search_rows(const struct tui *t);
+void tui_search_draw(struct tui *t, int y, int cols);
+void tui_search_free(struct tui *t);
 
 /* tui_list.c */
 void tui_list_open(struct tui *t);

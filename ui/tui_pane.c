@@ -171,23 +171,37 @@ static void tui_pane_line(struct tui_lay *y, uint16_t at, const char *fmt, ...)
 	tui_lay_end(y);
 }
 
-/* The sampling settings of K in words. */
+/* The sampling settings of K in words: the live reply's, or those a
+   stored reply recorded (an older parley's reply has none). */
 static void tui_pane_samp(const struct tui_tok *k, char *out, size_t n)
 {
 	const struct sampler_config *c = &k->samp;
+	const char *rnd = k->seed_random ? " (random)" : "";
 	int o;
 
+	if (k->samp_none) {
+		snprintf(out, n, "sampling not recorded (an older reply)");
+		return;
+	}
 	if (c->temperature <= 0)
 		o = snprintf(out, n, "sampling greedy (temp 0)");
+	else if (k->samp_remote) /* what the API was sent (remote_chat.c) */
+		o = snprintf(out, n, "sampling temp %g top-p %g seed %llu%s",
+		             c->temperature, c->top_p,
+		             (unsigned long long)c->seed, rnd);
 	else
 		o = snprintf(out, n,
 		             "sampling temp %g top-k %d top-p %g min-p %g "
-		             "seed %llu",
+		             "seed %llu%s",
 		             c->temperature, c->top_k, c->top_p, c->min_p,
-		             (unsigned long long)c->seed);
-	if (o > 0 && (size_t)o < n &&
-	    (c->repeat_penalty != 1.0f || c->frequency_penalty != 0.0f ||
-	     c->presence_penalty != 0.0f))
+		             (unsigned long long)c->seed, rnd);
+	if (o > 0 && (size_t)o < n && k->samp_remote &&
+	    (c->frequency_penalty != 0.0f || c->presence_penalty != 0.0f))
+		snprintf(out + o, n - (size_t)o, " freq %g pres %g",
+		         c->frequency_penalty, c->presence_penalty);
+	else if (o > 0 && (size_t)o < n &&
+	         (c->repeat_penalty != 1.0f || c->frequency_penalty != 0.0f ||
+	          c->presence_penalty != 0.0f))
 		snprintf(out + o, n - (size_t)o,
 		         " repeat %g freq %g pres %g last %d",
 		         c->repeat_penalty, c->frequency_penalty,

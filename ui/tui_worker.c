@@ -35,6 +35,8 @@ int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
 	out->n_top = rep->n_top < TUI_TOP ? rep->n_top : TUI_TOP;
 	memcpy(out->top, rep->top, (size_t)out->n_top * sizeof(out->top[0]));
 	out->samp = *session_sampling(s);
+	out->seed_random = session_seed_random(s);
+	out->samp_remote = session_server(s) != NULL;
 	out->flag_layer = -1;
 	out->pos = -1;
 	for (int i = 0; i <= out->n_top; i++) {
@@ -110,6 +112,25 @@ static int tui_worker_fill_stored(struct session *s,
 	return 0;
 }
 
+/* Give the stored reports V[0, n) of message MSG_INDEX the settings its
+   row recorded; none (an older reply) or unreadable: samp_none. */
+static void tui_worker_stored_samp(struct session *s, size_t msg_index,
+                                   struct tui_tok *v, size_t n)
+{
+	struct session_sampling sm;
+	char err[256];
+	int r = session_msg_sampling(s, msg_index, &sm, err, sizeof(err));
+
+	for (size_t i = 0; i < n; i++) {
+		v[i].samp_none = r != 1;
+		if (r != 1)
+			continue;
+		v[i].samp = sm.c;
+		v[i].seed_random = sm.seed_random;
+		v[i].samp_remote = sm.remote;
+	}
+}
+
 int tui_worker_stored_toks(struct session *s, size_t msg_index,
                            struct tui_tok **out, size_t *n, char *err,
                            size_t errlen)
@@ -143,6 +164,7 @@ int tui_worker_stored_toks(struct session *s, size_t msg_index,
 		return -1;
 	}
 	*n = nr;
+	tui_worker_stored_samp(s, msg_index, *out, nr);
 	return 0;
 }
 

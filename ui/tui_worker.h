@@ -53,14 +53,20 @@ struct tui_tok {
 	int32_t rank, rank_raw; /* 1-based; rank_raw 0: beyond the top */
 	int n_top;              /* entries of top */
 	struct sampler_cand top[TUI_TOP]; /* by raw logit, desc */
-	struct sampler_config samp;       /* the settings that applied */
-	char *text;                       /* the pieces below (owned) */
-	uint32_t off[TUI_TOP + 1];        /* [0] chosen, [1 + i] top[i] */
-	uint32_t len[TUI_TOP + 1];        /* bytes of each piece */
-	bool ctl[TUI_TOP + 1];            /* a control token */
-	struct trace_stats *layers;       /* [n_layer] (owned) or NULL */
-	int n_layer;                      /* 0: no trace on this step */
-	int32_t pos;                      /* context position sampled at */
+	struct sampler_config samp;       /* the settings that applied:
+	                                     the session's (live), the
+	                                     reply's stored ones */
+	bool samp_none;   /* a stored reply's settings were not recorded */
+	bool seed_random; /* samp.seed was picked at random */
+	bool samp_remote; /* sent to a server: top-k, min-p and the repeat
+	                     penalty did not apply */
+	char *text;       /* the pieces below (owned) */
+	uint32_t off[TUI_TOP + 1];  /* [0] chosen, [1 + i] top[i] */
+	uint32_t len[TUI_TOP + 1];  /* bytes of each piece */
+	bool ctl[TUI_TOP + 1];      /* a control token */
+	struct trace_stats *layers; /* [n_layer] (owned) or NULL */
+	int n_layer;                /* 0: no trace on this step */
+	int32_t pos;                /* context position sampled at */
 	bool remote; /* from a server's logprobs: ids -1, texts given */
 	/* set by the UI on arrival (tui_health.h) */
 	unsigned flags; /* TUI_FLAG_* */
@@ -83,7 +89,9 @@ int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
  * (session_msg_reports), as tui_toks in *OUT (malloc'd; *N of them):
  * each stored report through tui_worker_tok_fill without layers (the
  * store keeps none), its raw rank found among the stored candidates and
- * its final rank 0 (not stored). Called by whichever thread owns S (the
+ * its final rank 0 (not stored), the sampling settings the reply's row
+ * recorded (samp_none when it has none: the session's are not the
+ * reply's). Called by whichever thread owns S (the
  * UI before the worker starts, the worker after). Returns 0, or -1 with a
  * message when there are none (*OUT NULL) or on an error.
  */
