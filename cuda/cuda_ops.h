@@ -258,7 +258,6 @@ int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x, const float *d_b,
 int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y, int64_t n,
                 char *err, size_t errlen);
 
-
 /* G[i] = act(G[i]) * U[i] for i < n (ACT as for cuda_op_matmul_gated). */
 int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act, float *d_g,
                      const float *d_u, int64_t n, char *err, size_t errlen);
