@@ -475,7 +475,8 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t, char *err,
 	return 0;
 }
 
-/* Read the model kind and the pre-tokenizer name. */
+/* Read the model kind and the pre-tokenizer name (llama.cpp's names; it
+   gives the o200k pattern to llama4, kanana2 and talkie too). */
 static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
                          size_t errlen)
 {
@@ -486,7 +487,9 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 	    {"gpt-2", TOK_PRE_GPT2},       {"gpt2", TOK_PRE_GPT2},
 	    {"llama-bpe", TOK_PRE_LLAMA3}, {"llama3", TOK_PRE_LLAMA3},
 	    {"qwen2", TOK_PRE_QWEN2},      {"deepseek-r1-qwen", TOK_PRE_QWEN2},
-	    {"smollm", TOK_PRE_SMOLLM},
+	    {"smollm", TOK_PRE_SMOLLM},    {"gpt-4o", TOK_PRE_GPT4O},
+	    {"llama4", TOK_PRE_GPT4O},     {"kanana2", TOK_PRE_GPT4O},
+	    {"talkie", TOK_PRE_GPT4O},
 	};
 	struct gguf_str s;
 	size_t k;
@@ -527,7 +530,7 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 		snprintf(err, errlen,
 		         "%s: tokenizer.ggml.pre \"%.*s\" is not a known "
 		         "pre-tokenizer (known: gpt-2, llama-bpe, qwen2, "
-		         "deepseek-r1-qwen, smollm)",
+		         "deepseek-r1-qwen, smollm, gpt-4o)",
 		         f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 		return -1;
 	}

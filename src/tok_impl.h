@@ -29,6 +29,7 @@ enum tok_pre {
 	TOK_PRE_LLAMA3, /* "llama-bpe" */
 	TOK_PRE_QWEN2,  /* "qwen2", "deepseek-r1-qwen" (NFC first) */
 	TOK_PRE_SMOLLM, /* "smollm": digits split, then gpt-2 */
+	TOK_PRE_GPT4O,  /* "gpt-4o" (o200k), "llama4", "kanana2", "talkie" */
 };
 
 /* A slot of the text -> id table. */

@@ -13,6 +13,18 @@
  * smollm is HF's Sequence[Digits(individual_digits), ByteLevel]: every
  * numeric character (Nd, Nl, No = \p{N}) is a chunk; the runs between them
  * are split by the gpt-2 pattern.
+ *
+ * gpt-4o is tiktoken's o200k_base pattern (gpt-oss; llama.cpp also gives it
+ * to llama4, kanana2 and talkie). A word is an optional character that is
+ * no letter, digit, \r or \n, then upper-ish letters (Lu Lt Lm Lo M)
+ * followed by lower-ish ones (Ll Lm Lo M), or an upper-ish run alone:
+ * "camelCase" -> "camel" "Case", "iPhone" -> "i" "Phone", "abcDEF" ->
+ * "abc" "DEF", "HTTPServer" stays whole. A contraction ('s, 'RE, ... in
+ * any case, as Unicode case folding has it, so 'ſ counts) sticks to the
+ * word before it. Digits go in groups of up to three; punctuation takes
+ * one leading space and trailing \r, \n and '/'. llama.cpp spells the
+ * contractions '[sS] etc. for its own regex engine; tiktoken and the
+ * bpe-openai crate fold them, which is what the goldens hold.
  */
 #include "tok_impl.h"
 
@@ -36,6 +48,18 @@ static const char re_llama3[] =
 static const char re_qwen2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
     "|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+"
+    "|[" WS "]+(?![^" WS "])|[" WS "]+";
+
+/* the gpt-4o pattern's parts: a word's optional first character, its
+   upper-ish and lower-ish letters, the contraction that may end it */
+#define LEAD "[^\\r\\n\\p{L}\\p{N}]?"
+#define UP   "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define LOW  "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define APOS "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+
+static const char re_gpt4o[] =
+    "(?:" LEAD UP "*" LOW "+" APOS ")|(?:" LEAD UP "+" LOW "*" APOS ")"
+    "|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+"
     "|[" WS "]+(?![^" WS "])|[" WS "]+";
 
 static const char re_digit[] = "\\p{N}";
@@ -70,6 +94,8 @@ int tok_pretok_compile(struct tok *t, char *err, size_t errlen)
 		p = re_llama3;
 	else if (t->pre == TOK_PRE_QWEN2)
 		p = re_qwen2;
+	else if (t->pre == TOK_PRE_GPT4O)
+		p = re_gpt4o;
 	if (tok_pretok_one(p, &t->re, err, errlen))
 		return -1;
 	if (t->pre == TOK_PRE_SMOLLM &&

@@ -19,13 +19,20 @@
  * Vocabularies: ../shared/testdata/vocab (qwen2, llama-bpe, llama-spm),
  * tests/data/tok/llama2-hf.gguf (made from tokenizers/llama2), the
  * SmolLM2 model and the Gemma-3-270M GGUF from the model cache; each one
- * that is absent is skipped with a diagnostic.
+ * that is absent is skipped with a diagnostic. And o200k, gpt-oss's
+ * vocabulary with the "gpt-4o" pre-tokenizer: its GGUF is written here at
+ * run time from tests/data/tok/o200k.tokens (the tiktoken ranks) as
+ * llama.cpp's converter lays it out (tests/oracles/gen_tok_o200k.py says
+ * how), and it also meets o200k-hard.txt, strings aimed at its pattern.
  */
 #include "gguf.h"
 #include "tap.h"
 #include "tok.h"
 #include "tok_util.h"
 
+#include "tok_o200k.h"
+
+#include <unistd.h>
 #include <utf8proc.h>
 
 #define MAX_IDS 65536
@@ -288,9 +295,10 @@ static void check_strip(const char *path)
 	tok_free(t);
 }
 
-/* Load PATH and run every check for NAME; 0 when PATH is absent. */
+/* Load PATH and run every check for NAME; 0 when PATH is absent. With
+   HARD, also compare tests/data/tok/NAME-hard.{txt,ids}. */
 static int run(const char *name, const char *path, const struct strs *corpus,
-               bool bpe, bool nfc)
+               bool bpe, bool nfc, bool hard)
 {
 	char err[512], p[1024], rel[256];
 	struct gguf_file *f = gguf_open(path, err, sizeof(err));
@@ -315,11 +323,37 @@ static int run(const char *name, const char *path, const struct strs *corpus,
 		          TOK_PARSE_SPECIAL, "parse-special");
 	}
 	free_strs(&sp);
+	snprintf(rel, sizeof(rel), "tests/data/tok/%s-hard.txt", name);
+	if (hard && tap_ok(read_strs(tu_src(rel, p, sizeof(p)), &sp) == 0,
+	                   "%s: hard strings readable", name)) {
+		snprintf(rel, sizeof(rel), "tests/data/tok/%s-hard.ids", name);
+		check_ids(t, name, &sp, tu_src(rel, p, sizeof(p)), 0, "hard");
+		check_decode(t, name, &sp, bpe, nfc);
+	}
+	if (hard)
+		free_strs(&sp);
 	check_decode(t, name, corpus, bpe, nfc);
 	snprintf(rel, sizeof(rel), "tests/data/tok/%s.ids", name);
 	check_joined(t, name, corpus, tu_src(rel, p, sizeof(p)));
 	tok_free(t);
 	return 1;
+}
+
+/* Build the o200k GGUF in a temporary directory and run every check. */
+static int run_o200k(const struct strs *corpus)
+{
+	char dir[] = "/tmp/t_tok_corpus.XXXXXX", path[256], err[512];
+	int ran = 0;
+
+	if (!tap_ok(mkdtemp(dir) != NULL, "o200k: temporary directory"))
+		return 0;
+	snprintf(path, sizeof(path), "%s/o200k.gguf", dir);
+	if (tap_ok(o200k_make(path, err, sizeof(err)) == 0,
+	           "o200k: vocabulary GGUF written (%s)", err))
+		ran = run("o200k", path, corpus, true, false, true);
+	unlink(path);
+	rmdir(dir);
+	return ran;
 }
 
 int main(void)
@@ -335,20 +369,20 @@ int main(void)
 	ran +=
 	    run("qwen2",
 	        tu_shared("testdata/vocab/ggml-vocab-qwen2.gguf", p, sizeof(p)),
-	        &c, true, true);
+	        &c, true, true, false);
 	check_strip(p);
 	ran += run(
 	    "llama-bpe",
 	    tu_shared("testdata/vocab/ggml-vocab-llama-bpe.gguf", p, sizeof(p)),
-	    &c, true, false);
+	    &c, true, false, false);
 	ran += run(
 	    "llama-spm",
 	    tu_shared("testdata/vocab/ggml-vocab-llama-spm.gguf", p, sizeof(p)),
-	    &c, false, false);
+	    &c, false, false, false);
 	ran += run("llama2-hf",
 	           tu_src("tests/data/tok/llama2-hf.gguf", p, sizeof(p)), &c,
-	           false, false);
-	ran += run("smollm", tu_model(m, sizeof(m)), &c, true, false);
+	           false, false, false);
+	ran += run("smollm", tu_model(m, sizeof(m)), &c, true, false, false);
 	if (getenv("PARLEY_TEST_GEMMA"))
 		snprintf(g, sizeof(g), "%s", getenv("PARLEY_TEST_GEMMA"));
 	else if (x && *x)
@@ -361,7 +395,8 @@ int main(void)
 		         "%s/.cache/parley/models/"
 		         "gemma-3-270m-q4_k_m.gguf",
 		         h ? h : ".");
-	ran += run("gemma3", g, &c, false, false);
+	ran += run("gemma3", g, &c, false, false, false);
+	ran += run_o200k(&c);
 	free_strs(&c);
 	if (ran == 0)
 		return tap_skip_all("no vocabulary found");

@@ -4,15 +4,20 @@
  * bytes, then UTF-8 made of random code points) for every vocabulary, and
  * on every regression file kept by fuzz/run.sh under
  * tests/data/tok/crashers (first byte: vocabulary) and
- * tests/data/tok_load/crashers (GGUF files for tok_load).
+ * tests/data/tok_load/crashers (GGUF files for tok_load). gpt-oss's o200k
+ * vocabulary (built at run time, tests/tok_o200k.h) gets the random
+ * strings too; it is kept out of the crasher replay, whose first byte
+ * picks among the vocabularies above.
  */
 #include "gguf.h"
 #include "tap.h"
 #include "tok.h"
 #include "tok_fuzz_check.h"
+#include "tok_o200k.h"
 #include "tok_util.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 static struct tok *toks[5];
 static int nfcs[5];
@@ -159,11 +164,57 @@ static int replay(const char *rel, int gguf_files)
 	return n;
 }
 
+/* 3000 random strings through T: the harness properties hold. */
+static void fuzz_random(const struct tok *t, int nfc)
+{
+	const char *fail = NULL;
+	char buf[1024];
+	int bad = 0, i;
+
+	for (i = 0; i < 3000; i++) {
+		size_t n = random_text(buf, i % 2);
+		const char *f = tok_fuzz_check(t, nfc, buf, n);
+
+		if (f) {
+			bad++;
+			fail = f;
+		}
+	}
+	tap_ok(bad == 0,
+	       "%s: 3000 random strings keep the properties "
+	       "(%d failed%s%s)",
+	       tok_pre_name(t), bad, fail ? ": " : "", fail ? fail : "");
+}
+
+/* The same for gpt-oss's vocabulary, written to a temporary file. */
+static void fuzz_o200k(void)
+{
+	char dir[] = "/tmp/t_tok_fuzz.XXXXXX", path[256], err[512];
+	struct gguf_file *f = NULL;
+	struct tok *t = NULL;
+
+	if (mkdtemp(dir) == NULL) {
+		tap_diag("skipping o200k: no temporary directory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/o200k.gguf", dir);
+	if (o200k_make(path, err, sizeof(err)) == 0 &&
+	    (f = gguf_open(path, err, sizeof(err))) != NULL)
+		t = tok_load(f, err, sizeof(err));
+	gguf_close(f);
+	unlink(path);
+	rmdir(dir);
+	if (tap_ok(t != NULL, "o200k: vocabulary built and loaded (%s)",
+	           t ? "ok" : err))
+		fuzz_random(t, 0);
+	tok_free(t);
+}
+
 int main(void)
 {
 	static const char *const names[] = {"gpt-2", "llama-bpe", "qwen2",
 	                                    "llama-spm"};
-	char p[1024], rel[256], buf[1024];
+	char p[1024], rel[256];
 	size_t i, k;
 
 	for (i = 0; i < 4; i++) {
@@ -172,26 +223,9 @@ int main(void)
 		load(tu_shared(rel, p, sizeof(p)), i == 2);
 	}
 	load(tu_model(p, sizeof(p)), 0);
-	for (k = 0; k < n_toks; k++) {
-		int bad = 0;
-		const char *fail = NULL;
-
-		for (i = 0; i < 3000; i++) {
-			size_t n = random_text(buf, i % 2);
-			const char *f =
-			    tok_fuzz_check(toks[k], nfcs[k], buf, n);
-
-			if (f) {
-				bad++;
-				fail = f;
-			}
-		}
-		tap_ok(bad == 0,
-		       "%s: 3000 random strings keep the properties "
-		       "(%d failed%s%s)",
-		       tok_pre_name(toks[k]), bad, fail ? ": " : "",
-		       fail ? fail : "");
-	}
+	for (k = 0; k < n_toks; k++)
+		fuzz_random(toks[k], nfcs[k]);
+	fuzz_o200k();
 	replay("tests/data/tok/crashers", 0);
 	replay("tests/data/tok_load/crashers", 1);
 	for (k = 0; k < n_toks; k++)

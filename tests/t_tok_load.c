@@ -247,6 +247,48 @@ static void test_bpe(void)
 	refused("BPE without merges", &s, "tokenizer.ggml.merges");
 }
 
+/* The names llama.cpp gives the o200k pattern load, and split "he's" as
+   one word with its contraction (gpt-2 splits off "'s"). */
+static void test_pre_gpt4o(void)
+{
+	static const char *const names[] = {"gpt-4o", "llama4", "kanana2",
+	                                    "talkie", "gpt-2"};
+	static const char *const merges[] = {"h e", "' s", "he 's"};
+	static const char *toks[256 + 8];
+	static int32_t types[256 + 8];
+	size_t n = bpe_vocab(), i;
+	struct spec s = {"gpt2", NULL, toks,   n + 2, types, n + 2,
+	                 NULL,   0,    merges, 3,     0};
+
+	for (i = 0; i < n; i++) {
+		toks[i] = bpe_tokens[i];
+		types[i] = TOK_TYPE_NORMAL;
+	}
+	toks[n] = "'s";
+	toks[n + 1] = "he's";
+	types[n] = types[n + 1] = TOK_TYPE_NORMAL;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		struct tok_ids ids = {0};
+		char err[512];
+		struct tok *t;
+		bool o200k = strcmp(names[i], "gpt-2") != 0;
+
+		s.pre = names[i];
+		t = load(&s, err, sizeof(err));
+		if (!tap_ok(t != NULL && strcmp(tok_pre_name(t), names[i]) == 0,
+		            "tokenizer.ggml.pre \"%s\" accepted (%s)", names[i],
+		            t ? "ok" : err))
+			continue;
+		tok_encode(t, "he's", 4, 0, &ids, err, sizeof(err));
+		tap_ok(o200k ? ids.n == 1 && ids.v[0] == (int32_t)n + 1
+		             : ids.n == 2 && ids.v[1] == (int32_t)n,
+		       "%s: \"he's\" is %s (%zu ids)", names[i],
+		       o200k ? "one word" : "\"he\" \"'s\"", ids.n);
+		free(ids.v);
+		tok_free(t);
+	}
+}
+
 static void test_spm(void)
 {
 	static const char *const toks[] = {"<unk>",
@@ -303,6 +345,7 @@ static void test_spm(void)
 int main(void)
 {
 	test_bpe();
+	test_pre_gpt4o();
 	test_spm();
 	return tap_done();
 }

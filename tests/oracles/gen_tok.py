@@ -35,6 +35,9 @@ Outputs (tests/data/tok/):
                   tokens parsed (HF always matches added tokens; llama.cpp
                   with special=True); compared with TOK_PARSE_SPECIAL.
 
+gpt-oss's o200k vocabulary ("gpt-4o" pre-tokenizer) has its own oracle
+script, gen_tok_o200k.py (bpe-openai), run after this one.
+
 Usage: python3 tests/oracles/gen_tok.py [--shared ../shared]
 """
 import argparse
