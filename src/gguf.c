@@ -799,6 +799,17 @@ void gguf_close(struct gguf_file *f)
 {
 	if (f == NULL)
 		return;
+	if (f->shards != NULL) {
+		/* merged (gguf_split.c): kv and names belong to the shards */
+		for (uint32_t i = 0; i < f->n_shards; i++)
+			gguf_close(f->shards[i]);
+		free(f->shards);
+		free(f->tensors);
+		free(f->tensor_by_name);
+		free(f->path);
+		free(f);
+		return;
+	}
 	if (f->kv != NULL) {
 		for (uint64_t i = 0; i < f->n_kv; i++) {
 			free(f->kv[i].key);

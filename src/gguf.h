@@ -107,12 +107,14 @@ struct gguf_tensor {
 	uint64_t offset;            /* from the start of the data section */
 	uint64_t nbytes;            /* size of the data */
 	const void *data;           /* into the mapping */
+	uint32_t shard; /* merged file: index into its shards; else 0 */
 };
 
 struct gguf_file {
 	char *path;           /* as given to gguf_open (owned) */
-	const uint8_t *base;  /* start of the mapping (or caller's buffer) */
-	uint64_t size;        /* bytes in the file */
+	const uint8_t *base;  /* start of the mapping (or caller's buffer);
+	                         NULL in a merged file */
+	uint64_t size;        /* bytes in the file (merged: all shards) */
 	bool mapped;          /* base must be munmap'ed on close */
 	uint32_t version;     /* 2 or 3 */
 	uint32_t alignment;   /* general.alignment, or 32 */
@@ -123,6 +125,10 @@ struct gguf_file {
 	struct gguf_tensor *tensors; /* n_tensors entries, file order (owned) */
 	uint64_t *tensor_by_name;    /* indices into tensors sorted by name */
 	uint64_t *kv_by_key;         /* indices into kv sorted by key */
+	/* A split model merged by gguf_split.h: kv, kv_by_key and the tensor
+	 * names are borrowed from shards[0..n_shards); 0 and NULL otherwise. */
+	uint32_t n_shards;
+	struct gguf_file **shards; /* shard i = split.no i (owned) */
 };
 
 /*
@@ -139,7 +145,8 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errlen);
 struct gguf_file *gguf_open_memory(const void *buf, size_t len,
                                    const char *name, char *err, size_t errlen);
 
-/* Free everything gguf_open allocated and unmap the file. NULL is allowed. */
+/* Free everything gguf_open allocated and unmap the file (a merged file:
+ * its shards too). NULL is allowed. */
 void gguf_close(struct gguf_file *f);
 
 /* Name of a metadata value type ("uint32", "array", ...). */

@@ -3,6 +3,7 @@
  */
 #include "model.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -848,9 +849,21 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	struct model_shape sh;
 	struct gguf_str s;
 	struct model *m;
+	uint64_t n_split;
 	char e[512];
 
 	*out = NULL;
+	/* One shard alone lacks the others' tensors: say so rather than
+	 * name the first missing tensor (gguf_split_open merges them). */
+	if (f->shards == NULL &&
+	    gguf_get_u64(f, "split.count", &n_split, NULL, 0) == GGUF_OK &&
+	    n_split > 1) {
+		snprintf(err, errlen,
+		         "%s: one shard of a model split in %" PRIu64
+		         " files (split.count), opened without the others",
+		         f->path ? f->path : "model", n_split);
+		return -1;
+	}
 	if (gguf_get_str(f, "general.architecture", &s, e, sizeof(e)) !=
 	    GGUF_OK) {
 		snprintf(err, errlen, "%s: %s", f->path ? f->path : "model", e);

@@ -86,10 +86,11 @@
  *
  * Lifetimes (STYLE.md habit 1): struct model_config is immutable after
  * model_load(); struct model_weights points into the GGUF mapping (read
- * only; the gguf_file must outlive the model) except the small 1-D vectors
- * (norms, biases, rope frequency factors) and the inverse frequencies,
- * which are fp32/fp64 copies owned by the model. Run state and KV cache
- * belong to a backend (engine.h), never to the model.
+ * only; the gguf_file must outlive the model; a split model's tensors
+ * point into their shards' mappings, gguf_split.h) except the small 1-D
+ * vectors (norms, biases, rope frequency factors) and the inverse
+ * frequencies, which are fp32/fp64 copies owned by the model. Run state and
+ * KV cache belong to a backend (engine.h), never to the model.
  *
  * Invariants after a successful model_load():
  *   1. Every tensor a layer's features require is present, of a type

@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "model.h"
 #include "prompt.h"
 #include "promptdir.h"
@@ -69,7 +70,7 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	struct engine_params ep = {0};
 	int32_t n_ctx = o->n_ctx;
 
-	s->gf = gguf_open(o->model_path, err, errlen);
+	s->gf = gguf_split_open(o->model_path, err, errlen);
 	if (s->gf == NULL)
 		return -1;
 	if (model_load(s->gf, &s->model, err, errlen))
@@ -126,7 +127,9 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 		return -1;
 	int64_t size = 0;
 
-	if (store_model_fingerprint(o->model_path, s->model_fp,
+	/* s->gf->path: a split model's first shard, whichever was given,
+	 * so that each shard names the same model */
+	if (store_model_fingerprint(s->gf->path, s->model_fp,
 	                            sizeof(s->model_fp), &size, NULL, 0))
 		s->model_fp[0] = '\0';
 	char fmt[512];

@@ -31,6 +31,7 @@
 #include "config.h"
 #include "engine.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "model.h"
 #include "trace.h"
 
@@ -237,7 +238,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	total = o.depth + o.n_prompt + o.n_gen;
 	t0 = bench_now();
-	f = gguf_open(o.model, err, sizeof(err));
+	f = gguf_split_open(o.model, err, sizeof(err));
 	if (f == NULL || model_load(f, &m, err, sizeof(err)) != 0)
 		goto fail;
 	t1 = bench_now();

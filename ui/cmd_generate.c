@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "engine.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "model.h"
 #include "tok.h"
 #include "trace.h"
@@ -207,7 +208,7 @@ int cmd_generate(int argc, char **argv)
 	if (rc != 0)
 		return rc == 1 ? 0 : 2;
 	rc = 1;
-	f = gguf_open(o.model, err, sizeof(err));
+	f = gguf_split_open(o.model, err, sizeof(err));
 	if (f == NULL || model_load(f, &m, err, sizeof(err)) != 0 ||
 	    (tk = tok_load(f, err, sizeof(err))) == NULL)
 		goto fail;

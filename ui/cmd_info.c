@@ -4,10 +4,12 @@
  * Everything shown comes from the file's metadata and tensor table; nothing
  * is known per model. The summary of hyper-parameters reads the standard
  * `<arch>.*` keys of llama.cpp's naming and prints those present; every
- * other key is listed as it is.
+ * other key is listed as it is. A shard of a split model shows the whole
+ * model (gguf_split.h) and which shard holds what.
  */
 #include "cmd.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "qtype.h"
 #include "sbuf.h"
 
@@ -215,6 +217,19 @@ static void info_shape_text(struct sbuf *sb, const struct gguf_tensor *t)
 	sbuf_adds(sb, "]");
 }
 
+/* The shards of a split model, one line each (nothing for one file). */
+static void info_split_text(const struct gguf_file *f, struct sbuf *sb)
+{
+	if (f->n_shards == 0)
+		return;
+	sbuf_printf(sb, "split         %" PRIu32 " shards\n", f->n_shards);
+	for (uint32_t i = 0; i < f->n_shards; i++)
+		sbuf_printf(
+		    sb, "  %-40s %12" PRIu64 " bytes %6" PRIu64 " tensors\n",
+		    f->shards[i]->path, f->shards[i]->size,
+		    f->shards[i]->n_tensors);
+}
+
 /* The text report. */
 static void info_text(const struct gguf_file *f, struct sbuf *sb)
 {
@@ -231,6 +246,7 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 	            " tensors, alignment %" PRIu32 "\n",
 	            f->size, (double)f->size / 1048576.0, f->version, f->n_kv,
 	            f->n_tensors, f->alignment);
+	info_split_text(f, sb);
 	if (gguf_get_str(f, "general.name", &s, NULL, 0) == GGUF_OK) {
 		sbuf_adds(sb, "name          ");
 		sbuf_add_json_str(sb, s.ptr, s.len);
@@ -322,9 +338,12 @@ static void info_text(const struct gguf_file *f, struct sbuf *sb)
 		struct sbuf shape = SBUF_INIT;
 
 		info_shape_text(&shape, t);
-		sbuf_printf(sb, "  %-40s %-7s %-20s %12" PRIu64 "\n", t->name,
+		sbuf_printf(sb, "  %-40s %-7s %-20s %12" PRIu64, t->name,
 		            qtype_name(t->type), shape.buf ? shape.buf : "",
 		            t->nbytes);
+		if (f->n_shards > 0)
+			sbuf_printf(sb, "  shard %" PRIu32, t->shard + 1);
+		sbuf_adds(sb, "\n");
 		sbuf_free(&shape);
 	}
 	sbuf_adds(sb, "totals by type\n");
@@ -348,8 +367,24 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 	sbuf_add_json_str(sb, f->path, strlen(f->path));
 	sbuf_printf(sb,
 	            "\", \"size\": %" PRIu64 ", \"version\": %" PRIu32
-	            ", \"alignment\": %" PRIu32 ",\n \"metadata\": {",
+	            ", \"alignment\": %" PRIu32 ",",
 	            f->size, f->version, f->alignment);
+	if (f->n_shards > 0) {
+		sbuf_adds(sb, "\n \"split\": [");
+		for (uint32_t i = 0; i < f->n_shards; i++) {
+			const struct gguf_file *sh = f->shards[i];
+
+			sbuf_adds(sb, i ? ",\n  {\"file\": \""
+			                : "\n  {\"file\": \"");
+			sbuf_add_json_str(sb, sh->path, strlen(sh->path));
+			sbuf_printf(sb,
+			            "\", \"size\": %" PRIu64
+			            ", \"tensors\": %" PRIu64 "}",
+			            sh->size, sh->n_tensors);
+		}
+		sbuf_adds(sb, "],");
+	}
+	sbuf_adds(sb, "\n \"metadata\": {");
 	for (uint64_t i = 0; i < f->n_kv; i++) {
 		sbuf_adds(sb, i ? ",\n  \"" : "\n  \"");
 		sbuf_add_json_str(sb, f->kv[i].key, strlen(f->kv[i].key));
@@ -389,9 +424,14 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 		            qtype_name(t->type));
 		for (uint32_t d = 0; d < t->n_dims; d++)
 			sbuf_printf(sb, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
-		sbuf_printf(
-		    sb, "], \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
-		    f->data_offset + t->offset, t->nbytes);
+		/* the offset in the file that holds it */
+		sbuf_printf(sb,
+		            "], \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64,
+		            gguf_split_file_of(f, t)->data_offset + t->offset,
+		            t->nbytes);
+		if (f->n_shards > 0)
+			sbuf_printf(sb, ", \"shard\": %" PRIu32, t->shard + 1);
+		sbuf_adds(sb, "}");
 	}
 	info_sum(f, &tot);
 	sbuf_adds(sb, "],\n \"totals\": {");
@@ -417,7 +457,8 @@ static void info_usage(FILE *fp)
 {
 	fputs("usage: parley info [--json] FILE.gguf\n"
 	      "Show a GGUF model's architecture, hyper-parameters, tokenizer,\n"
-	      "metadata and tensor table.\n"
+	      "metadata and tensor table; for any shard of a split model\n"
+	      "(NAME-00001-of-00003.gguf), its shards and the whole model.\n"
 	      "  -j, --json   one JSON object instead of text\n"
 	      "  -h, --help   this help\n",
 	      fp);
@@ -454,7 +495,7 @@ int cmd_info(int argc, char **argv)
 		info_usage(stderr);
 		return 2;
 	}
-	f = gguf_open(argv[optind], err, sizeof(err));
+	f = gguf_split_open(argv[optind], err, sizeof(err));
 	if (f == NULL) {
 		fprintf(stderr, "parley: %s\n", err);
 		return 1;

@@ -46,6 +46,7 @@
 #include "cmd.h"
 #include "f16.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "gguf_write.h"
 #include "qtype.h"
 
@@ -595,7 +596,7 @@ static int mk_copy_tokenizer(struct gguf_writer *w, const char *path,
                              int64_t *n_vocab, struct gguf_file **keep)
 {
 	char err[512];
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
+	struct gguf_file *f = gguf_split_open(path, err, sizeof(err));
 	const struct gguf_array *toks;
 
 	if (f == NULL) {

@@ -9,6 +9,7 @@
  */
 #include "cmd.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "json.h"
 #include "prompt.h"
 #include "promptdir.h"
@@ -151,7 +152,7 @@ int cmd_render(int argc, char **argv)
 		return 2;
 	}
 	if (model != NULL) {
-		gf = gguf_open(model, err, sizeof(err));
+		gf = gguf_split_open(model, err, sizeof(err));
 		if (gf == NULL ||
 		    (tok = tok_load(gf, err, sizeof(err))) == NULL)
 			goto fail;

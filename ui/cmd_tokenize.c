@@ -17,6 +17,7 @@
  */
 #include "cmd.h"
 #include "gguf.h"
+#include "gguf_split.h"
 #include "sbuf.h"
 #include "tok.h"
 #include "utf8.h"
@@ -199,7 +200,7 @@ int cmd_tokenize(int argc, char **argv)
 		sbuf_adds(&text, argv[optind]);
 	else if (tokenize_read_stdin(&text))
 		goto done;
-	f = gguf_open(model, err, sizeof(err));
+	f = gguf_split_open(model, err, sizeof(err));
 	if (f == NULL || (t = tok_load(f, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "parley tokenize: %s\n", err);
 		goto done;
