@@ -132,4 +132,34 @@ tui_keys C-d
 tui_wait 'PARLEY-EXIT 0' 20
 tui_stop
 
+# --- /think off: the template's empty block, so the reply is the answer --
+tui_start "$tmp" 100 30 $opts
+tui_wait 'F1 help' 60
+tui_type "/think"
+tui_keys Enter
+tui_wait 'thinking as the template decides \(enable_thinking unset\)' 10
+ok $? "/think alone: enable_thinking unset"
+tui_type "/think maybe"
+tui_keys Enter
+tui_wait '/think on or /think off' 10
+ok $? "/think with another word: what it takes"
+tui_type "/think off"
+tui_keys Enter
+tui_wait 'thinking off: enable_thinking false, from the next turn' 10
+ok $? "/think off: enable_thinking false from the next turn"
+tui_type "Say hello."
+tui_keys Enter
+tui_wait 'pp [0-9]+ tg [0-9.]+ t/s' 60
+ok $? "the reply ends"
+! tui_screen | grep -q 'reasoning ('
+ok $? "thinking off: no reasoning block, the reply is the answer"
+tui_keys F6
+tui_wait '^<\[[0-9]+\]think\[[0-9]+\]>\[[0-9]+\]↵' 10 &&
+	tui_wait '^</\[[0-9]+\]think\[[0-9]+\]>\[[0-9]+\]↵↵' 10
+ok $? "the prompt view shows the template's empty <think></think> block"
+tui_keys Escape
+tui_keys C-d
+tui_wait 'PARLEY-EXIT 0' 20
+tui_stop
+
 done_testing

@@ -48,6 +48,8 @@ const char tui_cmd_help[] =
     "  /edit [TEXT]        replace your last message (without TEXT: "
     "edit it in the input)\n"
     "  /system [TEXT|-]    show, set or remove the system prompt\n"
+    "  /think [on|off]     the template's enable_thinking (templates that "
+    "read it: Qwen3's), from the next turn\n"
     "  /set [KEY VALUE]    show or change temp, top-k, top-p, min-p, "
     "repeat-penalty, repeat-last-n, seed, n-predict\n"
     "  /clear              start a new conversation\n"
@@ -275,6 +277,28 @@ static void tui_cmd_set(struct tui *t, char *args)
 }
 
 /* /system [TEXT|-]. */
+/* /think on|off: the template's enable_thinking from the next turn (the
+ * plain REPL's /think); alone: what it is. */
+static void tui_cmd_think(struct tui *t, const char *args)
+{
+	struct session *s = tui_cmd_session(t);
+	int th;
+
+	if (s == NULL)
+		return;
+	th = session_think(s);
+	if (!strcmp(args, "on") || !strcmp(args, "off"))
+		session_set_think(s, (th = args[1] == 'n' ? 1 : -1));
+	else if (*args != '\0') {
+		tui_say(t, true, "/think on or /think off");
+		return;
+	}
+	tui_say(t, false, "thinking %s",
+	        th > 0   ? "on: enable_thinking true, from the next turn"
+	        : th < 0 ? "off: enable_thinking false, from the next turn"
+	                 : "as the template decides (enable_thinking unset)");
+}
+
 static void tui_cmd_system(struct tui *t, const char *args)
 {
 	struct session *s = tui_cmd_session(t);
@@ -409,6 +433,8 @@ void tui_cmd(struct tui *t, char *line)
 		tui_cmd_edit(t, args);
 	} else if (!strcmp(cmd, "system")) {
 		tui_cmd_system(t, args);
+	} else if (!strcmp(cmd, "think")) {
+		tui_cmd_think(t, args);
 	} else if (!strcmp(cmd, "set")) {
 		tui_cmd_set(t, args);
 	} else if (!strcmp(cmd, "clear") || !strcmp(cmd, "new")) {
