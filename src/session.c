@@ -474,6 +474,18 @@ int session_think(const struct session *s)
 	return s->think;
 }
 
+const char *session_think_cmd(struct session *s, const char *arg)
+{
+	if (!strcmp(arg, "on") || !strcmp(arg, "off"))
+		session_set_think(s, arg[1] == 'n' ? 1 : -1);
+	else if (*arg != '\0')
+		return NULL;
+	return s->think > 0 ? "on: enable_thinking true, from the next turn"
+	       : s->think < 0
+	           ? "off: enable_thinking false, from the next turn"
+	           : "as the template decides (enable_thinking unset)";
+}
+
 int session_set_title(struct session *s, const char *title, char *err,
                       size_t errlen)
 {

@@ -253,6 +253,12 @@ int session_msg_sampling(struct session *s, size_t msg_index,
 void session_set_think(struct session *s, int think);
 int session_think(const struct session *s);
 
+/* The /think command of both UIs: ARG "on" or "off" sets enable_thinking
+   from the next turn, "" only asks; the state as the words after
+   "thinking " ("on: enable_thinking true, from the next turn"), or NULL
+   when ARG is anything else (nothing changed). */
+const char *session_think_cmd(struct session *s, const char *arg);
+
 /* Change the reply limit (<= 0: until the context is full). */
 void session_set_n_predict(struct session *s, int32_t n);
 

@@ -375,18 +375,12 @@ static void repl_set(struct repl *r, char *args)
 /* /think on|off: the template's enable_thinking; alone: show it. */
 static void repl_think(struct repl *r, const char *arg)
 {
-	int t = session_think(r->s);
+	const char *state = session_think_cmd(r->s, arg);
 
-	if (!strcmp(arg, "on") || !strcmp(arg, "off"))
-		session_set_think(r->s, (t = arg[1] == 'n' ? 1 : -1));
-	else if (*arg) {
+	if (state == NULL)
 		fputs("parley: /think on or /think off\n", stderr);
-		return;
-	}
-	fprintf(stderr, "[thinking %s]\n",
-	        t > 0   ? "on: enable_thinking true, from the next turn"
-	        : t < 0 ? "off: enable_thinking false, from the next turn"
-	                : "as the template decides (enable_thinking unset)");
+	else
+		fprintf(stderr, "[thinking %s]\n", state);
 }
 
 /* Run slash command LINE. Returns 1 to quit, 0 otherwise. */

@@ -282,21 +282,14 @@ static void tui_cmd_set(struct tui *t, char *args)
 static void tui_cmd_think(struct tui *t, const char *args)
 {
 	struct session *s = tui_cmd_session(t);
-	int th;
+	const char *state;
 
 	if (s == NULL)
 		return;
-	th = session_think(s);
-	if (!strcmp(args, "on") || !strcmp(args, "off"))
-		session_set_think(s, (th = args[1] == 'n' ? 1 : -1));
-	else if (*args != '\0') {
+	if ((state = session_think_cmd(s, args)) == NULL)
 		tui_say(t, true, "/think on or /think off");
-		return;
-	}
-	tui_say(t, false, "thinking %s",
-	        th > 0   ? "on: enable_thinking true, from the next turn"
-	        : th < 0 ? "off: enable_thinking false, from the next turn"
-	                 : "as the template decides (enable_thinking unset)");
+	else
+		tui_say(t, false, "thinking %s", state);
 }
 
 static void tui_cmd_system(struct tui *t, const char *args)
