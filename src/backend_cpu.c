@@ -82,6 +82,17 @@ struct cpu_state {
 	float *rope_cs; /* [n_ropes][n_batch][max_rot] cos, sin interleaved
 	                   per pair, of each RoPE class */
 
+	/* a mixture's FFN (cfg.max_expert > 0; else NULL) */
+	float *rl;       /* [n_batch][max_expert] router logits */
+	float *rscratch; /* [max_expert] model_moe_route's */
+	int32_t *ids;    /* [n_batch][max_expert_used] chosen experts */
+	float *wts;      /* [n_batch][max_expert_used] their weights */
+	int32_t *gtok;   /* [n_batch] tokens routed to one expert */
+	float *xg;       /* [n_batch][n_embd] their normed inputs */
+	float *yg;       /* [n_batch][n_embd] that expert's outputs */
+	float *acc;      /* [n_batch][max_expert_used][n_embd] outputs per
+	                    choice, summed in the order of the choice */
+
 	bool exact;           /* engine_params.exact_dots */
 	uint64_t exact_types; /* engine_params.exact_dot_types */
 	float *wrow;         /* [n_threads][max_ne0] dequantized rows (exact) */
@@ -529,8 +540,83 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 		s->x[i] += s->y[i];
 }
 
-/* Feed-forward block (a gated MLP) of layer il for the chunk; adds into
- * s->x. */
+/* The gated MLP of gate, up and down on X [n][n_embd] into Y [n][n_embd]
+ * (hb, hb2 hold the hidden layer). */
+static void cpu_mlp(struct cpu_state *s, const struct model_tensor *gate,
+                    const struct model_tensor *up,
+                    const struct model_tensor *down, enum model_act act,
+                    const float *x, int32_t n, float *y)
+{
+	/* hb = act(gate x) * (up x), in the same job */
+	const struct model_tensor *w[2] = {gate, up};
+	float *hy[2] = {s->hb, s->hb2};
+	const int64_t ys[2] = {gate->ne1, gate->ne1};
+
+	cpu_matmul_n(s, w, 2, x, n, hy, ys, true, act);
+	cpu_matmul(s, down, s->hb, n, y);
+}
+
+/*
+ * A mixture's FFN (model.h's recipe) on the normed chunk s->xb into s->y.
+ * Each expert any token chose runs once over the tokens that chose it
+ * (its rows read once per chunk, as a dense FFN's), their outputs kept per
+ * choice; then each token's weighted outputs are summed in the order of
+ * its choice. A token's result is the same whatever the chunk it is in
+ * and whatever the thread count (each product's rows as in cpu_matmul).
+ * With a trace attached, the last token's choice is recorded per layer.
+ */
+static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
+{
+	const struct model_ffn *f = &e->model->w.layers[il].ffn;
+	const int32_t ne = e->model->cfg.n_embd, k = f->n_expert_used;
+	const int32_t kmax = e->model->cfg.max_expert_used;
+
+	cpu_matmul(s, &f->router, s->xb, n, s->rl);
+	for (int32_t t = 0; t < n; t++)
+		model_moe_route(f, s->rl + (size_t)t * f->n_expert, s->rscratch,
+		                s->ids + (size_t)t * kmax,
+		                s->wts + (size_t)t * kmax);
+	for (int32_t x = 0; x < f->n_expert; x++) {
+		struct model_tensor g = model_expert(&f->gate, x);
+		struct model_tensor u = model_expert(&f->up, x);
+		struct model_tensor d = model_expert(&f->down, x);
+		int32_t cnt = 0;
+
+		for (int32_t t = 0; t < n; t++)
+			for (int32_t j = 0; j < k; j++)
+				if (s->ids[(size_t)t * kmax + j] == x) {
+					s->gtok[cnt] = t * kmax + j;
+					memcpy(s->xg + (size_t)cnt * ne,
+					       s->xb + (size_t)t * ne,
+					       (size_t)ne * sizeof(float));
+					cnt++;
+				}
+		if (cnt == 0)
+			continue;
+		cpu_mlp(s, &g, &u, &d, f->act, s->xg, cnt, s->yg);
+		for (int32_t i = 0; i < cnt; i++)
+			memcpy(s->acc + (size_t)s->gtok[i] * ne,
+			       s->yg + (size_t)i * ne,
+			       (size_t)ne * sizeof(float));
+	}
+	for (int32_t t = 0; t < n; t++) {
+		float *y = s->y + (size_t)t * ne;
+		const float *w = s->wts + (size_t)t * kmax;
+		const float *a = s->acc + (size_t)t * kmax * ne;
+
+		for (int32_t i = 0; i < ne; i++)
+			y[i] = w[0] * a[i];
+		for (int32_t j = 1; j < k; j++)
+			for (int32_t i = 0; i < ne; i++)
+				y[i] += w[j] * a[(size_t)j * ne + i];
+	}
+	if (e->trace != NULL)
+		trace_experts(e->trace, il, s->ids + (size_t)(n - 1) * kmax,
+		              s->wts + (size_t)(n - 1) * kmax, k);
+}
+
+/* Feed-forward block (a gated MLP or a mixture of them) of layer il for
+ * the chunk; adds into s->x. */
 static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
                           int32_t n)
 {
@@ -538,15 +624,10 @@ static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
 
 	cpu_rmsnorm_rows(e, s->xb, s->x, f->norm, n);
-	{
-		/* hb = act(gate x) * (up x), in the same job */
-		const struct model_tensor *w[2] = {&f->gate, &f->up};
-		float *y[2] = {s->hb, s->hb2};
-		const int64_t ys[2] = {f->n_ff, f->n_ff};
-
-		cpu_matmul_n(s, w, 2, s->xb, n, y, ys, true, f->act);
-	}
-	cpu_matmul(s, &f->down, s->hb, n, s->y);
+	if (f->kind == MODEL_FFN_EXPERTS)
+		cpu_moe(e, s, il, n);
+	else
+		cpu_mlp(s, &f->gate, &f->up, &f->down, f->act, s->xb, n, s->y);
 	if (f->post_norm != NULL)
 		cpu_rmsnorm_rows(e, s->y, s->y, f->post_norm, n);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
@@ -755,6 +836,25 @@ static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
 	return 0;
 }
 
+/* A mixture's buffers (struct cpu_state). */
+static int cpu_moe_alloc(const struct model_config *c, struct cpu_state *s)
+{
+	const size_t nb = (size_t)s->n_batch, ku = (size_t)c->max_expert_used;
+
+	s->rl = cpu_floats(nb, (size_t)c->max_expert);
+	s->rscratch = cpu_floats((size_t)c->max_expert, 1);
+	s->ids = calloc(nb * ku, sizeof(*s->ids));
+	s->wts = cpu_floats(nb, ku);
+	s->gtok = calloc(nb * ku, sizeof(*s->gtok));
+	s->xg = cpu_floats(nb, (size_t)c->n_embd);
+	s->yg = cpu_floats(nb, (size_t)c->n_embd);
+	s->acc = cpu_floats(nb * ku, (size_t)c->n_embd);
+	return s->rl && s->rscratch && s->ids && s->wts && s->gtok && s->xg &&
+	               s->yg && s->acc
+	           ? 0
+	           : -1;
+}
+
 /* engine_ops.close: free the run state and KV cache. */
 static void cpu_close(struct engine *e)
 {
@@ -772,6 +872,14 @@ static void cpu_close(struct engine *e)
 		free(s->y);
 		free(s->att);
 		free(s->rope_cs);
+		free(s->rl);
+		free(s->rscratch);
+		free(s->ids);
+		free(s->wts);
+		free(s->gtok);
+		free(s->xg);
+		free(s->yg);
+		free(s->acc);
 		free(s->vecs);
 		free(s->wrow);
 		free(s->kv);
@@ -840,6 +948,13 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		             (1024.0 * 1024.0));
 		goto fail;
 	}
+	if (c->max_expert > 0 && cpu_moe_alloc(c, s) != 0) {
+		snprintf(err, errlen,
+		         "out of memory for the CPU mixture-of-experts buffers "
+		         "(n_batch %d)",
+		         s->n_batch);
+		goto fail;
+	}
 	if (cpu_logits_reserve(e, s, 1, err, errlen))
 		goto fail;
 	/* the weights stay in the file mapping: what this backend holds is
@@ -862,10 +977,10 @@ fail:
 
 const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
-    .features = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
-                MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EMBD_SCALE |
-                MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
-                MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH,
+    .features =
+        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR |
+        MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
+        MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS,
     .open = cpu_open,
     .eval = cpu_eval,
     .logits = cpu_logits,

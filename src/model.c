@@ -33,6 +33,9 @@ static const struct model_arch_row {
 	   1/sqrt(head_dim) in files of this many layers (Gemma 3 27B's
 	   query_pre_attn_scalar, as llama.cpp derives it); 0: never */
 	int32_t scale_embd_layers;
+	/* a mixture's router (rows with MODEL_FEAT_EXPERTS) */
+	enum model_moe_gating gating;
+	bool moe_norm_w; /* the chosen weights renormalised */
 } model_archs[] = {
     {.name = "llama",
      .rope = MODEL_ROPE_NORM,
@@ -51,6 +54,15 @@ static const struct model_arch_row {
      .act = MODEL_ACT_SILU,
      .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR,
      .required = MODEL_FEAT_QK_NORM},
+    /* Qwen3-30B-A3B, 235B-A22B: qwen3's attention, every FFN a
+       mixture (norm_topk_prob: llama.cpp always renormalises) */
+    {.name = "qwen3moe",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_SILU,
+     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EXPERTS,
+     .required = MODEL_FEAT_QK_NORM | MODEL_FEAT_EXPERTS,
+     .gating = MODEL_MOE_SOFTMAX,
+     .moe_norm_w = true},
     {.name = "gemma3",
      .rope = MODEL_ROPE_NEOX,
      .act = MODEL_ACT_GELU_TANH,
@@ -191,6 +203,11 @@ struct model_shape {
 	float rope_base_swa; /* ARCH.rope.freq_base_swa, default 10000 */
 	float final_softcap; /* ARCH.final_logit_softcapping, 0: off */
 	float attn_scale;    /* ARCH.attention.scale, 0: by head size */
+	/* mixtures (rows with MODEL_FEAT_EXPERTS) */
+	int32_t n_expert;      /* ARCH.expert_count */
+	int32_t n_expert_used; /* ARCH.expert_used_count */
+	int32_t n_ff_exp;      /* ARCH.expert_feed_forward_length */
+	float expert_w_scale;  /* ARCH.expert_weights_scale, 0: off */
 };
 
 /* Read and check the hyper-parameters (tensor-independent part). */
@@ -212,10 +229,13 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 	                      errlen))
 		return -1;
 	c->n_embd = (int32_t)v;
-	if (model_get_u32(f, arch, "feed_forward_length", false, &v, err,
-	                  errlen) ||
-	    model_check_range(arch, "feed_forward_length", v, MODEL_MAX_FF, err,
-	                      errlen))
+	/* a mixture's files may lack it (model_read_experts) */
+	v = 0;
+	rc = model_get_u32(f, arch, "feed_forward_length", true, &v, err,
+	                   errlen);
+	if (rc < 0 ||
+	    (rc == 0 && model_check_range(arch, "feed_forward_length", v,
+	                                  MODEL_MAX_FF, err, errlen)))
 		return -1;
 	c->n_ff = (int32_t)v;
 	if (model_get_u32(f, arch, "attention.head_count", false, &v, err,
@@ -346,6 +366,67 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 	return 0;
 }
 
+/* A mixture's keys (rows with MODEL_FEAT_EXPERTS), or, for the other
+ * rows, the dense FFN's size that model_read_config left optional. */
+static int model_read_experts(const struct gguf_file *f,
+                              const struct model_arch_row *ad,
+                              struct model_shape *sh, char *err, size_t errlen)
+{
+	const char *arch = ad->name;
+	uint32_t v;
+	int rc;
+
+	if (!(ad->feats & MODEL_FEAT_EXPERTS)) {
+		if (sh->n_ff == 0) {
+			snprintf(err, errlen,
+			         "%s: missing key %s.feed_forward_length",
+			         f->path ? f->path : "model", arch);
+			return -1;
+		}
+		return 0;
+	}
+	if (model_get_u32(f, arch, "expert_count", false, &v, err, errlen) ||
+	    model_check_range(arch, "expert_count", v, MODEL_MAX_EXPERTS, err,
+	                      errlen))
+		return -1;
+	sh->n_expert = (int32_t)v;
+	if (model_get_u32(f, arch, "expert_used_count", false, &v, err,
+	                  errlen) ||
+	    model_check_range(arch, "expert_used_count", v,
+	                      sh->n_expert < MODEL_MAX_EXPERTS_USED
+	                          ? sh->n_expert
+	                          : MODEL_MAX_EXPERTS_USED,
+	                      err, errlen))
+		return -1;
+	sh->n_expert_used = (int32_t)v;
+	v = (uint32_t)sh->n_ff;
+	rc = model_get_u32(f, arch, "expert_feed_forward_length", true, &v, err,
+	                   errlen);
+	if (rc < 0)
+		return -1;
+	if (rc == 1 && v == 0) {
+		snprintf(err, errlen,
+		         "%s: missing key %s.expert_feed_forward_length",
+		         f->path ? f->path : "model", arch);
+		return -1;
+	}
+	if (model_check_range(arch, "expert_feed_forward_length", v,
+	                      MODEL_MAX_FF, err, errlen))
+		return -1;
+	sh->n_ff_exp = (int32_t)v;
+	sh->expert_w_scale = 0.0f;
+	if (model_get_f32(f, arch, "expert_weights_scale", &sh->expert_w_scale,
+	                  err, errlen) < 0)
+		return -1;
+	if (!(sh->expert_w_scale >= 0.0f) || !isfinite(sh->expert_w_scale)) {
+		snprintf(err, errlen,
+		         "%s.expert_weights_scale = %g is not >= 0", arch,
+		         (double)sh->expert_w_scale);
+		return -1;
+	}
+	return 0;
+}
+
 /* The keys of the features the row AD may have (model_read_config read
  * the common ones): sliding windows, the final softcap, a given scale. */
 static int model_read_arch_keys(const struct gguf_file *f,
@@ -366,6 +447,8 @@ static int model_read_arch_keys(const struct gguf_file *f,
 		         arch, (double)sh->attn_scale);
 		return -1;
 	}
+	if (model_read_experts(f, ad, sh, err, errlen))
+		return -1;
 	if (ad->feats & MODEL_FEAT_FINAL_SOFTCAP) {
 		if (model_get_f32(f, arch, "final_logit_softcapping",
 		                  &sh->final_softcap, err, errlen) < 0)
@@ -588,6 +671,59 @@ static void model_describe_layer(const struct model_shape *sh,
 	l->ffn.kind = MODEL_FFN_DENSE;
 	l->ffn.act = ad->act;
 	l->ffn.n_ff = sh->n_ff;
+	if (sh->n_expert > 0) {
+		l->ffn.kind = MODEL_FFN_EXPERTS;
+		l->ffn.n_ff = sh->n_ff_exp;
+		l->ffn.n_expert = sh->n_expert;
+		l->ffn.n_expert_used = sh->n_expert_used;
+		l->ffn.gating = ad->gating;
+		l->ffn.norm_w = ad->moe_norm_w;
+		l->ffn.w_scale = sh->expert_w_scale;
+	}
+}
+
+/* The router and the expert stacks of layer IL's mixture FF. The router
+ * must be F32: its logits decide which experts run, and llama.cpp's
+ * quantizer never rounds it (a rounded router is not the model). */
+static int model_load_experts(const struct gguf_file *f, int il, int32_t n_embd,
+                              struct model_ffn *ff, char *err, size_t errlen)
+{
+	static const char *const sfx[3] = {"ffn_gate_exps.weight",
+	                                   "ffn_up_exps.weight",
+	                                   "ffn_down_exps.weight"};
+	struct model_tensor *ts[3] = {&ff->gate, &ff->up, &ff->down};
+	char name[96];
+
+	snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", il);
+	if (model_tensor_get(f, name, n_embd, ff->n_expert, false, &ff->router,
+	                     err, errlen))
+		return -1;
+	if (ff->router.type != QTYPE_F32) {
+		snprintf(err, errlen,
+		         "tensor %s has type %s: the router must be F32", name,
+		         qtype_name(ff->router.type));
+		return -1;
+	}
+	for (int k = 0; k < 3; k++) {
+		int64_t ne0 = k == 2 ? ff->n_ff : n_embd;
+		int64_t ne1 = k == 2 ? n_embd : ff->n_ff;
+
+		snprintf(name, sizeof(name), "blk.%d.%s", il, sfx[k]);
+		if (model_tensor_get3(f, name, ne0, ne1, ff->n_expert, false,
+		                      ts[k], err, errlen))
+			return -1;
+	}
+	/* a dense FFN's tensors beside the mixture would be a model this
+	   recipe does not describe (a shared expert has other names) */
+	snprintf(name, sizeof(name), "blk.%d.ffn_gate.weight", il);
+	if (gguf_find_tensor(f, name) != NULL) {
+		snprintf(err, errlen,
+		         "tensor %s: layer %d is a mixture of experts (it has "
+		         "ffn_gate_inp)",
+		         name, il);
+		return -1;
+	}
+	return 0;
 }
 
 /* Load the tensors of layer IL, as its descriptors say. */
@@ -647,9 +783,14 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 	}
 	T(a->wo, "attn_output.weight", no, c->n_embd);
 	V(ff->norm, "ffn_norm.weight", c->n_embd, false, rc[0]);
-	T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
-	T(ff->up, "ffn_up.weight", c->n_embd, ff->n_ff);
-	T(ff->down, "ffn_down.weight", ff->n_ff, c->n_embd);
+	if (ff->kind == MODEL_FFN_EXPERTS) {
+		if (model_load_experts(f, il, c->n_embd, ff, err, errlen))
+			return -1;
+	} else {
+		T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
+		T(ff->up, "ffn_up.weight", c->n_embd, ff->n_ff);
+		T(ff->down, "ffn_down.weight", ff->n_ff, c->n_embd);
+	}
 	if (ad->feats & MODEL_FEAT_QK_NORM) {
 		bool opt = !(ad->required & MODEL_FEAT_QK_NORM);
 
@@ -801,6 +942,8 @@ static void model_set_features(struct model *m, const struct model_shape *sh,
 		c->features |= MODEL_FEAT_ATTN_SLIDING;
 	if (ad->act == MODEL_ACT_GELU_TANH)
 		c->features |= MODEL_FEAT_GELU_TANH;
+	if (sh->n_expert > 0)
+		c->features |= MODEL_FEAT_EXPERTS;
 	for (int il = 0; il < c->n_layer; il++) {
 		const struct model_layer *l = &m->w.layers[il];
 
@@ -836,6 +979,9 @@ static void model_set_maxima(struct model *m)
 		model_max(&c->max_kv_dim_v,
 		          (int64_t)a->n_head_kv * a->head_dim_v);
 		model_max(&c->max_ff, m->w.layers[il].ffn.n_ff);
+		model_max(&c->max_expert, m->w.layers[il].ffn.n_expert);
+		model_max(&c->max_expert_used,
+		          m->w.layers[il].ffn.n_expert_used);
 	}
 	for (int i = 0; i < c->n_ropes; i++)
 		model_max(&c->max_rot, c->ropes[i].n_rot);
@@ -1010,6 +1156,78 @@ size_t model_cache_floats(const struct model *m, int32_t n)
 	return f;
 }
 
+struct model_tensor model_expert(const struct model_tensor *t, int32_t e)
+{
+	struct model_tensor x = *t;
+
+	x.ne2 = 1;
+	x.data = (const unsigned char *)t->data +
+	         (size_t)e * (size_t)t->ne1 * t->row_size;
+	return x;
+}
+
+void model_moe_route(const struct model_ffn *f, const float *r, float *scratch,
+                     int32_t *ids, float *w)
+{
+	const int32_t n = f->n_expert, k = f->n_expert_used;
+	float mx = -INFINITY, sum_w = 0.0f;
+	double sum = 0.0;
+
+	if (f->gating == MODEL_MOE_SOFTMAX) {
+		/* softmax of all logits, as ggml's soft_max: max, exp, 1/sum */
+		for (int32_t i = 0; i < n; i++)
+			if (r[i] > mx)
+				mx = r[i];
+		for (int32_t i = 0; i < n; i++) {
+			scratch[i] = expf(r[i] - mx);
+			sum += scratch[i];
+		}
+		for (int32_t i = 0; i < n; i++)
+			scratch[i] *= (float)(1.0 / sum);
+	} else {
+		memcpy(scratch, r, (size_t)n * sizeof(float));
+	}
+	/* the k largest, largest first; among equals the lower index */
+	for (int32_t j = 0; j < k; j++) {
+		int32_t best = -1;
+
+		for (int32_t i = 0; i < n; i++) {
+			bool taken = false;
+
+			for (int32_t p = 0; p < j && !taken; p++)
+				taken = ids[p] == i;
+			if (!taken && (best < 0 || scratch[i] > scratch[best]))
+				best = i;
+		}
+		ids[j] = best;
+		w[j] = scratch[best];
+		sum_w += w[j];
+	}
+	if (f->gating == MODEL_MOE_TOPK_SOFTMAX) { /* of the chosen only */
+		mx = w[0];
+		sum = 0.0;
+		for (int32_t j = 0; j < k; j++) {
+			w[j] = expf(w[j] - mx);
+			sum += w[j];
+		}
+		sum_w = 0.0f;
+		for (int32_t j = 0; j < k; j++) {
+			w[j] *= (float)(1.0 / sum);
+			sum_w += w[j];
+		}
+	}
+	if (f->norm_w) {
+		/* ggml clamps the sum at fp16's smallest normal */
+		float d = sum_w > 6.103515625e-5f ? sum_w : 6.103515625e-5f;
+
+		for (int32_t j = 0; j < k; j++)
+			w[j] /= d;
+	}
+	if (f->w_scale != 0.0f && f->w_scale != 1.0f)
+		for (int32_t j = 0; j < k; j++)
+			w[j] *= f->w_scale;
+}
+
 const struct model_rope *model_layer_rope(const struct model *m, int il)
 {
 	return &m->cfg.ropes[m->w.layers[il].attn.rope];
@@ -1052,17 +1270,24 @@ static uint64_t model_tensor_bytes(const struct model_tensor *t)
 }
 
 /* Bytes of the weights read per token (LM head included, embeddings not;
- * all of an expert stack, an upper bound for a mixture). */
+ * of an expert stack the n_expert_used matrices a token is routed to). */
 uint64_t model_weight_bytes(const struct model *m)
 {
 	uint64_t n = model_tensor_bytes(&m->w.output);
 
 	for (int il = 0; il < m->cfg.n_layer; il++) {
+		const struct model_ffn *ff = &m->w.layers[il].ffn;
 		const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES];
 		int nt = model_layer_matrices(&m->w.layers[il], ts);
 
-		for (int i = 0; i < nt; i++)
-			n += model_tensor_bytes(ts[i]);
+		for (int i = 0; i < nt; i++) {
+			uint64_t b = model_tensor_bytes(ts[i]);
+
+			if (ts[i]->ne2 > 1)
+				b = b / (uint64_t)ts[i]->ne2 *
+				    (uint64_t)ff->n_expert_used;
+			n += b;
+		}
 	}
 	return n;
 }

@@ -34,9 +34,17 @@
  *     dense:   f = Wdown (act(Wgate h) * (Wup h))
  *              act: SiLU x/(1+e^-x); GELU-tanh (gemma)
  *                   0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
- *     experts: [planned] router logits = Wrouter h; the n_used experts
- *              chosen and weighted as the architecture says; f = sum of
- *              their dense FFNs (3-D tensors, one matrix per expert)
+ *     experts: router logits r = Wrouter h (fp32 weights);
+ *              SOFTMAX gating (qwen3moe): p = softmax(r) over all
+ *              experts, the n_used largest p chosen, weight_j = p_j;
+ *              TOPK_SOFTMAX gating (gpt-oss): the n_used largest r,
+ *              weight_j = softmax over those r only;
+ *              norm_w: weight_j /= max(sum of the chosen weights,
+ *              2^-14); w_scale (when not 0 or 1): weight_j *= w_scale;
+ *              f = sum over the chosen j, in the order of the choice
+ *              (largest first), of weight_j * Wdown_e (act(Wgate_e h) *
+ *              (Wup_e h)), e = the expert of choice j: the rows of
+ *              expert e of the 3-D tensors (experts stacked)
  *     f = rmsnorm(f) * post_norm                          post_norm (gemma)
  *     x += f
  *   logits = Wout (rmsnorm(x) * output_norm)   Wout = token_embd if tied
@@ -119,14 +127,16 @@ extern "C" { /* included by the CUDA backend */
 struct gguf_file;
 
 /* Limits that keep every size computation far from overflow. */
-#define MODEL_MAX_LAYERS   1024
-#define MODEL_MAX_EMBD     65536
-#define MODEL_MAX_FF       262144
-#define MODEL_MAX_HEADS    1024
-#define MODEL_MAX_HEAD_DIM 1024
-#define MODEL_MAX_VOCAB    4194304
-#define MODEL_MAX_CTX      1048576
-#define MODEL_MAX_ROPES    2 /* RoPE classes (gemma: local and global) */
+#define MODEL_MAX_LAYERS       1024
+#define MODEL_MAX_EMBD         65536
+#define MODEL_MAX_FF           262144
+#define MODEL_MAX_HEADS        1024
+#define MODEL_MAX_HEAD_DIM     1024
+#define MODEL_MAX_VOCAB        4194304
+#define MODEL_MAX_CTX          1048576
+#define MODEL_MAX_ROPES        2    /* RoPE classes (gemma: local and global) */
+#define MODEL_MAX_EXPERTS      1024 /* experts of a layer */
+#define MODEL_MAX_EXPERTS_USED 64   /* chosen per token */
 
 /* Features beyond the plain pre-norm decoder, one bit each: what a model
  * uses (model_features) and what a backend runs (engine_ops.features). */
@@ -188,7 +198,14 @@ enum model_attn_kind {
 
 enum model_ffn_kind {
 	MODEL_FFN_DENSE,   /* one gated MLP */
-	MODEL_FFN_EXPERTS, /* [planned] routed experts */
+	MODEL_FFN_EXPERTS, /* routed experts */
+};
+
+/* How a mixture's router turns its logits into the chosen experts and
+ * their weights (the recipe above). */
+enum model_moe_gating {
+	MODEL_MOE_SOFTMAX,      /* softmax of all, then the top n_used */
+	MODEL_MOE_TOPK_SOFTMAX, /* top n_used logits, softmax of those */
 };
 
 enum model_act {
@@ -245,11 +262,26 @@ struct model_ffn {
 	struct model_tensor gate; /* [n_ff rows, n_embd] (x n_expert) */
 	struct model_tensor up;   /* [n_ff rows, n_embd] (x n_expert) */
 	struct model_tensor down; /* [n_embd rows, n_ff] (x n_expert) */
-	/* experts [planned] */
-	int32_t n_expert;           /* 0 for a dense FFN */
-	int32_t n_expert_used;      /* chosen per token */
-	struct model_tensor router; /* [n_expert rows, n_embd] */
+	/* experts (kind MODEL_FFN_EXPERTS): gate, up and down are stacks of
+	   n_expert matrices (ne2) */
+	int32_t n_expert;             /* 0 for a dense FFN */
+	int32_t n_expert_used;        /* chosen per token, <= n_expert */
+	enum model_moe_gating gating; /* of the router's logits */
+	bool norm_w;                  /* chosen weights renormalised */
+	float w_scale;                /* chosen weights times it (0, 1: off) */
+	struct model_tensor router;   /* [n_expert rows, n_embd] */
 };
+
+/* Matrix E of the stack T (experts stacked along ne2) as a 2-D tensor. */
+struct model_tensor model_expert(const struct model_tensor *t, int32_t e);
+
+/* The experts chosen for one token from its router logits R[n_expert]
+ * (the recipe above): IDS[n_expert_used] (largest first, the lower index
+ * first among equal values) and their weights W[n_expert_used]. SCRATCH
+ * holds n_expert floats. One function, so that every backend that routes
+ * on the host routes alike. */
+void model_moe_route(const struct model_ffn *f, const float *r, float *scratch,
+                     int32_t *ids, float *w);
 
 /* The parameters of a layer's attention scores: one struct on every
  * attention path of both backends. */
@@ -302,7 +334,9 @@ struct model_config {
 	int32_t max_o_dim;        /* n_head * head_dim_v */
 	int32_t max_kv_dim_k;     /* n_head_kv * head_dim_k */
 	int32_t max_kv_dim_v;     /* n_head_kv * head_dim_v */
-	int32_t max_ff;           /* n_ff */
+	int32_t max_ff;           /* n_ff (of one expert) */
+	int32_t max_expert;       /* n_expert (0: no mixture) */
+	int32_t max_expert_used;  /* n_expert_used */
 	int32_t max_rot;          /* n_rot of the RoPE classes */
 	uint32_t features;        /* MODEL_FEAT_* the model uses */
 	int32_t n_vision_tensors; /* v.* and mm.* tensors: a vision tower
@@ -361,7 +395,8 @@ const struct model_rope *model_layer_rope(const struct model *m, int il);
  * the last. */
 const char *model_arch_at(size_t i);
 
-/* Bytes of the weights the forward pass reads per token (for reports). */
+/* Bytes of the weights the forward pass reads per token (for reports):
+ * of a mixture's expert stacks only the n_expert_used chosen matrices. */
 uint64_t model_weight_bytes(const struct model *m);
 
 #ifdef __cplusplus

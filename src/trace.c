@@ -24,7 +24,13 @@ struct trace *trace_new(int n_layer, int top_k, FILE *out)
 	t->top_id = calloc((size_t)top_k, sizeof(*t->top_id));
 	t->top_logit = calloc((size_t)top_k, sizeof(*t->top_logit));
 	t->top_prob = calloc((size_t)top_k, sizeof(*t->top_prob));
-	if (!t->layers || !t->top_id || !t->top_logit || !t->top_prob) {
+	t->n_experts = calloc((size_t)n_layer, sizeof(*t->n_experts));
+	t->expert_id =
+	    calloc((size_t)n_layer * TRACE_MAX_EXPERTS, sizeof(*t->expert_id));
+	t->expert_w =
+	    calloc((size_t)n_layer * TRACE_MAX_EXPERTS, sizeof(*t->expert_w));
+	if (!t->layers || !t->top_id || !t->top_logit || !t->top_prob ||
+	    !t->n_experts || !t->expert_id || !t->expert_w) {
 		trace_free(t);
 		return NULL;
 	}
@@ -49,6 +55,9 @@ void trace_free(struct trace *t)
 	free(t->top_id);
 	free(t->top_logit);
 	free(t->top_prob);
+	free(t->n_experts);
+	free(t->expert_id);
+	free(t->expert_w);
 	free(t->resid);
 	free(t->verify.diff);
 	free(t);
@@ -122,6 +131,21 @@ void trace_layer_stats(struct trace *t, int il, const struct trace_stats *s)
 }
 
 /* Statistics of X[0..n) (accumulated in double). */
+/* Record layer IL's choice of experts; see trace.h. */
+void trace_experts(struct trace *t, int il, const int32_t *ids, const float *w,
+                   int n)
+{
+	if (il < 0 || il >= t->n_layer)
+		return;
+	if (n > TRACE_MAX_EXPERTS)
+		n = TRACE_MAX_EXPERTS;
+	t->n_experts[il] = n < 0 ? 0 : n;
+	for (int j = 0; j < n; j++) {
+		t->expert_id[(size_t)il * TRACE_MAX_EXPERTS + j] = ids[j];
+		t->expert_w[(size_t)il * TRACE_MAX_EXPERTS + j] = w[j];
+	}
+}
+
 void trace_stats_of(const float *x, int64_t n, struct trace_stats *s)
 {
 	double sum = 0, sq = 0;
@@ -197,10 +221,12 @@ void trace_clear_logits(struct trace *t)
 /* A float as JSON: non-finite values become null. */
 static void trace_num(FILE *f, const char *key, double v)
 {
+	if (key != NULL)
+		fprintf(f, "\"%s\":", key);
 	if (isfinite(v))
-		fprintf(f, "\"%s\":%.6g", key, v);
+		fprintf(f, "%.6g", v);
 	else
-		fprintf(f, "\"%s\":null", key);
+		fputs("null", f);
 }
 
 /* The comparison of the step: ,"verify":{...} (first_bad null: none). */
@@ -258,6 +284,18 @@ int trace_write_json(const struct trace *t)
 		trace_num(f, "mean", s->mean);
 		fputc(',', f);
 		trace_num(f, "rms", s->rms);
+		if (t->n_experts[il] > 0) {
+			const size_t o = (size_t)il * TRACE_MAX_EXPERTS;
+
+			fputs(",\"experts\":[", f);
+			for (int j = 0; j < t->n_experts[il]; j++) {
+				fprintf(f, "%s[%d,", j ? "," : "",
+				        t->expert_id[o + j]);
+				trace_num(f, NULL, t->expert_w[o + j]);
+				fputc(']', f);
+			}
+			fputc(']', f);
+		}
 		fputc('}', f);
 	}
 	fputc(']', f);

@@ -10,6 +10,9 @@
  * the batch:
  *   - layers[il]: min / max / mean / rms of the fp32 residual stream after
  *     layer il (il = 0..n_layer-1), computed by the backend;
+ *   - experts: in a mixture-of-experts layer, the experts the last token
+ *     was routed to and their weights (largest first), recorded by the
+ *     backend (trace_experts); n_experts[il] = 0 for a dense layer;
  *   - the top-k of the final logits with their softmax probabilities and
  *     the entropy of the whole distribution (computed by engine.c from the
  *     logits, so every backend reports them the same way).
@@ -48,6 +51,9 @@
 #ifdef __cplusplus
 extern "C" { /* included by the CUDA backend */
 #endif
+
+/* Experts of one layer a trace keeps (model.h MODEL_MAX_EXPERTS_USED). */
+#define TRACE_MAX_EXPERTS 64
 
 /* Statistics of one vector. */
 struct trace_stats {
@@ -88,12 +94,16 @@ struct trace {
 	int32_t n_tokens; /* tokens in the step's batch */
 	int32_t token;    /* the last token of the batch */
 	struct trace_stats *layers; /* [n_layer] residual after each layer */
-	int32_t *top_id;            /* [top_k] token ids, best first */
-	float *top_logit;           /* [top_k] their logits */
-	float *top_prob;            /* [top_k] their softmax probabilities */
-	float entropy;              /* of the softmax, in nats */
-	float *resid; /* [n_layer][n_embd] residual of the last token after
-	                 each layer, or NULL (no capture) */
+	int32_t *n_experts;         /* [n_layer] experts chosen (0: dense) */
+	int32_t *expert_id;         /* [n_layer][TRACE_MAX_EXPERTS] chosen, best
+	                               first */
+	float *expert_w;  /* [n_layer][TRACE_MAX_EXPERTS] their weights */
+	int32_t *top_id;  /* [top_k] token ids, best first */
+	float *top_logit; /* [top_k] their logits */
+	float *top_prob;  /* [top_k] their softmax probabilities */
+	float entropy;    /* of the softmax, in nats */
+	float *resid;     /* [n_layer][n_embd] residual of the last token after
+	                     each layer, or NULL (no capture) */
 	struct trace_verify verify; /* the comparison, when verified */
 };
 
@@ -135,6 +145,12 @@ void trace_layer(struct trace *t, int il, const float *x, int64_t n);
 /* What a backend that computes the statistics itself (on the device)
  * calls instead, when no vectors are captured: S into layers[il]. */
 void trace_layer_stats(struct trace *t, int il, const struct trace_stats *s);
+
+/* What a backend calls in a mixture layer IL with the last token's
+ * choice: N experts IDS (best first) and their weights W (N is capped at
+ * TRACE_MAX_EXPERTS). */
+void trace_experts(struct trace *t, int il, const int32_t *ids, const float *w,
+                   int n);
 
 /* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
 void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);

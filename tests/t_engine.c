@@ -437,7 +437,7 @@ static void check_model_errors(void)
 	} cases[] = {
 	    {NULL, "gpt2", NULL,
 	     "unsupported architecture \"gpt2\" "
-	     "(supported: llama, qwen2, qwen3, gemma3)",
+	     "(supported: llama, qwen2, qwen3, qwen3moe, gemma3)",
 	     NULL},
 	    {"blk.1.ffn_up.weight", NULL, NULL,
 	     "missing tensor blk.1.ffn_up.weight", NULL},
@@ -473,13 +473,13 @@ static void check_model_errors(void)
 	           strstr(err, "cpu") != NULL,
 	       "unknown backend: %s", err);
 	/* a feature no backend runs yet is refused by name, never run */
-	m->cfg.features |= MODEL_FEAT_EXPERTS;
+	m->cfg.features |= MODEL_FEAT_RECURRENT;
 	p.backend = "auto";
 	tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
-	           strstr(err, "mixture of experts, which the cpu "
-	                       "backend does not run yet") != NULL,
+	           strstr(err, "recurrent (linear attention) layers, which "
+	                       "the cpu backend does not run yet") != NULL,
 	       "an unsupported feature refused: %s", err);
-	m->cfg.features &= ~(uint32_t)MODEL_FEAT_EXPERTS;
+	m->cfg.features &= ~(uint32_t)MODEL_FEAT_RECURRENT;
 	model_free(m);
 	snprintf(path, sizeof(path), "%s/t_engine_%d.gguf", tmpdir,
 	         (int)getpid());

@@ -51,6 +51,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "tap.h"
+#include "trace.h"
 
 /* exact_dots vs float64: fp32 rounding (measured on llama/qwen2: 1e-13) */
 #define REF_NMSE 1e-9
@@ -59,12 +60,18 @@ static const struct {
 	const char *name; /* tests/data/engine/NAME.* */
 	double nmse;      /* default path vs llama.cpp, per position */
 	double margin;    /* greedy checked where llama.cpp's margin > it */
+	double route_gap; /* mixtures: the experts chosen must be the float64
+	                     pass's (exact_dots) and llama.cpp's (default)
+	                     where the k-th choice's probability exceeds the
+	                     next one's by more (0: dense) */
 } models[] = {
-    {"qwen3_f32", 1e-10, 0.1},
-    {"qwen3_q8_0_tied", 2e-3, 1.2},
-    {"gemma3_f32_swa", 2e-6, 0.1},
-    {"gemma3_q8_0_swa", 5e-3, 1.1},
-    {"gemma3_f32_rope_linear", 7e-7, 0.1},
+    {"qwen3_f32", 1e-10, 0.1, 0},
+    {"qwen3_q8_0_tied", 2e-3, 1.2, 0},
+    {"gemma3_f32_swa", 2e-6, 0.1, 0},
+    {"gemma3_q8_0_swa", 5e-3, 1.1, 0},
+    {"gemma3_f32_rope_linear", 7e-7, 0.1, 0},
+    {"qwen3moe_f32", 1e-10, 0.1, 1e-5},
+    {"qwen3moe_q8_0", 2e-3, 0.62, 2e-3},
 };
 
 /* One model's goldens (gen_arch.py). */
@@ -74,6 +81,12 @@ struct golden {
 	double *margin; /* [n_tok] llama.cpp's top1 - top2 logit */
 	float *lcp;     /* [n_tok][n_vocab] llama.cpp's logits */
 	float *ref;     /* [n_tok][n_vocab] the float64 pass's */
+	/* mixtures (NAME.route): the float64 pass's choices */
+	int32_t n_layer, k;  /* layers, experts per token */
+	int32_t *route;      /* [n_tok][n_layer][k] experts, best first */
+	double *route_gap;   /* [n_tok][n_layer] k-th minus next probability */
+	int32_t routes_seen; /* choices compared (clear gap) */
+	int32_t routes_bad;  /* of those, different */
 };
 
 /* Free G's arrays. */
@@ -83,6 +96,82 @@ static void golden_free(struct golden *g)
 	free(g->margin);
 	free(g->lcp);
 	free(g->ref);
+	free(g->route);
+	free(g->route_gap);
+}
+
+/* Read NAME.route ("pos layer gap ids... weights..." per line, gen_arch.py)
+   for N_LAYER layers of K experts into G. Returns 0, or -1. */
+static int route_read(const char *name, const char *ext, int32_t n_layer,
+                      int32_t k, struct golden *g)
+{
+	char path[1024];
+	size_t n = (size_t)g->n_tok * (size_t)n_layer;
+	FILE *fp;
+	int32_t got = 0;
+
+	eu_data_path(name, ext, path, sizeof(path));
+	fp = fopen(path, "r");
+	g->n_layer = n_layer;
+	g->k = k;
+	free(g->route);
+	free(g->route_gap);
+	g->route = calloc(n * (size_t)k, sizeof(*g->route));
+	g->route_gap = calloc(n, sizeof(*g->route_gap));
+	while (fp && g->route && g->route_gap) {
+		int pos, il;
+		double gap, w;
+
+		if (fscanf(fp, "%d %d %lf", &pos, &il, &gap) != 3)
+			break;
+		if (pos < 0 || pos >= g->n_tok || il < 0 || il >= n_layer)
+			break;
+		g->route_gap[(size_t)pos * n_layer + il] = gap;
+		for (int32_t j = 0; j < k; j++)
+			if (fscanf(fp, "%d",
+			           &g->route[((size_t)pos * n_layer + il) * k +
+			                     j]) != 1)
+				goto out;
+		for (int32_t j = 0; j < k; j++)
+			if (fscanf(fp, "%lf", &w) != 1)
+				goto out;
+		got++;
+	}
+out:
+	if (fp)
+		fclose(fp);
+	return got == (int32_t)n ? 0 : -1;
+}
+
+/* Compare the choice the trace T recorded for position POS with G's,
+   where the float64 pass's gap exceeds CLEAR. */
+static void route_check(struct golden *g, const struct trace *t, int32_t pos,
+                        double clear)
+{
+	for (int32_t il = 0; il < g->n_layer; il++) {
+		const int32_t *want =
+		    g->route + ((size_t)pos * g->n_layer + il) * g->k;
+		int same = t->n_experts[il] == g->k;
+
+		if (g->route_gap[(size_t)pos * g->n_layer + il] <= clear)
+			continue;
+		/* the same set: the order among the chosen (the sum's
+		   order) may differ where two of them are near equal */
+		for (int32_t j = 0; same && j < g->k; j++) {
+			same = 0;
+			for (int32_t i = 0; !same && i < g->k; i++)
+				same = t->expert_id[(size_t)il *
+				                        TRACE_MAX_EXPERTS +
+				                    i] == want[j];
+		}
+		g->routes_seen++;
+		if (!same && g->routes_bad++ == 0)
+			tap_diag("position %d layer %d: experts %d... chosen, "
+			         "the float64 pass chose %d...",
+			         pos, il,
+			         t->expert_id[(size_t)il * TRACE_MAX_EXPERTS],
+			         want[0]);
+	}
 }
 
 /* Parse "margin COUNT x x ..." (COUNT must be N) into a new array. */
@@ -139,29 +228,55 @@ static int golden_read(const char *name, int32_t n_vocab, struct golden *g)
    token at a time) into OUT [n_tok][n_vocab]. Returns 0 or -1 with a
    message in ERR. */
 static int run_tokens(const struct model *m, const struct engine_params *p,
-                      const struct golden *g, float *out, char *err,
+                      struct golden *g, float *out, double clear, char *err,
                       size_t errlen)
 {
 	size_t nv = (size_t)m->cfg.n_vocab;
 	int32_t n_pre = g->n_tok / 2;
 	struct engine *e = NULL;
+	struct trace *t = NULL;
 	int rc = -1;
 
 	if (engine_open(m, p, &e, err, errlen) != 0)
 		return -1;
+	if (g->route != NULL) { /* the trace records each step's choice */
+		t = trace_new(m->cfg.n_layer, 1, NULL);
+		if (t == NULL)
+			goto out;
+		engine_set_trace(e, t);
+	}
 	if (engine_eval(e, g->toks, n_pre, ENGINE_EVAL_ALL, err, errlen) != 0)
 		goto out;
 	memcpy(out, engine_logits(e), (size_t)n_pre * nv * sizeof(float));
+	if (t != NULL)
+		route_check(g, t, n_pre - 1, clear);
 	for (int32_t i = n_pre; i < g->n_tok; i++) {
 		if (engine_eval(e, &g->toks[i], 1, 0, err, errlen) != 0)
 			goto out;
 		memcpy(out + (size_t)i * nv, engine_logits(e),
 		       nv * sizeof(float));
+		if (t != NULL)
+			route_check(g, t, i, clear);
 	}
 	rc = 0;
 out:
 	engine_close(e);
+	trace_free(t);
 	return rc;
+}
+
+/* The route check's verdict for run LABEL of model NAME (and reset). */
+static void route_verdict(struct golden *g, const char *name, const char *label,
+                          double clear)
+{
+	if (g->route == NULL)
+		return;
+	tap_ok(g->routes_bad == 0 && g->routes_seen > 0,
+	       "%s: %s: the experts chosen are the same in %d/%d "
+	       "choices of gap > %g",
+	       name, label, g->routes_seen - g->routes_bad, g->routes_seen,
+	       clear);
+	g->routes_seen = g->routes_bad = 0;
 }
 
 /* Check model K (models[K]) both ways. */
@@ -189,10 +304,20 @@ static void check_model(size_t k)
 	nv = m->cfg.n_vocab;
 	if (!tap_ok(golden_read(name, nv, &g) == 0, "%s: goldens read", name))
 		goto out;
+	if (models[k].route_gap > 0 &&
+	    !tap_ok(route_read(name, ".route", m->cfg.n_layer,
+	                       m->w.layers[0].ffn.n_expert_used, &g) == 0,
+	            "%s: float64 routes read", name)) {
+		golden_free(&g);
+		goto out;
+	}
 	got = malloc((size_t)g.n_tok * (size_t)nv * sizeof(float));
 	/* 1. the definition: exact_dots against the float64 pass */
 	p.exact_dots = true;
-	rc = got ? run_tokens(m, &p, &g, got, err, sizeof(err)) : -1;
+	rc = got ? run_tokens(m, &p, &g, got, models[k].route_gap, err,
+	                      sizeof(err))
+	         : -1;
+	route_verdict(&g, name, "exact_dots", models[k].route_gap);
 	if (tap_ok(rc == 0, "%s: exact_dots run: %s", name,
 	           rc == 0 ? "ok" : err)) {
 		for (int32_t i = 0; i < g.n_tok; i++) {
@@ -207,10 +332,21 @@ static void check_model(size_t k)
 		       name, g.n_tok / 2, g.n_tok - g.n_tok / 2, worst,
 		       REF_NMSE);
 	}
-	/* 2. parley as it runs against llama.cpp */
+	/* 2. parley as it runs against llama.cpp (and its choices) */
 	p.exact_dots = false;
+	if (models[k].route_gap > 0 &&
+	    !tap_ok(route_read(name, ".lroute", m->cfg.n_layer,
+	                       m->w.layers[0].ffn.n_expert_used, &g) == 0,
+	            "%s: llama.cpp's routes read", name)) {
+		golden_free(&g);
+		goto out;
+	}
 	worst = 0;
-	rc = got ? run_tokens(m, &p, &g, got, err, sizeof(err)) : -1;
+	rc = got ? run_tokens(m, &p, &g, got, models[k].route_gap, err,
+	                      sizeof(err))
+	         : -1;
+	route_verdict(&g, name, "default vs llama.cpp's choice",
+	              models[k].route_gap);
 	if (tap_ok(rc == 0, "%s: default run: %s", name,
 	           rc == 0 ? "ok" : err)) {
 		for (int32_t i = 0; i < g.n_tok; i++) {

@@ -66,6 +66,9 @@ enum mk_feature {
 	                                   key): token_embd ~ N(0, 1/n_embd) */
 	MK_FEAT_SWA = 1u << 7,          /* ARCH.attention.sliding_window (and
 	                                   its pattern and RoPE base) */
+	MK_FEAT_EXPERTS = 1u << 8,      /* every FFN a mixture: ffn_gate_inp
+	                                   (F32 router), ffn_{gate,up,down}_exps
+	                                   (3-D, experts stacked) */
 };
 
 /* RoPE styles (model.h's model_rope_style), by their option names. */
@@ -85,6 +88,8 @@ static const struct mk_arch {
     {"llama", MK_ROPE_NORM, 0, NULL},
     {"qwen2", MK_ROPE_NEOX, MK_FEAT_QKV_BIAS, NULL},
     {"qwen3", MK_ROPE_NEOX, MK_FEAT_QK_NORM, "no Q/K/V biases"},
+    {"qwen3moe", MK_ROPE_NEOX, MK_FEAT_QK_NORM | MK_FEAT_EXPERTS,
+     "no Q/K/V biases, softmax routing, chosen weights renormalised"},
     {"gemma3", MK_ROPE_NEOX,
      MK_FEAT_QK_NORM | MK_FEAT_POST_NORMS | MK_FEAT_EMBD_SCALE | MK_FEAT_TIED,
      "embedding x sqrt(n_embd), GELU-tanh FFN"},
@@ -96,6 +101,9 @@ struct mk_model {
 	uint32_t features;          /* MK_FEAT_* */
 	enum mk_rope_style rope;    /* must be arch->rope: no key holds it */
 	int64_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
+	int64_t n_expert;      /* expert_count (MK_FEAT_EXPERTS) */
+	int64_t n_expert_used; /* expert_used_count */
+	int64_t n_ff_exp;      /* expert_feed_forward_length (0: n_ff) */
 	int64_t n_rot;         /* rope.dimension_count (even, <= head_dim) */
 	int64_t n_ctx;         /* context_length */
 	double rope_base;      /* rope.freq_base */
@@ -128,14 +136,16 @@ struct mk_opts {
 
 /* The sizes a tensor's shape is made of. */
 enum mk_dim {
-	MK_DIM_NONE,  /* ne1 of a vector */
-	MK_DIM_VOCAB, /* n_vocab */
-	MK_DIM_EMBD,  /* n_embd */
-	MK_DIM_FF,    /* n_ff */
-	MK_DIM_Q,     /* n_head * head_dim */
-	MK_DIM_KV,    /* n_head_kv * head_dim */
-	MK_DIM_ROT2,  /* n_rot / 2 */
-	MK_DIM_HEAD,  /* head_dim */
+	MK_DIM_NONE,   /* ne1 of a vector */
+	MK_DIM_VOCAB,  /* n_vocab */
+	MK_DIM_EMBD,   /* n_embd */
+	MK_DIM_FF,     /* n_ff */
+	MK_DIM_Q,      /* n_head * head_dim */
+	MK_DIM_KV,     /* n_head_kv * head_dim */
+	MK_DIM_ROT2,   /* n_rot / 2 */
+	MK_DIM_HEAD,   /* head_dim */
+	MK_DIM_EXPERT, /* n_expert */
+	MK_DIM_FF_EXP, /* n_ff_exp */
 };
 
 /* Where a tensor's storage type comes from. */
@@ -165,55 +175,66 @@ struct mk_tensor_desc {
 	enum mk_dim ne0, ne1;
 	enum mk_store store;
 	enum mk_init init;
+	enum mk_dim ne2; /* a stack of matrices (experts), or MK_DIM_NONE */
 };
 
 /* In file order. */
 static const struct mk_tensor_desc mk_global_tensors[] = {
     {"token_embd.weight", 0, MK_FEAT_EMBD_SCALE, MK_DIM_EMBD, MK_DIM_VOCAB,
-     MK_STORE_EMBD, MK_INIT_EMBD},
+     MK_STORE_EMBD, MK_INIT_EMBD, MK_DIM_NONE},
     {"token_embd.weight", MK_FEAT_EMBD_SCALE, 0, MK_DIM_EMBD, MK_DIM_VOCAB,
-     MK_STORE_EMBD, MK_INIT_MATRIX},
+     MK_STORE_EMBD, MK_INIT_MATRIX, MK_DIM_NONE},
     {"output_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_OUT_NORM},
+     MK_INIT_OUT_NORM, MK_DIM_NONE},
     {"output.weight", 0, MK_FEAT_TIED, MK_DIM_EMBD, MK_DIM_VOCAB, MK_STORE_OUT,
-     MK_INIT_MATRIX},
+     MK_INIT_MATRIX, MK_DIM_NONE},
     {"rope_freqs.weight", MK_FEAT_ROPE_FACTORS, 0, MK_DIM_ROT2, MK_DIM_NONE,
-     MK_STORE_F32, MK_INIT_FREQS},
+     MK_STORE_F32, MK_INIT_FREQS, MK_DIM_NONE},
 };
 
 static const struct mk_tensor_desc mk_layer_tensors[] = {
     {"attn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_NORM},
+     MK_INIT_NORM, MK_DIM_NONE},
     {"attn_q.weight", 0, 0, MK_DIM_EMBD, MK_DIM_Q, MK_STORE_TYPE,
-     MK_INIT_MATRIX},
+     MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_k.weight", 0, 0, MK_DIM_EMBD, MK_DIM_KV, MK_STORE_TYPE,
-     MK_INIT_MATRIX},
+     MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_v.weight", 0, 0, MK_DIM_EMBD, MK_DIM_KV, MK_STORE_MORE,
-     MK_INIT_MATRIX},
+     MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_q.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_Q, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_BIAS},
+     MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_k.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_BIAS},
+     MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_v.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_BIAS},
+     MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_q_norm.weight", MK_FEAT_QK_NORM, 0, MK_DIM_HEAD, MK_DIM_NONE,
-     MK_STORE_F32, MK_INIT_NORM},
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
     {"attn_k_norm.weight", MK_FEAT_QK_NORM, 0, MK_DIM_HEAD, MK_DIM_NONE,
-     MK_STORE_F32, MK_INIT_NORM},
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
     {"attn_output.weight", 0, 0, MK_DIM_Q, MK_DIM_EMBD, MK_STORE_TYPE,
-     MK_INIT_MATRIX},
+     MK_INIT_MATRIX, MK_DIM_NONE},
     {"post_attention_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD,
-     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM},
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
     {"ffn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_NORM},
-    {"ffn_gate.weight", 0, 0, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
-     MK_INIT_MATRIX},
-    {"ffn_up.weight", 0, 0, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
-     MK_INIT_MATRIX},
-    {"ffn_down.weight", 0, 0, MK_DIM_FF, MK_DIM_EMBD, MK_STORE_MORE,
-     MK_INIT_MATRIX},
+     MK_INIT_NORM, MK_DIM_NONE},
+    {"ffn_gate.weight", 0, MK_FEAT_EXPERTS, MK_DIM_EMBD, MK_DIM_FF,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_up.weight", 0, MK_FEAT_EXPERTS, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
+     MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_down.weight", 0, MK_FEAT_EXPERTS, MK_DIM_FF, MK_DIM_EMBD,
+     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
+    /* the router's logits ~ N(0, 1): F32, as llama.cpp's quantizer
+       leaves it */
+    {"ffn_gate_inp.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_EXPERT,
+     MK_STORE_F32, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_gate_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF_EXP,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_EXPERT},
+    {"ffn_down_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_FF_EXP, MK_DIM_EMBD,
+     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_EXPERT},
+    {"ffn_up_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF_EXP,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_EXPERT},
     {"post_ffw_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD, MK_DIM_NONE,
-     MK_STORE_F32, MK_INIT_NORM},
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
 };
 
 #define MK_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -425,6 +446,10 @@ static uint64_t mk_dim(const struct mk_model *m, enum mk_dim d)
 		return (uint64_t)m->n_rot / 2;
 	case MK_DIM_HEAD:
 		return (uint64_t)m->head_dim;
+	case MK_DIM_EXPERT:
+		return (uint64_t)m->n_expert;
+	case MK_DIM_FF_EXP:
+		return (uint64_t)m->n_ff_exp;
 	}
 	return 0;
 }
@@ -461,7 +486,8 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
                   const struct mk_model *m, const struct mk_tensor_desc *d,
                   int64_t il, char *err, size_t errlen)
 {
-	uint64_t ne[2] = {mk_dim(m, d->ne0), mk_dim(m, d->ne1)};
+	uint64_t ne[3] = {mk_dim(m, d->ne0), mk_dim(m, d->ne1),
+	                  mk_dim(m, d->ne2)};
 	uint32_t type = mk_store_type(m, d->store, il);
 	struct mk_tensor *t;
 	char name[96];
@@ -493,8 +519,11 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
 		t->std *= m->out_norm_scale;
 	}
 	t->init = d->init;
-	if (gguf_writer_add_tensor(w, name, type, ne[1] ? 2 : 1, ne, NULL,
-	                           mk_fill, t)) {
+	if (gguf_writer_add_tensor(w, name, type,
+	                           ne[2]   ? 3
+	                           : ne[1] ? 2
+	                                   : 1,
+	                           ne, NULL, mk_fill, t)) {
 		snprintf(err, errlen, "%s: out of memory", name);
 		return -1;
 	}
@@ -547,6 +576,14 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 	gguf_writer_set_u32(w, K("context_length"), (uint32_t)m->n_ctx);
 	gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)m->n_embd);
 	gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)m->n_ff);
+	if (m->features & MK_FEAT_EXPERTS) {
+		gguf_writer_set_u32(w, K("expert_count"),
+		                    (uint32_t)m->n_expert);
+		gguf_writer_set_u32(w, K("expert_used_count"),
+		                    (uint32_t)m->n_expert_used);
+		gguf_writer_set_u32(w, K("expert_feed_forward_length"),
+		                    (uint32_t)m->n_ff_exp);
+	}
 	gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)m->n_head);
 	gguf_writer_set_u32(w, K("attention.head_count_kv"),
 	                    (uint32_t)m->n_head_kv);
@@ -702,6 +739,9 @@ static void mk_usage(FILE *f)
 	    "                  RoPE base (default: no key, the loader's\n"
 	    "                  10000); --rope-base and --rope-scaling are\n"
 	    "                  the global layers'\n"
+	    "  --n-expert N --n-expert-used K --n-ff-exp N  a mixture's\n"
+	    "                  experts, those chosen per token and their\n"
+	    "                  hidden size (qwen3moe; defaults 8, 2, --n-ff)\n"
 	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n"
 	    "  --no-vocab      no tokenizer: tokenizer.ggml.model \"none\"\n"
 	    "                  and ARCH.vocab_size, which llama.cpp loads\n"
@@ -780,6 +820,9 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	    {"--n-ctx", &m->n_ctx, 1048576},
 	    {"--sliding-window", &m->n_swa, 1048576},
 	    {"--sliding-window-pattern", &m->swa_pattern, 1024},
+	    {"--n-expert", &m->n_expert, 1024},
+	    {"--n-expert-used", &m->n_expert_used, 64},
+	    {"--n-ff-exp", &m->n_ff_exp, 262144},
 	};
 	const struct {
 		const char *name;
@@ -972,6 +1015,25 @@ static int mk_check(struct mk_opts *o)
 	if (m->n_swa == 0 && (m->swa_pattern != 0 || m->rope_base_swa != 0)) {
 		fprintf(stderr, "parley-mkmodel: --sliding-window-pattern and "
 		                "--rope-base-swa go with --sliding-window N\n");
+		return -1;
+	}
+	if (m->features & MK_FEAT_EXPERTS) {
+		if (m->n_expert == 0)
+			m->n_expert = 8;
+		if (m->n_expert_used == 0)
+			m->n_expert_used = 2;
+		if (m->n_ff_exp == 0)
+			m->n_ff_exp = m->n_ff;
+		if (m->n_expert_used > m->n_expert) {
+			fprintf(stderr, "parley-mkmodel: --n-expert-used is "
+			                "more than --n-expert\n");
+			return -1;
+		}
+	} else if (m->n_expert != 0 || m->n_expert_used != 0 ||
+	           m->n_ff_exp != 0) {
+		fprintf(stderr, "parley-mkmodel: --n-expert, --n-expert-used "
+		                "and --n-ff-exp need a mixture architecture "
+		                "(--arch qwen3moe)\n");
 		return -1;
 	}
 	if (o->no_vocab && o->tok_from != NULL) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Goldens for tests/t_engine_llamacpp.c: random-weight qwen3 and gemma3
-models written by parley's writer, and llama.cpp's logits on them.
+"""Goldens for tests/t_engine_llamacpp.c: random-weight qwen3, qwen3moe and
+gemma3 models written by parley's writer, and llama.cpp's logits on them.
 
 For each model of MODELS:
   * parley-mkmodel writes NAME.gguf (--no-vocab: llama.cpp wants a
@@ -10,6 +10,10 @@ For each model of MODELS:
     random tokens: NAME.logits (float32 [T][n_vocab]) and NAME.tokens
     (line 1 "T ids...", line 2 "margin T ..." : llama.cpp's top1 - top2
     logit at each position, where the C test checks greedy tokens);
+  * mixtures: NAME.route, the float64 pass's choice of experts per
+    position and layer ("pos layer gap ids... weights..."; gap: the
+    softmax probability of the k-th choice minus the next one's), and
+    NAME.lroute, the choice of the pass with ggml's rounding (llama.cpp's);
   * the numpy float64 forward pass (gen_engine_ref.py, written from
     Hugging Face's modules) runs three ways: "exact" (float activations),
     "parley" (activations of Q8_0 products rounded as parley's quant.h:
@@ -74,6 +78,24 @@ MODELS = [
                                "--rope-scaling linear "
                                "--rope-scale-factor 8 --out-norm-scale 4 "
                                "--seed 25", 48),
+    # mixtures: 8 experts choose 3 (F32), 8 choose 2 (Q8_0 experts, the
+    # F32 router llama.cpp's quantizer leaves); n_ff_exp != n_ff. Int8
+    # activations make a router's logits move by ~1e-3 between correct
+    # implementations, so a choice closer than that may go either way and
+    # changes the logits by up to 1e-1 NMSE (the size of the ablations).
+    # The Q8_0 model's seed (56, of 27..56 tried) is one whose jittered
+    # passes below all route alike (smallest gap 1.3e-3): its bound then
+    # measures the arithmetic, as for the dense models.
+    ("qwen3moe_f32", "--arch qwen3moe --n-embd 64 --n-head 4 --n-head-kv 2 "
+                     "--head-dim 16 --n-ff 96 --n-expert 8 "
+                     "--n-expert-used 3 --n-ff-exp 32 --n-layer 2 "
+                     "--n-vocab 128 --type F32 --out-norm-scale 4 "
+                     "--seed 26", 48),
+    ("qwen3moe_q8_0", "--arch qwen3moe --n-embd 64 --n-head 4 "
+                      "--n-head-kv 1 --head-dim 32 --n-ff 64 --n-expert 8 "
+                      "--n-expert-used 2 --n-ff-exp 32 --n-layer 3 "
+                      "--n-vocab 128 --type Q8_0 --out-norm-scale 4 "
+                      "--seed 56", 48),
 ]
 CLEAR = 0.1  # the C test's greedy check: llama.cpp's top-2 margin above
 
@@ -138,10 +160,20 @@ def ablations(m):
     if m.act == "gelu_tanh":
         variant("GELU-erf for GELU-tanh",
                 lambda v: setattr(v, "act", "gelu_erf"))
+    if m.n_expert:
+        variant("chosen weights not renormalised",
+                lambda v: setattr(v, "norm_topk", False))
+        variant("one expert more",
+                lambda v: setattr(v, "n_expert_used", m.n_expert_used + 1))
+        variant("one expert less",
+                lambda v: setattr(v, "n_expert_used", m.n_expert_used - 1))
     for il in range(m.n_layer):  # o = f = 0 (also after a post-norm)
         variant("without layer %d" % il,
                 lambda v, il=il: v.layers[il].update(
                     o=0 * v.layers[il]["o"], down=0 * v.layers[il]["down"]))
+    if m.n_expert:  # routing decided by the other end of the router
+        variant("routing by the smallest logits",
+                lambda v: [L.update(router=-L["router"]) for L in v.layers])
     return out
 
 
@@ -181,6 +213,11 @@ def one_model(mkmodel, out, name, opts, n_tok, rng):
     print("%s: %d bytes, %d tokens, logits std %.2f, the layers' part of "
           "the last residual %.2f" % (name, os.path.getsize(path), n_tok,
                                       got.std(), resid))
+    if exact.n_expert:  # the smallest gap at the k-th choice
+        print("  routing: %d choices, smallest k-th/(k+1)-th probability "
+              "gap %.2e, median %.2e" % (
+                  len(exact.route), min(r[4] for r in exact.route),
+                  np.median([r[4] for r in exact.route])))
     for label, m in (("exact", exact),
                      ("parley", RefModel(path, act_quant=True)),
                      ("ggml", RefModel(path, ggml_q8=True, gelu_fp16=True))):
@@ -218,6 +255,17 @@ def one_model(mkmodel, out, name, opts, n_tok, rng):
         f.write("%d %s\n" % (n_tok, " ".join(map(str, toks))))
         f.write("margin %d %s\n" % (n_tok, " ".join("%.4f" % x
                                                     for x in margin)))
+    if exact.n_expert:  # choices for the trace checks: the float64
+        # pass's (exact_dots) and the one with ggml's rounding (llama.cpp's
+        # choices: its logits agree with llama.cpp's to 1e-14)
+        g = RefModel(path, ggml_q8=True, gelu_fp16=True)
+        g.forward(toks)
+        for ext, m in ((".route", exact), (".lroute", g)):
+            with open(os.path.join(out, name + ext), "w") as f:
+                for il, t, top, w, gap in m.route:
+                    f.write("%d %d %.6e %s %s\n" % (
+                        t, il, gap, " ".join(map(str, top)),
+                        " ".join("%.6e" % x for x in w)))
     got.astype("<f4").tofile(os.path.join(out, name + ".logits"))
     ex.astype("<f4").tofile(os.path.join(out, name + ".ref.logits"))
     return bound, clear

@@ -1,9 +1,9 @@
-"""Independent float64 forward pass of llama / qwen2 / qwen3 / gemma3 GGUF
-models (numpy).
+"""Independent float64 forward pass of llama / qwen2 / qwen3 / qwen3moe /
+gemma3 GGUF models (numpy).
 
 Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM /
-Qwen3ForCausalLM / Gemma3ForCausalLM (modeling_*.py), not from parley's C
-code:
+Qwen3ForCausalLM / Qwen3MoeForCausalLM / Gemma3ForCausalLM (modeling_*.py),
+not from parley's C code:
 
   * weights are read with gguf-py and dequantized by gguf-py (F16, Q8_0, ...);
   * HF keeps Q/K rows in their original order and rotates the two HALVES of
@@ -122,7 +122,7 @@ class RefModel:
         r = gguf.GGUFReader(path)
         self.arch = _field(r, "general.architecture")
         a = self.arch
-        if a not in ("llama", "qwen2", "qwen3", "gemma3"):
+        if a not in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3"):
             raise ValueError("unsupported architecture " + a)
         if _field(r, a + ".final_logit_softcapping") is not None:
             raise ValueError("final_logit_softcapping is not implemented")
@@ -155,6 +155,11 @@ class RefModel:
                        for i in range(self.n_layer)]
         self.base_swa = _field(r, a + ".rope.freq_base_swa", 10000.0)
         self.swa_pos_scale = 1.0  # linear scaling is the global layers'
+        # qwen3moe: Qwen3MoeSparseMoeBlock (softmax over the router's
+        # logits, the top k, norm_topk_prob as llama.cpp always does)
+        self.n_expert = _field(r, a + ".expert_count", 0)
+        self.n_expert_used = _field(r, a + ".expert_used_count", 0)
+        self.norm_topk = True
         T = {t.name: t for t in r.tensors}
         self.act_quant = act_quant or ggml_q8
         self.ggml_q8 = ggml_q8
@@ -170,17 +175,22 @@ class RefModel:
         self.layers = []
         for i in range(self.n_layer):
             g = lambda n: _arr(T["blk.%d.%s" % (i, n)])
+            ex = "_exps" if self.n_expert else ""
             L = dict(attn_norm=g("attn_norm.weight").reshape(-1),
                      q=g("attn_q.weight"), k=g("attn_k.weight"),
                      v=g("attn_v.weight"), o=g("attn_output.weight"),
                      ffn_norm=g("ffn_norm.weight").reshape(-1),
-                     gate=g("ffn_gate.weight"), up=g("ffn_up.weight"),
-                     down=g("ffn_down.weight"))
+                     gate=g("ffn_gate%s.weight" % ex),
+                     up=g("ffn_up%s.weight" % ex),
+                     down=g("ffn_down%s.weight" % ex),
+                     router=(g("ffn_gate_inp.weight") if self.n_expert
+                             else None))
             L["quant"] = {n: self.qtype["blk.%d.%s.weight" % (i, n2)] in Q32
                           for n, n2 in (("q", "attn_q"), ("k", "attn_k"),
                                         ("v", "attn_v"), ("o", "attn_output"),
-                                        ("gate", "ffn_gate"), ("up", "ffn_up"),
-                                        ("down", "ffn_down"))}
+                                        ("gate", "ffn_gate" + ex),
+                                        ("up", "ffn_up" + ex),
+                                        ("down", "ffn_down" + ex))}
             for b in ("q", "k", "v"):
                 n = "blk.%d.attn_%s.bias" % (i, b)
                 L["b" + b] = _arr(T[n]).reshape(-1) if n in T else None
@@ -226,6 +236,43 @@ class RefModel:
         out[..., :d] = xr * cos + half * sin
         return out
 
+    def _mlp(self, h, gate, up, down, Q):
+        """down(act(gate h) * up h) of h [T, n_embd]."""
+        g = self._mm(h, gate, Q["gate"])
+        u = self._mm(h, up, Q["up"])
+        if self.act == "silu":
+            act = g / (1.0 + np.exp(-g))
+        elif self.act == "gelu_erf":
+            act = 0.5 * g * (1.0 + np.vectorize(math.erf)(g / np.sqrt(2)))
+        else:
+            act = _gelu_ggml(g) if self.gelu_fp16 else _gelu_tanh(g)
+        return self._mm(act * u, down, Q["down"])
+
+    def _moe(self, h, L):
+        """Qwen3MoeSparseMoeBlock: each token's top-k experts by the
+        softmax of the (F32) router's logits, their weights renormalised,
+        the weighted sum of their MLPs. self.route records the choices
+        and the probability gap between the k-th and the next expert."""
+        logits = h @ L["router"].T
+        p = np.exp(logits - logits.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        k = self.n_expert_used
+        f = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-p[t], kind="stable")[:k]
+            w = p[t, top]
+            if self.norm_topk:
+                w = w / w.sum()
+            srt = np.sort(p[t])[::-1]
+            self.route.append((self._il, t, top.tolist(), w.tolist(),
+                               srt[k - 1] - srt[k] if k < len(srt)
+                               else 1.0))
+            for j, e in enumerate(top):
+                f[t] += w[j] * self._mlp(h[t:t + 1], L["gate"][e],
+                                         L["up"][e], L["down"][e],
+                                         L["quant"])[0]
+        return f
+
     def forward(self, tokens):
         """Logits [T, n_vocab] of every position for tokens at 0..T-1."""
         T = len(tokens)
@@ -237,7 +284,9 @@ class RefModel:
         swa_mask = mask + np.tril(np.full((T, T), -np.inf), -self.n_swa) \
             if self.n_swa else mask
         self.hidden = []
+        self.route = []  # mixtures: (layer, position, experts, weights, gap)
         for il, L in enumerate(self.layers):
+            self._il = il
             swa = self.is_swa[il]
             h = self._rms(x, L["attn_norm"])
             Q = L["quant"]
@@ -264,16 +313,10 @@ class RefModel:
                 o = self._rms(o, L["post_attn"])
             x = x + o
             h = self._rms(x, L["ffn_norm"])
-            g = self._mm(h, L["gate"], Q["gate"])
-            u = self._mm(h, L["up"], Q["up"])
-            if self.act == "silu":
-                act = g / (1.0 + np.exp(-g))
-            elif self.act == "gelu_erf":
-                act = 0.5 * g * (1.0 + np.vectorize(math.erf)(
-                    g / np.sqrt(2)))
+            if L["router"] is not None:
+                f = self._moe(h, L)
             else:
-                act = _gelu_ggml(g) if self.gelu_fp16 else _gelu_tanh(g)
-            f = self._mm(act * u, L["down"], Q["down"])
+                f = self._mlp(h, L["gate"], L["up"], L["down"], Q)
             if L["post_ffn"] is not None:
                 f = self._rms(f, L["post_ffn"])
             x = x + f
