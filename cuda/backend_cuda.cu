@@ -55,9 +55,11 @@ struct cu_layer {
 	const float *attn_post_norm;       /* [n_embd] or NULL */
 	/* the scores' parameters (model_attn_params, sinks on the device) */
 	struct cuda_attn_params attn_par;
-	struct cuda_tensor gate, up, down; /* FFN */
-	const float *ffn_norm;             /* [n_embd] */
-	const float *ffn_post_norm;        /* [n_embd] or NULL */
+	struct cuda_tensor gate, up, down; /* FFN (a mixture: stacks, ne2) */
+	struct cuda_tensor router;  /* a mixture's [n_expert rows, n_embd]
+	                               F32, or d NULL: dense */
+	const float *ffn_norm;      /* [n_embd] */
+	const float *ffn_post_norm; /* [n_embd] or NULL */
 	uint16_t *kc, *vc; /* this layer's KV cache, [kv_head][n_ctx][dim] */
 };
 
@@ -122,6 +124,21 @@ struct cu_state {
 	   output's norm and product (cu_stats_aside) */
 	cudaStream_t side;
 	cudaEvent_t side_fork, side_join;
+
+	/* a mixture's FFN (cfg.max_expert > 0; else NULL): K = the largest
+	   n_expert_used, a slot per token and choice */
+	float *rl;    /* [n_batch][max_expert] router logits */
+	int32_t *ids; /* [n_batch][K] chosen experts (cuda_op_moe_route) */
+	float *wts;   /* [n_batch][K] their weights */
+	float *eh;    /* [n_batch K][max_ff] an expert's gated product */
+	float *eh2;   /* [n_batch K][max_ff] its up product (unfused) */
+	float *eout;  /* [n_batch K][n_embd] an expert's output */
+	/* the last token's choice per layer, written by the routing kernel
+	   into mapped host memory when a trace is attached */
+	int32_t *h_tids; /* [n_layer][K] pinned, mapped */
+	float *h_tw;     /* [n_layer][K] */
+	int32_t *d_tids; /* their device addresses */
+	float *d_tw;
 };
 
 #define CU_GRAPH_POS 1024 /* positions per decode graph */
@@ -170,7 +187,7 @@ static size_t cu_tensor_bytes(const struct model_tensor *t, uint64_t repack)
 	        ? cuda_repack_row_size(cuda_repack_type(t->type), t->ne0)
 	        : t->row_size;
 
-	return rs * (size_t)t->ne1;
+	return rs * (size_t)t->ne1 * (size_t)t->ne2;
 }
 
 /* Bytes of the arena for model M, the types of REPACK in their GPU
@@ -238,10 +255,12 @@ static void cu_put_repacked(struct cu_state *s, size_t *off,
 
 	ct->type = cuda_repack_type(t->type);
 	ct->row_size = cuda_repack_row_size(ct->type, t->ne0);
+	const int64_t rows = t->ne1 * t->ne2; /* every matrix of a stack */
+
 	ct->d = s->arena + *off;
-	*off += cu_align(ct->row_size * (size_t)t->ne1);
-	for (int64_t r0 = 0; *rc == 0 && r0 < t->ne1; r0 += chunk) {
-		const int64_t nr = t->ne1 - r0 < chunk ? t->ne1 - r0 : chunk;
+	*off += cu_align(ct->row_size * (size_t)rows);
+	for (int64_t r0 = 0; *rc == 0 && r0 < rows; r0 += chunk) {
+		const int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
 
 		if (cudaMemcpyAsync(s->ctx.d_w16,
 		                    (const unsigned char *)t->data +
@@ -273,6 +292,7 @@ static struct cuda_tensor cu_put_tensor(struct cu_state *s, size_t *off,
 	ct.type = t->type;
 	ct.ne0 = t->ne0;
 	ct.ne1 = t->ne1;
+	ct.ne2 = t->ne2;
 	ct.row_size = t->row_size;
 	if (cu_repacked(t, s->repack)) {
 		cu_put_repacked(s, off, t, &ct, err, errlen, rc);
@@ -304,6 +324,9 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 	d->gate = cu_put_tensor(s, off, &f->gate, err, errlen, rc);
 	d->up = cu_put_tensor(s, off, &f->up, err, errlen, rc);
 	d->down = cu_put_tensor(s, off, &f->down, err, errlen, rc);
+	memset(&d->router, 0, sizeof(d->router));
+	if (f->router.data != NULL)
+		d->router = cu_put_tensor(s, off, &f->router, err, errlen, rc);
 	d->attn_norm =
 	    (const float *)cu_put(s, off, a->norm, en, err, errlen, rc);
 	d->ffn_norm =
@@ -482,6 +505,57 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	return cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen);
 }
 
+/*
+ * A mixture's FFN of layer IL on the normed chunk s->xb (XQ: its int8
+ * activations, or NULL), added into s->x (through its post-norm where it
+ * has one): the router's logits (the fp32 mat-vec whatever the chunk,
+ * as the CPU's exact dot: the choice follows them), the choice
+ * (cuda_op_moe_route; the last token's also into mapped host memory for
+ * the trace: always, as a decode graph captured before a trace was
+ * attached must leave it too), the chosen experts' gated and down products
+ * (mat-vecs that read only their rows) and the weighted sum, all on the
+ * device. A chunk whose slots (tokens x chosen) exceed one launch's grid goes
+ * in parts.
+ */
+static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
+                        const void *xq, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct model_ffn *f = &e->model->w.layers[il].ffn;
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_ctx *x = &s->ctx;
+	const int32_t k = f->n_expert_used, kmax = c->max_expert_used;
+	const int32_t part = 65535 / k;
+
+	if (cuda_op_matmul(x, &l->router, s->xb, n, s->rl, 1, err, errlen) ||
+	    cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
+	                      f->norm_w, f->w_scale, s->ids, s->wts,
+	                      s->d_tids + (size_t)il * kmax,
+	                      s->d_tw + (size_t)il * kmax, err, errlen))
+		return -1;
+	for (int32_t t0 = 0; t0 < n; t0 += part) {
+		const int32_t nt = n - t0 < part ? n - t0 : part;
+		const int32_t *ids = s->ids + (size_t)t0 * k;
+		float *out = (l->ffn_post_norm != NULL ? s->y : s->x) +
+		             (size_t)t0 * c->n_embd;
+
+		if (cuda_op_moe_gated(x, f->act, &l->gate, &l->up,
+		                      s->xb + (size_t)t0 * c->n_embd,
+		                      t0 == 0 && nt == n ? xq : NULL, nt, k,
+		                      ids, s->eh, s->eh2, err, errlen) ||
+		    cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids, s->eout,
+		                     err, errlen) ||
+		    cuda_op_moe_combine(x, s->eout, s->wts + (size_t)t0 * k, nt,
+		                        k, c->n_embd, out,
+		                        l->ffn_post_norm == NULL, err, errlen))
+			return -1;
+	}
+	if (l->ffn_post_norm != NULL)
+		return cuda_op_rmsnorm_add(x, s->y, l->ffn_post_norm, c->n_embd,
+		                           n, c->rms_eps, s->x, err, errlen);
+	return 0;
+}
+
 /* Feed-forward block (a gated MLP) of layer il; adds into s->x. SNAP: the
  * new residual also written there by the down product's launch
  * (cuda_op_matmul_add_copy; the caller checked that it applies), or
@@ -496,8 +570,11 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const void *xq; /* the norm's output as int8 activations, or NULL */
 
 	if (cuda_op_rmsnorm_x8(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
-	                       s->xb, &xq, err, errlen) ||
-	    cuda_op_matmul_gated(x, f->act, &l->gate, &l->up, s->xb, xq, n,
+	                       s->xb, &xq, err, errlen))
+		return -1;
+	if (f->kind == MODEL_FFN_EXPERTS) /* (cu_snap_ok: no SNAP then) */
+		return cu_moe_block(e, s, il, n, xq, err, errlen);
+	if (cuda_op_matmul_gated(x, f->act, &l->gate, &l->up, s->xb, xq, n,
 	                         s->hb, s->hb2, err, errlen))
 		return -1;
 	if (l->ffn_post_norm != NULL) /* (cu_snap_ok: no SNAP then) */
@@ -603,6 +680,23 @@ static int cu_trace_layers(const struct engine *e)
 	                                                 : e->trace->n_layer;
 }
 
+/* The last token's choice of experts in each mixture layer, as the
+ * routing kernels left it in mapped host memory (the stream is done). */
+static void cu_trace_experts(struct engine *e, struct cu_state *s)
+{
+	const struct model_config *c = &e->model->cfg;
+	const int nl = cu_trace_layers(e);
+
+	for (int il = 0; s->h_tids != NULL && il < nl; il++) {
+		const struct model_ffn *f = &e->model->w.layers[il].ffn;
+		const size_t o = (size_t)il * c->max_expert_used;
+
+		if (f->kind == MODEL_FFN_EXPERTS)
+			trace_experts(e->trace, il, s->h_tids + o, s->h_tw + o,
+			              f->n_expert_used);
+	}
+}
+
 /* Wait for the step (its statistics kernels wrote h_tstats) and fill the
  * trace. */
 static int cu_trace_fill(struct engine *e, struct cu_state *s, char *err,
@@ -617,6 +711,7 @@ static int cu_trace_fill(struct engine *e, struct cu_state *s, char *err,
 
 		trace_layer_stats(e->trace, il, &st);
 	}
+	cu_trace_experts(e, s);
 	return 0;
 }
 
@@ -667,6 +762,8 @@ static int cu_forward_chunk(struct engine *e, struct cu_state *s,
 	if (e->trace != NULL && !cu_trace_captures(e))
 		return cu_trace_fill(e, s, err, errlen); /* waits */
 	CUDA_TRY(cudaStreamSynchronize(x->stream), err, errlen);
+	if (e->trace != NULL)
+		cu_trace_experts(e, s);
 	return 0;
 }
 
@@ -707,6 +804,7 @@ static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
 {
 	for (int il = 0; il < e->model->cfg.n_layer; il++)
 		if (s->layers[il].ffn_post_norm != NULL ||
+		    s->layers[il].router.d != NULL ||
 		    !cuda_op_matmul_add_copy_ok(&s->ctx, &s->layers[il].down,
 		                                s->hb, 1))
 			return false;
@@ -1139,16 +1237,19 @@ static void cu_close(struct engine *e)
 		}
 		cudaFreeHost(s->h_tstats);
 		cudaFreeHost(s->h_step);
+		cudaFreeHost(s->h_tids);
+		cudaFreeHost(s->h_tw);
 		if (s->side_fork != NULL)
 			cudaEventDestroy(s->side_fork);
 		if (s->side_join != NULL)
 			cudaEventDestroy(s->side_join);
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
-		void *bufs[] = {s->arena, s->tok,    s->x,     s->xb,
-		                s->q,     s->k,      s->v,     s->o,
-		                s->y,     s->hb,     s->hb2,   s->logits,
-		                s->kv,    s->d_step, s->d_snap};
+		void *bufs[] = {
+		    s->arena, s->tok,    s->x,      s->xb, s->q,   s->k,
+		    s->v,     s->o,      s->y,      s->hb, s->hb2, s->logits,
+		    s->kv,    s->d_step, s->d_snap, s->rl, s->ids, s->wts,
+		    s->eh,    s->eh2,    s->eout};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		for (int r = 0; r < MODEL_MAX_ROPES; r++)
@@ -1215,6 +1316,56 @@ static void cu_alloc(void **p, size_t n, const char *what,
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* engine_ops.open: check the memory, upload the weights, allocate. */
+/* Bytes of a mixture's buffers for NB tokens a chunk (0: dense). */
+static size_t cu_moe_bytes(const struct model_config *c, size_t nb)
+{
+	const size_t slots = nb * (size_t)c->max_expert_used;
+
+	if (c->max_expert == 0)
+		return 0;
+	return nb * (size_t)c->max_expert * sizeof(float) +
+	       slots * (sizeof(int32_t) + sizeof(float)) +
+	       slots * (2 * (size_t)c->max_ff + (size_t)c->n_embd) *
+	           sizeof(float);
+}
+
+/* A mixture's buffers (struct cu_state) for NB tokens a chunk. */
+static void cu_moe_alloc(const struct model_config *c, struct cu_state *s,
+                         size_t nb, struct cu_alloc_fail *af)
+{
+	const size_t slots = nb * (size_t)c->max_expert_used;
+	const size_t tk = (size_t)c->n_layer * (size_t)c->max_expert_used;
+
+	cu_alloc((void **)&s->rl, nb * c->max_expert * sizeof(float),
+	         "router logits", af);
+	cu_alloc((void **)&s->ids, slots * sizeof(int32_t), "expert choices",
+	         af);
+	cu_alloc((void **)&s->wts, slots * sizeof(float), "expert weights", af);
+	cu_alloc((void **)&s->eh, slots * c->max_ff * sizeof(float),
+	         "expert activations", af);
+	cu_alloc((void **)&s->eh2, slots * c->max_ff * sizeof(float),
+	         "expert activations", af);
+	cu_alloc((void **)&s->eout, slots * c->n_embd * sizeof(float),
+	         "expert outputs", af);
+	cu_alloc_note(af,
+	              cudaHostAlloc((void **)&s->h_tids, tk * sizeof(int32_t),
+	                            cudaHostAllocMapped),
+	              "mapped host memory", tk * sizeof(int32_t));
+	cu_alloc_note(af,
+	              cudaHostAlloc((void **)&s->h_tw, tk * sizeof(float),
+	                            cudaHostAllocMapped),
+	              "mapped host memory", tk * sizeof(float));
+	if (af->ce == cudaSuccess)
+		cu_alloc_note(
+		    af,
+		    cudaHostGetDevicePointer((void **)&s->d_tids, s->h_tids, 0),
+		    "mapped host memory", 0);
+	if (af->ce == cudaSuccess)
+		cu_alloc_note(
+		    af, cudaHostGetDevicePointer((void **)&s->d_tw, s->h_tw, 0),
+		    "mapped host memory", 0);
+}
+
 static int cu_open(struct engine *e, const struct engine_params *p, char *err,
                    size_t errlen)
 {
@@ -1274,6 +1425,9 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		max_in = (size_t)c->max_ff;
 	if ((size_t)c->max_q_dim > max_in)
 		max_in = (size_t)c->max_q_dim;
+	/* a mixture's down product reads n_expert_used inputs a token */
+	if ((size_t)c->max_expert_used * (size_t)c->max_ff > max_in)
+		max_in = (size_t)c->max_expert_used * (size_t)c->max_ff;
 
 	/* what the GPU must hold, before allocating any of it */
 	cuda_knobs_read(&knobs);
@@ -1286,6 +1440,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	       3 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
 	for (int r = 0; r < c->n_ropes; r++) /* rope_cs */
 		act += nctx * (size_t)c->ropes[r].n_rot * sizeof(float);
+	act += cu_moe_bytes(c, nb);
 	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
 	if (w16 < max_in)
 		w16 = max_in;
@@ -1369,6 +1524,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cu_alloc((void **)&s->hb2, nb * c->max_ff * sizeof(float),
 	         "activations", &af);
 	cu_alloc((void **)&s->kv, kv, "the KV cache", &af);
+	if (c->max_expert > 0)
+		cu_moe_alloc(c, s, nb, &af);
 	for (int r = 0; r < c->n_ropes; r++)
 		cu_alloc((void **)&s->rope_cs[r],
 		         nctx * (size_t)c->ropes[r].n_rot * sizeof(float),
@@ -1417,10 +1574,10 @@ fail:
    that captures whole vectors copies them back during the eval. */
 extern "C" const struct engine_ops backend_cuda_ops = {
     .name = "cuda",
-    .features = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
-                MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EMBD_SCALE |
-                MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
-                MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH,
+    .features =
+        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR |
+        MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
+        MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,

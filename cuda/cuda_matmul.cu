@@ -73,10 +73,13 @@ __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
 }
 
 /* Y[t][row] = W row . X[t] (ADD: Y[t][row] += it); warp per row,
- * blockIdx.y = token. */
+ * blockIdx.y = token. IDS (a mixture's expert products, else NULL): t is
+ * a slot, reading the matrix IDS[t] of the stack (ESTRIDE bytes apart)
+ * and X row t / X_DIV. */
 template <int T>
 __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
-                          int64_t ne1, const float *x, float *y, int add)
+                          int64_t ne1, const float *x, float *y, int add,
+                          const int32_t *ids, size_t estride, int x_div)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int lane = threadIdx.x & 31;
@@ -85,8 +88,9 @@ __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
 
 	if (row >= ne1)
 		return;
-	const uint8_t *wr = w + (size_t)row * row_size;
-	const float *xt = x + t * ne0;
+	const uint8_t *wr = w + (size_t)row * row_size +
+	                    (ids != NULL ? (size_t)ids[t] * estride : 0);
+	const float *xt = x + (ids != NULL ? t / x_div : t) * ne0;
 	float acc = 0.0f;
 
 	for (int64_t i = lane; i < ne0; i += 32)
@@ -128,6 +132,13 @@ struct cm_parts {
 	float *copy;  /* CM_ADD of one part: Y's new rows also here, or NULL */
 	int act;      /* CM_GATED: enum model_act (cuda_act.cuh) */
 	struct cm_rope rope; /* CM_ROPE: the parts' roles and RoPE */
+	/* a mixture's expert products (cuda_op_moe_gated, _down), else
+	   ids NULL: token t of the launch (blockIdx.y) is slot t, which reads
+	   matrix ids[t] of each part's stack (estride bytes apart, the same
+	   for the parts) and X row t / x_div */
+	const int32_t *ids;
+	size_t estride;
+	int x_div;
 };
 
 /* What a unit mat-vec writes (CM_ROPE: as CM_SET, then RoPE and the KV
@@ -382,7 +393,8 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const int kw = warp % ks; /* this warp's share of the rows' units */
 	const int64_t wi = (int64_t)blockIdx.x * (CM_WARPS / ks) + warp / ks;
 	const int64_t t = blockIdx.y, nu = ne0 / U::ne;
-	const typename U::src xt = U::at(x, t, ne0);
+	const typename U::src xt =
+	    U::at(x, ps.ids != NULL ? t / ps.x_div : t, ne0);
 	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
 	const int64_t r0 = wi * (MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS);
 	const bool active = r0 < ps.rows;
@@ -457,6 +469,13 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	cu_pdl_sync();
 	if (!active && ks == 1)
 		return; /* (with ks > 1 the whole block meets the barrier) */
+	if (ps.ids != NULL && active) { /* the routing kernel wrote ids */
+		const size_t off = (size_t)ps.ids[t] * ps.estride;
+
+#pragma unroll
+		for (int k = 0; k < CM_ROWS; k++)
+			w[k] += off;
+	}
 	if constexpr (MODE == CM_ADD)
 		if (adds)
 #pragma unroll
@@ -796,18 +815,22 @@ static size_t cm_parts_bytes(const struct cm_parts *ps)
  * D_X is quantized into ctx->d_xq first unless *XQ_DONE says it already
  * is (a second weight on the same input, in stream order after the
  * first); *XQ_DONE is set once it is. */
-static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
-                          const struct cm_parts *ps, int64_t ne0,
-                          const float *d_x, int32_t n_tok, int mode,
-                          int *xq_done, char *err, size_t errlen)
+static int cm_unit_launch_n(struct cuda_ctx *ctx, uint32_t type,
+                            const struct cm_parts *ps, int64_t ne0,
+                            const float *d_x, int32_t n_tok, int32_t n_grid,
+                            int mode, int *xq_done, char *err, size_t errlen)
 {
 	const int64_t per_warp = mode == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
-	const int ks = cm_ks(ctx, warps, ne0 / (type == QTYPE_F16 ? 8 : 32));
+	/* (an expert product's slots are rows of other matrices) */
+	const int ks = cm_ks(ctx, ps->ids != NULL ? warps * n_grid : warps,
+	                     ne0 / (type == QTYPE_F16 ? 8 : 32));
 	const int64_t per_block = CM_WARPS / ks;
 	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
-	          (unsigned)n_tok);
-	const int pf = cm_parts_bytes(ps) <= ctx->prefetch_max;
+	          (unsigned)n_grid);
+	/* (an expert product's rows are known after the routing kernel) */
+	const int pf =
+	    ps->ids == NULL && cm_parts_bytes(ps) <= ctx->prefetch_max;
 
 	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
 		if (!*xq_done &&
@@ -868,6 +891,16 @@ static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
 	return 0;
 }
 
+/* cm_unit_launch_n with one slot per token (a dense product). */
+static int cm_unit_launch(struct cuda_ctx *ctx, uint32_t type,
+                          const struct cm_parts *ps, int64_t ne0,
+                          const float *d_x, int32_t n_tok, int mode,
+                          int *xq_done, char *err, size_t errlen)
+{
+	return cm_unit_launch_n(ctx, type, ps, ne0, d_x, n_tok, n_tok, mode,
+	                        xq_done, err, errlen);
+}
+
 /* The mat-vec path: one launch, grid.y over the tokens; ADD: Y += W X. */
 static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                             const float *d_x, int32_t n_tok, float *d_y,
@@ -892,7 +925,8 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 #define X(T)                                                                   \
 	case T:                                                                \
 		cu_launch(ctx, cm_matvec<T>, grid, 32 * CM_WARPS, 0, wd,       \
-		          w->row_size, w->ne0, w->ne1, d_x, d_y, add);         \
+		          w->row_size, w->ne0, w->ne1, d_x, d_y, add,          \
+		          (const int32_t *)NULL, (size_t)0, 1);                \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -1229,4 +1263,125 @@ extern "C" int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
 	ps.act = (int)act;
 	return cm_unit_launch(ctx, gate->type, &ps, gate->ne0, d_x, n_tok,
 	                      CM_GATED, &xq_done, err, errlen);
+}
+
+/* ------------------------------------------------ a mixture's experts */
+
+/* Bytes between two matrices of the stack W. */
+static size_t cm_estride(const struct cuda_tensor *w)
+{
+	return (size_t)w->ne1 * w->row_size;
+}
+
+/* D_Y[s] = W_{ids[s]} X[s / X_DIV] for N_SLOTS slots (X: N_X rows):
+ * the unit mat-vec where W's type has one, else the element-wise one
+ * (fp32 activations, as for a dense product of that type). */
+static int cm_moe_product(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                          const float *d_x, int32_t n_x, int32_t n_slots,
+                          int x_div, const int32_t *d_ids, float *d_y,
+                          int *xq_done, char *err, size_t errlen)
+{
+	const uint8_t *wd = (const uint8_t *)w->d;
+	dim3 grid((unsigned)((w->ne1 + CM_WARPS - 1) / CM_WARPS),
+	          (unsigned)n_slots);
+
+	if (cm_unit_ok(ctx, w, d_x, n_x)) {
+		struct cm_parts ps;
+
+		memset(&ps, 0, sizeof(ps));
+		ps.p[0] = cm_part_of(w, d_y);
+		ps.n = 1;
+		ps.rows = w->ne1;
+		ps.ids = d_ids;
+		ps.estride = cm_estride(w);
+		ps.x_div = x_div;
+		return cm_unit_launch_n(ctx, w->type, &ps, w->ne0, d_x, n_x,
+		                        n_slots, CM_SET, xq_done, err, errlen);
+	}
+	switch (w->type) {
+#define X(T)                                                                   \
+	case T:                                                                \
+		cu_launch(ctx, cm_matvec<T>, grid, 32 * CM_WARPS, 0, wd,       \
+		          w->row_size, w->ne0, w->ne1, d_x, d_y, 0, d_ids,     \
+		          cm_estride(w), x_div);                               \
+		break;
+		CQ_FOR_EACH_TYPE(X)
+#undef X
+	default:
+		return cm_bad_type(w->type, err, errlen);
+	}
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+/* Slots a launch's grid.y can hold. */
+#define CM_MAX_SLOTS 65535
+
+/* The checks of the expert products: a stack's slots in one grid. */
+static int cm_moe_check(const struct cuda_tensor *w, int32_t n_slots, char *err,
+                        size_t errlen)
+{
+	if (n_slots < 1 || n_slots > CM_MAX_SLOTS || w->ne2 < 1) {
+		snprintf(err, errlen,
+		         "expert product: %d slots of a stack of %lld (the "
+		         "GPU takes 1..%d slots)",
+		         n_slots, (long long)w->ne2, CM_MAX_SLOTS);
+		return -1;
+	}
+	return 0;
+}
+
+extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
+                                 const struct cuda_tensor *gate,
+                                 const struct cuda_tensor *up, const float *d_x,
+                                 const void *d_xq, int32_t n_tok, int32_t k,
+                                 const int32_t *d_ids, float *d_g, float *d_u,
+                                 char *err, size_t errlen)
+{
+	const int32_t n_slots = n_tok * k;
+	int xq_done = cm_xq_given(ctx, d_xq);
+	struct cm_parts ps;
+
+	if (cm_moe_check(gate, n_slots, err, errlen))
+		return -1;
+	/* the fused epilogue where gate and up take the unit mat-vec (and
+	   lie alike in their stacks); else the two products and
+	   cuda_op_gate_act */
+	if (gate->ne1 != up->ne1 || gate->row_size != up->row_size ||
+	    !cu_act_ok(act) || !cm_fusable(ctx, gate, up, d_x, n_tok))
+		return cm_moe_product(ctx, gate, d_x, n_tok, n_slots, k, d_ids,
+		                      d_g, &xq_done, err, errlen) ||
+		               cm_moe_product(ctx, up, d_x, n_tok, n_slots, k,
+		                              d_ids, d_u, &xq_done, err,
+		                              errlen) ||
+		               cuda_op_gate_act(ctx, act, d_g, d_u,
+		                                (int64_t)n_slots * gate->ne1,
+		                                err, errlen)
+		           ? -1
+		           : 0;
+	memset(&ps, 0, sizeof(ps));
+	ps.p[0] = cm_part_of(gate, d_g);
+	ps.p[1] = cm_part_of(up, NULL); /* read only: its row r */
+	ps.n = 1;
+	ps.rows = gate->ne1;
+	ps.act = (int)act;
+	ps.ids = d_ids;
+	ps.estride = cm_estride(gate);
+	ps.x_div = k;
+	return cm_unit_launch_n(ctx, gate->type, &ps, gate->ne0, d_x, n_tok,
+	                        n_slots, CM_GATED, &xq_done, err, errlen);
+}
+
+extern "C" int cuda_op_moe_down(struct cuda_ctx *ctx,
+                                const struct cuda_tensor *down,
+                                const float *d_h, int32_t n_slots,
+                                const int32_t *d_ids, float *d_y, char *err,
+                                size_t errlen)
+{
+	int xq_done = 0;
+
+	if (cm_moe_check(down, n_slots, err, errlen))
+		return -1;
+	return cm_moe_product(ctx, down, d_h, n_slots, n_slots, 1, d_ids, d_y,
+	                      &xq_done, err, errlen);
 }

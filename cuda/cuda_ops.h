@@ -39,9 +39,11 @@ extern "C" {
 struct cuda_tensor {
 	uint32_t type;   /* ggml type id */
 	int64_t ne0;     /* elements per row */
-	int64_t ne1;     /* rows */
+	int64_t ne1;     /* rows (of one matrix of a stack) */
 	size_t row_size; /* bytes per row */
-	const void *d;   /* ne1 * row_size bytes */
+	const void *d;   /* ne2 * ne1 * row_size bytes */
+	int64_t ne2;     /* matrices stacked (a mixture's experts); 0 or 1:
+	                    one */
 };
 
 /* True when the GPU code has kernels for ggml type T. */
@@ -212,6 +214,47 @@ int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
                          const struct cuda_tensor *up, const float *d_x,
                          const void *d_xq, int32_t n_tok, float *d_g,
                          float *d_u, char *err, size_t errlen);
+
+/*
+ * A mixture of experts (model.h's recipe; backend_cuda.cu runs it with no
+ * host round trip, so decode graphs capture it):
+ *
+ * cuda_op_moe_route: the choice of each of N_TOK tokens from its router
+ * logits D_RL [n_tok][n_expert] (one warp a token, model_moe_route's
+ * arithmetic: GATING enum model_moe_gating, NORM_W, W_SCALE): the experts
+ * D_IDS [n_tok][k] (best first, the lower index among equals) and their
+ * weights D_W [n_tok][k]. D_TRACE_IDS / D_TRACE_W (k each, or NULL): the
+ * last token's choice also there (mapped host memory: the trace).
+ *
+ * cuda_op_moe_gated: for slot s = t k + j (t < N_TOK, j < K) and expert
+ * e = D_IDS[s]: D_G[s] = act(GATE_e X[t]) * (UP_e X[t]) (GATE and UP stacks
+ * of ne2 experts, ne1 rows each; D_U scratch of the same shape as D_G).
+ * cuda_op_moe_down: D_Y[s] = DOWN_e D_H[s] for N_SLOTS slots. Both are
+ * mat-vecs that read only the chosen experts' rows (cuda_matmul.cu), with
+ * int8 activations where the dense products have them, the same values as
+ * cuda_op_matmul of that expert's matrix. D_XQ as for cuda_op_matmul_qkv.
+ *
+ * cuda_op_moe_combine: D_OUT[t] = sum over j in order of D_W[t k + j] *
+ * D_A[t k + j] (rows of N), or D_OUT[t] += that when ADD (the residual):
+ * the CPU's operations in its order.
+ */
+int cuda_op_moe_route(struct cuda_ctx *ctx, const float *d_rl, int32_t n_tok,
+                      int32_t n_expert, int32_t k, int gating, int norm_w,
+                      float w_scale, int32_t *d_ids, float *d_w,
+                      int32_t *d_trace_ids, float *d_trace_w, char *err,
+                      size_t errlen);
+int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
+                      const struct cuda_tensor *gate,
+                      const struct cuda_tensor *up, const float *d_x,
+                      const void *d_xq, int32_t n_tok, int32_t k,
+                      const int32_t *d_ids, float *d_g, float *d_u, char *err,
+                      size_t errlen);
+int cuda_op_moe_down(struct cuda_ctx *ctx, const struct cuda_tensor *down,
+                     const float *d_h, int32_t n_slots, const int32_t *d_ids,
+                     float *d_y, char *err, size_t errlen);
+int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
+                        const float *d_w, int32_t n_tok, int32_t k, int64_t n,
+                        float *d_out, int add, char *err, size_t errlen);
 
 /* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. W is a weight:
  * no earlier work in the stream may still be writing it (the kernel

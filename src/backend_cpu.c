@@ -563,7 +563,9 @@ static void cpu_mlp(struct cpu_state *s, const struct model_tensor *gate,
  * choice; then each token's weighted outputs are summed in the order of
  * its choice. A token's result is the same whatever the chunk it is in
  * and whatever the thread count (each product's rows as in cpu_matmul).
- * With a trace attached, the last token's choice is recorded per layer.
+ * With a trace attached, the last token's choice is recorded per layer;
+ * a trace that pins the choice (a reference following the engine it
+ * checks) sets the last token's instead.
  */
 static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 {
@@ -571,11 +573,24 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 	const int32_t ne = e->model->cfg.n_embd, k = f->n_expert_used;
 	const int32_t kmax = e->model->cfg.max_expert_used;
 
+	const struct trace *tr = e->trace;
+	/* a reference pinned to the choice of the engine it checks (the
+	   step's last token; trace.h pin_experts) */
+	const bool pin = tr != NULL && tr->pin_experts && il < tr->n_layer &&
+	                 tr->n_experts[il] == k;
+
 	cpu_matmul(s, &f->router, s->xb, n, s->rl);
 	for (int32_t t = 0; t < n; t++)
-		model_moe_route(f, s->rl + (size_t)t * f->n_expert, s->rscratch,
-		                s->ids + (size_t)t * kmax,
-		                s->wts + (size_t)t * kmax);
+		if (pin && t == n - 1)
+			e->trace->expert_dev[il] = model_moe_pin(
+			    f, s->rl + (size_t)t * f->n_expert, s->rscratch,
+			    tr->expert_id + (size_t)il * TRACE_MAX_EXPERTS,
+			    s->ids + (size_t)t * kmax,
+			    s->wts + (size_t)t * kmax);
+		else
+			model_moe_route(f, s->rl + (size_t)t * f->n_expert,
+			                s->rscratch, s->ids + (size_t)t * kmax,
+			                s->wts + (size_t)t * kmax);
 	for (int32_t x = 0; x < f->n_expert; x++) {
 		struct model_tensor g = model_expert(&f->gate, x);
 		struct model_tensor u = model_expert(&f->up, x);

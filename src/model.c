@@ -1166,46 +1166,46 @@ struct model_tensor model_expert(const struct model_tensor *t, int32_t e)
 	return x;
 }
 
-void model_moe_route(const struct model_ffn *f, const float *r, float *scratch,
-                     int32_t *ids, float *w)
+/* The scores the choice is made on (model_moe_route): SOFTMAX gating the
+ * softmax of the logits R, as ggml's soft_max (max, exp, 1/sum); else the
+ * logits themselves. */
+static void model_moe_scores(const struct model_ffn *f, const float *r,
+                             float *sc)
 {
-	const int32_t n = f->n_expert, k = f->n_expert_used;
-	float mx = -INFINITY, sum_w = 0.0f;
+	const int32_t n = f->n_expert;
+	float mx = -INFINITY;
 	double sum = 0.0;
 
-	if (f->gating == MODEL_MOE_SOFTMAX) {
-		/* softmax of all logits, as ggml's soft_max: max, exp, 1/sum */
-		for (int32_t i = 0; i < n; i++)
-			if (r[i] > mx)
-				mx = r[i];
-		for (int32_t i = 0; i < n; i++) {
-			scratch[i] = expf(r[i] - mx);
-			sum += scratch[i];
-		}
-		for (int32_t i = 0; i < n; i++)
-			scratch[i] *= (float)(1.0 / sum);
-	} else {
-		memcpy(scratch, r, (size_t)n * sizeof(float));
+	if (f->gating != MODEL_MOE_SOFTMAX) {
+		memcpy(sc, r, (size_t)n * sizeof(float));
+		return;
 	}
-	/* the k largest, largest first; among equals the lower index */
+	for (int32_t i = 0; i < n; i++)
+		if (r[i] > mx)
+			mx = r[i];
+	for (int32_t i = 0; i < n; i++) {
+		sc[i] = expf(r[i] - mx);
+		sum += sc[i];
+	}
+	for (int32_t i = 0; i < n; i++)
+		sc[i] *= (float)(1.0 / sum);
+}
+
+/* The weights W of the chosen IDS from the scores SC (the recipe). */
+static void model_moe_weigh(const struct model_ffn *f, const float *sc,
+                            const int32_t *ids, float *w)
+{
+	const int32_t k = f->n_expert_used;
+	float sum_w = 0.0f;
+
 	for (int32_t j = 0; j < k; j++) {
-		int32_t best = -1;
-
-		for (int32_t i = 0; i < n; i++) {
-			bool taken = false;
-
-			for (int32_t p = 0; p < j && !taken; p++)
-				taken = ids[p] == i;
-			if (!taken && (best < 0 || scratch[i] > scratch[best]))
-				best = i;
-		}
-		ids[j] = best;
-		w[j] = scratch[best];
+		w[j] = sc[ids[j]];
 		sum_w += w[j];
 	}
 	if (f->gating == MODEL_MOE_TOPK_SOFTMAX) { /* of the chosen only */
-		mx = w[0];
-		sum = 0.0;
+		const float mx = w[0];
+		double sum = 0.0;
+
 		for (int32_t j = 0; j < k; j++) {
 			w[j] = expf(w[j] - mx);
 			sum += w[j];
@@ -1226,6 +1226,47 @@ void model_moe_route(const struct model_ffn *f, const float *r, float *scratch,
 	if (f->w_scale != 0.0f && f->w_scale != 1.0f)
 		for (int32_t j = 0; j < k; j++)
 			w[j] *= f->w_scale;
+}
+
+void model_moe_route(const struct model_ffn *f, const float *r, float *scratch,
+                     int32_t *ids, float *w)
+{
+	const int32_t n = f->n_expert, k = f->n_expert_used;
+
+	model_moe_scores(f, r, scratch);
+	/* the k largest, largest first; among equals the lower index */
+	for (int32_t j = 0; j < k; j++) {
+		int32_t best = -1;
+
+		for (int32_t i = 0; i < n; i++) {
+			bool taken = false;
+
+			for (int32_t p = 0; p < j && !taken; p++)
+				taken = ids[p] == i;
+			if (!taken && (best < 0 || scratch[i] > scratch[best]))
+				best = i;
+		}
+		ids[j] = best;
+	}
+	model_moe_weigh(f, scratch, ids, w);
+}
+
+float model_moe_pin(const struct model_ffn *f, const float *r, float *scratch,
+                    const int32_t *pinned, int32_t *ids, float *w)
+{
+	const int32_t k = f->n_expert_used;
+	float own = 0.0f, got = 0.0f;
+
+	model_moe_route(f, r, scratch, ids, w);
+	for (int32_t j = 0; j < k; j++) {
+		own += scratch[ids[j]];
+		ids[j] = pinned[j] >= 0 && pinned[j] < f->n_expert ? pinned[j]
+		                                                   : ids[j];
+	}
+	for (int32_t j = 0; j < k; j++)
+		got += scratch[ids[j]];
+	model_moe_weigh(f, scratch, ids, w);
+	return own - got;
 }
 
 const struct model_rope *model_layer_rope(const struct model *m, int il)

@@ -283,6 +283,16 @@ struct model_tensor model_expert(const struct model_tensor *t, int32_t e);
 void model_moe_route(const struct model_ffn *f, const float *r, float *scratch,
                      int32_t *ids, float *w);
 
+/* model_moe_route, then the experts PINNED[n_expert_used] (another
+ * engine's choice, which a reference follows so that a comparison
+ * measures the arithmetic, not a near tie's flip) in IDS, weighted from
+ * these logits as the recipe weighs a choice (an out-of-range id keeps
+ * the own choice's). Returns what the pinned choice gives up: the sum of
+ * the scores (softmax probabilities, or logits) of the own choice minus
+ * the pinned one's, 0 when they are the same set. */
+float model_moe_pin(const struct model_ffn *f, const float *r, float *scratch,
+                    const int32_t *pinned, int32_t *ids, float *w);
+
 /* The parameters of a layer's attention scores: one struct on every
  * attention path of both backends. */
 struct model_attn_params {

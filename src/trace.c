@@ -25,12 +25,13 @@ struct trace *trace_new(int n_layer, int top_k, FILE *out)
 	t->top_logit = calloc((size_t)top_k, sizeof(*t->top_logit));
 	t->top_prob = calloc((size_t)top_k, sizeof(*t->top_prob));
 	t->n_experts = calloc((size_t)n_layer, sizeof(*t->n_experts));
+	t->expert_dev = calloc((size_t)n_layer, sizeof(*t->expert_dev));
 	t->expert_id =
 	    calloc((size_t)n_layer * TRACE_MAX_EXPERTS, sizeof(*t->expert_id));
 	t->expert_w =
 	    calloc((size_t)n_layer * TRACE_MAX_EXPERTS, sizeof(*t->expert_w));
 	if (!t->layers || !t->top_id || !t->top_logit || !t->top_prob ||
-	    !t->n_experts || !t->expert_id || !t->expert_w) {
+	    !t->n_experts || !t->expert_id || !t->expert_w || !t->expert_dev) {
 		trace_free(t);
 		return NULL;
 	}
@@ -56,6 +57,7 @@ void trace_free(struct trace *t)
 	free(t->top_logit);
 	free(t->top_prob);
 	free(t->n_experts);
+	free(t->expert_dev);
 	free(t->expert_id);
 	free(t->expert_w);
 	free(t->resid);
@@ -131,6 +133,23 @@ void trace_layer_stats(struct trace *t, int il, const struct trace_stats *s)
 }
 
 /* Statistics of X[0..n) (accumulated in double). */
+/* Pin T to FROM's last choice of experts; see trace.h. */
+void trace_pin_experts(struct trace *t, const struct trace *from)
+{
+	int nl;
+
+	t->pin_experts = from != NULL;
+	if (from == NULL)
+		return;
+	nl = t->n_layer < from->n_layer ? t->n_layer : from->n_layer;
+	for (int il = 0; il < t->n_layer; il++) {
+		t->n_experts[il] = il < nl ? from->n_experts[il] : 0;
+		t->expert_dev[il] = 0.0f;
+	}
+	memcpy(t->expert_id, from->expert_id,
+	       (size_t)nl * TRACE_MAX_EXPERTS * sizeof(*t->expert_id));
+}
+
 /* Record layer IL's choice of experts; see trace.h. */
 void trace_experts(struct trace *t, int il, const int32_t *ids, const float *w,
                    int n)

@@ -94,16 +94,23 @@ struct trace {
 	int32_t n_tokens; /* tokens in the step's batch */
 	int32_t token;    /* the last token of the batch */
 	struct trace_stats *layers; /* [n_layer] residual after each layer */
-	int32_t *n_experts;         /* [n_layer] experts chosen (0: dense) */
-	int32_t *expert_id;         /* [n_layer][TRACE_MAX_EXPERTS] chosen, best
-	                               first */
-	float *expert_w;  /* [n_layer][TRACE_MAX_EXPERTS] their weights */
-	int32_t *top_id;  /* [top_k] token ids, best first */
-	float *top_logit; /* [top_k] their logits */
-	float *top_prob;  /* [top_k] their softmax probabilities */
-	float entropy;    /* of the softmax, in nats */
-	float *resid;     /* [n_layer][n_embd] residual of the last token after
-	                     each layer, or NULL (no capture) */
+	int pin_experts;    /* 1: a backend follows n_experts / expert_id (the
+	                       last token's choice in each mixture layer, as
+	                       trace_pin_experts copied them from another
+	                       engine's trace) instead of its router, for the
+	                       step's last token; expert_dev then says what
+	                       that choice gave up (model_moe_pin) */
+	float *expert_dev;  /* [n_layer] (pin_experts) */
+	int32_t *n_experts; /* [n_layer] experts chosen (0: dense) */
+	int32_t *expert_id; /* [n_layer][TRACE_MAX_EXPERTS] chosen, best
+	                       first */
+	float *expert_w;    /* [n_layer][TRACE_MAX_EXPERTS] their weights */
+	int32_t *top_id;    /* [top_k] token ids, best first */
+	float *top_logit;   /* [top_k] their logits */
+	float *top_prob;    /* [top_k] their softmax probabilities */
+	float entropy;      /* of the softmax, in nats */
+	float *resid; /* [n_layer][n_embd] residual of the last token after
+	                 each layer, or NULL (no capture) */
 	struct trace_verify verify; /* the comparison, when verified */
 };
 
@@ -151,6 +158,11 @@ void trace_layer_stats(struct trace *t, int il, const struct trace_stats *s);
  * TRACE_MAX_EXPERTS). */
 void trace_experts(struct trace *t, int il, const int32_t *ids, const float *w,
                    int n);
+
+/* Pin T's next step to the choice of experts FROM's last step recorded
+ * (a reference following the engine it checks; pin_experts), or with
+ * FROM NULL stop pinning. Layers beyond either trace's are not pinned. */
+void trace_pin_experts(struct trace *t, const struct trace *from);
 
 /* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
 void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);

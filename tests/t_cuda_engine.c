@@ -405,6 +405,29 @@ static const struct {
      "--arch llama --type Q4_1 --tied --n-vocab 49152 --n-embd 576 "
      "--n-ff 1536 --n-layer 30 --n-head 9 --n-head-kv 3 --rope-base 100000",
      -1},
+    /* (new models go last: a model's seed is its place in the list)
+       qwen3moe: the chosen experts' products (the int8 unit mat-vec of
+       Q8_0 in its GPU layout; Q4_K gate/up with Q6_K down in some
+       layers; F16's fp32 unit; Q5_K's element-wise one), the F32
+       router, prefill split at 16 and in one chunk */
+    {"qwen3moe_q8_0",
+     "--arch qwen3moe --type Q8_0 --n-head 4 --n-head-kv 2 --head-dim 64 "
+     "--n-expert 8 --n-expert-used 2 --n-ff-exp 128",
+     16},
+    {"qwen3moe_q4_k_q6_k",
+     "--arch qwen3moe --type Q4_K --more-bits-type Q6_K --out-type Q6_K "
+     "--n-head 4 --n-head-kv 1 --head-dim 64 --n-expert 8 "
+     "--n-expert-used 2 --n-ff-exp 256",
+     0},
+    {"qwen3moe_f16",
+     "--arch qwen3moe --type F16 --n-head 4 --n-head-kv 2 --head-dim 64 "
+     "--n-expert 8 --n-expert-used 3 --n-ff-exp 64",
+     16},
+    {"qwen3moe_q5_k",
+     "--arch qwen3moe --type Q5_K --embd-type Q8_0 --n-head 4 "
+     "--n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 "
+     "--n-ff-exp 256",
+     0},
 };
 
 /* Per-layer trace statistics of the last token agree (relative 1e-3 on
@@ -465,13 +488,13 @@ static void check_oom(const char *path)
 	/* a feature the GPU's recipe does not run is refused by name */
 	rc = -1;
 	if (m != NULL) {
-		m->cfg.features |= MODEL_FEAT_EXPERTS;
+		m->cfg.features |= MODEL_FEAT_RECURRENT;
 		p.n_ctx = 64;
 		rc = engine_open(m, &p, &e, err, sizeof(err));
 	}
 	tap_ok(rc != 0 &&
-	           strstr(err, "mixture of experts, which the cuda backend") !=
-	               NULL,
+	           strstr(err, "recurrent (linear attention) layers, which "
+	                       "the cuda backend") != NULL,
 	       "an unsupported feature refused: \"%s\"", err);
 	engine_close(e);
 	model_free(m);
