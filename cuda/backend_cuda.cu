@@ -127,14 +127,15 @@ struct cu_state {
 
 	/* a mixture's FFN (cfg.max_expert > 0; else NULL): K = the largest
 	   n_expert_used, a slot per token and choice */
-	float *rl;    /* [n_batch][max_expert] router logits */
-	int32_t *ids; /* [n_batch][K] chosen experts (cuda_op_moe_route) */
-	float *wts;   /* [n_batch][K] their weights */
-	float *eh;    /* [n_batch K][max_ff] an expert's gated product */
-	float *eh2;   /* [n_batch K][max_ff] its up product (unfused) */
-	float *eout;  /* [n_batch K][n_embd] an expert's output */
+	float *rl;     /* [n_batch][max_expert] router logits */
+	int32_t *ids;  /* [n_batch][K] chosen experts (cuda_op_moe_route) */
+	int32_t *perm; /* [n_batch K] the slots grouped by expert */
+	float *wts;    /* [n_batch][K] their weights */
+	float *eh;     /* [n_batch K][max_ff] an expert's gated product */
+	float *eh2;    /* [n_batch K][max_ff] its up product (unfused) */
+	float *eout;   /* [n_batch K][n_embd] an expert's output */
 	/* the last token's choice per layer, written by the routing kernel
-	   into mapped host memory when a trace is attached */
+	   into mapped host memory (for a trace) */
 	int32_t *h_tids; /* [n_layer][K] pinned, mapped */
 	float *h_tw;     /* [n_layer][K] */
 	int32_t *d_tids; /* their device addresses */
@@ -538,13 +539,18 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		const int32_t *ids = s->ids + (size_t)t0 * k;
 		float *out = (l->ffn_post_norm != NULL ? s->y : s->x) +
 		             (size_t)t0 * c->n_embd;
+		/* several tokens: their slots grouped by expert */
+		const int32_t *perm = nt > 1 ? s->perm : NULL;
 
-		if (cuda_op_moe_gated(x, f->act, &l->gate, &l->up,
+		if ((perm != NULL &&
+		     cuda_op_moe_sort(x, ids, nt * k, f->n_expert, s->perm, err,
+		                      errlen)) ||
+		    cuda_op_moe_gated(x, f->act, &l->gate, &l->up,
 		                      s->xb + (size_t)t0 * c->n_embd,
 		                      t0 == 0 && nt == n ? xq : NULL, nt, k,
-		                      ids, s->eh, s->eh2, err, errlen) ||
-		    cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids, s->eout,
-		                     err, errlen) ||
+		                      ids, perm, s->eh, s->eh2, err, errlen) ||
+		    cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids, perm,
+		                     s->eout, err, errlen) ||
 		    cuda_op_moe_combine(x, s->eout, s->wts + (size_t)t0 * k, nt,
 		                        k, c->n_embd, out,
 		                        l->ffn_post_norm == NULL, err, errlen))
@@ -1246,10 +1252,10 @@ static void cu_close(struct engine *e)
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
 		void *bufs[] = {
-		    s->arena, s->tok,    s->x,      s->xb, s->q,   s->k,
-		    s->v,     s->o,      s->y,      s->hb, s->hb2, s->logits,
-		    s->kv,    s->d_step, s->d_snap, s->rl, s->ids, s->wts,
-		    s->eh,    s->eh2,    s->eout};
+		    s->arena, s->tok,    s->x,      s->xb,  s->q,   s->k,
+		    s->v,     s->o,      s->y,      s->hb,  s->hb2, s->logits,
+		    s->kv,    s->d_step, s->d_snap, s->rl,  s->ids, s->wts,
+		    s->eh,    s->eh2,    s->eout,   s->perm};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		for (int r = 0; r < MODEL_MAX_ROPES; r++)
@@ -1324,7 +1330,7 @@ static size_t cu_moe_bytes(const struct model_config *c, size_t nb)
 	if (c->max_expert == 0)
 		return 0;
 	return nb * (size_t)c->max_expert * sizeof(float) +
-	       slots * (sizeof(int32_t) + sizeof(float)) +
+	       slots * (2 * sizeof(int32_t) + sizeof(float)) +
 	       slots * (2 * (size_t)c->max_ff + (size_t)c->n_embd) *
 	           sizeof(float);
 }
@@ -1339,6 +1345,8 @@ static void cu_moe_alloc(const struct model_config *c, struct cu_state *s,
 	cu_alloc((void **)&s->rl, nb * c->max_expert * sizeof(float),
 	         "router logits", af);
 	cu_alloc((void **)&s->ids, slots * sizeof(int32_t), "expert choices",
+	         af);
+	cu_alloc((void **)&s->perm, slots * sizeof(int32_t), "expert order",
 	         af);
 	cu_alloc((void **)&s->wts, slots * sizeof(float), "expert weights", af);
 	cu_alloc((void **)&s->eh, slots * c->max_ff * sizeof(float),

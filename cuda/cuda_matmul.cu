@@ -74,17 +74,18 @@ __global__ void cm_get_rows(const uint8_t *w, size_t row_size, int64_t ne0,
 
 /* Y[t][row] = W row . X[t] (ADD: Y[t][row] += it); warp per row,
  * blockIdx.y = token. IDS (a mixture's expert products, else NULL): t is
- * a slot, reading the matrix IDS[t] of the stack (ESTRIDE bytes apart)
- * and X row t / X_DIV. */
+ * a slot (PERM[blockIdx.y] when PERM is not NULL), reading the matrix
+ * IDS[t] of the stack (ESTRIDE bytes apart) and X row t / X_DIV. */
 template <int T>
 __global__ void cm_matvec(const uint8_t *w, size_t row_size, int64_t ne0,
                           int64_t ne1, const float *x, float *y, int add,
-                          const int32_t *ids, size_t estride, int x_div)
+                          const int32_t *ids, size_t estride, int x_div,
+                          const int32_t *perm)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int lane = threadIdx.x & 31;
 	const int64_t row = (int64_t)blockIdx.x * CM_WARPS + (threadIdx.x >> 5);
-	const int64_t t = blockIdx.y;
+	const int64_t t = perm != NULL ? perm[blockIdx.y] : blockIdx.y;
 
 	if (row >= ne1)
 		return;
@@ -139,6 +140,10 @@ struct cm_parts {
 	const int32_t *ids;
 	size_t estride;
 	int x_div;
+	/* blockIdx.y's slot, where the slots are taken in an order (a
+	   chunk's sorted by expert, so that one expert's rows are read from
+	   L2 for all its slots: cuda_op_moe_sort), or NULL: slot = y */
+	const int32_t *perm;
 };
 
 /* What a unit mat-vec writes (CM_ROPE: as CM_SET, then RoPE and the KV
@@ -392,7 +397,12 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int kw = warp % ks; /* this warp's share of the rows' units */
 	const int64_t wi = (int64_t)blockIdx.x * (CM_WARPS / ks) + warp / ks;
-	const int64_t t = blockIdx.y, nu = ne0 / U::ne;
+	/* a sorted mixture's slot is the sort kernel's output: wait for it
+	   (the wait below then returns at once) */
+	if (ps.perm != NULL)
+		cu_pdl_sync();
+	const int64_t t = ps.perm != NULL ? ps.perm[blockIdx.y] : blockIdx.y;
+	const int64_t nu = ne0 / U::ne;
 	const typename U::src xt =
 	    U::at(x, ps.ids != NULL ? t / ps.x_div : t, ne0);
 	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
@@ -926,7 +936,8 @@ static int cm_matvec_launch(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	case T:                                                                \
 		cu_launch(ctx, cm_matvec<T>, grid, 32 * CM_WARPS, 0, wd,       \
 		          w->row_size, w->ne0, w->ne1, d_x, d_y, add,          \
-		          (const int32_t *)NULL, (size_t)0, 1);                \
+		          (const int32_t *)NULL, (size_t)0, 1,                 \
+		          (const int32_t *)NULL);                              \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -1278,8 +1289,9 @@ static size_t cm_estride(const struct cuda_tensor *w)
  * (fp32 activations, as for a dense product of that type). */
 static int cm_moe_product(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                           const float *d_x, int32_t n_x, int32_t n_slots,
-                          int x_div, const int32_t *d_ids, float *d_y,
-                          int *xq_done, char *err, size_t errlen)
+                          int x_div, const int32_t *d_ids,
+                          const int32_t *d_perm, float *d_y, int *xq_done,
+                          char *err, size_t errlen)
 {
 	const uint8_t *wd = (const uint8_t *)w->d;
 	dim3 grid((unsigned)((w->ne1 + CM_WARPS - 1) / CM_WARPS),
@@ -1295,6 +1307,7 @@ static int cm_moe_product(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 		ps.ids = d_ids;
 		ps.estride = cm_estride(w);
 		ps.x_div = x_div;
+		ps.perm = d_perm;
 		return cm_unit_launch_n(ctx, w->type, &ps, w->ne0, d_x, n_x,
 		                        n_slots, CM_SET, xq_done, err, errlen);
 	}
@@ -1303,7 +1316,7 @@ static int cm_moe_product(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	case T:                                                                \
 		cu_launch(ctx, cm_matvec<T>, grid, 32 * CM_WARPS, 0, wd,       \
 		          w->row_size, w->ne0, w->ne1, d_x, d_y, 0, d_ids,     \
-		          cm_estride(w), x_div);                               \
+		          cm_estride(w), x_div, d_perm);                       \
 		break;
 		CQ_FOR_EACH_TYPE(X)
 #undef X
@@ -1335,8 +1348,9 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
                                  const struct cuda_tensor *gate,
                                  const struct cuda_tensor *up, const float *d_x,
                                  const void *d_xq, int32_t n_tok, int32_t k,
-                                 const int32_t *d_ids, float *d_g, float *d_u,
-                                 char *err, size_t errlen)
+                                 const int32_t *d_ids, const int32_t *d_perm,
+                                 float *d_g, float *d_u, char *err,
+                                 size_t errlen)
 {
 	const int32_t n_slots = n_tok * k;
 	int xq_done = cm_xq_given(ctx, d_xq);
@@ -1350,9 +1364,9 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 	if (gate->ne1 != up->ne1 || gate->row_size != up->row_size ||
 	    !cu_act_ok(act) || !cm_fusable(ctx, gate, up, d_x, n_tok))
 		return cm_moe_product(ctx, gate, d_x, n_tok, n_slots, k, d_ids,
-		                      d_g, &xq_done, err, errlen) ||
+		                      d_perm, d_g, &xq_done, err, errlen) ||
 		               cm_moe_product(ctx, up, d_x, n_tok, n_slots, k,
-		                              d_ids, d_u, &xq_done, err,
+		                              d_ids, d_perm, d_u, &xq_done, err,
 		                              errlen) ||
 		               cuda_op_gate_act(ctx, act, d_g, d_u,
 		                                (int64_t)n_slots * gate->ne1,
@@ -1368,6 +1382,7 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 	ps.ids = d_ids;
 	ps.estride = cm_estride(gate);
 	ps.x_div = k;
+	ps.perm = d_perm;
 	return cm_unit_launch_n(ctx, gate->type, &ps, gate->ne0, d_x, n_tok,
 	                        n_slots, CM_GATED, &xq_done, err, errlen);
 }
@@ -1375,13 +1390,13 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 extern "C" int cuda_op_moe_down(struct cuda_ctx *ctx,
                                 const struct cuda_tensor *down,
                                 const float *d_h, int32_t n_slots,
-                                const int32_t *d_ids, float *d_y, char *err,
-                                size_t errlen)
+                                const int32_t *d_ids, const int32_t *d_perm,
+                                float *d_y, char *err, size_t errlen)
 {
 	int xq_done = 0;
 
 	if (cm_moe_check(down, n_slots, err, errlen))
 		return -1;
-	return cm_moe_product(ctx, down, d_h, n_slots, n_slots, 1, d_ids, d_y,
-	                      &xq_done, err, errlen);
+	return cm_moe_product(ctx, down, d_h, n_slots, n_slots, 1, d_ids,
+	                      d_perm, d_y, &xq_done, err, errlen);
 }

@@ -201,3 +201,52 @@ extern "C" int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
+
+/* Threads of the sorting block. */
+#define MR_SORT_THREADS 1024
+
+/* PERM = the N slots grouped by their expert IDS[s] (a counting sort in
+ * one block: the counts, their prefix sums, each slot placed at its
+ * expert's next free place; the order within an expert varies from run
+ * to run, which no value depends on: each slot is computed alone). */
+__global__ void mr_sort(const int32_t *ids, int32_t n, int32_t n_expert,
+                        int32_t *perm)
+{
+	__shared__ int32_t at[32 * MR_PER_LANE];
+
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	for (int32_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+		at[e] = 0;
+	__syncthreads();
+	for (int32_t s = threadIdx.x; s < n; s += blockDim.x)
+		atomicAdd(&at[ids[s]], 1);
+	__syncthreads();
+	if (threadIdx.x == 0) { /* exclusive prefix sums, in place */
+		int32_t sum = 0;
+
+		for (int32_t e = 0; e < n_expert; e++) {
+			const int32_t c = at[e];
+
+			at[e] = sum;
+			sum += c;
+		}
+	}
+	__syncthreads();
+	for (int32_t s = threadIdx.x; s < n; s += blockDim.x)
+		perm[atomicAdd(&at[ids[s]], 1)] = s;
+}
+
+extern "C" int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
+                                int32_t n_slots, int32_t n_expert,
+                                int32_t *d_perm, char *err, size_t errlen)
+{
+	if (n_expert < 1 || n_expert > 32 * MR_PER_LANE) {
+		snprintf(err, errlen, "expert sort: %d experts (up to %d)",
+		         n_expert, 32 * MR_PER_LANE);
+		return -1;
+	}
+	cu_launch(ctx, mr_sort, 1, MR_SORT_THREADS, 0, d_ids, n_slots, n_expert,
+	          d_perm);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}

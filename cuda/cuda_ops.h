@@ -233,6 +233,10 @@ int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
  * mat-vecs that read only the chosen experts' rows (cuda_matmul.cu), with
  * int8 activations where the dense products have them, the same values as
  * cuda_op_matmul of that expert's matrix. D_XQ as for cuda_op_matmul_qkv.
+ * D_PERM (or NULL): the order in which a launch takes the slots, from
+ * cuda_op_moe_sort (N_SLOTS slots of D_IDS grouped by expert, so that the
+ * slots of one expert run together and its rows come from L2: a prefill
+ * chunk's); the values do not depend on it.
  *
  * cuda_op_moe_combine: D_OUT[t] = sum over j in order of D_W[t k + j] *
  * D_A[t k + j] (rows of N), or D_OUT[t] += that when ADD (the residual):
@@ -247,11 +251,15 @@ int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
                       const struct cuda_tensor *gate,
                       const struct cuda_tensor *up, const float *d_x,
                       const void *d_xq, int32_t n_tok, int32_t k,
-                      const int32_t *d_ids, float *d_g, float *d_u, char *err,
-                      size_t errlen);
+                      const int32_t *d_ids, const int32_t *d_perm, float *d_g,
+                      float *d_u, char *err, size_t errlen);
 int cuda_op_moe_down(struct cuda_ctx *ctx, const struct cuda_tensor *down,
                      const float *d_h, int32_t n_slots, const int32_t *d_ids,
-                     float *d_y, char *err, size_t errlen);
+                     const int32_t *d_perm, float *d_y, char *err,
+                     size_t errlen);
+int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
+                     int32_t n_slots, int32_t n_expert, int32_t *d_perm,
+                     char *err, size_t errlen);
 int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
                         const float *d_w, int32_t n_tok, int32_t k, int64_t n,
                         float *d_out, int add, char *err, size_t errlen);
