@@ -13,7 +13,7 @@
 #   HOME            whose ~/.cache/parley/models holds SmolLM2 (tok, prompt;
 #                   PARLEY_TEST_MODEL overrides it for prompt)
 
-FUZZ_HARNESSES="gguf model json template store_import prompt tok tok_load kv_state tui_input md sse store_reports sampling"
+FUZZ_HARNESSES="gguf model json template store_import prompt tok tok_load kv_state tui_input md sse store_reports sampling hfpull"
 
 # Export the environment the harnesses read; $1 is the repository's top.
 fuzz_env() {

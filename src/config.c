@@ -67,6 +67,8 @@ static const struct config_opt config_opts[] = {
      "seconds to connect or of server silence (60)"},
     {"insecure", CT_BOOL, 0, 0, 0,
      "allow plain http to a non-local server (false)"},
+    {"models-dir", CT_STR, 0, 0, 0,
+     "folder of GGUF models for -m NAME (repeatable, or a:b)"},
 };
 
 #define CONFIG_N_OPTS (sizeof(config_opts) / sizeof(config_opts[0]))
@@ -89,6 +91,7 @@ void config_free(struct config *c)
 	free(c->server_model);
 	free(c->api_key_env);
 	free(c->api_key_file);
+	free(c->models_dir);
 	for (size_t i = 0; i < c->n_stops; i++)
 		free(c->stops[i]);
 	memset(c, 0, sizeof(*c));
@@ -118,6 +121,30 @@ static int config_str(char **dst, const char *v)
 		return -1;
 	free(*dst);
 	*dst = d;
+	return 0;
+}
+
+/* Add the folders V (one, or a colon list) to models-dir: the key adds
+   rather than replaces, so the file and the command line both count. */
+static int config_models_dir(struct config *c, const char *v, char *err,
+                             size_t errlen)
+{
+	size_t n = c->models_dir ? strlen(c->models_dir) : 0, nv = strlen(v);
+	char *d;
+
+	if (v[0] == '\0') {
+		snprintf(err, errlen, "models-dir: an empty folder name");
+		return -1;
+	}
+	d = realloc(c->models_dir, n + nv + 2);
+	if (d == NULL) {
+		snprintf(err, errlen, "models-dir: out of memory");
+		return -1;
+	}
+	if (n > 0)
+		d[n++] = ':';
+	memcpy(d + n, v, nv + 1);
+	c->models_dir = d;
 	return 0;
 }
 
@@ -275,6 +302,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 		c->n_stops++;
 		return 0;
 	case CT_STR:
+		if (strcmp(key, "models-dir") == 0)
+			return config_models_dir(c, value, err, errlen);
 		if (config_str(config_str_slot(c, key), value))
 			goto nomem;
 		return 0;

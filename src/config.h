@@ -65,6 +65,9 @@ struct config {
 	char *api_key_file;     /* api-key-file PATH or NULL (owned) */
 	int32_t server_timeout; /* seconds, 0: the default */
 	bool insecure;          /* --insecure: http to a remote host */
+	/* models-dir: folders of GGUF files for `parley models` and -m NAME,
+	   colon-separated; each models-dir given adds to it */
+	char *models_dir; /* (owned) or NULL */
 };
 
 /* Defaults: sampler_config_default, n_predict 512, nothing else set. */

@@ -4,14 +4,17 @@
 # The layers, top to bottom (see README.md, "Layout"):
 #   5 front end  ui/ (every file): main(), the commands, the REPL, later
 #                the ncurses screen. The only code that prints or exits.
-#   4 session    src/ session, store*, config: the chat and its storage.
+#   4 session    src/ session, store*, config: the chat and its storage;
+#                modelstore*, modelname: the models on disk (config's paths);
+#                hfpull*: `parley pull`, into the hub cache modelstore reads.
 #   3 text       src/ tok*, template*, prompt, promptdir, stopstr.
 #   2 model      src/ gguf*, qtype, quant*, f16, model, engine*, backend_*,
 #                sampler, trace, threadpool, verify (an engine beside an
 #                engine); and cuda/ (every file): a
 #                backend implements src/engine.h beside backend_cpu.c, so it
 #                sits in the model layer and sees nothing above it.
-#   1 base       src/ utf8, sbuf, json: utilities with no domain knowledge.
+#   1 base       src/ utf8, sbuf, json, sha256: utilities with no domain
+#                knowledge.
 #
 # Rules, each reported as FILE:LINE: RULE: DETAIL:
 #   unmapped          a source file under src/ whose module is not in the map
@@ -54,7 +57,8 @@ layer_of() {
 	*) return ;;
 	esac
 	case $lo_mod in
-	session | session_* | store | store_* | config | config_*)
+	session | session_* | store | store_* | config | config_* | \
+		modelstore | modelstore_* | modelname | hfpull | hfpull_*)
 		layer=4 lname=session
 		;;
 	tok | tok_* | template | template_* | prompt | promptdir | stopstr)
@@ -65,7 +69,7 @@ layer_of() {
 		verify | remote | remote_*)
 		layer=2 lname=model
 		;;
-	utf8 | sbuf | json | sse)
+	utf8 | sbuf | json | sse | sha256)
 		layer=1 lname=base
 		;;
 	esac

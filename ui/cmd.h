@@ -10,6 +10,8 @@
 #ifndef PARLEY_CMD_H
 #define PARLEY_CMD_H
 
+#include <stddef.h>
+
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -24,9 +26,22 @@ int cmd_mkmodel(int argc, char **argv);
 
 /* cmd_chat.c: the chat (REPL or one shot) and resuming a conversation */
 int cmd_chat(int argc, char **argv);
-/* `parley models --server URL` (cmd_models.c) */
+/* `parley models`: the local models, or --server URL's (cmd_models.c) */
 int cmd_models(int argc, char **argv);
+/* `parley pull ORG/REPO[:QUANT]`: a model from the hub (cmd_pull.c) */
+int cmd_pull(int argc, char **argv);
 struct config;
+struct gguf_file;
+/* -m NAME (or the config's model): NAME itself when it is a path, else
+   the file of the model `parley models` lists under that name or a unique
+   prefix (modelname.h), CFG's models-dir searched too (CFG NULL: the
+   default config file's). 0 with *PATH malloc'd, or -1 with a message
+   (an ambiguous or unknown name lists the nearest names) in err. */
+int cmd_model_resolve(const struct config *cfg, const char *name, char **path,
+                      char *err, size_t errlen);
+/* gguf_split_open of cmd_model_resolve(NULL, NAME): the -m of the tools
+   (info, generate, tokenize, render, bench); NULL with err on failure. */
+struct gguf_file *cmd_model_open(const char *name, char *err, size_t errlen);
 /* The API key of CFG (api-key-env, else api-key-file) into *KEY (NULL:
    none; free with cmd_key_free, which wipes it). 0, or -1 (printed). */
 int cmd_api_key(const struct config *cfg, char **key);

@@ -63,7 +63,8 @@ static void bench_usage(FILE *f)
 	    "usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
 	    "                    [--backend auto|cuda|cpu] [-t N] [--trace]\n"
 	    "                    [--top N]\n"
-	    "  -m FILE          GGUF model (default: the cache's SmolLM2)\n"
+	    "  -m FILE|NAME     GGUF model, or a name parley models lists\n"
+	    "                   (default: the cache's SmolLM2)\n"
 	    "  -p N             prompt tokens to prefill (default 512)\n"
 	    "  -n N             tokens to decode (default 128)\n"
 	    "  -r N             repeats; figures are medians (default 5)\n"
@@ -235,6 +236,11 @@ int cmd_bench(int argc, char **argv)
 	    (o.model = def = config_default_model()) == NULL) {
 		snprintf(err, sizeof(err), "no model given and no default");
 		goto fail;
+	}
+	if (def == NULL) { /* -m NAME: resolved before the load is timed */
+		if (cmd_model_resolve(NULL, o.model, &def, err, sizeof(err)))
+			goto fail;
+		o.model = def;
 	}
 	total = o.depth + o.n_prompt + o.n_gen;
 	t0 = bench_now();

@@ -113,6 +113,7 @@ static const struct option chat_long[] = {
     {"api-key-file", required_argument, NULL, OPT_KEY},
     {"server-timeout", required_argument, NULL, OPT_KEY},
     {"insecure", no_argument, NULL, OPT_KEY},
+    {"models-dir", required_argument, NULL, OPT_KEY},
     {NULL, 0, NULL, 0},
 };
 
@@ -139,8 +140,12 @@ static void chat_usage(FILE *fp, bool resume)
 		    fp);
 	fputs(
 	    "Options:\n"
-	    "  -m, --model FILE        GGUF model (default: the cache's "
-	    "SmolLM2-135M)\n"
+	    "  -m, --model NAME        GGUF file, or a name parley models "
+	    "lists\n"
+	    "                          (qwen3:8b, org/repo:Q4_K_M, a "
+	    "prefix;\n"
+	    "                          default: the cache's SmolLM2-135M)\n"
+	    "      --models-dir DIR    more GGUF files for -m NAME\n"
 	    "  -p, --prompt TEXT       one shot: send TEXT, print the reply,"
 	    " exit\n"
 	    "  -n, --n-predict N       reply limit in tokens, -1 = none "
@@ -560,6 +565,21 @@ static int chat_resume_model(struct store *st, struct chat_args *a,
 	return 0;
 }
 
+/* -m NAME or the config's model, when not a path: the file of the local
+   model of that name (cmd_model_resolve). 0, or -1 (printed). */
+static int chat_model_name(struct config *cfg)
+{
+	char err[1024], *path;
+
+	if (cmd_model_resolve(cfg, cfg->model, &path, err, sizeof(err))) {
+		fprintf(stderr, "parley: %s\n", err);
+		return -1;
+	}
+	free(cfg->model);
+	cfg->model = path;
+	return 0;
+}
+
 /* Run the chat: shared by `parley`, `parley chat` and `parley resume`. */
 static int chat_main(int argc, char **argv, bool resume)
 {
@@ -604,6 +624,8 @@ static int chat_main(int argc, char **argv, bool resume)
 		fputs("parley: no model (-m FILE) and no HOME for the default "
 		      "one\n",
 		      stderr);
+		goto out;
+	} else if (chat_model_name(&cfg)) {
 		goto out;
 	}
 	if (cfg.server == NULL && access(cfg.model, R_OK) != 0) {

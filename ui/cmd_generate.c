@@ -48,7 +48,8 @@ static void gen_usage(FILE *f)
 	       "                  (exact dots): a line per step on stderr;\n"
 	       "                  exit status 3 when a step is over tolerance\n"
 	       "  --ignore-eos    do not stop at an end-of-generation token\n"
-	       "Greedy decoding; prefill and decode speeds go to stderr.\n");
+	       "Greedy decoding; prefill and decode speeds go to stderr.\n"
+	       "-m takes a GGUF file or a name parley models lists.\n");
 }
 
 /* Parse "ID ID ..." into IDS. */
@@ -208,7 +209,7 @@ int cmd_generate(int argc, char **argv)
 	if (rc != 0)
 		return rc == 1 ? 0 : 2;
 	rc = 1;
-	f = gguf_split_open(o.model, err, sizeof(err));
+	f = cmd_model_open(o.model, err, sizeof(err));
 	if (f == NULL || model_load(f, &m, err, sizeof(err)) != 0 ||
 	    (tk = tok_load(f, err, sizeof(err))) == NULL)
 		goto fail;

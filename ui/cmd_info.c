@@ -455,10 +455,11 @@ static void info_json(const struct gguf_file *f, struct sbuf *sb)
 
 static void info_usage(FILE *fp)
 {
-	fputs("usage: parley info [--json] FILE.gguf\n"
+	fputs("usage: parley info [--json] FILE.gguf|NAME\n"
 	      "Show a GGUF model's architecture, hyper-parameters, tokenizer,\n"
 	      "metadata and tensor table; for any shard of a split model\n"
 	      "(NAME-00001-of-00003.gguf), its shards and the whole model.\n"
+	      "NAME: a model `parley models` lists (qwen3:8b), or a prefix.\n"
 	      "  -j, --json   one JSON object instead of text\n"
 	      "  -h, --help   this help\n",
 	      fp);
@@ -495,7 +496,7 @@ int cmd_info(int argc, char **argv)
 		info_usage(stderr);
 		return 2;
 	}
-	f = gguf_split_open(argv[optind], err, sizeof(err));
+	f = cmd_model_open(argv[optind], err, sizeof(err));
 	if (f == NULL) {
 		fprintf(stderr, "parley: %s\n", err);
 		return 1;

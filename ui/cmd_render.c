@@ -33,6 +33,7 @@ static void render_usage(FILE *fp)
 	    "list.\n"
 	    "  -m, --model FILE        take the template, bos and eos from "
 	    "this GGUF\n"
+	    "                          (or a name parley models lists)\n"
 	    "  -t, --template NAME|FILE  a built-in template (parley "
 	    "templates) or a .jinja file\n"
 	    "  -M, --messages FILE     JSON: [{\"role\":..., \"content\":...}, "
@@ -152,7 +153,7 @@ int cmd_render(int argc, char **argv)
 		return 2;
 	}
 	if (model != NULL) {
-		gf = gguf_split_open(model, err, sizeof(err));
+		gf = cmd_model_open(model, err, sizeof(err));
 		if (gf == NULL ||
 		    (tok = tok_load(gf, err, sizeof(err))) == NULL)
 			goto fail;

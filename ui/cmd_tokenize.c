@@ -38,7 +38,8 @@ static void tokenize_usage(FILE *fp)
 	      "Print the tokens a model's tokenizer makes of TEXT (or of "
 	      "standard input).\n"
 	      "\n"
-	      "  -m, --model FILE   the GGUF model (or vocab-only) file\n"
+	      "  -m, --model FILE   the GGUF model (or vocab-only) file, or\n"
+	      "                     a name parley models lists\n"
 	      "      --ids          print only the ids, on one line\n"
 	      "      --pieces       print only the pieces, on one line\n"
 	      "      --add-special  add BOS/EOS as the model asks\n"
@@ -200,7 +201,7 @@ int cmd_tokenize(int argc, char **argv)
 		sbuf_adds(&text, argv[optind]);
 	else if (tokenize_read_stdin(&text))
 		goto done;
-	f = gguf_split_open(model, err, sizeof(err));
+	f = cmd_model_open(model, err, sizeof(err));
 	if (f == NULL || (t = tok_load(f, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "parley tokenize: %s\n", err);
 		goto done;
