@@ -309,6 +309,35 @@ static bool tok_type_hidden(uint8_t type)
 	return type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN;
 }
 
+/* Value of one hex digit C, or -1. */
+static int tok_hex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Whether the N bytes at S (not NUL-terminated: the vocabulary's text is
+ * one buffer) spell a byte token "<0xHH>", its value in *V. (sscanf would
+ * read on past the token, to a NUL that may lie beyond the buffer.) */
+static bool tok_byte_value(const char *s, size_t n, unsigned *v)
+{
+	int hi, lo;
+
+	if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
+		return false;
+	hi = tok_hex(s[3]);
+	lo = tok_hex(s[4]);
+	if (hi < 0 || lo < 0)
+		return false;
+	*v = (unsigned)(hi * 16 + lo);
+	return true;
+}
+
 /* Append the decoded bytes of token I to B (see tok_piece). */
 static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 {
@@ -320,8 +349,7 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 	if (tok_type_hidden(t->type[i]))
 		return tok_buf_append(b, s, n);
 	if (t->model == TOK_MODEL_SPM) {
-		if (t->type[i] == TOK_TYPE_BYTE && n == 6 &&
-		    sscanf(s, "<0x%2x>", &v) == 1) {
+		if (t->type[i] == TOK_TYPE_BYTE && tok_byte_value(s, n, &v)) {
 			char c = (char)v;
 
 			return tok_buf_append(b, &c, 1);
