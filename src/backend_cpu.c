@@ -184,6 +184,17 @@ static void cpu_gate_act(enum model_act act, float *g, const float *u, long n)
 			    u[r];
 		}
 		break;
+	case MODEL_ACT_SWIGLU_OAI:
+		/* ggml's swiglu_oai, alpha 1.702, limit 7 */
+		for (long r = 0; r < n; r++) {
+			const float x = g[r] < 7.0f ? g[r] : 7.0f;
+			const float y = u[r] < -7.0f  ? -7.0f
+			                : u[r] > 7.0f ? 7.0f
+			                              : u[r];
+
+			g[r] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+		}
+		break;
 	}
 }
 
@@ -361,8 +372,9 @@ static void cpu_rope_table(const struct model_rope *r, int32_t pos, float *cs)
 	for (int i = 0; i < r->n_rot / 2; i++) {
 		double theta = (double)pos * r->inv_freq[i];
 
-		cs[2 * i] = (float)cos(theta);
-		cs[2 * i + 1] = (float)sin(theta);
+		/* (YaRN's magnitude: rotated vectors grow by mscale) */
+		cs[2 * i] = (float)cos(theta) * r->mscale;
+		cs[2 * i + 1] = (float)sin(theta) * r->mscale;
 	}
 }
 
@@ -397,8 +409,9 @@ struct cpu_attn_job {
 };
 
 /* Causal softmax attention for the pairs this thread takes: scores times
- * the scale, over the positions the window allows (the softcap and sinks
- * engine_ops.features lacks never get here). */
+ * the scale, over the positions the window allows, with the head's sink
+ * where the layer has sinks (the softcap engine_ops.features lacks never
+ * gets here). */
 static void cpu_attn_fn(void *arg, int ith, int nth)
 {
 	const struct cpu_attn_job *j = arg;
@@ -424,7 +437,11 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		const int32_t lo = j->par.window > 0 && pos >= j->par.window
 		                       ? pos - j->par.window + 1
 		                       : 0;
-		float mx = -INFINITY;
+		/* a sink: a logit with no value, in the softmax's max and
+		   sum (as ggml's soft_max with sinks) */
+		const float sink =
+		    j->par.sinks != NULL ? j->par.sinks[h] : -INFINITY;
+		float mx = sink;
 		double sum = 0;
 
 		/* quant.h's fp32 dot: fixed order, SIMD when present */
@@ -440,6 +457,8 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 			att[i] = expf(att[i] - mx);
 			sum += att[i];
 		}
+		if (j->par.sinks != NULL)
+			sum += expf(sink - mx);
 		float inv = (float)(1.0 / sum);
 		for (int32_t i = 0; i <= pos - lo; i++)
 			att[i] = att[i] * inv;
@@ -534,6 +553,9 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 	threadpool_run(s->tp, cpu_attn_fn, &aj);
 
 	cpu_matmul(s, &a->wo, s->xb, n, s->y);
+	for (int32_t t = 0; a->bo != NULL && t < n; t++)
+		for (int32_t i = 0; i < c->n_embd; i++)
+			s->y[(size_t)t * c->n_embd + i] += a->bo[i];
 	if (a->post_norm != NULL)
 		cpu_rmsnorm_rows(e, s->y, s->y, a->post_norm, n);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
@@ -554,6 +576,34 @@ static void cpu_mlp(struct cpu_state *s, const struct model_tensor *gate,
 
 	cpu_matmul_n(s, w, 2, x, n, hy, ys, true, act);
 	cpu_matmul(s, down, s->hb, n, y);
+}
+
+/* B[0..n) added to each of the N_TOK rows of X (rows of N). */
+static void cpu_add_rows(float *x, const float *b, int32_t n_tok, int64_t n)
+{
+	for (int32_t t = 0; t < n_tok; t++)
+		for (int64_t i = 0; i < n; i++)
+			x[(size_t)t * n + i] += b[i];
+}
+
+/* cpu_mlp with biases (an expert of gpt-oss): gate and up as one job,
+ * then their biases, the activation, down and its bias. */
+static void cpu_mlp_biased(struct cpu_state *s, const struct model_tensor *gate,
+                           const struct model_tensor *up,
+                           const struct model_tensor *down, enum model_act act,
+                           const float *gb, const float *ub, const float *db,
+                           const float *x, int32_t n, float *y)
+{
+	const struct model_tensor *w[2] = {gate, up};
+	float *hy[2] = {s->hb, s->hb2};
+	const int64_t nf = gate->ne1, ys[2] = {nf, nf};
+
+	cpu_matmul_n(s, w, 2, x, n, hy, ys, false, act);
+	cpu_add_rows(s->hb, gb, n, nf);
+	cpu_add_rows(s->hb2, ub, n, nf);
+	cpu_gate_act(act, s->hb, s->hb2, (long)n * nf);
+	cpu_matmul(s, down, s->hb, n, y);
+	cpu_add_rows(y, db, n, down->ne1);
 }
 
 /*
@@ -580,6 +630,8 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 	                 tr->n_experts[il] == k;
 
 	cpu_matmul(s, &f->router, s->xb, n, s->rl);
+	if (f->router_b != NULL)
+		cpu_add_rows(s->rl, f->router_b, n, f->n_expert);
 	for (int32_t t = 0; t < n; t++)
 		if (pin && t == n - 1)
 			e->trace->expert_dev[il] = model_moe_pin(
@@ -608,7 +660,14 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 				}
 		if (cnt == 0)
 			continue;
-		cpu_mlp(s, &g, &u, &d, f->act, s->xg, cnt, s->yg);
+		if (f->gate_b != NULL)
+			cpu_mlp_biased(s, &g, &u, &d, f->act,
+			               f->gate_b + (size_t)x * f->n_ff,
+			               f->up_b + (size_t)x * f->n_ff,
+			               f->down_b + (size_t)x * ne, s->xg, cnt,
+			               s->yg);
+		else
+			cpu_mlp(s, &g, &u, &d, f->act, s->xg, cnt, s->yg);
 		for (int32_t i = 0; i < cnt; i++)
 			memcpy(s->acc + (size_t)s->gtok[i] * ne,
 			       s->yg + (size_t)i * ne,
@@ -992,10 +1051,13 @@ fail:
 
 const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
-    .features =
-        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR |
-        MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
-        MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS,
+    .features = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
+                MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EMBD_SCALE |
+                MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
+                MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH |
+                MODEL_FEAT_EXPERTS | MODEL_FEAT_ROPE_YARN |
+                MODEL_FEAT_ATTN_SINKS | MODEL_FEAT_ATTN_OUT_BIAS |
+                MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
     .open = cpu_open,
     .eval = cpu_eval,
     .logits = cpu_logits,

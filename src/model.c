@@ -36,6 +36,12 @@ static const struct model_arch_row {
 	/* a mixture's router (rows with MODEL_FEAT_EXPERTS) */
 	enum model_moe_gating gating;
 	bool moe_norm_w; /* the chosen weights renormalised */
+	/* the FFN's norm tensor (after "blk.N."); NULL: ffn_norm.weight */
+	const char *ffn_norm;
+	/* sliding layers rotate as the global ones (base, scaling) unless
+	   the file gives ARCH.rope.freq_base_swa (gpt-oss); else with base
+	   10000 or that key, unscaled (gemma3) */
+	bool swa_rope_global;
 } model_archs[] = {
     {.name = "llama",
      .rope = MODEL_ROPE_NORM,
@@ -63,6 +69,25 @@ static const struct model_arch_row {
      .required = MODEL_FEAT_QK_NORM | MODEL_FEAT_EXPERTS,
      .gating = MODEL_MOE_SOFTMAX,
      .moe_norm_w = true},
+    /* gpt-oss-20b, 120b: Q/K/V and output biases, attention sinks,
+       every other layer sliding (window 128), YaRN, a mixture with a
+       biased router, top-k then softmax, biased experts and the clamped
+       SwiGLU; the FFN's norm is the file's post_attention_norm */
+    {.name = "gpt-oss",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_SWIGLU_OAI,
+     .feats = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ATTN_SINKS |
+              MODEL_FEAT_ATTN_OUT_BIAS | MODEL_FEAT_ATTN_SLIDING |
+              MODEL_FEAT_ROPE_YARN | MODEL_FEAT_EXPERTS |
+              MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
+     .required = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ATTN_SINKS |
+                 MODEL_FEAT_ATTN_OUT_BIAS | MODEL_FEAT_EXPERTS |
+                 MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
+     .swa_pattern = 2,
+     .gating = MODEL_MOE_TOPK_SOFTMAX,
+     .moe_norm_w = false,
+     .ffn_norm = "post_attention_norm.weight",
+     .swa_rope_global = true},
     {.name = "gemma3",
      .rope = MODEL_ROPE_NEOX,
      .act = MODEL_ACT_GELU_TANH,
@@ -100,6 +125,8 @@ static const char *const model_feature_names[MODEL_FEAT_COUNT] = {
     "recurrent (linear attention) layers",
     "GELU-tanh gated FFN",
     "mixture of experts",
+    "router and expert biases",
+    "clamped SwiGLU",
 };
 
 const char *model_feature_name(uint32_t f)
@@ -135,6 +162,7 @@ static const struct model_feature_tensor {
     {MODEL_FEAT_ATTN_SINKS, "attn_sinks.weight"},
     {MODEL_FEAT_ATTN_OUT_BIAS, "attn_output.bias"},
     {MODEL_FEAT_EXPERTS, "ffn_gate_inp.weight"},
+    {MODEL_FEAT_MOE_BIASES, "ffn_gate_inp.bias"},
 };
 
 /* Read "ARCH.SUFFIX" as u32 into *out; absent is an error unless OPTIONAL. */
@@ -197,6 +225,11 @@ struct model_shape {
 	int32_t head_dim_k, head_dim_v, n_rot, n_ctx_train;
 	float rope_freq_base, rope_freq_scale, rms_eps;
 	bool rope_linear; /* ARCH.rope.scaling.type = "linear" */
+	/* ARCH.rope.scaling.type = "yarn" (rope_freq_scale = 1 / factor) */
+	bool rope_yarn;
+	int32_t yarn_orig_ctx; /* ARCH.rope.scaling.original_context_length */
+	float yarn_beta_fast, yarn_beta_slow, yarn_ext; /* .yarn_* */
+	float rope_attn_factor; /* ARCH.rope.scaling.attn_factor, 1 */
 	/* sliding-window layers (rows with MODEL_FEAT_ATTN_SLIDING) */
 	int32_t swa_window;  /* ARCH.attention.sliding_window; 0: none */
 	int32_t swa_pattern; /* ARCH.attention.sliding_window_pattern */
@@ -209,6 +242,59 @@ struct model_shape {
 	int32_t n_ff_exp;      /* ARCH.expert_feed_forward_length */
 	float expert_w_scale;  /* ARCH.expert_weights_scale, 0: off */
 };
+
+/* YaRN's keys (llama.cpp's defaults where absent: the training context,
+ * beta_fast 32, beta_slow 1, ext_factor 1, attn_factor 1). */
+static int model_read_yarn(const struct gguf_file *f, const char *arch,
+                           struct model_shape *c, char *err, size_t errlen)
+{
+	uint32_t v = (uint32_t)c->n_ctx_train;
+	float lm = 0.0f;
+	int rc;
+
+	rc = model_get_u32(f, arch, "rope.scaling.original_context_length",
+	                   true, &v, err, errlen);
+	if (rc < 0 ||
+	    model_check_range(arch, "rope.scaling.original_context_length", v,
+	                      MODEL_MAX_CTX, err, errlen))
+		return -1;
+	c->yarn_orig_ctx = (int32_t)v;
+	c->yarn_beta_fast = 32.0f;
+	c->yarn_beta_slow = 1.0f;
+	c->yarn_ext = 1.0f;
+	c->rope_attn_factor = 1.0f;
+	if (model_get_f32(f, arch, "rope.scaling.yarn_beta_fast",
+	                  &c->yarn_beta_fast, err, errlen) < 0 ||
+	    model_get_f32(f, arch, "rope.scaling.yarn_beta_slow",
+	                  &c->yarn_beta_slow, err, errlen) < 0 ||
+	    model_get_f32(f, arch, "rope.scaling.yarn_ext_factor", &c->yarn_ext,
+	                  err, errlen) < 0 ||
+	    model_get_f32(f, arch, "rope.scaling.attn_factor",
+	                  &c->rope_attn_factor, err, errlen) < 0 ||
+	    model_get_f32(f, arch, "rope.scaling.yarn_log_multiplier", &lm, err,
+	                  errlen) < 0)
+		return -1;
+	if (!(c->yarn_beta_fast > 0.0f && c->yarn_beta_slow > 0.0f &&
+	      c->yarn_ext >= 0.0f && c->yarn_ext <= 1.0f &&
+	      c->rope_attn_factor > 0.0f && isfinite(c->yarn_beta_fast) &&
+	      isfinite(c->yarn_beta_slow) && isfinite(c->rope_attn_factor))) {
+		snprintf(err, errlen,
+		         "%s.rope.scaling: YaRN beta_fast %g, beta_slow %g, "
+		         "ext_factor %g, attn_factor %g out of range",
+		         arch, (double)c->yarn_beta_fast,
+		         (double)c->yarn_beta_slow, (double)c->yarn_ext,
+		         (double)c->rope_attn_factor);
+		return -1;
+	}
+	if (lm != 0.0f) { /* DeepSeek's mscale_all_dim: not this recipe */
+		snprintf(err, errlen,
+		         "%s.rope.scaling.yarn_log_multiplier = %g: not "
+		         "supported",
+		         arch, (double)lm);
+		return -1;
+	}
+	return 0;
+}
 
 /* Read and check the hyper-parameters (tensor-independent part). */
 static int model_read_config(const struct gguf_file *f, const char *arch,
@@ -321,14 +407,16 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 		snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
 		if (gguf_get_str(f, key, &s, NULL, 0) == GGUF_OK &&
 		    !gguf_str_eq(s, "none")) {
-			if (!gguf_str_eq(s, "linear")) {
+			if (!gguf_str_eq(s, "linear") &&
+			    !gguf_str_eq(s, "yarn")) {
 				snprintf(
 				    err, errlen,
-				    "%s = \"%.*s\": only \"none\" and "
-				    "\"linear\" RoPE scaling are supported",
+				    "%s = \"%.*s\": only \"none\", \"linear\" "
+				    "and \"yarn\" RoPE scaling are supported",
 				    key, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 				return -1;
 			}
+			c->rope_yarn = gguf_str_eq(s, "yarn");
 			fv = 1.0f;
 			if (model_get_f32(f, arch, "rope.scaling.factor", &fv,
 			                  err, errlen) < 0)
@@ -341,7 +429,10 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 				return -1;
 			}
 			c->rope_freq_scale = 1.0f / fv;
-			c->rope_linear = true;
+			c->rope_linear = !c->rope_yarn;
+			if (c->rope_yarn &&
+			    model_read_yarn(f, arch, c, err, errlen))
+				return -1;
 		}
 	}
 	c->rms_eps = 1e-5f;
@@ -482,7 +573,7 @@ static int model_read_arch_keys(const struct gguf_file *f,
 	                      MODEL_MAX_LAYERS, err, errlen))
 		return -1;
 	sh->swa_pattern = (int32_t)v;
-	sh->rope_base_swa = 10000.0f;
+	sh->rope_base_swa = ad->swa_rope_global ? sh->rope_freq_base : 10000.0f;
 	if (model_get_f32(f, arch, "rope.freq_base_swa", &sh->rope_base_swa,
 	                  err, errlen) < 0)
 		return -1;
@@ -623,8 +714,9 @@ static int model_refuse_features(const struct gguf_file *f,
 		const struct model_feature_tensor *ft =
 		    &model_feature_tensors[i];
 
-		if (ad->feats & ft->feat)
-			continue;
+		if ((ad->feats & ft->feat) ||
+		    (ad->ffn_norm && strcmp(ft->suffix, ad->ffn_norm) == 0))
+			continue; /* (gpt-oss's FFN norm has a post-norm's name) */
 		snprintf(name, sizeof(name), "blk.%d.%s", il, ft->suffix);
 		if (gguf_find_tensor(f, name) != NULL) {
 			snprintf(err, errlen,
@@ -726,6 +818,78 @@ static int model_load_experts(const struct gguf_file *f, int il, int32_t n_embd,
 	return 0;
 }
 
+/* A 2-D tensor of NE1 rows of NE0 as a new fp32 array (*OUT, owned), or
+ * NULL when absent and OPTIONAL; finite values only. */
+static int model_rows_get(const struct gguf_file *f, const char *name,
+                          int64_t ne0, int64_t ne1, bool optional, float **out,
+                          char *err, size_t errlen)
+{
+	struct model_tensor t;
+	/* (one row: a vector) */
+	int rc = model_tensor_get(f, name, ne0, ne1 == 1 ? 0 : ne1, optional,
+	                          &t, err, errlen);
+
+	*out = NULL;
+	if (rc != 0)
+		return rc;
+	*out = malloc((size_t)ne0 * (size_t)ne1 * sizeof(float));
+	if (*out == NULL) {
+		snprintf(err, errlen, "out of memory for tensor %s", name);
+		return -1;
+	}
+	for (int64_t r = 0; r < ne1; r++)
+		quant_dequant_row(t.type,
+		                  (const unsigned char *)t.data +
+		                      (size_t)r * t.row_size,
+		                  *out + (size_t)r * ne0, ne0);
+	for (int64_t i = 0; i < ne0 * ne1; i++)
+		if (!isfinite((*out)[i])) {
+			snprintf(err, errlen,
+			         "tensor %s: element %lld is not finite", name,
+			         (long long)i);
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+	return 0;
+}
+
+/* The router's and the experts' biases of layer IL (gpt-oss): all four or
+ * none (REQUIRED: all four). */
+static int model_load_moe_biases(const struct gguf_file *f, int il,
+                                 int32_t n_embd, struct model_ffn *ff,
+                                 bool required, char *err, size_t errlen)
+{
+	char name[96];
+	int rc[4];
+
+	snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.bias", il);
+	rc[0] = model_rows_get(f, name, ff->n_expert, 1, !required,
+	                       &ff->router_b, err, errlen);
+	snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.bias", il);
+	rc[1] = rc[0] < 0 ? -1
+	                  : model_rows_get(f, name, ff->n_ff, ff->n_expert,
+	                                   !required, &ff->gate_b, err, errlen);
+	snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.bias", il);
+	rc[2] = rc[1] < 0 ? -1
+	                  : model_rows_get(f, name, ff->n_ff, ff->n_expert,
+	                                   !required, &ff->up_b, err, errlen);
+	snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.bias", il);
+	rc[3] = rc[2] < 0 ? -1
+	                  : model_rows_get(f, name, n_embd, ff->n_expert,
+	                                   !required, &ff->down_b, err, errlen);
+	if (rc[3] < 0)
+		return -1;
+	if (rc[0] != rc[1] || rc[1] != rc[2] || rc[2] != rc[3]) {
+		snprintf(err, errlen,
+		         "layer %d: the router's and experts' biases must be "
+		         "all present or all absent",
+		         il);
+		return -1;
+	}
+	return 0;
+}
+
 /* Load the tensors of layer IL, as its descriptors say. */
 static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
                             const struct model_arch_row *ad, char *err,
@@ -782,9 +946,21 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 		return -1;
 	}
 	T(a->wo, "attn_output.weight", no, c->n_embd);
-	V(ff->norm, "ffn_norm.weight", c->n_embd, false, rc[0]);
+	V(ff->norm, ad->ffn_norm ? ad->ffn_norm : "ffn_norm.weight", c->n_embd,
+	  false, rc[0]);
+	if (ad->feats & MODEL_FEAT_ATTN_OUT_BIAS)
+		V(a->bo, "attn_output.bias", c->n_embd,
+		  !(ad->required & MODEL_FEAT_ATTN_OUT_BIAS), rc[0]);
+	if (ad->feats & MODEL_FEAT_ATTN_SINKS)
+		V(a->sinks, "attn_sinks.weight", a->n_head,
+		  !(ad->required & MODEL_FEAT_ATTN_SINKS), rc[0]);
 	if (ff->kind == MODEL_FFN_EXPERTS) {
-		if (model_load_experts(f, il, c->n_embd, ff, err, errlen))
+		if (model_load_experts(f, il, c->n_embd, ff, err, errlen) ||
+		    ((ad->feats & MODEL_FEAT_MOE_BIASES) &&
+		     model_load_moe_biases(
+		         f, il, c->n_embd, ff,
+		         (ad->required & MODEL_FEAT_MOE_BIASES) != 0, err,
+		         errlen)))
 			return -1;
 	} else {
 		T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
@@ -856,18 +1032,55 @@ static int model_load_globals(const struct gguf_file *f, struct model *m,
 
 /* The inverse frequencies of class R (theta_i(pos) = pos * inv_freq[i]):
  *   inv_freq[i] = base^(-2i/n_rot) * scale / freq_factors[i] */
-static int model_rope_freqs(struct model_rope *r, char *err, size_t errlen)
+static int model_rope_freqs(struct model_rope *r, const struct model_shape *sh,
+                            char *err, size_t errlen)
 {
-	r->inv_freq = calloc((size_t)r->n_rot / 2 + 1, sizeof(double));
+	const int nr = r->n_rot;
+	double lo = 0, hi = 0;
+
+	r->inv_freq = calloc((size_t)nr / 2 + 1, sizeof(double));
 	if (r->inv_freq == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (int i = 0; i < r->n_rot / 2; i++) {
-		double fr =
-		    pow((double)r->freq_base, -2.0 * i / (double)r->n_rot) *
-		    (double)r->freq_scale;
+	r->mscale = 1.0f;
+	if (r->scaling == MODEL_ROPE_SCALING_YARN) {
+		/* ggml_rope_yarn_corr_dims */
+		const double lb = 2.0 * log((double)r->freq_base);
 
+		lo = floor(
+		    nr *
+		    log(sh->yarn_orig_ctx / (2.0 * M_PI * sh->yarn_beta_fast)) /
+		    lb);
+		hi = ceil(
+		    nr *
+		    log(sh->yarn_orig_ctx / (2.0 * M_PI * sh->yarn_beta_slow)) /
+		    lb);
+		lo = lo > 0 ? lo : 0;
+		hi = hi < nr - 1 ? hi : nr - 1;
+		/* llama.cpp's attn_factor (which cancels get_mscale) times
+		   rope_yarn's magnitude for ext_factor != 0 */
+		if (sh->yarn_ext != 0.0f)
+			r->mscale = sh->rope_attn_factor *
+			            (1.0f + 0.1f * logf(1.0f / r->freq_scale));
+		else
+			r->mscale = sh->rope_attn_factor;
+	}
+	for (int i = 0; i < nr / 2; i++) {
+		double fr = pow((double)r->freq_base, -2.0 * i / (double)nr);
+
+		if (r->scaling == MODEL_ROPE_SCALING_YARN) {
+			double y =
+			    (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+			double ramp = (1.0 - (y < 0   ? 0
+			                      : y > 1 ? 1
+			                              : y)) *
+			              (double)sh->yarn_ext;
+
+			fr *= (double)r->freq_scale * (1.0 - ramp) + ramp;
+		} else {
+			fr *= (double)r->freq_scale;
+		}
 		if (r->freq_factors != NULL)
 			fr /= (double)r->freq_factors[i];
 		r->inv_freq[i] = fr;
@@ -893,8 +1106,9 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 	r->style = ad->rope;
 	r->n_rot = sh->n_rot;
 	r->freq_base = sh->rope_freq_base;
-	r->scaling = sh->rope_linear ? MODEL_ROPE_SCALING_LINEAR
-	                             : MODEL_ROPE_SCALING_NONE;
+	r->scaling = sh->rope_yarn     ? MODEL_ROPE_SCALING_YARN
+	             : sh->rope_linear ? MODEL_ROPE_SCALING_LINEAR
+	                               : MODEL_ROPE_SCALING_NONE;
 	r->freq_scale = sh->rope_freq_scale;
 	if (sh->rope_linear)
 		m->cfg.features |= MODEL_FEAT_ROPE_LINEAR;
@@ -913,7 +1127,7 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 			return -1;
 		}
 	}
-	if (model_rope_freqs(r, err, errlen))
+	if (model_rope_freqs(r, sh, err, errlen))
 		return -1;
 	if (sh->swa_window == 0)
 		return 0;
@@ -924,7 +1138,11 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 	r->freq_base = sh->rope_base_swa;
 	r->scaling = MODEL_ROPE_SCALING_NONE;
 	r->freq_scale = 1.0f;
-	return model_rope_freqs(r, err, errlen);
+	if (ad->swa_rope_global) { /* the global layers' scaling too */
+		r->scaling = m->cfg.ropes[0].scaling;
+		r->freq_scale = m->cfg.ropes[0].freq_scale;
+	}
+	return model_rope_freqs(r, sh, err, errlen);
 }
 
 /* cfg.features: what the loaded descriptors use (the Q/K/V biases and
@@ -944,6 +1162,10 @@ static void model_set_features(struct model *m, const struct model_shape *sh,
 		c->features |= MODEL_FEAT_GELU_TANH;
 	if (sh->n_expert > 0)
 		c->features |= MODEL_FEAT_EXPERTS;
+	if (ad->act == MODEL_ACT_SWIGLU_OAI)
+		c->features |= MODEL_FEAT_SWIGLU_OAI;
+	if (sh->rope_yarn)
+		c->features |= MODEL_FEAT_ROPE_YARN;
 	for (int il = 0; il < c->n_layer; il++) {
 		const struct model_layer *l = &m->w.layers[il];
 
@@ -951,6 +1173,12 @@ static void model_set_features(struct model *m, const struct model_shape *sh,
 			c->features |= MODEL_FEAT_QK_NORM;
 		if (l->attn.post_norm != NULL || l->ffn.post_norm != NULL)
 			c->features |= MODEL_FEAT_POST_NORMS;
+		if (l->attn.sinks != NULL)
+			c->features |= MODEL_FEAT_ATTN_SINKS;
+		if (l->attn.bo != NULL)
+			c->features |= MODEL_FEAT_ATTN_OUT_BIAS;
+		if (l->ffn.router_b != NULL)
+			c->features |= MODEL_FEAT_MOE_BIASES;
 	}
 }
 
@@ -1057,6 +1285,14 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	if (model_read_config(f, ad->name, &sh, err, errlen) ||
 	    model_read_arch_keys(f, ad, &sh, err, errlen))
 		goto fail;
+	if (sh.rope_yarn && !(ad->feats & MODEL_FEAT_ROPE_YARN)) {
+		snprintf(err, errlen,
+		         "%s.rope.scaling.type = \"yarn\": architecture %s "
+		         "has no %s",
+		         ad->name, ad->name,
+		         model_feature_name(MODEL_FEAT_ROPE_YARN));
+		goto fail;
+	}
 	m->cfg.n_layer = sh.n_layer;
 	m->cfg.n_embd = sh.n_embd;
 	m->cfg.n_ctx_train = sh.n_ctx_train;
@@ -1294,6 +1530,10 @@ void model_free(struct model *m)
 		free(a->sinks);
 		free(ff->norm);
 		free(ff->post_norm);
+		free(ff->router_b);
+		free(ff->gate_b);
+		free(ff->up_b);
+		free(ff->down_b);
 	}
 	for (int i = 0; i < MODEL_MAX_ROPES; i++) {
 		free(m->cfg.ropes[i].freq_factors);

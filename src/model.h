@@ -24,17 +24,20 @@
  *     s_ij = scale * q_i . k_j                 scale = 1/sqrt(head_dim_k)
  *     s_ij = softcap * tanh(s_ij / softcap)          [planned] softcap > 0
  *     j in 0..i (full), i-window < j <= i (sliding)     window (gemma3)
- *     p = softmax over j (and over sinks[h], a logit   [planned] sinks
+ *     p = softmax over j (and over sinks[h], a logit     sinks (gpt-oss)
  *         with no value)
- *     o = Wo (sum_j p_ij v_j) (+bo)                   [planned] bo
+ *     o = Wo (sum_j p_ij v_j) (+bo)                      bo (gpt-oss)
  *     o = rmsnorm(o) * post_norm                          post_norm (gemma)
  *     x += o
  *   FFN (struct model_ffn):
  *     h = rmsnorm(x) * norm
  *     dense:   f = Wdown (act(Wgate h) * (Wup h))
  *              act: SiLU x/(1+e^-x); GELU-tanh (gemma)
- *                   0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
- *     experts: router logits r = Wrouter h (fp32 weights);
+ *                   0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)));
+ *                   clamped SwiGLU (gpt-oss) of g = Wgate h, u = Wup h:
+ *                   g' = min(g, 7), g' / (1 + e^(-1.702 g')) *
+ *                   (clamp(u, -7, 7) + 1)
+ *     experts: router logits r = Wrouter h (+ router_b) (fp32 weights);
  *              SOFTMAX gating (qwen3moe): p = softmax(r) over all
  *              experts, the n_used largest p chosen, weight_j = p_j;
  *              TOPK_SOFTMAX gating (gpt-oss): the n_used largest r,
@@ -44,7 +47,9 @@
  *              f = sum over the chosen j, in the order of the choice
  *              (largest first), of weight_j * Wdown_e (act(Wgate_e h) *
  *              (Wup_e h)), e = the expert of choice j: the rows of
- *              expert e of the 3-D tensors (experts stacked)
+ *              expert e of the 3-D tensors (experts stacked); with
+ *              expert biases (gpt-oss) Wgate_e h + gate_b[e], Wup_e h +
+ *              up_b[e], Wdown_e (...) + down_b[e]
  *     f = rmsnorm(f) * post_norm                          post_norm (gemma)
  *     x += f
  *   logits = Wout (rmsnorm(x) * output_norm)   Wout = token_embd if tied
@@ -52,11 +57,17 @@
  *
  * RoPE classes. A layer names one of ropes[] (Gemma's local and global
  * layers rotate with different bases). A class is its style, rotated dims,
- * base, scaling (none; linear: angles divided by the factor; YaRN
- * [planned]) and optional per-pair divisors (rope_freqs.weight, llama 3.1+);
+ * base, scaling (none; linear: angles divided by the factor; YaRN, below)
+ * and optional per-pair divisors (rope_freqs.weight, llama 3.1+);
  * model.c computes its inverse frequencies once, for both backends:
  *   theta_i(pos) = pos * inv_freq[i],
  *   inv_freq[i] = base^(-2i/n_rot) * freq_scale / freq_factors[i]
+ * YaRN (ggml's rope_yarn, as llama.cpp runs it): pair i mixes the scaled
+ * and the unscaled frequency, inv_freq[i] = base^(-2i/n_rot) * (fs (1 -
+ * ramp_i) + ramp_i), fs = 1 / factor, ramp_i = 1 - clamp((i - lo) / max(
+ * 0.001, hi - lo), 0, 1), lo = max(0, floor(d(beta_fast))), hi = min(n_rot
+ * - 1, ceil(d(beta_slow))), d(b) = n_rot ln(n_ctx_orig / (2 pi b)) / (2 ln
+ * base); and cos, sin times mscale = attn_factor (1 + 0.1 ln factor).
  * RoPE style: Hugging Face's Llama rotates the halves of each head (NEOX);
  * llama.cpp's converter permutes the rows of Wq and Wk of "llama" models
  * so that the same rotation becomes one of adjacent pairs ("normal"
@@ -156,8 +167,10 @@ enum model_feature {
 	MODEL_FEAT_RECURRENT = 1u << 12,     /* linear/recurrent layers */
 	MODEL_FEAT_GELU_TANH = 1u << 13,     /* GELU-tanh-gated FFN */
 	MODEL_FEAT_EXPERTS = 1u << 14,       /* mixture-of-experts FFN */
+	MODEL_FEAT_MOE_BIASES = 1u << 15,    /* router and expert biases */
+	MODEL_FEAT_SWIGLU_OAI = 1u << 16,    /* clamped SwiGLU (gpt-oss) */
 };
-#define MODEL_FEAT_COUNT 15
+#define MODEL_FEAT_COUNT 17
 
 /* Name of the single feature bit F ("sliding-window attention"), static;
  * "?" for anything else. */
@@ -188,6 +201,7 @@ struct model_rope {
 	float *freq_factors; /* [n_rot / 2] divisors (rope_freqs), or NULL
 	                        (owned) */
 	double *inv_freq;    /* [n_rot / 2] angle per position (owned) */
+	float mscale;        /* cos and sin times it (YaRN), else 1 */
 };
 
 enum model_attn_kind {
@@ -209,8 +223,10 @@ enum model_moe_gating {
 };
 
 enum model_act {
-	MODEL_ACT_SILU,      /* silu(gate) * up */
-	MODEL_ACT_GELU_TANH, /* gelu_tanh(gate) * up */
+	MODEL_ACT_SILU,       /* silu(gate) * up */
+	MODEL_ACT_GELU_TANH,  /* gelu_tanh(gate) * up */
+	MODEL_ACT_SWIGLU_OAI, /* g = min(gate, 7), u = clamp(up, -7, 7):
+	                         g sigmoid(1.702 g) (u + 1) (gpt-oss) */
 };
 
 /* One weight matrix (or vector, or stack of matrices) as stored. */
@@ -270,6 +286,11 @@ struct model_ffn {
 	bool norm_w;                  /* chosen weights renormalised */
 	float w_scale;                /* chosen weights times it (0, 1: off) */
 	struct model_tensor router;   /* [n_expert rows, n_embd] */
+	/* biases (MODEL_FEAT_MOE_BIASES), or NULL (owned) */
+	float *router_b; /* [n_expert] added to the router's logits */
+	float *gate_b;   /* [n_expert][n_ff] added to expert e's gate */
+	float *up_b;     /* [n_expert][n_ff] to its up product */
+	float *down_b;   /* [n_expert][n_embd] to its down product */
 };
 
 /* Matrix E of the stack T (experts stacked along ne2) as a 2-D tensor. */

@@ -437,7 +437,7 @@ static void check_model_errors(void)
 	} cases[] = {
 	    {NULL, "gpt2", NULL,
 	     "unsupported architecture \"gpt2\" "
-	     "(supported: llama, qwen2, qwen3, qwen3moe, gemma3)",
+	     "(supported: llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma3)",
 	     NULL},
 	    {"blk.1.ffn_up.weight", NULL, NULL,
 	     "missing tensor blk.1.ffn_up.weight", NULL},

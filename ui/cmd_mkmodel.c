@@ -69,6 +69,11 @@ enum mk_feature {
 	MK_FEAT_EXPERTS = 1u << 8,      /* every FFN a mixture: ffn_gate_inp
 	                                   (F32 router), ffn_{gate,up,down}_exps
 	                                   (3-D, experts stacked) */
+	MK_FEAT_OSS = 1u << 9,          /* gpt-oss's extras: attn_output.bias,
+	                                   attn_sinks, the router's and experts'
+	                                   biases, the FFN norm named
+	                                   post_attention_norm */
+	MK_FEAT_ROPE_YARN = 1u << 10,   /* ARCH.rope.scaling.type "yarn" */
 };
 
 /* RoPE styles (model.h's model_rope_style), by their option names. */
@@ -90,6 +95,9 @@ static const struct mk_arch {
     {"qwen3", MK_ROPE_NEOX, MK_FEAT_QK_NORM, "no Q/K/V biases"},
     {"qwen3moe", MK_ROPE_NEOX, MK_FEAT_QK_NORM | MK_FEAT_EXPERTS,
      "no Q/K/V biases, softmax routing, chosen weights renormalised"},
+    {"gpt-oss", MK_ROPE_NEOX, MK_FEAT_QKV_BIAS | MK_FEAT_EXPERTS | MK_FEAT_OSS,
+     "output bias, attention sinks, biased router and experts, top-k then "
+     "softmax, clamped SwiGLU, every other layer sliding"},
     {"gemma3", MK_ROPE_NEOX,
      MK_FEAT_QK_NORM | MK_FEAT_POST_NORMS | MK_FEAT_EMBD_SCALE | MK_FEAT_TIED,
      "embedding x sqrt(n_embd), GELU-tanh FFN"},
@@ -107,7 +115,10 @@ struct mk_model {
 	int64_t n_rot;         /* rope.dimension_count (even, <= head_dim) */
 	int64_t n_ctx;         /* context_length */
 	double rope_base;      /* rope.freq_base */
-	double rope_factor;    /* rope.scaling.factor (MK_FEAT_ROPE_LINEAR) */
+	double rope_factor;    /* rope.scaling.factor (MK_FEAT_ROPE_LINEAR,
+	                          MK_FEAT_ROPE_YARN) */
+	int64_t yarn_orig_ctx; /* rope.scaling.original_context_length (0:
+	                          no key) */
 	int64_t n_swa;         /* attention.sliding_window (MK_FEAT_SWA) */
 	int64_t swa_pattern;   /* attention.sliding_window_pattern (0: no
 	                          key, the loader's default) */
@@ -145,6 +156,7 @@ enum mk_dim {
 	MK_DIM_ROT2,   /* n_rot / 2 */
 	MK_DIM_HEAD,   /* head_dim */
 	MK_DIM_EXPERT, /* n_expert */
+	MK_DIM_HEADS,  /* n_head */
 	MK_DIM_FF_EXP, /* n_ff_exp */
 };
 
@@ -213,10 +225,17 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
     {"attn_output.weight", 0, 0, MK_DIM_Q, MK_DIM_EMBD, MK_STORE_TYPE,
      MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_output.bias", MK_FEAT_OSS, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_BIAS, MK_DIM_NONE},
+    {"attn_sinks.weight", MK_FEAT_OSS, 0, MK_DIM_HEADS, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
     {"post_attention_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD,
      MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
-    {"ffn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
+    {"ffn_norm.weight", 0, MK_FEAT_OSS, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_NORM, MK_DIM_NONE},
+    /* gpt-oss's FFN norm (Hugging Face's post_attention_layernorm) */
+    {"post_attention_norm.weight", MK_FEAT_OSS, 0, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
     {"ffn_gate.weight", 0, MK_FEAT_EXPERTS, MK_DIM_EMBD, MK_DIM_FF,
      MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"ffn_up.weight", 0, MK_FEAT_EXPERTS, MK_DIM_EMBD, MK_DIM_FF, MK_STORE_TYPE,
@@ -233,6 +252,14 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_EXPERT},
     {"ffn_up_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF_EXP,
      MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_EXPERT},
+    {"ffn_gate_inp.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_EXPERT,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
+    {"ffn_gate_exps.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_FF_EXP,
+     MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
+    {"ffn_down_exps.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_EMBD,
+     MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
+    {"ffn_up_exps.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_FF_EXP,
+     MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
     {"post_ffw_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD, MK_DIM_NONE,
      MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
 };
@@ -448,6 +475,8 @@ static uint64_t mk_dim(const struct mk_model *m, enum mk_dim d)
 		return (uint64_t)m->head_dim;
 	case MK_DIM_EXPERT:
 		return (uint64_t)m->n_expert;
+	case MK_DIM_HEADS:
+		return (uint64_t)m->n_head;
 	case MK_DIM_FF_EXP:
 		return (uint64_t)m->n_ff_exp;
 	}
@@ -595,6 +624,15 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 	}
 	gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)m->n_rot);
 	gguf_writer_set_f32(w, K("rope.freq_base"), (float)m->rope_base);
+	if (m->features & MK_FEAT_ROPE_YARN) {
+		gguf_writer_set_str(w, K("rope.scaling.type"), "yarn");
+		gguf_writer_set_f32(w, K("rope.scaling.factor"),
+		                    (float)m->rope_factor);
+		if (m->yarn_orig_ctx != 0)
+			gguf_writer_set_u32(
+			    w, K("rope.scaling.original_context_length"),
+			    (uint32_t)m->yarn_orig_ctx);
+	}
 	if (m->features & MK_FEAT_ROPE_LINEAR) {
 		gguf_writer_set_str(w, K("rope.scaling.type"), "linear");
 		gguf_writer_set_f32(w, K("rope.scaling.factor"),
@@ -724,8 +762,11 @@ static void mk_usage(FILE *f)
 	    "                  --arch's or it picks the architecture\n"
 	    "  --n-rot N       rope.dimension_count: rotated dims of a head\n"
 	    "                  (even; default: the head dim)\n"
-	    "  --rope-scaling none|linear  with linear, --rope-scale-factor F\n"
-	    "                  (>= 1): rope.scaling.type and .factor\n"
+	    "  --rope-scaling none|linear|yarn  with linear or yarn,\n"
+	    "                  --rope-scale-factor F (>= 1): "
+	    "rope.scaling.type\n"
+	    "                  and .factor; --yarn-orig-ctx N: YaRN's\n"
+	    "                  original_context_length (default: no key)\n"
 	    "  --rope-freqs    write rope_freqs.weight (llama-3 style)\n"
 	    "  --qk-norm / --no-qk-norm  attn_q_norm, attn_k_norm: RMSNorm of\n"
 	    "                  each head of Q and K before RoPE\n"
@@ -823,6 +864,7 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	    {"--n-expert", &m->n_expert, 1024},
 	    {"--n-expert-used", &m->n_expert_used, 64},
 	    {"--n-ff-exp", &m->n_ff_exp, 262144},
+	    {"--yarn-orig-ctx", &m->yarn_orig_ctx, 1048576},
 	};
 	const struct {
 		const char *name;
@@ -860,7 +902,7 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
    into O. Returns 2 (the arguments used), 0 if it is not, or -1. */
 static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
 {
-	static const char *const scalings[] = {"none", "linear"};
+	static const char *const scalings[] = {"none", "linear", "yarn"};
 	int k;
 
 	if (strcmp(a, "--rope-base") == 0)
@@ -879,10 +921,11 @@ static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
 	k = mk_pick(a, v, scalings, MK_COUNT(scalings));
 	if (k < 0)
 		return -1;
+	o->feat_on &= ~(uint32_t)(MK_FEAT_ROPE_LINEAR | MK_FEAT_ROPE_YARN);
 	if (k == 1)
 		o->feat_on |= MK_FEAT_ROPE_LINEAR;
-	else
-		o->feat_on &= ~(uint32_t)MK_FEAT_ROPE_LINEAR;
+	if (k == 2)
+		o->feat_on |= MK_FEAT_ROPE_YARN;
 	return 2;
 }
 
@@ -1004,7 +1047,7 @@ static int mk_check(struct mk_opts *o)
 		                "at most head_dim\n");
 		return -1;
 	}
-	if (((m->features & MK_FEAT_ROPE_LINEAR) != 0) !=
+	if (((m->features & (MK_FEAT_ROPE_LINEAR | MK_FEAT_ROPE_YARN)) != 0) !=
 	    (m->rope_factor != 0)) {
 		fprintf(stderr, "parley-mkmodel: --rope-scaling linear goes "
 		                "with --rope-scale-factor F\n");

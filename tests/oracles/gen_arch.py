@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Goldens for tests/t_engine_llamacpp.c: random-weight qwen3, qwen3moe and
-gemma3 models written by parley's writer, and llama.cpp's logits on them.
+"""Goldens for tests/t_engine_llamacpp.c: random-weight qwen3, qwen3moe,
+gpt-oss and gemma3 models written by parley's writer, and llama.cpp's logits
+on them.
 
 For each model of MODELS:
   * parley-mkmodel writes NAME.gguf (--no-vocab: llama.cpp wants a
@@ -96,6 +97,23 @@ MODELS = [
                       "--n-expert-used 2 --n-ff-exp 32 --n-layer 3 "
                       "--n-vocab 128 --type Q8_0 --out-norm-scale 4 "
                       "--seed 56", 48),
+    # gpt-oss: Q/K/V and output biases, sinks, layers 0, 2 sliding (window
+    # 8, crossed by the 48 tokens), YaRN (factor 32 over an original
+    # context of 16: positions past it), a biased router choosing 2 of 8
+    # by their logits, biased experts, the clamped SwiGLU; F32 and Q8_0
+    # (seed 30: 29's jittered passes route differently, as for qwen3moe)
+    ("gpt_oss_f32", "--arch gpt-oss --n-embd 64 --n-head 4 --n-head-kv 2 "
+                    "--head-dim 16 --n-ff 64 --n-expert 8 --n-expert-used 2 "
+                    "--n-ff-exp 32 --n-layer 3 --n-vocab 128 --type F32 "
+                    "--sliding-window 8 --rope-scaling yarn "
+                    "--rope-scale-factor 32 --yarn-orig-ctx 16 "
+                    "--rope-base 150000 --out-norm-scale 4 --seed 28", 48),
+    ("gpt_oss_q8_0", "--arch gpt-oss --n-embd 64 --n-head 4 --n-head-kv 1 "
+                     "--head-dim 32 --n-ff 64 --n-expert 8 --n-expert-used 2 "
+                     "--n-ff-exp 32 --n-layer 2 --n-vocab 128 --type Q8_0 "
+                     "--sliding-window 8 --rope-scaling yarn "
+                     "--rope-scale-factor 32 --yarn-orig-ctx 16 "
+                     "--rope-base 150000 --out-norm-scale 4 --seed 30", 48),
 ]
 CLEAR = 0.1  # the C test's greedy check: llama.cpp's top-2 margin above
 
@@ -171,6 +189,20 @@ def ablations(m):
         variant("without layer %d" % il,
                 lambda v, il=il: v.layers[il].update(
                     o=0 * v.layers[il]["o"], down=0 * v.layers[il]["down"]))
+    if m.oss:
+        variant("no attention sinks", lambda v: [L.update(sinks=None)
+                                                 for L in v.layers])
+        variant("no output bias", lambda v: [L.update(bo=None)
+                                             for L in v.layers])
+        variant("no router bias", lambda v: [L.update(router_b=None)
+                                             for L in v.layers])
+        variant("no expert biases", lambda v: [L.update(gate_b=None)
+                                               for L in v.layers])
+        variant("no YaRN", lambda v: setattr(v, "yarn", None))
+        variant("sliding layers with base 10000",
+                lambda v: setattr(v, "base_swa", 10000.0))
+        variant("softmax, then top-k",
+                lambda v: setattr(v, "topk_softmax", False))
     if m.n_expert:  # routing decided by the other end of the router
         variant("routing by the smallest logits",
                 lambda v: [L.update(router=-L["router"]) for L in v.layers])

@@ -1,5 +1,5 @@
 """Independent float64 forward pass of llama / qwen2 / qwen3 / qwen3moe /
-gemma3 GGUF models (numpy).
+gemma3 / gpt-oss GGUF models (numpy).
 
 Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM /
 Qwen3ForCausalLM / Qwen3MoeForCausalLM / Gemma3ForCausalLM (modeling_*.py),
@@ -122,7 +122,8 @@ class RefModel:
         r = gguf.GGUFReader(path)
         self.arch = _field(r, "general.architecture")
         a = self.arch
-        if a not in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3"):
+        if a not in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3",
+                     "gpt-oss"):
             raise ValueError("unsupported architecture " + a)
         if _field(r, a + ".final_logit_softcapping") is not None:
             raise ValueError("final_logit_softcapping is not implemented")
@@ -136,10 +137,21 @@ class RefModel:
         self.base = _field(r, a + ".rope.freq_base", 10000.0)
         # HF's linear RoPE scaling divides the positions by the factor
         scaling = _field(r, a + ".rope.scaling.type", "none")
-        if scaling not in ("none", "linear"):
+        if scaling not in ("none", "linear", "yarn"):
             raise ValueError("unsupported RoPE scaling " + scaling)
         self.pos_scale = (1.0 / _field(r, a + ".rope.scaling.factor", 1.0)
                           if scaling == "linear" else 1.0)
+        # YaRN as ggml's rope_yarn computes it (llama.cpp, the oracle):
+        # the ramp's ends floored/ceiled, cos/sin times 1 + 0.1 ln factor
+        self.yarn = None
+        if scaling == "yarn":
+            self.yarn = dict(
+                factor=_field(r, a + ".rope.scaling.factor"),
+                orig=_field(r, a + ".rope.scaling.original_context_length",
+                            _field(r, a + ".context_length", 4096)),
+                beta_fast=32.0, beta_slow=1.0)
+        oss = a == "gpt-oss"
+        self.oss = oss
         self.eps = _field(r, a + ".attention.layer_norm_rms_epsilon")
         # gemma3: Gemma3TextScaledWordEmbedding, GELU-tanh, attention scale
         gemma = a == "gemma3"
@@ -150,16 +162,20 @@ class RefModel:
             else self.head_dim)
         # sliding-window layers (llama.cpp's keys and defaults)
         self.n_swa = _field(r, a + ".attention.sliding_window", 0)
-        pattern = _field(r, a + ".attention.sliding_window_pattern", 6)
+        pattern = _field(r, a + ".attention.sliding_window_pattern",
+                         2 if oss else 6)
         self.is_swa = [bool(self.n_swa) and i % pattern < pattern - 1
                        for i in range(self.n_layer)]
-        self.base_swa = _field(r, a + ".rope.freq_base_swa", 10000.0)
+        # gpt-oss's sliding layers rotate as its global ones (llama.cpp)
+        self.base_swa = _field(r, a + ".rope.freq_base_swa",
+                               self.base if oss else 10000.0)
         self.swa_pos_scale = 1.0  # linear scaling is the global layers'
         # qwen3moe: Qwen3MoeSparseMoeBlock (softmax over the router's
         # logits, the top k, norm_topk_prob as llama.cpp always does)
         self.n_expert = _field(r, a + ".expert_count", 0)
         self.n_expert_used = _field(r, a + ".expert_used_count", 0)
-        self.norm_topk = True
+        self.norm_topk = not oss  # gpt-oss: top-k logits, then softmax
+        self.topk_softmax = oss
         T = {t.name: t for t in r.tensors}
         self.act_quant = act_quant or ggml_q8
         self.ggml_q8 = ggml_q8
@@ -179,7 +195,8 @@ class RefModel:
             L = dict(attn_norm=g("attn_norm.weight").reshape(-1),
                      q=g("attn_q.weight"), k=g("attn_k.weight"),
                      v=g("attn_v.weight"), o=g("attn_output.weight"),
-                     ffn_norm=g("ffn_norm.weight").reshape(-1),
+                     ffn_norm=g("post_attention_norm.weight" if self.oss
+                                else "ffn_norm.weight").reshape(-1),
                      gate=g("ffn_gate%s.weight" % ex),
                      up=g("ffn_up%s.weight" % ex),
                      down=g("ffn_down%s.weight" % ex),
@@ -197,7 +214,21 @@ class RefModel:
             for k, n in (("q_norm", "attn_q_norm"),
                          ("k_norm", "attn_k_norm"),
                          ("post_attn", "post_attention_norm"),
-                         ("post_ffn", "post_ffw_norm")):
+                         ("post_ffn", "post_ffw_norm"),
+                         ("sinks", "attn_sinks"), ("bo", "attn_output"),
+                         ("router_b", "ffn_gate_inp"),
+                         ("gate_b", "ffn_gate_exps"),
+                         ("up_b", "ffn_up_exps"),
+                         ("down_b", "ffn_down_exps")):
+                if k == "post_attn" and self.oss:  # its FFN norm
+                    L[k] = None
+                    continue
+                if k in ("bo",) or k.endswith("_b"):
+                    n2 = "blk.%d.%s.bias" % (i, n)
+                    L[k] = _arr(T[n2]) if n2 in T else None
+                    if L[k] is not None and k in ("bo", "router_b"):
+                        L[k] = L[k].reshape(-1)
+                    continue
                 n = "blk.%d.%s.weight" % (i, n)
                 L[k] = _arr(T[n]).reshape(-1) if n in T else None
             if a == "llama":  # back to HF's row order
@@ -223,23 +254,45 @@ class RefModel:
         d = self.n_rot
         base = self.base_swa if swa else self.base
         inv = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        mscale = 1.0
+        if self.yarn is not None:  # ggml_rope_yarn_corr_dims, rope_yarn
+            y = self.yarn
+            cd = lambda b: d * np.log(y["orig"] / (b * 2 * np.pi)) / (
+                2 * np.log(base))
+            lo = max(0.0, np.floor(cd(y["beta_fast"])))
+            hi = min(d - 1.0, np.ceil(cd(y["beta_slow"])))
+            i = np.arange(d // 2, dtype=np.float64)
+            ramp = 1 - np.clip((i - lo) / max(0.001, hi - lo), 0, 1)
+            fs = 1.0 / y["factor"]
+            inv = inv * (fs * (1 - ramp) + ramp)
+            mscale = 1.0 + 0.1 * np.log(y["factor"])
         if self.rope_freqs is not None:
             inv = inv / self.rope_freqs
         ang = np.outer(np.asarray(pos, dtype=np.float64) *
                        (self.swa_pos_scale if swa else self.pos_scale),
                        inv)                           # [T, d/2]
         emb = np.concatenate([ang, ang], axis=-1)     # HF: cat(freqs, freqs)
-        cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+        cos = np.cos(emb)[:, None, :] * mscale
+        sin = np.sin(emb)[:, None, :] * mscale
         xr = x[..., :d]
         half = np.concatenate([-xr[..., d // 2:], xr[..., :d // 2]], axis=-1)
         out = x.copy()
         out[..., :d] = xr * cos + half * sin
         return out
 
-    def _mlp(self, h, gate, up, down, Q):
-        """down(act(gate h) * up h) of h [T, n_embd]."""
+    def _mlp(self, h, gate, up, down, Q, b=None):
+        """down(act(gate h) * up h) of h [T, n_embd] (B: the biases of
+        gate, up and down, gpt-oss)."""
         g = self._mm(h, gate, Q["gate"])
         u = self._mm(h, up, Q["up"])
+        if b is not None:
+            g, u = g + b[0], u + b[1]
+        if self.oss:  # GptOssExperts: clamped, alpha 1.702, (up + 1)
+            g = np.minimum(g, 7.0)
+            u = np.clip(u, -7.0, 7.0)
+            o = self._mm(g / (1.0 + np.exp(-1.702 * g)) * (u + 1.0), down,
+                         Q["down"])
+            return o if b is None else o + b[2]
         if self.act == "silu":
             act = g / (1.0 + np.exp(-g))
         elif self.act == "gelu_erf":
@@ -254,13 +307,21 @@ class RefModel:
         the weighted sum of their MLPs. self.route records the choices
         and the probability gap between the k-th and the next expert."""
         logits = h @ L["router"].T
-        p = np.exp(logits - logits.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
+        if L["router_b"] is not None:
+            logits = logits + L["router_b"]
+        if self.topk_softmax:  # the choice on the logits themselves
+            p = logits
+        else:
+            p = np.exp(logits - logits.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
         k = self.n_expert_used
         f = np.zeros_like(h)
         for t in range(h.shape[0]):
             top = np.argsort(-p[t], kind="stable")[:k]
             w = p[t, top]
+            if self.topk_softmax:
+                w = np.exp(w - w.max())
+                w = w / w.sum()
             if self.norm_topk:
                 w = w / w.sum()
             srt = np.sort(p[t])[::-1]
@@ -268,9 +329,11 @@ class RefModel:
                                srt[k - 1] - srt[k] if k < len(srt)
                                else 1.0))
             for j, e in enumerate(top):
+                b = None if L["gate_b"] is None else (
+                    L["gate_b"][e], L["up_b"][e], L["down_b"][e])
                 f[t] += w[j] * self._mlp(h[t:t + 1], L["gate"][e],
                                          L["up"][e], L["down"][e],
-                                         L["quant"])[0]
+                                         L["quant"], b)[0]
         return f
 
     def forward(self, tokens):
@@ -305,10 +368,19 @@ class RefModel:
             k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
             s = (np.einsum("thd,shd->hts", q, k) / self.attn_div +
                  (swa_mask if swa else mask))
-            s = np.exp(s - s.max(-1, keepdims=True))
-            s /= s.sum(-1, keepdims=True)
+            if L["sinks"] is not None:  # GptOssAttention: a logit per head
+                sk = L["sinks"].reshape(-1)[:, None, None] * np.ones(
+                    (1, T, 1))
+                m = np.maximum(s.max(-1, keepdims=True), sk)
+                e = np.exp(s - m)
+                s = e / (e.sum(-1, keepdims=True) + np.exp(sk - m))
+            else:
+                s = np.exp(s - s.max(-1, keepdims=True))
+                s /= s.sum(-1, keepdims=True)
             a = np.einsum("hts,shd->thd", s, v).reshape(T, H * hd)
             o = self._mm(a, L["o"], Q["o"])
+            if L["bo"] is not None:
+                o = o + L["bo"]
             if L["post_attn"] is not None:
                 o = self._rms(o, L["post_attn"])
             x = x + o
