@@ -16,7 +16,9 @@
  *               top TUI_TOP alternatives with logit, probability and a
  *               bar, and the step's flags;
  *   the layers  one row per layer: min, max, rms of the residual after
- *               it, a bar of its rms, "!" where tui_health flags it.
+ *               it, a bar of its rms, "!" where tui_health flags it;
+ *               in a mixture of experts, under it the experts the layer
+ *               chose for the token, best first, with their weights.
  * On a wide terminal the pane is a column at the side (the report above
  * the layers); below the transcript on a narrow one, the two sections
  * side by side when it is at least 96 columns wide. Rows that do not fit are
@@ -25,6 +27,7 @@
  * Row formats (tests/t_tui_pane.sh reads them from the screen):
  *   "#R ID LOGIT PROB BAR TEXT"  an alternative, R its raw rank
  *   "L<i> MIN MAX RMS BAR"       layer i
+ *   "  e ID:W ID:W ..."          the experts layer i chose (a mixture)
  */
 #include "tui_int.h"
 
@@ -310,6 +313,21 @@ static void tui_pane_report(const struct tui *t, const struct tui_tok *k,
 	}
 }
 
+/* The experts layer IL of K chose, "  e ID:W ...", best first. */
+static void tui_pane_experts(const struct tui_tok *k, int il, struct tui_lay *y)
+{
+	char buf[512];
+	size_t o = 0;
+
+	o += (size_t)snprintf(buf, sizeof(buf), "  e");
+	for (int j = 0; j < k->exp_n[il] && o < sizeof(buf) - 24; j++)
+		o += (size_t)snprintf(
+		    buf + o, sizeof(buf) - o, " %d:%.2f",
+		    k->exp_id[(size_t)il * k->exp_max + j],
+		    (double)k->exp_w[(size_t)il * k->exp_max + j]);
+	tui_pane_line(y, TUI_A_DIM, "%s", buf);
+}
+
 /* The layers section of K into Y. */
 static void tui_pane_layers(const struct tui_tok *k, struct tui_lay *y)
 {
@@ -338,6 +356,8 @@ static void tui_pane_layers(const struct tui_tok *k, struct tui_lay *y)
 		tui_pane_line(y, f ? TUI_A_BOLD | TUI_COLOR(TUI_C_ERROR) : 0,
 		              "L%-2d %9.3g %9.3g %9.3g %s%s", il, s->min,
 		              s->max, s->rms, bar, f ? " !" : "");
+		if (k->exp_n != NULL && k->exp_n[il] > 0)
+			tui_pane_experts(k, il, y);
 	}
 }
 

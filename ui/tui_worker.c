@@ -14,7 +14,39 @@ void tui_tok_clear(struct tui_tok *t)
 {
 	free(t->text);
 	free(t->layers);
+	free(t->exp_n);
+	free(t->exp_id);
+	free(t->exp_w);
 	memset(t, 0, sizeof(*t));
+}
+
+/* OUT's copy of the experts TR's layers chose (none for a dense model).
+   0 or -1 (out of memory). */
+static int tui_worker_tok_experts(const struct trace *tr, struct tui_tok *out)
+{
+	int mx = 0;
+
+	for (int il = 0; il < tr->n_layer; il++)
+		if (tr->n_experts[il] > mx)
+			mx = tr->n_experts[il];
+	if (mx == 0)
+		return 0;
+	out->exp_n = calloc((size_t)tr->n_layer, sizeof(*out->exp_n));
+	out->exp_id = calloc((size_t)tr->n_layer * mx, sizeof(*out->exp_id));
+	out->exp_w = calloc((size_t)tr->n_layer * mx, sizeof(*out->exp_w));
+	if (!out->exp_n || !out->exp_id || !out->exp_w)
+		return -1;
+	out->exp_max = mx;
+	for (int il = 0; il < tr->n_layer; il++) {
+		const size_t o = (size_t)il * TRACE_MAX_EXPERTS;
+
+		out->exp_n[il] = (uint8_t)tr->n_experts[il];
+		memcpy(out->exp_id + (size_t)il * mx, tr->expert_id + o,
+		       (size_t)tr->n_experts[il] * sizeof(*out->exp_id));
+		memcpy(out->exp_w + (size_t)il * mx, tr->expert_w + o,
+		       (size_t)tr->n_experts[il] * sizeof(*out->exp_w));
+	}
+	return 0;
 }
 
 int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
@@ -73,6 +105,8 @@ int tui_worker_tok_fill(struct session *s, const struct sampler_report *rep,
 		       (size_t)tr->n_layer * sizeof(*out->layers));
 		out->n_layer = tr->n_layer;
 		out->pos = tr->pos;
+		if (tui_worker_tok_experts(tr, out))
+			goto nomem;
 	}
 	return 0;
 nomem:

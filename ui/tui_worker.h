@@ -66,8 +66,14 @@ struct tui_tok {
 	bool ctl[TUI_TOP + 1];      /* a control token */
 	struct trace_stats *layers; /* [n_layer] (owned) or NULL */
 	int n_layer;                /* 0: no trace on this step */
-	int32_t pos;                /* context position sampled at */
-	bool remote; /* from a server's logprobs: ids -1, texts given */
+	/* a mixture: the experts each layer chose for this token (the
+	   trace's), or exp_n NULL */
+	int exp_max;     /* slots a layer has in exp_id, exp_w */
+	uint8_t *exp_n;  /* [n_layer] experts chosen (0: a dense layer) */
+	int32_t *exp_id; /* [n_layer][exp_max] best first (owned) */
+	float *exp_w;    /* [n_layer][exp_max] their weights (owned) */
+	int32_t pos;     /* context position sampled at */
+	bool remote;     /* from a server's logprobs: ids -1, texts given */
 	/* set by the UI on arrival (tui_health.h) */
 	unsigned flags; /* TUI_FLAG_* */
 	int flag_layer; /* the layer flagged, or -1 */
