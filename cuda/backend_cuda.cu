@@ -56,8 +56,13 @@ struct cu_layer {
 	/* the scores' parameters (model_attn_params, sinks on the device) */
 	struct cuda_attn_params attn_par;
 	struct cuda_tensor gate, up, down; /* FFN (a mixture: stacks, ne2) */
-	struct cuda_tensor router;  /* a mixture's [n_expert rows, n_embd]
-	                               F32, or d NULL: dense */
+	struct cuda_tensor router; /* a mixture's [n_expert rows, n_embd]
+	                              F32, or d NULL: dense */
+	const float *bo;           /* [n_embd] attention output bias or NULL */
+	/* a mixture's biases (gpt-oss), or NULL */
+	const float *router_b;      /* [n_expert] */
+	const float *gate_b, *up_b; /* [n_expert][n_ff] */
+	const float *down_b;        /* [n_expert][n_embd] */
 	const float *ffn_norm;      /* [n_embd] */
 	const float *ffn_post_norm; /* [n_embd] or NULL */
 	uint16_t *kc, *vc; /* this layer's KV cache, [kv_head][n_ctx][dim] */
@@ -218,6 +223,16 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 			n += cu_align((size_t)c->n_embd * sizeof(float));
 		if (l->ffn.post_norm != NULL)
 			n += cu_align((size_t)c->n_embd * sizeof(float));
+		if (l->attn.sinks != NULL)
+			n += cu_align((size_t)l->attn.n_head * sizeof(float));
+		if (l->attn.bo != NULL)
+			n += cu_align((size_t)c->n_embd * sizeof(float));
+		if (l->ffn.router_b != NULL)
+			n += cu_align((size_t)l->ffn.n_expert * sizeof(float)) +
+			     2 * cu_align((size_t)l->ffn.n_expert *
+			                  (size_t)l->ffn.n_ff * sizeof(float)) +
+			     cu_align((size_t)l->ffn.n_expert *
+			              (size_t)c->n_embd * sizeof(float));
 		if (l->attn.bq != NULL)
 			n += cu_align((size_t)l->attn.wq.ne1 * sizeof(float)) +
 			     cu_align((size_t)l->attn.wk.ne1 * sizeof(float)) +
@@ -328,6 +343,24 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 	memset(&d->router, 0, sizeof(d->router));
 	if (f->router.data != NULL)
 		d->router = cu_put_tensor(s, off, &f->router, err, errlen, rc);
+	d->bo = a->bo == NULL
+	            ? NULL
+	            : (const float *)cu_put(s, off, a->bo, en, err, errlen, rc);
+	d->router_b = d->gate_b = d->up_b = d->down_b = NULL;
+	if (f->router_b != NULL) {
+		const size_t ne = (size_t)f->n_expert * sizeof(float);
+		const size_t nf = ne * (size_t)f->n_ff;
+
+		d->router_b = (const float *)cu_put(s, off, f->router_b, ne,
+		                                    err, errlen, rc);
+		d->gate_b = (const float *)cu_put(s, off, f->gate_b, nf, err,
+		                                  errlen, rc);
+		d->up_b =
+		    (const float *)cu_put(s, off, f->up_b, nf, err, errlen, rc);
+		d->down_b = (const float *)cu_put(
+		    s, off, f->down_b, ne * (size_t)(en / sizeof(float)), err,
+		    errlen, rc);
+	}
 	d->attn_norm =
 	    (const float *)cu_put(s, off, a->norm, en, err, errlen, rc);
 	d->ffn_norm =
@@ -353,7 +386,12 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 		d->attn_par.scale = p.scale;
 		d->attn_par.window = p.window;
 		d->attn_par.softcap = p.softcap;
-		d->attn_par.d_sinks = NULL; /* [planned] uploaded here */
+		d->attn_par.d_sinks =
+		    a->sinks == NULL ? NULL
+		                     : (const float *)cu_put(s, off, a->sinks,
+		                                             (size_t)a->n_head *
+		                                                 sizeof(float),
+		                                             err, errlen, rc);
 	}
 	d->bq = d->bk = d->bv = NULL;
 	if (a->bq != NULL) {
@@ -503,6 +541,15 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	if (l->attn_post_norm != NULL)
 		return cu_post_norm_add(e, s, &l->wo, s->o, xq,
 		                        l->attn_post_norm, n, err, errlen);
+	if (l->bo != NULL) /* y = Wo o, y += bo, x += y: the CPU's order */
+		return cuda_op_matmul_xq(x, &l->wo, s->o, xq, n, s->y, err,
+		                         errlen) ||
+		               cuda_op_add_bias(x, s->y, l->bo, c->n_embd, n,
+		                                err, errlen) ||
+		               cuda_op_add(x, s->x, s->y,
+		                           (int64_t)n * c->n_embd, err, errlen)
+		           ? -1
+		           : 0;
 	return cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen);
 }
 
@@ -529,6 +576,9 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const int32_t part = 65535 / k;
 
 	if (cuda_op_matmul(x, &l->router, s->xb, n, s->rl, 1, err, errlen) ||
+	    (l->router_b != NULL &&
+	     cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n, err,
+	                      errlen)) ||
 	    cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
 	                      f->norm_w, f->w_scale, s->ids, s->wts,
 	                      s->d_tids + (size_t)il * kmax,
@@ -548,9 +598,10 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		    cuda_op_moe_gated(x, f->act, &l->gate, &l->up,
 		                      s->xb + (size_t)t0 * c->n_embd,
 		                      t0 == 0 && nt == n ? xq : NULL, nt, k,
-		                      ids, perm, s->eh, s->eh2, err, errlen) ||
+		                      ids, perm, l->gate_b, l->up_b, s->eh,
+		                      s->eh2, err, errlen) ||
 		    cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids, perm,
-		                     s->eout, err, errlen) ||
+		                     l->down_b, s->eout, err, errlen) ||
 		    cuda_op_moe_combine(x, s->eout, s->wts + (size_t)t0 * k, nt,
 		                        k, c->n_embd, out,
 		                        l->ffn_post_norm == NULL, err, errlen))
@@ -1585,7 +1636,9 @@ extern "C" const struct engine_ops backend_cuda_ops = {
     .features =
         MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR |
         MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
-        MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS,
+        MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS |
+        MODEL_FEAT_ATTN_SINKS | MODEL_FEAT_ATTN_OUT_BIAS |
+        MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,

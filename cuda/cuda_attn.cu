@@ -42,7 +42,8 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
                                const __half *vc, int32_t n_tok, int32_t n_head,
                                int32_t n_kv, int32_t hd, int32_t n_ctx,
                                int32_t il, int32_t pos0, const int32_t *dpos,
-                               float scale, int32_t window, float *out)
+                               float scale, int32_t window, const float *sinks,
+                               float *out)
 {
 	cu_pdl_sync();    /* first: cuda_launch.cuh */
 	if (dpos != NULL) /* a captured decode step (cuda_ctx.d_pos) */
@@ -108,7 +109,8 @@ __global__ void at_warp_kernel(const float *q, const __half *kc,
 			}
 		}
 	}
-	const float inv = 1.0f / l;
+	/* a sink (a logit with no value) joins the softmax's sum */
+	const float inv = 1.0f / (sinks != NULL ? l + expf(sinks[h] - m) : l);
 	float *o = out + (size_t)pair * hd;
 #pragma unroll
 	for (int c = 0; c < AT_NC; c++) {
@@ -175,8 +177,8 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
     at_tile_kernel(const float *q, const __half *kc, const __half *vc,
                    int32_t n_tok, int32_t n_head, int32_t n_kv, int32_t n_ctx,
                    int32_t il, int32_t pos0, const int32_t *dpos, int32_t chunk,
-                   int32_t nch, float scale, int32_t window, float *part,
-                   float *ml, float *out)
+                   int32_t nch, float scale, int32_t window, const float *sinks,
+                   float *part, float *ml, float *out)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	if (dpos != NULL)
@@ -380,7 +382,10 @@ __global__ void __launch_bounds__(AT_TILE_THREADS)
 			}
 			continue;
 		}
-		const float inv = 1.0f / row_l[row];
+		const float inv =
+		    1.0f / (sinks != NULL
+		                ? row_l[row] + expf(sinks[h] - row_m[row])
+		                : row_l[row]);
 		float *o = out + th * HD + od;
 #pragma unroll
 		for (int d = 0; d < DPT; d++)
@@ -879,7 +884,8 @@ static __device__ __forceinline__ size_t at_merge_at(int i, int hdp, int hd)
 __global__ void __launch_bounds__(AT_MERGE_T)
     at_merge_kernel(const float *part, const float *ml, int32_t n_head,
                     int32_t hd, int32_t ds, int32_t pos0, const int32_t *dpos,
-                    int32_t nch, int32_t chunk, float *out, uint8_t *xq)
+                    int32_t nch, int32_t chunk, const float *sinks, float *out,
+                    uint8_t *xq)
 {
 	__shared__ float w[AT_MERGE_W];  /* exp(m_c - M) */
 	__shared__ float lc[AT_MERGE_W]; /* l_c */
@@ -938,6 +944,8 @@ __global__ void __launch_bounds__(AT_MERGE_T)
 			l = keep ? __fmaf_rn(lc[c], w[c], l)
 			         : __fmaf_rn(mlh[2 * c + 1],
 			                     expf(mlh[2 * c] - mx), l);
+		if (sinks != NULL) /* the head's sink joins the sum */
+			l += expf(sinks[h] - mx);
 		l_sh = l;
 	}
 	float acc = 0.0f;
@@ -984,14 +992,15 @@ __global__ void __launch_bounds__(AT_MERGE_T)
 static void at_merge_launch(struct cuda_ctx *ctx, const float *part,
                             const float *ml, int32_t n_tok, int32_t n_head,
                             int32_t hd, int32_t pos0, const int32_t *dpos,
-                            int32_t nch, int32_t chunk, float *d_out,
-                            uint8_t *xq)
+                            int32_t nch, int32_t chunk, const float *sinks,
+                            float *d_out, uint8_t *xq)
 {
 	const int32_t ds = at_merge_slices(hd, nch);
 
 	cu_launch(ctx, at_merge_kernel,
 	          dim3((unsigned)(n_head * ds), (unsigned)n_tok), AT_MERGE_T, 0,
-	          part, ml, n_head, hd, ds, pos0, dpos, nch, chunk, d_out, xq);
+	          part, ml, n_head, hd, ds, pos0, dpos, nch, chunk, sinks,
+	          d_out, xq);
 }
 
 /* The split path's scratch in ctx, grown (never shrunk) to N floats.
@@ -1015,8 +1024,8 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
                            const __half *kc, const __half *vc, int32_t n_tok,
                            int32_t n_head, int32_t n_kv, int32_t hd,
                            int32_t n_ctx, int32_t il, int32_t pos0, float scale,
-                           int32_t window, float *d_out, const void **d_xq,
-                           char *err, size_t errlen)
+                           int32_t window, const float *sinks, float *d_out,
+                           const void **d_xq, char *err, size_t errlen)
 {
 	/* the merge quantizes its output for the wo mat-vec when it can
 	   (cuda_op_rmsnorm_x8's conditions; a warp's 32 outputs one block) */
@@ -1065,7 +1074,7 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 		          nch, sub, scale, window, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	at_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
-	                AT_SPLIT_CH * sub, d_out,
+	                AT_SPLIT_CH * sub, sinks, d_out,
 	                x8 ? (uint8_t *)ctx->d_xq : nullptr);
 	CUDA_TRY_LAUNCH(err, errlen);
 	if (x8)
@@ -1107,10 +1116,10 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 	/* model.h's attention features these kernels do not have yet: the
 	   backend's features refuse such a model at open; here, never run
 	   wrong */
-	if (par->softcap != 0.0f || par->d_sinks != NULL) {
-		snprintf(
-		    err, errlen, "attention: %s is not implemented on the GPU",
-		    par->softcap != 0 ? "a score softcap" : "attention sinks");
+	if (par->softcap != 0.0f) {
+		snprintf(err, errlen,
+		         "attention: a score softcap is not implemented on the "
+		         "GPU");
 		return -1;
 	}
 
@@ -1124,10 +1133,10 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 	}
 	if (n_tok < CUDA_GEMM_MIN_TOKENS && head_dim % 8 == 0 &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0)
-		return at_split_launch(ctx, d_q, (const __half *)d_kc,
-		                       (const __half *)d_vc, n_tok, n_head,
-		                       n_kv, head_dim, n_ctx, il, pos0, scale,
-		                       par->window, d_out, d_xq, err, errlen);
+		return at_split_launch(
+		    ctx, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
+		    n_head, n_kv, head_dim, n_ctx, il, pos0, scale, par->window,
+		    par->d_sinks, d_out, d_xq, err, errlen);
 	if ((head_dim == 64 || head_dim == 128 || head_dim == 256) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
 	    !cuda_knobs()->attn_warp) { /* (the one-warp kernel, to measure) */
@@ -1155,14 +1164,14 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 			          (const __half *)d_kc, (const __half *)d_vc,
 			          n_tok, n_head, n_kv, n_ctx, il, pos0,
 			          ctx->d_pos, chunk, nch, scale, par->window,
-			          part, ml, d_out);
+			          par->d_sinks, part, ml, d_out);
 		else if (head_dim == 128)
-			cu_launch(ctx, at_tile_kernel<128>, grid,
-			          AT_TILE_THREADS, at_tile_smem<128>::bytes,
-			          d_q, (const __half *)d_kc,
-			          (const __half *)d_vc, n_tok, n_head, n_kv,
-			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
-			          scale, par->window, part, ml, d_out);
+			cu_launch(
+			    ctx, at_tile_kernel<128>, grid, AT_TILE_THREADS,
+			    at_tile_smem<128>::bytes, d_q, (const __half *)d_kc,
+			    (const __half *)d_vc, n_tok, n_head, n_kv, n_ctx,
+			    il, pos0, ctx->d_pos, chunk, nch, scale,
+			    par->window, par->d_sinks, part, ml, d_out);
 		else {
 			/* past 48 KiB: allowed once per process (the same
 			   value each time, so a race between threads is
@@ -1177,18 +1186,18 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 				        (int)at_tile_smem<256>::bytes),
 				    err, errlen);
 			opted = true;
-			cu_launch(ctx, at_tile_kernel<256>, grid,
-			          AT_TILE_THREADS, at_tile_smem<256>::bytes,
-			          d_q, (const __half *)d_kc,
-			          (const __half *)d_vc, n_tok, n_head, n_kv,
-			          n_ctx, il, pos0, ctx->d_pos, chunk, nch,
-			          scale, par->window, part, ml, d_out);
+			cu_launch(
+			    ctx, at_tile_kernel<256>, grid, AT_TILE_THREADS,
+			    at_tile_smem<256>::bytes, d_q, (const __half *)d_kc,
+			    (const __half *)d_vc, n_tok, n_head, n_kv, n_ctx,
+			    il, pos0, ctx->d_pos, chunk, nch, scale,
+			    par->window, par->d_sinks, part, ml, d_out);
 		}
 		CUDA_TRY_LAUNCH(err, errlen);
 		if (chunk > 0) {
 			at_merge_launch(ctx, part, ml, n_tok, n_head, head_dim,
-			                pos0, nullptr, nch, chunk, d_out,
-			                nullptr);
+			                pos0, nullptr, nch, chunk, par->d_sinks,
+			                d_out, nullptr);
 			CUDA_TRY_LAUNCH(err, errlen);
 		}
 		return 0;
@@ -1197,7 +1206,7 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 	          (unsigned)((pairs + AT_WARPS - 1) / AT_WARPS), 32 * AT_WARPS,
 	          0, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
 	          n_head, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos, scale,
-	          par->window, d_out);
+	          par->window, par->d_sinks, d_out);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

@@ -214,6 +214,15 @@ __global__ void el_swiglu(float *g, const float *u, int64_t n)
 		g[idx] = cu_silu_mul(g[idx], u[idx]);
 }
 
+__global__ void el_swiglu_oai(float *g, const float *u, int64_t n)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n)
+		g[idx] = cu_swiglu_oai_mul(g[idx], u[idx]);
+}
+
 __global__ void el_geglu(float *g, const float *u, int64_t n)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
@@ -526,6 +535,10 @@ extern "C" int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act,
 	case MODEL_ACT_GELU_TANH:
 		cu_launch(ctx, el_geglu, el_blocks(n), EL_THREADS, 0, d_g, d_u,
 		          n);
+		break;
+	case MODEL_ACT_SWIGLU_OAI:
+		cu_launch(ctx, el_swiglu_oai, el_blocks(n), EL_THREADS, 0, d_g,
+		          d_u, n);
 		break;
 	default:
 		snprintf(

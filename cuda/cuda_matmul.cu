@@ -1349,6 +1349,7 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
                                  const struct cuda_tensor *up, const float *d_x,
                                  const void *d_xq, int32_t n_tok, int32_t k,
                                  const int32_t *d_ids, const int32_t *d_perm,
+                                 const float *d_gate_b, const float *d_up_b,
                                  float *d_g, float *d_u, char *err,
                                  size_t errlen)
 {
@@ -1361,13 +1362,22 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 	/* the fused epilogue where gate and up take the unit mat-vec (and
 	   lie alike in their stacks); else the two products and
 	   cuda_op_gate_act */
+	/* (biases come between the products and the activation) */
 	if (gate->ne1 != up->ne1 || gate->row_size != up->row_size ||
-	    !cu_act_ok(act) || !cm_fusable(ctx, gate, up, d_x, n_tok))
+	    !cu_act_ok(act) || d_gate_b != NULL ||
+	    !cm_fusable(ctx, gate, up, d_x, n_tok))
 		return cm_moe_product(ctx, gate, d_x, n_tok, n_slots, k, d_ids,
 		                      d_perm, d_g, &xq_done, err, errlen) ||
 		               cm_moe_product(ctx, up, d_x, n_tok, n_slots, k,
 		                              d_ids, d_perm, d_u, &xq_done, err,
 		                              errlen) ||
+		               (d_gate_b != NULL &&
+		                (cuda_op_moe_add_bias(ctx, d_g, d_gate_b, d_ids,
+		                                      n_slots, gate->ne1, err,
+		                                      errlen) ||
+		                 cuda_op_moe_add_bias(ctx, d_u, d_up_b, d_ids,
+		                                      n_slots, up->ne1, err,
+		                                      errlen))) ||
 		               cuda_op_gate_act(ctx, act, d_g, d_u,
 		                                (int64_t)n_slots * gate->ne1,
 		                                err, errlen)
@@ -1391,12 +1401,18 @@ extern "C" int cuda_op_moe_down(struct cuda_ctx *ctx,
                                 const struct cuda_tensor *down,
                                 const float *d_h, int32_t n_slots,
                                 const int32_t *d_ids, const int32_t *d_perm,
-                                float *d_y, char *err, size_t errlen)
+                                const float *d_down_b, float *d_y, char *err,
+                                size_t errlen)
 {
 	int xq_done = 0;
 
 	if (cm_moe_check(down, n_slots, err, errlen))
 		return -1;
 	return cm_moe_product(ctx, down, d_h, n_slots, n_slots, 1, d_ids,
-	                      d_perm, d_y, &xq_done, err, errlen);
+	                      d_perm, d_y, &xq_done, err, errlen) ||
+	               (d_down_b != NULL &&
+	                cuda_op_moe_add_bias(ctx, d_y, d_down_b, d_ids, n_slots,
+	                                     down->ne1, err, errlen))
+	           ? -1
+	           : 0;
 }

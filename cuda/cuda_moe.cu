@@ -202,6 +202,34 @@ extern "C" int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
 	return 0;
 }
 
+/* Y[s][i] += B[IDS[s]][i] for N_SLOTS rows of N: each slot's expert's
+ * bias (gpt-oss). */
+__global__ void mr_add_bias(float *y, const float *b, const int32_t *ids,
+                            int64_t n_slots, int64_t n)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx >= n_slots * n)
+		return;
+	const int64_t s = idx / n, i = idx % n;
+
+	y[idx] = __fadd_rn(y[idx], b[(int64_t)ids[s] * n + i]);
+}
+
+extern "C" int cuda_op_moe_add_bias(struct cuda_ctx *ctx, float *d_y,
+                                    const float *d_b, const int32_t *d_ids,
+                                    int32_t n_slots, int64_t n, char *err,
+                                    size_t errlen)
+{
+	const int64_t total = (int64_t)n_slots * n;
+
+	cu_launch(ctx, mr_add_bias, (unsigned)((total + 255) / 256), 256, 0,
+	          d_y, d_b, d_ids, (int64_t)n_slots, n);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
 /* Threads of the sorting block. */
 #define MR_SORT_THREADS 1024
 

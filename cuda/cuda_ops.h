@@ -233,6 +233,9 @@ int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
  * mat-vecs that read only the chosen experts' rows (cuda_matmul.cu), with
  * int8 activations where the dense products have them, the same values as
  * cuda_op_matmul of that expert's matrix. D_XQ as for cuda_op_matmul_qkv.
+ * D_GATE_B, D_UP_B, D_DOWN_B (or NULL): the experts' biases ([n_expert]
+ * rows of the product's size), added to the products before the activation
+ * and to the down product's output (gpt-oss).
  * D_PERM (or NULL): the order in which a launch takes the slots, from
  * cuda_op_moe_sort (N_SLOTS slots of D_IDS grouped by expert, so that the
  * slots of one expert run together and its rows come from L2: a prefill
@@ -251,12 +254,18 @@ int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
                       const struct cuda_tensor *gate,
                       const struct cuda_tensor *up, const float *d_x,
                       const void *d_xq, int32_t n_tok, int32_t k,
-                      const int32_t *d_ids, const int32_t *d_perm, float *d_g,
+                      const int32_t *d_ids, const int32_t *d_perm,
+                      const float *d_gate_b, const float *d_up_b, float *d_g,
                       float *d_u, char *err, size_t errlen);
 int cuda_op_moe_down(struct cuda_ctx *ctx, const struct cuda_tensor *down,
                      const float *d_h, int32_t n_slots, const int32_t *d_ids,
-                     const int32_t *d_perm, float *d_y, char *err,
-                     size_t errlen);
+                     const int32_t *d_perm, const float *d_down_b, float *d_y,
+                     char *err, size_t errlen);
+/* D_Y[s][i] += D_B[e][i], e = D_IDS[s], for N_SLOTS rows of N: the
+ * experts' biases (gpt-oss; D_B [n_expert][n]). */
+int cuda_op_moe_add_bias(struct cuda_ctx *ctx, float *d_y, const float *d_b,
+                         const int32_t *d_ids, int32_t n_slots, int64_t n,
+                         char *err, size_t errlen);
 int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
                      int32_t n_slots, int32_t n_expert, int32_t *d_perm,
                      char *err, size_t errlen);

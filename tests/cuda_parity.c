@@ -80,7 +80,7 @@ int main(int argc, char **argv)
 	struct engine *g, *c, *c8;
 	struct trace *tg, *tc, *t8;
 	int32_t n_route = 0, n_flip = 0, route_bad = 0;
-	double worst_dev = 0;
+	double worst_dev = 0, route_tie = ROUTE_NEAR_TIE_P;
 	int32_t n = argc > 2 ? atoi(argv[2]) : 8, nv, bad = 0;
 	double worst_layer = 0;
 	int worst_il = -1;
@@ -133,13 +133,14 @@ int main(int argc, char **argv)
 
 			if (ff->kind != MODEL_FFN_EXPERTS)
 				continue;
+			route_tie = ff->gating == MODEL_MOE_SOFTMAX
+			                ? ROUTE_NEAR_TIE_P
+			                : ROUTE_NEAR_TIE_L;
 			n_route++;
 			n_flip += dev != 0;
 			if (dev > worst_dev || dev != dev)
 				worst_dev = dev;
-			route_bad += !(dev <= (ff->gating == MODEL_MOE_SOFTMAX
-			                           ? ROUTE_NEAR_TIE_P
-			                           : ROUTE_NEAR_TIE_L));
+			route_bad += !(dev <= route_tie);
 		}
 		for (int32_t v = 0; v < nv; v++) {
 			double d = (double)lg[v] - lc[v],
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
 		printf("experts: the GPU's choice is the CPU's own in %d of %d "
 		       "layer steps; elsewhere it gives up at most %.3g of the "
 		       "CPU's scores (near tie: <= %g)%s\n",
-		       n_route - n_flip, n_route, worst_dev, ROUTE_NEAR_TIE_P,
+		       n_route - n_flip, n_route, worst_dev, route_tie,
 		       route_bad ? "  FAIL" : "");
 	}
 	printf("%s: %d of %d tokens within tolerance\n",

@@ -428,6 +428,21 @@ static const struct {
      "--n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 "
      "--n-ff-exp 256",
      0},
+    /* gpt-oss's features without its YaRN (the GPU's RoPE has no
+       magnitude yet): attention sinks on each attention path (prefill
+       split at 16, one chunk), the output bias, the biased router and
+       experts, the clamped SwiGLU, sliding layers */
+    {"gpt_oss_q8_0",
+     "--arch gpt-oss --type Q8_0 --n-head 4 --n-head-kv 2 --head-dim 64 "
+     "--n-expert 8 --n-expert-used 2 --n-ff-exp 128 --sliding-window 8",
+     16},
+    /* (a prefill's fp16 GEMM inputs move the router's logits by ~1e-3:
+       with 3 of 8 experts token 20's choice in one layer was a near tie
+       that flipped, NMSE 7.4e-4 over the prefill's rows; 2 of 8 here) */
+    {"gpt_oss_f16",
+     "--arch gpt-oss --type F16 --n-head 8 --n-head-kv 2 --head-dim 64 "
+     "--n-expert 8 --n-expert-used 2 --n-ff-exp 64 --sliding-window 6",
+     0},
 };
 
 /* Per-layer trace statistics of the last token agree (relative 1e-3 on
