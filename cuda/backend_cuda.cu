@@ -473,6 +473,7 @@ static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
 	rk.head_dim = a->head_dim_k;
 	rk.n_rot = r->n_rot;
 	rk.d_inv_freq = s->inv_freq[a->rope];
+	rk.mscale = model_layer_rope(e->model, il)->mscale;
 	rk.pos0 = pos0;
 	rk.neox = r->style == MODEL_ROPE_NEOX;
 	rk.n_ctx = e->n_ctx;
@@ -530,8 +531,8 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 		if (cuda_op_qk_norm_rope_kv_store(
 		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, c->rms_eps,
 		        n, rk.n_head, rk.n_kv, rk.head_dim, rk.n_rot,
-		        rk.d_inv_freq, pos0, rk.neox, e->n_ctx, 0, l->kc, l->vc,
-		        err, errlen))
+		        rk.d_inv_freq, rk.mscale, pos0, rk.neox, e->n_ctx, 0,
+		        l->kc, l->vc, err, errlen))
 			return -1;
 	}
 	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
@@ -1607,8 +1608,9 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		goto fail;
 	for (int r = 0; r < c->n_ropes; r++)
 		if (cuda_op_rope_table(&s->ctx, s->inv_freq[r],
-		                       c->ropes[r].n_rot, e->n_ctx,
-		                       s->rope_cs[r], err, errlen) != 0)
+		                       c->ropes[r].mscale, c->ropes[r].n_rot,
+		                       e->n_ctx, s->rope_cs[r], err,
+		                       errlen) != 0)
 			goto fail;
 	if (cu_host_logits(e, s, 1, err, errlen) != 0 ||
 	    cu_dev_logits(e, s, 1, err, errlen) != 0 ||
@@ -1638,7 +1640,7 @@ extern "C" const struct engine_ops backend_cuda_ops = {
         MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
         MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS |
         MODEL_FEAT_ATTN_SINKS | MODEL_FEAT_ATTN_OUT_BIAS |
-        MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
+        MODEL_FEAT_ROPE_YARN | MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,

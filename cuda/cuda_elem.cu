@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 /* One thread per (token, head, pair). */
 __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
                         int32_t head_dim, int32_t n_rot, const double *inv_freq,
-                        int32_t pos0, const int32_t *dpos, int neox)
+                        float mscale, int32_t pos0, const int32_t *dpos,
+                        int neox)
 {
 	const int half = n_rot / 2;
 
@@ -175,7 +176,7 @@ __global__ void el_rope(float *x, int32_t n_tok, int32_t n_heads,
 	const int64_t th = idx / half; /* token * n_heads + head */
 	const int32_t t = (int32_t)(th / n_heads);
 	float *v = x + th * head_dim;
-	const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i]);
+	const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i], mscale);
 	int a, b;
 
 	cu_rope_dims(i, half, neox, &a, &b);
@@ -278,8 +279,8 @@ __global__ void
 el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
                  const float *kw, float eps, int32_t n_head, int32_t n_kv,
                  int32_t head_dim, int32_t n_rot, const double *inv_freq,
-                 int32_t pos0, const int32_t *dpos, int neox, int32_t n_ctx,
-                 int32_t il, __half *kc, __half *vc)
+                 float mscale, int32_t pos0, const int32_t *dpos, int neox,
+                 int32_t n_ctx, int32_t il, __half *kc, __half *vc)
 {
 	extern __shared__ float el_head[]; /* NORM: the normed head */
 
@@ -317,7 +318,7 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
 		}
 	}
 	for (int i = threadIdx.x; i < half; i += blockDim.x) {
-		const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i]);
+		const float2 cs = cu_rope_cs(pos0 + t, inv_freq[i], mscale);
 		int a, b;
 
 		cu_rope_dims(i, half, neox, &a, &b);
@@ -458,45 +459,46 @@ extern "C" int cuda_op_stats_rows(struct cuda_ctx *ctx, const float *d_x,
 
 extern "C" int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
                             int32_t n_heads, int32_t head_dim, int32_t n_rot,
-                            const double *d_inv_freq, int32_t pos0, int neox,
-                            char *err, size_t errlen)
+                            const double *d_inv_freq, float mscale,
+                            int32_t pos0, int neox, char *err, size_t errlen)
 {
 	int64_t n = (int64_t)n_tok * n_heads * (n_rot / 2);
 
 	if (n == 0)
 		return 0;
 	cu_launch(ctx, el_rope, el_blocks(n), EL_THREADS, 0, d_x, n_tok,
-	          n_heads, head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos, neox);
+	          n_heads, head_dim, n_rot, d_inv_freq, mscale, pos0,
+	          ctx->d_pos, neox);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
 
 /* One thread per (position, pair): cuda_op_rope_table. */
-__global__ void el_rope_table(const double *inv_freq, int32_t half, int64_t n,
-                              float *cs)
+__global__ void el_rope_table(const double *inv_freq, float mscale,
+                              int32_t half, int64_t n, float *cs)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (idx >= n)
 		return;
-	const float2 c = cu_rope_cs(idx / half, inv_freq[idx % half]);
+	const float2 c = cu_rope_cs(idx / half, inv_freq[idx % half], mscale);
 
 	cs[2 * idx] = c.x;
 	cs[2 * idx + 1] = c.y;
 }
 
 extern "C" int cuda_op_rope_table(struct cuda_ctx *ctx,
-                                  const double *d_inv_freq, int32_t n_rot,
-                                  int32_t n_ctx, float *d_cs, char *err,
-                                  size_t errlen)
+                                  const double *d_inv_freq, float mscale,
+                                  int32_t n_rot, int32_t n_ctx, float *d_cs,
+                                  char *err, size_t errlen)
 {
 	const int64_t n = (int64_t)n_ctx * (n_rot / 2);
 
 	if (n == 0)
 		return 0;
 	cu_launch(ctx, el_rope_table, el_blocks(n), EL_THREADS, 0, d_inv_freq,
-	          n_rot / 2, n, d_cs);
+	          mscale, n_rot / 2, n, d_cs);
 	CUDA_TRY_LAUNCH(err, errlen);
 	/* complete on return: its readers take it before their PDL wait */
 	CUDA_TRY(cudaStreamSynchronize(ctx->stream), err, errlen);
@@ -571,21 +573,23 @@ extern "C" int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q,
                                      int32_t n_tok, int32_t n_head,
                                      int32_t n_kv, int32_t head_dim,
                                      int32_t n_rot, const double *d_inv_freq,
-                                     int32_t pos0, int neox, int32_t n_ctx,
-                                     int32_t il, uint16_t *d_kc, uint16_t *d_vc,
-                                     char *err, size_t errlen)
+                                     float mscale, int32_t pos0, int neox,
+                                     int32_t n_ctx, int32_t il, uint16_t *d_kc,
+                                     uint16_t *d_vc, char *err, size_t errlen)
 {
 	return cuda_op_qk_norm_rope_kv_store(
 	    ctx, d_q, d_k, d_v, NULL, NULL, 0.0f, n_tok, n_head, n_kv, head_dim,
-	    n_rot, d_inv_freq, pos0, neox, n_ctx, il, d_kc, d_vc, err, errlen);
+	    n_rot, d_inv_freq, mscale, pos0, neox, n_ctx, il, d_kc, d_vc, err,
+	    errlen);
 }
 
 extern "C" int cuda_op_qk_norm_rope_kv_store(
     struct cuda_ctx *ctx, float *d_q, float *d_k, const float *d_v,
     const float *d_qw, const float *d_kw, float eps, int32_t n_tok,
     int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_rot,
-    const double *d_inv_freq, int32_t pos0, int neox, int32_t n_ctx, int32_t il,
-    uint16_t *d_kc, uint16_t *d_vc, char *err, size_t errlen)
+    const double *d_inv_freq, float mscale, int32_t pos0, int neox,
+    int32_t n_ctx, int32_t il, uint16_t *d_kc, uint16_t *d_vc, char *err,
+    size_t errlen)
 {
 	int64_t blocks = (int64_t)n_tok * (n_head + n_kv);
 
@@ -594,14 +598,14 @@ extern "C" int cuda_op_qk_norm_rope_kv_store(
 	if (d_qw == NULL && d_kw == NULL)
 		cu_launch(ctx, el_rope_kv_store<false>, (unsigned)blocks, 64, 0,
 		          d_q, d_k, d_v, d_qw, d_kw, eps, n_head, n_kv,
-		          head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos, neox,
-		          n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+		          head_dim, n_rot, d_inv_freq, mscale, pos0, ctx->d_pos,
+		          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	else
 		cu_launch(ctx, el_rope_kv_store<true>, (unsigned)blocks,
 		          EL_NORM_THREADS, (size_t)head_dim * sizeof(float),
 		          d_q, d_k, d_v, d_qw, d_kw, eps, n_head, n_kv,
-		          head_dim, n_rot, d_inv_freq, pos0, ctx->d_pos, neox,
-		          n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+		          head_dim, n_rot, d_inv_freq, mscale, pos0, ctx->d_pos,
+		          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

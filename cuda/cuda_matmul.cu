@@ -1219,9 +1219,9 @@ extern "C" int cuda_op_matmul_qkv_rope(
 		               cuda_op_rope_kv_store(
 		                   ctx, d_q, d_k, d_v, n_tok, rk->n_head,
 		                   rk->n_kv, rk->head_dim, rk->n_rot,
-		                   rk->d_inv_freq, rk->pos0, rk->neox,
-		                   rk->n_ctx, rk->il, rk->d_kc, rk->d_vc, err,
-		                   errlen)
+		                   rk->d_inv_freq, rk->mscale, rk->pos0,
+		                   rk->neox, rk->n_ctx, rk->il, rk->d_kc,
+		                   rk->d_vc, err, errlen)
 		           ? -1
 		           : 0;
 	struct cm_rope rope;

@@ -171,6 +171,7 @@ int cuda_op_matmul_qkv(struct cuda_ctx *ctx, const struct cuda_tensor *wq,
 struct cuda_rope_kv {
 	int32_t n_head, n_kv, head_dim, n_rot;
 	const double *d_inv_freq;
+	float mscale; /* cos and sin times it (YaRN's magnitude), else 1 */
 	int32_t pos0;
 	int neox;
 	int32_t n_ctx, il;
@@ -186,8 +187,8 @@ struct cuda_rope_kv {
  * (cuda_launch.cuh), as it reads a weight, so the call returns once the
  * table is complete (it synchronises the stream: a load-time op). */
 int cuda_op_rope_table(struct cuda_ctx *ctx, const double *d_inv_freq,
-                       int32_t n_rot, int32_t n_ctx, float *d_cs, char *err,
-                       size_t errlen);
+                       float mscale, int32_t n_rot, int32_t n_ctx, float *d_cs,
+                       char *err, size_t errlen);
 
 /* cuda_op_matmul_qkv then cuda_op_rope_kv_store with RK, the same
  * floats; when every product takes the fast mat-vec and RK has its
@@ -302,13 +303,14 @@ int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x, const float *d_w,
  * Rotate the first n_rot dims of each of the N_HEADS heads (head_dim
  * apart) of X[t] by position POS0 + t. D_INV_FREQ [n_rot / 2] doubles:
  * the angle per position of pair i (base, scale and rope_freqs folded in,
- * as backend_cpu.c computes them). NEOX: 0 = adjacent pairs (llama),
- * 1 = halves (qwen2).
+ * as backend_cpu.c computes them), cos and sin times MSCALE (YaRN's
+ * magnitude, model.h; 1 leaves them exact). NEOX: 0 = adjacent pairs
+ * (llama), 1 = halves (qwen2).
  */
 int cuda_op_rope(struct cuda_ctx *ctx, float *d_x, int32_t n_tok,
                  int32_t n_heads, int32_t head_dim, int32_t n_rot,
-                 const double *d_inv_freq, int32_t pos0, int neox, char *err,
-                 size_t errlen);
+                 const double *d_inv_freq, float mscale, int32_t pos0, int neox,
+                 char *err, size_t errlen);
 
 /* X[t][i] += B[i] for i < n, t < n_tok. */
 int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x, const float *d_b,
@@ -340,8 +342,8 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
 int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
                           const float *d_v, int32_t n_tok, int32_t n_head,
                           int32_t n_kv, int32_t head_dim, int32_t n_rot,
-                          const double *d_inv_freq, int32_t pos0, int neox,
-                          int32_t n_ctx, int32_t il, uint16_t *d_kc,
+                          const double *d_inv_freq, float mscale, int32_t pos0,
+                          int neox, int32_t n_ctx, int32_t il, uint16_t *d_kc,
                           uint16_t *d_vc, char *err, size_t errlen);
 
 /*
@@ -351,12 +353,15 @@ int cuda_op_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
  * head_dim (the same bits), then rotated and stored, in one launch. Q
  * and K hold the normed, rotated heads on return.
  */
-int cuda_op_qk_norm_rope_kv_store(
-    struct cuda_ctx *ctx, float *d_q, float *d_k, const float *d_v,
-    const float *d_qw, const float *d_kw, float eps, int32_t n_tok,
-    int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_rot,
-    const double *d_inv_freq, int32_t pos0, int neox, int32_t n_ctx, int32_t il,
-    uint16_t *d_kc, uint16_t *d_vc, char *err, size_t errlen);
+int cuda_op_qk_norm_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
+                                  const float *d_v, const float *d_qw,
+                                  const float *d_kw, float eps, int32_t n_tok,
+                                  int32_t n_head, int32_t n_kv,
+                                  int32_t head_dim, int32_t n_rot,
+                                  const double *d_inv_freq, float mscale,
+                                  int32_t pos0, int neox, int32_t n_ctx,
+                                  int32_t il, uint16_t *d_kc, uint16_t *d_vc,
+                                  char *err, size_t errlen);
 
 /* The parameters of an attention's scores (model.h struct
  * model_attn_params, with the sinks in device memory): one struct on

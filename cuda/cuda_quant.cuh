@@ -88,6 +88,7 @@ CQ_GEOM(QTYPE_Q4_K, 256, 144);
 CQ_GEOM(QTYPE_Q5_K, 256, 176);
 CQ_GEOM(QTYPE_Q6_K, 256, 210);
 CQ_GEOM(CQ_Q4_KR, 256, 144);
+CQ_GEOM(QTYPE_MXFP4, 32, 17);
 #undef CQ_GEOM
 
 /* Element J of block B (B points at the block, J < block size). */
@@ -109,6 +110,23 @@ template <>
 __device__ __forceinline__ float cq_elem<QTYPE_BF16>(const uint8_t *b, int j)
 {
 	return __uint_as_float((uint32_t)(*(const uint16_t *)b) << 16);
+}
+
+/* MXFP4: e (E8M0), qs[16]; element j the FP4 value of nibble j (low
+ * nibbles 0..15, high 16..31: kvalues 0 1 2 3 4 6 8 12, bit 3 the sign)
+ * times 2^(e-128) (ggml_e8m0_to_fp32_half; the two smallest exponents as
+ * subnormals, as quant_iq.c e8m0_half): one rounding, as the CPU's. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_MXFP4>(const uint8_t *b, int j)
+{
+	const unsigned e = b[0];
+	const float d =
+	    __uint_as_float(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+	const uint8_t q = b[1 + (j & 15)];
+	const unsigned n = j < 16 ? (q & 0x0Fu) : (q >> 4);
+	const int v = (int)((0x0C08060403020100ull >> (8 * (n & 7))) & 0xFF);
+
+	return __fmul_rn(d, (float)(n & 8 ? -v : v));
 }
 
 /* Q4_0: d (half), qs[16]; low nibbles are elements 0..15, high 16..31. */
@@ -411,6 +429,7 @@ static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
 	X(QTYPE_Q4_K)                                                          \
 	X(QTYPE_Q5_K)                                                          \
 	X(QTYPE_Q6_K)                                                          \
+	X(QTYPE_MXFP4)                                                         \
 	X(CQ_Q8_0R)                                                            \
 	X(CQ_Q6_KR)                                                            \
 	X(CQ_Q4_KR)

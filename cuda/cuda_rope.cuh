@@ -15,13 +15,16 @@
 
 #include <cstdint>
 
-/* cos and sin of the angle of position POS at frequency INV_FREQ. */
+/* cos and sin of the angle of position POS at frequency INV_FREQ, times
+ * MSCALE (YaRN's magnitude; 1 leaves them exact). */
 static __device__ __forceinline__ float2 cu_rope_cs(int64_t pos,
-                                                    double inv_freq)
+                                                    double inv_freq,
+                                                    float mscale)
 {
 	const double theta = (double)pos * inv_freq;
 
-	return make_float2((float)cos(theta), (float)sin(theta));
+	return make_float2(__fmul_rn((float)cos(theta), mscale),
+	                   __fmul_rn((float)sin(theta), mscale));
 }
 
 /* The pair (X0, X1) rotated by CS (cu_rope_cs). */

@@ -115,11 +115,50 @@ static double x8_bound(double e8)
 
 /* Evaluate token T on the int8 CPU engine C8; its logits' NMSE against
  * the exact engine C's current ones, or -1. */
+/*
+ * A mixture: a one-token eval of the CPU engines takes the experts the
+ * GPU chose (trace.h pin_experts, as cuda_parity and --verify do), so that
+ * a near tie that the two arithmetics break differently is not counted
+ * as their difference (one flipped choice moves the logits by 1e-1);
+ * pin_layers is the model's layer count while a mixture is checked, else
+ * 0 (no traces attached: the untraced paths stay the ones tested).
+ */
+static int pin_layers;
+static struct trace *pin_g; /* the GPU's last one-token choice, or NULL */
+
+/* Eval N tokens on E, pinned to pin_g's choice when PIN (and a mixture
+   is checked); with RECORD, E's choice becomes pin_g. 0 or -1. */
+static int eval_pinned(struct engine *e, const int32_t *toks, int32_t n,
+                       unsigned flags, bool pin, bool record, char *err,
+                       size_t errlen)
+{
+	struct trace *t = NULL;
+	int rc;
+
+	if (pin_layers > 0 && n == 1 && (record || (pin && pin_g != NULL))) {
+		t = trace_new(pin_layers, 1, NULL);
+		if (t != NULL && pin && pin_g != NULL)
+			trace_pin_experts(t, pin_g);
+		engine_set_trace(e, t);
+	}
+	rc = engine_eval(e, toks, n, flags, err, errlen);
+	if (t != NULL) {
+		engine_set_trace(e, NULL);
+		if (record) {
+			trace_free(pin_g);
+			pin_g = t;
+		} else {
+			trace_free(t);
+		}
+	}
+	return rc;
+}
+
 static double eval_x8(struct engine *c8, struct engine *c, int32_t t)
 {
 	char err[512] = "";
 
-	if (engine_eval(c8, &t, 1, 0, err, sizeof(err)) != 0) {
+	if (eval_pinned(c8, &t, 1, 0, true, false, err, sizeof(err)) != 0) {
 		tap_diag("eval failed: %s", err);
 		return -1;
 	}
@@ -134,8 +173,10 @@ static double eval_both(struct engine *g, struct engine *c, const int32_t *toks,
 	char err[512] = "";
 	size_t rows = (flags & ENGINE_EVAL_ALL) ? (size_t)n : 1;
 
-	if (engine_eval(g, toks, n, flags, err, sizeof(err)) != 0 ||
-	    engine_eval(c, toks, n, flags, err, sizeof(err)) != 0) {
+	if (eval_pinned(g, toks, n, flags, false, true, err, sizeof(err)) !=
+	        0 ||
+	    eval_pinned(c, toks, n, flags, true, false, err, sizeof(err)) !=
+	        0) {
 		tap_diag("eval failed: %s", err);
 		return -1;
 	}
@@ -334,7 +375,11 @@ static void check_file(const char *path, const char *what, const int32_t *toks,
 	int rc = model_load(f, &m, err, sizeof(err));
 
 	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : "")) {
+		pin_layers = m->cfg.max_expert > 0 ? m->cfg.n_layer : 0;
 		check_model(m, what, toks, gpu_batch);
+		pin_layers = 0;
+		trace_free(pin_g);
+		pin_g = NULL;
 		/* fp32 activations on the GPU: the verifier's tight bounds */
 		if (m->w.layers[0].attn.wq.type == QTYPE_F16 &&
 		    m->w.output.type == QTYPE_F16)
@@ -428,10 +473,9 @@ static const struct {
      "--n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 "
      "--n-ff-exp 256",
      0},
-    /* gpt-oss's features without its YaRN (the GPU's RoPE has no
-       magnitude yet): attention sinks on each attention path (prefill
-       split at 16, one chunk), the output bias, the biased router and
-       experts, the clamped SwiGLU, sliding layers */
+    /* gpt-oss's features: attention sinks on each attention path
+       (prefill split at 16, one chunk), the output bias, the biased
+       router and experts, the clamped SwiGLU, sliding layers */
     {"gpt_oss_q8_0",
      "--arch gpt-oss --type Q8_0 --n-head 4 --n-head-kv 2 --head-dim 64 "
      "--n-expert 8 --n-expert-used 2 --n-ff-exp 128 --sliding-window 8",
@@ -443,6 +487,14 @@ static const struct {
      "--arch gpt-oss --type F16 --n-head 8 --n-head-kv 2 --head-dim 64 "
      "--n-expert 8 --n-expert-used 2 --n-ff-exp 64 --sliding-window 6",
      0},
+    /* gpt-oss as its files are: MXFP4 experts (the element-wise
+       mat-vec), YaRN (factor 32 over an original context of 16) */
+    {"gpt_oss_mxfp4_yarn",
+     "--arch gpt-oss --type Q8_0 --expert-type MXFP4 --n-head 4 "
+     "--n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 "
+     "--n-ff-exp 256 --sliding-window 8 --rope-scaling yarn "
+     "--rope-scale-factor 32 --yarn-orig-ctx 16 --rope-base 150000",
+     16},
 };
 
 /* Per-layer trace statistics of the last token agree (relative 1e-3 on

@@ -193,7 +193,7 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	float *ycpu8 = malloc(sizeof(float) * (size_t)(512 * ne1));
 	float *xhat = malloc(sizeof(float) * (size_t)(512 * ne0));
 	float *ygpu = malloc(sizeof(float) * (size_t)(512 * ne1));
-	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL};
+	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL, 1};
 	void *d_w, *d_rows, *d_out, *d_x, *d_y;
 	int64_t diff = 0;
 
@@ -388,7 +388,7 @@ static struct cuda_tensor fused_weight(uint32_t t, int64_t ne0, int64_t ne1,
 {
 	size_t rs = quant_row_size(t, ne0);
 	unsigned char *w = malloc(rs * (size_t)ne1);
-	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL};
+	struct cuda_tensor ct = {t, ne0, ne1, rs, NULL, 1};
 
 	*wf = malloc(sizeof(float) * (size_t)(ne0 * ne1));
 	random_rows(t, w, ne0, ne1);
@@ -893,8 +893,8 @@ static void test_rope(struct cuda_ctx *ctx, int neox, int n_rot, int factors)
 		}
 	d_x = dev_put(x, sizeof(x));
 	d_inv = dev_put(inv, sizeof(inv));
-	rc = cuda_op_rope(ctx, d_x, T, H, HD, n_rot, d_inv, POS0, neox, err,
-	                  sizeof(err));
+	rc = cuda_op_rope(ctx, d_x, T, H, HD, n_rot, d_inv, 1.0f, POS0, neox,
+	                  err, sizeof(err));
 	rc = rc || dev_get(ctx, got, d_x, sizeof(got));
 	tap_ok(!rc && nmse(got, ref, T * H * HD) <= TOL_F32,
 	       "rope %s n_rot %d%s: nmse %.3g %s", neox ? "neox" : "norm",
@@ -952,16 +952,17 @@ static void test_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 	}
 	/* the legacy stream's memsets before the op's non-blocking stream */
 	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
-	rc = rc ||
-	     cuda_op_rope(ctx, d_q[0], n_tok, n_head, hd, n_rot, d_inv, pos0,
-	                  neox, err, sizeof(err)) ||
-	     cuda_op_rope(ctx, d_k[0], n_tok, n_kv, hd, n_rot, d_inv, pos0,
-	                  neox, err, sizeof(err)) ||
-	     cuda_op_kv_store(ctx, d_k[0], d_v, n_tok, n_kv, hd, n_ctx, il,
-	                      pos0, d_kc[0], d_vc[0], err, sizeof(err)) ||
-	     cuda_op_rope_kv_store(ctx, d_q[1], d_k[1], d_v, n_tok, n_head,
-	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
-	                           il, d_kc[1], d_vc[1], err, sizeof(err));
+	rc =
+	    rc ||
+	    cuda_op_rope(ctx, d_q[0], n_tok, n_head, hd, n_rot, d_inv, 1.0f,
+	                 pos0, neox, err, sizeof(err)) ||
+	    cuda_op_rope(ctx, d_k[0], n_tok, n_kv, hd, n_rot, d_inv, 1.0f, pos0,
+	                 neox, err, sizeof(err)) ||
+	    cuda_op_kv_store(ctx, d_k[0], d_v, n_tok, n_kv, hd, n_ctx, il, pos0,
+	                     d_kc[0], d_vc[0], err, sizeof(err)) ||
+	    cuda_op_rope_kv_store(ctx, d_q[1], d_k[1], d_v, n_tok, n_head, n_kv,
+	                          hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il,
+	                          d_kc[1], d_vc[1], err, sizeof(err));
 	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
 	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
 	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
@@ -1043,18 +1044,19 @@ static void test_qk_norm_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot,
 		rc = rc || cuda_op_rmsnorm(ctx, d_k[2], (float *)d_w + hd, hd,
 		                           n_tok * n_kv, eps, (float *)d_k[0],
 		                           err, sizeof(err));
-	rc = rc ||
-	     cuda_op_rope_kv_store(ctx, d_q[0], d_k[0], d_v, n_tok, n_head,
-	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
-	                           il, d_kc[0], d_vc[0], err, sizeof(err)) ||
-	     cuda_op_qk_norm_rope_kv_store(
-	         ctx, d_q[1], d_k[1], d_v, qn ? (float *)d_w : NULL,
-	         kn ? (float *)d_w + hd : NULL, eps, n_tok, n_head, n_kv, hd,
-	         n_rot, d_inv, pos0, neox, n_ctx, il, d_kc[1], d_vc[1], err,
-	         sizeof(err)) ||
-	     cuda_op_rope_kv_store(ctx, d_q[2], d_k[2], d_v, n_tok, n_head,
-	                           n_kv, hd, n_rot, d_inv, pos0, neox, n_ctx,
-	                           il, d_kc[2], d_vc[2], err, sizeof(err));
+	rc =
+	    rc ||
+	    cuda_op_rope_kv_store(ctx, d_q[0], d_k[0], d_v, n_tok, n_head, n_kv,
+	                          hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il,
+	                          d_kc[0], d_vc[0], err, sizeof(err)) ||
+	    cuda_op_qk_norm_rope_kv_store(
+	        ctx, d_q[1], d_k[1], d_v, qn ? (float *)d_w : NULL,
+	        kn ? (float *)d_w + hd : NULL, eps, n_tok, n_head, n_kv, hd,
+	        n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il, d_kc[1], d_vc[1],
+	        err, sizeof(err)) ||
+	    cuda_op_rope_kv_store(ctx, d_q[2], d_k[2], d_v, n_tok, n_head, n_kv,
+	                          hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il,
+	                          d_kc[2], d_vc[2], err, sizeof(err));
 	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
 	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
 	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
@@ -1138,7 +1140,7 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
 	d_p = dev_put(&pos0, sizeof(pos0));
 	d_cs = dev_put(NULL, sizeof(float) * (size_t)n_ctx * (size_t)n_rot);
-	rc = cuda_op_rope_table(ctx, (const double *)d_inv, n_rot, n_ctx,
+	rc = cuda_op_rope_table(ctx, (const double *)d_inv, 1.0f, n_rot, n_ctx,
 	                        (float *)d_cs, err, sizeof(err));
 	for (int j = 0; j < 3; j++) {
 		d_y[j] = dev_put(NULL, sizeof(float) * ny);
@@ -1155,6 +1157,7 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 		                          hd,
 		                          n_rot,
 		                          (const double *)d_inv,
+		                          1.0f,
 		                          pos0,
 		                          neox,
 		                          n_ctx,
@@ -1169,9 +1172,9 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 			                        v, err, sizeof(err)) ||
 			     cuda_op_rope_kv_store(
 			         ctx, q, k, v, n_tok, n_head, n_kv, hd, n_rot,
-			         (const double *)d_inv, pos0, neox, n_ctx, il,
-			         (uint16_t *)d_kc[0], (uint16_t *)d_vc[0], err,
-			         sizeof(err));
+			         (const double *)d_inv, 1.0f, pos0, neox, n_ctx,
+			         il, (uint16_t *)d_kc[0], (uint16_t *)d_vc[0],
+			         err, sizeof(err));
 			continue;
 		}
 		if (dpos) { /* a captured step's position */
@@ -1480,7 +1483,7 @@ static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	float *a = malloc(sizeof(float) * ny);
 	float *b = malloc(sizeof(float) * ny);
 	int32_t *rows = malloc(sizeof(int32_t) * (size_t)ne1);
-	struct cuda_tensor cf = {t, ne0, ne1, rs, NULL}, cr = cf;
+	struct cuda_tensor cf = {t, ne0, ne1, rs, NULL, 1}, cr = cf;
 	void *d_w = NULL, *d_r = NULL, *d_x, *d_y, *d_rows;
 	char err[512] = "";
 	int rc, pad_ok = 1, same[5] = {0, 0, 0, 0, 0};

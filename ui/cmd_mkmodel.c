@@ -128,6 +128,8 @@ struct mk_model {
 	uint32_t type;         /* type of the layer matrices */
 	uint32_t embd_type;    /* type of token_embd */
 	uint32_t out_type;     /* type of output.weight */
+	uint32_t exp_type;     /* a mixture's expert stacks (UINT32_MAX:
+	                          --type; gpt-oss's files: MXFP4) */
 	uint32_t more_type;    /* attn_v / ffn_down where llama.cpp's K-quant
 	                          mixes give more bits (UINT32_MAX: --type) */
 	uint64_t seed;         /* generator seed */
@@ -162,11 +164,13 @@ enum mk_dim {
 
 /* Where a tensor's storage type comes from. */
 enum mk_store {
-	MK_STORE_F32,  /* vectors */
-	MK_STORE_TYPE, /* --type */
-	MK_STORE_MORE, /* --more-bits-type in its layers, else --type */
-	MK_STORE_EMBD, /* --embd-type */
-	MK_STORE_OUT,  /* --out-type */
+	MK_STORE_F32,      /* vectors */
+	MK_STORE_TYPE,     /* --type */
+	MK_STORE_MORE,     /* --more-bits-type in its layers, else --type */
+	MK_STORE_EMBD,     /* --embd-type */
+	MK_STORE_OUT,      /* --out-type */
+	MK_STORE_EXP,      /* --expert-type, else --type */
+	MK_STORE_EXP_MORE, /* --more-bits-type in its layers, else as EXP */
 };
 
 /* The distribution of a tensor's values. */
@@ -247,11 +251,11 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
     {"ffn_gate_inp.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_EXPERT,
      MK_STORE_F32, MK_INIT_MATRIX, MK_DIM_NONE},
     {"ffn_gate_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF_EXP,
-     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_EXPERT},
+     MK_STORE_EXP, MK_INIT_MATRIX, MK_DIM_EXPERT},
     {"ffn_down_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_FF_EXP, MK_DIM_EMBD,
-     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_EXPERT},
+     MK_STORE_EXP_MORE, MK_INIT_MATRIX, MK_DIM_EXPERT},
     {"ffn_up_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF_EXP,
-     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_EXPERT},
+     MK_STORE_EXP, MK_INIT_MATRIX, MK_DIM_EXPERT},
     {"ffn_gate_inp.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_EXPERT,
      MK_DIM_NONE, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
     {"ffn_gate_exps.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_FF_EXP,
@@ -342,6 +346,20 @@ static int mk_fill_blocks(const struct mk_tensor *t, uint64_t *s,
 	const struct mk_block_desc *d = NULL;
 	double amp = 2.0 * t->std;
 
+	if (t->type == QTYPE_MXFP4) { /* an E8M0 exponent, 16 nibble bytes */
+		const int e0 = 128 + (int)floor(log2(amp / 6.0));
+
+		for (size_t i = 0; i < row_bytes; i++)
+			buf[i] = (unsigned char)mk_next(s);
+		for (size_t b = 0; b < row_bytes / 17; b++) {
+			int e = e0 + (int)(mk_next(s) % 3) - 1;
+
+			buf[b * 17] = (unsigned char)(e < 2     ? 2
+			                              : e > 254 ? 254
+			                                        : e);
+		}
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(mk_blocks) / sizeof(mk_blocks[0]); i++)
 		if (mk_blocks[i].type == t->type)
 			d = &mk_blocks[i];
@@ -503,6 +521,12 @@ static uint32_t mk_store_type(const struct mk_model *m, enum mk_store s,
 		return m->embd_type;
 	case MK_STORE_OUT:
 		return m->out_type;
+	case MK_STORE_EXP_MORE:
+		if (more && m->more_type != UINT32_MAX)
+			return m->more_type;
+		/* fall through */
+	case MK_STORE_EXP:
+		return m->exp_type != UINT32_MAX ? m->exp_type : m->type;
 	case MK_STORE_TYPE:
 		break;
 	}
@@ -749,6 +773,9 @@ static void mk_usage(FILE *f)
 	    "                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)\n"
 	    "  --embd-type T   token_embd (default: --type)\n"
 	    "  --out-type T    output.weight (default: --type)\n"
+	    "  --expert-type T a mixture's expert stacks (default: --type;\n"
+	    "                  ffn_down_exps: --more-bits-type where it\n"
+	    "                  applies, else this; gpt-oss: MXFP4)\n"
 	    "  --more-bits-type T  attn_v and ffn_down in the layers where\n"
 	    "                  llama.cpp's K-quant mixes spend more bits\n"
 	    "                  (Q4_K_M: --type Q4_K --more-bits-type Q6_K\n"
@@ -874,6 +901,7 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	    {"--embd-type", &m->embd_type},
 	    {"--out-type", &m->out_type},
 	    {"--more-bits-type", &m->more_type},
+	    {"--expert-type", &m->exp_type},
 	};
 	double d;
 
@@ -1106,6 +1134,7 @@ int cmd_mkmodel(int argc, char **argv)
 	            .embd_type = UINT32_MAX,
 	            .more_type = UINT32_MAX,
 	            .out_type = UINT32_MAX,
+	            .exp_type = UINT32_MAX,
 	            .seed = 1,
 	        },
 	};
