@@ -75,6 +75,9 @@ static const struct {
     /* (top-k then softmax: the gap in router logits) */
     {"gpt_oss_f32", 1e-10, 0.1, 1e-5},
     {"gpt_oss_q8_0", 2e-3, 0.49, 0.05},
+    {"qwen3_iq_a", 5e-3, 1.4, 0},
+    {"qwen3_iq_b", 5e-3, 1.5, 0},
+    {"qwen3_iq_c", 6e-3, 1.2, 0},
 };
 
 /* One model's goldens (gen_arch.py). */

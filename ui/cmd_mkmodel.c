@@ -331,11 +331,28 @@ struct mk_block_desc {
 };
 
 static const struct mk_block_desc mk_blocks[] = {
-    {QTYPE_Q4_0, 1, {0, 0}, {8, 0}},       {QTYPE_Q4_1, 2, {0, 2}, {7.5, -1}},
-    {QTYPE_Q5_0, 1, {0, 0}, {16, 0}},      {QTYPE_Q5_1, 2, {0, 2}, {15.5, -1}},
-    {QTYPE_Q2_K, 2, {80, 82}, {22.5, 15}}, {QTYPE_Q3_K, 1, {108, 0}, {128, 0}},
-    {QTYPE_Q4_K, 2, {0, 2}, {472.5, 63}},  {QTYPE_Q5_K, 2, {0, 2}, {976.5, 63}},
+    {QTYPE_Q4_0, 1, {0, 0}, {8, 0}},
+    {QTYPE_Q4_1, 2, {0, 2}, {7.5, -1}},
+    {QTYPE_Q5_0, 1, {0, 0}, {16, 0}},
+    {QTYPE_Q5_1, 2, {0, 2}, {15.5, -1}},
+    {QTYPE_Q2_K, 2, {80, 82}, {22.5, 15}},
+    {QTYPE_Q3_K, 1, {108, 0}, {128, 0}},
+    {QTYPE_Q4_K, 2, {0, 2}, {472.5, 63}},
+    {QTYPE_Q5_K, 2, {0, 2}, {976.5, 63}},
     {QTYPE_Q6_K, 1, {208, 0}, {4096, 0}},
+    /* the i-quants' and TQ's d (quant_iq.c's layouts): grid indices,
+       signs and sub-scales random (every value of their fields is
+       valid), d so that the weights have about the gaussian's range */
+    {QTYPE_IQ4_NL, 1, {0, 0}, {140, 0}},
+    {QTYPE_IQ4_XS, 1, {0, 0}, {2600, 0}},
+    {QTYPE_IQ3_XXS, 1, {0, 0}, {300, 0}},
+    {QTYPE_IQ3_S, 1, {0, 0}, {290, 0}},
+    {QTYPE_IQ2_XXS, 1, {0, 0}, {115, 0}},
+    {QTYPE_IQ2_XS, 1, {0, 0}, {115, 0}},
+    {QTYPE_IQ2_S, 1, {0, 0}, {120, 0}},
+    {QTYPE_IQ1_S, 1, {0, 0}, {15, 0}},
+    {QTYPE_TQ1_0, 1, {52, 0}, {1.7, 0}},
+    {QTYPE_TQ2_0, 1, {64, 0}, {2.4, 0}},
 };
 
 /* Fill one row of a random-quant type: random bytes, sane scales. */
@@ -346,6 +363,28 @@ static int mk_fill_blocks(const struct mk_tensor *t, uint64_t *s,
 	const struct mk_block_desc *d = NULL;
 	double amp = 2.0 * t->std;
 
+	if (t->type == QTYPE_IQ1_M) { /* d's four nibbles atop 4 scales */
+		unsigned char h[2];
+
+		for (size_t i = 0; i < row_bytes; i++)
+			buf[i] = (unsigned char)mk_next(s);
+		for (size_t b = 0; b < row_bytes / 56; b++) {
+			unsigned char *sc = buf + b * 56 + 48;
+
+			mk_put_f16(h,
+			           (float)(amp / 8.0 * (0.5 + mk_uniform(s))));
+			for (int k = 0; k < 4; k++) {
+				const unsigned nib =
+				    (unsigned)((h[0] | h[1] << 8) >> (4 * k)) &
+				    15u;
+
+				sc[2 * k + 1] =
+				    (unsigned char)((sc[2 * k + 1] & 0x0F) |
+				                    nib << 4);
+			}
+		}
+		return 0;
+	}
 	if (t->type == QTYPE_MXFP4) { /* an E8M0 exponent, 16 nibble bytes */
 		const int e0 = 128 + (int)floor(log2(amp / 6.0));
 
@@ -770,7 +809,9 @@ static void mk_usage(FILE *f)
 	    "  --out-norm-scale F  output_norm.weight ~ F (1 + N(0, 0.1^2)):\n"
 	    "                  logits F times larger (default 1)\n"
 	    "  --type T        layer matrices (F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
-	    "                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)\n"
+	    "                  Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL\n"
+	    "                  IQ4_XS IQ3_XXS IQ3_S IQ2_XXS IQ2_XS IQ2_S\n"
+	    "                  IQ1_S IQ1_M TQ1_0 TQ2_0 MXFP4)\n"
 	    "  --embd-type T   token_embd (default: --type)\n"
 	    "  --out-type T    output.weight (default: --type)\n"
 	    "  --expert-type T a mixture's expert stacks (default: --type;\n"

@@ -114,6 +114,23 @@ MODELS = [
                      "--sliding-window 8 --rope-scaling yarn "
                      "--rope-scale-factor 32 --yarn-orig-ctx 16 "
                      "--rope-base 150000 --out-norm-scale 4 --seed 30", 48),
+    # the i-quants and TQ types (issue 33), four a model: the layer
+    # matrices, attn_v/ffn_down in the more-bits layers, the embedding
+    # (a row lookup) and the LM head; rows of 256 (their blocks)
+    ("qwen3_iq_a", "--arch qwen3 --n-embd 256 --n-head 4 --n-head-kv 2 "
+                   "--head-dim 64 --n-ff 512 --n-layer 2 --n-vocab 128 "
+                   "--type IQ4_XS --more-bits-type IQ4_NL --embd-type "
+                   "IQ2_XXS --out-type IQ3_S --out-norm-scale 4 --seed 31",
+     32),
+    ("qwen3_iq_b", "--arch qwen3 --n-embd 256 --n-head 4 --n-head-kv 2 "
+                   "--head-dim 64 --n-ff 512 --n-layer 2 --n-vocab 128 "
+                   "--type IQ2_XS --more-bits-type IQ3_XXS --embd-type "
+                   "IQ1_S --out-type IQ2_S --out-norm-scale 4 --seed 32",
+     32),
+    ("qwen3_iq_c", "--arch qwen3 --n-embd 256 --n-head 4 --n-head-kv 2 "
+                   "--head-dim 64 --n-ff 512 --n-layer 2 --n-vocab 128 "
+                   "--type IQ1_M --more-bits-type TQ1_0 --embd-type TQ2_0 "
+                   "--out-type Q8_0 --out-norm-scale 4 --seed 33", 32),
 ]
 CLEAR = 0.1  # the C test's greedy check: llama.cpp's top-2 margin above
 
