@@ -714,9 +714,10 @@ static int model_refuse_features(const struct gguf_file *f,
 		const struct model_feature_tensor *ft =
 		    &model_feature_tensors[i];
 
+		/* (gpt-oss's FFN norm has a post-norm's name) */
 		if ((ad->feats & ft->feat) ||
 		    (ad->ffn_norm && strcmp(ft->suffix, ad->ffn_norm) == 0))
-			continue; /* (gpt-oss's FFN norm has a post-norm's name) */
+			continue;
 		snprintf(name, sizeof(name), "blk.%d.%s", il, ft->suffix);
 		if (gguf_find_tensor(f, name) != NULL) {
 			snprintf(err, errlen,
