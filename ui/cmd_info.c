@@ -27,6 +27,9 @@ static const struct {
     {"layers", "block_count"},
     {"n_embd", "embedding_length"},
     {"n_ff", "feed_forward_length"},
+    {"experts", "expert_count"},
+    {"experts_used", "expert_used_count"},
+    {"n_ff_exp", "expert_feed_forward_length"},
     {"n_head", "attention.head_count"},
     {"n_head_kv", "attention.head_count_kv"},
     {"head_dim_k", "attention.key_length"},
@@ -35,6 +38,8 @@ static const struct {
     {"rope_dims", "rope.dimension_count"},
     {"rope_base", "rope.freq_base"},
     {"rope_scaling", "rope.scaling.type"},
+    {"rope_factor", "rope.scaling.factor"},
+    {"swa_window", "attention.sliding_window"},
     {"rms_eps", "attention.layer_norm_rms_epsilon"},
     {"vocab_size", "vocab_size"},
 };
