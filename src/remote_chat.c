@@ -33,6 +33,7 @@ struct remote_stream {
 	int32_t n_lp;      /* logprob entries */
 	bool failed;       /* a chunk was bad: msg says why */
 	char msg[512];     /* the error found in the stream */
+	bool in_reasoning; /* a reasoning delta opened <think>, unclosed */
 };
 
 /* Copy token text S (N bytes) into DST[SAMPLER_TEXT_MAX], cut at a
@@ -48,6 +49,50 @@ static void remote_token_text(char *dst, const char *s, size_t n)
 	dst[n] = '\0';
 	if (strlen(dst) < n) /* a NUL inside: keep what precedes it */
 		return;
+}
+
+/*
+ * Servers that split a thinking model's reasoning from its answer (vLLM,
+ * llama.cpp's server, ollama: delta.reasoning_content; OpenRouter and
+ * others: delta.reasoning) stream it apart from the content. It reaches
+ * the session as the <think> block a local thinking model writes, so it
+ * is parsed, shown, hidden and stored as a local reply's reasoning (the
+ * session's one parser): "<think>" before the first reasoning delta,
+ * "</think>" before the first content after it or at the stream's end.
+ */
+static void remote_piece(struct remote_stream *s, const char *p, size_t n)
+{
+	if (s->cb && s->cb->piece)
+		s->cb->piece(s->cb->ud, p, n);
+}
+
+/* The reasoning delta of DELTA (an object or NULL), if any, as above. */
+static void remote_reasoning(struct remote_stream *s,
+                             const struct json_value *delta)
+{
+	const struct json_value *v =
+	    delta ? json_object_get(delta, "reasoning_content") : NULL;
+
+	if (v == NULL || v->type != JSON_STRING)
+		v = delta ? json_object_get(delta, "reasoning") : NULL;
+	if (v == NULL || v->type != JSON_STRING || v->u.str.len == 0)
+		return;
+	if (s->n_chunks++ == 0)
+		s->res->first_ms = remote_ms() - s->t0;
+	if (!s->in_reasoning) {
+		remote_piece(s, "<think>", 7);
+		s->in_reasoning = true;
+	}
+	remote_piece(s, v->u.str.ptr, v->u.str.len);
+}
+
+/* The end of a reasoning block streamed apart (remote_reasoning). */
+static void remote_think_close(struct remote_stream *s)
+{
+	if (s->in_reasoning) {
+		remote_piece(s, "</think>", 8);
+		s->in_reasoning = false;
+	}
 }
 
 /* A number member KEY of O as a double, or NAN. */
@@ -178,10 +223,12 @@ static int remote_chunk(struct remote_stream *s, const struct json_value *v)
 			remote_report(s, lp->u.arr.items[i]);
 	}
 	d = json_object_get(c0, "delta");
+	remote_reasoning(s, d);
 	d = d ? json_object_get(d, "content") : NULL;
 	if (d && d->type == JSON_STRING && d->u.str.len > 0) {
 		if (s->n_chunks++ == 0)
 			s->res->first_ms = remote_ms() - s->t0;
+		remote_think_close(s);
 		if (s->cb && s->cb->piece)
 			s->cb->piece(s->cb->ud, d->u.str.ptr, d->u.str.len);
 	}
@@ -347,6 +394,7 @@ static int remote_chat_once(struct remote *r, const struct remote_msg *m,
 	res->finish = REMOTE_STOP; /* until a finish_reason says otherwise */
 	rc = remote_xfer_run(r, "/chat/completions", body, &x, err, errlen);
 	free(body);
+	remote_think_close(&s); /* a reply that was all reasoning */
 	res->http_status = (int)x.status;
 	res->total_ms = remote_ms() - s.t0;
 	if (res->n_tokens == 0)

@@ -23,6 +23,10 @@
         /hold/...        200, two chunks, then comments until the client
                          goes away; then MARKDIR/hold-closed is created
         /silent/...      no answer at all (for 60 s)
+        /reasoning/...   200, "Let me think." in two delta.reasoning_content
+                         chunks (vLLM's, llama.cpp's server's), then
+                         "Hello world" in two content chunks, [DONE]
+        /reasoning2/...  the same with delta.reasoning (OpenRouter's)
         /timings/...     200, "Hello world" in two chunks, then a last
                          chunk with llama.cpp's server's "timings" (12
                          prompt tokens in 4 ms: 3000 t/s) and [DONE]
@@ -161,6 +165,22 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             return self.reply(500, {"error": {"message": "internal boom"}})
         if mode == "silent":
             time.sleep(60)  # the client's timeout is what is tested
+            return None
+        if mode in ("reasoning", "reasoning2"):
+            key = "reasoning_content" if mode == "reasoning" else "reasoning"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for part in ("Let me", " think."):
+                self.wfile.write(("data: " + json.dumps({
+                    "id": "x", "object": "chat.completion.chunk",
+                    "model": "m", "choices": [{
+                        "index": 0, "delta": {key: part},
+                        "finish_reason": None}]}) + "\n\n").encode())
+            self.wfile.write(chunk("Hello"))
+            self.wfile.write(chunk(" world"))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
             return None
         if mode == "timings":
             self.send_response(200)

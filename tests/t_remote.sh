@@ -290,6 +290,26 @@ ok $? "a server that refuses logprobs still answers"
 grep -q "does not accept logprobs" "$tmp/e7"
 ok $? "...and the user is told: $(cat "$tmp/e7")"
 
+# --- reasoning streamed apart from the answer --------------------------------
+# (vLLM, llama.cpp's server: delta.reasoning_content; OpenRouter:
+# delta.reasoning) - the reply's reasoning, stored apart, not the answer
+for mode in reasoning reasoning2; do
+	rm -f "$PARLEY_DB"*
+	"$PARLEY" --server "$purl/$mode" --server-model m $opts -p "Hi" \
+		>"$tmp/r1" 2>"$tmp/re1"
+	[ $? -eq 0 ] && [ "$(cat "$tmp/r1")" = "Hello world" ]
+	ok $? "$mode: -p prints the answer only: $(cat "$tmp/r1")"
+	[ "$(db_q "SELECT reasoning, content FROM messages WHERE
+	           role = 'assistant'")" = "Let me think.|Hello world" ]
+	ok $? "$mode: the reasoning is stored apart from the answer:" \
+		"$(db_q "SELECT reasoning, content FROM messages WHERE
+		         role = 'assistant'")"
+	"$PARLEY" --server "$purl/$mode" --server-model m $opts --thinking \
+		-p "Hi" >"$tmp/r2" 2>&1
+	grep -q "Let me think\." "$tmp/r2" && grep -q "Hello world" "$tmp/r2"
+	ok $? "$mode: --thinking prints the reasoning too"
+done
+
 # --- options the API lacks, and security rules ------------------------------
 "$PARLEY" --server "$url" --top-k 5 --repeat-penalty 1.2 -p x \
 	>/dev/null 2>"$tmp/e8"
