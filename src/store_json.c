@@ -590,10 +590,14 @@ struct imp_msg {
 	size_t len;    /* bytes of content */
 	char *finish;  /* owned; NULL when absent */
 	struct store_msg_stats stats;
-	int64_t created; /* -1 when absent */
-	int64_t system;  /* meta system_prompt flag */
-	char *sampling;  /* a reply's sampling settings (JSON object, owned;
-	                    NULL when absent) */
+	int64_t created;     /* -1 when absent */
+	int64_t system;      /* meta system_prompt flag */
+	char *sampling;      /* a reply's sampling settings (JSON object, owned;
+	                        NULL when absent) */
+	char *reasoning;     /* a reply's reasoning_content (owned) or NULL */
+	size_t rlen;         /* bytes of reasoning */
+	int64_t n_reasoning; /* parley.messages[i].reasoning_tokens */
+	int64_t reasoning_open; /* .reasoning_unfinished */
 };
 
 /* Read message row S (and meta row M, or NULL) into *X. */
@@ -629,6 +633,21 @@ static int imp_read_msg(struct store *st, sqlite3_stmt *s, sqlite3_stmt *m,
 	if (!(x->content = store_col_text(s, 4, &x->len)))
 		return store_errf(st, STORE_ERR, err, errlen,
 		                  "import: out of memory");
+	/* a reply's reasoning, as the export (and the OpenAI API) gives it */
+	snprintf(name, sizeof(name), "messages[%zu].reasoning_content", i);
+	if ((rc = imp_field(st, s, 5, "text", name, NULL, NULL, NULL, err,
+	                    errlen)))
+		return rc;
+	if (sqlite3_column_type(s, 6) != SQLITE_NULL) {
+		if (x->role != STORE_ROLE_ASSISTANT)
+			return store_errf(st, STORE_EINVAL, err, errlen,
+			                  "import: %s: only an assistant "
+			                  "message has reasoning",
+			                  name);
+		if (!(x->reasoning = store_col_text(s, 6, &x->rlen)))
+			return store_errf(st, STORE_ERR, err, errlen,
+			                  "import: out of memory");
+	}
 	if (!m)
 		return STORE_OK;
 	if (strcmp((const char *)sqlite3_column_text(m, 0), "object") != 0)
@@ -650,7 +669,11 @@ static int imp_read_msg(struct store *st, sqlite3_stmt *s, sqlite3_stmt *m,
 	            &x->stats.decode_ms)) ||
 	    (rc = F(11, "integer", "created", NULL, &x->created, NULL)) ||
 	    (rc = F(13, "bool", "system_prompt", NULL, &x->system, NULL)) ||
-	    (rc = F(15, "object", "sampling", &x->sampling, NULL, NULL)))
+	    (rc = F(15, "object", "sampling", &x->sampling, NULL, NULL)) ||
+	    (rc = F(17, "integer", "reasoning_tokens", NULL, &x->n_reasoning,
+	            NULL)) ||
+	    (rc = F(19, "bool", "reasoning_unfinished", NULL,
+	            &x->reasoning_open, NULL)))
 		return rc;
 #undef F
 	if (x->finish && store_finish_parse(x->finish) < 0)
@@ -716,9 +739,10 @@ static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
 	                        "INSERT INTO messages (conversation_id,"
 	                        " parent_id, role, content, n_tokens,"
 	                        " n_prompt_tokens, prefill_ms, decode_ms,"
-	                        " finish, created, updated, sampling) VALUES"
-	                        " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-	                        " ?10, ?11)",
+	                        " finish, created, updated, sampling,"
+	                        " reasoning, reasoning_tokens, reasoning_open)"
+	                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+	                        " ?10, ?10, ?11, ?12, ?13, ?14)",
 	                        &s, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(s, 1, conv);
@@ -736,6 +760,11 @@ static int imp_insert_msg(struct store *st, int64_t conv, int64_t parent,
 	sqlite3_bind_int64(s, 10, x->created >= 0 ? x->created : when);
 	if (x->sampling && x->role == STORE_ROLE_ASSISTANT) /* replies' only */
 		sqlite3_bind_text(s, 11, x->sampling, -1, SQLITE_STATIC);
+	sqlite3_bind_text64(s, 12, x->reasoning ? x->reasoning : "",
+	                    x->reasoning ? x->rlen : 0, SQLITE_STATIC,
+	                    SQLITE_UTF8);
+	sqlite3_bind_int64(s, 13, x->reasoning ? x->n_reasoning : 0);
+	sqlite3_bind_int(s, 14, x->reasoning && x->reasoning_open ? 1 : 0);
 	rc = sqlite3_step(s);
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
@@ -755,7 +784,12 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 	    " CASE WHEN type = 'object' THEN json_extract(value, '$.role') END,"
 	    " CASE WHEN type = 'object' THEN json_type(value, '$.content') END,"
 	    " CASE WHEN type = 'object' THEN json_extract(value, '$.content')"
-	    " END FROM json_each(?1, ?2) ORDER BY key";
+	    " END,"
+	    " CASE WHEN type = 'object' THEN"
+	    " json_type(value, '$.reasoning_content') END,"
+	    " CASE WHEN type = 'object' THEN"
+	    " json_extract(value, '$.reasoning_content') END"
+	    " FROM json_each(?1, ?2) ORDER BY key";
 #define JT(p) " CASE WHEN type = 'object' THEN json_type(value, '" p "') END,"
 #define JX(p) " CASE WHEN type = 'object' THEN json_extract(value, '" p "') END"
 	static const char meta_sql[] =
@@ -766,8 +800,14 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 	            JX("$.decode_ms") "," JT("$.created") JX(
 	                "$.created") "," JT("$.system_prompt")
 	                JX("$.system_prompt") "," JT("$.sampling") JX(
-	                    "$.sampling") " FROM json_each(?1, "
-	                                  "'$.parley.messages') ORDER BY key";
+	                    "$.sampling") "," JT("$.reasoning_tokens")
+	                    JX("$.reasoning_tokens") "," JT(
+	                        "$.reasoning_unfinished")
+	                        JX("$.reasoning_unfinished") " FROM json_each("
+	                                                     "?1, "
+	                                                     "'$.parley."
+	                                                     "messages') "
+	                                                     "ORDER BY key";
 #undef JT
 #undef JX
 	sqlite3_stmt *s = NULL, *m = NULL;
@@ -813,6 +853,7 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 				free(x.content);
 				free(x.finish);
 				free(x.sampling);
+				free(x.reasoning);
 				i++;
 				continue;
 			}
@@ -848,6 +889,7 @@ static int imp_messages(struct store *st, const char *json, size_t len,
 		free(x.content);
 		free(x.finish);
 		free(x.sampling);
+		free(x.reasoning);
 		if (rc)
 			goto out;
 		i++;

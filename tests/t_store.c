@@ -575,6 +575,100 @@ static void counts(struct store *st, int64_t *nc, int64_t *nm)
 	sqlite3_finalize(s);
 }
 
+/* A reply's reasoning (a thinking model's) survives export -> import ->
+ * export, an unfinished block too; reasoning_content of the wrong type or
+ * on a user message is refused by name. */
+static void test_import_reasoning(struct store *st)
+{
+	struct store_conv_new cn = {.title = "think"};
+	struct store_msg_new u = {.parent_id = STORE_PARENT_NONE,
+	                          .role = STORE_ROLE_USER,
+	                          .content = "Why?",
+	                          .len = 4,
+	                          .finish = STORE_FINISH_STOP};
+	struct store_msg_new a = {.parent_id = STORE_PARENT_LEAF,
+	                          .role = STORE_ROLE_ASSISTANT,
+	                          .content = "Because.",
+	                          .len = 8,
+	                          .finish = STORE_FINISH_STOP};
+	int64_t conv = 0, uid = 0, aid = 0, a2 = 0, id2 = 0, id3 = 0;
+	char *out = NULL, *out2 = NULL;
+	size_t len = 0, len2 = 0, n = 0;
+	struct store_conv c;
+	struct store_msg *m = NULL;
+	int rc;
+
+	rc = store_conv_create(st, &cn, &conv, err, sizeof(err));
+	u.conv_id = a.conv_id = conv;
+	rc = rc ? rc : store_msg_append(st, &u, &uid, err, sizeof(err));
+	rc = rc ? rc : store_msg_append(st, &a, &aid, err, sizeof(err));
+	rc = rc ? rc
+	        : store_msg_set_reasoning(st, aid, "Let me \"think\".", 15, 5,
+	                                  false, err, sizeof(err));
+	a.content = "";
+	a.len = 0;
+	a.finish = STORE_FINISH_INTERRUPTED;
+	rc = rc ? rc : store_msg_append(st, &a, &a2, err, sizeof(err));
+	rc = rc ? rc
+	        : store_msg_set_reasoning(st, a2, "Hmm", 3, 1, true, err,
+	                                  sizeof(err));
+	tap_ok(rc == STORE_OK, "a conversation with reasoning: %s",
+	       rc ? err : "ok");
+	rc = store_export_json(st, conv, &out, &len, err, sizeof(err));
+	tap_ok(rc == STORE_OK && out && strstr(out, "\"reasoning_content\"") &&
+	           strstr(out, "\"reasoning_unfinished\":true"),
+	       "the export carries reasoning_content and an unfinished block");
+	rc = out ? store_import_json(st, out, len, &id2, err, sizeof(err)) : -1;
+	tap_ok(rc == STORE_OK, "it imports: %s", rc ? err : "ok");
+	store_export_json(st, id2, &out2, &len2, err, sizeof(err));
+	tap_ok(out && out2 && len2 == len && strcmp(out, out2) == 0,
+	       "export -> import -> export is the identity, reasoning "
+	       "included (%zu bytes)",
+	       len);
+	if (out && out2 && strcmp(out, out2) != 0)
+		tap_diag("first  %s\nsecond %s", out, out2);
+	memset(&c, 0, sizeof(c));
+	if (store_conv_get(st, id2, &c, &m, &n, err, sizeof(err)) == STORE_OK &&
+	    n == 3)
+		tap_ok(m[1].reasoning &&
+		           strcmp(m[1].reasoning, "Let me \"think\".") == 0 &&
+		           m[1].n_reasoning == 5 && !m[1].reasoning_open &&
+		           m[2].reasoning &&
+		           strcmp(m[2].reasoning, "Hmm") == 0 &&
+		           m[2].reasoning_open && m[0].reasoning_len == 0,
+		       "the imported replies' reasoning, tokens and unfinished "
+		       "flag");
+	else
+		tap_ok(0, "the imported conversation reads back: %s", err);
+	store_conv_clear(&c);
+	store_msg_free(m, n);
+	{
+		const char *j1 =
+		    "[{\"role\":\"user\",\"content\":\"a\"},{\"role\":"
+		    "\"assistant\",\"content\":\"b\",\"reasoning_content\":"
+		    "[1]}]";
+
+		rc = store_import_json(st, j1, strlen(j1), &id3, err,
+		                       sizeof(err));
+	}
+	tap_ok(rc == STORE_EINVAL &&
+	           strstr(err, "messages[1].reasoning_content is array"),
+	       "reasoning_content not a string: %s", err);
+	{
+		const char *j2 = "[{\"role\":\"user\",\"content\":\"a\","
+		                 "\"reasoning_content\":\"x\"}]";
+
+		rc = store_import_json(st, j2, strlen(j2), &id3, err,
+		                       sizeof(err));
+	}
+	tap_ok(rc == STORE_EINVAL &&
+	           strstr(err, "messages[0].reasoning_content: only an "
+	                       "assistant message"),
+	       "reasoning on a user message: %s", err);
+	free(out);
+	free(out2);
+}
+
 static void test_export_import(struct store *st)
 {
 	int64_t id, id2, nc0, nm0, nc1, nm1;
@@ -2308,6 +2402,7 @@ int main(void)
 	test_messages(st);
 	test_search(st);
 	test_export_import(st);
+	test_import_reasoning(st);
 	replay_dir(st, "store/seeds", true);
 	replay_dir(st, "store_import/crashers", false);
 	test_kv(st);
