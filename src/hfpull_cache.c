@@ -10,6 +10,7 @@
  *   CACHE/.locks/models--ORG--REPO/SHA256.lock      flock'd meanwhile
  */
 #include "hfpull_int.h"
+#include "secretfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +20,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define HFPULL_TOKEN_MAX 4096 /* bytes of a token file read */
 
 /* A + B + C joined (any may be ""), malloc'd, or NULL. */
 static char *hfpull_cat(const char *a, const char *b, const char *c)
@@ -74,48 +73,7 @@ void hfpull_token_free(char *token)
 static int hfpull_token_file(const char *path, char **token, char *err,
                              size_t errlen)
 {
-	char buf[HFPULL_TOKEN_MAX];
-	struct stat sb;
-	size_t len = 0, b = 0;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 && errno == ENOENT)
-		return 0;
-	if (fd < 0 || fstat(fd, &sb) != 0) {
-		snprintf(err, errlen, "token file %s: %s", path,
-		         strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (!S_ISREG(sb.st_mode) || (sb.st_mode & (S_IRWXG | S_IRWXO))) {
-		snprintf(
-		    err, errlen,
-		    "token file %s: %s (mode %04o), so it is not used; run "
-		    "chmod 600 %s",
-		    path,
-		    S_ISREG(sb.st_mode) ? "group or others may read or "
-		                          "write it"
-		                        : "not a regular file",
-		    (unsigned)(sb.st_mode & 07777), path);
-		close(fd);
-		return -1;
-	}
-	while (len < sizeof(buf) - 1 &&
-	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
-	while (b < len && (buf[b] == ' ' || buf[b] == '\t'))
-		b++;
-	len = b + strcspn(buf + b, "\r\n");
-	while (len > b && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		len--;
-	if (len > b && (*token = strndup(buf + b, len - b)) == NULL)
-		snprintf(err, errlen, "out of memory");
-	explicit_bzero(buf, sizeof(buf));
-	return len > b && *token == NULL ? -1 : 0;
+	return secretfile_read("token file", path, true, token, err, errlen);
 }
 
 int hfpull_token(char **token, char *err, size_t errlen)

@@ -6,6 +6,7 @@
 #include "remote_int.h"
 
 #include "json.h"
+#include "secretfile.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -155,51 +156,11 @@ int remote_check_sampling(const struct sampler_config *c, char *err,
 
 int remote_read_key_file(const char *path, char **key, char *err, size_t errlen)
 {
-	struct stat sb;
-	char buf[4096];
-	ssize_t n;
-	size_t len = 0, b = 0;
-	int fd;
-
-	*key = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sb) != 0) {
-		snprintf(err, errlen, "api-key-file %s: %s", path,
-		         strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	if (secretfile_read("api-key-file", path, false, key, err, errlen))
 		return -1;
-	}
-	if (!S_ISREG(sb.st_mode) || (sb.st_mode & (S_IRWXG | S_IRWXO))) {
-		snprintf(err, errlen,
-		         "api-key-file %s: %s (mode %04o); run chmod 600 %s",
-		         path,
-		         S_ISREG(sb.st_mode) ? "group or others may read or "
-		                               "write it"
-		                             : "not a regular file",
-		         (unsigned)(sb.st_mode & 07777), path);
-		close(fd);
-		return -1;
-	}
-	while (len < sizeof(buf) - 1 &&
-	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
-	while (b < len && (buf[b] == ' ' || buf[b] == '\t'))
-		b++;
-	len = b + strcspn(buf + b, "\r\n");
-	while (len > b && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		len--;
-	if (len == b) {
+	if (*key == NULL) {
 		snprintf(err, errlen,
 		         "api-key-file %s: no key on its first line", path);
-		return -1;
-	}
-	*key = strndup(buf + b, len - b);
-	explicit_bzero(buf, sizeof(buf));
-	if (*key == NULL) {
-		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	return 0;

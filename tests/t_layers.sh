@@ -13,7 +13,8 @@
 #                engine); and cuda/ (every file): a
 #                backend implements src/engine.h beside backend_cpu.c, so it
 #                sits in the model layer and sees nothing above it.
-#   1 base       src/ utf8, sbuf, json, sha256: utilities with no domain
+#   1 base       src/ utf8, sbuf, json, sha256, secretfile: utilities with no
+#                domain
 #                knowledge.
 #
 # Rules, each reported as FILE:LINE: RULE: DETAIL:
@@ -69,7 +70,7 @@ layer_of() {
 		verify | remote | remote_*)
 		layer=2 lname=model
 		;;
-	utf8 | sbuf | json | sse | sha256)
+	utf8 | sbuf | json | sse | sha256 | secretfile)
 		layer=1 lname=base
 		;;
 	esac
