@@ -69,6 +69,14 @@ static const struct config_opt config_opts[] = {
      "allow plain http to a non-local server (false)"},
     {"models-dir", CT_STR, 0, 0, 0,
      "folder of GGUF models for -m NAME (repeatable, or a:b)"},
+    {"think", CT_STR, 0, 0, 0,
+     "the template's enable_thinking: on or off (Qwen3's)"},
+    {"thinking", CT_BOOL, 0, 0, 0,
+     "-p prints a thinking model's reasoning too (false)"},
+    {"hide-thinking", CT_BOOL, 0, 0, 0,
+     "the plain REPL does not print the reasoning (false)"},
+    {"reasoning", CT_STR, 0, 0, 0,
+     "reasoning_effort: low, medium or high (gpt-oss's template)"},
 };
 
 #define CONFIG_N_OPTS (sizeof(config_opts) / sizeof(config_opts[0]))
@@ -146,6 +154,21 @@ static int config_models_dir(struct config *c, const char *v, char *err,
 	memcpy(d + n, v, nv + 1);
 	c->models_dir = d;
 	return 0;
+}
+
+/* reasoning: the template's reasoning_effort, kept as 1..3. */
+static int config_reasoning(struct config *c, const char *v, char *err,
+                            size_t errlen)
+{
+	static const char *const lv[] = {"low", "medium", "high"};
+
+	for (int k = 0; k < 3; k++)
+		if (strcmp(v, lv[k]) == 0) {
+			c->reasoning = k + 1;
+			return 0;
+		}
+	snprintf(err, errlen, "reasoning: '%s' is not low, medium or high", v);
+	return -1;
 }
 
 /* Parse a whole number or a float in [lo, hi]. */
@@ -285,6 +308,10 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 			c->insecure = b;
 		else if (strcmp(key, "verify") == 0)
 			c->verify = b;
+		else if (strcmp(key, "thinking") == 0)
+			c->thinking = b;
+		else if (strcmp(key, "hide-thinking") == 0)
+			c->hide_thinking = b;
 		else
 			c->verbose = b;
 		return 0;
@@ -304,6 +331,18 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 	case CT_STR:
 		if (strcmp(key, "models-dir") == 0)
 			return config_models_dir(c, value, err, errlen);
+		if (strcmp(key, "reasoning") == 0)
+			return config_reasoning(c, value, err, errlen);
+		if (strcmp(key, "think") == 0) {
+			if (strcmp(value, "on") != 0 &&
+			    strcmp(value, "off") != 0) {
+				snprintf(err, errlen,
+				         "think: '%s' is not on or off", value);
+				return -1;
+			}
+			c->think = strcmp(value, "on") == 0 ? 1 : -1;
+			return 0;
+		}
 		if (config_str(config_str_slot(c, key), value))
 			goto nomem;
 		return 0;

@@ -68,6 +68,13 @@ struct config {
 	/* models-dir: folders of GGUF files for `parley models` and -m NAME,
 	   colon-separated; each models-dir given adds to it */
 	char *models_dir; /* (owned) or NULL */
+	/* thinking models (the chat's --think, --thinking, --hide-thinking;
+	   the command line wins) */
+	int think;          /* enable_thinking: 1 on, -1 off, 0 unset */
+	bool thinking;      /* -p prints the reasoning too */
+	bool hide_thinking; /* the plain REPL does not print it */
+	int reasoning;      /* reasoning_effort: 0 unset, 1 low, 2 medium,
+	                       3 high (session_set_reasoning) */
 };
 
 /* Defaults: sampler_config_default, n_predict 512, nothing else set. */

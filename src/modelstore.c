@@ -532,3 +532,29 @@ void modelstore_free(struct modelstore_list *l)
 	free(l->v);
 	memset(l, 0, sizeof(*l));
 }
+
+void modelstore_fmt_count(char *out, size_t n, uint64_t v)
+{
+	if (v == 0)
+		snprintf(out, n, "-");
+	else if (v >= 1000000000)
+		snprintf(out, n, "%.1fB", (double)v / 1e9);
+	else if (v >= 1000000)
+		snprintf(out, n, "%.0fM", (double)v / 1e6);
+	else if (v >= 1000)
+		snprintf(out, n, "%.0fK", (double)v / 1e3);
+	else
+		snprintf(out, n, "%llu", (unsigned long long)v);
+}
+
+void modelstore_fmt_bytes(char *out, size_t n, uint64_t v)
+{
+	if (v == 0)
+		snprintf(out, n, "-");
+	else if (v >= 1000000000)
+		snprintf(out, n, "%.1f GB", (double)v / 1e9);
+	else if (v >= 1000000)
+		snprintf(out, n, "%.0f MB", (double)v / 1e6);
+	else
+		snprintf(out, n, "%.0f KB", (double)v / 1e3);
+}

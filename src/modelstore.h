@@ -101,4 +101,10 @@ const char *modelstore_source_name(enum modelstore_source s);
  */
 char *modelstore_quant_in_name(const char *name);
 
+/* A listing's figures as text into OUT (N bytes): a count V as "8.2B",
+ * "135M", "12K" (parameters), bytes V as "4.7 GB", "81 MB", "12 KB"; "-"
+ * for 0 (not known). One format for `parley models` and the picker. */
+void modelstore_fmt_count(char *out, size_t n, uint64_t v);
+void modelstore_fmt_bytes(char *out, size_t n, uint64_t v);
+
 #endif /* PARLEY_MODELSTORE_H */

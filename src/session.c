@@ -187,6 +187,8 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 		return -1;
 	}
 	s->model_path = session_dup(o->model_path);
+	s->model_name = session_dup(o->model_name);
+	s->model_done = true; /* a new row, or the resumed one, as it is */
 	s->n_predict = o->n_predict;
 	s->n_threads = o->n_threads;
 	s->st = o->store;
@@ -194,6 +196,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->store_reports = o->store_reports && o->store;
 	s->cancel = o->cancel;
 	s->think = o->think;
+	session_set_reasoning(s, o->reasoning);
 	if (o->server) {
 		if (session_load_remote(s, o, err, errlen))
 			goto fail;
@@ -283,6 +286,7 @@ void session_close(struct session *s)
 	free(s->kv_format);
 	free(s->template_name);
 	free(s->model_path);
+	free(s->model_name);
 	free(s);
 }
 
@@ -554,6 +558,13 @@ const char *session_server_model(const struct session *s)
 const char *session_model_path(const struct session *s)
 {
 	return s->rem ? remote_model(s->rem) : s->model_path;
+}
+
+const char *session_model_name(const struct session *s)
+{
+	if (s->rem)
+		return remote_model(s->rem);
+	return s->model_name ? s->model_name : s->model_path;
 }
 
 const char *session_template_name(const struct session *s)

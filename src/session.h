@@ -107,9 +107,18 @@ struct session_opts {
 	int server_timeout;       /* seconds; 0: REMOTE_DEFAULT_TIMEOUT */
 	int think;        /* the template's enable_thinking: 0 unset (the
 	                     template's default), 1 on, -1 off (session_set_think) */
+	int reasoning;    /* the template's reasoning_effort: 0 unset, 1 low,
+	                     2 medium, 3 high (session_set_reasoning) */
 	bool seed_random; /* sampling.seed was picked at random (the front
 	                     end's clock seed), not asked for: each reply
 	                     records it as such (session_sampling.c) */
+	const char *model_name; /* the model as the user named it (a listed
+	                           name such as "qwen3:8b", modelname.h);
+	                           NULL: model_path (session_model_name) */
+	/* loading: each step as it begins ("the weights", ...), in the
+	   style of notice; with it, a raised *cancel stops the load
+	   between steps ("cancelled"). NULL: none */
+	void (*phase)(void *ud, const char *what);
 };
 
 /* One message of the conversation (the active branch). */
@@ -185,6 +194,29 @@ int session_open(const struct session_opts *opts, struct session **out,
 void session_close(struct session *s);
 
 /*
+ * Run the conversation on another local model (session_model.c): the
+ * GGUF file opts->model_path (named opts->model_name) with the template
+ * opts->template_name (NULL: its own), opts->n_ctx, n_threads and backend;
+ * phase, notice and cancel as for session_open, the other fields unused.
+ * The messages are the source of truth: the new model's cache starts
+ * empty, so the next turn renders them all with its template and
+ * tokenizer and evaluates them (no cache is shared between models). The
+ * sampling settings, stop strings, reply limit, system prompt, thinking
+ * switch, trace and verification carry over; a remote session becomes a
+ * local one. The old model's KV state goes to the store's slot first
+ * (with use_kv_slot), and the next reply records the new model as the
+ * conversation's (store_conv_set_model). The old model is closed only
+ * after the new one opened: on failure (-1 with a message, "cancelled"
+ * when *cancel was raised) nothing changed.
+ */
+int session_set_model(struct session *s, const struct session_opts *opts,
+                      char *err, size_t errlen);
+
+/* The model as the user named it: opts.model_name, else the path given
+   (remote: the server's model name). What each local reply records. */
+const char *session_model_name(const struct session *s);
+
+/*
  * Add the user message TEXT[0, len) and generate the reply, streamed
  * through CB. Returns 0 (the reply's finish reason in st->finish, also
  * "interrupted"), or -1 with a message when nothing could be generated
@@ -258,6 +290,21 @@ int session_think(const struct session *s);
    "thinking " ("on: enable_thinking true, from the next turn"), or NULL
    when ARG is anything else (nothing changed). */
 const char *session_think_cmd(struct session *s, const char *arg);
+
+/* The template's reasoning_effort from the next turn (gpt-oss writes it
+   as "Reasoning: low|medium|high" where its template puts it): 1 low,
+   2 medium, 3 high, 0 unset (the template's default). */
+void session_set_reasoning(struct session *s, int level);
+int session_reasoning(const struct session *s);
+/* "low", "medium", "high" for LEVEL 1..3, else "unset". */
+const char *session_reasoning_name(int level);
+/* LEVEL's number for NAME ("low", "medium", "high"), or -1. */
+int session_reasoning_parse(const char *name);
+/* The /reasoning command of both UIs: ARG "low", "medium" or "high" sets
+   reasoning_effort, "" only asks. Returns the state as a line for
+   "reasoning " (saying when the template does not read it), or NULL when
+   ARG is not a level. */
+const char *session_reasoning_cmd(struct session *s, const char *arg);
 
 /* Change the reply limit (<= 0: until the context is full). */
 void session_set_n_predict(struct session *s, int32_t n);

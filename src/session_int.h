@@ -5,6 +5,7 @@
 #ifndef PARLEY_SESSION_INT_H
 #define PARLEY_SESSION_INT_H
 
+#include "harmony.h"
 #include "prompt.h"
 #include "session.h"
 #include "tok.h"
@@ -33,6 +34,9 @@ struct session {
 	const struct session_cb *cb; /* callbacks of the reply running */
 	char *kv_format;             /* producer tag of saved states (owned) */
 	char model_fp[STORE_FP_LEN]; /* store_model_fingerprint of the file */
+	char *model_name;            /* opts.model_name or NULL (owned) */
+	bool model_done; /* the conversation's row names this model (a
+	                    switch clears it: session_record_origin) */
 
 	/* conversation */
 	struct session_msg *msgs; /* n_msgs messages, system first (owned) */
@@ -77,10 +81,17 @@ struct session {
 	bool origin_done;   /* the store knows who answers this conv */
 
 	/* thinking models (session_think.c) */
-	int think;         /* enable_thinking for the template: 1 on, -1
-	                      off, 0 unset (the template's default) */
-	bool think_prompt; /* the last prompt ended inside <think> (the
-	                      generation prompt opened the block) */
+	int think;          /* enable_thinking for the template: 1 on, -1
+	                       off, 0 unset (the template's default) */
+	bool think_prompt;  /* the last prompt ended inside <think> (the
+	                       generation prompt opened the block) */
+	bool harmony;       /* replies in harmony channels (the vocabulary
+	                       has its control tokens: gpt-oss) */
+	int reasoning;      /* reasoning_effort for the template: 0 unset,
+	                       1 low, 2 medium, 3 high */
+	bool tmpl_effort;   /* the template reads reasoning_effort */
+	bool tmpl_thinking; /* it reads a message's thinking field, not
+	                       reasoning_content (gpt-oss's) */
 };
 
 /* Where a reply's text is in the <think> block (session_think.c). */
@@ -90,8 +101,11 @@ enum session_think_state {
 	SESSION_THINK_ANSWER, /* after it, or no block: the answer */
 };
 
-/* The splitter of one reply's text into reasoning and answer. */
+/* The splitter of one reply's text into reasoning and answer: <think>
+   tags, or gpt-oss's harmony channels (harmony.h). */
 struct session_think {
+	bool harmony;      /* the harmony format: hm splits (the rest unused) */
+	struct harmony hm; /* its splitter (owned) */
 	enum session_think_state state;
 	bool seen;                /* a block was opened */
 	bool answer_begun;        /* answer bytes released */
@@ -105,6 +119,13 @@ typedef int (*session_think_fn)(void *ud, bool reasoning, const char *p,
 
 /* Start a reply; OPEN: the prompt already opened the block. */
 void session_think_init(struct session_think *t, bool open);
+/* Start a reply in the harmony format (session_think_fmt). */
+void session_think_init_harmony(struct session_think *t);
+/* The model ended the reply with an end-of-turn id: harmony's reply is
+   then finished (a <think> block left open stays unfinished). */
+void session_think_eog(struct session_think *t);
+/* Whether the text now arriving is reasoning (<think>: inside the block). */
+bool session_think_inside(const struct session_think *t);
 /* Free what is held (the struct may be initialised again). */
 void session_think_free(struct session_think *t);
 /* Split LEN bytes of reply text, released through OUT (maybe later:

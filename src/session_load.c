@@ -39,6 +39,13 @@ static int session_load_template(struct session *s, const char *name, char *err,
 	                       errlen) != 0)
 		return -1;
 	rc = tmpl_compile(src, len, &s->tmpl, msg, sizeof(msg));
+	/* what the template reads, so that the prompt gives it that */
+	s->tmpl_effort = memmem(src, len, "reasoning_effort", 16) != NULL;
+	s->tmpl_thinking =
+	    memmem(src, len, "reasoning_content", 17) == NULL &&
+	    (memmem(src, len, "message.thinking", 16) != NULL ||
+	     memmem(src, len, "message['thinking']", 19) != NULL ||
+	     memmem(src, len, "message[\"thinking\"]", 19) != NULL);
 	free(src);
 	if (rc != TMPL_OK) {
 		snprintf(err, errlen, "chat template %s: %s", s->template_name,
@@ -63,6 +70,21 @@ static char *session_special_text(const struct tok *t, int32_t id)
 	return r;
 }
 
+/* Step WHAT of a load begins: told to o->phase, which also makes a
+   raised cancel flag stop the load here (-1, "cancelled"). */
+static int session_load_phase(struct session *s, const struct session_opts *o,
+                              const char *what, char *err, size_t errlen)
+{
+	if (o->phase == NULL)
+		return 0;
+	if (session_cancelled(s)) {
+		snprintf(err, errlen, "cancelled");
+		return -1;
+	}
+	o->phase(o->notice_ud, what);
+	return 0;
+}
+
 /* Open the model, tokenizer, engine, template, sampler and stop strings. */
 int session_load(struct session *s, const struct session_opts *o, char *err,
                  size_t errlen)
@@ -70,10 +92,13 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	struct engine_params ep = {0};
 	int32_t n_ctx = o->n_ctx;
 
+	if (session_load_phase(s, o, "the file", err, errlen))
+		return -1;
 	s->gf = gguf_split_open(o->model_path, err, errlen);
 	if (s->gf == NULL)
 		return -1;
-	if (model_load(s->gf, &s->model, err, errlen))
+	if (session_load_phase(s, o, "the weights", err, errlen) ||
+	    model_load(s->gf, &s->model, err, errlen))
 		return -1;
 	if (s->model->cfg.n_vision_tensors > 0 && o->notice != NULL) {
 		char note[600];
@@ -85,6 +110,8 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 		    o->model_path, s->model->cfg.n_vision_tensors);
 		o->notice(o->notice_ud, note);
 	}
+	if (session_load_phase(s, o, "the tokenizer", err, errlen))
+		return -1;
 	s->tok = tok_load(s->gf, err, errlen);
 	if (s->tok == NULL)
 		return -1;
@@ -104,13 +131,17 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	ep.n_ctx = n_ctx;
 	ep.n_threads = o->n_threads;
 	ep.backend = o->backend;
-	if (engine_open(s->model, &ep, &s->eng, err, errlen))
+	if (session_load_phase(s, o, "the engine", err, errlen) ||
+	    engine_open(s->model, &ep, &s->eng, err, errlen))
 		return -1;
 	s->eval_ahead = engine_eval_queues(s->eng);
 	if (engine_notice(s->eng) != NULL && o->notice != NULL)
 		o->notice(o->notice_ud, engine_notice(s->eng));
 	if (session_load_template(s, o->template_name, err, errlen))
 		return -1;
+	/* the reply's format comes with the vocabulary: gpt-oss's harmony
+	   tokens, else <think> tags */
+	s->harmony = harmony_vocab(s->tok);
 	s->bos_text = session_special_text(s->tok, tok_bos(s->tok));
 	s->eos_text = session_special_text(s->tok, tok_eos(s->tok));
 	if (!s->bos_text || !s->eos_text ||

@@ -66,9 +66,10 @@ static int session_render(struct session *s, char **t, size_t *tlen,
                           struct tmpl_span **spans, size_t *nspans, char *err,
                           size_t errlen)
 {
-	struct json_value *arr = json_new_array(), *think = NULL;
+	struct json_value *arr = json_new_array(), *think = NULL,
+	                  *effort = NULL;
 	struct tmpl_ctx ctx = {0};
-	struct tmpl_var var = {0};
+	struct tmpl_var var[2] = {0};
 	size_t i;
 	int rc;
 
@@ -97,15 +98,30 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 		        o, "reasoning_content", 17,
 		        json_new_string(m->reasoning, m->reasoning_len)))
 			goto nomem;
+		/* gpt-oss's reads it as the message's thinking */
+		if (m->role == STORE_ROLE_ASSISTANT && m->reasoning &&
+		    s->tmpl_thinking &&
+		    json_object_set(
+		        o, "thinking", 8,
+		        json_new_string(m->reasoning, m->reasoning_len)))
+			goto nomem;
 	}
+	ctx.vars = var;
 	if (s->think) {
 		think = json_new_bool(s->think > 0);
 		if (think == NULL)
 			goto nomem;
-		var.name = "enable_thinking";
-		var.value = think;
-		ctx.vars = &var;
-		ctx.nvars = 1;
+		var[ctx.nvars].name = "enable_thinking";
+		var[ctx.nvars++].value = think;
+	}
+	if (s->reasoning) {
+		const char *lv = session_reasoning_name(s->reasoning);
+
+		effort = json_new_string(lv, strlen(lv));
+		if (effort == NULL)
+			goto nomem;
+		var[ctx.nvars].name = "reasoning_effort";
+		var[ctx.nvars++].value = effort;
 	}
 	ctx.messages = arr;
 	ctx.add_generation_prompt = true;
@@ -114,12 +130,14 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 	rc = tmpl_render(s->tmpl, &ctx, t, tlen, spans, nspans, err, errlen);
 	json_free(arr);
 	json_free(think);
+	json_free(effort);
 	if (rc == TMPL_OK)
 		s->think_prompt = session_think_opened(*t, *tlen);
 	return rc == TMPL_OK ? 0 : -1;
 nomem:
 	json_free(arr);
 	json_free(think);
+	json_free(effort);
 	snprintf(err, errlen, "out of memory rendering %zu messages",
 	         s->n_msgs);
 	return -1;

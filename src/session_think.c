@@ -17,9 +17,14 @@
  * start of the answer after it are dropped (the template writes its own);
  * nothing else is lost: session_think_flush releases what is held, and a
  * reply that ends inside the block leaves state IN (unfinished reasoning).
+ *
+ * A model whose vocabulary has the harmony control tokens (gpt-oss) writes
+ * channels instead of tags: session_think_init_harmony hands its replies
+ * to harmony.c, and the functions below pass them on.
  */
 #include "session_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,10 +44,30 @@ void session_think_init(struct session_think *t, bool open)
 	t->seen = open;
 }
 
+void session_think_init_harmony(struct session_think *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->harmony = true;
+	harmony_init(&t->hm);
+}
+
 void session_think_free(struct session_think *t)
 {
 	free(t->pend.p);
 	t->pend = (struct tok_buf){0};
+	harmony_free(&t->hm);
+}
+
+void session_think_eog(struct session_think *t)
+{
+	if (t->harmony)
+		harmony_end(&t->hm);
+}
+
+bool session_think_inside(const struct session_think *t)
+{
+	return t->harmony ? harmony_in_reasoning(&t->hm)
+	                  : t->state == SESSION_THINK_IN;
 }
 
 /* Hand LEN bytes of KIND to OUT. */
@@ -112,6 +137,8 @@ int session_think_feed(struct session_think *t, const char *text, size_t len,
 {
 	size_t rest, b = 0;
 
+	if (t->harmony)
+		return harmony_feed(&t->hm, text, len, out, ud);
 	if (t->state == SESSION_THINK_ANSWER && t->pend.n == 0) {
 		/* blanks after </think> are dropped */
 		if (t->seen && !t->answer_begun) {
@@ -172,6 +199,8 @@ int session_think_flush(struct session_think *t, session_think_fn out, void *ud)
 {
 	int rc = 0;
 
+	if (t->harmony)
+		return harmony_flush(&t->hm, out, ud);
 	if (t->pend.n == 0)
 		return 0;
 	if (t->state == SESSION_THINK_START) {
@@ -196,4 +225,57 @@ bool session_think_opened(const char *t, size_t n)
 	while (n > 0 && think_blank(t[n - 1]))
 		n--;
 	return n >= tl && memcmp(t + n - tl, think_open, tl) == 0;
+}
+
+/* ---------- reasoning_effort (gpt-oss's "Reasoning: low") ---------- */
+
+static const char *const think_levels[] = {"unset", "low", "medium", "high"};
+
+const char *session_reasoning_name(int level)
+{
+	return level >= 1 && level <= 3 ? think_levels[level] : "unset";
+}
+
+int session_reasoning_parse(const char *name)
+{
+	for (int k = 1; k <= 3; k++)
+		if (strcmp(name, think_levels[k]) == 0)
+			return k;
+	return -1;
+}
+
+void session_set_reasoning(struct session *s, int level)
+{
+	s->reasoning = level >= 1 && level <= 3 ? level : 0;
+}
+
+int session_reasoning(const struct session *s)
+{
+	return s->reasoning;
+}
+
+const char *session_reasoning_cmd(struct session *s, const char *arg)
+{
+	/* the line lives until the next call (one per thread) */
+	static _Thread_local char line[200];
+	int level = *arg ? session_reasoning_parse(arg) : s->reasoning;
+	const char *why = s->rem ? "; the server's template decides, it is "
+	                           "not sent"
+	                  : s->tmpl_effort ? ""
+	                                   : "; this model's template does "
+	                                     "not read it";
+
+	if (level < 0)
+		return NULL;
+	if (*arg)
+		session_set_reasoning(s, level);
+	if (level == 0)
+		snprintf(line, sizeof(line),
+		         "as the template decides (reasoning_effort unset)%s",
+		         why);
+	else
+		snprintf(line, sizeof(line),
+		         "%s: reasoning_effort \"%s\", from the next turn%s",
+		         think_levels[level], think_levels[level], why);
+	return line;
 }

@@ -34,7 +34,7 @@ void session_store_notice(const struct session_cb *cb, const char *what,
    reply cut before its first token has no reasoning). */
 bool session_reply_open(const struct session_reply *r)
 {
-	return r->think.state == SESSION_THINK_IN &&
+	return session_think_inside(&r->think) &&
 	       (r->reasoning.n > 0 || r->n_reasoning > 0);
 }
 
@@ -243,7 +243,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 	size_t reply_at = s->kv.n - (r->n_replay - r->end_after_replay);
 	bool want_rep = (cb && cb->token) || r->recording;
 
-	tok_stream_init(&ts, s->tok, 0);
+	/* harmony's channels are control tokens the splitter reads */
+	tok_stream_init(&ts, s->tok, s->harmony ? TOK_DECODE_SPECIAL : 0);
 	stopstr_reset(s->stop);
 	o.stopped = false;
 	for (size_t k = 0; k < r->n_replay && !o.stopped; k++) {
@@ -253,8 +254,10 @@ static int session_decode(struct session *s, struct session_reply *r,
 			session_rep_to_sampler(&r->rep, &r->rep.v[k], &rep);
 			cb->token(cb->ud, &rep);
 		}
-		if (r->end_after_replay && k + 1 == r->n_replay)
+		if (r->end_after_replay && k + 1 == r->n_replay) {
+			session_think_eog(&r->think);
 			break;
+		}
 		piece.n = 0;
 		if (tok_stream_push(&ts, r->replay[k], &piece) ||
 		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
@@ -313,10 +316,12 @@ static int session_decode(struct session *s, struct session_reply *r,
 		if (cb && cb->token)
 			cb->token(cb->ud, &rep);
 		s->pick_valid = false;
-		if (eog)
+		if (eog) {
+			session_think_eog(&r->think);
 			break;
+		}
 		piece.n = 0;
-		in_think = r->think.state == SESSION_THINK_IN;
+		in_think = session_think_inside(&r->think);
 		if (tok_stream_push(&ts, id, &piece) ||
 		    stopstr_feed(s->stop, piece.p, piece.n, &o, msg,
 		                 sizeof(msg)) ||
@@ -328,7 +333,7 @@ static int session_decode(struct session *s, struct session_reply *r,
 			rc = 0;
 			break;
 		}
-		if (in_think || r->think.state == SESSION_THINK_IN)
+		if (in_think || session_think_inside(&r->think))
 			r->n_reasoning++;
 		if (o.stopped) {
 			if (ahead && rc == 0)
@@ -442,6 +447,7 @@ static int session_ensure_conv(struct session *s, const char *first_text,
 	c.sampling_json = samp;
 	rc = store_conv_create(s->st, &c, &s->conv_id, err, errlen);
 	s->origin_done = s->rem == NULL; /* a new row records the local one */
+	s->model_done = true;            /* and this model */
 	free(title);
 	return rc == STORE_OK ? 0 : -1;
 }
@@ -457,11 +463,32 @@ int64_t session_parent(const struct session *s, size_t i)
 	return STORE_PARENT_NONE;
 }
 
+/* After a switch of models: the conversation's row names the model that
+   answers now (what a resume opens). A failure is a notice. */
+static void session_record_model(struct session *s, const struct session_cb *cb)
+{
+	struct store_conv_new c = {0};
+	struct stat sb;
+	char msg[512];
+
+	c.model_path = s->model_path;
+	c.model_size = stat(s->model_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	c.model_fingerprint = s->model_fp;
+	c.template_name = s->template_name ? s->template_name : "";
+	if (store_conv_set_model(s->st, s->conv_id, &c, msg, sizeof(msg)) ==
+	    STORE_OK)
+		s->model_done = true;
+	else
+		session_store_notice(cb, "record the conversation's model", msg,
+		                     "a resume may open the previous one");
+}
+
 /*
  * Tell the store who answers the conversation (once after it was opened,
  * resumed or cleared: the server's base URL and model, "" for the local
- * engine) and, in remote mode, who wrote reply MSG_ID. A failure is a
- * notice: the reply itself is saved.
+ * engine; after a switch, the local model) and who wrote reply MSG_ID
+ * (the server and its model, or "" and the local model's name). A
+ * failure is a notice: the reply itself is saved.
  */
 void session_record_origin(struct session *s, int64_t msg_id,
                            const struct session_cb *cb)
@@ -483,11 +510,19 @@ void session_record_origin(struct session *s, int64_t msg_id,
 			                     msg,
 			                     "a resume may ask another model");
 	}
-	if (msg_id && s->rem &&
-	    store_msg_set_origin(s->st, msg_id, srv, mod, msg, sizeof(msg)) !=
-	        STORE_OK)
-		session_store_notice(cb, "record the reply's server", msg,
-		                     "the reply is saved");
+	if (!s->model_done && s->rem == NULL)
+		session_record_model(s, cb);
+	/* a local reply: which model wrote it (a conversation may move
+	   between models: session_set_model) */
+	if (msg_id && store_msg_set_origin(s->st, msg_id, srv,
+	                                   s->rem ? mod : session_model_name(s),
+	                                   msg, sizeof(msg)) != STORE_OK)
+		session_store_notice(cb,
+		                     s->rem ? "record the reply's server"
+		                            : "record the reply's model",
+		                     msg,
+		                     "the history will not say what wrote "
+		                     "it");
 }
 
 /*
@@ -541,7 +576,10 @@ int session_reply(struct session *s, const struct session_cb *cb,
 	session_record_sampling(s, r.store_id, cb);
 	r.recording = s->store_reports && r.store_id != 0;
 	r.last_store = session_ms();
-	session_think_init(&r.think, s->think_prompt);
+	if (s->harmony)
+		session_think_init_harmony(&r.think);
+	else
+		session_think_init(&r.think, s->think_prompt);
 	if (rc > 0) {
 		/* nothing of the reply was shown: no tokens, no reports */
 		st->finish = STORE_FINISH_INTERRUPTED;
@@ -567,7 +605,7 @@ int session_reply(struct session *s, const struct session_cb *cb,
 		session_store_notice(cb, "save the finished reply", msg,
 		                     "the history may keep it incomplete");
 	store_reports_free(&r.rep);
-	session_record_origin(s, 0, cb);
+	session_record_origin(s, r.store_id, cb);
 	if (session_push_reply(s, &r, st->finish)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

@@ -294,6 +294,14 @@ int store_conv_origin(struct store *st, int64_t id, char **server,
                       char **server_model, char *err, size_t errlen);
 int store_msg_set_origin(struct store *st, int64_t msg_id, const char *server,
                          const char *server_model, char *err, size_t errlen);
+/* A local reply records its model in server_model (server ""): the name
+ * the user chose it by (session_model_name). The conversation's local
+ * model (model_path, model_size, model_fingerprint, template: what a
+ * resume opens) becomes the one of C, after a switch of models; C's
+ * other fields are unused. */
+int store_conv_set_model(struct store *st, int64_t id,
+                         const struct store_conv_new *c, char *err,
+                         size_t errlen);
 /* The sampling settings that produced assistant message MSG_ID: JSON, a
  * JSON object (its keys are the session's business: session.h) or NULL
  * (not recorded). STORE_EINVAL when JSON is not an object, ENOTFOUND when

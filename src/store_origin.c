@@ -3,8 +3,10 @@
  * (schema step 4: the columns server and server_model of conversations
  * and messages; '' means the local engine) and the sampling settings it
  * was drawn with (step 6: messages.sampling, a JSON object, NULL when not
- * recorded). A server is stored as its base URL, which never holds a key
- * or a password (remote_url_check refuses them).
+ * recorded). A local reply's server_model names the local model; after a
+ * switch of models the conversation's model columns follow it. A server
+ * is stored as its base URL, which never holds a key or a password
+ * (remote_url_check refuses them).
  */
 #include "store_int.h"
 
@@ -54,6 +56,42 @@ int store_msg_set_origin(struct store *st, int64_t msg_id, const char *server,
 	                    "server_model = ?3 WHERE id = ?1",
 	                    msg_id, server, server_model,
 	                    "record the reply's server", err, errlen);
+}
+
+int store_conv_set_model(struct store *st, int64_t id,
+                         const struct store_conv_new *c, char *err,
+                         size_t errlen)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if ((rc = store_writable(st, err, errlen)) ||
+	    (rc = store_prepare(st,
+	                        "UPDATE conversations SET model_path = ?2, "
+	                        "model_size = ?3, model_fingerprint = ?4, "
+	                        "template = ?5 WHERE id = ?1",
+	                        &s, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_text(s, 2, c->model_path ? c->model_path : "", -1,
+	                  SQLITE_TRANSIENT);
+	sqlite3_bind_int64(s, 3, c->model_size);
+	sqlite3_bind_text(s, 4,
+	                  c->model_fingerprint ? c->model_fingerprint : "", -1,
+	                  SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 5, c->template_name ? c->template_name : "", -1,
+	                  SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return store_fail(st, rc, "record the conversation's model",
+		                  err, errlen);
+	if (sqlite3_changes(st->db) == 0)
+		return store_errf(st, STORE_ENOTFOUND, err, errlen,
+		                  "record the conversation's model: no "
+		                  "conversation %lld",
+		                  (long long)id);
+	return STORE_OK;
 }
 
 int store_conv_origin(struct store *st, int64_t id, char **server,

@@ -441,6 +441,24 @@ static bool tok_type_added(uint8_t ty)
 	       ty == TOK_TYPE_UNKNOWN;
 }
 
+/* The harmony format (gpt-oss): a reply is several messages, each ended
+   by <|end|>; the reply ends at <|return|> (an answer) or <|call|> (a tool
+   call). With both in the vocabulary, <|end|> no longer ends a turn (as
+   llama.cpp decides). */
+static void tok_load_harmony_eog(struct tok *t)
+{
+	int32_t ret = tok_lookup(t, "<|return|>", 10);
+	int32_t call = tok_lookup(t, "<|call|>", 8);
+	int32_t end = tok_lookup(t, "<|end|>", 7);
+
+	if (ret < 0 || call < 0)
+		return;
+	t->eog[ret] = 1;
+	t->eog[call] = 1;
+	if (end >= 0)
+		t->eog[end] = 0;
+}
+
 /* Collect the lengths the partition must try, and the end-of-turn set. */
 static int tok_load_added(const struct gguf_file *f, struct tok *t, char *err,
                           size_t errlen)
@@ -500,6 +518,7 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t, char *err,
 		                t->type[id] == TOK_TYPE_USER_DEFINED))
 			t->eog[id] = 1;
 	}
+	tok_load_harmony_eog(t);
 	return 0;
 }
 

@@ -170,6 +170,26 @@ ok $? "--think=off: enable_thinking false, the reply is the answer: $(cat "$tmp/
 "$PARLEY" $opts --think=maybe -p x >/dev/null 2>&1
 [ $? -eq 2 ]
 ok $? "--think takes on or off"
+# the same as config keys (a file given by --config: the test's own
+# config stays as it is); the command line wins
+printf 'thinking = true\n' >"$tmp/think.conf"
+"$PARLEY" --config "$tmp/think.conf" $opts -n 20 --template "$tpl" \
+	--no-store -p "What is 2+2?" >"$tmp/t4" 2>/dev/null
+cmp -s "$tmp/t2" "$tmp/t4"
+ok $? "config thinking = true prints the reasoning as --thinking does"
+printf 'think = off\n' >"$tmp/think.conf"
+"$PARLEY" --config "$tmp/think.conf" $opts -n 20 --template "$tpl" \
+	--no-store -p "What is 2+2?" >"$tmp/t5" 2>/dev/null
+cmp -s "$tmp/t3" "$tmp/t5"
+ok $? "config think = off is --think=off"
+"$PARLEY" --config "$tmp/think.conf" $opts -n 20 --template "$tpl" \
+	--think=on --no-store -p "What is 2+2?" >"$tmp/t6" 2>/dev/null
+! cmp -s "$tmp/t3" "$tmp/t6"
+ok $? "--think=on wins over the config's think = off"
+printf 'think = maybe\n' >"$tmp/think.conf"
+"$PARLEY" --config "$tmp/think.conf" $opts -p x >/dev/null 2>"$tmp/t7.err"
+[ $? -eq 2 ] && grep -q "think: 'maybe' is not on or off" "$tmp/t7.err"
+ok $? "config think takes on or off: $(cat "$tmp/t7.err")"
 "$PARLEY" export "$tid" --format json >"$tmp/t.json" &&
 	python3 - "$tmp/t.json" "$(sed -n 2p "$tmp/t2")" <<'PY'
 import json, sys

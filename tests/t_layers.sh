@@ -7,7 +7,7 @@
 #   4 session    src/ session, store*, config: the chat and its storage;
 #                modelstore*, modelname: the models on disk (config's paths);
 #                hfpull*: `parley pull`, into the hub cache modelstore reads.
-#   3 text       src/ tok*, template*, prompt, promptdir, stopstr.
+#   3 text       src/ tok*, template*, prompt, promptdir, stopstr, harmony.
 #   2 model      src/ gguf*, qtype, quant*, f16, model, engine*, backend_*,
 #                sampler, trace, threadpool, verify (an engine beside an
 #                engine); and cuda/ (every file): a
@@ -62,7 +62,8 @@ layer_of() {
 		modelstore | modelstore_* | modelname | hfpull | hfpull_*)
 		layer=4 lname=session
 		;;
-	tok | tok_* | template | template_* | prompt | promptdir | stopstr)
+	tok | tok_* | template | template_* | prompt | promptdir | stopstr | \
+		harmony)
 		layer=3 lname=text
 		;;
 	gguf | gguf_* | qtype | quant | quant_* | f16 | model | model_* | \

@@ -597,7 +597,8 @@ struct locker {
 	sqlite3 *db;      /* the connection holding the lock, or NULL */
 	bool release;     /* let go at the first notice */
 	int pieces;       /* pieces seen */
-	int n_update, n_finish, n_tokens; /* notices by kind of write */
+	int n_update, n_finish, n_tokens, n_model; /* notices by kind of
+	                                              write */
 };
 
 /* Wait until SESSION_STORE_MS have passed since T0 (milliseconds): the
@@ -654,6 +655,7 @@ static void locker_notice(void *ud, const char *msg)
 	l->n_finish += strstr(msg, "could not save the finished reply") != NULL;
 	l->n_tokens +=
 	    strstr(msg, "could not save the cache's token ids") != NULL;
+	l->n_model += strstr(msg, "could not record the reply's model") != NULL;
 	if (l->release)
 		locker_release(l);
 }
@@ -723,9 +725,10 @@ static void check_store_fails(bool release, const char *ref, int32_t ref_n)
 		       "the lock gone, the finished reply is stored whole");
 	} else {
 		tap_ok(l.n_update == 1 && l.n_finish == 1 && l.n_tokens == 1 &&
-		           l.k.notices == 3,
-		       "updates failed twice, told once; the final write and "
-		       "the token ids told too (%d notices)",
+		           l.n_model == 1 && l.k.notices == 4,
+		       "updates failed twice, told once; the final write, "
+		       "the reply's model and the token ids told too (%d "
+		       "notices)",
 		       l.k.notices);
 	}
 	session_close(s);

@@ -39,6 +39,12 @@ struct gguf_file;
    (an ambiguous or unknown name lists the nearest names) in err. */
 int cmd_model_resolve(const struct config *cfg, const char *name, char **path,
                       char *err, size_t errlen);
+/* The same, and *LISTED (when not NULL) the name the list gives the model
+   ("qwen3:latest" for "qwen3"), malloc'd, or NULL when NAME is a path
+   (but an ollama blob's path: the name ollama's store gives it). */
+int cmd_model_resolve_name(const struct config *cfg, const char *name,
+                           char **path, char **listed, char *err,
+                           size_t errlen);
 /* gguf_split_open of cmd_model_resolve(NULL, NAME): the -m of the tools
    (info, generate, tokenize, render, bench); NULL with err on failure. */
 struct gguf_file *cmd_model_open(const char *name, char *err, size_t errlen);

@@ -114,6 +114,7 @@ static const struct option chat_long[] = {
     {"server-timeout", required_argument, NULL, OPT_KEY},
     {"insecure", no_argument, NULL, OPT_KEY},
     {"models-dir", required_argument, NULL, OPT_KEY},
+    {"reasoning", required_argument, NULL, OPT_KEY},
     {NULL, 0, NULL, 0},
 };
 
@@ -191,6 +192,9 @@ static void chat_usage(FILE *fp, bool resume)
 	    "(templates\n"
 	    "                          that read it: Qwen3's); also /think "
 	    "on|off\n"
+	    "      --reasoning LEVEL   the template's reasoning_effort: low, "
+	    "medium\n"
+	    "                          or high (gpt-oss's); also /reasoning\n"
 	    "      --thinking          -p: print the reasoning too, between "
 	    "<think>\n"
 	    "                          and </think> (default: the answer "
@@ -362,6 +366,11 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 			fprintf(stderr, "parley: --%s\n", err);
 			return 2;
 		}
+	/* the config's thinking keys, where the command line said nothing */
+	if (a->think == 0)
+		a->think = cfg->think;
+	a->thinking = a->thinking || cfg->thinking;
+	a->hide_thinking = a->hide_thinking || cfg->hide_thinking;
 	if (a->model_cli && a->server_cli) {
 		fputs("parley: -m (a local model) and --server (a remote one) "
 		      "exclude each other\n",
@@ -566,12 +575,15 @@ static int chat_resume_model(struct store *st, struct chat_args *a,
 }
 
 /* -m NAME or the config's model, when not a path: the file of the local
-   model of that name (cmd_model_resolve). 0, or -1 (printed). */
-static int chat_model_name(struct config *cfg)
+   model of that name (cmd_model_resolve), and in *LISTED its listed name
+   (NULL for a path), what the status bar and the store show rather than
+   a blob's file name. 0, or -1 (printed). */
+static int chat_model_name(struct config *cfg, char **listed)
 {
 	char err[1024], *path;
 
-	if (cmd_model_resolve(cfg, cfg->model, &path, err, sizeof(err))) {
+	if (cmd_model_resolve_name(cfg, cfg->model, &path, listed, err,
+	                           sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		return -1;
 	}
@@ -589,7 +601,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	struct session *s = NULL;
 	struct store *st = NULL;
 	struct sigaction sa;
-	char err[1024], *dbpath = NULL, *key = NULL;
+	char err[1024], *dbpath = NULL, *key = NULL, *listed = NULL;
 	int rc, status = 1;
 
 	memset(&a, 0, sizeof(a));
@@ -625,7 +637,7 @@ static int chat_main(int argc, char **argv, bool resume)
 		      "one\n",
 		      stderr);
 		goto out;
-	} else if (chat_model_name(&cfg)) {
+	} else if (chat_model_name(&cfg, &listed)) {
 		goto out;
 	}
 	if (cfg.server == NULL && access(cfg.model, R_OK) != 0) {
@@ -642,6 +654,7 @@ static int chat_main(int argc, char **argv, bool resume)
 
 	memset(&so, 0, sizeof(so));
 	so.model_path = cfg.model;
+	so.model_name = listed;
 	so.template_name = cfg.template_name;
 	so.system_prompt = cfg.system;
 	so.sampling = cfg.samp;
@@ -665,6 +678,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.insecure = cfg.insecure;
 	so.server_timeout = cfg.server_timeout;
 	so.think = a.think;
+	so.reasoning = cfg.reasoning;
 	if (session_open(&so, &s, err, sizeof(err))) {
 		fprintf(stderr, "parley: %s\n", err);
 		goto out;
@@ -828,6 +842,7 @@ out:
 	store_close(st);
 	cmd_key_free(key);
 	free(dbpath);
+	free(listed);
 	free(a.preset);
 	config_free(&cfg);
 	return status;

@@ -64,16 +64,55 @@ void cmd_key_free(char *key)
 int cmd_model_resolve(const struct config *cfg, const char *name, char **path,
                       char *err, size_t errlen)
 {
+	return cmd_model_resolve_name(cfg, name, path, NULL, err, errlen);
+}
+
+/* An ollama blob given by its path (a resumed conversation records the
+   file): the name ollama's store gives it, so that the status bar and the
+   store say "qwen3:8b", not "sha256-...". NULL when none (or no memory). */
+static char *cmd_model_blob_name(const struct config *cfg, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	struct modelstore_list l = {0};
+	char err[256], *name = NULL;
+
+	base = base ? base + 1 : path;
+	if (strncmp(base, "sha256-", 7) != 0 ||
+	    modelstore_scan(cfg ? cfg->models_dir : NULL, &l, err,
+	                    sizeof(err)) != 0) {
+		modelstore_free(&l);
+		return NULL;
+	}
+	for (size_t i = 0; i < l.n && name == NULL; i++) {
+		const char *b = strrchr(l.v[i].path, '/');
+
+		/* the blob's name is its content's hash: one model */
+		if (l.v[i].source == MODELSTORE_OLLAMA && l.v[i].ok && b &&
+		    strcmp(b + 1, base) == 0)
+			name = strdup(l.v[i].name);
+	}
+	modelstore_free(&l);
+	return name;
+}
+
+/* See cmd.h. */
+int cmd_model_resolve_name(const struct config *cfg, const char *name,
+                           char **path, char **listed, char *err, size_t errlen)
+{
 	struct modelstore_list l = {0};
 	struct config def;
 	size_t i;
 	int rc;
 
 	*path = NULL;
+	if (listed)
+		*listed = NULL;
 	if (modelname_is_path(name)) {
 		*path = strdup(name);
 		if (*path == NULL)
 			snprintf(err, errlen, "out of memory");
+		else if (listed)
+			*listed = cmd_model_blob_name(cfg, name);
 		return *path ? 0 : -1;
 	}
 	config_init(&def);
@@ -85,7 +124,10 @@ int cmd_model_resolve(const struct config *cfg, const char *name, char **path,
 	                     errlen);
 	if (rc == 0)
 		rc = modelname_resolve(name, &l, &i, err, errlen);
-	if (rc == 0 && (*path = strdup(l.v[i].path)) == NULL) {
+	if (rc == 0 && ((*path = strdup(l.v[i].path)) == NULL ||
+	                (listed && (*listed = strdup(l.v[i].name)) == NULL))) {
+		free(*path);
+		*path = NULL;
 		snprintf(err, errlen, "out of memory");
 		rc = -1;
 	}
@@ -105,34 +147,6 @@ struct gguf_file *cmd_model_open(const char *name, char *err, size_t errlen)
 	f = gguf_split_open(path, err, errlen);
 	free(path);
 	return f;
-}
-
-/* V as a count: "8.2B", "135M", "12K", "-" for 0. */
-static void models_count(char *out, size_t n, uint64_t v)
-{
-	if (v == 0)
-		snprintf(out, n, "-");
-	else if (v >= 1000000000)
-		snprintf(out, n, "%.1fB", (double)v / 1e9);
-	else if (v >= 1000000)
-		snprintf(out, n, "%.0fM", (double)v / 1e6);
-	else if (v >= 1000)
-		snprintf(out, n, "%.0fK", (double)v / 1e3);
-	else
-		snprintf(out, n, "%" PRIu64, v);
-}
-
-/* V bytes: "4.7 GB", "81 MB", "12 KB", "-" for 0. */
-static void models_bytes(char *out, size_t n, uint64_t v)
-{
-	if (v == 0)
-		snprintf(out, n, "-");
-	else if (v >= 1000000000)
-		snprintf(out, n, "%.1f GB", (double)v / 1e9);
-	else if (v >= 1000000)
-		snprintf(out, n, "%.0f MB", (double)v / 1e6);
-	else
-		snprintf(out, n, "%.0f KB", (double)v / 1e3 + 0.5);
 }
 
 /* PATH with $HOME shown as ~ (for the table; --json gives it whole). */
@@ -155,9 +169,9 @@ static void models_row(const struct modelstore_entry *e,
                        char cell[MODELS_COLS][48])
 {
 	snprintf(cell[0], 48, "%s", e->arch ? e->arch : "-");
-	models_count(cell[1], 48, e->n_params);
+	modelstore_fmt_count(cell[1], 48, e->n_params);
 	snprintf(cell[2], 48, "%s", e->quant ? e->quant : "-");
-	models_bytes(cell[3], 48, e->size);
+	modelstore_fmt_bytes(cell[3], 48, e->size);
 	if (e->n_ctx)
 		snprintf(cell[4], 48, "%" PRIu64, e->n_ctx);
 	else

@@ -303,6 +303,8 @@ static const char repl_help[] =
     "  /think on|off       the template's enable_thinking (Qwen3's); "
     "/think\n"
     "                      alone shows it\n"
+    "  /reasoning low|medium|high  the template's reasoning_effort\n"
+    "                      (gpt-oss's); /reasoning alone shows it\n"
     "  /quit               leave (also Ctrl-D)\n";
 
 /* The message of the last user turn, or NULL. */
@@ -381,6 +383,18 @@ static void repl_think(struct repl *r, const char *arg)
 		fputs("parley: /think on or /think off\n", stderr);
 	else
 		fprintf(stderr, "[thinking %s]\n", state);
+}
+
+/* /reasoning low|medium|high: the template's reasoning_effort; alone:
+   show it. */
+static void repl_reasoning_level(struct repl *r, const char *arg)
+{
+	const char *state = session_reasoning_cmd(r->s, arg);
+
+	if (state == NULL)
+		fputs("parley: /reasoning low, medium or high\n", stderr);
+	else
+		fprintf(stderr, "[reasoning %s]\n", state);
 }
 
 /* Run slash command LINE. Returns 1 to quit, 0 otherwise. */
@@ -467,6 +481,8 @@ static int repl_command(struct repl *r, char *line)
 			        on ? "on: a summary after each reply" : "off");
 	} else if (!strcmp(cmd, "think")) {
 		repl_think(r, args);
+	} else if (!strcmp(cmd, "reasoning")) {
+		repl_reasoning_level(r, args);
 	} else if (!strcmp(cmd, "stats")) {
 		if (r->have_last)
 			repl_print_stats(&r->last);

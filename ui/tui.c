@@ -411,7 +411,11 @@ static void tui_on_end(struct tui *t, struct tui_ev *e)
 	if (e->rc != 0)
 		tui_say(t, true, "%s", e->text ? e->text : "error");
 	t->conv_id = e->conv_id;
-	if (e->job == TUI_JOB_SIBLING) {
+	if (e->job == TUI_JOB_MODELS) {
+		tui_models_scanned(t, e);
+	} else if (e->job == TUI_JOB_MODEL) {
+		tui_models_loaded(t, e);
+	} else if (e->job == TUI_JOB_SIBLING) {
 		if (e->rc == 0)
 			tui_tokens_switched(t, e);
 	} else if (e->job == TUI_JOB_BRANCH && e->rc != 0 && e->msgs) {
@@ -493,6 +497,10 @@ static void tui_events(struct tui *t)
 		case TUI_EV_PROGRESS:
 			t->pre_done = e->a;
 			t->pre_total = e->b;
+			break;
+		case TUI_EV_PHASE:
+			snprintf(t->load_phase, sizeof(t->load_phase), "%s",
+			         e->text);
 			break;
 		case TUI_EV_NOTICE:
 			/* before the live reply, so that the reply stays last
@@ -624,8 +632,11 @@ static void tui_submit(struct tui *t)
 	(void)cur;
 	if (t->busy) {
 		tui_say(t, true,
-		        "a reply is running (Ctrl-C stops it); "
-		        "your text stays in the input");
+		        t->job == TUI_JOB_MODEL
+		            ? "a model is loading (Ctrl-C stops it); your "
+		              "text stays in the input"
+		            : "a reply is running (Ctrl-C stops it); "
+		              "your text stays in the input");
 		return;
 	}
 	text = tui_input_utf8(w, len);
@@ -715,6 +726,9 @@ static void tui_key_chat(struct tui *t, int k, bool fkey)
 			return;
 		case KEY_F(7):
 			tui_fold_last(t);
+			return;
+		case KEY_F(8):
+			tui_models_open(t);
 			return;
 		case KEY_PPAGE:
 			t->scroll += page;
@@ -814,6 +828,10 @@ static void tui_key(struct tui *t, int k, bool fkey)
 		tui_list_key(t, k, fkey);
 		return;
 	}
+	if (t->mode == TUI_MODE_MODELS) {
+		tui_models_key(t, k, fkey);
+		return;
+	}
 	if (t->mode == TUI_MODE_PROMPT) {
 		tui_prompt_key(t, k, fkey);
 		return;
@@ -858,35 +876,13 @@ static void tui_screen_on(struct tui *t)
 /* Fill the status bar's fixed figures and the first transcript. */
 static void tui_init_state(struct tui *t, struct session *s)
 {
-	const char *path = session_model_path(s), *base = strrchr(path, '/');
 	size_t n, kvn;
 	const struct session_msg *m = session_messages(s, &n);
 
-	snprintf(t->model, sizeof(t->model), "%s", base ? base + 1 : path);
-	char *dot = strstr(t->model, ".gguf");
-
-	if (dot)
-		*dot = '\0';
-	/* "cuda NVIDIA H100 80GB HBM3", or "cpu" */
-	snprintf(t->backend, sizeof(t->backend), "%s%s%s",
-	         session_backend_name(s), session_device_name(s) ? " " : "",
-	         session_device_name(s) ? session_device_name(s) : "");
-	if (session_server(s)) { /* "remote host:port": the server, short */
-		const char *h = strstr(session_server(s), "://");
-		size_t l;
-
-		h = h ? h + 3 : session_server(s);
-		l = strlen(h);
-		if (l >= 3 && strcmp(h + l - 3, "/v1") == 0)
-			l -= 3;
-		snprintf(t->backend, sizeof(t->backend), "remote %.*s", (int)l,
-		         h);
-	}
-	t->n_ctx = session_n_ctx(s);
+	tui_models_status(t, s); /* model, backend, context, vocabulary */
 	session_kv_tokens(s, &kvn);
 	t->ctx_used = (int32_t)kvn;
 	t->conv_id = session_conv_id(s);
-	t->n_vocab = session_n_vocab(s);
 	t->jump_p = 0.5f;
 	t->flag_layer = -1;
 	for (size_t i = 0; i < n; i++) {
@@ -936,6 +932,7 @@ int tui_run(struct session *s, const struct tui_opts *o)
 		free(t);
 		return 1;
 	}
+	t->w.cfg = o->cfg; /* before the first job (tui_worker.h) */
 	atexit(tui_restore);
 	tui_screen_on(t);
 	if (o->resumed)
@@ -954,6 +951,7 @@ int tui_run(struct session *s, const struct tui_opts *o)
 	tui_input_close(&t->in);
 	store_close(t->st);
 	tui_list_close(t);
+	tui_models_close(t);
 	tui_prompt_close(t);
 	tui_msgs_clear(t);
 	free(t->msgs);

@@ -40,6 +40,8 @@ const char tui_cmd_help[] =
     "  F6                  the prompt view (also /prompt)\n"
     "  F7                  fold / unfold the last reply's reasoning (a "
     "thinking model's)\n"
+    "  F8                  the model picker: type to filter, Enter loads "
+    "the model, Esc leaves (also /model)\n"
     "  Ctrl-L              redraw the screen\n"
     "  Ctrl-Z              suspend to the shell (fg comes back)\n"
     "\n"
@@ -50,6 +52,8 @@ const char tui_cmd_help[] =
     "  /system [TEXT|-]    show, set or remove the system prompt\n"
     "  /think [on|off]     the template's enable_thinking (templates that "
     "read it: Qwen3's), from the next turn\n"
+    "  /reasoning [low|medium|high]  the template's reasoning_effort "
+    "(gpt-oss's), from the next turn\n"
     "  /set [KEY VALUE]    show or change temp, top-k, top-p, min-p, "
     "repeat-penalty, repeat-last-n, seed, n-predict\n"
     "  /clear              start a new conversation\n"
@@ -66,6 +70,9 @@ const char tui_cmd_help[] =
     "  /prompt             the last prompt as tokens: ids, specials, KV "
     "cache reuse (F6)\n"
     "  /list               the stored conversations (F3)\n"
+    "  /model [NAME]       the model picker (F8); with NAME (as -m takes "
+    "it) go on with that model: the conversation is rendered anew with "
+    "its template\n"
     "  /help               this help (F1)\n"
     "  /quit               leave\n"
     "\n"
@@ -292,6 +299,21 @@ static void tui_cmd_think(struct tui *t, const char *args)
 		tui_say(t, false, "thinking %s", state);
 }
 
+/* /reasoning low|medium|high: the template's reasoning_effort from the
+ * next turn (the plain REPL's /reasoning); alone: what it is. */
+static void tui_cmd_reasoning(struct tui *t, const char *args)
+{
+	struct session *s = tui_cmd_session(t);
+	const char *state;
+
+	if (s == NULL)
+		return;
+	if ((state = session_reasoning_cmd(s, args)) == NULL)
+		tui_say(t, true, "/reasoning low, medium or high");
+	else
+		tui_say(t, false, "reasoning %s", state);
+}
+
 static void tui_cmd_system(struct tui *t, const char *args)
 {
 	struct session *s = tui_cmd_session(t);
@@ -410,6 +432,11 @@ void tui_cmd(struct tui *t, char *line)
 		tui_prompt_open(t);
 	} else if (!strcmp(cmd, "list")) {
 		tui_list_open(t);
+	} else if (!strcmp(cmd, "model") || !strcmp(cmd, "models")) {
+		if (*args)
+			tui_models_switch(t, args);
+		else
+			tui_models_open(t);
 	} else if (!strcmp(cmd, "regen")) {
 		const struct tui_msg *r = tui_cmd_last_reply(t);
 
@@ -428,6 +455,8 @@ void tui_cmd(struct tui *t, char *line)
 		tui_cmd_system(t, args);
 	} else if (!strcmp(cmd, "think")) {
 		tui_cmd_think(t, args);
+	} else if (!strcmp(cmd, "reasoning")) {
+		tui_cmd_reasoning(t, args);
 	} else if (!strcmp(cmd, "set")) {
 		tui_cmd_set(t, args);
 	} else if (!strcmp(cmd, "clear") || !strcmp(cmd, "new")) {

@@ -278,7 +278,8 @@ static void tui_draw_gauge(const struct tui *t, char *out, size_t n)
 /* The speed part: the last reply's, or the running job's progress. */
 static void tui_draw_speed(const struct tui *t, char *out, size_t n)
 {
-	if (t->busy && t->job != TUI_JOB_OPEN && t->job != TUI_JOB_CLEAR) {
+	if (t->busy && t->job != TUI_JOB_OPEN && t->job != TUI_JOB_CLEAR &&
+	    t->job != TUI_JOB_MODEL && t->job != TUI_JOB_MODELS) {
 		if (t->live_gen == 0 && t->pre_total > 0)
 			snprintf(out, n, "prefill %d/%d", t->pre_done,
 			         t->pre_total);
@@ -292,6 +293,11 @@ static void tui_draw_speed(const struct tui *t, char *out, size_t n)
 			             ? (t->live_gen - 1) / s
 			             : 0.0);
 		}
+	} else if (t->busy && t->job == TUI_JOB_MODEL) {
+		snprintf(out, n, "loading %.80s…%s%.40s", t->load_name,
+		         t->load_phase[0] ? " " : "", t->load_phase);
+	} else if (t->busy && t->job == TUI_JOB_MODELS) {
+		snprintf(out, n, "looking for models…");
 	} else if (t->busy) {
 		snprintf(out, n, "loading");
 	} else if (t->have_last && t->last.n_ctx == 0 && t->prefill_tps <= 0) {
@@ -605,10 +611,12 @@ void tui_draw(struct tui *t)
 		return;
 	}
 	if (t->mode == TUI_MODE_HELP || t->mode == TUI_MODE_LIST ||
-	    t->mode == TUI_MODE_PROMPT) {
+	    t->mode == TUI_MODE_PROMPT || t->mode == TUI_MODE_MODELS) {
 		curs_set(0);
 		if (t->mode == TUI_MODE_HELP)
 			tui_draw_help(t, rows - 1, cols);
+		else if (t->mode == TUI_MODE_MODELS)
+			tui_models_draw(t, rows - 1, cols);
 		else if (t->mode == TUI_MODE_PROMPT)
 			tui_prompt_draw(t, rows - 1, cols);
 		else

@@ -55,6 +55,7 @@ enum tui_mode {
 	TUI_MODE_LIST,   /* F3: stored conversations */
 	TUI_MODE_PROMPT, /* F6, /prompt: the last prompt's tokens */
 	TUI_MODE_TOKENS, /* F4: cursor mode over the replies' tokens */
+	TUI_MODE_MODELS, /* F8, /model: the model picker */
 };
 
 /* The last prompt as the prompt view shows it (a copy: the session may
@@ -98,6 +99,17 @@ struct tui_search {
 	wchar_t *match; /* the history entry found (owned) or NULL */
 	int idx;        /* its place in the history, 0 the newest */
 	size_t at;      /* where the search text starts in it */
+};
+
+/* The model picker (F8, /model: tui_models.c). */
+struct tui_models {
+	struct modelstore_list l; /* what the scan found (owned) */
+	bool scanning;            /* the worker's MODELS job runs */
+	size_t *rows;             /* indexes into l the filter keeps */
+	size_t n_rows;
+	int sel, top;     /* selected row, first row shown */
+	char filter[256]; /* typed so far (UTF-8) */
+	size_t filter_n;  /* its bytes */
 };
 
 struct tui {
@@ -154,6 +166,10 @@ struct tui {
 	bool sib_cursor; /* it ran from cursor mode */
 	size_t sib_msg, sib_tok;
 	struct tui_pview pv;
+
+	struct tui_models models; /* F8 */
+	char load_name[128];      /* the model a MODEL job loads */
+	char load_phase[64];      /* its step (TUI_EV_PHASE), or "" */
 
 	struct tui_paste paste;   /* a bracketed paste being collected */
 	struct tui_search search; /* Ctrl-R */
@@ -243,6 +259,20 @@ bool tui_search_key(struct tui *t, int k, bool fkey);
 int tui_search_rows(const struct tui *t);
 void tui_search_draw(struct tui *t, int y, int cols);
 void tui_search_free(struct tui *t);
+
+/* tui_models.c: the model picker and switching models */
+void tui_models_open(struct tui *t);
+void tui_models_close(struct tui *t);
+void tui_models_key(struct tui *t, int k, bool fkey);
+void tui_models_draw(struct tui *t, int rows, int cols);
+/* END of the MODELS job: E's list taken over. */
+void tui_models_scanned(struct tui *t, struct tui_ev *e);
+/* /model NAME: load it (resolved by the worker, as -m NAME). */
+void tui_models_switch(struct tui *t, const char *name);
+/* END of a MODEL job: the status bar's model, or the error. */
+void tui_models_loaded(struct tui *t, struct tui_ev *e);
+/* The status bar's model and backend from S (the UI thread's, idle). */
+void tui_models_status(struct tui *t, struct session *s);
 
 /* tui_list.c */
 void tui_list_open(struct tui *t);

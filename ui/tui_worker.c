@@ -3,6 +3,9 @@
  */
 #include "tui_worker.h"
 
+#include "cmd.h"
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -219,6 +222,7 @@ void tui_ev_free(struct tui_ev *e)
 		}
 		free(e->msgs);
 		free(e->text);
+		modelstore_free(&e->models);
 		free(e);
 		e = next;
 	}
@@ -322,6 +326,14 @@ static void tui_worker_notice(void *ud, const char *msg)
 		tui_worker_post(ud, e);
 }
 
+static void tui_worker_phase(void *ud, const char *what)
+{
+	struct tui_ev *e = tui_ev_new(TUI_EV_PHASE, what, strlen(what));
+
+	if (e)
+		tui_worker_post(ud, e);
+}
+
 static void tui_worker_progress(void *ud, int32_t done, int32_t total)
 {
 	struct tui_ev *e = tui_ev_new(TUI_EV_PROGRESS, NULL, 0);
@@ -406,6 +418,71 @@ static int tui_worker_reopen(struct tui_worker *w, int64_t id, char *err,
 	else
 		tui_worker_observe(w->s, err2, sizeof(err2));
 	return -1;
+}
+
+/* Keep the model's path and name for later reopenings (so's strings are
+   borrowed: these copies are the worker's). */
+static void tui_worker_keep_model(struct tui_worker *w, const char *path,
+                                  const char *name)
+{
+	char *p = strdup(path), *n = name ? strdup(name) : NULL;
+
+	if (p == NULL || (name && n == NULL)) {
+		free(p); /* out of memory: a reopening uses the old model */
+		free(n);
+		return;
+	}
+	free(w->model_path);
+	free(w->model_name);
+	w->model_path = p;
+	w->model_name = n;
+	w->so.model_path = p;
+	w->so.model_name = n;
+	w->so.template_name = NULL; /* the model's own */
+	w->so.server = NULL;        /* a local model now */
+}
+
+/* MODEL: TEXT is NAME, NUL, PATH (or ""): the conversation goes on on
+   that model (session_set_model); without PATH, NAME is resolved as -m
+   resolves it (its errors list the nearest names). */
+static int tui_worker_model(struct tui_worker *w, const char *text, size_t len,
+                            char *err, size_t errlen)
+{
+	const char *name = text, *given = text + strlen(text) + 1;
+	char *path = NULL, *listed = NULL, e2[256];
+	struct session_opts o = w->so;
+	int rc;
+
+	if (given > text + len || *given == '\0') {
+		tui_worker_phase(w, "finding it");
+		if (cmd_model_resolve_name(w->cfg, name, &path, &listed, err,
+		                           errlen))
+			return -1;
+		given = path;
+		if (listed)
+			name = listed;
+	}
+	o.model_path = given;
+	o.model_name = listed || path == NULL ? name : NULL; /* a path: none */
+	o.template_name = NULL;
+	o.server = NULL;
+	o.conv_id = 0;
+	o.notice = tui_worker_notice;
+	o.notice_ud = w;
+	o.phase = tui_worker_phase;
+	if (w->s)
+		rc = session_set_model(w->s, &o, err, errlen);
+	else
+		rc = session_open(&o, &w->s, err, errlen);
+	/* the pane's trace, also for a session that was remote (none); the
+	   model is switched even without it */
+	if (rc == 0 && tui_worker_observe(w->s, e2, sizeof(e2)))
+		tui_worker_notice(w, e2);
+	if (rc == 0)
+		tui_worker_keep_model(w, given, o.model_name);
+	free(path);
+	free(listed);
+	return rc;
 }
 
 /* The index in S's messages of the reply with ordinal ORD among the
@@ -493,7 +570,8 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
 	w->n_gen = 0;
 	if (e == NULL)
 		e = calloc(1, sizeof(*e)); /* last try; NULL handled below */
-	if (w->s == NULL && job != TUI_JOB_OPEN && job != TUI_JOB_CLEAR) {
+	if (w->s == NULL && job != TUI_JOB_OPEN && job != TUI_JOB_CLEAR &&
+	    job != TUI_JOB_MODELS && job != TUI_JOB_MODEL) {
 		snprintf(err, sizeof(err),
 		         "no session (the model failed to "
 		         "load)");
@@ -518,6 +596,13 @@ static void tui_worker_run(struct tui_worker *w, enum tui_job_kind job,
 		msgs = rc == 0;
 	} else if (job == TUI_JOB_OPEN) {
 		rc = tui_worker_reopen(w, arg->conv_id, err, sizeof(err));
+	} else if (job == TUI_JOB_MODELS) {
+		/* no event to carry the list: nothing to scan for */
+		rc = e ? modelstore_scan(w->cfg ? w->cfg->models_dir : NULL,
+		                         &e->models, err, sizeof(err))
+		       : -1;
+	} else if (job == TUI_JOB_MODEL) {
+		rc = tui_worker_model(w, text, len, err, sizeof(err));
 	} else if (w->s) { /* CLEAR */
 		rc = session_clear(w->s, err, sizeof(err));
 	} else {
@@ -687,6 +772,8 @@ void tui_worker_close(struct tui_worker *w)
 		free(w->text);
 	session_close(w->s);
 	w->s = NULL;
+	free(w->model_path);
+	free(w->model_name);
 	close(w->pipe[0]);
 	close(w->pipe[1]);
 	pthread_mutex_destroy(&w->mu);

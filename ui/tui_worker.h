@@ -5,7 +5,8 @@
  * NOTES ON THE DESIGN
  *
  * The worker runs one job at a time (send, regenerate, edit, open a
- * stored conversation, new conversation) on the session it owns, with
+ * stored conversation, new conversation, find the local models, switch
+ * to another model) on the session it owns, with
  * the session's store connection. The session's callbacks become events
  * in a queue guarded by a mutex; the first event put in an empty queue
  * writes one byte to a pipe, whose read end the UI's poll() loop watches
@@ -28,6 +29,7 @@
 #ifndef PARLEY_TUI_WORKER_H
 #define PARLEY_TUI_WORKER_H
 
+#include "modelstore.h"
 #include "session.h"
 #include "trace.h"
 
@@ -35,6 +37,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+struct config;
 
 #define TUI_TOP 10 /* alternatives the debug pane lists per token */
 
@@ -113,6 +117,11 @@ enum tui_job_kind {
 	TUI_JOB_CLEAR,   /* a new, empty conversation */
 	TUI_JOB_BRANCH,  /* arg: branch the reply at a token (generates) */
 	TUI_JOB_SIBLING, /* arg: show another sibling of the reply */
+	TUI_JOB_MODELS,  /* find the local models (modelstore_scan of
+	                    models_dir; no session call): END's models */
+	TUI_JOB_MODEL,   /* text: NAME, then after its NUL a PATH or "":
+	                    run the conversation on that model (PATH, else
+	                    NAME resolved as -m resolves it) */
 };
 
 /*
@@ -138,6 +147,7 @@ enum tui_ev_kind {
 	                     tok: its report (owned, may be NULL) */
 	TUI_EV_PROGRESS,  /* a of b prompt ids evaluated */
 	TUI_EV_NOTICE,    /* text: a message for the user */
+	TUI_EV_PHASE,     /* text: the step of a model load beginning */
 	TUI_EV_END,       /* rc, stats, text: the error when rc != 0;
 	                     msgs: the conversation (OPEN, CLEAR, SIBLING,
 	                     a BRANCH that failed);
@@ -172,10 +182,11 @@ struct tui_ev {
 	struct session_stats st; /* END of a generation */
 	struct tui_ev_msg *msgs; /* END of OPEN / CLEAR / SIBLING: owned */
 	size_t n_msgs;
-	int64_t conv_id;     /* END: the session's conversation */
-	struct tui_tok *tok; /* TOKEN: the token's report (owned) */
-	int32_t n_reasoning; /* END: the reply's reasoning tokens */
-	bool reasoning_open; /* END: its reasoning is unfinished */
+	int64_t conv_id;               /* END: the session's conversation */
+	struct tui_tok *tok;           /* TOKEN: the token's report (owned) */
+	int32_t n_reasoning;           /* END: the reply's reasoning tokens */
+	bool reasoning_open;           /* END: its reasoning is unfinished */
+	struct modelstore_list models; /* END of MODELS (owned) */
 };
 
 struct tui_worker {
@@ -196,9 +207,15 @@ struct tui_worker {
 	struct tui_ev *head, *tail; /* events not yet taken */
 
 	/* owned by the worker while busy (invariant 1) */
-	struct session *s;      /* the session (owned) */
-	struct session_opts so; /* how to reopen it (strings borrowed) */
-	int32_t n_gen;          /* tokens of the reply so far */
+	struct session *s;        /* the session (owned) */
+	struct session_opts so;   /* how to reopen it (strings borrowed,
+	                             but the model's after a MODEL job) */
+	int32_t n_gen;            /* tokens of the reply so far */
+	char *model_path;         /* so.model_path after a switch (owned) */
+	char *model_name;         /* so.model_name after a switch (owned) */
+	const struct config *cfg; /* its models-dir for MODELS and MODEL,
+	                             or NULL: the config file's (borrowed;
+	                             set before the first job) */
 };
 
 /*

@@ -175,6 +175,26 @@ LC_CASES = [
          "08-unicode", "09-trailing-spaces", "10-missing-content", "11-assistant-first",
          "13-tool-calls", "14-content-parts"))]
 
+
+def mt(content, thinking):
+    """An assistant message whose reasoning is in the `thinking` field, the
+    one gpt-oss's template reads (parley passes it so to such templates)."""
+    return {"role": A, "content": content, "thinking": thinking}
+
+
+# gpt-oss (harmony): its `Reasoning: low|medium|high` line comes from
+# reasoning_effort; the cases run only on templates that read it.  The
+# last one ends in an assistant turn without a generation prompt: the
+# template then writes that turn's analysis and ends it in <|return|>.
+_EFFORT = [m(S, "Think step by step."), m(U, "What is 2+2?"),
+           mt("2 + 2 = 4.", "Two plus two.\nThat is 4."), m(U, "And 3+3?")]
+LC_CASES += [
+    ("16-effort-low", True, _EFFORT, {"reasoning_effort": "low"}),
+    ("17-effort-medium", True, [m(U, "Hello!")], {"reasoning_effort": "medium"}),
+    ("18-effort-high-last", False, _EFFORT + [mt("6", "3+3=6.")], {"reasoning_effort": "high"}),
+    ("19-effort-high-nosystem", True, _EFFORT[1:], {"reasoning_effort": "high"}),
+]
+
 # bos/eos for each llama.cpp template, by model family: (bos, eos,
 # templates without ".jinja").  The usual tokens of the family, not read
 # from each model's files; both renderers get the same ones, so they only
