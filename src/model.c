@@ -671,24 +671,31 @@ static int model_tensor_get(const struct gguf_file *f, const char *name,
 	                         errlen);
 }
 
-/* A 1-D tensor of N elements as a new fp32 array (*out, owned), or NULL. */
-static int model_vector_get(const struct gguf_file *f, const char *name,
-                            int64_t n, bool optional, float **out, char *err,
-                            size_t errlen)
+/* A 2-D tensor of NE1 rows of NE0 as a new fp32 array (*OUT, owned), or
+ * NULL when absent and OPTIONAL; finite values only. */
+static int model_rows_get(const struct gguf_file *f, const char *name,
+                          int64_t ne0, int64_t ne1, bool optional, float **out,
+                          char *err, size_t errlen)
 {
 	struct model_tensor t;
-	int rc = model_tensor_get(f, name, n, 0, optional, &t, err, errlen);
+	/* (one row: a vector) */
+	int rc = model_tensor_get(f, name, ne0, ne1 == 1 ? 0 : ne1, optional,
+	                          &t, err, errlen);
 
 	*out = NULL;
 	if (rc != 0)
 		return rc;
-	*out = malloc((size_t)n * sizeof(float));
+	*out = malloc((size_t)ne0 * (size_t)ne1 * sizeof(float));
 	if (*out == NULL) {
 		snprintf(err, errlen, "out of memory for tensor %s", name);
 		return -1;
 	}
-	quant_dequant_row(t.type, t.data, *out, n);
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t r = 0; r < ne1; r++)
+		quant_dequant_row(t.type,
+		                  (const unsigned char *)t.data +
+		                      (size_t)r * t.row_size,
+		                  *out + (size_t)r * ne0, ne0);
+	for (int64_t i = 0; i < ne0 * ne1; i++)
 		if (!isfinite((*out)[i])) {
 			snprintf(err, errlen,
 			         "tensor %s: element %lld is not finite", name,
@@ -697,8 +704,15 @@ static int model_vector_get(const struct gguf_file *f, const char *name,
 			*out = NULL;
 			return -1;
 		}
-	}
 	return 0;
+}
+
+/* A 1-D tensor of N elements as a new fp32 array (*out, owned), or NULL. */
+static int model_vector_get(const struct gguf_file *f, const char *name,
+                            int64_t n, bool optional, float **out, char *err,
+                            size_t errlen)
+{
+	return model_rows_get(f, name, n, 1, optional, out, err, errlen);
 }
 
 /* Refuse a tensor of layer IL whose feature the row AD lacks. */
@@ -816,42 +830,6 @@ static int model_load_experts(const struct gguf_file *f, int il, int32_t n_embd,
 		         name, il);
 		return -1;
 	}
-	return 0;
-}
-
-/* A 2-D tensor of NE1 rows of NE0 as a new fp32 array (*OUT, owned), or
- * NULL when absent and OPTIONAL; finite values only. */
-static int model_rows_get(const struct gguf_file *f, const char *name,
-                          int64_t ne0, int64_t ne1, bool optional, float **out,
-                          char *err, size_t errlen)
-{
-	struct model_tensor t;
-	/* (one row: a vector) */
-	int rc = model_tensor_get(f, name, ne0, ne1 == 1 ? 0 : ne1, optional,
-	                          &t, err, errlen);
-
-	*out = NULL;
-	if (rc != 0)
-		return rc;
-	*out = malloc((size_t)ne0 * (size_t)ne1 * sizeof(float));
-	if (*out == NULL) {
-		snprintf(err, errlen, "out of memory for tensor %s", name);
-		return -1;
-	}
-	for (int64_t r = 0; r < ne1; r++)
-		quant_dequant_row(t.type,
-		                  (const unsigned char *)t.data +
-		                      (size_t)r * t.row_size,
-		                  *out + (size_t)r * ne0, ne0);
-	for (int64_t i = 0; i < ne0 * ne1; i++)
-		if (!isfinite((*out)[i])) {
-			snprintf(err, errlen,
-			         "tensor %s: element %lld is not finite", name,
-			         (long long)i);
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
 	return 0;
 }
 
