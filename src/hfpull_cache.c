@@ -350,24 +350,5 @@ int hfpull_set_ref(const char *cache, const struct hfpull_repo *r, char *err,
 
 void hfpull_scrub(const char *token, char *msg, size_t errlen)
 {
-	static const char mask[] = "[token]";
-	size_t kl = token ? strlen(token) : 0, ml = sizeof(mask) - 1;
-	char *p = msg;
-
-	if (kl < 4)
-		return; /* too short to tell from ordinary text */
-	while ((p = strstr(p, token)) != NULL) {
-		size_t at = (size_t)(p - msg), tail = strlen(p + kl);
-
-		if (at + ml + 1 > errlen) {
-			*p = '\0';
-			return;
-		}
-		if (at + ml + tail + 1 > errlen)
-			tail = errlen - at - ml - 1;
-		memmove(p + ml, p + kl, tail);
-		memcpy(p, mask, ml);
-		p[ml + tail] = '\0';
-		p += ml;
-	}
+	secretfile_scrub(msg, errlen, token, "[token]");
 }

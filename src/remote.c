@@ -194,26 +194,7 @@ void remote_printable(char *dst, size_t cap, const char *s, size_t n)
 
 void remote_scrub(const struct remote *r, char *msg, size_t errlen)
 {
-	static const char mask[] = "[api key]";
-	size_t kl = r->key ? strlen(r->key) : 0, ml = sizeof(mask) - 1;
-	char *p = msg;
-
-	if (kl < 4)
-		return; /* too short to tell from ordinary text */
-	while ((p = strstr(p, r->key)) != NULL) {
-		size_t at = (size_t)(p - msg), tail = strlen(p + kl);
-
-		if (at + ml + 1 > errlen) {
-			*p = '\0'; /* no room for the mask: cut */
-			return;
-		}
-		if (at + ml + tail + 1 > errlen)
-			tail = errlen - at - ml - 1;
-		memmove(p + ml, p + kl, tail);
-		memcpy(p, mask, ml);
-		p[ml + tail] = '\0';
-		p += ml;
-	}
+	secretfile_scrub(msg, errlen, r->key, "[api key]");
 }
 
 /* The server's own words in an error body: error.message, error (a

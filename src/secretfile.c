@@ -58,3 +58,27 @@ int secretfile_read(const char *label, const char *path, bool missing_ok,
 	explicit_bzero(buf, sizeof(buf));
 	return len > b && *out == NULL ? -1 : 0;
 }
+
+void secretfile_scrub(char *msg, size_t errlen, const char *secret,
+                      const char *mask)
+{
+	size_t kl = secret ? strlen(secret) : 0, ml = strlen(mask);
+	char *p = msg;
+
+	if (kl < 4)
+		return; /* too short to tell from ordinary text */
+	while ((p = strstr(p, secret)) != NULL) {
+		size_t at = (size_t)(p - msg), tail = strlen(p + kl);
+
+		if (at + ml + 1 > errlen) {
+			*p = '\0'; /* no room for the mask: cut */
+			return;
+		}
+		if (at + ml + tail + 1 > errlen)
+			tail = errlen - at - ml - 1;
+		memmove(p + ml, p + kl, tail);
+		memcpy(p, mask, ml);
+		p[ml + tail] = '\0';
+		p += ml;
+	}
+}

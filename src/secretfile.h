@@ -1,7 +1,8 @@
 /*
  * secretfile.h - a secret (an API key, a hub token) read from the first
  * line of a file that only its owner may read or write: the one reader of
- * --api-key-file (remote.c) and the Hugging Face token file (hfpull).
+ * --api-key-file (remote.c) and the Hugging Face token file (hfpull); and
+ * its removal from messages.
  */
 #ifndef PARLEY_SECRETFILE_H
 #define PARLEY_SECRETFILE_H
@@ -23,5 +24,15 @@
  */
 int secretfile_read(const char *label, const char *path, bool missing_ok,
                     char **out, char *err, size_t errlen);
+
+/*
+ * Replace each occurrence of SECRET in the message MSG (a string in a
+ * buffer of ERRLEN bytes) by MASK ("[api key]"), so that a server's echo
+ * of the secret is never shown; cut where the mask does not fit. A secret
+ * NULL or shorter than 4 bytes (too short to tell from ordinary text) is
+ * left alone.
+ */
+void secretfile_scrub(char *msg, size_t errlen, const char *secret,
+                      const char *mask);
 
 #endif /* PARLEY_SECRETFILE_H */
