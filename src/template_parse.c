@@ -278,18 +278,6 @@ static bool lx_end(struct lexer *lx, const char *end, bool trim, bool plus_ok)
 	return true;
 }
 
-/* Value of hex digit C or -1. */
-static int lx_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Lex a string literal at pos (Python unicode-escape decoding). */
 static void lx_string(struct lexer *lx)
 {
@@ -350,7 +338,8 @@ static void lx_string(struct lexer *lx)
 			cp = 0;
 			for (k = 0; k < nd; k++) {
 				h = i + 1 + (size_t)k < lx->len
-				        ? lx_hex(lx->s[i + 1 + (size_t)k])
+				        ? utf8_hex_digit(
+				              lx->s[i + 1 + (size_t)k])
 				        : -1;
 				if (h < 0)
 					lx_fail(

@@ -5,6 +5,7 @@
 #include "tok_impl.h"
 
 #include "gguf.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,18 +310,6 @@ static bool tok_type_hidden(uint8_t type)
 	return type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN;
 }
 
-/* Value of one hex digit C, or -1. */
-static int tok_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Whether the N bytes at S (not NUL-terminated: the vocabulary's text is
  * one buffer) spell a byte token "<0xHH>", its value in *V. (sscanf would
  * read on past the token, to a NUL that may lie beyond the buffer.) */
@@ -330,8 +319,8 @@ static bool tok_byte_value(const char *s, size_t n, unsigned *v)
 
 	if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
 		return false;
-	hi = tok_hex(s[3]);
-	lo = tok_hex(s[4]);
+	hi = utf8_hex_digit(s[3]);
+	lo = utf8_hex_digit(s[4]);
 	if (hi < 0 || lo < 0)
 		return false;
 	*v = (unsigned)(hi * 16 + lo);

@@ -96,3 +96,14 @@ size_t utf8_put(uint32_t cp, char *dst)
 	d[3] = (unsigned char)(0x80 | (cp & 0x3f));
 	return 4;
 }
+
+int utf8_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -31,4 +31,8 @@ uint32_t utf8_decode(const void *p, size_t len);
  * returns the bytes written. */
 size_t utf8_put(uint32_t cp, char *dst);
 
+/* Value of the ASCII hex digit C (0-9, a-f, A-F), or -1 (the escapes of
+ * templates' strings, tokenizers' byte tokens). */
+int utf8_hex_digit(char c);
+
 #endif /* PARLEY_UTF8_H */
