@@ -57,59 +57,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu_int.h"
 #include "engine_backend.h"
 #include "model.h"
 #include "quant.h"
 #include "threadpool.h"
 #include "trace.h"
-
-/* Run state of the CPU backend: mutable, owned by the engine. */
-struct cpu_state {
-	struct threadpool *tp; /* row-splitting workers */
-	int32_t n_batch;       /* tokens per chunk */
-
-	/* activations of one chunk (n_batch rows each) */
-	/* (the layer's dims; buffers hold the largest, cfg.max_*) */
-	float *x;   /* [n_batch][n_embd] residual stream */
-	float *xb;  /* [n_batch][max(n_embd, o_dim)] normed input / attn out */
-	float *q;   /* [n_batch][q_dim] queries (after RoPE) */
-	float *k;   /* [n_batch][kv_dim_k] keys of the chunk */
-	float *v;   /* [n_batch][kv_dim_v] values of the chunk */
-	float *hb;  /* [n_batch][n_ff] gate, then act(gate) * up */
-	float *hb2; /* [n_batch][n_ff] up */
-	float *y;   /* [n_batch][n_embd] output of a projection */
-	float *att; /* [n_threads][n_ctx] attention scores per thread */
-	float *rope_cs; /* [n_ropes][n_batch][max_rot] cos, sin interleaved
-	                   per pair, of each RoPE class */
-
-	/* a mixture's FFN (cfg.max_expert > 0; else NULL) */
-	float *rl;       /* [n_batch][max_expert] router logits */
-	float *rscratch; /* [max_expert] model_moe_route's */
-	int32_t *ids;    /* [n_batch][max_expert_used] chosen experts */
-	float *wts;      /* [n_batch][max_expert_used] their weights */
-	int32_t *gtok;   /* [n_batch] tokens routed to one expert */
-	float *xg;       /* [n_batch][n_embd] their normed inputs */
-	float *yg;       /* [n_batch][n_embd] that expert's outputs */
-	float *acc;      /* [n_batch][max_expert_used][n_embd] outputs per
-	                    choice, summed in the order of the choice */
-
-	bool exact;           /* engine_params.exact_dots */
-	uint64_t exact_types; /* engine_params.exact_dot_types */
-	float *wrow;         /* [n_threads][max_ne0] dequantized rows (exact) */
-	int64_t wrow_stride; /* floats per thread in wrow */
-	const float *xsrc;   /* exact: the activations [n_tok][ne0] */
-
-	/* prepared activation vectors (quant_vec_prepare) */
-	unsigned char *vecs; /* [CPU_MAX_SEG][n_batch][vec_stride] */
-	size_t vec_stride;   /* bytes per prepared vector (max over types) */
-
-	/* KV cache, per layer (see above) */
-	float *kv;       /* every layer's K and V, one allocation */
-	float **k_cache; /* [n_layer] -> [n_ctx][k_dim] */
-	float **v_cache; /* [n_layer] -> [n_ctx][v_dim] */
-
-	int32_t logits_cap; /* rows allocated in engine.logits */
-};
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -123,8 +76,6 @@ struct cpu_state {
 /* Rows of one block in prefill: dotted with each token's vector in turn
  * while they stay in the L1 cache. */
 #define CPU_ROW_TILE 16
-
-#define CPU_MAX_SEG 3 /* matrices one job can cover (Q, K and V) */
 
 /* True when rows of TYPE are dotted exactly (exact_dots, or a type of
  * exact_dot_types), false when through int8 activations. */
@@ -312,9 +263,9 @@ static void cpu_prepare(struct cpu_state *s, uint32_t type, const float *x,
  * activations are prepared once per distinct weight type. GATED (ACT):
  * see struct cpu_matmul_job.
  */
-static void cpu_matmul_n(struct cpu_state *s, const struct model_tensor **w,
-                         int n, const float *x, int32_t n_tok, float **y,
-                         const int64_t *ys, bool gated, enum model_act act)
+void cpu_matmul_n(struct cpu_state *s, const struct model_tensor **w, int n,
+                  const float *x, int32_t n_tok, float **y, const int64_t *ys,
+                  bool gated, enum model_act act)
 {
 	struct cpu_matmul_job j = {.s = s,
 	                           .n_seg = n,
@@ -342,8 +293,8 @@ static void cpu_matmul_n(struct cpu_state *s, const struct model_tensor **w,
 }
 
 /* Y = W X for X [n_tok][w->ne0], Y [n_tok][w->ne1]. */
-static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
-                       const float *x, int32_t n_tok, float *y)
+void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
+                const float *x, int32_t n_tok, float *y)
 {
 	const int64_t ys = w->ne1;
 
@@ -353,8 +304,7 @@ static void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
 /* -------------------------------------------------------- elementwise */
 
 /* out = x / sqrt(mean(x^2) + eps) * w, one row of N. */
-static void cpu_rmsnorm(float *out, const float *x, const float *w, int n,
-                        float eps)
+void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
 	double ss = 0;
 
@@ -472,8 +422,8 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 /* --------------------------------------------------------- forward pass */
 
 /* X[n][n_embd] = rmsnorm(X) * W, row by row, into OUT. */
-static void cpu_rmsnorm_rows(const struct engine *e, float *out, const float *x,
-                             const float *w, int32_t n)
+void cpu_rmsnorm_rows(const struct engine *e, float *out, const float *x,
+                      const float *w, int32_t n)
 {
 	const struct model_config *c = &e->model->cfg;
 
@@ -539,18 +489,37 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 	const struct model_config *c = &e->model->cfg;
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 
+	const int32_t hd = a->head_dim_k, q_dim = a->n_head * hd;
+
 	cpu_rmsnorm_rows(e, s->xb, s->x, a->norm, n);
 	{
 		const struct model_tensor *w[3] = {&a->wq, &a->wk, &a->wv};
-		float *y[3] = {s->q, s->k, s->v};
+		/* a gated layer's query rows hold [q | gate] per head */
+		float *y[3] = {a->gated ? s->qg : s->q, s->k, s->v};
 		const int64_t ys[3] = {a->wq.ne1, a->wk.ne1, a->wv.ne1};
 
 		cpu_matmul_n(s, w, 3, s->xb, n, y, ys, false, MODEL_ACT_SILU);
 	}
+	for (int32_t t = 0; a->gated && t < n; t++)
+		for (int h = 0; h < a->n_head; h++)
+			memcpy(s->q + (size_t)t * q_dim + (size_t)h * hd,
+			       s->qg + (size_t)t * 2 * q_dim +
+			           (size_t)h * 2 * hd,
+			       (size_t)hd * sizeof(float));
 	cpu_qkv_finish(e, s, il, n, pos0);
 
 	struct cpu_attn_job aj = {e, s, a, model_attn_params(a), il, n, pos0};
 	threadpool_run(s->tp, cpu_attn_fn, &aj);
+	/* the output gate: o *= sigmoid(gate), per head (hd == hd_v) */
+	for (int32_t t = 0; a->gated && t < n; t++)
+		for (int h = 0; h < a->n_head; h++) {
+			float *o = s->xb + (size_t)t * q_dim + (size_t)h * hd;
+			const float *g = s->qg + (size_t)t * 2 * q_dim +
+			                 (size_t)h * 2 * hd + hd;
+
+			for (int i = 0; i < hd; i++)
+				o[i] *= 1.0f / (1.0f + expf(-g[i]));
+		}
 
 	cpu_matmul(s, &a->wo, s->xb, n, s->y);
 	for (int32_t t = 0; a->bo != NULL && t < n; t++)
@@ -689,6 +658,29 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 		              s->wts + (size_t)(n - 1) * kmax, k);
 }
 
+/* A mixture's shared expert (model.h): y += sigmoid(sh_inp . h) times
+ * its MLP of the normed chunk s->xb (s->yg holds its output). */
+static void cpu_shared_expert(struct engine *e, struct cpu_state *s,
+                              const struct model_ffn *f, int32_t n)
+{
+	const int32_t ne = e->model->cfg.n_embd;
+
+	cpu_mlp(s, &f->sh_gate, &f->sh_up, &f->sh_down, MODEL_ACT_SILU, s->xb,
+	        n, s->yg);
+	for (int32_t t = 0; t < n; t++) {
+		const float *h = s->xb + (size_t)t * ne;
+		double dot = 0;
+		float g;
+
+		for (int32_t i = 0; i < ne; i++)
+			dot += (double)f->sh_inp[i] * h[i];
+		g = 1.0f / (1.0f + expf(-(float)dot));
+		for (int32_t i = 0; i < ne; i++)
+			s->y[(size_t)t * ne + i] +=
+			    g * s->yg[(size_t)t * ne + i];
+	}
+}
+
 /* Feed-forward block (a gated MLP or a mixture of them) of layer il for
  * the chunk; adds into s->x. */
 static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
@@ -702,6 +694,8 @@ static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
 		cpu_moe(e, s, il, n);
 	else
 		cpu_mlp(s, &f->gate, &f->up, &f->down, f->act, s->xb, n, s->y);
+	if (f->sh_inp != NULL)
+		cpu_shared_expert(e, s, f, n);
 	if (f->post_norm != NULL)
 		cpu_rmsnorm_rows(e, s->y, s->y, f->post_norm, n);
 	for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
@@ -714,7 +708,10 @@ static void cpu_layer(struct engine *e, struct cpu_state *s, int il, int32_t n,
 {
 	const struct model_config *c = &e->model->cfg;
 
-	cpu_attention_block(e, s, il, n, pos0);
+	if (e->model->w.layers[il].attn.kind == MODEL_ATTN_RECURRENT)
+		cpu_ssm_block(e, s, il, n);
+	else
+		cpu_attention_block(e, s, il, n, pos0);
 	cpu_ffn_block(e, s, il, n);
 	if (e->trace != NULL && il < e->trace->n_layer)
 		trace_layer(e->trace, il, s->x + (size_t)(n - 1) * c->n_embd,
@@ -877,7 +874,7 @@ static size_t cpu_max_vec_size(const struct model *m)
 }
 
 /* calloc of a * b floats with an overflow check. */
-static float *cpu_floats(size_t a, size_t b)
+float *cpu_floats(size_t a, size_t b)
 {
 	if (b != 0 && a > SIZE_MAX / sizeof(float) / b)
 		return NULL;
@@ -956,6 +953,8 @@ static void cpu_close(struct engine *e)
 		free(s->acc);
 		free(s->vecs);
 		free(s->wrow);
+		free(s->qg);
+		cpu_ssm_free(s);
 		free(s->kv);
 		free(s->k_cache);
 		free(s->v_cache);
@@ -973,7 +972,7 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	const struct model *m = e->model;
 	const struct model_config *c = &m->cfg;
 	struct cpu_state *s;
-	size_t nb, nctx = (size_t)e->n_ctx, xdim;
+	size_t nb, nctx = (size_t)e->n_ctx, xdim, ffdim;
 
 	s = calloc(1, sizeof(*s));
 	if (s == NULL) {
@@ -990,13 +989,16 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	e->n_threads = threadpool_size(s->tp);
 	nb = (size_t)s->n_batch;
 	xdim = (size_t)(c->n_embd > c->max_o_dim ? c->n_embd : c->max_o_dim);
+	if ((size_t)c->max_ssm_v > xdim)
+		xdim = (size_t)c->max_ssm_v;
+	ffdim = (size_t)(c->max_ff > c->max_ff_sh ? c->max_ff : c->max_ff_sh);
 	s->x = cpu_floats(nb, (size_t)c->n_embd);
 	s->xb = cpu_floats(nb, xdim);
 	s->q = cpu_floats(nb, (size_t)c->max_q_dim);
 	s->k = cpu_floats(nb, (size_t)c->max_kv_dim_k);
 	s->v = cpu_floats(nb, (size_t)c->max_kv_dim_v);
-	s->hb = cpu_floats(nb, (size_t)c->max_ff);
-	s->hb2 = cpu_floats(nb, (size_t)c->max_ff);
+	s->hb = cpu_floats(nb, ffdim);
+	s->hb2 = cpu_floats(nb, ffdim);
 	s->y = cpu_floats(nb, (size_t)c->n_embd);
 	s->att = cpu_floats((size_t)e->n_threads, nctx);
 	s->rope_cs = cpu_floats((size_t)c->n_ropes * nb, (size_t)c->max_rot);
@@ -1006,6 +1008,10 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->wrow_stride = c->n_embd > c->max_ff ? c->n_embd : c->max_ff;
 	if (c->max_o_dim > s->wrow_stride)
 		s->wrow_stride = c->max_o_dim;
+	if (c->max_ssm_v > s->wrow_stride)
+		s->wrow_stride = c->max_ssm_v;
+	if (c->max_ff_sh > s->wrow_stride)
+		s->wrow_stride = c->max_ff_sh;
 	s->wrow = s->exact || s->exact_types != 0
 	              ? cpu_floats((size_t)e->n_threads, (size_t)s->wrow_stride)
 	              : malloc(1);
@@ -1020,6 +1026,15 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		         e->n_ctx,
 		         (double)engine_kv_state_bytes(e, e->n_ctx) /
 		             (1024.0 * 1024.0));
+		goto fail;
+	}
+	if (((c->features & MODEL_FEAT_ATTN_GATE) &&
+	     (s->qg = cpu_floats(nb, (size_t)c->max_q_dim)) == NULL) ||
+	    (c->n_recurrent > 0 && cpu_ssm_alloc(e, s) != 0)) {
+		snprintf(err, errlen,
+		         "out of memory for the CPU recurrent-layer buffers "
+		         "(n_batch %d)",
+		         s->n_batch);
 		goto fail;
 	}
 	if (c->max_expert > 0 && cpu_moe_alloc(c, s) != 0) {
@@ -1042,7 +1057,7 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	         (size_t)c->max_kv_dim_k + (size_t)c->max_kv_dim_v +
 	         (size_t)c->max_ff * 2 + (size_t)c->n_ropes * c->max_rot) +
 	    (size_t)e->n_threads * nctx * sizeof(float) + nb * s->vec_stride +
-	    (size_t)c->n_vocab * sizeof(float);
+	    (size_t)c->n_vocab * sizeof(float) + s->rs_floats * sizeof(float);
 	return 0;
 fail:
 	cpu_close(e);
@@ -1051,18 +1066,21 @@ fail:
 
 const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
-    .features = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
-                MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EMBD_SCALE |
-                MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
-                MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH |
-                MODEL_FEAT_EXPERTS | MODEL_FEAT_ROPE_YARN |
-                MODEL_FEAT_ATTN_SINKS | MODEL_FEAT_ATTN_OUT_BIAS |
-                MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
+    .features =
+        MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR |
+        MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
+        MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS |
+        MODEL_FEAT_ROPE_YARN | MODEL_FEAT_ATTN_SINKS |
+        MODEL_FEAT_ATTN_OUT_BIAS | MODEL_FEAT_MOE_BIASES |
+        MODEL_FEAT_SWIGLU_OAI | MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE |
+        MODEL_FEAT_SHARED_EXPERT,
     .open = cpu_open,
     .eval = cpu_eval,
     .logits = cpu_logits,
     .select = NULL, /* engine_select_row over cpu_logits: the reference */
     .kv_save = cpu_kv_save,
     .kv_load = cpu_kv_load,
+    .rs_copy = cpu_rs_copy,
+    .rs_io = cpu_rs_io,
     .close = cpu_close,
 };

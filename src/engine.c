@@ -14,7 +14,7 @@
 
 /* Magic and version at the start of a saved state (engine.h). */
 #define ENGINE_STATE_MAGIC   0x564b5250u /* "PRKV" little-endian */
-#define ENGINE_STATE_VERSION 2u
+#define ENGINE_STATE_VERSION 2u /* 3: with recurrent layers (engine.h) */
 
 /* Header of a version 1 state: one shape for every layer. */
 struct engine_state_header_v1 {
@@ -159,6 +159,8 @@ static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
 	}
 	e->ops = ops;
 	e->model = m;
+	for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
+		e->rs_pos[i] = -1;
 	e->n_ctx = p->n_ctx;
 	if (e->n_ctx == 0)
 		e->n_ctx = m->cfg.n_ctx_train < ENGINE_DEFAULT_MAX_CTX
@@ -294,8 +296,18 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		snprintf(err, errlen, "eval flags ask for all and no logits");
 		return -1;
 	}
+	if (e->rs_lost) {
+		snprintf(err, errlen,
+		         "the recurrent state was lost by a failed evaluation: "
+		         "truncate to %d first",
+		         engine_rewind_point(e, e->n_past));
+		return -1;
+	}
 	e->sel.out.k = 0; /* a selection describes the last eval only */
 	if (e->ops->eval(e, tokens, n, flags, err, errlen) != 0) {
+		/* a KV cache's new entries are dead by invariant 1; a
+		   recurrent state may be half updated */
+		e->rs_lost = engine_recurrent(e);
 		engine_check(e);
 		return -1;
 	}
@@ -494,6 +506,8 @@ int engine_truncate(struct engine *e, int32_t n_keep)
 	engine_trace_settle_quiet(e);
 	if (n_keep < 0 || n_keep > e->n_past)
 		return -1;
+	if (engine_recurrent(e) && engine_rs_truncate(e, n_keep) != 0)
+		return -1;
 	e->n_past = n_keep;
 	engine_check(e);
 	return 0;
@@ -510,7 +524,8 @@ static size_t engine_records_bytes(const struct engine *e)
 size_t engine_state_size(const struct engine *e)
 {
 	return sizeof(struct engine_state_header) + engine_records_bytes(e) +
-	       engine_kv_state_bytes(e, e->n_past);
+	       engine_kv_state_bytes(e, e->n_past) +
+	       (engine_recurrent(e) ? engine_rs_state_bytes(e) : 0);
 }
 
 /* The header describing E's model with N_PAST positions. */
@@ -521,12 +536,14 @@ static void engine_header(const struct engine *e, int32_t n_past,
 
 	memset(h, 0, sizeof(*h));
 	h->magic = ENGINE_STATE_MAGIC;
-	h->version = ENGINE_STATE_VERSION;
+	h->version = engine_recurrent(e) ? 3u : ENGINE_STATE_VERSION;
 	h->n_layer = c->n_layer;
 	h->n_vocab = c->n_vocab;
 	h->n_past = n_past;
-	h->kv_bytes =
-	    engine_records_bytes(e) + engine_kv_state_bytes(e, n_past);
+	/* (version 3: the recurrent part follows; engine_state_v2) */
+	h->kv_bytes = engine_records_bytes(e) +
+	              engine_kv_state_bytes(e, n_past) +
+	              (engine_recurrent(e) ? engine_rs_state_bytes(e) : 0);
 }
 
 /* Layer IL's record with N_PAST positions. */
@@ -576,6 +593,10 @@ size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
 		         e->ops->name, e2);
 		return 0;
 	}
+	if (engine_recurrent(e) &&
+	    engine_rs_state_save(e, p + engine_kv_state_bytes(e, e->n_past),
+	                         err, errlen) != 0)
+		return 0;
 	return need;
 }
 
@@ -637,11 +658,14 @@ static int engine_state_v1(const struct engine *e, const void *buf, size_t len,
 	return 0;
 }
 
-/* A version 2 state's header and records checked against E's model.
- * Returns 0 with *DATA and *N_PAST, or -1 with a message. */
+/* A version 2 or 3 state's header and records checked against E's
+ * model (a model with recurrent layers reads version 3 only, the others
+ * version 2). Returns 0 with *DATA, *N_PAST and *RS_LEN (the bytes of the
+ * recurrent part after the K/V: engine_rs_state_load checks them), or -1
+ * with a message. */
 static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
-                           const char **data, int32_t *n_past, char *err,
-                           size_t errlen)
+                           const char **data, int32_t *n_past, size_t *rs_len,
+                           char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	struct engine_state_header h, want;
@@ -661,6 +685,23 @@ static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
 		return -1;
 	}
 	engine_header(e, h.n_past, &want);
+	if (h.version != want.version) {
+		snprintf(err, errlen,
+		         "state version %u is for a model %s recurrent layers "
+		         "(this one has %d)",
+		         h.version, h.version == 3 ? "with" : "without",
+		         c->n_recurrent);
+		return -1;
+	}
+	*rs_len = 0;
+	if (h.version == 3 && len - sizeof(h) == h.kv_bytes &&
+	    h.kv_bytes >=
+	        engine_records_bytes(e) + engine_kv_state_bytes(e, h.n_past)) {
+		/* the recurrent part's size depends on its snapshots */
+		*rs_len = h.kv_bytes - engine_records_bytes(e) -
+		          engine_kv_state_bytes(e, h.n_past);
+		want.kv_bytes = h.kv_bytes;
+	}
 	if (h.n_layer != want.n_layer || h.n_vocab != want.n_vocab ||
 	    h.reserved != 0) {
 		snprintf(err, errlen,
@@ -705,11 +746,14 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 	uint32_t mv[2] = {0, 0};
 	const char *data = NULL;
 	int32_t n_past = 0;
+	size_t rs_len = 0;
 	char e2[256];
 	int rc;
 
 	engine_trace_settle_quiet(e);
 	e->n_past = 0;
+	if (engine_recurrent(e))
+		engine_rs_reset(e); /* what a failed load leaves: n_past 0 */
 	if (len < sizeof(mv)) {
 		snprintf(err, errlen,
 		         "state of %zu bytes is shorter than its "
@@ -718,16 +762,17 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 		return -1;
 	}
 	memcpy(mv, buf, sizeof(mv));
-	if (mv[0] != ENGINE_STATE_MAGIC || (mv[1] != 1 && mv[1] != 2)) {
+	if (mv[0] != ENGINE_STATE_MAGIC || mv[1] < 1 || mv[1] > 3) {
 		snprintf(err, errlen,
 		         "not a parley KV state (magic %08x "
-		         "version %u; this parley reads versions 1 and 2)",
+		         "version %u; this parley reads versions 1 to 3)",
 		         mv[0], mv[1]);
 		return -1;
 	}
 	rc = mv[1] == 1
 	         ? engine_state_v1(e, buf, len, &data, &n_past, err, errlen)
-	         : engine_state_v2(e, buf, len, &data, &n_past, err, errlen);
+	         : engine_state_v2(e, buf, len, &data, &n_past, &rs_len, err,
+	                           errlen);
 	if (rc != 0)
 		return -1;
 	e2[0] = '\0';
@@ -737,6 +782,10 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 		         e->ops->name, e2);
 		return -1;
 	}
+	if (engine_recurrent(e) &&
+	    engine_rs_state_load(e, data + engine_kv_state_bytes(e, n_past),
+	                         rs_len, n_past, err, errlen) != 0)
+		return -1;
 	e->n_past = n_past;
 	engine_check(e);
 	return 0;

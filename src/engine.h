@@ -25,11 +25,14 @@
  *                   full one), so nothing more is needed; a cache of only
  *                   the window would have to keep W + the longest
  *                   truncation the session makes;
- *        recurrent  [planned] one state, not per position: it is
- *                   restored from the snapshot taken at n_keep (the
- *                   session asks for snapshots at turn boundaries), and a
- *                   truncation to where no snapshot is fails, so the
- *                   caller re-evaluates from the last one.
+ *        recurrent  one state, not per position: it is restored
+ *                   from the snapshot taken at n_keep (engine_snapshot:
+ *                   the session takes them at the prompt's end and the
+ *                   end of each turn), zeros at 0; a truncation to where
+ *                   no snapshot is fails and changes nothing, so the
+ *                   caller truncates to engine_rewind_point(n) and
+ *                   re-evaluates from there. Snapshots past n_keep are
+ *                   dropped.
  *   4. A failed eval leaves n_past as it was (the cache contents beyond
  *      n_past may have been written: they are dead by invariant 1).
  *   5. engine_state_save() writes n_past and the K/V of 0..n_past-1;
@@ -66,6 +69,11 @@
  * in fp16 widens on save (exact) and rounds to nearest on load. Version 1
  * (one header with n_head_kv and head dims, then the same data) still
  * loads into a model whose layers are all full and of that shape.
+ * Version 3 (a model with recurrent layers): version 2 whose recurrent
+ * layers' records (kind RECURRENT, no K/V) have no data there; after the
+ * layers' data, the live recurrent state (engine_rs_bytes: each recurrent
+ * layer's conv then state floats, model.h), then a count of snapshots
+ * and each one's position (int32, then 4 zero bytes) and state.
  *
  * Positions, RoPE and the causal mask: token i of a batch sits at position
  * p = n_past + i, is rotated by p, and attends to cache positions 0..p
@@ -250,8 +258,26 @@ bool engine_eval_queues(const struct engine *e);
    verifier's tolerances (verify.h). */
 bool engine_int8_activations(const struct engine *e);
 
-/* Forget positions >= N_KEEP. Returns 0, or -1 if n_keep > n_past. */
+/* Forget positions >= N_KEEP. Returns 0, or -1 if n_keep > n_past or a
+ * recurrent state cannot be restored there (invariant 3; nothing
+ * changed). */
 int engine_truncate(struct engine *e, int32_t n_keep);
+
+/* The largest position <= N (and <= n_past) that engine_truncate
+ * accepts: N itself for a model without recurrent layers, else n_past,
+ * a snapshot's position or 0. */
+int32_t engine_rewind_point(const struct engine *e, int32_t n);
+
+/* A model with recurrent layers: keep a snapshot of the recurrent state
+ * at n_past (the lowest-positioned one goes when ENGINE_RS_SNAPSHOTS are
+ * kept), so that engine_truncate can return there. Nothing for other
+ * models, or when n_past is 0 or already a snapshot's. 0, or -1 with a
+ * message. */
+int engine_snapshot(struct engine *e, char *err, size_t errlen);
+
+/* Whether the model has recurrent layers (a truncation needs a
+ * snapshot). */
+bool engine_recurrent(const struct engine *e);
 
 /* Bytes engine_state_save needs for the current n_past. */
 size_t engine_state_size(const struct engine *e);

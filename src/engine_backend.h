@@ -22,6 +22,11 @@
 extern "C" {
 #endif
 
+/* Snapshots of the recurrent state an engine keeps (engine_snapshot):
+ * a chat returns to the end of its last few turns. */
+#define ENGINE_RS_SNAPSHOTS 8
+#define ENGINE_RS_ZERO      (-1) /* rs_copy's SRC for "all zeros" */
+
 /* What a backend implements. Every function gets the engine it serves. */
 struct engine_ops {
 	const char *name; /* "cpu", "cuda" */
@@ -56,6 +61,18 @@ struct engine_ops {
 	                 size_t errlen);
 	/* free everything open allocated */
 	void (*close)(struct engine *e);
+	/* models with recurrent layers (model_layer_cache RECURRENT; NULL
+	   in a backend that lists no MODEL_FEAT_RECURRENT): every such
+	   layer's state in slots, 0 the live one that eval reads and
+	   writes, 1..ENGINE_RS_SNAPSHOTS snapshots. rs_copy: slot DST =
+	   slot SRC (ENGINE_RS_ZERO: zeros). rs_io: slot SLOT to host BUF
+	   (LOAD false) or from it, engine_rs_bytes of them: each recurrent
+	   layer in order, its conv floats then its state floats (model.h's
+	   layout), float32. 0, or -1 with a message */
+	int (*rs_copy)(struct engine *e, int dst, int src, char *err,
+	               size_t errlen);
+	int (*rs_io)(struct engine *e, int slot, void *buf, bool load,
+	             char *err, size_t errlen);
 	/* optional: fill e->trace's layers of the last eval, which left
 	   them on their way (e->trace_deferred), waiting for them */
 	int (*trace_settle)(struct engine *e, char *err, size_t errlen);
@@ -108,7 +125,13 @@ struct engine {
 	                  mat-vec of quantized weights), so results differ
 	                  from exact dots by that rounding (verify.h) */
 	struct engine_select_buf sel; /* engine_select's answer */
-	char notice[320];             /* why "auto" fell back, or "" */
+	/* recurrent layers: the position of snapshot slot i (rs_pos[i],
+	   i >= 1), -1 when empty; rs_pos[0] unused */
+	int32_t rs_pos[1 + ENGINE_RS_SNAPSHOTS];
+	/* a failed eval may have left the live recurrent state half
+	   updated: no eval until a truncate restores one (engine_rs.c) */
+	bool rs_lost;
+	char notice[320]; /* why "auto" fell back, or "" */
 	char device[256]; /* the device it runs on ("NVIDIA H100 80GB HBM3"),
 	                    set by open; "" for the host CPU */
 	void *impl;       /* backend state */
@@ -151,6 +174,26 @@ size_t engine_select_window(const struct engine_select_req *q, int32_t n_vocab,
 void engine_select_publish(struct engine_select_buf *b, int32_t k,
                            int32_t n_raw, double raw_m, double raw_s,
                            double raw_a, double pen_m, double pen_s);
+
+/* engine_rs.c: bytes of one slot of recurrent states (rs_io); 0 for a
+ * model without recurrent layers. */
+size_t engine_rs_bytes(const struct engine *e);
+
+/* The state of an empty sequence (zeros, no snapshots): a state load's
+ * start. */
+void engine_rs_reset(struct engine *e);
+
+/* The truncation of a model with recurrent layers (engine_truncate):
+ * 0 with the live state at N_KEEP, or -1 and nothing changed. */
+int engine_rs_truncate(struct engine *e, int32_t n_keep);
+
+/* The recurrent part of a saved state (version 3): its bytes; writing
+ * it at P; checking and loading it from P of LEN bytes (its n_past
+ * N_PAST). 0, or -1 with a message. */
+size_t engine_rs_state_bytes(const struct engine *e);
+int engine_rs_state_save(struct engine *e, char *p, char *err, size_t errlen);
+int engine_rs_state_load(struct engine *e, const char *p, size_t len,
+                         int32_t n_past, char *err, size_t errlen);
 
 /* Bytes of layer IL's K/V data in a saved state with N positions, and
  * of every layer's (the layout engine.h states; float32). */

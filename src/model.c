@@ -2,6 +2,7 @@
  * model.c - hyper-parameters and weight table from GGUF metadata (model.h).
  */
 #include "model.h"
+#include "model_int.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -88,6 +89,31 @@ static const struct model_arch_row {
      .moe_norm_w = false,
      .ffn_norm = "post_attention_norm.weight",
      .swa_rope_global = true},
+    /* Qwen3.5 / 3.6: three of four layers Gated DeltaNet (recurrent),
+       the fourth gated full attention with q/k norms and a partial
+       rotation; the FFN's norm is the file's post_attention_norm */
+    {.name = "qwen35",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_SILU,
+     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE |
+              MODEL_FEAT_ROPE_LINEAR,
+     .required =
+         MODEL_FEAT_QK_NORM | MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE,
+     .ffn_norm = "post_attention_norm.weight"},
+    /* Qwen3.5/3.6 mixtures (35B-A3B): qwen35's layers, every FFN a
+       mixture (softmax, renormalised) beside a gated shared expert */
+    {.name = "qwen35moe",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_SILU,
+     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE |
+              MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EXPERTS |
+              MODEL_FEAT_SHARED_EXPERT,
+     .required = MODEL_FEAT_QK_NORM | MODEL_FEAT_RECURRENT |
+                 MODEL_FEAT_ATTN_GATE | MODEL_FEAT_EXPERTS |
+                 MODEL_FEAT_SHARED_EXPERT,
+     .gating = MODEL_MOE_SOFTMAX,
+     .moe_norm_w = true,
+     .ffn_norm = "post_attention_norm.weight"},
     {.name = "gemma3",
      .rope = MODEL_ROPE_NEOX,
      .act = MODEL_ACT_GELU_TANH,
@@ -127,6 +153,8 @@ static const char *const model_feature_names[MODEL_FEAT_COUNT] = {
     "mixture of experts",
     "router and expert biases",
     "clamped SwiGLU",
+    "attention output gate",
+    "shared expert",
 };
 
 const char *model_feature_name(uint32_t f)
@@ -163,12 +191,14 @@ static const struct model_feature_tensor {
     {MODEL_FEAT_ATTN_OUT_BIAS, "attn_output.bias"},
     {MODEL_FEAT_EXPERTS, "ffn_gate_inp.weight"},
     {MODEL_FEAT_MOE_BIASES, "ffn_gate_inp.bias"},
+    {MODEL_FEAT_RECURRENT, "ssm_conv1d.weight"},
+    {MODEL_FEAT_SHARED_EXPERT, "ffn_gate_inp_shexp.weight"},
 };
 
 /* Read "ARCH.SUFFIX" as u32 into *out; absent is an error unless OPTIONAL. */
-static int model_get_u32(const struct gguf_file *f, const char *arch,
-                         const char *suffix, bool optional, uint32_t *out,
-                         char *err, size_t errlen)
+int model_get_u32(const struct gguf_file *f, const char *arch,
+                  const char *suffix, bool optional, uint32_t *out, char *err,
+                  size_t errlen)
 {
 	char key[128];
 	char e[512];
@@ -186,9 +216,8 @@ static int model_get_u32(const struct gguf_file *f, const char *arch,
 }
 
 /* Read "ARCH.SUFFIX" as f32 into *out; absent returns 1 (left unchanged). */
-static int model_get_f32(const struct gguf_file *f, const char *arch,
-                         const char *suffix, float *out, char *err,
-                         size_t errlen)
+int model_get_f32(const struct gguf_file *f, const char *arch,
+                  const char *suffix, float *out, char *err, size_t errlen)
 {
 	char key[128];
 	char e[512];
@@ -206,8 +235,8 @@ static int model_get_f32(const struct gguf_file *f, const char *arch,
 }
 
 /* Check a bounded positive count; message names the key. */
-static int model_check_range(const char *arch, const char *what, int64_t v,
-                             int64_t max, char *err, size_t errlen)
+int model_check_range(const char *arch, const char *what, int64_t v,
+                      int64_t max, char *err, size_t errlen)
 {
 	if (v < 1 || v > max) {
 		snprintf(err, errlen, "%s.%s = %lld is out of range (1..%lld)",
@@ -216,32 +245,6 @@ static int model_check_range(const char *arch, const char *what, int64_t v,
 	}
 	return 0;
 }
-
-/* The file's global hyper-parameters that the layers' descriptors and
- * the RoPE class are made of (one value for every layer in the
- * architectures supported so far). */
-struct model_shape {
-	int32_t n_layer, n_embd, n_ff, n_head, n_head_kv;
-	int32_t head_dim_k, head_dim_v, n_rot, n_ctx_train;
-	float rope_freq_base, rope_freq_scale, rms_eps;
-	bool rope_linear; /* ARCH.rope.scaling.type = "linear" */
-	/* ARCH.rope.scaling.type = "yarn" (rope_freq_scale = 1 / factor) */
-	bool rope_yarn;
-	int32_t yarn_orig_ctx; /* ARCH.rope.scaling.original_context_length */
-	float yarn_beta_fast, yarn_beta_slow, yarn_ext; /* .yarn_* */
-	float rope_attn_factor; /* ARCH.rope.scaling.attn_factor, 1 */
-	/* sliding-window layers (rows with MODEL_FEAT_ATTN_SLIDING) */
-	int32_t swa_window;  /* ARCH.attention.sliding_window; 0: none */
-	int32_t swa_pattern; /* ARCH.attention.sliding_window_pattern */
-	float rope_base_swa; /* ARCH.rope.freq_base_swa, default 10000 */
-	float final_softcap; /* ARCH.final_logit_softcapping, 0: off */
-	float attn_scale;    /* ARCH.attention.scale, 0: by head size */
-	/* mixtures (rows with MODEL_FEAT_EXPERTS) */
-	int32_t n_expert;      /* ARCH.expert_count */
-	int32_t n_expert_used; /* ARCH.expert_used_count */
-	int32_t n_ff_exp;      /* ARCH.expert_feed_forward_length */
-	float expert_w_scale;  /* ARCH.expert_weights_scale, 0: off */
-};
 
 /* YaRN's keys (llama.cpp's defaults where absent: the training context,
  * beta_fast 32, beta_slow 1, ext_factor 1, attn_factor 1). */
@@ -540,6 +543,19 @@ static int model_read_arch_keys(const struct gguf_file *f,
 	}
 	if (model_read_experts(f, ad, sh, err, errlen))
 		return -1;
+	if ((ad->feats & MODEL_FEAT_RECURRENT) &&
+	    model_read_ssm_keys(f, arch, sh, err, errlen))
+		return -1;
+	if (ad->feats & MODEL_FEAT_SHARED_EXPERT) {
+		v = (uint32_t)sh->n_ff;
+		rc = model_get_u32(f, arch, "expert_shared_feed_forward_length",
+		                   true, &v, err, errlen);
+		if (rc < 0 ||
+		    model_check_range(arch, "expert_shared_feed_forward_length",
+		                      v, MODEL_MAX_FF, err, errlen))
+			return -1;
+		sh->n_ff_sh = (int32_t)v;
+	}
 	if (ad->feats & MODEL_FEAT_FINAL_SOFTCAP) {
 		if (model_get_f32(f, arch, "final_logit_softcapping",
 		                  &sh->final_softcap, err, errlen) < 0)
@@ -663,9 +679,9 @@ static int model_tensor_get3(const struct gguf_file *f, const char *name,
 }
 
 /* A vector or matrix (model_tensor_get3 without a third dimension). */
-static int model_tensor_get(const struct gguf_file *f, const char *name,
-                            int64_t ne0, int64_t ne1, bool optional,
-                            struct model_tensor *t, char *err, size_t errlen)
+int model_tensor_get(const struct gguf_file *f, const char *name, int64_t ne0,
+                     int64_t ne1, bool optional, struct model_tensor *t,
+                     char *err, size_t errlen)
 {
 	return model_tensor_get3(f, name, ne0, ne1, 0, optional, t, err,
 	                         errlen);
@@ -673,9 +689,9 @@ static int model_tensor_get(const struct gguf_file *f, const char *name,
 
 /* A 2-D tensor of NE1 rows of NE0 as a new fp32 array (*OUT, owned), or
  * NULL when absent and OPTIONAL; finite values only. */
-static int model_rows_get(const struct gguf_file *f, const char *name,
-                          int64_t ne0, int64_t ne1, bool optional, float **out,
-                          char *err, size_t errlen)
+int model_rows_get(const struct gguf_file *f, const char *name, int64_t ne0,
+                   int64_t ne1, bool optional, float **out, char *err,
+                   size_t errlen)
 {
 	struct model_tensor t;
 	/* (one row: a vector) */
@@ -708,9 +724,8 @@ static int model_rows_get(const struct gguf_file *f, const char *name,
 }
 
 /* A 1-D tensor of N elements as a new fp32 array (*out, owned), or NULL. */
-static int model_vector_get(const struct gguf_file *f, const char *name,
-                            int64_t n, bool optional, float **out, char *err,
-                            size_t errlen)
+int model_vector_get(const struct gguf_file *f, const char *name, int64_t n,
+                     bool optional, float **out, char *err, size_t errlen)
 {
 	return model_rows_get(f, name, n, 1, optional, out, err, errlen);
 }
@@ -759,6 +774,12 @@ static void model_describe_layer(const struct model_shape *sh,
 {
 	l->attn.kind = MODEL_ATTN_FULL;
 	l->attn.rope = 0;
+	l->attn.gated = (ad->feats & MODEL_FEAT_ATTN_GATE) != 0;
+	if ((ad->feats & MODEL_FEAT_RECURRENT) &&
+	    model_layer_recurrent(sh, il)) {
+		l->attn.kind = MODEL_ATTN_RECURRENT;
+		l->attn.gated = false;
+	}
 	if (model_layer_slides(sh, il)) {
 		l->attn.kind = MODEL_ATTN_SLIDING;
 		l->attn.window = sh->swa_window;
@@ -871,6 +892,7 @@ static int model_load_moe_biases(const struct gguf_file *f, int il,
 
 /* Load the tensors of layer IL, as its descriptors say. */
 static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
+                            const struct model_shape *sh,
                             const struct model_arch_row *ad, char *err,
                             size_t errlen)
 {
@@ -904,7 +926,13 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 	} while (0)
 
 	V(a->norm, "attn_norm.weight", c->n_embd, false, rc[0]);
-	T(a->wq, "attn_q.weight", c->n_embd, nq);
+	if (a->kind == MODEL_ATTN_RECURRENT) {
+		if (model_load_ssm(f, sh, il, &m->w.layers[il].ssm, err,
+		                   errlen))
+			return -1;
+		goto ffn;
+	}
+	T(a->wq, "attn_q.weight", c->n_embd, a->gated ? 2 * nq : nq);
 	T(a->wk, "attn_k.weight", c->n_embd, nk);
 	T(a->wv, "attn_v.weight", c->n_embd, nv);
 	V(a->bq, "attn_q.bias", nq, !bias_required, rc[0]);
@@ -925,27 +953,12 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 		return -1;
 	}
 	T(a->wo, "attn_output.weight", no, c->n_embd);
-	V(ff->norm, ad->ffn_norm ? ad->ffn_norm : "ffn_norm.weight", c->n_embd,
-	  false, rc[0]);
 	if (ad->feats & MODEL_FEAT_ATTN_OUT_BIAS)
 		V(a->bo, "attn_output.bias", c->n_embd,
 		  !(ad->required & MODEL_FEAT_ATTN_OUT_BIAS), rc[0]);
 	if (ad->feats & MODEL_FEAT_ATTN_SINKS)
 		V(a->sinks, "attn_sinks.weight", a->n_head,
 		  !(ad->required & MODEL_FEAT_ATTN_SINKS), rc[0]);
-	if (ff->kind == MODEL_FFN_EXPERTS) {
-		if (model_load_experts(f, il, c->n_embd, ff, err, errlen) ||
-		    ((ad->feats & MODEL_FEAT_MOE_BIASES) &&
-		     model_load_moe_biases(
-		         f, il, c->n_embd, ff,
-		         (ad->required & MODEL_FEAT_MOE_BIASES) != 0, err,
-		         errlen)))
-			return -1;
-	} else {
-		T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
-		T(ff->up, "ffn_up.weight", c->n_embd, ff->n_ff);
-		T(ff->down, "ffn_down.weight", ff->n_ff, c->n_embd);
-	}
 	if (ad->feats & MODEL_FEAT_QK_NORM) {
 		bool opt = !(ad->required & MODEL_FEAT_QK_NORM);
 
@@ -959,6 +972,25 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 			    il);
 			return -1;
 		}
+	}
+ffn:
+	V(ff->norm, ad->ffn_norm ? ad->ffn_norm : "ffn_norm.weight", c->n_embd,
+	  false, rc[0]);
+	if ((ad->feats & MODEL_FEAT_SHARED_EXPERT) &&
+	    model_load_shared_expert(f, sh, il, ff, err, errlen))
+		return -1;
+	if (ff->kind == MODEL_FFN_EXPERTS) {
+		if (model_load_experts(f, il, c->n_embd, ff, err, errlen) ||
+		    ((ad->feats & MODEL_FEAT_MOE_BIASES) &&
+		     model_load_moe_biases(
+		         f, il, c->n_embd, ff,
+		         (ad->required & MODEL_FEAT_MOE_BIASES) != 0, err,
+		         errlen)))
+			return -1;
+	} else {
+		T(ff->gate, "ffn_gate.weight", c->n_embd, ff->n_ff);
+		T(ff->up, "ffn_up.weight", c->n_embd, ff->n_ff);
+		T(ff->down, "ffn_down.weight", ff->n_ff, c->n_embd);
 	}
 	if (ad->feats & MODEL_FEAT_POST_NORMS) {
 		bool opt = !(ad->required & MODEL_FEAT_POST_NORMS);
@@ -1158,7 +1190,16 @@ static void model_set_features(struct model *m, const struct model_shape *sh,
 			c->features |= MODEL_FEAT_ATTN_OUT_BIAS;
 		if (l->ffn.router_b != NULL)
 			c->features |= MODEL_FEAT_MOE_BIASES;
+		if (l->attn.kind == MODEL_ATTN_RECURRENT) {
+			c->features |= MODEL_FEAT_RECURRENT;
+			c->n_recurrent++;
+		}
+		if (l->attn.gated)
+			c->features |= MODEL_FEAT_ATTN_GATE;
+		if (l->ffn.sh_inp != NULL)
+			c->features |= MODEL_FEAT_SHARED_EXPERT;
 	}
+	c->n_nextn = sh->n_nextn;
 }
 
 /* Raise *MX to V. */
@@ -1175,20 +1216,31 @@ static void model_set_maxima(struct model *m)
 
 	for (int il = 0; il < c->n_layer; il++) {
 		const struct model_attn *a = &m->w.layers[il].attn;
+		const struct model_ssm *s = &m->w.layers[il].ssm;
 
+		model_max(&c->max_ff, m->w.layers[il].ffn.n_ff);
+		model_max(&c->max_expert, m->w.layers[il].ffn.n_expert);
+		model_max(&c->max_expert_used,
+		          m->w.layers[il].ffn.n_expert_used);
+		model_max(&c->max_ff_sh, m->w.layers[il].ffn.sh_gate.ne1);
+		if (a->kind == MODEL_ATTN_RECURRENT) {
+			model_max(&c->max_conv_dim, s->conv_dim);
+			model_max(&c->max_ssm_v,
+			          (int64_t)s->n_v_heads * s->head_dim);
+			model_max(&c->max_ssm_heads, s->n_v_heads);
+			continue;
+		}
 		model_max(&c->max_n_head, a->n_head);
 		model_max(&c->max_head_dim, a->head_dim_k);
 		model_max(&c->max_head_dim, a->head_dim_v);
-		model_max(&c->max_q_dim, (int64_t)a->n_head * a->head_dim_k);
+		/* (a gated layer's query rows hold the gate too) */
+		model_max(&c->max_q_dim, (int64_t)a->n_head * a->head_dim_k *
+		                             (a->gated ? 2 : 1));
 		model_max(&c->max_o_dim, (int64_t)a->n_head * a->head_dim_v);
 		model_max(&c->max_kv_dim_k,
 		          (int64_t)a->n_head_kv * a->head_dim_k);
 		model_max(&c->max_kv_dim_v,
 		          (int64_t)a->n_head_kv * a->head_dim_v);
-		model_max(&c->max_ff, m->w.layers[il].ffn.n_ff);
-		model_max(&c->max_expert, m->w.layers[il].ffn.n_expert);
-		model_max(&c->max_expert_used,
-		          m->w.layers[il].ffn.n_expert_used);
 	}
 	for (int i = 0; i < c->n_ropes; i++)
 		model_max(&c->max_rot, c->ropes[i].n_rot);
@@ -1301,7 +1353,7 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	}
 	for (int il = 0; il < m->cfg.n_layer; il++) {
 		model_describe_layer(&sh, ad, il, &m->w.layers[il]);
-		if (model_load_layer(f, m, il, ad, err, errlen))
+		if (model_load_layer(f, m, il, &sh, ad, err, errlen))
 			goto fail;
 	}
 	model_set_features(m, &sh, ad);
@@ -1323,8 +1375,10 @@ int model_layer_matrices(
     const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES])
 {
 	const struct model_tensor *all[MODEL_LAYER_MAX_MATRICES] = {
-	    &l->attn.wq,  &l->attn.wk, &l->attn.wv,  &l->attn.wo,
-	    &l->ffn.gate, &l->ffn.up,  &l->ffn.down, &l->ffn.router};
+	    &l->attn.wq,  &l->attn.wk,     &l->attn.wv,   &l->attn.wo,
+	    &l->ffn.gate, &l->ffn.up,      &l->ffn.down,  &l->ffn.router,
+	    &l->ssm.wqkv, &l->ssm.wz,      &l->ssm.wbeta, &l->ssm.walpha,
+	    &l->ssm.wout, &l->ffn.sh_gate, &l->ffn.sh_up, &l->ffn.sh_down};
 	int n = 0;
 
 	for (int i = 0; i < MODEL_LAYER_MAX_MATRICES; i++)
@@ -1343,6 +1397,14 @@ struct model_cache_desc model_layer_cache(const struct model *m, int il)
 	         : a->kind == MODEL_ATTN_RECURRENT ? MODEL_CACHE_RECURRENT
 	                                           : MODEL_CACHE_FULL;
 	d.window = a->kind == MODEL_ATTN_SLIDING ? a->window : 0;
+	if (a->kind == MODEL_ATTN_RECURRENT) {
+		const struct model_ssm *s = &m->w.layers[il].ssm;
+
+		d.conv_floats = (int64_t)(s->d_conv - 1) * s->conv_dim;
+		d.state_floats =
+		    (int64_t)s->n_v_heads * s->head_dim * s->head_dim;
+		return d;
+	}
 	d.k_dim = a->n_head_kv * a->head_dim_k;
 	d.v_dim = a->n_head_kv * a->head_dim_v;
 	return d;
@@ -1513,6 +1575,8 @@ void model_free(struct model *m)
 		free(ff->gate_b);
 		free(ff->up_b);
 		free(ff->down_b);
+		free(ff->sh_inp);
+		model_ssm_free(&m->w.layers[il].ssm);
 	}
 	for (int i = 0; i < MODEL_MAX_ROPES; i++) {
 		free(m->cfg.ropes[i].freq_factors);

@@ -26,9 +26,26 @@
  *     j in 0..i (full), i-window < j <= i (sliding)     window (gemma3)
  *     p = softmax over j (and over sinks[h], a logit     sinks (gpt-oss)
  *         with no value)
- *     o = Wo (sum_j p_ij v_j) (+bo)                      bo (gpt-oss)
+ *     o = sum_j p_ij v_j
+ *     o *= sigmoid(g) per head, g the second half of     gated (qwen35)
+ *         each head's Wq rows ([q | g] per head)
+ *     o = Wo o (+bo)                                     bo (gpt-oss)
  *     o = rmsnorm(o) * post_norm                          post_norm (gemma)
  *     x += o
+ *   or, in a recurrent layer (kind RECURRENT, struct model_ssm: Qwen3.5's
+ *   Gated DeltaNet; H_k key heads, H_v value heads, S dims each):
+ *     h = rmsnorm(x) * norm
+ *     c = conv(Wqkv h): per channel the causal conv of the last d_conv
+ *         inputs (earlier ones from the conv state) with its taps, SiLU
+ *     q_j, k_j, v_h = heads of c (q at 0, k at H_k S, v at 2 H_k S)
+ *     z = Wz h; beta = sigmoid(Wbeta h); g = softplus(Walpha h +
+ *         dt_bias) * a                             (a < 0: a decay)
+ *     per value head h, key head j = h % H_k, state S_h [S][S]:
+ *       q = q_j / max(|q_j|, eps), k = k_j / max(|k_j|, eps)  (L2)
+ *       S_h = e^g S_h; d = beta (v_h - S_h^T k); S_h += k d^T
+ *       o_h = S_h^T q / sqrt(S)
+ *       o_h = rmsnorm(o_h) * ssm_norm * silu(z_h)
+ *     x += Wout o
  *   FFN (struct model_ffn):
  *     h = rmsnorm(x) * norm
  *     dense:   f = Wdown (act(Wgate h) * (Wup h))
@@ -50,6 +67,8 @@
  *              expert e of the 3-D tensors (experts stacked); with
  *              expert biases (gpt-oss) Wgate_e h + gate_b[e], Wup_e h +
  *              up_b[e], Wdown_e (...) + down_b[e]
+ *     shared expert (qwen35moe): f += sigmoid(sh_inp . h) *
+ *              Wsh_down (silu(Wsh_gate h) * (Wsh_up h))
  *     f = rmsnorm(f) * post_norm                          post_norm (gemma)
  *     x += f
  *   logits = Wout (rmsnorm(x) * output_norm)   Wout = token_embd if tied
@@ -76,8 +95,10 @@
  *
  * Caches. A layer's cache follows from its attention kind: full (K and V of
  * every position), sliding window (at least its window; engine.h says what
- * truncation needs), recurrent [planned] (a state per sequence, restored
- * from snapshots). model_layer_cache() gives each layer's.
+ * truncation needs), recurrent (the conv state, the last d_conv - 1 inputs
+ * [d_conv - 1][conv_dim] oldest first, then the states S_h [H_v][S][S]
+ * as S_h[i][j], i the value dim, j the key dim: restored from snapshots,
+ * engine.h). model_layer_cache() gives each layer's.
  *
  * Adding an architecture (what the next one needs, in order):
  *   1. A row in model_archs[] (model.c): its general.architecture name,
@@ -169,8 +190,10 @@ enum model_feature {
 	MODEL_FEAT_EXPERTS = 1u << 14,       /* mixture-of-experts FFN */
 	MODEL_FEAT_MOE_BIASES = 1u << 15,    /* router and expert biases */
 	MODEL_FEAT_SWIGLU_OAI = 1u << 16,    /* clamped SwiGLU (gpt-oss) */
+	MODEL_FEAT_ATTN_GATE = 1u << 17,     /* attention output gate */
+	MODEL_FEAT_SHARED_EXPERT = 1u << 18, /* a gated shared expert */
 };
-#define MODEL_FEAT_COUNT 17
+#define MODEL_FEAT_COUNT 19
 
 /* Name of the single feature bit F ("sliding-window attention"), static;
  * "?" for anything else. */
@@ -207,7 +230,7 @@ struct model_rope {
 enum model_attn_kind {
 	MODEL_ATTN_FULL,      /* every earlier position */
 	MODEL_ATTN_SLIDING,   /* the last `window` positions */
-	MODEL_ATTN_RECURRENT, /* [planned] a recurrent state, no KV */
+	MODEL_ATTN_RECURRENT, /* a recurrent state, no KV (struct model_ssm) */
 };
 
 enum model_ffn_kind {
@@ -266,6 +289,31 @@ struct model_attn {
 	float *bv;              /* [n_head_kv * head_dim_v] or NULL (owned) */
 	float *bo;              /* [n_embd] or NULL (owned) */
 	float *sinks;           /* [n_head] a logit per head, or NULL */
+	bool gated; /* wq has 2 n_head * head_dim_k rows, [q | gate] per
+	               head; o *= sigmoid(gate) before Wo */
+};
+
+/* A recurrent layer's Gated DeltaNet (attention kind RECURRENT: the
+ * recipe above; its norm is model_attn's). */
+struct model_ssm {
+	int32_t n_k_heads; /* ARCH.ssm.group_count: query and key heads */
+	int32_t n_v_heads; /* ARCH.ssm.time_step_rank: value heads (a
+	                      multiple of n_k_heads) */
+	int32_t head_dim;  /* ARCH.ssm.state_size: dims of every head */
+	int32_t d_conv;    /* ARCH.ssm.conv_kernel: taps of the conv */
+	int32_t conv_dim;  /* (2 n_k_heads + n_v_heads) head_dim channels */
+	struct model_tensor wqkv;   /* attn_qkv [conv_dim rows, n_embd] */
+	struct model_tensor wz;     /* attn_gate [n_v_heads * head_dim
+	                               rows, n_embd] */
+	struct model_tensor wbeta;  /* ssm_beta [n_v_heads rows, n_embd] */
+	struct model_tensor walpha; /* ssm_alpha [n_v_heads rows, n_embd] */
+	struct model_tensor wout;   /* ssm_out [n_embd rows, n_v_heads *
+	                               head_dim] */
+	float *conv;    /* [conv_dim][d_conv] taps, the oldest input's
+	                   first (owned) */
+	float *dt_bias; /* [n_v_heads] (owned) */
+	float *a;       /* [n_v_heads] decay rates (-exp(A_log)) (owned) */
+	float *norm;    /* [head_dim] of the output (owned) */
 };
 
 /* A layer's feed-forward block. */
@@ -291,6 +339,12 @@ struct model_ffn {
 	float *gate_b;   /* [n_expert][n_ff] added to expert e's gate */
 	float *up_b;     /* [n_expert][n_ff] to its up product */
 	float *down_b;   /* [n_expert][n_embd] to its down product */
+	/* a shared expert beside the mixture (MODEL_FEAT_SHARED_EXPERT),
+	   else absent (data NULL) */
+	struct model_tensor sh_gate; /* [n_ff_sh rows, n_embd] */
+	struct model_tensor sh_up;   /* [n_ff_sh rows, n_embd] */
+	struct model_tensor sh_down; /* [n_embd rows, n_ff_sh] */
+	float *sh_inp;               /* [n_embd] its gate's weights (owned) */
 };
 
 /* Matrix E of the stack T (experts stacked along ne2) as a 2-D tensor. */
@@ -326,7 +380,8 @@ struct model_attn_params {
 
 /* The weights of one block. */
 struct model_layer {
-	struct model_attn attn;
+	struct model_attn attn; /* (its norm only when recurrent) */
+	struct model_ssm ssm;   /* attn.kind == MODEL_ATTN_RECURRENT */
 	struct model_ffn ffn;
 };
 
@@ -335,14 +390,16 @@ enum model_cache_kind {
 	MODEL_CACHE_FULL,      /* K, V of every position */
 	MODEL_CACHE_WINDOW,    /* the last `window` positions are read (both
 	                          backends keep every position so far) */
-	MODEL_CACHE_RECURRENT, /* [planned] a state of fixed size */
+	MODEL_CACHE_RECURRENT, /* a state of fixed size (the caches note) */
 };
 
 struct model_cache_desc {
 	enum model_cache_kind kind;
-	int32_t window; /* WINDOW: positions that must be kept */
-	int32_t k_dim;  /* floats of K per position: n_head_kv * hd_k */
-	int32_t v_dim;  /* floats of V per position */
+	int32_t window;       /* WINDOW: positions that must be kept */
+	int32_t k_dim;        /* floats of K per position: n_head_kv * hd_k */
+	int32_t v_dim;        /* floats of V per position */
+	int64_t conv_floats;  /* RECURRENT: (d_conv - 1) conv_dim */
+	int64_t state_floats; /* RECURRENT: n_v_heads head_dim^2 */
 };
 
 /* Global hyper-parameters: immutable after model_load(). */
@@ -369,6 +426,14 @@ struct model_config {
 	int32_t max_expert;       /* n_expert (0: no mixture) */
 	int32_t max_expert_used;  /* n_expert_used */
 	int32_t max_rot;          /* n_rot of the RoPE classes */
+	int32_t max_conv_dim;     /* a recurrent layer's conv_dim */
+	int32_t max_ssm_v;        /* its n_v_heads * head_dim */
+	int32_t max_ssm_heads;    /* its n_v_heads */
+	int32_t max_ff_sh;        /* a shared expert's n_ff_sh */
+	int32_t n_recurrent;      /* recurrent layers */
+	int32_t n_nextn;          /* multi-token-prediction blocks after the
+	                             layers (ARCH.nextn_predict_layers): in
+	                             the file, not run */
 	uint32_t features;        /* MODEL_FEAT_* the model uses */
 	int32_t n_vision_tensors; /* v.* and mm.* tensors: a vision tower
 	                             the text model does not read */
@@ -403,8 +468,10 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 void model_free(struct model *m);
 
 /* The weight matrices a layer has (absent ones skipped), in a fixed
- * order: wq, wk, wv, wo, gate, up, down, router. Returns how many. */
-#define MODEL_LAYER_MAX_MATRICES 8
+ * order: wq, wk, wv, wo, gate, up, down, router, the recurrent layer's
+ * wqkv, wz, wbeta, walpha, wout, the shared expert's gate, up, down.
+ * Returns how many. */
+#define MODEL_LAYER_MAX_MATRICES 16
 int model_layer_matrices(
     const struct model_layer *l,
     const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES]);

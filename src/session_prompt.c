@@ -315,6 +315,9 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 		;
 	if (p == n && p > 0)
 		p--; /* re-evaluate the last id: its logits are needed */
+	/* a recurrent state goes back only to a snapshot (engine.h): from
+	   there the ids are evaluated again, and *REUSED says so */
+	p = (size_t)engine_rewind_point(s->eng, (int32_t)p);
 	*reused = p;
 	*ms = 0;
 	if (engine_truncate(s->eng, (int32_t)p)) {
@@ -324,7 +327,17 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	s->kv.n = p;
 	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
 	t0 = session_ms();
-	rc = session_eval(s, ids + p, n - p, err, errlen);
+	/* with recurrent layers, a snapshot before the last id: a
+	   regenerate (the same prompt) evaluates that one id again */
+	if (engine_recurrent(s->eng) && n - p > 1) {
+		rc = session_eval(s, ids + p, n - p - 1, err, errlen);
+		if (rc == 0 && engine_snapshot(s->eng, err, errlen) != 0)
+			rc = -1;
+		if (rc == 0)
+			rc = session_eval(s, ids + n - 1, 1, err, errlen);
+	} else {
+		rc = session_eval(s, ids + p, n - p, err, errlen);
+	}
 	*ms = session_ms() - t0;
 	return rc;
 }

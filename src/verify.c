@@ -155,6 +155,7 @@ static int verify_catch_up(struct verify *v, const int32_t *ids, int32_t base,
 
 	while (p < base && p < v->n_ids && ids[p] == v->ids[p])
 		p++;
+	p = engine_rewind_point(v->ref, p); /* a recurrent state's snapshot */
 	if (engine_truncate(v->ref, p) != 0) {
 		snprintf(err, errlen, "cannot truncate to %d", p);
 		return -1;

@@ -555,12 +555,12 @@ static void check_oom(const char *path)
 	/* a feature the GPU's recipe does not run is refused by name */
 	rc = -1;
 	if (m != NULL) {
-		m->cfg.features |= MODEL_FEAT_RECURRENT;
+		m->cfg.features |= MODEL_FEAT_ATTN_SOFTCAP;
 		p.n_ctx = 64;
 		rc = engine_open(m, &p, &e, err, sizeof(err));
 	}
 	tap_ok(rc != 0 &&
-	           strstr(err, "recurrent (linear attention) layers, which "
+	           strstr(err, "attention logit softcap, which "
 	                       "the cuda backend") != NULL,
 	       "an unsupported feature refused: \"%s\"", err);
 	engine_close(e);

@@ -437,7 +437,8 @@ static void check_model_errors(void)
 	} cases[] = {
 	    {NULL, "gpt2", NULL,
 	     "unsupported architecture \"gpt2\" "
-	     "(supported: llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma3)",
+	     "(supported: llama, qwen2, qwen3, qwen3moe, gpt-oss, qwen35, "
+	     "qwen35moe, gemma3)",
 	     NULL},
 	    {"blk.1.ffn_up.weight", NULL, NULL,
 	     "missing tensor blk.1.ffn_up.weight", NULL},
@@ -473,13 +474,13 @@ static void check_model_errors(void)
 	           strstr(err, "cpu") != NULL,
 	       "unknown backend: %s", err);
 	/* a feature no backend runs yet is refused by name, never run */
-	m->cfg.features |= MODEL_FEAT_RECURRENT;
+	m->cfg.features |= MODEL_FEAT_ATTN_SOFTCAP;
 	p.backend = "auto";
 	tap_ok(engine_open(m, &p, &e, err, sizeof(err)) == -1 &&
-	           strstr(err, "recurrent (linear attention) layers, which "
+	           strstr(err, "attention logit softcap, which "
 	                       "the cpu backend does not run yet") != NULL,
 	       "an unsupported feature refused: %s", err);
-	m->cfg.features &= ~(uint32_t)MODEL_FEAT_RECURRENT;
+	m->cfg.features &= ~(uint32_t)MODEL_FEAT_ATTN_SOFTCAP;
 	model_free(m);
 	snprintf(path, sizeof(path), "%s/t_engine_%d.gguf", tmpdir,
 	         (int)getpid());

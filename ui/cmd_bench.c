@@ -295,6 +295,10 @@ int cmd_bench(int argc, char **argv)
 	    engine_eval(e, ids + o.n_prompt + o.n_gen + 1, (int32_t)o.depth,
 	                ENGINE_EVAL_NO_LOGITS, err, sizeof(err)) != 0)
 		goto fail;
+	/* each repeat starts from the depth: a recurrent state goes back
+	   to a snapshot (a KV cache needs none) */
+	if (engine_snapshot(e, err, sizeof(err)) != 0)
+		goto fail;
 	for (long r = 0; r < o.repeats; r++) {
 		if (bench_once(e, ids, o.n_prompt, o.n_gen, (int32_t)o.n_top,
 		               &tp[r], &td[r], err, sizeof(err)) != 0 ||
