@@ -710,7 +710,14 @@ static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
 		         h.n_layer, h.n_vocab, want.n_layer, want.n_vocab);
 		return -1;
 	}
-	if (h.kv_bytes != want.kv_bytes || len - sizeof(h) != h.kv_bytes) {
+	if (len - sizeof(h) != h.kv_bytes) {
+		snprintf(err, errlen,
+		         "state is cut short or padded: %zu bytes after its "
+		         "header, which says %llu",
+		         len - sizeof(h), (unsigned long long)h.kv_bytes);
+		return -1;
+	}
+	if (h.kv_bytes != want.kv_bytes) {
 		snprintf(err, errlen,
 		         "state has %zu bytes of K/V, expected "
 		         "%llu",

@@ -268,6 +268,10 @@ int engine_truncate(struct engine *e, int32_t n_keep);
  * a snapshot's position or 0. */
 int32_t engine_rewind_point(const struct engine *e, int32_t n);
 
+/* Snapshots of the recurrent state an engine keeps (engine_snapshot):
+ * a chat returns to the end of its last few turns. */
+#define ENGINE_RS_SNAPSHOTS 8
+
 /* A model with recurrent layers: keep a snapshot of the recurrent state
  * at n_past (the lowest-positioned one goes when ENGINE_RS_SNAPSHOTS are
  * kept), so that engine_truncate can return there. Nothing for other

@@ -22,10 +22,7 @@
 extern "C" {
 #endif
 
-/* Snapshots of the recurrent state an engine keeps (engine_snapshot):
- * a chat returns to the end of its last few turns. */
-#define ENGINE_RS_SNAPSHOTS 8
-#define ENGINE_RS_ZERO      (-1) /* rs_copy's SRC for "all zeros" */
+#define ENGINE_RS_ZERO (-1) /* rs_copy's SRC for "all zeros" */
 
 /* What a backend implements. Every function gets the engine it serves. */
 struct engine_ops {

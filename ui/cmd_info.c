@@ -40,6 +40,12 @@ static const struct {
     {"rope_scaling", "rope.scaling.type"},
     {"rope_factor", "rope.scaling.factor"},
     {"swa_window", "attention.sliding_window"},
+    {"attn_every", "full_attention_interval"},
+    {"ssm_conv", "ssm.conv_kernel"},
+    {"ssm_state", "ssm.state_size"},
+    {"ssm_k_heads", "ssm.group_count"},
+    {"ssm_v_heads", "ssm.time_step_rank"},
+    {"mtp_layers", "nextn_predict_layers"},
     {"rms_eps", "attention.layer_norm_rms_epsilon"},
     {"vocab_size", "vocab_size"},
 };
