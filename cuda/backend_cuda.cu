@@ -66,6 +66,16 @@ struct cu_layer {
 	const float *ffn_norm;      /* [n_embd] */
 	const float *ffn_post_norm; /* [n_embd] or NULL */
 	uint16_t *kc, *vc; /* this layer's KV cache, [kv_head][n_ctx][dim] */
+	/* a recurrent layer's Gated DeltaNet (model_ssm), else d NULL */
+	struct cuda_tensor wqkv, wz, wbeta, walpha, wout;
+	const float *conv;     /* [conv_dim][d_conv] taps */
+	const float *dt_bias;  /* [n_v_heads] */
+	const float *ssm_a;    /* [n_v_heads] */
+	const float *ssm_norm; /* [head_dim] */
+	size_t rs_off;         /* floats before its part of a state slot */
+	/* a mixture's shared expert (qwen35moe), else d NULL; sh_inp its
+	   gate's weights as one F32 row */
+	struct cuda_tensor sh_gate, sh_up, sh_down, sh_inp;
 };
 
 /* Run state of the CUDA backend. */
@@ -97,6 +107,22 @@ struct cu_state {
 	float *logits; /* [logits_rows][n_vocab] */
 	int32_t logits_rows;
 	uint16_t *kv; /* every layer's KV cache, fp16 (cu_layer.kc, vc) */
+	float *qg;    /* [n_batch][max_q_dim] a gated layer's [q | gate]
+	                 rows per head (a model with such layers; else NULL) */
+	/* recurrent layers (cfg.n_recurrent > 0; else NULL) */
+	float *ssm_mix; /* [n_batch][max_conv_dim] the conv's inputs */
+	float *ssm_c;   /* [n_batch][max_conv_dim] its outputs: q, k, v */
+	float *ssm_z;   /* [n_batch][max_ssm_v] the output gate */
+	float *ssm_o;   /* [n_batch][max_ssm_v] the heads' outputs */
+	float *ssm_g;   /* [n_batch][max_ssm_heads] the decay's log */
+	float *ssm_b;   /* [n_batch][max_ssm_heads] beta */
+	float *sg;      /* [n_batch] a shared expert's gate logit */
+	/* the recurrent state's slots (engine_backend.h): 0 the live one,
+	   read and written in place by every step (the decode graphs name
+	   it), the snapshots allocated on first use; each every recurrent
+	   layer's conv then state floats, in layer order (cu_layer.rs_off) */
+	float *rs[1 + ENGINE_RS_SNAPSHOTS];
+	size_t rs_floats; /* of one slot */
 
 	int32_t host_logits_cap; /* rows allocated in e->logits */
 	bool host_valid;         /* e->logits holds the last eval's rows */
@@ -237,6 +263,14 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 			n += cu_align((size_t)l->attn.wq.ne1 * sizeof(float)) +
 			     cu_align((size_t)l->attn.wk.ne1 * sizeof(float)) +
 			     cu_align((size_t)l->attn.wv.ne1 * sizeof(float));
+		if (l->attn.kind == MODEL_ATTN_RECURRENT)
+			n += cu_align((size_t)l->ssm.conv_dim * l->ssm.d_conv *
+			              sizeof(float)) +
+			     2 * cu_align((size_t)l->ssm.n_v_heads *
+			                  sizeof(float)) +
+			     cu_align((size_t)l->ssm.head_dim * sizeof(float));
+		if (l->ffn.sh_inp != NULL)
+			n += cu_align((size_t)c->n_embd * sizeof(float));
 	}
 	return n;
 }
@@ -393,6 +427,46 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 		                                                 sizeof(float),
 		                                             err, errlen, rc);
 	}
+	struct cuda_tensor none;
+
+	memset(&none, 0, sizeof(none));
+	d->wqkv = d->wz = d->wbeta = d->walpha = d->wout = none;
+	d->sh_gate = d->sh_up = d->sh_down = d->sh_inp = none;
+	d->conv = d->dt_bias = d->ssm_a = d->ssm_norm = NULL;
+	if (a->kind == MODEL_ATTN_RECURRENT) {
+		const struct model_ssm *m = &l->ssm;
+		const size_t hv = (size_t)m->n_v_heads * sizeof(float);
+
+		d->wqkv = cu_put_tensor(s, off, &m->wqkv, err, errlen, rc);
+		d->wz = cu_put_tensor(s, off, &m->wz, err, errlen, rc);
+		d->wbeta = cu_put_tensor(s, off, &m->wbeta, err, errlen, rc);
+		d->walpha = cu_put_tensor(s, off, &m->walpha, err, errlen, rc);
+		d->wout = cu_put_tensor(s, off, &m->wout, err, errlen, rc);
+		d->conv = (const float *)cu_put(s, off, m->conv,
+		                                (size_t)m->conv_dim *
+		                                    m->d_conv * sizeof(float),
+		                                err, errlen, rc);
+		d->dt_bias = (const float *)cu_put(s, off, m->dt_bias, hv, err,
+		                                   errlen, rc);
+		d->ssm_a =
+		    (const float *)cu_put(s, off, m->a, hv, err, errlen, rc);
+		d->ssm_norm = (const float *)cu_put(
+		    s, off, m->norm, (size_t)m->head_dim * sizeof(float), err,
+		    errlen, rc);
+	}
+	if (f->sh_inp != NULL) {
+		d->sh_gate =
+		    cu_put_tensor(s, off, &f->sh_gate, err, errlen, rc);
+		d->sh_up = cu_put_tensor(s, off, &f->sh_up, err, errlen, rc);
+		d->sh_down =
+		    cu_put_tensor(s, off, &f->sh_down, err, errlen, rc);
+		d->sh_inp.type = QTYPE_F32;
+		d->sh_inp.ne0 = (int64_t)(en / sizeof(float));
+		d->sh_inp.ne1 = 1;
+		d->sh_inp.ne2 = 1;
+		d->sh_inp.row_size = en;
+		d->sh_inp.d = cu_put(s, off, f->sh_inp, en, err, errlen, rc);
+	}
 	d->bq = d->bk = d->bv = NULL;
 	if (a->bq != NULL) {
 		d->bq = (const float *)cu_put(s, off, a->bq,
@@ -523,10 +597,15 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 			return -1;
 	} else {
 		/* the unfused chain: products, then q/k norm (where the
-		   layer has it), RoPE and store in one launch */
+		   layer has it), RoPE and store in one launch; a gated
+		   layer's query rows [q | gate] per head split first */
 		if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
-		                       l->bv, s->xb, xq, n, s->q, s->k, s->v,
-		                       err, errlen))
+		                       l->bv, s->xb, xq, n,
+		                       a->gated ? s->qg : s->q, s->k, s->v, err,
+		                       errlen) ||
+		    (a->gated &&
+		     cuda_op_split_q_gate(x, s->qg, n, a->n_head, a->head_dim_k,
+		                          s->q, err, errlen)))
 			return -1;
 		if (cuda_op_qk_norm_rope_kv_store(
 		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, c->rms_eps,
@@ -539,6 +618,13 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	                      a->head_dim_k, e->n_ctx, 0, pos0, &l->attn_par,
 	                      s->o, &xq, err, errlen))
 		return -1;
+	if (a->gated) { /* o *= sigmoid(gate): the int8 copy is stale */
+		xq = NULL;
+		if (cuda_op_sigmoid_mul(
+		        x, s->o, s->qg, 2 * (int64_t)a->n_head * a->head_dim_k,
+		        n, a->n_head, a->head_dim_k, err, errlen))
+			return -1;
+	}
 	if (l->attn_post_norm != NULL)
 		return cu_post_norm_add(e, s, &l->wo, s->o, xq,
 		                        l->attn_post_norm, n, err, errlen);
@@ -552,6 +638,72 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 		           ? -1
 		           : 0;
 	return cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen);
+}
+
+/*
+ * Recurrent layer IL (model.h's Gated DeltaNet) for the chunk; adds into
+ * s->x. The projections, the gates, the causal conv (its state and the
+ * delta rule's in slot 0, updated in place), the delta rule over the
+ * chunk's tokens in order, the gated norm and the output product. No
+ * position: a decode graph replays it as it is.
+ */
+static int cu_ssm_block(struct engine *e, struct cu_state *s, int il, int32_t n,
+                        char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct model_ssm *m = &e->model->w.layers[il].ssm;
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_ctx *x = &s->ctx;
+	const int32_t C = m->conv_dim, H = m->n_v_heads, S = m->head_dim;
+	float *conv = s->rs[0] + l->rs_off;
+	float *state = conv + (size_t)(m->d_conv - 1) * C;
+
+	return cuda_op_rmsnorm(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
+	                       s->xb, err, errlen) ||
+	               cuda_op_matmul(x, &l->wqkv, s->xb, n, s->ssm_mix, 0, err,
+	                              errlen) ||
+	               cuda_op_matmul(x, &l->wz, s->xb, n, s->ssm_z, 0, err,
+	                              errlen) ||
+	               cuda_op_matmul(x, &l->wbeta, s->xb, n, s->ssm_b, 0, err,
+	                              errlen) ||
+	               cuda_op_matmul(x, &l->walpha, s->xb, n, s->ssm_g, 0, err,
+	                              errlen) ||
+	               cuda_op_gdn_gates(x, s->ssm_g, s->ssm_b, l->dt_bias,
+	                                 l->ssm_a, n, H, err, errlen) ||
+	               cuda_op_ssm_conv(x, s->ssm_mix, C, conv, l->conv, n, C,
+	                                m->d_conv, s->ssm_c, err, errlen) ||
+	               cuda_op_gdn(x, s->ssm_c, C, s->ssm_g, s->ssm_b, state, n,
+	                           m->n_k_heads, H, S, c->rms_eps, s->ssm_o,
+	                           err, errlen) ||
+	               cuda_op_gdn_norm(x, s->ssm_o, s->ssm_z, l->ssm_norm, n,
+	                                H, S, c->rms_eps, err, errlen) ||
+	               cuda_op_matmul_add(x, &l->wout, s->ssm_o, NULL, n, s->x,
+	                                  0, err, errlen)
+	           ? -1
+	           : 0;
+}
+
+/* A mixture's shared expert of layer IL on the normed chunk s->xb, added
+ * into s->x under its gate (model.h): its gated product (hb), down (y),
+ * the gate's logit (the fp32 mat-vec, as the CPU's dot) and the add. */
+static int cu_shared_expert(struct engine *e, struct cu_state *s, int il,
+                            int32_t n, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_ctx *x = &s->ctx;
+
+	return cuda_op_matmul_gated(x, MODEL_ACT_SILU, &l->sh_gate, &l->sh_up,
+	                            s->xb, NULL, n, s->hb, s->hb2, err,
+	                            errlen) ||
+	               cuda_op_matmul(x, &l->sh_down, s->hb, n, s->y, 0, err,
+	                              errlen) ||
+	               cuda_op_matmul(x, &l->sh_inp, s->xb, n, s->sg, 1, err,
+	                              errlen) ||
+	               cuda_op_add_gated(x, s->x, s->y, s->sg, c->n_embd, n,
+	                                 err, errlen)
+	           ? -1
+	           : 0;
 }
 
 /*
@@ -631,7 +783,11 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	                       s->xb, &xq, err, errlen))
 		return -1;
 	if (f->kind == MODEL_FFN_EXPERTS) /* (cu_snap_ok: no SNAP then) */
-		return cu_moe_block(e, s, il, n, xq, err, errlen);
+		return cu_moe_block(e, s, il, n, xq, err, errlen) ||
+		               (l->sh_inp.d != NULL &&
+		                cu_shared_expert(e, s, il, n, err, errlen))
+		           ? -1
+		           : 0;
 	if (cuda_op_matmul_gated(x, f->act, &l->gate, &l->up, s->xb, xq, n,
 	                         s->hb, s->hb2, err, errlen))
 		return -1;
@@ -652,7 +808,11 @@ static int cu_layer_forward(struct engine *e, struct cu_state *s, int il,
                             int32_t n, int32_t pos0, float *snap, char *err,
                             size_t errlen)
 {
-	return cu_attention_block(e, s, il, n, pos0, err, errlen) ||
+	const bool rec =
+	    e->model->w.layers[il].attn.kind == MODEL_ATTN_RECURRENT;
+
+	return (rec ? cu_ssm_block(e, s, il, n, err, errlen)
+	            : cu_attention_block(e, s, il, n, pos0, err, errlen)) ||
 	               cu_ffn_block(e, s, il, n, snap, err, errlen)
 	           ? -1
 	           : 0;
@@ -1304,12 +1464,16 @@ static void cu_close(struct engine *e)
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
 		void *bufs[] = {
-		    s->arena, s->tok,    s->x,      s->xb,  s->q,   s->k,
-		    s->v,     s->o,      s->y,      s->hb,  s->hb2, s->logits,
-		    s->kv,    s->d_step, s->d_snap, s->rl,  s->ids, s->wts,
-		    s->eh,    s->eh2,    s->eout,   s->perm};
+		    s->arena, s->tok,    s->x,     s->xb,      s->q,
+		    s->k,     s->v,      s->o,     s->y,       s->hb,
+		    s->hb2,   s->logits, s->kv,    s->d_step,  s->d_snap,
+		    s->rl,    s->ids,    s->wts,   s->eh,      s->eh2,
+		    s->eout,  s->perm,   s->qg,    s->ssm_mix, s->ssm_c,
+		    s->ssm_z, s->ssm_o,  s->ssm_g, s->ssm_b,   s->sg};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
+		for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
+			cudaFree(s->rs[i]);
 		for (int r = 0; r < MODEL_MAX_ROPES; r++)
 			cudaFree(s->rope_cs[r]);
 		free(s->layers);
@@ -1372,6 +1536,116 @@ static void cu_alloc(void **p, size_t n, const char *what,
 }
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Bytes of the recurrent layers' buffers for NB tokens a chunk and one
+ * state slot (0: none), each layer's offset in a slot into s->layers
+ * (when allocated). */
+static size_t cu_ssm_bytes(const struct engine *e, struct cu_state *s,
+                           size_t nb)
+{
+	const struct model_config *c = &e->model->cfg;
+	size_t slot = 0;
+
+	if (c->n_recurrent == 0)
+		return 0;
+	for (int il = 0; il < c->n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		if (d.kind != MODEL_CACHE_RECURRENT)
+			continue;
+		if (s->layers != NULL)
+			s->layers[il].rs_off = slot;
+		slot += (size_t)(d.conv_floats + d.state_floats);
+	}
+	s->rs_floats = slot;
+	return (nb * (2 * (size_t)c->max_conv_dim + 2 * (size_t)c->max_ssm_v +
+	              2 * (size_t)c->max_ssm_heads) +
+	        slot) *
+	       sizeof(float);
+}
+
+/* The recurrent layers' buffers and state slot 0 (zeros: an empty
+ * sequence). */
+static void cu_ssm_alloc(const struct model_config *c, struct cu_state *s,
+                         size_t nb, struct cu_alloc_fail *af)
+{
+	cu_alloc((void **)&s->ssm_mix, nb * c->max_conv_dim * sizeof(float),
+	         "recurrent activations", af);
+	cu_alloc((void **)&s->ssm_c, nb * c->max_conv_dim * sizeof(float),
+	         "recurrent activations", af);
+	cu_alloc((void **)&s->ssm_z, nb * c->max_ssm_v * sizeof(float),
+	         "recurrent activations", af);
+	cu_alloc((void **)&s->ssm_o, nb * c->max_ssm_v * sizeof(float),
+	         "recurrent activations", af);
+	cu_alloc((void **)&s->ssm_g, nb * c->max_ssm_heads * sizeof(float),
+	         "recurrent activations", af);
+	cu_alloc((void **)&s->ssm_b, nb * c->max_ssm_heads * sizeof(float),
+	         "recurrent activations", af);
+	cu_alloc((void **)&s->rs[0], s->rs_floats * sizeof(float),
+	         "the recurrent state", af);
+	if (s->rs[0] != NULL)
+		cu_alloc_note(
+		    af, cudaMemset(s->rs[0], 0, s->rs_floats * sizeof(float)),
+		    "the recurrent state", 0);
+}
+
+/* Slot I of the recurrent state, allocated on first use; NULL with a
+ * message when the GPU has no room. */
+static float *cu_rs_slot(struct cu_state *s, int i, char *err, size_t errlen)
+{
+	if (s->rs[i] == NULL &&
+	    cudaMalloc((void **)&s->rs[i], s->rs_floats * sizeof(float)) !=
+	        cudaSuccess) {
+		(void)cudaGetLastError();
+		s->rs[i] = NULL;
+		snprintf(err, errlen,
+		         "no GPU memory for a snapshot of the recurrent state "
+		         "(%.1f MiB)",
+		         (double)s->rs_floats * sizeof(float) / 1048576.0);
+	}
+	return s->rs[i];
+}
+
+/* engine_ops.rs_copy: on the stream, after the steps before it. */
+static int cu_rs_copy(struct engine *e, int dst, int src, char *err,
+                      size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	const size_t bytes = s->rs_floats * sizeof(float);
+	float *d = cu_rs_slot(s, dst, err, errlen);
+	const float *from =
+	    src == ENGINE_RS_ZERO ? NULL : cu_rs_slot(s, src, err, errlen);
+
+	if (d == NULL || (src != ENGINE_RS_ZERO && from == NULL))
+		return -1;
+	if (from == NULL)
+		CUDA_TRY(cudaMemsetAsync(d, 0, bytes, s->ctx.stream), err,
+		         errlen);
+	else
+		CUDA_TRY(cudaMemcpyAsync(d, from, bytes,
+		                         cudaMemcpyDeviceToDevice,
+		                         s->ctx.stream),
+		         err, errlen);
+	return 0;
+}
+
+/* engine_ops.rs_io: slot SLOT to or from host memory (the layouts are
+ * the same: fp32, engine_backend.h). Waits. */
+static int cu_rs_io(struct engine *e, int slot, void *buf, bool load, char *err,
+                    size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	const size_t bytes = s->rs_floats * sizeof(float);
+	float *d = cu_rs_slot(s, slot, err, errlen);
+
+	if (d == NULL)
+		return -1;
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+	CUDA_TRY(load ? cudaMemcpy(d, buf, bytes, cudaMemcpyHostToDevice)
+	              : cudaMemcpy(buf, d, bytes, cudaMemcpyDeviceToHost),
+	         err, errlen);
+	return 0;
+}
 
 /* engine_ops.open: check the memory, upload the weights, allocate. */
 /* Bytes of a mixture's buffers for NB tokens a chunk (0: dense). */
@@ -1485,6 +1759,10 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		max_in = (size_t)c->max_ff;
 	if ((size_t)c->max_q_dim > max_in)
 		max_in = (size_t)c->max_q_dim;
+	if ((size_t)c->max_ssm_v > max_in) /* a recurrent layer's output */
+		max_in = (size_t)c->max_ssm_v;
+	if ((size_t)c->max_ff_sh > max_in) /* a shared expert's down */
+		max_in = (size_t)c->max_ff_sh;
 	/* a mixture's down product reads n_expert_used inputs a token */
 	if ((size_t)c->max_expert_used * (size_t)c->max_ff > max_in)
 		max_in = (size_t)c->max_expert_used * (size_t)c->max_ff;
@@ -1500,7 +1778,14 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	       3 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
 	for (int r = 0; r < c->n_ropes; r++) /* rope_cs */
 		act += nctx * (size_t)c->ropes[r].n_rot * sizeof(float);
-	act += cu_moe_bytes(c, nb);
+	act += cu_moe_bytes(c, nb) + cu_ssm_bytes(e, s, nb);
+	if (c->features & MODEL_FEAT_ATTN_GATE)
+		act += nb * (size_t)c->max_q_dim * sizeof(float);
+	if ((size_t)c->max_ff_sh > (size_t)c->max_ff) /* hb, hb2 */
+		act +=
+		    2 * nb * ((size_t)c->max_ff_sh - c->max_ff) * sizeof(float);
+	if (c->features & MODEL_FEAT_SHARED_EXPERT)
+		act += nb * sizeof(float);
 	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
 	if (w16 < max_in)
 		w16 = max_in;
@@ -1579,10 +1864,26 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	         "activations", &af);
 	cu_alloc((void **)&s->y, nb * c->n_embd * sizeof(float), "activations",
 	         &af);
-	cu_alloc((void **)&s->hb, nb * c->max_ff * sizeof(float), "activations",
-	         &af);
-	cu_alloc((void **)&s->hb2, nb * c->max_ff * sizeof(float),
-	         "activations", &af);
+	{
+		const size_t ff =
+		    (size_t)(c->max_ff > c->max_ff_sh ? c->max_ff
+		                                      : c->max_ff_sh);
+
+		cu_alloc((void **)&s->hb, nb * ff * sizeof(float),
+		         "activations", &af);
+		cu_alloc((void **)&s->hb2, nb * ff * sizeof(float),
+		         "activations", &af);
+	}
+	if (c->features & MODEL_FEAT_ATTN_GATE)
+		cu_alloc((void **)&s->qg, nb * c->max_q_dim * sizeof(float),
+		         "activations", &af);
+	if (c->features & MODEL_FEAT_SHARED_EXPERT)
+		cu_alloc((void **)&s->sg, nb * sizeof(float), "activations",
+		         &af);
+	if (c->n_recurrent > 0 && s->layers != NULL) {
+		cu_ssm_bytes(e, s, nb); /* the layers' offsets */
+		cu_ssm_alloc(c, s, nb, &af);
+	}
 	cu_alloc((void **)&s->kv, kv, "the KV cache", &af);
 	if (c->max_expert > 0)
 		cu_moe_alloc(c, s, nb, &af);
@@ -1640,7 +1941,8 @@ extern "C" const struct engine_ops backend_cuda_ops = {
         MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
         MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS |
         MODEL_FEAT_ATTN_SINKS | MODEL_FEAT_ATTN_OUT_BIAS |
-        MODEL_FEAT_ROPE_YARN | MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI,
+        MODEL_FEAT_ROPE_YARN | MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI |
+        MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE | MODEL_FEAT_SHARED_EXPERT,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,
@@ -1649,6 +1951,8 @@ extern "C" const struct engine_ops backend_cuda_ops = {
     .kv_load = cu_kv_load,
     .bandwidth = cu_bandwidth,
     .close = cu_close,
+    .rs_copy = cu_rs_copy,
+    .rs_io = cu_rs_io,
     .trace_settle = cu_trace_settle,
     .eval_queues = 1,
 };

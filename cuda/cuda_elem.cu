@@ -204,6 +204,18 @@ __global__ void el_add(float *x, const float *y, int64_t n)
 		x[idx] += y[idx];
 }
 
+/* x[t][i] += sigmoid(g[t]) y[t][i] over n_tok rows of dim (a shared
+ * expert's output under its gate). */
+__global__ void el_add_gated(float *x, const float *y, const float *g,
+                             int32_t dim, int64_t n)
+{
+	cu_pdl_sync();
+	int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n)
+		x[idx] += 1.0f / (1.0f + expf(-g[idx / dim])) * y[idx];
+}
+
 /* silu(g) * u and gelu_tanh(g) * u (cuda_act.cuh: the CPU's formulas
  * and order of operations), in place into G. */
 __global__ void el_swiglu(float *g, const float *u, int64_t n)
@@ -521,6 +533,19 @@ extern "C" int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y,
                            int64_t n, char *err, size_t errlen)
 {
 	cu_launch(ctx, el_add, el_blocks(n), EL_THREADS, 0, d_x, d_y, n);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_add_gated(struct cuda_ctx *ctx, float *d_x,
+                                 const float *d_y, const float *d_g,
+                                 int32_t dim, int32_t n_tok, char *err,
+                                 size_t errlen)
+{
+	const int64_t n = (int64_t)dim * n_tok;
+
+	cu_launch(ctx, el_add_gated, el_blocks(n), EL_THREADS, 0, d_x, d_y, d_g,
+	          dim, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

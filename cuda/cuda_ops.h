@@ -320,6 +320,12 @@ int cuda_op_add_bias(struct cuda_ctx *ctx, float *d_x, const float *d_b,
 int cuda_op_add(struct cuda_ctx *ctx, float *d_x, const float *d_y, int64_t n,
                 char *err, size_t errlen);
 
+/* X[t][i] += sigmoid(G[t]) Y[t][i] for t < n_tok, i < dim (a shared
+ * expert's output under its gate, model.h). */
+int cuda_op_add_gated(struct cuda_ctx *ctx, float *d_x, const float *d_y,
+                      const float *d_g, int32_t dim, int32_t n_tok, char *err,
+                      size_t errlen);
+
 /* G[i] = act(G[i]) * U[i] for i < n (ACT as for cuda_op_matmul_gated). */
 int cuda_op_gate_act(struct cuda_ctx *ctx, enum model_act act, float *d_g,
                      const float *d_u, int64_t n, char *err, size_t errlen);
@@ -414,6 +420,76 @@ int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx, int32_t n_head,
                                     int32_t n_kv, int32_t head_dim,
                                     int32_t n_ctx, int32_t step, char *err,
                                     size_t errlen);
+
+/*
+ * The recurrent layers of Qwen3.5 (Gated DeltaNet) and the output gate of
+ * its gated attention (cuda_ssm.cu, the arithmetic of backend_cpu_ssm.c).
+ *
+ * cuda_op_ssm_conv: causal depthwise conv1d of K <= 8 taps with SiLU over
+ * C channels: channel c's input at token t is D_X[t * ldx + c], the inputs
+ * before the first token come from D_STATE [K-1][C] (row r: the input
+ * K-1-r tokens back; row K-2 the latest; zeros on a fresh sequence);
+ * u = sum over k < K of D_W[c K + k] * in(t - (K-1) + k) (from 0, taps in
+ * order, each product rounded); D_Y[t C + c] = u / (1 + e^-u). D_STATE
+ * then holds the last K-1 inputs, in place: a sequence in one call or
+ * split over several gives the same bits. D_Y must not overlap D_X.
+ *
+ * cuda_op_gdn_gates: per token t and head h, in place:
+ * D_A[t HV + h] = softplus(D_A + D_DT_BIAS[h]) * D_SSM_A[h] (ggml's:
+ * x > 20 ? x : log1pf(e^x)), D_B[t HV + h] = 1 / (1 + e^-D_B).
+ *
+ * cuda_op_gdn: the gated delta rule. Row t of D_QKV (stride LD floats, a
+ * multiple of 4; D_QKV and D_S 16-byte aligned) holds HK query heads of S
+ * at 0, HK key heads at HK S, HV value heads at 2 HK S; D_S [HV][S][S]
+ * (element [h][j][i]: j a value dim, i a key dim) fp32, updated in place.
+ * For each token in order and value head h (key head h % HK, HV a
+ * multiple of HK): q, k divided by max(L2 norm, EPS); S_h *= e^G[t][h];
+ * d[j] = (v[j] - S_h[j] . k) * BETA[t][h]; S_h[j][i] += d[j] k[i];
+ * D_O[t HV S + h S + j] = (S_h[j] . q) / sqrt(S). S a power of two,
+ * 16..256. Fewer than CUDA_GDN_CHUNK_MIN_TOKENS tokens: token after token
+ * (decode reads and writes the state once); more: in chunks of 64 tokens
+ * (the WY form of llama.cpp's build_delta_net_chunking, with
+ * (HV * 2 * 64 * 64) floats per chunk of at most 1,024 tokens of
+ * stream-ordered scratch, cudaMallocAsync / cudaFreeAsync on ctx->stream:
+ * not for a captured graph), the same values within fp32 rounding.
+ * cuda_op_gdn_force: FORCE 0 = by n_tok, 1 = token after token, 2 =
+ * chunked (tests).
+ *
+ * cuda_op_gdn_norm: in place, each head's S values of D_O ([n_tok][HV][S])
+ * RMS-normed (x / sqrt(mean(x^2) + EPS), as cuda_op_rmsnorm), times
+ * D_W[j], times silu(D_Z[t HV S + h S + j]).
+ *
+ * cuda_op_sigmoid_mul: D_X[t][h hd + d] *= 1 / (1 + e^-gate), gate =
+ * D_GATE[t gate_ld + h 2 hd + hd + d] (a gated query projection's rows per
+ * head: [q (hd) | gate (hd)]). cuda_op_split_q_gate: D_Q[t][h hd + d] =
+ * D_QG[t][h 2 hd + d] (D_QG rows of 2 n_head hd).
+ */
+#define CUDA_GDN_CHUNK_MIN_TOKENS 64
+
+int cuda_op_ssm_conv(struct cuda_ctx *ctx, const float *d_x, int64_t ldx,
+                     float *d_state, const float *d_w, int32_t n_tok, int32_t C,
+                     int32_t K, float *d_y, char *err, size_t errlen);
+int cuda_op_gdn_gates(struct cuda_ctx *ctx, float *d_a, float *d_b,
+                      const float *d_dt_bias, const float *d_ssm_a,
+                      int32_t n_tok, int32_t HV, char *err, size_t errlen);
+int cuda_op_gdn(struct cuda_ctx *ctx, const float *d_qkv, int64_t ld,
+                const float *d_g, const float *d_beta, float *d_s,
+                int32_t n_tok, int32_t HK, int32_t HV, int32_t S, float eps,
+                float *d_o, char *err, size_t errlen);
+int cuda_op_gdn_force(struct cuda_ctx *ctx, const float *d_qkv, int64_t ld,
+                      const float *d_g, const float *d_beta, float *d_s,
+                      int32_t n_tok, int32_t HK, int32_t HV, int32_t S,
+                      float eps, float *d_o, int force, char *err,
+                      size_t errlen);
+int cuda_op_gdn_norm(struct cuda_ctx *ctx, float *d_o, const float *d_z,
+                     const float *d_w, int32_t n_tok, int32_t HV, int32_t S,
+                     float eps, char *err, size_t errlen);
+int cuda_op_sigmoid_mul(struct cuda_ctx *ctx, float *d_x, const float *d_gate,
+                        int64_t gate_ld, int32_t n_tok, int32_t n_head,
+                        int32_t hd, char *err, size_t errlen);
+int cuda_op_split_q_gate(struct cuda_ctx *ctx, const float *d_qg, int32_t n_tok,
+                         int32_t n_head, int32_t hd, float *d_q, char *err,
+                         size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1673,6 +1673,450 @@ static void test_add_copy(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 		free(host[i]);
 }
 
+/*
+ * The recurrent layers of Qwen3.5 (cuda_ssm.cu) against double loops of
+ * backend_cpu_ssm.c's recipe. Measure: the worst absolute error over the
+ * worst reference magnitude (REL below), printed. Bounds: the element-wise
+ * ops round a handful of times (a few ulp: 2e-6); the conv sums at most 8
+ * products in fp32 (8 x 2^-24 of the terms' magnitude, and silu's few ulp:
+ * 1e-5); the delta rule's dots are fp32 sums of S <= 256 products (at
+ * worst S x 2^-24 = 1.5e-5 of the terms' magnitude, typically sqrt(S)
+ * times less), and the state carries each token's rounding to the next,
+ * damped by the decay and by the contraction I - beta k k^T (|k| = 1,
+ * beta < 1), so errors do not grow with the tokens: 1e-4 bounds both
+ * paths (the chunked one adds the inverse of a unit triangular matrix of
+ * such dots), and the two against each other.
+ */
+#define TOL_SSM_ELEM 2e-6
+#define TOL_SSM_CONV 1e-5
+#define TOL_SSM_GDN  1e-4
+
+/* max |g - r| / max |r| over N values. */
+static double rel_err(const float *g, const double *r, size_t n)
+{
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)g[i] - r[i]);
+
+		if (!(d <= num)) /* a NaN counts as the worst */
+			num = d != d ? INFINITY : d;
+		if (fabs(r[i]) > den)
+			den = fabs(r[i]);
+	}
+	return den > 0 ? num / den : num;
+}
+
+/* rel_err of G against the floats F. */
+static double rel_err_f(const float *g, const float *f, size_t n)
+{
+	double *r = malloc(sizeof(double) * n);
+	double e;
+
+	for (size_t i = 0; i < n; i++)
+		r[i] = f[i];
+	e = rel_err(g, r, n);
+	free(r);
+	return e;
+}
+
+/*
+ * cuda_op_ssm_conv of C channels, K taps, N tokens (input rows of C + 5
+ * floats: a stride wider than the channels) from a random state: the
+ * outputs against a double loop, the new state = the last K - 1 inputs
+ * exactly; then the same tokens in calls of 1, 2, .. tokens (fewer than
+ * K - 1 first: the new state partly from the old) give the same bits,
+ * outputs and state.
+ */
+static void test_ssm_conv(struct cuda_ctx *ctx, int32_t C, int32_t K, int32_t n)
+{
+	const int64_t ldx = C + 5;
+	float *x = malloc(sizeof(float) * (size_t)(n * ldx));
+	float *w = malloc(sizeof(float) * (size_t)(C * K));
+	float *st0 = malloc(sizeof(float) * (size_t)((K - 1) * C + 1));
+	float *y1 = malloc(sizeof(float) * (size_t)(n * C));
+	float *y2 = malloc(sizeof(float) * (size_t)(n * C));
+	float *s1 = malloc(sizeof(float) * (size_t)((K - 1) * C + 1));
+	float *s2 = malloc(sizeof(float) * (size_t)((K - 1) * C + 1));
+	float *want_s = malloc(sizeof(float) * (size_t)((K - 1) * C + 1));
+	double *ref = malloc(sizeof(double) * (size_t)(n * C));
+	const size_t sb = sizeof(float) * (size_t)((K - 1) * C + 1);
+	char err[512] = "";
+	float *d_x, *d_w, *d_s, *d_y;
+	int rc, same = 0, calls = 0;
+	double e;
+
+	fill_unif(x, (size_t)(n * ldx), -2.0f, 2.0f);
+	fill_unif(w, (size_t)(C * K), -0.5f, 0.5f);
+	fill_unif(st0, (size_t)((K - 1) * C + 1), -2.0f, 2.0f);
+	for (int32_t t = 0; t < n; t++)
+		for (int32_t c = 0; c < C; c++) {
+			double u = 0;
+
+			for (int32_t k = 0; k < K; k++) {
+				int32_t tau = t - (K - 1) + k;
+				double in = tau >= 0
+				                ? x[tau * ldx + c]
+				                : st0[(K - 1 + tau) * C + c];
+
+				u += in * w[c * K + k];
+			}
+			ref[t * C + c] = u / (1.0 + exp(-u));
+		}
+	for (int32_t r = 0; r < K - 1; r++)
+		for (int32_t c = 0; c < C; c++) {
+			int32_t tau = n - (K - 1) + r;
+
+			want_s[r * C + c] = tau >= 0
+			                        ? x[tau * ldx + c]
+			                        : st0[(K - 1 + tau) * C + c];
+		}
+	d_x = dev_put(x, sizeof(float) * (size_t)(n * ldx));
+	d_w = dev_put(w, sizeof(float) * (size_t)(C * K));
+	d_s = dev_put(st0, sb);
+	d_y = dev_put(NULL, sizeof(float) * (size_t)(n * C));
+	rc = cuda_op_ssm_conv(ctx, d_x, ldx, d_s, d_w, n, C, K, d_y, err,
+	                      sizeof(err)) ||
+	     dev_get(ctx, y1, d_y, sizeof(float) * (size_t)(n * C)) ||
+	     dev_get(ctx, s1, d_s, sb);
+	e = rc ? INFINITY : rel_err(y1, ref, (size_t)(n * C));
+	tap_ok(!rc && e <= TOL_SSM_CONV &&
+	           memcmp(s1, want_s, sizeof(float) * (size_t)((K - 1) * C)) ==
+	               0,
+	       "ssm_conv %d channels, %d taps, %d tokens: rel err %.3g, new "
+	       "state = the last inputs %s",
+	       C, K, n, e, err);
+	/* again from the same state, in calls of 1, 2, 3, .. tokens */
+	rc = rc ||
+	     cudaMemcpy(d_s, st0, sb, cudaMemcpyHostToDevice) != cudaSuccess;
+	for (int32_t t = 0, m = 1; !rc && t < n; t += m, m++) {
+		if (m > n - t)
+			m = n - t;
+		rc = cuda_op_ssm_conv(ctx, (const float *)d_x + t * ldx, ldx,
+		                      d_s, d_w, m, C, K, d_y + (size_t)t * C,
+		                      err, sizeof(err));
+		calls++;
+	}
+	rc = rc || dev_get(ctx, y2, d_y, sizeof(float) * (size_t)(n * C)) ||
+	     dev_get(ctx, s2, d_s, sb);
+	same = !rc && memcmp(y1, y2, sizeof(float) * (size_t)(n * C)) == 0 &&
+	       memcmp(s1, s2, sizeof(float) * (size_t)((K - 1) * C)) == 0;
+	tap_ok(same,
+	       "ssm_conv in %d calls = in one, outputs and state bit for bit "
+	       "(rel err of the split outputs %.3g) %s",
+	       calls, rc ? INFINITY : rel_err(y2, ref, (size_t)(n * C)), err);
+	void *dev[] = {d_x, d_w, d_s, d_y};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {x, w, st0, y1, y2, s1, s2, want_s, ref};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
+/*
+ * cuda_op_gdn_gates, cuda_op_gdn_norm, cuda_op_sigmoid_mul and
+ * cuda_op_split_q_gate against double loops (the split bit for bit).
+ * The gates' inputs cross softplus's switch at 20; the norm's heads are
+ * 128 (Qwen3.5), 16 (lanes past the head) and 80 (not a power of two).
+ */
+static void test_ssm_elementwise(struct cuda_ctx *ctx)
+{
+	enum { T = 7, H = 6, HD = 40, NS = 3 };
+	static const int32_t norm_s[NS] = {128, 16, 80};
+	static float a[T * H], b[T * H], bias[H], sa[H], ga[T * H], gb[T * H];
+	static double ra[T * H], rb[T * H];
+	static float q[T * H * HD], qg[T * 2 * H * HD + 8], got[T * H * HD];
+	static double rq[T * H * HD];
+	char err[512] = "";
+	float *d_a, *d_b, *d_bias, *d_sa, *d_x, *d_g;
+	int rc;
+	double ea, eb;
+
+	fill_unif(a, T * H, -30.0f, 25.0f);
+	fill_unif(b, T * H, -8.0f, 8.0f);
+	fill_unif(bias, H, -1.0f, 1.0f);
+	fill_unif(sa, H, -8.0f, -0.01f);
+	for (int i = 0; i < T * H; i++) {
+		float x = a[i] + bias[i % H]; /* the float sum, as the GPU */
+
+		ra[i] =
+		    (x > 20.0f ? (double)x : log1p(exp((double)x))) * sa[i % H];
+		rb[i] = 1.0 / (1.0 + exp(-(double)b[i]));
+	}
+	d_a = dev_put(a, sizeof(a));
+	d_b = dev_put(b, sizeof(b));
+	d_bias = dev_put(bias, sizeof(bias));
+	d_sa = dev_put(sa, sizeof(sa));
+	rc = cuda_op_gdn_gates(ctx, d_a, d_b, d_bias, d_sa, T, H, err,
+	                       sizeof(err)) ||
+	     dev_get(ctx, ga, d_a, sizeof(ga)) ||
+	     dev_get(ctx, gb, d_b, sizeof(gb));
+	ea = rc ? INFINITY : 0;
+	eb = rc ? INFINITY : 0;
+	for (int i = 0; !rc && i < T * H; i++) { /* relative, each value */
+		double da = fabs(ga[i] - ra[i]) / fmax(fabs(ra[i]), 1e-30);
+		double db = fabs(gb[i] - rb[i]) / fmax(fabs(rb[i]), 1e-30);
+
+		ea = da > ea || da != da ? da : ea;
+		eb = db > eb || db != db ? db : eb;
+	}
+	tap_ok(!rc && ea <= TOL_SSM_ELEM && eb <= TOL_SSM_ELEM,
+	       "gdn_gates %d x %d: softplus * a rel err %.3g, sigmoid %.3g %s",
+	       T, H, ea, eb, err);
+
+	/* the gated norm, each head size */
+	for (int k = 0; k < NS; k++) {
+		const int32_t S = norm_s[k];
+		const size_t n = (size_t)T * H * S;
+		float *o = malloc(sizeof(float) * n),
+		      *z = malloc(sizeof(float) * n);
+		float *w = malloc(sizeof(float) * (size_t)S);
+		float *g = malloc(sizeof(float) * n);
+		double *r = malloc(sizeof(double) * n);
+		float *d_o, *d_z, *d_w;
+		double e;
+
+		fill_unif(o, n, -2.0f, 2.0f);
+		fill_unif(z, n, -6.0f, 6.0f);
+		fill_unif(w, (size_t)S, 0.5f, 1.5f);
+		for (size_t row = 0; row < (size_t)T * H; row++) {
+			double ss = 0, sc;
+
+			for (int32_t j = 0; j < S; j++)
+				ss += (double)o[row * S + j] * o[row * S + j];
+			sc = 1.0 / sqrt(ss / S + 1e-6);
+			for (int32_t j = 0; j < S; j++) {
+				double zz = z[row * S + j];
+
+				r[row * S + j] = o[row * S + j] * sc * w[j] *
+				                 (zz / (1.0 + exp(-zz)));
+			}
+		}
+		d_o = dev_put(o, sizeof(float) * n);
+		d_z = dev_put(z, sizeof(float) * n);
+		d_w = dev_put(w, sizeof(float) * (size_t)S);
+		rc = cuda_op_gdn_norm(ctx, d_o, d_z, d_w, T, H, S, 1e-6f, err,
+		                      sizeof(err)) ||
+		     dev_get(ctx, g, d_o, sizeof(float) * n);
+		e = rc ? INFINITY : rel_err(g, r, n);
+		tap_ok(!rc && e <= TOL_SSM_ELEM,
+		       "gdn_norm %d x %d heads of %d: rel err %.3g %s", T, H, S,
+		       e, err);
+		cudaFree(d_o);
+		cudaFree(d_z);
+		cudaFree(d_w);
+		free(o);
+		free(z);
+		free(w);
+		free(g);
+		free(r);
+	}
+
+	/* the attention's output gate: rows of [q | gate] per head, the
+	   gate read with a row stride wider than its rows */
+	{
+		const int64_t gld = 2 * H * HD + 8;
+
+		fill_unif(q, T * H * HD, -3.0f, 3.0f);
+		fill_unif(qg, T * gld, -8.0f, 8.0f);
+		for (int t = 0; t < T; t++)
+			for (int h = 0; h < H; h++)
+				for (int d = 0; d < HD; d++) {
+					double gt =
+					    qg[t * gld + h * 2 * HD + HD + d];
+
+					rq[(t * H + h) * HD + d] =
+					    q[(t * H + h) * HD + d] /
+					    (1.0 + exp(-gt));
+				}
+		d_x = dev_put(q, sizeof(q));
+		d_g = dev_put(qg, sizeof(float) * (size_t)(T * gld));
+		rc = cuda_op_sigmoid_mul(ctx, d_x, d_g, gld, T, H, HD, err,
+		                         sizeof(err)) ||
+		     dev_get(ctx, got, d_x, sizeof(got));
+		ea = rc ? INFINITY : rel_err(got, rq, T * H * HD);
+		tap_ok(!rc && ea <= TOL_SSM_ELEM,
+		       "sigmoid_mul %d x %d heads of %d: rel err %.3g %s", T, H,
+		       HD, ea, err);
+		cudaFree(d_g);
+	}
+	{ /* the split: rows of 2 H HD floats, exact copies */
+		int same;
+
+		fill_unif(qg, T * 2 * H * HD, -8.0f, 8.0f);
+		d_g = dev_put(qg, sizeof(float) * (size_t)(T * 2 * H * HD));
+		rc = cuda_op_split_q_gate(ctx, d_g, T, H, HD, d_x, err,
+		                          sizeof(err)) ||
+		     dev_get(ctx, got, d_x, sizeof(got));
+		same = !rc;
+		for (int t = 0; same && t < T; t++)
+			for (int h = 0; h < H; h++)
+				same = same &&
+				       memcmp(got + (t * H + h) * HD,
+				              qg + t * 2 * H * HD + h * 2 * HD,
+				              sizeof(float) * HD) == 0;
+		tap_ok(same, "split_q_gate %d x %d heads of %d: exact %s", T, H,
+		       HD, err);
+		cudaFree(d_g);
+		cudaFree(d_x);
+	}
+	cudaFree(d_a);
+	cudaFree(d_b);
+	cudaFree(d_bias);
+	cudaFree(d_sa);
+}
+
+/* The gated delta rule in double, token after token (the recipe of
+ * cuda_ops.h): N tokens of QKV (rows of LD) from the state ST [hv][S][S]
+ * (updated), outputs into O [n][hv][S]. */
+static void gdn_ref(const float *qkv, int64_t ld, const float *g,
+                    const float *beta, double *st, int32_t n, int32_t hk,
+                    int32_t hv, int32_t S, double eps, double *o)
+{
+	double *q = malloc(sizeof(double) * (size_t)S);
+	double *k = malloc(sizeof(double) * (size_t)S);
+
+	for (int32_t t = 0; t < n; t++)
+		for (int32_t h = 0; h < hv; h++) {
+			const float *row = qkv + t * ld;
+			const int32_t kh = h % hk;
+			double nq = 0, nk = 0, eg, b;
+
+			for (int32_t i = 0; i < S; i++) {
+				q[i] = row[kh * S + i];
+				k[i] = row[(hk + kh) * S + i];
+				nq += q[i] * q[i];
+				nk += k[i] * k[i];
+			}
+			nq = fmax(sqrt(nq), eps);
+			nk = fmax(sqrt(nk), eps);
+			for (int32_t i = 0; i < S; i++) {
+				q[i] /= nq;
+				k[i] /= nk;
+			}
+			eg = exp((double)g[t * hv + h]);
+			b = beta[t * hv + h];
+			for (int32_t j = 0; j < S; j++) {
+				double *s = st + ((size_t)h * S + j) * S;
+				double sk = 0, sq = 0, d;
+
+				for (int32_t i = 0; i < S; i++) {
+					s[i] *= eg;
+					sk += s[i] * k[i];
+				}
+				d = (row[(2 * hk + h) * S + j] - sk) * b;
+				for (int32_t i = 0; i < S; i++) {
+					s[i] += d * k[i];
+					sq += s[i] * q[i];
+				}
+				o[((size_t)t * hv + h) * S + j] = sq / sqrt(S);
+			}
+		}
+	free(q);
+	free(k);
+}
+
+/* One GPU run of cuda_op_gdn_force from the state ST0 over N tokens: in
+ * one call (SPLIT 0), or SPLIT tokens then the rest, or (DECODE) SPLIT
+ * tokens then one call a token; outputs into O, the state into S1. */
+static int gdn_run(struct cuda_ctx *ctx, const float *d_qkv, int64_t ld,
+                   const float *d_g, const float *d_b, float *d_s,
+                   const float *st0, size_t sbytes, int32_t n, int32_t hk,
+                   int32_t hv, int32_t S, int force, int32_t split, int decode,
+                   float *d_o, float *o, float *s1, char *err, size_t errlen)
+{
+	const size_t orow = (size_t)hv * S;
+	int rc =
+	    cudaMemcpy(d_s, st0, sbytes, cudaMemcpyHostToDevice) != cudaSuccess;
+	int32_t t = 0;
+
+	while (!rc && t < n) {
+		int32_t m = t == 0 && split > 0 ? split : decode ? 1 : n - t;
+
+		rc = cuda_op_gdn_force(ctx, d_qkv + t * ld, ld, d_g + t * hv,
+		                       d_b + t * hv, d_s, m, hk, hv, S, 1e-6f,
+		                       d_o + t * orow, force, err, errlen);
+		t += m;
+	}
+	return rc || dev_get(ctx, o, d_o, sizeof(float) * n * orow) ||
+	       dev_get(ctx, s1, d_s, sbytes);
+}
+
+/*
+ * cuda_op_gdn with HK key and HV value heads of S over N tokens from a
+ * random state (a conversation's), against gdn_ref: token after token
+ * (force 1) and chunked (force 2) in one call, chunked in two calls
+ * (SPLIT tokens, then the rest), and the path by size for SPLIT tokens
+ * then one call a token (decode); outputs and final state each, and the
+ * two paths' outputs against each other.
+ */
+static void test_gdn(struct cuda_ctx *ctx, int32_t hk, int32_t hv, int32_t S,
+                     int32_t n, int32_t split)
+{
+	static const char *name[4] = {"sequential", "chunked",
+	                              "chunked in 2 calls",
+	                              "by size, then decode"};
+	const int64_t ld = (int64_t)(2 * hk + hv) * S + 4; /* wider rows */
+	const size_t ns = (size_t)hv * S * S, no = (size_t)n * hv * S;
+	const size_t sbytes = sizeof(float) * ns;
+	float *qkv = malloc(sizeof(float) * (size_t)(n * ld));
+	float *g = malloc(sizeof(float) * (size_t)(n * hv));
+	float *b = malloc(sizeof(float) * (size_t)(n * hv));
+	float *st0 = malloc(sbytes), *s1 = malloc(sbytes);
+	float *o[4] = {NULL, NULL, NULL, NULL};
+	double *rs = malloc(sizeof(double) * ns),
+	       *ro = malloc(sizeof(double) * no);
+	char err[512] = "", how[32];
+	float *d_qkv, *d_g, *d_b, *d_s, *d_o;
+	double eo[4], es[4], ex = INFINITY;
+	int rc[4];
+
+	fill_unif(qkv, (size_t)(n * ld), -1.0f, 1.0f);
+	fill_unif(g, (size_t)(n * hv), -3.0f, 0.0f);
+	fill_unif(b, (size_t)(n * hv), 0.01f, 0.99f);
+	fill_unif(st0, ns, -0.5f, 0.5f);
+	for (size_t i = 0; i < ns; i++)
+		rs[i] = st0[i];
+	gdn_ref(qkv, ld, g, b, rs, n, hk, hv, S, 1e-6, ro);
+	d_qkv = dev_put(qkv, sizeof(float) * (size_t)(n * ld));
+	d_g = dev_put(g, sizeof(float) * (size_t)(n * hv));
+	d_b = dev_put(b, sizeof(float) * (size_t)(n * hv));
+	d_s = dev_put(NULL, sbytes);
+	d_o = dev_put(NULL, sizeof(float) * no);
+	for (int k = 0; k < 4; k++) {
+		const int force = k == 0 ? 1 : k == 3 ? 0 : 2;
+		const int32_t sp = k < 2 ? 0 : split;
+
+		o[k] = malloc(sizeof(float) * no);
+		rc[k] = (k >= 2 && (split <= 0 || split >= n)) ||
+		        gdn_run(ctx, d_qkv, ld, d_g, d_b, d_s, st0, sbytes, n,
+		                hk, hv, S, force, sp, k == 3, d_o, o[k], s1,
+		                err, sizeof(err));
+		if (k >= 2 && (split <= 0 || split >= n))
+			continue; /* no split of one token */
+		eo[k] = rc[k] ? INFINITY : rel_err(o[k], ro, no);
+		es[k] = rc[k] ? INFINITY : rel_err(s1, rs, ns);
+		snprintf(how, sizeof(how), k >= 2 ? ", split at %d" : "",
+		         split);
+		tap_ok(!rc[k] && eo[k] <= TOL_SSM_GDN && es[k] <= TOL_SSM_GDN,
+		       "gdn %s, %d/%d heads of %d, %d tokens%s: rel err "
+		       "output %.3g, state %.3g %s",
+		       name[k], hk, hv, S, n, how, eo[k], es[k], err);
+	}
+	if (!rc[0] && !rc[1])
+		ex = rel_err_f(o[1], o[0], no);
+	tap_ok(ex <= TOL_SSM_GDN,
+	       "gdn chunked against sequential, %d/%d heads of %d, %d tokens: "
+	       "rel err %.3g",
+	       hk, hv, S, n, ex);
+	void *dev[] = {d_qkv, d_g, d_b, d_s, d_o};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {qkv, g, b, st0, s1, rs, ro, o[0], o[1], o[2], o[3]};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 int main(void)
 {
 	struct cuda_ctx ctx;
@@ -1845,6 +2289,27 @@ int main(void)
 	test_attention(&ctx, 8, 4, 256, 45, 33);
 	test_attention(&ctx, 4, 1, 256, 40, 3000);
 	test_attention_graph_scratch();
+	/* Qwen3.5's recurrent layers: the conv (runs of 32 tokens per
+	   thread, a decode row of a real layer's 10,240 channels, 8 and 2
+	   taps), the element-wise ops, and the delta rule: decode, tiny heads
+	   (16, HV = 2 HK), chunk boundaries (70, 150, 200, 300 tokens, none a
+	   multiple of 64), Qwen3.5's heads of 128 (16/32 heads), a head of
+	   256, two segments of scratch (1,100 tokens), a state carried over
+	   two calls and then through decode steps */
+	test_ssm_conv(&ctx, 999, 4, 100);
+	test_ssm_conv(&ctx, 10240, 4, 1);
+	test_ssm_conv(&ctx, 300, 8, 70);
+	test_ssm_conv(&ctx, 64, 2, 5);
+	test_ssm_elementwise(&ctx);
+	test_gdn(&ctx, 2, 4, 32, 1, 0);
+	test_gdn(&ctx, 4, 8, 128, 1, 0);
+	test_gdn(&ctx, 2, 4, 32, 3, 1);
+	test_gdn(&ctx, 1, 2, 16, 150, 100);
+	test_gdn(&ctx, 2, 2, 64, 70, 7);
+	test_gdn(&ctx, 2, 4, 128, 200, 130);
+	test_gdn(&ctx, 1, 1, 256, 65, 64);
+	test_gdn(&ctx, 16, 32, 128, 300, 257);
+	test_gdn(&ctx, 1, 2, 64, 1100, 1030);
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }
