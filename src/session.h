@@ -143,6 +143,9 @@ struct session_stats {
 	int32_t n_prompt;         /* tokens of the whole prompt */
 	int32_t n_reused;         /* of those, already in the cache */
 	int32_t n_prompt_eval;    /* of those, evaluated now */
+	int32_t n_reeval;         /* of those, ids the cache held but evaluated
+	                             again: a recurrent state goes back only to a
+	                             snapshot (engine.h), 0 for other models */
 	int32_t n_gen;            /* tokens sampled for the reply */
 	int32_t n_gen_eval;       /* of those, evaluated (kept in the cache) */
 	int32_t n_dropped_turns;  /* turns dropped to fit the context */

@@ -305,7 +305,8 @@ int session_eval(struct session *s, const int32_t *ids, size_t n, char *err,
  * evaluated. Returns 0, 1 when interrupted, -1 on error.
  */
 static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
-                           size_t *reused, double *ms, char *err, size_t errlen)
+                           size_t *reused, size_t *again, double *ms, char *err,
+                           size_t errlen)
 {
 	size_t p;
 	double t0;
@@ -317,7 +318,9 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 		p--; /* re-evaluate the last id: its logits are needed */
 	/* a recurrent state goes back only to a snapshot (engine.h): from
 	   there the ids are evaluated again, and *REUSED says so */
+	*again = p;
 	p = (size_t)engine_rewind_point(s->eng, (int32_t)p);
+	*again -= p;
 	*reused = p;
 	*ms = 0;
 	if (engine_truncate(s->eng, (int32_t)p)) {
@@ -356,7 +359,7 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 	struct prompt_marks marks = {0};
 	struct tmpl_span *spans = NULL;
 	char *t = NULL;
-	size_t tlen = 0, nspans = 0, p = 0, prompt_n;
+	size_t tlen = 0, nspans = 0, p = 0, again = 0, prompt_n;
 	int32_t n_ctx = engine_n_ctx(s->eng), reserve;
 	double ms = 0;
 	int rc = -1;
@@ -402,7 +405,7 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 	for (size_t k = 0; k < n_extra; k++)
 		if (tok_ids_push(&ids, extra[k]))
 			goto nomem;
-	rc = session_sync_kv(s, ids.v, ids.n, &p, &ms, err, errlen);
+	rc = session_sync_kv(s, ids.v, ids.n, &p, &again, &ms, err, errlen);
 	s->lp.n = 0; /* the prompt view's copy; none if out of memory */
 	for (size_t i = 0; i < ids.n; i++)
 		if (tok_ids_push(&s->lp, ids.v[i])) {
@@ -414,6 +417,16 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 	st->n_reused = (int32_t)p;
 	st->prefill_ms = ms;
 	st->n_prompt_eval = (int32_t)(s->kv.n - p);
+	st->n_reeval = (int32_t)again;
+	if (again > 0 && cb && cb->notice) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg),
+		         "the recurrent state went back to a snapshot at token "
+		         "%zu: %zu tokens the cache held were evaluated again",
+		         p, again);
+		cb->notice(cb->ud, msg);
+	}
 	if (rc != 0)
 		goto out;
 	/* the cache now holds the prompt (and EXTRA): align to it */
@@ -516,7 +529,8 @@ int session_shift(struct session *s, size_t *reply_at,
 			goto nomem;
 	}
 	double ms = 0;
-	int e = session_sync_kv(s, ids.v, ids.n, &p, &ms, err, errlen);
+	size_t again = 0;
+	int e = session_sync_kv(s, ids.v, ids.n, &p, &again, &ms, err, errlen);
 
 	st->prefill_ms += ms;
 	st->n_prompt_eval += (int32_t)(s->kv.n - p);

@@ -306,8 +306,12 @@ static int session_decode(struct session *s, struct session_reply *r,
 		}
 		st->n_gen++;
 		eog = tok_is_eog(s->tok, id);
-		ahead = s->eval_ahead && s->ver == NULL && !eog &&
-		        session_pick_keep(s);
+		/* (not where a stop string may take the step back and a
+		   recurrent state cannot be: engine.h invariant 3) */
+		ahead =
+		    s->eval_ahead && s->ver == NULL && !eog &&
+		    session_pick_keep(s) &&
+		    !(engine_recurrent(s->eng) && stopstr_count(s->stop) > 0);
 		if (ahead)
 			rc = session_eval(s, &id, 1, err, errlen);
 		if (want_rep)

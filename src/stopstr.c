@@ -77,6 +77,11 @@ void stopstr_free(struct stopstr *d)
 	free(d);
 }
 
+size_t stopstr_count(const struct stopstr *d)
+{
+	return d->n;
+}
+
 void stopstr_reset(struct stopstr *d)
 {
 	d->used = 0;

@@ -57,6 +57,9 @@ struct stopstr *stopstr_new(const char *const *stops, size_t n, char *err,
 /* Free D. NULL is allowed. */
 void stopstr_free(struct stopstr *d);
 
+/* Stop strings D looks for (0: only UTF-8 holding). */
+size_t stopstr_count(const struct stopstr *d);
+
 /* Forget all text and the stopped state (a new reply). */
 void stopstr_reset(struct stopstr *d);
 

@@ -364,13 +364,20 @@ static void tui_cmd_stats(struct tui *t)
 		    buf, sizeof(buf),
 		    "reply %d tokens, %.1f tok/s; first text after %.0f ms",
 		    st->n_gen, t->decode_tps, st->prefill_ms);
-	else
+	else {
+		char again[48] = "";
+
+		/* a recurrent state's snapshot was further back */
+		if (st->n_reeval > 0)
+			snprintf(again, sizeof(again),
+			         ", %d of them evaluated again", st->n_reeval);
 		snprintf(buf, sizeof(buf),
 		         "reply %d tokens, %.1f tok/s; prompt %d tokens (%d "
-		         "reused, %d new), %.1f tok/s; context %d/%d",
+		         "reused, %d new%s), %.1f tok/s; context %d/%d",
 		         st->n_gen, t->decode_tps, st->n_prompt, st->n_reused,
-		         st->n_prompt_eval, t->prefill_tps, st->n_ctx_used,
-		         st->n_ctx);
+		         st->n_prompt_eval, again, t->prefill_tps,
+		         st->n_ctx_used, st->n_ctx);
+	}
 	tui_add(t, TUI_ROLE_NOTICE, buf, strlen(buf));
 }
 
