@@ -5,10 +5,21 @@
  * same reasoning and answer as the whole text at once; the prompt that
  * already opened <think>; an unclosed block is unfinished reasoning with
  * nothing lost; a reply without a block passes through untouched.
+ *
+ * Then llama.cpp's Qwen3 and Qwen3.5 templates (tests/data/template/
+ * llamacpp/templates, found through top_srcdir), rendered as
+ * session_render does (reasoning_content, enable_thinking unset, true,
+ * false): Qwen3.5's generation prompt opens the block itself unless
+ * thinking is off, Qwen3's leaves it to the model, and either way the
+ * reply splits into the same reasoning and answer.
  */
+#include "json.h"
+#include "promptdir.h"
 #include "session_int.h"
 #include "tap.h"
+#include "template.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +107,80 @@ static void check(const char *name, const char *text, bool open,
 	tap_ok(bad == 0, "%s: the same at every cut (%zu differ)", name, bad);
 }
 
+/* The conversation session_render gives a template: an earlier reply's
+   reasoning as reasoning_content, the last message the user's. */
+static const char think_msgs[] =
+    "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+    "{\"role\":\"user\",\"content\":\"2+2?\"},"
+    "{\"role\":\"assistant\",\"content\":\"4\","
+    "\"reasoning_content\":\"Two and two.\"},"
+    "{\"role\":\"user\",\"content\":\"3+3?\"}]";
+
+/* Render llama.cpp's template NAME with enable_thinking THINK (1 on, -1
+   off, 0 unset) and the generation prompt; NULL (and a failed check) when
+   it does not render. Malloc'd. */
+static char *render_lc(const char *name, int think)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], err[512], *src, *out = NULL;
+	size_t len, outlen;
+	struct tmpl *t = NULL;
+	struct json_value *msgs = NULL, *b = json_new_bool(think > 0);
+	struct tmpl_var var = {"enable_thinking", b, false};
+	struct tmpl_ctx ctx = {0};
+	int rc = -1;
+
+	snprintf(path, sizeof(path),
+	         "%s/tests/data/template/llamacpp/templates/%s",
+	         top ? top : ".", name);
+	src = promptdir_read_file(path, &len, err, sizeof(err));
+	if (src && tmpl_compile(src, len, &t, err, sizeof(err)) == TMPL_OK &&
+	    json_parse(think_msgs, sizeof(think_msgs) - 1, &msgs, err,
+	               sizeof(err)) == 0) {
+		ctx.messages = msgs;
+		ctx.add_generation_prompt = true;
+		ctx.vars = &var;
+		ctx.nvars = think != 0;
+		rc = tmpl_render(t, &ctx, &out, &outlen, NULL, NULL, err,
+		                 sizeof(err));
+	}
+	if (rc != TMPL_OK)
+		tap_ok(0, "%s renders: %s", path, err);
+	tmpl_free(t);
+	json_free(msgs);
+	json_free(b);
+	free(src);
+	return rc == TMPL_OK ? out : NULL;
+}
+
+/* Template NAME with enable_thinking THINK: the prompt opens the block as
+   OPENS says, the earlier reasoning is not in it, and the model's REPLY
+   (the block from where the prompt left it) splits into the reasoning and
+   answer. */
+static void check_template(const char *name, int think, bool opens,
+                           const char *reply, const char *reasoning,
+                           const char *answer)
+{
+	static const char *const tn[] = {"off", "unset", "on"};
+	char *p = render_lc(name, think);
+	struct split x;
+	bool open;
+
+	if (p == NULL)
+		return;
+	open = session_think_opened(p, strlen(p));
+	tap_ok(open == opens && strstr(p, "Two and two.") == NULL,
+	       "%s, thinking %s: the prompt %s the block, no earlier "
+	       "reasoning",
+	       name, tn[think + 1], open ? "opens" : "does not open");
+	open = run(reply, NULL, 0, open, &x);
+	tap_ok(strcmp(x.reasoning, reasoning) == 0 &&
+	           strcmp(x.answer, answer) == 0 && !open,
+	       "%s, thinking %s: reasoning \"%s\" answer \"%s\"", name,
+	       tn[think + 1], x.reasoning, x.answer);
+	free(p);
+}
+
 int main(void)
 {
 	check("closed block", "<think>\nLet me add: 2+2=4.\n</think>\n\nFour.",
@@ -127,5 +212,18 @@ int main(void)
 	       "a prompt that closed the block (thinking off) does not");
 	tap_ok(!session_think_opened("<|im_start|>assistant\n", 22),
 	       "a plain generation prompt does not");
+
+	/* Qwen3.5 opens the block in the prompt, Qwen3 lets the model */
+	for (int th = -1; th <= 1; th++) {
+		check_template("Qwen3.5-4B.jinja", th, th >= 0,
+		               th >= 0 ? "Three and three.\n</think>\n\n6"
+		                       : "6",
+		               th >= 0 ? "Three and three." : "", "6");
+		check_template("Qwen-Qwen3-0.6B.jinja", th, false,
+		               th >= 0 ? "<think>\nThree and three.\n</think>"
+		                         "\n\n6"
+		                       : "6",
+		               th >= 0 ? "Three and three." : "", "6");
+	}
 	return tap_done();
 }

@@ -44,7 +44,10 @@ templates are read from $LLAMACPP_SRC/models/templates when that is set,
 else from ../shared/peers/llama.cpp-*.tar.xz; with neither, the committed
 copies are rendered again.  Tools-only templates are rendered without
 tools (tools=None, as transformers passes): where jinja2 raises, the error
-text is the golden and parley must refuse with it too.
+text is the golden and parley must refuse with it too.  The cases 20-30
+(tool declarations as a case's "tools", rendered as `tools`; tool calls
+and results; vision parts, raised errors) run on the templates of
+LC_FOCUS_TEMPLATES only (Qwen3.5, Gemma 4).
 
 Usage: python3 tests/oracles/gen_templates.py   (from the project root)
 """
@@ -195,6 +198,108 @@ LC_CASES += [
     ("19-effort-high-nosystem", True, _EFFORT[1:], {"reasoning_effort": "high"}),
 ]
 
+# Tool use: the declarations reach the template as `tools` (a case's
+# "tools" list, passed as transformers passes apply_chat_template's tools),
+# the calls as the assistant's tool_calls (arguments a mapping, as
+# transformers wants them, or the OpenAI API's JSON string), the results as
+# role "tool" messages (content a string or text parts).  The
+# declarations carry what Gemma 4's format_parameters walks (enum,
+# nullable, array items of a type list and of objects, nested object
+# properties, a non-standard key, a response) and keys whose order differs
+# with the case of their letters (dictsort sorts without it).  They run
+# only on the templates of LC_FOCUS_TEMPLATES.
+_TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather of a city, in °C or °F.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "City name, e.g. Paris"},
+            "Unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "integer", "description": "Days of forecast", "nullable": True},
+            "labels": {"type": "array", "items": {"type": ["string", "null"]}},
+            "points": {"type": "array", "description": "Places to sample",
+                       "items": {"type": "object", "required": ["x", "y"], "properties": {
+                           "y": {"type": "number"}, "x": {"type": "number",
+                                                           "description": "East"}}}},
+            "filter": {"type": "object", "description": "Extra filters",
+                       "properties": {"after": {"type": "string", "description": "ISO date"},
+                                      "Limit": {"type": "integer"}},
+                       "required": ["after"]},
+            "x-extra": {"type": "boolean"}},
+            "required": ["city", "Unit"]},
+        "response": {"type": "object", "description": "Temperature and sky"}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "The current time.",
+        "parameters": {"type": "object", "properties": {}}}},
+]
+
+
+def call(cid, name, args):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+_CALLS = mr("", "Two cities: two calls.")
+_CALLS["tool_calls"] = [
+    call("call1", "get_weather", {"city": "Paris", "Unit": "celsius", "days": 2}),
+    call("call2", "get_weather", {"city": "Lyon", "Zone": "sud", "opts": {
+        "hourly": True, "fields": ["temp", "wind"], "step": 0.5, "none": None}})]
+_RESULTS = [{"role": "tool", "tool_call_id": "call1", "content": "{\"temp\": 21}"},
+            {"role": "tool", "tool_call_id": "call2",
+             "content": [{"type": "text", "text": "18 °C, "}, {"type": "text", "text": "windy"}]}]
+_ASK = m(U, "Weather in Paris and Lyon?")
+_ARGSTR = {"role": A, "content": "Checking.", "tool_calls": [
+    call("c9", "get_weather", "{\"city\": \"Paris\"}")]}
+# Gemma's own form: the results on the assistant message (tool_responses).
+_LEGACY = {"role": A, "content": "", "tool_calls": [call("c7", "get_time", {})],
+           "tool_responses": [{"name": "get_time", "response": {
+               "time": "09:05", "Zone": "CET", "ok": True, "list": [1, 2.5, None]}}]}
+LC_CASES += [
+    ("20-tools", True, [m(S, "You are a helpful assistant."), _ASK], {"tools": _TOOLS}),
+    ("21-tools-results", True, [_ASK, _CALLS] + _RESULTS, {"tools": _TOOLS}),
+    ("22-tools-done-think-on", True,
+     [m(S, "Be brief."), _ASK, _CALLS] + _RESULTS + [mr("Paris 21 °C, Lyon 18 °C.", "Both in."),
+                                                     m(U, "Thanks!")],
+     {"tools": _TOOLS, "enable_thinking": True}),
+    ("23-tools-think-off", True, [_ASK], {"tools": _TOOLS, "enable_thinking": False}),
+    ("24-tools-args-string", False, [_ASK, _ARGSTR], {"tools": _TOOLS}),
+    ("25-tools-legacy-nogen", False, [m(U, "What time is it?"), _LEGACY, m(A, "It is 09:05.")],
+     {"tools": _TOOLS[1:]}),
+]
+
+# The corners of Qwen3.5's and Gemma 4's templates: vision ids over image
+# and video parts; no user query (Qwen3.5 raises); an image in the system
+# message (Qwen3.5 raises, Gemma 4 trims the list's Python repr); a
+# developer message, an audio part and an assistant's null content beside
+# its tool calls; an agent's turn after a user message that is a tool
+# response (Qwen3.5's multi_step_tool), reasoning inline in a tool-calling
+# turn.
+_PARTS = [{"type": "text", "text": "Compare "}, {"type": "image"},
+          {"type": "image_url", "image_url": {"url": "http://x/y.png"}},
+          {"type": "video"}, {"type": "text", "text": " please."}]
+_NULLCALL = {"role": A, "content": None,
+             "tool_calls": [call("c5", "get_time", {"tz": "CET"})]}
+_INLINE = {"role": A, "content": "<think>\nTime again.\n</think>\n\nOne more.",
+           "tool_calls": [call("c6", "get_time", {})]}
+LC_CASES += [
+    ("26-vision-ids", True, [m(U, _PARTS), m(A, "Two images."), m(U, _PARTS[:3])],
+     {"add_vision_id": True}),
+    ("27-no-user-query", True, [m(S, "Sys."), m(A, "Hello?")], None),
+    ("28-system-image", True, [m(S, [{"type": "image"}, {"type": "text", "text": "Sys"}]),
+                               m(U, "Hi")], None),
+    ("29-developer-null", True, [m("developer", "Dev rules."),
+                                 m(U, [{"type": "audio"}, {"type": "text", "text": "Time?"}]),
+                                 _NULLCALL,
+                                 {"role": "tool", "tool_call_id": "c5", "content": "09:05"}],
+     {"tools": _TOOLS[1:]}),
+    ("30-multi-step", False, [m(U, "Time?"), _NULLCALL,
+                              m(U, "<tool_response>\n09:05\n</tool_response>"), _INLINE,
+                              {"role": "tool", "tool_call_id": "c6", "content": "09:06"},
+                              mr("It is 09:06.", "Done.")], {"tools": _TOOLS[1:]}),
+]
+# Cases 20-30 run on these templates only.
+LC_FOCUS_TEMPLATES = ("Qwen3.5-4B.jinja", "google-gemma-4-31B-it.jinja",
+                      "google-gemma-4-31B-it-interleaved.jinja")
+LC_FOCUS_CASES = frozenset(c[0] for c in LC_CASES if int(c[0][:2]) >= 20)
+
 # bos/eos for each llama.cpp template, by model family: (bos, eos,
 # templates without ".jinja").  The usual tokens of the family, not read
 # from each model's files; both renderers get the same ones, so they only
@@ -279,11 +384,20 @@ def gguf_template(path):
     return bytes(f.parts[f.data[0]]).decode("utf-8")
 
 
+def split_tools(extra):
+    """A case's tools list apart from its other variables."""
+    extra = dict(extra or {})
+    return extra.pop("tools", None), extra
+
+
 def write_cases(cdir, cases):
     """One JSON file per case: flags, message list, extra variables."""
     os.makedirs(cdir, exist_ok=True)
     for name, agp, msgs, extra in cases:
         d = {"add_generation_prompt": agp, "messages": msgs}
+        tools, extra = split_tools(extra)
+        if tools is not None:
+            d["tools"] = tools
         if extra:
             d["vars"] = extra
         with open(os.path.join(cdir, name + ".json"), "w", encoding="utf-8") as fp:
@@ -291,10 +405,11 @@ def write_cases(cdir, cases):
             fp.write("\n")
 
 
-def render_set(data, tokens, cases, every_case):
+def render_set(data, tokens, cases, every_case, focus=(frozenset(), ())):
     """Render every template of DATA/templates on CASES into DATA/golden and
     DATA/manifest.json; unless EVERY_CASE, a case with extra variables runs
-    only on the templates that name them all."""
+    only on the templates that name them all, and a case of FOCUS[0] only
+    on the templates of FOCUS[1]."""
     tdir, gdir = os.path.join(data, "templates"), os.path.join(data, "golden")
     os.makedirs(gdir, exist_ok=True)
     for f in os.listdir(gdir):
@@ -315,14 +430,16 @@ def render_set(data, tokens, cases, every_case):
             raise SystemExit("%s: jinja2 cannot compile it: %s" % (tname, e))
         row = []
         for cname, agp, msgs, extra in cases:
-            if not every_case and extra and not all(k in src for k in extra):
+            tools, xvars = split_tools(extra)
+            if not every_case and ((xvars and not all(k in src for k in xvars))
+                                   or (cname in focus[0] and tname not in focus[1])):
                 row.append("-")
                 continue
             base = tname[:-len(".jinja")] + "__" + cname
             try:
-                out = tmpl.render(messages=msgs, tools=None, documents=None,
+                out = tmpl.render(messages=msgs, tools=tools, documents=None,
                                   add_generation_prompt=agp, bos_token=bos,
-                                  eos_token=eos, **(extra or {}))
+                                  eos_token=eos, **xvars)
                 fname, data_out, err = base + ".out", out, False
             except Exception as e:  # TemplateError, TypeError, ...: the message is the golden
                 fname, data_out, err = base + ".err", str(e), True
@@ -395,7 +512,7 @@ def main():
 
     lc = os.path.join(DATA, "llamacpp")
     copy_llamacpp(os.path.join(lc, "templates"))
-    render_set(lc, LC_TOKENS, LC_CASES, False)
+    render_set(lc, LC_TOKENS, LC_CASES, False, (LC_FOCUS_CASES, LC_FOCUS_TEMPLATES))
 
 
 if __name__ == "__main__":
