@@ -45,6 +45,11 @@ fuzz_seed() {
 		for f in "$2"/prompts/templates/*.jinja; do
 			cp "$f" "$3/p-${f##*/}"
 		done
+		# the real models' templates llama.cpp carries (Qwen3.5,
+		# Gemma 4, gpt-oss...)
+		for f in "$2"/tests/data/template/llamacpp/templates/*.jinja; do
+			cp "$f" "$3/l-${f##*/}"
+		done
 		;;
 	json)
 		cp "$2"/tests/data/template/cases/*.json \
