@@ -12,12 +12,16 @@
 # LLAMA_BUILD names a build script (../shared/peers/build-llamacpp.sh), that
 # script builds it there first (about 4.5 minutes on 16 cores).
 # SHAPE: qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
-# gemma3-12b qwen3-30b-a3b (default: all but the last; see big()). Environment: MODELS_DIR (default
+# gemma3-12b qwen3-30b-a3b qwen36-27b qwen36-35b-a3b (default: the first
+# seven; see big()). Environment: MODELS_DIR (default
 # /tmp/parley-vs), QUANT (default Q4_K_M), REPEATS (default 3), DEPTH (the
 # third column's depth, default 16384; 0 leaves it out).
 #
 # Prints one table: decode after 512, prefill 512, decode at DEPTH, for each
-# engine and the ratio parley / llama.cpp.
+# engine and the ratio parley / llama.cpp. FOLLOWUP=N (0: none): then, per
+# shape, parley's prefill of 64 tokens after N tokens of conversation and of
+# 64 alone (a recurrent model's follow-up turn costs what its new tokens
+# cost).
 set -eu
 B=$(cd "$1" && pwd)
 L=$2
@@ -44,6 +48,8 @@ shape() {
 	gemma3-1b) echo "--arch gemma3 --n-vocab 262144 --n-embd 1152 --n-ff 6912 --n-layer 26 --n-head 4 --n-head-kv 1 --head-dim 256 --rope-base 1000000 --sliding-window 512" ;;
 	gemma3-4b) echo "--arch gemma3 --n-vocab 262208 --n-embd 2560 --n-ff 10240 --n-layer 34 --n-head 8 --n-head-kv 4 --head-dim 256 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
 	qwen3-30b-a3b) echo "--arch qwen3moe --n-vocab 151936 --n-embd 2048 --n-ff 6144 --n-layer 48 --n-head 32 --n-head-kv 4 --head-dim 128 --rope-base 1000000 --n-expert 128 --n-expert-used 8 --n-ff-exp 768" ;;
+	qwen36-27b) echo "--arch qwen35 --n-vocab 248320 --n-embd 5120 --n-ff 17408 --n-layer 64 --n-head 24 --n-head-kv 4 --head-dim 256 --n-rot 64 --rope-sections 11,11,10,0 --rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 16 --ssm-time-step-rank 48 --ssm-inner-size 6144 --full-attention-interval 4" ;;
+	qwen36-35b-a3b) echo "--arch qwen35moe --n-vocab 248320 --n-embd 2048 --n-ff 512 --n-layer 40 --n-head 16 --n-head-kv 2 --head-dim 256 --n-rot 64 --rope-sections 11,11,10,0 --rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 16 --ssm-time-step-rank 32 --ssm-inner-size 4096 --full-attention-interval 4 --n-expert 256 --n-expert-used 8 --n-ff-exp 512 --n-ff-shexp 512" ;;
 	gemma3-12b) echo "--arch gemma3 --n-vocab 262208 --n-embd 3840 --n-ff 15360 --n-layer 48 --n-head 16 --n-head-kv 8 --head-dim 256 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
 	*) echo "vs-llamacpp: unknown shape $1" >&2; exit 2 ;;
 	esac
@@ -54,7 +60,7 @@ shape() {
 # for attn_v and ffn_down in llama.cpp's more-bits layers and the output;
 # random valid blocks, the same file for both engines)
 big() {
-	case $1 in qwen3-30b-a3b) echo 1 ;; *) echo 0 ;; esac
+	case $1 in qwen3-30b-a3b | qwen36-*) echo 1 ;; *) echo 0 ;; esac
 }
 
 # tok/s of llama-bench's one test (ARGS) on FILE, the median of R repeats
@@ -106,4 +112,9 @@ for s in $shapes; do
 	printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' "$s" "$Q" \
 		"$pt" "$lt" "$(ratio "$pt" "$lt")" "$pp" "$lp" "$(ratio "$pp" "$lp")" \
 		"$pd" "$ld" "$(ratio "$pd" "$ld")"
+	if [ "${FOLLOWUP:-0}" -gt 0 ]; then
+		fa=$(parley prefill "$f" --depth "$FOLLOWUP" -p 64 -n 1)
+		f0=$(parley prefill "$f" -p 64 -n 1)
+		echo "  follow-up: 64 tokens after $FOLLOWUP at $fa tok/s; 64 alone at $f0 tok/s"
+	fi
 done

@@ -414,7 +414,9 @@ size_t engine_mem_bytes(const struct engine *e)
 /* K and V of every layer at N_PAST positions, in the backend's type. */
 size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past)
 {
-	return model_cache_floats(e->model, n_past) * (size_t)e->kv_elem_bytes;
+	/* a recurrent state is read and written whole every step */
+	return model_cache_floats(e->model, n_past) * (size_t)e->kv_elem_bytes +
+	       2 * engine_rs_bytes(e);
 }
 
 size_t engine_kv_layer_bytes(const struct engine *e, int il, int32_t n)

@@ -226,7 +226,8 @@ int32_t engine_n_threads(const struct engine *e);
    counted). */
 size_t engine_mem_bytes(const struct engine *e);
 
-/* Bytes one decode step reads from the KV cache at N_PAST positions. */
+/* Bytes one decode step reads from the KV cache at N_PAST positions (and
+ * reads and writes of a recurrent state). */
 size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past);
 
 /*

@@ -274,6 +274,22 @@ static void check_model(const struct model *m, const char *what,
 		       what, e, x8_bound(e8), rc ? err : "");
 	}
 
+	/* a recurrent state cuts only where a snapshot is (engine.h): none
+	   at half the prefill yet, so one is taken there, the rest evaluated
+	   over it, and the cut below goes back to it */
+	if (engine_recurrent(g))
+		tap_ok(engine_truncate(g, N_PREFILL / 2) == -1 &&
+		           engine_n_past(g) == N_PREFILL + N_DECODE &&
+		           engine_truncate(g, 0) == 0 &&
+		           engine_eval(g, toks, N_PREFILL / 2,
+		                       ENGINE_EVAL_NO_LOGITS, err,
+		                       sizeof(err)) == 0 &&
+		           engine_snapshot(g, err, sizeof(err)) == 0 &&
+		           engine_eval(g, toks + N_PREFILL / 2, N_PREFILL / 2,
+		                       0, err, sizeof(err)) == 0,
+		       "%s: recurrent: no cut at %d without a snapshot; one "
+		       "taken there %s",
+		       what, N_PREFILL / 2, err);
 	/* truncate to half and evaluate the rest again as one batch */
 	if (engine_truncate(g, N_PREFILL / 2) == 0 &&
 	    engine_eval(g, toks + N_PREFILL / 2, N_PREFILL / 2, 0, err,
@@ -381,7 +397,12 @@ static void check_file(const char *path, const char *what, const int32_t *toks,
 		trace_free(pin_g);
 		pin_g = NULL;
 		/* fp32 activations on the GPU: the verifier's tight bounds */
-		if (m->w.layers[0].attn.wq.type == QTYPE_F16 &&
+		int la = 0; /* an attention layer (a recurrent one has no wq) */
+
+		while (la < m->cfg.n_layer - 1 &&
+		       m->w.layers[la].attn.kind == MODEL_ATTN_RECURRENT)
+			la++;
+		if (m->w.layers[la].attn.wq.type == QTYPE_F16 &&
 		    m->w.output.type == QTYPE_F16)
 			check_verify(m, what, toks, N_PREFILL, false);
 	}
@@ -495,6 +516,35 @@ static const struct {
      "--n-ff-exp 256 --sliding-window 8 --rope-scaling yarn "
      "--rope-scale-factor 32 --yarn-orig-ctx 16 --rope-base 150000",
      16},
+    /* Qwen3.5: Gated DeltaNet layers (0, 2) and gated attention (1, 3;
+       partial rotation, 32 of 64 dims), 8 value heads on 2 key heads of
+       64; prefill split at 16 (the state across chunks, the chunked and
+       the token-by-token delta rule), Q8_0's int8 mat-vec */
+    {"qwen35_q8_0",
+     "--arch qwen35 --type Q8_0 --n-layer 4 --n-head 4 --n-head-kv 2 "
+     "--head-dim 64 --n-rot 32 --rope-sections 6,5,5,0 "
+     "--rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 64 "
+     "--ssm-group-count 2 --ssm-time-step-rank 8 --ssm-inner-size 512 "
+     "--full-attention-interval 2",
+     16},
+    /* the real models' state size (128), every fourth layer attention,
+       F16 (fp32 activations: the verifier's tight bounds), one chunk */
+    {"qwen35_f16_s128",
+     "--arch qwen35 --type F16 --n-layer 4 --n-head 4 --n-head-kv 1 "
+     "--head-dim 128 --n-rot 32 --rope-sections 6,5,5,0 "
+     "--ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 2 "
+     "--ssm-time-step-rank 4 --ssm-inner-size 512 "
+     "--full-attention-interval 4 --out-type F16 --embd-type F16",
+     0},
+    /* the mixture: 8 experts choose 2, the gated shared expert */
+    {"qwen35moe_q8_0",
+     "--arch qwen35moe --type Q8_0 --n-layer 4 --n-head 4 --n-head-kv 2 "
+     "--head-dim 64 --n-rot 32 --rope-sections 6,5,5,0 "
+     "--ssm-conv-kernel 4 --ssm-state-size 64 --ssm-group-count 2 "
+     "--ssm-time-step-rank 4 --ssm-inner-size 256 "
+     "--full-attention-interval 2 --n-expert 8 --n-expert-used 2 "
+     "--n-ff-exp 128 --n-ff-shexp 192",
+     16},
 };
 
 /* Per-layer trace statistics of the last token agree (relative 1e-3 on
@@ -559,9 +609,8 @@ static void check_oom(const char *path)
 		p.n_ctx = 64;
 		rc = engine_open(m, &p, &e, err, sizeof(err));
 	}
-	tap_ok(rc != 0 &&
-	           strstr(err, "attention logit softcap, which "
-	                       "the cuda backend") != NULL,
+	tap_ok(rc != 0 && strstr(err, "attention logit softcap, which "
+	                              "the cuda backend") != NULL,
 	       "an unsupported feature refused: \"%s\"", err);
 	engine_close(e);
 	model_free(m);

@@ -324,10 +324,11 @@ int cmd_bench(int argc, char **argv)
 		       o.n_gen, o.depth + o.n_prompt, (double)o.n_gen / dm,
 		       step * 1e3, o.repeats, (double)o.n_gen / dmax,
 		       (double)o.n_gen / dmin);
-		printf("floor:     %.1f MB weights + %.2f MB KV per token at "
-		       "%.1f GB/s = %.5g ms/token (%.0f tok/s)\n",
-		       wb / 1e6, kv / 1e6, bw / 1e9, floor_s * 1e3,
-		       1.0 / floor_s);
+		printf("floor:     %.1f MB weights + %.2f MB KV%s per token "
+		       "at %.1f GB/s = %.5g ms/token (%.0f tok/s)\n",
+		       wb / 1e6, kv / 1e6,
+		       engine_recurrent(e) ? " and recurrent state" : "",
+		       bw / 1e9, floor_s * 1e3, 1.0 / floor_s);
 		printf("decode at %.1f%% of the bandwidth floor\n",
 		       100.0 * floor_s / step);
 	}
