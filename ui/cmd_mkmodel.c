@@ -34,7 +34,13 @@
  * gaussian quantized as ggml does (d = amax/127, round to nearest); the other
  * quantized types get random quants with scales chosen so the weights have
  * roughly the same range (valid blocks; the values are not a quantization
- * of anything). Norms, biases and rope_freqs are always F32.
+ * of anything). Norms, biases and rope_freqs are always F32. A Gated
+ * DeltaNet layer's (qwen35) decay rates ssm_a ~ -exp(N(0, 0.5^2)) and
+ * dt bias ~ N(-2, 0.5^2) give per-step decays exp(softplus(alpha + bias)
+ * a) of median 0.85..0.96 per head (a state that remembers tens of
+ * tokens; single steps up to 0.999), its conv taps ~ N(0, 1/d_conv) (F32, as
+ * llama.cpp keeps ssm_conv1d); with N(0, 1/n_in) projections beta, alpha and z
+ * are of unit scale.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -74,6 +80,25 @@ enum mk_feature {
 	                                   biases, the FFN norm named
 	                                   post_attention_norm */
 	MK_FEAT_ROPE_YARN = 1u << 10,   /* ARCH.rope.scaling.type "yarn" */
+	MK_FEAT_GDN = 1u << 11,         /* Qwen3.5's hybrid stack: Gated
+	                                   DeltaNet layers but every
+	                                   full_attention_interval-th, whose
+	                                   attention is gated (attn_q holds
+	                                   [q | gate] per head), the FFN norm
+	                                   named post_attention_norm, the
+	                                   ARCH.ssm.* keys, rope sections,
+	                                   --nextn-layers MTP blocks */
+	MK_FEAT_SHEXP = 1u << 12,       /* a shared expert beside the routed
+	                                   ones: ffn_{gate,up,down}_shexp and
+	                                   ffn_gate_inp_shexp, its sigmoid
+	                                   gate (an F32 vector) */
+};
+
+/* What kind a layer is, for the tensor table (not options: set per layer
+   by mk_tensors, in the same mask as the features). */
+enum mk_layer_kind {
+	MK_LAYER_RECURRENT = 1u << 29, /* a Gated DeltaNet layer */
+	MK_LAYER_MTP = 1u << 30,       /* a NextN/MTP block after the stack */
 };
 
 /* RoPE styles (model.h's model_rope_style), by their option names. */
@@ -101,6 +126,14 @@ static const struct mk_arch {
     {"gemma3", MK_ROPE_NEOX,
      MK_FEAT_QK_NORM | MK_FEAT_POST_NORMS | MK_FEAT_EMBD_SCALE | MK_FEAT_TIED,
      "embedding x sqrt(n_embd), GELU-tanh FFN"},
+    /* llama.cpp rotates them with IMROPE (interleaved M-RoPE), which is
+       NEOX for text positions when the sections cover the rotated pairs */
+    {"qwen35", MK_ROPE_NEOX, MK_FEAT_QK_NORM | MK_FEAT_GDN,
+     "Gated DeltaNet and gated attention layers, M-RoPE sections"},
+    {"qwen35moe", MK_ROPE_NEOX,
+     MK_FEAT_QK_NORM | MK_FEAT_GDN | MK_FEAT_EXPERTS | MK_FEAT_SHEXP,
+     "as qwen35, with qwen3moe's routing and a sigmoid-gated shared "
+     "expert"},
 };
 
 /* The model to write. */
@@ -125,14 +158,30 @@ struct mk_model {
 	double rope_base_swa;  /* rope.freq_base_swa (0: no key) */
 	double out_norm_scale; /* output_norm.weight's factor */
 	double rms_eps;        /* layer_norm_rms_epsilon */
-	uint32_t type;         /* type of the layer matrices */
-	uint32_t embd_type;    /* type of token_embd */
-	uint32_t out_type;     /* type of output.weight */
-	uint32_t exp_type;     /* a mixture's expert stacks (UINT32_MAX:
-	                          --type; gpt-oss's files: MXFP4) */
-	uint32_t more_type;    /* attn_v / ffn_down where llama.cpp's K-quant
-	                          mixes give more bits (UINT32_MAX: --type) */
-	uint64_t seed;         /* generator seed */
+	/* MK_FEAT_GDN: the Gated DeltaNet layers' shape (ARCH.ssm.*) */
+	int64_t d_conv;      /* ssm.conv_kernel: taps of the causal conv */
+	int64_t ssm_state;   /* ssm.state_size: S, dims of a q/k/v head */
+	int64_t ssm_k_heads; /* ssm.group_count: H_k, query and key heads */
+	int64_t ssm_v_heads; /* ssm.time_step_rank: H_v, value heads (a
+	                        multiple of H_k) */
+	int64_t ssm_inner;   /* ssm.inner_size (0: H_v S, what llama.cpp
+	                        assumes) */
+	int64_t fa_interval; /* full_attention_interval: layer il is full
+	                        attention iff (il + 1) % it == 0 */
+	int64_t rope_sections[4]; /* rope.dimension_sections (all 0: the
+	                             default, n_rot/2 split as 11,11,10,0) */
+	int64_t n_nextn;          /* nextn_predict_layers: MTP blocks written
+	                             after the n_layer of the stack */
+	int64_t n_ff_shexp;       /* expert_shared_feed_forward_length
+	                             (MK_FEAT_SHEXP; 0: n_ff) */
+	uint32_t type;            /* type of the layer matrices */
+	uint32_t embd_type;       /* type of token_embd */
+	uint32_t out_type;        /* type of output.weight */
+	uint32_t exp_type;        /* a mixture's expert stacks (UINT32_MAX:
+	                             --type; gpt-oss's files: MXFP4) */
+	uint32_t more_type;       /* attn_v / ffn_down where llama.cpp's K-quant
+	                             mixes give more bits (UINT32_MAX: --type) */
+	uint64_t seed;            /* generator seed */
 };
 
 /* Options of one run: the model, and what waits for its architecture. */
@@ -149,17 +198,25 @@ struct mk_opts {
 
 /* The sizes a tensor's shape is made of. */
 enum mk_dim {
-	MK_DIM_NONE,   /* ne1 of a vector */
-	MK_DIM_VOCAB,  /* n_vocab */
-	MK_DIM_EMBD,   /* n_embd */
-	MK_DIM_FF,     /* n_ff */
-	MK_DIM_Q,      /* n_head * head_dim */
-	MK_DIM_KV,     /* n_head_kv * head_dim */
-	MK_DIM_ROT2,   /* n_rot / 2 */
-	MK_DIM_HEAD,   /* head_dim */
-	MK_DIM_EXPERT, /* n_expert */
-	MK_DIM_HEADS,  /* n_head */
-	MK_DIM_FF_EXP, /* n_ff_exp */
+	MK_DIM_NONE,      /* ne1 of a vector */
+	MK_DIM_VOCAB,     /* n_vocab */
+	MK_DIM_EMBD,      /* n_embd */
+	MK_DIM_FF,        /* n_ff */
+	MK_DIM_Q,         /* n_head * head_dim */
+	MK_DIM_KV,        /* n_head_kv * head_dim */
+	MK_DIM_ROT2,      /* n_rot / 2 */
+	MK_DIM_HEAD,      /* head_dim */
+	MK_DIM_EXPERT,    /* n_expert */
+	MK_DIM_HEADS,     /* n_head */
+	MK_DIM_FF_EXP,    /* n_ff_exp */
+	MK_DIM_Q2,        /* 2 n_head head_dim: gated attention's [q | gate] */
+	MK_DIM_EMBD2,     /* 2 n_embd: an MTP block's [embedding | hidden] */
+	MK_DIM_CONV,      /* d_conv */
+	MK_DIM_SSM_QKV,   /* conv channels: (2 H_k + H_v) S */
+	MK_DIM_SSM_V,     /* H_v S */
+	MK_DIM_SSM_HEADS, /* H_v */
+	MK_DIM_SSM_STATE, /* S */
+	MK_DIM_FF_SHEXP,  /* n_ff_shexp */
 };
 
 /* Where a tensor's storage type comes from. */
@@ -181,6 +238,9 @@ enum mk_init {
 	MK_INIT_BIAS,     /* N(0, 0.5^2) */
 	MK_INIT_FREQS,    /* rope frequency factors, uniform in [1, 8] */
 	MK_INIT_OUT_NORM, /* --out-norm-scale x (1 + N(0, 0.1^2)) */
+	MK_INIT_SSM_A,    /* -exp(N(0, 0.5^2)): decay rates -exp(A_log) */
+	MK_INIT_DT_BIAS,  /* N(-2, 0.5^2): softplus(alpha + bias) ~ 0.15,
+	                     steps that keep some memory over ~10 tokens */
 };
 
 /* A tensor the features may ask for. */
@@ -208,37 +268,67 @@ static const struct mk_tensor_desc mk_global_tensors[] = {
      MK_STORE_F32, MK_INIT_FREQS, MK_DIM_NONE},
 };
 
+/* A layer's, and an MTP block's (MK_LAYER_MTP: a full-attention layer
+   and its nextn.* tensors). */
 static const struct mk_tensor_desc mk_layer_tensors[] = {
     {"attn_norm.weight", 0, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_NORM, MK_DIM_NONE},
-    {"attn_q.weight", 0, 0, MK_DIM_EMBD, MK_DIM_Q, MK_STORE_TYPE,
+    {"attn_q.weight", 0, MK_FEAT_GDN, MK_DIM_EMBD, MK_DIM_Q, MK_STORE_TYPE,
      MK_INIT_MATRIX, MK_DIM_NONE},
-    {"attn_k.weight", 0, 0, MK_DIM_EMBD, MK_DIM_KV, MK_STORE_TYPE,
-     MK_INIT_MATRIX, MK_DIM_NONE},
-    {"attn_v.weight", 0, 0, MK_DIM_EMBD, MK_DIM_KV, MK_STORE_MORE,
-     MK_INIT_MATRIX, MK_DIM_NONE},
+    /* gated attention: per head head_dim rows of q, then of the gate */
+    {"attn_q.weight", MK_FEAT_GDN, MK_LAYER_RECURRENT, MK_DIM_EMBD, MK_DIM_Q2,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_k.weight", 0, MK_LAYER_RECURRENT, MK_DIM_EMBD, MK_DIM_KV,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_v.weight", 0, MK_LAYER_RECURRENT, MK_DIM_EMBD, MK_DIM_KV,
+     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_q.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_Q, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_k.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_v.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
-    {"attn_q_norm.weight", MK_FEAT_QK_NORM, 0, MK_DIM_HEAD, MK_DIM_NONE,
-     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
-    {"attn_k_norm.weight", MK_FEAT_QK_NORM, 0, MK_DIM_HEAD, MK_DIM_NONE,
-     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
-    {"attn_output.weight", 0, 0, MK_DIM_Q, MK_DIM_EMBD, MK_STORE_TYPE,
-     MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_q_norm.weight", MK_FEAT_QK_NORM, MK_LAYER_RECURRENT, MK_DIM_HEAD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"attn_k_norm.weight", MK_FEAT_QK_NORM, MK_LAYER_RECURRENT, MK_DIM_HEAD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"attn_output.weight", 0, MK_LAYER_RECURRENT, MK_DIM_Q, MK_DIM_EMBD,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_output.bias", MK_FEAT_OSS, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_sinks.weight", MK_FEAT_OSS, 0, MK_DIM_HEADS, MK_DIM_NONE,
      MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
+    /* a Gated DeltaNet layer (llama.cpp's create_tensor calls): the conv
+       channels [q | k | v], z, the conv's taps (F32, as llama.cpp's
+       quantizer leaves them; N(0, 1/d_conv)), the decay's bias and rates,
+       beta and alpha, the output's norm and projection */
+    {"attn_qkv.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_EMBD,
+     MK_DIM_SSM_QKV, MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_gate.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_EMBD,
+     MK_DIM_SSM_V, MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ssm_conv1d.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_CONV,
+     MK_DIM_SSM_QKV, MK_STORE_F32, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ssm_dt.bias", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_SSM_HEADS,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_DT_BIAS, MK_DIM_NONE},
+    {"ssm_a", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_SSM_HEADS,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_SSM_A, MK_DIM_NONE},
+    {"ssm_beta.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_EMBD,
+     MK_DIM_SSM_HEADS, MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ssm_alpha.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_EMBD,
+     MK_DIM_SSM_HEADS, MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ssm_norm.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_SSM_STATE,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"ssm_out.weight", MK_FEAT_GDN | MK_LAYER_RECURRENT, 0, MK_DIM_SSM_V,
+     MK_DIM_EMBD, MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"post_attention_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD,
      MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
-    {"ffn_norm.weight", 0, MK_FEAT_OSS, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
-     MK_INIT_NORM, MK_DIM_NONE},
-    /* gpt-oss's FFN norm (Hugging Face's post_attention_layernorm) */
+    {"ffn_norm.weight", 0, MK_FEAT_OSS | MK_FEAT_GDN, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    /* gpt-oss's and qwen35's FFN norm (Hugging Face's
+       post_attention_layernorm) */
     {"post_attention_norm.weight", MK_FEAT_OSS, 0, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"post_attention_norm.weight", MK_FEAT_GDN, 0, MK_DIM_EMBD, MK_DIM_NONE,
      MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
     {"ffn_gate.weight", 0, MK_FEAT_EXPERTS, MK_DIM_EMBD, MK_DIM_FF,
      MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
@@ -264,7 +354,25 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
     {"ffn_up_exps.bias", MK_FEAT_EXPERTS | MK_FEAT_OSS, 0, MK_DIM_FF_EXP,
      MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_BIAS, MK_DIM_NONE},
+    /* the shared expert's gate: a logit ~ N(0, 1) per token, a vector
+       (llama.cpp's { n_embd }), F32 */
+    {"ffn_gate_inp_shexp.weight", MK_FEAT_SHEXP, 0, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_gate_shexp.weight", MK_FEAT_SHEXP, 0, MK_DIM_EMBD, MK_DIM_FF_SHEXP,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_up_shexp.weight", MK_FEAT_SHEXP, 0, MK_DIM_EMBD, MK_DIM_FF_SHEXP,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_down_shexp.weight", MK_FEAT_SHEXP, 0, MK_DIM_FF_SHEXP, MK_DIM_EMBD,
+     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"post_ffw_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    /* an MTP block's input: eh_proj [rmsnorm(embedding) * enorm |
+       rmsnorm(hidden) * hnorm] */
+    {"nextn.eh_proj.weight", MK_LAYER_MTP, 0, MK_DIM_EMBD2, MK_DIM_EMBD,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"nextn.enorm.weight", MK_LAYER_MTP, 0, MK_DIM_EMBD, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"nextn.hnorm.weight", MK_LAYER_MTP, 0, MK_DIM_EMBD, MK_DIM_NONE,
      MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
 };
 
@@ -436,10 +544,15 @@ static int mk_fill(void *ctx, uint64_t row, void *out, size_t row_bytes)
 			uint64_t m = n - i < 32 ? n - i : 32;
 
 			for (uint64_t k = 0; k < m; k++) {
-				v[k] = (float)(t->init == MK_INIT_FREQS
-				                   ? 1.0 + 7.0 * mk_uniform(&s)
-				                   : t->mean +
-				                         t->std * mk_gauss(&s));
+				if (t->init == MK_INIT_FREQS)
+					v[k] =
+					    (float)(1.0 + 7.0 * mk_uniform(&s));
+				else if (t->init == MK_INIT_SSM_A)
+					v[k] = (float)-exp(
+					    t->mean + t->std * mk_gauss(&s));
+				else
+					v[k] = (float)(t->mean +
+					               t->std * mk_gauss(&s));
 				if (fabsf(v[k]) > amax)
 					amax = fabsf(v[k]);
 			}
@@ -508,6 +621,7 @@ static const struct {
     [MK_INIT_NORM] = {1.0, 0.1}, [MK_INIT_MATRIX] = {0, 0},
     [MK_INIT_EMBD] = {0, 1.0},   [MK_INIT_BIAS] = {0, 0.5},
     [MK_INIT_FREQS] = {0, 0},    [MK_INIT_OUT_NORM] = {1.0, 0.1},
+    [MK_INIT_SSM_A] = {0, 0.5},  [MK_INIT_DT_BIAS] = {-2.0, 0.5},
 };
 
 /* Size D of model M. */
@@ -536,6 +650,23 @@ static uint64_t mk_dim(const struct mk_model *m, enum mk_dim d)
 		return (uint64_t)m->n_head;
 	case MK_DIM_FF_EXP:
 		return (uint64_t)m->n_ff_exp;
+	case MK_DIM_Q2:
+		return (uint64_t)(2 * m->n_head * m->head_dim);
+	case MK_DIM_EMBD2:
+		return (uint64_t)(2 * m->n_embd);
+	case MK_DIM_CONV:
+		return (uint64_t)m->d_conv;
+	case MK_DIM_SSM_QKV:
+		return (uint64_t)((2 * m->ssm_k_heads + m->ssm_v_heads) *
+		                  m->ssm_state);
+	case MK_DIM_SSM_V:
+		return (uint64_t)(m->ssm_v_heads * m->ssm_state);
+	case MK_DIM_SSM_HEADS:
+		return (uint64_t)m->ssm_v_heads;
+	case MK_DIM_SSM_STATE:
+		return (uint64_t)m->ssm_state;
+	case MK_DIM_FF_SHEXP:
+		return (uint64_t)m->n_ff_shexp;
 	}
 	return 0;
 }
@@ -622,18 +753,18 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
 	return 0;
 }
 
-/* Add the tensors of LIST (N rows) that M's features ask for, of layer IL
-   (-1: global ones). Returns 0 or -1 (mk_add). */
+/* Add the tensors of LIST (N rows) that FEATS (M's features and the
+   layer's MK_LAYER_* kind) ask for, of layer IL (-1: global ones). Returns
+   0 or -1 (mk_add). */
 static int mk_add_list(struct gguf_writer *w, struct mk_state *st,
-                       const struct mk_model *m,
+                       const struct mk_model *m, uint32_t feats,
                        const struct mk_tensor_desc *list, size_t n, int64_t il,
                        char *err, size_t errlen)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct mk_tensor_desc *d = &list[i];
 
-		if ((m->features & d->needs) != d->needs ||
-		    (m->features & d->unless) != 0)
+		if ((feats & d->needs) != d->needs || (feats & d->unless) != 0)
 			continue;
 		if (mk_add(w, st, m, d, il, err, errlen))
 			return -1;
@@ -645,14 +776,50 @@ static int mk_add_list(struct gguf_writer *w, struct mk_state *st,
 static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
                       const struct mk_model *m, char *err, size_t errlen)
 {
-	if (mk_add_list(w, st, m, mk_global_tensors,
+	if (mk_add_list(w, st, m, m->features, mk_global_tensors,
 	                MK_COUNT(mk_global_tensors), -1, err, errlen))
 		return -1;
-	for (int64_t il = 0; il < m->n_layer; il++)
-		if (mk_add_list(w, st, m, mk_layer_tensors,
+	/* the stack, then the MTP blocks (full attention: llama.cpp's
+	   is_recr is false past the stack) */
+	for (int64_t il = 0; il < m->n_layer + m->n_nextn; il++) {
+		uint32_t feats = m->features;
+
+		if (il >= m->n_layer)
+			feats |= MK_LAYER_MTP;
+		else if ((m->features & MK_FEAT_GDN) &&
+		         (il + 1) % m->fa_interval != 0)
+			feats |= MK_LAYER_RECURRENT;
+		if (mk_add_list(w, st, m, feats, mk_layer_tensors,
 		                MK_COUNT(mk_layer_tensors), il, err, errlen))
 			return -1;
+	}
 	return 0;
+}
+
+/* MK_FEAT_GDN's keys: the Gated DeltaNet's shape, the layer pattern, the
+   rope sections, the MTP blocks. */
+static void mk_metadata_gdn(struct gguf_writer *w, const struct mk_model *m)
+{
+	int32_t sec[4];
+	char key[128];
+
+#define K(suffix) (snprintf(key, sizeof(key), "%s." suffix, m->arch->name), key)
+	gguf_writer_set_u32(w, K("ssm.conv_kernel"), (uint32_t)m->d_conv);
+	gguf_writer_set_u32(w, K("ssm.inner_size"), (uint32_t)m->ssm_inner);
+	gguf_writer_set_u32(w, K("ssm.state_size"), (uint32_t)m->ssm_state);
+	gguf_writer_set_u32(w, K("ssm.time_step_rank"),
+	                    (uint32_t)m->ssm_v_heads);
+	gguf_writer_set_u32(w, K("ssm.group_count"), (uint32_t)m->ssm_k_heads);
+	gguf_writer_set_u32(w, K("full_attention_interval"),
+	                    (uint32_t)m->fa_interval);
+	for (int i = 0; i < 4; i++)
+		sec[i] = (int32_t)m->rope_sections[i];
+	gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_TYPE_INT32,
+	                    sec, 4);
+	if (m->n_nextn != 0)
+		gguf_writer_set_u32(w, K("nextn_predict_layers"),
+		                    (uint32_t)m->n_nextn);
+#undef K
 }
 
 /* Metadata keys: general.* and the architecture's. */
@@ -664,7 +831,8 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 	gguf_writer_set_str(w, "general.architecture", m->arch->name);
 	gguf_writer_set_str(w, "general.name", "parley random model");
 	gguf_writer_set_u32(w, "general.alignment", 32);
-	gguf_writer_set_u32(w, K("block_count"), (uint32_t)m->n_layer);
+	gguf_writer_set_u32(w, K("block_count"),
+	                    (uint32_t)(m->n_layer + m->n_nextn));
 	gguf_writer_set_u32(w, K("context_length"), (uint32_t)m->n_ctx);
 	gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)m->n_embd);
 	gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)m->n_ff);
@@ -676,6 +844,11 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 		gguf_writer_set_u32(w, K("expert_feed_forward_length"),
 		                    (uint32_t)m->n_ff_exp);
 	}
+	if (m->features & MK_FEAT_SHEXP)
+		gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"),
+		                    (uint32_t)m->n_ff_shexp);
+	if (m->features & MK_FEAT_GDN)
+		mk_metadata_gdn(w, m);
 	gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)m->n_head);
 	gguf_writer_set_u32(w, K("attention.head_count_kv"),
 	                    (uint32_t)m->n_head_kv);
@@ -850,7 +1023,30 @@ static void mk_usage(FILE *f)
 	    "                  the global layers'\n"
 	    "  --n-expert N --n-expert-used K --n-ff-exp N  a mixture's\n"
 	    "                  experts, those chosen per token and their\n"
-	    "                  hidden size (qwen3moe; defaults 8, 2, --n-ff)\n"
+	    "                  hidden size (qwen3moe; defaults 8, 2, --n-ff)\n",
+	    f);
+	fputs(
+	    "  --n-ff-shexp N  the shared expert's hidden size (qwen35moe;\n"
+	    "                  default --n-ff)\n"
+	    "  qwen35, qwen35moe (Gated DeltaNet; ARCH.ssm.* keys):\n"
+	    "  --ssm-conv-kernel N  taps of the causal conv (default 4)\n"
+	    "  --ssm-state-size N   S, dims of a q/k/v head (default\n"
+	    "                  --head-dim)\n"
+	    "  --ssm-group-count N  H_k, query/key heads (default\n"
+	    "                  --n-head-kv)\n"
+	    "  --ssm-time-step-rank N  H_v, value heads, a multiple of H_k\n"
+	    "                  (default --n-head)\n"
+	    "  --ssm-inner-size N  the key ssm.inner_size (default H_v S,\n"
+	    "                  the only value llama.cpp reads right)\n"
+	    "  --full-attention-interval N  layer i is full (gated)\n"
+	    "                  attention iff (i + 1) % N == 0 (default 4)\n"
+	    "  --rope-sections A,B,C,D  rope.dimension_sections (M-RoPE\n"
+	    "                  pairs per position kind; default n_rot/2\n"
+	    "                  split as Qwen3.5's 11,11,10,0 of 32)\n"
+	    "  --nextn-layers N  N MTP blocks (blk.n_layer...: a full-\n"
+	    "                  attention block, nextn.eh_proj/enorm/hnorm)\n"
+	    "                  after the --n-layer of the stack; block_count\n"
+	    "                  counts them (default 0)\n"
 	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n"
 	    "  --no-vocab      no tokenizer: tokenizer.ggml.model \"none\"\n"
 	    "                  and ARCH.vocab_size, which llama.cpp loads\n"
@@ -933,6 +1129,14 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	    {"--n-expert-used", &m->n_expert_used, 64},
 	    {"--n-ff-exp", &m->n_ff_exp, 262144},
 	    {"--yarn-orig-ctx", &m->yarn_orig_ctx, 1048576},
+	    {"--ssm-conv-kernel", &m->d_conv, 64},
+	    {"--ssm-state-size", &m->ssm_state, 1024},
+	    {"--ssm-group-count", &m->ssm_k_heads, 1024},
+	    {"--ssm-time-step-rank", &m->ssm_v_heads, 1024},
+	    {"--ssm-inner-size", &m->ssm_inner, 1048576},
+	    {"--full-attention-interval", &m->fa_interval, 1024},
+	    {"--nextn-layers", &m->n_nextn, 16},
+	    {"--n-ff-shexp", &m->n_ff_shexp, 262144},
 	};
 	const struct {
 		const char *name;
@@ -967,6 +1171,32 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	return 0;
 }
 
+/* Parse --rope-sections V, "A,B,C,D" (counts of rotated pairs), into
+   SEC[4]. Returns 0 or -1 with a message. */
+static int mk_parse_sections(const char *a, const char *v, int64_t *sec)
+{
+	const char *p = v;
+	int64_t sum = 0;
+
+	for (int i = 0; p != NULL && i < 4; i++) {
+		char *end;
+		long x = strtol(p, &end, 10);
+
+		if (end == p || x < 0 || x > 1024 ||
+		    *end != (i < 3 ? ',' : '\0'))
+			break;
+		sec[i] = x;
+		sum += x;
+		p = end + 1;
+		if (i == 3 && sum > 0)
+			return 0;
+	}
+	fprintf(stderr,
+	        "parley-mkmodel: %s takes four counts A,B,C,D (not all 0)\n",
+	        a);
+	return -1;
+}
+
 /* Parse option A, if it is one of the RoPE's, with value V (NULL: none)
    into O. Returns 2 (the arguments used), 0 if it is not, or -1. */
 static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
@@ -980,6 +1210,8 @@ static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
 		return mk_num(a, v, 1.0001, 1e12, &o->m.rope_base_swa) ? -1 : 2;
 	if (strcmp(a, "--rope-scale-factor") == 0)
 		return mk_num(a, v, 1, 1e6, &o->m.rope_factor) ? -1 : 2;
+	if (strcmp(a, "--rope-sections") == 0)
+		return mk_parse_sections(a, v, o->m.rope_sections) ? -1 : 2;
 	if (strcmp(a, "--rope-style") == 0) {
 		o->rope =
 		    mk_pick(a, v, mk_rope_styles, MK_COUNT(mk_rope_styles));
@@ -1075,6 +1307,64 @@ static const struct mk_arch *mk_pick_arch(const struct mk_opts *o)
 	return NULL;
 }
 
+/* MK_FEAT_GDN's and MK_FEAT_SHEXP's defaults and checks. Returns 0 or -1
+   with a message. */
+static int mk_check_gdn(struct mk_model *m)
+{
+	const int64_t half = m->n_rot / 2;
+	int64_t *sec = m->rope_sections;
+
+	if (!(m->features & MK_FEAT_GDN)) {
+		if (m->d_conv || m->ssm_state || m->ssm_k_heads ||
+		    m->ssm_v_heads || m->ssm_inner || m->fa_interval ||
+		    m->n_nextn || sec[0] || sec[1] || sec[2] || sec[3]) {
+			fprintf(stderr,
+			        "parley-mkmodel: --ssm-*, "
+			        "--full-attention-interval, --rope-sections "
+			        "and --nextn-layers need --arch qwen35 or "
+			        "qwen35moe\n");
+			return -1;
+		}
+	} else {
+		if (m->d_conv == 0)
+			m->d_conv = 4;
+		if (m->ssm_state == 0)
+			m->ssm_state = m->head_dim;
+		if (m->ssm_k_heads == 0)
+			m->ssm_k_heads = m->n_head_kv;
+		if (m->ssm_v_heads == 0)
+			m->ssm_v_heads = m->n_head;
+		if (m->ssm_inner == 0) /* anything else: a file llama.cpp
+		                          misreads (loader error tests) */
+			m->ssm_inner = m->ssm_v_heads * m->ssm_state;
+		if (m->fa_interval == 0)
+			m->fa_interval = 4; /* llama.cpp's default */
+		if (!sec[0] && !sec[1] && !sec[2] && !sec[3]) {
+			/* Qwen3.5's 11,11,10 of 32: every rotated pair in a
+			   text position's section (IMROPE) */
+			sec[0] = (half + 2) / 3;
+			sec[1] = (half + 1) / 3;
+			sec[2] = half / 3;
+		}
+		if (m->ssm_v_heads % m->ssm_k_heads != 0) {
+			fprintf(stderr, "parley-mkmodel: --ssm-time-step-rank "
+			                "(value heads) must be a multiple of "
+			                "--ssm-group-count (key heads)\n");
+			return -1;
+		}
+	}
+	if (!(m->features & MK_FEAT_SHEXP)) {
+		if (m->n_ff_shexp != 0) {
+			fprintf(stderr, "parley-mkmodel: --n-ff-shexp needs "
+			                "--arch qwen35moe\n");
+			return -1;
+		}
+	} else if (m->n_ff_shexp == 0) {
+		m->n_ff_shexp = m->n_ff;
+	}
+	return 0;
+}
+
 /* Check the options; fill the model's defaults. Returns 0 or -1. */
 static int mk_check(struct mk_opts *o)
 {
@@ -1148,6 +1438,8 @@ static int mk_check(struct mk_opts *o)
 		                "(--arch qwen3moe)\n");
 		return -1;
 	}
+	if (mk_check_gdn(m))
+		return -1;
 	if (o->no_vocab && o->tok_from != NULL) {
 		fprintf(stderr, "parley-mkmodel: --no-vocab or "
 		                "--tokenizer-from, not both\n");
@@ -1207,8 +1499,9 @@ int cmd_mkmodel(int argc, char **argv)
 		o.m.n_vocab = 256;
 	if (o.no_vocab)
 		mk_no_vocab(w, &o.m);
-	st.cap = MK_COUNT(mk_global_tensors) +
-	         MK_COUNT(mk_layer_tensors) * (size_t)o.m.n_layer;
+	st.cap =
+	    MK_COUNT(mk_global_tensors) +
+	    MK_COUNT(mk_layer_tensors) * (size_t)(o.m.n_layer + o.m.n_nextn);
 	st.t = calloc(st.cap, sizeof(*st.t));
 	if (st.t == NULL)
 		snprintf(err, sizeof(err), "out of memory");

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Goldens for tests/t_engine_llamacpp.c: random-weight qwen3, qwen3moe,
-gpt-oss and gemma3 models written by parley's writer, and llama.cpp's logits
-on them.
+gpt-oss, gemma3, qwen35 and qwen35moe models written by parley's writer, and
+llama.cpp's logits on them.
 
 For each model of MODELS:
   * parley-mkmodel writes NAME.gguf (--no-vocab: llama.cpp wants a
@@ -29,8 +29,11 @@ For each model of MODELS:
 
 NMSE of a position = sum (a - b)^2 / sum b^2 over the vocabulary; "rel" is
 max |a - b| / max |b| of a position; both reported as the worst position.
+For the recurrent models (qwen35*) also the worst NMSE of each 16
+positions, as the state carries each position's error to the next.
 
 Usage: gen_arch.py --mkmodel BUILD/tests/parley-mkmodel [--out DIR]
+                   [--only NAME,NAME...]
 """
 import argparse
 import copy
@@ -131,6 +134,53 @@ MODELS = [
                    "--head-dim 64 --n-ff 512 --n-layer 2 --n-vocab 128 "
                    "--type IQ1_M --more-bits-type TQ1_0 --embd-type TQ2_0 "
                    "--out-type Q8_0 --out-norm-scale 4 --seed 33", 32),
+    # Qwen3.5 (hybrid): Gated DeltaNet layers and gated full attention
+    # (interval 2: layers 1, 3; 4: layer 3 only, as the real models),
+    # H_v = 2 H_k (f32) and 3 H_k (q8_0) value heads, so that the value ->
+    # key head map (h % H_k, llama.cpp's) matters; partial RoPE (8 or 16
+    # of 32 dims; q8_0 writes its sections, f32 takes the default); 96
+    # tokens for the state's error over positions; the q8_0 file has an
+    # MTP block (blk.4, --nextn-layers 1) that is not run, and a tied head
+    ("qwen35_f32", "--arch qwen35 --n-embd 64 --n-head 4 --n-head-kv 2 "
+                   "--head-dim 32 --n-rot 8 --n-ff 96 --n-layer 4 "
+                   "--full-attention-interval 2 --ssm-state-size 16 "
+                   "--ssm-group-count 2 --ssm-time-step-rank 4 "
+                   "--n-vocab 128 --type F32 --out-norm-scale 4 "
+                   "--seed 40", 96),
+    ("qwen35_q8_0", "--arch qwen35 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                    "--head-dim 32 --n-rot 16 --rope-sections 3,3,2,0 "
+                    "--n-ff 128 --n-layer 4 --full-attention-interval 4 "
+                    "--ssm-state-size 16 --ssm-group-count 2 "
+                    "--ssm-time-step-rank 6 --n-vocab 128 --type Q8_0 "
+                    "--tied --nextn-layers 1 --seed 41", 96),
+    # 8 experts choose 3 beside the shared one (F32; seed 44: smallest
+    # k-th/(k+1)-th gap 3.5e-4). Q8_0: a routing flip in a recurrent model
+    # moves every later position's state, so a choice must hold over the
+    # whole sequence: with 4 layers and 8 experts no seed of 60..75 routed
+    # alike under the jitter below; 3 layers (0, 1 recurrent) choosing 2
+    # of 4: of seeds 60..399, 89, 200, 356 and 384 route alike in the
+    # parley pass, the ggml pass and 24 jittered ones (1e-6 and 1e-5
+    # relative). Int8 rounding also decides the odd activation within
+    # 1e-7 of a boundary by fp32 order, and the state carries such a flip
+    # to every later position: the ggml pass of 89, 200 and 356 is 3e-5
+    # to 3e-4 NMSE from llama.cpp from one on; 384's agrees to 5e-15. An
+    # MTP block besides
+    ("qwen35moe_f32", "--arch qwen35moe --n-embd 64 --n-head 4 "
+                      "--n-head-kv 2 --head-dim 16 --n-rot 8 --n-ff 96 "
+                      "--n-expert 8 --n-expert-used 3 --n-ff-exp 16 "
+                      "--n-ff-shexp 32 --n-layer 4 "
+                      "--full-attention-interval 2 --ssm-state-size 16 "
+                      "--ssm-group-count 2 --ssm-time-step-rank 4 "
+                      "--n-vocab 128 --type F32 --out-norm-scale 4 "
+                      "--seed 44", 64),
+    ("qwen35moe_q8_0", "--arch qwen35moe --n-embd 64 --n-head 4 "
+                       "--n-head-kv 2 --head-dim 32 --n-rot 8 --n-ff 64 "
+                       "--n-expert 4 --n-expert-used 2 --n-ff-exp 32 "
+                       "--n-ff-shexp 64 --n-layer 3 "
+                       "--full-attention-interval 3 --ssm-state-size 16 "
+                       "--ssm-group-count 2 --ssm-time-step-rank 4 "
+                       "--n-vocab 128 --type Q8_0 --out-norm-scale 4 "
+                       "--nextn-layers 1 --seed 384", 64),
 ]
 CLEAR = 0.1  # the C test's greedy check: llama.cpp's top-2 margin above
 
@@ -148,8 +198,9 @@ def rel(a, b):
 def llama_logits(path, toks):
     """llama.cpp's logits of every position, one batch."""
     Llama = llama_cpp_setup().Llama
-    llm = Llama(model_path=path, n_ctx=64, logits_all=True, n_threads=2,
-                verbose=False, type_k=0, type_v=0, flash_attn=False)
+    llm = Llama(model_path=path, n_ctx=max(64, len(toks)), logits_all=True,
+                n_threads=2, verbose=False, type_k=0, type_v=0,
+                flash_attn=False)
     llm.eval(toks)
     return np.array(llm.scores[:len(toks)], dtype=np.float32)
 
@@ -205,7 +256,11 @@ def ablations(m):
     for il in range(m.n_layer):  # o = f = 0 (also after a post-norm)
         variant("without layer %d" % il,
                 lambda v, il=il: v.layers[il].update(
-                    o=0 * v.layers[il]["o"], down=0 * v.layers[il]["down"]))
+                    o=0 * v.layers[il]["o"], down=0 * v.layers[il]["down"],
+                    down_sh=None if v.layers[il].get("down_sh") is None
+                    else 0 * v.layers[il]["down_sh"]))
+    if m.hybrid:
+        out += hybrid_ablations(m)
     if m.oss:
         variant("no attention sinks", lambda v: [L.update(sinks=None)
                                                  for L in v.layers])
@@ -223,6 +278,48 @@ def ablations(m):
     if m.n_expert:  # routing decided by the other end of the router
         variant("routing by the smallest logits",
                 lambda v: [L.update(router=-L["router"]) for L in v.layers])
+    return out
+
+
+def hybrid_ablations(m):
+    """qwen35's (name, RefModel with that detail changed)."""
+    out = []
+
+    def variant(name, fn):
+        v = copy.deepcopy(m)
+        fn(v)
+        out.append((name, v))
+
+    if m.ssm_Hv != m.ssm_Hk:
+        variant("value heads grouped: k head h // (H_v/H_k)",
+                lambda v: setattr(v, "gdn_head_map", "group"))
+    variant("HF's L2 norm x / sqrt(|x|^2 + eps)",
+            lambda v: setattr(v, "gdn_l2_hf", True))
+    variant("no causal conv", lambda v: setattr(v, "gdn_conv", False))
+    variant("conv taps reversed", lambda v: [
+        L.update(conv=L["conv"][:, ::-1].copy()) for L in v.layers
+        if L.get("conv") is not None])
+    variant("q not scaled by 1/sqrt(S)",
+            lambda v: setattr(v, "gdn_qscale", False))
+    variant("no decay (g = 0)", lambda v: setattr(v, "gdn_decay", False))
+    variant("decay without dt bias", lambda v: [
+        L.update(dt_bias=0 * L["dt_bias"]) for L in v.layers
+        if L.get("dt_bias") is not None])
+    variant("beta = 1/2 (no beta projection)", lambda v: [
+        L.update(beta=0 * L["beta"]) for L in v.layers
+        if L.get("beta") is not None])
+    variant("no silu(z) output gate", lambda v: setattr(v, "z_gated", False))
+    variant("no sigmoid attention gate",
+            lambda v: setattr(v, "attn_gated", False))
+    variant("no q/k norm (full attention)",
+            lambda v: setattr(v, "attn_qk_norm", False))
+    variant("RoPE over all %d head dims (not %d)" % (m.head_dim, m.n_rot),
+            lambda v: setattr(v, "n_rot", m.head_dim))
+    if m.layers[0].get("up_sh") is not None:
+        variant("shared expert not gated",
+                lambda v: setattr(v, "shexp_gated", False))
+        variant("no shared expert", lambda v: [L.update(up_sh=None)
+                                               for L in v.layers])
     return out
 
 
@@ -278,6 +375,10 @@ def one_model(mkmodel, out, name, opts, n_tok, rng):
                   label, rel(r, got).max(), nmse(r, got).max(),
                   np.abs(r - got).max(),
                   (r.argmax(1) == got.argmax(1)).sum(), n_tok))
+        if exact.hybrid:  # the recurrent state's error over positions
+            e = nmse(r, got)
+            print("    max NMSE per 16 positions: " + " ".join(
+                "%.1e" % e[i:i + 16].max() for i in range(0, n_tok, 16)))
     # parley's arithmetic, 8 perturbed runs: how far a correct parley
     # may be from llama.cpp
     for seed in range(8):

@@ -1,5 +1,5 @@
 """Independent float64 forward pass of llama / qwen2 / qwen3 / qwen3moe /
-gemma3 / gpt-oss GGUF models (numpy).
+gemma3 / gpt-oss / qwen35 / qwen35moe GGUF models (numpy).
 
 Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM /
 Qwen3ForCausalLM / Qwen3MoeForCausalLM / Gemma3ForCausalLM (modeling_*.py),
@@ -26,6 +26,28 @@ not from parley's C code:
     RoPE base and no scaling (rope_local_base_freq). Gemma's RMSNorm
     multiplies by (1 + w); GGUF files store 1 + w (the converter adds it),
     so here, as for llama, the norm is x * w.
+  * qwen35 / qwen35moe (HF Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM, whose
+    layers are Qwen3-Next's): layer i is full attention iff (i + 1) %
+    full_attention_interval == 0, the others Gated DeltaNet (_gdn below);
+    every FFN's norm is post_attention_norm; the MTP blocks
+    (nextn_predict_layers, counted in block_count) are not run. Full
+    attention is gated: attn_q gives per head head_dim values of q, then
+    head_dim of a gate; q_norm/k_norm, partial NEOX RoPE over n_rot dims
+    (HF's interleaved M-RoPE is plain RoPE for text positions: the three
+    position ids are equal; llama.cpp's IMROPE agrees where the sections
+    cover every rotated pair, which is checked), softmax attention, then
+    o * sigmoid(gate) before attn_output. qwen35moe: qwen3moe's routing
+    plus a shared expert, f += sigmoid(ffn_gate_inp_shexp . h) *
+    mlp_shexp(h). Where HF and llama.cpp differ in a detail the file
+    cannot settle, this follows llama.cpp (the oracle) and the switch
+    names the alternative: the L2 norm x / max(|x|, eps) (HF: x /
+    sqrt(|x|^2 + eps); gdn_l2_hf) and value head h reading key head
+    h % H_k (GGUF stores the value heads tiled; HF's repeat_interleave
+    reads h // (H_v / H_k) of its own order; gdn_head_map "group").
+    Measured on llama-cpp-python 0.3.36 (its CPU GATED_DELTA_NET op), one
+    batch of 40 tokens and the same tokens fed 7, 1, 1, 1, 5, 1, 3, 1...
+    at a time: "tile" agrees to 1e-12 NMSE at every position, "group" is
+    off by up to 1 from position 0 on (H_v = 4, H_k = 2).
 
 Everything is computed in float64. With act_quant=True the activation
 vector of every product with a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weight is first
@@ -123,11 +145,14 @@ class RefModel:
         self.arch = _field(r, "general.architecture")
         a = self.arch
         if a not in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3",
-                     "gpt-oss"):
+                     "gpt-oss", "qwen35", "qwen35moe"):
             raise ValueError("unsupported architecture " + a)
+        self.hybrid = a in ("qwen35", "qwen35moe")
         if _field(r, a + ".final_logit_softcapping") is not None:
             raise ValueError("final_logit_softcapping is not implemented")
-        self.n_layer = _field(r, a + ".block_count")
+        # MTP blocks (qwen35) come after the stack and are not run
+        self.n_nextn = _field(r, a + ".nextn_predict_layers", 0)
+        self.n_layer = _field(r, a + ".block_count") - self.n_nextn
         self.n_embd = _field(r, a + ".embedding_length")
         self.n_head = _field(r, a + ".attention.head_count")
         self.n_head_kv = _field(r, a + ".attention.head_count_kv", self.n_head)
@@ -189,7 +214,9 @@ class RefModel:
         self.rope_freqs = (_arr(T["rope_freqs.weight"]).reshape(-1)
                            if "rope_freqs.weight" in T else None)
         self.layers = []
-        for i in range(self.n_layer):
+        if self.hybrid:
+            self._hybrid_init(r, T)
+        for i in range(0 if self.hybrid else self.n_layer):
             g = lambda n: _arr(T["blk.%d.%s" % (i, n)])
             ex = "_exps" if self.n_expert else ""
             L = dict(attn_norm=g("attn_norm.weight").reshape(-1),
@@ -338,6 +365,8 @@ class RefModel:
 
     def forward(self, tokens):
         """Logits [T, n_vocab] of every position for tokens at 0..T-1."""
+        if self.hybrid:
+            return self._forward_hybrid(tokens)
         T = len(tokens)
         hd, H, KV = self.head_dim, self.n_head, self.n_head_kv
         pos = np.arange(T, dtype=np.float64)
@@ -391,6 +420,201 @@ class RefModel:
                 f = self._mlp(h, L["gate"], L["up"], L["down"], Q)
             if L["post_ffn"] is not None:
                 f = self._rms(f, L["post_ffn"])
+            x = x + f
+            self.hidden.append(x.copy())
+        return self._mm(self._rms(x, self.out_norm), self.out, self.out_q)
+
+    # ---- qwen35 / qwen35moe -------------------------------------------
+
+    def _hybrid_init(self, r, T):
+        """The layers of a qwen35 / qwen35moe file (self.layers), the Gated
+        DeltaNet's shape and the switches the ablations turn."""
+        a = self.arch
+        self.d_conv = _field(r, a + ".ssm.conv_kernel")
+        self.ssm_S = _field(r, a + ".ssm.state_size")
+        self.ssm_Hk = _field(r, a + ".ssm.group_count")
+        self.ssm_Hv = _field(r, a + ".ssm.time_step_rank")
+        if _field(r, a + ".ssm.inner_size") != self.ssm_Hv * self.ssm_S:
+            raise ValueError("ssm.inner_size is not time_step_rank * "
+                             "state_size")
+        interval = _field(r, a + ".full_attention_interval", 4)
+        self.is_full = [(i + 1) % interval == 0 for i in range(self.n_layer)]
+        f = r.fields[a + ".rope.dimension_sections"]
+        sec = [int(f.parts[i][0]) for i in f.data]
+        # ggml's IMROPE gives pair i (sector i % sum(sec)) the position
+        # kind sector % 3 (t, h, w) while sector < 3 * sec[kind], else the
+        # 4th kind, whose position is 0 for text: HF rotates that pair by
+        # the position
+        n = sum(sec)
+        for i in range(self.n_rot // 2):
+            sct = i % n
+            if not sct < 3 * sec[sct % 3]:
+                raise ValueError("rope sections %s leave pair %d to the "
+                                 "4th position (llama.cpp rotates it by 0)"
+                                 % (sec, i))
+        self.rope_sections = sec
+        # switches (the ablations): llama.cpp's choices
+        self.gdn_head_map = "tile"  # v head h reads k head h % H_k
+        self.gdn_l2_hf = False      # x / max(|x|, eps); True: HF's
+        self.gdn_conv = True
+        self.gdn_qscale = True
+        self.gdn_decay = True
+        self.attn_gated = True
+        self.attn_qk_norm = True
+        self.z_gated = True
+        self.shexp_gated = True
+        ex = "_exps" if self.n_expert else ""
+        for i in range(self.n_layer):
+            def g(n, i=i):
+                n = "blk.%d.%s" % (i, n)
+                return _arr(T[n]) if n in T else None
+
+            def q(n, i=i):
+                n = "blk.%d.%s.weight" % (i, n)
+                return n in T and self.qtype[n] in Q32
+
+            L = dict(attn_norm=g("attn_norm.weight").reshape(-1),
+                     ffn_norm=g("post_attention_norm.weight").reshape(-1),
+                     gate=g("ffn_gate%s.weight" % ex),
+                     up=g("ffn_up%s.weight" % ex),
+                     down=g("ffn_down%s.weight" % ex),
+                     router=g("ffn_gate_inp.weight"), router_b=None,
+                     gate_b=None, up_b=None, down_b=None, bq=None,
+                     post_attn=None, post_ffn=None, sinks=None, bo=None,
+                     q_norm=None, k_norm=None,
+                     sh_inp=g("ffn_gate_inp_shexp.weight"),
+                     gate_sh=g("ffn_gate_shexp.weight"),
+                     up_sh=g("ffn_up_shexp.weight"),
+                     down_sh=g("ffn_down_shexp.weight"))
+            L["quant"] = {n: q(n2) for n, n2 in (
+                ("q", "attn_q"), ("k", "attn_k"), ("v", "attn_v"),
+                ("o", "attn_output" if self.is_full[i] else "ssm_out"),
+                ("qkv", "attn_qkv"), ("z", "attn_gate"),
+                ("beta", "ssm_beta"), ("alpha", "ssm_alpha"),
+                ("gate", "ffn_gate" + ex), ("up", "ffn_up" + ex),
+                ("down", "ffn_down" + ex))}
+            L["quant_sh"] = {n: q("ffn_%s_shexp" % n)
+                             for n in ("gate", "up", "down")}
+            if L["sh_inp"] is not None:
+                L["sh_inp"] = L["sh_inp"].reshape(-1)
+            if self.is_full[i]:
+                L.update(q=g("attn_q.weight"), k=g("attn_k.weight"),
+                         v=g("attn_v.weight"), o=g("attn_output.weight"),
+                         q_norm=g("attn_q_norm.weight").reshape(-1),
+                         k_norm=g("attn_k_norm.weight").reshape(-1))
+            else:
+                L.update(qkv=g("attn_qkv.weight"), z=g("attn_gate.weight"),
+                         conv=g("ssm_conv1d.weight"),  # [channels, d_conv]
+                         dt_bias=g("ssm_dt.bias").reshape(-1),
+                         ssm_a=g("ssm_a").reshape(-1),
+                         beta=g("ssm_beta.weight"),
+                         alpha=g("ssm_alpha.weight"),
+                         ssm_norm=g("ssm_norm.weight").reshape(-1),
+                         o=g("ssm_out.weight"))
+            self.layers.append(L)
+
+    def _l2(self, x):
+        """L2 norm of the last axis: llama.cpp's x / max(|x|, eps), or
+        HF's l2norm x / sqrt(|x|^2 + eps)."""
+        ss = (x * x).sum(-1, keepdims=True)
+        if self.gdn_l2_hf:
+            return x / np.sqrt(ss + self.eps)
+        return x / np.maximum(np.sqrt(ss), self.eps)
+
+    def _gdn(self, h, L):
+        """Gated DeltaNet (HF Qwen3NextGatedDeltaNet, the recurrent form of
+        torch_recurrent_gated_delta_rule) of h [T, n_embd], from a zero
+        state: c = silu(causal conv(attn_qkv h)) split [q | k | v] (H_k,
+        H_k, H_v heads of S), q and k L2-normed, q / sqrt(S); beta =
+        sigmoid(ssm_beta h), g = softplus(ssm_alpha h + dt_bias) * ssm_a;
+        per value head, state [S key][S value]: state *= e^g, d = beta
+        (v - state^T k), state += k d^T, o = state^T q; then o =
+        rmsnorm(o) * ssm_norm * silu(attn_gate h), and ssm_out o."""
+        T = h.shape[0]
+        S, Hk, Hv, K = self.ssm_S, self.ssm_Hk, self.ssm_Hv, self.d_conv
+        Q = L["quant"]
+        mixed = self._mm(h, L["qkv"], Q["qkv"])        # [T, (2Hk + Hv) S]
+        z = self._mm(h, L["z"], Q["z"]).reshape(T, Hv, S)
+        beta = 1.0 / (1.0 + np.exp(-self._mm(h, L["beta"], Q["beta"])))
+        a = self._mm(h, L["alpha"], Q["alpha"]) + L["dt_bias"]
+        sp = np.where(a > 20, a, np.log1p(np.exp(np.minimum(a, 20))))
+        g = sp * L["ssm_a"] if self.gdn_decay else 0 * sp  # [T, Hv], < 0
+        # causal depthwise conv over time (K - 1 zeros before position 0),
+        # tap 0 on the oldest input, then SiLU
+        if self.gdn_conv:
+            xp = np.concatenate([np.zeros((K - 1, mixed.shape[1])), mixed])
+            c = sum(xp[i:i + T] * L["conv"][:, i] for i in range(K))
+        else:
+            c = mixed
+        c = c / (1.0 + np.exp(-c))
+        q = self._l2(c[:, :Hk * S].reshape(T, Hk, S))
+        k = self._l2(c[:, Hk * S:2 * Hk * S].reshape(T, Hk, S))
+        v = c[:, 2 * Hk * S:].reshape(T, Hv, S)
+        if self.gdn_qscale:
+            q = q / np.sqrt(S)
+        hv = np.arange(Hv)
+        kh = hv % Hk if self.gdn_head_map == "tile" else hv // (Hv // Hk)
+        q, k = q[:, kh], k[:, kh]                      # [T, Hv, S]
+        st = np.zeros((Hv, S, S))                      # [head, key, value]
+        o = np.empty((T, Hv, S))
+        for t in range(T):
+            st *= np.exp(g[t])[:, None, None]
+            d = beta[t][:, None] * (v[t] - np.einsum("hkv,hk->hv", st, k[t]))
+            st += k[t][:, :, None] * d[:, None, :]
+            o[t] = np.einsum("hkv,hk->hv", st, q[t])
+        o = self._rms(o, L["ssm_norm"])
+        if self.z_gated:
+            o = o * (z / (1.0 + np.exp(-z)))
+        return self._mm(o.reshape(T, Hv * S), L["o"], Q["o"])
+
+    def _gated_attn(self, h, L, pos, mask):
+        """Qwen3-Next's gated attention of h [T, n_embd]."""
+        T = h.shape[0]
+        hd, H, KV = self.head_dim, self.n_head, self.n_head_kv
+        Q = L["quant"]
+        qg = self._mm(h, L["q"], Q["q"]).reshape(T, H, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(T, H * hd)
+        k = self._mm(h, L["k"], Q["k"]).reshape(T, KV, hd)
+        v = self._mm(h, L["v"], Q["v"]).reshape(T, KV, hd)
+        if self.attn_qk_norm:
+            q, k = self._rms(q, L["q_norm"]), self._rms(k, L["k_norm"])
+        q, k = self._rope(q, pos), self._rope(k, pos)
+        rep = H // KV                                   # repeat_kv
+        k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+        s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        a = np.einsum("hts,shd->thd", s, v).reshape(T, H * hd)
+        if self.attn_gated:
+            a = a / (1.0 + np.exp(-gate))
+        return self._mm(a, L["o"], Q["o"])
+
+    def _forward_hybrid(self, tokens):
+        """forward() of qwen35 / qwen35moe."""
+        T = len(tokens)
+        pos = np.arange(T, dtype=np.float64)
+        x = self.emb[np.asarray(tokens)]
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        self.hidden = []
+        self.route = []
+        for il, L in enumerate(self.layers):
+            self._il = il
+            h = self._rms(x, L["attn_norm"])
+            if self.is_full[il]:
+                x = x + self._gated_attn(h, L, pos, mask)
+            else:
+                x = x + self._gdn(h, L)
+            h = self._rms(x, L["ffn_norm"])
+            if L["router"] is not None:
+                f = self._moe(h, L)
+            else:
+                f = self._mlp(h, L["gate"], L["up"], L["down"], L["quant"])
+            if L["up_sh"] is not None:  # Qwen3NextSparseMoeBlock
+                sh = self._mlp(h, L["gate_sh"], L["up_sh"], L["down_sh"],
+                               L["quant_sh"])
+                if self.shexp_gated:
+                    sh = sh / (1.0 + np.exp(-(h @ L["sh_inp"])))[:, None]
+                f = f + sh
             x = x + f
             self.hidden.append(x.copy())
         return self._mm(self._rms(x, self.out_norm), self.out, self.out_q)
