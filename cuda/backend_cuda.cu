@@ -657,17 +657,18 @@ static int cu_ssm_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const int32_t C = m->conv_dim, H = m->n_v_heads, S = m->head_dim;
 	float *conv = s->rs[0] + l->rs_off;
 	float *state = conv + (size_t)(m->d_conv - 1) * C;
+	const void *xq; /* the norm's output as int8 activations, or NULL */
 
-	return cuda_op_rmsnorm(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
-	                       s->xb, err, errlen) ||
-	               cuda_op_matmul(x, &l->wqkv, s->xb, n, s->ssm_mix, 0, err,
-	                              errlen) ||
-	               cuda_op_matmul(x, &l->wz, s->xb, n, s->ssm_z, 0, err,
-	                              errlen) ||
-	               cuda_op_matmul(x, &l->wbeta, s->xb, n, s->ssm_b, 0, err,
-	                              errlen) ||
-	               cuda_op_matmul(x, &l->walpha, s->xb, n, s->ssm_g, 0, err,
-	                              errlen) ||
+	/* the four projections read one input: quantized once, three of
+	   them in one mat-vec launch in decode (BENCHMARKS.md: launches are
+	   what a 27B shape's step lost to its floor) */
+	return cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n,
+	                          c->rms_eps, s->xb, &xq, err, errlen) ||
+	               cuda_op_matmul_qkv(x, &l->wqkv, &l->wz, &l->wbeta, NULL,
+	                                  NULL, NULL, s->xb, xq, n, s->ssm_mix,
+	                                  s->ssm_z, s->ssm_b, err, errlen) ||
+	               cuda_op_matmul_xq(x, &l->walpha, s->xb, xq, n, s->ssm_g,
+	                                 err, errlen) ||
 	               cuda_op_gdn_gates(x, s->ssm_g, s->ssm_b, l->dt_bias,
 	                                 l->ssm_a, n, H, err, errlen) ||
 	               cuda_op_ssm_conv(x, s->ssm_mix, C, conv, l->conv, n, C,
