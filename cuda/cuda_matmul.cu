@@ -13,9 +13,10 @@
  * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks with wide
  * loads (cm_matvec_unit, cuda_vecdot.cuh), with int8 activations and
  * exact integer block sums for the quantized ones (cuda_vecdot8.cuh).
- * The other types: lanes on consecutive elements through the element
- * decoder (cm_matvec), so a warp still reads a contiguous span of the
- * row (coalesced). The residual add and the gated activation (SwiGLU,
+ * The other types (Q2_K, Q3_K, Q5_K, MXFP4, the i-quants and the ternary
+ * types; fp32 activations): lanes on consecutive elements through the
+ * element decoder (cm_matvec), so a warp still reads a contiguous span of
+ * the row (coalesced). The residual add and the gated activation (SwiGLU,
  * GEGLU) are fused epilogues.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W

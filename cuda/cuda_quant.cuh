@@ -44,6 +44,24 @@
  *    value comes from the same decoder as in the GGUF layout (cq_q8_0_val,
  *    cq_q6_k_val, cq_q4_k_val), only the field addresses or the scales'
  *    packing differ: the same floats.
+ * 6. The i-quants and the ternary types (IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S,
+ *    IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0) mirror
+ *    src/quant_iq.c's deq_* the same way (gguf-py's order of operations).
+ *    Their blocks have even sizes, so 16-bit loads, and a 32-bit field
+ *    is two of them (note 3). Their lookup tables (the grids, the sign
+ *    patterns, IQ4_NL's 16 values: 33 KB) are indexed by the weights
+ *    themselves, so the lanes of a warp read different entries (a warp
+ *    on 32 consecutive elements reads 4 grid entries of IQ2_*, 8 of
+ *    IQ3_*; the fp16 dequantization, 8 elements a lane, 32 or 64): in
+ *    __constant__ memory those reads would be serialised, one per
+ *    distinct address; in global memory through the read-only L1 cache
+ *    they cost a transaction per cache line touched (the tables stay
+ *    resident in L1 and L2 once the first blocks have used them).
+ *    They are src/quant_grids.c itself, included into cq_iq_tables() with
+ *    each name made a function-local static: one source of the values,
+ *    no upload at run time, and the tables are emitted only into the
+ *    modules whose kernels decode these types (a namespace-scope
+ *    __device__ array would be in every file that includes this one).
  */
 #ifndef PARLEY_CUDA_QUANT_CUH
 #define PARLEY_CUDA_QUANT_CUH
@@ -54,6 +72,7 @@
 
 extern "C" {
 #include "qtype.h"
+#include "quant_grids.h" /* (first: quant_grids.c then skips it) */
 }
 
 /* A half stored at P (2-byte aligned) as float: exact. */
@@ -89,6 +108,17 @@ CQ_GEOM(QTYPE_Q5_K, 256, 176);
 CQ_GEOM(QTYPE_Q6_K, 256, 210);
 CQ_GEOM(CQ_Q4_KR, 256, 144);
 CQ_GEOM(QTYPE_MXFP4, 32, 17);
+CQ_GEOM(QTYPE_IQ4_NL, 32, 18);
+CQ_GEOM(QTYPE_IQ4_XS, 256, 136);
+CQ_GEOM(QTYPE_IQ3_XXS, 256, 98);
+CQ_GEOM(QTYPE_IQ3_S, 256, 110);
+CQ_GEOM(QTYPE_IQ2_XXS, 256, 66);
+CQ_GEOM(QTYPE_IQ2_XS, 256, 74);
+CQ_GEOM(QTYPE_IQ2_S, 256, 82);
+CQ_GEOM(QTYPE_IQ1_S, 256, 50);
+CQ_GEOM(QTYPE_IQ1_M, 256, 56);
+CQ_GEOM(QTYPE_TQ1_0, 256, 54);
+CQ_GEOM(QTYPE_TQ2_0, 256, 66);
 #undef CQ_GEOM
 
 /* Element J of block B (B points at the block, J < block size). */
@@ -374,6 +404,273 @@ __device__ __forceinline__ float cq_elem<QTYPE_Q6_K>(const uint8_t *b, int j)
 	return cq_q6_k_val(b, b + 128, (const int8_t *)(b + 192), b + 208, j);
 }
 
+/* ---- the i-quants and the ternary types (note 6) ------------------------ */
+
+/* The tables of the i-quants (src/quant_grids.h), in device memory. */
+struct cq_iq_tables {
+	const uint64_t *iq2xxs, *iq2xs, *iq2s, *iq1s; /* 8 bytes an entry */
+	const uint32_t *iq3xxs, *iq3s;                /* 4 bytes an entry */
+	const uint8_t *ksigns;       /* 7-bit sign index -> 8 sign bits */
+	const int8_t *kvalues_iq4nl; /* a 4-bit quant's value */
+	const int8_t *kvalues_mxfp4; /* (defined by quant_grids.c too; unused:
+	                                cq_elem<QTYPE_MXFP4> has its own) */
+};
+
+/* The tables: src/quant_grids.c included here, each table a static of
+ * this function (note 6), read-only global memory (the compiler reads
+ * them through the non-coherent cache, ld.global.nc). */
+static __device__ __forceinline__ struct cq_iq_tables cq_iq_tables(void)
+{
+#define quant_iq2xxs_grid   static cq_iq2xxs_grid
+#define quant_iq2xs_grid    static cq_iq2xs_grid
+#define quant_iq2s_grid     static cq_iq2s_grid
+#define quant_iq3xxs_grid   static cq_iq3xxs_grid
+#define quant_iq3s_grid     static cq_iq3s_grid
+#define quant_iq1s_grid     static cq_iq1s_grid
+#define quant_ksigns_iq2xs  static cq_ksigns_iq2xs
+#define quant_kvalues_iq4nl static cq_kvalues_iq4nl
+#define quant_kvalues_mxfp4 static cq_kvalues_mxfp4
+#include "quant_grids.c"
+#undef quant_iq2xxs_grid
+#undef quant_iq2xs_grid
+#undef quant_iq2s_grid
+#undef quant_iq3xxs_grid
+#undef quant_iq3s_grid
+#undef quant_iq1s_grid
+#undef quant_ksigns_iq2xs
+#undef quant_kvalues_iq4nl
+#undef quant_kvalues_mxfp4
+	struct cq_iq_tables t = {
+	    cq_iq2xxs_grid,  cq_iq2xs_grid,    cq_iq2s_grid,
+	    cq_iq1s_grid,    cq_iq3xxs_grid,   cq_iq3s_grid,
+	    cq_ksigns_iq2xs, cq_kvalues_iq4nl, cq_kvalues_mxfp4};
+
+	return t;
+}
+
+/* The 16-bit field at P (2-byte aligned). */
+static __device__ __forceinline__ uint32_t cq_u16(const uint8_t *p)
+{
+	return *(const uint16_t *)p;
+}
+
+/* The 32-bit little-endian field at P (2-byte aligned: two loads). */
+static __device__ __forceinline__ uint32_t cq_u32(const uint8_t *p)
+{
+	return cq_u16(p) | cq_u16(p + 2) << 16;
+}
+
+/* Byte K of grid entry G (element K of its 8 or 4 weights). */
+static __device__ __forceinline__ uint32_t cq_byte(uint64_t g, int k)
+{
+	return (uint32_t)(g >> (8 * k)) & 0xFF;
+}
+
+/* Bit J (0..31) of quant_iq.c's ksigns4(AUX): sign index J / 8 (7 bits of
+ * AUX) through KS, bit J % 8 of its pattern. */
+static __device__ __forceinline__ uint32_t cq_ksign(const uint8_t *ks,
+                                                    uint32_t aux, int j)
+{
+	return (uint32_t)(ks[(aux >> (7 * (j >> 3))) & 127] >> (j & 7)) & 1;
+}
+
+/* An IQ2/IQ3_XXS sub-block scale, d * (0.5 + S) * F (F 1/4 or 1/2). */
+static __device__ __forceinline__ float cq_iq_db(float d, uint32_t s, float f)
+{
+	return __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, (float)s)), f);
+}
+
+/* A grid weight, (DB * MAG) * (NEG ? -1 : 1): deq_grid's roundings. */
+static __device__ __forceinline__ float cq_grid_val(float db, uint32_t mag,
+                                                    uint32_t neg)
+{
+	return __fmul_rn(__fmul_rn(db, (float)mag), neg ? -1.0f : 1.0f);
+}
+
+/* An IQ1 weight, DL * (int8 byte E of G + DELTA): deq_iq1_grid's. */
+static __device__ __forceinline__ float cq_iq1_val(float dl, uint64_t g, int e,
+                                                   float delta)
+{
+	return __fmul_rn(dl, __fadd_rn((float)(int8_t)cq_byte(g, e), delta));
+}
+
+/* IQ2_XXS: d; per 32 (ib) 4 grid indices (bytes) and a word of four 7-bit
+ * sign indices and a 4-bit scale (top); a grid entry per 8 elements. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ2_XXS>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const int ib = j >> 5;
+	const uint32_t a1 = cq_u32(b + 6 + 8 * ib);
+	const float db = cq_iq_db(cq_half(b), a1 >> 28, 0.25f);
+	const uint64_t g = t.iq2xxs[b[2 + 8 * ib + ((j >> 3) & 3)]];
+
+	return cq_grid_val(db, cq_byte(g, j & 7),
+	                   cq_ksign(t.ksigns, a1, j & 31));
+}
+
+/* IQ2_XS: d; per 8 elements a u16 (9-bit grid index, 7-bit sign index);
+ * per 32 a byte of two 4-bit scales (one per 16) at 66. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ2_XS>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const uint32_t q = cq_u16(b + 2 + 2 * (j >> 3)), sc = b[66 + (j >> 5)];
+	const float db =
+	    cq_iq_db(cq_half(b), (j & 16) ? sc >> 4 : sc & 15, 0.25f);
+
+	return cq_grid_val(db, cq_byte(t.iq2xs[q & 511], j & 7),
+	                   (t.ksigns[q >> 9] >> (j & 7)) & 1);
+}
+
+/* IQ2_S: d; per 8 elements (k) a 10-bit grid index (low byte at 2 + k,
+ * two high bits in the bytes at 66) and a sign byte at 34 + k; scales
+ * at 74 as IQ2_XS's. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ2_S>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const int k = j >> 3;
+	const uint32_t idx =
+	    b[2 + k] | ((uint32_t)(b[66 + (k >> 2)] >> (2 * (k & 3))) & 3) << 8;
+	const uint32_t sc = b[74 + (j >> 5)];
+	const float db =
+	    cq_iq_db(cq_half(b), (j & 16) ? sc >> 4 : sc & 15, 0.25f);
+
+	return cq_grid_val(db, cq_byte(t.iq2s[idx], j & 7),
+	                   (uint32_t)(b[34 + k] >> (j & 7)) & 1);
+}
+
+/* IQ3_XXS: d; per 4 elements a grid index byte at 2; per 32 a word at 66
+ * (four 7-bit sign indices, a 4-bit scale on top). */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ3_XXS>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const uint32_t aux = cq_u32(b + 66 + 4 * (j >> 5));
+	const float db = cq_iq_db(cq_half(b), aux >> 28, 0.5f);
+	const uint32_t g = t.iq3xxs[b[2 + (j >> 2)]];
+
+	return cq_grid_val(db, cq_byte(g, j & 3),
+	                   cq_ksign(t.ksigns, aux, j & 31));
+}
+
+/* IQ3_S: d; per 4 elements (k) a 9-bit grid index (low byte at 2 + k,
+ * bit k % 8 of byte 66 + k / 8); a sign bit per element from 74; per 32
+ * a 4-bit scale at 106, the sub-block's d * (1 + 2 s). */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ3_S>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const int k = j >> 2, ib = j >> 5;
+	const uint32_t idx =
+	    b[2 + k] | ((uint32_t)(b[66 + (k >> 3)] >> (k & 7)) & 1) << 8;
+	const int s = (b[106 + (ib >> 1)] >> (4 * (ib & 1))) & 15;
+	const float db = __fmul_rn(cq_half(b), (float)(1 + 2 * s));
+
+	return cq_grid_val(db, cq_byte(t.iq3s[idx], j & 3),
+	                   (uint32_t)(b[74 + (j >> 3)] >> (j & 7)) & 1);
+}
+
+/* IQ1_S: d; per 8 elements an 11-bit grid index (low byte at 2, three
+ * high bits in the u16 of its 32 at 34, with the 3-bit scale and the
+ * delta's sign on top). */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ1_S>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const int ib = j >> 5, l = (j >> 3) & 3;
+	const uint32_t h = cq_u16(b + 34 + 2 * ib);
+	const float dl =
+	    __fmul_rn(cq_half(b), (float)(2 * ((h >> 12) & 7) + 1));
+	const uint32_t idx = b[2 + (j >> 3)] | ((h >> (3 * l)) & 7) << 8;
+
+	return cq_iq1_val(dl, t.iq1s[idx], j & 7,
+	                  (h & 0x8000) ? -0.125f : 0.125f);
+}
+
+/* IQ1_M: per 8 elements (k) a grid index low byte at k and a nibble at
+ * 32 (three high bits, the delta's sign); per 16 a 3-bit scale in the
+ * four u16 at 48, whose top nibbles are the half d (iq1m_d). */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ1_M>(const uint8_t *b, int j)
+{
+	const struct cq_iq_tables t = cq_iq_tables();
+	const uint8_t *sc = b + 48;
+	const int k = j >> 3, g = j >> 4;
+	const uint32_t dh =
+	    (cq_u16(sc) >> 12) | ((cq_u16(sc + 2) >> 8) & 0x00F0) |
+	    ((cq_u16(sc + 4) >> 4) & 0x0F00) | (cq_u16(sc + 6) & 0xF000);
+	const float d = __half2float(__ushort_as_half((unsigned short)dh));
+	const int s = (cq_u16(sc + 2 * (g >> 2)) >> (3 * (g & 3))) & 7;
+	const float dl = __fmul_rn(d, (float)(2 * s + 1));
+	const uint32_t nib = (b[32 + (k >> 1)] >> (4 * (k & 1))) & 15;
+
+	return cq_iq1_val(dl, t.iq1s[b[k] | (nib & 7) << 8], j & 7,
+	                  (nib & 8) ? -0.125f : 0.125f);
+}
+
+/* IQ4_NL: d, 16 bytes of nibbles as Q4_0's, each the index of one of
+ * 16 values (quant_kvalues_iq4nl): d * value. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ4_NL>(const uint8_t *b, int j)
+{
+	const uint8_t q = b[2 + (j & 15)];
+
+	return __fmul_rn(
+	    cq_half(b),
+	    (float)cq_iq_tables().kvalues_iq4nl[j < 16 ? q & 15 : q >> 4]);
+}
+
+/* IQ4_XS: d; per 32 a 6-bit scale (low nibble at 4, two high bits in the
+ * u16 at 2) minus 32, and 16 bytes of IQ4_NL nibbles at 8: (d * s) *
+ * value. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_IQ4_XS>(const uint8_t *b, int j)
+{
+	const int ib = j >> 5, l = j & 31;
+	const int s = (int)(((b[4 + (ib >> 1)] >> (4 * (ib & 1))) & 15) |
+	                    ((cq_u16(b + 2) >> (2 * ib)) & 3) << 4) -
+	              32;
+	const float dl = __fmul_rn(cq_half(b), (float)s);
+	const uint8_t q = b[8 + 16 * ib + (l & 15)];
+
+	return __fmul_rn(
+	    dl, (float)cq_iq_tables().kvalues_iq4nl[l < 16 ? q & 15 : q >> 4]);
+}
+
+/* TQ1_0: 52 bytes of base-3 digits (five a byte in the first 48, four in
+ * the last 4), d at 52. Elements 0..159 are digit j / 32 of byte j % 32,
+ * 160..239 digit (j - 160) / 16 of byte 32 + j % 16, 240..255 digit
+ * (j - 240) / 4 of byte 48 + j % 4; digit n of byte q is the top base-3
+ * digit of (q * 3^n) mod 256, minus one (tq1_unpack). */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_TQ1_0>(const uint8_t *b, int j)
+{
+	const int at = j < 160   ? j & 31
+	               : j < 240 ? 32 + (j & 15)
+	                         : 48 + (j & 3);
+	const int n = j < 160   ? j >> 5
+	              : j < 240 ? (j - 160) >> 4
+	                        : (j - 240) >> 2;
+	const uint32_t p = (uint32_t)(0x511B090301ull >> (8 * n)) & 0xFF;
+	const int q = (int)(((uint32_t)(uint8_t)(b[at] * p) * 3) >> 8) - 1;
+
+	return __fmul_rn(cq_half(b + 52), (float)q);
+}
+
+/* TQ2_0: 64 bytes of 2-bit quants plus one, d at 64; element j is bits
+ * 2l, 2l + 1 of byte 32 (j / 128) + j % 32, l = (j / 32) % 4. */
+template <>
+__device__ __forceinline__ float cq_elem<QTYPE_TQ2_0>(const uint8_t *b, int j)
+{
+	const int q =
+	    (int)((b[32 * (j >> 7) + (j & 31)] >> (2 * ((j >> 5) & 3))) & 3) -
+	    1;
+
+	return __fmul_rn(cq_half(b + 64), (float)q);
+}
+
 /* Bytes of a row of NE0 elements of layout T (note 5): its blocks' bytes
  * rounded up to 16; 0 for a T without such a layout. */
 static __host__ __device__ __forceinline__ size_t
@@ -430,6 +727,17 @@ static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
 	X(QTYPE_Q5_K)                                                          \
 	X(QTYPE_Q6_K)                                                          \
 	X(QTYPE_MXFP4)                                                         \
+	X(QTYPE_IQ4_NL)                                                        \
+	X(QTYPE_IQ4_XS)                                                        \
+	X(QTYPE_IQ3_XXS)                                                       \
+	X(QTYPE_IQ3_S)                                                         \
+	X(QTYPE_IQ2_XXS)                                                       \
+	X(QTYPE_IQ2_XS)                                                        \
+	X(QTYPE_IQ2_S)                                                         \
+	X(QTYPE_IQ1_S)                                                         \
+	X(QTYPE_IQ1_M)                                                         \
+	X(QTYPE_TQ1_0)                                                         \
+	X(QTYPE_TQ2_0)                                                         \
 	X(CQ_Q8_0R)                                                            \
 	X(CQ_Q6_KR)                                                            \
 	X(CQ_Q4_KR)

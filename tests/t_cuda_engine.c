@@ -545,6 +545,27 @@ static const struct {
      "--full-attention-interval 2 --n-expert 8 --n-expert-used 2 "
      "--n-ff-exp 128 --n-ff-shexp 192",
      16},
+    /* the i-quants and ternary types (issue 33), four a model as
+       gen_arch.py's qwen3_iq_*: layer matrices, attn_v/ffn_down of the
+       more-bits layers, the embedding (get_rows), the LM head */
+    {"qwen3_iq_a",
+     "--arch qwen3 --type IQ4_XS --more-bits-type IQ4_NL --embd-type "
+     "IQ2_XXS --out-type IQ3_S --n-head 4 --n-head-kv 2 --head-dim 64",
+     0},
+    {"qwen3_iq_b",
+     "--arch qwen3 --type IQ2_XS --more-bits-type IQ3_XXS --embd-type "
+     "IQ1_S --out-type IQ2_S --n-head 4 --n-head-kv 2 --head-dim 64",
+     16},
+    {"qwen3_iq_c",
+     "--arch qwen3 --type IQ1_M --more-bits-type TQ1_0 --embd-type TQ2_0 "
+     "--out-type Q8_0 --n-head 4 --n-head-kv 2 --head-dim 64",
+     0},
+    /* i-quant experts: the element-wise expert products */
+    {"qwen3moe_iq",
+     "--arch qwen3moe --type IQ4_XS --more-bits-type IQ3_S --n-head 4 "
+     "--n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 "
+     "--n-ff-exp 256",
+     0},
 };
 
 /* Per-layer trace statistics of the last token agree (relative 1e-3 on
