@@ -1,0 +1,395 @@
+/*
+ * t_session_rs.c - the chat session's promises on a model with recurrent
+ * layers (issue 31 item 2): a Qwen3.5-shaped model of random weights
+ * (written at test time by tests/parley-mkmodel) with SmolLM2's tokenizer
+ * and chat template, greedy decoding, on the CPU (PARLEY_TEST_BACKEND:
+ * another engine). A recurrent state cannot be cut back like a KV cache:
+ * the engine keeps snapshots where the session returns (the end of each
+ * turn, before the prompt's last id), and each flow must give exactly the
+ * replies of a session that never cut anything:
+ *
+ *   1. turns: each evaluates only its new ids (nothing evaluated again);
+ *   2. regenerate: the same reply, one id evaluated (the snapshot before
+ *      the prompt's last id);
+ *   3. edit the last message: the reply of a fresh session asked the
+ *      edited conversation; what was evaluated again is counted and told;
+ *   4. branch at a token of a reply, forcing the token chosen there: the
+ *      same reply; the ids evaluated again from the snapshot are counted,
+ *      only the forced one is new;
+ *   5. resume with the saved state (the live state and its snapshots):
+ *      a regenerate evaluates one id, the next turn's reply is that of a
+ *      session that never stopped;
+ *   6. context full: the oldest turns leave, the prompt differs from the
+ *      cache right after the system prompt, where no snapshot is: the
+ *      state goes back to the start and the whole prompt is evaluated,
+ *      the ids the cache held counted as evaluated again.
+ *
+ * Skipped without the SmolLM2 model (its tokenizer and template).
+ */
+#include "testenv.h"
+#include "session.h"
+#include "store.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char model[512];
+
+/* Reply text collected by the piece callback; notices kept. */
+struct sink {
+	char buf[8192];
+	size_t n;
+	int notices;
+	char notice[512];
+};
+
+static void sink_piece(void *ud, const char *t, size_t n)
+{
+	struct sink *k = ud;
+
+	if (k->n + n < sizeof(k->buf)) {
+		memcpy(k->buf + k->n, t, n);
+		k->n += n;
+		k->buf[k->n] = '\0';
+	}
+}
+
+static void sink_notice(void *ud, const char *msg)
+{
+	struct sink *k = ud;
+
+	k->notices++;
+	snprintf(k->notice, sizeof(k->notice), "%s", msg);
+	tap_diag("notice: %s", msg);
+}
+
+static struct session_opts base_opts(int32_t n_ctx)
+{
+	struct session_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.model_path = model;
+	sampler_config_default(&o.sampling);
+	o.sampling.temperature = 0; /* greedy */
+	o.n_ctx = n_ctx;
+	o.n_threads = 2;
+	o.backend = getenv("PARLEY_TEST_BACKEND");
+	o.n_predict = 10;
+	o.system_prompt = "You are a helpful assistant.";
+	return o;
+}
+
+static struct session *open_or_die(const struct session_opts *o)
+{
+	struct session *s;
+	char err[512];
+
+	if (session_open(o, &s, err, sizeof(err))) {
+		tap_ok(0, "session_open: %s", err);
+		exit(tap_done());
+	}
+	return s;
+}
+
+static struct session_cb sink_cb(struct sink *k)
+{
+	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL, NULL};
+
+	k->n = 0;
+	k->buf[0] = '\0';
+	k->notices = 0;
+	return cb;
+}
+
+/* Send TEXT; the reply into K. 0 or -1. */
+static int send(struct session *s, const char *text, struct sink *k,
+                struct session_stats *st)
+{
+	struct session_cb cb = sink_cb(k);
+	char err[512];
+
+	memset(st, 0, sizeof(*st));
+	if (session_send(s, text, strlen(text), &cb, st, err, sizeof(err))) {
+		tap_diag("session_send: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *const questions[6] = {"What is the capital of France?",
+                                         "And of Germany?",
+                                         "Name a color.",
+                                         "What is 2 + 2?",
+                                         "Say hello.",
+                                         "Name a fruit."};
+
+/* The reply a fresh session gives after asking Q[0..n). */
+static void fresh_reply(const char *const *q, int n, int32_t n_ctx, char *out,
+                        size_t len)
+{
+	struct session_opts o = base_opts(n_ctx);
+	struct session *s = open_or_die(&o);
+	struct session_stats st;
+	static struct sink k;
+
+	out[0] = '\0';
+	for (int i = 0; i < n; i++)
+		if (send(s, q[i], &k, &st) != 0)
+			break;
+	snprintf(out, len, "%s", k.buf);
+	session_close(s);
+}
+
+/* 1-3. */
+static void test_turns(void)
+{
+	struct session_opts o = base_opts(2048);
+	struct session *s = open_or_die(&o);
+	struct session_stats st;
+	static struct sink k;
+	static char last[8192], ref[8192];
+	size_t kvn = 0, prev = 0;
+	bool once = true;
+	char err[512];
+
+	for (int i = 0; i < 4; i++) {
+		if (send(s, questions[i], &k, &st) != 0)
+			break;
+		session_kv_tokens(s, &kvn);
+		tap_diag("turn %d: prompt %d reused %d evaluated %d again %d, "
+		         "reply %d \"%s\"",
+		         i + 1, st.n_prompt, st.n_reused, st.n_prompt_eval,
+		         st.n_reeval, st.n_gen, k.buf);
+		if ((size_t)st.n_reused != prev || st.n_reeval != 0 ||
+		    st.n_prompt_eval != st.n_prompt - st.n_reused)
+			once = false;
+		prev = kvn;
+	}
+	tap_ok(once && session_n_evaluated(s) == (int64_t)kvn,
+	       "4 turns: each reuses the whole cache of the one before, "
+	       "nothing evaluated again (%lld ids evaluated, %zu in the "
+	       "cache)",
+	       (long long)session_n_evaluated(s), kvn);
+
+	/* 2 */
+	snprintf(last, sizeof(last), "%s", k.buf);
+	{
+		struct session_cb cb = sink_cb(&k);
+		int rc = session_regen(s, &cb, &st, err, sizeof(err));
+
+		tap_ok(rc == 0 && strcmp(k.buf, last) == 0 &&
+		           st.n_prompt_eval == 1 && st.n_reeval == 0,
+		       "regenerate: the same reply, %d id evaluated (the "
+		       "snapshot before the prompt's last)",
+		       st.n_prompt_eval);
+	}
+
+	/* 3 */
+	{
+		struct session_cb cb = sink_cb(&k);
+		static const char *const edited[4] = {
+		    "What is the capital of France?", "And of Germany?",
+		    "Name a color.", "Name a fruit."};
+		int rc = session_edit_last(s, edited[3], strlen(edited[3]), &cb,
+		                           &st, err, sizeof(err));
+
+		snprintf(last, sizeof(last), "%s", k.buf);
+		fresh_reply(edited, 4, 2048, ref, sizeof(ref));
+		tap_ok(rc == 0 && strcmp(last, ref) == 0,
+		       "edit the last message: the reply of a fresh session "
+		       "asked so: \"%s\"",
+		       last);
+		tap_ok(st.n_prompt_eval == st.n_prompt - st.n_reused &&
+		           st.n_prompt_eval < st.n_prompt / 2 &&
+		           (st.n_reeval == 0 ||
+		            strstr(k.notice, "evaluated again") != NULL),
+		       "edit: %d of %d ids evaluated, %d of them again (told)",
+		       st.n_prompt_eval, st.n_prompt, st.n_reeval);
+	}
+	session_close(s);
+}
+
+/* A new store under /tmp; its path into PATH. */
+static struct store *new_db(char *path, size_t len)
+{
+	struct store *db = NULL;
+	char err[512];
+
+	snprintf(path, len, "/tmp/t_session_rs_%d.db", (int)getpid());
+	unlink(path);
+	if (store_open(path, 0, &db, err, sizeof(err)) != STORE_OK) {
+		tap_ok(0, "store_open: %s", err);
+		return NULL;
+	}
+	return db;
+}
+
+static void drop_db(struct store *db, const char *path)
+{
+	char side[600];
+
+	store_close(db);
+	unlink(path);
+	snprintf(side, sizeof(side), "%s-wal", path);
+	unlink(side);
+	snprintf(side, sizeof(side), "%s-shm", path);
+	unlink(side);
+}
+
+/* 4. */
+static void test_branch(void)
+{
+	char path[512], err[512];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_opts o = base_opts(2048);
+	struct session_stats st;
+	static struct sink k;
+	static char old[8192];
+	struct sampler_report *rep = NULL;
+	size_t nm, nr = 0;
+	const int32_t at = 4;
+	struct session *s;
+
+	if (db == NULL)
+		return;
+	o.store = db;
+	o.store_reports = true;
+	s = open_or_die(&o);
+	send(s, questions[0], &k, &st);
+	send(s, questions[1], &k, &st);
+	snprintf(old, sizeof(old), "%s", k.buf);
+	session_messages(s, &nm);
+	{
+		int rc =
+		    session_msg_reports(s, nm - 1, &rep, &nr, err, sizeof(err));
+
+		if (!tap_ok(rc == 0 && nr > (size_t)at,
+		            "%zu reports of the last reply %s", nr, err))
+			goto out;
+	}
+	{
+		struct session_cb cb = sink_cb(&k);
+		int rc = session_branch_at(s, nm - 1, at, rep[at].chosen, &cb,
+		                           &st, err, sizeof(err));
+
+		tap_ok(rc == 0 && strcmp(k.buf, old) == 0,
+		       "branch at token %d forcing the token chosen there: the "
+		       "same reply \"%s\" %s",
+		       at, k.buf, rc ? err : "");
+		tap_ok(st.n_reeval == at + 1 &&
+		           st.n_prompt_eval == st.n_reeval + 1 &&
+		           strstr(k.notice, "evaluated again") != NULL,
+		       "branch: back to the snapshot before the prompt's last "
+		       "id, %d ids evaluated again (told), 1 new (%d in all)",
+		       st.n_reeval, st.n_prompt_eval);
+	}
+out:
+	free(rep);
+	session_close(s);
+	drop_db(db, path);
+}
+
+/* 5. */
+static void test_resume(void)
+{
+	char path[512];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_opts o = base_opts(2048);
+	struct session_stats st;
+	static struct sink k;
+	static char second[8192], straight[8192];
+	struct session *s;
+	bool loaded = false;
+	char err[512];
+
+	if (db == NULL)
+		return;
+	fresh_reply(questions, 3, 2048, straight, sizeof(straight));
+	o.store = db;
+	o.use_kv_slot = true;
+	s = open_or_die(&o);
+	send(s, questions[0], &k, &st);
+	send(s, questions[1], &k, &st);
+	snprintf(second, sizeof(second), "%s", k.buf);
+	o.conv_id = session_conv_id(s);
+	session_close(s); /* saves the state */
+	o.system_prompt = NULL;
+	s = open_or_die(&o);
+	session_restore_ms(s, &loaded);
+	{
+		struct session_cb cb = sink_cb(&k);
+		int rc = session_regen(s, &cb, &st, err, sizeof(err));
+
+		tap_ok(loaded && rc == 0 && strcmp(k.buf, second) == 0 &&
+		           st.n_prompt_eval == 1,
+		       "resumed with the saved state (loaded %d): regenerate "
+		       "gives the same reply, %d id evaluated (its snapshot "
+		       "came back with it)",
+		       loaded, st.n_prompt_eval);
+	}
+	send(s, questions[2], &k, &st);
+	tap_ok(strcmp(k.buf, straight) == 0 && st.n_reeval == 0,
+	       "the next turn: the reply of a session that never stopped, "
+	       "nothing evaluated again (%d reused)",
+	       st.n_reused);
+	session_close(s);
+	drop_db(db, path);
+}
+
+/* 6. */
+static void test_overflow(void)
+{
+	struct session_opts o = base_opts(128);
+	struct session *s = open_or_die(&o);
+	struct session_stats st;
+	static struct sink k;
+	bool dropped = false, ok = true;
+	int i;
+
+	for (i = 0; i < 6 && !dropped; i++) {
+		if (send(s, questions[i], &k, &st) != 0) {
+			ok = false;
+			break;
+		}
+		dropped = st.n_dropped_turns > 0;
+	}
+	tap_ok(ok && dropped && st.n_reused == 0 && st.n_reeval > 0 &&
+	           st.n_prompt_eval == st.n_prompt,
+	       "context full at turn %d: %d turns left, the state went back "
+	       "to the start (%d ids the cache held evaluated again)",
+	       i, st.n_dropped_turns, st.n_reeval);
+	session_close(s);
+}
+
+int main(void)
+{
+	char src[512], cmd[2048];
+	const char *bd = getenv("top_builddir");
+
+	testenv_model(src, sizeof(src));
+	if (access(src, R_OK) != 0)
+		return tap_skip_all("no SmolLM2 model (its tokenizer)");
+	snprintf(model, sizeof(model), "/tmp/t_session_rs_%d.gguf",
+	         (int)getpid());
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s/tests/parley-mkmodel --arch qwen35 --tokenizer-from %s "
+	    "--type Q8_0 --embd-type Q8_0 --tied --n-embd 64 --n-ff 128 "
+	    "--n-layer 4 --n-head 4 --n-head-kv 2 --head-dim 32 --n-rot 16 "
+	    "--ssm-state-size 32 --ssm-group-count 2 "
+	    "--ssm-time-step-rank 4 --full-attention-interval 2 "
+	    "--out-norm-scale 8 --seed 3 -o %s >/dev/null",
+	    bd ? bd : ".", src, model);
+	if (!tap_ok(system(cmd) == 0, "parley-mkmodel: a qwen35 model with "
+	                              "SmolLM2's tokenizer"))
+		return tap_done();
+	test_turns();
+	test_branch();
+	test_resume();
+	test_overflow();
+	unlink(model);
+	return tap_done();
+}
