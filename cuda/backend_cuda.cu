@@ -72,7 +72,10 @@ struct cu_layer {
 	const float *dt_bias;  /* [n_v_heads] */
 	const float *ssm_a;    /* [n_v_heads] */
 	const float *ssm_norm; /* [head_dim] */
-	size_t rs_off;         /* floats before its part of a state slot */
+	/* decode's copy of wbeta's rows then walpha's (one product of the
+	   three in decode's one launch), d NULL where their types differ */
+	struct cuda_tensor wba;
+	size_t rs_off; /* floats before its part of a state slot */
 	/* a mixture's shared expert (qwen35moe), else d NULL; sh_inp its
 	   gate's weights as one F32 row */
 	struct cuda_tensor sh_gate, sh_up, sh_down, sh_inp;
@@ -115,7 +118,7 @@ struct cu_state {
 	float *ssm_z;   /* [n_batch][max_ssm_v] the output gate */
 	float *ssm_o;   /* [n_batch][max_ssm_v] the heads' outputs */
 	float *ssm_g;   /* [n_batch][max_ssm_heads] the decay's log */
-	float *ssm_b;   /* [n_batch][max_ssm_heads] beta */
+	float *ssm_b;   /* [n_batch][max_ssm_heads] beta (decode: [b | a]) */
 	float *sg;      /* [n_batch] a shared expert's gate logit */
 	/* the recurrent state's slots (engine_backend.h): 0 the live one,
 	   read and written in place by every step (the decode graphs name
@@ -222,6 +225,25 @@ static size_t cu_tensor_bytes(const struct model_tensor *t, uint64_t repack)
 	return rs * (size_t)t->ne1 * (size_t)t->ne2;
 }
 
+/* Whether a recurrent layer's beta and alpha products can be one
+ * (cu_layer.wba): the same type. */
+static bool cu_ssm_ba_ok(const struct model_ssm *m)
+{
+	return m->wbeta.data != NULL && m->wbeta.type == m->walpha.type;
+}
+
+/* Their rows stacked (beta's, then alpha's) as one tensor over DATA
+ * (NULL: the shape only). */
+static struct model_tensor cu_ssm_ba(const struct model_ssm *m,
+                                     const void *data)
+{
+	struct model_tensor t = m->wbeta;
+
+	t.ne1 = m->wbeta.ne1 + m->walpha.ne1;
+	t.data = data;
+	return t;
+}
+
 /* Bytes of the arena for model M, the types of REPACK in their GPU
  * layout. */
 static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
@@ -263,6 +285,11 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 			n += cu_align((size_t)l->attn.wq.ne1 * sizeof(float)) +
 			     cu_align((size_t)l->attn.wk.ne1 * sizeof(float)) +
 			     cu_align((size_t)l->attn.wv.ne1 * sizeof(float));
+		if (cu_ssm_ba_ok(&l->ssm)) {
+			struct model_tensor ba = cu_ssm_ba(&l->ssm, NULL);
+
+			n += cu_align(cu_tensor_bytes(&ba, repack));
+		}
 		if (l->attn.kind == MODEL_ATTN_RECURRENT)
 			n += cu_align((size_t)l->ssm.conv_dim * l->ssm.d_conv *
 			              sizeof(float)) +
@@ -359,6 +386,37 @@ static struct cuda_tensor cu_put_tensor(struct cu_state *s, size_t *off,
 	return ct;
 }
 
+/* A recurrent layer's beta and alpha rows as one tensor (cu_ssm_ba)
+ * uploaded at *OFF: staged in host memory, copied before it is freed. */
+static struct cuda_tensor cu_put_ba(struct cu_state *s, size_t *off,
+                                    const struct model_ssm *m, char *err,
+                                    size_t errlen, int *rc)
+{
+	const size_t nb = m->wbeta.row_size * (size_t)m->wbeta.ne1;
+	const size_t na = m->walpha.row_size * (size_t)m->walpha.ne1;
+	unsigned char *buf = (unsigned char *)malloc(nb + na);
+	struct cuda_tensor ct;
+	struct model_tensor t;
+
+	memset(&ct, 0, sizeof(ct));
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		*rc = -1;
+		return ct;
+	}
+	memcpy(buf, m->wbeta.data, nb);
+	memcpy(buf + nb, m->walpha.data, na);
+	t = cu_ssm_ba(m, buf);
+	ct = cu_put_tensor(s, off, &t, err, errlen, rc);
+	if (*rc == 0 && cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
+		snprintf(err, errlen, "copying a recurrent layer's gates: %s",
+		         cudaGetErrorString(cudaGetLastError()));
+		*rc = -1;
+	}
+	free(buf);
+	return ct;
+}
+
 /* Layer IL's weights uploaded at *OFF into D. */
 static void cu_put_layer(struct cu_state *s, size_t *off,
                          const struct model_layer *l, struct cu_layer *d,
@@ -430,7 +488,7 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 	struct cuda_tensor none;
 
 	memset(&none, 0, sizeof(none));
-	d->wqkv = d->wz = d->wbeta = d->walpha = d->wout = none;
+	d->wqkv = d->wz = d->wbeta = d->walpha = d->wout = d->wba = none;
 	d->sh_gate = d->sh_up = d->sh_down = d->sh_inp = none;
 	d->conv = d->dt_bias = d->ssm_a = d->ssm_norm = NULL;
 	if (a->kind == MODEL_ATTN_RECURRENT) {
@@ -453,6 +511,8 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 		d->ssm_norm = (const float *)cu_put(
 		    s, off, m->norm, (size_t)m->head_dim * sizeof(float), err,
 		    errlen, rc);
+		if (cu_ssm_ba_ok(m))
+			d->wba = cu_put_ba(s, off, m, err, errlen, rc);
 	}
 	if (f->sh_inp != NULL) {
 		d->sh_gate =
@@ -658,22 +718,26 @@ static int cu_ssm_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	float *conv = s->rs[0] + l->rs_off;
 	float *state = conv + (size_t)(m->d_conv - 1) * C;
 	const void *xq; /* the norm's output as int8 activations, or NULL */
+	/* decode: beta's and alpha's rows as one product, its row [b | a] */
+	const bool ba = n == 1 && l->wba.d != NULL;
+	float *g = ba ? s->ssm_b + H : s->ssm_g;
 
-	/* the four projections read one input: quantized once, three of
-	   them in one mat-vec launch in decode (BENCHMARKS.md: launches are
-	   what a 27B shape's step lost to its floor) */
+	/* the four projections read one input: quantized once, in one
+	   mat-vec launch in decode (BENCHMARKS.md: launches are what a 27B
+	   shape's step lost to its floor) */
 	return cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n,
 	                          c->rms_eps, s->xb, &xq, err, errlen) ||
-	               cuda_op_matmul_qkv(x, &l->wqkv, &l->wz, &l->wbeta, NULL,
-	                                  NULL, NULL, s->xb, xq, n, s->ssm_mix,
+	               cuda_op_matmul_qkv(x, &l->wqkv, &l->wz,
+	                                  ba ? &l->wba : &l->wbeta, NULL, NULL,
+	                                  NULL, s->xb, xq, n, s->ssm_mix,
 	                                  s->ssm_z, s->ssm_b, err, errlen) ||
-	               cuda_op_matmul_xq(x, &l->walpha, s->xb, xq, n, s->ssm_g,
-	                                 err, errlen) ||
-	               cuda_op_gdn_gates(x, s->ssm_g, s->ssm_b, l->dt_bias,
-	                                 l->ssm_a, n, H, err, errlen) ||
+	               (!ba && cuda_op_matmul_xq(x, &l->walpha, s->xb, xq, n,
+	                                         s->ssm_g, err, errlen)) ||
+	               cuda_op_gdn_gates(x, g, s->ssm_b, l->dt_bias, l->ssm_a,
+	                                 n, H, err, errlen) ||
 	               cuda_op_ssm_conv(x, s->ssm_mix, C, conv, l->conv, n, C,
 	                                m->d_conv, s->ssm_c, err, errlen) ||
-	               cuda_op_gdn(x, s->ssm_c, C, s->ssm_g, s->ssm_b, state, n,
+	               cuda_op_gdn(x, s->ssm_c, C, g, s->ssm_b, state, n,
 	                           m->n_k_heads, H, S, c->rms_eps, s->ssm_o,
 	                           err, errlen) ||
 	               cuda_op_gdn_norm(x, s->ssm_o, s->ssm_z, l->ssm_norm, n,
@@ -1560,7 +1624,7 @@ static size_t cu_ssm_bytes(const struct engine *e, struct cu_state *s,
 	}
 	s->rs_floats = slot;
 	return (nb * (2 * (size_t)c->max_conv_dim + 2 * (size_t)c->max_ssm_v +
-	              2 * (size_t)c->max_ssm_heads) +
+	              3 * (size_t)c->max_ssm_heads) +
 	        slot) *
 	       sizeof(float);
 }
@@ -1580,7 +1644,8 @@ static void cu_ssm_alloc(const struct model_config *c, struct cu_state *s,
 	         "recurrent activations", af);
 	cu_alloc((void **)&s->ssm_g, nb * c->max_ssm_heads * sizeof(float),
 	         "recurrent activations", af);
-	cu_alloc((void **)&s->ssm_b, nb * c->max_ssm_heads * sizeof(float),
+	/* (decode's [b | a] row: two heads' worth, cu_layer.wba) */
+	cu_alloc((void **)&s->ssm_b, 2 * nb * c->max_ssm_heads * sizeof(float),
 	         "recurrent activations", af);
 	cu_alloc((void **)&s->rs[0], s->rs_floats * sizeof(float),
 	         "the recurrent state", af);
@@ -1795,11 +1860,24 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	       (size_t)c->n_vocab * sizeof(float);
 	CUDA_TRY(cudaMemGetInfo(&mfree, &mtotal), err, errlen);
 	if (need > mfree) {
+		/* what grows with the context: the KV cache and the RoPE
+		   tables; the largest context (a multiple of 256) that fits */
+		size_t per = model_cache_floats(m, 1) * sizeof(uint16_t);
+		size_t fixed;
+		char fit[96] = "; the weights alone do not fit";
+
+		for (int r = 0; r < c->n_ropes; r++)
+			per += (size_t)c->ropes[r].n_rot * sizeof(float);
+		/* (a 1/64 margin for the allocator's rounding) */
+		fixed = need - nctx * per + mfree / 64;
+		if (fixed < mfree && (mfree - fixed) / per >= 256)
+			snprintf(fit, sizeof(fit), "; --ctx %zu fits",
+			         (mfree - fixed) / per / 256 * 256);
 		snprintf(err, errlen,
 		         "model needs %.2f GiB on the GPU (weights %.2f, KV "
-		         "cache for %d tokens %.2f), %.2f GiB free",
+		         "cache for %d tokens %.2f), %.2f GiB free%s",
 		         need / GIB, arena / GIB, e->n_ctx, kv / GIB,
-		         mfree / GIB);
+		         mfree / GIB, fit);
 		goto fail;
 	}
 	if (cuda_ctx_init(&s->ctx, w16, x16, err, errlen) != 0)

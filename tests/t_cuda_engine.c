@@ -623,6 +623,21 @@ static void check_oom(const char *path)
 	       "KV cache too large for the GPU: \"%s\"", err);
 	engine_close(e);
 	e = NULL;
+	/* the context it says fits opens */
+	{
+		const char *at = strstr(err, "--ctx ");
+		long fit = at != NULL ? strtol(at + 6, NULL, 10) : 0;
+
+		rc = -1;
+		if (m != NULL && fit >= 256 && fit < 1048576) {
+			p.n_ctx = (int32_t)fit;
+			rc = engine_open(m, &p, &e, err, sizeof(err));
+		}
+		tap_ok(rc == 0, "the --ctx %ld it names opens %s", fit,
+		       rc == 0 ? "" : err);
+		engine_close(e);
+		e = NULL;
+	}
 	/* a feature the GPU's recipe does not run is refused by name */
 	rc = -1;
 	if (m != NULL) {
