@@ -309,6 +309,33 @@ for mode in reasoning reasoning2; do
 	grep -q "Let me think\." "$tmp/r2" && grep -q "Hello world" "$tmp/r2"
 	ok $? "$mode: --thinking prints the reasoning too"
 done
+# the plain REPL shows a remote reply's reasoning, unless --hide-thinking
+cat >"$tmp/think.script" <<'S'
+expect > 
+send Hi
+expect Hello world
+expect > 
+send /quit
+wait
+S
+for hide in "" --hide-thinking; do
+	rm -f "$PARLEY_DB"*
+	"$pty" -t 60 "$tmp/think.script" -- "$PARLEY" --plain \
+		--server "$purl/reasoning" --server-model m $opts $hide \
+		>"$tmp/think.out" 2>&1
+	rc=$?
+	if [ -z "$hide" ]; then
+		[ $rc -eq 0 ] && grep -q "Let me think\." "$tmp/think.out"
+		ok $? "the REPL shows the remote reply's reasoning"
+	else
+		[ $rc -eq 0 ] && ! grep -q "Let me think" "$tmp/think.out" &&
+			grep -q "Hello world" "$tmp/think.out"
+		ok $? "--hide-thinking: the REPL shows the answer only"
+	fi
+	[ "$(db_q "SELECT reasoning FROM messages WHERE
+	           role = 'assistant'")" = "Let me think." ]
+	ok $? "...and stores the reasoning either way ($hide)"
+done
 
 # --- options the API lacks, and security rules ------------------------------
 "$PARLEY" --server "$url" --top-k 5 --repeat-penalty 1.2 -p x \
