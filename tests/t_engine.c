@@ -353,6 +353,75 @@ static int write_variant(const struct gguf_file *src, const char *path,
 }
 
 /*
+ * qwen35 files (tests/data/engine/qwen35_*): the description (recurrent
+ * layers, gated attention, the MTP block after the layers skipped); a
+ * recurrent layer's tensor missing or misshapen is named; a recurrent
+ * tensor in a file of an architecture without such layers is refused.
+ */
+static void check_qwen35_errors(void)
+{
+	char path[1024], err[512];
+	struct gguf_file *src, *q3 = NULL, *f;
+	struct model *m = open_model("qwen35_q8_0", &src);
+	struct model *m3 = open_model("qwen3_f32", &q3);
+	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct {
+		struct gguf_file *src;
+		const char *drop, *shrink, *extra, *expect;
+	} cases[] = {
+	    {src, "blk.1.ssm_a", NULL, NULL, "missing tensor blk.1.ssm_a"},
+	    {src, "blk.2.attn_gate.weight", NULL, NULL,
+	     "missing tensor blk.2.attn_gate.weight"},
+	    {src, NULL, "blk.0.ssm_conv1d.weight", NULL,
+	     "tensor blk.0.ssm_conv1d.weight has shape"},
+	    {src, NULL, "blk.3.attn_q.weight", NULL,
+	     "tensor blk.3.attn_q.weight has shape"},
+	    {q3, NULL, NULL, "blk.1.ssm_conv1d.weight",
+	     "tensor blk.1.ssm_conv1d.weight: architecture qwen3 has no "
+	     "recurrent (linear attention) layers"},
+	};
+
+	tap_ok(m != NULL && m->cfg.n_layer == 4 && m->cfg.n_nextn == 1 &&
+	           m->cfg.n_recurrent == 3 &&
+	           m->w.layers[0].attn.kind == MODEL_ATTN_RECURRENT &&
+	           m->w.layers[3].attn.kind == MODEL_ATTN_FULL &&
+	           m->w.layers[3].attn.gated &&
+	           m->w.layers[0].ssm.n_v_heads == 6 &&
+	           m->w.layers[0].ssm.n_k_heads == 2 &&
+	           model_layer_cache(m, 0).kind == MODEL_CACHE_RECURRENT &&
+	           (m->cfg.features & MODEL_FEAT_RECURRENT),
+	       "qwen35 description: 4 layers of 5 blocks (one MTP block "
+	       "skipped), 0-2 recurrent (6 value heads on 2), 3 gated "
+	       "attention");
+	model_free(m);
+	model_free(m3);
+	snprintf(path, sizeof(path), "%s/t_engine_q35_%d.gguf", tmpdir,
+	         (int)getpid());
+	for (size_t k = 0;
+	     src != NULL && q3 != NULL && k < sizeof(cases) / sizeof(cases[0]);
+	     k++) {
+		int rc = -1;
+
+		err[0] = '\0';
+		m = NULL;
+		if (write_variant(cases[k].src, path, cases[k].drop, NULL,
+		                  cases[k].shrink, cases[k].extra) == 0) {
+			f = gguf_open(path, err, sizeof(err));
+			if (f != NULL) {
+				rc = model_load(f, &m, err, sizeof(err));
+				model_free(m);
+				gguf_close(f);
+			}
+		}
+		tap_ok(rc == -1 && strstr(err, cases[k].expect) != NULL,
+		       "qwen35 file error names it: %s", err);
+	}
+	unlink(path);
+	gguf_close(src);
+	gguf_close(q3);
+}
+
+/*
  * A gemma3 file (tests/data/engine/gemma3_f32_swa): a required tensor of
  * its features missing or misshapen is named with its expected shape; a
  * multimodal projector (architecture clip) says what it is; vision
@@ -650,6 +719,7 @@ int main(void)
 	check_trace();
 	check_model_errors();
 	check_gemma_errors();
+	check_qwen35_errors();
 	check_backends();
 	check_mkmodel_types();
 	return tap_done();
