@@ -1,6 +1,7 @@
 /*
  * seed_kv_state.c - write fuzz_kv_state's seeds: the states the fuzzed
- * engines save after evaluating 0, 1, 3 and 8 tokens.
+ * engines save after evaluating 0, 1, 3 and 8 tokens (a snapshot taken
+ * after the first: a recurrent model's state then carries one).
  *
  *   seed_kv_state TOP OUTDIR    (TOP: the repository, for tests/data)
  */
@@ -27,8 +28,14 @@ int main(int argc, char **argv)
 			FILE *fp;
 
 			engine_truncate(z.e[i], 0);
-			if (counts[c] && engine_eval(z.e[i], toks, counts[c], 0,
-			                             err, sizeof(err))) {
+			/* (a recurrent model's state: a snapshot at 1) */
+			if (counts[c] &&
+			    (engine_eval(z.e[i], toks, 1, 0, err,
+			                 sizeof(err)) ||
+			     engine_snapshot(z.e[i], err, sizeof(err)) ||
+			     (counts[c] > 1 &&
+			      engine_eval(z.e[i], toks + 1, counts[c] - 1, 0,
+			                  err, sizeof(err))))) {
 				fprintf(stderr, "seed_kv_state: %s\n", err);
 				return 1;
 			}

@@ -4,8 +4,9 @@
  * (tests/t_fuzz_replay.c), so a finding is checked the same way forever.
  *
  * kv_state_fuzz_open() opens CPU engines (n_ctx KV_STATE_FUZZ_CTX, one
- * thread) on the tiny models of tests/data/engine (two shapes: llama
- * with Q8_0 weights, qwen2 with head dim 32 and tied embeddings);
+ * thread) on the tiny models of tests/data/engine (three shapes: llama
+ * with Q8_0 weights, qwen2 with head dim 32 and tied embeddings, qwen35
+ * with recurrent layers: version 3 states, their snapshots);
  * kv_state_fuzz_check() offers bytes to each as a saved state:
  *   - refused: -1 with a message, and n_past is 0 (engine.h);
  *   - accepted: n_past is the header's, engine_state_save writes the same
@@ -31,7 +32,7 @@
 #include <string.h>
 
 #define KV_STATE_FUZZ_CTX 8
-#define KV_STATE_FUZZ_N   2
+#define KV_STATE_FUZZ_N   3
 
 struct kv_state_fuzz {
 	struct gguf_file *f[KV_STATE_FUZZ_N];
@@ -40,7 +41,7 @@ struct kv_state_fuzz {
 };
 
 static const char *const kv_state_fuzz_models[KV_STATE_FUZZ_N] = {
-    "llama_q8_0.gguf", "qwen2_f32_hd32_tied.gguf"};
+    "llama_q8_0.gguf", "qwen2_f32_hd32_tied.gguf", "qwen35_f32.gguf"};
 
 /* Open the engines from TOP/tests/data/engine. 0, or -1 with a message. */
 static int kv_state_fuzz_open(struct kv_state_fuzz *z, const char *top,
@@ -123,6 +124,11 @@ static const char *kv_state_fuzz_loaded(struct engine *e, const void *data,
 		    err[0] == '\0')
 			return "select refused without a message";
 	}
+	/* a recurrent model's snapshots (the state's positions, checked on
+	   load) are places it can go back to */
+	if (engine_recurrent(e) && n_past > 0 &&
+	    engine_truncate(e, engine_rewind_point(e, n_past - 1)) != 0)
+		return "truncate to a loaded snapshot failed";
 	if (engine_truncate(e, 0) != 0 || engine_n_past(e) != 0)
 		return "truncate to 0 failed";
 	return NULL;
