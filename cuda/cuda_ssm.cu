@@ -685,15 +685,170 @@ __global__ void __launch_bounds__(SSM_THREADS, 2)
 	}
 }
 
+/* A chunk-scan block's shared memory (ssm_chunk_smem<S>::scan). */
+struct ssm_scan_sh {
+	float *k, *q;          /* [SSM_C][S + 4] the chunk's keys, queries */
+	float *s;              /* [SSM_JB][S + 4] the block's state rows */
+	float *r, *d;          /* [SSM_C][SSM_JB] R, D */
+	float *gr, *g, *b, *f; /* [SSM_C] raw g, G, beta, decay to the end */
+};
+
+/* X = K S0^T and P = Q S0^T at (rows RB + 16a, column JJ): a warp reads 2
+ * rows of K and Q (broadcasts) and 16 state rows (distinct banks). */
+template <int S>
+static __device__ __forceinline__ void
+ssm_scan_xp(const ssm_scan_sh &sh, int rb, int jj, float x[4], float p[4])
+{
+	constexpr int KS = S + 4;
+
+	for (int i = 0; i < S; i += 4) {
+		const float4 s4 = *(const float4 *)&sh.s[jj * KS + i];
+
+#pragma unroll
+		for (int a = 0; a < 4; a++) {
+			const int r = rb + 16 * a;
+
+			ssm_dot4(x[a], *(const float4 *)&sh.k[r * KS + i], s4);
+			ssm_dot4(p[a], *(const float4 *)&sh.q[r * KS + i], s4);
+		}
+	}
+}
+
+/* D = T R at (rows RB + 16a, column JJ) into sh.d: T (zero above its
+ * diagonal) from L2 / L1, each row read by the 16 threads of a column
+ * group at once. */
+static __device__ __forceinline__ void
+ssm_scan_d(const ssm_scan_sh &sh, const float *tmat, int rb, int jj)
+{
+	float d[4] = {};
+
+	for (int u = 0; u < SSM_C; u += 4) {
+		const float4 r4 = make_float4(
+		    sh.r[u * SSM_JB + jj], sh.r[(u + 1) * SSM_JB + jj],
+		    sh.r[(u + 2) * SSM_JB + jj], sh.r[(u + 3) * SSM_JB + jj]);
+
+#pragma unroll
+		for (int a = 0; a < 4; a++)
+			ssm_dot4(
+			    d[a],
+			    *(const float4 *)&tmat[(rb + 16 * a) * SSM_C + u],
+			    r4);
+	}
+#pragma unroll
+	for (int a = 0; a < 4; a++)
+		sh.d[(rb + 16 * a) * SSM_JB + jj] = d[a];
+}
+
+/* K's rows times their decay to the chunk's end, in place (consecutive
+ * threads on consecutive float4s). */
+template <int S>
+static __device__ __forceinline__ void ssm_scan_kdecay(const ssm_scan_sh &sh)
+{
+	for (int e = threadIdx.x; e < SSM_C * S / 4; e += SSM_THREADS) {
+		const int r = e / (S / 4), i = 4 * (e % (S / 4));
+		float4 *k4 = (float4 *)&sh.k[r * (S + 4) + i];
+		const float f = sh.f[r];
+
+		k4->x *= f, k4->y *= f, k4->z *= f, k4->w *= f;
+	}
+}
+
+/* O = (e^G P + M D) / sqrt(S) at (rows RB + 16a, column JJ) for the N
+ * real tokens of the chunk at token TC (EP: e^G P); M from L2 / L1. */
+template <int S>
+static __device__ __forceinline__ void
+ssm_scan_out(const ssm_scan_sh &sh, const float *mmat, const float ep[4],
+             int rb, int jj, int32_t tc, int32_t n, int32_t HV, int32_t h,
+             int32_t j0, float *o)
+{
+	const float oscale = 1.0f / sqrtf((float)S);
+
+#pragma unroll
+	for (int a = 0; a < 4; a++) {
+		const int r = rb + 16 * a;
+		float acc = ep[a];
+
+		for (int u = 0; u < SSM_C; u += 4)
+			ssm_dot4(acc, *(const float4 *)&mmat[r * SSM_C + u],
+			         make_float4(sh.d[u * SSM_JB + jj],
+			                     sh.d[(u + 1) * SSM_JB + jj],
+			                     sh.d[(u + 2) * SSM_JB + jj],
+			                     sh.d[(u + 3) * SSM_JB + jj]));
+		if (r < n)
+			o[(int64_t)(tc + r) * HV * S + (int64_t)h * S + j0 +
+			  jj] = acc * oscale;
+	}
+}
+
+/* S1 = e^G_last S0 + D^T (decayed K), in place: two state rows x a float4
+ * of keys a thread; a warp's 32 items are JW row pairs x IW consecutive
+ * float4s of a K row (one wavefront a load), D's two values one float2. */
+template <int S>
+static __device__ __forceinline__ void ssm_scan_update(const ssm_scan_sh &sh)
+{
+	constexpr int KS = S + 4, IW = S / 4 < 8 ? S / 4 : 8, JW = 32 / IW;
+	constexpr int JT = (SSM_JB / 2) / JW;
+	const float egl = expf(sh.g[SSM_C - 1]);
+
+	for (int e = threadIdx.x; e < (SSM_JB / 2) * (S / 4);
+	     e += SSM_THREADS) {
+		const int w = e / 32, l = e % 32;
+		const int jp = (w % JT) * JW + l / IW; /* row pair */
+		const int i = 4 * ((w / JT) * IW + l % IW);
+		float4 a0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), a1 = a0;
+
+		for (int u = 0; u < SSM_C; u++) {
+			const float2 d2 =
+			    *(const float2 *)&sh.d[u * SSM_JB + 2 * jp];
+			const float4 k4 = *(const float4 *)&sh.k[u * KS + i];
+
+			a0.x = fmaf(d2.x, k4.x, a0.x);
+			a0.y = fmaf(d2.x, k4.y, a0.y);
+			a0.z = fmaf(d2.x, k4.z, a0.z);
+			a0.w = fmaf(d2.x, k4.w, a0.w);
+			a1.x = fmaf(d2.y, k4.x, a1.x);
+			a1.y = fmaf(d2.y, k4.y, a1.y);
+			a1.z = fmaf(d2.y, k4.z, a1.z);
+			a1.w = fmaf(d2.y, k4.w, a1.w);
+		}
+		float4 *s0 = (float4 *)&sh.s[(2 * jp) * KS + i];
+		float4 *s1 = (float4 *)&sh.s[(2 * jp + 1) * KS + i];
+
+		s0->x = fmaf(egl, s0->x, a0.x);
+		s0->y = fmaf(egl, s0->y, a0.y);
+		s0->z = fmaf(egl, s0->z, a0.z);
+		s0->w = fmaf(egl, s0->w, a0.w);
+		s1->x = fmaf(egl, s1->x, a1.x);
+		s1->y = fmaf(egl, s1->y, a1.y);
+		s1->z = fmaf(egl, s1->z, a1.z);
+		s1->w = fmaf(egl, s1->w, a1.w);
+	}
+}
+
+/* The block's state rows between D_S (rows of S) and sh.s (rows of
+ * S + 4), TO_SHARED or back: consecutive threads on consecutive float4s. */
+template <int S>
+static __device__ __forceinline__ void
+ssm_scan_state(const ssm_scan_sh &sh, float *shead, bool to_shared)
+{
+	for (int e = threadIdx.x; e < SSM_JB * S / 4; e += SSM_THREADS) {
+		const int r = e / (S / 4), i = 4 * (e % (S / 4));
+		float4 *sm = (float4 *)&sh.s[r * (S + 4) + i];
+		float4 *gm = (float4 *)&shead[r * S + i];
+
+		if (to_shared)
+			*sm = *gm;
+		else
+			*gm = *sm;
+	}
+}
+
 /* The chunks of the segment (tokens T0 .., N_TOK) in order for value head
  * blockIdx.y, state rows J0 = blockIdx.x * SSM_JB .. J0 + SSM_JB - 1 in
- * shared memory throughout. A chunk: K, Q, gates into shared memory; X =
- * K S0^T and P = Q S0^T (thread: column jj = tid % 16 of rows
- * tid / 16 + 16a); R = beta (V - e^G X); D = T R; O = (e^G P + M D) /
- * sqrt(S); S1 = e^G_last S0 + D^T (e^(G_last - G) K) (thread: 2 rows x a
- * float4 of keys, a warp on 8 consecutive float4s of a K row: one
- * wavefront). T and M are read from L2 / L1 (every block of the head
- * reads them: the shared memory left is for a second block per SM). */
+ * shared memory throughout (note 4). A thread owns column jj = tid % 16
+ * of rows tid / 16 + 16a of X, P, R, D and O. T and M are read from
+ * L2 / L1 (every block of the head reads them; the shared memory left is
+ * for a second block per SM). */
 template <int S>
 __global__ void __launch_bounds__(SSM_THREADS, 2)
     ssm_chunk_scan(const float *qkv, int64_t ld, const float *g,
@@ -702,28 +857,27 @@ __global__ void __launch_bounds__(SSM_THREADS, 2)
 {
 	using SM = ssm_chunk_smem<S>;
 	extern __shared__ float4 ssm_smem4[];
-	float *sk = (float *)ssm_smem4, *sq = sk + SM::KQ;
-	float *ss = sq + SM::KQ, *sr = ss + SSM_JB * SM::KS;
-	float *sd = sr + SSM_C * SSM_JB, *sgr = sd + SSM_C * SSM_JB;
-	float *sg = sgr + SSM_C, *sb = sg + SSM_C, *sf = sb + SSM_C;
+	ssm_scan_sh sh;
 	const int32_t h = (int32_t)blockIdx.y, kh = h % HK;
 	const int32_t j0 = (int32_t)blockIdx.x * SSM_JB;
 	const int tid = threadIdx.x, jj = tid % SSM_JB, rb = tid / SSM_JB;
-	const float oscale = 1.0f / sqrtf((float)S);
 	float *shead = st + ((size_t)h * S + j0) * S;
 
+	sh.k = (float *)ssm_smem4;
+	sh.q = sh.k + SM::KQ;
+	sh.s = sh.q + SM::KQ;
+	sh.r = sh.s + SSM_JB * SM::KS;
+	sh.d = sh.r + SSM_C * SSM_JB;
+	sh.gr = sh.d + SSM_C * SSM_JB;
+	sh.g = sh.gr + SSM_C;
+	sh.b = sh.g + SSM_C;
+	sh.f = sh.b + SSM_C;
 	cu_pdl_sync();
-	for (int e = tid; e < SSM_JB * S / 4; e += SSM_THREADS) {
-		const int r = e / (S / 4), i = 4 * (e % (S / 4));
-
-		*(float4 *)&ss[r * SM::KS + i] =
-		    *(const float4 *)&shead[r * S + i];
-	}
+	ssm_scan_state<S>(sh, shead, true);
 	for (int32_t c0 = 0; c0 < n_tok; c0 += SSM_C) {
 		const int32_t tc = t0 + c0, n = min(SSM_C, n_tok - c0);
 		const float *tmat =
 		    tm + ((int64_t)(c0 / SSM_C) * HV + h) * 2 * SSM_C * SSM_C;
-		const float *mmat = tmat + SSM_C * SSM_C;
 		float v[4], x[4] = {}, p[4] = {};
 
 		/* V of the thread's four (row, column)s first: in flight
@@ -736,142 +890,33 @@ __global__ void __launch_bounds__(SSM_THREADS, 2)
 			                   (int64_t)(2 * HK + h) * S + j0 + jj]
 			             : 0.0f;
 		}
-		ssm_load_rows<S>(sk, qkv, ld, (int64_t)(HK + kh) * S, tc, n,
+		ssm_load_rows<S>(sh.k, qkv, ld, (int64_t)(HK + kh) * S, tc, n,
 		                 eps);
-		ssm_load_rows<S>(sq, qkv, ld, (int64_t)kh * S, tc, n, eps);
-		ssm_load_gates(sgr, sg, sb, g, beta, tc, n, HV,
-		               h); /* barriers */
-
-		/* X = K S0^T, P = Q S0^T */
-		for (int i = 0; i < S; i += 4) {
-			const float4 s4 = *(const float4 *)&ss[jj * SM::KS + i];
-
-#pragma unroll
-			for (int a = 0; a < 4; a++) {
-				const int r = rb + 16 * a;
-
-				ssm_dot4(x[a],
-				         *(const float4 *)&sk[r * SM::KS + i],
-				         s4);
-				ssm_dot4(p[a],
-				         *(const float4 *)&sq[r * SM::KS + i],
-				         s4);
-			}
-		}
+		ssm_load_rows<S>(sh.q, qkv, ld, (int64_t)kh * S, tc, n, eps);
+		ssm_load_gates(sh.gr, sh.g, sh.b, g, beta, tc, n, HV, h);
+		ssm_scan_xp<S>(sh, rb, jj, x, p);
 		/* R = beta (V - e^G X); P becomes e^G P */
 #pragma unroll
 		for (int a = 0; a < 4; a++) {
 			const int r = rb + 16 * a;
-			const float eG = expf(sg[r]);
+			const float eG = expf(sh.g[r]);
 
-			sr[r * SSM_JB + jj] = sb[r] * (v[a] - eG * x[a]);
+			sh.r[r * SSM_JB + jj] = sh.b[r] * (v[a] - eG * x[a]);
 			p[a] *= eG;
 		}
 		if (tid < SSM_C) /* K's row decays toward the chunk's end */
-			sf[tid] = expf(sg[SSM_C - 1] - sg[tid]);
+			sh.f[tid] = expf(sh.g[SSM_C - 1] - sh.g[tid]);
 		__syncthreads();
-		/* D = T R (T zero above its diagonal); K scaled by its row's
-		   decay meanwhile (X, the last reader of K as it was, is done)
-		 */
-		float d[4] = {};
-
-		for (int u = 0; u < SSM_C; u += 4) {
-			const float r0 = sr[u * SSM_JB + jj];
-			const float r1 = sr[(u + 1) * SSM_JB + jj];
-			const float r2 = sr[(u + 2) * SSM_JB + jj];
-			const float r3 = sr[(u + 3) * SSM_JB + jj];
-
-#pragma unroll
-			for (int a = 0; a < 4; a++) {
-				const float4 t4 =
-				    *(const float4
-				          *)&tmat[(rb + 16 * a) * SSM_C + u];
-
-				ssm_dot4(d[a], t4, make_float4(r0, r1, r2, r3));
-			}
-		}
-#pragma unroll
-		for (int a = 0; a < 4; a++)
-			sd[(rb + 16 * a) * SSM_JB + jj] = d[a];
-		for (int e = tid; e < SSM_C * S / 4; e += SSM_THREADS) {
-			const int r = e / (S / 4), i = 4 * (e % (S / 4));
-			float4 *k4 = (float4 *)&sk[r * SM::KS + i];
-			const float f = sf[r];
-
-			k4->x *= f, k4->y *= f, k4->z *= f, k4->w *= f;
-		}
+		/* K, last read by X as it was, scaled meanwhile */
+		ssm_scan_d(sh, tmat, rb, jj);
+		ssm_scan_kdecay<S>(sh);
 		__syncthreads();
-		/* O = (e^G P + M D) / sqrt(S) for the real tokens */
-#pragma unroll
-		for (int a = 0; a < 4; a++) {
-			const int r = rb + 16 * a;
-			float acc = p[a];
-
-			for (int u = 0; u < SSM_C; u += 4) {
-				const float4 m4 =
-				    *(const float4 *)&mmat[r * SSM_C + u];
-
-				ssm_dot4(
-				    acc, m4,
-				    make_float4(sd[u * SSM_JB + jj],
-				                sd[(u + 1) * SSM_JB + jj],
-				                sd[(u + 2) * SSM_JB + jj],
-				                sd[(u + 3) * SSM_JB + jj]));
-			}
-			if (r < n)
-				o[(int64_t)(tc + r) * HV * S + (int64_t)h * S +
-				  j0 + jj] = acc * oscale;
-		}
-		/* S1 = e^G_last S0 + D^T (decayed K): two state rows x a
-		   float4 of keys a thread */
-		const float egl = expf(sg[SSM_C - 1]);
-
-		for (int e = tid; e < (SSM_JB / 2) * (S / 4);
-		     e += SSM_THREADS) {
-			/* a warp's 32 items: JW row pairs x IW float4s */
-			constexpr int IW = S / 4 < 8 ? S / 4 : 8, JW = 32 / IW;
-			constexpr int JT = (SSM_JB / 2) / JW;
-			const int w = e / 32, l = e % 32;
-			const int jp = (w % JT) * JW + l / IW; /* row pair */
-			const int i = 4 * ((w / JT) * IW + l % IW);
-			float4 a0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f),
-			       a1 = a0;
-
-			for (int u = 0; u < SSM_C; u++) {
-				const float2 d2 =
-				    *(const float2 *)&sd[u * SSM_JB + 2 * jp];
-				const float4 k4 =
-				    *(const float4 *)&sk[u * SM::KS + i];
-
-				a0.x = fmaf(d2.x, k4.x, a0.x);
-				a0.y = fmaf(d2.x, k4.y, a0.y);
-				a0.z = fmaf(d2.x, k4.z, a0.z);
-				a0.w = fmaf(d2.x, k4.w, a0.w);
-				a1.x = fmaf(d2.y, k4.x, a1.x);
-				a1.y = fmaf(d2.y, k4.y, a1.y);
-				a1.z = fmaf(d2.y, k4.z, a1.z);
-				a1.w = fmaf(d2.y, k4.w, a1.w);
-			}
-			float4 *s0 = (float4 *)&ss[(2 * jp) * SM::KS + i];
-			float4 *s1 = (float4 *)&ss[(2 * jp + 1) * SM::KS + i];
-
-			s0->x = fmaf(egl, s0->x, a0.x);
-			s0->y = fmaf(egl, s0->y, a0.y);
-			s0->z = fmaf(egl, s0->z, a0.z);
-			s0->w = fmaf(egl, s0->w, a0.w);
-			s1->x = fmaf(egl, s1->x, a1.x);
-			s1->y = fmaf(egl, s1->y, a1.y);
-			s1->z = fmaf(egl, s1->z, a1.z);
-			s1->w = fmaf(egl, s1->w, a1.w);
-		}
+		ssm_scan_out<S>(sh, tmat + SSM_C * SSM_C, p, rb, jj, tc, n, HV,
+		                h, j0, o);
+		ssm_scan_update<S>(sh);
 		__syncthreads(); /* before the next chunk's loads */
 	}
-	for (int e = tid; e < SSM_JB * S / 4; e += SSM_THREADS) {
-		const int r = e / (S / 4), i = 4 * (e % (S / 4));
-
-		*(float4 *)&shead[r * S + i] =
-		    *(const float4 *)&ss[r * SM::KS + i];
-	}
+	ssm_scan_state<S>(sh, shead, false);
 }
 
 /* 0 after a launch, or -1 with its error (CUDA_TRY_LAUNCH). */

@@ -2044,14 +2044,18 @@ static int gdn_run(struct cuda_ctx *ctx, const float *d_qkv, int64_t ld,
 
 /*
  * cuda_op_gdn with HK key and HV value heads of S over N tokens from a
- * random state (a conversation's), against gdn_ref: token after token
+ * random state (a conversation's), against gdn_ref (SLOW: q and k in the
+ * range of the conv's SiLU, mostly positive, so keys are alike, and a
+ * slow decay, g in [-0.1, 0]: the long memory and the ill-conditioned
+ * chunk matrices of real layers; else q, k, v in [-1, 1], g in [-3, 0]):
+ * token after token
  * (force 1) and chunked (force 2) in one call, chunked in two calls
  * (SPLIT tokens, then the rest), and the path by size for SPLIT tokens
  * then one call a token (decode); outputs and final state each, and the
  * two paths' outputs against each other.
  */
 static void test_gdn(struct cuda_ctx *ctx, int32_t hk, int32_t hv, int32_t S,
-                     int32_t n, int32_t split)
+                     int32_t n, int32_t split, int slow)
 {
 	static const char *name[4] = {"sequential", "chunked",
 	                              "chunked in 2 calls",
@@ -2072,7 +2076,9 @@ static void test_gdn(struct cuda_ctx *ctx, int32_t hk, int32_t hv, int32_t S,
 	int rc[4];
 
 	fill_unif(qkv, (size_t)(n * ld), -1.0f, 1.0f);
-	fill_unif(g, (size_t)(n * hv), -3.0f, 0.0f);
+	for (int32_t t = 0; slow && t < n; t++)
+		fill_unif(qkv + t * ld, (size_t)(2 * hk * S), -0.28f, 2.0f);
+	fill_unif(g, (size_t)(n * hv), slow ? -0.1f : -3.0f, 0.0f);
 	fill_unif(b, (size_t)(n * hv), 0.01f, 0.99f);
 	fill_unif(st0, ns, -0.5f, 0.5f);
 	for (size_t i = 0; i < ns; i++)
@@ -2099,9 +2105,10 @@ static void test_gdn(struct cuda_ctx *ctx, int32_t hk, int32_t hv, int32_t S,
 		snprintf(how, sizeof(how), k >= 2 ? ", split at %d" : "",
 		         split);
 		tap_ok(!rc[k] && eo[k] <= TOL_SSM_GDN && es[k] <= TOL_SSM_GDN,
-		       "gdn %s, %d/%d heads of %d, %d tokens%s: rel err "
+		       "gdn %s, %d/%d heads of %d, %d tokens%s%s: rel err "
 		       "output %.3g, state %.3g %s",
-		       name[k], hk, hv, S, n, how, eo[k], es[k], err);
+		       name[k], hk, hv, S, n, how, slow ? ", slow decay" : "",
+		       eo[k], es[k], err);
 	}
 	if (!rc[0] && !rc[1])
 		ex = rel_err_f(o[1], o[0], no);
@@ -2301,15 +2308,16 @@ int main(void)
 	test_ssm_conv(&ctx, 300, 8, 70);
 	test_ssm_conv(&ctx, 64, 2, 5);
 	test_ssm_elementwise(&ctx);
-	test_gdn(&ctx, 2, 4, 32, 1, 0);
-	test_gdn(&ctx, 4, 8, 128, 1, 0);
-	test_gdn(&ctx, 2, 4, 32, 3, 1);
-	test_gdn(&ctx, 1, 2, 16, 150, 100);
-	test_gdn(&ctx, 2, 2, 64, 70, 7);
-	test_gdn(&ctx, 2, 4, 128, 200, 130);
-	test_gdn(&ctx, 1, 1, 256, 65, 64);
-	test_gdn(&ctx, 16, 32, 128, 300, 257);
-	test_gdn(&ctx, 1, 2, 64, 1100, 1030);
+	test_gdn(&ctx, 2, 4, 32, 1, 0, 0);
+	test_gdn(&ctx, 4, 8, 128, 1, 0, 0);
+	test_gdn(&ctx, 2, 4, 32, 3, 1, 0);
+	test_gdn(&ctx, 1, 2, 16, 150, 100, 0);
+	test_gdn(&ctx, 2, 2, 64, 70, 7, 0);
+	test_gdn(&ctx, 2, 4, 128, 200, 130, 0);
+	test_gdn(&ctx, 2, 4, 128, 200, 130, 1);
+	test_gdn(&ctx, 1, 1, 256, 65, 64, 0);
+	test_gdn(&ctx, 16, 32, 128, 300, 257, 0);
+	test_gdn(&ctx, 1, 2, 64, 1100, 1030, 1);
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }
