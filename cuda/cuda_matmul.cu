@@ -1360,6 +1360,12 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 
 	if (cm_moe_check(gate, n_slots, err, errlen))
 		return -1;
+	/* a prefill chunk's: one product per expert (cuda_moe.cu) */
+	if (cuda_op_moe_grouped(ctx, gate, n_slots) &&
+	    cuda_op_moe_grouped(ctx, up, n_slots))
+		return cuda_op_moe_gated_grouped(ctx, act, gate, up, d_x, n_tok,
+		                                 k, d_ids, d_gate_b, d_up_b,
+		                                 d_g, d_u, err, errlen);
 	/* the fused epilogue where gate and up take the unit mat-vec (and
 	   lie alike in their stacks); else the two products and
 	   cuda_op_gate_act */
@@ -1409,6 +1415,9 @@ extern "C" int cuda_op_moe_down(struct cuda_ctx *ctx,
 
 	if (cm_moe_check(down, n_slots, err, errlen))
 		return -1;
+	if (cuda_op_moe_grouped(ctx, down, n_slots))
+		return cuda_op_moe_down_grouped(ctx, down, d_h, n_slots, d_ids,
+		                                d_down_b, d_y, err, errlen);
 	return cm_moe_product(ctx, down, d_h, n_slots, n_slots, 1, d_ids,
 	                      d_perm, d_y, &xq_done, err, errlen) ||
 	               (d_down_b != NULL &&

@@ -233,7 +233,8 @@ int cuda_op_matmul_gated(struct cuda_ctx *ctx, enum model_act act,
  * cuda_op_moe_down: D_Y[s] = DOWN_e D_H[s] for N_SLOTS slots. Both are
  * mat-vecs that read only the chosen experts' rows (cuda_matmul.cu), with
  * int8 activations where the dense products have them, the same values as
- * cuda_op_matmul of that expert's matrix. D_XQ as for cuda_op_matmul_qkv.
+ * cuda_op_matmul of that expert's matrix; a prefill chunk's are grouped
+ * products instead (cuda_op_moe_grouped below). D_XQ as for cuda_op_matmul_qkv.
  * D_GATE_B, D_UP_B, D_DOWN_B (or NULL): the experts' biases ([n_expert]
  * rows of the product's size), added to the products before the activation
  * and to the down product's output (gpt-oss).
@@ -273,6 +274,42 @@ int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
 int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
                         const float *d_w, int32_t n_tok, int32_t k, int64_t n,
                         float *d_out, int add, char *err, size_t errlen);
+
+/*
+ * Grouped expert products (cuda_moe.cu): cuda_op_moe_gated and
+ * cuda_op_moe_down take them, instead of the mat-vec, when
+ * cuda_op_moe_grouped says so for their stack (the gated product: for
+ * both gate and up) over N_SLOTS slots: more than MODEL_MAX_EXPERTS_USED
+ * slots (never one token's: decode keeps the mat-vec) and at least one
+ * slot per expert of the stack on average (a prefill chunk), the type
+ * decoded by cuda_quant.cuh, at most 1,024 experts and 65,535 slots, and
+ * the plan (4 + 4 (n_slots / 64 + 1 + min(n_expert, n_slots)) + n_slots
+ * int32) fits ctx->d_w16, which it overwrites. Each expert's slots are
+ * then one tensor-core product (counted and ordered on the device: no
+ * host round trip), its rows decoded to fp16 and the inputs converted to
+ * fp16 as the dense GEMM does (cuda_op_matmul), fp32 sums: the same
+ * values as the mat-vec within the GEMM's fp16 roundings; D_PERM is not
+ * needed. The contract is cuda_op_moe_gated's and cuda_op_moe_down's
+ * (D_U untouched where gate and up share a type and a row size: the
+ * activation is applied in the same launch). cuda_op_moe_gated_grouped
+ * and cuda_op_moe_down_grouped run them whenever they apply (-1 with a
+ * message otherwise). cuda_op_moe_grouped_force (tests; not thread-safe):
+ * 0 = by size, 1 = always the mat-vec, 2 = grouped wherever it applies.
+ */
+int cuda_op_moe_grouped(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                        int32_t n_slots);
+void cuda_op_moe_grouped_force(int force);
+int cuda_op_moe_gated_grouped(struct cuda_ctx *ctx, enum model_act act,
+                              const struct cuda_tensor *gate,
+                              const struct cuda_tensor *up, const float *d_x,
+                              int32_t n_tok, int32_t k, const int32_t *d_ids,
+                              const float *d_gate_b, const float *d_up_b,
+                              float *d_g, float *d_u, char *err, size_t errlen);
+int cuda_op_moe_down_grouped(struct cuda_ctx *ctx,
+                             const struct cuda_tensor *down, const float *d_h,
+                             int32_t n_slots, const int32_t *d_ids,
+                             const float *d_down_b, float *d_y, char *err,
+                             size_t errlen);
 
 /* OUT[t] = X[t] / sqrt(mean(X[t]^2) + eps) * W, rows of N. W is a weight:
  * no earlier work in the stream may still be writing it (the kernel
@@ -447,16 +484,17 @@ int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx, int32_t n_head,
  * d[j] = (v[j] - S_h[j] . k) * BETA[t][h]; S_h[j][i] += d[j] k[i];
  * D_O[t HV S + h S + j] = (S_h[j] . q) / sqrt(S). S a power of two,
  * 16..256. Fewer than CUDA_GDN_CHUNK_MIN_TOKENS tokens: token after token
- * (decode reads and writes the state once); more: in chunks of 64 tokens
- * (the WY form of llama.cpp's build_delta_net_chunking, with
- * (HV * 2 * 64 * 64) floats per chunk of at most 1,024 tokens of
- * stream-ordered scratch, cudaMallocAsync / cudaFreeAsync on ctx->stream:
- * not for a captured graph), the same values within fp32 rounding.
+ * (decode reads and writes the state once; no allocation, so a captured
+ * decode step may hold it); more: in chunks of 64 tokens (the WY form of
+ * llama.cpp's build_delta_net_chunking), the same values within fp32
+ * rounding, with HV * 2 * 64 * 64 floats of scratch a chunk for up to
+ * 1,024 tokens at a time, allocated and freed stream-ordered
+ * (cudaMallocAsync / cudaFreeAsync on ctx->stream) by the call.
  * cuda_op_gdn_force: FORCE 0 = by n_tok, 1 = token after token, 2 =
  * chunked (tests).
  *
  * cuda_op_gdn_norm: in place, each head's S values of D_O ([n_tok][HV][S])
- * RMS-normed (x / sqrt(mean(x^2) + EPS), as cuda_op_rmsnorm), times
+ * RMS-normed (x / sqrt(mean(x^2) + EPS), as cpu_rmsnorm), times
  * D_W[j], times silu(D_Z[t HV S + h S + j]).
  *
  * cuda_op_sigmoid_mul: D_X[t][h hd + d] *= 1 / (1 + e^-gate), gate =

@@ -1,0 +1,639 @@
+/*
+ * t_cuda_moe.c - a mixture's expert products on the GPU (cuda_op_moe_gated,
+ * cuda_op_moe_down): the grouped tensor-core products of a prefill chunk
+ * (cuda_moe.cu) against the mat-vec of every slot (cuda_matmul.cu) and
+ * both against a host double reference; built only when configure found
+ * CUDA, "1..0 # SKIP" without a device.
+ *
+ * Each case is a random stack of experts (several types, the GPU layouts
+ * of Q8_0, Q4_K and Q6_K as the backend uploads them, 8..128 experts, k
+ * 2..8), chunks of 1, 7, 64 and 512 tokens routed uniformly or skewed
+ * (one expert in three slots of four tokens, half the experts in none),
+ * SiLU, GELU and gpt-oss's clamped SwiGLU with its biases. The bound of
+ * each element comes from the path's roundings: the grouped path rounds
+ * weights and inputs to fp16 (2^-11 each) and sums in fp32, so its error
+ * is at most about 2^-10 sum |w x| plus the sums' rounding; the mat-vec
+ * sums the weights with the CPU's int8 activations (compared with the
+ * double product of those) or with fp32 ones, so only the sums' rounding.
+ * The gated outputs carry the products' errors through act(g) * u
+ * (Lipschitz constant of each activation 1.15 at most). A wrong row,
+ * expert, slot or bias is off by the values themselves, far above these
+ * bounds; the worst ratio error / bound of each check is printed.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.h"
+#include "f16.h"
+#include "quant.h"
+#include "tap.h"
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+
+/* splitmix64 */
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static float rng_unif(float lo, float hi)
+{
+	return lo +
+	       (hi - lo) * (float)((rng_next() >> 40) * (1.0 / 16777216.0));
+}
+
+/* Device copy of N bytes of HOST, or N uninitialised bytes (exits the
+ * test on failure: without the memory nothing can run). */
+static void *dev_put(const void *host, size_t n)
+{
+	void *d = NULL;
+
+	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
+	    (host &&
+	     cudaMemcpy(d, host, n, cudaMemcpyHostToDevice) != cudaSuccess)) {
+		printf("Bail out! cudaMalloc/cudaMemcpy of %zu bytes\n", n);
+		exit(1);
+	}
+	return d;
+}
+
+/* Copy N bytes back from the device after the stream finished. */
+static int dev_get(struct cuda_ctx *ctx, void *host, const void *d, size_t n)
+{
+	return cudaStreamSynchronize(ctx->stream) == cudaSuccess &&
+	               cudaMemcpy(host, d, n, cudaMemcpyDeviceToHost) ==
+	                   cudaSuccess
+	           ? 0
+	           : -1;
+}
+
+/* Put half V at P. */
+static void put_half(unsigned char *p, float v)
+{
+	uint16_t h = f32_to_f16(v);
+
+	memcpy(p, &h, 2);
+}
+
+/* Random rows of type T (t_cuda_ops.c's random_rows, and MXFP4): random
+ * bytes, then the block scales set to finite values of realistic size. */
+static void random_rows(uint32_t t, unsigned char *p, int64_t ne0, int64_t ne1)
+{
+	const struct qtype_info *qi = qtype_get(t);
+	size_t rs = quant_row_size(t, ne0);
+	int64_t nb = ne1 * (ne0 / qi->blck_size);
+
+	if (t == QTYPE_F16) {
+		for (int64_t i = 0; i < ne0 * ne1; i++)
+			put_half(p + 2 * i, rng_unif(-1.0f, 1.0f));
+		return;
+	}
+	for (size_t i = 0; i < rs * (size_t)ne1; i++)
+		p[i] = (unsigned char)rng_next();
+	for (int64_t b = 0; b < nb; b++) {
+		unsigned char *blk = p + (size_t)b * qi->type_size;
+		float d = rng_unif(1e-3f, 2e-2f) * (rng_next() & 1 ? 1 : -1);
+		float m = rng_unif(-2e-2f, 2e-2f);
+
+		switch (t) {
+		case QTYPE_Q8_0:
+			put_half(blk, d);
+			break;
+		case QTYPE_Q4_K:
+			put_half(blk, d);
+			put_half(blk + 2, m);
+			break;
+		case QTYPE_Q6_K:
+			put_half(blk + 208, d);
+			break;
+		case QTYPE_MXFP4: /* 2^(e - 128) times values up to 12 */
+			blk[0] = (unsigned char)(121 + rng_next() % 4);
+			break;
+		}
+	}
+}
+
+/* XHAT: N rows of NE0 activations X as the int8 mat-vec sees them (the
+ * CPU engine's quantization per 32, dequantized: t_cuda_ops.c). */
+static void x8_dequant(const float *x, int64_t ne0, int64_t n, double *xhat)
+{
+	void *vec = malloc(quant_vec_size(QTYPE_Q8_0, ne0));
+
+	for (int64_t t = 0; t < n; t++) {
+		quant_vec_prepare(QTYPE_Q8_0, x + t * ne0, ne0, vec);
+		quant_vec_dequant(QTYPE_Q8_0, vec, xhat + t * ne0, ne0);
+	}
+	free(vec);
+}
+
+/* A stack of experts on the device and its weights on the host. */
+struct stack {
+	struct cuda_tensor ct; /* as the ops take it */
+	float *w;              /* [ne2][ne1][ne0] dequantized */
+	float *b;              /* [ne2][ne1] bias (or NULL) */
+	void *d_raw, *d_b;     /* file layout (and GPU layout: ct.d) */
+};
+
+/* A random stack of N_EXPERT matrices NE1 x NE0 of type T, in its GPU
+ * layout when REPACK and T has one; a random bias when BIAS. */
+static int stack_make(struct cuda_ctx *ctx, struct stack *s, uint32_t t,
+                      int64_t ne0, int64_t ne1, int n_expert, int repack,
+                      int bias)
+{
+	const int64_t rows = ne1 * n_expert;
+	size_t rs = quant_row_size(t, ne0);
+	unsigned char *h = malloc(rs * (size_t)rows);
+	char err[256] = "";
+
+	memset(s, 0, sizeof(*s));
+	s->w = malloc(sizeof(float) * (size_t)(rows * ne0));
+	random_rows(t, h, ne0, rows);
+	for (int64_t r = 0; r < rows; r++)
+		quant_dequant_row(t, h + (size_t)r * rs, s->w + r * ne0, ne0);
+	s->d_raw = dev_put(h, rs * (size_t)rows);
+	free(h);
+	s->ct = (struct cuda_tensor){t, ne0, ne1, rs, s->d_raw, n_expert};
+	if (repack && cuda_repack_type(t) != t) {
+		uint32_t rt = cuda_repack_type(t);
+		size_t rrs = cuda_repack_row_size(rt, ne0);
+		void *d = dev_put(NULL, rrs * (size_t)rows);
+
+		if (cuda_op_repack(ctx, t, ne0, rows, s->d_raw, d, err,
+		                   sizeof(err)) != 0 ||
+		    cudaStreamSynchronize(ctx->stream) != cudaSuccess) {
+			tap_diag("repack %s: %s", qtype_name(t), err);
+			cudaFree(d);
+			return -1;
+		}
+		cudaFree(s->d_raw);
+		s->d_raw = d;
+		s->ct.type = rt;
+		s->ct.row_size = rrs;
+		s->ct.d = d;
+	}
+	if (bias) {
+		s->b = malloc(sizeof(float) * (size_t)rows);
+		for (int64_t i = 0; i < rows; i++)
+			s->b[i] = rng_unif(-0.5f, 0.5f);
+		s->d_b = dev_put(s->b, sizeof(float) * (size_t)rows);
+	}
+	return 0;
+}
+
+static void stack_free(struct stack *s)
+{
+	cudaFree(s->d_raw);
+	cudaFree(s->d_b);
+	free(s->w);
+	free(s->b);
+}
+
+/* IDS [n_tok][k]: k distinct experts a token; SKEW: expert 0 in three
+ * tokens of four, the others from the lower half only (at least k). */
+static void make_ids(int32_t *ids, int n_tok, int k, int n_expert, int skew)
+{
+	int range = skew ? (n_expert / 2 > k ? n_expert / 2 : k) : n_expert;
+
+	for (int t = 0; t < n_tok; t++) {
+		int32_t *c = ids + (size_t)t * k;
+		int j = 0;
+
+		if (skew && rng_next() % 4 != 0)
+			c[j++] = 0;
+		while (j < k) {
+			int32_t e = (int32_t)(rng_next() % (uint64_t)range);
+			int dup = 0;
+
+			for (int q = 0; q < j; q++)
+				dup |= c[q] == e;
+			if (!dup)
+				c[j++] = e;
+		}
+	}
+}
+
+/* The activations (model.h, cuda_act.cuh), in double. */
+static double act_mul(enum model_act act, double g, double u)
+{
+	switch (act) {
+	case MODEL_ACT_GELU_TANH:
+		return 0.5 * g *
+		       (1.0 + tanh(0.79788456080286535587989211986876 * g *
+		                   (1.0 + 0.044715 * g * g))) *
+		       u;
+	case MODEL_ACT_SWIGLU_OAI: {
+		const double x = g < 7.0 ? g : 7.0;
+		const double y = u < -7.0 ? -7.0 : u > 7.0 ? 7.0 : u;
+
+		return x / (1.0 + exp(-1.702 * x)) * (y + 1.0);
+	}
+	default:
+		return g / (1.0 + exp(-g)) * u;
+	}
+}
+
+/* The bound of |act(g') u' - act(g) u| for |g' - g| <= EG,
+ * |u' - u| <= EU (the activation's slope at most 1.15; gpt-oss's u
+ * clamped to [-7, 7] and offset by 1), plus the float evaluation of the
+ * activation itself. */
+static double act_bound(enum model_act act, double g, double u, double eg,
+                        double eu)
+{
+	const double L = 1.15;
+	double ua = fabs(u), ag = fabs(act_mul(act, g, 1.0));
+
+	if (act == MODEL_ACT_SWIGLU_OAI) {
+		ua = fabs((u < -7.0 ? -7.0 : u > 7.0 ? 7.0 : u) + 1.0);
+		ag = fabs(act_mul(act, g, 0.0)); /* x sigmoid(1.702 x) */
+	}
+	return L * (ua + eu) * eg + (ag + L * eg) * eu +
+	       4e-6 * fabs(act_mul(act, g, u)) + 1e-7;
+}
+
+/* The bound of a product's error with sum |w x| = SABS over K inputs:
+ * FP16 (the grouped path): both factors rounded to fp16, and fp32 sums
+ * (the tensor cores' included: K 2^-22); else the mat-vec's fp32 sums. */
+static double prod_bound(double sabs, int64_t k, int fp16)
+{
+	return sabs * ((fp16 ? 1.5 * 0x1p-10 : 0.0) + (double)k * 0x1p-22) +
+	       1e-6;
+}
+
+/* One case: a mixture's gated and down stacks and its routing. */
+struct moe_case {
+	uint32_t tg, tu, td; /* types of gate, up and down */
+	int repack;          /* Q8_0, Q4_K, Q6_K in their GPU layouts */
+	int n_expert, k;
+	int64_t n_embd, n_ff; /* the products' sizes */
+	enum model_act act;
+	int bias; /* gpt-oss's biases */
+	int skew; /* make_ids' */
+};
+
+/* Worst error / bound of a path's output against its reference. */
+struct worst {
+	double ratio, err;
+};
+
+static void worst_add(struct worst *w, double got, double want, double bound)
+{
+	const double e = fabs(got - want);
+	const double r = isnan(e) ? INFINITY : e / bound; /* NaN: worst */
+
+	if (r > w->ratio)
+		w->ratio = r;
+	if (isnan(e) || e > w->err)
+		w->err = isnan(e) ? INFINITY : e;
+}
+
+/* Whether two float arrays of N are the same bits. */
+static int same_bits(const float *a, const float *b, size_t n)
+{
+	return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* The host reference of a stack's products over N rows of inputs X (NE0
+ * each) for slots s < N_SLOTS (slot s reads row s / X_DIV, expert
+ * IDS[s]): Y[s][r] (double, the bias added) and SABS[s][r] = sum |w x|;
+ * X8: with the CPU's int8 activations instead (XH: X dequantized so). */
+static void ref_products(const struct stack *st, const double *xh,
+                         int32_t n_slots, int x_div, const int32_t *ids,
+                         double *y, double *sabs)
+{
+	const int64_t ne0 = st->ct.ne0, ne1 = st->ct.ne1;
+
+	for (int32_t s = 0; s < n_slots; s++) {
+		const double *x = xh + (int64_t)(s / x_div) * ne0;
+		const float *we = st->w + (int64_t)ids[s] * ne1 * ne0;
+
+		for (int64_t r = 0; r < ne1; r++) {
+			const float *wr = we + r * ne0;
+			double acc = 0, ab = 0;
+
+			for (int64_t i = 0; i < ne0; i++) {
+				acc += (double)wr[i] * x[i];
+				ab += fabs((double)wr[i] * x[i]);
+			}
+			if (st->b != NULL) {
+				acc += st->b[(int64_t)ids[s] * ne1 + r];
+				ab += fabs(st->b[(int64_t)ids[s] * ne1 + r]) *
+				      0x1p-2; /* (one fp32 addition) */
+			}
+			y[(size_t)s * ne1 + r] = acc;
+			sabs[(size_t)s * ne1 + r] = ab;
+		}
+	}
+}
+
+/* X (N rows of NE0 floats) in double, or as the int8 mat-vec sees it. */
+static double *x_host(const float *x, int64_t ne0, int64_t n, int x8)
+{
+	double *d = malloc(sizeof(double) * (size_t)(n * ne0));
+
+	if (x8)
+		x8_dequant(x, ne0, n, d);
+	else
+		for (int64_t i = 0; i < n * ne0; i++)
+			d[i] = x[i];
+	return d;
+}
+
+/* Path names for the messages. */
+static const char *path_name(int force)
+{
+	return force == 2 ? "grouped" : force == 1 ? "mat-vec" : "by size";
+}
+
+/*
+ * The gated product of C over N_TOK tokens: FORCE 1 (mat-vec, the slots
+ * in the sort's order as the backend gives them), 2 (grouped) and 0 (the
+ * launcher's choice: the same bits as the forced path it picks), each
+ * against the double reference of its arithmetic, the grouped against
+ * the mat-vec. Returns the grouped output in *H_OUT (the down product's
+ * input).
+ */
+static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
+                       const char *name, const struct stack *g,
+                       const struct stack *u, const float *x, int n_tok,
+                       const int32_t *ids, const int32_t *d_ids,
+                       const int32_t *d_perm, float **h_out)
+{
+	const int k = c->k;
+	const int32_t n_slots = n_tok * k;
+	const int64_t ne0 = c->n_embd, nf = c->n_ff;
+	const size_t ny = (size_t)n_slots * nf;
+	float *out[3], *d_x, *d_g, *d_u;
+	double *yg[2], *yu[2], *ag[2], *au[2];
+	struct worst w[2] = {{0, 0}, {0, 0}}, wd = {0, 0};
+	char err[512] = "";
+	int x8g, x8u, ok = 1, chose = 0;
+
+	d_x = dev_put(x, sizeof(float) * (size_t)(n_tok * ne0));
+	d_g = dev_put(NULL, sizeof(float) * ny);
+	d_u = dev_put(NULL, sizeof(float) * ny);
+	for (int f = 0; f < 3; f++) {
+		out[f] = malloc(sizeof(float) * ny);
+		cuda_op_moe_grouped_force(f == 0 ? 1 : f == 1 ? 2 : 0);
+		if (f == 2)
+			chose = cuda_op_moe_grouped(ctx, &g->ct, n_slots) &&
+			        cuda_op_moe_grouped(ctx, &u->ct, n_slots);
+		cudaMemsetAsync(d_g, 0xff, sizeof(float) * ny, ctx->stream);
+		if (cuda_op_moe_gated(ctx, c->act, &g->ct, &u->ct, d_x, NULL,
+		                      n_tok, k, d_ids,
+		                      n_tok > 1 ? d_perm : NULL, g->d_b, u->d_b,
+		                      d_g, d_u, err, sizeof(err)) != 0 ||
+		    dev_get(ctx, out[f], d_g, sizeof(float) * ny) != 0) {
+			tap_diag("%s", err);
+			ok = 0;
+		}
+	}
+	cuda_op_moe_grouped_force(0);
+	/* the references: [0] the mat-vec's activations, [1] fp32 ones */
+	x8g = cuda_op_matvec_x8(ctx, &g->ct, n_tok);
+	x8u = cuda_op_matvec_x8(ctx, &u->ct, n_tok);
+	for (int p = 0; p < 2; p++) {
+		double *xg = x_host(x, ne0, n_tok, p == 0 && x8g);
+		double *xu = x_host(x, ne0, n_tok, p == 0 && x8u);
+
+		yg[p] = malloc(sizeof(double) * ny);
+		yu[p] = malloc(sizeof(double) * ny);
+		ag[p] = malloc(sizeof(double) * ny);
+		au[p] = malloc(sizeof(double) * ny);
+		ref_products(g, xg, n_slots, k, ids, yg[p], ag[p]);
+		ref_products(u, xu, n_slots, k, ids, yu[p], au[p]);
+		free(xg);
+		free(xu);
+	}
+	for (size_t i = 0; ok && i < ny; i++) {
+		double bm = 0, bg = 0;
+
+		for (int p = 0; p < 2; p++) {
+			const double eg = prod_bound(ag[p][i], ne0, p == 1);
+			const double eu = prod_bound(au[p][i], ne0, p == 1);
+			const double b =
+			    act_bound(c->act, yg[p][i], yu[p][i], eg, eu);
+
+			worst_add(&w[p], out[p][i],
+			          act_mul(c->act, yg[p][i], yu[p][i]), b);
+			*(p ? &bg : &bm) = b;
+		}
+		/* the triangle through the two references: where the
+		   mat-vec takes int8 activations, its reference is the
+		   product of those, the grouped path's of the fp32 ones */
+		worst_add(&wd, out[1][i], out[0][i],
+		          bm + bg +
+		              fabs(act_mul(c->act, yg[0][i], yu[0][i]) -
+		                   act_mul(c->act, yg[1][i], yu[1][i])));
+	}
+	tap_ok(ok && w[0].ratio <= 1.0,
+	       "%s gated, %d tokens: mat-vec (%s activations) vs double: "
+	       "worst %.3g of the bound, |err| %.3g",
+	       name, n_tok, x8g || x8u ? "int8" : "fp32", w[0].ratio, w[0].err);
+	tap_ok(ok && w[1].ratio <= 1.0,
+	       "%s gated, %d tokens: grouped vs double: worst %.3g of the "
+	       "bound, |err| %.3g",
+	       name, n_tok, w[1].ratio, w[1].err);
+	tap_ok(ok && wd.ratio <= 1.0,
+	       "%s gated, %d tokens: grouped vs mat-vec: worst %.3g of the "
+	       "bound, |diff| %.3g",
+	       name, n_tok, wd.ratio, wd.err);
+	tap_ok(ok && same_bits(out[2], out[chose ? 1 : 0], ny),
+	       "%s gated, %d tokens: by size takes the %s path, its bits", name,
+	       n_tok, path_name(chose ? 2 : 1));
+	*h_out = out[1];
+	free(out[0]);
+	free(out[2]);
+	for (int p = 0; p < 2; p++) {
+		free(yg[p]);
+		free(yu[p]);
+		free(ag[p]);
+		free(au[p]);
+	}
+	cudaFree(d_x);
+	cudaFree(d_g);
+	cudaFree(d_u);
+}
+
+/* The down product of C over the N_SLOTS rows of H: as test_gated. */
+static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
+                      const char *name, const struct stack *d, const float *h,
+                      int n_tok, const int32_t *ids, const int32_t *d_ids,
+                      const int32_t *d_perm)
+{
+	const int32_t n_slots = n_tok * c->k;
+	const int64_t nf = c->n_ff, ne = c->n_embd;
+	const size_t ny = (size_t)n_slots * ne;
+	float *out[3], *d_h, *d_y;
+	double *y[2], *sa[2];
+	struct worst w[2] = {{0, 0}, {0, 0}}, wd = {0, 0};
+	char err[512] = "";
+	int x8, ok = 1, chose = 0;
+
+	d_h = dev_put(h, sizeof(float) * (size_t)n_slots * nf);
+	d_y = dev_put(NULL, sizeof(float) * ny);
+	for (int f = 0; f < 3; f++) {
+		out[f] = malloc(sizeof(float) * ny);
+		cuda_op_moe_grouped_force(f == 0 ? 1 : f == 1 ? 2 : 0);
+		if (f == 2)
+			chose = cuda_op_moe_grouped(ctx, &d->ct, n_slots);
+		cudaMemsetAsync(d_y, 0xff, sizeof(float) * ny, ctx->stream);
+		if (cuda_op_moe_down(ctx, &d->ct, d_h, n_slots, d_ids,
+		                     n_tok > 1 ? d_perm : NULL, d->d_b, d_y,
+		                     err, sizeof(err)) != 0 ||
+		    dev_get(ctx, out[f], d_y, sizeof(float) * ny) != 0) {
+			tap_diag("%s", err);
+			ok = 0;
+		}
+	}
+	cuda_op_moe_grouped_force(0);
+	x8 = cuda_op_matvec_x8(ctx, &d->ct, n_slots);
+	for (int p = 0; p < 2; p++) {
+		double *xh = x_host(h, nf, n_slots, p == 0 && x8);
+
+		y[p] = malloc(sizeof(double) * ny);
+		sa[p] = malloc(sizeof(double) * ny);
+		ref_products(d, xh, n_slots, 1, ids, y[p], sa[p]);
+		free(xh);
+	}
+	for (size_t i = 0; ok && i < ny; i++) {
+		const double bm = prod_bound(sa[0][i], nf, 0);
+		const double bg = prod_bound(sa[1][i], nf, 1);
+
+		worst_add(&w[0], out[0][i], y[0][i], bm);
+		worst_add(&w[1], out[1][i], y[1][i], bg);
+		/* (the triangle through the two references, as above) */
+		worst_add(&wd, out[1][i], out[0][i],
+		          bm + bg + fabs(y[0][i] - y[1][i]));
+	}
+	tap_ok(ok && w[0].ratio <= 1.0,
+	       "%s down, %d slots: mat-vec (%s activations) vs double: "
+	       "worst %.3g of the bound, |err| %.3g",
+	       name, n_slots, x8 ? "int8" : "fp32", w[0].ratio, w[0].err);
+	tap_ok(ok && w[1].ratio <= 1.0,
+	       "%s down, %d slots: grouped vs double: worst %.3g of the "
+	       "bound, |err| %.3g",
+	       name, n_slots, w[1].ratio, w[1].err);
+	tap_ok(ok && wd.ratio <= 1.0,
+	       "%s down, %d slots: grouped vs mat-vec: worst %.3g of the "
+	       "bound, |diff| %.3g",
+	       name, n_slots, wd.ratio, wd.err);
+	tap_ok(ok && same_bits(out[2], out[chose ? 1 : 0], ny),
+	       "%s down, %d slots: by size takes the %s path, its bits", name,
+	       n_slots, path_name(chose ? 2 : 1));
+	for (int f = 0; f < 3; f++)
+		free(out[f]);
+	for (int p = 0; p < 2; p++) {
+		free(y[p]);
+		free(sa[p]);
+	}
+	cudaFree(d_h);
+	cudaFree(d_y);
+}
+
+/* Case C over chunks of 1, 7, 64 and 512 tokens. */
+static void test_case(struct cuda_ctx *ctx, const struct moe_case *c)
+{
+	static const int chunks[] = {1, 7, 64, 512};
+	struct stack g, u, d;
+	char name[160];
+	char err[256] = "";
+
+	snprintf(name, sizeof(name),
+	         "%s/%s/%s%s, %d experts, k %d, %lldx%lld%s%s",
+	         qtype_name(c->tg), qtype_name(c->tu), qtype_name(c->td),
+	         c->repack ? " (GPU layouts)" : "", c->n_expert, c->k,
+	         (long long)c->n_embd, (long long)c->n_ff,
+	         c->bias ? ", biases" : "", c->skew ? ", skewed" : "");
+	if (stack_make(ctx, &g, c->tg, c->n_embd, c->n_ff, c->n_expert,
+	               c->repack, c->bias) ||
+	    stack_make(ctx, &u, c->tu, c->n_embd, c->n_ff, c->n_expert,
+	               c->repack, c->bias) ||
+	    stack_make(ctx, &d, c->td, c->n_ff, c->n_embd, c->n_expert,
+	               c->repack, c->bias)) {
+		tap_ok(0, "%s: stacks", name);
+		return;
+	}
+	for (size_t q = 0; q < sizeof(chunks) / sizeof(chunks[0]); q++) {
+		const int n = chunks[q], k = c->k;
+		float *x = malloc(sizeof(float) * (size_t)(n * c->n_embd));
+		int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n * k));
+		int32_t *d_ids, *d_perm;
+		float *h = NULL;
+
+		/* (normed activations' size: the gated outputs, the down
+		   product's fp16 inputs, stay far inside fp16's range) */
+		for (int64_t i = 0; i < n * c->n_embd; i++)
+			x[i] = rng_unif(-0.1f, 0.1f);
+		make_ids(ids, n, k, c->n_expert, c->skew);
+		d_ids = dev_put(ids, sizeof(int32_t) * (size_t)(n * k));
+		d_perm = dev_put(NULL, sizeof(int32_t) * (size_t)(n * k));
+		if (n > 1 && cuda_op_moe_sort(ctx, d_ids, n * k, c->n_expert,
+		                              d_perm, err, sizeof(err)) != 0)
+			tap_ok(0, "%s: sort: %s", name, err);
+		test_gated(ctx, c, name, &g, &u, x, n, ids, d_ids, d_perm, &h);
+		test_down(ctx, c, name, &d, h, n, ids, d_ids, d_perm);
+		free(h);
+		free(x);
+		free(ids);
+		cudaFree(d_ids);
+		cudaFree(d_perm);
+	}
+	stack_free(&g);
+	stack_free(&u);
+	stack_free(&d);
+}
+
+int main(void)
+{
+	static const struct moe_case cases[] = {
+	    /* Q8_0, few experts; rows not a multiple of the block's 64 */
+	    {QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 0, 8, 2, 256, 96,
+	     MODEL_ACT_SILU, 0, 0},
+	    /* Qwen3-30B-A3B's mix, scaled down: 128 experts, k 8 */
+	    {QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 0, 128, 8, 256, 256,
+	     MODEL_ACT_SILU, 0, 1},
+	    /* the same in the backend's GPU layouts */
+	    {QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 1, 128, 8, 256, 256,
+	     MODEL_ACT_SILU, 0, 0},
+	    {QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 1, 16, 4, 320, 160,
+	     MODEL_ACT_SILU, 0, 1},
+	    /* Q6_K everywhere, GELU */
+	    {QTYPE_Q6_K, QTYPE_Q6_K, QTYPE_Q6_K, 0, 64, 4, 256, 512,
+	     MODEL_ACT_GELU_TANH, 0, 1},
+	    /* F16: inputs not a multiple of the block's step (200, 72) */
+	    {QTYPE_F16, QTYPE_F16, QTYPE_F16, 0, 16, 2, 200, 72, MODEL_ACT_SILU,
+	     0, 0},
+	    /* gpt-oss: MXFP4 experts, biases, the clamped SwiGLU */
+	    {QTYPE_MXFP4, QTYPE_MXFP4, QTYPE_MXFP4, 0, 32, 4, 320, 288,
+	     MODEL_ACT_SWIGLU_OAI, 1, 1},
+	    {QTYPE_MXFP4, QTYPE_MXFP4, QTYPE_MXFP4, 0, 32, 4, 320, 288,
+	     MODEL_ACT_SWIGLU_OAI, 1, 0},
+	    /* gate and up of different types: two grouped launches and the
+	       activation on its own */
+	    {QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, 0, 32, 2, 256, 256,
+	     MODEL_ACT_SILU, 1, 0},
+	};
+	struct cuda_ctx ctx;
+	char err[512] = "";
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+		return tap_skip_all("no CUDA device");
+	/* the grouped plan lives in the weight scratch; int8 activations
+	   for every slot of the down products (512 x 8 of 512) */
+	if (cuda_ctx_init(&ctx, 1 << 20, 512 * 8 * 512, err, sizeof(err)) !=
+	    0) {
+		printf("Bail out! %s\n", err);
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		test_case(&ctx, &cases[i]);
+	cuda_ctx_free(&ctx);
+	return tap_done();
+}
