@@ -79,6 +79,9 @@ struct cu_layer {
 	/* a mixture's shared expert (qwen35moe), else d NULL; sh_inp its
 	   gate's weights as one F32 row */
 	struct cuda_tensor sh_gate, sh_up, sh_down, sh_inp;
+	/* decode's router with sh_inp as its last row: the routing logits
+	   and the shared expert's gate logit in one product (F32) */
+	struct cuda_tensor router_sh;
 };
 
 /* Run state of the CUDA backend. */
@@ -297,7 +300,9 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 			                  sizeof(float)) +
 			     cu_align((size_t)l->ssm.head_dim * sizeof(float));
 		if (l->ffn.sh_inp != NULL)
-			n += cu_align((size_t)c->n_embd * sizeof(float));
+			n += cu_align((size_t)c->n_embd * sizeof(float)) +
+			     cu_align((size_t)(l->ffn.n_expert + 1) *
+			              (size_t)c->n_embd * sizeof(float));
 	}
 	return n;
 }
@@ -417,6 +422,34 @@ static struct cuda_tensor cu_put_ba(struct cu_state *s, size_t *off,
 	return ct;
 }
 
+/* The router (F32) with the shared expert's gate row after its rows
+ * (cu_layer.router_sh) uploaded at *OFF. */
+static struct cuda_tensor cu_put_router_sh(struct cu_state *s, size_t *off,
+                                           const struct model_ffn *f, size_t en,
+                                           char *err, size_t errlen, int *rc)
+{
+	const size_t nr = f->router.row_size * (size_t)f->router.ne1;
+	unsigned char *buf = (unsigned char *)malloc(nr + en);
+	struct cuda_tensor ct;
+
+	memset(&ct, 0, sizeof(ct));
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		*rc = -1;
+		return ct;
+	}
+	memcpy(buf, f->router.data, nr);
+	memcpy(buf + nr, f->sh_inp, en); /* F32 rows: the floats */
+	ct.type = f->router.type;
+	ct.ne0 = f->router.ne0;
+	ct.ne1 = f->router.ne1 + 1;
+	ct.ne2 = 1;
+	ct.row_size = f->router.row_size;
+	ct.d = cu_put(s, off, buf, nr + en, err, errlen, rc); /* (waits) */
+	free(buf);
+	return ct;
+}
+
 /* Layer IL's weights uploaded at *OFF into D. */
 static void cu_put_layer(struct cu_state *s, size_t *off,
                          const struct model_layer *l, struct cu_layer *d,
@@ -489,7 +522,7 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 
 	memset(&none, 0, sizeof(none));
 	d->wqkv = d->wz = d->wbeta = d->walpha = d->wout = d->wba = none;
-	d->sh_gate = d->sh_up = d->sh_down = d->sh_inp = none;
+	d->sh_gate = d->sh_up = d->sh_down = d->sh_inp = d->router_sh = none;
 	d->conv = d->dt_bias = d->ssm_a = d->ssm_norm = NULL;
 	if (a->kind == MODEL_ATTN_RECURRENT) {
 		const struct model_ssm *m = &l->ssm;
@@ -526,6 +559,7 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 		d->sh_inp.ne2 = 1;
 		d->sh_inp.row_size = en;
 		d->sh_inp.d = cu_put(s, off, f->sh_inp, en, err, errlen, rc);
+		d->router_sh = cu_put_router_sh(s, off, f, en, err, errlen, rc);
 	}
 	d->bq = d->bk = d->bv = NULL;
 	if (a->bq != NULL) {
@@ -748,25 +782,47 @@ static int cu_ssm_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	           : 0;
 }
 
-/* A mixture's shared expert of layer IL on the normed chunk s->xb, added
- * into s->x under its gate (model.h): its gated product (hb), down (y),
- * the gate's logit (the fp32 mat-vec, as the CPU's dot) and the add. */
-static int cu_shared_expert(struct engine *e, struct cu_state *s, int il,
-                            int32_t n, char *err, size_t errlen)
+/* Whether layer IL's decode step (N tokens) takes the shared expert's
+ * gate logit from the router's product (cu_layer.router_sh). */
+static bool cu_router_sh(const struct cu_state *s, int il, int32_t n)
+{
+	return n == 1 && s->layers[il].router_sh.d != NULL;
+}
+
+/*
+ * A mixture's shared expert of layer IL beside its experts (model.h),
+ * on the normed chunk s->xb, in two steps around the experts (XQ:
+ * s->xb's int8 activations, valid until a product quantizes another
+ * input, as the experts' down product does): its gated product into hb,
+ * before the experts; after them, its down product into y, the gate's
+ * logit (decode: the router's last row, already computed; else the fp32
+ * mat-vec, as the CPU's dot) and y added into s->x under the gate.
+ */
+static int cu_shared_gated(struct cu_state *s, int il, int32_t n,
+                           const void *xq, char *err, size_t errlen)
+{
+	const struct cu_layer *l = &s->layers[il];
+
+	return cuda_op_matmul_gated(&s->ctx, MODEL_ACT_SILU, &l->sh_gate,
+	                            &l->sh_up, s->xb, xq, n, s->hb, s->hb2, err,
+	                            errlen);
+}
+
+static int cu_shared_add(struct engine *e, struct cu_state *s, int il,
+                         int32_t n, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct cu_layer *l = &s->layers[il];
 	struct cuda_ctx *x = &s->ctx;
+	const bool folded = cu_router_sh(s, il, n);
+	const float *g =
+	    folded ? s->rl + e->model->w.layers[il].ffn.n_expert : s->sg;
 
-	return cuda_op_matmul_gated(x, MODEL_ACT_SILU, &l->sh_gate, &l->sh_up,
-	                            s->xb, NULL, n, s->hb, s->hb2, err,
-	                            errlen) ||
-	               cuda_op_matmul(x, &l->sh_down, s->hb, n, s->y, 0, err,
-	                              errlen) ||
-	               cuda_op_matmul(x, &l->sh_inp, s->xb, n, s->sg, 1, err,
-	                              errlen) ||
-	               cuda_op_add_gated(x, s->x, s->y, s->sg, c->n_embd, n,
-	                                 err, errlen)
+	return cuda_op_matmul(x, &l->sh_down, s->hb, n, s->y, 0, err, errlen) ||
+	               (!folded && cuda_op_matmul(x, &l->sh_inp, s->xb, n,
+	                                          s->sg, 1, err, errlen)) ||
+	               cuda_op_add_gated(x, s->x, s->y, g, c->n_embd, n, err,
+	                                 errlen)
 	           ? -1
 	           : 0;
 }
@@ -793,7 +849,9 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const int32_t k = f->n_expert_used, kmax = c->max_expert_used;
 	const int32_t part = 65535 / k;
 
-	if (cuda_op_matmul(x, &l->router, s->xb, n, s->rl, 1, err, errlen) ||
+	if (cuda_op_matmul(x,
+	                   cu_router_sh(s, il, n) ? &l->router_sh : &l->router,
+	                   s->xb, n, s->rl, 1, err, errlen) ||
 	    (l->router_b != NULL &&
 	     cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n, err,
 	                      errlen)) ||
@@ -847,12 +905,15 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	if (cuda_op_rmsnorm_x8(x, s->x, l->ffn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen))
 		return -1;
-	if (f->kind == MODEL_FFN_EXPERTS) /* (cu_snap_ok: no SNAP then) */
-		return cu_moe_block(e, s, il, n, xq, err, errlen) ||
-		               (l->sh_inp.d != NULL &&
-		                cu_shared_expert(e, s, il, n, err, errlen))
+	if (f->kind == MODEL_FFN_EXPERTS) { /* (cu_snap_ok: no SNAP then) */
+		const bool sh = l->sh_inp.d != NULL;
+
+		return (sh && cu_shared_gated(s, il, n, xq, err, errlen)) ||
+		               cu_moe_block(e, s, il, n, xq, err, errlen) ||
+		               (sh && cu_shared_add(e, s, il, n, err, errlen))
 		           ? -1
 		           : 0;
+	}
 	if (cuda_op_matmul_gated(x, f->act, &l->gate, &l->up, s->xb, xq, n,
 	                         s->hb, s->hb2, err, errlen))
 		return -1;
@@ -1721,7 +1782,7 @@ static size_t cu_moe_bytes(const struct model_config *c, size_t nb)
 
 	if (c->max_expert == 0)
 		return 0;
-	return nb * (size_t)c->max_expert * sizeof(float) +
+	return (nb * (size_t)c->max_expert + 1) * sizeof(float) +
 	       slots * (2 * sizeof(int32_t) + sizeof(float)) +
 	       slots * (2 * (size_t)c->max_ff + (size_t)c->n_embd) *
 	           sizeof(float);
@@ -1734,7 +1795,8 @@ static void cu_moe_alloc(const struct model_config *c, struct cu_state *s,
 	const size_t slots = nb * (size_t)c->max_expert_used;
 	const size_t tk = (size_t)c->n_layer * (size_t)c->max_expert_used;
 
-	cu_alloc((void **)&s->rl, nb * c->max_expert * sizeof(float),
+	/* (+ 1: decode's router_sh row) */
+	cu_alloc((void **)&s->rl, (nb * c->max_expert + 1) * sizeof(float),
 	         "router logits", af);
 	cu_alloc((void **)&s->ids, slots * sizeof(int32_t), "expert choices",
 	         af);
