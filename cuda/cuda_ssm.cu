@@ -192,7 +192,8 @@ __global__ void ssm_gates(float *a, float *b, const float *dt_bias,
 	if (idx >= n)
 		return;
 	const float x = __fadd_rn(a[idx], bias);
-	const float sp = x > 20.0f ? x : log1pf(expf(x));
+	/* softplus as ggml's and the CPU's: log(1 + e^x), linear past 20 */
+	const float sp = x > 20.0f ? x : logf(__fadd_rn(1.0f, expf(x)));
 
 	a[idx] = __fmul_rn(sp, sa);
 	b[idx] = __fdiv_rn(1.0f, 1.0f + expf(-b[idx]));
