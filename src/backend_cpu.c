@@ -965,6 +965,37 @@ static void cpu_close(struct engine *e)
 	e->impl = NULL;
 }
 
+/*
+ * What grows with the context, planned against the memory the host has
+ * before any of it is allocated (calloc of a cache larger than memory
+ * succeeds, and its pages fail later, killing the process): the fp32 KV
+ * cache and each thread's attention scores, per token. Refused with the
+ * context that fits (a multiple of 256, a 1/16 margin for the rest).
+ */
+static int cpu_mem_plan(const struct engine *e, char *err, size_t errlen)
+{
+	const size_t per = model_cache_floats(e->model, 1) * sizeof(float) +
+	                   (size_t)e->n_threads * sizeof(float);
+	const double need = (double)per * (double)e->n_ctx;
+	uint64_t avail, room;
+
+	if (engine_host_mem_available(&avail) != 0 || need <= (double)avail)
+		return 0;
+	room = avail - avail / 16;
+	if (room / per >= 256)
+		snprintf(err, errlen,
+		         "KV cache for %d tokens needs %.2f GiB, %.2f GiB "
+		         "available; --ctx %llu fits",
+		         e->n_ctx, need / 1073741824.0, avail / 1073741824.0,
+		         (unsigned long long)(room / per / 256 * 256));
+	else
+		snprintf(err, errlen,
+		         "KV cache for %d tokens needs %.2f GiB, %.2f GiB "
+		         "available: no context of 256 tokens fits",
+		         e->n_ctx, need / 1073741824.0, avail / 1073741824.0);
+	return -1;
+}
+
 /* engine_ops.open: allocate buffers and the KV cache, start the threads. */
 static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
                     size_t errlen)
@@ -988,6 +1019,8 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		goto fail;
 	e->n_threads = threadpool_size(s->tp);
 	nb = (size_t)s->n_batch;
+	if (cpu_mem_plan(e, err, errlen) != 0)
+		goto fail;
 	xdim = (size_t)(c->n_embd > c->max_o_dim ? c->n_embd : c->max_o_dim);
 	if ((size_t)c->max_ssm_v > xdim)
 		xdim = (size_t)c->max_ssm_v;

@@ -172,6 +172,10 @@ void engine_select_publish(struct engine_select_buf *b, int32_t k,
                            int32_t n_raw, double raw_m, double raw_s,
                            double raw_a, double pen_m, double pen_s);
 
+/* engine_bandwidth.c: the host memory a new allocation can take without
+ * swapping (Linux's MemAvailable). 0 with *BYTES, or -1 where unknown. */
+int engine_host_mem_available(uint64_t *bytes);
+
 /* engine_rs.c: bytes of one slot of recurrent states (rs_io); 0 for a
  * model without recurrent layers. */
 size_t engine_rs_bytes(const struct engine *e);

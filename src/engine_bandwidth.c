@@ -128,3 +128,24 @@ out:
 	free(th);
 	return rc;
 }
+
+/* The host memory a new allocation can take without swapping: Linux's
+ * MemAvailable (/proc/meminfo). 0 with *BYTES, or -1 where unknown. */
+int engine_host_mem_available(uint64_t *bytes)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb;
+	int rc = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+			*bytes = (uint64_t)kb * 1024;
+			rc = 0;
+			break;
+		}
+	fclose(f);
+	return rc;
+}

@@ -712,12 +712,74 @@ static void check_mkmodel_types(void)
 	unlink(path);
 }
 
+/*
+ * A context whose KV cache cannot fit the host's memory is refused at
+ * open, before any allocation, with the context that fits; that one
+ * opens. The model (written by tests/parley-mkmodel): 8 layers of 32 KV
+ * heads of 256 dims, 512 KiB of fp32 KV per token: 512 GiB at 2^20.
+ */
+static void check_mem_plan(void)
+{
+	const char *bd = getenv("top_builddir");
+	char path[512], cmd[1024], err[512] = "";
+	struct gguf_file *f = NULL;
+	struct model *m = NULL;
+	struct engine *e = NULL;
+	struct engine_params p = {
+	    .backend = "cpu", .n_ctx = MODEL_MAX_CTX, .n_threads = 1};
+	const char *at;
+	long fit = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "/tmp/t_engine_mem_%d.gguf",
+	         (int)getpid());
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s/tests/parley-mkmodel --arch llama --type Q8_0 --n-vocab 64 "
+	    "--n-embd 64 --n-ff 64 --n-layer 8 --n-head 32 --n-head-kv 32 "
+	    "--head-dim 256 -o %s >/dev/null",
+	    bd ? bd : ".", path);
+	if (!tap_ok(system(cmd) == 0, "parley-mkmodel: a model of a large KV"))
+		return;
+	f = gguf_open(path, err, sizeof(err));
+	rc = f == NULL || model_load(f, &m, err, sizeof(err)) ||
+	     engine_open(m, &p, &e, err, sizeof(err));
+	at = strstr(err, "--ctx ");
+	fit = at != NULL ? strtol(at + 6, NULL, 10) : 0;
+	tap_ok(rc != 0 && e == NULL &&
+	           strstr(err, "KV cache for 1048576 tokens needs 512.00 "
+	                       "GiB") != NULL &&
+	           fit >= 256 && fit < MODEL_MAX_CTX,
+	       "a KV cache beyond the host's memory refused at open: %s", err);
+	engine_close(e);
+	/* the context it names is the largest multiple of 256 whose cache
+	   (and scores) fits 15/16 of what it says is available (opening it
+	   would reserve most of the host's memory beside the other tests) */
+	{
+		const char *av = strstr(err, "GiB, ");
+		double gib = av != NULL ? strtod(av + 5, NULL) : 0;
+		double per =
+		    m != NULL ? (double)model_cache_floats(m, 1) * 4 + 4 : 0;
+		double room = gib * 1073741824.0 * 15 / 16;
+
+		tap_ok(per > 0 && fit * per <= room * 1.001 &&
+		           (fit + 256) * per > room * 0.999,
+		       "--ctx %ld: the largest multiple of 256 in 15/16 of "
+		       "%.2f GiB at %.0f bytes a token",
+		       fit, gib, per);
+	}
+	model_free(m);
+	gguf_close(f);
+	unlink(path);
+}
+
 int main(void)
 {
 	check_consistency("llama_f32");
 	check_consistency("qwen2_q8_0");
 	check_trace();
 	check_model_errors();
+	check_mem_plan();
 	check_gemma_errors();
 	check_qwen35_errors();
 	check_backends();
