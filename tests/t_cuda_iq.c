@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "cuda_util.h"
 #include "f16.h"
 #include "quant.h"
 #include "tap.h"
@@ -75,31 +76,6 @@ static uint64_t rng_next(void)
 static double rng_unif(void)
 {
 	return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* Device copy of N bytes of HOST, or N uninitialised bytes for NULL
- * (exits the test on failure: without device memory nothing can run). */
-static void *dev_put(const void *host, size_t n)
-{
-	void *d = NULL;
-
-	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
-	    (host &&
-	     cudaMemcpy(d, host, n, cudaMemcpyHostToDevice) != cudaSuccess)) {
-		printf("Bail out! cudaMalloc/cudaMemcpy of %zu bytes\n", n);
-		exit(1);
-	}
-	return d;
-}
-
-/* Copy N bytes back from the device after the stream finished. */
-static int dev_get(struct cuda_ctx *ctx, void *host, const void *d, size_t n)
-{
-	return cudaStreamSynchronize(ctx->stream) == cudaSuccess &&
-	               cudaMemcpy(host, d, n, cudaMemcpyDeviceToHost) ==
-	                   cudaSuccess
-	           ? 0
-	           : -1;
 }
 
 /* Bits of F equal to those of G, or both NaN. */

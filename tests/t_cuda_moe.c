@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "cuda_util.h"
 #include "f16.h"
 #include "quant.h"
 #include "tap.h"
@@ -46,39 +47,6 @@ static float rng_unif(float lo, float hi)
 {
 	return lo +
 	       (hi - lo) * (float)((rng_next() >> 40) * (1.0 / 16777216.0));
-}
-
-/* Device copy of N bytes of HOST, or N uninitialised bytes (exits the
- * test on failure: without the memory nothing can run). */
-static void *dev_put(const void *host, size_t n)
-{
-	void *d = NULL;
-
-	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
-	    (host &&
-	     cudaMemcpy(d, host, n, cudaMemcpyHostToDevice) != cudaSuccess)) {
-		printf("Bail out! cudaMalloc/cudaMemcpy of %zu bytes\n", n);
-		exit(1);
-	}
-	return d;
-}
-
-/* Copy N bytes back from the device after the stream finished. */
-static int dev_get(struct cuda_ctx *ctx, void *host, const void *d, size_t n)
-{
-	return cudaStreamSynchronize(ctx->stream) == cudaSuccess &&
-	               cudaMemcpy(host, d, n, cudaMemcpyDeviceToHost) ==
-	                   cudaSuccess
-	           ? 0
-	           : -1;
-}
-
-/* Put half V at P. */
-static void put_half(unsigned char *p, float v)
-{
-	uint16_t h = f32_to_f16(v);
-
-	memcpy(p, &h, 2);
 }
 
 /* Random rows of type T (t_cuda_ops.c's random_rows, and MXFP4): random

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "cuda_util.h"
 #include "f16.h"
 #include "quant.h"
 #include "tap.h"
@@ -62,39 +63,6 @@ static double nmse(const float *g, const float *c, size_t n)
 		den += (double)c[i] * c[i];
 	}
 	return den > 0 ? num / den : num;
-}
-
-/* Device copy of N bytes of HOST (exits the test on failure: no device
- * memory means the whole test cannot run). */
-static void *dev_put(const void *host, size_t n)
-{
-	void *d = NULL;
-
-	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
-	    (host &&
-	     cudaMemcpy(d, host, n, cudaMemcpyHostToDevice) != cudaSuccess)) {
-		printf("Bail out! cudaMalloc/cudaMemcpy of %zu bytes\n", n);
-		exit(1);
-	}
-	return d;
-}
-
-/* Copy N bytes back from the device after the stream finished. */
-static int dev_get(struct cuda_ctx *ctx, void *host, const void *d, size_t n)
-{
-	return cudaStreamSynchronize(ctx->stream) == cudaSuccess &&
-	               cudaMemcpy(host, d, n, cudaMemcpyDeviceToHost) ==
-	                   cudaSuccess
-	           ? 0
-	           : -1;
-}
-
-/* Put half V at P. */
-static void put_half(unsigned char *p, float v)
-{
-	uint16_t h = f32_to_f16(v);
-
-	memcpy(p, &h, 2);
 }
 
 /* Random row data of type T: random bytes, then the block scales set to
