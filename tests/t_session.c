@@ -41,6 +41,7 @@
 #include "testenv.h"
 #include "session.h"
 #include "store_int.h" /* store_report_write */
+#include "store_util.h"
 #include "tap.h"
 #include "tok.h"
 #include "trace.h"
@@ -396,40 +397,6 @@ static void test_overflow_mid_reply(void)
 
 /* The reply to questions[2] after questions[0..1], never stopped. */
 static char straight[8192];
-
-/* A new database under /tmp: its path into PATH (LEN bytes). */
-static struct store *new_db(char *path, size_t len)
-{
-	char tmpl[] = "/tmp/t_session_XXXXXX", err[512];
-	int fd = mkstemp(tmpl);
-	struct store *db = NULL;
-
-	if (fd < 0) {
-		tap_ok(0, "mkstemp");
-		return NULL;
-	}
-	close(fd);
-	unlink(tmpl);
-	snprintf(path, len, "%s.db", tmpl);
-	if (store_open(path, 0, &db, err, sizeof(err)) != STORE_OK) {
-		tap_ok(0, "store_open: %s", err);
-		return NULL;
-	}
-	return db;
-}
-
-/* Close DB and remove its files. */
-static void drop_db(struct store *db, const char *path)
-{
-	char side[700];
-
-	store_close(db);
-	unlink(path);
-	snprintf(side, sizeof(side), "%s-wal", path);
-	unlink(side);
-	snprintf(side, sizeof(side), "%s-shm", path);
-	unlink(side);
-}
 
 /* 5: resume = same greedy reply; the KV slot spares the prefill. */
 static void test_resume(void)

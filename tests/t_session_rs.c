@@ -29,6 +29,7 @@
 #include "testenv.h"
 #include "session.h"
 #include "store.h"
+#include "store_util.h"
 #include "tap.h"
 
 #include <stdio.h>
@@ -210,33 +211,6 @@ static void test_turns(void)
 		       st.n_prompt_eval, st.n_prompt, st.n_reeval);
 	}
 	session_close(s);
-}
-
-/* A new store under /tmp; its path into PATH. */
-static struct store *new_db(char *path, size_t len)
-{
-	struct store *db = NULL;
-	char err[512];
-
-	snprintf(path, len, "/tmp/t_session_rs_%d.db", (int)getpid());
-	unlink(path);
-	if (store_open(path, 0, &db, err, sizeof(err)) != STORE_OK) {
-		tap_ok(0, "store_open: %s", err);
-		return NULL;
-	}
-	return db;
-}
-
-static void drop_db(struct store *db, const char *path)
-{
-	char side[600];
-
-	store_close(db);
-	unlink(path);
-	snprintf(side, sizeof(side), "%s-wal", path);
-	unlink(side);
-	snprintf(side, sizeof(side), "%s-shm", path);
-	unlink(side);
 }
 
 /* 4. */
