@@ -333,9 +333,13 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	/* with recurrent layers, a snapshot before the last id: a
 	   regenerate (the same prompt) evaluates that one id again */
 	if (engine_recurrent(s->eng) && n - p > 1) {
+		char msg[300];
+
 		rc = session_eval(s, ids + p, n - p - 1, err, errlen);
-		if (rc == 0 && engine_snapshot(s->eng, err, errlen) != 0)
-			rc = -1;
+		/* no room for a snapshot costs a regenerate its prompt, not
+		   this turn: said, and the turn goes on */
+		if (rc == 0 && engine_snapshot(s->eng, msg, sizeof(msg)) != 0)
+			session_cb_notice(s, msg);
 		if (rc == 0)
 			rc = session_eval(s, ids + n - 1, 1, err, errlen);
 	} else {
