@@ -228,12 +228,19 @@ static void repl_print_stats(const struct session_stats *st)
 		        st->prefill_ms);
 		return;
 	}
+	char again[48] = "";
+
+	/* a recurrent state's snapshot was further back (tui_cmd.c too) */
+	if (st->n_reeval > 0)
+		snprintf(again, sizeof(again), ", %d of them again",
+		         st->n_reeval);
 	fprintf(stderr,
-	        "[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new), "
+	        "[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new%s), "
 	        "%.1f tok/s; context %d/%d]\n",
 	        st->n_gen, gen_s > 0 ? st->n_gen / gen_s : 0.0, st->n_prompt,
-	        st->n_prompt_eval, pre_s > 0 ? st->n_prompt_eval / pre_s : 0.0,
-	        st->n_ctx_used, st->n_ctx);
+	        st->n_prompt_eval, again,
+	        pre_s > 0 ? st->n_prompt_eval / pre_s : 0.0, st->n_ctx_used,
+	        st->n_ctx);
 }
 
 /* After a reply: end the line, say how it ended, stats if verbose. */
