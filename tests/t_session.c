@@ -41,6 +41,7 @@
 #include "testenv.h"
 #include "session.h"
 #include "store_int.h" /* store_report_write */
+#include "sink_util.h"
 #include "store_util.h"
 #include "tap.h"
 #include "tok.h"
@@ -61,32 +62,6 @@ static bool find_model(void)
 {
 	testenv_model(model, sizeof(model));
 	return access(model, R_OK) == 0;
-}
-
-/* Reply text collected by the piece callback; notices counted. */
-struct sink {
-	char buf[8192];
-	size_t n;
-	int notices;
-};
-
-static void sink_piece(void *ud, const char *t, size_t n)
-{
-	struct sink *k = ud;
-
-	if (k->n + n < sizeof(k->buf)) {
-		memcpy(k->buf + k->n, t, n);
-		k->n += n;
-		k->buf[k->n] = '\0';
-	}
-}
-
-static void sink_notice(void *ud, const char *msg)
-{
-	struct sink *k = ud;
-
-	k->notices++;
-	tap_diag("notice: %s", msg);
 }
 
 static struct session_opts base_opts(int32_t n_ctx, int32_t n_predict)
@@ -155,7 +130,7 @@ static void test_turns(void)
 	struct session_opts o = base_opts(2048, 12);
 	struct session *s = open_or_die(&o);
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	size_t kvn, prev_used = 0;
 	int64_t total_prompt_eval = 0, total_gen_eval = 0;
 	bool all_reused = true, once = true;
@@ -251,7 +226,7 @@ static void test_interrupt(void)
 	struct session_opts o = base_opts(512, 40);
 	struct session *s;
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	struct session_cb cb = {stop_piece, NULL, sink_notice, &k, NULL, NULL};
 	const struct session_msg *m;
 	size_t n, kvn;
@@ -300,7 +275,7 @@ static void test_special_text(void)
 	struct session_opts o = base_opts(512, 4);
 	struct session *s = open_or_die(&o);
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	const int32_t *kv;
 	size_t n, i;
 	int ctl = 0;
@@ -324,7 +299,7 @@ static void test_overflow(void)
 	struct session_opts o = base_opts(192, 16);
 	struct session *s = open_or_die(&o);
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	int dropped = 0, fails = 0;
 	bool fits = true, sys_first = true;
 	const int32_t *kv;
@@ -368,7 +343,7 @@ static void test_overflow_mid_reply(void)
 	struct session_opts o = base_opts(160, 8);
 	struct session *s = open_or_die(&o);
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	size_t kvn;
 	int32_t prompt;
 
@@ -404,7 +379,7 @@ static void test_resume(void)
 	char path[600];
 	struct store *db = new_db(path, sizeof(path));
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	int64_t conv;
 
 	if (db == NULL)
@@ -492,7 +467,7 @@ static void check_resume_bad_kv(enum spoil how, const char *what)
 	struct session_opts o = base_opts(1024, 16);
 	struct open_notes on = {0, ""};
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	struct store_kv kv;
 	struct session *s;
 	bool loaded = true;
@@ -707,7 +682,7 @@ static void test_store_fails(void)
 	struct session_opts o = base_opts(512, 16);
 	struct session *s = open_or_die(&o);
 	struct session_stats st;
-	struct sink k = {{0}, 0, 0};
+	struct sink k = {0};
 	char ref[8192];
 
 	send(s, questions[3], &k, &st); /* no store: the reference */

@@ -29,6 +29,7 @@
 #include "testenv.h"
 #include "session.h"
 #include "store.h"
+#include "sink_util.h"
 #include "store_util.h"
 #include "tap.h"
 
@@ -38,34 +39,6 @@
 #include <unistd.h>
 
 static char model[512];
-
-/* Reply text collected by the piece callback; notices kept. */
-struct sink {
-	char buf[8192];
-	size_t n;
-	int notices;
-	char notice[512];
-};
-
-static void sink_piece(void *ud, const char *t, size_t n)
-{
-	struct sink *k = ud;
-
-	if (k->n + n < sizeof(k->buf)) {
-		memcpy(k->buf + k->n, t, n);
-		k->n += n;
-		k->buf[k->n] = '\0';
-	}
-}
-
-static void sink_notice(void *ud, const char *msg)
-{
-	struct sink *k = ud;
-
-	k->notices++;
-	snprintf(k->notice, sizeof(k->notice), "%s", msg);
-	tap_diag("notice: %s", msg);
-}
 
 static struct session_opts base_opts(int32_t n_ctx)
 {
