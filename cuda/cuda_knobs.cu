@@ -20,6 +20,7 @@ extern "C" void cuda_knobs_read(struct cuda_knobs *k)
 {
 	const char *pf = getenv("PARLEY_CUDA_PREFETCH");
 	const char *aw = getenv("PARLEY_CUDA_ATTN_WARP");
+	const char *ku = getenv("PARLEY_CUDA_KSPLIT_UNITS");
 
 	k->repack = !cuda_knobs_is("PARLEY_CUDA_REPACK", "0");
 	k->graphs = !cuda_knobs_is("PARLEY_CUDA_GRAPHS", "0");
@@ -27,6 +28,10 @@ extern "C" void cuda_knobs_read(struct cuda_knobs *k)
 	k->prefetch = pf == NULL ? -1 : strcmp(pf, "0") != 0;
 	k->matvec_f32 = cuda_knobs_is("PARLEY_CUDA_MATVEC_F32", "1");
 	k->attn_warp = aw != NULL && aw[0] == '1';
+	k->ksplit_units =
+	    ku != NULL && ku[0] >= '1' && ku[0] <= '8' && ku[1] == '\0'
+	        ? ku[0] - '0'
+	        : 0;
 }
 
 /* The knobs as they are now, by value (cuda_knobs' initialiser). */

@@ -41,6 +41,11 @@ struct cuda_knobs {
 	   of queries goes through the one-warp attention kernel instead of
 	   the tiled one, cuda_attn.cu), else 0 */
 	int attn_warp;
+	/* PARLEY_CUDA_KSPLIT_UNITS: the units each lane must keep for the
+	   mat-vec to split a row group's units over 2 or 4 warps
+	   (cuda_matmul.cu cm_ks): its value when it is 1 to 8, else 0 (the
+	   rule's own, by the unit's size) */
+	int ksplit_units;
 };
 
 /* Fill *K from the environment as it is now. */

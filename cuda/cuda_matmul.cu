@@ -219,8 +219,11 @@ cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
 #pragma unroll
 	for (int r = 0; r < R; r++)
 		acc[r] = 0.0f;
+		/* (32-bit unit indices: a row has fewer than 2^31 units, and
+		   64-bit index arithmetic was a fifth of the loop's
+		   instructions) */
 #pragma unroll(cm_unroll)
-	for (int64_t u = first; u < nu; u += step) {
+	for (int u = (int)first; u < (int)nu; u += step) {
 		typename U::xv xv;
 
 		U::xload(u, xt, xv);
@@ -396,8 +399,12 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 {
 	__shared__ float part[CM_WARPS][CM_ROWS];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int kw = warp % ks; /* this warp's share of the rows' units */
-	const int64_t wi = (int64_t)blockIdx.x * (CM_WARPS / ks) + warp / ks;
+	/* (KS is 1, 2 or 4: shifts, not the integer divisions that were a
+	   tenth of a short product's instructions) */
+	const int lk = ks >> 1 == 2 ? 2 : ks >> 1;
+	const int kw = warp & (ks - 1); /* this warp's share of the units */
+	const int64_t wi =
+	    (int64_t)blockIdx.x * (CM_WARPS >> lk) + (warp >> lk);
 	/* a sorted mixture's slot is the sort kernel's output: wait for it
 	   (the wait below then returns at once) */
 	if (ps.perm != NULL)
@@ -405,7 +412,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const int64_t t = ps.perm != NULL ? ps.perm[blockIdx.y] : blockIdx.y;
 	const int64_t nu = ne0 / U::ne;
 	const typename U::src xt =
-	    U::at(x, ps.ids != NULL ? t / ps.x_div : t, ne0);
+	    U::at(x, ps.ids != NULL && ps.x_div != 1 ? t / ps.x_div : t, ne0);
 	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
 	const int64_t r0 = wi * (MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS);
 	const bool active = r0 < ps.rows;
@@ -797,18 +804,40 @@ extern "C" int cuda_op_quantize_x8(struct cuda_ctx *ctx, const float *d_x,
 #define CM_SM_WARPS 24
 
 /* Warps sharing a row group (cm_matvec_unit's KS) for WARPS row groups of
- * NU units: a product with fewer groups than one full wave (Qwen2.5-7B's
- * wo, down and QKV: 1,792 to 2,304) leaves SMs short of loads in flight,
- * so 2 or 4 warps split each group's units, as long as every lane keeps a
- * unit (NU >= 32 KS). CM_KSPLIT=0 at build time: always 1 (for measuring). */
+ * NU units of NE elements: a product with fewer groups than one full wave
+ * (Qwen2.5-7B's wo, down and QKV: 1,792 to 2,304) leaves SMs short of
+ * loads in flight, so 2 or 4 warps split each group's units, as long as
+ * every lane keeps M units (NU >= 32 KS M): M = 1 for units of 32
+ * elements, 2 for Q4_K's of 64 (its wo and QKV of 4,096 and 5,120
+ * columns at 1 split, the Qwen3-8B's down of 12,288 at 2: +2% on the
+ * Qwen3-8B and 14B shapes, -1% on Gemma-3-12B's, BENCHMARKS.md).
+ * CM_KSPLIT=0 at build time: always 1 (for measuring);
+ * PARLEY_CUDA_KSPLIT_UNITS sets M. */
 #ifndef CM_KSPLIT
 #define CM_KSPLIT 1
 #endif
-static int cm_ks(const struct cuda_ctx *ctx, int64_t warps, int64_t nu)
+static int cm_ks(const struct cuda_ctx *ctx, int64_t warps, int64_t nu,
+                 int64_t ne)
 {
+	const int64_t knob = cuda_knobs()->ksplit_units;
+	const int64_t m = knob > 0 ? knob : ne > 32 ? 2 : 1;
+
 	if (!CM_KSPLIT || warps >= (int64_t)ctx->n_sm * CM_SM_WARPS)
 		return 1;
-	return nu >= 4 * 32 ? 4 : nu >= 2 * 32 ? 2 : 1;
+	return nu >= 4 * 32 * m ? 4 : nu >= 2 * 32 * m ? 2 : 1;
+}
+
+/* Elements of one unit of cm_matvec_unit for weights of TYPE, NE0 wide,
+ * on N_TOK tokens (the unit's ne). */
+static int64_t cm_unit_elems(const struct cuda_ctx *ctx, uint32_t type,
+                             int64_t ne0, int32_t n_tok)
+{
+	if (type == QTYPE_F16)
+		return 8;
+	if (cm_x8_ok(ctx, type, ne0, n_tok) &&
+	    (type == QTYPE_Q4_K || type == CQ_Q4_KR))
+		return cv8_unit<QTYPE_Q4_K>::ne;
+	return 32;
 }
 
 /* Weight bytes of the parts of PS. */
@@ -834,8 +863,9 @@ static int cm_unit_launch_n(struct cuda_ctx *ctx, uint32_t type,
 	const int64_t per_warp = mode == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	/* (an expert product's slots are rows of other matrices) */
-	const int ks = cm_ks(ctx, ps->ids != NULL ? warps * n_grid : warps,
-	                     ne0 / (type == QTYPE_F16 ? 8 : 32));
+	const int64_t ue = cm_unit_elems(ctx, type, ne0, n_tok);
+	const int ks =
+	    cm_ks(ctx, ps->ids != NULL ? warps * n_grid : warps, ne0 / ue, ue);
 	const int64_t per_block = CM_WARPS / ks;
 	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
 	          (unsigned)n_grid);

@@ -36,7 +36,12 @@
  *    so a lane reads a block's quants with two 16-byte loads.
  * 5. The units are the ones of cuda_vecdot.cuh (same element order, same
  *    weight loads); xload reads what a unit needs of the activations once
- *    for all the rows a warp computes (cuda_vecdot.cuh note 5).
+ *    for all the rows a warp computes (cuda_vecdot.cuh note 5). Except
+ *    Q4_K's (and Q4_KR's): a unit is a whole 64-element chunk of a
+ *    super-block (32 bytes of quants), twice cuda_vecdot.cuh's, its
+ *    activations' sums taken from ds: the loop's instructions per weight
+ *    byte halved (4.7 -> 2.3), decode +5-8% on Q4_K_M files (BENCHMARKS.md,
+ *    issue 29).
  */
 #ifndef PARLEY_CUDA_VECDOT8_CUH
 #define PARLEY_CUDA_VECDOT8_CUH
@@ -280,12 +285,18 @@ cv8_q6k_dot(const int *l, const int *h, int lsh, int hsh, const int8_t *sc,
             const uint8_t *d, const struct cv8_xv_q6k &v)
 {
 	int s[2] = {0, 0};
+	/* bits hsh, hsh + 1 of each byte of H to bits 4, 5: a rotation left
+	   by 4 - hsh (the bits that wrap around fall outside the mask), so
+	   a word is a shift, a rotation and one three-input logic op */
+	const int rot = (4 - hsh) & 31;
 #pragma unroll
 	for (int j = 0; j < 8; j++) {
-		const int w = ((l[j] >> lsh) & 0x0F0F0F0F) |
-		              (((h[j] >> hsh) & 0x03030303) << 4);
+		const uint32_t w =
+		    (((uint32_t)l[j] >> lsh) & 0x0F0F0F0Fu) |
+		    (__funnelshift_l((uint32_t)h[j], (uint32_t)h[j], rot) &
+		     0x30303030u);
 
-		s[j >> 2] = __dp4a(w, v.q[j], s[j >> 2]);
+		s[j >> 2] = __dp4a((int)w, v.q[j], s[j >> 2]);
 	}
 	s[0] -= v.c[0];
 	s[1] -= v.c[1];
@@ -378,53 +389,61 @@ template <> struct cv8_unit<CQ_Q6_KR> : cv8_unit_q6k {
 	}
 };
 
-/* What a Q4_K unit takes of the activations: 16 elements of each of two
- * blocks, their scales and the 16 quants' sums. */
+/* The unsigned bytes of A dotted with the signed bytes of B, plus C: a
+ * Q4_K word's high nibbles masked in place are unsigned bytes of 16 times
+ * their value (one mask instead of a shift and a mask per word). */
+static __device__ __forceinline__ int cv8_dp4a_us(uint32_t a, int b, int c)
+{
+	int d;
+
+	asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
+/* What a Q4_K unit takes of the activations: the two 32-element blocks
+ * of its sub-block pair, their scales and their sums (d * sum(q), made
+ * by the quantization: note 4). */
 struct cv8_xv_q4k {
-	int q0[4], q1[4];
-	float d0, d1;
-	int s0, s1;
+	int q0[8], q1[8];
+	float2 d, ds;
 };
 
-/* Q4_K, unit = 16 bytes of qs (cuda_vecdot.cuh): piece j = u % 8 of
- * super-block u / 8, chunk c = j / 2, half h = j % 2: low nibbles are
- * elements h*16 .. h*16 + 15 of sub-block 2c (activation block
- * (u / 8) * 8 + 2c), high nibbles the same of sub-block 2c + 1 (the next
- * block). w = d * sc * q - dmin * m per sub-block, so a sub-block's dot is
- * dx * (d * sc * sum(q qx) - dmin * m * sum(qx)), integer sums inside. */
+/* Q4_K, unit = chunk c = u % 4 of super-block u / 4: its 32 bytes of qs,
+ * whose low nibbles are sub-block 2c (activation block (u / 4) * 8 + 2c)
+ * and high nibbles sub-block 2c + 1 (the next block). w = d * sc * q -
+ * dmin * m per sub-block, so the pair's dot is d * (dx0 * sc0 * sum(q0
+ * qx0) + dx1 * sc1 * sum(q1 qx1)) - dmin * (m0 * ds0 + m1 * ds1), the
+ * integer sums exact (|sum * sc| < 2^22, so exact as floats). 64
+ * elements a unit, not 32: the block's header is decoded once for twice
+ * the bytes, and the activations' sums come with them (BENCHMARKS.md,
+ * issue 29's mat-vec step). */
 template <> struct cv8_unit<QTYPE_Q4_K> {
-	static const int ne = 32;
+	static const int ne = 64;
 	typedef struct cv8_xv_q4k xv;
 	static __device__ __forceinline__ void
 	xload(int64_t u, const struct cv8_xq &x, xv &v)
 	{
-		const int j = (int)(u & 7);
-		const int64_t b0 = (u >> 3) * 8 + (j >> 1) * 2;
-		const int8_t *q = x.q + b0 * 32 + (j & 1) * 16;
-		const int4 a = __ldg((const int4 *)q);
-		const int4 c = __ldg((const int4 *)(q + 32));
+		const uint32_t b0 =
+		    ((uint32_t)u >> 2) * 8 + ((uint32_t)u & 3) * 2;
+		const int4 *q = (const int4 *)(x.q + (size_t)b0 * 32);
+		const int4 a = __ldg(q), b = __ldg(q + 1), c = __ldg(q + 2),
+		           e = __ldg(q + 3);
 
 		v.q0[0] = a.x, v.q0[1] = a.y, v.q0[2] = a.z, v.q0[3] = a.w;
+		v.q0[4] = b.x, v.q0[5] = b.y, v.q0[6] = b.z, v.q0[7] = b.w;
 		v.q1[0] = c.x, v.q1[1] = c.y, v.q1[2] = c.z, v.q1[3] = c.w;
-		v.d0 = __ldg(x.d + b0);
-		v.d1 = __ldg(x.d + b0 + 1);
-		v.s0 = v.s1 = 0;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			v.s0 = __dp4a(0x01010101, v.q0[k], v.s0);
-			v.s1 = __dp4a(0x01010101, v.q1[k], v.s1);
-		}
+		v.q1[4] = e.x, v.q1[5] = e.y, v.q1[6] = e.z, v.q1[7] = e.w;
+		v.d = __ldg((const float2 *)(x.d + b0));
+		v.ds = __ldg((const float2 *)(x.ds + b0));
 	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const uint8_t *b = row + (u >> 3) * 144;
-		const int j = (int)(u & 7), c = j >> 1, h = j & 1;
-		const int4 raw = *(const int4 *)(b + 16 + c * 32 + h * 16);
-		const int w[4] = {raw.x, raw.y, raw.z, raw.w};
+		const uint32_t c = (uint32_t)u & 3;
+		const uint8_t *b = row + (size_t)((uint32_t)u >> 2) * 144;
 		int s0, s1, sc0, m0, sc1, m1;
 
-		sums(w, v, &s0, &s1);
+		sums(b + 16 + c * 32, v, &s0, &s1);
 		cq_scale_min_k4(2 * c, b + 4, &sc0, &m0);
 		cq_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
 		return combine(s0, s1, sc0, m0, sc1, m1, cq_half(b),
@@ -438,21 +457,26 @@ template <> struct cv8_unit<QTYPE_Q4_K> {
 	                                                float d, float dm,
 	                                                const xv &v)
 	{
-		return v.d0 *
-		           (d * (float)(s0 * sc0) - dm * (float)(v.s0 * m0)) +
-		       v.d1 * (d * (float)(s1 * sc1) - dm * (float)(v.s1 * m1));
+		return d * (v.d.x * (float)(s0 * sc0) +
+		            v.d.y * (float)(s1 * sc1)) -
+		       dm * (v.ds.x * (float)m0 + v.ds.y * (float)m1);
 	}
-	/* The integer sums of the unit's 16 bytes of quants W (low nibbles
-	   against Q0, high ones against Q1). */
-	static __device__ __forceinline__ void sums(const int *w, const xv &v,
-	                                            int *s0, int *s1)
+	/* The integer sums of the unit's 32 bytes of quants at P (16-byte
+	   aligned; low nibbles against Q0, high ones against Q1). */
+	static __device__ __forceinline__ void
+	sums(const uint8_t *p, const xv &v, int *s0, int *s1)
 	{
-		*s0 = *s1 = 0;
+		int w[8], a = 0, h = 0;
+
+		cv8_words32(p, w);
 #pragma unroll
-		for (int k = 0; k < 4; k++) {
-			*s0 = __dp4a(w[k] & 0x0F0F0F0F, v.q0[k], *s0);
-			*s1 = __dp4a((w[k] >> 4) & 0x0F0F0F0F, v.q1[k], *s1);
+		for (int k = 0; k < 8; k++) {
+			a = __dp4a(w[k] & 0x0F0F0F0F, v.q0[k], a);
+			h = cv8_dp4a_us((uint32_t)w[k] & 0xF0F0F0F0u, v.q1[k],
+			                h);
 		}
+		*s0 = a;
+		*s1 = h >> 4; /* (every term a multiple of 16: exact) */
 	}
 };
 
@@ -463,18 +487,16 @@ template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const uint8_t *b = row + (u >> 3) * 144;
-		const int j = (int)(u & 7), c = j >> 1, h = j & 1;
+		const uint32_t c = (uint32_t)u & 3;
+		const uint8_t *b = row + (size_t)((uint32_t)u >> 2) * 144;
 		const uint4 hd = *(const uint4 *)b;
-		const int4 raw = *(const int4 *)(b + 16 + c * 32 + h * 16);
-		const int w[4] = {raw.x, raw.y, raw.z, raw.w};
 		const struct cq_q4kr_words f = cq_q4kr_fields(hd.y, hd.z, hd.w);
 		/* the pair's two scales (bits 12c..), its two mins */
-		const uint32_t sc = (uint32_t)((f.lo >> (12 * c)) & 0xFFF);
-		const uint32_t mn = (uint32_t)((f.hi >> (16 + 12 * c)) & 0xFFF);
+		const uint32_t sc = (uint32_t)(f.lo >> (12 * c)) & 0xFFF;
+		const uint32_t mn = (uint32_t)(f.hi >> (16 + 12 * c)) & 0xFFF;
 		int s0, s1;
 
-		sums(w, v, &s0, &s1);
+		sums(b + 16 + c * 32, v, &s0, &s1);
 		return combine(s0, s1, (int)(sc & 63), (int)(mn & 63),
 		               (int)(sc >> 6), (int)(mn >> 6),
 		               __half2float(__ushort_as_half(

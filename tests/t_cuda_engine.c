@@ -12,8 +12,9 @@
  * deviation of the CPU engine's own int8 arithmetic on the same steps
  * (open_cpu_x8). Also: a state saved by one backend restores in the other
  * (same bytes layout) and the next token agrees; truncate + re-evaluate
- * reproduces the logits; on SmolLM2, greedy continuation picks the CPU's
- * token at every step where the CPU's top-2 margin is clear (> 0.1).
+ * reproduces the CPU's logits (within the decode steps' bound); on
+ * SmolLM2, greedy continuation picks the CPU's token at every step where
+ * the CPU's top-2 margin is clear (> 0.1).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -237,7 +238,11 @@ static void check_model(const struct model *m, const char *what,
 	tap_ok(e >= 0 && e <= TOL,
 	       "%s: prefill %d tokens (all rows): nmse %.3g", what, N_PREFILL,
 	       e);
-	memcpy(keep, engine_logits(g) + (size_t)(N_PREFILL - 1) * nv,
+	/* the CPU's logits of the prefill's last position: what the GPU's
+	   re-evaluation after a cut must reproduce (its own prefill's are
+	   no reference: a batch of half the size may take other products,
+	   a mixture's int8 mat-vec instead of the grouped fp16 GEMM) */
+	memcpy(keep, engine_logits(c) + (size_t)(N_PREFILL - 1) * nv,
 	       sizeof(float) * (size_t)nv);
 	if (copy_state(c, c8, err, sizeof(err)) != 0)
 		worst = -1;
@@ -294,11 +299,13 @@ static void check_model(const struct model *m, const char *what,
 	if (engine_truncate(g, N_PREFILL / 2) == 0 &&
 	    engine_eval(g, toks + N_PREFILL / 2, N_PREFILL / 2, 0, err,
 	                sizeof(err)) == 0) {
+		const double bound = x8_bound(worst8);
+
 		e = nmse(engine_logits(g), keep, (size_t)nv);
-		tap_ok(e <= TOL,
-		       "%s: truncate + re-eval reproduces logits "
-		       "(nmse %.3g)",
-		       what, e);
+		tap_ok(e <= bound,
+		       "%s: truncate + re-eval reproduces the CPU's logits "
+		       "(nmse %.3g <= %.3g)",
+		       what, e, bound);
 	} else {
 		tap_ok(0, "%s: truncate + re-eval: %s", what, err);
 	}
