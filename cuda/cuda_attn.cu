@@ -31,6 +31,8 @@
 #include "cuda_reduce.cuh"
 #include "cuda_vecdot8.cuh"
 
+#include "cuda_attn_mma.cuh" /* at_mma_kernel */
+
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -1082,23 +1084,88 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 	return 0;
 }
 
-/* The key split of the tiled kernel: BLOCKS blocks (query tiles x heads)
- * over N_KEYS keys. Fewer than FILL blocks (at_fill): *NCH chunks of
- * *CHUNK keys (a whole number of AT_TILE_K tiles) so that about FILL blocks
- * run; otherwise *CHUNK = 0, *NCH = 1 (no split, no merge). */
+/* The key split of the batched kernels: BLOCKS blocks (query tiles x
+ * heads) over N_KEYS keys in tiles of KT. Fewer than FILL blocks
+ * (at_fill): *NCH chunks of *CHUNK keys (a whole number of tiles) so that
+ * about FILL blocks run; otherwise *CHUNK = 0, *NCH = 1 (no split, no
+ * merge). */
 static void at_tile_split(int32_t blocks, int32_t n_keys, int32_t fill,
-                          int32_t *chunk, int32_t *nch)
+                          int32_t kt, int32_t *chunk, int32_t *nch)
 {
 	const int32_t want = (fill + blocks - 1) / blocks;
 	int32_t c = (n_keys + want - 1) / want;
 
 	*chunk = 0;
 	*nch = 1;
-	if (blocks >= fill || n_keys <= AT_TILE_K)
+	if (blocks >= fill || n_keys <= kt)
 		return;
-	c = (c + AT_TILE_K - 1) / AT_TILE_K * AT_TILE_K;
+	c = (c + kt - 1) / kt * kt;
 	*chunk = c;
 	*nch = (n_keys + c - 1) / c;
+}
+
+/* at_mma_kernel<HD> over the rows of N_TOK queries (cuda_op_attention's
+ * arguments), its keys split into chunks and merged where its blocks
+ * alone would leave the GPU idle (a follow-up turn over a long cache). */
+template <int HD>
+static int at_mma_run(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
+                      const __half *vc, int32_t n_tok, int32_t n_head,
+                      int32_t n_kv, int32_t n_ctx, int32_t il, int32_t pos0,
+                      const struct cuda_attn_params *par, float *d_out,
+                      char *err, size_t errlen)
+{
+	const int64_t rows = (int64_t)n_tok * (n_head / n_kv);
+	const int32_t tiles = (int32_t)((rows + AM_ROWS - 1) / AM_ROWS);
+	int32_t chunk = 0, nch = 1;
+	float *part = NULL, *ml = NULL;
+	/* past 48 KiB of shared memory: allowed once per process (the same
+	   value each time, so a race between threads is harmless) */
+	static bool opted;
+
+	if (!opted)
+		CUDA_TRY(cudaFuncSetAttribute(
+		             at_mma_kernel<HD>,
+		             cudaFuncAttributeMaxDynamicSharedMemorySize,
+		             (int)am_smem<HD>::bytes),
+		         err, errlen);
+	opted = true;
+	if (ctx->d_pos == NULL)
+		at_tile_split(tiles * n_kv, pos0 + n_tok, at_fill(ctx), AM_KT,
+		              &chunk, &nch);
+	if (chunk > 0) {
+		if (at_scratch(ctx, at_split_floats(n_tok, n_head, HD, nch),
+		               err, errlen))
+			return -1;
+		part = (float *)ctx->d_attn;
+		ml = part + (size_t)n_tok * n_head * nch * HD;
+	}
+	dim3 grid((unsigned)tiles, (unsigned)n_kv, (unsigned)nch);
+
+	cu_launch(ctx, at_mma_kernel<HD>, grid, AM_THREADS, am_smem<HD>::bytes,
+	          d_q, kc, vc, n_tok, n_head, n_kv, n_ctx, il, pos0, ctx->d_pos,
+	          chunk, nch, par->scale, par->window, par->d_sinks, part, ml,
+	          d_out);
+	CUDA_TRY_LAUNCH(err, errlen);
+	if (chunk > 0) {
+		at_merge_launch(ctx, part, ml, n_tok, n_head, HD, pos0, nullptr,
+		                nch, chunk, par->d_sinks, d_out, nullptr);
+		CUDA_TRY_LAUNCH(err, errlen);
+	}
+	return 0;
+}
+
+static int at_mma_launch(struct cuda_ctx *ctx, const float *d_q,
+                         const __half *kc, const __half *vc, int32_t n_tok,
+                         int32_t n_head, int32_t n_kv, int32_t hd,
+                         int32_t n_ctx, int32_t il, int32_t pos0,
+                         const struct cuda_attn_params *par, float *d_out,
+                         char *err, size_t errlen)
+{
+	return hd == 64
+	           ? at_mma_run<64>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
+	                            n_ctx, il, pos0, par, d_out, err, errlen)
+	           : at_mma_run<128>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
+	                             n_ctx, il, pos0, par, d_out, err, errlen);
 }
 
 extern "C" int
@@ -1137,6 +1204,13 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 		    ctx, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
 		    n_head, n_kv, head_dim, n_ctx, il, pos0, scale, par->window,
 		    par->d_sinks, d_out, d_xq, err, errlen);
+	if ((head_dim == 64 || head_dim == 128) &&
+	    ((uintptr_t)d_q | (uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
+	    cuda_knobs()->attn_mma && !cuda_knobs()->attn_warp)
+		return at_mma_launch(ctx, d_q, (const __half *)d_kc,
+		                     (const __half *)d_vc, n_tok, n_head, n_kv,
+		                     head_dim, n_ctx, il, pos0, par, d_out, err,
+		                     errlen);
 	if ((head_dim == 64 || head_dim == 128 || head_dim == 256) &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
 	    !cuda_knobs()->attn_warp) { /* (the one-warp kernel, to measure) */
@@ -1146,7 +1220,7 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 
 		if (ctx->d_pos == NULL)
 			at_tile_split(tiles * n_head, pos0 + n_tok,
-			              at_fill(ctx), &chunk, &nch);
+			              at_fill(ctx), AT_TILE_K, &chunk, &nch);
 		if (chunk > 0) {
 			if (at_scratch(
 			        ctx,

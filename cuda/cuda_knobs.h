@@ -41,6 +41,10 @@ struct cuda_knobs {
 	   of queries goes through the one-warp attention kernel instead of
 	   the tiled one, cuda_attn.cu), else 0 */
 	int attn_warp;
+	/* PARLEY_CUDA_ATTN_MMA: 0 when it is "0" (a batch of queries with a
+	   head of 64 or 128 takes the fp32 tiled kernel instead of the
+	   tensor-core one, cuda_attn_mma.cuh), else 1 */
+	int attn_mma;
 	/* PARLEY_CUDA_KSPLIT_UNITS: the units each lane must keep for the
 	   mat-vec to split a row group's units over 2 or 4 warps
 	   (cuda_matmul.cu cm_ks): its value when it is 1 to 8, else 0 (the

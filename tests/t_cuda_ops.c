@@ -2247,10 +2247,11 @@ int main(void)
 	   an online softmax (2, then 28 per chunk, partial last chunks) */
 	test_attention(&ctx, 4, 1, 64, 1, 20000);
 	test_attention(&ctx, 8, 2, 128, 3, 40000);
-	/* the tiled batch path (8+ queries, head_dim 64, 128 or 256):
-	   32-query and 32-key tiles, a last partial tile, a batch after a
-	   long cache (a follow-up turn), GQA and MHA; head_dim 80 keeps the
-	   one-warp kernel */
+	/* the batch paths (8+ queries): head_dim 64 and 128 on tensor
+	   cores (cuda_attn_mma.cuh: 64 rows of (token, group head) a block,
+	   64-key tiles), 256 on the fp32 tiles (32 x 32); a last partial
+	   tile, a batch after a long cache (a follow-up turn), GQA and MHA;
+	   head_dim 80 keeps the one-warp kernel */
 	test_attention(&ctx, 7, 7, 64, 8, 0);       /* the fewest queries */
 	test_attention(&ctx, 4, 1, 64, 33, 70);     /* one past a tile */
 	test_attention(&ctx, 8, 2, 128, 37, 1000);  /* after a long cache */
@@ -2266,6 +2267,15 @@ int main(void)
 	test_attention(&ctx, 4, 1, 256, 64, 0);
 	test_attention(&ctx, 8, 4, 256, 45, 33);
 	test_attention(&ctx, 4, 1, 256, 40, 3000);
+	/* a follow-up turn deep in a chat (64 queries of a group of 4 after
+	   16,000 positions: the keys split into chunks of whole 64-key
+	   tiles), a window over split keys, a group of 7 whose rows straddle
+	   the blocks' tokens, and the smaller head */
+	test_attention(&ctx, 8, 2, 128, 64, 16000);
+	test_attention_window(&ctx, 8, 2, 128, 64, 5000, 1024);
+	test_attention(&ctx, 14, 2, 128, 23, 3001);
+	test_attention(&ctx, 8, 2, 64, 200, 3000);
+	test_attention_window(&ctx, 16, 2, 64, 77, 900, 129);
 	test_attention_graph_scratch();
 	/* Qwen3.5's recurrent layers: the conv (runs of 32 tokens per
 	   thread, a decode row of a real layer's 10,240 channels, 8 and 2
