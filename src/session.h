@@ -284,7 +284,7 @@ int session_msg_sampling(struct session *s, size_t msg_index,
 
 /* The template's enable_thinking from the next turn: 1 on, -1 off, 0
    unset (the variable is not defined: the template's default). Only
-   templates that read the variable (Qwen3's) change. */
+   templates that read the variable (Qwen3's, Gemma 4's) change. */
 void session_set_think(struct session *s, int think);
 int session_think(const struct session *s);
 

@@ -11,6 +11,13 @@
 #include "tok.h"
 #include "trace.h"
 
+/* How a model writes its reasoning (session_think.c). */
+enum session_think_fmt {
+	SESSION_THINK_TAGS,    /* <think>...</think> (Qwen3, DeepSeek-R1) */
+	SESSION_THINK_CHANNEL, /* <|channel>thought...<channel|> (Gemma 4) */
+	SESSION_THINK_HARMONY, /* harmony's channels (gpt-oss) */
+};
+
 struct session {
 	/* configuration (fixed after open, except where noted) */
 	char *model_path;            /* GGUF path (owned) */
@@ -81,12 +88,13 @@ struct session {
 	bool origin_done;   /* the store knows who answers this conv */
 
 	/* thinking models (session_think.c) */
-	int think;          /* enable_thinking for the template: 1 on, -1
-	                       off, 0 unset (the template's default) */
-	bool think_prompt;  /* the last prompt ended inside <think> (the
-	                       generation prompt opened the block) */
-	bool harmony;       /* replies in harmony channels (the vocabulary
-	                       has its control tokens: gpt-oss) */
+	int think;         /* enable_thinking for the template: 1 on, -1
+	                      off, 0 unset (the template's default) */
+	bool think_prompt; /* the last prompt ended inside the reasoning
+	                      block (the generation prompt opened it) */
+	enum session_think_fmt think_fmt; /* how replies write reasoning
+	                                     (session_think_fmt_of the
+	                                     vocabulary) */
 	int reasoning;      /* reasoning_effort for the template: 0 unset,
 	                       1 low, 2 medium, 3 high */
 	bool tmpl_effort;   /* the template reads reasoning_effort */
@@ -94,37 +102,46 @@ struct session {
 	                       reasoning_content (gpt-oss's) */
 };
 
-/* Where a reply's text is in the <think> block (session_think.c). */
+/* Where a reply's text is in the reasoning block (session_think.c). */
 enum session_think_state {
 	SESSION_THINK_START,  /* nothing but blanks yet */
 	SESSION_THINK_IN,     /* inside the block: reasoning */
 	SESSION_THINK_ANSWER, /* after it, or no block: the answer */
 };
 
-/* The splitter of one reply's text into reasoning and answer: <think>
-   tags, or gpt-oss's harmony channels (harmony.h). */
+/* The splitter of one reply's text into reasoning and answer: tags around
+   a block (<think>, Gemma 4's thought channel), or gpt-oss's harmony
+   channels (harmony.h). */
 struct session_think {
-	bool harmony;      /* the harmony format: hm splits (the rest unused) */
-	struct harmony hm; /* its splitter (owned) */
+	enum session_think_fmt fmt; /* the format (HARMONY: hm splits, the
+	                               rest is unused; zeroed: TAGS) */
+	struct harmony hm;          /* harmony's splitter (owned) */
 	enum session_think_state state;
 	bool seen;                /* a block was opened */
+	bool block_begun;         /* IN: bytes of this block released */
+	bool after_block;         /* ANSWER: only blanks since a block */
 	bool answer_begun;        /* answer bytes released */
 	size_t n_reasoning_bytes; /* reasoning bytes released */
 	struct tok_buf pend;      /* bytes held back (owned) */
+	struct tok_buf gap;       /* CHANNEL: the answer's trailing blanks,
+	                             held until text follows them (owned) */
 };
 
 /* Receives split text: REASONING or answer, LEN bytes. 0 or -1. */
 typedef int (*session_think_fn)(void *ud, bool reasoning, const char *p,
                                 size_t len);
 
-/* Start a reply; OPEN: the prompt already opened the block. */
-void session_think_init(struct session_think *t, bool open);
-/* Start a reply in the harmony format (session_think_fmt). */
-void session_think_init_harmony(struct session_think *t);
+/* The format of vocabulary T's replies: HARMONY with harmony's control
+   tokens, CHANNEL with <|channel> and <channel|>, else TAGS. */
+enum session_think_fmt session_think_fmt_of(const struct tok *t);
+/* Start a reply in format FMT; OPEN: the prompt already opened the block
+   (not for HARMONY, whose prompt always ends in "<|start|>assistant"). */
+void session_think_init(struct session_think *t, enum session_think_fmt fmt,
+                        bool open);
 /* The model ended the reply with an end-of-turn id: harmony's reply is
-   then finished (a <think> block left open stays unfinished). */
+   then finished (a block left open stays unfinished). */
 void session_think_eog(struct session_think *t);
-/* Whether the text now arriving is reasoning (<think>: inside the block). */
+/* Whether the text now arriving is reasoning (tags: inside the block). */
 bool session_think_inside(const struct session_think *t);
 /* Free what is held (the struct may be initialised again). */
 void session_think_free(struct session_think *t);
@@ -137,8 +154,8 @@ int session_think_feed(struct session_think *t, const char *text, size_t len,
    left unfinished: state stays IN). 0 or -1. */
 int session_think_flush(struct session_think *t, session_think_fn out,
                         void *ud);
-/* Whether rendered prompt T[0, n) ends inside a <think> block. */
-bool session_think_opened(const char *t, size_t n);
+/* Whether rendered prompt T[0, n) ends inside a block of format FMT. */
+bool session_think_opened(enum session_think_fmt fmt, const char *t, size_t n);
 
 /* The reply being generated. */
 struct session_reply {

@@ -140,8 +140,8 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	if (session_load_template(s, o->template_name, err, errlen))
 		return -1;
 	/* the reply's format comes with the vocabulary: gpt-oss's harmony
-	   tokens, else <think> tags */
-	s->harmony = harmony_vocab(s->tok);
+	   tokens, Gemma 4's thought channel, else <think> tags */
+	s->think_fmt = session_think_fmt_of(s->tok);
 	s->bos_text = session_special_text(s->tok, tok_bos(s->tok));
 	s->eos_text = session_special_text(s->tok, tok_eos(s->tok));
 	if (!s->bos_text || !s->eos_text ||

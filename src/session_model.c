@@ -93,7 +93,7 @@ static void session_model_swap(struct session *s, struct session *n)
 	SESSION_SWAP(s->kv_format, n->kv_format);
 	SESSION_SWAP(s->eval_ahead, n->eval_ahead);
 	/* what the vocabulary and template imply for a reply's format */
-	SESSION_SWAP(s->harmony, n->harmony);
+	SESSION_SWAP(s->think_fmt, n->think_fmt);
 	SESSION_SWAP(s->tmpl_effort, n->tmpl_effort);
 	SESSION_SWAP(s->tmpl_thinking, n->tmpl_thinking);
 	for (size_t i = 0; i < sizeof(s->model_fp); i++)

@@ -132,7 +132,7 @@ static int session_render(struct session *s, char **t, size_t *tlen,
 	json_free(think);
 	json_free(effort);
 	if (rc == TMPL_OK)
-		s->think_prompt = session_think_opened(*t, *tlen);
+		s->think_prompt = session_think_opened(s->think_fmt, *t, *tlen);
 	return rc == TMPL_OK ? 0 : -1;
 nomem:
 	json_free(arr);

@@ -243,8 +243,11 @@ static int session_decode(struct session *s, struct session_reply *r,
 	size_t reply_at = s->kv.n - (r->n_replay - r->end_after_replay);
 	bool want_rep = (cb && cb->token) || r->recording;
 
-	/* harmony's channels are control tokens the splitter reads */
-	tok_stream_init(&ts, s->tok, s->harmony ? TOK_DECODE_SPECIAL : 0);
+	/* harmony's markers and Gemma 4's channel tags are control tokens
+	   the splitter reads */
+	tok_stream_init(&ts, s->tok,
+	                s->think_fmt != SESSION_THINK_TAGS ? TOK_DECODE_SPECIAL
+	                                                   : 0);
 	stopstr_reset(s->stop);
 	o.stopped = false;
 	for (size_t k = 0; k < r->n_replay && !o.stopped; k++) {
@@ -580,10 +583,7 @@ int session_reply(struct session *s, const struct session_cb *cb,
 	session_record_sampling(s, r.store_id, cb);
 	r.recording = s->store_reports && r.store_id != 0;
 	r.last_store = session_ms();
-	if (s->harmony)
-		session_think_init_harmony(&r.think);
-	else
-		session_think_init(&r.think, s->think_prompt);
+	session_think_init(&r.think, s->think_fmt, s->think_prompt);
 	if (rc > 0) {
 		/* nothing of the reply was shown: no tokens, no reports */
 		st->finish = STORE_FINISH_INTERRUPTED;

@@ -458,6 +458,10 @@ static int tok_load_added(const struct gguf_file *f, struct tok *t, char *err,
 	    "<|im_end|>",
 	    "<|end|>",
 	    "<end_of_turn>",
+	    "<turn|>",          /* Gemma 4 */
+	    "<eos>",            /* Gemma 4's, not its file's EOS id */
+	    "<|tool_response>", /* Gemma 4: a tool call's turn ends where
+	                           the response would begin (as llama.cpp) */
 	    "<|endoftext|>",
 	    "<EOT>",
 	    "<|end_of_text|>",

@@ -56,7 +56,7 @@ static bool run(const char *text, const size_t *cuts, size_t ncut,
 	bool inside;
 
 	memset(x, 0, sizeof(*x));
-	session_think_init_harmony(&t);
+	session_think_init(&t, SESSION_THINK_HARMONY, false);
 	for (size_t i = 0; i <= ncut; i++) {
 		size_t to = i < ncut ? cuts[i] : len;
 
@@ -212,7 +212,7 @@ static void check_tokens(struct tok *t, const char *name, const char *text,
 	cb.reasoning = cb_reasoning;
 	tok_encode(t, text, strlen(text), TOK_PARSE_SPECIAL, &ids, err,
 	           sizeof(err));
-	session_think_init_harmony(&r.think);
+	session_think_init(&r.think, SESSION_THINK_HARMONY, false);
 	tok_stream_init(&ts, t, TOK_DECODE_SPECIAL);
 	for (i = 0; i < ids.n; i++) {
 		if (tok_is_eog(t, ids.v[i])) {
@@ -281,7 +281,10 @@ static void test_o200k(void)
 	    (f = gguf_open(path, err, sizeof(err))) != NULL)
 		t = tok_load(f, err, sizeof(err));
 	if (tap_ok(t != NULL, "o200k: tok_load: %s", t ? "ok" : err)) {
-		tap_ok(harmony_vocab(t), "o200k: harmony tokens found");
+		tap_ok(harmony_vocab(t) &&
+		           session_think_fmt_of(t) == SESSION_THINK_HARMONY,
+		       "o200k: harmony tokens found, the reply format is "
+		       "harmony");
 		check_eog(t);
 		check_tokens(
 		    t, "analysis, final, <|return|>",
@@ -383,7 +386,8 @@ static void test_session(void)
 		free(prompt);
 		return;
 	}
-	tap_ok(!s->harmony && s->tmpl_effort && s->tmpl_thinking,
+	tap_ok(s->think_fmt == SESSION_THINK_TAGS && s->tmpl_effort &&
+	           s->tmpl_thinking,
 	       "a ChatML vocabulary splits <think> tags; the template reads "
 	       "reasoning_effort and thinking");
 	rc = session_send(s, "What is 2+2?", 12, NULL, &st, err, sizeof(err));
