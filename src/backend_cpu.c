@@ -44,7 +44,9 @@
  *   v_cache[il][pos * v_dim + kvh * head_dim_v + d]
  * so the positions 0..n-1 of one layer are one contiguous run of n * k_dim
  * floats (state save copies those runs). K is stored after RoPE, V as
- * computed (plus bias).
+ * computed (plus bias, after its norm). A layer of shared KV
+ * (model_layer_cache SHARED) has no cache: its queries read layer
+ * attn.kv_layer's, which that earlier layer wrote in the same chunk.
  *
  * Grouped-query attention: query head h reads KV head h / (n_head /
  * n_head_kv). Token i of a chunk sits at pos = n_past + i and attends to
@@ -114,7 +116,7 @@ struct cpu_matmul_job {
 
 /* G[i] = act(G[i]) * U[i] for N entries (model.h's FFN activations; the
  * ones engine_ops.features lacks never get here). */
-static void cpu_gate_act(enum model_act act, float *g, const float *u, long n)
+void cpu_gate_act(enum model_act act, float *g, const float *u, long n)
 {
 	switch (act) {
 	case MODEL_ACT_SILU:
@@ -303,7 +305,7 @@ void cpu_matmul(struct cpu_state *s, const struct model_tensor *w,
 
 /* -------------------------------------------------------- elementwise */
 
-/* out = x / sqrt(mean(x^2) + eps) * w, one row of N. */
+/* out = x / sqrt(mean(x^2) + eps) * w, one row of N (w NULL: none). */
 void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
 	double ss = 0;
@@ -311,6 +313,11 @@ void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 	for (int i = 0; i < n; i++)
 		ss += (double)x[i] * x[i];
 	float scale = (float)(1.0 / sqrt(ss / n + (double)eps));
+	if (w == NULL) {
+		for (int i = 0; i < n; i++)
+			out[i] = x[i] * scale;
+		return;
+	}
 	for (int i = 0; i < n; i++)
 		out[i] = x[i] * scale * w[i];
 }
@@ -373,8 +380,9 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 	int group = a->n_head / a->n_head_kv;
 	float scale = j->par.scale;
 	float *att = s->att + (size_t)ith * j->e->n_ctx;
-	const float *kc = s->k_cache[j->il];
-	const float *vc = s->v_cache[j->il];
+	/* (a layer of shared KV reads its source's cache) */
+	const float *kc = s->k_cache[a->kv_layer];
+	const float *vc = s->v_cache[a->kv_layer];
 	/* pairs dealt round-robin: a causal chunk's later tokens cost more,
 	 * so contiguous shares would leave the first threads idle */
 	for (long p = ith; p < (long)j->n_tok * a->n_head; p += nth) {
@@ -433,6 +441,28 @@ void cpu_rmsnorm_rows(const struct engine *e, float *out, const float *x,
 		            c->rms_eps);
 }
 
+/* A layer of shared KV's queries: q norm and RoPE (no biases: the
+ * architecture that shares has none). */
+static void cpu_q_finish(struct engine *e, struct cpu_state *s, int il,
+                         int32_t n)
+{
+	const struct model_attn *a = &e->model->w.layers[il].attn;
+	const struct model_rope *r = model_layer_rope(e->model, il);
+	const int32_t mr = e->model->cfg.max_rot, hd = a->head_dim_k;
+	const float *rope_cs = s->rope_cs + (size_t)a->rope * s->n_batch * mr;
+
+	for (int32_t t = 0; t < n; t++) {
+		float *q = s->q + (size_t)t * a->n_head * hd;
+
+		for (int h = 0; a->q_norm != NULL && h < a->n_head; h++)
+			cpu_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd,
+			            a->q_norm, hd, e->model->cfg.rms_eps);
+		for (int h = 0; h < a->n_head; h++)
+			cpu_rope(q + (size_t)h * hd, rope_cs + (size_t)t * mr,
+			         r->n_rot, r->style);
+	}
+}
+
 /* Biases, RoPE and the cache: the chunk's q, k, v made ready for the
  * scores (K after RoPE, V plus bias into layer IL's cache). */
 static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
@@ -446,6 +476,10 @@ static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
 	int32_t q_dim = a->n_head * hd, kdim = a->n_head_kv * hd;
 	int32_t vdim = a->n_head_kv * a->head_dim_v;
 
+	if (a->kv_layer != il) { /* queries only: its keys are another's */
+		cpu_q_finish(e, s, il, n);
+		return;
+	}
 	for (int32_t t = 0; t < n; t++) {
 		float *q = s->q + (size_t)t * q_dim;
 		float *k = s->k + (size_t)t * kdim;
@@ -471,6 +505,10 @@ static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
 				            k + (size_t)h * hd, a->k_norm, hd,
 				            e->model->cfg.rms_eps);
 		}
+		for (int h = 0; a->v_norm && h < a->n_head_kv; h++)
+			cpu_rmsnorm(v + (size_t)h * a->head_dim_v,
+			            v + (size_t)h * a->head_dim_v, NULL,
+			            a->head_dim_v, e->model->cfg.rms_eps);
 		for (int h = 0; h < a->n_head; h++)
 			cpu_rope(q + (size_t)h * hd, cs, r->n_rot, r->style);
 		for (int h = 0; h < a->n_head_kv; h++)
@@ -480,6 +518,23 @@ static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
 		memcpy(s->v_cache[il] + at * vdim, v,
 		       (size_t)vdim * sizeof(float));
 	}
+}
+
+/* The chunk's projections of layer IL's attention from s->xb: q, k, v;
+ * q only where the layer reads another's cache; v = k (before any norm)
+ * where it has no Wv. */
+static void cpu_qkv(struct cpu_state *s, const struct model_attn *a, int il,
+                    int32_t n)
+{
+	const struct model_tensor *w[3] = {&a->wq, &a->wk, &a->wv};
+	/* a gated layer's query rows hold [q | gate] per head */
+	float *y[3] = {a->gated ? s->qg : s->q, s->k, s->v};
+	const int64_t ys[3] = {a->wq.ne1, a->wk.ne1, a->wv.ne1};
+	const int nw = a->kv_layer != il ? 1 : a->wv.data == NULL ? 2 : 3;
+
+	cpu_matmul_n(s, w, nw, s->xb, n, y, ys, false, MODEL_ACT_SILU);
+	if (a->kv_layer == il && a->wv.data == NULL)
+		memcpy(s->v, s->k, (size_t)n * a->wk.ne1 * sizeof(float));
 }
 
 /* Attention block of layer il for the chunk; adds into s->x. */
@@ -492,14 +547,7 @@ static void cpu_attention_block(struct engine *e, struct cpu_state *s, int il,
 	const int32_t hd = a->head_dim_k, q_dim = a->n_head * hd;
 
 	cpu_rmsnorm_rows(e, s->xb, s->x, a->norm, n);
-	{
-		const struct model_tensor *w[3] = {&a->wq, &a->wk, &a->wv};
-		/* a gated layer's query rows hold [q | gate] per head */
-		float *y[3] = {a->gated ? s->qg : s->q, s->k, s->v};
-		const int64_t ys[3] = {a->wq.ne1, a->wk.ne1, a->wv.ne1};
-
-		cpu_matmul_n(s, w, 3, s->xb, n, y, ys, false, MODEL_ACT_SILU);
-	}
+	cpu_qkv(s, a, il, n);
 	for (int32_t t = 0; a->gated && t < n; t++)
 		for (int h = 0; h < a->n_head; h++)
 			memcpy(s->q + (size_t)t * q_dim + (size_t)h * hd,
@@ -586,7 +634,8 @@ static void cpu_mlp_biased(struct cpu_state *s, const struct model_tensor *gate,
  * a trace that pins the choice (a reference following the engine it
  * checks) sets the last token's instead.
  */
-static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
+static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n,
+                    const float *rin)
 {
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
 	const int32_t ne = e->model->cfg.n_embd, k = f->n_expert_used;
@@ -598,7 +647,7 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 	const bool pin = tr != NULL && tr->pin_experts && il < tr->n_layer &&
 	                 tr->n_experts[il] == k;
 
-	cpu_matmul(s, &f->router, s->xb, n, s->rl);
+	cpu_matmul(s, &f->router, rin, n, s->rl);
 	if (f->router_b != NULL)
 		cpu_add_rows(s->rl, f->router_b, n, f->n_expert);
 	for (int32_t t = 0; t < n; t++)
@@ -613,11 +662,10 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 			                s->rscratch, s->ids + (size_t)t * kmax,
 			                s->wts + (size_t)t * kmax);
 	for (int32_t x = 0; x < f->n_expert; x++) {
-		struct model_tensor g = model_expert(&f->gate, x);
-		struct model_tensor u = model_expert(&f->up, x);
-		struct model_tensor d = model_expert(&f->down, x);
+		struct model_tensor g, u, d = model_expert(&f->down, x);
 		int32_t cnt = 0;
 
+		model_expert_gate_up(f, x, &g, &u);
 		for (int32_t t = 0; t < n; t++)
 			for (int32_t j = 0; j < k; j++)
 				if (s->ids[(size_t)t * kmax + j] == x) {
@@ -637,6 +685,10 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n)
 			               s->yg);
 		else
 			cpu_mlp(s, &g, &u, &d, f->act, s->xg, cnt, s->yg);
+		/* (gemma4: the expert's output scale, before the weight) */
+		for (size_t i = 0; f->exp_scale != NULL && i < (size_t)cnt * ne;
+		     i++)
+			s->yg[i] *= f->exp_scale[x];
 		for (int32_t i = 0; i < cnt; i++)
 			memcpy(s->acc + (size_t)s->gtok[i] * ne,
 			       s->yg + (size_t)i * ne,
@@ -665,8 +717,8 @@ static void cpu_shared_expert(struct engine *e, struct cpu_state *s,
 {
 	const int32_t ne = e->model->cfg.n_embd;
 
-	cpu_mlp(s, &f->sh_gate, &f->sh_up, &f->sh_down, MODEL_ACT_SILU, s->xb,
-	        n, s->yg);
+	cpu_mlp(s, &f->sh_gate, &f->sh_up, &f->sh_down, f->act, s->xb, n,
+	        s->yg);
 	for (int32_t t = 0; t < n; t++) {
 		const float *h = s->xb + (size_t)t * ne;
 		double dot = 0;
@@ -681,6 +733,34 @@ static void cpu_shared_expert(struct engine *e, struct cpu_state *s,
 	}
 }
 
+/*
+ * A mixture beside a dense MLP (gemma4, model.h) on the chunk into s->y,
+ * s->xb holding rmsnorm(x) * norm: the dense branch into s->yd, normed;
+ * the router's input rmsnorm(x) / sqrt(n_embd) * router_scale into
+ * s->rin, in ggml's order of operations; the experts on rmsnorm(x) *
+ * exp_norm, their sum normed; the two added.
+ */
+static void cpu_moe_dense(struct engine *e, struct cpu_state *s, int il,
+                          int32_t n)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct model_ffn *f = &e->model->w.layers[il].ffn;
+	const size_t ne = (size_t)c->n_embd;
+	const float inv = 1.0f / sqrtf((float)c->n_embd);
+
+	cpu_mlp(s, &f->sh_gate, &f->sh_up, &f->sh_down, f->act, s->xb, n,
+	        s->yd);
+	cpu_rmsnorm_rows(e, s->yd, s->yd, f->sh_post_norm, n);
+	cpu_rmsnorm_rows(e, s->rin, s->x, NULL, n);
+	for (size_t i = 0; i < (size_t)n * ne; i++)
+		s->rin[i] = s->rin[i] * inv * f->router_scale[i % ne];
+	cpu_rmsnorm_rows(e, s->xb, s->x, f->exp_norm, n);
+	cpu_moe(e, s, il, n, s->rin);
+	cpu_rmsnorm_rows(e, s->y, s->y, f->exp_post_norm, n);
+	for (size_t i = 0; i < (size_t)n * ne; i++)
+		s->y[i] = s->yd[i] + s->y[i];
+}
+
 /* Feed-forward block (a gated MLP or a mixture of them) of layer il for
  * the chunk; adds into s->x. */
 static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
@@ -690,11 +770,13 @@ static void cpu_ffn_block(struct engine *e, struct cpu_state *s, int il,
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
 
 	cpu_rmsnorm_rows(e, s->xb, s->x, f->norm, n);
-	if (f->kind == MODEL_FFN_EXPERTS)
-		cpu_moe(e, s, il, n);
+	if (f->exp_norm != NULL)
+		cpu_moe_dense(e, s, il, n);
+	else if (f->kind == MODEL_FFN_EXPERTS)
+		cpu_moe(e, s, il, n, s->xb);
 	else
 		cpu_mlp(s, &f->gate, &f->up, &f->down, f->act, s->xb, n, s->y);
-	if (f->sh_inp != NULL)
+	if (f->sh_inp != NULL) /* (gemma4's ungated one: cpu_moe_dense) */
 		cpu_shared_expert(e, s, f, n);
 	if (f->post_norm != NULL)
 		cpu_rmsnorm_rows(e, s->y, s->y, f->post_norm, n);
@@ -713,6 +795,11 @@ static void cpu_layer(struct engine *e, struct cpu_state *s, int il, int32_t n,
 	else
 		cpu_attention_block(e, s, il, n, pos0);
 	cpu_ffn_block(e, s, il, n);
+	if (e->model->w.layers[il].ple.gate.data != NULL)
+		cpu_ple_block(e, s, il, n);
+	if (e->model->w.layers[il].out_scale != 0.0f)
+		for (size_t i = 0; i < (size_t)n * c->n_embd; i++)
+			s->x[i] *= e->model->w.layers[il].out_scale;
 	if (e->trace != NULL && il < e->trace->n_layer)
 		trace_layer(e->trace, il, s->x + (size_t)(n - 1) * c->n_embd,
 		            c->n_embd);
@@ -743,6 +830,8 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 			                   ((size_t)r * s->n_batch + t) *
 			                       c->max_rot);
 	}
+	if (c->ple_dim > 0)
+		cpu_ple_inputs(e, s, tokens, n);
 	for (int il = 0; il < c->n_layer; il++)
 		cpu_layer(e, s, il, n, pos0);
 	if (n_out == 0)
@@ -750,6 +839,12 @@ static void cpu_forward_chunk(struct engine *e, struct cpu_state *s,
 	cpu_rmsnorm_rows(e, s->xb, s->x + (size_t)first_out * c->n_embd,
 	                 m->w.output_norm, n_out);
 	cpu_matmul(s, &m->w.output, s->xb, n_out, logits);
+	if (c->final_softcap != 0.0f) { /* ggml's: scale, tanh, scale */
+		const float cap = c->final_softcap, inv = 1.0f / cap;
+
+		for (size_t i = 0; i < (size_t)n_out * c->n_vocab; i++)
+			logits[i] = tanhf(logits[i] * inv) * cap;
+	}
 }
 
 /* Grow e->logits to hold N rows. */
@@ -859,6 +954,11 @@ static size_t cpu_max_vec_size(const struct model *m)
 	const struct model_config *c = &m->cfg;
 	size_t mx = quant_vec_size(m->w.output.type, c->n_embd);
 
+	if (m->w.ple_proj.data != NULL) {
+		size_t v = quant_vec_size(m->w.ple_proj.type, c->n_embd);
+
+		mx = v > mx ? v : mx;
+	}
 	for (int il = 0; il < c->n_layer; il++) {
 		const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES];
 		int nt = model_layer_matrices(&m->w.layers[il], ts);
@@ -951,6 +1051,9 @@ static void cpu_close(struct engine *e)
 		free(s->xg);
 		free(s->yg);
 		free(s->acc);
+		free(s->yd);
+		free(s->rin);
+		cpu_ple_free(s);
 		free(s->vecs);
 		free(s->wrow);
 		free(s->qg);
@@ -1045,6 +1148,8 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		s->wrow_stride = c->max_ssm_v;
 	if (c->max_ff_sh > s->wrow_stride)
 		s->wrow_stride = c->max_ff_sh;
+	if (c->ple_dim > s->wrow_stride)
+		s->wrow_stride = c->ple_dim;
 	s->wrow = s->exact || s->exact_types != 0
 	              ? cpu_floats((size_t)e->n_threads, (size_t)s->wrow_stride)
 	              : malloc(1);
@@ -1070,10 +1175,14 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		         s->n_batch);
 		goto fail;
 	}
-	if (c->max_expert > 0 && cpu_moe_alloc(c, s) != 0) {
+	if ((c->max_expert > 0 && cpu_moe_alloc(c, s) != 0) ||
+	    ((c->features & MODEL_FEAT_MOE_DENSE) &&
+	     (!(s->yd = cpu_floats(nb, (size_t)c->n_embd)) ||
+	      !(s->rin = cpu_floats(nb, (size_t)c->n_embd)))) ||
+	    (c->ple_dim > 0 && cpu_ple_alloc(e, s) != 0)) {
 		snprintf(err, errlen,
-		         "out of memory for the CPU mixture-of-experts buffers "
-		         "(n_batch %d)",
+		         "out of memory for the CPU mixture-of-experts or "
+		         "per-layer input buffers (n_batch %d)",
 		         s->n_batch);
 		goto fail;
 	}
@@ -1091,6 +1200,10 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	         (size_t)c->max_ff * 2 + (size_t)c->n_ropes * c->max_rot) +
 	    (size_t)e->n_threads * nctx * sizeof(float) + nb * s->vec_stride +
 	    (size_t)c->n_vocab * sizeof(float) + s->rs_floats * sizeof(float);
+	/* per-layer inputs: every layer's, the token row, a layer's gate */
+	e->mem_bytes += ((nb + 1) * (size_t)c->ple_dim * c->n_layer +
+	                 nb * (size_t)c->ple_dim) *
+	                sizeof(float);
 	return 0;
 fail:
 	cpu_close(e);
@@ -1106,7 +1219,11 @@ const struct engine_ops backend_cpu_ops = {
         MODEL_FEAT_ROPE_YARN | MODEL_FEAT_ATTN_SINKS |
         MODEL_FEAT_ATTN_OUT_BIAS | MODEL_FEAT_MOE_BIASES |
         MODEL_FEAT_SWIGLU_OAI | MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE |
-        MODEL_FEAT_SHARED_EXPERT,
+        MODEL_FEAT_SHARED_EXPERT | MODEL_FEAT_FINAL_SOFTCAP |
+        MODEL_FEAT_LAYER_SHAPES | MODEL_FEAT_V_NORM | MODEL_FEAT_K_AS_V |
+        MODEL_FEAT_KV_SHARED | MODEL_FEAT_MOE_DENSE | MODEL_FEAT_EXPERT_SCALES |
+        MODEL_FEAT_PER_LAYER_EMBD | MODEL_FEAT_OUT_SCALE |
+        MODEL_FEAT_EXPERTS_MERGED,
     .open = cpu_open,
     .eval = cpu_eval,
     .logits = cpu_logits,

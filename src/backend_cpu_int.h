@@ -44,6 +44,14 @@ struct cpu_state {
 	float *yg;       /* [n_batch][n_embd] that expert's outputs */
 	float *acc;      /* [n_batch][max_expert_used][n_embd] outputs per
 	                    choice, summed in the order of the choice */
+	/* a mixture beside a dense MLP (MODEL_FEAT_MOE_DENSE; else NULL) */
+	float *yd;  /* [n_batch][n_embd] the dense branch's output */
+	float *rin; /* [n_batch][n_embd] the router's input */
+
+	/* per-layer inputs (cfg.ple_dim > 0; else NULL: backend_cpu_ple.c) */
+	float *ple; /* [n_batch][n_layer * ple_dim] every layer's input */
+	float *pe;  /* [n_layer * ple_dim] one token's embedding row */
+	float *pg;  /* [n_batch][ple_dim] a layer's gate */
 
 	bool exact;           /* engine_params.exact_dots */
 	uint64_t exact_types; /* engine_params.exact_dot_types */
@@ -102,6 +110,21 @@ void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 /* N rows of n_embd: rmsnorm(X) * W into OUT. */
 void cpu_rmsnorm_rows(const struct engine *e, float *out, const float *x,
                       const float *w, int32_t n);
+
+/* G[i] = act(G[i]) * U[i] for N entries. */
+void cpu_gate_act(enum model_act act, float *g, const float *u, long n);
+
+/* backend_cpu_ple.c: the chunk's per-layer inputs (model.h) of TOKENS[N]
+ * from the scaled embeddings in s->x, into s->ple. */
+void cpu_ple_inputs(struct engine *e, struct cpu_state *s,
+                    const int32_t *tokens, int32_t n);
+
+/* Layer IL's per-layer input step on the chunk (adds into s->x). */
+void cpu_ple_block(struct engine *e, struct cpu_state *s, int il, int32_t n);
+
+/* Their buffers; 0 or -1 (out of memory). */
+int cpu_ple_alloc(const struct engine *e, struct cpu_state *s);
+void cpu_ple_free(struct cpu_state *s);
 
 /* calloc of A * B floats, NULL on overflow or no memory. */
 float *cpu_floats(size_t a, size_t b);

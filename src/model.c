@@ -43,6 +43,17 @@ static const struct model_arch_row {
 	   the file gives ARCH.rope.freq_base_swa (gpt-oss); else with base
 	   10000 or that key, unscaled (gemma3) */
 	bool swa_rope_global;
+	/* the attention's scale whatever the file says (gemma4: 1, its
+	   q norm scales); 0: the file's, else 1/sqrt(head_dim) */
+	float attn_scale;
+	bool v_norm; /* values RMS-normed per head, no weight (gemma4) */
+	/* the final softcap of a file without final_logit_softcapping
+	   (llama.cpp's default for gemma4: 30); 0: off */
+	float final_softcap;
+	/* head counts, FFN sizes and the sliding pattern may be arrays of
+	   one value a layer, the sliding layers have heads and a rotation
+	   of their own (model_gemma4.c) */
+	bool per_layer_keys;
 } model_archs[] = {
     {.name = "llama",
      .rope = MODEL_ROPE_NORM,
@@ -125,6 +136,33 @@ static const struct model_arch_row {
                  MODEL_FEAT_POST_NORMS | MODEL_FEAT_GELU_TANH,
      .swa_pattern = 6,
      .scale_embd_layers = 62},
+    /* Gemma 4 (31B, 26B-A4B, E2B/E4B): gemma3's layers with per-layer
+       head shapes (sliding and global layers differ), values RMS-normed
+       (keys as values where a layer has no Wv), rope_freqs on the
+       global layers only, attention scale 1; the last layers of the E
+       models read earlier layers' caches; the mixture runs beside a
+       dense MLP; the E models add per-layer token inputs */
+    {.name = "gemma4",
+     .rope = MODEL_ROPE_NEOX,
+     .act = MODEL_ACT_GELU_TANH,
+     .feats = MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM |
+              MODEL_FEAT_POST_NORMS | MODEL_FEAT_GELU_TANH |
+              MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_ROPE_LINEAR |
+              MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_FINAL_SOFTCAP |
+              MODEL_FEAT_EXPERTS | MODEL_FEAT_LAYER_SHAPES | MODEL_FEAT_V_NORM |
+              MODEL_FEAT_K_AS_V | MODEL_FEAT_KV_SHARED | MODEL_FEAT_MOE_DENSE |
+              MODEL_FEAT_EXPERT_SCALES | MODEL_FEAT_PER_LAYER_EMBD |
+              MODEL_FEAT_OUT_SCALE | MODEL_FEAT_EXPERTS_MERGED,
+     .required = MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM |
+                 MODEL_FEAT_POST_NORMS | MODEL_FEAT_GELU_TANH |
+                 MODEL_FEAT_V_NORM,
+     .swa_pattern = 6,
+     .gating = MODEL_MOE_SOFTMAX,
+     .moe_norm_w = true,
+     .attn_scale = 1.0f,
+     .v_norm = true,
+     .final_softcap = 30.0f,
+     .per_layer_keys = true},
 };
 
 #define MODEL_N_ARCHS (sizeof(model_archs) / sizeof(model_archs[0]))
@@ -155,6 +193,15 @@ static const char *const model_feature_names[MODEL_FEAT_COUNT] = {
     "clamped SwiGLU",
     "attention output gate",
     "shared expert",
+    "per-layer head shapes",
+    "value norm",
+    "keys as values",
+    "KV cache sharing",
+    "dense MLP beside the experts",
+    "per-expert output scales",
+    "per-layer embeddings",
+    "layer output scale",
+    "merged gate and up experts",
 };
 
 const char *model_feature_name(uint32_t f)
@@ -193,6 +240,12 @@ static const struct model_feature_tensor {
     {MODEL_FEAT_MOE_BIASES, "ffn_gate_inp.bias"},
     {MODEL_FEAT_RECURRENT, "ssm_conv1d.weight"},
     {MODEL_FEAT_SHARED_EXPERT, "ffn_gate_inp_shexp.weight"},
+    {MODEL_FEAT_MOE_DENSE, "pre_ffw_norm_2.weight"},
+    {MODEL_FEAT_MOE_DENSE, "ffn_gate_inp.scale"},
+    {MODEL_FEAT_EXPERT_SCALES, "ffn_down_exps.scale"},
+    {MODEL_FEAT_PER_LAYER_EMBD, "inp_gate.weight"},
+    {MODEL_FEAT_OUT_SCALE, "layer_output_scale.weight"},
+    {MODEL_FEAT_EXPERTS_MERGED, "ffn_gate_up_exps.weight"},
 };
 
 /* Read "ARCH.SUFFIX" as u32 into *out; absent is an error unless OPTIONAL. */
@@ -243,6 +296,57 @@ int model_check_range(const char *arch, const char *what, int64_t v,
 		         arch, what, (long long)v, (long long)max);
 		return -1;
 	}
+	return 0;
+}
+
+/* Read "ARCH.SUFFIX" as a u32 for every layer or an array of one a layer
+ * (model_int.h). */
+int model_get_u32_layers(const struct gguf_file *f, const char *arch,
+                         const char *suffix, bool optional, bool per_layer,
+                         int32_t n_layer, int64_t max, int32_t *out, char *err,
+                         size_t errlen)
+{
+	char key[128];
+	const struct gguf_kv *kv;
+	uint32_t v;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+	kv = gguf_find_kv(f, key);
+	if (per_layer && kv != NULL && kv->val.type == GGUF_TYPE_ARRAY) {
+		const struct gguf_array *a = &kv->val.v.arr;
+
+		if (a->n != (uint64_t)n_layer ||
+		    a->elem_type == GGUF_TYPE_BOOL ||
+		    gguf_type_size(a->elem_type) == 0) {
+			snprintf(err, errlen,
+			         "%s: an array of %llu %s, expected %d "
+			         "integers (one a layer)",
+			         key, (unsigned long long)a->n,
+			         gguf_type_name(a->elem_type), n_layer);
+			return -1;
+		}
+		for (int32_t il = 0; il < n_layer; il++) {
+			int64_t x = gguf_arr_i64(a, (uint64_t)il);
+
+			if (x < 1 || x > max) {
+				snprintf(err, errlen,
+				         "%s[%d] = %lld is out of range "
+				         "(1..%lld)",
+				         key, il, (long long)x, (long long)max);
+				return -1;
+			}
+			out[il] = (int32_t)x;
+		}
+		return 0;
+	}
+	rc = model_get_u32(f, arch, suffix, optional, &v, err, errlen);
+	if (rc != 0)
+		return rc;
+	if (model_check_range(arch, suffix, v, max, err, errlen))
+		return -1;
+	for (int32_t il = 0; il < n_layer; il++)
+		out[il] = (int32_t)v;
 	return 0;
 }
 
@@ -299,9 +403,48 @@ static int model_read_yarn(const struct gguf_file *f, const char *arch,
 	return 0;
 }
 
-/* Read and check the hyper-parameters (tensor-independent part). */
+/* The head counts of every layer (PER_LAYER: arrays allowed), each
+ * query count a multiple of its key/value count. */
+static int model_read_heads(const struct gguf_file *f, const char *arch,
+                            bool per_layer, struct model_shape *c, char *err,
+                            size_t errlen)
+{
+	int rc;
+
+	if (model_get_u32_layers(f, arch, "attention.head_count", false,
+	                         per_layer, c->n_layer, MODEL_MAX_HEADS,
+	                         c->l_n_head, err, errlen))
+		return -1;
+	memcpy(c->l_n_head_kv, c->l_n_head,
+	       (size_t)c->n_layer * sizeof(c->l_n_head[0]));
+	rc = model_get_u32_layers(f, arch, "attention.head_count_kv", true,
+	                          per_layer, c->n_layer, MODEL_MAX_HEADS,
+	                          c->l_n_head_kv, err, errlen);
+	if (rc < 0)
+		return -1;
+	for (int32_t il = 0; il < c->n_layer; il++) {
+		if (model_check_range(arch, "attention.head_count_kv",
+		                      c->l_n_head_kv[il], c->l_n_head[il], err,
+		                      errlen))
+			return -1;
+		if (c->l_n_head[il] % c->l_n_head_kv[il] != 0) {
+			snprintf(err, errlen,
+			         "%s.attention.head_count = %d is not a "
+			         "multiple of head_count_kv = %d",
+			         arch, c->l_n_head[il], c->l_n_head_kv[il]);
+			return -1;
+		}
+	}
+	c->n_head = c->l_n_head[0];
+	c->n_head_kv = c->l_n_head_kv[0];
+	return 0;
+}
+
+/* Read and check the hyper-parameters (tensor-independent part); with
+ * PER_LAYER, head counts and FFN sizes may be arrays. */
 static int model_read_config(const struct gguf_file *f, const char *arch,
-                             struct model_shape *c, char *err, size_t errlen)
+                             bool per_layer, struct model_shape *c, char *err,
+                             size_t errlen)
 {
 	uint32_t v;
 	float fv;
@@ -319,37 +462,13 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 		return -1;
 	c->n_embd = (int32_t)v;
 	/* a mixture's files may lack it (model_read_experts) */
-	v = 0;
-	rc = model_get_u32(f, arch, "feed_forward_length", true, &v, err,
-	                   errlen);
-	if (rc < 0 ||
-	    (rc == 0 && model_check_range(arch, "feed_forward_length", v,
-	                                  MODEL_MAX_FF, err, errlen)))
+	if (model_get_u32_layers(f, arch, "feed_forward_length", true,
+	                         per_layer, c->n_layer, MODEL_MAX_FF, c->l_n_ff,
+	                         err, errlen) < 0)
 		return -1;
-	c->n_ff = (int32_t)v;
-	if (model_get_u32(f, arch, "attention.head_count", false, &v, err,
-	                  errlen) ||
-	    model_check_range(arch, "attention.head_count", v, MODEL_MAX_HEADS,
-	                      err, errlen))
+	c->n_ff = c->l_n_ff[0];
+	if (model_read_heads(f, arch, per_layer, c, err, errlen))
 		return -1;
-	c->n_head = (int32_t)v;
-	rc = model_get_u32(f, arch, "attention.head_count_kv", true, &v, err,
-	                   errlen);
-	if (rc < 0)
-		return -1;
-	if (rc == 1)
-		v = (uint32_t)c->n_head;
-	if (model_check_range(arch, "attention.head_count_kv", v, c->n_head,
-	                      err, errlen))
-		return -1;
-	c->n_head_kv = (int32_t)v;
-	if (c->n_head % c->n_head_kv != 0) {
-		snprintf(err, errlen,
-		         "%s.attention.head_count = %d is not a multiple of "
-		         "head_count_kv = %d",
-		         arch, c->n_head, c->n_head_kv);
-		return -1;
-	}
 	if (c->n_embd % c->n_head != 0)
 		v = 0; /* no default: key_length must then be given */
 	else
@@ -387,6 +506,9 @@ static int model_read_config(const struct gguf_file *f, const char *arch,
 		return -1;
 	}
 	c->n_rot = (int32_t)v;
+	c->head_dim_swa = c->head_dim_k;
+	c->n_rot_swa = c->n_rot;
+	c->n_kv_layers = c->n_layer;
 	v = 4096;
 	rc = model_get_u32(f, arch, "context_length", true, &v, err, errlen);
 	if (rc < 0 || model_check_range(arch, "context_length", v,
@@ -470,7 +592,12 @@ static int model_read_experts(const struct gguf_file *f,
 	uint32_t v;
 	int rc;
 
-	if (!(ad->feats & MODEL_FEAT_EXPERTS)) {
+	/* (a row whose mixture is optional: a file without expert_count is
+	   dense) */
+	if (!(ad->feats & MODEL_FEAT_EXPERTS) ||
+	    (!(ad->required & MODEL_FEAT_EXPERTS) &&
+	     model_get_u32(f, arch, "expert_count", true, &v, err, errlen) ==
+	         1)) {
 		if (sh->n_ff == 0) {
 			snprintf(err, errlen,
 			         "%s: missing key %s.feed_forward_length",
@@ -508,6 +635,13 @@ static int model_read_experts(const struct gguf_file *f,
 	                      MODEL_MAX_FF, err, errlen))
 		return -1;
 	sh->n_ff_exp = (int32_t)v;
+	if ((ad->feats & MODEL_FEAT_MOE_DENSE) && sh->n_ff == 0) {
+		snprintf(err, errlen,
+		         "%s: missing key %s.feed_forward_length (the dense "
+		         "MLP beside the experts)",
+		         f->path ? f->path : "model", arch);
+		return -1;
+	}
 	sh->expert_w_scale = 0.0f;
 	if (model_get_f32(f, arch, "expert_weights_scale", &sh->expert_w_scale,
 	                  err, errlen) < 0)
@@ -557,6 +691,7 @@ static int model_read_arch_keys(const struct gguf_file *f,
 		sh->n_ff_sh = (int32_t)v;
 	}
 	if (ad->feats & MODEL_FEAT_FINAL_SOFTCAP) {
+		sh->final_softcap = ad->final_softcap;
 		if (model_get_f32(f, arch, "final_logit_softcapping",
 		                  &sh->final_softcap, err, errlen) < 0)
 			return -1;
@@ -582,13 +717,20 @@ static int model_read_arch_keys(const struct gguf_file *f,
 		sh->swa_window = (int32_t)v;
 	}
 	v = (uint32_t)ad->swa_pattern;
-	rc = model_get_u32(f, arch, "attention.sliding_window_pattern", true,
-	                   &v, err, errlen);
+	/* (gemma4's is an array of one flag a layer: model_gemma4.c) */
+	rc = ad->per_layer_keys
+	         ? 1
+	         : model_get_u32(f, arch, "attention.sliding_window_pattern",
+	                         true, &v, err, errlen);
 	if (rc < 0 ||
 	    model_check_range(arch, "attention.sliding_window_pattern", v,
 	                      MODEL_MAX_LAYERS, err, errlen))
 		return -1;
 	sh->swa_pattern = (int32_t)v;
+	/* every swa_pattern-th layer is global (llama.cpp's
+	   set_swa_pattern), the others slide */
+	for (int32_t il = 0; il < sh->n_layer; il++)
+		sh->l_swa[il] = il % sh->swa_pattern < sh->swa_pattern - 1;
 	sh->rope_base_swa = ad->swa_rope_global ? sh->rope_freq_base : 10000.0f;
 	if (model_get_f32(f, arch, "rope.freq_base_swa", &sh->rope_base_swa,
 	                  err, errlen) < 0)
@@ -608,10 +750,9 @@ static int model_read_arch_keys(const struct gguf_file *f,
  * fills *t, 1 if absent and OPTIONAL (*t zeroed: data NULL), -1 with a
  * message naming the tensor otherwise.
  */
-static int model_tensor_get3(const struct gguf_file *f, const char *name,
-                             int64_t ne0, int64_t ne1, int64_t ne2,
-                             bool optional, struct model_tensor *t, char *err,
-                             size_t errlen)
+int model_tensor_get3(const struct gguf_file *f, const char *name, int64_t ne0,
+                      int64_t ne1, int64_t ne2, bool optional,
+                      struct model_tensor *t, char *err, size_t errlen)
 {
 	const struct gguf_tensor *g = gguf_find_tensor(f, name);
 	uint32_t want_dims = ne2 != 0 ? 3 : ne1 == 0 ? 1 : 2;
@@ -758,38 +899,44 @@ static int model_refuse_features(const struct gguf_file *f,
 	return 0;
 }
 
-/* Whether layer IL is a sliding-window layer: every swa_pattern-th layer
- * is global (llama.cpp's set_swa_pattern), the others slide. */
+/* Whether layer IL is a sliding-window layer (model_read_arch_keys). */
 static bool model_layer_slides(const struct model_shape *sh, int il)
 {
-	return sh->swa_window > 0 && il % sh->swa_pattern < sh->swa_pattern - 1;
+	return sh->swa_window > 0 && sh->l_swa[il];
 }
 
-/* The descriptors of layer IL from the file's shape: one head shape for
- * every layer; a sliding layer attends to its window and rotates with
- * RoPE class 1 (its own base), a global one with class 0. */
+/* The descriptors of layer IL from the file's shape: the layer's head
+ * counts and FFN size; a sliding layer attends to its window, has the
+ * sliding head size and rotates with RoPE class 1 (its own base and
+ * n_rot), a global one with class 0. */
 static void model_describe_layer(const struct model_shape *sh,
                                  const struct model_arch_row *ad, int il,
                                  struct model_layer *l)
 {
 	l->attn.kind = MODEL_ATTN_FULL;
 	l->attn.rope = 0;
+	l->attn.kv_layer = il;
+	l->attn.v_norm = ad->v_norm;
 	l->attn.gated = (ad->feats & MODEL_FEAT_ATTN_GATE) != 0;
 	if ((ad->feats & MODEL_FEAT_RECURRENT) &&
 	    model_layer_recurrent(sh, il)) {
 		l->attn.kind = MODEL_ATTN_RECURRENT;
 		l->attn.gated = false;
 	}
+	l->attn.n_head = sh->l_n_head[il];
+	l->attn.n_head_kv = sh->l_n_head_kv[il];
+	l->attn.head_dim_k = sh->head_dim_k;
+	l->attn.head_dim_v = sh->head_dim_v;
 	if (model_layer_slides(sh, il)) {
 		l->attn.kind = MODEL_ATTN_SLIDING;
 		l->attn.window = sh->swa_window;
 		l->attn.rope = 1;
+		l->attn.head_dim_k = sh->head_dim_swa;
+		l->attn.head_dim_v = sh->head_dim_swa;
 	}
-	l->attn.n_head = sh->n_head;
-	l->attn.n_head_kv = sh->n_head_kv;
-	l->attn.head_dim_k = sh->head_dim_k;
-	l->attn.head_dim_v = sh->head_dim_v;
-	if (sh->attn_scale > 0.0f)
+	if (ad->attn_scale > 0.0f)
+		l->attn.scale = ad->attn_scale;
+	else if (sh->attn_scale > 0.0f)
 		l->attn.scale = sh->attn_scale;
 	else if (ad->scale_embd_layers != 0 &&
 	         sh->n_layer == ad->scale_embd_layers)
@@ -798,7 +945,7 @@ static void model_describe_layer(const struct model_shape *sh,
 		l->attn.scale = 1.0f / sqrtf((float)sh->head_dim_k);
 	l->ffn.kind = MODEL_FFN_DENSE;
 	l->ffn.act = ad->act;
-	l->ffn.n_ff = sh->n_ff;
+	l->ffn.n_ff = sh->l_n_ff[il];
 	if (sh->n_expert > 0) {
 		l->ffn.kind = MODEL_FFN_EXPERTS;
 		l->ffn.n_ff = sh->n_ff_exp;
@@ -810,16 +957,12 @@ static void model_describe_layer(const struct model_shape *sh,
 	}
 }
 
-/* The router and the expert stacks of layer IL's mixture FF. The router
- * must be F32: its logits decide which experts run, and llama.cpp's
- * quantizer never rounds it (a rounded router is not the model). */
-static int model_load_experts(const struct gguf_file *f, int il, int32_t n_embd,
-                              struct model_ffn *ff, char *err, size_t errlen)
+/* Layer IL's router (n_embd x n_expert) into FF->router. It must be F32:
+ * its logits decide which experts run, and llama.cpp's quantizer never
+ * rounds it (a rounded router is not the model). */
+int model_load_router(const struct gguf_file *f, int il, int64_t n_embd,
+                      struct model_ffn *ff, char *err, size_t errlen)
 {
-	static const char *const sfx[3] = {"ffn_gate_exps.weight",
-	                                   "ffn_up_exps.weight",
-	                                   "ffn_down_exps.weight"};
-	struct model_tensor *ts[3] = {&ff->gate, &ff->up, &ff->down};
 	char name[96];
 
 	snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", il);
@@ -832,6 +975,21 @@ static int model_load_experts(const struct gguf_file *f, int il, int32_t n_embd,
 		         qtype_name(ff->router.type));
 		return -1;
 	}
+	return 0;
+}
+
+/* The router and the expert stacks of layer IL's mixture FF. */
+static int model_load_experts(const struct gguf_file *f, int il, int32_t n_embd,
+                              struct model_ffn *ff, char *err, size_t errlen)
+{
+	static const char *const sfx[3] = {"ffn_gate_exps.weight",
+	                                   "ffn_up_exps.weight",
+	                                   "ffn_down_exps.weight"};
+	struct model_tensor *ts[3] = {&ff->gate, &ff->up, &ff->down};
+	char name[96];
+
+	if (model_load_router(f, il, n_embd, ff, err, errlen))
+		return -1;
 	for (int k = 0; k < 3; k++) {
 		int64_t ne0 = k == 2 ? ff->n_ff : n_embd;
 		int64_t ne1 = k == 2 ? n_embd : ff->n_ff;
@@ -890,6 +1048,33 @@ static int model_load_moe_biases(const struct gguf_file *f, int il,
 	return 0;
 }
 
+/* Layer IL reads an earlier layer's cache (model.h invariant 2): which
+ * one, checked to have this layer's key/value heads. */
+static int model_share_kv(struct model *m, const struct model_shape *sh, int il,
+                          char *err, size_t errlen)
+{
+	struct model_attn *a = &m->w.layers[il].attn;
+	const struct model_attn *src;
+	int j = model_kv_source(sh, il, err, errlen);
+
+	if (j < 0)
+		return -1;
+	src = &m->w.layers[j].attn;
+	if (src->n_head_kv != a->n_head_kv ||
+	    src->head_dim_k != a->head_dim_k ||
+	    src->head_dim_v != a->head_dim_v || src->kind != a->kind) {
+		snprintf(err, errlen,
+		         "layer %d reads layer %d's KV cache (%s."
+		         "attention.shared_kv_layers) but has %d KV heads of "
+		         "%d dims, that layer %d of %d",
+		         il, j, m->cfg.arch_name, a->n_head_kv, a->head_dim_k,
+		         src->n_head_kv, src->head_dim_k);
+		return -1;
+	}
+	a->kv_layer = j;
+	return 0;
+}
+
 /* Load the tensors of layer IL, as its descriptors say. */
 static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
                             const struct model_shape *sh,
@@ -933,8 +1118,18 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 		goto ffn;
 	}
 	T(a->wq, "attn_q.weight", c->n_embd, a->gated ? 2 * nq : nq);
-	T(a->wk, "attn_k.weight", c->n_embd, nk);
-	T(a->wv, "attn_v.weight", c->n_embd, nv);
+	if (il >= sh->n_kv_layers) {
+		if (model_share_kv(m, sh, il, err, errlen))
+			return -1;
+	} else {
+		T(a->wk, "attn_k.weight", c->n_embd, nk);
+		snprintf(name, sizeof(name), "blk.%d.attn_v.weight", il);
+		/* (a layer without Wv uses its keys as values) */
+		if (model_tensor_get(f, name, c->n_embd, nv,
+		                     (ad->feats & MODEL_FEAT_K_AS_V) != 0,
+		                     &a->wv, err, errlen) < 0)
+			return -1;
+	}
 	V(a->bq, "attn_q.bias", nq, !bias_required, rc[0]);
 	V(a->bk, "attn_k.bias", nk, !bias_required, rc[1]);
 	V(a->bv, "attn_v.bias", nv, !bias_required, rc[2]);
@@ -963,7 +1158,10 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 		bool opt = !(ad->required & MODEL_FEAT_QK_NORM);
 
 		V(a->q_norm, "attn_q_norm.weight", a->head_dim_k, opt, rc[0]);
-		V(a->k_norm, "attn_k_norm.weight", a->head_dim_k, opt, rc[1]);
+		rc[1] = rc[0]; /* (a layer of shared KV has no keys) */
+		if (a->kv_layer == il)
+			V(a->k_norm, "attn_k_norm.weight", a->head_dim_k, opt,
+			  rc[1]);
 		if (rc[0] != rc[1]) {
 			snprintf(
 			    err, errlen,
@@ -976,10 +1174,13 @@ static int model_load_layer(const struct gguf_file *f, struct model *m, int il,
 ffn:
 	V(ff->norm, ad->ffn_norm ? ad->ffn_norm : "ffn_norm.weight", c->n_embd,
 	  false, rc[0]);
-	if ((ad->feats & MODEL_FEAT_SHARED_EXPERT) &&
-	    model_load_shared_expert(f, sh, il, ff, err, errlen))
+	if (ad->feats & MODEL_FEAT_MOE_DENSE) {
+		if (model_load_moe_dense(f, sh, il, ff, err, errlen))
+			return -1;
+	} else if ((ad->feats & MODEL_FEAT_SHARED_EXPERT) &&
+	           model_load_shared_expert(f, sh, il, ff, err, errlen))
 		return -1;
-	if (ff->kind == MODEL_FFN_EXPERTS) {
+	else if (ff->kind == MODEL_FFN_EXPERTS) {
 		if (model_load_experts(f, il, c->n_embd, ff, err, errlen) ||
 		    ((ad->feats & MODEL_FEAT_MOE_BIASES) &&
 		     model_load_moe_biases(
@@ -999,6 +1200,9 @@ ffn:
 		  rc[0]);
 		V(ff->post_norm, "post_ffw_norm.weight", c->n_embd, opt, rc[1]);
 	}
+	if ((ad->feats & MODEL_FEAT_PER_LAYER_EMBD) &&
+	    model_load_ple_layer(f, m, il, &m->w.layers[il], err, errlen))
+		return -1;
 #undef T
 #undef V
 	return 0;
@@ -1123,8 +1327,12 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 	r->freq_scale = sh->rope_freq_scale;
 	if (sh->rope_linear)
 		m->cfg.features |= MODEL_FEAT_ROPE_LINEAR;
-	rc = model_vector_get(f, "rope_freqs.weight", r->n_rot / 2, true,
-	                      &r->freq_factors, err, errlen);
+	/* (gemma4's holds a factor for each pair of the global head, of
+	   which the rotated ones are read) */
+	rc = model_vector_get(f, "rope_freqs.weight",
+	                      ad->per_layer_keys ? sh->head_dim_k / 2
+	                                         : r->n_rot / 2,
+	                      true, &r->freq_factors, err, errlen);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
@@ -1145,7 +1353,7 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 	r = &m->cfg.ropes[1];
 	m->cfg.n_ropes = 2;
 	r->style = ad->rope;
-	r->n_rot = sh->n_rot;
+	r->n_rot = sh->n_rot_swa;
 	r->freq_base = sh->rope_base_swa;
 	r->scaling = MODEL_ROPE_SCALING_NONE;
 	r->freq_scale = 1.0f;
@@ -1154,6 +1362,39 @@ static int model_load_rope(const struct gguf_file *f, struct model *m,
 		r->freq_scale = m->cfg.ropes[0].freq_scale;
 	}
 	return model_rope_freqs(r, sh, err, errlen);
+}
+
+/* The features of gemma4's layer IL (model_set_features). */
+static void model_layer_features(struct model *m, int il)
+{
+	struct model_config *c = &m->cfg;
+	const struct model_layer *l = &m->w.layers[il];
+	const struct model_layer *l0 = &m->w.layers[0];
+
+	if (l->attn.kind == MODEL_ATTN_RECURRENT)
+		return;
+	if (l->attn.v_norm)
+		c->features |= MODEL_FEAT_V_NORM;
+	if (l->attn.kv_layer != il) {
+		c->features |= MODEL_FEAT_KV_SHARED;
+		c->n_kv_shared++;
+	} else if (l->attn.wv.data == NULL) {
+		c->features |= MODEL_FEAT_K_AS_V;
+	}
+	if (l->attn.n_head != l0->attn.n_head ||
+	    l->attn.n_head_kv != l0->attn.n_head_kv ||
+	    l->attn.head_dim_k != l0->attn.head_dim_k ||
+	    l->ffn.n_ff != l0->ffn.n_ff ||
+	    l->ffn.sh_gate.ne1 != l0->ffn.sh_gate.ne1)
+		c->features |= MODEL_FEAT_LAYER_SHAPES;
+	if (l->ffn.exp_norm != NULL)
+		c->features |= MODEL_FEAT_MOE_DENSE;
+	if (l->ffn.exp_scale != NULL)
+		c->features |= MODEL_FEAT_EXPERT_SCALES;
+	if (l->ffn.gate_up.data != NULL)
+		c->features |= MODEL_FEAT_EXPERTS_MERGED;
+	if (l->out_scale != 0.0f)
+		c->features |= MODEL_FEAT_OUT_SCALE;
 }
 
 /* cfg.features: what the loaded descriptors use (the Q/K/V biases and
@@ -1198,7 +1439,12 @@ static void model_set_features(struct model *m, const struct model_shape *sh,
 			c->features |= MODEL_FEAT_ATTN_GATE;
 		if (l->ffn.sh_inp != NULL)
 			c->features |= MODEL_FEAT_SHARED_EXPERT;
+		model_layer_features(m, il);
 	}
+	if (c->ple_dim > 0)
+		c->features |= MODEL_FEAT_PER_LAYER_EMBD;
+	if (c->n_ropes == 2 && c->ropes[0].n_rot != c->ropes[1].n_rot)
+		c->features |= MODEL_FEAT_LAYER_SHAPES;
 	c->n_nextn = sh->n_nextn;
 }
 
@@ -1313,8 +1559,11 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	m->file = f;
 	m->cfg.arch_name = ad->name;
 	memset(&sh, 0, sizeof(sh));
-	if (model_read_config(f, ad->name, &sh, err, errlen) ||
-	    model_read_arch_keys(f, ad, &sh, err, errlen))
+	if (model_read_config(f, ad->name, ad->per_layer_keys, &sh, err,
+	                      errlen) ||
+	    model_read_arch_keys(f, ad, &sh, err, errlen) ||
+	    (ad->per_layer_keys &&
+	     model_read_gemma4_keys(f, ad->name, &sh, err, errlen)))
 		goto fail;
 	if (sh.rope_yarn && !(ad->feats & MODEL_FEAT_ROPE_YARN)) {
 		snprintf(err, errlen,
@@ -1332,7 +1581,9 @@ int model_load(const struct gguf_file *f, struct model **out, char *err,
 	if (ad->required & MODEL_FEAT_EMBD_SCALE)
 		m->cfg.embd_scale = sqrtf((float)sh.n_embd);
 	m->cfg.final_softcap = sh.final_softcap;
+	m->cfg.ple_dim = sh.ple_dim;
 	if (model_load_globals(f, m, err, errlen) ||
+	    (m->cfg.ple_dim > 0 && model_load_ple_globals(f, m, err, errlen)) ||
 	    model_load_rope(f, m, &sh, ad, err, errlen))
 		goto fail;
 	m->w.layers = calloc((size_t)m->cfg.n_layer, sizeof(*m->w.layers));
@@ -1375,10 +1626,11 @@ int model_layer_matrices(
     const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES])
 {
 	const struct model_tensor *all[MODEL_LAYER_MAX_MATRICES] = {
-	    &l->attn.wq,  &l->attn.wk,     &l->attn.wv,   &l->attn.wo,
-	    &l->ffn.gate, &l->ffn.up,      &l->ffn.down,  &l->ffn.router,
-	    &l->ssm.wqkv, &l->ssm.wz,      &l->ssm.wbeta, &l->ssm.walpha,
-	    &l->ssm.wout, &l->ffn.sh_gate, &l->ffn.sh_up, &l->ffn.sh_down};
+	    &l->attn.wq,     &l->attn.wk,     &l->attn.wv,   &l->attn.wo,
+	    &l->ffn.gate,    &l->ffn.up,      &l->ffn.down,  &l->ffn.router,
+	    &l->ssm.wqkv,    &l->ssm.wz,      &l->ssm.wbeta, &l->ssm.walpha,
+	    &l->ssm.wout,    &l->ffn.sh_gate, &l->ffn.sh_up, &l->ffn.sh_down,
+	    &l->ffn.gate_up, &l->ple.gate,    &l->ple.proj};
 	int n = 0;
 
 	for (int i = 0; i < MODEL_LAYER_MAX_MATRICES; i++)
@@ -1397,6 +1649,13 @@ struct model_cache_desc model_layer_cache(const struct model *m, int il)
 	         : a->kind == MODEL_ATTN_RECURRENT ? MODEL_CACHE_RECURRENT
 	                                           : MODEL_CACHE_FULL;
 	d.window = a->kind == MODEL_ATTN_SLIDING ? a->window : 0;
+	d.src = il;
+	if (a->kv_layer != il) { /* it reads layer kv_layer's */
+		d.kind = MODEL_CACHE_SHARED;
+		d.window = 0;
+		d.src = a->kv_layer;
+		return d;
+	}
 	if (a->kind == MODEL_ATTN_RECURRENT) {
 		const struct model_ssm *s = &m->w.layers[il].ssm;
 
@@ -1441,6 +1700,22 @@ struct model_tensor model_expert(const struct model_tensor *t, int32_t e)
 	x.data = (const unsigned char *)t->data +
 	         (size_t)e * (size_t)t->ne1 * t->row_size;
 	return x;
+}
+
+void model_expert_gate_up(const struct model_ffn *f, int32_t e,
+                          struct model_tensor *gate, struct model_tensor *up)
+{
+	if (f->gate_up.data == NULL) {
+		*gate = model_expert(&f->gate, e);
+		*up = model_expert(&f->up, e);
+		return;
+	}
+	/* expert e's 2 n_ff rows: gate's, then up's */
+	*gate = model_expert(&f->gate_up, e);
+	gate->ne1 = f->n_ff;
+	*up = *gate;
+	up->data = (const unsigned char *)gate->data +
+	           (size_t)f->n_ff * gate->row_size;
 }
 
 /* The scores the choice is made on (model_moe_route): SOFTMAX gating the
@@ -1577,6 +1852,7 @@ void model_free(struct model *m)
 		free(ff->down_b);
 		free(ff->sh_inp);
 		model_ssm_free(&m->w.layers[il].ssm);
+		model_gemma4_free_layer(&m->w.layers[il]);
 	}
 	for (int i = 0; i < MODEL_MAX_ROPES; i++) {
 		free(m->cfg.ropes[i].freq_factors);
@@ -1584,6 +1860,7 @@ void model_free(struct model *m)
 	}
 	free(m->w.layers);
 	free(m->w.output_norm);
+	free(m->w.ple_proj_norm);
 	free(m);
 }
 
@@ -1597,7 +1874,9 @@ static uint64_t model_tensor_bytes(const struct model_tensor *t)
  * of an expert stack the n_expert_used matrices a token is routed to). */
 uint64_t model_weight_bytes(const struct model *m)
 {
-	uint64_t n = model_tensor_bytes(&m->w.output);
+	uint64_t n =
+	    model_tensor_bytes(&m->w.output) +
+	    (m->w.ple_proj.data ? model_tensor_bytes(&m->w.ple_proj) : 0);
 
 	for (int il = 0; il < m->cfg.n_layer; il++) {
 		const struct model_ffn *ff = &m->w.layers[il].ffn;

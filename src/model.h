@@ -16,11 +16,21 @@
  *
  *   x = token_embd[tok]                                   fp32 residual
  *   x *= embd_scale                                   (gemma: sqrt(n_embd))
+ *   per-layer inputs (ple_dim > 0, Gemma 4's E models: P = ple_dim,
+ *   L = n_layer), from the scaled x above:
+ *     e = ple_embd[tok] sqrt(P)                      [L][P]
+ *     p = rmsnorm_P(ple_proj x / sqrt(n_embd)) * ple_proj_norm  [L][P]
+ *     pl = (p + e) / sqrt(2)                 pl[il] is layer il's input
  *   for each layer, attention (struct model_attn):
  *     h = rmsnorm(x) * norm
  *     q = Wq h (+bq), k = Wk h (+bk), v = Wv h (+bv)
+ *         no Wv: v = Wk h (keys as values)                    (gemma4)
  *     q, k = rmsnorm(per head) * q_norm, k_norm      q/k norm (qwen3, gemma)
+ *     v = rmsnorm(per head), no weight                  v_norm (gemma4)
  *     rope(q, k, pos, ropes[rope])     NORM: adjacent pairs, NEOX: halves
+ *     k, v into the layer's cache; a layer with kv_layer != itself
+ *         (KV sharing, gemma4) computes neither and reads layer
+ *         kv_layer's cache (an earlier layer of the same kind)
  *     s_ij = scale * q_i . k_j                 scale = 1/sqrt(head_dim_k)
  *     s_ij = softcap * tanh(s_ij / softcap)          [planned] softcap > 0
  *     j in 0..i (full), i-window < j <= i (sliding)     window (gemma3)
@@ -32,6 +42,8 @@
  *     o = Wo o (+bo)                                     bo (gpt-oss)
  *     o = rmsnorm(o) * post_norm                          post_norm (gemma)
  *     x += o
+ *   (head counts, head dims and the RoPE class may differ from layer to
+ *   layer: gemma4's sliding and global layers, MODEL_FEAT_LAYER_SHAPES)
  *   or, in a recurrent layer (kind RECURRENT, struct model_ssm: Qwen3.5's
  *   Gated DeltaNet; H_k key heads, H_v value heads, S dims each):
  *     h = rmsnorm(x) * norm
@@ -67,12 +79,25 @@
  *              expert e of the 3-D tensors (experts stacked); with
  *              expert biases (gpt-oss) Wgate_e h + gate_b[e], Wup_e h +
  *              up_b[e], Wdown_e (...) + down_b[e]
+ *              per-expert output scales (gemma4): Wdown_e (...) *
+ *              exp_scale[e], before the weight
  *     shared expert (qwen35moe): f += sigmoid(sh_inp . h) *
- *              Wsh_down (silu(Wsh_gate h) * (Wsh_up h))
+ *              Wsh_down (act(Wsh_gate h) * (Wsh_up h))
+ *     a dense MLP beside the mixture (gemma4, exp_norm != NULL): two
+ *              branches of the same x, each with its own norms:
+ *              f1 = rmsnorm(Wsh_down (act(Wsh_gate h) * (Wsh_up h))) *
+ *                   sh_post_norm                      (h as above)
+ *              the experts take h2 = rmsnorm(x) * exp_norm, the router
+ *              rmsnorm(x) / sqrt(n_embd) * router_scale (no weight);
+ *              f2 = rmsnorm(experts' f) * exp_post_norm
+ *              f = f1 + f2
  *     f = rmsnorm(f) * post_norm                          post_norm (gemma)
  *     x += f
+ *   per-layer input (ple_dim > 0): x += rmsnorm(Wple_proj (gelu_tanh(
+ *       Wple_gate x) * pl[il])) * ple_post_norm
+ *   x *= out_scale                          out_scale != 0 (gemma4)
  *   logits = Wout (rmsnorm(x) * output_norm)   Wout = token_embd if tied
- *   logits = final_softcap * tanh(logits / final_softcap)      [planned]
+ *   logits = final_softcap * tanh(logits / final_softcap)
  *
  * RoPE classes. A layer names one of ropes[] (Gemma's local and global
  * layers rotate with different bases). A class is its style, rotated dims,
@@ -98,7 +123,8 @@
  * truncation needs), recurrent (the conv state, the last d_conv - 1 inputs
  * [d_conv - 1][conv_dim] oldest first, then the states S_h [H_v][S][S]
  * as S_h[i][j], i the value dim, j the key dim: restored from snapshots,
- * engine.h). model_layer_cache() gives each layer's.
+ * engine.h), shared (no cache of its own: it reads an earlier layer's,
+ * attn.kv_layer). model_layer_cache() gives each layer's.
  *
  * Adding an architecture (what the next one needs, in order):
  *   1. A row in model_archs[] (model.c): its general.architecture name,
@@ -140,7 +166,8 @@
  *      refused by name.
  *   2. Per layer: n_head % n_head_kv == 0; its RoPE class's n_rot is even
  *      and <= head_dim_k; head_dim_k == head_dim_v (the attention here
- *      needs it).
+ *      needs it). A layer reading another's cache (kv_layer != il) reads
+ *      an earlier layer of the same kind, n_head_kv and head dims.
  *   3. All counts are positive and bounded (MODEL_MAX_* below), so products
  *      such as n_layer * n_ctx * n_head_kv * head_dim fit in int64_t.
  *   4. cfg.max_* are the largest of the layers' values (buffer sizes).
@@ -192,8 +219,21 @@ enum model_feature {
 	MODEL_FEAT_SWIGLU_OAI = 1u << 16,    /* clamped SwiGLU (gpt-oss) */
 	MODEL_FEAT_ATTN_GATE = 1u << 17,     /* attention output gate */
 	MODEL_FEAT_SHARED_EXPERT = 1u << 18, /* a gated shared expert */
+	/* gemma4 */
+	MODEL_FEAT_LAYER_SHAPES = 1u << 19,   /* head counts, head dims, n_rot
+	                                         or n_ff differ by layer */
+	MODEL_FEAT_V_NORM = 1u << 20,         /* values RMS-normed, no weight */
+	MODEL_FEAT_K_AS_V = 1u << 21,         /* no Wv: keys used as values */
+	MODEL_FEAT_KV_SHARED = 1u << 22,      /* layers reading another's KV */
+	MODEL_FEAT_MOE_DENSE = 1u << 23,      /* a dense MLP beside the mixture,
+	                                         own norms, scaled router input */
+	MODEL_FEAT_EXPERT_SCALES = 1u << 24,  /* per-expert output scales */
+	MODEL_FEAT_PER_LAYER_EMBD = 1u << 25, /* per-layer token inputs */
+	MODEL_FEAT_OUT_SCALE = 1u << 26,      /* layer output times a scalar */
+	MODEL_FEAT_EXPERTS_MERGED = 1u << 27, /* gate and up experts stacked
+	                                         in one tensor */
 };
-#define MODEL_FEAT_COUNT 19
+#define MODEL_FEAT_COUNT 28
 
 /* Name of the single feature bit F ("sliding-window attention"), static;
  * "?" for anything else. */
@@ -289,8 +329,13 @@ struct model_attn {
 	float *bv;              /* [n_head_kv * head_dim_v] or NULL (owned) */
 	float *bo;              /* [n_embd] or NULL (owned) */
 	float *sinks;           /* [n_head] a logit per head, or NULL */
-	bool gated; /* wq has 2 n_head * head_dim_k rows, [q | gate] per
-	               head; o *= sigmoid(gate) before Wo */
+	bool gated;       /* wq has 2 n_head * head_dim_k rows, [q | gate] per
+	                     head; o *= sigmoid(gate) before Wo */
+	bool v_norm;      /* v RMS-normed per head, no weight */
+	int32_t kv_layer; /* the layer whose K/V cache it reads: itself, or
+	                     an earlier one (KV sharing: then wk, wv, k_norm
+	                     are absent and it writes no cache); wv absent
+	                     in a layer of its own: v = Wk h */
 };
 
 /* A recurrent layer's Gated DeltaNet (attention kind RECURRENT: the
@@ -344,11 +389,30 @@ struct model_ffn {
 	struct model_tensor sh_gate; /* [n_ff_sh rows, n_embd] */
 	struct model_tensor sh_up;   /* [n_ff_sh rows, n_embd] */
 	struct model_tensor sh_down; /* [n_embd rows, n_ff_sh] */
-	float *sh_inp;               /* [n_embd] its gate's weights (owned) */
+	float *sh_inp;               /* [n_embd] its gate's weights, or NULL:
+	                                ungated (owned) */
+	/* a dense MLP beside the mixture (MODEL_FEAT_MOE_DENSE: sh_gate,
+	   sh_up, sh_down are it, with act; sh_inp NULL), else NULL (owned) */
+	float *sh_post_norm;  /* [n_embd] after the dense branch */
+	float *exp_norm;      /* [n_embd] the experts' input norm */
+	float *exp_post_norm; /* [n_embd] after the experts' sum */
+	float *router_scale;  /* [n_embd] of the router's unweighted
+	                         rmsnorm(x) / sqrt(n_embd) */
+	float *exp_scale;     /* [n_expert] expert e's output times it, or
+	                         NULL (owned; MODEL_FEAT_EXPERT_SCALES) */
+	/* gate and up of every expert in one stack (MODEL_FEAT_EXPERTS_
+	   MERGED; then gate and up are absent): [2 n_ff rows, n_embd] x
+	   n_expert, gate rows first (model_expert_gate_up) */
+	struct model_tensor gate_up;
 };
 
 /* Matrix E of the stack T (experts stacked along ne2) as a 2-D tensor. */
 struct model_tensor model_expert(const struct model_tensor *t, int32_t e);
+
+/* Expert E's gate and up matrices of F, whether stacked apart or merged
+ * (gate_up). */
+void model_expert_gate_up(const struct model_ffn *f, int32_t e,
+                          struct model_tensor *gate, struct model_tensor *up);
 
 /* The experts chosen for one token from its router logits R[n_expert]
  * (the recipe above): IDS[n_expert_used] (largest first, the lower index
@@ -378,11 +442,20 @@ struct model_attn_params {
 	                       backend substitutes its copy) */
 };
 
+/* A layer's per-layer input (cfg.ple_dim > 0: Gemma 4's E models). */
+struct model_ple {
+	struct model_tensor gate; /* inp_gate [ple_dim rows, n_embd] */
+	struct model_tensor proj; /* proj [n_embd rows, ple_dim] */
+	float *post_norm;         /* [n_embd] (owned) */
+};
+
 /* The weights of one block. */
 struct model_layer {
 	struct model_attn attn; /* (its norm only when recurrent) */
 	struct model_ssm ssm;   /* attn.kind == MODEL_ATTN_RECURRENT */
 	struct model_ffn ffn;
+	struct model_ple ple; /* absent (data NULL) unless cfg.ple_dim */
+	float out_scale;      /* x times it after the layer; 0: off */
 };
 
 /* What a layer's cache holds (engine.h: per-layer caches). */
@@ -391,6 +464,7 @@ enum model_cache_kind {
 	MODEL_CACHE_WINDOW,    /* the last `window` positions are read (both
 	                          backends keep every position so far) */
 	MODEL_CACHE_RECURRENT, /* a state of fixed size (the caches note) */
+	MODEL_CACHE_SHARED,    /* none: it reads layer `src`'s */
 };
 
 struct model_cache_desc {
@@ -400,6 +474,7 @@ struct model_cache_desc {
 	int32_t v_dim;        /* floats of V per position */
 	int64_t conv_floats;  /* RECURRENT: (d_conv - 1) conv_dim */
 	int64_t state_floats; /* RECURRENT: n_v_heads head_dim^2 */
+	int32_t src;          /* SHARED: the layer whose cache it reads */
 };
 
 /* Global hyper-parameters: immutable after model_load(). */
@@ -411,30 +486,33 @@ struct model_config {
 	int32_t n_layer;       /* ARCH.block_count */
 	float rms_eps;         /* ARCH.attention.layer_norm_rms_epsilon */
 	float embd_scale;      /* embeddings times this; 0 = off */
-	float final_softcap;   /* [planned] of the logits; 0 = off */
+	float final_softcap;   /* of the logits; 0 = off */
 	bool tied_output;      /* no output.weight: LM head = token_embd */
 	int32_t n_ropes;       /* classes in ropes[] */
 	struct model_rope ropes[MODEL_MAX_ROPES];
 	/* the largest of the layers' values (buffer sizes) */
-	int32_t max_n_head;       /* query heads */
-	int32_t max_head_dim;     /* head_dim_k and head_dim_v */
-	int32_t max_q_dim;        /* n_head * head_dim_k */
-	int32_t max_o_dim;        /* n_head * head_dim_v */
-	int32_t max_kv_dim_k;     /* n_head_kv * head_dim_k */
-	int32_t max_kv_dim_v;     /* n_head_kv * head_dim_v */
-	int32_t max_ff;           /* n_ff (of one expert) */
-	int32_t max_expert;       /* n_expert (0: no mixture) */
-	int32_t max_expert_used;  /* n_expert_used */
-	int32_t max_rot;          /* n_rot of the RoPE classes */
-	int32_t max_conv_dim;     /* a recurrent layer's conv_dim */
-	int32_t max_ssm_v;        /* its n_v_heads * head_dim */
-	int32_t max_ssm_heads;    /* its n_v_heads */
-	int32_t max_ff_sh;        /* a shared expert's n_ff_sh */
-	int32_t n_recurrent;      /* recurrent layers */
-	int32_t n_nextn;          /* multi-token-prediction blocks after the
-	                             layers (ARCH.nextn_predict_layers): in
-	                             the file, not run */
-	uint32_t features;        /* MODEL_FEAT_* the model uses */
+	int32_t max_n_head;      /* query heads */
+	int32_t max_head_dim;    /* head_dim_k and head_dim_v */
+	int32_t max_q_dim;       /* n_head * head_dim_k */
+	int32_t max_o_dim;       /* n_head * head_dim_v */
+	int32_t max_kv_dim_k;    /* n_head_kv * head_dim_k */
+	int32_t max_kv_dim_v;    /* n_head_kv * head_dim_v */
+	int32_t max_ff;          /* n_ff (of one expert) */
+	int32_t max_expert;      /* n_expert (0: no mixture) */
+	int32_t max_expert_used; /* n_expert_used */
+	int32_t max_rot;         /* n_rot of the RoPE classes */
+	int32_t max_conv_dim;    /* a recurrent layer's conv_dim */
+	int32_t max_ssm_v;       /* its n_v_heads * head_dim */
+	int32_t max_ssm_heads;   /* its n_v_heads */
+	int32_t max_ff_sh;       /* a shared expert's n_ff_sh */
+	int32_t n_recurrent;     /* recurrent layers */
+	int32_t n_kv_shared;     /* layers reading another's cache */
+	int32_t ple_dim;   /* ARCH.embedding_length_per_layer_input: per-layer
+	                      inputs of this many dims (0: none) */
+	int32_t n_nextn;   /* multi-token-prediction blocks after the
+	                      layers (ARCH.nextn_predict_layers): in
+	                      the file, not run */
+	uint32_t features; /* MODEL_FEAT_* the model uses */
 	int32_t n_vision_tensors; /* v.* and mm.* tensors: a vision tower
 	                             the text model does not read */
 };
@@ -446,6 +524,12 @@ struct model_weights {
 	struct model_tensor
 	    output; /* [n_vocab rows, n_embd]; = token_embd if tied */
 	struct model_layer *layers; /* [n_layer] (owned) */
+	/* per-layer inputs (cfg.ple_dim > 0), else absent */
+	struct model_tensor ple_embd; /* per_layer_token_embd [n_vocab rows,
+	                                 n_layer * ple_dim] */
+	struct model_tensor ple_proj; /* per_layer_model_proj [n_layer *
+	                                 ple_dim rows, n_embd] */
+	float *ple_proj_norm;         /* [ple_dim] (owned) */
 };
 
 struct model {
@@ -469,9 +553,10 @@ void model_free(struct model *m);
 
 /* The weight matrices a layer has (absent ones skipped), in a fixed
  * order: wq, wk, wv, wo, gate, up, down, router, the recurrent layer's
- * wqkv, wz, wbeta, walpha, wout, the shared expert's gate, up, down.
+ * wqkv, wz, wbeta, walpha, wout, the shared expert's gate, up, down,
+ * the merged experts' gate_up, the per-layer input's gate and proj.
  * Returns how many. */
-#define MODEL_LAYER_MAX_MATRICES 16
+#define MODEL_LAYER_MAX_MATRICES 19
 int model_layer_matrices(
     const struct model_layer *l,
     const struct model_tensor *ts[MODEL_LAYER_MAX_MATRICES]);

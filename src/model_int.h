@@ -43,6 +43,18 @@ struct model_shape {
 	int32_t ssm_k_heads, ssm_v_heads, ssm_head_dim, ssm_d_conv;
 	int32_t full_attn_interval; /* ARCH.full_attention_interval */
 	int32_t n_nextn;            /* ARCH.nextn_predict_layers */
+	/* per layer (the scalars above for every layer, unless a row with
+	   per_layer_keys finds arrays: model_gemma4.c) */
+	int32_t l_n_head[MODEL_MAX_LAYERS];    /* attention.head_count */
+	int32_t l_n_head_kv[MODEL_MAX_LAYERS]; /* attention.head_count_kv */
+	int32_t l_n_ff[MODEL_MAX_LAYERS];      /* feed_forward_length */
+	bool l_swa[MODEL_MAX_LAYERS]; /* sliding (swa_window > 0 only) */
+	/* sliding layers' heads and rotation (.key_length_swa, .value_
+	   length_swa, .rope.dimension_count_swa; else the global ones) */
+	int32_t head_dim_swa, n_rot_swa;
+	int32_t n_kv_layers; /* layers with a cache of their own, the first
+	                        ones (n_layer - .attention.shared_kv_layers) */
+	int32_t ple_dim;     /* .embedding_length_per_layer_input, 0: none */
 };
 
 /* Read "ARCH.SUFFIX" as u32 into *out; absent: 1 if OPTIONAL, else an
@@ -96,5 +108,55 @@ int model_load_shared_expert(const struct gguf_file *f,
 
 /* Free S's owned copies. */
 void model_ssm_free(struct model_ssm *s);
+
+/* Read "ARCH.SUFFIX" as one u32 for every layer, or (PER_LAYER) an array
+ * of n_layer of them, each in 1..MAX, into OUT[n_layer]. Absent: 1 if
+ * OPTIONAL (OUT untouched), else an error. Returns 0, 1 or -1. */
+int model_get_u32_layers(const struct gguf_file *f, const char *arch,
+                         const char *suffix, bool optional, bool per_layer,
+                         int32_t n_layer, int64_t max, int32_t *out, char *err,
+                         size_t errlen);
+
+/* Layer IL's F32 router (n_embd x n_expert) into FF->router, or -1 with
+ * the tensor named in ERR (model.c). */
+int model_load_router(const struct gguf_file *f, int il, int64_t n_embd,
+                      struct model_ffn *ff, char *err, size_t errlen);
+/* Find tensor NAME and check it: computable type, [NE0, NE1, NE2] (NE1 0:
+ * 1-D, NE2 0: at most 2-D). 0 and *T filled, 1 if absent and OPTIONAL,
+ * -1 with a message. */
+int model_tensor_get3(const struct gguf_file *f, const char *name, int64_t ne0,
+                      int64_t ne1, int64_t ne2, bool optional,
+                      struct model_tensor *t, char *err, size_t errlen);
+
+/* model_gemma4.c: the keys of Gemma 4's layers into SH (the per-layer
+ * arrays, the sliding layers' head size and rotation, KV sharing, the
+ * per-layer inputs' size). */
+int model_read_gemma4_keys(const struct gguf_file *f, const char *arch,
+                           struct model_shape *sh, char *err, size_t errlen);
+
+/* Layer IL's KV source: itself, or (KV sharing) the last layer of the
+ * same kind with a cache of its own (llama.cpp's choice); -1 with a
+ * message when there is none of that kind. */
+int model_kv_source(const struct model_shape *sh, int il, char *err,
+                    size_t errlen);
+
+/* Layer IL's FFN of a model with MODEL_FEAT_MOE_DENSE (dense, or a
+ * mixture with the dense MLP beside it: ffn_gate_inp present) into FF,
+ * whose norm, post_norm and descriptors are read already. */
+int model_load_moe_dense(const struct gguf_file *f,
+                         const struct model_shape *sh, int il,
+                         struct model_ffn *ff, char *err, size_t errlen);
+
+/* The per-layer inputs' global tensors (cfg.ple_dim > 0) into M. */
+int model_load_ple_globals(const struct gguf_file *f, struct model *m,
+                           char *err, size_t errlen);
+
+/* Layer IL's per-layer input tensors and its output scale into L. */
+int model_load_ple_layer(const struct gguf_file *f, const struct model *m,
+                         int il, struct model_layer *l, char *err,
+                         size_t errlen);
+
+/* Free the owned copies of model_load_moe_dense and model_load_ple_*. */
+void model_gemma4_free_layer(struct model_layer *l);
 
 #endif /* PARLEY_MODEL_INT_H */

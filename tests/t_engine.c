@@ -99,6 +99,16 @@ static void check_state_versions(struct engine *c, const struct model *m,
 	memcpy(v1 + 32, &kvb, 8);
 	memcpy(v1 + 40, bytes + rec, kvn);
 	engine_truncate(c, 0);
+	if (m->cfg.features & (MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_KV_SHARED |
+	                       MODEL_FEAT_LAYER_SHAPES)) {
+		/* version 1 describes one full cache shape of every layer */
+		tap_ok(engine_state_load(c, v1, 40 + kvn, err, sizeof(err)) ==
+		               -1 &&
+		           strstr(err, "version 1") != NULL,
+		       "%s: a version 1 state refused (layers differ): %s",
+		       name, err);
+		goto records;
+	}
 	tap_ok(engine_state_load(c, v1, 40 + kvn, err, sizeof(err)) == 0 &&
 	           engine_n_past(c) == 16 &&
 	           engine_eval(c, &tok, 1, 0, err, sizeof(err)) == 0 &&
@@ -110,6 +120,7 @@ static void check_state_versions(struct engine *c, const struct model *m,
 	tap_ok(engine_state_load(c, v1, 40 + kvn, err, sizeof(err)) == -1 &&
 	           strstr(err, "version 1") != NULL,
 	       "%s: a version 1 state of another shape refused: %s", name, err);
+records:
 	free(v1);
 	memcpy(&kdim, bytes + 32 + 32 + 8, 4); /* layer 1's k_dim */
 	kdim += 1;
@@ -492,6 +503,147 @@ static void check_gemma_errors(void)
 	gguf_close(src);
 }
 
+/* Load a variant of SRC (write_variant's DROP, SHRINK, EXTRA); returns
+ * model_load's code, its message in ERR. */
+static int load_variant(const struct gguf_file *src, const char *drop,
+                        const char *shrink, const char *extra, char *err,
+                        size_t errlen)
+{
+	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[1024];
+	struct gguf_file *f;
+	struct model *m = NULL;
+	int rc = -1;
+
+	snprintf(path, sizeof(path), "%s/t_engine_g4_%d.gguf", tmpdir,
+	         (int)getpid());
+	err[0] = '\0';
+	if (write_variant(src, path, drop, NULL, shrink, extra) == 0) {
+		f = gguf_open(path, err, errlen);
+		if (f != NULL) {
+			rc = model_load(f, &m, err, errlen);
+			model_free(m);
+			gguf_close(f);
+		}
+	}
+	unlink(path);
+	return rc;
+}
+
+/*
+ * gemma4 files (tests/data/engine/gemma4_*, gen_arch.py): the description
+ * (sliding layers' heads, keys as values, shared KV with no cache of its
+ * own, the mixture beside a dense MLP, per-layer inputs); a missing or
+ * misshapen tensor of each feature named; a gemma4 tensor in a gemma3
+ * file refused by name.
+ */
+static void check_gemma4(void)
+{
+	struct gguf_file *d, *mo, *ef, *g3;
+	struct model *md = open_model("gemma4_f32", &d);
+	struct model *mm = open_model("gemma4_moe_f32", &mo);
+	struct model *me = open_model("gemma4_e_f32", &ef);
+	struct model *m3 = open_model("gemma3_f32_swa", &g3);
+	char err[512];
+	struct {
+		const struct gguf_file *src;
+		const char *drop, *shrink, *extra, *expect;
+	} cases[] = {
+	    {d, "blk.0.attn_v.weight", NULL, NULL, NULL}, /* keys as values */
+	    {d, "blk.2.attn_k.weight", NULL, NULL,
+	     "missing tensor blk.2.attn_k.weight"},
+	    {d, NULL, "blk.0.attn_q.weight", NULL,
+	     "tensor blk.0.attn_q.weight has shape"},
+	    {d, "rope_freqs.weight", NULL, NULL, NULL}, /* optional */
+	    {mo, "blk.1.ffn_gate_inp.scale", NULL, NULL,
+	     "missing tensor blk.1.ffn_gate_inp.scale"},
+	    {mo, "blk.0.pre_ffw_norm_2.weight", NULL, NULL,
+	     "missing tensor blk.0.pre_ffw_norm_2.weight"},
+	    {mo, "blk.0.ffn_up.weight", NULL, NULL,
+	     "missing tensor blk.0.ffn_up.weight"},
+	    {mo, NULL, "blk.2.ffn_down_exps.weight", NULL,
+	     "tensor blk.2.ffn_down_exps.weight has shape"},
+	    {ef, "per_layer_proj_norm.weight", NULL, NULL,
+	     "missing tensor per_layer_proj_norm.weight"},
+	    {ef, "blk.3.inp_gate.weight", NULL, NULL,
+	     "missing tensor blk.3.inp_gate.weight"},
+	    {ef, NULL, "blk.1.proj.weight", NULL,
+	     "tensor blk.1.proj.weight has shape"},
+	    {g3, NULL, NULL, "blk.1.inp_gate.weight",
+	     "tensor blk.1.inp_gate.weight: architecture gemma3 has no "
+	     "per-layer embeddings"},
+	    {g3, NULL, NULL, "blk.1.layer_output_scale.weight",
+	     "architecture gemma3 has no layer output scale"},
+	};
+
+	if (!tap_ok(md && mm && me && m3, "gemma4 files load"))
+		return;
+	tap_ok(md->w.layers[0].attn.head_dim_k == 16 &&
+	           md->w.layers[0].attn.n_head_kv == 2 &&
+	           md->w.layers[2].attn.head_dim_k == 32 &&
+	           md->w.layers[2].attn.n_head_kv == 1 &&
+	           md->w.layers[2].attn.wv.data == NULL &&
+	           md->w.layers[0].attn.v_norm &&
+	           md->w.layers[2].attn.scale == 1.0f &&
+	           md->cfg.ropes[0].n_rot == 32 &&
+	           md->cfg.ropes[1].n_rot == 16 &&
+	           md->cfg.ropes[0].freq_factors != NULL &&
+	           md->cfg.ropes[1].freq_factors == NULL &&
+	           md->cfg.final_softcap == 30.0f,
+	       "gemma4 dense: sliding heads 2 x 16, global 1 x 32 with keys "
+	       "as values, rope_freqs on the global class only, scale 1");
+	tap_ok(md->w.layers[3].attn.kv_layer == 1 &&
+	           md->w.layers[5].attn.kv_layer == 2 &&
+	           model_layer_cache(md, 4).kind == MODEL_CACHE_SHARED &&
+	           model_layer_cache(md, 4).k_dim == 0 &&
+	           model_layer_cache(md, 4).src == 1 &&
+	           md->cfg.n_kv_shared == 3 &&
+	           model_cache_floats(md, 1) == 2 * (2 * 2 * 16) + 2 * 32 &&
+	           (md->cfg.features & MODEL_FEAT_KV_SHARED) &&
+	           (md->cfg.features & MODEL_FEAT_K_AS_V),
+	       "gemma4 dense: the last 3 layers read layers 1 and 2's caches, "
+	       "no cache of their own (%zu floats a position)",
+	       model_cache_floats(md, 1));
+	tap_ok(mm->w.layers[0].ffn.kind == MODEL_FFN_EXPERTS &&
+	           mm->w.layers[0].ffn.sh_gate.ne1 == 64 &&
+	           mm->w.layers[0].ffn.n_ff == 16 &&
+	           mm->w.layers[0].ffn.sh_inp == NULL &&
+	           mm->w.layers[0].ffn.exp_norm != NULL &&
+	           mm->w.layers[0].ffn.router_scale != NULL &&
+	           mm->w.layers[0].ffn.exp_scale != NULL &&
+	           (mm->cfg.features & MODEL_FEAT_MOE_DENSE),
+	       "gemma4 mixture: experts of 16 beside a dense MLP of 64, "
+	       "router and expert scales");
+	tap_ok(me->cfg.ple_dim == 32 && me->w.ple_embd.ne0 == 160 &&
+	           me->w.layers[4].ple.proj.ne1 == 64 &&
+	           me->w.layers[2].ffn.n_ff == 128 &&
+	           me->w.layers[1].ffn.n_ff == 64 &&
+	           (me->cfg.features & MODEL_FEAT_PER_LAYER_EMBD) &&
+	           (me->cfg.features & MODEL_FEAT_LAYER_SHAPES),
+	       "gemma4 E: per-layer inputs of 32, the shared layers' FFN "
+	       "double-wide");
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		int rc =
+		    load_variant(cases[k].src, cases[k].drop, cases[k].shrink,
+		                 cases[k].extra, err, sizeof(err));
+
+		if (cases[k].expect == NULL)
+			tap_ok(rc == 0, "gemma4 file without %s loads %s",
+			       cases[k].drop, err);
+		else
+			tap_ok(rc == -1 && strstr(err, cases[k].expect) != NULL,
+			       "gemma4 file error names it: %s", err);
+	}
+	model_free(md);
+	model_free(mm);
+	model_free(me);
+	model_free(m3);
+	gguf_close(d);
+	gguf_close(mo);
+	gguf_close(ef);
+	gguf_close(g3);
+}
+
 /* Model description errors name the key / tensor. */
 static void check_model_errors(void)
 {
@@ -507,7 +659,7 @@ static void check_model_errors(void)
 	    {NULL, "gpt2", NULL,
 	     "unsupported architecture \"gpt2\" "
 	     "(supported: llama, qwen2, qwen3, qwen3moe, gpt-oss, qwen35, "
-	     "qwen35moe, gemma3)",
+	     "qwen35moe, gemma3, gemma4)",
 	     NULL},
 	    {"blk.1.ffn_up.weight", NULL, NULL,
 	     "missing tensor blk.1.ffn_up.weight", NULL},
@@ -782,6 +934,10 @@ int main(void)
 	check_mem_plan();
 	check_gemma_errors();
 	check_qwen35_errors();
+	check_gemma4();
+	/* shared KV, windows and per-layer inputs: truncation, state */
+	check_consistency("gemma4_e_f32");
+	check_consistency("gemma4_moe_q8_0");
 	check_backends();
 	check_mkmodel_types();
 	return tap_done();

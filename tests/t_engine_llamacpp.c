@@ -1,6 +1,7 @@
 /*
  * t_engine_llamacpp.c - the CPU engine on random-weight qwen3, qwen3moe,
- * gpt-oss and gemma3 models against llama.cpp (issue 29, item 6a).
+ * gpt-oss, gemma3, qwen35 and gemma4 models against llama.cpp (issue 29,
+ * item 6a; issue 32, item 3).
  * tests/oracles/gen_arch.py wrote the models (parley-mkmodel --no-vocab) and,
  * under tests/data/engine/NAME.*: the tokens and llama.cpp's top1 - top2 margin
  * at each position (.tokens), llama-cpp-python's logits of every position
@@ -86,6 +87,21 @@ static const struct {
     {"qwen35_q8_0", 4e-3, 3.5, 0},
     {"qwen35moe_f32", 1e-10, 0.1, 1e-5},
     {"qwen35moe_q8_0", 2e-3, 0.75, 1e-5},
+    /* Gemma 4: per-layer head shapes, keys as values, value norms,
+       rope_freqs on global layers, shared KV (dense and E files), the
+       mixture beside a dense MLP with router and per-expert scales,
+       per-layer inputs (E), layer output scales, the final softcap.
+       F32: ggml's fp16 GELU table (the numpy pass with it agrees with
+       llama.cpp to 2e-8, 8e-10, 6e-8); Q8_0: its fp16 activation scales
+       (the numpy pass with ggml's rounding agrees to 1.5e-14 on the
+       dense and E files); measured 1.0e-6, 2.0e-3, 1.2e-7, 1.0e-3,
+       4.6e-7, 5.1e-4, in the order below */
+    {"gemma4_f32", 5e-6, 0.1, 0},
+    {"gemma4_q8_0", 2e-2, 1.7, 0},
+    {"gemma4_moe_f32", 5e-7, 0.1, 1e-5},
+    {"gemma4_moe_q8_0", 5e-3, 1.3, 1e-5},
+    {"gemma4_e_f32", 2e-6, 0.1, 0},
+    {"gemma4_e_q8_0", 2e-2, 2.1, 0},
 };
 
 /* One model's goldens (gen_arch.py). */

@@ -40,7 +40,16 @@
  * a) of median 0.85..0.96 per head (a state that remembers tens of
  * tokens; single steps up to 0.999), its conv taps ~ N(0, 1/d_conv) (F32, as
  * llama.cpp keeps ssm_conv1d); with N(0, 1/n_in) projections beta, alpha and z
- * are of unit scale.
+ * are of unit scale. Gemma 4 (gemma4) does not scale Q K^T: its Q and K
+ * norms are head_dim^-1/4 (1 + N(0, 0.1^2)), scores of unit scale as
+ * elsewhere; its router reads a vector of elements ~ 1/sqrt(n_embd), so its
+ * rows are N(0, 1) (logits ~ N(0, 1)); layer output and per-expert scales
+ * are uniform in [0.5, 1.5] (far enough from 1 that dropping one shows);
+ * rope_freqs is 1 for the rotated pairs, 1e30 for the rest, as its
+ * converter writes the proportional RoPE. A layer's shapes come from a copy
+ * of the model with that layer's head dim, KV heads and FFN width
+ * (mk_layer_g4). A row that is not whole blocks of a 256-block type gets
+ * llama-quantize's fallback type (mk_fallback).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -92,11 +101,32 @@ enum mk_feature {
 	                                   ones: ffn_{gate,up,down}_shexp and
 	                                   ffn_gate_inp_shexp, its sigmoid
 	                                   gate (an F32 vector) */
+	MK_FEAT_G4 = 1u << 13,          /* Gemma 4's stack: sliding and global
+	                                   layers of their own head dims and
+	                                   KV heads, rope_freqs for the global
+	                                   ones, layer_output_scale, KV
+	                                   sharing; with experts a dense MLP
+	                                   beside them (pre_ffw_norm_2,
+	                                   post_ffw_norm_1/2, the router's
+	                                   scale, per-expert output scales) */
+	MK_FEAT_K_EQ_V = 1u << 14,      /* global layers without attn_v: their
+	                                   keys (before the K norm) are the
+	                                   values (Gemma 4's attention_k_eq_v) */
+	MK_FEAT_PLE = 1u << 15,         /* per-layer embeddings (Gemma 4's E
+	                                   models): per_layer_token_embd,
+	                                   per_layer_model_proj, a gate and
+	                                   projection per layer */
+	MK_FEAT_DOUBLE_WIDE = 1u << 16, /* the KV-sharing layers' FFN twice
+	                                   --n-ff wide (E2B's use_double_wide_
+	                                   mlp): feed_forward_length an array */
 };
 
 /* What kind a layer is, for the tensor table (not options: set per layer
    by mk_tensors, in the same mask as the features). */
 enum mk_layer_kind {
+	MK_LAYER_NO_V = 1u << 27,      /* a global layer of MK_FEAT_K_EQ_V */
+	MK_LAYER_SHARED = 1u << 28,    /* reads an earlier layer's KV cache:
+	                                  no attn_k, attn_v, attn_k_norm */
 	MK_LAYER_RECURRENT = 1u << 29, /* a Gated DeltaNet layer */
 	MK_LAYER_MTP = 1u << 30,       /* a NextN/MTP block after the stack */
 };
@@ -134,6 +164,11 @@ static const struct mk_arch {
      MK_FEAT_QK_NORM | MK_FEAT_GDN | MK_FEAT_EXPERTS | MK_FEAT_SHEXP,
      "as qwen35, with qwen3moe's routing and a sigmoid-gated shared "
      "expert"},
+    {"gemma4", MK_ROPE_NEOX,
+     MK_FEAT_QK_NORM | MK_FEAT_POST_NORMS | MK_FEAT_EMBD_SCALE | MK_FEAT_TIED |
+         MK_FEAT_G4,
+     "embedding x sqrt(n_embd), GELU-tanh FFN, attention scale 1, a "
+     "weightless RMSNorm of V, sliding and global layers"},
 };
 
 /* The model to write. */
@@ -174,6 +209,18 @@ struct mk_model {
 	                             after the n_layer of the stack */
 	int64_t n_ff_shexp;       /* expert_shared_feed_forward_length
 	                             (MK_FEAT_SHEXP; 0: n_ff) */
+	/* MK_FEAT_G4: head_dim, n_head_kv and n_rot (= head_dim) are the
+	   global layers', as the GGUF keys without _swa */
+	int64_t head_dim_swa;     /* attention.key_length_swa (0: head_dim) */
+	int64_t n_head_kv_swa;    /* sliding layers' KV heads (0: n_head_kv;
+	                             else head_count_kv is an array) */
+	int64_t n_kv_shared;      /* attention.shared_kv_layers: the last N
+	                             layers read an earlier layer's KV */
+	int64_t n_embd_per_layer; /* embedding_length_per_layer_input
+	                             (MK_FEAT_PLE) */
+	double rope_partial;      /* share of a global head's pairs that
+	                             rotate (rope_freqs 1, the others 1e30) */
+	double softcap;           /* final_logit_softcapping (0: no key) */
 	uint32_t type;            /* type of the layer matrices */
 	uint32_t embd_type;       /* type of token_embd */
 	uint32_t out_type;        /* type of output.weight */
@@ -217,6 +264,9 @@ enum mk_dim {
 	MK_DIM_SSM_HEADS, /* H_v */
 	MK_DIM_SSM_STATE, /* S */
 	MK_DIM_FF_SHEXP,  /* n_ff_shexp */
+	MK_DIM_ONE,       /* 1: a scalar kept as a tensor */
+	MK_DIM_PLE,       /* n_embd_per_layer */
+	MK_DIM_PLE_ALL,   /* n_embd_per_layer * n_layer */
 };
 
 /* Where a tensor's storage type comes from. */
@@ -232,15 +282,23 @@ enum mk_store {
 
 /* The distribution of a tensor's values. */
 enum mk_init {
-	MK_INIT_NORM,     /* 1 + N(0, 0.1^2) */
-	MK_INIT_MATRIX,   /* N(0, 1/ne0) */
-	MK_INIT_EMBD,     /* N(0, 1) */
-	MK_INIT_BIAS,     /* N(0, 0.5^2) */
-	MK_INIT_FREQS,    /* rope frequency factors, uniform in [1, 8] */
-	MK_INIT_OUT_NORM, /* --out-norm-scale x (1 + N(0, 0.1^2)) */
-	MK_INIT_SSM_A,    /* -exp(N(0, 0.5^2)): decay rates -exp(A_log) */
-	MK_INIT_DT_BIAS,  /* N(-2, 0.5^2): softplus(alpha + bias) ~ 0.15,
-	                     steps that keep some memory over ~10 tokens */
+	MK_INIT_NORM,         /* 1 + N(0, 0.1^2) */
+	MK_INIT_MATRIX,       /* N(0, 1/ne0) */
+	MK_INIT_EMBD,         /* N(0, 1) */
+	MK_INIT_BIAS,         /* N(0, 0.5^2) */
+	MK_INIT_FREQS,        /* rope frequency factors, uniform in [1, 8] */
+	MK_INIT_OUT_NORM,     /* --out-norm-scale x (1 + N(0, 0.1^2)) */
+	MK_INIT_SSM_A,        /* -exp(N(0, 0.5^2)): decay rates -exp(A_log) */
+	MK_INIT_DT_BIAS,      /* N(-2, 0.5^2): softplus(alpha + bias) ~ 0.15,
+	                         steps that keep some memory over ~10 tokens */
+	MK_INIT_SCALE,        /* uniform in [0.5, 1.5]: a layer's output scale,
+	                         an expert's (far enough from 1 to matter) */
+	MK_INIT_PROPORTIONAL, /* Gemma 4's rope_freqs: 1 for the first
+	                         rope_partial of the pairs, 1e30 (no
+	                         rotation) for the rest, as its converter */
+	MK_INIT_PLE_EMBD,     /* N(0, 1/n_embd_per_layer): llama.cpp multiplies
+	                         per-layer embeddings by sqrt(n_embd_per_layer) */
+	MK_INIT_QK_NORM,      /* head_dim^-1/4 (1 + N(0, 0.1^2)) */
 };
 
 /* A tensor the features may ask for. */
@@ -266,6 +324,17 @@ static const struct mk_tensor_desc mk_global_tensors[] = {
      MK_INIT_MATRIX, MK_DIM_NONE},
     {"rope_freqs.weight", MK_FEAT_ROPE_FACTORS, 0, MK_DIM_ROT2, MK_DIM_NONE,
      MK_STORE_F32, MK_INIT_FREQS, MK_DIM_NONE},
+    /* Gemma 4 requires one (its global layers' proportional RoPE) */
+    {"rope_freqs.weight", MK_FEAT_G4, MK_FEAT_ROPE_FACTORS, MK_DIM_ROT2,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_PROPORTIONAL, MK_DIM_NONE},
+    /* the E models' per-layer embeddings: n_embd_per_layer values per
+       layer and token, and their projection from the embedding */
+    {"per_layer_token_embd.weight", MK_FEAT_PLE, 0, MK_DIM_PLE_ALL,
+     MK_DIM_VOCAB, MK_STORE_EMBD, MK_INIT_PLE_EMBD, MK_DIM_NONE},
+    {"per_layer_model_proj.weight", MK_FEAT_PLE, 0, MK_DIM_EMBD, MK_DIM_PLE_ALL,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"per_layer_proj_norm.weight", MK_FEAT_PLE, 0, MK_DIM_PLE, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
 };
 
 /* A layer's, and an MTP block's (MK_LAYER_MTP: a full-attention layer
@@ -278,20 +347,27 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
     /* gated attention: per head head_dim rows of q, then of the gate */
     {"attn_q.weight", MK_FEAT_GDN, MK_LAYER_RECURRENT, MK_DIM_EMBD, MK_DIM_Q2,
      MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
-    {"attn_k.weight", 0, MK_LAYER_RECURRENT, MK_DIM_EMBD, MK_DIM_KV,
-     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
-    {"attn_v.weight", 0, MK_LAYER_RECURRENT, MK_DIM_EMBD, MK_DIM_KV,
-     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_k.weight", 0, MK_LAYER_RECURRENT | MK_LAYER_SHARED, MK_DIM_EMBD,
+     MK_DIM_KV, MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"attn_v.weight", 0, MK_LAYER_RECURRENT | MK_LAYER_SHARED | MK_LAYER_NO_V,
+     MK_DIM_EMBD, MK_DIM_KV, MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_q.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_Q, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_k.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
     {"attn_v.bias", MK_FEAT_QKV_BIAS, 0, MK_DIM_KV, MK_DIM_NONE, MK_STORE_F32,
      MK_INIT_BIAS, MK_DIM_NONE},
-    {"attn_q_norm.weight", MK_FEAT_QK_NORM, MK_LAYER_RECURRENT, MK_DIM_HEAD,
-     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
-    {"attn_k_norm.weight", MK_FEAT_QK_NORM, MK_LAYER_RECURRENT, MK_DIM_HEAD,
-     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"attn_q_norm.weight", MK_FEAT_QK_NORM, MK_LAYER_RECURRENT | MK_FEAT_G4,
+     MK_DIM_HEAD, MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"attn_k_norm.weight", MK_FEAT_QK_NORM, MK_LAYER_RECURRENT | MK_FEAT_G4,
+     MK_DIM_HEAD, MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    /* Gemma 4 does not scale Q K^T: norms of head_dim^-1/4 give scores
+       of unit scale, as 1/sqrt(head_dim) would (weights near 1 make a
+       softmax so sharp that int8 rounding moves whole rows) */
+    {"attn_q_norm.weight", MK_FEAT_QK_NORM | MK_FEAT_G4, 0, MK_DIM_HEAD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_QK_NORM, MK_DIM_NONE},
+    {"attn_k_norm.weight", MK_FEAT_QK_NORM | MK_FEAT_G4, MK_LAYER_SHARED,
+     MK_DIM_HEAD, MK_DIM_NONE, MK_STORE_F32, MK_INIT_QK_NORM, MK_DIM_NONE},
     {"attn_output.weight", 0, MK_LAYER_RECURRENT, MK_DIM_Q, MK_DIM_EMBD,
      MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"attn_output.bias", MK_FEAT_OSS, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
@@ -336,10 +412,33 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_INIT_MATRIX, MK_DIM_NONE},
     {"ffn_down.weight", 0, MK_FEAT_EXPERTS, MK_DIM_FF, MK_DIM_EMBD,
      MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
+    /* Gemma 4's mixtures keep the dense MLP beside the experts */
+    {"ffn_gate.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_up.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF,
+     MK_STORE_TYPE, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_down.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_FF, MK_DIM_EMBD,
+     MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
     /* the router's logits ~ N(0, 1): F32, as llama.cpp's quantizer
        leaves it */
-    {"ffn_gate_inp.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_EXPERT,
-     MK_STORE_F32, MK_INIT_MATRIX, MK_DIM_NONE},
+    {"ffn_gate_inp.weight", MK_FEAT_EXPERTS, MK_FEAT_G4, MK_DIM_EMBD,
+     MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_MATRIX, MK_DIM_NONE},
+    /* Gemma 4's router reads the RMS-normed residual / sqrt(n_embd)
+       (elements ~ 1/sqrt(n_embd)) times its scale: N(0, 1) rows give
+       logits ~ N(0, 1) */
+    {"ffn_gate_inp.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD,
+     MK_DIM_EXPERT, MK_STORE_F32, MK_INIT_EMBD, MK_DIM_NONE},
+    {"ffn_gate_inp.scale", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"pre_ffw_norm_2.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"post_ffw_norm_1.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    {"post_ffw_norm_2.weight", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EMBD,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    /* each expert's output times its scale (HF's per_expert_scale) */
+    {"ffn_down_exps.scale", MK_FEAT_G4 | MK_FEAT_EXPERTS, 0, MK_DIM_EXPERT,
+     MK_DIM_NONE, MK_STORE_F32, MK_INIT_SCALE, MK_DIM_NONE},
     {"ffn_gate_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_EMBD, MK_DIM_FF_EXP,
      MK_STORE_EXP, MK_INIT_MATRIX, MK_DIM_EXPERT},
     {"ffn_down_exps.weight", MK_FEAT_EXPERTS, 0, MK_DIM_FF_EXP, MK_DIM_EMBD,
@@ -366,6 +465,17 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
      MK_STORE_MORE, MK_INIT_MATRIX, MK_DIM_NONE},
     {"post_ffw_norm.weight", MK_FEAT_POST_NORMS, 0, MK_DIM_EMBD, MK_DIM_NONE,
      MK_STORE_F32, MK_INIT_NORM, MK_DIM_NONE},
+    /* a per-layer embedding gated into the residual: proj(gelu(inp_gate
+       x) * the layer's input), RMS-normed by post_norm */
+    {"inp_gate.weight", MK_FEAT_PLE, 0, MK_DIM_EMBD, MK_DIM_PLE, MK_STORE_TYPE,
+     MK_INIT_MATRIX, MK_DIM_NONE},
+    {"proj.weight", MK_FEAT_PLE, 0, MK_DIM_PLE, MK_DIM_EMBD, MK_STORE_TYPE,
+     MK_INIT_MATRIX, MK_DIM_NONE},
+    {"post_norm.weight", MK_FEAT_PLE, 0, MK_DIM_EMBD, MK_DIM_NONE, MK_STORE_F32,
+     MK_INIT_NORM, MK_DIM_NONE},
+    /* the residual stream times a scalar at the layer's end */
+    {"layer_output_scale.weight", MK_FEAT_G4, 0, MK_DIM_ONE, MK_DIM_NONE,
+     MK_STORE_F32, MK_INIT_SCALE, MK_DIM_NONE},
     /* an MTP block's input: eh_proj [rmsnorm(embedding) * enorm |
        rmsnorm(hidden) * hnorm] */
     {"nextn.eh_proj.weight", MK_LAYER_MTP, 0, MK_DIM_EMBD2, MK_DIM_EMBD,
@@ -380,12 +490,13 @@ static const struct mk_tensor_desc mk_layer_tensors[] = {
 
 /* How a tensor's values are drawn. */
 struct mk_tensor {
-	uint64_t seed;     /* seed of the tensor (from name and run seed) */
-	uint32_t type;     /* storage type */
-	uint64_t ne0;      /* elements per row */
-	double mean;       /* of the gaussian */
-	double std;        /* of the gaussian */
-	enum mk_init init; /* MK_INIT_FREQS: not a gaussian */
+	uint64_t seed;      /* seed of the tensor (from name and run seed) */
+	uint32_t type;      /* storage type */
+	uint64_t ne0;       /* elements per row */
+	double mean;        /* of the gaussian */
+	double std;         /* of the gaussian */
+	enum mk_init init;  /* MK_INIT_FREQS: not a gaussian */
+	uint64_t n_rotated; /* MK_INIT_PROPORTIONAL: leading values 1 */
 };
 
 /* splitmix64: the generator's step. */
@@ -528,6 +639,23 @@ static int mk_fill_blocks(const struct mk_tensor *t, uint64_t *s,
 	return 0;
 }
 
+/* Value J of a row of T whose values are not all gaussians. */
+static float mk_value(const struct mk_tensor *t, uint64_t *s, uint64_t j)
+{
+	switch (t->init) {
+	case MK_INIT_FREQS:
+		return (float)(1.0 + 7.0 * mk_uniform(s));
+	case MK_INIT_SSM_A:
+		return (float)-exp(t->mean + t->std * mk_gauss(s));
+	case MK_INIT_SCALE:
+		return (float)(0.5 + mk_uniform(s));
+	case MK_INIT_PROPORTIONAL: /* theta / 1e30: a pair left as it is */
+		return j < t->n_rotated ? 1.0f : 1e30f;
+	default:
+		return (float)(t->mean + t->std * mk_gauss(s));
+	}
+}
+
 /* gguf_writer_fill_fn: row ROW of tensor CTX. */
 static int mk_fill(void *ctx, uint64_t row, void *out, size_t row_bytes)
 {
@@ -544,15 +672,7 @@ static int mk_fill(void *ctx, uint64_t row, void *out, size_t row_bytes)
 			uint64_t m = n - i < 32 ? n - i : 32;
 
 			for (uint64_t k = 0; k < m; k++) {
-				if (t->init == MK_INIT_FREQS)
-					v[k] =
-					    (float)(1.0 + 7.0 * mk_uniform(&s));
-				else if (t->init == MK_INIT_SSM_A)
-					v[k] = (float)-exp(
-					    t->mean + t->std * mk_gauss(&s));
-				else
-					v[k] = (float)(t->mean +
-					               t->std * mk_gauss(&s));
+				v[k] = mk_value(t, &s, i + k);
 				if (fabsf(v[k]) > amax)
 					amax = fabsf(v[k]);
 			}
@@ -622,6 +742,8 @@ static const struct {
     [MK_INIT_EMBD] = {0, 1.0},   [MK_INIT_BIAS] = {0, 0.5},
     [MK_INIT_FREQS] = {0, 0},    [MK_INIT_OUT_NORM] = {1.0, 0.1},
     [MK_INIT_SSM_A] = {0, 0.5},  [MK_INIT_DT_BIAS] = {-2.0, 0.5},
+    [MK_INIT_SCALE] = {0, 0},    [MK_INIT_PROPORTIONAL] = {0, 0},
+    [MK_INIT_PLE_EMBD] = {0, 0}, [MK_INIT_QK_NORM] = {1.0, 0.1},
 };
 
 /* Size D of model M. */
@@ -667,6 +789,12 @@ static uint64_t mk_dim(const struct mk_model *m, enum mk_dim d)
 		return (uint64_t)m->ssm_state;
 	case MK_DIM_FF_SHEXP:
 		return (uint64_t)m->n_ff_shexp;
+	case MK_DIM_ONE:
+		return 1;
+	case MK_DIM_PLE:
+		return (uint64_t)m->n_embd_per_layer;
+	case MK_DIM_PLE_ALL:
+		return (uint64_t)(m->n_embd_per_layer * m->n_layer);
 	}
 	return 0;
 }
@@ -703,6 +831,50 @@ static uint32_t mk_store_type(const struct mk_model *m, enum mk_store s,
 	return m->type;
 }
 
+/* TYPE, or where rows of NE0 are not whole blocks of it, the type
+   llama.cpp's quantizer falls back to (tensor_type_fallback: a 256-block
+   type to a 32-block one, F16 if that does not fit either), so that real
+   shapes such as Gemma 4 26B-A4B's (rows of 704 and 2112) get the mixes
+   llama-quantize makes. Types without a fallback are kept (mk_add says
+   why they do not fit). */
+static uint32_t mk_fallback(uint32_t type, uint64_t ne0)
+{
+	uint32_t to;
+
+	if (gguf_writer_row_size(type, ne0) != 0)
+		return type;
+	switch (type) {
+	case QTYPE_IQ1_S:
+	case QTYPE_IQ1_M:
+	case QTYPE_IQ2_XXS:
+	case QTYPE_IQ2_XS:
+	case QTYPE_IQ2_S:
+	case QTYPE_IQ3_XXS:
+	case QTYPE_IQ3_S:
+	case QTYPE_IQ4_XS:
+		to = QTYPE_IQ4_NL;
+		break;
+	case QTYPE_Q2_K:
+	case QTYPE_Q3_K:
+	case QTYPE_TQ1_0:
+	case QTYPE_TQ2_0:
+		to = QTYPE_Q4_0;
+		break;
+	case QTYPE_Q4_K:
+		to = QTYPE_Q5_0;
+		break;
+	case QTYPE_Q5_K:
+		to = QTYPE_Q5_1;
+		break;
+	case QTYPE_Q6_K:
+		to = QTYPE_Q8_0;
+		break;
+	default:
+		return type;
+	}
+	return gguf_writer_row_size(to, ne0) != 0 ? to : QTYPE_F16;
+}
+
 /* Describe tensor D of layer IL (-1: global) and add it to W. Returns 0,
    or -1 with a message naming the tensor in ERR. */
 static int mk_add(struct gguf_writer *w, struct mk_state *st,
@@ -711,7 +883,7 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
 {
 	uint64_t ne[3] = {mk_dim(m, d->ne0), mk_dim(m, d->ne1),
 	                  mk_dim(m, d->ne2)};
-	uint32_t type = mk_store_type(m, d->store, il);
+	uint32_t type = mk_fallback(mk_store_type(m, d->store, il), ne[0]);
 	struct mk_tensor *t;
 	char name[96];
 
@@ -736,10 +908,18 @@ static int mk_add(struct gguf_writer *w, struct mk_state *st,
 	t->ne0 = ne[0];
 	t->mean = mk_inits[d->init].mean;
 	t->std = d->init == MK_INIT_MATRIX ? 1.0 / sqrt((double)ne[0])
-	                                   : mk_inits[d->init].std;
+	         : d->init == MK_INIT_PLE_EMBD
+	             ? 1.0 / sqrt((double)m->n_embd_per_layer)
+	             : mk_inits[d->init].std;
+	/* HF's rope_angles: int(partial_rotary_factor * head_dim // 2) */
+	t->n_rotated = (uint64_t)floor(m->rope_partial * (double)ne[0] + 1e-9);
 	if (d->init == MK_INIT_OUT_NORM) { /* x 1.0: the same bits */
 		t->mean *= m->out_norm_scale;
 		t->std *= m->out_norm_scale;
+	}
+	if (d->init == MK_INIT_QK_NORM) {
+		t->mean *= pow((double)m->head_dim, -0.25);
+		t->std *= pow((double)m->head_dim, -0.25);
 	}
 	t->init = d->init;
 	if (gguf_writer_add_tensor(w, name, type,
@@ -772,6 +952,38 @@ static int mk_add_list(struct gguf_writer *w, struct mk_state *st,
 	return 0;
 }
 
+/* Whether layer IL slides (MK_FEAT_SWA): all but every swa_pattern-th,
+   as llama.cpp reads gemma3's pattern key (default 6). */
+static int mk_is_swa(const struct mk_model *m, int64_t il)
+{
+	const int64_t p = m->swa_pattern != 0 ? m->swa_pattern : 6;
+
+	return il % p < p - 1;
+}
+
+/* Layer IL of a Gemma 4 model M: LM gets M with the layer's head dim,
+   KV heads and FFN width (the shapes mk_dim reads); returns the layer's
+   MK_LAYER_* kind. */
+static uint32_t mk_layer_g4(const struct mk_model *m, int64_t il,
+                            struct mk_model *lm)
+{
+	uint32_t kind = 0;
+
+	*lm = *m;
+	if (mk_is_swa(m, il)) {
+		lm->head_dim = m->head_dim_swa;
+		lm->n_head_kv = m->n_head_kv_swa;
+	} else if (m->features & MK_FEAT_K_EQ_V) {
+		kind |= MK_LAYER_NO_V;
+	}
+	if (il >= m->n_layer - m->n_kv_shared) {
+		kind |= MK_LAYER_SHARED;
+		if (m->features & MK_FEAT_DOUBLE_WIDE)
+			lm->n_ff = 2 * m->n_ff;
+	}
+	return kind;
+}
+
 /* Add every tensor of the model. Returns 0 or -1 (mk_add). */
 static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
                       const struct mk_model *m, char *err, size_t errlen)
@@ -783,13 +995,16 @@ static int mk_tensors(struct gguf_writer *w, struct mk_state *st,
 	   is_recr is false past the stack) */
 	for (int64_t il = 0; il < m->n_layer + m->n_nextn; il++) {
 		uint32_t feats = m->features;
+		struct mk_model lm = *m;
 
 		if (il >= m->n_layer)
 			feats |= MK_LAYER_MTP;
 		else if ((m->features & MK_FEAT_GDN) &&
 		         (il + 1) % m->fa_interval != 0)
 			feats |= MK_LAYER_RECURRENT;
-		if (mk_add_list(w, st, m, feats, mk_layer_tensors,
+		else if (m->features & MK_FEAT_G4)
+			feats |= mk_layer_g4(m, il, &lm);
+		if (mk_add_list(w, st, &lm, feats, mk_layer_tensors,
 		                MK_COUNT(mk_layer_tensors), il, err, errlen))
 			return -1;
 	}
@@ -822,6 +1037,58 @@ static void mk_metadata_gdn(struct gguf_writer *w, const struct mk_model *m)
 #undef K
 }
 
+/* MK_FEAT_G4's keys: per-layer arrays where layers differ (as llama.cpp
+   reads head_count_kv, feed_forward_length and the sliding pattern), both
+   head dims, KV sharing, per-layer embeddings, the logit softcap. */
+static void mk_metadata_g4(struct gguf_writer *w, const struct mk_model *m)
+{
+	int32_t kv[1024], ff[1024];
+	uint8_t swa[1024];
+	char key[128];
+
+#define K(suffix) (snprintf(key, sizeof(key), "%s." suffix, m->arch->name), key)
+	for (int64_t il = 0; il < m->n_layer; il++) {
+		struct mk_model lm;
+
+		mk_layer_g4(m, il, &lm);
+		kv[il] = (int32_t)lm.n_head_kv;
+		ff[il] = (int32_t)lm.n_ff;
+		swa[il] = (uint8_t)mk_is_swa(m, il);
+	}
+	if (m->features & MK_FEAT_DOUBLE_WIDE)
+		gguf_writer_set_arr(w, K("feed_forward_length"),
+		                    GGUF_TYPE_INT32, ff, (uint64_t)m->n_layer);
+	else
+		gguf_writer_set_u32(w, K("feed_forward_length"),
+		                    (uint32_t)m->n_ff);
+	if (m->n_head_kv_swa != m->n_head_kv)
+		gguf_writer_set_arr(w, K("attention.head_count_kv"),
+		                    GGUF_TYPE_INT32, kv, (uint64_t)m->n_layer);
+	else
+		gguf_writer_set_u32(w, K("attention.head_count_kv"),
+		                    (uint32_t)m->n_head_kv);
+	gguf_writer_set_arr(w, K("attention.sliding_window_pattern"),
+	                    GGUF_TYPE_BOOL, swa, (uint64_t)m->n_layer);
+	gguf_writer_set_u32(w, K("attention.key_length"),
+	                    (uint32_t)m->head_dim);
+	gguf_writer_set_u32(w, K("attention.value_length"),
+	                    (uint32_t)m->head_dim);
+	gguf_writer_set_u32(w, K("attention.key_length_swa"),
+	                    (uint32_t)m->head_dim_swa);
+	gguf_writer_set_u32(w, K("attention.value_length_swa"),
+	                    (uint32_t)m->head_dim_swa);
+	gguf_writer_set_u32(w, K("rope.dimension_count_swa"),
+	                    (uint32_t)m->head_dim_swa);
+	gguf_writer_set_u32(w, K("attention.shared_kv_layers"),
+	                    (uint32_t)m->n_kv_shared);
+	gguf_writer_set_u32(w, K("embedding_length_per_layer_input"),
+	                    (uint32_t)m->n_embd_per_layer);
+	if (m->softcap != 0)
+		gguf_writer_set_f32(w, K("final_logit_softcapping"),
+		                    (float)m->softcap);
+#undef K
+}
+
 /* Metadata keys: general.* and the architecture's. */
 static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 {
@@ -835,7 +1102,11 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 	                    (uint32_t)(m->n_layer + m->n_nextn));
 	gguf_writer_set_u32(w, K("context_length"), (uint32_t)m->n_ctx);
 	gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)m->n_embd);
-	gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)m->n_ff);
+	if (m->features & MK_FEAT_G4)
+		mk_metadata_g4(w, m);
+	else
+		gguf_writer_set_u32(w, K("feed_forward_length"),
+		                    (uint32_t)m->n_ff);
 	if (m->features & MK_FEAT_EXPERTS) {
 		gguf_writer_set_u32(w, K("expert_count"),
 		                    (uint32_t)m->n_expert);
@@ -850,9 +1121,11 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 	if (m->features & MK_FEAT_GDN)
 		mk_metadata_gdn(w, m);
 	gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)m->n_head);
-	gguf_writer_set_u32(w, K("attention.head_count_kv"),
-	                    (uint32_t)m->n_head_kv);
-	if (m->head_dim * m->n_head != m->n_embd) {
+	if (!(m->features & MK_FEAT_G4))
+		gguf_writer_set_u32(w, K("attention.head_count_kv"),
+		                    (uint32_t)m->n_head_kv);
+	if (m->head_dim * m->n_head != m->n_embd &&
+	    !(m->features & MK_FEAT_G4)) {
 		gguf_writer_set_u32(w, K("attention.key_length"),
 		                    (uint32_t)m->head_dim);
 		gguf_writer_set_u32(w, K("attention.value_length"),
@@ -877,7 +1150,7 @@ static void mk_metadata(struct gguf_writer *w, const struct mk_model *m)
 	if (m->features & MK_FEAT_SWA) {
 		gguf_writer_set_u32(w, K("attention.sliding_window"),
 		                    (uint32_t)m->n_swa);
-		if (m->swa_pattern != 0)
+		if (m->swa_pattern != 0 && !(m->features & MK_FEAT_G4))
 			gguf_writer_set_u32(
 			    w, K("attention.sliding_window_pattern"),
 			    (uint32_t)m->swa_pattern);
@@ -952,6 +1225,8 @@ static const struct {
     {"--no-qk-norm", NULL, MK_FEAT_QK_NORM, 0},
     {"--post-norms", NULL, MK_FEAT_POST_NORMS, 1},
     {"--no-post-norms", NULL, MK_FEAT_POST_NORMS, 0},
+    {"--attn-k-eq-v", NULL, MK_FEAT_K_EQ_V, 1},
+    {"--double-wide-mlp", NULL, MK_FEAT_DOUBLE_WIDE, 1},
 };
 
 /* Usage text. */
@@ -1047,6 +1322,26 @@ static void mk_usage(FILE *f)
 	    "                  attention block, nextn.eh_proj/enorm/hnorm)\n"
 	    "                  after the --n-layer of the stack; block_count\n"
 	    "                  counts them (default 0)\n"
+	    "  gemma4 (--sliding-window N required; --head-dim, --n-head-kv,\n"
+	    "  --rope-base are the global layers', --sliding-window-pattern P\n"
+	    "  makes layer i global iff i % P == P - 1, default 6):\n"
+	    "  --head-dim-swa N  the sliding layers' head dim (default\n"
+	    "                  --head-dim): attention.key_length_swa\n"
+	    "  --n-head-kv-swa N  the sliding layers' KV heads (default\n"
+	    "                  --n-head-kv; differing: head_count_kv per "
+	    "layer)\n"
+	    "  --rope-partial F  a global head rotates its first F of pairs,\n"
+	    "                  rope_freqs 1e30 for the rest (default 0.25)\n"
+	    "  --attn-k-eq-v   global layers without attn_v: V = K's\n"
+	    "                  projection (31B, 26B-A4B)\n"
+	    "  --kv-shared-layers N  the last N layers read the KV of the\n"
+	    "                  last earlier layer of their kind\n"
+	    "  --double-wide-mlp  those N layers' FFN 2 --n-ff wide (E2B)\n"
+	    "  --n-embd-per-layer N  per-layer embeddings of N per layer (E\n"
+	    "                  models)\n"
+	    "  --n-expert N    experts beside the dense MLP (26B-A4B; with\n"
+	    "                  --n-expert-used, --n-ff-exp)\n"
+	    "  --final-logit-softcap F  logits F tanh(logits / F)\n"
 	    "  --tokenizer-from FILE  copy tokenizer.* keys (sets n_vocab)\n"
 	    "  --no-vocab      no tokenizer: tokenizer.ggml.model \"none\"\n"
 	    "                  and ARCH.vocab_size, which llama.cpp loads\n"
@@ -1137,6 +1432,10 @@ static int mk_parse_value(const char *a, const char *v, struct mk_model *m)
 	    {"--full-attention-interval", &m->fa_interval, 1024},
 	    {"--nextn-layers", &m->n_nextn, 16},
 	    {"--n-ff-shexp", &m->n_ff_shexp, 262144},
+	    {"--head-dim-swa", &m->head_dim_swa, 1024},
+	    {"--n-head-kv-swa", &m->n_head_kv_swa, 1024},
+	    {"--kv-shared-layers", &m->n_kv_shared, 1024},
+	    {"--n-embd-per-layer", &m->n_embd_per_layer, 65536},
 	};
 	const struct {
 		const char *name;
@@ -1210,6 +1509,8 @@ static int mk_parse_rope(const char *a, const char *v, struct mk_opts *o)
 		return mk_num(a, v, 1.0001, 1e12, &o->m.rope_base_swa) ? -1 : 2;
 	if (strcmp(a, "--rope-scale-factor") == 0)
 		return mk_num(a, v, 1, 1e6, &o->m.rope_factor) ? -1 : 2;
+	if (strcmp(a, "--rope-partial") == 0)
+		return mk_num(a, v, 1e-6, 1, &o->m.rope_partial) ? -1 : 2;
 	if (strcmp(a, "--rope-sections") == 0)
 		return mk_parse_sections(a, v, o->m.rope_sections) ? -1 : 2;
 	if (strcmp(a, "--rope-style") == 0) {
@@ -1261,6 +1562,10 @@ static int mk_parse(int argc, char **argv, struct mk_opts *o)
 			o->no_vocab = 1;
 		} else if (strcmp(a, "--rms-eps") == 0) {
 			if (mk_num(a, v, 1e-12, 0.1, &o->m.rms_eps))
+				return -1;
+			i++;
+		} else if (strcmp(a, "--final-logit-softcap") == 0) {
+			if (mk_num(a, v, 1e-3, 1e4, &o->m.softcap))
 				return -1;
 			i++;
 		} else if (strcmp(a, "--out-norm-scale") == 0) {
@@ -1365,6 +1670,112 @@ static int mk_check_gdn(struct mk_model *m)
 	return 0;
 }
 
+/* MK_FEAT_G4's layer pattern and KV sharing as llama.cpp can read them.
+   Returns 0 or -1 with a message. */
+static int mk_check_g4_layers(const struct mk_model *m)
+{
+	const int64_t first = m->n_layer - m->n_kv_shared;
+
+	if (m->swa_pattern < 2 || m->swa_pattern > m->n_layer) {
+		fprintf(stderr,
+		        "parley-mkmodel: gemma4 needs a sliding and a "
+		        "global layer: --sliding-window-pattern P with 2 "
+		        "<= P <= --n-layer (layer i global iff i %% P == "
+		        "P - 1)\n");
+		return -1;
+	}
+	/* llama.cpp's reuse rule (llama_model::create_memory): a shared
+	   layer reads layer first - 1 if global, first - 2 if sliding */
+	if (m->n_kv_shared != 0 && (first < 2 || mk_is_swa(m, first - 1) ||
+	                            !mk_is_swa(m, first - 2))) {
+		fprintf(
+		    stderr,
+		    "parley-mkmodel: --kv-shared-layers N: the shared layers "
+		    "read layer F - 1 (global ones) or F - 2 (sliding ones), "
+		    "F = --n-layer - N: layer F - 1 must be global, F - 2 "
+		    "sliding\n");
+		return -1;
+	}
+	if ((m->features & MK_FEAT_DOUBLE_WIDE) && m->n_kv_shared == 0) {
+		fprintf(stderr,
+		        "parley-mkmodel: --double-wide-mlp widens the "
+		        "KV-sharing layers: it needs --kv-shared-layers\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* What gemma4 files must or cannot have (the keys llama.cpp requires,
+   the RoPE it reads). Returns 0 or -1 with a message. */
+static int mk_check_g4_keys(const struct mk_model *m)
+{
+	const char *why = NULL;
+
+	if (m->n_swa == 0)
+		why = "gemma4 needs --sliding-window N (llama.cpp requires "
+		      "the key)";
+	else if (m->n_rot != 0)
+		why = "gemma4 rotates whole heads (rope.dimension_count = "
+		      "--head-dim, _swa = --head-dim-swa): no --n-rot; "
+		      "--rope-partial F sets the global layers' rotated share";
+	else if (m->features & (MK_FEAT_ROPE_LINEAR | MK_FEAT_ROPE_YARN))
+		why = "gemma4 files have no RoPE scaling: no --rope-scaling";
+	else if ((m->features & MK_FEAT_ROPE_FACTORS) && m->rope_partial != 0)
+		why = "--rope-freqs (random factors) or --rope-partial F "
+		      "(Gemma 4's proportional RoPE), not both";
+	if (why != NULL)
+		fprintf(stderr, "parley-mkmodel: %s\n", why);
+	return why != NULL ? -1 : 0;
+}
+
+/* MK_FEAT_G4's defaults and checks, before mk_check's own (head_dim and
+   n_head_kv are the global layers'). Returns 0 or -1 with a message. */
+static int mk_check_g4(struct mk_model *m)
+{
+	const uint32_t only = MK_FEAT_K_EQ_V | MK_FEAT_DOUBLE_WIDE;
+
+	if (!(m->features & MK_FEAT_G4)) {
+		if (!m->head_dim_swa && !m->n_head_kv_swa && !m->n_kv_shared &&
+		    !m->n_embd_per_layer && !m->softcap && !m->rope_partial &&
+		    !(m->features & only))
+			return 0;
+		fprintf(stderr, "parley-mkmodel: --head-dim-swa, "
+		                "--n-head-kv-swa, --kv-shared-layers, "
+		                "--n-embd-per-layer, --final-logit-softcap, "
+		                "--rope-partial, --attn-k-eq-v and "
+		                "--double-wide-mlp need --arch gemma4\n");
+		return -1;
+	}
+	if (mk_check_g4_keys(m))
+		return -1;
+	if (m->n_head_kv == 0)
+		m->n_head_kv = m->n_head;
+	if (m->head_dim == 0)
+		m->head_dim = m->n_embd / m->n_head;
+	if (m->head_dim_swa == 0)
+		m->head_dim_swa = m->head_dim;
+	if (m->n_head_kv_swa == 0)
+		m->n_head_kv_swa = m->n_head_kv;
+	if (m->swa_pattern == 0)
+		m->swa_pattern = 6; /* the real models' 5 sliding : 1 global */
+	if (m->rope_partial == 0 && !(m->features & MK_FEAT_ROPE_FACTORS))
+		m->rope_partial = 0.25;
+	if (m->rope_base_swa == 0)
+		m->rope_base_swa = 10000.0;
+	if (m->n_expert != 0)
+		m->features |= MK_FEAT_EXPERTS;
+	if (m->n_embd_per_layer != 0)
+		m->features |= MK_FEAT_PLE;
+	if (m->head_dim % 2 != 0 || m->head_dim_swa % 2 != 0 ||
+	    m->n_head % m->n_head_kv_swa != 0) {
+		fprintf(stderr, "parley-mkmodel: --head-dim and --head-dim-swa "
+		                "must be even, --n-head a multiple of "
+		                "--n-head-kv-swa\n");
+		return -1;
+	}
+	return mk_check_g4_layers(m);
+}
+
 /* Check the options; fill the model's defaults. Returns 0 or -1. */
 static int mk_check(struct mk_opts *o)
 {
@@ -1389,6 +1800,10 @@ static int mk_check(struct mk_opts *o)
 	/* --no-qkv-bias with an architecture that requires them writes a
 	   file the loader refuses (its error tests) */
 	m->features = (m->arch->features & ~o->feat_off) | o->feat_on;
+	if (m->n_swa != 0)
+		m->features |= MK_FEAT_SWA;
+	if (mk_check_g4(m))
+		return -1;
 	if (m->n_head_kv == 0)
 		m->n_head_kv = m->n_head;
 	if (m->head_dim == 0)
@@ -1435,7 +1850,7 @@ static int mk_check(struct mk_opts *o)
 	           m->n_ff_exp != 0) {
 		fprintf(stderr, "parley-mkmodel: --n-expert, --n-expert-used "
 		                "and --n-ff-exp need a mixture architecture "
-		                "(--arch qwen3moe)\n");
+		                "(--arch qwen3moe; gemma4: --n-expert)\n");
 		return -1;
 	}
 	if (mk_check_gdn(m))

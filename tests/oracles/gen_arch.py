@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Goldens for tests/t_engine_llamacpp.c: random-weight qwen3, qwen3moe,
-gpt-oss, gemma3, qwen35 and qwen35moe models written by parley's writer, and
-llama.cpp's logits on them.
+gpt-oss, gemma3, qwen35, qwen35moe and gemma4 models written by parley's
+writer, and llama.cpp's logits on them.
 
 For each model of MODELS:
   * parley-mkmodel writes NAME.gguf (--no-vocab: llama.cpp wants a
@@ -181,6 +181,64 @@ MODELS = [
                        "--ssm-group-count 2 --ssm-time-step-rank 4 "
                        "--n-vocab 128 --type Q8_0 --out-norm-scale 4 "
                        "--nextn-layers 1 --seed 384", 64),
+    # Gemma 4, three flavours, each F32 and Q8_0; 64 tokens cross the
+    # window of 8; global layers of 32-dim heads, 1 KV head, 1/4 of their
+    # pairs rotating (rope_freqs), sliding ones of 16-dim heads, 2 KV
+    # heads; the 31B's keys-as-values (--attn-k-eq-v) on the dense and
+    # mixture files; a softcap of 30 (the real models'), logits of std ~4.
+    # Dense: 6 layers, 2 and 5 global, the last 3 read layers 1 (sliding)
+    # and 2 (global)'s KV (--kv-shared-layers 3)
+    ("gemma4_f32", "--arch gemma4 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                   "--n-head-kv-swa 2 --head-dim 32 --head-dim-swa 16 "
+                   "--n-ff 96 --n-layer 6 --sliding-window 8 "
+                   "--sliding-window-pattern 3 --attn-k-eq-v "
+                   "--kv-shared-layers 3 --rope-base 1000000 "
+                   "--final-logit-softcap 30 --n-vocab 128 --type F32 "
+                   "--out-norm-scale 4 --seed 60", 64),
+    ("gemma4_q8_0", "--arch gemma4 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                    "--n-head-kv-swa 2 --head-dim 32 --head-dim-swa 16 "
+                    "--n-ff 96 --n-layer 6 --sliding-window 8 "
+                    "--sliding-window-pattern 3 --attn-k-eq-v "
+                    "--kv-shared-layers 3 --rope-base 1000000 "
+                    "--final-logit-softcap 30 --n-vocab 128 --type Q8_0 "
+                    "--out-norm-scale 4 --seed 63", 64),
+    # the mixture (26B-A4B): 8 experts choose 2 beside the dense MLP,
+    # router scale, per-expert scales; 3 layers, 2 global. The Q8_0
+    # model's seed (66, of 64..93 tried) is the one whose exact, parley,
+    # ggml and 8 jittered passes all route alike (smallest gap 7.4e-4)
+    ("gemma4_moe_f32", "--arch gemma4 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                      "--n-head-kv-swa 2 --head-dim 32 --head-dim-swa 16 "
+                      "--n-ff 64 --n-expert 8 --n-expert-used 2 "
+                      "--n-ff-exp 16 --n-layer 3 --sliding-window 8 "
+                      "--sliding-window-pattern 3 --attn-k-eq-v "
+                      "--rope-base 1000000 --final-logit-softcap 30 "
+                      "--n-vocab 128 --type F32 --out-norm-scale 4 "
+                      "--seed 61", 64),
+    ("gemma4_moe_q8_0", "--arch gemma4 --n-embd 64 --n-head 4 "
+                       "--n-head-kv 1 --n-head-kv-swa 2 --head-dim 32 "
+                       "--head-dim-swa 16 --n-ff 64 --n-expert 8 "
+                       "--n-expert-used 2 --n-ff-exp 32 --n-layer 3 "
+                       "--sliding-window 8 --sliding-window-pattern 3 "
+                       "--attn-k-eq-v --rope-base 1000000 "
+                       "--final-logit-softcap 30 --n-vocab 128 --type Q8_0 "
+                       "--out-norm-scale 4 --seed 66", 64),
+    # the E models: per-layer embeddings of 32, 5 layers (1, 3 global),
+    # the last 3 sharing KV (layers 1 and 2) with a double-wide FFN (E2B)
+    ("gemma4_e_f32", "--arch gemma4 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                    "--head-dim 32 --head-dim-swa 16 --n-ff 64 --n-layer 5 "
+                    "--sliding-window 8 --sliding-window-pattern 2 "
+                    "--kv-shared-layers 3 --double-wide-mlp "
+                    "--n-embd-per-layer 32 --rope-base 1000000 "
+                    "--final-logit-softcap 30 --n-vocab 128 --type F32 "
+                    "--out-norm-scale 4 --seed 62", 64),
+    ("gemma4_e_q8_0", "--arch gemma4 --n-embd 64 --n-head 4 --n-head-kv 1 "
+                     "--head-dim 32 --head-dim-swa 16 --n-ff 64 "
+                     "--n-layer 5 --sliding-window 8 "
+                     "--sliding-window-pattern 2 --kv-shared-layers 3 "
+                     "--double-wide-mlp --n-embd-per-layer 32 "
+                     "--rope-base 1000000 --final-logit-softcap 30 "
+                     "--n-vocab 128 --type Q8_0 --out-norm-scale 4 "
+                     "--seed 65", 64),
 ]
 CLEAR = 0.1  # the C test's greedy check: llama.cpp's top-2 margin above
 
@@ -207,6 +265,8 @@ def llama_logits(path, toks):
 
 def ablations(m):
     """(name, RefModel with that feature of the file dropped)."""
+    if m.arch == "gemma4":
+        return g4_ablations(m)
     out = []
 
     def variant(name, fn):
@@ -278,6 +338,89 @@ def ablations(m):
     if m.n_expert:  # routing decided by the other end of the router
         variant("routing by the smallest logits",
                 lambda v: [L.update(router=-L["router"]) for L in v.layers])
+    return out
+
+
+def g4_ablations(m):
+    """gemma4's (name, RefModel with that feature dropped or changed)."""
+    out = []
+
+    def variant(name, fn):
+        v = copy.deepcopy(m)
+        fn(v)
+        out.append((name, v))
+
+    def each(**kw):
+        return lambda v: [L.update(kw) for L in v.layers]
+
+    variant("no window", lambda v: setattr(v, "n_swa", 0))
+    variant("window+1", lambda v: setattr(v, "n_swa", m.n_swa + 1))
+    variant("sliding base = global base",
+            lambda v: setattr(v, "base_swa", m.base))
+    variant("global base = sliding base",
+            lambda v: setattr(v, "base", m.base_swa))
+    variant("global layers rotate every pair (no rope_freqs)",
+            lambda v: setattr(v, "freqs_on", "none"))
+    variant("rope_freqs on sliding layers too",
+            lambda v: setattr(v, "freqs_on", "all"))
+    variant("no q norm", each(q_norm=None))
+    variant("no k norm", lambda v: [L.update(k_norm=None) for L in v.layers
+                                    if L["k_norm"] is not None])
+    variant("no value norm", lambda v: setattr(v, "v_norm", False))
+    if any(L["v"] is None and L["k"] is not None for L in m.layers):
+        variant("K-as-V layers: V from the normed K",
+                lambda v: setattr(v, "v_src", "normed_k"))
+    variant("attention scale 1/sqrt(%d)" % m.hd_swa,
+            lambda v: setattr(v, "attn_div", np.sqrt(m.hd_swa)))
+    variant("no post-attention norm", each(post_attn=None))
+    variant("no post-FFN norm", each(post_ffn=None))
+    variant("no embedding scale", lambda v: setattr(v, "embd_scale", 1.0))
+    variant("GELU-erf for GELU-tanh", lambda v: setattr(v, "act",
+                                                         "gelu_erf"))
+    variant("no layer output scales",
+            lambda v: setattr(v, "out_scale_on", False))
+    if m.softcap:
+        variant("no final logit softcap", lambda v: setattr(v, "softcap",
+                                                             0.0))
+    shared = range(m.kv_from, m.n_layer)
+    if any(m._g4_kv_source(il) != m.is_swa.index(m.is_swa[il])
+           for il in shared):
+        variant("shared layers read the first layer of their kind",
+                lambda v: setattr(v, "kv_share", "first_of_kind"))
+    if m.n_ple:
+        variant("no per-layer embeddings",
+                lambda v: setattr(v, "ple_on", False))
+        variant("per-layer inputs without the token embedding",
+                lambda v: setattr(v, "ple_tok", False))
+        variant("per-layer inputs without the projection",
+                lambda v: setattr(v, "ple_proj", False))
+        variant("no per-layer post norm", each(post_norm=None))
+    if m.n_expert:
+        variant("router without its scale",
+                lambda v: setattr(v, "router_scale_on", False))
+        variant("no per-expert scales",
+                lambda v: setattr(v, "expert_scale_on", False))
+        variant("no dense MLP beside the experts",
+                lambda v: setattr(v, "dense_mlp_on", False))
+        variant("no experts", lambda v: [L.update(down_e=0 * L["down_e"])
+                                         for L in v.layers])
+        # (not renormalising the chosen weights scales a token's expert
+        # sum, which post_ffw_norm_2 undoes: 1e-8, no ablation)
+        variant("no post_ffw_norm_1/2", each(post1=None, post2=None))
+        variant("one expert more",
+                lambda v: setattr(v, "n_expert_used", m.n_expert_used + 1))
+        variant("one expert less",
+                lambda v: setattr(v, "n_expert_used", m.n_expert_used - 1))
+        variant("routing by the smallest logits",
+                lambda v: [L.update(router=-L["router"]) for L in v.layers])
+    for il in range(m.n_layer):  # o = f = 0, no output scale
+        def drop(v, il=il):
+            L = v.layers[il]
+            for k in ("o", "down", "down_e", "proj"):
+                if L[k] is not None:
+                    L[k] = 0 * L[k]
+            L["out_scale"] = None
+        variant("without layer %d" % il, drop)
     return out
 
 

@@ -1,5 +1,5 @@
 """Independent float64 forward pass of llama / qwen2 / qwen3 / qwen3moe /
-gemma3 / gpt-oss / qwen35 / qwen35moe GGUF models (numpy).
+gemma3 / gpt-oss / qwen35 / qwen35moe / gemma4 GGUF models (numpy).
 
 Written from Hugging Face transformers' LlamaForCausalLM / Qwen2ForCausalLM /
 Qwen3ForCausalLM / Qwen3MoeForCausalLM / Gemma3ForCausalLM (modeling_*.py),
@@ -48,6 +48,40 @@ not from parley's C code:
     batch of 40 tokens and the same tokens fed 7, 1, 1, 1, 5, 1, 3, 1...
     at a time: "tile" agrees to 1e-12 NMSE at every position, "group" is
     off by up to 1 from position 0 on (H_v = 4, H_k = 2).
+
+  * gemma4 (HF Gemma4ForCausalLM's text model, as llama.cpp's
+    src/models/gemma4.cpp computes it; _forward_g4 below): sliding and
+    global layers (attention.sliding_window_pattern, one boolean a layer)
+    of their own head dims (key_length_swa / key_length), KV heads
+    (head_count_kv an array) and rotated dims (rope.dimension_count_swa /
+    rope.dimension_count) and bases (freq_base_swa / freq_base); scores not
+    scaled (HF's scaling = 1: Q and K are normed); V RMS-normed without a
+    weight; a layer without attn_v uses K's projection, before k_norm, as
+    V (attention_k_eq_v); global layers divide their frequencies by
+    rope_freqs (1 for rotated pairs, 1e30 for the others: HF's
+    proportional RoPE has inv_freq 0 there, llama.cpp rotates by ~1e-28);
+    the last shared_kv_layers layers read an earlier layer's K and V;
+    mixtures keep the dense MLP (post_ffw_norm_1) beside the experts
+    (pre_ffw_norm_2 / post_ffw_norm_2), the router reading rmsnorm(x) /
+    sqrt(n_embd) * ffn_gate_inp.scale, softmax, top k renormalised, each
+    expert's output times ffn_down_exps.scale (HF's per_expert_scale
+    times the weight: the same); the E models' per-layer inputs
+    ((rmsnorm(per_layer_model_proj x0 / sqrt(n_embd)) +
+    per_layer_token_embd[tok] sqrt(n_ple)) / sqrt(2)) gated in after the
+    FFN, then layer_output_scale times the residual; final logits
+    softcap * tanh(logits / softcap). Where llama.cpp and HF could differ:
+    a shared layer reads layer F - 1 if global, F - 2 if sliding (F the
+    first shared layer; HF: the last earlier layer of its kind), the same
+    wherever layers F - 2, F - 1 are sliding, global (the writer refuses
+    other files; the real E2B/E4B are so). The chosen weights'
+    renormalisation cannot be seen (post_ffw_norm_2 undoes a token's common
+    factor). Measured on llama-cpp-python 0.3.36: F32 files 1e-7 to 1e-6
+    NMSE from this pass, 8e-10 to 6e-8 with ggml's fp16 GELU table
+    (gelu_fp16, which FFN and per-layer gates use), medians 1e-13 to 1e-10;
+    Q8_0 files 1e-14 with ggml's rounding (ggml_q8), but the mixture's
+    from position 9 on (2.8e-4): an activation of position 9 lies 3 fp32
+    ulps from an int8 rounding tie (2.3e-5 of a quant step), decided by
+    fp32 order, and the global layer's cache carries it on.
 
 Everything is computed in float64. With act_quant=True the activation
 vector of every product with a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weight is first
@@ -128,6 +162,19 @@ def _field(r, key, default=None):
     return v[0].item()
 
 
+def _field_list(r, key, n, default=None):
+    """A per-layer key: an array of N values, or a scalar repeated."""
+    f = r.fields.get(key)
+    if f is None:
+        return [default] * n
+    vals = [f.parts[i][0].item() for i in f.data]
+    if f.types[0] != gguf.GGUFValueType.ARRAY:
+        return vals[:1] * n
+    if len(vals) != n:
+        raise ValueError("%s has %d values, not %d" % (key, len(vals), n))
+    return vals
+
+
 def _unpermute(w, n_head):
     """Inverse of convert_hf_to_gguf's permute(): GGUF llama rows -> HF rows.
 
@@ -145,9 +192,16 @@ class RefModel:
         self.arch = _field(r, "general.architecture")
         a = self.arch
         if a not in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3",
-                     "gpt-oss", "qwen35", "qwen35moe"):
+                     "gpt-oss", "qwen35", "qwen35moe", "gemma4"):
             raise ValueError("unsupported architecture " + a)
         self.hybrid = a in ("qwen35", "qwen35moe")
+        self.oss = False
+        self.act_quant = act_quant or ggml_q8
+        self.ggml_q8 = ggml_q8
+        self.gelu_fp16 = gelu_fp16
+        if a == "gemma4":
+            self._g4_init(r)
+            return
         if _field(r, a + ".final_logit_softcapping") is not None:
             raise ValueError("final_logit_softcapping is not implemented")
         # MTP blocks (qwen35) come after the stack and are not run
@@ -202,9 +256,6 @@ class RefModel:
         self.norm_topk = not oss  # gpt-oss: top-k logits, then softmax
         self.topk_softmax = oss
         T = {t.name: t for t in r.tensors}
-        self.act_quant = act_quant or ggml_q8
-        self.ggml_q8 = ggml_q8
-        self.gelu_fp16 = gelu_fp16
         self.qtype = {n: t.tensor_type.name for n, t in T.items()}
         out_name = "output.weight" if "output.weight" in T else "token_embd.weight"
         self.out_q = self.qtype[out_name] in Q32
@@ -367,6 +418,8 @@ class RefModel:
         """Logits [T, n_vocab] of every position for tokens at 0..T-1."""
         if self.hybrid:
             return self._forward_hybrid(tokens)
+        if self.arch == "gemma4":
+            return self._forward_g4(tokens)
         T = len(tokens)
         hd, H, KV = self.head_dim, self.n_head, self.n_head_kv
         pos = np.arange(T, dtype=np.float64)
@@ -618,3 +671,275 @@ class RefModel:
             x = x + f
             self.hidden.append(x.copy())
         return self._mm(self._rms(x, self.out_norm), self.out, self.out_q)
+
+    # ---- gemma4 ---------------------------------------------------------
+
+    def _g4_init(self, r):
+        """A gemma4 file's shape, tensors and the switches the ablations
+        turn (each set to what llama.cpp does)."""
+        a = self.arch
+        L = self.n_layer = _field(r, a + ".block_count")
+        self.n_nextn = 0
+        self.n_embd = _field(r, a + ".embedding_length")
+        self.n_heads = _field_list(r, a + ".attention.head_count", L)
+        self.n_head = self.n_heads[0]
+        self.n_heads_kv = _field_list(r, a + ".attention.head_count_kv", L,
+                                      self.n_head)
+        self.hd_full = _field(r, a + ".attention.key_length",
+                              self.n_embd // self.n_head)
+        self.hd_swa = _field(r, a + ".attention.key_length_swa",
+                             self.hd_full)
+        self.rot_full = _field(r, a + ".rope.dimension_count", self.hd_full)
+        self.rot_swa = _field(r, a + ".rope.dimension_count_swa",
+                              self.rot_full)
+        self.head_dim = self.hd_full
+        self.is_swa = [bool(x) for x in _field_list(
+            r, a + ".attention.sliding_window_pattern", L)]
+        self.n_swa = _field(r, a + ".attention.sliding_window")
+        self.base = _field(r, a + ".rope.freq_base", 10000.0)
+        self.base_swa = _field(r, a + ".rope.freq_base_swa", 10000.0)
+        if _field(r, a + ".rope.scaling.type", "none") != "none":
+            raise ValueError("gemma4 with RoPE scaling is not implemented")
+        self.pos_scale = 1.0
+        self.eps = _field(r, a + ".attention.layer_norm_rms_epsilon")
+        self.kv_from = L - _field(r, a + ".attention.shared_kv_layers", 0)
+        self.n_ple = _field(r, a + ".embedding_length_per_layer_input", 0)
+        self.softcap = _field(r, a + ".final_logit_softcapping", 0.0)
+        self.n_expert = _field(r, a + ".expert_count", 0)
+        self.n_expert_used = _field(r, a + ".expert_used_count", 0)
+        self.embd_scale = np.sqrt(self.n_embd)
+        self.act = "gelu_tanh"
+        # switches: llama.cpp's choices (the ablations turn them)
+        self.attn_div = 1.0        # Gemma 4's scaling = 1 (Q, K normed)
+        self.v_norm = True         # weightless RMSNorm of each V head
+        self.v_src = "raw_k"       # K-as-V layers: k_proj before k_norm
+        self.kv_share = "llama"    # first - 1 (global) / first - 2 (swa)
+        self.freqs_on = "global"   # rope_freqs: global layers only
+        self.ple_on = True
+        self.ple_tok = True
+        self.ple_proj = True
+        self.out_scale_on = True
+        self.router_scale_on = True
+        self.expert_scale_on = True
+        self.dense_mlp_on = True
+        self.norm_topk = True
+        self.topk_softmax = False
+        T = {t.name: t for t in r.tensors}
+        self.qtype = {n: t.tensor_type.name for n, t in T.items()}
+        out_name = ("output.weight" if "output.weight" in T
+                    else "token_embd.weight")
+        self.out_q = self.qtype[out_name] in Q32
+        self.emb = _arr(T["token_embd.weight"])
+        self.out = _arr(T[out_name])
+        self.out_norm = _arr(T["output_norm.weight"]).reshape(-1)
+        self.rope_freqs = _arr(T["rope_freqs.weight"]).reshape(-1)
+        if self.n_ple:
+            self.ple_emb = _arr(T["per_layer_token_embd.weight"])
+            self.ple_model_proj = _arr(T["per_layer_model_proj.weight"])
+            self.ple_model_q = self.qtype["per_layer_model_proj.weight"] in Q32
+            self.ple_norm = _arr(T["per_layer_proj_norm.weight"]).reshape(-1)
+        self.layers = [self._g4_layer(T, i) for i in range(L)]
+
+    def _g4_layer(self, T, i):
+        """Layer I's tensors (None where the file has none)."""
+        def g(n, flat=False):
+            n = "blk.%d.%s" % (i, n)
+            if n not in T:
+                return None
+            x = _arr(T[n])
+            return x.reshape(-1) if flat else x
+
+        def q(n):
+            n = "blk.%d.%s.weight" % (i, n)
+            return n in T and self.qtype[n] in Q32
+
+        L = dict(attn_norm=g("attn_norm.weight", 1), q=g("attn_q.weight"),
+                 k=g("attn_k.weight"), v=g("attn_v.weight"),
+                 o=g("attn_output.weight"),
+                 q_norm=g("attn_q_norm.weight", 1),
+                 k_norm=g("attn_k_norm.weight", 1),
+                 post_attn=g("post_attention_norm.weight", 1),
+                 ffn_norm=g("ffn_norm.weight", 1),
+                 gate=g("ffn_gate.weight"), up=g("ffn_up.weight"),
+                 down=g("ffn_down.weight"),
+                 post_ffn=g("post_ffw_norm.weight", 1),
+                 router=g("ffn_gate_inp.weight"),
+                 router_scale=g("ffn_gate_inp.scale", 1),
+                 pre2=g("pre_ffw_norm_2.weight", 1),
+                 post1=g("post_ffw_norm_1.weight", 1),
+                 post2=g("post_ffw_norm_2.weight", 1),
+                 gate_e=g("ffn_gate_exps.weight"),
+                 up_e=g("ffn_up_exps.weight"),
+                 down_e=g("ffn_down_exps.weight"),
+                 exp_scale=g("ffn_down_exps.scale", 1),
+                 inp_gate=g("inp_gate.weight"), proj=g("proj.weight"),
+                 post_norm=g("post_norm.weight", 1),
+                 out_scale=g("layer_output_scale.weight", 1))
+        L["quant"] = {n: q(n2) for n, n2 in (
+            ("q", "attn_q"), ("k", "attn_k"), ("v", "attn_v"),
+            ("o", "attn_output"), ("gate", "ffn_gate"), ("up", "ffn_up"),
+            ("down", "ffn_down"), ("inp_gate", "inp_gate"),
+            ("proj", "proj"))}
+        L["quant_e"] = {n: q("ffn_%s_exps" % n)
+                        for n in ("gate", "up", "down")}
+        return L
+
+    def _g4_rope(self, x, pos, swa):
+        """NEOX rotation of x [T, H, hd] over its first rot dims; a global
+        layer's frequencies divided by rope_freqs (Gemma 4's proportional
+        RoPE: factors 1 for the rotated pairs, 1e30 for the others)."""
+        d = self.rot_swa if swa else self.rot_full
+        base = self.base_swa if swa else self.base
+        inv = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        if self.freqs_on == "all" or (self.freqs_on == "global" and not swa):
+            inv = inv / self.rope_freqs[:d // 2]
+        ang = np.outer(pos, inv)
+        cos = np.cos(np.concatenate([ang, ang], -1))[:, None, :]
+        sin = np.sin(np.concatenate([ang, ang], -1))[:, None, :]
+        xr = x[..., :d]
+        half = np.concatenate([-xr[..., d // 2:], xr[..., :d // 2]], -1)
+        out = x.copy()
+        out[..., :d] = xr * cos + half * sin
+        return out
+
+    def _rms0(self, x):
+        """RMSNorm without a weight."""
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps)
+
+    def _norm(self, x, w):
+        """RMSNorm of x times w; none where an ablation dropped w."""
+        return x if w is None else self._rms(x, w)
+
+    def _g4_kv(self, h, L, il, pos):
+        """Layer IL's K, V [T, KV, hd] (rotated, normed)."""
+        T = h.shape[0]
+        hd = self.hd_swa if self.is_swa[il] else self.hd_full
+        KV = self.n_heads_kv[il]
+        kraw = self._mm(h, L["k"], L["quant"]["k"])
+        vraw = (kraw if L["v"] is None
+                else self._mm(h, L["v"], L["quant"]["v"]))
+        k = self._norm(kraw.reshape(T, KV, hd), L["k_norm"])
+        if L["v"] is None and self.v_src == "normed_k":
+            vraw = k.reshape(T, KV * hd)
+        v = vraw.reshape(T, KV, hd)
+        if self.v_norm:
+            v = self._rms0(v)
+        return self._g4_rope(k, pos, self.is_swa[il]), v
+
+    def _g4_kv_source(self, il):
+        """The layer whose KV cache layer IL reads (llama.cpp's reuse rule:
+        a shared layer reads first - 1 if global, first - 2 if sliding;
+        "first_of_kind": the first layer of its kind, an ablation)."""
+        if il < self.kv_from:
+            return il
+        if self.kv_share == "first_of_kind":
+            return self.is_swa.index(self.is_swa[il])
+        return self.kv_from - (2 if self.is_swa[il] else 1)
+
+    def _g4_attn(self, h, L, il, pos, cache):
+        """Gemma4Attention of h [T, n_embd] at layer IL."""
+        T = h.shape[0]
+        swa = self.is_swa[il]
+        hd = self.hd_swa if swa else self.hd_full
+        H = self.n_heads[il]
+        q = self._mm(h, L["q"], L["quant"]["q"]).reshape(T, H, hd)
+        q = self._g4_rope(self._norm(q, L["q_norm"]), pos, swa)
+        if il < self.kv_from:
+            cache[il] = self._g4_kv(h, L, il, pos)
+        k, v = cache[self._g4_kv_source(il)]
+        rep = H // k.shape[1]
+        k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        if swa and self.n_swa:  # p sees p' when p - p' < n_swa
+            mask = mask + np.tril(np.full((T, T), -np.inf), -self.n_swa)
+        s = np.einsum("thd,shd->hts", q, k) / self.attn_div + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        a = np.einsum("hts,shd->thd", s, v).reshape(T, H * hd)
+        return self._mm(a, L["o"], L["quant"]["o"])
+
+    def _g4_moe(self, x, L):
+        """Gemma4's experts beside the MLP: the router reads
+        rmsnorm(x) / sqrt(n_embd) * scale (F32), softmax, top k,
+        renormalised; each chosen expert (GELU-tanh gated) reads
+        pre_ffw_norm_2(x) and its output is times its per-expert scale
+        (llama.cpp's ffn_down_exps.scale)."""
+        r = self._rms0(x) / np.sqrt(self.n_embd)
+        if self.router_scale_on:
+            r = r * L["router_scale"]
+        logits = r @ L["router"].T
+        p = np.exp(logits - logits.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        h = self._rms(x, L["pre2"])
+        k = self.n_expert_used
+        f = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-p[t], kind="stable")[:k]
+            w = p[t, top] / (p[t, top].sum() if self.norm_topk else 1.0)
+            srt = np.sort(p[t])[::-1]
+            self.route.append((self._il, t, top.tolist(), w.tolist(),
+                               srt[k - 1] - srt[k] if k < len(srt)
+                               else 1.0))
+            for j, e in enumerate(top):
+                y = self._mlp(h[t:t + 1], L["gate_e"][e], L["up_e"][e],
+                              L["down_e"][e], L["quant_e"])[0]
+                if self.expert_scale_on and L["exp_scale"] is not None:
+                    y = y * L["exp_scale"][e]
+                f[t] += w[j] * y
+        return self._norm(f, L["post2"])
+
+    def _g4_ffn(self, x, L):
+        """The FFN block of x [T, n_embd] before post_ffw_norm."""
+        h = self._rms(x, L["ffn_norm"])
+        f = self._mlp(h, L["gate"], L["up"], L["down"], L["quant"])
+        if L["router"] is None:
+            return f
+        f = self._norm(f, L["post1"]) if self.dense_mlp_on else 0 * f
+        return f + self._g4_moe(x, L)
+
+    def _gelu(self, x):
+        """GELU-tanh (ggml_gelu: the fp16 table with gelu_fp16)."""
+        if self.act == "gelu_erf":
+            return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2)))
+        return _gelu_ggml(x) if self.gelu_fp16 else _gelu_tanh(x)
+
+    def _g4_ple_inputs(self, x0, tokens):
+        """Per-layer inputs [T, n_layer, n_ple] (Gemma 3n's
+        project_per_layer_inputs): (rmsnorm(per_layer_model_proj x0 /
+        sqrt(n_embd)) + per_layer_token_embd[tok] sqrt(n_ple)) / sqrt(2),
+        x0 the scaled embedding."""
+        T, N = x0.shape[0], self.n_ple
+        p = self._mm(x0, self.ple_model_proj, self.ple_model_q)
+        p = self._rms((p / np.sqrt(self.n_embd)).reshape(T, -1, N),
+                      self.ple_norm)
+        e = self.ple_emb[np.asarray(tokens)].reshape(T, -1, N) * np.sqrt(N)
+        return ((p if self.ple_proj else 0) +
+                (e if self.ple_tok else 0)) / np.sqrt(2.0)
+
+    def _forward_g4(self, tokens):
+        """forward() of gemma4."""
+        T = len(tokens)
+        pos = np.arange(T, dtype=np.float64)
+        x = self.emb[np.asarray(tokens)] * self.embd_scale
+        ple = self._g4_ple_inputs(x, tokens) if self.n_ple else None
+        cache = {}
+        self.hidden = []
+        self.route = []
+        for il, L in enumerate(self.layers):
+            self._il = il
+            o = self._g4_attn(self._rms(x, L["attn_norm"]), L, il, pos,
+                              cache)
+            x = x + self._norm(o, L["post_attn"])
+            x = x + self._norm(self._g4_ffn(x, L), L["post_ffn"])
+            if ple is not None and self.ple_on:
+                g = self._gelu(self._mm(x, L["inp_gate"],
+                                        L["quant"]["inp_gate"]))
+                y = self._mm(g * ple[:, il], L["proj"], L["quant"]["proj"])
+                x = x + self._norm(y, L["post_norm"])
+            if L["out_scale"] is not None and self.out_scale_on:
+                x = x * L["out_scale"][0]
+            self.hidden.append(x.copy())
+        out = self._mm(self._rms(x, self.out_norm), self.out, self.out_q)
+        if self.softcap:
+            out = self.softcap * np.tanh(out / self.softcap)
+        return out
