@@ -140,20 +140,24 @@ struct session_msg {
 
 /* What one reply cost; filled by session_send and friends. */
 struct session_stats {
-	int32_t n_prompt;         /* tokens of the whole prompt */
-	int32_t n_reused;         /* of those, already in the cache */
-	int32_t n_prompt_eval;    /* of those, evaluated now */
-	int32_t n_reeval;         /* of those, ids the cache held but evaluated
-	                             again: a recurrent state goes back only to a
-	                             snapshot (engine.h), 0 for other models */
-	int32_t n_gen;            /* tokens sampled for the reply */
-	int32_t n_gen_eval;       /* of those, evaluated (kept in the cache) */
-	int32_t n_dropped_turns;  /* turns dropped to fit the context */
-	double prefill_ms;        /* time evaluating the prompt */
-	double decode_ms;         /* time generating */
-	int32_t n_ctx_used;       /* kv tokens after the reply */
-	int32_t n_ctx;            /* capacity */
-	enum store_finish finish; /* STOP, LENGTH, INTERRUPTED or ERROR */
+	int32_t n_prompt;        /* tokens of the whole prompt */
+	int32_t n_reused;        /* of those, already in the cache */
+	int32_t n_prompt_eval;   /* of those, evaluated now */
+	int32_t n_reeval;        /* of those, ids the cache held but evaluated
+	                            again: a recurrent state goes back only to a
+	                            snapshot (engine.h), 0 for other models */
+	int32_t n_gen;           /* tokens sampled for the reply */
+	int32_t n_gen_eval;      /* of those, evaluated (kept in the cache) */
+	int32_t n_dropped_turns; /* turns dropped to fit the context */
+	double prefill_ms;       /* time evaluating the prompt */
+	double decode_ms;        /* time generating */
+	/* from the turn's start (the prompt's rendering) to its first
+	   sampled token, 0 if none: the wait before the reply starts (a
+	   remote reply's: to its first text) */
+	double first_ms;
+	int32_t n_ctx_used;           /* kv tokens after the reply */
+	int32_t n_ctx;                /* capacity */
+	enum store_finish finish;     /* STOP, LENGTH, INTERRUPTED or ERROR */
 	struct verify_summary verify; /* the reply's evals against the CPU
 	                                 reference (n_checked 0: not on) */
 	/* a remote reply (n_ctx 0): prefill_ms is the time to its first

@@ -162,6 +162,7 @@ struct session_reply {
 	struct tok_buf text;      /* what was shown (owned) */
 	int64_t store_id;         /* its message in the store, or 0 */
 	double last_store;        /* session_ms() of the last update */
+	double t_start;           /* session_ms() at the turn's start */
 	bool update_failed;       /* the user was told an update failed */
 	bool recording;           /* token reports are kept and stored */
 	bool rep_full;            /* STORE_REPORTS_MAX reached: no more kept */

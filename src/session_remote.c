@@ -125,6 +125,7 @@ int session_reply_remote(struct session *s, const struct session_cb *cb,
 	st->n_gen = res.n_tokens;
 	st->n_prompt = res.n_prompt;
 	st->prefill_ms = res.first_ms;
+	st->first_ms = res.first_ms;
 	st->decode_ms = res.total_ms - res.first_ms;
 	st->server_prompt_n = res.server_prompt_n;
 	st->server_prompt_ms = res.server_prompt_ms;

@@ -307,7 +307,8 @@ static int session_decode(struct session *s, struct session_reply *r,
 			fin = STORE_FINISH_ERROR;
 			break;
 		}
-		st->n_gen++;
+		if (++st->n_gen == 1)
+			st->first_ms = session_ms() - r->t_start;
 		eog = tok_is_eog(s->tok, id);
 		/* (not where a stop string may take the step back and a
 		   recurrent state cannot be: engine.h invariant 3) */
@@ -559,6 +560,7 @@ int session_reply(struct session *s, const struct session_cb *cb,
 		n_extra = r.n_replay - r.end_after_replay;
 	}
 	memset(st, 0, sizeof(*st));
+	r.t_start = session_ms();
 	st->n_ctx = engine_n_ctx(s->eng);
 	verify_summary_init(&s->vsum);
 	s->cb = cb; /* for session_eval's progress reports */

@@ -44,6 +44,8 @@ run() { # SCRIPT GOLDEN ARGS...
 
 run repl.script repl.golden $opts --system "$sys"
 ok $? "the REPL ran the script and exited 0"
+grep -Eq '^\[reply [0-9]+ tokens, .*; first token after [0-9]+ ms\]' "$tmp/raw"
+ok $? "/stats ends with the wait before the reply's first token"
 diff -u "$data/repl.golden" "$tmp/repl.golden" >"$tmp/diff1"
 ok $? "REPL transcript = tests/data/chat/repl.golden"
 sed 's/^/#   /' "$tmp/diff1" | head -n 40

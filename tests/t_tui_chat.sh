@@ -32,6 +32,12 @@ st1=$(tui_status)
 diag "status: $st1"
 echo "$st1" | grep -Eq 'ctx [1-9][0-9]*/2048 .* reused 0 '
 ok $? "context gauge counts the turn, nothing reused on the first turn"
+# (at 100 columns the lower-priority parts give way to the model's name)
+tmux -S "$tui_sock" resize-window -x 160 -y 30
+tui_wait 't/s │ first ([0-9]+ ms|[0-9]+\.[0-9]{2} s) │' 10
+ok $? "a wide status bar shows the wait before the last reply's first token"
+tmux -S "$tui_sock" resize-window -x 100 -y 30
+tui_wait 'F1 help' 10
 
 # --- a second turn reuses the cache --------------------------------------
 tui_type "And of Germany?"

@@ -236,11 +236,11 @@ static void repl_print_stats(const struct session_stats *st)
 		         st->n_reeval);
 	fprintf(stderr,
 	        "[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new%s), "
-	        "%.1f tok/s; context %d/%d]\n",
+	        "%.1f tok/s; context %d/%d; first token after %.0f ms]\n",
 	        st->n_gen, gen_s > 0 ? st->n_gen / gen_s : 0.0, st->n_prompt,
 	        st->n_prompt_eval, again,
 	        pre_s > 0 ? st->n_prompt_eval / pre_s : 0.0, st->n_ctx_used,
-	        st->n_ctx);
+	        st->n_ctx, st->first_ms);
 }
 
 /* After a reply: end the line, say how it ended, stats if verbose. */

@@ -373,10 +373,11 @@ static void tui_cmd_stats(struct tui *t)
 			         ", %d of them evaluated again", st->n_reeval);
 		snprintf(buf, sizeof(buf),
 		         "reply %d tokens, %.1f tok/s; prompt %d tokens (%d "
-		         "reused, %d new%s), %.1f tok/s; context %d/%d",
+		         "reused, %d new%s), %.1f tok/s; context %d/%d; first "
+		         "token after %.0f ms",
 		         st->n_gen, t->decode_tps, st->n_prompt, st->n_reused,
 		         st->n_prompt_eval, again, t->prefill_tps,
-		         st->n_ctx_used, st->n_ctx);
+		         st->n_ctx_used, st->n_ctx, st->first_ms);
 	}
 	tui_add(t, TUI_ROLE_NOTICE, buf, strlen(buf));
 }

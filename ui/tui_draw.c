@@ -339,11 +339,21 @@ static void tui_draw_cut(const char *s, int cols, char *out, size_t n)
 	memcpy(out + o, "…", 4); /* 3 bytes and the NUL */
 }
 
+/* PREFIX and a duration of MS milliseconds into OUT (N bytes): "850 ms",
+   "2.41 s". */
+static void tui_draw_ms(const char *prefix, double ms, char *out, size_t n)
+{
+	if (ms < 1000)
+		snprintf(out, n, "%s%.0f ms", prefix, ms);
+	else
+		snprintf(out, n, "%s%.2f s", prefix, ms / 1e3);
+}
+
 /* The status bar at row Y: the figures, or the message of the moment. */
 static void tui_draw_status(struct tui *t, int y, int cols)
 {
-	struct tui_draw_part p[8];
-	int n = 0, used, order[8] = {0};
+	struct tui_draw_part p[10];
+	int n = 0, used, order[10] = {0};
 	const char *sep = " │ "; /* 3 columns */
 	char line[1200];
 	short pair = 0;
@@ -363,6 +373,11 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	p[n++].prio = 3;
 	tui_draw_speed(t, p[n].s, sizeof(p[n].s));
 	p[n++].prio = 1;
+	/* the wait before the last reply began (a follow-up turn deep in a
+	   long chat: its prompt's evaluation) */
+	if (!t->busy && t->have_last && t->last.first_ms > 0)
+		tui_draw_ms("first ", t->last.first_ms, p[n].s, sizeof(p[n].s));
+	p[n++].prio = 3;
 	snprintf(p[n].s, sizeof(p[n].s), "%s",
 	         t->title[0]  ? t->title
 	         : t->conv_id ? "untitled"
