@@ -12,10 +12,12 @@
 # LLAMA_BUILD names a build script (../shared/peers/build-llamacpp.sh), that
 # script builds it there first (about 4.5 minutes on 16 cores).
 # SHAPE: qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
-# gemma3-12b qwen3-30b-a3b qwen36-27b qwen36-35b-a3b (default: the first
-# seven; see big()). Environment: MODELS_DIR (default
-# /tmp/parley-vs), QUANT (default Q4_K_M), REPEATS (default 3), DEPTH (the
-# third column's depth, default 16384; 0 leaves it out).
+# gemma3-12b qwen3-14b qwen3-32b gemma3-27b qwen3-30b-a3b qwen36-27b
+# qwen36-35b-a3b (default: the first seven; see big()). Environment:
+# MODELS_DIR (default /tmp/parley-vs), QUANT (default Q4_K_M), REPEATS
+# (default 3), DEPTH (the third column's depth, default 16384; 0 leaves it
+# out), PDEPTH (depths at which to prefill 64 and 512 tokens, a follow-up
+# turn deep in a chat: "4096 16384"; default none).
 #
 # Prints one table: decode after 512, prefill 512, decode at DEPTH, for each
 # engine and the ratio parley / llama.cpp. FOLLOWUP=N (0: none): then, per
@@ -50,17 +52,21 @@ shape() {
 	qwen3-30b-a3b) echo "--arch qwen3moe --n-vocab 151936 --n-embd 2048 --n-ff 6144 --n-layer 48 --n-head 32 --n-head-kv 4 --head-dim 128 --rope-base 1000000 --n-expert 128 --n-expert-used 8 --n-ff-exp 768" ;;
 	qwen36-27b) echo "--arch qwen35 --n-vocab 248320 --n-embd 5120 --n-ff 17408 --n-layer 64 --n-head 24 --n-head-kv 4 --head-dim 256 --n-rot 64 --rope-sections 11,11,10,0 --rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 16 --ssm-time-step-rank 48 --ssm-inner-size 6144 --full-attention-interval 4" ;;
 	qwen36-35b-a3b) echo "--arch qwen35moe --n-vocab 248320 --n-embd 2048 --n-ff 512 --n-layer 40 --n-head 16 --n-head-kv 2 --head-dim 256 --n-rot 64 --rope-sections 11,11,10,0 --rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 16 --ssm-time-step-rank 32 --ssm-inner-size 4096 --full-attention-interval 4 --n-expert 256 --n-expert-used 8 --n-ff-exp 512 --n-ff-shexp 512" ;;
+	qwen3-14b) echo "--arch qwen3 --n-vocab 151936 --n-embd 5120 --n-ff 17408 --n-layer 40 --n-head 40 --n-head-kv 8 --head-dim 128 --rope-base 1000000" ;;
+	qwen3-32b) echo "--arch qwen3 --n-vocab 151936 --n-embd 5120 --n-ff 25600 --n-layer 64 --n-head 64 --n-head-kv 8 --head-dim 128 --rope-base 1000000" ;;
+	gemma3-27b) echo "--arch gemma3 --n-vocab 262208 --n-embd 5376 --n-ff 21504 --n-layer 62 --n-head 32 --n-head-kv 16 --head-dim 128 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
 	gemma3-12b) echo "--arch gemma3 --n-vocab 262208 --n-embd 3840 --n-ff 15360 --n-layer 48 --n-head 16 --n-head-kv 8 --head-dim 256 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
 	*) echo "vs-llamacpp: unknown shape $1" >&2; exit 2 ;;
 	esac
 }
 
 # 1 for a shape whose F16 file does not fit the GPU machine's disk (61 GB
-# for Qwen3-30B-A3B): the writer writes its Q4_K_M mix itself (Q4_K, Q6_K
+# for Qwen3-30B-A3B, 54 and 65 GB for Gemma-3-27B and Qwen3-32B): the writer
+# writes its Q4_K_M mix itself (Q4_K, Q6_K
 # for attn_v and ffn_down in llama.cpp's more-bits layers and the output;
 # random valid blocks, the same file for both engines)
 big() {
-	case $1 in qwen3-30b-a3b | qwen36-*) echo 1 ;; *) echo 0 ;; esac
+	case $1 in qwen3-30b-a3b | qwen3-32b | gemma3-27b | qwen36-*) echo 1 ;; *) echo 0 ;; esac
 }
 
 # tok/s of llama-bench's one test (ARGS) on FILE, the median of R repeats
@@ -112,6 +118,13 @@ for s in $shapes; do
 	printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' "$s" "$Q" \
 		"$pt" "$lt" "$(ratio "$pt" "$lt")" "$pp" "$lp" "$(ratio "$pp" "$lp")" \
 		"$pd" "$ld" "$(ratio "$pd" "$ld")"
+	for d in ${PDEPTH:-}; do
+		for n in 64 512; do
+			lq=$(llama "$f" -p "$n" -n 0 -d "$d")
+			pq=$(parley prefill "$f" --depth "$d" -p "$n" -n 1)
+			echo "  prefill $n after $d: parley $pq llama.cpp $lq tok/s ($(ratio "$pq" "$lq"))"
+		done
+	done
 	if [ "${FOLLOWUP:-0}" -gt 0 ]; then
 		fa=$(parley prefill "$f" --depth "$FOLLOWUP" -p 64 -n 1)
 		f0=$(parley prefill "$f" -p 64 -n 1)
