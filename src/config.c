@@ -70,7 +70,7 @@ static const struct config_opt config_opts[] = {
     {"models-dir", CT_STR, 0, 0, 0,
      "folder of GGUF models for -m NAME (repeatable, or a:b)"},
     {"think", CT_STR, 0, 0, 0,
-     "the template's enable_thinking: on or off (Qwen3's)"},
+     "the template's enable_thinking: on or off (Qwen3's, Gemma 4's)"},
     {"thinking", CT_BOOL, 0, 0, 0,
      "-p prints a thinking model's reasoning too (false)"},
     {"hide-thinking", CT_BOOL, 0, 0, 0,

@@ -307,9 +307,9 @@ static const char repl_help[] =
     "  /stats              speed and context of the last reply\n"
     "  /verify             check each step against the CPU reference "
     "(toggle)\n"
-    "  /think on|off       the template's enable_thinking (Qwen3's); "
-    "/think\n"
-    "                      alone shows it\n"
+    "  /think on|off       the template's enable_thinking (Qwen3's, Gemma "
+    "4's);\n"
+    "                      /think alone shows it\n"
     "  /reasoning low|medium|high  the template's reasoning_effort\n"
     "                      (gpt-oss's); /reasoning alone shows it\n"
     "  /quit               leave (also Ctrl-D)\n";

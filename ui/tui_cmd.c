@@ -51,7 +51,7 @@ const char tui_cmd_help[] =
     "edit it in the input)\n"
     "  /system [TEXT|-]    show, set or remove the system prompt\n"
     "  /think [on|off]     the template's enable_thinking (templates that "
-    "read it: Qwen3's), from the next turn\n"
+    "read it: Qwen3's, Gemma 4's), from the next turn\n"
     "  /reasoning [low|medium|high]  the template's reasoning_effort "
     "(gpt-oss's), from the next turn\n"
     "  /set [KEY VALUE]    show or change temp, top-k, top-p, min-p, "
