@@ -82,6 +82,13 @@ struct cu_layer {
 	/* decode's router with sh_inp as its last row: the routing logits
 	   and the shared expert's gate logit in one product (F32) */
 	struct cuda_tensor router_sh;
+	/* a mixture beside a dense MLP (gemma4: sh_gate, sh_up, sh_down are
+	   the dense MLP), else NULL: [n_embd] each */
+	const float *sh_post_norm, *exp_norm, *exp_post_norm, *router_scale;
+	const float *exp_scale; /* [n_expert] expert outputs' scales or NULL */
+	/* the per-layer input (cfg.ple_dim > 0), else d NULL */
+	struct cuda_tensor ple_gate, ple_proj;
+	const float *ple_post_norm; /* [n_embd] */
 };
 
 /* Run state of the CUDA backend. */
@@ -94,6 +101,10 @@ struct cu_state {
 	struct cu_layer *layers;
 	struct cuda_tensor embd, output;
 	const float *output_norm;
+	/* the per-layer inputs (cfg.ple_dim > 0: Gemma 4's E models), else
+	   d NULL: per_layer_token_embd, per_layer_model_proj, its norm */
+	struct cuda_tensor ple_embd, ple_proj;
+	const float *ple_proj_norm; /* [ple_dim] */
 	/* per RoPE class (cfg.ropes): its inverse frequencies [n_rot / 2]
 	   and its table [n_ctx][n_rot / 2] cos, sin (cuda_op_rope_table) */
 	const double *inv_freq[MODEL_MAX_ROPES];
@@ -123,6 +134,15 @@ struct cu_state {
 	float *ssm_g;   /* [n_batch][max_ssm_heads] the decay's log */
 	float *ssm_b;   /* [n_batch][max_ssm_heads] beta (decode: [b | a]) */
 	float *sg;      /* [n_batch] a shared expert's gate logit */
+	/* a mixture beside a dense MLP (MODEL_FEAT_MOE_DENSE; else NULL) */
+	float *yd;  /* [n_batch][n_embd] the dense branch's output */
+	float *rin; /* [n_batch][n_embd] the router's input, then the
+	               experts' normed sum */
+	/* per-layer inputs (cfg.ple_dim > 0; else NULL), P = ple_dim, L =
+	   n_layer */
+	float *ple; /* [n_batch][L P] every layer's input (cu_ple_inputs) */
+	float *pe;  /* [n_batch][L P] the tokens' per-layer embedding rows */
+	float *pg;  /* [n_batch][P] a layer's gate */
 	/* the recurrent state's slots (engine_backend.h): 0 the live one,
 	   read and written in place by every step (the decode graphs name
 	   it), the snapshots allocated on first use; each every recurrent
@@ -303,7 +323,19 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 			n += cu_align((size_t)c->n_embd * sizeof(float)) +
 			     cu_align((size_t)(l->ffn.n_expert + 1) *
 			              (size_t)c->n_embd * sizeof(float));
+		if (l->ffn.exp_norm != NULL)
+			n += 4 * cu_align((size_t)c->n_embd * sizeof(float));
+		if (l->ffn.exp_scale != NULL)
+			n += cu_align((size_t)l->ffn.n_expert * sizeof(float));
+		if (l->ffn.gate_up.data != NULL) /* gate and up apart */
+			n += 256;
+		if (l->ple.post_norm != NULL)
+			n += cu_align((size_t)c->n_embd * sizeof(float));
 	}
+	if (c->ple_dim > 0)
+		n += cu_align(cu_tensor_bytes(&m->w.ple_embd, repack)) +
+		     cu_align(cu_tensor_bytes(&m->w.ple_proj, repack)) +
+		     cu_align((size_t)c->ple_dim * sizeof(float));
 	return n;
 }
 
@@ -450,6 +482,55 @@ static struct cuda_tensor cu_put_router_sh(struct cu_state *s, size_t *off,
 	return ct;
 }
 
+/* The gate (UP false) or up (UP true) stack of F's merged experts
+ * (gate_up: each expert's 2 n_ff rows, gate's first) uploaded at *OFF as
+ * a stack of its own, as the stacks apart are: staged in host memory,
+ * copied before it is freed. */
+static struct cuda_tensor cu_put_gate_up(struct cu_state *s, size_t *off,
+                                         const struct model_ffn *f, bool up,
+                                         char *err, size_t errlen, int *rc)
+{
+	const struct model_tensor *gu = &f->gate_up;
+	const size_t half = gu->row_size * (size_t)f->n_ff;
+	unsigned char *buf = (unsigned char *)malloc(half * (size_t)gu->ne2);
+	struct cuda_tensor ct;
+	struct model_tensor t = *gu;
+
+	memset(&ct, 0, sizeof(ct));
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		*rc = -1;
+		return ct;
+	}
+	for (int64_t e = 0; e < gu->ne2; e++)
+		memcpy(buf + (size_t)e * half,
+		       (const unsigned char *)gu->data +
+		           (size_t)(2 * e + (up ? 1 : 0)) * half,
+		       half);
+	t.ne1 = f->n_ff;
+	t.data = buf;
+	ct = cu_put_tensor(s, off, &t, err, errlen, rc);
+	if (*rc == 0 && cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
+		snprintf(err, errlen, "copying merged experts: %s",
+		         cudaGetErrorString(cudaGetLastError()));
+		*rc = -1;
+	}
+	free(buf);
+	return ct;
+}
+
+/* An optional vector of N floats at *OFF: its device address, or NULL
+ * where HOST is NULL. */
+static const float *cu_put_vec(struct cu_state *s, size_t *off,
+                               const float *host, size_t n, char *err,
+                               size_t errlen, int *rc)
+{
+	return host == NULL ? NULL
+	                    : (const float *)cu_put(s, off, host,
+	                                            n * sizeof(float), err,
+	                                            errlen, rc);
+}
+
 /* Layer IL's weights uploaded at *OFF into D. */
 static void cu_put_layer(struct cu_state *s, size_t *off,
                          const struct model_layer *l, struct cu_layer *d,
@@ -462,8 +543,13 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 	d->wk = cu_put_tensor(s, off, &a->wk, err, errlen, rc);
 	d->wv = cu_put_tensor(s, off, &a->wv, err, errlen, rc);
 	d->wo = cu_put_tensor(s, off, &a->wo, err, errlen, rc);
-	d->gate = cu_put_tensor(s, off, &f->gate, err, errlen, rc);
-	d->up = cu_put_tensor(s, off, &f->up, err, errlen, rc);
+	if (f->gate_up.data != NULL) { /* merged: two stacks, as apart */
+		d->gate = cu_put_gate_up(s, off, f, false, err, errlen, rc);
+		d->up = cu_put_gate_up(s, off, f, true, err, errlen, rc);
+	} else {
+		d->gate = cu_put_tensor(s, off, &f->gate, err, errlen, rc);
+		d->up = cu_put_tensor(s, off, &f->up, err, errlen, rc);
+	}
 	d->down = cu_put_tensor(s, off, &f->down, err, errlen, rc);
 	memset(&d->router, 0, sizeof(d->router));
 	if (f->router.data != NULL)
@@ -496,8 +582,9 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 
 		d->q_norm = (const float *)cu_put(s, off, a->q_norm, hb, err,
 		                                  errlen, rc);
-		d->k_norm = (const float *)cu_put(s, off, a->k_norm, hb, err,
-		                                  errlen, rc);
+		/* (none in a layer of shared KV: it has no keys) */
+		d->k_norm = cu_put_vec(s, off, a->k_norm, hb / sizeof(float),
+		                       err, errlen, rc);
 	}
 	if (a->post_norm != NULL)
 		d->attn_post_norm = (const float *)cu_put(s, off, a->post_norm,
@@ -547,12 +634,38 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 		if (cu_ssm_ba_ok(m))
 			d->wba = cu_put_ba(s, off, m, err, errlen, rc);
 	}
-	if (f->sh_inp != NULL) {
+	if (f->sh_gate.data != NULL) { /* gated, or the dense MLP beside */
 		d->sh_gate =
 		    cu_put_tensor(s, off, &f->sh_gate, err, errlen, rc);
 		d->sh_up = cu_put_tensor(s, off, &f->sh_up, err, errlen, rc);
 		d->sh_down =
 		    cu_put_tensor(s, off, &f->sh_down, err, errlen, rc);
+	}
+	{
+		const size_t ne = en / sizeof(float);
+
+		d->sh_post_norm =
+		    cu_put_vec(s, off, f->sh_post_norm, ne, err, errlen, rc);
+		d->exp_norm =
+		    cu_put_vec(s, off, f->exp_norm, ne, err, errlen, rc);
+		d->exp_post_norm =
+		    cu_put_vec(s, off, f->exp_post_norm, ne, err, errlen, rc);
+		d->router_scale =
+		    cu_put_vec(s, off, f->router_scale, ne, err, errlen, rc);
+		d->exp_scale = cu_put_vec(s, off, f->exp_scale,
+		                          (size_t)f->n_expert, err, errlen, rc);
+		d->ple_gate = d->ple_proj = none;
+		d->ple_post_norm = NULL;
+		if (l->ple.gate.data != NULL) {
+			d->ple_gate = cu_put_tensor(s, off, &l->ple.gate, err,
+			                            errlen, rc);
+			d->ple_proj = cu_put_tensor(s, off, &l->ple.proj, err,
+			                            errlen, rc);
+			d->ple_post_norm = cu_put_vec(s, off, l->ple.post_norm,
+			                              ne, err, errlen, rc);
+		}
+	}
+	if (f->sh_inp != NULL) {
 		d->sh_inp.type = QTYPE_F32;
 		d->sh_inp.ne0 = (int64_t)(en / sizeof(float));
 		d->sh_inp.ne1 = 1;
@@ -601,6 +714,15 @@ static int cu_upload(const struct model *m, struct cu_state *s, char *err,
 	for (int il = 0; il < c->n_layer; il++)
 		cu_put_layer(s, &off, &m->w.layers[il], &s->layers[il], en, err,
 		             errlen, &rc);
+	if (c->ple_dim > 0) {
+		s->ple_embd =
+		    cu_put_tensor(s, &off, &m->w.ple_embd, err, errlen, &rc);
+		s->ple_proj =
+		    cu_put_tensor(s, &off, &m->w.ple_proj, err, errlen, &rc);
+		s->ple_proj_norm =
+		    cu_put_vec(s, &off, m->w.ple_proj_norm, (size_t)c->ple_dim,
+		               err, errlen, &rc);
+	}
 	/* the repacked tensors' copies and kernels (cu_put_repacked) */
 	if (rc == 0 && cudaStreamSynchronize(s->ctx.stream) != cudaSuccess) {
 		snprintf(err, errlen, "rearranging the weights: %s",
@@ -622,7 +744,8 @@ static int cu_upload(const struct model *m, struct cu_state *s, char *err,
  */
 static bool cu_qkv_rope_fusable(const struct model_attn *a)
 {
-	return a->q_norm == NULL && a->k_norm == NULL;
+	return a->q_norm == NULL && a->k_norm == NULL && !a->v_norm &&
+	       a->wv.data != NULL;
 }
 
 /* The rotation and KV store of layer IL for a chunk at POS0 (RK for the
@@ -684,7 +807,22 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen))
 		return -1;
-	if (cu_qkv_rope_fusable(a)) {
+	if (a->kv_layer != il) {
+		/* KV sharing (gemma4): the queries only, normed and rotated;
+		   the keys and values are layer kv_layer's, in its cache
+		   (cu_kv_place), written earlier in this chunk */
+		if (cuda_op_matmul_xq(x, &l->wq, s->xb, xq, n,
+		                      a->gated ? s->qg : s->q, err, errlen) ||
+		    (a->gated &&
+		     cuda_op_split_q_gate(x, s->qg, n, a->n_head, a->head_dim_k,
+		                          s->q, err, errlen)) ||
+		    cuda_op_qkv_norm_rope_store(
+		        x, s->q, NULL, NULL, l->q_norm, NULL, 0, c->rms_eps, n,
+		        rk.n_head, 0, rk.head_dim, rk.n_rot, rk.d_inv_freq,
+		        rk.mscale, pos0, rk.neox, e->n_ctx, 0, NULL, NULL, err,
+		        errlen))
+			return -1;
+	} else if (cu_qkv_rope_fusable(a)) {
 		if (cuda_op_matmul_qkv_rope(x, &l->wq, &l->wk, &l->wv, l->bq,
 		                            l->bk, l->bv, s->xb, xq, n, s->q,
 		                            s->k, s->v, &rk, NULL, err, errlen))
@@ -693,17 +831,22 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 		/* the unfused chain: products, then q/k norm (where the
 		   layer has it), RoPE and store in one launch; a gated
 		   layer's query rows [q | gate] per head split first */
-		if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, &l->wv, l->bq, l->bk,
-		                       l->bv, s->xb, xq, n,
-		                       a->gated ? s->qg : s->q, s->k, s->v, err,
-		                       errlen) ||
+		/* keys as values (gemma4: no Wv): V is the keys' product
+		   before their norm, the same product made twice (one
+		   launch in decode) */
+		const bool kv = a->wv.data == NULL;
+
+		if (cuda_op_matmul_qkv(x, &l->wq, &l->wk, kv ? &l->wk : &l->wv,
+		                       l->bq, l->bk, kv ? NULL : l->bv, s->xb,
+		                       xq, n, a->gated ? s->qg : s->q, s->k,
+		                       s->v, err, errlen) ||
 		    (a->gated &&
 		     cuda_op_split_q_gate(x, s->qg, n, a->n_head, a->head_dim_k,
 		                          s->q, err, errlen)))
 			return -1;
-		if (cuda_op_qk_norm_rope_kv_store(
-		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, c->rms_eps,
-		        n, rk.n_head, rk.n_kv, rk.head_dim, rk.n_rot,
+		if (cuda_op_qkv_norm_rope_store(
+		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, a->v_norm,
+		        c->rms_eps, n, rk.n_head, rk.n_kv, rk.head_dim, rk.n_rot,
 		        rk.d_inv_freq, rk.mscale, pos0, rk.neox, e->n_ctx, 0,
 		        l->kc, l->vc, err, errlen))
 			return -1;
@@ -840,7 +983,8 @@ static int cu_shared_add(struct engine *e, struct cu_state *s, int il,
  * in parts.
  */
 static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
-                        const void *xq, char *err, size_t errlen)
+                        const void *xq, const float *rin, bool dense,
+                        char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
@@ -848,10 +992,12 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	struct cuda_ctx *x = &s->ctx;
 	const int32_t k = f->n_expert_used, kmax = c->max_expert_used;
 	const int32_t part = 65535 / k;
+	/* DENSE (cu_moe_dense): the sum into s->y, its norms the caller's */
+	const bool to_y = dense || l->ffn_post_norm != NULL;
 
 	if (cuda_op_matmul(x,
 	                   cu_router_sh(s, il, n) ? &l->router_sh : &l->router,
-	                   s->xb, n, s->rl, 1, err, errlen) ||
+	                   rin, n, s->rl, 1, err, errlen) ||
 	    (l->router_b != NULL &&
 	     cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n, err,
 	                      errlen)) ||
@@ -863,8 +1009,7 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	for (int32_t t0 = 0; t0 < n; t0 += part) {
 		const int32_t nt = n - t0 < part ? n - t0 : part;
 		const int32_t *ids = s->ids + (size_t)t0 * k;
-		float *out = (l->ffn_post_norm != NULL ? s->y : s->x) +
-		             (size_t)t0 * c->n_embd;
+		float *out = (to_y ? s->y : s->x) + (size_t)t0 * c->n_embd;
 		/* several tokens: their slots grouped by expert */
 		const int32_t *perm = nt > 1 ? s->perm : NULL;
 
@@ -878,15 +1023,63 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		                      s->eh2, err, errlen) ||
 		    cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids, perm,
 		                     l->down_b, s->eout, err, errlen) ||
+		    (l->exp_scale != NULL &&
+		     cuda_op_moe_scale(x, s->eout, l->exp_scale, ids, nt * k,
+		                       c->n_embd, err, errlen)) ||
 		    cuda_op_moe_combine(x, s->eout, s->wts + (size_t)t0 * k, nt,
-		                        k, c->n_embd, out,
-		                        l->ffn_post_norm == NULL, err, errlen))
+		                        k, c->n_embd, out, !to_y, err, errlen))
 			return -1;
 	}
-	if (l->ffn_post_norm != NULL)
+	if (!dense && l->ffn_post_norm != NULL)
 		return cuda_op_rmsnorm_add(x, s->y, l->ffn_post_norm, c->n_embd,
 		                           n, c->rms_eps, s->x, err, errlen);
 	return 0;
+}
+
+/*
+ * A mixture beside a dense MLP (gemma4, model.h) of layer IL on the
+ * chunk, s->xb holding rmsnorm(x) * norm (XQ its int8 activations or
+ * NULL), added into s->x through the FFN's post-norm: the dense branch
+ * into s->yd, normed; the router's input rmsnorm(x) / sqrt(n_embd) *
+ * router_scale into s->rin; the experts on rmsnorm(x) * exp_norm (into
+ * s->xb, after the dense branch read it), their sum into s->y, normed
+ * into s->rin (the routing has read it); the two added (backend_cpu.c
+ * cpu_moe_dense's order).
+ */
+static int cu_moe_dense(struct engine *e, struct cu_state *s, int il,
+                        int32_t n, const void *xq, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct model_ffn *f = &e->model->w.layers[il].ffn;
+	const struct cu_layer *l = &s->layers[il];
+	struct cuda_ctx *x = &s->ctx;
+	const int32_t ne = c->n_embd;
+	const float inv = 1.0f / sqrtf((float)ne), eps = c->rms_eps;
+	const void *xq2; /* the experts' input as int8 activations, or NULL */
+
+	if (cuda_op_matmul_gated(x, f->act, &l->sh_gate, &l->sh_up, s->xb, xq,
+	                         n, s->hb, s->hb2, err, errlen) ||
+	    cuda_op_matmul(x, &l->sh_down, s->hb, n, s->y, 0, err, errlen) ||
+	    cuda_op_rmsnorm(x, s->y, l->sh_post_norm, ne, n, eps, s->yd, err,
+	                    errlen) ||
+	    cuda_op_rmsnorm_mul(x, s->x, l->router_scale, ne, n, eps, inv,
+	                        s->rin, err, errlen) ||
+	    cuda_op_rmsnorm_x8(x, s->x, l->exp_norm, ne, n, eps, s->xb, &xq2,
+	                       err, errlen) ||
+	    /* (a router whose mat-vec quantizes its input, s->rin, leaves
+	       those quants where xq2 points: the experts then quantize
+	       s->xb themselves) */
+	    cu_moe_block(e, s, il, n,
+	                 cuda_op_matvec_x8(x, &l->router, n) ? NULL : xq2,
+	                 s->rin, true, err, errlen) ||
+	    cuda_op_rmsnorm(x, s->y, l->exp_post_norm, ne, n, eps, s->rin, err,
+	                    errlen) ||
+	    cuda_op_add(x, s->rin, s->yd, (int64_t)n * ne, err, errlen))
+		return -1;
+	if (l->ffn_post_norm != NULL)
+		return cuda_op_rmsnorm_add(x, s->rin, l->ffn_post_norm, ne, n,
+		                           eps, s->x, err, errlen);
+	return cuda_op_add(x, s->x, s->rin, (int64_t)n * ne, err, errlen);
 }
 
 /* Feed-forward block (a gated MLP) of layer il; adds into s->x. SNAP: the
@@ -908,8 +1101,11 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	if (f->kind == MODEL_FFN_EXPERTS) { /* (cu_snap_ok: no SNAP then) */
 		const bool sh = l->sh_inp.d != NULL;
 
+		if (f->exp_norm != NULL)
+			return cu_moe_dense(e, s, il, n, xq, err, errlen);
 		return (sh && cu_shared_gated(s, il, n, xq, err, errlen)) ||
-		               cu_moe_block(e, s, il, n, xq, err, errlen) ||
+		               cu_moe_block(e, s, il, n, xq, s->xb, false, err,
+		                            errlen) ||
 		               (sh && cu_shared_add(e, s, il, n, err, errlen))
 		           ? -1
 		           : 0;
@@ -927,6 +1123,28 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	                          errlen);
 }
 
+/* Layer IL's per-layer input step (the E models, model.h) after its FFN:
+ * g = gelu_tanh(Wgate x) * the layer's slice of s->ple, x +=
+ * rmsnorm(Wproj g) * post_norm (backend_cpu_ple.c's order). */
+static int cu_ple_block(struct engine *e, struct cu_state *s, int il,
+                        int32_t n, char *err, size_t errlen)
+{
+	const struct model_config *c = &e->model->cfg;
+	const struct cu_layer *l = &s->layers[il];
+	const int32_t P = c->ple_dim;
+
+	return cuda_op_matmul(&s->ctx, &l->ple_gate, s->x, n, s->pg, 0, err,
+	                      errlen) ||
+	               cuda_op_gate_act_rows(&s->ctx, MODEL_ACT_GELU_TANH,
+	                                     s->pg, s->ple + (size_t)il * P, P,
+	                                     n, (int64_t)P * c->n_layer, err,
+	                                     errlen) ||
+	               cu_post_norm_add(e, s, &l->ple_proj, s->pg, NULL,
+	                                l->ple_post_norm, n, err, errlen)
+	           ? -1
+	           : 0;
+}
+
 /* The recipe of one layer (model.h) for a chunk of N tokens at POS0
  * (ignored in a captured step: cuda_ctx.d_pos): prefill and the decode
  * graphs run this one function. SNAP as for cu_ffn_block. */
@@ -934,12 +1152,18 @@ static int cu_layer_forward(struct engine *e, struct cu_state *s, int il,
                             int32_t n, int32_t pos0, float *snap, char *err,
                             size_t errlen)
 {
-	const bool rec =
-	    e->model->w.layers[il].attn.kind == MODEL_ATTN_RECURRENT;
+	const struct model_layer *ml = &e->model->w.layers[il];
+	const bool rec = ml->attn.kind == MODEL_ATTN_RECURRENT;
 
 	return (rec ? cu_ssm_block(e, s, il, n, err, errlen)
 	            : cu_attention_block(e, s, il, n, pos0, err, errlen)) ||
-	               cu_ffn_block(e, s, il, n, snap, err, errlen)
+	               cu_ffn_block(e, s, il, n, snap, err, errlen) ||
+	               (ml->ple.gate.data != NULL &&
+	                cu_ple_block(e, s, il, n, err, errlen)) ||
+	               (ml->out_scale != 0.0f &&
+	                cuda_op_scale(&s->ctx, s->x,
+	                              (int64_t)n * e->model->cfg.n_embd,
+	                              ml->out_scale, err, errlen))
 	           ? -1
 	           : 0;
 }
@@ -951,9 +1175,27 @@ static int cu_embed(struct engine *e, struct cu_state *s, const int32_t *d_tok,
 {
 	const struct model_config *c = &e->model->cfg;
 
-	return cuda_op_get_rows(&s->ctx, &s->embd, d_tok, n,
-	                        c->embd_scale != 0.0f ? c->embd_scale : 1.0f,
-	                        s->x, err, errlen);
+	if (cuda_op_get_rows(&s->ctx, &s->embd, d_tok, n,
+	                     c->embd_scale != 0.0f ? c->embd_scale : 1.0f, s->x,
+	                     err, errlen))
+		return -1;
+	if (c->ple_dim == 0)
+		return 0;
+	/* the per-layer inputs (model.h) of every layer from the scaled
+	   embeddings: the projection, normed per layer, plus each token's
+	   per-layer embedding row times sqrt(P) (backend_cpu_ple.c) */
+	return cuda_op_matmul(&s->ctx, &s->ple_proj, s->x, n, s->ple, 0, err,
+	                      errlen) ||
+	               cuda_op_get_rows(&s->ctx, &s->ple_embd, d_tok, n,
+	                                sqrtf((float)c->ple_dim), s->pe, err,
+	                                errlen) ||
+	               cuda_op_ple_inputs(&s->ctx, s->ple, s->pe,
+	                                  s->ple_proj_norm, c->ple_dim,
+	                                  (int64_t)n * c->n_layer, c->rms_eps,
+	                                  1.0f / sqrtf((float)c->n_embd),
+	                                  1.0f / sqrtf(2.0f), err, errlen)
+	           ? -1
+	           : 0;
 }
 
 /* The LM head: logits of the N_OUT residual rows at X into s->logits
@@ -966,7 +1208,10 @@ static int cu_lm_head(struct engine *e, struct cu_state *s, const float *x,
 	if (cuda_op_rmsnorm(&s->ctx, x, s->output_norm, c->n_embd, n_out,
 	                    c->rms_eps, s->xb, err, errlen) ||
 	    cuda_op_matmul(&s->ctx, &s->output, s->xb, n_out, s->logits, 0, err,
-	                   errlen))
+	                   errlen) ||
+	    (c->final_softcap != 0.0f &&
+	     cuda_op_softcap(&s->ctx, s->logits, (int64_t)n_out * c->n_vocab,
+	                     c->final_softcap, err, errlen)))
 		return -1;
 	return 0;
 }
@@ -1149,6 +1394,9 @@ static bool cu_snap_ok(const struct engine *e, struct cu_state *s)
 	for (int il = 0; il < e->model->cfg.n_layer; il++)
 		if (s->layers[il].ffn_post_norm != NULL ||
 		    s->layers[il].router.d != NULL ||
+		    /* steps after the down product */
+		    e->model->w.layers[il].ple.gate.data != NULL ||
+		    e->model->w.layers[il].out_scale != 0.0f ||
 		    !cuda_op_matmul_add_copy_ok(&s->ctx, &s->layers[il].down,
 		                                s->hb, 1))
 			return false;
@@ -1242,10 +1490,25 @@ static int cu_graph_capture(struct engine *e, struct cu_state *s, int32_t b,
 
 	if (cap > e->n_ctx)
 		cap = e->n_ctx;
-	/* every layer's shape (the scratch is set by the first: layers of
-	   the supported architectures share one) */
+	/* every layer's shape; the scratch is set once, by the layer that
+	   needs the most (Gemma 4's sliding and global layers differ) */
+	int most = 0;
+	size_t most_f = 0;
+
 	for (int il = 0; il < c->n_layer; il++) {
 		const struct model_attn *a = &e->model->w.layers[il].attn;
+		const size_t f = cuda_op_attention_graph_floats(
+		    x, a->n_head, a->n_head_kv, a->head_dim_k, e->n_ctx,
+		    CU_GRAPH_POS);
+
+		if (f > most_f) {
+			most_f = f;
+			most = il;
+		}
+	}
+	for (int k = -1; k < c->n_layer; k++) {
+		const struct model_attn *a =
+		    &e->model->w.layers[k < 0 ? most : k].attn;
 
 		if (cuda_op_attention_graph_reserve(x, a->n_head, a->n_head_kv,
 		                                    a->head_dim_k, e->n_ctx,
@@ -1538,6 +1801,9 @@ static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host,
 		const size_t per =
 		    (size_t)n * model_layer_cache(e->model, il).k_dim;
 
+		/* a layer of shared KV has no cache of its own (nor bytes) */
+		if (model_layer_cache(e->model, il).kind == MODEL_CACHE_SHARED)
+			continue;
 		rc = cu_kv_copy(e, s->layers[il].kc, il, n, buf, stage, to_host,
 		                err, errlen) ||
 		     cu_kv_copy(e, s->layers[il].vc, il, n, buf + per, stage,
@@ -1595,7 +1861,8 @@ static void cu_close(struct engine *e)
 		    s->hb2,   s->logits, s->kv,    s->d_step,  s->d_snap,
 		    s->rl,    s->ids,    s->wts,   s->eh,      s->eh2,
 		    s->eout,  s->perm,   s->qg,    s->ssm_mix, s->ssm_c,
-		    s->ssm_z, s->ssm_o,  s->ssm_g, s->ssm_b,   s->sg};
+		    s->ssm_z, s->ssm_o,  s->ssm_g, s->ssm_b,   s->sg,
+		    s->yd,    s->rin,    s->ple,   s->pe,      s->pg};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
@@ -1619,13 +1886,23 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 	const int32_t nl = e->model->cfg.n_layer;
 	uint16_t *p = s->kv;
 
+	/* a layer of shared KV (gemma4) names its source's, an earlier
+	   layer's */
 	for (int il = 0; il < nl; il++) {
-		s->layers[il].kc = p;
-		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).k_dim;
+		const struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		s->layers[il].kc = d.kind == MODEL_CACHE_SHARED
+		                       ? s->layers[d.src].kc
+		                       : p;
+		p += (size_t)e->n_ctx * d.k_dim;
 	}
 	for (int il = 0; il < nl; il++) {
-		s->layers[il].vc = p;
-		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).v_dim;
+		const struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		s->layers[il].vc = d.kind == MODEL_CACHE_SHARED
+		                       ? s->layers[d.src].vc
+		                       : p;
+		p += (size_t)e->n_ctx * d.v_dim;
 	}
 }
 
@@ -1891,6 +2168,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		max_in = (size_t)c->max_ssm_v;
 	if ((size_t)c->max_ff_sh > max_in) /* a shared expert's down */
 		max_in = (size_t)c->max_ff_sh;
+	if ((size_t)c->ple_dim > max_in) /* a per-layer input's proj */
+		max_in = (size_t)c->ple_dim;
 	/* a mixture's down product reads n_expert_used inputs a token */
 	if ((size_t)c->max_expert_used * (size_t)c->max_ff > max_in)
 		max_in = (size_t)c->max_expert_used * (size_t)c->max_ff;
@@ -1914,6 +2193,11 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		    2 * nb * ((size_t)c->max_ff_sh - c->max_ff) * sizeof(float);
 	if (c->features & MODEL_FEAT_SHARED_EXPERT)
 		act += nb * sizeof(float);
+	if (c->features & MODEL_FEAT_MOE_DENSE) /* yd, rin */
+		act += 2 * nb * (size_t)c->n_embd * sizeof(float);
+	if (c->ple_dim > 0) /* ple, pe, pg */
+		act += nb * (2 * (size_t)c->n_layer + 1) * (size_t)c->ple_dim *
+		       sizeof(float);
 	w16 = (size_t)16 << 20; /* fp16 weight rows per GEMM chunk */
 	if (w16 < max_in)
 		w16 = max_in;
@@ -2021,6 +2305,22 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (c->features & MODEL_FEAT_SHARED_EXPERT)
 		cu_alloc((void **)&s->sg, nb * sizeof(float), "activations",
 		         &af);
+	if (c->features & MODEL_FEAT_MOE_DENSE) {
+		cu_alloc((void **)&s->yd, nb * c->n_embd * sizeof(float),
+		         "activations", &af);
+		cu_alloc((void **)&s->rin, nb * c->n_embd * sizeof(float),
+		         "activations", &af);
+	}
+	if (c->ple_dim > 0) {
+		const size_t np = (size_t)c->ple_dim * c->n_layer;
+
+		cu_alloc((void **)&s->ple, nb * np * sizeof(float),
+		         "per-layer inputs", &af);
+		cu_alloc((void **)&s->pe, nb * np * sizeof(float),
+		         "per-layer inputs", &af);
+		cu_alloc((void **)&s->pg, nb * c->ple_dim * sizeof(float),
+		         "per-layer inputs", &af);
+	}
 	if (c->n_recurrent > 0 && s->layers != NULL) {
 		cu_ssm_bytes(e, s, nb); /* the layers' offsets */
 		cu_ssm_alloc(c, s, nb, &af);
@@ -2083,7 +2383,11 @@ extern "C" const struct engine_ops backend_cuda_ops = {
         MODEL_FEAT_ATTN_SLIDING | MODEL_FEAT_GELU_TANH | MODEL_FEAT_EXPERTS |
         MODEL_FEAT_ATTN_SINKS | MODEL_FEAT_ATTN_OUT_BIAS |
         MODEL_FEAT_ROPE_YARN | MODEL_FEAT_MOE_BIASES | MODEL_FEAT_SWIGLU_OAI |
-        MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE | MODEL_FEAT_SHARED_EXPERT,
+        MODEL_FEAT_RECURRENT | MODEL_FEAT_ATTN_GATE | MODEL_FEAT_SHARED_EXPERT |
+        MODEL_FEAT_FINAL_SOFTCAP | MODEL_FEAT_LAYER_SHAPES | MODEL_FEAT_V_NORM |
+        MODEL_FEAT_K_AS_V | MODEL_FEAT_KV_SHARED | MODEL_FEAT_MOE_DENSE |
+        MODEL_FEAT_EXPERT_SCALES | MODEL_FEAT_PER_LAYER_EMBD |
+        MODEL_FEAT_OUT_SCALE | MODEL_FEAT_EXPERTS_MERGED,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,

@@ -861,18 +861,26 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
  * spread a head's loads over more multiprocessors. */
 #define AT_MERGE_T 256  /* threads of at_merge_kernel */
 #define AT_MERGE_W 2048 /* chunks whose weights stay in shared memory */
-#define AT_MERGE_S (16 * CUDA_ATTN_MAX_HEAD_DIM) /* staged partial sums */
-static_assert(AT_MERGE_T >= CUDA_ATTN_MAX_HEAD_DIM && AT_MERGE_T % 32 == 0 &&
-                  AT_MERGE_S % AT_MERGE_T == 0,
-              "at_merge_kernel: a thread per dimension of a head");
+#define AT_MERGE_S (16 * 256) /* staged partial sums (floats) */
+static_assert(AT_MERGE_T % 32 == 0 && AT_MERGE_S % AT_MERGE_T == 0,
+              "at_merge_kernel: a thread per dimension of a slice");
 
 /* Slices of at_merge_kernel for head size HD over NCH chunks: whole heads
  * when one stage holds every chunk (more blocks would only repeat the
  * maxima), else 32 dimensions each (a warp's outputs, one block of the
  * int8 quantization) where HD allows, so that more multiprocessors load a
- * long merge's partial sums. */
+ * long merge's partial sums. A head wider than the block's threads (512:
+ * Gemma 4's global layers) is always sliced: 32 dimensions each, or the
+ * fewest slices of a divisor of HD that fit the threads. */
 static int32_t at_merge_slices(int32_t hd, int32_t nch)
 {
+	if (hd > AT_MERGE_T) {
+		int32_t ds = hd % 32 == 0 ? hd / 32 : 2;
+
+		while (hd % ds != 0 || hd / ds > AT_MERGE_T)
+			ds++;
+		return ds;
+	}
 	return (int64_t)nch * hd <= AT_MERGE_S || hd % 32 != 0 ? 1 : hd / 32;
 }
 
@@ -1021,6 +1029,31 @@ static int at_scratch(struct cuda_ctx *ctx, size_t n, char *err, size_t errlen)
 	return 0;
 }
 
+/* The generic split kernel's shared memory past 48 KiB (a head of 512:
+ * 49 KiB): allowed up to the most any head takes, once per process
+ * (the same value each time, so a race between threads is harmless),
+ * before the first launch and before a capture (at
+ * cuda_op_attention_graph_reserve). */
+static int at_split_optin(size_t smem, char *err, size_t errlen)
+{
+	static bool opted;
+
+	if (opted)
+		return 0;
+	if (smem > at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)) {
+		snprintf(err, errlen, "attention: %zu bytes of shared memory",
+		         smem);
+		return -1;
+	}
+	CUDA_TRY(cudaFuncSetAttribute(
+	             at_split_kernel<0>,
+	             cudaFuncAttributeMaxDynamicSharedMemorySize,
+	             (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
+	         err, errlen);
+	opted = true;
+	return 0;
+}
+
 /* The split path: at_split_kernel then at_merge_kernel. */
 static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
                            const __half *kc, const __half *vc, int32_t n_tok,
@@ -1058,6 +1091,8 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 	float *ml = part + (size_t)n_tok * n_head * nch * hd;
 	dim3 grid((unsigned)nch, (unsigned)(n_kv * nhb), (unsigned)n_tok);
 
+	if (smem > 48 * 1024 && at_split_optin(smem, err, errlen))
+		return -1;
 	if (hd == 64)
 		cu_launch(ctx, at_split_kernel<64>, grid, AT_SPLIT_T, smem, d_q,
 		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
@@ -1285,11 +1320,10 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 	return 0;
 }
 
-extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
-                                               int32_t n_head, int32_t n_kv,
-                                               int32_t head_dim, int32_t n_ctx,
-                                               int32_t step, char *err,
-                                               size_t errlen)
+extern "C" size_t cuda_op_attention_graph_floats(const struct cuda_ctx *ctx,
+                                                 int32_t n_head, int32_t n_kv,
+                                                 int32_t head_dim,
+                                                 int32_t n_ctx, int32_t step)
 {
 	size_t need = 0;
 
@@ -1303,6 +1337,22 @@ extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
 		if (n_pos == n_ctx)
 			break;
 	}
+	return need;
+}
+
+extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
+                                               int32_t n_head, int32_t n_kv,
+                                               int32_t head_dim, int32_t n_ctx,
+                                               int32_t step, char *err,
+                                               size_t errlen)
+{
+	const size_t need = cuda_op_attention_graph_floats(ctx, n_head, n_kv,
+	                                                   head_dim, n_ctx, step);
+
+	/* (a capture must not change a kernel's attributes) */
+	if (at_split_smem(head_dim) > 48 * 1024 &&
+	    at_split_optin(at_split_smem(head_dim), err, errlen))
+		return -1;
 	if (need <= ctx->attn_graph_cap)
 		return 0;
 	if (ctx->attn_graph_cap != 0) {

@@ -285,16 +285,22 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
  * head_dim (el_norm_scale: the same bits), into shared memory
  * (head_dim floats, dynamic), then rotated from there: one launch where
  * the chain was two norms and this kernel.
+ *
+ * VNORM (gemma4, NORM blocks only): each value head RMS-normed without a
+ * weight (el_norm_scale's scale, one product, as cpu_rmsnorm without a
+ * weight) before its store. N_KV == 0: queries only (nothing stored).
  */
 template <bool NORM>
 __global__ void
 el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
-                 const float *kw, float eps, int32_t n_head, int32_t n_kv,
-                 int32_t head_dim, int32_t n_rot, const double *inv_freq,
-                 float mscale, int32_t pos0, const int32_t *dpos, int neox,
-                 int32_t n_ctx, int32_t il, __half *kc, __half *vc)
+                 const float *kw, int vnorm, float eps, int32_t n_head,
+                 int32_t n_kv, int32_t head_dim, int32_t n_rot,
+                 const double *inv_freq, float mscale, int32_t pos0,
+                 const int32_t *dpos, int neox, int32_t n_ctx, int32_t il,
+                 __half *kc, __half *vc)
 {
 	extern __shared__ float el_head[]; /* NORM: the normed head */
+	__shared__ float part[EL_NORM_VT / 32]; /* NORM: el_norm_scale's */
 
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
@@ -311,7 +317,6 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
 	                  (size_t)head_dim;
 
 	if constexpr (NORM) {
-		__shared__ float part[EL_NORM_VT / 32];
 		const float *w = is_k ? kw : qw;
 
 		if (w != NULL) {
@@ -347,11 +352,98 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
 	if (!is_k)
 		return;
 	const float *vr = v + ((size_t)t * n_kv + h) * head_dim;
+	float vs = 1.0f; /* VNORM: the value head's RMSNorm scale */
+
+	if constexpr (NORM) {
+		if (vnorm) {
+			__syncthreads(); /* part is read above: reused */
+			vs = el_norm_scale(vr, head_dim, eps, part);
+		}
+	}
 	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
 		if (d >= 2 * half)
 			kc[at + d] = __float2half_rn(src[d]);
-		vc[at + d] = __float2half_rn(vr[d]);
+		vc[at + d] =
+		    __float2half_rn(NORM && vnorm ? __fmul_rn(vr[d], vs) : vr[d]);
 	}
+}
+
+/* ((X * s) * MUL) * W over a row of N, s its RMSNorm scale: a block
+ * (EL_NORM_THREADS) a row, row blockIdx.y (cuda_op_rmsnorm_mul). */
+__global__ void __launch_bounds__(EL_NORM_THREADS)
+    el_rmsnorm_mul(const float *x, const float *w, int32_t n, float eps,
+                   float mul, float *out)
+{
+	__shared__ float part[EL_NORM_VT / 32];
+
+	cu_pdl_sync();
+	const float *xr = x + (size_t)blockIdx.y * n;
+	float *o = out + (size_t)blockIdx.y * n;
+	const float scale = el_norm_scale(xr, n, eps, part);
+
+	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
+		o[i] = __fmul_rn(__fmul_rn(__fmul_rn(xr[i], scale), mul), w[i]);
+}
+
+/* The per-layer inputs (cuda_op_ple_inputs): a block a row of P, row
+ * blockIdx.x + gridDim.x blockIdx.y; the row scaled in place first, then
+ * its norm read back (a block's global writes are visible to it after the
+ * barrier), then the sum written over it (el_norm_scale has read the row
+ * before its own barrier). */
+__global__ void __launch_bounds__(EL_NORM_THREADS)
+    el_ple_inputs(float *p, const float *e, const float *w, int32_t n,
+                  int64_t n_rows, float eps, float inv_embd, float inv2)
+{
+	__shared__ float part[EL_NORM_VT / 32];
+
+	cu_pdl_sync();
+	const size_t row = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+
+	if (row >= (size_t)n_rows) /* (a whole block) */
+		return;
+	float *pr = p + row * n;
+	const float *er = e + row * n;
+
+	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
+		pr[i] = __fmul_rn(pr[i], inv_embd);
+	__syncthreads();
+	const float scale = el_norm_scale(pr, n, eps, part);
+
+	for (int32_t i = threadIdx.x; i < n; i += EL_NORM_THREADS)
+		pr[i] = __fmul_rn(
+		    __fadd_rn(__fmul_rn(__fmul_rn(pr[i], scale), w[i]), er[i]),
+		    inv2);
+}
+
+/* G[t][i] = act(G[t][i]) * U[t ldu + i] (cuda_op_gate_act_rows). */
+__global__ void el_gate_act_rows(int act, float *g, const float *u, int32_t n,
+                                 int64_t ldu, int64_t total)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < total)
+		g[idx] = cu_act_mul(act, g[idx], u[idx / n * ldu + idx % n]);
+}
+
+/* X *= S (cuda_op_scale). */
+__global__ void el_scale(float *x, int64_t n, float s)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n)
+		x[idx] = __fmul_rn(x[idx], s);
+}
+
+/* X = tanhf(X * INV) * CAP (cuda_op_softcap: ggml's scale, tanh, scale). */
+__global__ void el_softcap(float *x, int64_t n, float inv, float cap)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx < n)
+		x[idx] = __fmul_rn(tanhf(__fmul_rn(x[idx], inv)), cap);
 }
 
 /* Statistics of one vector for the trace (the debug pane's per-layer
@@ -616,21 +708,112 @@ extern "C" int cuda_op_qk_norm_rope_kv_store(
     int32_t n_ctx, int32_t il, uint16_t *d_kc, uint16_t *d_vc, char *err,
     size_t errlen)
 {
+	return cuda_op_qkv_norm_rope_store(
+	    ctx, d_q, d_k, d_v, d_qw, d_kw, 0, eps, n_tok, n_head, n_kv,
+	    head_dim, n_rot, d_inv_freq, mscale, pos0, neox, n_ctx, il, d_kc,
+	    d_vc, err, errlen);
+}
+
+extern "C" int cuda_op_qkv_norm_rope_store(
+    struct cuda_ctx *ctx, float *d_q, float *d_k, const float *d_v,
+    const float *d_qw, const float *d_kw, int v_norm, float eps,
+    int32_t n_tok, int32_t n_head, int32_t n_kv, int32_t head_dim,
+    int32_t n_rot, const double *d_inv_freq, float mscale, int32_t pos0,
+    int neox, int32_t n_ctx, int32_t il, uint16_t *d_kc, uint16_t *d_vc,
+    char *err, size_t errlen)
+{
 	int64_t blocks = (int64_t)n_tok * (n_head + n_kv);
 
 	if (blocks == 0)
 		return 0;
-	if (d_qw == NULL && d_kw == NULL)
+	if (d_qw == NULL && d_kw == NULL && !v_norm)
 		cu_launch(ctx, el_rope_kv_store<false>, (unsigned)blocks, 64, 0,
-		          d_q, d_k, d_v, d_qw, d_kw, eps, n_head, n_kv,
+		          d_q, d_k, d_v, d_qw, d_kw, 0, eps, n_head, n_kv,
 		          head_dim, n_rot, d_inv_freq, mscale, pos0, ctx->d_pos,
 		          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
 	else
 		cu_launch(ctx, el_rope_kv_store<true>, (unsigned)blocks,
 		          EL_NORM_THREADS, (size_t)head_dim * sizeof(float),
-		          d_q, d_k, d_v, d_qw, d_kw, eps, n_head, n_kv,
-		          head_dim, n_rot, d_inv_freq, mscale, pos0, ctx->d_pos,
-		          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+		          d_q, d_k, d_v, d_qw, d_kw, v_norm ? 1 : 0, eps, n_head,
+		          n_kv, head_dim, n_rot, d_inv_freq, mscale, pos0,
+		          ctx->d_pos, neox, n_ctx, il, (__half *)d_kc,
+		          (__half *)d_vc);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_rmsnorm_mul(struct cuda_ctx *ctx, const float *d_x,
+                                   const float *d_w, int32_t n, int32_t n_tok,
+                                   float eps, float mul, float *d_out,
+                                   char *err, size_t errlen)
+{
+	if (n_tok == 0)
+		return 0;
+	cu_launch(ctx, el_rmsnorm_mul, dim3(1u, (unsigned)n_tok),
+	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, mul, d_out);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_ple_inputs(struct cuda_ctx *ctx, float *d_p,
+                                  const float *d_e, const float *d_w,
+                                  int32_t p, int64_t n_rows, float eps,
+                                  float inv_embd, float inv2, char *err,
+                                  size_t errlen)
+{
+	/* rows as (x, y): at most 65,535 in y */
+	const int64_t gx = n_rows > 65535 ? 65535 : n_rows;
+
+	if (n_rows == 0)
+		return 0;
+	cu_launch(ctx, el_ple_inputs,
+	          dim3((unsigned)gx, (unsigned)((n_rows + gx - 1) / gx)),
+	          EL_NORM_THREADS, 0, d_p, d_e, d_w, p, n_rows, eps, inv_embd,
+	          inv2);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
+                                     float *d_g, const float *d_u, int32_t n,
+                                     int32_t n_tok, int64_t ldu, char *err,
+                                     size_t errlen)
+{
+	const int64_t total = (int64_t)n * n_tok;
+
+	if (!cu_act_ok(act)) {
+		snprintf(
+		    err, errlen,
+		    "gated FFN activation %d is not implemented on the GPU",
+		    (int)act);
+		return -1;
+	}
+	if (total == 0)
+		return 0;
+	cu_launch(ctx, el_gate_act_rows, el_blocks(total), EL_THREADS, 0,
+	          (int)act, d_g, d_u, n, ldu, total);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, int64_t n,
+                             float s, char *err, size_t errlen)
+{
+	if (n == 0)
+		return 0;
+	cu_launch(ctx, el_scale, el_blocks(n), EL_THREADS, 0, d_x, n, s);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_softcap(struct cuda_ctx *ctx, float *d_x, int64_t n,
+                               float cap, char *err, size_t errlen)
+{
+	if (n == 0)
+		return 0;
+	/* the CPU's 1 / cap, in float */
+	cu_launch(ctx, el_softcap, el_blocks(n), EL_THREADS, 0, d_x, n,
+	          1.0f / cap, cap);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

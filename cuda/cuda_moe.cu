@@ -258,6 +258,34 @@ extern "C" int cuda_op_moe_add_bias(struct cuda_ctx *ctx, float *d_y,
 	return 0;
 }
 
+/* Y[s][i] *= SCALE[IDS[s]] for N_SLOTS rows of N: each slot's expert's
+ * output scale (gemma4). */
+__global__ void mr_scale(float *y, const float *scale, const int32_t *ids,
+                         int64_t n_slots, int64_t n)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (idx >= n_slots * n)
+		return;
+	y[idx] = __fmul_rn(y[idx], scale[ids[idx / n]]);
+}
+
+extern "C" int cuda_op_moe_scale(struct cuda_ctx *ctx, float *d_y,
+                                 const float *d_scale, const int32_t *d_ids,
+                                 int32_t n_slots, int64_t n, char *err,
+                                 size_t errlen)
+{
+	const int64_t total = (int64_t)n_slots * n;
+
+	if (total == 0)
+		return 0;
+	cu_launch(ctx, mr_scale, (unsigned)((total + 255) / 256), 256, 0, d_y,
+	          d_scale, d_ids, (int64_t)n_slots, n);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
 /* Threads of the sorting block. */
 #define MR_SORT_THREADS 1024
 

@@ -32,8 +32,10 @@ extern "C" {
 /* Tokens from which a product goes through cuBLAS instead of mat-vec. */
 #define CUDA_GEMM_MIN_TOKENS 8
 
-/* Head dimensions the attention kernel handles (registers per lane). */
-#define CUDA_ATTN_MAX_HEAD_DIM 256
+/* Head dimensions the attention kernels handle (Gemma 4's global layers:
+ * 512; the one-warp kernel's registers per lane, the split decode
+ * kernel's shared memory). */
+#define CUDA_ATTN_MAX_HEAD_DIM 512
 
 /* A weight matrix on the device. */
 struct cuda_tensor {
@@ -268,6 +270,12 @@ int cuda_op_moe_down(struct cuda_ctx *ctx, const struct cuda_tensor *down,
 int cuda_op_moe_add_bias(struct cuda_ctx *ctx, float *d_y, const float *d_b,
                          const int32_t *d_ids, int32_t n_slots, int64_t n,
                          char *err, size_t errlen);
+/* D_Y[s][i] *= D_SCALE[e], e = D_IDS[s], for N_SLOTS rows of N: each
+ * expert's output scale (gemma4; D_SCALE [n_expert]), before its
+ * weight. */
+int cuda_op_moe_scale(struct cuda_ctx *ctx, float *d_y, const float *d_scale,
+                      const int32_t *d_ids, int32_t n_slots, int64_t n,
+                      char *err, size_t errlen);
 int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
                      int32_t n_slots, int32_t n_expert, int32_t *d_perm,
                      char *err, size_t errlen);
@@ -406,6 +414,61 @@ int cuda_op_qk_norm_rope_kv_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
                                   int32_t il, uint16_t *d_kc, uint16_t *d_vc,
                                   char *err, size_t errlen);
 
+/*
+ * cuda_op_qk_norm_rope_kv_store with Gemma 4's steps (model.h): V_NORM:
+ * each value head RMS-normed without a weight (x / sqrt(mean(x^2) +
+ * eps), as cpu_rmsnorm with no weight) before its store; N_KV == 0:
+ * queries only (a layer that reads another's cache: D_K, D_V and the
+ * caches unused, nothing stored). The other arguments and the results
+ * are cuda_op_qk_norm_rope_kv_store's, bit for bit where V_NORM is 0.
+ */
+int cuda_op_qkv_norm_rope_store(struct cuda_ctx *ctx, float *d_q, float *d_k,
+                                const float *d_v, const float *d_qw,
+                                const float *d_kw, int v_norm, float eps,
+                                int32_t n_tok, int32_t n_head, int32_t n_kv,
+                                int32_t head_dim, int32_t n_rot,
+                                const double *d_inv_freq, float mscale,
+                                int32_t pos0, int neox, int32_t n_ctx,
+                                int32_t il, uint16_t *d_kc, uint16_t *d_vc,
+                                char *err, size_t errlen);
+
+/*
+ * Gemma 4's element-wise steps (cuda_elem.cu, backend_cpu.c's order of
+ * operations):
+ *
+ * cuda_op_rmsnorm_mul: OUT[t][i] = ((X[t][i] * s) * MUL) * W[i], s the
+ * RMSNorm scale of row X[t] (N floats): the router's input of a mixture
+ * beside a dense MLP, rmsnorm(x) / sqrt(n_embd) * router_scale.
+ *
+ * cuda_op_ple_inputs: the per-layer inputs of the E models, in place:
+ * for each of N_ROWS rows r of P floats (a token's layer), p = D_P[r] *
+ * INV_EMBD, D_P[r][i] = ((p_i * s) * D_W[i] + D_E[r][i]) * INV2, s the
+ * RMSNorm scale of p (D_E: the per-layer embedding rows, already times
+ * sqrt(P)).
+ *
+ * cuda_op_gate_act_rows: D_G[t][i] = act(D_G[t][i]) * D_U[t ldu + i] for
+ * i < N, t < N_TOK (a layer's slice of the per-layer inputs as the up).
+ *
+ * cuda_op_scale: D_X[i] *= S for i < N (a layer's output scale).
+ *
+ * cuda_op_softcap: D_X[i] = tanhf(D_X[i] * (1 / CAP)) * CAP for i < N
+ * (the final logit softcap).
+ */
+int cuda_op_rmsnorm_mul(struct cuda_ctx *ctx, const float *d_x,
+                        const float *d_w, int32_t n, int32_t n_tok, float eps,
+                        float mul, float *d_out, char *err, size_t errlen);
+int cuda_op_ple_inputs(struct cuda_ctx *ctx, float *d_p, const float *d_e,
+                       const float *d_w, int32_t p, int64_t n_rows, float eps,
+                       float inv_embd, float inv2, char *err, size_t errlen);
+int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
+                          float *d_g, const float *d_u, int32_t n,
+                          int32_t n_tok, int64_t ldu, char *err,
+                          size_t errlen);
+int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, int64_t n, float s,
+                  char *err, size_t errlen);
+int cuda_op_softcap(struct cuda_ctx *ctx, float *d_x, int64_t n, float cap,
+                    char *err, size_t errlen);
+
 /* The parameters of an attention's scores (model.h struct
  * model_attn_params, with the sinks in device memory): one struct on
  * every path of cuda_op_attention. */
@@ -457,6 +520,13 @@ int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx, int32_t n_head,
                                     int32_t n_kv, int32_t head_dim,
                                     int32_t n_ctx, int32_t step, char *err,
                                     size_t errlen);
+/* The floats cuda_op_attention_graph_reserve would reserve for that
+ * shape: a model whose layers differ (Gemma 4's sliding and global ones)
+ * reserves once, for the layer that needs the most. */
+size_t cuda_op_attention_graph_floats(const struct cuda_ctx *ctx,
+                                      int32_t n_head, int32_t n_kv,
+                                      int32_t head_dim, int32_t n_ctx,
+                                      int32_t step);
 
 /*
  * The recurrent layers of Qwen3.5 (Gated DeltaNet) and the output gate of

@@ -1062,6 +1062,262 @@ static void test_qk_norm_rope_kv(struct cuda_ctx *ctx, int neox, int n_rot,
 		free(host[i]);
 }
 
+/* RMSNorm's scale of X[0..n) as the CPU computes it (double sums). */
+static float host_norm_scale(const float *x, int n, float eps)
+{
+	double ss = 0;
+
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	return (float)(1.0 / sqrt(ss / n + (double)eps));
+}
+
+/*
+ * Gemma 4's steps of the QKV chain (cuda_op_qkv_norm_rope_store): with
+ * the weightless V norm, Q, K and the key cache are those of
+ * cuda_op_qk_norm_rope_kv_store bit for bit and the value cache holds
+ * fp16 of rmsnorm(V) (against a host loop); queries only (N_KV 0, no
+ * caches): Q the same bits, nothing stored.
+ */
+static void test_qkv_vnorm(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
+                           int n_head, int n_kv, int n_tok, int pos0)
+{
+	const int n_layer = 2, il = 1, n_ctx = pos0 + n_tok + 5;
+	const size_t nq = (size_t)n_tok * n_head * hd;
+	const size_t nk = (size_t)n_tok * n_kv * hd;
+	const size_t cache = (size_t)n_layer * n_kv * n_ctx * hd;
+	float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+	float *v = malloc(sizeof(float) * nk),
+	      *w = malloc(sizeof(float) * 2 * hd);
+	float *a = malloc(sizeof(float) * (nq + nk));
+	float *b = malloc(sizeof(float) * (nq + nk));
+	float *vref = malloc(sizeof(float) * nk), *vgot = malloc(sizeof(float) * nk);
+	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
+	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
+	void *d_inv, *d_v, *d_w, *d_q[3], *d_k[2], *d_kc[2], *d_vc[2];
+	const float eps = 1e-6f;
+	char err[512] = "";
+	int rc = 0;
+	long bad = 0;
+
+	for (int i = 0; i < n_rot / 2; i++)
+		inv[i] = pow(10000.0, -2.0 * i / n_rot);
+	fill_unif(q, nq, -4.0f, 4.0f);
+	fill_unif(k, nk, -4.0f, 4.0f);
+	fill_unif(v, nk, -2.0f, 2.0f);
+	fill_unif(w, (size_t)2 * hd, 0.5f, 2.0f);
+	for (size_t r = 0; r < nk / hd; r++) {
+		const float sc = host_norm_scale(v + r * hd, hd, eps);
+
+		for (int d = 0; d < hd; d++)
+			vref[r * hd + d] = v[r * hd + d] * sc;
+	}
+	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
+	d_v = dev_put(v, sizeof(float) * nk);
+	d_w = dev_put(w, sizeof(float) * 2 * hd);
+	for (int j = 0; j < 2; j++) {
+		d_k[j] = dev_put(k, sizeof(float) * nk);
+		rc = rc || zeroed_caches(2 * cache, &d_kc[j], &d_vc[j]);
+	}
+	for (int j = 0; j < 3; j++)
+		d_q[j] = dev_put(q, sizeof(float) * nq);
+	rc = rc || cudaDeviceSynchronize() != cudaSuccess;
+	rc = rc ||
+	     cuda_op_qk_norm_rope_kv_store(
+	         ctx, d_q[0], d_k[0], d_v, d_w, (float *)d_w + hd, eps, n_tok,
+	         n_head, n_kv, hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il,
+	         d_kc[0], d_vc[0], err, sizeof(err)) ||
+	     cuda_op_qkv_norm_rope_store(
+	         ctx, d_q[1], d_k[1], d_v, d_w, (float *)d_w + hd, 1, eps,
+	         n_tok, n_head, n_kv, hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx,
+	         il, d_kc[1], d_vc[1], err, sizeof(err)) ||
+	     cuda_op_qkv_norm_rope_store(
+	         ctx, d_q[2], NULL, NULL, d_w, NULL, 0, eps, n_tok, n_head, 0,
+	         hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il, NULL, NULL, err,
+	         sizeof(err));
+	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
+	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
+	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
+	     dev_get(ctx, b + nq, d_k[1], sizeof(float) * nk) ||
+	     dev_get(ctx, ca, d_kc[0], 2 * cache) ||
+	     dev_get(ctx, cb, d_kc[1], 2 * cache) ||
+	     dev_get(ctx, cb + cache, d_vc[1], 2 * cache);
+	bad = rc ? -1
+	         : (memcmp(a, b, sizeof(float) * (nq + nk)) != 0) +
+	               (memcmp(ca, cb, 2 * cache) != 0) * 2;
+	for (int t = 0; !rc && t < n_tok; t++)
+		for (int h = 0; h < n_kv; h++)
+			for (int d = 0; d < hd; d++)
+				vgot[((size_t)t * n_kv + h) * hd + d] = f16_to_f32(
+				    cb[cache +
+				       (((size_t)il * n_kv + h) * n_ctx + pos0 + t) *
+				           hd +
+				       d]);
+	const double e = rc ? 1 : nmse(vgot, vref, nk);
+	/* queries only: the same Q */
+	rc = rc || dev_get(ctx, b, d_q[2], sizeof(float) * nq);
+	bad += !rc && memcmp(a, b, sizeof(float) * nq) != 0 ? 4 : 0;
+	tap_ok(!rc && bad == 0 && e <= TOL_F32,
+	       "qkv_norm_rope_store %s n_rot %d head_dim %d heads %d/%d, %d "
+	       "tokens at %d: Q, K, K cache = qk_norm_rope_kv_store's; V "
+	       "normed nmse %.3g; queries only the same Q (%ld) %s",
+	       neox ? "neox" : "norm", n_rot, hd, n_head, n_kv, n_tok, pos0, e,
+	       bad, err);
+	for (int j = 0; j < 2; j++) {
+		cudaFree(d_k[j]);
+		cudaFree(d_kc[j]);
+		cudaFree(d_vc[j]);
+	}
+	for (int j = 0; j < 3; j++)
+		cudaFree(d_q[j]);
+	cudaFree(d_inv);
+	cudaFree(d_v);
+	cudaFree(d_w);
+	void *host[] = {q, k, v, w, a, b, vref, vgot, ca, cb, inv};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
+/* gelu_tanh(g) * u as backend_cpu.c computes it. */
+static float host_gelu_mul(float g, float u)
+{
+	return 0.5f * g *
+	       (1.0f + tanhf(0.79788456080286535587989211986876f * g *
+	                     (1.0f + 0.044715f * g * g))) *
+	       u;
+}
+
+/*
+ * Gemma 4's element-wise ops against host loops of backend_cpu.c's
+ * arithmetic: the router's input (rmsnorm / sqrt(n) * scale), the E
+ * models' per-layer inputs (N tokens x L layers of P), the per-layer gate
+ * over a strided slice, a layer's output scale, the final softcap and the
+ * experts' output scales.
+ */
+static void test_gemma4_elem(struct cuda_ctx *ctx, int n, int T, int P, int L)
+{
+	const size_t nx = (size_t)T * n, np = (size_t)T * L * P;
+	float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * n);
+	float *ref = malloc(sizeof(float) * (nx > np ? nx : np));
+	float *got = malloc(sizeof(float) * (nx > np ? nx : np));
+	float *p = malloc(sizeof(float) * np), *pe = malloc(sizeof(float) * np);
+	float *pw = malloc(sizeof(float) * P);
+	const float eps = 1e-6f, inv = 1.0f / sqrtf((float)n);
+	char err[512] = "";
+	void *d_x, *d_w, *d_o, *d_p, *d_pe, *d_pw;
+	int rc;
+
+	fill_unif(x, nx, -3.0f, 3.0f);
+	fill_unif(w, n, 0.5f, 1.5f);
+	fill_unif(p, np, -20.0f, 20.0f);
+	fill_unif(pe, np, -1.0f, 1.0f);
+	fill_unif(pw, P, 0.5f, 1.5f);
+	d_x = dev_put(x, sizeof(float) * nx);
+	d_w = dev_put(w, sizeof(float) * n);
+	d_o = dev_put(NULL, sizeof(float) * (nx > np ? nx : np));
+	d_p = dev_put(p, sizeof(float) * np);
+	d_pe = dev_put(pe, sizeof(float) * np);
+	d_pw = dev_put(pw, sizeof(float) * P);
+
+	/* the router's input */
+	for (int t = 0; t < T; t++) {
+		const float sc = host_norm_scale(x + (size_t)t * n, n, eps);
+
+		for (int i = 0; i < n; i++)
+			ref[(size_t)t * n + i] =
+			    x[(size_t)t * n + i] * sc * inv * w[i];
+	}
+	rc = cuda_op_rmsnorm_mul(ctx, d_x, d_w, n, T, eps, inv, d_o, err,
+	                         sizeof(err)) ||
+	     dev_get(ctx, got, d_o, sizeof(float) * nx);
+	tap_ok(!rc && nmse(got, ref, nx) <= TOL_F32,
+	       "rmsnorm_mul %d x %d (the router's input): nmse %.3g %s", T, n,
+	       rc ? 1.0 : nmse(got, ref, nx), err);
+
+	/* the per-layer inputs */
+	for (size_t r = 0; r < (size_t)T * L; r++) {
+		float *pr = ref + r * P;
+
+		for (int i = 0; i < P; i++)
+			pr[i] = p[r * P + i] * inv;
+		const float sc = host_norm_scale(pr, P, eps);
+
+		for (int i = 0; i < P; i++)
+			pr[i] = (pr[i] * sc * pw[i] + pe[r * P + i]) *
+			        (1.0f / sqrtf(2.0f));
+	}
+	rc = cuda_op_ple_inputs(ctx, (float *)d_p, d_pe, d_pw, P,
+	                        (int64_t)T * L, eps, inv, 1.0f / sqrtf(2.0f),
+	                        err, sizeof(err)) ||
+	     dev_get(ctx, got, d_p, sizeof(float) * np);
+	tap_ok(!rc && nmse(got, ref, np) <= TOL_F32,
+	       "ple_inputs %d tokens x %d layers of %d: nmse %.3g %s", T, L, P,
+	       rc ? 1.0 : nmse(got, ref, np), err);
+
+	/* the per-layer gate: layer 1's slice of P (rows of L P) as up */
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < P; i++)
+			ref[(size_t)t * P + i] =
+			    host_gelu_mul(x[(size_t)t * P + i],
+			                  pe[(size_t)t * L * P + P + i]);
+	rc = cudaMemcpy(d_o, x, sizeof(float) * (size_t)T * P,
+	                cudaMemcpyHostToDevice) != cudaSuccess ||
+	     cuda_op_gate_act_rows(ctx, MODEL_ACT_GELU_TANH, d_o,
+	                           (const float *)d_pe + P, P, T,
+	                           (int64_t)L * P, err, sizeof(err)) ||
+	     dev_get(ctx, got, d_o, sizeof(float) * (size_t)T * P);
+	tap_ok(!rc && nmse(got, ref, (size_t)T * P) <= TOL_F32,
+	       "gate_act_rows gelu %d x %d, up rows of %d: nmse %.3g %s", T, P,
+	       L * P, rc ? 1.0 : nmse(got, ref, (size_t)T * P), err);
+
+	/* the output scale and the softcap (30, on logits of +-100) */
+	for (size_t i = 0; i < nx; i++)
+		ref[i] = tanhf(x[i] * 33.0f * (1.0f / 30.0f)) * 30.0f;
+	rc = cudaMemcpy(d_o, x, sizeof(float) * nx, cudaMemcpyHostToDevice) !=
+	         cudaSuccess ||
+	     cuda_op_scale(ctx, d_o, (int64_t)nx, 33.0f, err, sizeof(err)) ||
+	     cuda_op_softcap(ctx, d_o, (int64_t)nx, 30.0f, err, sizeof(err)) ||
+	     dev_get(ctx, got, d_o, sizeof(float) * nx);
+	tap_ok(!rc && nmse(got, ref, nx) <= TOL_F32,
+	       "scale then softcap of %zu: nmse %.3g %s", nx,
+	       rc ? 1.0 : nmse(got, ref, nx), err);
+
+	/* the experts' output scales: T slots of n, experts of 5 */
+	{
+		int32_t ids[64];
+		float sc[5];
+		void *d_ids, *d_sc;
+
+		fill_unif(sc, 5, 0.5f, 1.5f);
+		for (int t = 0; t < T && t < 64; t++)
+			ids[t] = (t * 3 + 1) % 5;
+		for (int t = 0; t < T; t++)
+			for (int i = 0; i < n; i++)
+				ref[(size_t)t * n + i] =
+				    x[(size_t)t * n + i] * sc[ids[t]];
+		d_ids = dev_put(ids, sizeof(ids));
+		d_sc = dev_put(sc, sizeof(sc));
+		rc = cudaMemcpy(d_o, x, sizeof(float) * nx,
+		                cudaMemcpyHostToDevice) != cudaSuccess ||
+		     cuda_op_moe_scale(ctx, d_o, d_sc, d_ids, T, n, err,
+		                       sizeof(err)) ||
+		     dev_get(ctx, got, d_o, sizeof(float) * nx);
+		tap_ok(!rc && memcmp(got, ref, sizeof(float) * nx) == 0,
+		       "moe_scale %d slots of %d: exact %s", T, n, err);
+		cudaFree(d_ids);
+		cudaFree(d_sc);
+	}
+	cudaFree(d_x);
+	cudaFree(d_w);
+	cudaFree(d_o);
+	cudaFree(d_p);
+	cudaFree(d_pe);
+	cudaFree(d_pw);
+	void *host[] = {x, w, ref, got, p, pe, pw};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 /*
  * cuda_op_matmul_qkv_rope against cuda_op_matmul_qkv then
  * cuda_op_rope_kv_store: Q, K, V and both caches bit for bit, and whether
@@ -1413,6 +1669,44 @@ static void test_attention_graph_scratch(void)
 	tap_ok(rc != 0 && strstr(err2, "graph") != NULL,
 	       "graph scratch: a captured step past the reserve fails: %s",
 	       err2);
+	cuda_ctx_free(ctx);
+}
+
+/* The decode graphs' scratch for heads of 512 beside heads of 256 (a
+ * Gemma 4 model): cuda_op_attention_graph_floats says which needs more,
+ * that one is reserved, the other fits, and captured steps of both
+ * compute the attention (the split kernel's shared memory allowed at the
+ * reserve, before any capture). */
+static void test_attention_graph_512(void)
+{
+	const int n_ctx = 3000, step = 1024;
+	char err[512] = "";
+	struct cuda_ctx c, *ctx = &c;
+	size_t f512, f256;
+	int rc;
+
+	if (cuda_ctx_init(ctx, 100000, 512 * 4096, err, sizeof(err)) != 0) {
+		tap_ok(0, "graph scratch 512: a second context: %s", err);
+		return;
+	}
+	f512 = cuda_op_attention_graph_floats(ctx, 8, 1, 512, n_ctx, step);
+	f256 = cuda_op_attention_graph_floats(ctx, 16, 8, 256, n_ctx, step);
+	rc = cuda_op_attention_graph_reserve(ctx, f512 >= f256 ? 8 : 16,
+	                                     f512 >= f256 ? 1 : 8,
+	                                     f512 >= f256 ? 512 : 256, n_ctx,
+	                                     step, err, sizeof(err)) ||
+	     cuda_op_attention_graph_reserve(ctx, f512 >= f256 ? 16 : 8,
+	                                     f512 >= f256 ? 8 : 1,
+	                                     f512 >= f256 ? 256 : 512, n_ctx,
+	                                     step, err, sizeof(err));
+	tap_ok(rc == 0 && ctx->attn_graph_cap == (f512 > f256 ? f512 : f256),
+	       "graph scratch: heads of 512 (%zu floats) and 256 (%zu) "
+	       "reserved once, for the larger %s",
+	       f512, f256, err);
+	test_attention_at(ctx, 8, 1, 512, 1, 2000, 2048, NULL, NULL, 0, 0);
+	test_attention_at(ctx, 16, 8, 256, 1, 2990, n_ctx, NULL, NULL, 0,
+	                  0);
+	test_attention_at(ctx, 8, 1, 512, 1, 2990, n_ctx, NULL, NULL, 0, 512);
 	cuda_ctx_free(ctx);
 }
 
@@ -2186,6 +2480,14 @@ int main(void)
 	test_qk_norm_rope_kv(&ctx, 0, 32, 64, 9, 3, 5, 10, 1, 1);
 	test_qk_norm_rope_kv(&ctx, 1, 64, 64, 4, 2, 3, 9, 0, 1);
 	test_qk_norm_rope_kv(&ctx, 1, 512, 512, 2, 1, 2, 33, 1, 1);
+	/* Gemma 4: the weightless V norm (its heads of 256 and 512, a
+	   partial rotation of the global layers' 512, 1 and 9 tokens), the
+	   queries-only step of a layer of shared KV */
+	test_qkv_vnorm(&ctx, 1, 256, 256, 8, 2, 1, 40);
+	test_qkv_vnorm(&ctx, 1, 128, 512, 4, 1, 9, 100);
+	test_qkv_vnorm(&ctx, 0, 32, 64, 4, 2, 3, 7);
+	test_gemma4_elem(&ctx, 999, 7, 256, 5);
+	test_gemma4_elem(&ctx, 2560, 1, 256, 42);
 	/* RoPE and the KV store in the QKV products' epilogue: SmolLM2's
 	   shape (one launch), a partial rotation with biases over 3 tokens,
 	   V of another type (its own launch), a captured step's position,
@@ -2276,7 +2578,19 @@ int main(void)
 	test_attention(&ctx, 14, 2, 128, 23, 3001);
 	test_attention(&ctx, 8, 2, 64, 200, 3000);
 	test_attention_window(&ctx, 16, 2, 64, 77, 900, 129);
+	/* head_dim 512 (Gemma 4's global layers): decode on the generic
+	   split kernel (49 KiB of shared memory) and its merge in slices of
+	   32 (a head wider than the merge's threads), one stage and several
+	   (a long cache), a window; the batch on the one-warp kernel */
+	test_attention(&ctx, 8, 1, 512, 1, 0);
+	test_attention(&ctx, 8, 1, 512, 1, 333);
+	test_attention(&ctx, 16, 2, 512, 3, 5000);
+	test_attention(&ctx, 2, 1, 512, 1, 20000);
+	test_attention_window(&ctx, 4, 1, 512, 1, 3000, 512);
+	test_attention(&ctx, 8, 1, 512, 20, 40);
+	test_attention_window(&ctx, 4, 2, 512, 64, 700, 100);
 	test_attention_graph_scratch();
+	test_attention_graph_512();
 	/* Qwen3.5's recurrent layers: the conv (runs of 32 tokens per
 	   thread, a decode row of a real layer's 10,240 channels, 8 and 2
 	   taps), the element-wise ops, and the delta rule: decode, tiny heads
