@@ -58,26 +58,28 @@ static const struct model_arch_row {
     {.name = "llama",
      .rope = MODEL_ROPE_NORM,
      .act = MODEL_ACT_SILU,
-     .feats =
-         MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+     .feats = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
+              MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_ROPE_YARN,
      .required = 0},
     {.name = "qwen2",
      .rope = MODEL_ROPE_NEOX,
      .act = MODEL_ACT_SILU,
-     .feats =
-         MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR,
+     .feats = MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS |
+              MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_ROPE_YARN,
      .required = MODEL_FEAT_QKV_BIAS},
     {.name = "qwen3",
      .rope = MODEL_ROPE_NEOX,
      .act = MODEL_ACT_SILU,
-     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR,
+     .feats =
+         MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_ROPE_YARN,
      .required = MODEL_FEAT_QK_NORM},
     /* Qwen3-30B-A3B, 235B-A22B: qwen3's attention, every FFN a
        mixture (norm_topk_prob: llama.cpp always renormalises) */
     {.name = "qwen3moe",
      .rope = MODEL_ROPE_NEOX,
      .act = MODEL_ACT_SILU,
-     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR | MODEL_FEAT_EXPERTS,
+     .feats = MODEL_FEAT_QK_NORM | MODEL_FEAT_ROPE_LINEAR |
+              MODEL_FEAT_ROPE_YARN | MODEL_FEAT_EXPERTS,
      .required = MODEL_FEAT_QK_NORM | MODEL_FEAT_EXPERTS,
      .gating = MODEL_MOE_SOFTMAX,
      .moe_norm_w = true},
