@@ -525,10 +525,10 @@ static const float *cu_put_vec(struct cu_state *s, size_t *off,
                                const float *host, size_t n, char *err,
                                size_t errlen, int *rc)
 {
-	return host == NULL ? NULL
-	                    : (const float *)cu_put(s, off, host,
-	                                            n * sizeof(float), err,
-	                                            errlen, rc);
+	return host == NULL
+	           ? NULL
+	           : (const float *)cu_put(s, off, host, n * sizeof(float), err,
+	                                   errlen, rc);
 }
 
 /* Layer IL's weights uploaded at *OFF into D. */
@@ -846,9 +846,9 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 			return -1;
 		if (cuda_op_qkv_norm_rope_store(
 		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, a->v_norm,
-		        c->rms_eps, n, rk.n_head, rk.n_kv, rk.head_dim, rk.n_rot,
-		        rk.d_inv_freq, rk.mscale, pos0, rk.neox, e->n_ctx, 0,
-		        l->kc, l->vc, err, errlen))
+		        c->rms_eps, n, rk.n_head, rk.n_kv, rk.head_dim,
+		        rk.n_rot, rk.d_inv_freq, rk.mscale, pos0, rk.neox,
+		        e->n_ctx, 0, l->kc, l->vc, err, errlen))
 			return -1;
 	}
 	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
@@ -983,8 +983,8 @@ static int cu_shared_add(struct engine *e, struct cu_state *s, int il,
  * in parts.
  */
 static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
-                        const void *xq, const float *rin, bool dense,
-                        char *err, size_t errlen)
+                        const void *xq, const float *rin, bool dense, char *err,
+                        size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
@@ -1046,8 +1046,8 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
  * into s->rin (the routing has read it); the two added (backend_cpu.c
  * cpu_moe_dense's order).
  */
-static int cu_moe_dense(struct engine *e, struct cu_state *s, int il,
-                        int32_t n, const void *xq, char *err, size_t errlen)
+static int cu_moe_dense(struct engine *e, struct cu_state *s, int il, int32_t n,
+                        const void *xq, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
@@ -1126,8 +1126,8 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 /* Layer IL's per-layer input step (the E models, model.h) after its FFN:
  * g = gelu_tanh(Wgate x) * the layer's slice of s->ple, x +=
  * rmsnorm(Wproj g) * post_norm (backend_cpu_ple.c's order). */
-static int cu_ple_block(struct engine *e, struct cu_state *s, int il,
-                        int32_t n, char *err, size_t errlen)
+static int cu_ple_block(struct engine *e, struct cu_state *s, int il, int32_t n,
+                        char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct cu_layer *l = &s->layers[il];
@@ -1889,19 +1889,19 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 	/* a layer of shared KV (gemma4) names its source's, an earlier
 	   layer's */
 	for (int il = 0; il < nl; il++) {
-		const struct model_cache_desc d = model_layer_cache(e->model, il);
+		const struct model_cache_desc d =
+		    model_layer_cache(e->model, il);
 
-		s->layers[il].kc = d.kind == MODEL_CACHE_SHARED
-		                       ? s->layers[d.src].kc
-		                       : p;
+		s->layers[il].kc =
+		    d.kind == MODEL_CACHE_SHARED ? s->layers[d.src].kc : p;
 		p += (size_t)e->n_ctx * d.k_dim;
 	}
 	for (int il = 0; il < nl; il++) {
-		const struct model_cache_desc d = model_layer_cache(e->model, il);
+		const struct model_cache_desc d =
+		    model_layer_cache(e->model, il);
 
-		s->layers[il].vc = d.kind == MODEL_CACHE_SHARED
-		                       ? s->layers[d.src].vc
-		                       : p;
+		s->layers[il].vc =
+		    d.kind == MODEL_CACHE_SHARED ? s->layers[d.src].vc : p;
 		p += (size_t)e->n_ctx * d.v_dim;
 	}
 }

@@ -859,8 +859,8 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
  * its 74 chunks in one stage, where whole heads took five). Each block
  * recomputes the maximum and the l of its head (a few loads): the slices
  * spread a head's loads over more multiprocessors. */
-#define AT_MERGE_T 256  /* threads of at_merge_kernel */
-#define AT_MERGE_W 2048 /* chunks whose weights stay in shared memory */
+#define AT_MERGE_T 256        /* threads of at_merge_kernel */
+#define AT_MERGE_W 2048       /* chunks whose weights stay in shared memory */
 #define AT_MERGE_S (16 * 256) /* staged partial sums (floats) */
 static_assert(AT_MERGE_T % 32 == 0 && AT_MERGE_S % AT_MERGE_T == 0,
               "at_merge_kernel: a thread per dimension of a slice");
@@ -1045,11 +1045,11 @@ static int at_split_optin(size_t smem, char *err, size_t errlen)
 		         smem);
 		return -1;
 	}
-	CUDA_TRY(cudaFuncSetAttribute(
-	             at_split_kernel<0>,
-	             cudaFuncAttributeMaxDynamicSharedMemorySize,
-	             (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
-	         err, errlen);
+	CUDA_TRY(
+	    cudaFuncSetAttribute(at_split_kernel<0>,
+	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
+	    err, errlen);
 	opted = true;
 	return 0;
 }
@@ -1346,8 +1346,8 @@ extern "C" int cuda_op_attention_graph_reserve(struct cuda_ctx *ctx,
                                                int32_t step, char *err,
                                                size_t errlen)
 {
-	const size_t need = cuda_op_attention_graph_floats(ctx, n_head, n_kv,
-	                                                   head_dim, n_ctx, step);
+	const size_t need = cuda_op_attention_graph_floats(
+	    ctx, n_head, n_kv, head_dim, n_ctx, step);
 
 	/* (a capture must not change a kernel's attributes) */
 	if (at_split_smem(head_dim) > 48 * 1024 &&

@@ -299,7 +299,7 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
                  const int32_t *dpos, int neox, int32_t n_ctx, int32_t il,
                  __half *kc, __half *vc)
 {
-	extern __shared__ float el_head[]; /* NORM: the normed head */
+	extern __shared__ float el_head[];      /* NORM: the normed head */
 	__shared__ float part[EL_NORM_VT / 32]; /* NORM: el_norm_scale's */
 
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
@@ -363,8 +363,8 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
 	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
 		if (d >= 2 * half)
 			kc[at + d] = __float2half_rn(src[d]);
-		vc[at + d] =
-		    __float2half_rn(NORM && vnorm ? __fmul_rn(vr[d], vs) : vr[d]);
+		vc[at + d] = __float2half_rn(
+		    NORM && vnorm ? __fmul_rn(vr[d], vs) : vr[d]);
 	}
 }
 
@@ -716,11 +716,11 @@ extern "C" int cuda_op_qk_norm_rope_kv_store(
 
 extern "C" int cuda_op_qkv_norm_rope_store(
     struct cuda_ctx *ctx, float *d_q, float *d_k, const float *d_v,
-    const float *d_qw, const float *d_kw, int v_norm, float eps,
-    int32_t n_tok, int32_t n_head, int32_t n_kv, int32_t head_dim,
-    int32_t n_rot, const double *d_inv_freq, float mscale, int32_t pos0,
-    int neox, int32_t n_ctx, int32_t il, uint16_t *d_kc, uint16_t *d_vc,
-    char *err, size_t errlen)
+    const float *d_qw, const float *d_kw, int v_norm, float eps, int32_t n_tok,
+    int32_t n_head, int32_t n_kv, int32_t head_dim, int32_t n_rot,
+    const double *d_inv_freq, float mscale, int32_t pos0, int neox,
+    int32_t n_ctx, int32_t il, uint16_t *d_kc, uint16_t *d_vc, char *err,
+    size_t errlen)
 {
 	int64_t blocks = (int64_t)n_tok * (n_head + n_kv);
 
@@ -734,9 +734,9 @@ extern "C" int cuda_op_qkv_norm_rope_store(
 	else
 		cu_launch(ctx, el_rope_kv_store<true>, (unsigned)blocks,
 		          EL_NORM_THREADS, (size_t)head_dim * sizeof(float),
-		          d_q, d_k, d_v, d_qw, d_kw, v_norm ? 1 : 0, eps, n_head,
-		          n_kv, head_dim, n_rot, d_inv_freq, mscale, pos0,
-		          ctx->d_pos, neox, n_ctx, il, (__half *)d_kc,
+		          d_q, d_k, d_v, d_qw, d_kw, v_norm ? 1 : 0, eps,
+		          n_head, n_kv, head_dim, n_rot, d_inv_freq, mscale,
+		          pos0, ctx->d_pos, neox, n_ctx, il, (__half *)d_kc,
 		          (__half *)d_vc);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
@@ -756,10 +756,9 @@ extern "C" int cuda_op_rmsnorm_mul(struct cuda_ctx *ctx, const float *d_x,
 }
 
 extern "C" int cuda_op_ple_inputs(struct cuda_ctx *ctx, float *d_p,
-                                  const float *d_e, const float *d_w,
-                                  int32_t p, int64_t n_rows, float eps,
-                                  float inv_embd, float inv2, char *err,
-                                  size_t errlen)
+                                  const float *d_e, const float *d_w, int32_t p,
+                                  int64_t n_rows, float eps, float inv_embd,
+                                  float inv2, char *err, size_t errlen)
 {
 	/* rows as (x, y): at most 65,535 in y */
 	const int64_t gx = n_rows > 65535 ? 65535 : n_rows;

@@ -460,10 +460,9 @@ int cuda_op_rmsnorm_mul(struct cuda_ctx *ctx, const float *d_x,
 int cuda_op_ple_inputs(struct cuda_ctx *ctx, float *d_p, const float *d_e,
                        const float *d_w, int32_t p, int64_t n_rows, float eps,
                        float inv_embd, float inv2, char *err, size_t errlen);
-int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
-                          float *d_g, const float *d_u, int32_t n,
-                          int32_t n_tok, int64_t ldu, char *err,
-                          size_t errlen);
+int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act, float *d_g,
+                          const float *d_u, int32_t n, int32_t n_tok,
+                          int64_t ldu, char *err, size_t errlen);
 int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, int64_t n, float s,
                   char *err, size_t errlen);
 int cuda_op_softcap(struct cuda_ctx *ctx, float *d_x, int64_t n, float cap,

@@ -1091,7 +1091,8 @@ static void test_qkv_vnorm(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 	      *w = malloc(sizeof(float) * 2 * hd);
 	float *a = malloc(sizeof(float) * (nq + nk));
 	float *b = malloc(sizeof(float) * (nq + nk));
-	float *vref = malloc(sizeof(float) * nk), *vgot = malloc(sizeof(float) * nk);
+	float *vref = malloc(sizeof(float) * nk),
+	      *vgot = malloc(sizeof(float) * nk);
 	uint16_t *ca = malloc(4 * cache), *cb = malloc(4 * cache);
 	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
 	void *d_inv, *d_v, *d_w, *d_q[3], *d_k[2], *d_kc[2], *d_vc[2];
@@ -1131,10 +1132,10 @@ static void test_qkv_vnorm(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 	         ctx, d_q[1], d_k[1], d_v, d_w, (float *)d_w + hd, 1, eps,
 	         n_tok, n_head, n_kv, hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx,
 	         il, d_kc[1], d_vc[1], err, sizeof(err)) ||
-	     cuda_op_qkv_norm_rope_store(
-	         ctx, d_q[2], NULL, NULL, d_w, NULL, 0, eps, n_tok, n_head, 0,
-	         hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il, NULL, NULL, err,
-	         sizeof(err));
+	     cuda_op_qkv_norm_rope_store(ctx, d_q[2], NULL, NULL, d_w, NULL, 0,
+	                                 eps, n_tok, n_head, 0, hd, n_rot,
+	                                 d_inv, 1.0f, pos0, neox, n_ctx, il,
+	                                 NULL, NULL, err, sizeof(err));
 	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
 	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
 	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
@@ -1148,11 +1149,13 @@ static void test_qkv_vnorm(struct cuda_ctx *ctx, int neox, int n_rot, int hd,
 	for (int t = 0; !rc && t < n_tok; t++)
 		for (int h = 0; h < n_kv; h++)
 			for (int d = 0; d < hd; d++)
-				vgot[((size_t)t * n_kv + h) * hd + d] = f16_to_f32(
-				    cb[cache +
-				       (((size_t)il * n_kv + h) * n_ctx + pos0 + t) *
-				           hd +
-				       d]);
+				vgot[((size_t)t * n_kv + h) * hd + d] =
+				    f16_to_f32(
+				        cb[cache +
+				           (((size_t)il * n_kv + h) * n_ctx +
+				            pos0 + t) *
+				               hd +
+				           d]);
 	const double e = rc ? 1 : nmse(vgot, vref, nk);
 	/* queries only: the same Q */
 	rc = rc || dev_get(ctx, b, d_q[2], sizeof(float) * nq);
@@ -1691,21 +1694,18 @@ static void test_attention_graph_512(void)
 	}
 	f512 = cuda_op_attention_graph_floats(ctx, 8, 1, 512, n_ctx, step);
 	f256 = cuda_op_attention_graph_floats(ctx, 16, 8, 256, n_ctx, step);
-	rc = cuda_op_attention_graph_reserve(ctx, f512 >= f256 ? 8 : 16,
-	                                     f512 >= f256 ? 1 : 8,
-	                                     f512 >= f256 ? 512 : 256, n_ctx,
-	                                     step, err, sizeof(err)) ||
-	     cuda_op_attention_graph_reserve(ctx, f512 >= f256 ? 16 : 8,
-	                                     f512 >= f256 ? 8 : 1,
-	                                     f512 >= f256 ? 256 : 512, n_ctx,
-	                                     step, err, sizeof(err));
+	rc = cuda_op_attention_graph_reserve(
+	         ctx, f512 >= f256 ? 8 : 16, f512 >= f256 ? 1 : 8,
+	         f512 >= f256 ? 512 : 256, n_ctx, step, err, sizeof(err)) ||
+	     cuda_op_attention_graph_reserve(
+	         ctx, f512 >= f256 ? 16 : 8, f512 >= f256 ? 8 : 1,
+	         f512 >= f256 ? 256 : 512, n_ctx, step, err, sizeof(err));
 	tap_ok(rc == 0 && ctx->attn_graph_cap == (f512 > f256 ? f512 : f256),
 	       "graph scratch: heads of 512 (%zu floats) and 256 (%zu) "
 	       "reserved once, for the larger %s",
 	       f512, f256, err);
 	test_attention_at(ctx, 8, 1, 512, 1, 2000, 2048, NULL, NULL, 0, 0);
-	test_attention_at(ctx, 16, 8, 256, 1, 2990, n_ctx, NULL, NULL, 0,
-	                  0);
+	test_attention_at(ctx, 16, 8, 256, 1, 2990, n_ctx, NULL, NULL, 0, 0);
 	test_attention_at(ctx, 8, 1, 512, 1, 2990, n_ctx, NULL, NULL, 0, 512);
 	cuda_ctx_free(ctx);
 }
