@@ -337,7 +337,12 @@ static int tok_make_piece(const struct tok *t, int32_t i, struct tok_buf *b)
 
 	if (tok_type_hidden(t->type[i]))
 		return tok_buf_append(b, s, n);
-	if (t->model == TOK_MODEL_SPM) {
+	/* gemma4 as llama.cpp: user-defined text as it is, unused nothing */
+	if (t->pre == TOK_PRE_GEMMA4 && t->type[i] == TOK_TYPE_USER_DEFINED)
+		return tok_buf_append(b, s, n);
+	if (t->pre == TOK_PRE_GEMMA4 && t->type[i] == TOK_TYPE_UNUSED)
+		return 0;
+	if (t->model == TOK_MODEL_SPM || t->pre == TOK_PRE_GEMMA4) {
 		if (t->type[i] == TOK_TYPE_BYTE && tok_byte_value(s, n, &v)) {
 			char c = (char)v;
 
@@ -541,10 +546,20 @@ static int tok_load_kind(const struct gguf_file *f, struct tok *t, char *err,
 		t->model = TOK_MODEL_BPE;
 	} else if (gguf_str_eq(s, "llama")) {
 		t->model = TOK_MODEL_SPM;
+	} else if (gguf_str_eq(s, "gemma4")) {
+		/* BPE; llama.cpp ignores tokenizer.ggml.pre for it */
+		t->model = TOK_MODEL_BPE;
+		t->pre = TOK_PRE_GEMMA4;
+		t->pre_name = gguf_str_dup(s);
+		if (t->pre_name == NULL) {
+			snprintf(err, errlen, "%s: out of memory", f->path);
+			return -1;
+		}
+		return 0;
 	} else {
 		snprintf(err, errlen,
 		         "%s: tokenizer.ggml.model \"%.*s\" is not supported "
-		         "(supported: gpt2, llama)",
+		         "(supported: gpt2, llama, gemma4)",
 		         f->path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 		return -1;
 	}
@@ -607,6 +622,9 @@ static int tok_load_specials(const struct gguf_file *f, struct tok *t,
 		return -1;
 	if (t->model != TOK_MODEL_SPM)
 		t->add_space_prefix = false;
+	/* llama.cpp overrides the file's add_bos_token for Gemma 4 */
+	if (t->pre == TOK_PRE_GEMMA4)
+		t->add_bos = true;
 	t->ignore_merges = t->pre == TOK_PRE_LLAMA3;
 	if (t->eos >= 0)
 		t->eog[t->eos] = 1;
@@ -647,7 +665,8 @@ struct tok *tok_load(const struct gguf_file *f, char *err, size_t errlen)
 		goto fail;
 	if (t->model == TOK_MODEL_BPE) {
 		if (tok_bpe_setup(t, f, err, errlen) ||
-		    tok_pretok_compile(t, err, errlen))
+		    (t->pre != TOK_PRE_GEMMA4 &&
+		     tok_pretok_compile(t, err, errlen)))
 			goto fail;
 	} else if (tok_spm_setup(t, err, errlen)) {
 		goto fail;
@@ -742,6 +761,8 @@ static int tok_encode_raw(const struct tok *t, struct tok_scratch *sc,
 	if (t->model == TOK_MODEL_SPM)
 		return tok_spm_encode(t, sc, s, n,
 		                      t->add_space_prefix && prev_special, out);
+	if (t->pre == TOK_PRE_GEMMA4)
+		return tok_gemma4_encode(t, sc, s, n, out);
 	if (t->pre == TOK_PRE_QWEN2) {
 		for (k = 0; k < n && (unsigned char)s[k] < 0x80; k++)
 			;

@@ -7,6 +7,11 @@
  * only if both symbols still hold the ids it was made from; the merged
  * symbol then forms new candidates with its neighbours. Symbol ids only
  * grow longer when merged, so "same ids" means "same symbols".
+ *
+ * gemma4 (tokenizer.ggml.model "gemma4", as llama.cpp runs it): no GPT-2
+ * byte mapping; ' ' becomes U+2581, newline runs are split off (one that
+ * is a token is taken whole), the symbols are UTF-8 characters, and a
+ * symbol that is no token becomes the byte tokens <0xXX> of its bytes.
  */
 #include "tok_impl.h"
 
@@ -124,9 +129,11 @@ int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
 	char *both;
 
 	for (b = 0; b < 256; b++) {
-		char u[4];
+		char u[8];
 		size_t n = utf8_put(tok_bpe_byte_cp(b), u);
 
+		if (t->pre == TOK_PRE_GEMMA4) /* byte fallback tokens */
+			n = (size_t)snprintf(u, sizeof(u), "<0x%02X>", b);
 		t->byte_id[b] = tok_lookup(t, u, n);
 	}
 	if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &a, err,
@@ -202,7 +209,8 @@ static int bpe_push(const struct tok *t, struct tok_scratch *sc, int32_t pos)
 	int32_t nx;
 	size_t i;
 
-	if (pos < 0 || (nx = sc->sym_next[pos]) < 0)
+	if (pos < 0 || (nx = sc->sym_next[pos]) < 0 || sc->sym_id[pos] < 0 ||
+	    sc->sym_id[nx] < 0)
 		return 0;
 	m = tok_merge_find(t, sc->sym_id[pos], sc->sym_id[nx]);
 	if (m == NULL)
@@ -302,6 +310,9 @@ static void bpe_cache_put(struct tok_scratch *sc, struct tok_cache_ent *e,
 
 static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
                          const char *s, size_t n, struct tok_ids *out);
+static int tok_gemma4_merge(const struct tok *t, struct tok_scratch *sc,
+                            const char *s, size_t n, struct tok_ids *out);
+static int bpe_run(const struct tok *t, struct tok_scratch *sc, int32_t head);
 
 /* Encode the chunk S[0..n) (raw bytes) and append its ids to OUT. Short
    chunks go through a cache: the result only depends on the bytes. */
@@ -314,7 +325,8 @@ int tok_bpe_chunk(const struct tok *t, struct tok_scratch *sc, const char *s,
 
 	if (n == 0)
 		return 0;
-	if (n == 1 && t->byte_id[(unsigned char)s[0]] >= 0)
+	if (n == 1 && t->pre != TOK_PRE_GEMMA4 &&
+	    t->byte_id[(unsigned char)s[0]] >= 0)
 		return tok_ids_push(out, t->byte_id[(unsigned char)s[0]]);
 	if (n > TOK_CACHE_MAX_KEY || sc->cache_cap == 0)
 		return tok_bpe_merge(t, sc, s, n, out);
@@ -338,7 +350,6 @@ static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
                          const char *s, size_t n, struct tok_ids *out)
 {
 	int32_t i, head = -1, prev = -1, cnt = 0;
-	struct bpe_cand c;
 
 	if (t->ignore_merges) {
 		size_t k;
@@ -359,6 +370,8 @@ static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
 	}
 	if (n > INT32_MAX / 2 || tok_scratch_syms(sc, n))
 		return -1;
+	if (t->pre == TOK_PRE_GEMMA4)
+		return tok_gemma4_merge(t, sc, s, n, out);
 	for (i = 0; i < (int32_t)n; i++) {
 		int32_t id = t->byte_id[(unsigned char)s[i]];
 
@@ -376,6 +389,22 @@ static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
 		prev = i;
 		cnt++;
 	}
+	if (bpe_run(t, sc, head))
+		return -1;
+	(void)cnt;
+	for (i = head; i >= 0; i = sc->sym_next[i])
+		if (tok_ids_push(out, sc->sym_id[i]))
+			return -1;
+	return 0;
+}
+
+/* Apply the merges to the symbol list starting at HEAD, lowest rank first
+   (leftmost among equal ranks). */
+static int bpe_run(const struct tok *t, struct tok_scratch *sc, int32_t head)
+{
+	struct bpe_cand c;
+	int32_t i;
+
 	sc->heap_n = 0;
 	for (i = head; i >= 0; i = sc->sym_next[i])
 		if (bpe_push(t, sc, i))
@@ -397,9 +426,140 @@ static int tok_bpe_merge(const struct tok *t, struct tok_scratch *sc,
 		    bpe_push(t, sc, c.pos))
 			return -1;
 	}
-	(void)cnt;
-	for (i = head; i >= 0; i = sc->sym_next[i])
-		if (tok_ids_push(out, sc->sym_id[i]))
+	return 0;
+}
+
+/* ---------- gemma4 ---------- */
+
+/* Bytes of the character whose first byte is C, as llama.cpp's
+   unicode_len_utf8 counts them (by the top four bits only). */
+static size_t g4_len(unsigned char c)
+{
+	static const unsigned char len[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+	                                      1, 1, 1, 1, 2, 2, 3, 4};
+
+	return len[c >> 4];
+}
+
+/* BPE over chunk S[0..n) with one symbol per UTF-8 character; a symbol
+   that is no token (it cannot take part in a merge) becomes the byte
+   tokens <0xXX> of its bytes, a byte without one being dropped (as
+   llama.cpp's BPE session does). */
+static int tok_gemma4_merge(const struct tok *t, struct tok_scratch *sc,
+                            const char *s, size_t n, struct tok_ids *out)
+{
+	int32_t i, cnt = 0;
+	size_t k, len;
+
+	for (k = 0; k < n; k += len, cnt++) {
+		len = g4_len((unsigned char)s[k]);
+		if (len > n - k)
+			len = n - k;
+		sc->sym_id[cnt] = tok_lookup(t, s + k, len);
+		sc->sym_start[cnt] = (uint32_t)k;
+		sc->sym_len[cnt] = (uint32_t)len;
+		sc->sym_prev[cnt] = cnt - 1;
+		sc->sym_next[cnt] = k + len < n ? cnt + 1 : -1;
+	}
+	if (bpe_run(t, sc, 0))
+		return -1;
+	for (i = 0; i >= 0; i = sc->sym_next[i]) {
+		if (sc->sym_id[i] >= 0) {
+			if (tok_ids_push(out, sc->sym_id[i]))
+				return -1;
+			continue;
+		}
+		for (k = 0; k < sc->sym_len[i]; k++) {
+			int32_t b =
+			    t->byte_id[(unsigned char)s[sc->sym_start[i] + k]];
+
+			if (b >= 0 && tok_ids_push(out, b))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* Decode the character at S[0..n) as llama.cpp's unicode_cpt_from_utf8
+   does: the lead byte gives the length and only the continuation bytes
+   are checked (overlong forms and surrogates pass). Its bytes, *CP set;
+   0 when invalid. */
+static size_t g4_cpt(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	size_t len, k;
+
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	if ((s[0] & 0x40) == 0)
+		return 0;
+	len = (s[0] & 0x20) == 0 ? 2 : (s[0] & 0x10) == 0 ? 3 : 4;
+	if ((s[0] & 0x08) != 0 && len == 4)
+		return 0;
+	if (len > n)
+		return 0;
+	*cp = s[0] & (0x7f >> len);
+	for (k = 1; k < len; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (s[k] & 0x3f);
+	}
+	return len;
+}
+
+/* Rewrite S[0..n) into B as llama.cpp hands it to the BPE session: ' '
+   becomes U+2581, then every character is decoded and encoded again (an
+   invalid byte becomes U+FFFD, an overlong form its shortest one). */
+static int g4_normalize(const char *s, size_t n, struct tok_buf *b)
+{
+	size_t k = 0, len;
+
+	b->n = 0;
+	while (k < n) {
+		uint32_t cp = 0xfffd;
+		char u[4];
+
+		if (s[k] == ' ') {
+			if (tok_buf_append(b, "\xe2\x96\x81", 3))
+				return -1;
+			k++;
+			continue;
+		}
+		len = g4_cpt((const unsigned char *)s + k, n - k, &cp);
+		/* above U+10FFFF llama.cpp throws; U+FFFD here */
+		if (len == 0 || cp > 0x10ffff)
+			cp = 0xfffd;
+		k += len ? len : 1;
+		if (tok_buf_append(b, u, utf8_put(cp, u)))
 			return -1;
+	}
+	return 0;
+}
+
+/* Encode S[0..n) (no added tokens in it): runs of newlines and the text
+   between them are encoded apart; a newline run that is a token is taken
+   whole (llama.cpp: the merges need not reach it). */
+int tok_gemma4_encode(const struct tok *t, struct tok_scratch *sc,
+                      const char *s, size_t n, struct tok_ids *out)
+{
+	size_t k = 0, j;
+
+	if (g4_normalize(s, n, &sc->tmp))
+		return -1;
+	s = sc->tmp.p;
+	n = sc->tmp.n;
+	while (k < n) {
+		bool nl = s[k] == '\n';
+		int32_t id;
+
+		for (j = k; j < n && (s[j] == '\n') == nl; j++)
+			;
+		id = nl ? tok_lookup(t, s + k, j - k) : -1;
+		if (id >= 0 ? tok_ids_push(out, id)
+		            : tok_bpe_chunk(t, sc, s + k, j - k, out))
+			return -1;
+		k = j;
+	}
 	return 0;
 }

@@ -30,6 +30,8 @@ enum tok_pre {
 	TOK_PRE_QWEN2,  /* "qwen2", "deepseek-r1-qwen" (NFC first) */
 	TOK_PRE_SMOLLM, /* "smollm": digits split, then gpt-2 */
 	TOK_PRE_GPT4O,  /* "gpt-4o" (o200k), "llama4", "kanana2", "talkie" */
+	TOK_PRE_GEMMA4, /* model "gemma4": ' ' -> U+2581, newline runs split,
+	                   BPE over raw UTF-8, <0xXX> byte fallback */
 };
 
 /* A slot of the text -> id table. */
@@ -79,8 +81,8 @@ struct tok {
 	/* BPE merges */
 	struct tok_merge *merges; /* merge_cap slots (owned) */
 	uint32_t merge_cap;       /* power of two, or 0 */
-	int32_t byte_id[256];     /* BPE: id of each byte's symbol; SPM:
-	                             id of <0xXX>; -1 when missing */
+	int32_t byte_id[256];     /* BPE: id of each byte's symbol; SPM and
+	                             gemma4: id of <0xXX>; -1 when missing */
 
 	/* added tokens: for each first byte, the distinct lengths of the
 	   added tokens starting with it, longest first; the partition looks
@@ -142,6 +144,10 @@ int tok_bpe_cp_byte(uint32_t cp);
 struct gguf_file;
 int tok_bpe_setup(struct tok *t, const struct gguf_file *f, char *err,
                   size_t errlen);
+
+/* gemma4: escape spaces, split off newline runs, BPE-encode the parts */
+int tok_gemma4_encode(const struct tok *t, struct tok_scratch *sc,
+                      const char *s, size_t n, struct tok_ids *out);
 
 /* tok_pretok.c */
 int tok_pretok_compile(struct tok *t, char *err, size_t errlen);
