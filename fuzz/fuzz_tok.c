@@ -3,7 +3,8 @@
  *
  * The vocabularies are loaded once from ../shared/testdata/vocab (or
  * $PARLEY_SHARED/testdata/vocab): gpt-2, llama-bpe, qwen2 and llama-spm,
- * plus SmolLM2 from the model cache when present. The first input byte picks
+ * plus SmolLM2 from the model cache and t_tok_gemma4's synthetic Gemma 4
+ * vocabulary (tests/data/tok) when present. The first input byte picks
  * the vocabulary, the rest is the text; tests/tok_fuzz_check.h states the
  * properties checked (no crash, ids in range, streaming output valid
  * UTF-8, decode(encode(x)) == x for valid UTF-8). A violated property
@@ -17,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static struct tok *toks[5]; /* loaded vocabularies */
-static int nfcs[5];         /* 1 for qwen2 */
+static struct tok *toks[6]; /* loaded vocabularies */
+static int nfcs[6];         /* 1 for qwen2 */
 static size_t n_toks;
 
 static void load(const char *path, int nfc)
@@ -56,6 +57,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(path, sizeof(path),
 	         "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
 	         home ? home : ".");
+	load(path, 0);
+	/* the synthetic Gemma 4 vocabulary of t_tok_gemma4 (run from the
+	   source tree or with top_srcdir set) */
+	snprintf(path, sizeof(path), "%s/tests/data/tok/gemma4.gguf",
+	         getenv("top_srcdir") ? getenv("top_srcdir") : ".");
 	load(path, 0);
 	if (n_toks == 0)
 		abort(); /* nothing to fuzz: say so loudly */

@@ -6,8 +6,9 @@
  * tests/data/tok/crashers (first byte: vocabulary) and
  * tests/data/tok_load/crashers (GGUF files for tok_load). gpt-oss's o200k
  * vocabulary (built at run time, tests/tok_o200k.h) gets the random
- * strings too; it is kept out of the crasher replay, whose first byte
- * picks among the vocabularies above.
+ * strings too, as does the synthetic Gemma 4 vocabulary of t_tok_gemma4;
+ * both are kept out of the crasher replay, whose first byte picks among
+ * the vocabularies above.
  */
 #include "gguf.h"
 #include "tap.h"
@@ -186,6 +187,27 @@ static void fuzz_random(const struct tok *t, int nfc)
 	       tok_pre_name(t), bad, fail ? ": " : "", fail ? fail : "");
 }
 
+/* The same for Gemma 4's (the synthetic vocabulary of t_tok_gemma4: BPE
+ * over characters, spaces as U+2581, byte fallback), also kept out of the
+ * crasher replay. */
+static void fuzz_gemma4(void)
+{
+	char path[1024], err[512];
+	const char *top = getenv("top_srcdir");
+	struct gguf_file *f;
+	struct tok *t = NULL;
+
+	snprintf(path, sizeof(path), "%s/tests/data/tok/gemma4.gguf",
+	         top ? top : ".");
+	f = gguf_open(path, err, sizeof(err));
+	if (f != NULL)
+		t = tok_load(f, err, sizeof(err));
+	gguf_close(f);
+	if (tap_ok(t != NULL, "gemma4: vocabulary loaded (%s)", t ? "ok" : err))
+		fuzz_random(t, 0);
+	tok_free(t);
+}
+
 /* The same for gpt-oss's vocabulary, written to a temporary file. */
 static void fuzz_o200k(void)
 {
@@ -226,6 +248,7 @@ int main(void)
 	for (k = 0; k < n_toks; k++)
 		fuzz_random(toks[k], nfcs[k]);
 	fuzz_o200k();
+	fuzz_gemma4();
 	replay("tests/data/tok/crashers", 0);
 	replay("tests/data/tok_load/crashers", 1);
 	for (k = 0; k < n_toks; k++)

@@ -8,7 +8,8 @@
  *   3. if TEXT is valid UTF-8 and not parsed for specials:
  *      decode(encode(TEXT)) == TEXT (NFC(TEXT) for qwen2), unless the
  *      vocabulary lacks a byte of TEXT (HF drops it) or, for
- *      SentencePiece, TEXT holds U+2581 (it decodes as a space).
+ *      SentencePiece and Gemma 4's BPE, TEXT holds U+2581 (it decodes
+ *      as a space).
  * Header-only; returns NULL when all hold, else what failed.
  */
 #ifndef PARLEY_TOK_FUZZ_CHECK_H
@@ -100,7 +101,8 @@ static inline const char *tok_fuzz_check(const struct tok *t, int nfc,
 		if (fail || flags || tfc_valid_prefix(text, n) != n ||
 		    (strcmp(tok_model_name(t), "bpe") == 0 &&
 		     !tfc_covered(t, text, n)) ||
-		    (strcmp(tok_model_name(t), "spm") == 0 &&
+		    ((strcmp(tok_model_name(t), "spm") == 0 ||
+		      strcmp(tok_pre_name(t), "gemma4") == 0) &&
 		     memmem(text, n, "\xe2\x96\x81", 3) != NULL))
 			goto next;
 		if (tok_decode(t, ids.v, ids.n, 0, &dec, err, sizeof(err))) {
