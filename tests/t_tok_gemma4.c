@@ -118,7 +118,7 @@ static int check_one(const struct tok *t, size_t i, unsigned enc, unsigned dec,
 		bad = 1;
 	}
 	if (utf8_check(strs[i], lens[i]) == lens[i] &&
-	    (d.n != lens[i] || memcmp(d.p, strs[i], d.n) != 0)) {
+	    (d.n != lens[i] || (d.n > 0 && memcmp(d.p, strs[i], d.n) != 0))) {
 		tap_diag("string %zu: decode(encode(x)) != x", i);
 		bad = 1;
 	}
@@ -198,8 +198,10 @@ int main(void)
 	char *txt = tu_read(
 	    tu_src("tests/data/tok/gemma4.txt", path, sizeof(path)), &len);
 
-	if (!tap_ok(txt != NULL && read_strs(txt, len) == 0 && n_strs >= 40,
-	            "gemma4.txt holds %zu strings", n_strs))
+	const int rd = txt != NULL ? read_strs(txt, len) : -1;
+
+	if (!tap_ok(rd == 0 && n_strs >= 40, "gemma4.txt holds %zu strings",
+	            n_strs))
 		return tap_done();
 	f = gguf_open(tu_src("tests/data/tok/gemma4.gguf", path, sizeof(path)),
 	              err, sizeof(err));
