@@ -4,6 +4,7 @@
  * did before, so a setting keeps its meaning.
  */
 #include "cuda_knobs.h"
+#include "cuda_ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,9 @@ extern "C" void cuda_knobs_read(struct cuda_knobs *k)
 	const char *pf = getenv("PARLEY_CUDA_PREFETCH");
 	const char *aw = getenv("PARLEY_CUDA_ATTN_WARP");
 	const char *ku = getenv("PARLEY_CUDA_KSPLIT_UNITS");
+	const char *qm = getenv("PARLEY_CUDA_QGEMM_MAX");
+	char *end = NULL;
+	long qv = qm != NULL ? strtol(qm, &end, 10) : -1;
 
 	k->repack = !cuda_knobs_is("PARLEY_CUDA_REPACK", "0");
 	k->graphs = !cuda_knobs_is("PARLEY_CUDA_GRAPHS", "0");
@@ -33,6 +37,10 @@ extern "C" void cuda_knobs_read(struct cuda_knobs *k)
 	    ku != NULL && ku[0] >= '1' && ku[0] <= '8' && ku[1] == '\0'
 	        ? ku[0] - '0'
 	        : 0;
+	k->qgemm_max =
+	    qm != NULL && end != qm && *end == '\0' && qv >= 0 && qv <= 1 << 20
+	        ? (int)qv
+	        : CUDA_QGEMM_MAX_TOKENS;
 }
 
 /* The knobs as they are now, by value (cuda_knobs' initialiser). */

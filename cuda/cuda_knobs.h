@@ -50,6 +50,10 @@ struct cuda_knobs {
 	   (cuda_matmul.cu cm_ks): its value when it is 1 to 8, else 0 (the
 	   rule's own, by the unit's size) */
 	int ksplit_units;
+	/* PARLEY_CUDA_QGEMM_MAX: batches of up to this many tokens take the
+	   quantized GEMM (cuda_qgemm.cu) instead of cuBLAS: its value when
+	   it is a decimal number (0: never), else CUDA_QGEMM_MAX_TOKENS */
+	int qgemm_max;
 };
 
 /* Fill *K from the environment as it is now. */

@@ -33,6 +33,7 @@
  */
 #include "cuda_act.cuh"
 #include "cuda_check.cuh"
+#include "cuda_dec8.cuh"
 #include "cuda_knobs.h"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
@@ -585,9 +586,8 @@ __global__ void cm_dequant_f16(const uint8_t *w, size_t row_size, int64_t ne0,
 }
 
 /* cm_dequant_f16 for 8 consecutive elements per thread (NE0 % 8 == 0):
- * one division per 8 elements instead of one per element, the block's
- * header decoded once for the 8 (the calls inline), and one 16-byte store;
- * the same values as cm_dequant_f16. */
+ * one division per 8 elements instead of one per element, cq_dec8's
+ * decoding and one 16-byte store; the same values as cm_dequant_f16. */
 template <int T>
 __global__ void cm_dequant8_f16(const uint8_t *w, size_t row_size, int64_t ne0,
                                 int64_t r0, int64_t n8, __half *out)
@@ -598,14 +598,8 @@ __global__ void cm_dequant8_f16(const uint8_t *w, size_t row_size, int64_t ne0,
 	if (idx >= n8)
 		return;
 	const int64_t e = idx * 8, r = e / ne0, i = e % ne0;
-	const uint8_t *row = w + (size_t)(r0 + r) * row_size;
-	__half2 h[4];
-#pragma unroll
-	for (int k = 0; k < 4; k++)
-		h[k] =
-		    __floats2half2_rn(cq_row_elem<T>(row, i + 2 * k, ne0),
-		                      cq_row_elem<T>(row, i + 2 * k + 1, ne0));
-	*(uint4 *)(out + e) = *(const uint4 *)h;
+
+	cq_dec8<T>(w + (size_t)(r0 + r) * row_size, i, ne0, out + e);
 }
 
 /* OUT[i] = fp16 of X[i]. */
@@ -1054,16 +1048,36 @@ static int cm_gemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	return 0;
 }
 
+/* The quantized GEMM path: X to fp16 once, then cuda_op_qgemm. */
+static int cm_qgemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                    const float *d_x, int32_t n_tok, float *d_y, int add,
+                    char *err, size_t errlen)
+{
+	const int64_t nx = (int64_t)n_tok * w->ne0;
+
+	if (!cuda_op_qgemm_ok(ctx, w, n_tok))
+		return cuda_op_qgemm(ctx, w, NULL, n_tok, d_y, add, err,
+		                     errlen); /* (its message) */
+	cu_launch(ctx, cm_to_f16, cm_blocks(nx), 256, 0, d_x, nx,
+	          (__half *)ctx->d_x16);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return cuda_op_qgemm(ctx, w, ctx->d_x16, n_tok, d_y, add, err, errlen);
+}
+
 /* Y = W X, or Y += W X when ADD; FORCE as cuda_op_matmul; XQ_DONE as
  * cm_unit_launch. */
 static int cm_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                      const float *d_x, int32_t n_tok, float *d_y, int force,
                      int add, int *xq_done, char *err, size_t errlen)
 {
-	int gemm = force == 2 || (force == 0 && n_tok >= CUDA_GEMM_MIN_TOKENS);
+	int gemm = force >= 2 || (force == 0 && n_tok >= CUDA_GEMM_MIN_TOKENS);
 
 	if (!cuda_ops_type_ok(w->type))
 		return cm_bad_type(w->type, err, errlen);
+	if (force == 3 ||
+	    (gemm && force == 0 && n_tok <= cuda_knobs()->qgemm_max &&
+	     cuda_op_qgemm_ok(ctx, w, n_tok)))
+		return cm_qgemm(ctx, w, d_x, n_tok, d_y, add, err, errlen);
 	if (gemm)
 		return cm_gemm(ctx, w, d_x, n_tok, d_y, add, err, errlen);
 	return cm_matvec_launch(ctx, w, d_x, n_tok, d_y, add, xq_done, err,

@@ -26,7 +26,7 @@
  * orders them by expert and cuts each expert's run into tiles of MR_BN
  * slots; a block of mr_gemm takes MR_BM rows of one expert's matrix and
  * one tile, decodes the rows' blocks to fp16 in shared memory as it goes
- * (cq_row_elem, 8 elements a thread: the dense GEMM's cm_dequant8_f16
+ * (cq_dec8, 8 elements a thread: the dense GEMM's cm_dequant8_f16
  * without its round trip through ctx->d_w16), gathers the tile's input
  * rows converted to fp16, and accumulates in fp32 with WMMA 16x16x16
  * fragments. The roundings are the dense GEMM's (weights and inputs to
@@ -40,6 +40,7 @@
  */
 #include "cuda_act.cuh"
 #include "cuda_check.cuh"
+#include "cuda_dec8.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
@@ -464,37 +465,6 @@ struct mr_gemm_args {
 	int32_t max_tiles;
 };
 
-/* Elements K..K+7 of ROW (NE0 elements; those past NE0, or all when ROW
- * is NULL, 0) as fp16 into DST (16-byte aligned): cm_dequant8_f16's
- * roundings. */
-template <int T>
-static __device__ __forceinline__ void mr_load_w8(const uint8_t *row, int64_t k,
-                                                  int64_t ne0, __half *dst)
-{
-	__align__(16) __half2 h[4];
-
-	if (row != NULL && k + 8 <= ne0) {
-#pragma unroll
-		for (int q = 0; q < 4; q++)
-			h[q] = __floats2half2_rn(
-			    cq_row_elem<T>(row, k + 2 * q, ne0),
-			    cq_row_elem<T>(row, k + 2 * q + 1, ne0));
-	} else {
-		for (int q = 0; q < 4; q++) {
-			const int64_t i = k + 2 * q;
-			const float v0 = row != NULL && i < ne0
-			                     ? cq_row_elem<T>(row, i, ne0)
-			                     : 0.0f;
-			const float v1 = row != NULL && i + 1 < ne0
-			                     ? cq_row_elem<T>(row, i + 1, ne0)
-			                     : 0.0f;
-
-			h[q] = __floats2half2_rn(v0, v1);
-		}
-	}
-	*(uint4 *)dst = *(const uint4 *)h;
-}
-
 /* Inputs K..K+31 of the row XR (NE0 floats; past NE0 or XR NULL: 0) as
  * fp16 into DST (16-byte aligned): cm_to_f16's rounding. VEC: XR and NE0
  * allow 16-byte loads. */
@@ -598,7 +568,7 @@ __global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
 
 #pragma unroll
 			for (int mat = 0; mat < nm; mat++)
-				mr_load_w8<T>(
+				cq_dec8<T>(
 				    wrow[mat][q], k0 + (g & 7) * 8, a.ne0,
 				    ws + (mat * MR_BM + (g >> 3)) * MR_KP +
 				        (g & 7) * 8);

@@ -65,12 +65,32 @@ int cuda_op_get_rows(struct cuda_ctx *ctx, const struct cuda_tensor *w,
  * that reads the quantized blocks, fp32 sums (of int8 activations for the
  * types below). Otherwise: rows of W
  * dequantized to fp16 in ctx->d_w16, X converted to fp16, cublasGemmEx
- * with fp32 accumulation and fp32 output. FORCE: 0 = by n_tok, 1 = always
- * mat-vec, 2 = always GEMM (tests).
+ * with fp32 accumulation and fp32 output; up to CUDA_QGEMM_MAX_TOKENS
+ * tokens (PARLEY_CUDA_QGEMM_MAX), the quantized GEMM instead
+ * (cuda_op_qgemm: the same roundings, no fp16 copy of W). FORCE: 0 = by
+ * n_tok, 1 = always mat-vec, 2 = always cuBLAS, 3 = always the quantized
+ * GEMM (tests).
  */
 int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                    const float *d_x, int32_t n_tok, float *d_y, int force,
                    char *err, size_t errlen);
+
+/* Batches of up to this many tokens take the quantized GEMM by default
+ * (BENCHMARKS.md, issue 34). */
+#define CUDA_QGEMM_MAX_TOKENS 64
+
+/*
+ * Y (+)= W X on the tensor cores straight from W's blocks (cuda_qgemm.cu):
+ * D_X16 the N_TOK tokens' inputs in fp16 [n_tok][w->ne0], D_Y
+ * [n_tok][w->ne1] fp32, ADD: Y += W X. Uses ctx->d_w16 as scratch.
+ * cuda_op_qgemm_ok: whether it takes W over N_TOK tokens (a type with a
+ * decoder, ne0 a multiple of 8, the inputs within ctx->d_x16).
+ */
+int cuda_op_qgemm_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                     int32_t n_tok);
+int cuda_op_qgemm(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                  const void *d_x16, int32_t n_tok, float *d_y, int add,
+                  char *err, size_t errlen);
 
 /* cuda_op_matmul (FORCE 0) given X's int8 activations D_XQ as
  * cuda_op_rmsnorm_x8 or the attention left them (or NULL: the mat-vec

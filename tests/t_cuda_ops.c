@@ -149,7 +149,7 @@ static void x8_dequant(const float *x, int64_t ne0, int n_tok, float *xhat)
 static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
                       int64_t ne1)
 {
-	static const int32_t toks[] = {1, 7, 512};
+	static const int32_t toks[] = {1, 7, 64, 130, 512};
 	char err[512] = "";
 	size_t rs = quant_row_size(t, ne0);
 	unsigned char *w = malloc(rs * (size_t)ne1);
@@ -222,11 +222,12 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	/* force 0: the mat-vec with fp32 activations (ctx->x8_off), 1: the
 	   mat-vec as the backend runs it (int8 activations for the types of
 	   cuda_vecdot8.cuh: against the product with the CPU's quantized
-	   activations), 2: the GEMM */
+	   activations), 2: the cuBLAS GEMM, 3: the quantized GEMM (its
+	   slices of the inputs where the rows are few) */
 	for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
-		for (int mode = 0; mode <= 2; mode++) {
+		for (int mode = 0; mode <= 3; mode++) {
 			int32_t n = toks[k];
-			int force = mode == 2 ? 2 : 1, has8;
+			int force = mode >= 2 ? mode : 1, has8;
 			double e, tol = force == 1 ? TOL_F32 : TOL_F16;
 
 			if (force == 1 && n == 512 && ne0 * ne1 > 100000)
@@ -235,6 +236,8 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 			has8 = cuda_op_matvec_x8(ctx, &ct, n);
 			if (mode == 0 && !has8)
 				continue; /* one mat-vec path: mode 1's */
+			if (mode == 3 && !cuda_op_qgemm_ok(ctx, &ct, n))
+				continue; /* (rows of an odd length) */
 			ctx->x8_off = mode == 0;
 			/* on the op's stream: it does not wait for the
 			   legacy default stream (cudaStreamNonBlocking) */
@@ -255,6 +258,7 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 			       "(<= %g)",
 			       qtype_name(t), (long long)ne1, (long long)ne0, n,
 			       mode == 2   ? "cuBLAS fp16"
+			       : mode == 3 ? "quantized GEMM"
 			       : mode == 0 ? "mat-vec, fp32 activations"
 			       : has8      ? "mat-vec, int8 activations"
 			                   : "mat-vec",
@@ -1797,6 +1801,21 @@ static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 			                    d_y, b, err, sizeof(err));
 		same[k] = !rc && memcmp(a, b, bytes) == 0;
 	}
+	if (!rc) { /* the quantized GEMM, 9 tokens, with GEMM's same[3]:
+		      Q4_K's layouts decode with the same arithmetic, bit
+		      for bit; the others' file layouts take cq_dec8's
+		      float decoding (cuda_qgemm.cu note 5): within the fp16
+		      paths' tolerance of each other */
+		rc = repack_product(ctx, &cf, d_x, 9, 3, d_y, a, err,
+		                    sizeof(err)) ||
+		     repack_product(ctx, &cr, d_x, 9, 3, d_y, b, err,
+		                    sizeof(err));
+		same[3] =
+		    same[3] && !rc &&
+		    (t == QTYPE_Q4_K
+		         ? memcmp(a, b, sizeof(float) * 9 * (size_t)ne1) == 0
+		         : nmse(b, a, 9 * (size_t)ne1) <= TOL_F16);
+	}
 	if (!rc) { /* Q, K, V = the tensor thrice; gate = up = it */
 		float *y = (float *)d_y;
 
@@ -1844,7 +1863,8 @@ static void test_repack(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	           same[4] && e <= TOL_F32,
 	       "%s in its GPU layout, %lldx%lld (rows %zu -> %zu bytes): "
 	       "padding zero (%d), embedding rows %s, mat-vec 1 token %s, "
-	       "3 tokens %s, GEMM %s, fused QKV + SwiGLU %s (bit for bit); "
+	       "3 tokens %s, GEMMs (cuBLAS, quantized) %s, fused QKV + "
+	       "SwiGLU %s (bit for bit); "
 	       "fp32 activations nmse %.3g %s",
 	       qtype_name(t), (long long)ne0, (long long)ne1, rs, rrs, pad_ok,
 	       same[0] ? "same" : "differ", same[1] ? "same" : "differ",
@@ -2439,6 +2459,9 @@ int main(void)
 	test_fused(&ctx, QTYPE_F16, QTYPE_F16, QTYPE_F16, 296, 3); /* fused */
 	/* mixed: Q and K in one launch, V (Q6_K) in its own */
 	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 1);
+	/* batches of the quantized GEMM: its sums and its add */
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 9);
+	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q4_0, 288, 40);
 	/* mixed: three unit launches, int8 activations quantized once */
 	test_fused(&ctx, QTYPE_Q4_0, QTYPE_Q8_0, QTYPE_Q4_0, 288, 3);
 	/* Q and K in one launch, V element-wise (fp32) and its bias added */

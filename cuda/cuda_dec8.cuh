@@ -1,0 +1,210 @@
+/*
+ * cuda_dec8.cuh - eight consecutive elements of a quantized row as fp16,
+ * one 16-byte store: the decoder of the products that go through fp16
+ * (cm_dequant8_f16's rows for cuBLAS, the grouped expert products, the
+ * quantized GEMM of cuda_qgemm.cu).
+ *
+ * NOTES ON THE DESIGN
+ *
+ * 1. The values are cq_row_elem's bit for bit: the same float operations
+ *    in the same order (cuda_quant.cuh note 1), each rounded to fp16 once.
+ * 2. Eight elements starting at a multiple of 8 lie in one sub-block of
+ *    every layout below (Q4_K's 32, Q6_K's 16, Q8_0's 32), so the layouts
+ *    the models' batch products read most take the sub-block's scale once
+ *    and the eight quants in one or two wide loads, where cq_row_elem
+ *    re-derives the scale and loads a byte per element (the decode, not
+ *    the memory, bounded the fused products). Their alignment: Q4_K rows
+ *    are whole 144-byte blocks, so a block starts 16-byte aligned when its
+ *    row does (GGUF aligns tensor data to 32, the device arena to 256);
+ *    the GPU layouts are 16-byte aligned by construction (cuda_quant.cuh
+ *    note 5). Every other type takes cq_row_elem element by element.
+ */
+#ifndef PARLEY_CUDA_DEC8_CUH
+#define PARLEY_CUDA_DEC8_CUH
+
+#include "cuda_quant.cuh"
+
+#include <cuda_fp16.h>
+
+/* Q4_K's eight elements at J (a multiple of 8) of the block B, in the
+ * file's layout or CQ_Q4_KR's (T), as four half2. */
+template <int T>
+static __device__ __forceinline__ void cq_dec8_q4k(const uint8_t *b, int j,
+                                                   __half2 *h)
+{
+	int sc, m;
+
+	if constexpr (T == CQ_Q4_KR)
+		cq_q4kr_scale_min(b, j >> 5, &sc, &m);
+	else
+		cq_scale_min_k4(j >> 5, b + 4, &sc, &m);
+	const float d1 = __fmul_rn(cq_half(b), (float)sc);
+	const float m1 = __fmul_rn(cq_half(b + 2), (float)m);
+	const uint32_t *q =
+	    (const uint32_t *)(b + 16 + (j >> 6) * 32 + (j & 31));
+	const int sh = (j & 32) ? 4 : 0; /* the high nibbles: sub-block 2c+1 */
+	const uint32_t w[2] = {q[0] >> sh, q[1] >> sh};
+
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		const uint32_t u = w[e >> 1] >> (16 * (e & 1));
+
+		h[e] = __floats2half2_rn(
+		    __fsub_rn(__fmul_rn(d1, (float)(u & 15)), m1),
+		    __fsub_rn(__fmul_rn(d1, (float)((u >> 8) & 15)), m1));
+	}
+}
+
+/* CQ_Q6_KR's eight elements at K (a multiple of 8) of ROW (NE0 elements),
+ * as four half2 (cq_q6_k_val's arithmetic). */
+static __device__ __forceinline__ void
+cq_dec8_q6kr(const uint8_t *row, int64_t k, int64_t ne0, __half2 *h)
+{
+	const int64_t nb = ne0 / 256, bi = k >> 8;
+	const int j = (int)(k & 255), n = j >> 7, g = (j & 127) >> 5,
+	          l = j & 31;
+	const uint2 lq =
+	    *(const uint2 *)(row + bi * 128 + n * 64 + (g & 1) * 32 + l);
+	const uint2 hq =
+	    *(const uint2 *)(row + nb * 128 + bi * 64 + n * 32 + l);
+	const int8_t sc =
+	    (int8_t)row[nb * 192 + bi * 16 + n * 8 + l / 16 + 2 * g];
+	const float ds = __fmul_rn(cq_half(row + nb * 208 + bi * 2), (float)sc);
+	const int lsh = (g & 2) ? 4 : 0, hsh = 2 * g;
+	float v[8];
+
+#pragma unroll
+	for (int e = 0; e < 8; e++) {
+		const uint32_t lw = e < 4 ? lq.x : lq.y,
+		               hw = e < 4 ? hq.x : hq.y;
+		const int s = 8 * (e & 3);
+		const int q = (int)(((lw >> (s + lsh)) & 15) |
+		                    (((hw >> (s + hsh)) & 3) << 4)) -
+		              32;
+
+		v[e] = __fmul_rn(ds, (float)q);
+	}
+#pragma unroll
+	for (int e = 0; e < 4; e++)
+		h[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+}
+
+/* CQ_Q8_0R's eight elements at K (a multiple of 8) of ROW (NE0 elements),
+ * as four half2 (cq_q8_0_val's arithmetic). */
+static __device__ __forceinline__ void
+cq_dec8_q80r(const uint8_t *row, int64_t k, int64_t ne0, __half2 *h)
+{
+	const int64_t bi = k >> 5;
+	const uint2 q = *(const uint2 *)(row + bi * 32 + (k & 31));
+	const float d = cq_half(row + ne0 / 32 * 32 + bi * 2);
+
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		const uint32_t u = (e < 2 ? q.x : q.y) >> (16 * (e & 1));
+
+		h[e] =
+		    __floats2half2_rn(__fmul_rn((float)(int8_t)(u & 0xFF), d),
+		                      __fmul_rn((float)(int8_t)(u >> 8), d));
+	}
+}
+
+/* Elements K..K+7 of ROW (NE0 elements; those past NE0, or all when ROW
+ * is NULL, 0) as fp16 into DST (16-byte aligned); K a multiple of 8. */
+template <int T>
+static __device__ __forceinline__ void cq_dec8(const uint8_t *row, int64_t k,
+                                               int64_t ne0, __half *dst)
+{
+	__align__(16) __half2 h[4];
+
+	if (row != NULL && k + 8 <= ne0) {
+		if constexpr (T == QTYPE_Q4_K || T == CQ_Q4_KR)
+			cq_dec8_q4k<T>(row + (k >> 8) * 144, (int)(k & 255), h);
+		else if constexpr (T == CQ_Q6_KR)
+			cq_dec8_q6kr(row, k, ne0, h);
+		else if constexpr (T == CQ_Q8_0R)
+			cq_dec8_q80r(row, k, ne0, h);
+		else {
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				h[q] = __floats2half2_rn(
+				    cq_row_elem<T>(row, k + 2 * q, ne0),
+				    cq_row_elem<T>(row, k + 2 * q + 1, ne0));
+		}
+	} else {
+		for (int q = 0; q < 4; q++) {
+			const int64_t i = k + 2 * q;
+			const float v0 = row != NULL && i < ne0
+			                     ? cq_row_elem<T>(row, i, ne0)
+			                     : 0.0f;
+			const float v1 = row != NULL && i + 1 < ne0
+			                     ? cq_row_elem<T>(row, i + 1, ne0)
+			                     : 0.0f;
+
+			h[q] = __floats2half2_rn(v0, v1);
+		}
+	}
+	*(uint4 *)dst = *(const uint4 *)h;
+}
+
+/* ---- the bytes of 32 elements (cuda_qgemm.cu) -----------------------------
+ *
+ * A run of 32 elements at a multiple of 32 is one sub-block of Q4_K and
+ * Q8_0 and two of Q6_K's: cq_load32 reads its bytes (quants, scales) into
+ * registers with 16-byte loads where the layout allows; the quantized GEMM
+ * decodes them later (qg_dec32), its loads in flight meanwhile. */
+
+/* The bytes of a 32-element run (what each field holds: cq_load32). */
+struct cq_raw32 {
+	uint4 q0, q1, q2, q3; /* quants */
+	uint4 hd;             /* header: scales and d */
+};
+
+/* Whether type T has cq_load32 (else cq_dec8 reads it). */
+template <int T> static __device__ __forceinline__ constexpr bool cq_has32()
+{
+	return T == QTYPE_Q4_K || T == CQ_Q4_KR || T == CQ_Q6_KR ||
+	       T == CQ_Q8_0R;
+}
+
+/* The bytes of elements K..K+31 (K a multiple of 32, K + 32 <= NE0) of
+ * ROW into R: Q4_K / CQ_Q4_KR: q0, q1 the 32 quant bytes, hd the block's
+ * first 16 bytes (d, dmin, scales); CQ_Q6_KR: q0, q1 ql, q2, q3 qh, hd.x
+ * the run's two scales, hd.y d; CQ_Q8_0R: q0, q1 quants, hd.x d. */
+template <int T>
+static __device__ __forceinline__ void cq_load32(const uint8_t *row, int64_t k,
+                                                 int64_t ne0, cq_raw32 &r)
+{
+	if constexpr (T == QTYPE_Q4_K || T == CQ_Q4_KR) {
+		const uint8_t *b = row + (k >> 8) * 144;
+		const uint4 *q =
+		    (const uint4 *)(b + 16 + ((k & 255) >> 6) * 32);
+
+		r.hd = *(const uint4 *)b;
+		r.q0 = q[0];
+		r.q1 = q[1];
+	} else if constexpr (T == CQ_Q6_KR) {
+		const int64_t nb = ne0 / 256, bi = k >> 8;
+		const int j = (int)(k & 255), n = j >> 7, g = (j & 127) >> 5;
+		const uint4 *ql =
+		    (const uint4 *)(row + bi * 128 + n * 64 + (g & 1) * 32);
+		const uint4 *qh =
+		    (const uint4 *)(row + nb * 128 + bi * 64 + n * 32);
+
+		r.q0 = ql[0];
+		r.q1 = ql[1];
+		r.q2 = qh[0];
+		r.q3 = qh[1];
+		r.hd.x = *(const uint16_t *)(row + nb * 192 + bi * 16 + n * 8 +
+		                             2 * g);
+		r.hd.y = *(const uint16_t *)(row + nb * 208 + bi * 2);
+	} else if constexpr (T == CQ_Q8_0R) {
+		const uint4 *q = (const uint4 *)(row + (k >> 5) * 32);
+
+		r.q0 = q[0];
+		r.q1 = q[1];
+		r.hd.x =
+		    *(const uint16_t *)(row + ne0 / 32 * 32 + (k >> 5) * 2);
+	}
+}
+
+#endif /* PARLEY_CUDA_DEC8_CUH */
