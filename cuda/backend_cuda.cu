@@ -11,7 +11,10 @@
  *     kernels read the blocks directly; a tied LM head shares the
  *     embedding's copy), and the fp32 norms, biases and RoPE frequencies;
  *   - the KV cache, fp16, [layer][kv_head][pos][dim] (cuda_ops.h): one
- *     head's keys are contiguous for the attention's stream;
+ *     head's keys are contiguous for the attention's stream; or, with
+ *     engine_params.kv_type q8_0, the same rows as Q8_0 blocks
+ *     (cuda_kvq.cuh, 34 bytes a 32 values) and one layer's fp16 copy
+ *     for the batch attention (cuda_ctx.d_kv16);
  *   - fp32 activations for a chunk of n_batch tokens (the residual stream
  *     is fp32 across layers: massive activations overflow fp16), the GEMM
  *     scratch (cuda_ctx) and device logits for one row (all rows of a
@@ -25,7 +28,8 @@
  * KV state bytes are the CPU backend's layout (fp32; per layer: K of
  * positions [0, n) as [pos][kv_head * dim], then V), so a state saved by
  * one backend loads into the other; fp16 -> fp32 is exact, fp32 -> fp16
- * rounds to nearest.
+ * rounds to nearest; q8_0 blocks dequantize exactly and the floats
+ * quantize back to the same blocks (quant_q8_0_row, as the kernels).
  */
 #include "cuda_check.cuh"
 #include "cuda_knobs.h"
@@ -123,9 +127,12 @@ struct cu_state {
 	float *hb2;    /* [n_batch][n_ff] */
 	float *logits; /* [logits_rows][n_vocab] */
 	int32_t logits_rows;
-	uint16_t *kv; /* every layer's KV cache, fp16 (cu_layer.kc, vc) */
-	float *qg;    /* [n_batch][max_q_dim] a gated layer's [q | gate]
-	                 rows per head (a model with such layers; else NULL) */
+	uint16_t *kv;   /* every layer's KV cache, fp16 or q8_0 blocks
+	                   (e->kv_type; cu_layer.kc, vc) */
+	uint16_t *kv16; /* a q8_0 cache: one layer's K and V in fp16 for the
+	                   batch attention (cuda_ctx.d_kv16), else NULL */
+	float *qg;      /* [n_batch][max_q_dim] a gated layer's [q | gate]
+	                   rows per head (a model with such layers; else NULL) */
 	/* recurrent layers (cfg.n_recurrent > 0; else NULL) */
 	float *ssm_mix; /* [n_batch][max_conv_dim] the conv's inputs */
 	float *ssm_c;   /* [n_batch][max_conv_dim] its outputs: q, k, v */
@@ -1735,10 +1742,32 @@ static int cu_bandwidth(struct engine *e, double *bytes_per_s, char *err,
 
 /* ------------------------------------------------------------ KV state */
 
+/* cu_kv_copy's conversion of a q8_0 cache's rows: STAGE's N positions of
+ * NKV heads of HD ([kv_head][pos] rows of blocks) to or from BUF's floats
+ * ([pos][kv_head][hd]): dequantized (exact), or quantized as the kernels
+ * store them (quant_q8_0_row: the same bytes). */
+static void cu_kv_q8_convert(unsigned char *stage, float *buf, size_t n,
+                             size_t nkv, size_t hd, int to_host)
+{
+	const size_t rb = engine_kv_type_bytes(ENGINE_KV_Q8_0, hd);
+
+	for (size_t p = 0; p < n; p++)
+		for (size_t h = 0; h < nkv; h++)
+			if (to_host)
+				quant_dequant_row(
+				    QTYPE_Q8_0, stage + (h * n + p) * rb,
+				    buf + (p * nkv + h) * hd, (int64_t)hd);
+			else
+				quant_q8_0_row(buf + (p * nkv + h) * hd,
+				               (int64_t)hd,
+				               stage + (h * n + p) * rb);
+}
+
 /*
  * Copy positions [0, n) of one cache of layer IL between the device
- * (CACHE: [kv_head][n_ctx][dim] fp16) and BUF ([pos][kv_head][dim] fp32).
- * TO_HOST: device -> BUF, else BUF -> device. STAGE: n_kv * n * dim halves.
+ * (CACHE: [kv_head][n_ctx][dim] fp16, or rows of q8_0 blocks) and BUF
+ * ([pos][kv_head][dim] fp32). TO_HOST: device -> BUF, else BUF -> device.
+ * STAGE: n_kv * n * dim halves.
  */
 static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
                       float *buf, uint16_t *stage, int to_host, char *err,
@@ -1746,10 +1775,14 @@ static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
 {
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const size_t hd = (size_t)a->head_dim_k, nkv = (size_t)a->n_head_kv;
-	const size_t run = (size_t)n * hd * 2,
-	             pitch = (size_t)e->n_ctx * hd * 2;
+	const size_t rb = engine_kv_type_bytes(e->kv_type, hd);
+	const size_t run = (size_t)n * rb, pitch = (size_t)e->n_ctx * rb;
+	const int q8 = e->kv_type == ENGINE_KV_Q8_0;
 
-	if (!to_host)
+	if (q8 && !to_host)
+		cu_kv_q8_convert((unsigned char *)stage, buf, (size_t)n, nkv,
+		                 hd, 0);
+	if (!q8 && !to_host)
 		for (size_t p = 0; p < (size_t)n; p++)
 			for (size_t h = 0; h < nkv; h++)
 				for (size_t d = 0; d < hd; d++)
@@ -1762,7 +1795,10 @@ static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
 	                 : cudaMemcpy2D(cache, pitch, stage, run, run, nkv,
 	                                cudaMemcpyHostToDevice),
 	         err, errlen);
-	if (to_host)
+	if (q8 && to_host)
+		cu_kv_q8_convert((unsigned char *)stage, buf, (size_t)n, nkv,
+		                 hd, 1);
+	if (!q8 && to_host)
 		for (size_t p = 0; p < (size_t)n; p++)
 			for (size_t h = 0; h < nkv; h++)
 				for (size_t d = 0; d < hd; d++)
@@ -1827,7 +1863,58 @@ static int cu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
 	return cu_kv_move(e, n, (float *)buf, 0, err, errlen);
 }
 
+/* engine_ops.kv_shift (engine.h invariant 6): every layer with a cache of
+ * its own, on the stream (cuda_kvshift.cu); a shared layer reads its
+ * source's. A launch that fails leaves the cache half moved: -2. */
+static int cu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
+                       size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	const int32_t n = e->n_past - d - p0;
+
+	if (e->kv_type != ENGINE_KV_F16) { /* (engine.c checks it too) */
+		snprintf(err, errlen,
+		         "the cuda backend shifts an f16 KV cache only, not %s",
+		         engine_kv_type_name(e->kv_type));
+		return -1;
+	}
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		const struct model_attn *a = &e->model->w.layers[il].attn;
+		const struct model_rope *r = model_layer_rope(e->model, il);
+		const enum model_cache_kind k =
+		    model_layer_cache(e->model, il).kind;
+
+		if (k != MODEL_CACHE_FULL && k != MODEL_CACHE_WINDOW)
+			continue;
+		if (cuda_op_kv_shift(
+		        &s->ctx, s->layers[il].kc, s->layers[il].vc,
+		        a->n_head_kv, e->n_ctx, a->head_dim_k, a->head_dim_v,
+		        r->n_rot, r->style == MODEL_ROPE_NEOX,
+		        s->inv_freq[a->rope], p0, d, n, err, errlen) != 0)
+			return -2;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------- open / close */
+
+/* Halves of a q8_0 cache's fp16 scratch (cuda_ctx.d_kv16): K and V of the
+ * widest layer at every position; 0 for an fp16 cache. */
+static size_t cu_kv16_halves(const struct engine *e)
+{
+	size_t most = 0;
+
+	if (e->kv_type != ENGINE_KV_Q8_0)
+		return 0;
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		const struct model_cache_desc d =
+		    model_layer_cache(e->model, il);
+
+		most = (size_t)d.k_dim > most ? (size_t)d.k_dim : most;
+		most = (size_t)d.v_dim > most ? (size_t)d.v_dim : most;
+	}
+	return 2 * most * (size_t)e->n_ctx;
+}
 
 /* engine_ops.close: free everything open allocated. */
 static void cu_close(struct engine *e)
@@ -1855,14 +1942,15 @@ static void cu_close(struct engine *e)
 			cudaEventDestroy(s->side_join);
 		if (s->side != NULL)
 			cudaStreamDestroy(s->side);
-		void *bufs[] = {
-		    s->arena, s->tok,    s->x,     s->xb,      s->q,
-		    s->k,     s->v,      s->o,     s->y,       s->hb,
-		    s->hb2,   s->logits, s->kv,    s->d_step,  s->d_snap,
-		    s->rl,    s->ids,    s->wts,   s->eh,      s->eh2,
-		    s->eout,  s->perm,   s->qg,    s->ssm_mix, s->ssm_c,
-		    s->ssm_z, s->ssm_o,  s->ssm_g, s->ssm_b,   s->sg,
-		    s->yd,    s->rin,    s->ple,   s->pe,      s->pg};
+		void *bufs[] = {s->arena,   s->tok,    s->x,      s->xb,
+		                s->q,       s->k,      s->v,      s->o,
+		                s->y,       s->hb,     s->hb2,    s->logits,
+		                s->kv,      s->d_step, s->d_snap, s->kv16,
+		                s->rl,      s->ids,    s->wts,    s->eh,
+		                s->eh2,     s->eout,   s->perm,   s->qg,
+		                s->ssm_mix, s->ssm_c,  s->ssm_z,  s->ssm_o,
+		                s->ssm_g,   s->ssm_b,  s->sg,     s->yd,
+		                s->rin,     s->ple,    s->pe,     s->pg};
 		for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 			cudaFree(bufs[i]);
 		for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
@@ -1894,7 +1982,9 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 
 		s->layers[il].kc =
 		    d.kind == MODEL_CACHE_SHARED ? s->layers[d.src].kc : p;
-		p += (size_t)e->n_ctx * d.k_dim;
+		p += engine_kv_type_bytes(e->kv_type,
+		                          (size_t)e->n_ctx * d.k_dim) /
+		     sizeof(uint16_t);
 	}
 	for (int il = 0; il < nl; il++) {
 		const struct model_cache_desc d =
@@ -1902,7 +1992,9 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 
 		s->layers[il].vc =
 		    d.kind == MODEL_CACHE_SHARED ? s->layers[d.src].vc : p;
-		p += (size_t)e->n_ctx * d.v_dim;
+		p += engine_kv_type_bytes(e->kv_type,
+		                          (size_t)e->n_ctx * d.v_dim) /
+		     sizeof(uint16_t);
 	}
 }
 
@@ -2178,8 +2270,10 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cuda_knobs_read(&knobs);
 	s->repack = cu_repack_types(&knobs);
 	arena = cu_arena_bytes(m, s->repack);
-	/* fp16 K and V of every layer (cu_kv_place) */
-	kv = model_cache_floats(m, e->n_ctx) * sizeof(uint16_t);
+	/* K and V of every layer in the cache's type (cu_kv_place); a q8_0
+	   cache's fp16 scratch of one layer (cu_kv16_halves) with it */
+	kv = engine_kv_type_bytes(e->kv_type, model_cache_floats(m, e->n_ctx)) +
+	     cu_kv16_halves(e) * sizeof(uint16_t);
 	act = nb * sizeof(float) *
 	      (4 * (size_t)c->n_embd + 3 * (size_t)c->max_q_dim +
 	       3 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
@@ -2208,7 +2302,9 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (need > mfree) {
 		/* what grows with the context: the KV cache and the RoPE
 		   tables; the largest context (a multiple of 256) that fits */
-		size_t per = model_cache_floats(m, 1) * sizeof(uint16_t);
+		size_t per =
+		    engine_kv_type_bytes(e->kv_type, model_cache_floats(m, 1)) +
+		    cu_kv16_halves(e) / nctx * sizeof(uint16_t);
 		size_t fixed;
 		char fit[96] = "; the weights alone do not fit";
 
@@ -2229,6 +2325,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (cuda_ctx_init(&s->ctx, w16, x16, err, errlen) != 0)
 		goto fail;
 	s->ctx_ok = 1;
+	s->ctx.kv_q8 = e->kv_type == ENGINE_KV_Q8_0;
 	s->layers =
 	    (struct cu_layer *)calloc((size_t)c->n_layer, sizeof(*s->layers));
 	cu_alloc((void **)&s->arena, arena, "the weights", &af);
@@ -2325,7 +2422,15 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		cu_ssm_bytes(e, s, nb); /* the layers' offsets */
 		cu_ssm_alloc(c, s, nb, &af);
 	}
-	cu_alloc((void **)&s->kv, kv, "the KV cache", &af);
+	cu_alloc((void **)&s->kv, kv - cu_kv16_halves(e) * sizeof(uint16_t),
+	         "the KV cache", &af);
+	if (s->ctx.kv_q8) {
+		cu_alloc((void **)&s->kv16,
+		         cu_kv16_halves(e) * sizeof(uint16_t),
+		         "the q8_0 cache's fp16 scratch", &af);
+		s->ctx.d_kv16 = s->kv16;
+		s->ctx.kv16_cap = cu_kv16_halves(e);
+	}
 	if (c->max_expert > 0)
 		cu_moe_alloc(c, s, nb, &af);
 	for (int r = 0; r < c->n_ropes; r++)
@@ -2361,7 +2466,8 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->sel_ok = 1;
 	if (cu_graphs_warm(e, s, err, errlen) != 0)
 		goto fail;
-	e->kv_elem_bytes = sizeof(uint16_t); /* fp16 cache */
+	/* fp16 cache, or q8_0 (int8 and a scale a block) */
+	e->kv_elem_bytes = s->ctx.kv_q8 ? 1 : (int32_t)sizeof(uint16_t);
 	e->mem_bytes = need;
 	/* decode's mat-vec quantizes its input to int8 blocks as the CPU's
 	   default dots do (cuda_vecdot8.cuh) for these weight types */
@@ -2388,6 +2494,8 @@ extern "C" const struct engine_ops backend_cuda_ops = {
         MODEL_FEAT_K_AS_V | MODEL_FEAT_KV_SHARED | MODEL_FEAT_MOE_DENSE |
         MODEL_FEAT_EXPERT_SCALES | MODEL_FEAT_PER_LAYER_EMBD |
         MODEL_FEAT_OUT_SCALE | MODEL_FEAT_EXPERTS_MERGED,
+    .kv_types = 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
+    .kv_default = ENGINE_KV_F16,
     .open = cu_open,
     .eval = cu_eval,
     .logits = cu_logits,
@@ -2398,6 +2506,8 @@ extern "C" const struct engine_ops backend_cuda_ops = {
     .close = cu_close,
     .rs_copy = cu_rs_copy,
     .rs_io = cu_rs_io,
+    .kv_shift = cu_kv_shift,
+    .kv_shift_types = 1u << ENGINE_KV_F16,
     .trace_settle = cu_trace_settle,
     .eval_queues = 1,
 };

@@ -26,6 +26,7 @@
  */
 #include "cuda_check.cuh"
 #include "cuda_knobs.h"
+#include "cuda_kvq.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
 #include "cuda_reduce.cuh"
@@ -839,6 +840,333 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 	}
 }
 
+/*
+ * at_split_kernel over a q8_0 cache (cuda_ctx.kv_q8, cuda_kvq.cuh): the
+ * same blocks, roles, online softmax, scratch and merge, each 8-dim piece
+ * of a key or value row read as its block's scale and 8 int8 (kvq_load8:
+ * a row is head_dim / 32 * 34 bytes, 0.53 of fp16's), so a long cache
+ * streams half the bytes. With the head size known (HD > 0) a sub-chunk's
+ * key pieces are loaded into registers during the previous one's softmax
+ * and values, and its value pieces before its softmax, as at_split_kernel
+ * does (a version without it decoded an 8B model at depth 16,384 slower
+ * than the fp16 cache: BENCHMARKS.md); the products and sums are the same
+ * either way. All arithmetic fp32.
+ */
+template <int HD>
+__global__ void
+at_split_q8_kernel(const float *q, const unsigned char *kc,
+                   const unsigned char *vc, int32_t n_head, int32_t n_kv,
+                   int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
+                   const int32_t *dpos, int32_t nch, int32_t sub, float scale,
+                   int32_t window, float *part, float *ml)
+{
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
+		pos0 = *dpos;
+	extern __shared__ float at_sm[];
+	const int group = n_head / n_kv,
+	          nhb = (group + AT_SPLIT_G - 1) / AT_SPLIT_G;
+	const int32_t c = blockIdx.x, t = blockIdx.z;
+	const int kvh = blockIdx.y / nhb, g0 = (blockIdx.y % nhb) * AT_SPLIT_G;
+	const int ng = group - g0 < AT_SPLIT_G ? group - g0 : AT_SPLIT_G;
+	const int hd = HD > 0 ? HD : hd_arg;
+	const size_t rb = kvq_row_bytes(hd);
+	const int32_t len = pos0 + t + 1, c0 = c * AT_SPLIT_CH * sub;
+	const int tid = threadIdx.x, dgn = hd / 8, ns = AT_SPLIT_T / dgn;
+	const int warp = tid >> 5, lane = tid & 31;
+	const int dg = tid % dgn, sl = tid / dgn; /* values' thread roles */
+	float *qs = at_sm;
+	float *ss = qs + AT_SPLIT_G * hd;
+	float *mla = ss + AT_SPLIT_G * AT_SPLIT_CH;
+	float *red = mla + AT_SPLIT_G * 3;
+	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
+	/* the rows of the sub-chunk at P into L2 (at_split_kernel's) */
+	const auto prefetch = [&](int32_t p) {
+		if (AT_SPLIT_PF > 0 && p < c0 + AT_SPLIT_CH * sub && p < len) {
+			const int np =
+			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
+			const size_t bytes = (size_t)np * rb;
+			const unsigned char *kb = kc + (head0 + (size_t)p) * rb;
+			const unsigned char *vb = vc + (head0 + (size_t)p) * rb;
+
+			for (size_t o = (size_t)tid * 128; o < bytes;
+			     o += AT_SPLIT_T * 128) {
+				asm volatile(
+				    "prefetch.global.L2 [%0];" ::"l"(kb + o));
+				asm volatile(
+				    "prefetch.global.L2 [%0];" ::"l"(vb + o));
+			}
+		}
+	};
+	const int32_t lo = window > 0 && len > window ? len - window : 0;
+	const bool before = c0 + AT_SPLIT_CH * sub <= lo;
+
+	for (int k = 0; k < AT_SPLIT_PF && !before; k++)
+		prefetch(c0 + k * AT_SPLIT_CH);
+	cu_pdl_sync();
+	if (c0 >= len)
+		return;
+	const int h0 = kvh * group + g0; /* first query head of the block */
+	if (before) { /* the merge weighs it exp(-inf - M) = 0 */
+		if (tid < ng) {
+			float *o =
+			    ml +
+			    (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
+
+			o[0] = -INFINITY;
+			o[1] = 0.0f;
+		}
+		for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
+			part[(((size_t)t * n_head + h0 + i / hd) * nch + c) *
+			         hd +
+			     i % hd] = 0.0f;
+		return;
+	}
+	float acc[AT_SPLIT_G][8];
+
+#pragma unroll
+	for (int g = 0; g < AT_SPLIT_G; g++)
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			acc[g][j] = 0.0f;
+	/* HD > 0: KR a thread's pieces of its key row (scores), VR its
+	   value rows' pieces (positions sl, sl + ns, ..), loaded ahead */
+	constexpr int NR = HD > 0 ? HD / 32 : 1;
+	struct kvq_raw kr[NR], vr[NR];
+	const auto load_k = [&](int32_t p, struct kvq_raw *dst) {
+		if constexpr (HD > 0) {
+			const int pp = tid >> 2, qd = tid & 3;
+			const int n =
+			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
+
+			if (p < c0 + AT_SPLIT_CH * sub && p < len && pp < n)
+#pragma unroll
+				for (int k = 0; k < NR; k++)
+					dst[k] =
+					    kvq_fetch8(kc + (head0 + (size_t)p +
+					                     (size_t)pp) *
+					                        rb,
+					               qd + 4 * k);
+		}
+	};
+	const auto load_v = [&](int32_t p, struct kvq_raw *dst) {
+		if constexpr (HD > 0) {
+			const int n =
+			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
+
+			if (sl < ns)
+#pragma unroll
+				for (int k = 0; k < NR; k++)
+					if (sl + k * ns < n)
+						dst[k] = kvq_fetch8(
+						    vc + (head0 + (size_t)p +
+						          (size_t)(sl +
+						                   k * ns)) *
+						             rb,
+						    dg);
+		}
+	};
+	load_k(c0, kr);
+	load_v(c0, vr);
+	for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
+		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
+	if (tid < AT_SPLIT_G) {
+		mla[tid * 3] = -INFINITY;
+		mla[tid * 3 + 1] = 0.0f;
+	}
+	__syncthreads();
+	for (int32_t p0 = c0; p0 < c0 + AT_SPLIT_CH * sub && p0 < len;
+	     p0 += AT_SPLIT_CH) {
+		const int np = len - p0 < AT_SPLIT_CH ? len - p0 : AT_SPLIT_CH;
+		const unsigned char *kh = kc + (head0 + (size_t)p0) * rb;
+		const unsigned char *vh = vc + (head0 + (size_t)p0) * rb;
+		struct kvq_raw kn[NR];
+
+		prefetch(p0 + AT_SPLIT_PF * AT_SPLIT_CH);
+		if constexpr (HD > 0) {
+			/* this sub-chunk's values, the next one's keys */
+			if (p0 != c0) /* (the first are loaded) */
+				load_v(p0, vr);
+			load_k(p0 + AT_SPLIT_CH, kn);
+		}
+		/* scores: position pp = tid / 4, pieces qd, qd + 4, .. */
+		{
+			const int pp = tid >> 2, qd = tid & 3;
+			float s[AT_SPLIT_G];
+#pragma unroll
+			for (int g = 0; g < AT_SPLIT_G; g++)
+				s[g] = 0.0f;
+			if (pp < np) {
+				const unsigned char *krow =
+				    kh + (size_t)pp * rb;
+
+#pragma unroll
+				for (int k = 0;
+				     k < (HD > 0 ? HD / 32 : (dgn + 3) / 4);
+				     k++) {
+					const int d8 = qd + 4 * k;
+					float kv[8];
+
+					if (HD == 0 && d8 >= dgn)
+						break;
+					if constexpr (HD > 0)
+						kvq_unpack8(kr[k < NR ? k : 0],
+						            kv);
+					else
+						kvq_load8(krow, d8, kv);
+#pragma unroll
+					for (int g = 0; g < AT_SPLIT_G; g++) {
+						if (g < ng) {
+							const float *qg =
+							    qs + g * hd +
+							    d8 * 8;
+#pragma unroll
+							for (int j = 0; j < 8;
+							     j++)
+								s[g] += qg[j] *
+								        kv[j];
+						}
+					}
+				}
+			}
+#pragma unroll
+			for (int g = 0; g < AT_SPLIT_G; g++)
+				s[g] = red_quad<red_add>(s[g]);
+			if (qd == 0)
+#pragma unroll
+				for (int g = 0; g < AT_SPLIT_G; g++)
+					ss[g * AT_SPLIT_CH + pp] =
+					    pp < np && p0 + pp >= lo
+					        ? s[g] * scale
+					        : -INFINITY;
+		}
+		__syncthreads();
+
+		/* softmax: at_split_kernel's */
+		for (int g = warp; g < ng; g += AT_SPLIT_T / 32) {
+			float *sg = ss + g * AT_SPLIT_CH;
+			const float m_old = mla[g * 3];
+			float m = red_warp<red_max>(sg[lane]), l;
+
+			m = fmaxf(m, m_old);
+			const float p = lane < np && sg[lane] != -INFINITY
+			                    ? expf(sg[lane] - m)
+			                    : 0.0f;
+
+			sg[lane] = p;
+			l = red_warp<red_add>(p);
+			if (lane == 0) {
+				const float alpha =
+				    m == -INFINITY ? 0.0f : expf(m_old - m);
+
+				mla[g * 3] = m;
+				mla[g * 3 + 1] = mla[g * 3 + 1] * alpha + l;
+				mla[g * 3 + 2] = alpha;
+			}
+		}
+		__syncthreads();
+
+		/* values: positions sl, sl + ns, .. of the sub-chunk */
+		if (sl < ns) {
+#pragma unroll
+			for (int g = 0; g < AT_SPLIT_G; g++) {
+				const float a = g < ng ? mla[g * 3 + 2] : 0.0f;
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					acc[g][j] *= a;
+			}
+			/* value row P's piece V into the sums */
+			const auto add_row = [&](int p, const float *v) {
+#pragma unroll
+				for (int g = 0; g < AT_SPLIT_G; g++) {
+					if (g < ng) {
+						const float pg =
+						    ss[g * AT_SPLIT_CH + p];
+#pragma unroll
+						for (int j = 0; j < 8; j++)
+							acc[g][j] += pg * v[j];
+					}
+				}
+			};
+			float v[8];
+
+			if constexpr (HD > 0) {
+#pragma unroll
+				for (int k = 0; k < NR; k++)
+					if (sl + k * ns < np) {
+						kvq_unpack8(vr[k], v);
+						add_row(sl + k * ns, v);
+					}
+			} else {
+				for (int p = sl; p < np; p += ns) {
+					kvq_load8(vh + (size_t)p * rb, dg, v);
+					add_row(p, v);
+				}
+			}
+		}
+		__syncthreads(); /* ss and mla are rewritten next */
+		if constexpr (HD > 0)
+#pragma unroll
+			for (int k = 0; k < NR; k++)
+				kr[k] = kn[k];
+	}
+	if (sl < ns)
+#pragma unroll
+		for (int g = 0; g < AT_SPLIT_G; g++)
+			if (g < ng)
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					red[((size_t)sl * AT_SPLIT_G + g) * hd +
+					    dg * 8 + j] = acc[g][j];
+	if (tid < ng) {
+		float *o = ml + (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
+
+		o[0] = mla[tid * 3];
+		o[1] = mla[tid * 3 + 1];
+	}
+	__syncthreads();
+	for (int i = tid; i < ng * hd; i += AT_SPLIT_T) {
+		const int g = i / hd, d = i % hd;
+		float sum = 0.0f;
+
+		for (int k = 0; k < ns; k++)
+			sum += red[((size_t)k * AT_SPLIT_G + g) * hd + d];
+		part[(((size_t)t * n_head + h0 + g) * nch + c) * hd + d] = sum;
+	}
+}
+
+/* Positions [0, n_pos) of layer IL's q8_0 K and V (KC, VC: [n_kv][n_ctx]
+ * rows) dequantized to fp16 into K16, V16 ([n_kv][n_ctx][hd]), a thread
+ * per 8-value piece: the batch kernels' input (cuda_op_attention). Each
+ * value d * q rounded to the nearest half (2^-11 relative, beside q8_0's
+ * 1/254 of the block's largest). */
+__global__ void at_kvq_dequant(const unsigned char *kc, const unsigned char *vc,
+                               int32_t n_kv, int32_t hd, int32_t n_ctx,
+                               int32_t il, int32_t n_pos, __half *k16,
+                               __half *v16)
+{
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int64_t per = (int64_t)n_kv * n_pos * (hd / 8);
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= 2 * per)
+		return;
+	const bool is_v = i >= per;
+	i -= is_v ? per : 0;
+	const int d8 = (int)(i % (hd / 8));
+	const int64_t r = i / (hd / 8), h = r / n_pos, p = r % n_pos;
+	const size_t row = (size_t)h * n_ctx + (size_t)p;
+	float v[8];
+	__half2 o[4];
+
+	kvq_load8((is_v ? vc : kc) +
+	              ((size_t)il * n_kv * n_ctx + row) * kvq_row_bytes(hd),
+	          d8, v);
+#pragma unroll
+	for (int j = 0; j < 4; j++)
+		o[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+	*(uint4 *)((is_v ? v16 : k16) + row * hd + d8 * 8) = *(uint4 *)o;
+}
+
 /* OUT[t][h] = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c over the
  * chunks c (CHUNK positions each) of token t's causal length; block =
  * (head, slice of hd / DS dimensions, token) of AT_MERGE_T threads
@@ -1050,6 +1378,11 @@ static int at_split_optin(size_t smem, char *err, size_t errlen)
 	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
 	    err, errlen);
+	CUDA_TRY(
+	    cudaFuncSetAttribute(at_split_q8_kernel<0>,
+	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
+	    err, errlen);
 	opted = true;
 	return 0;
 }
@@ -1093,7 +1426,26 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 
 	if (smem > 48 * 1024 && at_split_optin(smem, err, errlen))
 		return -1;
-	if (hd == 64)
+	if (ctx->kv_q8) { /* (the same shape: the same scratch and merge) */
+		const unsigned char *k8 = (const unsigned char *)kc;
+		const unsigned char *v8 = (const unsigned char *)vc;
+
+		if (hd == 64)
+			cu_launch(ctx, at_split_q8_kernel<64>, grid, AT_SPLIT_T,
+			          smem, d_q, k8, v8, n_head, n_kv, hd, n_ctx,
+			          il, pos0, ctx->d_pos, nch, sub, scale, window,
+			          part, ml);
+		else if (hd == 128)
+			cu_launch(ctx, at_split_q8_kernel<128>, grid,
+			          AT_SPLIT_T, smem, d_q, k8, v8, n_head, n_kv,
+			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
+			          scale, window, part, ml);
+		else
+			cu_launch(ctx, at_split_q8_kernel<0>, grid, AT_SPLIT_T,
+			          smem, d_q, k8, v8, n_head, n_kv, hd, n_ctx,
+			          il, pos0, ctx->d_pos, nch, sub, scale, window,
+			          part, ml);
+	} else if (hd == 64)
 		cu_launch(ctx, at_split_kernel<64>, grid, AT_SPLIT_T, smem, d_q,
 		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
 		          nch, sub, scale, window, part, ml);
@@ -1203,6 +1555,35 @@ static int at_mma_launch(struct cuda_ctx *ctx, const float *d_q,
 	                             n_ctx, il, pos0, par, d_out, err, errlen);
 }
 
+/* A batch over a q8_0 cache: positions [0, n_pos) of layer *IL's blocks
+ * at *KC, *VC dequantized into ctx->d_kv16 (at_kvq_dequant), then *KC,
+ * *VC point there and *IL is 0 (the scratch is one layer). */
+static int at_kvq_batch(struct cuda_ctx *ctx, const uint16_t **kc,
+                        const uint16_t **vc, int32_t n_kv, int32_t hd,
+                        int32_t n_ctx, int32_t *il, int32_t n_pos, char *err,
+                        size_t errlen)
+{
+	const size_t half = (size_t)n_kv * n_ctx * hd;
+	const int64_t n = 2 * (int64_t)n_kv * n_pos * (hd / 8);
+	__half *k16 = (__half *)ctx->d_kv16;
+
+	if (k16 == NULL || 2 * half > ctx->kv16_cap) {
+		snprintf(err, errlen,
+		         "attention: a batch over a q8_0 cache needs %zu "
+		         "halves of scratch (cuda_ctx.d_kv16), %zu allocated",
+		         2 * half, ctx->kv16_cap);
+		return -1;
+	}
+	cu_launch(ctx, at_kvq_dequant, (unsigned)((n + 255) / 256), 256, 0,
+	          (const unsigned char *)*kc, (const unsigned char *)*vc, n_kv,
+	          hd, n_ctx, *il, n_pos, k16, k16 + half);
+	CUDA_TRY_LAUNCH(err, errlen);
+	*kc = (const uint16_t *)k16;
+	*vc = (const uint16_t *)(k16 + half);
+	*il = 0;
+	return 0;
+}
+
 extern "C" int
 cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
                   const uint16_t *d_vc, int32_t n_tok, int32_t n_head,
@@ -1232,6 +1613,27 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 		         "KV heads",
 		         head_dim, CUDA_ATTN_MAX_HEAD_DIM, n_head, n_kv);
 		return -1;
+	}
+	if (ctx->kv_q8) {
+		/* decode reads the blocks (at_split_q8_kernel); a batch
+		   reads the layer's positions dequantized to fp16 in
+		   ctx->d_kv16, with the fp16 kernels below */
+		if (head_dim % 32 != 0) {
+			snprintf(err, errlen,
+			         "attention: a q8_0 cache with head_dim %d "
+			         "(a multiple of 32 needed)",
+			         head_dim);
+			return -1;
+		}
+		if (n_tok < CUDA_GEMM_MIN_TOKENS)
+			return at_split_launch(
+			    ctx, d_q, (const __half *)d_kc,
+			    (const __half *)d_vc, n_tok, n_head, n_kv, head_dim,
+			    n_ctx, il, pos0, scale, par->window, par->d_sinks,
+			    d_out, d_xq, err, errlen);
+		if (at_kvq_batch(ctx, &d_kc, &d_vc, n_kv, head_dim, n_ctx, &il,
+		                 pos0 + n_tok, err, errlen))
+			return -1;
 	}
 	if (n_tok < CUDA_GEMM_MIN_TOKENS && head_dim % 8 == 0 &&
 	    ((uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0)

@@ -61,6 +61,16 @@ struct cuda_ctx {
 	   (they read it before their PDL wait: cuda_launch.cuh). */
 	const int32_t *d_pos;
 	int32_t pos_cap;
+	/* 1: the KV cache holds q8_0 blocks (cuda_kvq.cuh; the backend's
+	   engine_params.kv_type): the KV stores quantize, the attention
+	   reads blocks; 0: fp16. Set by the owner after init */
+	int kv_q8;
+	/* kv_q8 and a batch of queries: a layer's K then V dequantized to
+	   fp16 ([n_kv][n_ctx][head_dim] halves each) for the batch
+	   kernels; kv16_cap halves in all. Owned by whoever sets it (the
+	   backend allocates it at open), NULL: a batch is refused */
+	void *d_kv16;
+	size_t kv16_cap;
 };
 
 /* Create the stream and cuBLAS handle; scratch: W16_CAP fp16 elements of

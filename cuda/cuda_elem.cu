@@ -18,6 +18,7 @@
 #include "cuda_check.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ops.h"
+#include "cuda_kvq.cuh"
 #include "cuda_reduce.cuh"
 #include "cuda_rope.cuh"
 #include "cuda_vecdot8.cuh"
@@ -270,6 +271,36 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
 	vc[at] = __float2half_rn(v[idx]);
 }
 
+/* el_kv_store into a q8_0 cache: a warp per block of 32 values of K or V
+ * (kvq_store32), warps [K blocks | V blocks] of the chunk's rows. */
+__global__ void el_kv_store_q8(const float *k, const float *v, int32_t n_tok,
+                               int32_t n_kv, int32_t head_dim, int32_t n_ctx,
+                               int32_t il, int32_t pos0, const int32_t *dpos,
+                               unsigned char *kc, unsigned char *vc)
+{
+	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
+		pos0 = *dpos;
+	cu_pdl_sync();
+	const int nb = head_dim / 32, lane = threadIdx.x & 31;
+	const int64_t per = (int64_t)n_tok * n_kv * nb; /* blocks of K */
+	int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+
+	if (w >= 2 * per) /* a whole warp */
+		return;
+	const bool is_v = w >= per;
+	w -= is_v ? per : 0;
+	const int64_t t = w / ((int64_t)n_kv * nb),
+	              r = w % ((int64_t)n_kv * nb);
+	const int64_t h = r / nb, b = r % nb;
+	const size_t row = ((size_t)il * n_kv + (size_t)h) * (size_t)n_ctx +
+	                   (size_t)(pos0 + t);
+
+	kvq_store32((is_v ? v : k)[(t * n_kv + h) * head_dim + b * 32 + lane],
+	            lane,
+	            (is_v ? vc : kc) + row * kvq_row_bytes(head_dim) +
+	                (size_t)b * KVQ_BLOCK);
+}
+
 /*
  * RoPE of Q and K and the KV store in one launch (decode's chain of three
  * small kernels cost three launch latencies): block = (token, head hh of
@@ -289,6 +320,12 @@ __global__ void el_kv_store(const float *k, const float *v, int32_t n_tok,
  * VNORM (gemma4, NORM blocks only): each value head RMS-normed without a
  * weight (el_norm_scale's scale, one product, as cpu_rmsnorm without a
  * weight) before its store. N_KV == 0: queries only (nothing stored).
+ *
+ * Q8 (a q8_0 cache, cuda_ctx.kv_q8): a key head's rotated values are
+ * left in K (as always), and after a barrier the block's warps quantize
+ * them from there, 32 at a time (kvq_store32), and the value head's as
+ * el_kv_store_q8 does: a block needs the whole head (its amax) that no
+ * thread of the rotation holds.
  */
 template <bool NORM>
 __global__ void
@@ -297,7 +334,7 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
                  int32_t n_kv, int32_t head_dim, int32_t n_rot,
                  const double *inv_freq, float mscale, int32_t pos0,
                  const int32_t *dpos, int neox, int32_t n_ctx, int32_t il,
-                 __half *kc, __half *vc)
+                 __half *kc, __half *vc, int q8)
 {
 	extern __shared__ float el_head[];      /* NORM: the normed head */
 	__shared__ float part[EL_NORM_VT / 32]; /* NORM: el_norm_scale's */
@@ -344,7 +381,7 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
 
 		x[a] = ya;
 		x[b] = yb;
-		if (is_k) {
+		if (is_k && !q8) {
 			kc[at + a] = __float2half_rn(ya);
 			kc[at + b] = __float2half_rn(yb);
 		}
@@ -359,6 +396,23 @@ el_rope_kv_store(float *q, float *k, const float *v, const float *qw,
 			__syncthreads(); /* part is read above: reused */
 			vs = el_norm_scale(vr, head_dim, eps, part);
 		}
+	}
+	if (q8) {
+		const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+		const size_t rb = kvq_row_bytes(head_dim), r = at / head_dim;
+		unsigned char *kb = (unsigned char *)kc + r * rb;
+		unsigned char *vb = (unsigned char *)vc + r * rb;
+
+		__syncthreads(); /* the rotated head is in X */
+		for (int b = threadIdx.x >> 5; b < head_dim / 32; b += nw) {
+			const int d = b * 32 + lane;
+
+			kvq_store32(x[d], lane, kb + (size_t)b * KVQ_BLOCK);
+			kvq_store32(NORM && vnorm ? __fmul_rn(vr[d], vs)
+			                          : vr[d],
+			            lane, vb + (size_t)b * KVQ_BLOCK);
+		}
+		return;
 	}
 	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
 		if (d >= 2 * half)
@@ -678,6 +732,14 @@ extern "C" int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k,
 {
 	int64_t n = (int64_t)n_tok * n_kv * head_dim;
 
+	if (ctx->kv_q8) { /* a warp per block of K or V */
+		cu_launch(ctx, el_kv_store_q8, el_blocks(2 * n), EL_THREADS, 0,
+		          d_k, d_v, n_tok, n_kv, head_dim, n_ctx, il, pos0,
+		          ctx->d_pos, (unsigned char *)d_kc,
+		          (unsigned char *)d_vc);
+		CUDA_TRY_LAUNCH(err, errlen);
+		return 0;
+	}
 	cu_launch(ctx, el_kv_store, el_blocks(n), EL_THREADS, 0, d_k, d_v,
 	          n_tok, n_kv, head_dim, n_ctx, il, pos0, ctx->d_pos,
 	          (__half *)d_kc, (__half *)d_vc);
@@ -730,14 +792,15 @@ extern "C" int cuda_op_qkv_norm_rope_store(
 		cu_launch(ctx, el_rope_kv_store<false>, (unsigned)blocks, 64, 0,
 		          d_q, d_k, d_v, d_qw, d_kw, 0, eps, n_head, n_kv,
 		          head_dim, n_rot, d_inv_freq, mscale, pos0, ctx->d_pos,
-		          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc);
+		          neox, n_ctx, il, (__half *)d_kc, (__half *)d_vc,
+		          ctx->kv_q8);
 	else
 		cu_launch(ctx, el_rope_kv_store<true>, (unsigned)blocks,
 		          EL_NORM_THREADS, (size_t)head_dim * sizeof(float),
 		          d_q, d_k, d_v, d_qw, d_kw, v_norm ? 1 : 0, eps,
 		          n_head, n_kv, head_dim, n_rot, d_inv_freq, mscale,
 		          pos0, ctx->d_pos, neox, n_ctx, il, (__half *)d_kc,
-		          (__half *)d_vc);
+		          (__half *)d_vc, ctx->kv_q8);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

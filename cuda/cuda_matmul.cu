@@ -1248,11 +1248,13 @@ extern "C" int cuda_op_matmul_qkv_rope(
     const struct cuda_rope_kv *rk, int *fused, char *err, size_t errlen)
 {
 	/* a warp's two rows are a rotated pair (cm_rope_map): even head
-	   sizes and rotations, two rows a warp; the cos and sin tabled */
+	   sizes and rotations, two rows a warp; the cos and sin tabled; an
+	   fp16 cache (a q8_0 block needs 32 values no warp of the products
+	   holds: the unfused store quantizes them) */
 	const int fuse =
-	    CM_ROWS == 2 && rk->d_cs != NULL && rk->head_dim % 2 == 0 &&
-	    rk->n_rot % 2 == 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
-	    cm_unit_ok(ctx, wq, d_x, n_tok) &&
+	    CM_ROWS == 2 && rk->d_cs != NULL && !ctx->kv_q8 &&
+	    rk->head_dim % 2 == 0 && rk->n_rot % 2 == 0 &&
+	    n_tok < CUDA_GEMM_MIN_TOKENS && cm_unit_ok(ctx, wq, d_x, n_tok) &&
 	    cm_unit_ok(ctx, wk, d_x, n_tok) && cm_unit_ok(ctx, wv, d_x, n_tok);
 
 	if (fused != NULL)

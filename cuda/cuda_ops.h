@@ -10,7 +10,11 @@
  * are GGUF tensors copied verbatim to the device: ne1 rows of row_size
  * bytes, each row ne0 elements of a ggml type (cuda_quant.cuh). The KV
  * cache is fp16, [layer][kv_head][pos][dim], so one head's keys of a layer
- * are one contiguous run the attention streams through.
+ * are one contiguous run the attention streams through; with ctx->kv_q8
+ * each (kv_head, pos) row is dim / 32 Q8_0 blocks instead (cuda_kvq.cuh;
+ * the uint16_t pointers then address bytes of blocks): every KV store
+ * quantizes and the attention reads the blocks (a batch through an fp16
+ * copy of the layer, ctx->d_kv16).
  *
  * Every launcher enqueues on ctx->stream and returns 0, or -1 with a
  * message in err (a launch failure, a cuBLAS status, a type the GPU code
@@ -404,6 +408,19 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
                      int32_t n_tok, int32_t n_kv, int32_t head_dim,
                      int32_t n_ctx, int32_t il, int32_t pos0, uint16_t *d_kc,
                      uint16_t *d_vc, char *err, size_t errlen);
+
+/*
+ * The context shift of one layer's fp16 caches D_KC [n_kv][n_ctx][hd_k]
+ * and D_VC [n_kv][n_ctx][hd_v] (cuda_kvshift.cu): positions [p0 + d,
+ * p0 + d + n) move to [p0, p0 + n) in place, each key's first n_rot dims
+ * turned by -d positions (D_INV_FREQ and NEOX as for cuda_op_rope, no
+ * magnitude: the cached keys carry it), rounded to fp16 once.
+ */
+int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc, uint16_t *d_vc,
+                     int32_t n_kv, int32_t n_ctx, int32_t hd_k, int32_t hd_v,
+                     int32_t n_rot, int neox, const double *d_inv_freq,
+                     int32_t p0, int32_t d, int32_t n, char *err,
+                     size_t errlen);
 
 /*
  * cuda_op_rope of Q (n_head heads) and of K (n_kv heads), then

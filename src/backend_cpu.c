@@ -43,8 +43,14 @@
  *   k_cache[il][pos * k_dim + kvh * head_dim_k + d]
  *   v_cache[il][pos * v_dim + kvh * head_dim_v + d]
  * so the positions 0..n-1 of one layer are one contiguous run of n * k_dim
- * floats (state save copies those runs). K is stored after RoPE, V as
- * computed (plus bias, after its norm). A layer of shared KV
+ * floats (state save copies those runs). With engine_params.kv_type f16
+ * or q8_0 a position's row is those k_dim (v_dim) values in that type
+ * (q8_0: each head's hd / 32 blocks of quant_q8_0_row, 34 bytes), and
+ * the attention dequantizes each row it reads (exact) and computes as
+ * with the f32 cache: the only difference is the stored values'
+ * rounding. The state's floats are the rows dequantized; loading
+ * quantizes them again (the same blocks: engine.h). K is stored after RoPE, V
+ * as computed (plus bias, after its norm). A layer of shared KV
  * (model_layer_cache SHARED) has no cache: its queries read layer
  * attn.kv_layer's, which that earlier layer wrote in the same chunk.
  *
@@ -61,6 +67,7 @@
 
 #include "backend_cpu_int.h"
 #include "engine_backend.h"
+#include "f16.h"
 #include "model.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -354,6 +361,79 @@ static void cpu_rope(float *x, const float *cs, int n_rot,
 
 /* ----------------------------------------------------------- attention */
 
+/* The quant.h type of an f16 or q8_0 cache's rows. */
+static uint32_t cpu_kv_qtype(enum engine_kv_type t)
+{
+	return t == ENGINE_KV_F16 ? QTYPE_F16 : QTYPE_Q8_0;
+}
+
+/* ATT[i] = Q . key of position LO + i, head KVH of layer KL's f16 or q8_0
+ * cache, for I < N: each key dequantized into KR (exact) and dotted as
+ * the f32 cache's keys are (quant_dot's F32 kernel). */
+static void cpu_attn_scores_q(const struct cpu_state *s, int kl, int kvh,
+                              int hd, int32_t lo, int32_t n, const float *q,
+                              float *kr, float *att)
+{
+	const uint32_t t = cpu_kv_qtype(s->kv_type);
+	const unsigned char *k = s->kb[kl] + (size_t)lo * s->k_row[kl] +
+	                         engine_kv_type_bytes(s->kv_type, hd) * kvh;
+
+	for (int32_t i = 0; i < n; i++, k += s->k_row[kl]) {
+		quant_dequant_row(t, k, kr, hd);
+		att[i] = quant_dot(QTYPE_F32, kr, q, hd);
+	}
+}
+
+/* OUT[hdv] = sum over i < N of A[i] times the value of position LO + i,
+ * head KVH of layer KL's f16 or q8_0 cache: CPU_KV_GROUP rows at a time
+ * dequantized into VR, their weighted sum (quant_f32_mix, into TMP)
+ * added to OUT group after group. */
+static void cpu_attn_mix_q(const struct cpu_state *s, int kl, int kvh, int hdv,
+                           int32_t lo, int32_t n, const float *a, float *vr,
+                           float *tmp, float *out)
+{
+	const uint32_t t = cpu_kv_qtype(s->kv_type);
+	const unsigned char *v = s->vb[kl] + (size_t)lo * s->v_row[kl] +
+	                         engine_kv_type_bytes(s->kv_type, hdv) * kvh;
+
+	memset(out, 0, (size_t)hdv * sizeof(float));
+	for (int32_t i0 = 0; i0 < n; i0 += CPU_KV_GROUP) {
+		const int32_t g = n - i0 < CPU_KV_GROUP ? n - i0 : CPU_KV_GROUP;
+
+		for (int32_t j = 0; j < g; j++, v += s->v_row[kl])
+			quant_dequant_row(t, v, vr + (size_t)j * hdv, hdv);
+		quant_f32_mix(tmp, a + i0, vr, (size_t)hdv, g, hdv);
+		for (int d = 0; d < hdv; d++)
+			out[d] += tmp[d];
+	}
+}
+
+/* Store one position's K [k_dim] and V [v_dim] into layer IL's cache at
+ * AT, in the cache's type (q8_0: quant_q8_0_row, blocks along each head
+ * since every head dim is a multiple of 32). */
+static void cpu_kv_put(struct cpu_state *s, int il, size_t at, const float *k,
+                       const float *v, int32_t kdim, int32_t vdim)
+{
+	unsigned char *kd = s->kb[il] + at * s->k_row[il];
+	unsigned char *vd = s->vb[il] + at * s->v_row[il];
+
+	switch (s->kv_type) {
+	case ENGINE_KV_F16:
+		for (int32_t i = 0; i < kdim; i++)
+			((uint16_t *)kd)[i] = f32_to_f16(k[i]);
+		for (int32_t i = 0; i < vdim; i++)
+			((uint16_t *)vd)[i] = f32_to_f16(v[i]);
+		break;
+	case ENGINE_KV_Q8_0:
+		quant_q8_0_row(k, kdim, kd);
+		quant_q8_0_row(v, vdim, vd);
+		break;
+	default:
+		memcpy(kd, k, (size_t)kdim * sizeof(float));
+		memcpy(vd, v, (size_t)vdim * sizeof(float));
+	}
+}
+
 /* An attention job over (token, head) pairs of one chunk in layer il. */
 struct cpu_attn_job {
 	const struct engine *e;       /* engine (n_ctx) */
@@ -380,6 +460,13 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 	int group = a->n_head / a->n_head_kv;
 	float scale = j->par.scale;
 	float *att = s->att + (size_t)ith * j->e->n_ctx;
+	/* f16, q8_0: a key row, CPU_KV_GROUP value rows and their sum */
+	float *kr =
+	    s->kv_type != ENGINE_KV_F32
+	        ? s->kvrow + (size_t)ith * (CPU_KV_GROUP + 2) * s->kv_hmax
+	        : NULL;
+	float *vr = kr ? kr + s->kv_hmax : NULL;
+	float *tmp = kr ? vr + CPU_KV_GROUP * s->kv_hmax : NULL;
 	/* (a layer of shared KV reads its source's cache) */
 	const float *kc = s->k_cache[a->kv_layer];
 	const float *vc = s->v_cache[a->kv_layer];
@@ -403,9 +490,15 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		double sum = 0;
 
 		/* quant.h's fp32 dot: fixed order, SIMD when present */
-		quant_dot_rows(
-		    QTYPE_F32, kc + (size_t)lo * kdim + (size_t)kvh * hd,
-		    (size_t)kdim * sizeof(float), pos + 1 - lo, q, hd, att, 1);
+		if (s->kv_type != ENGINE_KV_F32)
+			cpu_attn_scores_q(s, a->kv_layer, kvh, hd, lo,
+			                  pos + 1 - lo, q, kr, att);
+		else
+			quant_dot_rows(QTYPE_F32,
+			               kc + (size_t)lo * kdim +
+			                   (size_t)kvh * hd,
+			               (size_t)kdim * sizeof(float),
+			               pos + 1 - lo, q, hd, att, 1);
 		for (int32_t i = 0; i <= pos - lo; i++) {
 			att[i] = att[i] * scale;
 			if (att[i] > mx)
@@ -421,9 +514,14 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		for (int32_t i = 0; i <= pos - lo; i++)
 			att[i] = att[i] * inv;
 		/* out = sum_i att[i] * V row lo + i, in order of i */
-		quant_f32_mix(out, att,
-		              vc + (size_t)lo * vdim + (size_t)kvh * hdv, vdim,
-		              pos + 1 - lo, hdv);
+		if (s->kv_type != ENGINE_KV_F32)
+			cpu_attn_mix_q(s, a->kv_layer, kvh, hdv, lo,
+			               pos + 1 - lo, att, vr, tmp, out);
+		else
+			quant_f32_mix(out, att,
+			              vc + (size_t)lo * vdim +
+			                  (size_t)kvh * hdv,
+			              vdim, pos + 1 - lo, hdv);
 	}
 }
 
@@ -513,10 +611,7 @@ static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
 			cpu_rope(q + (size_t)h * hd, cs, r->n_rot, r->style);
 		for (int h = 0; h < a->n_head_kv; h++)
 			cpu_rope(k + (size_t)h * hd, cs, r->n_rot, r->style);
-		memcpy(s->k_cache[il] + at * kdim, k,
-		       (size_t)kdim * sizeof(float));
-		memcpy(s->v_cache[il] + at * vdim, v,
-		       (size_t)vdim * sizeof(float));
+		cpu_kv_put(s, il, at, k, v, kdim, vdim);
 	}
 }
 
@@ -901,6 +996,40 @@ static const float *cpu_logits(struct engine *e, char *err, size_t errlen)
 
 /* ------------------------------------------------------------ KV state */
 
+/* Positions [0, n) of rows of DIM elements, ROW bytes apart at CACHE
+ * (an f16 or q8_0 cache), to or from the floats at F: dequantized
+ * (exact), or quantized as the cache stores them (cpu_kv_put's). */
+static void cpu_kv_convert(const struct cpu_state *s, unsigned char *cache,
+                           size_t row, int32_t dim, int32_t n, float *f,
+                           bool to_floats)
+{
+	for (int32_t p = 0; p < n; p++, cache += row, f += dim)
+		if (to_floats)
+			quant_dequant_row(cpu_kv_qtype(s->kv_type), cache, f,
+			                  dim);
+		else if (s->kv_type == ENGINE_KV_Q8_0)
+			quant_q8_0_row(f, dim, cache);
+		else
+			for (int32_t i = 0; i < dim; i++)
+				((uint16_t *)cache)[i] = f32_to_f16(f[i]);
+}
+
+/* cpu_kv_save and cpu_kv_load of an f16 or q8_0 cache: layer by layer,
+ * K then V, converted to or from the state's floats. */
+static void cpu_kv_move(struct engine *e, int32_t n, float *f, bool save)
+{
+	struct cpu_state *s = e->impl;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		cpu_kv_convert(s, s->kb[il], s->k_row[il], d.k_dim, n, f, save);
+		f += (size_t)n * d.k_dim;
+		cpu_kv_convert(s, s->vb[il], s->v_row[il], d.v_dim, n, f, save);
+		f += (size_t)n * d.v_dim;
+	}
+}
+
 /* Layer by layer, in engine_kv_layer_bytes' layout: K of positions
  * [0, n), then V. */
 static int cpu_kv_save(struct engine *e, int32_t n, void *buf, char *err,
@@ -911,6 +1040,10 @@ static int cpu_kv_save(struct engine *e, int32_t n, void *buf, char *err,
 
 	(void)err;
 	(void)errlen;
+	if (s->kv_type != ENGINE_KV_F32) {
+		cpu_kv_move(e, n, buf, true);
+		return 0;
+	}
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		struct model_cache_desc d = model_layer_cache(e->model, il);
 		size_t nk = (size_t)n * d.k_dim * sizeof(float);
@@ -933,6 +1066,10 @@ static int cpu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
 
 	(void)err;
 	(void)errlen;
+	if (s->kv_type != ENGINE_KV_F32) { /* (only read when loading) */
+		cpu_kv_move(e, n, (float *)(uintptr_t)buf, false);
+		return 0;
+	}
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		struct model_cache_desc d = model_layer_cache(e->model, il);
 		size_t nk = (size_t)n * d.k_dim * sizeof(float);
@@ -942,6 +1079,65 @@ static int cpu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
 		p += nk;
 		memcpy(s->v_cache[il], p, nvb);
 		p += nvb;
+	}
+	return 0;
+}
+
+/* cos/sin of every pair of class R turned by -D positions into CS[n_rot]
+ * (no YaRN magnitude: the cached keys carry it already). */
+static void cpu_shift_table(const struct model_rope *r, int32_t d, float *cs)
+{
+	for (int i = 0; i < r->n_rot / 2; i++) {
+		double theta = -(double)d * r->inv_freq[i];
+
+		cs[2 * i] = (float)cos(theta);
+		cs[2 * i + 1] = (float)sin(theta);
+	}
+}
+
+/* engine_ops.kv_shift on layer IL's cache: rows [p0 + d, n_past) move
+ * to p0 in ascending order (a row is read before anything lands on
+ * it), each head's key turned by -d. */
+static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d)
+{
+	struct cpu_state *s = e->impl;
+	const struct model_attn *a = &e->model->w.layers[il].attn;
+	const struct model_rope *r = model_layer_rope(e->model, il);
+	struct model_cache_desc c = model_layer_cache(e->model, il);
+	const int32_t n = e->n_past - d - p0;
+	float cs[MODEL_MAX_HEAD_DIM];
+
+	cpu_shift_table(r, d, cs);
+	for (int32_t j = p0; j < p0 + n; j++) {
+		float *k = s->k_cache[il] + (size_t)j * c.k_dim;
+
+		memcpy(k, k + (size_t)d * c.k_dim,
+		       (size_t)c.k_dim * sizeof(float));
+		for (int h = 0; h < a->n_head_kv; h++)
+			cpu_rope(k + (size_t)h * a->head_dim_k, cs, r->n_rot,
+			         r->style);
+	}
+	memmove(s->v_cache[il] + (size_t)p0 * c.v_dim,
+	        s->v_cache[il] + (size_t)(p0 + d) * c.v_dim,
+	        (size_t)n * c.v_dim * sizeof(float));
+}
+
+/* Shift the cache (engine.h invariant 6): every layer with a cache of
+ * its own (a shared one reads its source's). */
+static int cpu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
+                        size_t errlen)
+{
+	if (e->kv_type != ENGINE_KV_F32) { /* (engine.c checks it too) */
+		snprintf(err, errlen,
+		         "the cpu backend shifts an f32 KV cache only, not %s",
+		         engine_kv_type_name(e->kv_type));
+		return -1;
+	}
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		enum model_cache_kind k = model_layer_cache(e->model, il).kind;
+
+		if (k == MODEL_CACHE_FULL || k == MODEL_CACHE_WINDOW)
+			cpu_kv_shift_layer(e, il, p0, d);
 	}
 	return 0;
 }
@@ -982,27 +1178,46 @@ float *cpu_floats(size_t a, size_t b)
 }
 
 /* The KV cache: each layer's K and V for n_ctx positions in one
- * allocation (model_cache_floats), the per-layer pointers into it. */
+ * allocation (model_cache_floats elements of kv_type), the per-layer
+ * pointers into it; an f16 or q8_0 cache's attention scratch. */
 static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
 {
 	const int32_t nl = e->model->cfg.n_layer;
-	float *p;
+	const enum engine_kv_type t = s->kv_type;
+	const bool f32 = t == ENGINE_KV_F32;
+	unsigned char *p;
 
 	s->k_cache = calloc((size_t)nl, sizeof(*s->k_cache));
 	s->v_cache = calloc((size_t)nl, sizeof(*s->v_cache));
-	s->kv = cpu_floats(model_cache_floats(e->model, e->n_ctx), 1);
-	if (s->k_cache == NULL || s->v_cache == NULL || s->kv == NULL)
+	s->kb = calloc((size_t)nl, sizeof(*s->kb));
+	s->vb = calloc((size_t)nl, sizeof(*s->vb));
+	s->k_row = calloc((size_t)nl, sizeof(*s->k_row));
+	s->v_row = calloc((size_t)nl, sizeof(*s->v_row));
+	s->kv = calloc(
+	    engine_kv_type_bytes(t, model_cache_floats(e->model, e->n_ctx)), 1);
+	s->kvrow = f32 ? malloc(1)
+	               : cpu_floats((size_t)e->n_threads * (CPU_KV_GROUP + 2),
+	                            (size_t)s->kv_hmax);
+	if (s->k_cache == NULL || s->v_cache == NULL || s->kb == NULL ||
+	    s->vb == NULL || s->k_row == NULL || s->v_row == NULL ||
+	    s->kv == NULL || s->kvrow == NULL)
 		return -1;
 	/* all K first, then all V: the layout of the fp32 cache before
 	   per-layer caches, so a uniform model's memory is unchanged */
-	p = s->kv;
+	p = (unsigned char *)s->kv;
 	for (int il = 0; il < nl; il++) {
-		s->k_cache[il] = p;
-		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).k_dim;
+		s->k_row[il] = engine_kv_type_bytes(
+		    t, (size_t)model_layer_cache(e->model, il).k_dim);
+		s->kb[il] = p;
+		s->k_cache[il] = f32 ? (float *)p : NULL;
+		p += (size_t)e->n_ctx * s->k_row[il];
 	}
 	for (int il = 0; il < nl; il++) {
-		s->v_cache[il] = p;
-		p += (size_t)e->n_ctx * model_layer_cache(e->model, il).v_dim;
+		s->v_row[il] = engine_kv_type_bytes(
+		    t, (size_t)model_layer_cache(e->model, il).v_dim);
+		s->vb[il] = p;
+		s->v_cache[il] = f32 ? (float *)p : NULL;
+		p += (size_t)e->n_ctx * s->v_row[il];
 	}
 	return 0;
 }
@@ -1061,6 +1276,11 @@ static void cpu_close(struct engine *e)
 		free(s->kv);
 		free(s->k_cache);
 		free(s->v_cache);
+		free(s->kb);
+		free(s->vb);
+		free(s->k_row);
+		free(s->v_row);
+		free(s->kvrow);
 		free(s);
 	}
 	free(e->logits);
@@ -1071,14 +1291,16 @@ static void cpu_close(struct engine *e)
 /*
  * What grows with the context, planned against the memory the host has
  * before any of it is allocated (calloc of a cache larger than memory
- * succeeds, and its pages fail later, killing the process): the fp32 KV
- * cache and each thread's attention scores, per token. Refused with the
- * context that fits (a multiple of 256, a 1/16 margin for the rest).
+ * succeeds, and its pages fail later, killing the process): the KV cache
+ * (its real bytes in kv_type) and each thread's attention scores, per
+ * token. Refused with the context that fits (a multiple of 256, a 1/16
+ * margin for the rest).
  */
 static int cpu_mem_plan(const struct engine *e, char *err, size_t errlen)
 {
-	const size_t per = model_cache_floats(e->model, 1) * sizeof(float) +
-	                   (size_t)e->n_threads * sizeof(float);
+	const size_t per =
+	    engine_kv_type_bytes(e->kv_type, model_cache_floats(e->model, 1)) +
+	    (size_t)e->n_threads * sizeof(float);
 	const double need = (double)per * (double)e->n_ctx;
 	uint64_t avail, room;
 
@@ -1122,6 +1344,15 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		goto fail;
 	e->n_threads = threadpool_size(s->tp);
 	nb = (size_t)s->n_batch;
+	s->kv_type = e->kv_type;
+	for (int il = 0; il < c->n_layer; il++) {
+		const struct model_attn *a = &m->w.layers[il].attn;
+
+		s->kv_hmax =
+		    a->head_dim_k > s->kv_hmax ? a->head_dim_k : s->kv_hmax;
+		s->kv_hmax =
+		    a->head_dim_v > s->kv_hmax ? a->head_dim_v : s->kv_hmax;
+	}
 	if (cpu_mem_plan(e, err, errlen) != 0)
 		goto fail;
 	xdim = (size_t)(c->n_embd > c->max_o_dim ? c->n_embd : c->max_o_dim);
@@ -1162,7 +1393,8 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		         "out of memory for the CPU run state (n_ctx %d, KV "
 		         "%.1f MiB)",
 		         e->n_ctx,
-		         (double)engine_kv_state_bytes(e, e->n_ctx) /
+		         (double)engine_kv_type_bytes(
+		             e->kv_type, model_cache_floats(m, e->n_ctx)) /
 		             (1024.0 * 1024.0));
 		goto fail;
 	}
@@ -1189,11 +1421,17 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	if (cpu_logits_reserve(e, s, 1, err, errlen))
 		goto fail;
 	/* the weights stay in the file mapping: what this backend holds is
-	   the KV cache (fp32) and the per-chunk activations */
-	e->kv_elem_bytes = sizeof(float);
+	   the KV cache (kv_type) and the per-chunk activations */
+	e->kv_elem_bytes = s->kv_type == ENGINE_KV_F32   ? sizeof(float)
+	                   : s->kv_type == ENGINE_KV_F16 ? 2
+	                                                 : 1;
 	e->int8_act = !p->exact_dots; /* the default dots (quant_dot) */
 	e->mem_bytes =
-	    engine_kv_state_bytes(e, e->n_ctx) +
+	    engine_kv_type_bytes(e->kv_type, model_cache_floats(m, e->n_ctx)) +
+	    (s->kv_type != ENGINE_KV_F32
+	         ? (size_t)e->n_threads * (CPU_KV_GROUP + 2) * s->kv_hmax *
+	               sizeof(float)
+	         : 0) +
 	    nb * sizeof(float) *
 	        ((size_t)c->n_embd * 2 + xdim + (size_t)c->max_q_dim +
 	         (size_t)c->max_kv_dim_k + (size_t)c->max_kv_dim_v +
@@ -1212,6 +1450,9 @@ fail:
 
 const struct engine_ops backend_cpu_ops = {
     .name = "cpu",
+    .kv_types =
+        1u << ENGINE_KV_F32 | 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
+    .kv_default = ENGINE_KV_F32,
     .features =
         MODEL_FEAT_QKV_BIAS | MODEL_FEAT_ROPE_FACTORS | MODEL_FEAT_ROPE_LINEAR |
         MODEL_FEAT_EMBD_SCALE | MODEL_FEAT_QK_NORM | MODEL_FEAT_POST_NORMS |
@@ -1232,5 +1473,7 @@ const struct engine_ops backend_cpu_ops = {
     .kv_load = cpu_kv_load,
     .rs_copy = cpu_rs_copy,
     .rs_io = cpu_rs_io,
+    .kv_shift = cpu_kv_shift,
+    .kv_shift_types = 1u << ENGINE_KV_F32,
     .close = cpu_close,
 };

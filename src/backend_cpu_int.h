@@ -15,6 +15,10 @@
 
 #define CPU_MAX_SEG 3 /* matrices one job can cover (Q, K and V) */
 
+/* Value rows of an f16 or q8_0 cache dequantized at a time for the
+ * attention's weighted sum (per thread, with the key row and the sum). */
+#define CPU_KV_GROUP 32
+
 /* Run state of the CPU backend: mutable, owned by the engine. */
 struct cpu_state {
 	struct threadpool *tp; /* row-splitting workers */
@@ -86,9 +90,17 @@ struct cpu_state {
 	size_t *rs_off;   /* [n_layer] layer il's offset in a slot */
 
 	/* KV cache, per layer (see above) */
-	float *kv;       /* every layer's K and V, one allocation */
-	float **k_cache; /* [n_layer] -> [n_ctx][k_dim] */
-	float **v_cache; /* [n_layer] -> [n_ctx][v_dim] */
+	float *kv;       /* every layer's K and V, one allocation (bytes of
+	                    kv_type: engine_kv_type_bytes) */
+	float **k_cache; /* [n_layer] -> [n_ctx][k_dim]: an f32 cache's */
+	float **v_cache; /* [n_layer] -> [n_ctx][v_dim] (f32; else NULL) */
+	enum engine_kv_type kv_type; /* e->kv_type: f32, f16 or q8_0 */
+	unsigned char **kb, **vb;    /* [n_layer] -> layer's K, V rows in
+	                                any type (kb[il] == k_cache[il] in f32) */
+	size_t *k_row, *v_row;       /* [n_layer] bytes of a position's row */
+	float *kvrow;    /* f16, q8_0: [n_threads][CPU_KV_GROUP + 2][kv_hmax]
+	                    rows dequantized for the attention */
+	int32_t kv_hmax; /* the largest head dim of K or V */
 
 	int32_t logits_cap; /* rows allocated in engine.logits */
 };

@@ -48,6 +48,8 @@ static const struct config_opt config_opts[] = {
      "context in tokens, 0 = model's, "
      "at most 4096 (0)"},
     {"threads", CT_INT, 0, 1024, 0, "CPU threads, 0 = all (0)"},
+    {"kv-type", CT_STR, 0, 0, 0,
+     "KV cache type: f16 or q8_0 (f32 on the CPU; the backend's)"},
     {"stop", CT_STOP, 0, 0, 0, "stop string (repeatable)"},
     {"save-kv", CT_BOOL, 0, 0, 0,
      "save the KV cache with the "
@@ -58,6 +60,9 @@ static const struct config_opt config_opts[] = {
     {"verify", CT_BOOL, 0, 0, 0,
      "check every step against the CPU "
      "reference (false)"},
+    {"context-shift", CT_BOOL, 0, 0, 0,
+     "a full context shifts the kept turns' cache instead of evaluating "
+     "them again (on)"},
     {"server", CT_STR, 0, 0, 0, "OpenAI-compatible server URL: a remote model"},
     {"server-model", CT_STR, 0, 0, 0, "the server's model (its first)"},
     {"api-key-env", CT_STR, 0, 0, 0,
@@ -312,6 +317,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 			c->thinking = b;
 		else if (strcmp(key, "hide-thinking") == 0)
 			c->hide_thinking = b;
+		else if (strcmp(key, "context-shift") == 0)
+			c->no_context_shift = !b;
 		else
 			c->verbose = b;
 		return 0;
@@ -333,6 +340,19 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 			return config_models_dir(c, value, err, errlen);
 		if (strcmp(key, "reasoning") == 0)
 			return config_reasoning(c, value, err, errlen);
+		if (strcmp(key, "kv-type") == 0) {
+			enum engine_kv_type t;
+
+			if (engine_kv_type_parse(value, &t) != 0) {
+				snprintf(
+				    err, errlen,
+				    "kv-type: '%s' is not f16, q8_0 or f32",
+				    value);
+				return -1;
+			}
+			c->kv_type = t;
+			return 0;
+		}
 		if (strcmp(key, "think") == 0) {
 			if (strcmp(value, "on") != 0 &&
 			    strcmp(value, "off") != 0) {

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h" /* enum engine_kv_type */
 #include "sampler.h"
 
 struct gguf_file;
@@ -54,9 +55,13 @@ struct config {
 	int32_t n_predict;             /* -n: reply limit, <= 0 none */
 	int32_t n_ctx;                 /* --ctx: 0 = model's (capped) */
 	int32_t n_threads;             /* --threads: 0 = online CPUs */
+	enum engine_kv_type kv_type;   /* --kv-type: 0 = the backend's */
 	bool save_kv;                  /* --save-kv: keep the KV state */
 	bool verbose;                  /* --verbose: stats after replies */
 	bool verify;                   /* --verify: check against the CPU */
+	bool no_context_shift;         /* --no-context-shift, context-shift =
+	                                  off: a full context evaluates the
+	                                  kept turns again */
 	unsigned set;                  /* CONFIG_SET_* bits */
 	/* a remote model (remote.h); the key itself is never kept here */
 	char *server;           /* --server URL or NULL (owned) */

@@ -131,14 +131,94 @@ static void engine_select_free(struct engine_select_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* Names of enum engine_kv_type, by value. */
+static const char *const engine_kv_names[] = {"default", "f32", "f16", "q8_0"};
+
+const char *engine_kv_type_name(enum engine_kv_type t)
+{
+	return (unsigned)t < sizeof(engine_kv_names) / sizeof(*engine_kv_names)
+	           ? engine_kv_names[t]
+	           : "unknown";
+}
+
+int engine_kv_type_parse(const char *name, enum engine_kv_type *t)
+{
+	for (int i = ENGINE_KV_F32; i <= ENGINE_KV_Q8_0; i++)
+		if (strcmp(name, engine_kv_names[i]) == 0) {
+			*t = (enum engine_kv_type)i;
+			return 0;
+		}
+	return -1;
+}
+
+size_t engine_kv_type_bytes(enum engine_kv_type t, size_t n)
+{
+	switch (t) {
+	case ENGINE_KV_F16:
+		return n * 2;
+	case ENGINE_KV_Q8_0:
+		return n / 32 * 34; /* a 2-byte scale per 32 int8 */
+	default:
+		return n * sizeof(float);
+	}
+}
+
+enum engine_kv_type engine_kv_type(const struct engine *e)
+{
+	return e->kv_type;
+}
+
+/* The kv type P asks of backend OPS on model M, resolved into *T: 0, or
+ * -1 with a message naming the option (a type the backend does not
+ * store; q8_0 blocks that would cross a head). */
+static int engine_kv_resolve(const struct engine_ops *ops,
+                             const struct model *m,
+                             const struct engine_params *p,
+                             enum engine_kv_type *t, char *err, size_t errlen)
+{
+	*t = p->kv_type == ENGINE_KV_DEFAULT ? ops->kv_default : p->kv_type;
+	if ((unsigned)*t > ENGINE_KV_Q8_0 || !(ops->kv_types >> *t & 1)) {
+		char names[64] = "";
+
+		for (int i = ENGINE_KV_F32; i <= ENGINE_KV_Q8_0; i++)
+			if (ops->kv_types >> i & 1)
+				snprintf(names + strlen(names),
+				         sizeof(names) - strlen(names), "%s%s",
+				         names[0] ? ", " : "",
+				         engine_kv_names[i]);
+		snprintf(err, errlen,
+		         "--kv-type %s: the %s backend does not store a KV "
+		         "cache of that type (it stores %s)",
+		         engine_kv_type_name(*t), ops->name, names);
+		return -1;
+	}
+	for (int il = 0; *t == ENGINE_KV_Q8_0 && il < m->cfg.n_layer; il++) {
+		const struct model_attn *a = &m->w.layers[il].attn;
+
+		if (model_layer_cache(m, il).kind != MODEL_CACHE_RECURRENT &&
+		    (a->head_dim_k % 32 != 0 || a->head_dim_v % 32 != 0)) {
+			snprintf(err, errlen,
+			         "--kv-type q8_0 needs head sizes that are "
+			         "multiples of 32 (its blocks); layer %d has "
+			         "%d (K) and %d (V)",
+			         il, a->head_dim_k, a->head_dim_v);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Open an engine on the backend OPS (see engine_open). */
 static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
                            const struct engine_params *p, struct engine **out,
                            char *err, size_t errlen)
 {
 	uint32_t missing = m->cfg.features & ~ops->features;
+	enum engine_kv_type kt;
 	struct engine *e;
 
+	if (engine_kv_resolve(ops, m, p, &kt, err, errlen) != 0)
+		return -1;
 	if (missing != 0) {
 		snprintf(err, errlen,
 		         "the model uses %s, which the %s backend does not run "
@@ -159,6 +239,7 @@ static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
 	}
 	e->ops = ops;
 	e->model = m;
+	e->kv_type = kt;
 	for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
 		e->rs_pos[i] = -1;
 	e->n_ctx = p->n_ctx;
@@ -411,11 +492,13 @@ size_t engine_mem_bytes(const struct engine *e)
 	return e->mem_bytes;
 }
 
-/* K and V of every layer at N_PAST positions, in the backend's type. */
+/* K and V of every layer at N_PAST positions, in the cache's type (q8_0:
+ * every head dim a multiple of 32, so the sum is whole blocks). */
 size_t engine_kv_read_bytes(const struct engine *e, int32_t n_past)
 {
 	/* a recurrent state is read and written whole every step */
-	return model_cache_floats(e->model, n_past) * (size_t)e->kv_elem_bytes +
+	return engine_kv_type_bytes(e->kv_type,
+	                            model_cache_floats(e->model, n_past)) +
 	       2 * engine_rs_bytes(e);
 }
 
@@ -511,6 +594,58 @@ int engine_truncate(struct engine *e, int32_t n_keep)
 	if (engine_recurrent(e) && engine_rs_truncate(e, n_keep) != 0)
 		return -1;
 	e->n_past = n_keep;
+	engine_check(e);
+	return 0;
+}
+
+/* Whether E's model and backend can shift its cache. */
+bool engine_can_shift(const struct engine *e)
+{
+	return e->ops->kv_shift != NULL &&
+	       (e->ops->kv_shift_types >> e->kv_type & 1) != 0 &&
+	       model_kv_shiftable(e->model);
+}
+
+/* Shift the cache (engine.h invariant 6). */
+int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
+                    size_t errlen)
+{
+	int rc;
+
+	engine_check(e);
+	engine_trace_settle_quiet(e);
+	if (p0 < 0 || d < 1 || p0 > e->n_past - d) {
+		snprintf(err, errlen,
+		         "kv shift of positions %d..%d+%d out of range: the "
+		         "cache holds %d",
+		         p0, p0, d, e->n_past);
+		return -1;
+	}
+	if (!model_kv_shiftable(e->model)) {
+		snprintf(err, errlen,
+		         "the cache of this model cannot be shifted: a "
+		         "recurrent layer's state cannot forget positions");
+		return -1;
+	}
+	if (e->ops->kv_shift == NULL) {
+		snprintf(err, errlen, "the %s backend cannot shift the cache",
+		         e->ops->name);
+		return -1;
+	}
+	if (!(e->ops->kv_shift_types >> e->kv_type & 1)) {
+		snprintf(err, errlen,
+		         "the %s backend does not shift a %s KV cache",
+		         e->ops->name, engine_kv_type_name(e->kv_type));
+		return -1;
+	}
+	rc = e->ops->kv_shift(e, p0, d, err, errlen);
+	if (rc == -2)
+		e->n_past = p0; /* what came after p0 is lost */
+	if (rc != 0) {
+		engine_check(e);
+		return -1;
+	}
+	e->n_past -= d;
 	engine_check(e);
 	return 0;
 }

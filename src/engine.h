@@ -38,12 +38,25 @@
  *   5. engine_state_save() writes n_past and the K/V of 0..n_past-1;
  *      engine_state_load() accepts only bytes saved for the same model
  *      shape and n_ctx-compatible size, and then restores invariant 1.
+ *   6. engine_kv_shift(p0, d) with 0 <= p0, d >= 1, p0 + d <= n_past
+ *      forgets positions p0..p0+d-1 and moves p0+d..n_past-1 down by d:
+ *      each moved key re-rotated by -d with its layer's RoPE (cos and
+ *      sin without YaRN's magnitude, which the cached key carries
+ *      already), values moved as they are; n_past -= d. A key that
+ *      depends only on its token and position (the first layer's) then
+ *      equals the key computed at the new position, up to rounding;
+ *      deeper layers' K/V of the moved tokens were computed attending
+ *      to the forgotten ones and keep that (an approximation, as
+ *      llama.cpp's context shift). Refused, nothing changed, where the
+ *      model cannot shift (model_kv_shiftable: recurrent layers) or the
+ *      backend cannot (no op, a cache type it does not rotate); a
+ *      backend failure once it started leaves n_past = p0.
  *
  * State machine of one engine:
  *
  *      engine_open ──> READY(n_past = 0) ──eval(n)──> READY(n_past += n)
  *                        ▲    │  ▲                        │
- *                        │    │  └───── truncate(k) ──────┘
+ *                        │    │  └── truncate(k), kv_shift ┘
  *                        │    └── state_load ──> READY(n_past = saved)
  *      engine_close <────┘
  *
@@ -66,7 +79,13 @@
  * then each layer's data in turn: for a full layer the keys of positions
  * 0..n_past-1 as float32 [n_past][k_dim] (after RoPE), then the values as
  * float32 [n_past][v_dim], little-endian. A backend that keeps its cache
- * in fp16 widens on save (exact) and rounds to nearest on load. Version 1
+ * in fp16 widens on save (exact) and rounds to nearest on load; a q8_0
+ * cache (engine_params.kv_type) dequantizes on save (exact: an fp16
+ * scale times an int8 fits a float) and quantizes on load, which gives
+ * back the same blocks, so such a cache saved and loaded again is the
+ * same bytes. The floats are the exchange format: a state loads into a
+ * cache of any type, converted (the session refuses a state saved with
+ * another kv type, as it refuses another backend's: session_load.c). Version 1
  * (one header with n_head_kv and head dims, then the same data) still
  * loads into a model whose layers are all full and of that shape.
  * Version 3 (a model with recurrent layers): version 2 whose recurrent
@@ -98,6 +117,16 @@ struct engine;
 #define ENGINE_EVAL_ALL       1u /* keep the logits of every token */
 #define ENGINE_EVAL_NO_LOGITS 2u /* compute no logits (more tokens follow) */
 
+/* The element type of the KV cache (engine_params.kv_type). */
+enum engine_kv_type {
+	ENGINE_KV_DEFAULT = 0, /* the backend's: f32 on the CPU, f16 on a GPU */
+	ENGINE_KV_F32,         /* float32 (the CPU's default) */
+	ENGINE_KV_F16,         /* IEEE half (the GPU's default) */
+	ENGINE_KV_Q8_0,        /* GGUF's Q8_0 blocks along each head: 32
+	                          values, an fp16 scale d = amax / 127, int8
+	                          q = round(x / d): 34 bytes (quant_q8_0_row) */
+};
+
 /* Options for engine_open. Zero means "the default" for every field. */
 struct engine_params {
 	const char *backend; /* "cpu" (default), "cuda", or "auto": the
@@ -111,13 +140,17 @@ struct engine_params {
 	                        activations, no int8 rounding of activations
 	                        (slow; the reference mode that compares with a
 	                        float forward pass, see backend_cpu.c) */
-	uint64_t exact_dot_types; /* CPU, without exact_dots: the weight
-	                        types (bit 1 << type id) whose rows are still
-	                        dotted exactly, the others through int8
-	                        activations: the arithmetic of a GPU mat-vec
-	                        that quantizes activations for some types
-	                        only (cuda_op_matvec_x8), for the parity
-	                        tests */
+	uint64_t exact_dot_types;    /* CPU, without exact_dots: the weight
+	                           types (bit 1 << type id) whose rows are still
+	                           dotted exactly, the others through int8
+	                           activations: the arithmetic of a GPU mat-vec
+	                           that quantizes activations for some types
+	                           only (cuda_op_matvec_x8), for the parity
+	                           tests */
+	enum engine_kv_type kv_type; /* the cache's element type (--kv-type);
+	                        a type the backend does not store, or q8_0
+	                        with a head size not a multiple of 32, is
+	                        refused at open */
 };
 
 #define ENGINE_DEFAULT_MAX_CTX 8192
@@ -130,6 +163,18 @@ struct engine_params {
  */
 int engine_open(const struct model *m, const struct engine_params *p,
                 struct engine **out, char *err, size_t errlen);
+
+/* The name of kv type T ("f32", "f16", "q8_0"; "default"), static. */
+const char *engine_kv_type_name(enum engine_kv_type t);
+
+/* Parse NAME ("f32", "f16", "q8_0") into *T: 0, or -1 for another. */
+int engine_kv_type_parse(const char *name, enum engine_kv_type *t);
+
+/* Bytes of N cached elements of type T (N a multiple of 32 for q8_0). */
+size_t engine_kv_type_bytes(enum engine_kv_type t, size_t n);
+
+/* The element type E's KV cache holds (never ENGINE_KV_DEFAULT). */
+enum engine_kv_type engine_kv_type(const struct engine *e);
 
 /* Free the engine (not the model, not the trace). NULL allowed. */
 void engine_close(struct engine *e);
@@ -263,6 +308,20 @@ bool engine_int8_activations(const struct engine *e);
  * recurrent state cannot be restored there (invariant 3; nothing
  * changed). */
 int engine_truncate(struct engine *e, int32_t n_keep);
+
+/*
+ * Shift the cache (invariant 6): forget positions [P0, P0 + D), move
+ * [P0 + D, n_past) to [P0, n_past - D) with the keys re-rotated, n_past
+ * -= D. Returns 0, or -1 with a message: arguments out of range, a model
+ * or backend that cannot shift (nothing changed), or a backend failure
+ * (then n_past = P0).
+ */
+int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
+                    size_t errlen);
+
+/* Whether engine_kv_shift can work on E (the model and the backend
+ * allow it); false: the caller evaluates again instead. */
+bool engine_can_shift(const struct engine *e);
 
 /* The largest position <= N (and <= n_past) that engine_truncate
  * accepts: N itself for a model without recurrent layers, else n_past,

@@ -30,6 +30,11 @@ struct engine_ops {
 	/* the model features (MODEL_FEAT_*) its forward recipe runs;
 	   engine_open refuses a model that uses another, by name */
 	uint32_t features;
+	/* the KV element types it stores (bits 1 << enum engine_kv_type)
+	   and the one ENGINE_KV_DEFAULT means; engine_open refuses another
+	   and resolves the default into e->kv_type before ops.open */
+	uint32_t kv_types;
+	enum engine_kv_type kv_default;
 	/* allocate run state and KV cache for e->model, e->n_ctx */
 	int (*open)(struct engine *e, const struct engine_params *p, char *err,
 	            size_t errlen);
@@ -70,6 +75,18 @@ struct engine_ops {
 	               size_t errlen);
 	int (*rs_io)(struct engine *e, int slot, void *buf, bool load,
 	             char *err, size_t errlen);
+	/* optional (NULL: the backend cannot shift): engine_kv_shift's
+	   work on every layer with a cache of its own, arguments checked
+	   by engine.c (0 <= p0, 1 <= d, p0 + d <= e->n_past, the model
+	   model_kv_shiftable); e->n_past is still the old one. 0; -1
+	   with a message, nothing changed (a cache element type it does
+	   not rotate); -2 with a message when it failed after it began
+	   (positions >= p0 are then lost) */
+	int (*kv_shift)(struct engine *e, int32_t p0, int32_t d, char *err,
+	                size_t errlen);
+	/* the KV element types kv_shift rotates (bits 1 << enum
+	   engine_kv_type); engine_can_shift is false for the others */
+	uint32_t kv_shift_types;
 	/* optional: fill e->trace's layers of the last eval, which left
 	   them on their way (e->trace_deferred), waiting for them */
 	int (*trace_settle)(struct engine *e, char *err, size_t errlen);
@@ -114,9 +131,12 @@ struct engine {
 	float *logits;         /* [n_logits * n_vocab] host copy (owned by the
 	                          backend; a device backend fills it in ops.logits) */
 	int32_t n_logits;      /* rows of logits kept by the last eval */
-	int32_t kv_elem_bytes; /* bytes of one cached K or V element */
-	size_t mem_bytes;      /* memory the backend holds (set by open):
-	                          device memory for a GPU backend */
+	int32_t kv_elem_bytes; /* bytes of one cached K or V element (1
+	                          for q8_0: its scales are kv_type's) */
+	enum engine_kv_type kv_type; /* the cache's element type, resolved
+	                          by engine_open before ops.open */
+	size_t mem_bytes;            /* memory the backend holds (set by open):
+	                                device memory for a GPU backend */
 	bool int8_act; /* set by open: some products round the activations
 	                  to int8 blocks (the CPU's default dots, the GPU's
 	                  mat-vec of quantized weights), so results differ

@@ -1828,6 +1828,26 @@ const struct model_rope *model_layer_rope(const struct model *m, int il)
 	return &m->cfg.ropes[m->w.layers[il].attn.rope];
 }
 
+/* Whether M's cache can be shifted (model.h). Every RoPE class here has
+ * theta = pos * inv_freq (linear, YaRN, rope_freqs and proportional
+ * divisors are folded into inv_freq), so a cached key rotated by -d
+ * equals the key rotated at pos - d; a recurrent state sums over every
+ * position and cannot lose a span. */
+bool model_kv_shiftable(const struct model *m)
+{
+	for (int il = 0; il < m->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(m, il);
+		const struct model_attn *a = &m->w.layers[il].attn;
+
+		if (d.kind == MODEL_CACHE_RECURRENT)
+			return false;
+		if (d.kind != MODEL_CACHE_SHARED &&
+		    (a->rope < 0 || a->rope >= m->cfg.n_ropes))
+			return false;
+	}
+	return true;
+}
+
 /* Free the model and its owned copies. */
 void model_free(struct model *m)
 {

@@ -574,6 +574,15 @@ struct model_attn_params model_attn_params(const struct model_attn *a);
 /* The RoPE class of layer IL. */
 const struct model_rope *model_layer_rope(const struct model *m, int il);
 
+/* Whether the KV cache of M can be shifted (engine_kv_shift): every
+ * layer with a cache of its own rotates its keys by a RoPE class, whose
+ * angle is linear in the position for every class (theta = pos *
+ * inv_freq), so a key rotated by -d is the key at pos - d; FULL and
+ * WINDOW caches (which keep every position) shift alike, SHARED ones
+ * follow their source. False with any RECURRENT layer: its state sums
+ * over every position and cannot forget a span. */
+bool model_kv_shiftable(const struct model *m);
+
 /* Name of supported architecture I (model_archs[] in model.c), NULL past
  * the last. */
 const char *model_arch_at(size_t i);

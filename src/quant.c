@@ -507,6 +507,16 @@ static float quantize_i8(const float *x, int k, int8_t *q)
 	return d;
 }
 
+/* GGUF's Q8_0 blocks of N floats (quant.h): quantize_i8's rounding, the
+ * scale kept as the nearest fp16 (ggml's quantize_row_q8_0_ref). */
+void quant_q8_0_row(const float *x, int64_t n, void *dst)
+{
+	struct blk_q8_0 *b = dst;
+
+	for (int64_t i = 0; i < n / QK; i++, x += QK)
+		b[i].d = f32_to_f16(quantize_i8(x, QK, b[i].qs));
+}
+
 /* quantize_i8 or a kernel with its exact results (K a multiple of 32). */
 typedef float (*quantize_fn)(const float *x, int k, int8_t *q);
 

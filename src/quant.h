@@ -71,6 +71,16 @@ size_t quant_row_size(uint32_t type, int64_t n);
 void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 
 /*
+ * Quantize N floats at X (N a multiple of 32) into N / 32 Q8_0 blocks at
+ * DST (34 bytes each, 2-byte alignment): d = amax / 127 kept as the
+ * nearest fp16, q = round(x / d) by the float d, clamped to +-127 (the
+ * activations' rounding, quant_vec_prepare; ggml's
+ * quantize_row_q8_0_ref). A non-finite block gets d NaN and zero quants.
+ * The KV cache's q8_0 blocks on every backend.
+ */
+void quant_q8_0_row(const float *x, int64_t n, void *dst);
+
+/*
  * Dot products with one activation vector: convert x (n floats) once into
  * the form type T's dot wants (quant_vec_size bytes: quantized int8 blocks
  * or plain floats, see note 3), then dot it with any number of rows.

@@ -41,6 +41,17 @@
  *   3. Context: if the list plus room for a reply exceeds n_ctx, the
  *      oldest turn after the system prompt leaves the window (it stays in
  *      the store) and the prompt is rendered again; the user is told.
+ *      The context shift: where the engine can (engine_can_shift: RoPE
+ *      keys, no recurrent layer) and opts.no_context_shift is off, the
+ *      cache loses the run of ids of the turns that left and keeps what
+ *      followed them, re-rotated (session_kv_shift, engine.h invariant
+ *      6), so step 4 evaluates only what is new. The new list keeps the
+ *      kept turns' aligned ids (session_tokens_gap: as step 2 keeps the
+ *      previous reply's sampled ids), so that they are the cached ones
+ *      whatever the tokenizer would make of their text; st->n_shifted
+ *      counts the ids so kept. Deeper layers of a shifted cache still saw
+ *      the dropped turns: an approximation, which --no-context-shift
+ *      avoids.
  *   4. session_sync_kv: p = LCP(new, kv); engine_truncate(p); evaluate
  *      new[p..]; kv = new.
  *      Regenerate and edit need nothing more: the rendering without the
@@ -50,8 +61,9 @@
  *      the next rendering brings the template's own closing tokens), a
  *      stop string, the limit or an interrupt. When the cache fills in the
  *      middle of a reply, session_shift() drops the oldest turns, renders
- *      the prompt again, appends the reply's ids so far and evaluates what
- *      changed; the reply goes on (cut only when no turn is left to drop).
+ *      the prompt again, appends the reply's ids so far and shifts (step
+ *      3) or evaluates what changed; the reply goes on (cut only when no
+ *      turn is left to drop).
  *
  * Invariant 1 is asserted (debug builds: configure --enable-debug) after
  * every truncate and eval.
@@ -193,6 +205,7 @@ int session_open(const struct session_opts *o, struct session **out, char *err,
 	s->n_threads = o->n_threads;
 	s->st = o->store;
 	s->use_kv_slot = o->use_kv_slot && o->store;
+	s->context_shift = !o->no_context_shift;
 	s->store_reports = o->store_reports && o->store;
 	s->cancel = o->cancel;
 	s->think = o->think;

@@ -78,6 +78,8 @@ struct session_opts {
 	int32_t n_ctx;                  /* 0: min(model's, 4096) */
 	int32_t n_threads;              /* 0: online CPUs */
 	const char *backend; /* engine backend (engine_params); NULL: cpu */
+	int kv_type;         /* enum engine_kv_type (--kv-type); 0: the
+	                        backend's */
 	int32_t n_predict;   /* max reply tokens; <= 0: until full */
 	const char *stops[SESSION_MAX_STOPS]; /* stop strings (borrowed) */
 	size_t n_stops;                       /* entries used in stops */
@@ -90,7 +92,11 @@ struct session_opts {
 	bool use_kv_slot;    /* resume from / save the KV state */
 	bool verify; /* check every eval against the CPU reference (verify.h;
 	                session_set_verify) */
-	atomic_int *cancel; /* nonzero stops a reply, or NULL (borrowed) */
+	bool no_context_shift; /* when turns leave a full context, evaluate
+	                          the kept ones again instead of shifting
+	                          their cache (where the model allows a
+	                          shift: engine_can_shift) */
+	atomic_int *cancel;    /* nonzero stops a reply, or NULL (borrowed) */
 	/* notices while opening (a saved KV state that does not load), in
 	   the style of session_cb.notice; NULL: none */
 	void (*notice)(void *ud, const char *msg);
@@ -149,6 +155,10 @@ struct session_stats {
 	int32_t n_gen;           /* tokens sampled for the reply */
 	int32_t n_gen_eval;      /* of those, evaluated (kept in the cache) */
 	int32_t n_dropped_turns; /* turns dropped to fit the context */
+	int32_t n_shifted;       /* of n_reused, ids kept by shifting the
+	                            cache when turns were dropped (a context
+	                            shift, engine_kv_shift) instead of being
+	                            evaluated again; also counted mid-reply */
 	double prefill_ms;       /* time evaluating the prompt */
 	double decode_ms;        /* time generating */
 	/* from the turn's start (the prompt's rendering) to its first

@@ -57,6 +57,8 @@ struct session {
 	struct tok_buf al_text;       /* the text they stand for */
 	struct prompt_marks al_marks; /* aligned points */
 	int64_t n_evaluated;          /* ids evaluated since open */
+	bool context_shift;           /* shift the cache when turns leave the
+	                                 window (opts.no_context_shift off) */
 	double restore_ms;            /* time to load the KV slot */
 	bool restored;                /* a KV state was loaded */
 

@@ -131,6 +131,7 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	ep.n_ctx = n_ctx;
 	ep.n_threads = o->n_threads;
 	ep.backend = o->backend;
+	ep.kv_type = (enum engine_kv_type)o->kv_type;
 	if (session_load_phase(s, o, "the engine", err, errlen) ||
 	    engine_open(s->model, &ep, &s->eng, err, errlen))
 		return -1;
@@ -164,12 +165,17 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	                            sizeof(s->model_fp), &size, NULL, 0))
 		s->model_fp[0] = '\0';
 	char fmt[512];
+	/* a cache type other than the backend's default is named, so a
+	   state saved with another one is not loaded (it would convert,
+	   but not into the cache this one would have computed); states
+	   saved with the default keep their tag */
 	snprintf(fmt, sizeof(fmt),
 	         "parley-kv/1 backend=%s n_ctx=%d model=%s size=%lld arch=%s "
-	         "layers=%d",
+	         "layers=%d%s%s",
 	         engine_backend_name(s->eng), engine_n_ctx(s->eng), s->model_fp,
 	         (long long)size, s->model->cfg.arch_name,
-	         s->model->cfg.n_layer);
+	         s->model->cfg.n_layer, o->kv_type ? " kv=" : "",
+	         o->kv_type ? engine_kv_type_name(engine_kv_type(s->eng)) : "");
 	s->kv_format = strdup(fmt);
 	return s->kv_format ? 0 : -1;
 }
@@ -222,7 +228,8 @@ static void session_open_notice(const struct session_opts *o, const char *msg)
 
 /*
  * Load the saved KV state KV (non-empty) into the engine. When it does
- * not load (made by another backend, model or context size, or damaged),
+ * not load (made by another backend, model, context size or KV cache
+ * type, or damaged),
  * the cache is left empty and the user is told: the first turn then
  * evaluates the whole conversation, which gives the same reply, only
  * slower. Sets s->restored on success.
@@ -236,8 +243,8 @@ static void session_restore_kv(struct session *s, const struct store_kv *kv,
 	why[0] = '\0';
 	if (strcmp(kv->format, s->kv_format) != 0)
 		snprintf(why, sizeof(why),
-		         "it was saved by another backend, model or context "
-		         "size (%.200s)",
+		         "it was saved by another backend, model, context "
+		         "size or KV cache type (%.200s)",
 		         kv->format);
 	else if (engine_state_load(s->eng, kv->state, kv->state_len, why,
 	                           sizeof(why)) != 0)

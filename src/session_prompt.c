@@ -143,13 +143,91 @@ nomem:
 	return -1;
 }
 
+/* Comparisons session_shift_find and session_tokens_gap may make per
+   cached id or aligned byte: the searches stay linear in the context
+   however the ids repeat. */
+#define SESSION_SHIFT_BUDGET 8
+
+/* Whether turns leaving the window are shifted out of the cache (step
+ * 3): asked for, and the engine can. */
+static bool session_shifts(const struct session *s)
+{
+	return s->context_shift && engine_can_shift(s->eng);
+}
+
 /*
- * The ids of prompt T (see the notes, step 2) into OUT with MARKS.
+ * Step 3's shift, in the ids: turns left the window between the prefix
+ * OUT holds (al_tok up to the mark at byte *FROM of T) and the turns
+ * kept. The kept turns' aligned ids are reused too, as step 2 reuses the
+ * previous reply's: the clean mark M2 of al from which al_text matches T
+ * from *FROM the longest, then al_tok from M2 up to the last clean mark
+ * M3 within that match, their marks moved to where the text now is;
+ * *FROM moves past them. So the cache's ids of the kept turns follow the
+ * prefix (what engine_kv_shift keeps), however a tokenizer would split
+ * their text today. Returns 0 (nothing found: OUT unchanged), -1 when out
+ * of memory.
+ */
+static int session_tokens_gap(struct session *s, const char *t, size_t tlen,
+                              struct tok_ids *out, struct prompt_marks *marks,
+                              size_t *from)
+{
+	const size_t b1 = *from, n1 = out->n;
+	size_t best = 0, budget = SESSION_SHIFT_BUDGET * s->al_text.n + 64;
+	size_t i2 = s->al_marks.n, i3 = s->al_marks.n;
+
+	for (size_t i = 0; i < s->al_marks.n && budget > 0; i++) {
+		const struct prompt_mark *m = &s->al_marks.v[i];
+		size_t k = 0;
+
+		if (m->n_bytes <= b1 || !m->clean || m->n_tok > s->al_tok.n)
+			continue;
+		budget--;
+		while (b1 + k < tlen && m->n_bytes + k < s->al_text.n &&
+		       budget > 0 &&
+		       t[b1 + k] == s->al_text.p[m->n_bytes + k]) {
+			k++;
+			budget--;
+		}
+		if (k > best) {
+			best = k;
+			i2 = i;
+		}
+	}
+	for (size_t i = i2 + 1; i < s->al_marks.n; i++) {
+		const struct prompt_mark *m = &s->al_marks.v[i];
+
+		if (m->n_bytes > s->al_marks.v[i2].n_bytes + best)
+			break;
+		if (m->clean && m->n_tok <= s->al_tok.n)
+			i3 = i;
+	}
+	if (i2 == s->al_marks.n || i3 == s->al_marks.n)
+		return 0;
+	const struct prompt_mark m2 = s->al_marks.v[i2];
+
+	for (size_t k = m2.n_tok; k < s->al_marks.v[i3].n_tok; k++)
+		if (tok_ids_push(out, s->al_tok.v[k]))
+			return -1;
+	for (size_t i = i2 + 1; i <= i3; i++) {
+		const struct prompt_mark *m = &s->al_marks.v[i];
+
+		if (prompt_marks_push(marks, m->n_tok - m2.n_tok + n1,
+		                      m->n_bytes - m2.n_bytes + b1, m->clean))
+			return -1;
+	}
+	*from = b1 + (s->al_marks.v[i3].n_bytes - m2.n_bytes);
+	return 0;
+}
+
+/*
+ * The ids of prompt T (see the notes, step 2) into OUT with MARKS; GAP:
+ * turns left the window and the cache can shift past them
+ * (session_tokens_gap).
  */
 static int session_tokens(struct session *s, const char *t, size_t tlen,
                           const struct tmpl_span *spans, size_t nspans,
-                          struct tok_ids *out, struct prompt_marks *marks,
-                          char *err, size_t errlen)
+                          bool gap, struct tok_ids *out,
+                          struct prompt_marks *marks, char *err, size_t errlen)
 {
 	size_t l = 0, k, from = 0;
 	const struct prompt_mark *best = NULL;
@@ -178,6 +256,8 @@ static int session_tokens(struct session *s, const char *t, size_t tlen,
 			                      s->al_marks.v[k].clean))
 				goto nomem;
 		from = best->n_bytes;
+		if (gap && session_tokens_gap(s, t, tlen, out, marks, &from))
+			goto nomem;
 		return prompt_encode(&s->pv, t, tlen, spans, nspans, from, out,
 		                     marks, err, errlen);
 	}
@@ -292,28 +372,116 @@ int session_eval(struct session *s, const int32_t *ids, size_t n, char *err,
 }
 
 /*
+ * Where the dropped turns were (step 3's shift): kv = kv[0, P) + a run of
+ * D ids that left + the ids kept + what changed; IDS[0, n) = kv[0, P) +
+ * the ids kept + the rest. The D that keeps the most ids (*M of them,
+ * matched from IDS[P]), the smallest on a tie; 0 when none keeps any.
+ * Bounded work: at most SESSION_SHIFT_BUDGET comparisons per cached id.
+ */
+static size_t session_shift_find(const struct tok_ids *kv, const int32_t *ids,
+                                 size_t n, size_t p, size_t *m)
+{
+	size_t best = 0, budget = SESSION_SHIFT_BUDGET * kv->n + 64;
+
+	*m = 0;
+	for (size_t d = 1; p + d < kv->n && budget > 0; d++) {
+		size_t k = 0, most = kv->n - p - d;
+
+		if (most <= *m)
+			break; /* a later run keeps fewer still */
+		budget--;
+		while (k < most && p + k < n && budget > 0 &&
+		       kv->v[p + d + k] == ids[p + k]) {
+			k++;
+			budget--;
+		}
+		if (k > *m) {
+			*m = k;
+			best = d;
+			if (k == most || p + k == n)
+				break; /* nothing can keep more */
+		}
+	}
+	return best;
+}
+
+/*
+ * The context shift: the cache, kv[0, P) equal to IDS, loses the run of
+ * turns that left (session_shift_find) and keeps what followed them, its
+ * keys re-rotated (engine_kv_shift; the verifier's reference alike), so
+ * that only the rest of IDS[0, n) is evaluated. kv follows the engine
+ * (invariant 1), also when the engine refuses (a notice: the kept ids
+ * are evaluated again) or fails. Returns the ids kept by it (0: none).
+ */
+static size_t session_kv_shift(struct session *s, const int32_t *ids, size_t n,
+                               size_t p)
+{
+	size_t m = 0, d;
+	char msg[300], note[400];
+
+	if (!session_shifts(s))
+		return 0;
+	d = session_shift_find(&s->kv, ids, n, p, &m);
+	if (d == 0)
+		return 0;
+	if (engine_kv_shift(s->eng, (int32_t)p, (int32_t)d, msg, sizeof(msg)) !=
+	    0) {
+		if ((size_t)engine_n_past(s->eng) < s->kv.n)
+			s->kv.n = (size_t)engine_n_past(s->eng);
+		snprintf(note, sizeof(note),
+		         "context shift: %s; the kept turns are evaluated "
+		         "again",
+		         msg);
+		session_cb_notice(s, note);
+		return 0;
+	}
+	if (s->ver != NULL &&
+	    verify_shift(s->ver, s->kv.v, (int32_t)s->kv.n, (int32_t)p,
+	                 (int32_t)d, msg, sizeof(msg)) != 0) {
+		verify_close(s->ver);
+		s->ver = NULL;
+		snprintf(note, sizeof(note), "%s; verification is off", msg);
+		session_cb_notice(s, note);
+	}
+	memmove(s->kv.v + p, s->kv.v + p + d,
+	        (s->kv.n - p - d) * sizeof(*s->kv.v));
+	s->kv.n -= d;
+	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
+	return m;
+}
+
+/*
  * Step 4, shared by a new turn and a shift: bring the cache to hold
- * exactly IDS[0, n). P = the longest common prefix of IDS and kv; the
- * engine is truncated to P and IDS[P, n) evaluated. When IDS is entirely
- * in the cache its last id is evaluated again (P = n - 1): its logits are
- * what the next token is sampled from.
+ * exactly IDS[0, n). P = the longest common prefix of IDS and kv; when
+ * the window MOVED (turns left) the cache is first shifted past them
+ * where it can be (session_kv_shift), which lengthens P; the engine is
+ * truncated to P and IDS[P, n) evaluated. When IDS is entirely in the
+ * cache its last id is evaluated again (P = n - 1): its logits are what
+ * the next token is sampled from.
  *
  * Invariant 1 (kv = exactly the ids whose K/V are in the cache) holds on
  * every return, also after an error or an interrupt: kv is cut to P with
  * the engine, and session_eval appends ids only once they are evaluated.
- * *REUSED gets P, *MS the time spent evaluating; kv.n - P ids were
- * evaluated. Returns 0, 1 when interrupted, -1 on error.
+ * *REUSED gets P, *SHIFTED those of them the shift kept, *MS the time
+ * spent shifting and evaluating; kv.n - P ids were evaluated. Returns 0,
+ * 1 when interrupted, -1 on error.
  */
 static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
-                           size_t *reused, size_t *again, double *ms, char *err,
+                           bool moved, size_t *reused, size_t *again,
+                           size_t *shifted, double *ms, char *err,
                            size_t errlen)
 {
-	size_t p;
-	double t0;
+	size_t p, p0;
+	double t0 = session_ms();
 	int rc;
 
 	for (p = 0; p < n && p < s->kv.n && ids[p] == s->kv.v[p]; p++)
 		;
+	p0 = p;
+	*shifted = 0;
+	if (moved && p < n && session_kv_shift(s, ids, n, p) > 0)
+		for (; p < n && p < s->kv.n && ids[p] == s->kv.v[p]; p++)
+			;
 	if (p == n && p > 0)
 		p--; /* re-evaluate the last id: its logits are needed */
 	/* a recurrent state goes back only to a snapshot (engine.h): from
@@ -322,6 +490,7 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	p = (size_t)engine_rewind_point(s->eng, (int32_t)p);
 	*again -= p;
 	*reused = p;
+	*shifted = p > p0 ? p - p0 : 0;
 	*ms = 0;
 	if (engine_truncate(s->eng, (int32_t)p)) {
 		snprintf(err, errlen, "engine cannot truncate to %zu", p);
@@ -329,7 +498,6 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	}
 	s->kv.n = p;
 	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
-	t0 = session_ms();
 	/* with recurrent layers, a snapshot before the last id: a
 	   regenerate (the same prompt) evaluates that one id again */
 	if (engine_recurrent(s->eng) && n - p > 1) {
@@ -349,6 +517,28 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	return rc;
 }
 
+/* Tell CB that DROPPED turns left a full context: SHIFTED ids kept by
+ * shifting the cache, EVALUATED evaluated (those kept otherwise and the
+ * new ones). */
+static void session_full_notice(const struct session_cb *cb, int dropped,
+                                size_t shifted, size_t evaluated)
+{
+	char msg[240];
+	int k = snprintf(msg, sizeof(msg),
+	                 "context full: the oldest %d turn%s left the context "
+	                 "(still in the history); ",
+	                 dropped, dropped == 1 ? "" : "s");
+
+	if (shifted > 0)
+		snprintf(msg + k, sizeof(msg) - (size_t)k,
+		         "%zu tokens kept by shifting, %zu evaluated", shifted,
+		         evaluated);
+	else
+		snprintf(msg + k, sizeof(msg) - (size_t)k,
+		         "%zu tokens evaluated", evaluated);
+	cb->notice(cb->ud, msg);
+}
+
 /*
  * Steps 1-4: render, fit, and bring the cache to the prompt followed by
  * EXTRA[0, n_extra) (a branch's reply ids up to the forced one; aligned
@@ -363,7 +553,7 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 	struct prompt_marks marks = {0};
 	struct tmpl_span *spans = NULL;
 	char *t = NULL;
-	size_t tlen = 0, nspans = 0, p = 0, again = 0, prompt_n;
+	size_t tlen = 0, nspans = 0, p = 0, again = 0, shifted = 0, prompt_n;
 	int32_t n_ctx = engine_n_ctx(s->eng), reserve;
 	double ms = 0;
 	int rc = -1;
@@ -378,8 +568,9 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 		spans = NULL;
 		if (session_render(s, &t, &tlen, &spans, &nspans, err,
 		                   errlen) ||
-		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
-		                   errlen))
+		    session_tokens(s, t, tlen, spans, nspans,
+		                   st->n_dropped_turns > 0 && session_shifts(s),
+		                   &ids, &marks, err, errlen))
 			goto out;
 		if ((int64_t)(ids.n + n_extra) + reserve <= n_ctx)
 			break;
@@ -395,21 +586,15 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 		}
 		st->n_dropped_turns++;
 	}
-	if (st->n_dropped_turns && cb && cb->notice) {
-		char msg[160];
-
-		snprintf(msg, sizeof(msg),
-		         "context full: the oldest %d "
-		         "turn%s left the context (still in the history)",
-		         st->n_dropped_turns,
-		         st->n_dropped_turns == 1 ? "" : "s");
-		cb->notice(cb->ud, msg);
-	}
 	prompt_n = ids.n;
 	for (size_t k = 0; k < n_extra; k++)
 		if (tok_ids_push(&ids, extra[k]))
 			goto nomem;
-	rc = session_sync_kv(s, ids.v, ids.n, &p, &again, &ms, err, errlen);
+	rc = session_sync_kv(s, ids.v, ids.n, st->n_dropped_turns > 0, &p,
+	                     &again, &shifted, &ms, err, errlen);
+	if (st->n_dropped_turns && cb && cb->notice)
+		session_full_notice(cb, st->n_dropped_turns, shifted,
+		                    s->kv.n - p);
 	s->lp.n = 0; /* the prompt view's copy; none if out of memory */
 	for (size_t i = 0; i < ids.n; i++)
 		if (tok_ids_push(&s->lp, ids.v[i])) {
@@ -419,6 +604,7 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 	s->lp_reused = p;
 	st->n_prompt = (int32_t)ids.n;
 	st->n_reused = (int32_t)p;
+	st->n_shifted = (int32_t)shifted;
 	st->prefill_ms = ms;
 	st->n_prompt_eval = (int32_t)(s->kv.n - p);
 	st->n_reeval = (int32_t)again;
@@ -508,8 +694,8 @@ int session_shift(struct session *s, size_t *reply_at,
 		spans = NULL;
 		if (session_render(s, &t, &tlen, &spans, &nspans, err,
 		                   errlen) ||
-		    session_tokens(s, t, tlen, spans, nspans, &ids, &marks, err,
-		                   errlen))
+		    session_tokens(s, t, tlen, spans, nspans, session_shifts(s),
+		                   &ids, &marks, err, errlen))
 			goto out;
 		if (ids.n + nrep + SESSION_MIN_REPLY / 2 <= (size_t)n_ctx)
 			break;
@@ -533,11 +719,13 @@ int session_shift(struct session *s, size_t *reply_at,
 			goto nomem;
 	}
 	double ms = 0;
-	size_t again = 0;
-	int e = session_sync_kv(s, ids.v, ids.n, &p, &again, &ms, err, errlen);
+	size_t again = 0, shifted = 0;
+	int e = session_sync_kv(s, ids.v, ids.n, true, &p, &again, &shifted,
+	                        &ms, err, errlen);
 
 	st->prefill_ms += ms;
 	st->n_prompt_eval += (int32_t)(s->kv.n - p);
+	st->n_shifted += (int32_t)shifted;
 	if (e != 0) {
 		session_align_clear(s);
 		rc = e > 0 ? 1 : -1;
@@ -551,15 +739,8 @@ int session_shift(struct session *s, size_t *reply_at,
 	marks = (struct prompt_marks){0};
 	*reply_at = prompt_n;
 	st->n_dropped_turns += dropped;
-	if (cb && cb->notice) {
-		char msg[200];
-
-		snprintf(msg, sizeof(msg),
-		         "context full: the oldest %d turn%s left the context "
-		         "(still in the history); %zu tokens evaluated again",
-		         dropped, dropped == 1 ? "" : "s", s->kv.n - p);
-		cb->notice(cb->ud, msg);
-	}
+	if (cb && cb->notice)
+		session_full_notice(cb, dropped, shifted, s->kv.n - p);
 	rc = 0;
 	goto out;
 nomem:

@@ -72,6 +72,11 @@ int verify_open(struct engine *primary, const struct model *ref,
 		v->layer_tol = VERIFY_TOL_LAYER;
 		v->logit_tol = VERIFY_TOL_LOGIT;
 	}
+	/* a q8_0 cache's own deviation comes on top (verify.h) */
+	if (engine_kv_type(primary) == ENGINE_KV_Q8_0) {
+		v->layer_tol += VERIFY_TOL_Q8KV_LAYER;
+		v->logit_tol += VERIFY_TOL_Q8KV_LOGIT;
+	}
 	ep.backend = "cpu";
 	ep.exact_dots = true;
 	ep.n_ctx = engine_n_ctx(primary);
@@ -171,6 +176,36 @@ static int verify_catch_up(struct verify *v, const int32_t *ids, int32_t base,
 			return -1;
 		p += c;
 	}
+	return 0;
+}
+
+int verify_shift(struct verify *v, const int32_t *ids, int32_t n_ids,
+                 int32_t p0, int32_t d, char *err, size_t errlen)
+{
+	int32_t caught = 0;
+	char msg[256] = "";
+
+	if (p0 < 0 || d < 1 || p0 > n_ids - d) {
+		snprintf(err, errlen,
+		         "verify: shift of %d+%d out of the %d ids held", p0, d,
+		         n_ids);
+		return -1;
+	}
+	/* the reference holds what the primary held (caught up where it
+	   lagged), then moves as the primary moved */
+	if (verify_catch_up(v, ids, n_ids, &caught, msg, sizeof(msg)) != 0 ||
+	    engine_kv_shift(v->ref, p0, d, msg, sizeof(msg)) != 0) {
+		/* the next step cuts the reference to what still agrees */
+		v->n_ids = engine_n_past(v->ref) < v->n_ids
+		               ? engine_n_past(v->ref)
+		               : v->n_ids;
+		snprintf(err, errlen, "verify: reference: %s",
+		         msg[0] ? msg : "out of memory");
+		return -1;
+	}
+	memmove(v->ids + p0, v->ids + p0 + d,
+	        (size_t)(v->n_ids - p0 - d) * sizeof(*v->ids));
+	v->n_ids -= d;
 	return 0;
 }
 

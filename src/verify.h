@@ -57,6 +57,17 @@
  *     = 0.01 (9 times that) and VERIFY_TOL_LOGIT = 5e-4 (the bound
  *     tests/t_cuda_engine.c holds whole models to); a wrong matrix moves
  *     its layer by 0.2 or more (below), 20 times the bound.
+ *   - a primary whose KV cache is q8_0 (engine_params.kv_type; the
+ *     reference keeps fp32): its keys and values rounded to int8 blocks,
+ *     up to 1/254 of a block's largest, a deviation of its own added to
+ *     the bound of the primary's arithmetic. Measured with the CPU as the
+ *     primary, exact dots and a q8_0 cache (so nothing else differs), on
+ *     SmolLM2-135M Q4_1 over 1,024 positions of text in chunks of 64 and
+ *     32 greedy steps: layer diff up to 0.024 (layer 23, at position
+ *     1049), logit NMSE up to 4.5e-4; 43 of 48 steps were over the fp32
+ *     bounds. Added: VERIFY_TOL_Q8KV_LAYER = 0.075 and
+ *     VERIFY_TOL_Q8KV_LOGIT = 1.5e-3 (about 3 times those); a wrong
+ *     matrix (0.21 and more) stays above the sum.
  * A wrong weight matrix moves its own layer by 0.21..0.9 per token on
  * SmolLM2 (a layer reading the next one's FFN down-projection) and the
  * following layers by about 2.7. The layer check is the sharper one: such
@@ -67,7 +78,10 @@
  * reference is cut to the longest common prefix and evaluates what it
  * lacks before the step's own tokens. So a truncate or a state load of
  * the primary needs no call of its own: the next step catches up (the
- * prefix evaluated again on the CPU, slower, same result).
+ * prefix evaluated again on the CPU, slower, same result). A shift of the
+ * primary's cache (engine_kv_shift) does need one, verify_shift: what a
+ * shift keeps is not what an evaluation gives (engine.h invariant 6), so
+ * the reference shifts alike.
  *
  * Invariants:
  *   1. engine_n_past(reference) == number of ids kept by the verifier.
@@ -96,6 +110,8 @@ struct verify;
 #define VERIFY_TOL_INT8_LOGIT 0.1
 #define VERIFY_TOL_LAYER      0.01 /* any other primary (GPU: fp16) */
 #define VERIFY_TOL_LOGIT      5e-4
+#define VERIFY_TOL_Q8KV_LAYER 0.075 /* added for a q8_0 KV cache */
+#define VERIFY_TOL_Q8KV_LOGIT 1.5e-3
 
 /* The comparison of one step (one engine_eval of the primary). */
 struct verify_report {
@@ -163,6 +179,18 @@ void verify_close(struct verify *v);
 int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
                 int32_t n_new, struct verify_report *r, char *err,
                 size_t errlen);
+
+/*
+ * The primary's cache, holding IDS[0..n_ids), was shifted
+ * (engine_kv_shift(P0, D)): the reference, brought to IDS first where it
+ * lagged, shifts alike, so that the steps after it compare a shifted
+ * cache with a shifted cache (a reference evaluated afresh would differ
+ * from the primary by the shift's own approximation, engine.h). Returns
+ * 0, or -1 with a message (the reference cannot shift or failed; the
+ * caller turns verification off).
+ */
+int verify_shift(struct verify *v, const int32_t *ids, int32_t n_ids,
+                 int32_t p0, int32_t d, char *err, size_t errlen);
 
 /* The tolerance of layer IL (see the notes), and of the logits. */
 double verify_tolerance(const struct verify *v, int il);

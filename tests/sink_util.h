@@ -1,14 +1,17 @@
 /*
- * sink_util.h - a reply's text and notices as the session tests collect
- * them through struct session_cb (t_session, t_session_rs). Static: each
- * test includes it once.
+ * sink_util.h - what the session tests share (t_session, t_session_rs,
+ * t_session_shift): a reply's text and notices as they collect them
+ * through struct session_cb, a session opened or the test ended, and the
+ * questions of their conversations. Static: each test includes it once.
  */
 #ifndef PARLEY_SINK_UTIL_H
 #define PARLEY_SINK_UTIL_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "session.h"
 #include "tap.h"
 
 /* Reply text collected by the piece callback; notices counted, the last
@@ -39,5 +42,33 @@ static inline void sink_notice(void *ud, const char *msg)
 	snprintf(k->notice, sizeof(k->notice), "%s", msg);
 	tap_diag("notice: %s", msg);
 }
+
+/* A session with options O, or the test ends (a failed check naming
+ * why). */
+static inline struct session *sink_session_open(const struct session_opts *o)
+{
+	struct session *s;
+	char err[512];
+
+	if (session_open(o, &s, err, sizeof(err))) {
+		tap_ok(0, "session_open: %s", err);
+		exit(tap_done());
+	}
+	return s;
+}
+
+/* Ten turns of a conversation, each with a short answer. */
+static const char *const sink_questions[10] = {
+    "What is the capital of France?",
+    "And of Germany?",
+    "Name a color.",
+    "What is 2 + 2?",
+    "Say hello in Spanish.",
+    "What is the largest planet?",
+    "Name a fruit.",
+    "What is water made of?",
+    "Who wrote Hamlet?",
+    "Thanks, goodbye!",
+};
 
 #endif /* PARLEY_SINK_UTIL_H */

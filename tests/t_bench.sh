@@ -14,8 +14,8 @@ trap 'rm -f "$out" "$out.err"' EXIT
 	>"$out" 2>"$out.err"
 ok $? "parley bench exits 0 $(cat "$out.err")"
 while read -r l; do diag "$l"; done <"$out"
-grep -Eq '^backend: +cpu, host threads 1; holds [0-9.]+ MiB$' "$out"
-ok $? "backend line names the backend, threads and memory held"
+grep -Eq '^backend: +cpu, host threads 1, KV cache f32; holds [0-9.]+ MiB$' "$out"
+ok $? "backend line names the backend, threads, the KV cache's type and memory held"
 grep -Eq '^load: +[0-9.]+ s \(file [0-9.]+ s, engine [0-9.]+ s\)$' "$out"
 ok $? "load time"
 grep -Eq '^bandwidth: +[0-9.]+ GB/s read' "$out" &&
@@ -44,6 +44,15 @@ ok $? "--trace: $(grep '^trace:' "$out")"
 "$PARLEY" bench -m "$model" -p 8 -n 2 -r 1 --backend cpu -t 1 >"$out" 2>&1 &&
 	! grep -q '^trace:' "$out"
 ok $? "no trace line without --trace"
+# --kv-type: the cache's type, named on the backend line; a bad one is a
+# usage error naming it
+"$PARLEY" bench -m "$model" -p 4 -n 2 -r 1 --backend cpu -t 1 --kv-type f16 \
+	>"$out" 2>"$out.err" &&
+	grep -Eq '^backend: +cpu, host threads 1, KV cache f16; holds' "$out"
+ok $? "--kv-type f16: $(grep '^backend:' "$out") $(cat "$out.err")"
+"$PARLEY" bench -m "$model" --kv-type q4_0 >/dev/null 2>"$out.err"
+[ $? -eq 2 ] && grep -q "kv-type 'q4_0' is not" "$out.err"
+ok $? "--kv-type q4_0: usage error: $(cat "$out.err")"
 "$PARLEY" bench -m "$model" --top 4097 >/dev/null 2>&1
 [ $? -eq 2 ]
 ok $? "--top 4097: usage error (exit 2)"

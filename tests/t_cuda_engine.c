@@ -25,6 +25,7 @@
 
 #include "cuda_ops.h"
 #include "engine.h"
+#include "engine_backend.h" /* ops.kv_save: the caches after a shift */
 #include "engine_util.h"
 #include "gguf.h"
 #include "model.h"
@@ -322,6 +323,134 @@ out:
 	engine_close(c3);
 }
 
+/* Every layer's K/V of E's positions [0, n_past) (kv_save's layout: the
+   same on both backends), a new array, or NULL. */
+static float *kv_dump(struct engine *e)
+{
+	float *p = (float *)malloc(engine_kv_state_bytes(e, engine_n_past(e)) +
+	                           sizeof(float));
+	char err[256];
+
+	if (p != NULL &&
+	    e->ops->kv_save(e, engine_n_past(e), p, err, sizeof(err)) != 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Sums of (g - c)^2 and c^2 over rows [r0, r1) of a layer's keys (KV 0)
+   or values (KV 1) in dumps G and C of N positions: into SUM[2]. */
+static void kv_sums(const struct engine *e, const float *g, const float *c,
+                    int32_t n, int il, int kv, int32_t r0, int32_t r1,
+                    double *sum)
+{
+	struct model_cache_desc d = model_layer_cache(e->model, il);
+	size_t off = 0;
+
+	for (int l = 0; l < il; l++)
+		off += engine_kv_layer_bytes(e, l, n) / sizeof(float);
+	off += kv ? (size_t)n * d.k_dim : 0;
+	const size_t dim = kv ? (size_t)d.v_dim : (size_t)d.k_dim;
+
+	for (size_t i = (size_t)r0 * dim; i < (size_t)r1 * dim; i++) {
+		const double x = (double)g[off + i] - c[off + i];
+
+		sum[0] += x * x;
+		sum[1] += (double)c[off + i] * c[off + i];
+	}
+}
+
+/* The worst over layers of the keys' (KV 0) or values' NMSE GPU vs CPU,
+   before the shift (dumps G0, C0 of N0 positions, the rows kept: [0, p0)
+   and [p0 + d, n0)) and after it (G1, C1, all n0 - d): *BEFORE, *AFTER. */
+static void kv_nmse(const struct engine *e, const float *g0, const float *c0,
+                    const float *g1, const float *c1, int32_t n0, int32_t p0,
+                    int32_t d, int kv, double *before, double *after)
+{
+	*before = *after = 0;
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		double b[2] = {0, 0}, a[2] = {0, 0};
+
+		if (model_layer_cache(e->model, il).kind == MODEL_CACHE_SHARED)
+			continue;
+		kv_sums(e, g0, c0, n0, il, kv, 0, p0, b);
+		kv_sums(e, g0, c0, n0, il, kv, p0 + d, n0, b);
+		kv_sums(e, g1, c1, n0 - d, il, kv, 0, n0 - d, a);
+		*before = fmax(*before, b[1] > 0 ? b[0] / b[1] : b[0]);
+		*after = fmax(*after, a[1] > 0 ? a[0] / a[1] : a[0]);
+	}
+}
+
+/*
+ * The context shift (engine.h invariant 6) on the GPU against the CPU's,
+ * on the same model and ids: N_PREFILL ids, then positions [3, 9)
+ * shifted out on both. A shift is a rotation of the keys and a move of
+ * the values, so GPU and CPU caches differ after it as they differed
+ * before it on the rows kept: values the same NMSE (the same fp16
+ * numbers moved), keys at most twice it plus 1e-6 (the fp16 rounding of
+ * the rotated key: ~1e-7; a wrong angle or pairing is O(1)). Then one id
+ * more on both: logits within the decode steps' bound. A model with
+ * recurrent layers: both refuse, nothing changed.
+ */
+static void check_shift(const struct model *m, const char *what,
+                        const int32_t *toks, int32_t gpu_batch)
+{
+	const int32_t p0 = 3, d = 6, n0 = N_PREFILL;
+	struct engine *g = open_engine(m, "cuda", gpu_batch, what);
+	struct engine *c = open_engine(m, "cpu", 0, what);
+	struct engine *c8 = open_cpu_x8(m, 128, what);
+	float *g0 = NULL, *c0 = NULL, *g1 = NULL, *c1 = NULL;
+	double kb, ka, vb, va, e, e8;
+	char err[512] = "";
+
+	if (g == NULL || c == NULL || c8 == NULL ||
+	    eval_both(g, c, toks, n0, 0) < 0)
+		goto out;
+	if (!engine_can_shift(c)) {
+		tap_ok(!engine_can_shift(g) &&
+		           engine_kv_shift(g, p0, d, err, sizeof(err)) != 0 &&
+		           engine_n_past(g) == n0,
+		       "%s: no shift on the GPU either: \"%s\"", what, err);
+		goto out;
+	}
+	g0 = kv_dump(g);
+	c0 = kv_dump(c);
+	if (!tap_ok(g0 && c0 && engine_can_shift(g) &&
+	                engine_kv_shift(g, p0, d, err, sizeof(err)) == 0 &&
+	                engine_kv_shift(c, p0, d, err, sizeof(err)) == 0 &&
+	                engine_n_past(g) == n0 - d &&
+	                engine_n_past(c) == n0 - d,
+	            "%s: shift [%d, %d) on both %s", what, p0, p0 + d, err))
+		goto out;
+	g1 = kv_dump(g);
+	c1 = kv_dump(c);
+	if (g1 == NULL || c1 == NULL)
+		goto out;
+	kv_nmse(g, g0, c0, g1, c1, n0, p0, d, 0, &kb, &ka);
+	kv_nmse(g, g0, c0, g1, c1, n0, p0, d, 1, &vb, &va);
+	tap_ok(ka <= 2 * kb + 1e-6 && va <= vb * (1 + 1e-9) + 1e-30,
+	       "%s: shifted caches GPU vs CPU: keys nmse %.3g (before %.3g), "
+	       "values %.3g (before %.3g)",
+	       what, ka, kb, va, vb);
+	if (copy_state(c, c8, err, sizeof(err)) != 0)
+		goto out;
+	e = eval_both(g, c, toks + n0, 1, 0);
+	e8 = e < 0 ? -1 : eval_x8(c8, c, toks[n0]);
+	tap_ok(e >= 0 && e8 >= 0 && e <= x8_bound(e8),
+	       "%s: after the shift, the next id's logits GPU vs CPU: nmse "
+	       "%.3g (<= %.3g)",
+	       what, e, x8_bound(e8));
+out:
+	free(g0);
+	free(c0);
+	free(g1);
+	free(c1);
+	engine_close(g);
+	engine_close(c);
+	engine_close(c8);
+}
+
 /*
  * The live verifier with the GPU as its primary (verify.h): the bounds it
  * takes follow the GPU's arithmetic - INT8 (the mat-vec of quantized
@@ -454,6 +583,7 @@ static void check_file(const char *path, const char *what, const int32_t *toks,
 	if (tap_ok(rc == 0, "%s: load %s", what, rc ? err : "")) {
 		pin_layers = m->cfg.max_expert > 0 ? m->cfg.n_layer : 0;
 		check_model(m, what, toks, gpu_batch);
+		check_shift(m, what, toks, gpu_batch);
 		pin_layers = 0;
 		trace_free(pin_g);
 		pin_g = NULL;
@@ -1036,6 +1166,7 @@ static void check_real(const char *path, const char *what,
 	if (!tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
 		goto out;
 	check_model(m, what, prompt, 0);
+	check_shift(m, what, prompt, 0);
 	check_greedy(m, what, prompt);
 	check_trace(m, what, prompt);
 	check_verify(m, what, prompt, n_prompt, true);
@@ -1050,6 +1181,135 @@ static const int32_t smol_prompt[] = {
     3365, 3511, 308, 34519, 28,   7018, 411,  407,  19712,
     30,   2,    198, 1,     4093, 198,  57,   22,   23};
 #define N_SMOL_PROMPT (int32_t)(sizeof(smol_prompt) / sizeof(smol_prompt[0]))
+
+/* A CPU (exact dots) or CUDA engine with a cache of kv type T. */
+static struct engine *open_kv(const struct model *m, const char *backend,
+                              enum engine_kv_type t, const char *what)
+{
+	struct engine_params p = {0};
+	struct engine *e = NULL;
+	char err[512] = "";
+
+	p.backend = backend;
+	p.n_ctx = 128;
+	p.exact_dots = true;
+	p.kv_type = t;
+	int rc = engine_open(m, &p, &e, err, sizeof(err));
+
+	if (!tap_ok(rc == 0, "%s: open %s with a %s cache %s", what, backend,
+	            engine_kv_type_name(t), rc ? err : ""))
+		return NULL;
+	return e;
+}
+
+/*
+ * The q8_0 cache on the GPU against the CPU's q8_0 cache (exact dots,
+ * check_model's reference): logit NMSE of the 20-token prefill (every
+ * row; the batch kernels read the layer's fp16 copy) and of the decode
+ * steps (the split kernel reads the blocks) within TOL; the GPU's state
+ * loaded into the CPU and saved again is the same bytes (the CPU's
+ * blocks, quantized from the GPU's floats, are the GPU's blocks) and
+ * loaded into another GPU engine gives bit-identical next logits; the
+ * GPU refuses an f32 cache naming the option and the backend.
+ */
+static void check_kvq(const char *path, const char *what, const int32_t *toks)
+{
+	struct gguf_file *f;
+	struct model *m = NULL;
+	struct engine *g = NULL, *c = NULL, *g2 = NULL;
+	struct engine_params p = {0};
+	char err[512] = "";
+	double worst = 0;
+
+	f = gguf_open(path, err, sizeof(err));
+	if (!tap_ok(f != NULL && model_load(f, &m, err, sizeof(err)) == 0,
+	            "%s: load %s", what, err))
+		goto out;
+	g = open_kv(m, "cuda", ENGINE_KV_Q8_0, what);
+	c = open_kv(m, "cpu", ENGINE_KV_Q8_0, what);
+	g2 = open_kv(m, "cuda", ENGINE_KV_Q8_0, what);
+	if (g == NULL || c == NULL || g2 == NULL)
+		goto out;
+	/* (eval_both: -1 when an eval failed) */
+	worst = eval_both(g, c, toks, N_PREFILL, ENGINE_EVAL_ALL);
+	worst = worst < 0 || isnan(worst) ? INFINITY : worst;
+	for (int i = 0; i < N_DECODE; i++) {
+		double e = eval_both(g, c, toks + N_PREFILL + i, 1, 0);
+
+		worst = e < 0 || isnan(e) ? INFINITY : e > worst ? e : worst;
+	}
+	tap_ok(worst <= TOL,
+	       "%s: q8_0 cache, GPU against CPU: prefill and %d decode steps "
+	       "within NMSE %g (worst %.3g)",
+	       what, N_DECODE, TOL, worst);
+	{
+		size_t ng = 0, nc = 0;
+		void *sg = save_state(g, &ng), *sc = NULL;
+
+		if (sg != NULL &&
+		    engine_state_load(c, sg, ng, err, sizeof(err)) == 0)
+			sc = save_state(c, &nc);
+		tap_ok(
+		    sc != NULL && nc == ng && memcmp(sg, sc, ng) == 0,
+		    "%s: the GPU's q8_0 state through the CPU's cache is the "
+		    "same bytes (the same blocks) %s",
+		    what, err);
+		if (tap_ok(sg != NULL && engine_state_load(g2, sg, ng, err,
+		                                           sizeof(err)) == 0,
+		           "%s: the GPU's state loads into a GPU engine %s",
+		           what, err)) {
+			const size_t nv = (size_t)m->cfg.n_vocab;
+			float *l = malloc(nv * sizeof(float));
+			int rc = l == NULL ||
+			         engine_eval(g, toks + N_PREFILL + N_DECODE, 1,
+			                     0, err, sizeof(err)) != 0 ||
+			         engine_logits(g) == NULL;
+
+			if (!rc)
+				memcpy(l, engine_logits(g), nv * sizeof(float));
+			rc = rc ||
+			     engine_eval(g2, toks + N_PREFILL + N_DECODE, 1, 0,
+			                 err, sizeof(err)) != 0 ||
+			     engine_logits(g2) == NULL;
+			tap_ok(
+			    !rc && memcmp(l, engine_logits(g2),
+			                  nv * sizeof(float)) == 0,
+			    "%s: ... and the next logits are bit-identical %s",
+			    what, err);
+			free(l);
+		}
+		free(sg);
+		free(sc);
+	}
+	engine_close(g2);
+	g2 = NULL;
+	p.backend = "cuda";
+	p.n_ctx = 64;
+	p.kv_type = ENGINE_KV_F32;
+	tap_ok(engine_open(m, &p, &g2, err, sizeof(err)) != 0 &&
+	           strstr(err, "--kv-type f32") != NULL &&
+	           strstr(err, "cuda backend") != NULL,
+	       "%s: an f32 cache refused on the GPU: %s", what, err);
+out:
+	engine_close(g);
+	engine_close(c);
+	engine_close(g2);
+	model_free(m);
+	if (f)
+		gguf_close(f);
+}
+
+/* Random-weight models of the q8_0 cache check: parley-mkmodel ARGS. */
+static const struct {
+	const char *name;
+	const char *args;
+} kvq_models[] = {
+    {"kvq_llama_f16", "--arch llama --type F16 --n-head 8 --n-head-kv 2"},
+    {"kvq_qwen3_f16", "--arch qwen3 --type F16 --n-head 4 --n-head-kv 2 "
+                      "--head-dim 128"},
+    {"kvq_gemma3_f32", "--arch gemma3 --type F32 --n-head 2 --n-head-kv 1 "
+                       "--head-dim 256"},
+};
 
 int main(void)
 {
@@ -1066,6 +1326,21 @@ int main(void)
 	}
 	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % 300);
+	/* (first: the q8_0 cache's checks are new and short) */
+	for (size_t i = 0; i < sizeof(kvq_models) / sizeof(kvq_models[0]);
+	     i++) {
+		snprintf(path, sizeof(path), "%s/%s.gguf", dir,
+		         kvq_models[i].name);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "%s/tests/parley-mkmodel --n-vocab 300 --n-embd 256 "
+		    "--n-ff 512 --n-layer 3 --n-ctx 256 --seed %zu -o %s %s",
+		    top ? top : ".", i + 31, path, kvq_models[i].args);
+		if (tap_ok(system(cmd) == 0, "%s: parley-mkmodel",
+		           kvq_models[i].name))
+			check_kvq(path, kvq_models[i].name, toks);
+		unlink(path);
+	}
 	for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s.gguf", dir, models[i].name);
 		snprintf(

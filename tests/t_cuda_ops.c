@@ -2409,6 +2409,284 @@ static void test_gdn(struct cuda_ctx *ctx, int32_t hk, int32_t hv, int32_t S,
 		free(host[i]);
 }
 
+/* ---- the q8_0 KV cache (cuda_ctx.kv_q8, cuda_kvq.cuh) ---- */
+
+/* The blocks of cache C (layer IL of [layer][kv_head][n_ctx] q8_0 rows)
+ * at positions POS0.. that differ from quant_q8_0_row of X's N_TOK
+ * token-major rows of N_KV heads of HD. */
+static long kvq_diff(const unsigned char *c, const float *x, int n_tok,
+                     int n_kv, int hd, int n_ctx, int il, int pos0)
+{
+	const size_t rb = (size_t)hd / 32 * 34;
+	unsigned char *want = malloc(rb);
+	long bad = 0;
+
+	for (int t = 0; t < n_tok; t++)
+		for (int h = 0; h < n_kv; h++) {
+			const unsigned char *got =
+			    c +
+			    (((size_t)il * n_kv + h) * n_ctx + pos0 + t) * rb;
+
+			quant_q8_0_row(x + ((size_t)t * n_kv + h) * hd, hd,
+			               want);
+			for (size_t b = 0; b < rb / 34; b++)
+				bad += memcmp(got + b * 34, want + b * 34,
+				              34) != 0;
+		}
+	free(want);
+	return bad;
+}
+
+/*
+ * A q8_0 cache: cuda_op_kv_store's blocks are quant_q8_0_row's bytes of
+ * the same floats; the attention over them against a double loop over the
+ * blocks' values: d * q exactly for fewer than CUDA_GEMM_MIN_TOKENS
+ * queries (the split kernel reads the blocks), rounded to fp16 for a
+ * batch (the layer's fp16 copy, ctx->d_kv16, read by the fp16 kernels).
+ */
+static void test_kvq_attention(struct cuda_ctx *ctx, int n_head, int n_kv,
+                               int hd, int n_tok, int pos0, int32_t window)
+{
+	const int n_layer = 2, il = 1, n_pos = pos0 + n_tok, n_ctx = n_pos + 3;
+	const int kvd = n_kv * hd, group = n_head / n_kv;
+	const size_t rb = (size_t)hd / 32 * 34;
+	const size_t cache = (size_t)n_layer * n_kv * n_ctx * rb;
+	const size_t nq = (size_t)n_tok * n_head * hd,
+	             nkv = (size_t)n_pos * kvd;
+	const size_t h16 = 2 * (size_t)n_kv * n_ctx * hd;
+	float *k = malloc(sizeof(float) * nkv),
+	      *v = malloc(sizeof(float) * nkv);
+	float *kd = malloc(sizeof(float) * nkv),
+	      *vd = malloc(sizeof(float) * nkv);
+	float *q = malloc(sizeof(float) * nq),
+	      *ref = malloc(sizeof(float) * nq);
+	float *got = malloc(sizeof(float) * nq);
+	unsigned char *kc = malloc(cache), *vc = malloc(cache);
+	double *att = malloc(sizeof(double) * (size_t)n_pos);
+	const bool batch = n_tok >= CUDA_GEMM_MIN_TOKENS;
+	char err[512] = "";
+	void *d_k, *d_v, *d_q, *d_o, *d_kc, *d_vc, *d16;
+	long bad;
+	int rc;
+
+	fill_unif(k, nkv, -2.0f, 2.0f);
+	fill_unif(v, nkv, -2.0f, 2.0f);
+	fill_unif(q, nq, -2.0f, 2.0f);
+	/* the values the kernels read: the blocks' d * q (a batch: as fp16) */
+	for (size_t r = 0; r < nkv / hd; r++) {
+		unsigned char *blk = malloc(rb);
+
+		quant_q8_0_row(k + r * hd, hd, blk);
+		quant_dequant_row(QTYPE_Q8_0, blk, kd + r * hd, hd);
+		quant_q8_0_row(v + r * hd, hd, blk);
+		quant_dequant_row(QTYPE_Q8_0, blk, vd + r * hd, hd);
+		free(blk);
+	}
+	for (size_t i = 0; batch && i < nkv; i++) {
+		kd[i] = f16_to_f32(f32_to_f16(kd[i]));
+		vd[i] = f16_to_f32(f32_to_f16(vd[i]));
+	}
+	for (int t = 0; t < n_tok; t++)
+		for (int h = 0; h < n_head; h++) {
+			const float *qv = q + ((size_t)t * n_head + h) * hd;
+			float *o = ref + ((size_t)t * n_head + h) * hd;
+			const int kvh = h / group, pos = pos0 + t;
+			const int lo =
+			    window > 0 && pos >= window ? pos - window + 1 : 0;
+			double mx = -INFINITY, sum = 0;
+
+			for (int i = lo; i <= pos; i++) {
+				double d = 0;
+
+				for (int e = 0; e < hd; e++)
+					d += (double)qv[e] *
+					     kd[(size_t)i * kvd + kvh * hd + e];
+				att[i] = d / sqrt((double)hd);
+				mx = att[i] > mx ? att[i] : mx;
+			}
+			for (int i = lo; i <= pos; i++)
+				sum += att[i] = exp(att[i] - mx);
+			for (int e = 0; e < hd; e++) {
+				double acc = 0;
+
+				for (int i = lo; i <= pos; i++)
+					acc +=
+					    att[i] *
+					    vd[(size_t)i * kvd + kvh * hd + e];
+				o[e] = (float)(acc / sum);
+			}
+		}
+	d_k = dev_put(k, sizeof(float) * nkv);
+	d_v = dev_put(v, sizeof(float) * nkv);
+	d_q = dev_put(q, sizeof(float) * nq);
+	d_o = dev_put(NULL, sizeof(float) * nq);
+	d_kc = dev_put(NULL, cache);
+	d_vc = dev_put(NULL, cache);
+	d16 = dev_put(NULL, 2 * h16);
+	ctx->kv_q8 = 1;
+	ctx->d_kv16 = d16;
+	ctx->kv16_cap = h16;
+	rc = cuda_op_kv_store(ctx, d_k, d_v, n_pos, n_kv, hd, n_ctx, il, 0,
+	                      d_kc, d_vc, err, sizeof(err));
+	rc = rc || dev_get(ctx, kc, d_kc, cache) ||
+	     dev_get(ctx, vc, d_vc, cache);
+	bad = rc ? -1
+	         : kvq_diff(kc, k, n_pos, n_kv, hd, n_ctx, il, 0) +
+	               kvq_diff(vc, v, n_pos, n_kv, hd, n_ctx, il, 0);
+	tap_ok(!rc && bad == 0,
+	       "kv_store q8_0, %d positions of %d heads of %d: the blocks are "
+	       "quant_q8_0_row's bytes (%ld differ) %s",
+	       n_pos, n_kv, hd, bad, err);
+	if (!rc) {
+		const struct cuda_attn_params par = {1.0f / sqrtf((float)hd),
+		                                     window, 0.0f, NULL};
+		const void *xq = NULL;
+
+		rc = cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head,
+		                       n_kv, hd, n_ctx, il, pos0, &par, d_o,
+		                       &xq, err, sizeof(err));
+	}
+	rc = rc || dev_get(ctx, got, d_o, sizeof(float) * nq);
+	{
+		const double e = rc ? 1 : nmse(got, ref, nq);
+
+		tap_ok(!rc && e <= TOL_F32,
+		       "q8_0 attention heads %d/%d head_dim %d, %d queries at "
+		       "%d%s (%s): nmse %.3g %s",
+		       n_head, n_kv, hd, n_tok, pos0,
+		       window > 0 ? ", sliding window" : "",
+		       batch ? "fp16 copy, batch kernels" : "split, blocks", e,
+		       err);
+	}
+	ctx->kv_q8 = 0;
+	ctx->d_kv16 = NULL;
+	ctx->kv16_cap = 0;
+	void *dev[] = {d_k, d_v, d_q, d_o, d_kc, d_vc, d16};
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		cudaFree(dev[i]);
+	void *host[] = {k, v, kd, vd, q, ref, got, kc, vc, att};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
+/*
+ * The q8_0 stores of the one-launch chains: cuda_op_rope_kv_store (NORM
+ * 0) and cuda_op_qkv_norm_rope_store with q/k norms and the V norm (NORM
+ * 1). K's blocks are quant_q8_0_row's bytes of the rotated K the op
+ * leaves in place, Q and K are the fp16 cache's op's bits (the cache
+ * type changes no activation); V's blocks without the norm are those of
+ * V; with it, the dequantized V is within 6e-5 NMSE of the host's
+ * rmsnorm(V) (half a step a value: at most 3 / 254^2 = 4.7e-5 for
+ * uniform values; the normed V's blocks may differ from the host's by
+ * the last bit of the norm's scale, so they are not compared byte for
+ * byte).
+ */
+static void test_kvq_rope(struct cuda_ctx *ctx, int norm, int neox, int n_rot,
+                          int hd, int n_head, int n_kv, int n_tok, int pos0)
+{
+	const int n_layer = 2, il = 1, n_ctx = pos0 + n_tok + 5;
+	const size_t nq = (size_t)n_tok * n_head * hd;
+	const size_t nk = (size_t)n_tok * n_kv * hd;
+	const size_t rb = (size_t)hd / 32 * 34;
+	const size_t c8 = (size_t)n_layer * n_kv * n_ctx * rb;
+	const size_t c16 = (size_t)n_layer * n_kv * n_ctx * hd * 2;
+	float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+	float *v = malloc(sizeof(float) * nk),
+	      *w = malloc(sizeof(float) * 2 * hd);
+	float *a = malloc(sizeof(float) * (nq + nk));
+	float *b = malloc(sizeof(float) * (nq + nk));
+	float *vref = malloc(sizeof(float) * nk),
+	      *vgot = malloc(sizeof(float) * nk);
+	unsigned char *kc = malloc(c8), *vc = malloc(c8);
+	double *inv = malloc(sizeof(double) * (size_t)(hd / 2 + 1));
+	void *d_inv, *d_v, *d_w, *d_q[2], *d_k[2], *d_kc[2], *d_vc[2];
+	const float eps = 1e-6f;
+	char err[512] = "";
+	long bad = 0;
+	int rc = 0;
+
+	for (int i = 0; i < n_rot / 2; i++)
+		inv[i] = pow(10000.0, -2.0 * i / n_rot);
+	fill_unif(q, nq, -4.0f, 4.0f);
+	fill_unif(k, nk, -4.0f, 4.0f);
+	fill_unif(v, nk, -2.0f, 2.0f);
+	fill_unif(w, (size_t)2 * hd, 0.5f, 2.0f);
+	for (size_t r = 0; r < nk / hd; r++) {
+		const float sc =
+		    norm ? host_norm_scale(v + r * hd, hd, eps) : 1;
+
+		for (int d = 0; d < hd; d++)
+			vref[r * hd + d] =
+			    norm ? v[r * hd + d] * sc : v[r * hd + d];
+	}
+	d_inv = dev_put(inv, sizeof(double) * (size_t)(hd / 2 + 1));
+	d_v = dev_put(v, sizeof(float) * nk);
+	d_w = dev_put(w, sizeof(float) * 2 * hd);
+	for (int j = 0; j < 2; j++) {
+		d_q[j] = dev_put(q, sizeof(float) * nq);
+		d_k[j] = dev_put(k, sizeof(float) * nk);
+		rc = rc || zeroed_caches(j ? c8 : c16, &d_kc[j], &d_vc[j]);
+	}
+	/* j = 0: the fp16 cache; j = 1: q8_0 */
+	for (int j = 0; j < 2 && !rc; j++) {
+		ctx->kv_q8 = j;
+		rc = norm ? cuda_op_qkv_norm_rope_store(
+		                ctx, d_q[j], d_k[j], d_v, d_w,
+		                (float *)d_w + hd, 1, eps, n_tok, n_head, n_kv,
+		                hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il,
+		                d_kc[j], d_vc[j], err, sizeof(err))
+		          : cuda_op_rope_kv_store(
+		                ctx, d_q[j], d_k[j], d_v, n_tok, n_head, n_kv,
+		                hd, n_rot, d_inv, 1.0f, pos0, neox, n_ctx, il,
+		                d_kc[j], d_vc[j], err, sizeof(err));
+	}
+	ctx->kv_q8 = 0;
+	rc = rc || dev_get(ctx, a, d_q[0], sizeof(float) * nq) ||
+	     dev_get(ctx, a + nq, d_k[0], sizeof(float) * nk) ||
+	     dev_get(ctx, b, d_q[1], sizeof(float) * nq) ||
+	     dev_get(ctx, b + nq, d_k[1], sizeof(float) * nk) ||
+	     dev_get(ctx, kc, d_kc[1], c8) || dev_get(ctx, vc, d_vc[1], c8);
+	if (!rc) {
+		bad =
+		    (memcmp(a, b, sizeof(float) * (nq + nk)) != 0) * 1000 +
+		    kvq_diff(kc, b + nq, n_tok, n_kv, hd, n_ctx, il, pos0) +
+		    (norm ? 0
+		          : kvq_diff(vc, v, n_tok, n_kv, hd, n_ctx, il, pos0));
+		for (int t = 0; t < n_tok; t++)
+			for (int h = 0; h < n_kv; h++)
+				quant_dequant_row(
+				    QTYPE_Q8_0,
+				    vc + (((size_t)il * n_kv + h) * n_ctx +
+				          pos0 + t) *
+				             rb,
+				    vgot + ((size_t)t * n_kv + h) * hd, hd);
+	}
+	{
+		const double e = rc ? 1 : nmse(vgot, vref, nk);
+
+		tap_ok(!rc && bad == 0 && e <= 6e-5,
+		       "%s q8_0 %s n_rot %d head_dim %d heads %d/%d, %d tokens "
+		       "at %d: Q, K = the fp16 cache op's; K%s blocks = "
+		       "quant_q8_0_row's (%ld wrong); V nmse %.3g %s",
+		       norm ? "qkv_norm_rope_store (q/k/v norms)"
+		            : "rope_kv_store",
+		       neox ? "neox" : "norm", n_rot, hd, n_head, n_kv, n_tok,
+		       pos0, norm ? "" : ", V", bad, e, err);
+	}
+	for (int j = 0; j < 2; j++) {
+		cudaFree(d_q[j]);
+		cudaFree(d_k[j]);
+		cudaFree(d_kc[j]);
+		cudaFree(d_vc[j]);
+	}
+	cudaFree(d_inv);
+	cudaFree(d_v);
+	cudaFree(d_w);
+	void *host[] = {q, k, v, w, a, b, vref, vgot, kc, vc, inv};
+	for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+		free(host[i]);
+}
+
 int main(void)
 {
 	struct cuda_ctx ctx;
@@ -2422,6 +2700,20 @@ int main(void)
 		printf("Bail out! %s\n", err);
 		return 1;
 	}
+	/* the q8_0 cache: stores and every attention path over it
+	   (first: new and short) */
+	test_kvq_attention(&ctx, 8, 2, 64, 1, 700, 0);    /* decode */
+	test_kvq_attention(&ctx, 8, 2, 128, 3, 2000, 0);  /* small batch */
+	test_kvq_attention(&ctx, 4, 1, 256, 1, 300, 0);   /* generic split */
+	test_kvq_attention(&ctx, 4, 1, 512, 1, 300, 100); /* window, 512 */
+	test_kvq_attention(&ctx, 8, 2, 64, 40, 500, 0);   /* batch: mma */
+	test_kvq_attention(&ctx, 4, 2, 128, 33, 100, 0);  /* batch */
+	test_kvq_attention(&ctx, 4, 1, 256, 20, 64, 32);  /* tiled, window */
+	test_kvq_attention(&ctx, 2, 1, 96, 9, 50, 0);     /* one warp */
+	test_kvq_rope(&ctx, 0, 0, 64, 64, 9, 3, 1, 40);
+	test_kvq_rope(&ctx, 0, 1, 32, 128, 4, 2, 33, 0);
+	test_kvq_rope(&ctx, 1, 1, 256, 256, 8, 2, 1, 40);
+	test_kvq_rope(&ctx, 1, 0, 64, 512, 4, 1, 9, 100);
 	for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
 		uint32_t t = all_types[i];
 		int k = qtype_get(t)->blck_size == 256;

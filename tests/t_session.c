@@ -83,18 +83,6 @@ static struct session_opts base_opts(int32_t n_ctx, int32_t n_predict)
 	return o;
 }
 
-static struct session *open_or_die(const struct session_opts *o)
-{
-	struct session *s;
-	char err[512];
-
-	if (session_open(o, &s, err, sizeof(err))) {
-		tap_ok(0, "session_open: %s", err);
-		exit(tap_done());
-	}
-	return s;
-}
-
 /* Send TEXT; the reply into K (reset first). */
 static int send(struct session *s, const char *text, struct sink *k,
                 struct session_stats *st)
@@ -111,24 +99,11 @@ static int send(struct session *s, const char *text, struct sink *k,
 	return 0;
 }
 
-static const char *const questions[10] = {
-    "What is the capital of France?",
-    "And of Germany?",
-    "Name a color.",
-    "What is 2 + 2?",
-    "Say hello in Spanish.",
-    "What is the largest planet?",
-    "Name a fruit.",
-    "What is water made of?",
-    "Who wrote Hamlet?",
-    "Thanks, goodbye!",
-};
-
 /* 1 and 3: ten turns, then regenerate and edit. */
 static void test_turns(void)
 {
 	struct session_opts o = base_opts(2048, 12);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	struct sink k = {0};
 	size_t kvn, prev_used = 0;
@@ -138,7 +113,7 @@ static void test_turns(void)
 	size_t cl = 0;
 
 	for (int i = 0; i < 10; i++) {
-		if (send(s, questions[i], &k, &st)) {
+		if (send(s, sink_questions[i], &k, &st)) {
 			tap_ok(0, "turn %d", i + 1);
 			session_close(s);
 			return;
@@ -234,7 +209,7 @@ static void test_interrupt(void)
 	int rc;
 
 	o.cancel = &stop_flag;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	pieces_left = 3;
 	rc = session_send(s, "Tell me a long story about a dragon.", 36, &cb,
 	                  &st, err, sizeof(err));
@@ -273,7 +248,7 @@ static void test_interrupt(void)
 static void test_special_text(void)
 {
 	struct session_opts o = base_opts(512, 4);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	struct sink k = {0};
 	const int32_t *kv;
@@ -297,7 +272,7 @@ static void test_special_text(void)
 static void test_overflow(void)
 {
 	struct session_opts o = base_opts(192, 16);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	struct sink k = {0};
 	int dropped = 0, fails = 0;
@@ -307,7 +282,7 @@ static void test_overflow(void)
 	int32_t sys_ids[64];
 
 	for (int i = 0; i < 10; i++) {
-		if (send(s, questions[i], &k, &st))
+		if (send(s, sink_questions[i], &k, &st))
 			fails++;
 		dropped += st.n_dropped_turns;
 		kv = session_kv_tokens(s, &n);
@@ -341,13 +316,13 @@ static void test_overflow(void)
 static void test_overflow_mid_reply(void)
 {
 	struct session_opts o = base_opts(160, 8);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	struct sink k = {0};
 	size_t kvn;
 	int32_t prompt;
 
-	send(s, questions[0], &k, &st);
+	send(s, sink_questions[0], &k, &st);
 	session_set_n_predict(s, 0); /* until the context is full */
 	k.notices = 0;
 	send(s, "Write a long story about a dragon and a knight.", &k, &st);
@@ -370,7 +345,7 @@ static void test_overflow_mid_reply(void)
 	session_close(s);
 }
 
-/* The reply to questions[2] after questions[0..1], never stopped. */
+/* The reply to sink_questions[2] after sink_questions[0..1], never stopped. */
 static char straight[8192];
 
 /* 5: resume = same greedy reply; the KV slot spares the prefill. */
@@ -386,24 +361,24 @@ static void test_resume(void)
 		return;
 	/* never stopped: three turns */
 	struct session_opts o = base_opts(1024, 16);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 
 	for (int i = 0; i < 3; i++)
-		send(s, questions[i], &k, &st);
+		send(s, sink_questions[i], &k, &st);
 	snprintf(straight, sizeof(straight), "%s", k.buf);
 	session_close(s);
 
 	/* two turns, stop, resume, third turn */
 	o.store = db;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	for (int i = 0; i < 2; i++)
-		send(s, questions[i], &k, &st);
+		send(s, sink_questions[i], &k, &st);
 	conv = session_conv_id(s);
 	session_close(s);
 	o.conv_id = conv;
 	o.system_prompt = NULL; /* from the store */
-	s = open_or_die(&o);
-	send(s, questions[2], &k, &st);
+	s = sink_session_open(&o);
+	send(s, sink_questions[2], &k, &st);
 	tap_ok(strcmp(k.buf, straight) == 0,
 	       "greedy reply after resume = without restart: \"%s\"", k.buf);
 	tap_ok(st.n_reused == 0,
@@ -416,20 +391,20 @@ static void test_resume(void)
 	o.conv_id = 0;
 	o.system_prompt = "You are a helpful assistant.";
 	o.use_kv_slot = true;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	for (int i = 0; i < 2; i++)
-		send(s, questions[i], &k, &st);
+		send(s, sink_questions[i], &k, &st);
 	conv = session_conv_id(s);
 	session_close(s); /* saves the state */
 	o.conv_id = conv;
 	o.system_prompt = NULL;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	bool loaded = false;
 	double ms = session_restore_ms(s, &loaded);
 	size_t kvn;
 
 	session_kv_tokens(s, &kvn);
-	send(s, questions[2], &k, &st);
+	send(s, sink_questions[2], &k, &st);
 	tap_ok(loaded && (size_t)st.n_reused == kvn,
 	       "KV state restored in %.1f ms: %zu ids reused, %d evaluated", ms,
 	       kvn, st.n_prompt_eval);
@@ -478,9 +453,9 @@ static void check_resume_bad_kv(enum spoil how, const char *what)
 		return;
 	o.store = db;
 	o.use_kv_slot = true;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	for (int i = 0; i < 2; i++)
-		send(s, questions[i], &k, &st);
+		send(s, sink_questions[i], &k, &st);
 	conv = session_conv_id(s);
 	session_close(s); /* saves the state */
 	rc = store_kv_get(db, conv, &kv, err, sizeof(err));
@@ -503,13 +478,13 @@ static void check_resume_bad_kv(enum spoil how, const char *what)
 	o.notice_ud = &on;
 	if (how == SPOIL_CTX)
 		o.n_ctx = 512; /* the state was saved with 1024 */
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	session_restore_ms(s, &loaded);
 	tap_ok(rc == STORE_OK && on.n == 1 && !loaded &&
 	           strstr(on.last, "the saved KV cache was not loaded") != NULL,
 	       "%s: the resume tells the user (%d notice) and loads nothing",
 	       what, on.n);
-	send(s, questions[2], &k, &st);
+	send(s, sink_questions[2], &k, &st);
 	tap_ok(st.n_reused == 0 && st.n_prompt_eval == st.n_prompt &&
 	           strcmp(k.buf, straight) == 0,
 	       "%s: the turn prefills all %d tokens and gives the reply of a "
@@ -622,7 +597,7 @@ static bool last_stored(struct store *db, int64_t conv, char *text, size_t len,
 	return true;
 }
 
-/* One reply to questions[3] with the lock taken at its first piece;
+/* One reply to sink_questions[3] with the lock taken at its first piece;
    RELEASE: let go at the first notice, else hold it to the end. */
 static void check_store_fails(bool release, const char *ref, int32_t ref_n)
 {
@@ -642,12 +617,12 @@ static void check_store_fails(bool release, const char *ref, int32_t ref_n)
 	l.release = release;
 	store_set_busy_timeout(db, 0);
 	o.store = db;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	struct session_cb cb = {locker_piece, NULL, locker_notice,
 	                        &l,           NULL, NULL};
 
-	rc = session_send(s, questions[3], strlen(questions[3]), &cb, &st, err,
-	                  sizeof(err));
+	rc = session_send(s, sink_questions[3], strlen(sink_questions[3]), &cb,
+	                  &st, err, sizeof(err));
 	if (rc)
 		tap_diag("session_send: %s", err);
 	locker_release(&l);
@@ -680,12 +655,12 @@ static void check_store_fails(bool release, const char *ref, int32_t ref_n)
 static void test_store_fails(void)
 {
 	struct session_opts o = base_opts(512, 16);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	struct sink k = {0};
 	char ref[8192];
 
-	send(s, questions[3], &k, &st); /* no store: the reference */
+	send(s, sink_questions[3], &k, &st); /* no store: the reference */
 	snprintf(ref, sizeof(ref), "%s", k.buf);
 	session_close(s);
 	if (!tap_ok(st.n_gen >= 3, "reference reply of %d tokens", st.n_gen))
@@ -736,7 +711,7 @@ static void test_observe(void)
 	int rc;
 
 	o.sampling.n_probs = 10;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	ob.s = s;
 	ids = session_last_prompt(s, &n, &reused);
 	tap_ok(session_trace(s) == NULL && n == 0 && ids == NULL,
@@ -745,8 +720,8 @@ static void test_observe(void)
 	           session_trace(s) != NULL && session_trace(s)->n_layer == 30,
 	       "session_set_trace: a trace of 30 layers");
 	memset(&st, 0, sizeof(st));
-	rc = session_send(s, questions[0], strlen(questions[0]), &cb, &st, err,
-	                  sizeof(err));
+	rc = session_send(s, sink_questions[0], strlen(sink_questions[0]), &cb,
+	                  &st, err, sizeof(err));
 	tap_ok(rc == 0 && ob.tokens == st.n_gen && st.n_gen > 0 &&
 	           ob.good == ob.tokens && ob.n_top_10 == ob.tokens &&
 	           ob.pos_up,
@@ -757,8 +732,8 @@ static void test_observe(void)
 	tap_ok(n == (size_t)st.n_prompt && reused == 0,
 	       "last prompt: %zu ids (stats %d), none reused", n, st.n_prompt);
 	memset(&st, 0, sizeof(st));
-	session_send(s, questions[1], strlen(questions[1]), &cb, &st, err,
-	             sizeof(err));
+	session_send(s, sink_questions[1], strlen(sink_questions[1]), &cb, &st,
+	             err, sizeof(err));
 	ids = session_last_prompt(s, &n, &reused);
 	kv = session_kv_tokens(s, &nkv);
 	for (size_t i = 0; i < n && i < nkv; i++)
@@ -784,8 +759,8 @@ static void test_observe(void)
 	ob.tokens = ob.good = ob.n_top_10 = 0;
 	ob.pos_up = true;
 	memset(&st, 0, sizeof(st));
-	rc = session_send(s, questions[2], strlen(questions[2]), &cb, &st, err,
-	                  sizeof(err));
+	rc = session_send(s, sink_questions[2], strlen(sink_questions[2]), &cb,
+	                  &st, err, sizeof(err));
 	tap_ok(rc == 0 && ob.good == ob.tokens && ob.tokens > 0 &&
 	           st.verify.n_checked > 0 && st.verify.n_bad == 0,
 	       "verifying: %d tokens traced, %d steps checked, none bad",
@@ -892,8 +867,8 @@ static void ahead_open(const struct session_opts *o, struct session **a,
 {
 	char err[512];
 
-	*a = open_or_die(o);
-	*b = open_or_die(o);
+	*a = sink_session_open(o);
+	*b = sink_session_open(o);
 	session_set_eval_ahead(*a, false);
 	session_set_eval_ahead(*b, true);
 	if (session_set_trace(*a, true, err, sizeof(err)) ||
@@ -1050,7 +1025,7 @@ static void test_branch(void)
 
 	o.store = db;
 	o.store_reports = true;
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 
 	memset(&b, 0, sizeof(b));
 	if (session_send(s, "Write a short poem about the sea.", 33, &cb, &st,
@@ -1177,7 +1152,7 @@ static void test_branch(void)
 	o.conv_id = session_conv_id(s);
 	o.system_prompt = NULL;
 	session_close(s);
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	m = session_messages(s, &nm);
 	ok = m[nm - 1].store_id == new_id &&
 	     session_msg_reports(s, nm - 1, &rep3, &nr3, err, sizeof(err)) ==
@@ -1342,7 +1317,7 @@ static void test_think(void)
 	         src ? src : ".");
 	o.template_name = tpl;
 	o.store = db;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	rc = session_send(s, "What is 2+2?", 12, &cb, &st, err, sizeof(err));
 	m = session_messages(s, &n);
 	tap_ok(

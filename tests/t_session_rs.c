@@ -56,18 +56,6 @@ static struct session_opts base_opts(int32_t n_ctx)
 	return o;
 }
 
-static struct session *open_or_die(const struct session_opts *o)
-{
-	struct session *s;
-	char err[512];
-
-	if (session_open(o, &s, err, sizeof(err))) {
-		tap_ok(0, "session_open: %s", err);
-		exit(tap_done());
-	}
-	return s;
-}
-
 static struct session_cb sink_cb(struct sink *k)
 {
 	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL, NULL};
@@ -105,7 +93,7 @@ static void fresh_reply(const char *const *q, int n, int32_t n_ctx, char *out,
                         size_t len)
 {
 	struct session_opts o = base_opts(n_ctx);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	static struct sink k;
 
@@ -121,7 +109,7 @@ static void fresh_reply(const char *const *q, int n, int32_t n_ctx, char *out,
 static void test_turns(void)
 {
 	struct session_opts o = base_opts(2048);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	static struct sink k;
 	static char last[8192], ref[8192];
@@ -204,7 +192,7 @@ static void test_branch(void)
 		return;
 	o.store = db;
 	o.store_reports = true;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	send(s, questions[0], &k, &st);
 	send(s, questions[1], &k, &st);
 	snprintf(old, sizeof(old), "%s", k.buf);
@@ -257,14 +245,14 @@ static void test_resume(void)
 	fresh_reply(questions, 3, 2048, straight, sizeof(straight));
 	o.store = db;
 	o.use_kv_slot = true;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	send(s, questions[0], &k, &st);
 	send(s, questions[1], &k, &st);
 	snprintf(second, sizeof(second), "%s", k.buf);
 	o.conv_id = session_conv_id(s);
 	session_close(s); /* saves the state */
 	o.system_prompt = NULL;
-	s = open_or_die(&o);
+	s = sink_session_open(&o);
 	session_restore_ms(s, &loaded);
 	{
 		struct session_cb cb = sink_cb(&k);
@@ -290,7 +278,7 @@ static void test_resume(void)
 static void test_overflow(void)
 {
 	struct session_opts o = base_opts(128);
-	struct session *s = open_or_die(&o);
+	struct session *s = sink_session_open(&o);
 	struct session_stats st;
 	static struct sink k;
 	bool dropped = false, ok = true;

@@ -46,6 +46,7 @@ struct bench_opts {
 	long n_threads;      /* -t (0: all cores) */
 	int trace;           /* --trace: the debug pane's trace attached */
 	long n_top;          /* --top: raw top entries each select returns */
+	enum engine_kv_type kv_type; /* --kv-type (0: the backend's) */
 };
 
 /* Seconds on the monotonic clock. */
@@ -62,7 +63,7 @@ static void bench_usage(FILE *f)
 	fputs(
 	    "usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
 	    "                    [--backend auto|cuda|cpu] [-t N] [--trace]\n"
-	    "                    [--top N]\n"
+	    "                    [--top N] [--kv-type f16|q8_0|f32]\n"
 	    "  -m FILE|NAME     GGUF model, or a name parley models lists\n"
 	    "                   (default: the cache's SmolLM2)\n"
 	    "  -p N             prompt tokens to prefill (default 512)\n"
@@ -76,6 +77,8 @@ static void bench_usage(FILE *f)
 	    "                   attached, as the full-screen chat does\n"
 	    "  --top N          each select also returns the N highest raw\n"
 	    "                   logits (the chat asks for 10; default 0)\n"
+	    "  --kv-type T      KV cache type: f16 or q8_0 (f32 on the CPU;\n"
+	    "                   default: the backend's, f16 GPU, f32 CPU)\n"
 	    "Prints load time, prefill and decode tokens/s, the memory the\n"
 	    "backend holds, and decode as a share of the bandwidth floor.\n",
 	    f);
@@ -99,6 +102,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {"trace", no_argument, NULL, 'T'},
 	    {"top", required_argument, NULL, 'K'},
+	    {"kv-type", required_argument, NULL, 'Q'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -119,6 +123,15 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			return 1;
 		case 'T':
 			o->trace = 1;
+			continue;
+		case 'Q':
+			if (engine_kv_type_parse(optarg, &o->kv_type) != 0) {
+				fprintf(stderr,
+				        "parley bench: --kv-type '%s' is not "
+				        "f16, q8_0 or f32\n",
+				        optarg);
+				return 2;
+			}
 			continue;
 		case 'K':
 			dst = &o->n_top;
@@ -250,6 +263,7 @@ int cmd_bench(int argc, char **argv)
 	t1 = bench_now();
 	ep.backend = o.backend;
 	ep.n_threads = (int32_t)o.n_threads;
+	ep.kv_type = o.kv_type;
 	ep.n_ctx = (int32_t)(total + 1);
 	if (ep.n_ctx > (int32_t)(1L << 20)) {
 		snprintf(err, sizeof(err), "depth + -p + -n too large");
@@ -285,8 +299,10 @@ int cmd_bench(int argc, char **argv)
 	}
 	printf("model:     %s (%s, %d layers, n_embd %d, vocab %d)\n", o.model,
 	       m->cfg.arch_name, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab);
-	printf("backend:   %s, host threads %d; holds %.1f MiB\n",
+	printf("backend:   %s, host threads %d, KV cache %s; holds %.1f "
+	       "MiB\n",
 	       engine_backend_name(e), engine_n_threads(e),
+	       engine_kv_type_name(engine_kv_type(e)),
 	       (double)engine_mem_bytes(e) / (1024.0 * 1024.0));
 	printf("load:      %.3f s (file %.3f s, engine %.3f s)\n", t2 - t0,
 	       t1 - t0, t2 - t1);

@@ -73,6 +73,7 @@ enum {
 	OPT_THINKING,
 	OPT_HIDE_THINKING,
 	OPT_THINK,
+	OPT_NO_CONTEXT_SHIFT,
 	OPT_KEY, /* options that go straight to config_set */
 };
 
@@ -103,10 +104,12 @@ static const struct option chat_long[] = {
     {"seed", required_argument, NULL, OPT_KEY},
     {"ctx", required_argument, NULL, OPT_KEY},
     {"threads", required_argument, NULL, OPT_KEY},
+    {"kv-type", required_argument, NULL, OPT_KEY},
     {"backend", required_argument, NULL, OPT_KEY},
     {"stop", required_argument, NULL, OPT_KEY},
     {"save-kv", no_argument, NULL, OPT_KEY},
     {"verify", no_argument, NULL, OPT_KEY},
+    {"no-context-shift", no_argument, NULL, OPT_NO_CONTEXT_SHIFT},
     {"server", required_argument, NULL, OPT_KEY},
     {"server-model", required_argument, NULL, OPT_KEY},
     {"api-key-env", required_argument, NULL, OPT_KEY},
@@ -167,6 +170,11 @@ static void chat_usage(FILE *fp, bool resume)
 	    "      --seed N            sampler seed (default: the clock)\n"
 	    "      --stop TEXT         stop string (repeatable)\n"
 	    "      --threads N         CPU threads (all)\n"
+	    "      --kv-type T         KV cache type: f16 or q8_0 (half the"
+	    " memory\n"
+	    "                          of f16); f32 on the CPU (default: "
+	    "f16 on a\n"
+	    "                          GPU, f32 on the CPU)\n"
 	    "      --backend NAME      engine: auto (GPU when present), cuda "
 	    "or cpu\n"
 	    "                          (default: $PARLEY_BACKEND, else auto)\n"
@@ -176,6 +184,10 @@ static void chat_usage(FILE *fp, bool resume)
 	    "reference\n"
 	    "                          (slow; a summary after each reply, "
 	    "/verify)\n"
+	    "      --no-context-shift  a full context: evaluate the kept "
+	    "turns again\n"
+	    "                          instead of shifting their cache "
+	    "(RoPE models)\n"
 	    "      --server URL        a remote model: an OpenAI-compatible "
 	    "server\n"
 	    "                          (vLLM, SGLang, llama.cpp, ollama); "
@@ -297,6 +309,10 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 			break;
 		case OPT_NO_REPORTS:
 			a->no_reports = true;
+			break;
+		case OPT_NO_CONTEXT_SHIFT: /* config key context-shift */
+			key = "context-shift";
+			val = "off";
 			break;
 		case OPT_CONFIG:
 			a->cfg_file = optarg;
@@ -662,6 +678,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.seed_random = !cfg.seed_set; /* the clock's, above */
 	so.n_ctx = cfg.n_ctx;
 	so.n_threads = cfg.n_threads;
+	so.kv_type = (int)cfg.kv_type;
 	so.backend = cfg.backend ? cfg.backend : cmd_default_backend();
 	so.n_predict = cfg.n_predict;
 	for (size_t i = 0; i < cfg.n_stops; i++)
@@ -671,6 +688,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.conv_id = resume ? a.conv_id : 0;
 	so.use_kv_slot = cfg.save_kv;
 	so.verify = cfg.verify;
+	so.no_context_shift = cfg.no_context_shift;
 	so.cancel = &chat_intr;
 	so.notice = chat_notice;
 	so.server = cfg.server;

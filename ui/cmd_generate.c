@@ -48,6 +48,9 @@ static void gen_usage(FILE *f)
 	       "                  (exact dots): a line per step on stderr;\n"
 	       "                  exit status 3 when a step is over tolerance\n"
 	       "  --ignore-eos    do not stop at an end-of-generation token\n"
+	       "  --kv-type T     KV cache type: f16 or q8_0 (f32 on the "
+	       "CPU;\n"
+	       "                  default: the backend's)\n"
 	       "Greedy decoding; prefill and decode speeds go to stderr.\n"
 	       "-m takes a GGUF file or a name parley models lists.\n");
 }
@@ -73,7 +76,8 @@ struct gen_opts {
 	const char *model, *prompt, *ids, *trace, *backend;
 	long n_gen, n_threads, n_ctx;
 	int ignore_eos;
-	int verify; /* --verify */
+	int verify;                  /* --verify */
+	enum engine_kv_type kv_type; /* --kv-type (0: the backend's) */
 };
 
 /* Parse options; 0 ok, 1 help shown, 2 usage error. */
@@ -87,6 +91,7 @@ static int gen_parse(int argc, char **argv, struct gen_opts *o)
 	    {"backend", required_argument, NULL, 'B'},
 	    {"ignore-eos", no_argument, NULL, 'E'},
 	    {"verify", no_argument, NULL, 'V'},
+	    {"kv-type", required_argument, NULL, 'Q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -115,6 +120,15 @@ static int gen_parse(int argc, char **argv, struct gen_opts *o)
 			break;
 		case 'V':
 			o->verify = 1;
+			break;
+		case 'Q':
+			if (engine_kv_type_parse(optarg, &o->kv_type) != 0) {
+				fprintf(stderr,
+				        "parley generate: --kv-type '%s' is "
+				        "not f16, q8_0 or f32\n",
+				        optarg);
+				return 2;
+			}
 			break;
 		case 'n':
 			o->n_gen = strtol(optarg, NULL, 10);
@@ -230,6 +244,7 @@ int cmd_generate(int argc, char **argv)
 	n_prompt = ids.n;
 	ep.backend = o.backend;
 	ep.n_threads = (int32_t)o.n_threads;
+	ep.kv_type = o.kv_type;
 	ep.n_ctx = (int32_t)(o.n_ctx ? o.n_ctx : (long)ids.n + o.n_gen + 1);
 	if (engine_open(m, &ep, &e, err, sizeof(err)) != 0)
 		goto fail;

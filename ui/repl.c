@@ -234,6 +234,10 @@ static void repl_print_stats(const struct session_stats *st)
 	if (st->n_reeval > 0)
 		snprintf(again, sizeof(again), ", %d of them again",
 		         st->n_reeval);
+	/* turns left a full context: the cache shifted past them */
+	if (st->n_shifted > 0)
+		snprintf(again, sizeof(again), ", %d kept by a context shift",
+		         st->n_shifted);
 	fprintf(stderr,
 	        "[reply %d tokens, %.1f tok/s; prompt %d tokens (%d new%s), "
 	        "%.1f tok/s; context %d/%d; first token after %.0f ms]\n",

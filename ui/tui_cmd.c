@@ -365,19 +365,25 @@ static void tui_cmd_stats(struct tui *t)
 		    "reply %d tokens, %.1f tok/s; first text after %.0f ms",
 		    st->n_gen, t->decode_tps, st->prefill_ms);
 	else {
-		char again[48] = "";
+		char again[48] = "", shift[48] = "";
 
 		/* a recurrent state's snapshot was further back */
 		if (st->n_reeval > 0)
 			snprintf(again, sizeof(again),
 			         ", %d of them evaluated again", st->n_reeval);
-		snprintf(buf, sizeof(buf),
-		         "reply %d tokens, %.1f tok/s; prompt %d tokens (%d "
-		         "reused, %d new%s), %.1f tok/s; context %d/%d; first "
-		         "token after %.0f ms",
-		         st->n_gen, t->decode_tps, st->n_prompt, st->n_reused,
-		         st->n_prompt_eval, again, t->prefill_tps,
-		         st->n_ctx_used, st->n_ctx, st->first_ms);
+		/* turns left a full context: the cache shifted past them */
+		if (st->n_shifted > 0)
+			snprintf(shift, sizeof(shift),
+			         ", %d of them by a context shift",
+			         st->n_shifted);
+		snprintf(
+		    buf, sizeof(buf),
+		    "reply %d tokens, %.1f tok/s; prompt %d tokens (%d "
+		    "reused%s, %d new%s), %.1f tok/s; context %d/%d; first "
+		    "token after %.0f ms",
+		    st->n_gen, t->decode_tps, st->n_prompt, st->n_reused, shift,
+		    st->n_prompt_eval, again, t->prefill_tps, st->n_ctx_used,
+		    st->n_ctx, st->first_ms);
 	}
 	tui_add(t, TUI_ROLE_NOTICE, buf, strlen(buf));
 }

@@ -368,7 +368,11 @@ static void tui_draw_status(struct tui *t, int y, int cols)
 	if (t->n_ctx > 0)
 		tui_draw_gauge(t, p[n].s, sizeof(p[n].s));
 	p[n++].prio = 1;
-	if (t->n_ctx > 0)
+	/* (of those, kept by a context shift when turns left the window) */
+	if (t->n_ctx > 0 && t->have_last && t->last.n_shifted > 0)
+		snprintf(p[n].s, sizeof(p[n].s), "reused %d (%d shifted)",
+		         t->reused, t->last.n_shifted);
+	else if (t->n_ctx > 0)
 		snprintf(p[n].s, sizeof(p[n].s), "reused %d", t->reused);
 	p[n++].prio = 3;
 	tui_draw_speed(t, p[n].s, sizeof(p[n].s));

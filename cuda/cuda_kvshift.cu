@@ -1,0 +1,115 @@
+/*
+ * cuda_kvshift.cu - the context shift of one layer's fp16 KV cache
+ * (engine.h invariant 6): positions [p0 + d, p0 + d + n) move to
+ * [p0, p0 + n), each key turned back by d positions with the layer's
+ * RoPE, the values moved as they are.
+ *
+ * NOTES ON THE DESIGN
+ *
+ * One thread per column of the cache (a rotated pair of a key head, an
+ * unrotated key dim, a value dim) walks the positions in ascending order:
+ * it reads position j + d before it writes j, and no other thread touches
+ * its column, so the move is in place without a scratch buffer (none to
+ * allocate in the middle of a reply) and without a race. Consecutive
+ * threads take consecutive columns of one head, so each step of the walk
+ * reads and writes one contiguous run of a head's row. A shift is rare
+ * (the context filled), and this costs one pass over the moved part of
+ * the cache, nothing next to evaluating it again.
+ *
+ * The angle comes from cuda_rope.cuh (cu_rope_cs at position -d, the
+ * magnitude 1: the cached keys carry YaRN's mscale already) and the pair
+ * from cu_rope_dims, so the rotation is the forward pass's; the result is
+ * rounded to fp16 once, as a stored key is.
+ */
+#include "cuda_check.cuh"
+#include "cuda_launch.cuh"
+#include "cuda_ops.h"
+#include "cuda_rope.cuh"
+
+#include <cuda_fp16.h>
+
+#define KVS_THREADS 128
+
+/* Move column C of the layer's caches from position j + d to j for j in
+ * [p0, p0 + n): the first n_kv * (hd_k - half) columns are the keys'
+ * (per head: HALF rotated pairs, then the unrotated dims), the next
+ * n_kv * hd_v the values'. */
+static __global__ void kvs_shift(__half *kc, __half *vc, int32_t n_kv,
+                                 int32_t n_ctx, int32_t hd_k, int32_t hd_v,
+                                 int32_t n_rot, int neox,
+                                 const double *inv_freq, int32_t p0, int32_t d,
+                                 int32_t n)
+{
+	cu_pdl_sync();
+	const int32_t half = n_rot / 2, kcols = hd_k - half;
+	const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (c < (int64_t)n_kv * kcols) {
+		const int32_t h = (int32_t)(c / kcols),
+		              i = (int32_t)(c % kcols);
+		__half *base = kc + (size_t)h * n_ctx * hd_k;
+
+		if (i < half) { /* a rotated pair */
+			const float2 cs =
+			    cu_rope_cs(-(int64_t)d, inv_freq[i], 1.0f);
+			int a, b;
+
+			cu_rope_dims(i, half, neox, &a, &b);
+			for (int32_t j = p0; j < p0 + n; j++) {
+				const __half *src =
+				    base + (size_t)(j + d) * hd_k;
+				__half *dst = base + (size_t)j * hd_k;
+				const float2 y =
+				    cu_rope_rotate(__half2float(src[a]),
+				                   __half2float(src[b]), cs);
+
+				dst[a] = __float2half_rn(y.x);
+				dst[b] = __float2half_rn(y.y);
+			}
+			return;
+		}
+		const int32_t dd = n_rot + (i - half); /* unrotated */
+
+		for (int32_t j = p0; j < p0 + n; j++)
+			base[(size_t)j * hd_k + dd] =
+			    base[(size_t)(j + d) * hd_k + dd];
+		return;
+	}
+	const int64_t cv = c - (int64_t)n_kv * kcols;
+
+	if (cv >= (int64_t)n_kv * hd_v)
+		return;
+	const int32_t h = (int32_t)(cv / hd_v), dd = (int32_t)(cv % hd_v);
+	__half *base = vc + (size_t)h * n_ctx * hd_v;
+
+	for (int32_t j = p0; j < p0 + n; j++)
+		base[(size_t)j * hd_v + dd] = base[(size_t)(j + d) * hd_v + dd];
+}
+
+extern "C" int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc,
+                                uint16_t *d_vc, int32_t n_kv, int32_t n_ctx,
+                                int32_t hd_k, int32_t hd_v, int32_t n_rot,
+                                int neox, const double *d_inv_freq, int32_t p0,
+                                int32_t d, int32_t n, char *err, size_t errlen)
+{
+	const int64_t cols =
+	    (int64_t)n_kv * (hd_k - n_rot / 2) + (int64_t)n_kv * hd_v;
+
+	if (n <= 0 || cols == 0)
+		return 0;
+	if (n_rot < 0 || n_rot % 2 != 0 || n_rot > hd_k || d < 1 || p0 < 0 ||
+	    p0 + d + n > n_ctx) {
+		snprintf(
+		    err, errlen,
+		    "kv shift: n_rot %d of head dim %d, positions %d+%d+%d "
+		    "of %d",
+		    n_rot, hd_k, p0, d, n, n_ctx);
+		return -1;
+	}
+	cu_launch(ctx, kvs_shift,
+	          (unsigned)((cols + KVS_THREADS - 1) / KVS_THREADS),
+	          KVS_THREADS, 0, (__half *)d_kc, (__half *)d_vc, n_kv, n_ctx,
+	          hd_k, hd_v, n_rot, neox, d_inv_freq, p0, d, n);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
