@@ -507,14 +507,70 @@ static size_t at_split_smem(int32_t hd)
 	        (size_t)(AT_SPLIT_T / (hd / 8)) * AT_SPLIT_G * hd);
 }
 
-template <int HD>
-__global__ void at_split_kernel(const float *q, const __half *kc,
-                                const __half *vc, int32_t n_head, int32_t n_kv,
-                                int32_t hd_arg, int32_t n_ctx, int32_t il,
-                                int32_t pos0, const int32_t *dpos, int32_t nch,
-                                int32_t sub, float scale, int32_t window,
-                                float *part, float *ml)
+/* The caches at_split_kernel reads: a head's row of a position is
+ * row(hd) elements of elem; piece P of it (values 8 P .. 8 P + 7) is
+ * fetched as a raw and unpacked into 8 floats, exactly. */
+struct at_kv_f16 { /* fp16 */
+	using elem = __half;
+	using raw = uint4;
+	static __device__ __forceinline__ int row(int hd)
+	{
+		return hd;
+	}
+	static __device__ __forceinline__ raw fetch(const elem *r, int p)
+	{
+		return ((const uint4 *)r)[p];
+	}
+	static __device__ __forceinline__ void unpack(const raw &x, float *v)
+	{
+		const __half2 *h2 = (const __half2 *)&x;
+
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const float2 f = __half22float2(h2[j]);
+
+			v[2 * j] = f.x;
+			v[2 * j + 1] = f.y;
+		}
+	}
+};
+
+struct at_kv_q8 { /* q8_0 blocks (cuda_ctx.kv_q8, cuda_kvq.cuh) */
+	using elem = unsigned char;
+	using raw = struct kvq_raw;
+	static __device__ __forceinline__ int row(int hd)
+	{
+		return (int)kvq_row_bytes(hd);
+	}
+	static __device__ __forceinline__ raw fetch(const elem *r, int p)
+	{
+		return kvq_fetch8(r, p);
+	}
+	static __device__ __forceinline__ void unpack(const raw &x, float *v)
+	{
+		kvq_unpack8(x, v);
+	}
+};
+
+/*
+ * One chunk of the split decode attention over the cache KV (at_kv_f16,
+ * or at_kv_q8: each 8-dim piece of a key or value row read as its block's
+ * scale and 8 int8, a row head_dim / 32 * 34 bytes, 0.53 of fp16's, so a
+ * long cache streams half the bytes; a q8_0 piece takes five 2-byte
+ * loads, which is why it decodes slower for now: BENCHMARKS.md). The same
+ * blocks, roles, online softmax, scratch and merge for both; all
+ * arithmetic fp32.
+ */
+template <int HD, class KV>
+__global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
+                                const typename KV::elem *vc, int32_t n_head,
+                                int32_t n_kv, int32_t hd_arg, int32_t n_ctx,
+                                int32_t il, int32_t pos0, const int32_t *dpos,
+                                int32_t nch, int32_t sub, float scale,
+                                int32_t window, float *part, float *ml)
 {
+	using raw = typename KV::raw;
+
 	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
 		pos0 = *dpos;
 	extern __shared__ float at_sm[];
@@ -528,6 +584,7 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 	   L2 round trip per iteration (64, 128 and Gemma's 256: 213
 	   registers, no spills; 0: any other) */
 	const int hd = HD > 0 ? HD : hd_arg;
+	const int rs = KV::row(hd); /* elements of a row */
 	const int32_t len = pos0 + t + 1, c0 = c * AT_SPLIT_CH * sub;
 	const int tid = threadIdx.x, dgn = hd / 8, ns = AT_SPLIT_T / dgn;
 	const int warp = tid >> 5, lane = tid & 31;
@@ -548,11 +605,12 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 		if (AT_SPLIT_PF > 0 && p < c0 + AT_SPLIT_CH * sub && p < len) {
 			const int np =
 			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
-			const size_t bytes = (size_t)np * hd * sizeof(__half);
+			const size_t bytes =
+			    (size_t)np * rs * sizeof(typename KV::elem);
 			const char *kb =
-			    (const char *)(kc + (head0 + (size_t)p) * hd);
+			    (const char *)(kc + (head0 + (size_t)p) * rs);
 			const char *vb =
-			    (const char *)(vc + (head0 + (size_t)p) * hd);
+			    (const char *)(vc + (head0 + (size_t)p) * rs);
 
 			for (size_t o = (size_t)tid * 128; o < bytes;
 			     o += AT_SPLIT_T * 128) {
@@ -608,26 +666,24 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 	   order. KR: a thread's HD / 32 pieces of its key row (scores);
 	   VR: its HD / 32 value rows (positions sl, sl + ns, ..). */
 	constexpr int NR = HD > 0 ? HD / 32 : 1;
-	uint4 kr[NR], vr[NR];
-	const auto load_k = [&](int32_t p, uint4 *dst) {
+	raw kr[NR], vr[NR];
+	const auto load_k = [&](int32_t p, raw *dst) {
 		if constexpr (HD > 0) {
 			const int pp = tid >> 2, qd = tid & 3;
 			const int n =
 			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
 
 			if (p < c0 + AT_SPLIT_CH * sub && p < len && pp < n) {
-				const uint4 *kp =
-				    (const uint4 *)(kc + (head0 + (size_t)p +
-				                          (size_t)pp) *
-				                             hd);
+				const typename KV::elem *kp =
+				    kc + (head0 + (size_t)p + (size_t)pp) * rs;
 #pragma unroll
 				for (int k = 0; k < NR; k++)
-					dst[k] = kp[qd + 4 * k];
+					dst[k] = KV::fetch(kp, qd + 4 * k);
 			}
 		}
 	};
 	/* VR: the value rows of the sub-chunk at P */
-	const auto load_v = [&](int32_t p, uint4 *dst) {
+	const auto load_v = [&](int32_t p, raw *dst) {
 		if constexpr (HD > 0) {
 			const int n =
 			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
@@ -638,12 +694,10 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 					const int pp = sl + k * ns;
 
 					if (pp < n)
-						dst[k] = *(
-						    (const uint4
-						         *)(vc +
-						            (head0 + (size_t)p +
-						             (size_t)pp) *
-						                hd) +
+						dst[k] = KV::fetch(
+						    vc + (head0 + (size_t)p +
+						          (size_t)pp) *
+						             rs,
 						    dg);
 				}
 		}
@@ -665,9 +719,9 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 		const int np = len - p0 < AT_SPLIT_CH ? len - p0 : AT_SPLIT_CH;
 
 		prefetch(p0 + AT_SPLIT_PF * AT_SPLIT_CH);
-		const __half *kh = kc + (head0 + (size_t)p0) * hd;
-		const __half *vh = vc + (head0 + (size_t)p0) * hd;
-		uint4 kn[NR];
+		const typename KV::elem *kh = kc + (head0 + (size_t)p0) * rs;
+		const typename KV::elem *vh = vc + (head0 + (size_t)p0) * rs;
+		raw kn[NR];
 
 		if constexpr (HD > 0) {
 			/* this sub-chunk's values, the next one's keys */
@@ -684,8 +738,8 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 			for (int g = 0; g < AT_SPLIT_G; g++)
 				s[g] = 0.0f;
 			if (pp < np) {
-				const uint4 *kp =
-				    (const uint4 *)(kh + (size_t)pp * hd);
+				const typename KV::elem *kp =
+				    kh + (size_t)pp * rs;
 
 #pragma unroll
 				for (int k = 0;
@@ -695,19 +749,11 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 
 					if (HD == 0 && d8 >= dgn)
 						break;
-					const uint4 raw =
-					    HD > 0 ? kr[k < NR ? k : 0]
-					           : kp[d8];
-					const __half2 *h2 =
-					    (const __half2 *)&raw;
 					float kv[8];
-#pragma unroll
-					for (int j = 0; j < 4; j++) {
-						const float2 f =
-						    __half22float2(h2[j]);
-						kv[2 * j] = f.x;
-						kv[2 * j + 1] = f.y;
-					}
+
+					KV::unpack(HD > 0 ? kr[k < NR ? k : 0]
+					                  : KV::fetch(kp, d8),
+					           kv);
 #pragma unroll
 					for (int g = 0; g < AT_SPLIT_G; g++) {
 						if (g < ng) {
@@ -774,16 +820,12 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 				for (int j = 0; j < 8; j++)
 					acc[g][j] *= a;
 			}
-			/* value row P (its 8 dims dg * 8 ..) into the sums */
-			const auto add_row = [&](int p, const uint4 &raw) {
-				const __half2 *h2 = (const __half2 *)&raw;
+			/* value row P's piece X (its 8 dims dg * 8 ..) into
+			   the sums */
+			const auto add_row = [&](int p, const raw &x) {
 				float v[8];
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					const float2 f = __half22float2(h2[j]);
-					v[2 * j] = f.x;
-					v[2 * j + 1] = f.y;
-				}
+
+				KV::unpack(x, v);
 #pragma unroll
 				for (int g = 0; g < AT_SPLIT_G; g++) {
 					if (g < ng) {
@@ -803,304 +845,9 @@ __global__ void at_split_kernel(const float *q, const __half *kc,
 			} else {
 #pragma unroll 4
 				for (int p = sl; p < np; p += ns)
-					add_row(p, *((const uint4 *)(vh +
-					                             (size_t)p *
-					                                 hd) +
-					             dg));
-			}
-		}
-		__syncthreads(); /* ss and mla are rewritten next */
-		if constexpr (HD > 0)
-#pragma unroll
-			for (int k = 0; k < NR; k++)
-				kr[k] = kn[k];
-	}
-	if (sl < ns)
-#pragma unroll
-		for (int g = 0; g < AT_SPLIT_G; g++)
-			if (g < ng)
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-					red[((size_t)sl * AT_SPLIT_G + g) * hd +
-					    dg * 8 + j] = acc[g][j];
-	if (tid < ng) {
-		float *o = ml + (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
-
-		o[0] = mla[tid * 3];
-		o[1] = mla[tid * 3 + 1];
-	}
-	__syncthreads();
-	for (int i = tid; i < ng * hd; i += AT_SPLIT_T) {
-		const int g = i / hd, d = i % hd;
-		float sum = 0.0f;
-
-		for (int k = 0; k < ns; k++)
-			sum += red[((size_t)k * AT_SPLIT_G + g) * hd + d];
-		part[(((size_t)t * n_head + h0 + g) * nch + c) * hd + d] = sum;
-	}
-}
-
-/*
- * at_split_kernel over a q8_0 cache (cuda_ctx.kv_q8, cuda_kvq.cuh): the
- * same blocks, roles, online softmax, scratch and merge, each 8-dim piece
- * of a key or value row read as its block's scale and 8 int8 (kvq_load8:
- * a row is head_dim / 32 * 34 bytes, 0.53 of fp16's), so a long cache
- * streams half the bytes. With the head size known (HD > 0) a sub-chunk's
- * key pieces are loaded into registers during the previous one's softmax
- * and values, and its value pieces before its softmax, as at_split_kernel
- * does (a version without it decoded an 8B model at depth 16,384 slower
- * than the fp16 cache: BENCHMARKS.md); the products and sums are the same
- * either way. All arithmetic fp32.
- */
-template <int HD>
-__global__ void
-at_split_q8_kernel(const float *q, const unsigned char *kc,
-                   const unsigned char *vc, int32_t n_head, int32_t n_kv,
-                   int32_t hd_arg, int32_t n_ctx, int32_t il, int32_t pos0,
-                   const int32_t *dpos, int32_t nch, int32_t sub, float scale,
-                   int32_t window, float *part, float *ml)
-{
-	if (dpos != NULL) /* before the wait: cuda_launch.cuh */
-		pos0 = *dpos;
-	extern __shared__ float at_sm[];
-	const int group = n_head / n_kv,
-	          nhb = (group + AT_SPLIT_G - 1) / AT_SPLIT_G;
-	const int32_t c = blockIdx.x, t = blockIdx.z;
-	const int kvh = blockIdx.y / nhb, g0 = (blockIdx.y % nhb) * AT_SPLIT_G;
-	const int ng = group - g0 < AT_SPLIT_G ? group - g0 : AT_SPLIT_G;
-	const int hd = HD > 0 ? HD : hd_arg;
-	const size_t rb = kvq_row_bytes(hd);
-	const int32_t len = pos0 + t + 1, c0 = c * AT_SPLIT_CH * sub;
-	const int tid = threadIdx.x, dgn = hd / 8, ns = AT_SPLIT_T / dgn;
-	const int warp = tid >> 5, lane = tid & 31;
-	const int dg = tid % dgn, sl = tid / dgn; /* values' thread roles */
-	float *qs = at_sm;
-	float *ss = qs + AT_SPLIT_G * hd;
-	float *mla = ss + AT_SPLIT_G * AT_SPLIT_CH;
-	float *red = mla + AT_SPLIT_G * 3;
-	const size_t head0 = ((size_t)il * n_kv + (size_t)kvh) * (size_t)n_ctx;
-	/* the rows of the sub-chunk at P into L2 (at_split_kernel's) */
-	const auto prefetch = [&](int32_t p) {
-		if (AT_SPLIT_PF > 0 && p < c0 + AT_SPLIT_CH * sub && p < len) {
-			const int np =
-			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
-			const size_t bytes = (size_t)np * rb;
-			const unsigned char *kb = kc + (head0 + (size_t)p) * rb;
-			const unsigned char *vb = vc + (head0 + (size_t)p) * rb;
-
-			for (size_t o = (size_t)tid * 128; o < bytes;
-			     o += AT_SPLIT_T * 128) {
-				asm volatile(
-				    "prefetch.global.L2 [%0];" ::"l"(kb + o));
-				asm volatile(
-				    "prefetch.global.L2 [%0];" ::"l"(vb + o));
-			}
-		}
-	};
-	const int32_t lo = window > 0 && len > window ? len - window : 0;
-	const bool before = c0 + AT_SPLIT_CH * sub <= lo;
-
-	for (int k = 0; k < AT_SPLIT_PF && !before; k++)
-		prefetch(c0 + k * AT_SPLIT_CH);
-	cu_pdl_sync();
-	if (c0 >= len)
-		return;
-	const int h0 = kvh * group + g0; /* first query head of the block */
-	if (before) { /* the merge weighs it exp(-inf - M) = 0 */
-		if (tid < ng) {
-			float *o =
-			    ml +
-			    (((size_t)t * n_head + h0 + tid) * nch + c) * 2;
-
-			o[0] = -INFINITY;
-			o[1] = 0.0f;
-		}
-		for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
-			part[(((size_t)t * n_head + h0 + i / hd) * nch + c) *
-			         hd +
-			     i % hd] = 0.0f;
-		return;
-	}
-	float acc[AT_SPLIT_G][8];
-
-#pragma unroll
-	for (int g = 0; g < AT_SPLIT_G; g++)
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			acc[g][j] = 0.0f;
-	/* HD > 0: KR a thread's pieces of its key row (scores), VR its
-	   value rows' pieces (positions sl, sl + ns, ..), loaded ahead */
-	constexpr int NR = HD > 0 ? HD / 32 : 1;
-	struct kvq_raw kr[NR], vr[NR];
-	const auto load_k = [&](int32_t p, struct kvq_raw *dst) {
-		if constexpr (HD > 0) {
-			const int pp = tid >> 2, qd = tid & 3;
-			const int n =
-			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
-
-			if (p < c0 + AT_SPLIT_CH * sub && p < len && pp < n)
-#pragma unroll
-				for (int k = 0; k < NR; k++)
-					dst[k] =
-					    kvq_fetch8(kc + (head0 + (size_t)p +
-					                     (size_t)pp) *
-					                        rb,
-					               qd + 4 * k);
-		}
-	};
-	const auto load_v = [&](int32_t p, struct kvq_raw *dst) {
-		if constexpr (HD > 0) {
-			const int n =
-			    len - p < AT_SPLIT_CH ? len - p : AT_SPLIT_CH;
-
-			if (sl < ns)
-#pragma unroll
-				for (int k = 0; k < NR; k++)
-					if (sl + k * ns < n)
-						dst[k] = kvq_fetch8(
-						    vc + (head0 + (size_t)p +
-						          (size_t)(sl +
-						                   k * ns)) *
-						             rb,
-						    dg);
-		}
-	};
-	load_k(c0, kr);
-	load_v(c0, vr);
-	for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
-		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
-	if (tid < AT_SPLIT_G) {
-		mla[tid * 3] = -INFINITY;
-		mla[tid * 3 + 1] = 0.0f;
-	}
-	__syncthreads();
-	for (int32_t p0 = c0; p0 < c0 + AT_SPLIT_CH * sub && p0 < len;
-	     p0 += AT_SPLIT_CH) {
-		const int np = len - p0 < AT_SPLIT_CH ? len - p0 : AT_SPLIT_CH;
-		const unsigned char *kh = kc + (head0 + (size_t)p0) * rb;
-		const unsigned char *vh = vc + (head0 + (size_t)p0) * rb;
-		struct kvq_raw kn[NR];
-
-		prefetch(p0 + AT_SPLIT_PF * AT_SPLIT_CH);
-		if constexpr (HD > 0) {
-			/* this sub-chunk's values, the next one's keys */
-			if (p0 != c0) /* (the first are loaded) */
-				load_v(p0, vr);
-			load_k(p0 + AT_SPLIT_CH, kn);
-		}
-		/* scores: position pp = tid / 4, pieces qd, qd + 4, .. */
-		{
-			const int pp = tid >> 2, qd = tid & 3;
-			float s[AT_SPLIT_G];
-#pragma unroll
-			for (int g = 0; g < AT_SPLIT_G; g++)
-				s[g] = 0.0f;
-			if (pp < np) {
-				const unsigned char *krow =
-				    kh + (size_t)pp * rb;
-
-#pragma unroll
-				for (int k = 0;
-				     k < (HD > 0 ? HD / 32 : (dgn + 3) / 4);
-				     k++) {
-					const int d8 = qd + 4 * k;
-					float kv[8];
-
-					if (HD == 0 && d8 >= dgn)
-						break;
-					if constexpr (HD > 0)
-						kvq_unpack8(kr[k < NR ? k : 0],
-						            kv);
-					else
-						kvq_load8(krow, d8, kv);
-#pragma unroll
-					for (int g = 0; g < AT_SPLIT_G; g++) {
-						if (g < ng) {
-							const float *qg =
-							    qs + g * hd +
-							    d8 * 8;
-#pragma unroll
-							for (int j = 0; j < 8;
-							     j++)
-								s[g] += qg[j] *
-								        kv[j];
-						}
-					}
-				}
-			}
-#pragma unroll
-			for (int g = 0; g < AT_SPLIT_G; g++)
-				s[g] = red_quad<red_add>(s[g]);
-			if (qd == 0)
-#pragma unroll
-				for (int g = 0; g < AT_SPLIT_G; g++)
-					ss[g * AT_SPLIT_CH + pp] =
-					    pp < np && p0 + pp >= lo
-					        ? s[g] * scale
-					        : -INFINITY;
-		}
-		__syncthreads();
-
-		/* softmax: at_split_kernel's */
-		for (int g = warp; g < ng; g += AT_SPLIT_T / 32) {
-			float *sg = ss + g * AT_SPLIT_CH;
-			const float m_old = mla[g * 3];
-			float m = red_warp<red_max>(sg[lane]), l;
-
-			m = fmaxf(m, m_old);
-			const float p = lane < np && sg[lane] != -INFINITY
-			                    ? expf(sg[lane] - m)
-			                    : 0.0f;
-
-			sg[lane] = p;
-			l = red_warp<red_add>(p);
-			if (lane == 0) {
-				const float alpha =
-				    m == -INFINITY ? 0.0f : expf(m_old - m);
-
-				mla[g * 3] = m;
-				mla[g * 3 + 1] = mla[g * 3 + 1] * alpha + l;
-				mla[g * 3 + 2] = alpha;
-			}
-		}
-		__syncthreads();
-
-		/* values: positions sl, sl + ns, .. of the sub-chunk */
-		if (sl < ns) {
-#pragma unroll
-			for (int g = 0; g < AT_SPLIT_G; g++) {
-				const float a = g < ng ? mla[g * 3 + 2] : 0.0f;
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-					acc[g][j] *= a;
-			}
-			/* value row P's piece V into the sums */
-			const auto add_row = [&](int p, const float *v) {
-#pragma unroll
-				for (int g = 0; g < AT_SPLIT_G; g++) {
-					if (g < ng) {
-						const float pg =
-						    ss[g * AT_SPLIT_CH + p];
-#pragma unroll
-						for (int j = 0; j < 8; j++)
-							acc[g][j] += pg * v[j];
-					}
-				}
-			};
-			float v[8];
-
-			if constexpr (HD > 0) {
-#pragma unroll
-				for (int k = 0; k < NR; k++)
-					if (sl + k * ns < np) {
-						kvq_unpack8(vr[k], v);
-						add_row(sl + k * ns, v);
-					}
-			} else {
-				for (int p = sl; p < np; p += ns) {
-					kvq_load8(vh + (size_t)p * rb, dg, v);
-					add_row(p, v);
-				}
+					add_row(
+					    p,
+					    KV::fetch(vh + (size_t)p * rs, dg));
 			}
 		}
 		__syncthreads(); /* ss and mla are rewritten next */
@@ -1374,12 +1121,12 @@ static int at_split_optin(size_t smem, char *err, size_t errlen)
 		return -1;
 	}
 	CUDA_TRY(
-	    cudaFuncSetAttribute(at_split_kernel<0>,
+	    cudaFuncSetAttribute(at_split_kernel<0, at_kv_f16>,
 	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
 	    err, errlen);
 	CUDA_TRY(
-	    cudaFuncSetAttribute(at_split_q8_kernel<0>,
+	    cudaFuncSetAttribute(at_split_kernel<0, at_kv_q8>,
 	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
 	    err, errlen);
@@ -1431,36 +1178,38 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 		const unsigned char *v8 = (const unsigned char *)vc;
 
 		if (hd == 64)
-			cu_launch(ctx, at_split_q8_kernel<64>, grid, AT_SPLIT_T,
-			          smem, d_q, k8, v8, n_head, n_kv, hd, n_ctx,
-			          il, pos0, ctx->d_pos, nch, sub, scale, window,
-			          part, ml);
+			cu_launch(ctx, at_split_kernel<64, at_kv_q8>, grid,
+			          AT_SPLIT_T, smem, d_q, k8, v8, n_head, n_kv,
+			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
+			          scale, window, part, ml);
 		else if (hd == 128)
-			cu_launch(ctx, at_split_q8_kernel<128>, grid,
+			cu_launch(ctx, at_split_kernel<128, at_kv_q8>, grid,
 			          AT_SPLIT_T, smem, d_q, k8, v8, n_head, n_kv,
 			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
 			          scale, window, part, ml);
 		else
-			cu_launch(ctx, at_split_q8_kernel<0>, grid, AT_SPLIT_T,
-			          smem, d_q, k8, v8, n_head, n_kv, hd, n_ctx,
-			          il, pos0, ctx->d_pos, nch, sub, scale, window,
-			          part, ml);
+			cu_launch(ctx, at_split_kernel<0, at_kv_q8>, grid,
+			          AT_SPLIT_T, smem, d_q, k8, v8, n_head, n_kv,
+			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
+			          scale, window, part, ml);
 	} else if (hd == 64)
-		cu_launch(ctx, at_split_kernel<64>, grid, AT_SPLIT_T, smem, d_q,
-		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		          nch, sub, scale, window, part, ml);
+		cu_launch(ctx, at_split_kernel<64, at_kv_f16>, grid, AT_SPLIT_T,
+		          smem, d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
+		          ctx->d_pos, nch, sub, scale, window, part, ml);
 	else if (hd == 128)
-		cu_launch(ctx, at_split_kernel<128>, grid, AT_SPLIT_T, smem,
-		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
-		          ctx->d_pos, nch, sub, scale, window, part, ml);
+		cu_launch(ctx, at_split_kernel<128, at_kv_f16>, grid,
+		          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv, hd,
+		          n_ctx, il, pos0, ctx->d_pos, nch, sub, scale, window,
+		          part, ml);
 	else if (hd == 256)
-		cu_launch(ctx, at_split_kernel<256>, grid, AT_SPLIT_T, smem,
-		          d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
-		          ctx->d_pos, nch, sub, scale, window, part, ml);
+		cu_launch(ctx, at_split_kernel<256, at_kv_f16>, grid,
+		          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv, hd,
+		          n_ctx, il, pos0, ctx->d_pos, nch, sub, scale, window,
+		          part, ml);
 	else
-		cu_launch(ctx, at_split_kernel<0>, grid, AT_SPLIT_T, smem, d_q,
-		          kc, vc, n_head, n_kv, hd, n_ctx, il, pos0, ctx->d_pos,
-		          nch, sub, scale, window, part, ml);
+		cu_launch(ctx, at_split_kernel<0, at_kv_f16>, grid, AT_SPLIT_T,
+		          smem, d_q, kc, vc, n_head, n_kv, hd, n_ctx, il, pos0,
+		          ctx->d_pos, nch, sub, scale, window, part, ml);
 	CUDA_TRY_LAUNCH(err, errlen);
 	at_merge_launch(ctx, part, ml, n_tok, n_head, hd, pos0, ctx->d_pos, nch,
 	                AT_SPLIT_CH * sub, sinks, d_out,
@@ -1615,8 +1364,8 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 		return -1;
 	}
 	if (ctx->kv_q8) {
-		/* decode reads the blocks (at_split_q8_kernel); a batch
-		   reads the layer's positions dequantized to fp16 in
+		/* decode reads the blocks (at_split_kernel<HD, at_kv_q8>); a
+		   batch reads the layer's positions dequantized to fp16 in
 		   ctx->d_kv16, with the fp16 kernels below */
 		if (head_dim % 32 != 0) {
 			snprintf(err, errlen,
