@@ -1449,6 +1449,46 @@ static void test_qkv_rope(struct cuda_ctx *ctx, uint32_t tq, uint32_t tv,
 		free(host[i]);
 }
 
+/* REF = causal GQA attention in double of N_TOK queries Q (at positions
+ * POS0..) over K and V (rows of KVD floats, GROUP query heads a KV head,
+ * the last WINDOW positions, 0: all), scaled by 1 / sqrt(HD); ATT:
+ * pos0 + n_tok doubles of scratch. */
+static void attn_ref(const float *q, const float *k, const float *v, int n_tok,
+                     int n_head, int group, int hd, int kvd, int pos0,
+                     int32_t window, double *att, float *ref)
+{
+	for (int t = 0; t < n_tok; t++)
+		for (int h = 0; h < n_head; h++) {
+			const float *qv = q + ((size_t)t * n_head + h) * hd;
+			float *o = ref + ((size_t)t * n_head + h) * hd;
+			const int kvh = h / group, pos = pos0 + t;
+			const int lo =
+			    window > 0 && pos >= window ? pos - window + 1 : 0;
+			double mx = -INFINITY, sum = 0;
+
+			for (int i = lo; i <= pos; i++) {
+				double d = 0;
+
+				for (int e = 0; e < hd; e++)
+					d += (double)qv[e] *
+					     k[(size_t)i * kvd + kvh * hd + e];
+				att[i] = d / sqrt((double)hd);
+				mx = att[i] > mx ? att[i] : mx;
+			}
+			for (int i = lo; i <= pos; i++)
+				sum += att[i] = exp(att[i] - mx);
+			for (int e = 0; e < hd; e++) {
+				double acc = 0;
+
+				for (int i = lo; i <= pos; i++)
+					acc +=
+					    att[i] *
+					    v[(size_t)i * kvd + kvh * hd + e];
+				o[e] = (float)(acc / sum);
+			}
+		}
+}
+
 /* KV store layout and causal GQA attention over N_TOK queries at POS0. */
 /* POS_CAP > 0: as in a captured decode step (cuda_ctx.d_pos: the
    position read from the device, the launch shaped for POS_CAP
@@ -1482,37 +1522,8 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 		k[i] = f16_to_f32(f32_to_f16(k[i]));
 		v[i] = f16_to_f32(f32_to_f16(v[i]));
 	}
-	for (int t = 0; t < n_tok; t++)
-		for (int h = 0; h < n_head; h++) {
-			const float *qv = q + ((size_t)t * n_head + h) * hd;
-			float *o = ref + ((size_t)t * n_head + h) * hd;
-			int kvh = h / group, pos = pos0 + t;
-			/* a sliding window: the last WINDOW positions */
-			int lo =
-			    window > 0 && pos >= window ? pos - window + 1 : 0;
-			double mx = -INFINITY, sum = 0;
-
-			for (int i = lo; i <= pos; i++) {
-				double d = 0;
-
-				for (int e = 0; e < hd; e++)
-					d += (double)qv[e] *
-					     k[(size_t)i * kvd + kvh * hd + e];
-				att[i] = d / sqrt((double)hd);
-				mx = att[i] > mx ? att[i] : mx;
-			}
-			for (int i = lo; i <= pos; i++)
-				sum += att[i] = exp(att[i] - mx);
-			for (int e = 0; e < hd; e++) {
-				double acc = 0;
-
-				for (int i = lo; i <= pos; i++)
-					acc +=
-					    att[i] *
-					    v[(size_t)i * kvd + kvh * hd + e];
-				o[e] = (float)(acc / sum);
-			}
-		}
+	attn_ref(q, k, v, n_tok, n_head, group, hd, kvd, pos0, window, att,
+	         ref);
 	d_k = dev_put(k, sizeof(float) * (size_t)n_pos * kvd);
 	d_v = dev_put(v, sizeof(float) * (size_t)n_pos * kvd);
 	d_q = dev_put(q, sizeof(float) * (size_t)n_tok * n_head * hd);
@@ -2486,36 +2497,8 @@ static void test_kvq_attention(struct cuda_ctx *ctx, int n_head, int n_kv,
 		kd[i] = f16_to_f32(f32_to_f16(kd[i]));
 		vd[i] = f16_to_f32(f32_to_f16(vd[i]));
 	}
-	for (int t = 0; t < n_tok; t++)
-		for (int h = 0; h < n_head; h++) {
-			const float *qv = q + ((size_t)t * n_head + h) * hd;
-			float *o = ref + ((size_t)t * n_head + h) * hd;
-			const int kvh = h / group, pos = pos0 + t;
-			const int lo =
-			    window > 0 && pos >= window ? pos - window + 1 : 0;
-			double mx = -INFINITY, sum = 0;
-
-			for (int i = lo; i <= pos; i++) {
-				double d = 0;
-
-				for (int e = 0; e < hd; e++)
-					d += (double)qv[e] *
-					     kd[(size_t)i * kvd + kvh * hd + e];
-				att[i] = d / sqrt((double)hd);
-				mx = att[i] > mx ? att[i] : mx;
-			}
-			for (int i = lo; i <= pos; i++)
-				sum += att[i] = exp(att[i] - mx);
-			for (int e = 0; e < hd; e++) {
-				double acc = 0;
-
-				for (int i = lo; i <= pos; i++)
-					acc +=
-					    att[i] *
-					    vd[(size_t)i * kvd + kvh * hd + e];
-				o[e] = (float)(acc / sum);
-			}
-		}
+	attn_ref(q, kd, vd, n_tok, n_head, group, hd, kvd, pos0, window, att,
+	         ref);
 	d_k = dev_put(k, sizeof(float) * nkv);
 	d_v = dev_put(v, sizeof(float) * nkv);
 	d_q = dev_put(q, sizeof(float) * nq);

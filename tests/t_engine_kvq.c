@@ -58,20 +58,6 @@ static const struct {
                       "--head-dim 128"},
 };
 
-/* mse(a, b) / mse(b, 0). */
-static double nmse(const float *a, const float *b, size_t n)
-{
-	double num = 0, den = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		double d = (double)a[i] - b[i];
-
-		num += d * d;
-		den += (double)b[i] * b[i];
-	}
-	return den > 0 ? num / den : num;
-}
-
 /* A CPU engine of kv type T (2 threads, chunks of 64), or NULL. */
 static struct engine *open_kv(const struct model *m, enum engine_kv_type t)
 {
@@ -276,7 +262,7 @@ static double check_accuracy(const struct model *m, const char *what,
 	if (e && got && run_all(e, toks, got) == 0) {
 		worst = 0;
 		for (int r = 0; r < N_PREFILL + N_DECODE; r++) {
-			double x = nmse(got + r * nv, ref + r * nv, nv);
+			double x = eu_nmse(got + r * nv, ref + r * nv, nv);
 
 			worst = x > worst || isnan(x) ? x : worst;
 		}
