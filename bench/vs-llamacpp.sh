@@ -11,10 +11,13 @@
 # build with build/bin/llama-bench and llama-quantize in it; when missing and
 # LLAMA_BUILD names a build script (../shared/peers/build-llamacpp.sh), that
 # script builds it there first (about 4.5 minutes on 16 cores).
-# SHAPE: qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
+# SHAPE: qwen2.5-7b qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
 # gemma3-12b qwen3-14b qwen3-32b gemma3-27b qwen3-30b-a3b qwen36-27b
 # qwen36-35b-a3b (default: the first seven; see big()). Environment:
-# MODELS_DIR (default /tmp/parley-vs), QUANT (default Q4_K_M), REPEATS
+# MODELS_DIR (default /tmp/parley-vs), QUANT (default Q4_K_M), MIX (writer:
+# every shape's Q4_K_M mix written by parley's writer as big() shapes are, no
+# llama-quantize needed), N_CTX (the files' context length, default 40960,
+# Qwen3's: room for PDEPTH 32768), REPEATS
 # (default 3), DEPTH (the third column's depth, default 16384; 0 leaves it
 # out), PDEPTH (depths at which to prefill 64 and 512 tokens, a follow-up
 # turn deep in a chat: "4096 16384"; default none).
@@ -32,6 +35,7 @@ DIR=${MODELS_DIR:-/tmp/parley-vs}
 Q=${QUANT:-Q4_K_M}
 R=${REPEATS:-3}
 D=${DEPTH:-16384}
+NCTX=${N_CTX:-40960}
 mkdir -p "$DIR"
 shapes=${*:-qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b gemma3-12b}
 
@@ -43,6 +47,7 @@ fi
 # Shapes from the models' published configurations.
 shape() {
 	case $1 in
+	qwen2.5-7b) echo "--arch qwen2 --n-vocab 152064 --n-embd 3584 --n-ff 18944 --n-layer 28 --n-head 28 --n-head-kv 4 --head-dim 128 --rope-base 1000000" ;;
 	qwen3-0.6b) echo "--arch qwen3 --n-vocab 151936 --n-embd 1024 --n-ff 3072 --n-layer 28 --n-head 16 --n-head-kv 8 --head-dim 128 --rope-base 1000000 --tied" ;;
 	qwen3-4b) echo "--arch qwen3 --n-vocab 151936 --n-embd 2560 --n-ff 9728 --n-layer 36 --n-head 32 --n-head-kv 8 --head-dim 128 --rope-base 1000000 --tied" ;;
 	qwen3-8b) echo "--arch qwen3 --n-vocab 151936 --n-embd 4096 --n-ff 12288 --n-layer 36 --n-head 32 --n-head-kv 8 --head-dim 128 --rope-base 1000000" ;;
@@ -66,6 +71,7 @@ shape() {
 # for attn_v and ffn_down in llama.cpp's more-bits layers and the output;
 # random valid blocks, the same file for both engines)
 big() {
+	[ "${MIX:-}" = writer ] && { echo 1; return; }
 	case $1 in qwen3-30b-a3b | qwen3-32b | gemma3-27b | qwen36-*) echo 1 ;; *) echo 0 ;; esac
 }
 
@@ -94,11 +100,11 @@ for s in $shapes; do
 	if [ ! -f "$f" ] && [ "$Q" = Q4_K_M ] && [ "$(big "$s")" = 1 ]; then
 		# shellcheck disable=SC2046
 		"$B/parley" dev-mkmodel $(shape "$s") --type Q4_K --more-bits-type Q6_K \
-			--out-type Q6_K --embd-type Q4_K --no-vocab --n-ctx 32768 -o "$f" >/dev/null
+			--out-type Q6_K --embd-type Q4_K --no-vocab --n-ctx "$NCTX" -o "$f" >/dev/null
 	fi
 	if [ ! -f "$f" ]; then
 		# shellcheck disable=SC2046
-		"$B/parley" dev-mkmodel $(shape "$s") --type F16 --no-vocab --n-ctx 32768 \
+		"$B/parley" dev-mkmodel $(shape "$s") --type F16 --no-vocab --n-ctx "$NCTX" \
 			-o "$DIR/$s-f16.gguf" >/dev/null
 		"$L/build/bin/llama-quantize" "$DIR/$s-f16.gguf" "$f.tmp" "$Q" >/dev/null 2>&1
 		rm -f "$DIR/$s-f16.gguf"
