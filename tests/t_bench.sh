@@ -33,14 +33,20 @@ awk '/^decode:/ { for (i = 1; i <= NF; i++) if ($(i+1) == "ms/token") ms = $i }
            exit !(ms > 0 && fl > 0 && d <= 0.06 + 0.001 * want) }' "$out"
 ok $? "the share printed = floor / measured time per token"
 # --trace: the debug pane's trace fills every eval: the depth's, then per
-# repeat the prefill's and each decode step's (1 + 3 x (1 + 6) = 22), the
-# last at depth + p + n - 1 = 18; --top 10 rides along on each select
+# repeat, the untimed warm-up's first, the prefill's and each decode step's
+# (1 + (1 + 3) x (1 + 6) = 29; --no-warmup: 1 + 3 x 7 = 22), the last at
+# depth + p + n - 1 = 18; --top 10 rides along on each select
 "$PARLEY" bench -m "$model" -p 8 -n 6 -r 3 --depth 5 --backend cpu -t 1 \
 	--trace --top 10 >"$out" 2>"$out.err"
 ok $? "parley bench --trace --top 10 exits 0 $(cat "$out.err")"
 grep -Eq '^decode: +6 tokens after 13: [0-9.]+ tok/s' "$out" &&
-	grep -q '^trace: *22 steps traced, the last at position 18; raw top 10 a select$' "$out"
-ok $? "--trace: $(grep '^trace:' "$out")"
+	grep -q '^trace: *29 steps traced, the last at position 18; raw top 10 a select$' "$out"
+ok $? "--trace, a warm-up repeat and 3 timed: $(grep '^trace:' "$out")"
+"$PARLEY" bench -m "$model" -p 8 -n 6 -r 3 --depth 5 --backend cpu -t 1 \
+	--trace --no-warmup >"$out" 2>"$out.err" &&
+	grep -Eq '^decode: +6 tokens after 13: [0-9.]+ tok/s.*median of 3' "$out" &&
+	grep -q '^trace: *22 steps traced, the last at position 18; raw top 0 a select$' "$out"
+ok $? "--no-warmup: the 3 timed repeats only: $(grep '^trace:' "$out") $(cat "$out.err")"
 "$PARLEY" bench -m "$model" -p 8 -n 2 -r 1 --backend cpu -t 1 >"$out" 2>&1 &&
 	! grep -q '^trace:' "$out"
 ok $? "no trace line without --trace"

@@ -15,7 +15,10 @@
  *     by the engine on the memory the weights live in, now, on this
  *     machine. The share printed is floor time / measured time.
  * Each figure is the median of -r repeats (the cache is truncated back to
- * the depth between repeats); min and max are printed beside it.
+ * the depth between repeats); min and max are printed beside it. One
+ * untimed repeat comes first (--no-warmup: none), as llama-bench's warm-up
+ * run: a GPU loads each kernel at its first launch and a graph is captured
+ * at its first step, costs a chat pays once per session, not per turn.
  * --trace and --top N add what the full-screen chat asks of each step (the
  * debug pane's per-layer trace, the raw top N of the select), so the
  * chat's decode speed can be compared with the plain one.
@@ -45,6 +48,7 @@ struct bench_opts {
 	long repeats;        /* -r */
 	long n_threads;      /* -t (0: all cores) */
 	int trace;           /* --trace: the debug pane's trace attached */
+	int no_warmup;       /* --no-warmup: no untimed repeat first */
 	long n_top;          /* --top: raw top entries each select returns */
 	enum engine_kv_type kv_type; /* --kv-type (0: the backend's) */
 };
@@ -64,11 +68,13 @@ static void bench_usage(FILE *f)
 	    "usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
 	    "                    [--backend auto|cuda|cpu] [-t N] [--trace]\n"
 	    "                    [--top N] [--kv-type f16|q8_0|f32]\n"
+	    "                    [--no-warmup]\n"
 	    "  -m FILE|NAME     GGUF model, or a name parley models lists\n"
 	    "                   (default: the cache's SmolLM2)\n"
 	    "  -p N             prompt tokens to prefill (default 512)\n"
 	    "  -n N             tokens to decode (default 128)\n"
 	    "  -r N             repeats; figures are medians (default 5)\n"
+	    "  --no-warmup      no untimed repeat before the timed ones\n"
 	    "  --depth N        tokens already in the cache (default 0)\n"
 	    "  --backend NAME   auto, cuda or cpu (default: $PARLEY_BACKEND,\n"
 	    "                   else auto)\n"
@@ -101,6 +107,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	    {"backend", required_argument, NULL, 'B'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"trace", no_argument, NULL, 'T'},
+	    {"no-warmup", no_argument, NULL, 'W'},
 	    {"top", required_argument, NULL, 'K'},
 	    {"kv-type", required_argument, NULL, 'Q'},
 	    {NULL, 0, NULL, 0},
@@ -123,6 +130,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			return 1;
 		case 'T':
 			o->trace = 1;
+			continue;
+		case 'W':
+			o->no_warmup = 1;
 			continue;
 		case 'Q':
 			if (engine_kv_type_parse(optarg, &o->kv_type) != 0) {
@@ -315,9 +325,12 @@ int cmd_bench(int argc, char **argv)
 	   to a snapshot (a KV cache needs none) */
 	if (engine_snapshot(e, err, sizeof(err)) != 0)
 		goto fail;
-	for (long r = 0; r < o.repeats; r++) {
+	for (long r = o.no_warmup ? 0 : -1; r < o.repeats; r++) {
+		double wp, wd; /* the warm-up's times, not kept */
+
 		if (bench_once(e, ids, o.n_prompt, o.n_gen, (int32_t)o.n_top,
-		               &tp[r], &td[r], err, sizeof(err)) != 0 ||
+		               r < 0 ? &wp : &tp[r], r < 0 ? &wd : &td[r], err,
+		               sizeof(err)) != 0 ||
 		    engine_truncate(e, (int32_t)o.depth) != 0)
 			goto fail;
 	}
