@@ -56,9 +56,6 @@
 #define MR_PER_LANE 32
 /* Tokens (warps) per routing block. */
 #define MR_WARPS 4
-/* Elements a lane has in flight in the router's product
- * (mr_router_route). */
-#define MR_RL 16
 
 /* The better of two candidates (value, index): the larger value, the
  * lower index among equals; an index < 0 is no candidate. */
@@ -213,25 +210,8 @@ __global__ void mr_router_route(const float *wt, size_t row_size, int64_t ne0,
 		                                  (size_t)row * row_size);
 		float acc = 0.0f;
 
-		/* MR_RL iterations' loads in flight, then their products in
-		   the loop's order: cm_matvec's sum, bit for bit (its loop
-		   waits a round trip an iteration: 17 us for a router of 128 x
-		   2,048, BENCHMARKS.md) */
-		for (int64_t i0 = lane; i0 < ne0; i0 += 32 * MR_RL) {
-			float wv[MR_RL], xv[MR_RL];
-
-#pragma unroll
-			for (int j = 0; j < MR_RL; j++) {
-				const int64_t i = i0 + 32 * j;
-
-				wv[j] = i < ne0 ? wr[i] : 0.0f;
-				xv[j] = i < ne0 ? x[i] : 0.0f;
-			}
-#pragma unroll
-			for (int j = 0; j < MR_RL; j++)
-				if (i0 + 32 * j < ne0)
-					acc += wv[j] * xv[j];
-		}
+		for (int64_t i = lane; i < ne0; i += 32)
+			acc += wr[i] * x[i];
 		acc = red_warp<red_add>(acc);
 		if (lane == 0)
 			rl[row] = acc;
