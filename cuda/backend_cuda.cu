@@ -167,7 +167,6 @@ struct cu_state {
 	   traced; captured on first use, those of b = 0 at open
 	   (cu_graphs_warm) */
 	bool use_graphs;         /* PARLEY_CUDA_GRAPHS is not "0" */
-	bool moe_fuse;           /* PARLEY_CUDA_MOE_FUSE is not "0" */
 	int32_t *d_step;         /* [2] device: token id, position */
 	int32_t *h_step;         /* [2] pinned: the next replay's d_step,
 	                            copied by the graph's first node */
@@ -1003,39 +1002,18 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	/* DENSE (cu_moe_dense): the sum into s->y, its norms the caller's */
 	const bool to_y = dense || l->ffn_post_norm != NULL;
 
-	const struct cuda_tensor *router =
-	    cu_router_sh(s, il, n) ? &l->router_sh : &l->router;
-	/* a decode step: the routing in the router's launch, the slots' sum
-	   in the down product's (cuda_op_moe_router_route, _decode) */
-	int rc = n == 1 && s->moe_fuse && l->router_b == NULL
-	             ? cuda_op_moe_router_route(
-	                   x, router, rin, s->rl, f->n_expert, k,
-	                   (int)f->gating, f->norm_w, f->w_scale, s->ids,
-	                   s->wts, s->d_tids + (size_t)il * kmax,
-	                   s->d_tw + (size_t)il * kmax, err, errlen)
-	             : 0;
-
-	if (rc < 0 ||
-	    (rc == 0 &&
-	     (cuda_op_matmul(x, router, rin, n, s->rl, 1, err, errlen) ||
-	      (l->router_b != NULL &&
-	       cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n, err,
-	                        errlen)) ||
-	      cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
-	                        f->norm_w, f->w_scale, s->ids, s->wts,
-	                        s->d_tids + (size_t)il * kmax,
-	                        s->d_tw + (size_t)il * kmax, err, errlen))))
+	if (cuda_op_matmul(x,
+	                   cu_router_sh(s, il, n) ? &l->router_sh : &l->router,
+	                   rin, n, s->rl, 1, err, errlen) ||
+	    (l->router_b != NULL &&
+	     cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n, err,
+	                      errlen)) ||
+	    cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
+	                      f->norm_w, f->w_scale, s->ids, s->wts,
+	                      s->d_tids + (size_t)il * kmax,
+	                      s->d_tw + (size_t)il * kmax, err, errlen))
 		return -1;
-	rc = n == 1 && s->moe_fuse && l->gate_b == NULL && l->down_b == NULL &&
-	             l->exp_scale == NULL
-	         ? cuda_op_moe_decode(x, f->act, &l->gate, &l->up, &l->down,
-	                              s->xb, xq, k, s->ids, s->wts, s->eh,
-	                              s->eout, to_y ? s->y : s->x, !to_y, err,
-	                              errlen)
-	         : 0;
-	if (rc < 0)
-		return -1;
-	for (int32_t t0 = 0; t0 < n && rc == 0; t0 += part) {
+	for (int32_t t0 = 0; t0 < n; t0 += part) {
 		const int32_t nt = n - t0 < part ? n - t0 : part;
 		const int32_t *ids = s->ids + (size_t)t0 * k;
 		float *out = (to_y ? s->y : s->x) + (size_t)t0 * c->n_embd;
@@ -2385,7 +2363,6 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	    cudaEventCreateWithFlags(&s->side_join, cudaEventDisableTiming),
 	    "an event", 0);
 	s->use_graphs = knobs.graphs;
-	s->moe_fuse = knobs.moe_fuse;
 	s->ctx.x8_off = cuda_x8_types() == 0;
 	if (!knobs.pdl)
 		s->ctx.pdl = 0; /* ordinary launches (to measure) */

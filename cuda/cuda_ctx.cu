@@ -54,13 +54,7 @@ extern "C" int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap,
 	    (rc = cudaMalloc(&ctx->d_x16, x16_cap * sizeof(__half))) !=
 	        cudaSuccess ||
 	    (rc = cudaMalloc(&ctx->d_xq, x16_cap * sizeof(__half))) !=
-	        cudaSuccess ||
-	    (rc = cudaMalloc(&ctx->d_count,
-	                     CUDA_CTX_COUNTS * sizeof(unsigned))) !=
-	        cudaSuccess ||
-	    (rc = cudaMemsetAsync(ctx->d_count, 0,
-	                          CUDA_CTX_COUNTS * sizeof(unsigned),
-	                          ctx->stream)) != cudaSuccess) {
+	        cudaSuccess) {
 		cuda_ctx_alloc_err(rc, w16_cap, x16_cap, err, errlen);
 		cuda_ctx_free(ctx);
 		return -1;
@@ -94,7 +88,6 @@ extern "C" void cuda_ctx_free(struct cuda_ctx *ctx)
 	cudaFree(ctx->d_w16);
 	cudaFree(ctx->d_x16);
 	cudaFree(ctx->d_xq);
-	cudaFree(ctx->d_count);
 	cudaFree(ctx->d_attn);
 	cudaFree(ctx->d_attn_graph);
 	if (ctx->stream)

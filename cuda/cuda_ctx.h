@@ -71,15 +71,7 @@ struct cuda_ctx {
 	   backend allocates it at open), NULL: a batch is refused */
 	void *d_kv16;
 	size_t kv16_cap;
-	/* CUDA_CTX_COUNTS zeroed counters of the kernels whose last block to
-	   finish a group of blocks does the group's next step in the same
-	   launch (cuda_tail.cuh: a mixture's decode step); each last block
-	   sets its counter back to 0 */
-	unsigned *d_count;
 };
-
-/* Counters in cuda_ctx.d_count. */
-#define CUDA_CTX_COUNTS 8192
 
 /* Create the stream and cuBLAS handle; scratch: W16_CAP fp16 elements of
  * weights (at least one row of the widest matrix) and X16_CAP of

@@ -29,7 +29,6 @@ extern "C" void cuda_knobs_read(struct cuda_knobs *k)
 	k->repack = !cuda_knobs_is("PARLEY_CUDA_REPACK", "0");
 	k->graphs = !cuda_knobs_is("PARLEY_CUDA_GRAPHS", "0");
 	k->pdl = !cuda_knobs_is("PARLEY_CUDA_PDL", "0");
-	k->moe_fuse = !cuda_knobs_is("PARLEY_CUDA_MOE_FUSE", "0");
 	k->prefetch = pf == NULL ? -1 : strcmp(pf, "0") != 0;
 	k->matvec_f32 = cuda_knobs_is("PARLEY_CUDA_MATVEC_F32", "1");
 	k->attn_warp = aw != NULL && aw[0] == '1';

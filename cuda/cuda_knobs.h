@@ -9,8 +9,8 @@
  * and returns the same values after: the ops read their knobs through it.
  * cuda_knobs_read() reads it now, for a caller whose knobs must follow
  * the environment from one engine to the next in one process (the
- * backend's open: t_cuda_engine switches PARLEY_CUDA_GRAPHS, _PDL,
- * _REPACK and _MOE_FUSE between engines with setenv).
+ * backend's open: t_cuda_engine switches PARLEY_CUDA_GRAPHS, _PDL and
+ * _REPACK between engines with setenv).
  */
 #ifndef PARLEY_CUDA_KNOBS_H
 #define PARLEY_CUDA_KNOBS_H
@@ -54,10 +54,6 @@ struct cuda_knobs {
 	   quantized GEMM (cuda_qgemm.cu) instead of cuBLAS: its value when
 	   it is a decimal number (0: never), else CUDA_QGEMM_MAX_TOKENS */
 	int qgemm_max;
-	/* PARLEY_CUDA_MOE_FUSE: 0 when it is "0" (a mixture's decode step
-	   takes the separate routing, quantization and sum launches instead
-	   of cuda_op_moe_router_route and cuda_op_moe_decode), else 1 */
-	int moe_fuse;
 };
 
 /* Fill *K from the environment as it is now. */

@@ -40,7 +40,6 @@
 #include "cuda_quant.cuh"
 #include "cuda_reduce.cuh"
 #include "cuda_rope.cuh"
-#include "cuda_tail.cuh"
 #include "cuda_vecdot.cuh"
 #include "cuda_vecdot8.cuh"
 
@@ -147,45 +146,12 @@ struct cm_parts {
 	   chunk's sorted by expert, so that one expert's rows are read from
 	   L2 for all its slots: cuda_op_moe_sort), or NULL: slot = y */
 	const int32_t *perm;
-	/* CM_GATED_Q and CM_SUM, a mixture's decode step (one token, its
-	   slots the grid's y; cuda_tail.cuh): the groups' counters
-	   (cuda_ctx.d_count). CM_GATED_Q: once a slot's blocks are done,
-	   the last quantizes the slot's outputs into TQ + slot *
-	   cv8_xq_stride(rows), as cuda_op_quantize_x8 does (the down
-	   product's input). CM_SUM: once a block's rows are done for every
-	   slot, the last adds them up: TOUT[r] (+ where TADD)= sum over the
-	   slots j in order of TW[j] * y[j][r] (mr_combine's arithmetic) */
-	unsigned *count;
-	uint8_t *tq;
-	const float *tw;
-	float *tout;
-	int tadd;
 };
 
 /* What a unit mat-vec writes (CM_ROPE: as CM_SET, then RoPE and the KV
  * store in the epilogue, cm_rope_pair; a mode of its own so that the
- * other launches carry none of its code or registers). CM_GATED_Q:
- * CM_GATED, then its slots quantized; CM_SUM: CM_SET, then the slots
- * summed (struct cm_parts; cuda_tail.cuh). CM_MODES: the modes' count. */
-enum { CM_SET, CM_ADD, CM_GATED, CM_ROPE, CM_GATED_Q, CM_SUM, CM_MODES };
-
-/* Whether MODE ends with a group's last block (cm_tail). */
-static constexpr __host__ __device__ bool cm_tailed(int mode)
-{
-	return mode == CM_GATED_Q || mode == CM_SUM;
-}
-
-/* The launcher's switch key of a type and a mode. */
-static constexpr uint32_t cm_key(uint32_t type, int mode)
-{
-	return type * CM_MODES + (uint32_t)mode;
-}
-
-/* Whether MODE computes gated outputs (a gate and an up row each). */
-static constexpr __host__ __device__ bool cm_gated(int mode)
-{
-	return mode == CM_GATED || mode == CM_GATED_Q;
-}
+ * other launches carry none of its code or registers). */
+enum { CM_SET, CM_ADD, CM_GATED, CM_ROPE };
 
 /* The fp32-activation units of cuda_vecdot.cuh in the interface of
  * cuda_vecdot8.cuh's: SRC is a token's activations, XV what a unit takes
@@ -411,50 +377,6 @@ cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
 			    "prefetch.global.L2 [%0];" ::"l"(w[k] + o));
 }
 
-/* The step after a group's products, in its last block (struct cm_parts,
- * cuda_tail.cuh): every thread of the block comes here. T: the block's
- * slot; KS: the launch's warps a row (the block's rows: CM_WARPS / KS
- * warps of CM_ROWS). */
-template <int MODE>
-static __device__ __forceinline__ void cm_tail(const struct cm_parts &ps,
-                                               int64_t t, int ks)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int64_t ne = ps.rows;
-
-	if constexpr (MODE == CM_GATED_Q) {
-		/* the slot's outputs, quantized as cm_quantize_x8 does */
-		if (!cu_last_block(ps.count + blockIdx.y, gridDim.x))
-			return;
-		const float *y = ps.p[0].y + t * ne;
-		uint8_t *tb = ps.tq + (size_t)t * cv8_xq_stride(ne);
-		float *d = (float *)(tb + ne);
-		const int64_t nb = ne / 32;
-
-		for (int64_t i = warp; i < nb; i += CM_WARPS)
-			cv8_quantize32(__ldcg(y + i * 32 + lane), lane,
-			               (int8_t *)tb + i * 32 + lane, d + i,
-			               d + nb + i);
-	} else {
-		/* the block's rows summed over the slots, as mr_combine */
-		if (!cu_last_block(ps.count + blockIdx.x, gridDim.y))
-			return;
-		const int64_t per = (int64_t)(CM_WARPS / ks) * CM_ROWS;
-		const int64_t r1 = ((int64_t)blockIdx.x + 1) * per;
-
-		for (int64_t r = (int64_t)blockIdx.x * per + threadIdx.x;
-		     r < r1 && r < ne; r += blockDim.x) {
-			const float *a = ps.p[0].y + r;
-			float v = __fmul_rn(ps.tw[0], __ldcg(a));
-
-			for (unsigned j = 1; j < gridDim.y; j++)
-				v = __fadd_rn(
-				    v, __fmul_rn(ps.tw[j], __ldcg(a + j * ne)));
-			ps.tout[r] = ps.tadd ? __fadd_rn(ps.tout[r], v) : v;
-		}
-	}
-}
-
 /*
  * The fast mat-vec for the types of cuda_vecdot.cuh, CM_WARPS warps per
  * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
@@ -493,7 +415,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const typename U::src xt =
 	    U::at(x, ps.ids != NULL && ps.x_div != 1 ? t / ps.x_div : t, ne0);
 	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
-	const int64_t r0 = wi * (cm_gated(MODE) ? CM_ROWS / 2 : CM_ROWS);
+	const int64_t r0 = wi * (MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS);
 	const bool active = r0 < ps.rows;
 	struct cm_pair pr; /* CM_ROPE: the warp's rows */
 	const uint8_t *w[CM_ROWS];
@@ -508,7 +430,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 		if (active)
 			pr = cm_rope_map(ps, r0);
 	}
-	if (active && cm_gated(MODE)) {
+	if (active && MODE == CM_GATED) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++) {
 			const int64_t r =
@@ -564,9 +486,8 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			cs = cm_rope_cs(ps.rope, pr, pos);
 		}
 	cu_pdl_sync();
-	/* (with ks > 1, or a tail, the whole block meets the barrier) */
-	if (!cm_tailed(MODE) && !active && ks == 1)
-		return;
+	if (!active && ks == 1)
+		return; /* (with ks > 1 the whole block meets the barrier) */
 	if (ps.ids != NULL && active) { /* the routing kernel wrote ids */
 		const size_t off = (size_t)ps.ids[t] * ps.estride;
 
@@ -588,23 +509,18 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			for (int k = 0; k < CM_ROWS; k++)
 				part[warp][k] = acc[k];
 		__syncthreads();
-		if (!cm_tailed(MODE) && kw != 0)
+		if (kw != 0)
 			return;
-		if (kw == 0)
 #pragma unroll
-			for (int k = 0; k < CM_ROWS; k++) {
-				acc[k] = part[warp][k];
-				for (int j = 1; j < ks; j++)
-					acc[k] += part[warp + j][k];
-			}
+		for (int k = 0; k < CM_ROWS; k++) {
+			acc[k] = part[warp][k];
+			for (int j = 1; j < ks; j++)
+				acc[k] += part[warp + j][k];
+		}
 	}
-	const bool writer = active && lane == 0 && kw == 0;
-
-	if (!cm_tailed(MODE) && !writer)
+	if (!active || lane != 0)
 		return;
-	if (!writer) {
-		/* (a tail's other threads: to the group's count) */
-	} else if constexpr (cm_gated(MODE)) {
+	if constexpr (MODE == CM_GATED) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++)
 			if (r0 + k < ps.rows)
@@ -631,8 +547,6 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				ps.copy[t * ps.rows + r0 + k] = v[k];
 		}
 	}
-	if constexpr (cm_tailed(MODE))
-		cm_tail<MODE>(ps, t, ks);
 }
 
 /* The activations of N_TOK tokens of NE0 (a multiple of 32) floats at X
@@ -934,16 +848,13 @@ static size_t cm_parts_bytes(const struct cm_parts *ps)
  * part) in MODE over the rows of PS. With int8 activations (cm_x8_ok),
  * D_X is quantized into ctx->d_xq first unless *XQ_DONE says it already
  * is (a second weight on the same input, in stream order after the
- * first); *XQ_DONE is set once it is. XQ not NULL: the int8 activations
- * are there already (an earlier launch's tail, CM_GATED_Q), D_X unread.
- * The tailed modes take int8 activations only. */
-static int cm_unit_launch_x(struct cuda_ctx *ctx, uint32_t type,
+ * first); *XQ_DONE is set once it is. */
+static int cm_unit_launch_n(struct cuda_ctx *ctx, uint32_t type,
                             const struct cm_parts *ps, int64_t ne0,
-                            const float *d_x, const void *xq, int32_t n_tok,
-                            int32_t n_grid, int mode, int *xq_done, char *err,
-                            size_t errlen)
+                            const float *d_x, int32_t n_tok, int32_t n_grid,
+                            int mode, int *xq_done, char *err, size_t errlen)
 {
-	const int64_t per_warp = cm_gated(mode) ? CM_ROWS / 2 : CM_ROWS;
+	const int64_t per_warp = mode == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	/* (an expert product's slots are rows of other matrices) */
 	const int64_t ue = cm_unit_elems(ctx, type, ne0, n_tok);
@@ -955,68 +866,64 @@ static int cm_unit_launch_x(struct cuda_ctx *ctx, uint32_t type,
 	/* (an expert product's rows are known after the routing kernel) */
 	const int pf =
 	    ps->ids == NULL && cm_parts_bytes(ps) <= ctx->prefetch_max;
-	const uint32_t key = cm_key(type, mode);
 
 	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
-		if (xq == NULL && !*xq_done &&
+		if (!*xq_done &&
 		    cuda_op_quantize_x8(ctx, d_x, n_tok, ne0, ctx->d_xq, err,
 		                        errlen) != 0)
 			return -1;
-		if (xq == NULL) {
-			*xq_done = 1;
-			xq = ctx->d_xq;
-		}
-		switch (key) {
-#define M(T, MODE)                                                             \
-	case cm_key(T, MODE):                                                  \
-		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, MODE>, grid,      \
-		          32 * CM_WARPS, 0, *ps, ne0, xq, ks, pf);             \
-		break;
+		*xq_done = 1;
+		switch (type * 4 + (uint32_t)mode) {
 #define X(T)                                                                   \
-	M(T, CM_SET);                                                          \
-	M(T, CM_ADD);                                                          \
-	M(T, CM_GATED);                                                        \
-	M(T, CM_ROPE);                                                         \
-	M(T, CM_GATED_Q);                                                      \
-	M(T, CM_SUM);
+	case T * 4 + CM_SET:                                                   \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_SET>, grid,    \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		break;                                                         \
+	case T * 4 + CM_ADD:                                                   \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ADD>, grid,    \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		break;                                                         \
+	case T * 4 + CM_GATED:                                                 \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_GATED>, grid,  \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		break;                                                         \
+	case T * 4 + CM_ROPE:                                                  \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, CM_ROPE>, grid,   \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, ks, pf);      \
+		break;
 			CV8_FOR_EACH_TYPE(X)
 #undef X
-#undef M
 		default:
 			return cm_bad_type(type, err, errlen);
 		}
 		CUDA_TRY_LAUNCH(err, errlen);
 		return 0;
 	}
-	switch (key) {
-#define M(T, MODE)                                                             \
-	case cm_key(T, MODE):                                                  \
-		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, MODE>, grid,     \
+	switch (type * 4 + (uint32_t)mode) {
+#define X(T)                                                                   \
+	case T * 4 + CM_SET:                                                   \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_SET>, grid,   \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
+		break;                                                         \
+	case T * 4 + CM_ADD:                                                   \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ADD>, grid,   \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
+		break;                                                         \
+	case T * 4 + CM_GATED:                                                 \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_GATED>, grid, \
+		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
+		break;                                                         \
+	case T * 4 + CM_ROPE:                                                  \
+		cu_launch(ctx, cm_matvec_unit<cm_f32_unit<T>, CM_ROPE>, grid,  \
 		          32 * CM_WARPS, 0, *ps, ne0, d_x, ks, pf);            \
 		break;
-#define X(T)                                                                   \
-	M(T, CM_SET);                                                          \
-	M(T, CM_ADD);                                                          \
-	M(T, CM_GATED);                                                        \
-	M(T, CM_ROPE);
 		CV_FOR_EACH_TYPE(X)
 #undef X
-#undef M
 	default:
 		return cm_bad_type(type, err, errlen);
 	}
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
-}
-
-/* cm_unit_launch_x from D_X (quantized into ctx->d_xq where needed). */
-static int cm_unit_launch_n(struct cuda_ctx *ctx, uint32_t type,
-                            const struct cm_parts *ps, int64_t ne0,
-                            const float *d_x, int32_t n_tok, int32_t n_grid,
-                            int mode, int *xq_done, char *err, size_t errlen)
-{
-	return cm_unit_launch_x(ctx, type, ps, ne0, d_x, NULL, n_tok, n_grid,
-	                        mode, xq_done, err, errlen);
 }
 
 /* cm_unit_launch_n with one slot per token (a dense product). */
@@ -1564,62 +1471,4 @@ extern "C" int cuda_op_moe_down(struct cuda_ctx *ctx,
 	                                     down->ne1, err, errlen))
 	           ? -1
 	           : 0;
-}
-
-extern "C" int cuda_op_moe_decode(struct cuda_ctx *ctx, enum model_act act,
-                                  const struct cuda_tensor *gate,
-                                  const struct cuda_tensor *up,
-                                  const struct cuda_tensor *down,
-                                  const float *d_x, const void *d_xq, int32_t k,
-                                  const int32_t *d_ids, const float *d_w,
-                                  float *d_h, float *d_eout, float *d_out,
-                                  int add, char *err, size_t errlen)
-{
-	const int64_t nf = gate->ne1;
-	/* the slots' int8 activations after the token's own (d_xq's) */
-	const size_t off = (cv8_xq_stride(gate->ne0) + 255) & ~(size_t)255;
-	int xq_done = cm_xq_given(ctx, d_xq), hq_done = 1;
-	struct cm_parts ps;
-	uint8_t *hq;
-
-	if (k < 1 || k > CUDA_CTX_COUNTS || up->ne1 != nf ||
-	    up->row_size != gate->row_size || !cu_act_ok(act) ||
-	    !cm_fusable(ctx, gate, up, d_x, 1) ||
-	    !cm_x8_ok(ctx, gate->type, gate->ne0, 1) || down->ne0 != nf ||
-	    nf % 32 != 0 ||
-	    (down->ne1 + CM_ROWS - 1) / CM_ROWS > CUDA_CTX_COUNTS ||
-	    !cm_unit_ok(ctx, down, d_h, k) ||
-	    !cm_x8_ok(ctx, down->type, nf, k) ||
-	    off + (size_t)k * cv8_xq_stride(nf) > ctx->xq_cap)
-		return 0;
-	hq = (uint8_t *)ctx->d_xq + off;
-	memset(&ps, 0, sizeof(ps));
-	ps.p[0] = cm_part_of(gate, d_h);
-	ps.p[1] = cm_part_of(up, NULL); /* read only: its row r */
-	ps.n = 1;
-	ps.rows = nf;
-	ps.act = (int)act;
-	ps.ids = d_ids;
-	ps.estride = cm_estride(gate);
-	ps.x_div = k;
-	ps.count = ctx->d_count;
-	ps.tq = hq;
-	if (cm_unit_launch_n(ctx, gate->type, &ps, gate->ne0, d_x, 1, k,
-	                     CM_GATED_Q, &xq_done, err, errlen))
-		return -1;
-	memset(&ps, 0, sizeof(ps));
-	ps.p[0] = cm_part_of(down, d_eout);
-	ps.n = 1;
-	ps.rows = down->ne1;
-	ps.ids = d_ids;
-	ps.estride = cm_estride(down);
-	ps.x_div = 1;
-	ps.count = ctx->d_count;
-	ps.tw = d_w;
-	ps.tout = d_out;
-	ps.tadd = add;
-	return cm_unit_launch_x(ctx, down->type, &ps, nf, d_h, hq, k, k, CM_SUM,
-	                        &hq_done, err, errlen)
-	           ? -1
-	           : 1;
 }

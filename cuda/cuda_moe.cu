@@ -45,7 +45,6 @@
 #include "cuda_ops.h"
 #include "cuda_quant.cuh"
 #include "cuda_reduce.cuh"
-#include "cuda_tail.cuh"
 
 #include <math.h>
 #include <mma.h>
@@ -65,15 +64,19 @@ static __device__ __forceinline__ bool mr_better(float v, int i, float bv,
 	return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi));
 }
 
-/* The choice of one token from its router logits R, by one warp (LANE
- * its lane): its K experts into IDS, their weights into W, and also into
- * TR_IDS / TR_W unless NULL. R is read past L1 (__ldcg): other blocks of
- * the launch may have written it (cuda_op_moe_router_route). */
-static __device__ void mr_route_tok(const float *r, int lane, int32_t n_expert,
-                                    int32_t k, int gating, int norm_w,
-                                    float w_scale, int32_t *ids, float *w,
-                                    int32_t *tr_ids, float *tr_w)
+/* The choice of token blockIdx.x * MR_WARPS + warp (cuda_op_moe_route). */
+__global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
+                         int32_t k, int gating, int norm_w, float w_scale,
+                         int32_t *ids, float *w, int32_t *tr_ids, float *tr_w)
 {
+	cu_pdl_sync(); /* first: cuda_launch.cuh */
+	const int lane = threadIdx.x & 31;
+	const int64_t t =
+	    (int64_t)blockIdx.x * MR_WARPS + (int64_t)(threadIdx.x >> 5);
+
+	if (t >= n_tok)
+		return;
+	const float *r = rl + t * n_expert;
 	float p[MR_PER_LANE];
 	uint32_t taken = 0;
 	float mx = -INFINITY;
@@ -81,7 +84,7 @@ static __device__ void mr_route_tok(const float *r, int lane, int32_t n_expert,
 	for (int q = 0; q < MR_PER_LANE; q++) {
 		const int i = q * 32 + lane;
 
-		p[q] = i < n_expert ? __ldcg(r + i) : -INFINITY;
+		p[q] = i < n_expert ? r[i] : -INFINITY;
 		if (i < n_expert && p[q] > mx)
 			mx = p[q];
 	}
@@ -164,61 +167,13 @@ static __device__ void mr_route_tok(const float *r, int lane, int32_t n_expert,
 		for (int j = 0; j < k; j++)
 			wv[j] = __fmul_rn(wv[j], w_scale);
 	for (int j = 0; j < k; j++) {
-		ids[j] = iv[j];
-		w[j] = wv[j];
-		if (tr_ids != NULL) {
+		ids[t * k + j] = iv[j];
+		w[t * k + j] = wv[j];
+		if (tr_ids != NULL && t == n_tok - 1) {
 			tr_ids[j] = iv[j];
 			tr_w[j] = wv[j];
 		}
 	}
-}
-
-/* The choice of token blockIdx.x * MR_WARPS + warp (cuda_op_moe_route). */
-__global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
-                         int32_t k, int gating, int norm_w, float w_scale,
-                         int32_t *ids, float *w, int32_t *tr_ids, float *tr_w)
-{
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	const int lane = threadIdx.x & 31;
-	const int64_t t =
-	    (int64_t)blockIdx.x * MR_WARPS + (int64_t)(threadIdx.x >> 5);
-	const bool last = t == n_tok - 1;
-
-	if (t >= n_tok)
-		return;
-	mr_route_tok(rl + t * n_expert, lane, n_expert, k, gating, norm_w,
-	             w_scale, ids + t * k, w + t * k, last ? tr_ids : NULL,
-	             last ? tr_w : NULL);
-}
-
-/* The router's rows (F32, NE0 each, NE1 of them: a warp a row, summed as
- * cuda_matmul.cu's cm_matvec sums them) . X into RL, then the routing of
- * the token by the last block's first warp (cuda_op_moe_router_route). */
-__global__ void mr_router_route(const float *wt, size_t row_size, int64_t ne0,
-                                int64_t ne1, const float *x, float *rl,
-                                unsigned *count, int32_t n_expert, int32_t k,
-                                int gating, int norm_w, float w_scale,
-                                int32_t *ids, float *w, int32_t *tr_ids,
-                                float *tr_w)
-{
-	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int64_t row = (int64_t)blockIdx.x * MR_WARPS + warp;
-
-	if (row < ne1) {
-		const float *wr = (const float *)((const uint8_t *)wt +
-		                                  (size_t)row * row_size);
-		float acc = 0.0f;
-
-		for (int64_t i = lane; i < ne0; i += 32)
-			acc += wr[i] * x[i];
-		acc = red_warp<red_add>(acc);
-		if (lane == 0)
-			rl[row] = acc;
-	}
-	if (cu_last_block(count, gridDim.x) && warp == 0)
-		mr_route_tok(rl, lane, n_expert, k, gating, norm_w, w_scale,
-		             ids, w, tr_ids, tr_w);
 }
 
 /* OUT[t][i] (+)= sum over j in order of W[t k + j] * A[t k + j][i]: the
@@ -261,27 +216,6 @@ extern "C" int cuda_op_moe_route(struct cuda_ctx *ctx, const float *d_rl,
 	          w_scale, d_ids, d_w, d_trace_ids, d_trace_w);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
-}
-
-extern "C" int
-cuda_op_moe_router_route(struct cuda_ctx *ctx, const struct cuda_tensor *router,
-                         const float *d_x, float *d_rl, int32_t n_expert,
-                         int32_t k, int gating, int norm_w, float w_scale,
-                         int32_t *d_ids, float *d_w, int32_t *d_trace_ids,
-                         float *d_trace_w, char *err, size_t errlen)
-{
-	if (router->type != QTYPE_F32 || router->ne1 < n_expert ||
-	    n_expert < 1 || n_expert > 32 * MR_PER_LANE || k < 1 ||
-	    k > n_expert || k > MODEL_MAX_EXPERTS_USED)
-		return 0;
-	cu_launch(ctx, mr_router_route,
-	          (unsigned)((router->ne1 + MR_WARPS - 1) / MR_WARPS),
-	          32 * MR_WARPS, 0, (const float *)router->d, router->row_size,
-	          router->ne0, router->ne1, d_x, d_rl, ctx->d_count, n_expert,
-	          k, gating, norm_w, w_scale, d_ids, d_w, d_trace_ids,
-	          d_trace_w);
-	CUDA_TRY_LAUNCH(err, errlen);
-	return 1;
 }
 
 extern "C" int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,

@@ -308,39 +308,6 @@ int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
                         float *d_out, int add, char *err, size_t errlen);
 
 /*
- * A mixture's decode step (one token) in fewer launches, the same values
- * as the separate ops (cuda_tail.cuh: a group's last block does the next
- * step; a step is latency-bound, not bandwidth-bound):
- *
- * cuda_op_moe_router_route: cuda_op_matmul of the F32 ROUTER (n_expert
- * rows, or one more: a shared expert's gate logit, left in D_RL) with
- * D_X into D_RL, then cuda_op_moe_route of the token, in one launch.
- *
- * cuda_op_moe_decode: cuda_op_moe_gated (into D_H), cuda_op_moe_down (into
- * D_EOUT) and cuda_op_moe_combine (into D_OUT, ADD as there) of the K
- * slots, in two launches: the gated product's last blocks quantize each
- * slot's outputs for the down product, whose last blocks sum the slots.
- * No biases, no per-expert scales (the caller's conditions).
- *
- * Each returns 1 when done, 0 when it does not apply (nothing launched:
- * the types, shapes or scratch; the caller takes the separate ops), -1
- * with ERR.
- */
-int cuda_op_moe_router_route(struct cuda_ctx *ctx,
-                             const struct cuda_tensor *router, const float *d_x,
-                             float *d_rl, int32_t n_expert, int32_t k,
-                             int gating, int norm_w, float w_scale,
-                             int32_t *d_ids, float *d_w, int32_t *d_trace_ids,
-                             float *d_trace_w, char *err, size_t errlen);
-int cuda_op_moe_decode(struct cuda_ctx *ctx, enum model_act act,
-                       const struct cuda_tensor *gate,
-                       const struct cuda_tensor *up,
-                       const struct cuda_tensor *down, const float *d_x,
-                       const void *d_xq, int32_t k, const int32_t *d_ids,
-                       const float *d_w, float *d_h, float *d_eout,
-                       float *d_out, int add, char *err, size_t errlen);
-
-/*
  * Grouped expert products (cuda_moe.cu): cuda_op_moe_gated and
  * cuda_op_moe_down take them, instead of the mat-vec, when
  * cuda_op_moe_grouped says so for their stack (the gated product: for

@@ -1153,62 +1153,6 @@ out:
 	gguf_close(f);
 }
 
-/*
- * A mixture's decode steps in fewer launches (the routing in the router's
- * launch, the experts' sum in the down product's: cuda_op_moe_router_route,
- * cuda_op_moe_decode) against the separate launches
- * (PARLEY_CUDA_MOE_FUSE=0): the same prompt, then 12 decode steps on
- * fixed ids (replayed from the decode graphs), every step's
- * logits bit for bit the same. A routing read before the router's last
- * block, a sum missing a slot or a counter left over from the step before
- * would differ.
- */
-static void check_moe_fuse(const char *path, const char *what,
-                           const int32_t *toks)
-{
-	char err[512] = "";
-	struct gguf_file *f = gguf_open(path, err, sizeof(err));
-	struct model *m = NULL;
-	struct engine *a = NULL, *b = NULL;
-	int n_same = 0, n_steps = 0;
-	int rc = f != NULL ? model_load(f, &m, err, sizeof(err)) : -1;
-
-	if (!tap_ok(rc == 0, "%s: load %s", what, rc ? err : ""))
-		goto out;
-	a = open_engine(m, "cuda", 0, "moe fused");
-	setenv("PARLEY_CUDA_MOE_FUSE", "0", 1);
-	b = open_engine(m, "cuda", 0, "moe separate");
-	unsetenv("PARLEY_CUDA_MOE_FUSE");
-	if (a == NULL || b == NULL)
-		goto out;
-	if (engine_eval(a, toks, N_PREFILL, 0, err, sizeof(err)) ||
-	    engine_eval(b, toks, N_PREFILL, 0, err, sizeof(err))) {
-		tap_ok(0, "%s: moe fused: prefill: %s", what, err);
-		goto out;
-	}
-	for (int i = 0; i < 12; i++) {
-		const int32_t *t = toks + N_PREFILL + i % N_DECODE;
-
-		if (engine_eval(a, t, 1, 0, err, sizeof(err)) ||
-		    engine_eval(b, t, 1, 0, err, sizeof(err))) {
-			tap_ok(0, "%s: moe fused: step %d: %s", what, i, err);
-			goto out;
-		}
-		n_steps++;
-		n_same += memcmp(engine_logits(a), engine_logits(b),
-		                 sizeof(float) * (size_t)m->cfg.n_vocab) == 0;
-	}
-	tap_ok(n_same == n_steps,
-	       "%s: %d of %d decode steps with the fused mixture launches "
-	       "bit-identical to the separate ones (PARLEY_CUDA_MOE_FUSE=0)",
-	       what, n_same, n_steps);
-out:
-	engine_close(a);
-	engine_close(b);
-	model_free(m);
-	gguf_close(f);
-}
-
 /* Load PATH; parity checks and greedy decoding. */
 static void check_real(const char *path, const char *what,
                        const int32_t *prompt, int32_t n_prompt)
@@ -1414,8 +1358,6 @@ int main(void)
 			check_file(path, models[i].name, toks,
 			           models[i].gpu_batch,
 			           strstr(models[i].name, "_merged") != NULL);
-		if (strstr(models[i].name, "moe") != NULL)
-			check_moe_fuse(path, models[i].name, toks);
 		unlink(path);
 	}
 	snprintf(path, sizeof(path), "%s/graphs.gguf", dir);
