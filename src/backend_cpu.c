@@ -1097,29 +1097,42 @@ static void cpu_shift_table(const struct model_rope *r, int32_t d, float *cs)
 
 /* engine_ops.kv_shift on layer IL's cache: rows [p0 + d, n_past) move
  * to p0 in ascending order (a row is read before anything lands on
- * it), each head's key turned by -d. */
-static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d)
+ * it), each head's key turned by -d: in place in an f32 cache; an f16 or
+ * q8_0 key is read as floats into KR, turned and stored again as
+ * cpu_kv_put stores (one more rounding of the key: a fresh evaluation
+ * rounds the turned key once). Values move as bytes. */
+static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d,
+                               float *kr)
 {
 	struct cpu_state *s = e->impl;
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const struct model_rope *r = model_layer_rope(e->model, il);
 	struct model_cache_desc c = model_layer_cache(e->model, il);
 	const int32_t n = e->n_past - d - p0;
+	const size_t kr_row = s->k_row[il], vr_row = s->v_row[il];
 	float cs[MODEL_MAX_HEAD_DIM];
 
 	cpu_shift_table(r, d, cs);
 	for (int32_t j = p0; j < p0 + n; j++) {
-		float *k = s->k_cache[il] + (size_t)j * c.k_dim;
+		unsigned char *k = s->kb[il] + (size_t)j * kr_row;
+		float *kf = s->kv_type == ENGINE_KV_F32 ? (float *)k : kr;
 
-		memcpy(k, k + (size_t)d * c.k_dim,
-		       (size_t)c.k_dim * sizeof(float));
+		if (s->kv_type == ENGINE_KV_F32)
+			memcpy(k, k + (size_t)d * kr_row, kr_row);
+		else
+			quant_dequant_row(cpu_kv_qtype(s->kv_type),
+			                  k + (size_t)d * kr_row, kr, c.k_dim);
 		for (int h = 0; h < a->n_head_kv; h++)
-			cpu_rope(k + (size_t)h * a->head_dim_k, cs, r->n_rot,
+			cpu_rope(kf + (size_t)h * a->head_dim_k, cs, r->n_rot,
 			         r->style);
+		if (s->kv_type == ENGINE_KV_F16)
+			for (int32_t i = 0; i < c.k_dim; i++)
+				((uint16_t *)k)[i] = f32_to_f16(kr[i]);
+		else if (s->kv_type == ENGINE_KV_Q8_0)
+			quant_q8_0_row(kr, c.k_dim, k);
 	}
-	memmove(s->v_cache[il] + (size_t)p0 * c.v_dim,
-	        s->v_cache[il] + (size_t)(p0 + d) * c.v_dim,
-	        (size_t)n * c.v_dim * sizeof(float));
+	memmove(s->vb[il] + (size_t)p0 * vr_row,
+	        s->vb[il] + (size_t)(p0 + d) * vr_row, (size_t)n * vr_row);
 }
 
 /* Shift the cache (engine.h invariant 6): every layer with a cache of
@@ -1127,18 +1140,26 @@ static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d)
 static int cpu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
                         size_t errlen)
 {
-	if (e->kv_type != ENGINE_KV_F32) { /* (engine.c checks it too) */
-		snprintf(err, errlen,
-		         "the cpu backend shifts an f32 KV cache only, not %s",
-		         engine_kv_type_name(e->kv_type));
+	int32_t kmax = 1;
+	float *kr;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		struct model_cache_desc c = model_layer_cache(e->model, il);
+
+		kmax = c.k_dim > kmax ? c.k_dim : kmax;
+	}
+	kr = malloc((size_t)kmax * sizeof(float)); /* a key row's floats */
+	if (kr == NULL) {
+		snprintf(err, errlen, "KV shift: out of memory");
 		return -1;
 	}
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		enum model_cache_kind k = model_layer_cache(e->model, il).kind;
 
 		if (k == MODEL_CACHE_FULL || k == MODEL_CACHE_WINDOW)
-			cpu_kv_shift_layer(e, il, p0, d);
+			cpu_kv_shift_layer(e, il, p0, d, kr);
 	}
+	free(kr);
 	return 0;
 }
 
@@ -1474,6 +1495,7 @@ const struct engine_ops backend_cpu_ops = {
     .rs_copy = cpu_rs_copy,
     .rs_io = cpu_rs_io,
     .kv_shift = cpu_kv_shift,
-    .kv_shift_types = 1u << ENGINE_KV_F32,
+    .kv_shift_types =
+        1u << ENGINE_KV_F32 | 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
     .close = cpu_close,
 };

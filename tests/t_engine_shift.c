@@ -22,9 +22,12 @@
  *   3. a one-layer model (every key and value a function of token and
  *      position): logits after the shift and one more id equal those of
  *      the fresh evaluation of the kept ids and that id (NMSE <= 1e-9);
- *   4. refusals change nothing: arguments out of range, a cache element
- *      type the backend does not rotate, a model with recurrent layers
- *      (qwen35: engine_can_shift false, "recurrent" named).
+ *   4. refusals change nothing: arguments out of range, a model with
+ *      recurrent layers (qwen35: engine_can_shift false, "recurrent"
+ *      named);
+ *   5. the f16 and q8_0 caches shift as check 1 says, each moved key
+ *      within one more rounding of its type (the key is read, turned and
+ *      stored again).
  * SmolLM2 (multi-layer: a shifted cache is not the re-evaluated one, the
  * kept tokens' deeper K/V saw the dropped turns): a chat that overflows a
  * 256-token context, the oldest turn dropped each time; the turns that
@@ -55,6 +58,12 @@
 #define K_TOL  1e-6 /* moved keys vs the double rotation, of the row max */
 #define K0_TOL 1e-5 /* layer 0's keys vs a fresh evaluation */
 #define L1_TOL 1e-9 /* a one-layer model's logits, NMSE */
+/* an f16 / q8_0 cache's moved keys vs the double rotation, of the row
+   max: one more rounding of the turned key (f16: 2^-11 of an element;
+   q8_0: half a block's step, its max / 254, plus the step's own fp16
+   rounding, up to 127 steps x 2^-11: max x 4.43e-3, the row's at most) */
+#define F16_TOL 5e-4
+#define Q8_TOL  4.5e-3
 
 /* Random-weight models: ARGS for parley-mkmodel (n_vocab 300, n_embd 128,
    3 layers unless ARGS say); ONE: the one-layer variant's extra args, or
@@ -285,7 +294,7 @@ static int32_t kept_ids(const int32_t *ids, int32_t *out)
 	return n;
 }
 
-/* Checks 1, 2 and 4 (arguments, element type) on model M. */
+/* Checks 1, 2, 4 (arguments) and 5 on model M. */
 static void check_model(const struct model *m, const char *what)
 {
 	struct engine *e = open_engine(m, N_CTX), *f = open_engine(m, N_CTX);
@@ -313,18 +322,34 @@ static void check_model(const struct model *m, const char *what)
 	           engine_n_past(e) == N_IDS,
 	       "%s: shifts out of range refused, nothing changed (\"%s\")",
 	       what, err);
-	/* 4: a cache type the backend does not rotate: a q8_0 cache says
-	   so before (engine_can_shift) and refuses, nothing changed */
-	{
-		struct engine *q = open_engine_kv(m, N_CTX, ENGINE_KV_Q8_0);
+	/* 1 on the f16 and q8_0 caches: kv_save's floats are the stored
+	   values, so the prefix and the values are bit for bit; each key is
+	   stored once more after its turn, within that type's rounding */
+	for (int qt = 0; qt < 2; qt++) {
+		const enum engine_kv_type kt =
+		    qt ? ENGINE_KV_Q8_0 : ENGINE_KV_F16;
+		const double tol = qt ? Q8_TOL : F16_TOL;
+		struct engine *q = open_engine_kv(m, N_CTX, kt);
+		float *q0 = NULL, *q1 = NULL;
+		bool exq = false;
+		double wq = INFINITY;
 
 		err[0] = '\0';
-		tap_ok(q != NULL && !engine_can_shift(q) &&
-		           engine_eval(q, ids, N_IDS, ENGINE_EVAL_NO_LOGITS,
-		                       err, sizeof(err)) == 0 &&
-		           engine_kv_shift(q, P0, D, err, sizeof(err)) != 0 &&
-		           engine_n_past(q) == N_IDS && strstr(err, "q8_0"),
-		       "%s: a q8_0 cache is not shifted: \"%s\"", what, err);
+		if (q != NULL && engine_can_shift(q) &&
+		    engine_eval(q, ids, N_IDS, ENGINE_EVAL_NO_LOGITS, err,
+		                sizeof(err)) == 0 &&
+		    (q0 = dump(q)) != NULL &&
+		    engine_kv_shift(q, P0, D, err, sizeof(err)) == 0 &&
+		    engine_n_past(q) == N_IDS - D && (q1 = dump(q)) != NULL)
+			wq = check_moved(q, q0, q1, &exq);
+		tap_ok(exq && wq <= tol,
+		       "%s: a %s cache shifts: prefix and values %s, keys = "
+		       "old keys rotated by -%d (double): worst %.3g of the "
+		       "row (<= %g) %s",
+		       what, engine_kv_type_name(kt),
+		       exq ? "kept bit for bit" : "CHANGED", D, wq, tol, err);
+		free(q0);
+		free(q1);
 		engine_close(q);
 	}
 	s0 = dump(e);
