@@ -75,7 +75,9 @@ int verify_open(struct engine *primary, const struct model *ref,
 	/* a q8_0 cache's own deviation comes on top (verify.h) */
 	if (engine_kv_type(primary) == ENGINE_KV_Q8_0) {
 		v->layer_tol += VERIFY_TOL_Q8KV_LAYER;
-		v->logit_tol += VERIFY_TOL_Q8KV_LOGIT;
+		v->logit_tol += engine_int8_activations(primary)
+		                    ? VERIFY_TOL_INT8_Q8KV_LOGIT
+		                    : VERIFY_TOL_Q8KV_LOGIT;
 	}
 	ep.backend = "cpu";
 	ep.exact_dots = true;

@@ -65,9 +65,22 @@
  *     SmolLM2-135M Q4_1 over 1,024 positions of text in chunks of 64 and
  *     32 greedy steps: layer diff up to 0.024 (layer 23, at position
  *     1049), logit NMSE up to 4.5e-4; 43 of 48 steps were over the fp32
- *     bounds. Added: VERIFY_TOL_Q8KV_LAYER = 0.075 and
- *     VERIFY_TOL_Q8KV_LOGIT = 1.5e-3 (about 3 times those); a wrong
- *     matrix (0.21 and more) stays above the sum.
+ *     bounds. Added: VERIFY_TOL_Q8KV_LAYER = 0.075 (about 3 times);
+ *     a wrong matrix (0.21 and more) stays above the sum. The logits
+ *     vary more than that first measurement saw: teacher-forced over
+ *     1,024 positions of README.md (tests/kvq_accuracy --exact, q8_0
+ *     against f32), the worst position's NMSE was 0.0082; and where the
+ *     primary also rounds its activations to int8, a small change of the
+ *     cache can flip int8 roundings downstream: over 24 replies of 96
+ *     tokens (12 questions, chat and raw; CPU, int8 dots against the
+ *     exact reference) the worst step's NMSE was 0.0588 with an f32
+ *     cache and 0.169 with q8_0 (one step; the next 0.037), over the
+ *     0.1 + 1.5e-3 these bounds then gave. Added to the logit bound:
+ *     VERIFY_TOL_Q8KV_LOGIT = 0.025 (3 times 0.0082) for exact
+ *     arithmetic, VERIFY_TOL_INT8_Q8KV_LOGIT = 0.15 for int8 activations
+ *     (0.25 in all, 1.5 times 0.169). (The logits are the blunter check:
+ *     a wrong matrix late in the stack moves them by 0.016, and is the
+ *     layer check's to catch.)
  * A wrong weight matrix moves its own layer by 0.21..0.9 per token on
  * SmolLM2 (a layer reading the next one's FFN down-projection) and the
  * following layers by about 2.7. The layer check is the sharper one: such
@@ -106,12 +119,13 @@ struct trace;
 struct verify;
 
 /* Tolerances (see the notes): layers ||a-b|| / ||b||, logits NMSE. */
-#define VERIFY_TOL_INT8_LAYER 0.25 /* primary "cpu": int8 activations */
-#define VERIFY_TOL_INT8_LOGIT 0.1
-#define VERIFY_TOL_LAYER      0.01 /* any other primary (GPU: fp16) */
-#define VERIFY_TOL_LOGIT      5e-4
-#define VERIFY_TOL_Q8KV_LAYER 0.075 /* added for a q8_0 KV cache */
-#define VERIFY_TOL_Q8KV_LOGIT 1.5e-3
+#define VERIFY_TOL_INT8_LAYER      0.25 /* primary "cpu": int8 activations */
+#define VERIFY_TOL_INT8_LOGIT      0.1
+#define VERIFY_TOL_LAYER           0.01 /* any other primary (GPU: fp16) */
+#define VERIFY_TOL_LOGIT           5e-4
+#define VERIFY_TOL_Q8KV_LAYER      0.075 /* added for a q8_0 KV cache */
+#define VERIFY_TOL_Q8KV_LOGIT      0.025
+#define VERIFY_TOL_INT8_Q8KV_LOGIT 0.15 /* the same, int8 activations */
 
 /* The comparison of one step (one engine_eval of the primary). */
 struct verify_report {

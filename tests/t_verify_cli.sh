@@ -50,6 +50,15 @@ ok $? "chat one-shot --verify exits 0"
 grep -Eq '^\[verify: [0-9]+ steps; .*all within tolerance' "$tmp/err"
 ok $? "one-shot: summary after the reply: $(cat "$tmp/err")"
 
+# a q8_0 cache on top of int8 activations: the step that went over the
+# bounds before they were measured for the pair (verify.h: this reply's
+# position 48, logit NMSE 0.169 against 0.1015), within them now
+"$PARLEY" -m "$model" --no-store --temp 0 -n 96 --verify --kv-type q8_0 \
+	-p "What is the capital of France?" >"$tmp/out" 2>"$tmp/err"
+ok $? "q8_0 cache: chat one-shot --verify exits 0"
+grep -Eq '^\[verify: 9[0-9] steps; .*all within tolerance \(0.325 per layer, 0.25 logits\)' "$tmp/err"
+ok $? "q8_0 cache: within the pair's bounds: $(grep verify: "$tmp/err")"
+
 printf 'Hello\n/verify\nHi\n/verify\nBye\n' |
 	"$PARLEY" -m "$model" --no-store --temp 0 -n 6 --plain \
 		>"$tmp/out" 2>"$tmp/err"
