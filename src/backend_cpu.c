@@ -1098,38 +1098,37 @@ static void cpu_shift_table(const struct model_rope *r, int32_t d, float *cs)
 /* engine_ops.kv_shift on layer IL's cache: rows [p0 + d, n_past) move
  * to p0 in ascending order (a row is read before anything lands on
  * it), each head's key turned by -d: in place in an f32 cache; an f16 or
- * q8_0 key is read as floats into KR, turned and stored again as
- * cpu_kv_put stores (one more rounding of the key: a fresh evaluation
- * rounds the turned key once). Values move as bytes. */
-static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d,
-                               float *kr)
+ * q8_0 head (its own blocks) read as floats into the scratch row, turned
+ * and stored again by cpu_kv_convert (one more rounding of the key: a
+ * fresh evaluation rounds the turned key once). Values move as bytes. */
+static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d)
 {
 	struct cpu_state *s = e->impl;
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const struct model_rope *r = model_layer_rope(e->model, il);
-	struct model_cache_desc c = model_layer_cache(e->model, il);
-	const int32_t n = e->n_past - d - p0;
+	const int32_t n = e->n_past - d - p0, hd = a->head_dim_k;
 	const size_t kr_row = s->k_row[il], vr_row = s->v_row[il];
+	const size_t hb = engine_kv_type_bytes(s->kv_type, (size_t)hd);
+	const bool f32 = s->kv_type == ENGINE_KV_F32;
 	float cs[MODEL_MAX_HEAD_DIM];
 
 	cpu_shift_table(r, d, cs);
 	for (int32_t j = p0; j < p0 + n; j++) {
 		unsigned char *k = s->kb[il] + (size_t)j * kr_row;
-		float *kf = s->kv_type == ENGINE_KV_F32 ? (float *)k : kr;
 
-		if (s->kv_type == ENGINE_KV_F32)
+		if (f32)
 			memcpy(k, k + (size_t)d * kr_row, kr_row);
-		else
-			quant_dequant_row(cpu_kv_qtype(s->kv_type),
-			                  k + (size_t)d * kr_row, kr, c.k_dim);
-		for (int h = 0; h < a->n_head_kv; h++)
-			cpu_rope(kf + (size_t)h * a->head_dim_k, cs, r->n_rot,
-			         r->style);
-		if (s->kv_type == ENGINE_KV_F16)
-			for (int32_t i = 0; i < c.k_dim; i++)
-				((uint16_t *)k)[i] = f32_to_f16(kr[i]);
-		else if (s->kv_type == ENGINE_KV_Q8_0)
-			quant_q8_0_row(kr, c.k_dim, k);
+		for (int h = 0; h < a->n_head_kv; h++) {
+			unsigned char *kh = k + (size_t)h * hb;
+			float *kf = f32 ? (float *)kh : s->kvrow;
+
+			if (!f32)
+				cpu_kv_convert(s, kh + (size_t)d * kr_row, hb,
+				               hd, 1, kf, true);
+			cpu_rope(kf, cs, r->n_rot, r->style);
+			if (!f32)
+				cpu_kv_convert(s, kh, hb, hd, 1, kf, false);
+		}
 	}
 	memmove(s->vb[il] + (size_t)p0 * vr_row,
 	        s->vb[il] + (size_t)(p0 + d) * vr_row, (size_t)n * vr_row);
@@ -1140,26 +1139,14 @@ static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d,
 static int cpu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
                         size_t errlen)
 {
-	int32_t kmax = 1;
-	float *kr;
-
-	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		struct model_cache_desc c = model_layer_cache(e->model, il);
-
-		kmax = c.k_dim > kmax ? c.k_dim : kmax;
-	}
-	kr = malloc((size_t)kmax * sizeof(float)); /* a key row's floats */
-	if (kr == NULL) {
-		snprintf(err, errlen, "KV shift: out of memory");
-		return -1;
-	}
+	(void)err;
+	(void)errlen;
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		enum model_cache_kind k = model_layer_cache(e->model, il).kind;
 
 		if (k == MODEL_CACHE_FULL || k == MODEL_CACHE_WINDOW)
-			cpu_kv_shift_layer(e, il, p0, d, kr);
+			cpu_kv_shift_layer(e, il, p0, d);
 	}
-	free(kr);
 	return 0;
 }
 
