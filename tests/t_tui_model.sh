@@ -189,8 +189,10 @@ if command -v python3 >/dev/null 2>&1; then
 	tui_wait '│ remote 127\.0\.0\.1:' 60
 	tui_type "Hello?"
 	tui_keys Enter
-	tui_wait '^Hello world$' 30
-	ok $? "a reply from the remote model"
+	# (the reply has ended when the status bar has its speeds: the
+	# server's timings; a command typed before then waits in the input)
+	tui_wait '^Hello world$' 30 && tui_wait '│ pp [0-9]+ tg ' 30
+	ok $? "a reply from the remote model, ended"
 	tui_type "/model beta"
 	tui_keys Enter
 	tui_wait 'model beta-two loaded' 60 && tui_keys Left &&
