@@ -2364,6 +2364,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	    "an event", 0);
 	s->use_graphs = knobs.graphs;
 	s->ctx.x8_off = cuda_x8_types() == 0;
+	s->ctx.lanes_off = !knobs.lane_groups;
 	if (!knobs.pdl)
 		s->ctx.pdl = 0; /* ordinary launches (to measure) */
 	/* without PDL there is no previous kernel to overlap with */

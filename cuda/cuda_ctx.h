@@ -32,6 +32,11 @@ struct cuda_ctx {
 	   tested on its own; PARLEY_CUDA_MATVEC_F32=1 in the backend,
 	   cuda_knobs.h) */
 	int x8_off;
+	/* 1: every mat-vec row group takes a whole warp (cuda_matmul.cu
+	   cm_lanes: short rows then leave lanes idle; kept to test the
+	   narrower groups' bits against it; PARLEY_CUDA_LANE_GROUPS=0 in the
+	   backend) */
+	int lanes_off;
 	/* 1: kernels launch with programmatic dependent launch
 	   (cuda_launch.cuh); set at init on compute capability 9.0+, the
 	   backend clears it for PARLEY_CUDA_PDL=0 */

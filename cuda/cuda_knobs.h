@@ -54,6 +54,9 @@ struct cuda_knobs {
 	   quantized GEMM (cuda_qgemm.cu) instead of cuBLAS: its value when
 	   it is a decimal number (0: never), else CUDA_QGEMM_MAX_TOKENS */
 	int qgemm_max;
+	/* PARLEY_CUDA_LANE_GROUPS: 0 when it is "0" (every mat-vec row group
+	   a whole warp, cuda_ctx.h lanes_off), else 1 */
+	int lane_groups;
 };
 
 /* Fill *K from the environment as it is now. */

@@ -209,10 +209,10 @@ cm_dot(const uint8_t *row, int64_t nu, int64_t u, const typename U::xv &xv)
 }
 
 /* Rows W[0..R) . XT over units FIRST, FIRST + STEP, .. (< NU) of U per
- * lane, reduced over the warp (every lane gets the sums in ACC): lanes on
- * consecutive units, each unit's activations loaded once for the R rows
- * (cuda_vecdot.cuh note 5). */
-template <class U, int R>
+ * lane, reduced over each group of LW lanes (every lane of the group gets
+ * its sums in ACC): lanes on consecutive units, each unit's activations
+ * loaded once for the R rows (cuda_vecdot.cuh note 5). */
+template <class U, int R, int LW = 32>
 static __device__ __forceinline__ void
 cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
             int64_t first, int step, float *acc)
@@ -234,7 +234,7 @@ cm_rows_dot(const uint8_t *const *w, int64_t nu, const typename U::src &xt,
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++)
-		acc[r] = red_warp<red_add>(acc[r]);
+		red_xor<LW / 2, 1, red_add>(acc[r]);
 }
 
 /* Global row R of PS: its weight row in *W, its output element (token
@@ -393,13 +393,23 @@ cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
  * .., and their sums are added in warp order through shared memory (the result
  * does not depend on timing). PF: token 0's warps prefetch their rows
  * into L2 before waiting for the previous kernel (cuda_launch.cuh).
+ * LW (CM_SET and CM_GATED, KS 1): lanes a row group takes; a warp takes
+ * 32 / LW groups of rows (cm_lanes: a row of few units, as a mixture's
+ * down product of 512 inputs, 8 Q4_K units, left 24 of 32 lanes idle and
+ * each warp few bytes in flight). The sums are the same floats: the
+ * lanes past a row's units add zeros in the full warp's reduction.
  */
-template <class U, int MODE>
+template <class U, int MODE, int LW = 32>
 __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
                                int ks, int pf)
 {
+	static_assert(LW == 32 || ((MODE == CM_SET || MODE == CM_GATED) &&
+	                           LW >= 4 && 32 % LW == 0),
+	              "row groups narrower than a warp: set and gated only");
+	constexpr int64_t rg = MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
 	__shared__ float part[CM_WARPS][CM_ROWS];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int sl = lane & (LW - 1); /* the lane within its group */
 	/* (KS is 1, 2 or 4: shifts, not the integer divisions that were a
 	   tenth of a short product's instructions) */
 	const int lk = ks >> 1 == 2 ? 2 : ks >> 1;
@@ -414,9 +424,13 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	const int64_t nu = ne0 / U::ne;
 	const typename U::src xt =
 	    U::at(x, ps.ids != NULL && ps.x_div != 1 ? t / ps.x_div : t, ne0);
-	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS */
-	const int64_t r0 = wi * (MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS);
-	const bool active = r0 < ps.rows;
+	/* CM_GATED: CM_ROWS / 2 outputs of gate and up rows; else CM_ROWS;
+	   the warp's from RW, this lane's group's from R0 */
+	const int64_t rw = wi * (32 / LW) * rg, r0 = rw + (lane / LW) * rg;
+	/* ACTIVE: the group writes rows; READS: the warp dots rows (a group
+	   past the end on the last row, not written: the warp's lanes meet
+	   in the reduction) */
+	const bool active = r0 < ps.rows, reads = rw < ps.rows;
 	struct cm_pair pr; /* CM_ROPE: the warp's rows */
 	const uint8_t *w[CM_ROWS];
 	const float *b[CM_ROWS];
@@ -430,7 +444,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 		if (active)
 			pr = cm_rope_map(ps, r0);
 	}
-	if (active && MODE == CM_GATED) {
+	if (reads && MODE == CM_GATED) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS / 2; k++) {
 			const int64_t r =
@@ -443,7 +457,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
 			cm_locate(ps, pr.r[k], t, &w[k], &y[k], &b[k]);
-	} else if (active) {
+	} else if (reads) {
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
 			cm_locate(ps, r0 + k < ps.rows ? r0 + k : ps.rows - 1,
@@ -453,14 +467,14 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	   rows may head for L2 while the previous kernel finishes
 	   (cuda_launch.cuh) */
 	if (pf && active && t == 0)
-		cm_prefetch_rows(w, ps.p[0].row_size, lane + 32 * kw, 32 * ks);
+		cm_prefetch_rows(w, ps.p[0].row_size, sl + LW * kw, LW * ks);
 	/* E: the epilogue's other operand of each row, loaded by the lane
 	   that adds it before the dot products, not after them (one round
 	   trip fewer on the kernel's path): the bias of a decode step's QKV
 	   (CM_ROPE), a weight, before the wait (cuda_launch.cuh); the
 	   residual of CM_ADD, which earlier kernels write, after it. (Not
 	   CM_SET's bias: the output product's registers grew.) */
-	const bool adds = active && lane == 0 && kw == 0;
+	const bool adds = active && sl == 0 && kw == 0;
 	float e[CM_ROWS];
 
 #pragma unroll
@@ -486,9 +500,9 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 			cs = cm_rope_cs(ps.rope, pr, pos);
 		}
 	cu_pdl_sync();
-	if (!active && ks == 1)
+	if (!reads && ks == 1)
 		return; /* (with ks > 1 the whole block meets the barrier) */
-	if (ps.ids != NULL && active) { /* the routing kernel wrote ids */
+	if (ps.ids != NULL && reads) { /* the routing kernel wrote ids */
 		const size_t off = (size_t)ps.ids[t] * ps.estride;
 
 #pragma unroll
@@ -500,9 +514,9 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 #pragma unroll
 			for (int k = 0; k < CM_ROWS; k++)
 				e[k] = *y[k];
-	if (active)
-		cm_rows_dot<U, CM_ROWS>(w, nu, xt, lane + 32 * kw, 32 * ks,
-		                        acc);
+	if (reads)
+		cm_rows_dot<U, CM_ROWS, LW>(w, nu, xt, sl + LW * kw, LW * ks,
+		                            acc);
 	if (ks > 1) { /* the KS warps' sums of the rows, in a fixed order */
 		if (lane == 0)
 #pragma unroll
@@ -518,7 +532,7 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				acc[k] += part[warp + j][k];
 		}
 	}
-	if (!active || lane != 0)
+	if (!active || sl != 0)
 		return;
 	if constexpr (MODE == CM_GATED) {
 #pragma unroll
@@ -697,7 +711,7 @@ static int cm_x8_ok(const struct cuda_ctx *ctx, uint32_t type, int64_t ne0,
 }
 
 /* True when W has a cv_unit and meets cuda_vecdot.cuh's alignment: rows
- * 16-byte aligned for F16 (in whole units of 8) and Q4_K, 4-byte for
+ * 16-byte aligned for F32 and F16 (in whole units of 8) and Q4_K, 4-byte for
  * Q4_1 and Q5_1; Q8_0, Q4_0, Q5_0 and Q6_K are read 2 bytes at a time,
  * which every row of them meets (their blocks are 34, 18, 22 and 210
  * bytes), so an odd block
@@ -714,6 +728,7 @@ static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	if ((uintptr_t)d_x % 16 != 0)
 		return 0;
 	switch (w->type) {
+	case QTYPE_F32:
 	case QTYPE_F16:
 		return al % 16 == 0 && w->ne0 % 8 == 0;
 	case QTYPE_Q4_K:
@@ -821,17 +836,39 @@ static int cm_ks(const struct cuda_ctx *ctx, int64_t warps, int64_t nu,
 	return nu >= 4 * 32 * m ? 4 : nu >= 2 * 32 * m ? 2 : 1;
 }
 
+/* Lanes of a row group (cm_matvec_unit's LW) for rows of NU units in
+ * MODE: the fewest lanes, down to 8, that still give every lane a unit,
+ * for the set and gated products with int8 activations (X8; the
+ * mixtures' expert products, whose rows can be 512 inputs); else 32. */
+static int cm_lanes(const struct cuda_ctx *ctx, int64_t nu, int mode, int x8)
+{
+	if (!x8 || (mode != CM_SET && mode != CM_GATED) || ctx->lanes_off)
+		return 32;
+	return nu <= 8 ? 8 : nu <= 16 ? 16 : 32;
+}
+
 /* Elements of one unit of cm_matvec_unit for weights of TYPE, NE0 wide,
  * on N_TOK tokens (the unit's ne). */
 static int64_t cm_unit_elems(const struct cuda_ctx *ctx, uint32_t type,
                              int64_t ne0, int32_t n_tok)
 {
-	if (type == QTYPE_F16)
+	if (type == QTYPE_F32 || type == QTYPE_F16)
 		return 8;
 	if (cm_x8_ok(ctx, type, ne0, n_tok) &&
 	    (type == QTYPE_Q4_K || type == CQ_Q4_KR))
 		return cv8_unit<QTYPE_Q4_K>::ne;
 	return 32;
+}
+
+extern "C" int cuda_op_matvec_lanes(const struct cuda_ctx *ctx,
+                                    const struct cuda_tensor *w, int32_t n_tok,
+                                    int gated)
+{
+	if (!cm_unit_ok(ctx, w, NULL, n_tok))
+		return 0;
+	return cm_lanes(
+	    ctx, w->ne0 / cm_unit_elems(ctx, w->type, w->ne0, n_tok),
+	    gated ? CM_GATED : CM_SET, cm_x8_ok(ctx, w->type, w->ne0, n_tok));
 }
 
 /* Weight bytes of the parts of PS. */
@@ -844,6 +881,30 @@ static size_t cm_parts_bytes(const struct cm_parts *ps)
 	return n;
 }
 
+/* The launch of cm_unit_launch_n with row groups of LW (8 or 16) lanes
+ * (int8 activations, CM_SET or CM_GATED, KS 1). */
+static int cm_unit_launch_lw(struct cuda_ctx *ctx, uint32_t type,
+                             const struct cm_parts *ps, int64_t ne0, dim3 grid,
+                             int mode, int lw, char *err, size_t errlen)
+{
+	switch ((type * 4 + (uint32_t)mode) * 2 + (lw == 8)) {
+#define L(T, M, W)                                                             \
+	case (T * 4 + M) * 2 + (W == 8):                                       \
+		cu_launch(ctx, cm_matvec_unit<cm_x8_unit<T>, M, W>, grid,      \
+		          32 * CM_WARPS, 0, *ps, ne0, ctx->d_xq, 1, 0);        \
+		break;
+#define X(T)                                                                   \
+	L(T, CM_SET, 8) L(T, CM_SET, 16) L(T, CM_GATED, 8) L(T, CM_GATED, 16)
+		CV8_FOR_EACH_TYPE(X)
+#undef X
+#undef L
+	default:
+		return cm_bad_type(type, err, errlen);
+	}
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
 /* One cm_matvec_unit launch of type TYPE (cm_unit_ok holds for every
  * part) in MODE over the rows of PS. With int8 activations (cm_x8_ok),
  * D_X is quantized into ctx->d_xq first unless *XQ_DONE says it already
@@ -854,12 +915,17 @@ static int cm_unit_launch_n(struct cuda_ctx *ctx, uint32_t type,
                             const float *d_x, int32_t n_tok, int32_t n_grid,
                             int mode, int *xq_done, char *err, size_t errlen)
 {
-	const int64_t per_warp = mode == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
+	const int64_t ue = cm_unit_elems(ctx, type, ne0, n_tok);
+	const int x8 = cm_x8_ok(ctx, type, ne0, n_tok);
+	const int lw = cm_lanes(ctx, ne0 / ue, mode, x8);
+	const int64_t per_warp =
+	    (mode == CM_GATED ? CM_ROWS / 2 : CM_ROWS) * (32 / lw);
 	const int64_t warps = (ps->rows + per_warp - 1) / per_warp;
 	/* (an expert product's slots are rows of other matrices) */
-	const int64_t ue = cm_unit_elems(ctx, type, ne0, n_tok);
 	const int ks =
-	    cm_ks(ctx, ps->ids != NULL ? warps * n_grid : warps, ne0 / ue, ue);
+	    lw != 32 ? 1
+	             : cm_ks(ctx, ps->ids != NULL ? warps * n_grid : warps,
+	                     ne0 / ue, ue);
 	const int64_t per_block = CM_WARPS / ks;
 	dim3 grid((unsigned)((warps + per_block - 1) / per_block),
 	          (unsigned)n_grid);
@@ -867,12 +933,15 @@ static int cm_unit_launch_n(struct cuda_ctx *ctx, uint32_t type,
 	const int pf =
 	    ps->ids == NULL && cm_parts_bytes(ps) <= ctx->prefetch_max;
 
-	if (cm_x8_ok(ctx, type, ne0, n_tok)) {
+	if (x8) {
 		if (!*xq_done &&
 		    cuda_op_quantize_x8(ctx, d_x, n_tok, ne0, ctx->d_xq, err,
 		                        errlen) != 0)
 			return -1;
 		*xq_done = 1;
+		if (lw != 32)
+			return cm_unit_launch_lw(ctx, type, ps, ne0, grid, mode,
+			                         lw, err, errlen);
 		switch (type * 4 + (uint32_t)mode) {
 #define X(T)                                                                   \
 	case T * 4 + CM_SET:                                                   \

@@ -64,7 +64,11 @@ static __device__ __forceinline__ bool mr_better(float v, int i, float bv,
 	return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi));
 }
 
-/* The choice of token blockIdx.x * MR_WARPS + warp (cuda_op_moe_route). */
+/* The choice of token blockIdx.x * MR_WARPS + warp (cuda_op_moe_route),
+ * PL experts a lane (32 PL >= N_EXPERT: the loops over a lane's experts
+ * run PL times, not MR_PER_LANE; the experts past N_EXPERT were skipped
+ * before, so the values are the same). */
+template <int PL>
 __global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
                          int32_t k, int gating, int norm_w, float w_scale,
                          int32_t *ids, float *w, int32_t *tr_ids, float *tr_w)
@@ -77,11 +81,11 @@ __global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
 	if (t >= n_tok)
 		return;
 	const float *r = rl + t * n_expert;
-	float p[MR_PER_LANE];
+	float p[PL];
 	uint32_t taken = 0;
 	float mx = -INFINITY;
 
-	for (int q = 0; q < MR_PER_LANE; q++) {
+	for (int q = 0; q < PL; q++) {
 		const int i = q * 32 + lane;
 
 		p[q] = i < n_expert ? r[i] : -INFINITY;
@@ -93,7 +97,7 @@ __global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
 
 		for (int o = 16; o > 0; o >>= 1)
 			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-		for (int q = 0; q < MR_PER_LANE; q++)
+		for (int q = 0; q < PL; q++)
 			if (q * 32 + lane < n_expert) {
 				p[q] = expf(p[q] - mx);
 				sum += (double)p[q];
@@ -102,7 +106,7 @@ __global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
 			sum += __shfl_xor_sync(0xffffffffu, sum, o);
 		const float inv = (float)(1.0 / sum);
 
-		for (int q = 0; q < MR_PER_LANE; q++)
+		for (int q = 0; q < PL; q++)
 			p[q] = __fmul_rn(p[q], inv);
 	}
 	/* k rounds of the arg-max over the experts not taken */
@@ -114,7 +118,7 @@ __global__ void mr_route(const float *rl, int32_t n_tok, int32_t n_expert,
 		float bv = 0.0f;
 		int bi = -1;
 
-		for (int q = 0; q < MR_PER_LANE; q++) {
+		for (int q = 0; q < PL; q++) {
 			const int i = q * 32 + lane;
 
 			if (i < n_expert && !(taken >> q & 1) &&
@@ -211,9 +215,18 @@ extern "C" int cuda_op_moe_route(struct cuda_ctx *ctx, const float *d_rl,
 		         k, n_expert, MODEL_MAX_EXPERTS_USED, 32 * MR_PER_LANE);
 		return -1;
 	}
-	cu_launch(ctx, mr_route, (unsigned)((n_tok + MR_WARPS - 1) / MR_WARPS),
-	          32 * MR_WARPS, 0, d_rl, n_tok, n_expert, k, gating, norm_w,
-	          w_scale, d_ids, d_w, d_trace_ids, d_trace_w);
+	const unsigned nb = (unsigned)((n_tok + MR_WARPS - 1) / MR_WARPS);
+#define R(PL)                                                                  \
+	cu_launch(ctx, mr_route<PL>, nb, 32 * MR_WARPS, 0, d_rl, n_tok,        \
+	          n_expert, k, gating, norm_w, w_scale, d_ids, d_w,            \
+	          d_trace_ids, d_trace_w)
+	if (n_expert <= 32 * 4)
+		R(4);
+	else if (n_expert <= 32 * 8)
+		R(8);
+	else
+		R(MR_PER_LANE);
+#undef R
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

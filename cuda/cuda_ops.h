@@ -121,6 +121,11 @@ int cuda_op_matmul_xq(struct cuda_ctx *ctx, const struct cuda_tensor *w,
  */
 int cuda_op_matvec_x8(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
                       int32_t n_tok);
+/* The lanes of a row group of W's unit mat-vec over N_TOK tokens, GATED
+ * or a plain product (32: a whole warp; 8 or 16 for rows of few units
+ * with int8 activations: cuda_matmul.cu cm_lanes; 0: no unit mat-vec). */
+int cuda_op_matvec_lanes(const struct cuda_ctx *ctx,
+                         const struct cuda_tensor *w, int32_t n_tok, int gated);
 uint64_t cuda_x8_types(void);
 size_t cuda_x8_stride(int64_t ne0);
 /* True when ctx->d_xq can hold N_TOK tokens of NE0 int8 activations and

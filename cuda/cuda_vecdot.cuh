@@ -9,7 +9,7 @@
  *    consecutive units, so a warp walks a contiguous span of the row; a
  *    lane reads its unit with the widest loads the format's alignment
  *    allows (cuda_quant.cuh note 3: Q8_0, Q4_0, Q5_0 and Q6_K blocks are
- *    only 2-byte aligned, Q4_1 and Q5_1 4-byte; F16 units of 8 halves and
+ *    only 2-byte aligned, Q4_1 and Q5_1 4-byte; F32 and F16 units of 8 and
  * Q4_K's 16-byte pieces are 16-byte aligned when the row is, which the launcher
  * checks) instead of one element at a time through cq_elem.
  * 2. The block scale is factored out of the sum: sum_j (q_j * d) x_j =
@@ -95,6 +95,26 @@ template <> struct cv_unit<QTYPE_F16> {
 			q[2 * j] = f.x;
 			q[2 * j + 1] = f.y;
 		}
+		return cv_dot8(xv, q);
+	}
+};
+
+/* F32: 8 floats, two 16-byte loads (a mixture's router: its row-per-warp
+ * element-wise product read 2 MB at a tenth of the bandwidth). */
+template <> struct cv_unit<QTYPE_F32> {
+	static const int ne = 8;
+	static __device__ __forceinline__ void xload(int64_t u, const float *x,
+	                                             float *xv)
+	{
+		cv_load<8>(x + u * 8, xv);
+	}
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const float *xv)
+	{
+		const float4 *p = (const float4 *)row + 2 * u;
+		const float4 a = p[0], b = p[1];
+		const float q[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+
 		return cv_dot8(xv, q);
 	}
 };
@@ -411,6 +431,7 @@ template <> struct cv_unit<QTYPE_Q6_K> {
 
 /* Types with a cv_unit (the others use the element-wise mat-vec). */
 #define CV_FOR_EACH_TYPE(X)                                                    \
+	X(QTYPE_F32)                                                           \
 	X(QTYPE_F16)                                                           \
 	X(QTYPE_Q8_0)                                                          \
 	X(QTYPE_Q4_0)                                                          \

@@ -1,5 +1,6 @@
 /*
- * t_cuda_moe.c - a mixture's expert products on the GPU (cuda_op_moe_gated,
+ * t_cuda_moe.c - a mixture's routing and expert products on the GPU
+ * (cuda_op_moe_route against the CPU's model_moe_route; cuda_op_moe_gated,
  * cuda_op_moe_down): the grouped tensor-core products of a prefill chunk
  * (cuda_moe.cu) against the mat-vec of every slot (cuda_matmul.cu) and
  * both against a host double reference; built only when configure found
@@ -27,6 +28,7 @@
 #include "cuda_ops.h"
 #include "cuda_util.h"
 #include "f16.h"
+#include "model.h"
 #include "quant.h"
 #include "tap.h"
 
@@ -336,7 +338,7 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	const int32_t n_slots = n_tok * k;
 	const int64_t ne0 = c->n_embd, nf = c->n_ff;
 	const size_t ny = (size_t)n_slots * nf;
-	float *out[3], *d_x, *d_g, *d_u;
+	float *out[4], *d_x, *d_g, *d_u;
 	double *yg[2], *yu[2], *ag[2], *au[2];
 	struct worst w[2] = {{0, 0}, {0, 0}}, wd = {0, 0};
 	char err[512] = "";
@@ -345,12 +347,16 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	d_x = dev_put(x, sizeof(float) * (size_t)(n_tok * ne0));
 	d_g = dev_put(NULL, sizeof(float) * ny);
 	d_u = dev_put(NULL, sizeof(float) * ny);
-	for (int f = 0; f < 3; f++) {
+	/* f 3: the mat-vec with every row group a whole warp */
+	for (int f = 0; f < 4; f++) {
 		out[f] = malloc(sizeof(float) * ny);
-		cuda_op_moe_grouped_force(f == 0 ? 1 : f == 1 ? 2 : 0);
+		cuda_op_moe_grouped_force(f == 0 || f == 3 ? 1
+		                          : f == 1         ? 2
+		                                           : 0);
 		if (f == 2)
 			chose = cuda_op_moe_grouped(ctx, &g->ct, n_slots) &&
 			        cuda_op_moe_grouped(ctx, &u->ct, n_slots);
+		ctx->lanes_off = f == 3;
 		cudaMemsetAsync(d_g, 0xff, sizeof(float) * ny, ctx->stream);
 		if (cuda_op_moe_gated(ctx, c->act, &g->ct, &u->ct, d_x, NULL,
 		                      n_tok, k, d_ids,
@@ -361,6 +367,7 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 			ok = 0;
 		}
 	}
+	ctx->lanes_off = 0;
 	cuda_op_moe_grouped_force(0);
 	/* the references: [0] the mat-vec's activations, [1] fp32 ones */
 	x8g = cuda_op_matvec_x8(ctx, &g->ct, n_tok);
@@ -414,9 +421,14 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	tap_ok(ok && same_bits(out[2], out[chose ? 1 : 0], ny),
 	       "%s gated, %d tokens: by size takes the %s path, its bits", name,
 	       n_tok, path_name(chose ? 2 : 1));
+	tap_ok(ok && same_bits(out[0], out[3], ny),
+	       "%s gated, %d tokens: the mat-vec's row groups of %d lanes "
+	       "give a whole warp's bits",
+	       name, n_tok, cuda_op_matvec_lanes(ctx, &g->ct, n_tok, 1));
 	*h_out = out[1];
 	free(out[0]);
 	free(out[2]);
+	free(out[3]);
 	for (int p = 0; p < 2; p++) {
 		free(yg[p]);
 		free(yu[p]);
@@ -437,7 +449,7 @@ static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
 	const int32_t n_slots = n_tok * c->k;
 	const int64_t nf = c->n_ff, ne = c->n_embd;
 	const size_t ny = (size_t)n_slots * ne;
-	float *out[3], *d_h, *d_y;
+	float *out[4], *d_h, *d_y;
 	double *y[2], *sa[2];
 	struct worst w[2] = {{0, 0}, {0, 0}}, wd = {0, 0};
 	char err[512] = "";
@@ -445,11 +457,14 @@ static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
 
 	d_h = dev_put(h, sizeof(float) * (size_t)n_slots * nf);
 	d_y = dev_put(NULL, sizeof(float) * ny);
-	for (int f = 0; f < 3; f++) {
+	for (int f = 0; f < 4; f++) { /* (f 3 as in test_gated) */
 		out[f] = malloc(sizeof(float) * ny);
-		cuda_op_moe_grouped_force(f == 0 ? 1 : f == 1 ? 2 : 0);
+		cuda_op_moe_grouped_force(f == 0 || f == 3 ? 1
+		                          : f == 1         ? 2
+		                                           : 0);
 		if (f == 2)
 			chose = cuda_op_moe_grouped(ctx, &d->ct, n_slots);
+		ctx->lanes_off = f == 3;
 		cudaMemsetAsync(d_y, 0xff, sizeof(float) * ny, ctx->stream);
 		if (cuda_op_moe_down(ctx, &d->ct, d_h, n_slots, d_ids,
 		                     n_tok > 1 ? d_perm : NULL, d->d_b, d_y,
@@ -459,6 +474,7 @@ static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
 			ok = 0;
 		}
 	}
+	ctx->lanes_off = 0;
 	cuda_op_moe_grouped_force(0);
 	x8 = cuda_op_matvec_x8(ctx, &d->ct, n_slots);
 	for (int p = 0; p < 2; p++) {
@@ -494,7 +510,11 @@ static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
 	tap_ok(ok && same_bits(out[2], out[chose ? 1 : 0], ny),
 	       "%s down, %d slots: by size takes the %s path, its bits", name,
 	       n_slots, path_name(chose ? 2 : 1));
-	for (int f = 0; f < 3; f++)
+	tap_ok(ok && same_bits(out[0], out[3], ny),
+	       "%s down, %d slots: the mat-vec's row groups of %d lanes give "
+	       "a whole warp's bits",
+	       name, n_slots, cuda_op_matvec_lanes(ctx, &d->ct, n_slots, 0));
+	for (int f = 0; f < 4; f++)
 		free(out[f]);
 	for (int p = 0; p < 2; p++) {
 		free(y[p]);
@@ -502,6 +522,83 @@ static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
 	}
 	cudaFree(d_h);
 	cudaFree(d_y);
+}
+
+/*
+ * The routing (cuda_op_moe_route) of N_TOK tokens of random router logits
+ * over N_EXPERT experts against the CPU's model_moe_route: the same ids in
+ * the same order (every token's logits hold exact ties, which both break
+ * by the lower index), the weights within a few float roundings (expf and
+ * the softmax's sum differ in order only). Expert counts that take each
+ * width of the kernel (4, 8 and 32 experts a lane) and their edges.
+ */
+static void test_route(struct cuda_ctx *ctx, int32_t n_expert, int32_t k,
+                       enum model_moe_gating gating, bool norm_w)
+{
+	const int n_tok = 9;
+	const size_t nr = (size_t)n_tok * n_expert, nk = (size_t)n_tok * k;
+	float *rl = malloc(sizeof(float) * nr), *w = malloc(sizeof(float) * nk);
+	float *sc = malloc(sizeof(float) * n_expert), cw[64];
+	int32_t *ids = malloc(sizeof(int32_t) * nk), cid[64];
+	struct model_ffn f;
+	char err[256] = "";
+	int bad_ids = 0, rc;
+	double worst = 0;
+
+	memset(&f, 0, sizeof(f));
+	f.kind = MODEL_FFN_EXPERTS;
+	f.n_expert = n_expert;
+	f.n_expert_used = k;
+	f.gating = gating;
+	f.norm_w = norm_w;
+	f.w_scale = 1.0f;
+	for (size_t i = 0; i < nr; i++)
+		rl[i] = rng_unif(-4.0f, 4.0f);
+	for (int t = 0; t < n_tok; t++) { /* ties among the largest */
+		float *r = rl + (size_t)t * n_expert;
+		int32_t top = 0;
+
+		for (int32_t e = 1; e < n_expert; e++)
+			top = r[e] > r[top] ? e : top;
+		r[(top + 1 + t) % n_expert] = r[top];
+		r[(size_t)(n_expert - 1 - t % n_expert)] = r[top];
+	}
+	float *d_rl = dev_put(rl, sizeof(float) * nr),
+	      *d_w = dev_put(NULL, sizeof(float) * nk);
+	int32_t *d_ids = dev_put(NULL, sizeof(int32_t) * nk);
+
+	rc =
+	    cuda_op_moe_route(ctx, d_rl, n_tok, n_expert, k, gating, norm_w,
+	                      1.0f, d_ids, d_w, NULL, NULL, err, sizeof(err)) ||
+	    dev_get(ctx, ids, d_ids, sizeof(int32_t) * nk) ||
+	    dev_get(ctx, w, d_w, sizeof(float) * nk);
+	for (int t = 0; !rc && t < n_tok; t++) {
+		model_moe_route(&f, rl + (size_t)t * n_expert, sc, cid, cw);
+		for (int j = 0; j < k; j++) {
+			const double e =
+			    fabs((double)w[t * k + j] - cw[j]) /
+			    (fabs(cw[j]) > 1e-30 ? fabs(cw[j]) : 1);
+
+			bad_ids += ids[t * k + j] != cid[j];
+			worst = e > worst ? e : worst;
+		}
+	}
+	if (rc)
+		tap_diag("%s", err);
+	tap_ok(!rc && bad_ids == 0 && worst <= 4e-6,
+	       "routing, %d experts choosing %d (%s%s): the CPU's ids in its "
+	       "order (%d differ), weights within %.3g relative (<= 4e-6)",
+	       n_expert, k,
+	       gating == MODEL_MOE_SOFTMAX ? "softmax, top-k"
+	                                   : "top-k, softmax",
+	       norm_w ? ", renormalised" : "", bad_ids, worst);
+	free(rl);
+	free(w);
+	free(sc);
+	free(ids);
+	cudaFree(d_rl);
+	cudaFree(d_w);
+	cudaFree(d_ids);
 }
 
 /* Case C over chunks of 1, 7, 64 and 512 tokens. */
@@ -599,6 +696,17 @@ int main(void)
 	    0) {
 		printf("Bail out! %s\n", err);
 		return 1;
+	}
+	{
+		static const int32_t ne[] = {6, 128, 129, 256, 257, 1024};
+
+		for (size_t i = 0; i < sizeof(ne) / sizeof(ne[0]); i++) {
+			test_route(&ctx, ne[i], 1, MODEL_MOE_SOFTMAX, false);
+			test_route(&ctx, ne[i], ne[i] < 8 ? 4 : 8,
+			           MODEL_MOE_SOFTMAX, true);
+			test_route(&ctx, ne[i], 4, MODEL_MOE_TOPK_SOFTMAX,
+			           false);
+		}
 	}
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		test_case(&ctx, &cases[i]);
