@@ -13,7 +13,9 @@
 # script builds it there first (about 4.5 minutes on 16 cores).
 # SHAPE: qwen2.5-7b qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
 # gemma3-12b qwen3-14b qwen3-32b gemma3-27b qwen3-30b-a3b qwen36-27b
-# qwen36-35b-a3b (default: the first seven; see big()). Environment:
+# qwen36-35b-a3b gpt-oss-20b (default: the first seven; see big(); gpt-oss
+# as its files are: MXFP4 experts, Q8_0 elsewhere, written by parley's
+# writer whatever QUANT says). Environment:
 # MODELS_DIR (default /tmp/parley-vs), QUANT (default Q4_K_M), MIX (writer:
 # every shape's Q4_K_M mix written by parley's writer as big() shapes are, no
 # llama-quantize needed), N_CTX (the files' context length, default 40960,
@@ -56,6 +58,7 @@ shape() {
 	gemma3-4b) echo "--arch gemma3 --n-vocab 262208 --n-embd 2560 --n-ff 10240 --n-layer 34 --n-head 8 --n-head-kv 4 --head-dim 256 --rope-base 1000000 --sliding-window 1024 --rope-scaling linear --rope-scale-factor 8" ;;
 	qwen3-30b-a3b) echo "--arch qwen3moe --n-vocab 151936 --n-embd 2048 --n-ff 6144 --n-layer 48 --n-head 32 --n-head-kv 4 --head-dim 128 --rope-base 1000000 --n-expert 128 --n-expert-used 8 --n-ff-exp 768" ;;
 	qwen36-27b) echo "--arch qwen35 --n-vocab 248320 --n-embd 5120 --n-ff 17408 --n-layer 64 --n-head 24 --n-head-kv 4 --head-dim 256 --n-rot 64 --rope-sections 11,11,10,0 --rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 16 --ssm-time-step-rank 48 --ssm-inner-size 6144 --full-attention-interval 4" ;;
+	gpt-oss-20b) echo "--arch gpt-oss --n-vocab 201088 --n-embd 2880 --n-ff 2880 --n-layer 24 --n-head 64 --n-head-kv 8 --head-dim 64 --rope-base 150000 --n-expert 32 --n-expert-used 4 --n-ff-exp 2880 --sliding-window 128 --rope-scaling yarn --rope-scale-factor 32 --yarn-orig-ctx 4096" ;;
 	qwen36-35b-a3b) echo "--arch qwen35moe --n-vocab 248320 --n-embd 2048 --n-ff 512 --n-layer 40 --n-head 16 --n-head-kv 2 --head-dim 256 --n-rot 64 --rope-sections 11,11,10,0 --rope-base 10000000 --ssm-conv-kernel 4 --ssm-state-size 128 --ssm-group-count 16 --ssm-time-step-rank 32 --ssm-inner-size 4096 --full-attention-interval 4 --n-expert 256 --n-expert-used 8 --n-ff-exp 512 --n-ff-shexp 512" ;;
 	qwen3-14b) echo "--arch qwen3 --n-vocab 151936 --n-embd 5120 --n-ff 17408 --n-layer 40 --n-head 40 --n-head-kv 8 --head-dim 128 --rope-base 1000000" ;;
 	qwen3-32b) echo "--arch qwen3 --n-vocab 151936 --n-embd 5120 --n-ff 25600 --n-layer 64 --n-head 64 --n-head-kv 8 --head-dim 128 --rope-base 1000000" ;;
@@ -97,6 +100,12 @@ printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' shape type \
 	"tg@512 p" "llama" ratio "pp512 p" "llama" ratio "tg@$D p" "llama" ratio
 for s in $shapes; do
 	f="$DIR/$s-$Q.gguf"
+	case $s in gpt-oss-*)
+		f="$DIR/$s-MXFP4.gguf"
+		# shellcheck disable=SC2046
+		[ -f "$f" ] || "$B/parley" dev-mkmodel $(shape "$s") --type Q8_0 --expert-type MXFP4 \
+			--no-vocab --n-ctx "$NCTX" -o "$f" >/dev/null ;;
+	esac
 	if [ ! -f "$f" ] && [ "$Q" = Q4_K_M ] && [ "$(big "$s")" = 1 ]; then
 		# shellcheck disable=SC2046
 		"$B/parley" dev-mkmodel $(shape "$s") --type Q4_K --more-bits-type Q6_K \
@@ -119,9 +128,9 @@ for s in $shapes; do
 		ld=$(llama "$f" -p 0 -n 128 -d "$D")
 		pd=$(parley decode "$f" --depth "$D" -p 1 -n 128)
 	else
-		ld= pd=
+		ld='' pd=''
 	fi
-	printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' "$s" "$Q" \
+	printf '%-12s %-7s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n' "$s" "$(basename "$f" .gguf | sed "s/^$s-//")" \
 		"$pt" "$lt" "$(ratio "$pt" "$lt")" "$pp" "$lp" "$(ratio "$pp" "$lp")" \
 		"$pd" "$ld" "$(ratio "$pd" "$ld")"
 	for d in ${PDEPTH:-}; do

@@ -9,12 +9,12 @@
  * row (CM_ROWS rows, or gate and up, in the fast path; 2 or 4 warps
  * sharing them when the product has too few rows to fill the GPU,
  * cm_ks), CM_WARPS warps per block; the row is read once per token; fp32
- * sums, one shuffle reduction per row. F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q4_K and Q6_K (when aligned): lanes take whole blocks or sub-blocks with wide
- * loads (cm_matvec_unit, cuda_vecdot.cuh), with int8 activations and
- * exact integer block sums for the quantized ones (cuda_vecdot8.cuh).
- * The other types (Q2_K, Q3_K, Q5_K, MXFP4, the i-quants and the ternary
- * types; fp32 activations): lanes on consecutive elements through the
+ * sums, one shuffle reduction per row. F32, F16, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q4_K and Q6_K (when aligned), MXFP4: lanes take whole blocks or
+ * sub-blocks with wide loads (cm_matvec_unit, cuda_vecdot.cuh), with int8
+ * activations and exact integer block sums for the quantized ones
+ * (cuda_vecdot8.cuh). The other types (Q2_K, Q3_K, Q5_K, the i-quants and the
+ * ternary types; fp32 activations): lanes on consecutive elements through the
  * element decoder (cm_matvec), so a warp still reads a contiguous span of
  * the row (coalesced). The residual add and the gated activation (SwiGLU,
  * GEGLU) are fused epilogues.
@@ -737,6 +737,8 @@ static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	case CQ_Q6_KR:
 	case CQ_Q4_KR:
 		return al % 16 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
+	case QTYPE_MXFP4: /* (an int8 unit only; any alignment) */
+		return cm_x8_ok(ctx, w->type, w->ne0, n_tok);
 	case QTYPE_Q4_1:
 	case QTYPE_Q5_1:
 		return al % 4 == 0;

@@ -105,10 +105,10 @@ int cuda_op_matmul_xq(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 
 /*
  * Int8 activations of the mat-vec (cuda_vecdot8.cuh): for Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K and Q6_K weights, unless ctx->x8_off, the mat-vec
- * first quantizes X per 32 exactly as the CPU engine's quant_vec_prepare does
- * for a Q8_0 row, then computes the exact products with those activations.
- * cuda_op_matvec_x8: whether the mat-vec path (fewer than
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q6_K and MXFP4 weights, unless ctx->x8_off, the
+ * mat-vec first quantizes X per 32 exactly as the CPU engine's
+ * quant_vec_prepare does for a Q8_0 row, then computes the exact products with
+ * those activations. cuda_op_matvec_x8: whether the mat-vec path (fewer than
  * CUDA_GEMM_MIN_TOKENS tokens, or FORCE 1) of W over N_TOK tokens does.
  * cuda_x8_types: the weight types (bit 1 << type) whose mat-vec does in
  * the backend (for Q4_1 and Q4_K when their rows are 4- and 16-byte

@@ -507,6 +507,65 @@ template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 	}
 };
 
+/* The four values (int8, a word) of a 16-entry table T (T[0..3] as four
+ * words) at the 4-bit indices in bits 0..15 of S: one byte permutation
+ * picks from entries 0..7, one from 8..15, a third takes each byte from
+ * the one its index's bit 3 names (selector nibbles kept below 8: none
+ * asks for a byte's sign to be replicated). */
+static __device__ __forceinline__ uint32_t cv8_table4(const uint32_t *t,
+                                                      uint32_t s)
+{
+	const uint32_t lo = __byte_perm(t[0], t[1], s & 0x7777);
+	const uint32_t hi = __byte_perm(t[2], t[3], s & 0x7777);
+
+	return __byte_perm(lo, hi, 0x3210 | ((s & 0x8888) >> 1));
+}
+
+/* MXFP4: e (E8M0), qs[16] (17-byte blocks, any alignment); byte l's low
+ * nibble is element l, its high one l + 16, each the index of an FP4
+ * value (quant_kvalues_mxfp4, doubled to integers) times 2^(e-128): the
+ * dot is 2^(e-128) * dx * sum kv[q] qx, the CPU's integer sum
+ * (quant_iq.c kern_mxfp4_c). The 16 quant bytes are read as the aligned
+ * words that hold them and shifted into place (funnel shifts), a fifth
+ * word only where they straddle one. */
+template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		/* kvalues 0 1 2 3 4 6 8 12, then the same negated */
+		const uint32_t kv[4] = {0x03020100u, 0x0C080604u, 0xFDFEFF00u,
+		                        0xF4F8FAFCu};
+		const uint8_t *b = row + u * 17;
+		const uintptr_t a = (uintptr_t)(b + 1);
+		const uint32_t *p = (const uint32_t *)(a & ~(uintptr_t)3);
+		const uint32_t sh = (uint32_t)(a & 3) * 8;
+		const unsigned e = b[0];
+		uint32_t w[5];
+
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			w[j] = p[j];
+		w[4] = sh != 0 ? p[4] : 0;
+		int s = 0;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			/* bytes 4j..4j+3: nibbles of elements 4j.., 16 + 4j..
+			 */
+			const uint32_t q = __funnelshift_r(w[j], w[j + 1], sh);
+			const uint32_t t0 = cv8_table4(kv, q);
+			const uint32_t t1 = cv8_table4(kv, q >> 16);
+
+			s = __dp4a((int)__byte_perm(t0, t1, 0x6420), v.q[j], s);
+			s = __dp4a((int)__byte_perm(t0, t1, 0x7531), v.q[4 + j],
+			           s);
+		}
+		const float d = __uint_as_float(
+		    e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+
+		return (d * v.d) * (float)s;
+	}
+};
+
 /* Types with a cv8_unit. */
 #define CV8_FOR_EACH_TYPE(X)                                                   \
 	X(QTYPE_Q8_0)                                                          \
@@ -518,6 +577,7 @@ template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 	X(QTYPE_Q6_K)                                                          \
 	X(CQ_Q8_0R)                                                            \
 	X(CQ_Q6_KR)                                                            \
-	X(CQ_Q4_KR)
+	X(CQ_Q4_KR)                                                            \
+	X(QTYPE_MXFP4)
 
 #endif /* PARLEY_CUDA_VECDOT8_CUH */

@@ -702,7 +702,7 @@ static const struct {
      "--arch gpt-oss --type F16 --n-head 8 --n-head-kv 2 --head-dim 64 "
      "--n-expert 8 --n-expert-used 2 --n-ff-exp 64 --sliding-window 6",
      0},
-    /* gpt-oss as its files are: MXFP4 experts (the element-wise
+    /* gpt-oss as its files are: MXFP4 experts (the int8 unit
        mat-vec), YaRN (factor 32 over an original context of 16) */
     {"gpt_oss_mxfp4_yarn",
      "--arch gpt-oss --type Q8_0 --expert-type MXFP4 --n-head 4 "
