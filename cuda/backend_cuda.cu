@@ -1001,13 +1001,17 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const int32_t part = 65535 / k;
 	/* DENSE (cu_moe_dense): the sum into s->y, its norms the caller's */
 	const bool to_y = dense || l->ffn_post_norm != NULL;
+	const struct cuda_tensor *rt =
+	    cu_router_sh(s, il, n) ? &l->router_sh : &l->router;
 
-	if (cuda_op_matmul(x,
-	                   cu_router_sh(s, il, n) ? &l->router_sh : &l->router,
-	                   rin, n, s->rl, 1, err, errlen) ||
-	    (l->router_b != NULL &&
-	     cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n, err,
-	                      errlen)) ||
+	/* (a bias covers the experts' rows, not the shared gate's) */
+	if ((rt->ne1 == f->n_expert
+	         ? cuda_op_matvec_bias(x, rt, rin, n, l->router_b, s->rl, err,
+	                               errlen)
+	         : cuda_op_matmul(x, rt, rin, n, s->rl, 1, err, errlen) ||
+	               (l->router_b != NULL &&
+	                cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n,
+	                                 err, errlen))) ||
 	    cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
 	                      f->norm_w, f->w_scale, s->ids, s->wts,
 	                      s->d_tids + (size_t)il * kmax,
@@ -1028,13 +1032,22 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		                      t0 == 0 && nt == n ? xq : NULL, nt, k,
 		                      ids, perm, l->gate_b, l->up_b, s->eh,
 		                      s->eh2, err, errlen) ||
-		    cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids, perm,
-		                     l->down_b, s->eout, err, errlen) ||
-		    (l->exp_scale != NULL &&
-		     cuda_op_moe_scale(x, s->eout, l->exp_scale, ids, nt * k,
-		                       c->n_embd, err, errlen)) ||
-		    cuda_op_moe_combine(x, s->eout, s->wts + (size_t)t0 * k, nt,
-		                        k, c->n_embd, out, !to_y, err, errlen))
+		    /* the down products and their sum in one launch where
+		       no per-expert scale comes between them */
+		    (l->exp_scale == NULL
+		         ? cuda_op_moe_down_sum(
+		               x, &l->down, s->eh, nt, k, ids, perm, l->down_b,
+		               s->wts + (size_t)t0 * k, s->eout, out, !to_y,
+		               err, errlen)
+		         : cuda_op_moe_down(x, &l->down, s->eh, nt * k, ids,
+		                            perm, l->down_b, s->eout, err,
+		                            errlen) ||
+		               cuda_op_moe_scale(x, s->eout, l->exp_scale, ids,
+		                                 nt * k, c->n_embd, err,
+		                                 errlen) ||
+		               cuda_op_moe_combine(
+		                   x, s->eout, s->wts + (size_t)t0 * k, nt, k,
+		                   c->n_embd, out, !to_y, err, errlen)))
 			return -1;
 	}
 	if (!dense && l->ffn_post_norm != NULL)
@@ -2365,6 +2378,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->use_graphs = knobs.graphs;
 	s->ctx.x8_off = cuda_x8_types() == 0;
 	s->ctx.lanes_off = !knobs.lane_groups;
+	s->ctx.moe_fuse_off = !knobs.moe_fuse;
 	if (!knobs.pdl)
 		s->ctx.pdl = 0; /* ordinary launches (to measure) */
 	/* without PDL there is no previous kernel to overlap with */

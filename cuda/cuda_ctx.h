@@ -37,6 +37,11 @@ struct cuda_ctx {
 	   narrower groups' bits against it; PARLEY_CUDA_LANE_GROUPS=0 in the
 	   backend) */
 	int lanes_off;
+	/* 1: a mixture's gated product with biases and its down product with
+	   the weighted sum take the separate launches (cuda_op_moe_gated,
+	   cuda_op_moe_down_sum: kept to test the fused ones' bits against
+	   them; PARLEY_CUDA_MOE_FUSE=0 in the backend) */
+	int moe_fuse_off;
 	/* 1: kernels launch with programmatic dependent launch
 	   (cuda_launch.cuh); set at init on compute capability 9.0+, the
 	   backend clears it for PARLEY_CUDA_PDL=0 */

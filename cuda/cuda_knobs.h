@@ -57,6 +57,10 @@ struct cuda_knobs {
 	/* PARLEY_CUDA_LANE_GROUPS: 0 when it is "0" (every mat-vec row group
 	   a whole warp, cuda_ctx.h lanes_off), else 1 */
 	int lane_groups;
+	/* PARLEY_CUDA_MOE_FUSE: 0 when it is "0" (a mixture's gated product
+	   with biases and its down product with the weighted sum in separate
+	   launches, cuda_ctx.h moe_fuse_off), else 1 */
+	int moe_fuse;
 };
 
 /* Fill *K from the environment as it is now. */

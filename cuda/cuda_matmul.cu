@@ -363,6 +363,9 @@ static __device__ __forceinline__ void cm_rope_pair(const struct cm_parts &ps,
 #define CM_ROWS 2
 #endif
 
+/* Slots of a token cm_moe_down_sum takes (a warp each, one block). */
+#define CM_MAX_SUM_SLOTS 32
+
 /* Prefetch the CM_ROWS rows W of ROW_SIZE bytes into L2: 128-byte lines
  * FIRST, FIRST + STEP, .. of each row (the lanes of the warps sharing
  * the rows together cover them once). */
@@ -535,11 +538,25 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	if (!active || sl != 0)
 		return;
 	if constexpr (MODE == CM_GATED) {
+		/* the biases of gate and up (part 0's and 1's b: a row per
+		   expert where the slots choose one), added before the
+		   activation as cuda_op_moe_add_bias adds them */
+		const size_t bo = ps.p[0].b == NULL ? 0
+		                  : ps.ids != NULL
+		                      ? (size_t)ps.ids[t] * (size_t)ps.rows
+		                      : 0;
 #pragma unroll
-		for (int k = 0; k < CM_ROWS / 2; k++)
-			if (r0 + k < ps.rows)
-				*y[k] = cu_act_mul(ps.act, acc[2 * k],
-				                   acc[2 * k + 1]);
+		for (int k = 0; k < CM_ROWS / 2; k++) {
+			float g = acc[2 * k], u = acc[2 * k + 1];
+
+			if (r0 + k >= ps.rows)
+				continue;
+			if (ps.p[0].b != NULL) {
+				g = __fadd_rn(g, ps.p[0].b[bo + r0 + k]);
+				u = __fadd_rn(u, ps.p[1].b[bo + r0 + k]);
+			}
+			*y[k] = cu_act_mul(ps.act, g, u);
+		}
 	} else {
 		float v[CM_ROWS];
 
@@ -561,6 +578,63 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 				ps.copy[t * ps.rows + r0 + k] = v[k];
 		}
 	}
+}
+
+/*
+ * A mixture's down products of token blockIdx.y's K slots and their
+ * weighted sum (cuda_op_moe_down_sum): a block of K warps, warp j on slot
+ * t K + j: CM_ROWS rows of each of its 32 / LW row groups of the slot's
+ * expert (the block's rows, blockIdx.x's) dotted with the slot's int8
+ * activations XQ exactly as cm_matvec_unit<U, CM_SET, LW> with KS 1 dots
+ * them (the same floats), plus the expert's bias (BIAS [n_expert][ne1],
+ * or NULL), into shared memory; then a thread a row sums the slots in
+ * order as mr_combine does (W [n_tok][K]) into OUT (ADD: added to it).
+ * One launch and no round trip through memory where the products, the
+ * biases and the sum were three.
+ */
+template <class U, int LW>
+__global__ void cm_moe_down_sum(const uint8_t *w0, size_t row_size,
+                                size_t estride, int64_t ne0, int64_t ne1,
+                                const void *xq, const int32_t *ids,
+                                const float *wts, const float *bias, int32_t k,
+                                float *out, int add)
+{
+	constexpr int rb = CM_ROWS * (32 / LW); /* rows a block */
+	__shared__ float a[CM_MAX_SUM_SLOTS][rb];
+	const int lane = threadIdx.x & 31, j = threadIdx.x >> 5;
+	const int sl = lane & (LW - 1), g0 = (lane / LW) * CM_ROWS;
+	const int64_t t = blockIdx.y, s = t * k + j;
+	const int64_t r0 = (int64_t)blockIdx.x * rb + g0;
+	const typename U::src xt = U::at(xq, s, ne0);
+	const uint8_t *w[CM_ROWS];
+	float acc[CM_ROWS];
+
+	cu_pdl_sync(); /* (the routing and the quantization wrote ids, xq) */
+	const int64_t e = ids[s];
+
+#pragma unroll
+	for (int r = 0; r < CM_ROWS; r++)
+		w[r] = w0 + (size_t)e * estride +
+		       (size_t)(r0 + r < ne1 ? r0 + r : ne1 - 1) * row_size;
+	cm_rows_dot<U, CM_ROWS, LW>(w, ne0 / U::ne, xt, sl, LW, acc);
+	if (sl == 0)
+#pragma unroll
+		for (int r = 0; r < CM_ROWS; r++)
+			a[j][g0 + r] =
+			    bias != NULL && r0 + r < ne1
+			        ? __fadd_rn(acc[r], bias[e * ne1 + r0 + r])
+			        : acc[r];
+	__syncthreads();
+	const int64_t row = (int64_t)blockIdx.x * rb + threadIdx.x;
+
+	if (threadIdx.x >= rb || row >= ne1)
+		return;
+	const float *wt = wts + t * k;
+	float y = __fmul_rn(wt[0], a[0][threadIdx.x]);
+
+	for (int32_t q = 1; q < k; q++)
+		y = __fadd_rn(y, __fmul_rn(wt[q], a[q][threadIdx.x]));
+	out[t * ne1 + row] = add ? __fadd_rn(out[t * ne1 + row], y) : y;
 }
 
 /* The activations of N_TOK tokens of NE0 (a multiple of 32) floats at X
@@ -1165,6 +1239,32 @@ extern "C" int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
 	                 errlen);
 }
 
+extern "C" int cuda_op_matvec_bias(struct cuda_ctx *ctx,
+                                   const struct cuda_tensor *w,
+                                   const float *d_x, int32_t n_tok,
+                                   const float *d_b, float *d_y, char *err,
+                                   size_t errlen)
+{
+	int xq_done = 0;
+	struct cm_parts ps;
+
+	if (d_b == NULL || ctx->moe_fuse_off || !cm_unit_ok(ctx, w, d_x, n_tok))
+		return cm_matmul(ctx, w, d_x, n_tok, d_y, 1, 0, &xq_done, err,
+		                 errlen) ||
+		               (d_b != NULL &&
+		                cuda_op_add_bias(ctx, d_y, d_b, (int32_t)w->ne1,
+		                                 n_tok, err, errlen))
+		           ? -1
+		           : 0;
+	memset(&ps, 0, sizeof(ps));
+	ps.p[0] = cm_part_of(w, d_y);
+	ps.p[0].b = d_b; /* (CM_SET's epilogue adds it: one rounding) */
+	ps.n = 1;
+	ps.rows = w->ne1;
+	return cm_unit_launch(ctx, w->type, &ps, w->ne0, d_x, n_tok, CM_SET,
+	                      &xq_done, err, errlen);
+}
+
 extern "C" int cuda_op_matmul_xq(struct cuda_ctx *ctx,
                                  const struct cuda_tensor *w, const float *d_x,
                                  const void *d_xq, int32_t n_tok, float *d_y,
@@ -1484,12 +1584,12 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 		                                 k, d_ids, d_gate_b, d_up_b,
 		                                 d_g, d_u, err, errlen);
 	/* the fused epilogue where gate and up take the unit mat-vec (and
-	   lie alike in their stacks); else the two products and
-	   cuda_op_gate_act */
-	/* (biases come between the products and the activation) */
+	   lie alike in their stacks), the biases too (between the products
+	   and the activation: gpt-oss); else the two products, the biases
+	   and cuda_op_gate_act (ctx->moe_fuse_off: always, to compare) */
 	if (gate->ne1 != up->ne1 || gate->row_size != up->row_size ||
-	    !cu_act_ok(act) || d_gate_b != NULL ||
-	    !cm_fusable(ctx, gate, up, d_x, n_tok))
+	    !cu_act_ok(act) || (d_gate_b == NULL) != (d_up_b == NULL) ||
+	    ctx->moe_fuse_off || !cm_fusable(ctx, gate, up, d_x, n_tok))
 		return cm_moe_product(ctx, gate, d_x, n_tok, n_slots, k, d_ids,
 		                      d_perm, d_g, &xq_done, err, errlen) ||
 		               cm_moe_product(ctx, up, d_x, n_tok, n_slots, k,
@@ -1510,6 +1610,8 @@ extern "C" int cuda_op_moe_gated(struct cuda_ctx *ctx, enum model_act act,
 	memset(&ps, 0, sizeof(ps));
 	ps.p[0] = cm_part_of(gate, d_g);
 	ps.p[1] = cm_part_of(up, NULL); /* read only: its row r */
+	ps.p[0].b = d_gate_b;           /* ([n_expert][ne1]: the epilogue's) */
+	ps.p[1].b = d_up_b;
 	ps.n = 1;
 	ps.rows = gate->ne1;
 	ps.act = (int)act;
@@ -1542,4 +1644,57 @@ extern "C" int cuda_op_moe_down(struct cuda_ctx *ctx,
 	                                     down->ne1, err, errlen))
 	           ? -1
 	           : 0;
+}
+
+extern "C" int cuda_op_moe_down_sum(struct cuda_ctx *ctx,
+                                    const struct cuda_tensor *down,
+                                    const float *d_h, int32_t n_tok, int32_t k,
+                                    const int32_t *d_ids, const int32_t *d_perm,
+                                    const float *d_down_b, const float *d_w,
+                                    float *d_y, float *d_out, int add,
+                                    char *err, size_t errlen)
+{
+	const int32_t n_slots = n_tok * k;
+
+	if (cm_moe_check(down, n_slots, err, errlen))
+		return -1;
+	/* the fused launch: the unit mat-vec with int8 activations, the
+	   slots of a token in one block; else the products (or the grouped
+	   ones of a chunk), then mr_combine */
+	if (ctx->moe_fuse_off || k > CM_MAX_SUM_SLOTS ||
+	    cuda_op_moe_grouped(ctx, down, n_slots) ||
+	    !cm_unit_ok(ctx, down, d_h, n_slots) ||
+	    !cm_x8_ok(ctx, down->type, down->ne0, n_slots))
+		return cuda_op_moe_down(ctx, down, d_h, n_slots, d_ids, d_perm,
+		                        d_down_b, d_y, err, errlen) ||
+		               cuda_op_moe_combine(ctx, d_y, d_w, n_tok, k,
+		                                   down->ne1, d_out, add, err,
+		                                   errlen)
+		           ? -1
+		           : 0;
+	const int64_t ue = cm_unit_elems(ctx, down->type, down->ne0, n_slots);
+	const int lw = cm_lanes(ctx, down->ne0 / ue, CM_SET, 1);
+	const int64_t rb = CM_ROWS * (32 / lw);
+	dim3 grid((unsigned)((down->ne1 + rb - 1) / rb), (unsigned)n_tok);
+
+	if (cuda_op_quantize_x8(ctx, d_h, n_slots, down->ne0, ctx->d_xq, err,
+	                        errlen) != 0)
+		return -1;
+	switch (down->type * 4 + (lw == 8 ? 1 : lw == 16 ? 2 : 0)) {
+#define L(T, W)                                                                \
+	case T * 4 + (W == 8 ? 1 : W == 16 ? 2 : 0):                           \
+		cu_launch(ctx, cm_moe_down_sum<cm_x8_unit<T>, W>, grid,        \
+		          32 * k, 0, (const uint8_t *)down->d, down->row_size, \
+		          cm_estride(down), down->ne0, down->ne1, ctx->d_xq,   \
+		          d_ids, d_w, d_down_b, k, d_out, add);                \
+		break;
+#define X(T) L(T, 8) L(T, 16) L(T, 32)
+		CV8_FOR_EACH_TYPE(X)
+#undef X
+#undef L
+	default:
+		return cm_bad_type(down->type, err, errlen);
+	}
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
 }

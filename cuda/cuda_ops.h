@@ -79,6 +79,14 @@ int cuda_op_matmul(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                    const float *d_x, int32_t n_tok, float *d_y, int force,
                    char *err, size_t errlen);
 
+/* cuda_op_matmul with FORCE 1 (the mat-vec), then D_B [w->ne1] (or
+ * NULL) added to each token's output as cuda_op_add_bias adds it: in the
+ * mat-vec's epilogue where W takes the unit mat-vec (a mixture's biased
+ * router, gpt-oss: one launch fewer), the same floats. */
+int cuda_op_matvec_bias(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                        const float *d_x, int32_t n_tok, const float *d_b,
+                        float *d_y, char *err, size_t errlen);
+
 /* Batches of up to this many tokens take the quantized GEMM by default
  * (BENCHMARKS.md, issue 34). */
 #define CUDA_QGEMM_MAX_TOKENS 64
@@ -311,6 +319,16 @@ int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
 int cuda_op_moe_combine(struct cuda_ctx *ctx, const float *d_a,
                         const float *d_w, int32_t n_tok, int32_t k, int64_t n,
                         float *d_out, int add, char *err, size_t errlen);
+/* cuda_op_moe_down of N_TOK tokens' K slots each into D_Y, then
+ * cuda_op_moe_combine of D_Y with D_W into D_OUT, ADD as there: the same
+ * values (bit for bit) in one launch where the down product takes the
+ * unit mat-vec with int8 activations and K <= 32 (D_Y then untouched);
+ * else those ops. */
+int cuda_op_moe_down_sum(struct cuda_ctx *ctx, const struct cuda_tensor *down,
+                         const float *d_h, int32_t n_tok, int32_t k,
+                         const int32_t *d_ids, const int32_t *d_perm,
+                         const float *d_down_b, const float *d_w, float *d_y,
+                         float *d_out, int add, char *err, size_t errlen);
 
 /*
  * Grouped expert products (cuda_moe.cu): cuda_op_moe_gated and

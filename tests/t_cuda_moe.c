@@ -338,7 +338,7 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	const int32_t n_slots = n_tok * k;
 	const int64_t ne0 = c->n_embd, nf = c->n_ff;
 	const size_t ny = (size_t)n_slots * nf;
-	float *out[4], *d_x, *d_g, *d_u;
+	float *out[5], *d_x, *d_g, *d_u;
 	double *yg[2], *yu[2], *ag[2], *au[2];
 	struct worst w[2] = {{0, 0}, {0, 0}}, wd = {0, 0};
 	char err[512] = "";
@@ -347,16 +347,18 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	d_x = dev_put(x, sizeof(float) * (size_t)(n_tok * ne0));
 	d_g = dev_put(NULL, sizeof(float) * ny);
 	d_u = dev_put(NULL, sizeof(float) * ny);
-	/* f 3: the mat-vec with every row group a whole warp */
-	for (int f = 0; f < 4; f++) {
+	/* f 3: the mat-vec with every row group a whole warp; f 4: its
+	   separate launches (no fused epilogue) */
+	for (int f = 0; f < 5; f++) {
 		out[f] = malloc(sizeof(float) * ny);
-		cuda_op_moe_grouped_force(f == 0 || f == 3 ? 1
+		cuda_op_moe_grouped_force(f == 0 || f >= 3 ? 1
 		                          : f == 1         ? 2
 		                                           : 0);
 		if (f == 2)
 			chose = cuda_op_moe_grouped(ctx, &g->ct, n_slots) &&
 			        cuda_op_moe_grouped(ctx, &u->ct, n_slots);
 		ctx->lanes_off = f == 3;
+		ctx->moe_fuse_off = f == 4;
 		cudaMemsetAsync(d_g, 0xff, sizeof(float) * ny, ctx->stream);
 		if (cuda_op_moe_gated(ctx, c->act, &g->ct, &u->ct, d_x, NULL,
 		                      n_tok, k, d_ids,
@@ -368,6 +370,7 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 		}
 	}
 	ctx->lanes_off = 0;
+	ctx->moe_fuse_off = 0;
 	cuda_op_moe_grouped_force(0);
 	/* the references: [0] the mat-vec's activations, [1] fp32 ones */
 	x8g = cuda_op_matvec_x8(ctx, &g->ct, n_tok);
@@ -425,10 +428,15 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	       "%s gated, %d tokens: the mat-vec's row groups of %d lanes "
 	       "give a whole warp's bits",
 	       name, n_tok, cuda_op_matvec_lanes(ctx, &g->ct, n_tok, 1));
+	tap_ok(ok && same_bits(out[0], out[4], ny),
+	       "%s gated, %d tokens: the mat-vec's one launch%s gives its "
+	       "separate launches' bits",
+	       name, n_tok, g->d_b != NULL ? " with the biases" : "");
 	*h_out = out[1];
 	free(out[0]);
 	free(out[2]);
 	free(out[3]);
+	free(out[4]);
 	for (int p = 0; p < 2; p++) {
 		free(yg[p]);
 		free(yu[p]);
@@ -438,6 +446,83 @@ static void test_gated(struct cuda_ctx *ctx, const struct moe_case *c,
 	cudaFree(d_x);
 	cudaFree(d_g);
 	cudaFree(d_u);
+}
+
+/*
+ * cuda_op_moe_down_sum over N_TOK tokens' K slots of D_H, the mat-vec
+ * path forced: its one launch (the down products, the biases, the
+ * weighted sum added to a residual) against its separate launches
+ * (ctx->moe_fuse_off), bit for bit, and the sum against the host's of
+ * the separate products (the same float operations in the same order).
+ */
+static void test_down_sum(struct cuda_ctx *ctx, const char *name,
+                          const struct stack *d, const float *d_h, int n_tok,
+                          int k, const int32_t *d_ids, const int32_t *d_perm)
+{
+	const int32_t n_slots = n_tok * k;
+	const int64_t ne = d->ct.ne1;
+	const size_t nr = (size_t)n_tok * ne, ny = (size_t)n_slots * ne;
+	float *wts = malloc(sizeof(float) * (size_t)n_slots);
+	float *res = malloc(sizeof(float) * nr), *got[2], *prod;
+	float *d_w, *d_y, *d_out;
+	char err[512] = "";
+	int ok = 1;
+	size_t bad = 0;
+
+	for (int32_t i = 0; i < n_slots; i++)
+		wts[i] = rng_unif(0.0f, 0.5f);
+	for (size_t i = 0; i < nr; i++)
+		res[i] = rng_unif(-1.0f, 1.0f);
+	d_w = dev_put(wts, sizeof(float) * (size_t)n_slots);
+	d_y = dev_put(NULL, sizeof(float) * ny);
+	d_out = dev_put(NULL, sizeof(float) * nr);
+	prod = malloc(sizeof(float) * ny);
+	cuda_op_moe_grouped_force(1);
+	for (int f = 0; f < 2; f++) {
+		got[f] = malloc(sizeof(float) * nr);
+		ctx->moe_fuse_off = f == 1;
+		cudaMemcpyAsync(d_out, res, sizeof(float) * nr,
+		                cudaMemcpyHostToDevice, ctx->stream);
+		if (cuda_op_moe_down_sum(ctx, &d->ct, d_h, n_tok, k, d_ids,
+		                         n_tok > 1 ? d_perm : NULL, d->d_b, d_w,
+		                         d_y, d_out, 1, err,
+		                         sizeof(err)) != 0 ||
+		    dev_get(ctx, got[f], d_out, sizeof(float) * nr) != 0 ||
+		    (f == 1 && dev_get(ctx, prod, d_y, sizeof(float) * ny))) {
+			tap_diag("%s", err);
+			ok = 0;
+		}
+	}
+	ctx->moe_fuse_off = 0;
+	cuda_op_moe_grouped_force(0);
+	for (int t = 0; ok && t < n_tok; t++)
+		for (int64_t i = 0; i < ne; i++) {
+			volatile float y =
+			    wts[t * k] * prod[(size_t)t * k * ne + i];
+
+			for (int q = 1; q < k; q++) {
+				volatile float m =
+				    wts[t * k + q] *
+				    prod[((size_t)t * k + q) * ne + i];
+
+				y = y + m;
+			}
+			y = res[(size_t)t * ne + i] + y;
+			bad +=
+			    f16_f32_bits(y) != f16_f32_bits(got[1][t * ne + i]);
+		}
+	tap_ok(ok && bad == 0 && same_bits(got[0], got[1], nr),
+	       "%s down and sum, %d tokens of %d slots: one launch gives the "
+	       "separate launches' bits, their sum the host's (%zu differ)",
+	       name, n_tok, k, bad);
+	for (int f = 0; f < 2; f++)
+		free(got[f]);
+	free(prod);
+	free(wts);
+	free(res);
+	cudaFree(d_w);
+	cudaFree(d_y);
+	cudaFree(d_out);
 }
 
 /* The down product of C over the N_SLOTS rows of H: as test_gated. */
@@ -514,6 +599,7 @@ static void test_down(struct cuda_ctx *ctx, const struct moe_case *c,
 	       "%s down, %d slots: the mat-vec's row groups of %d lanes give "
 	       "a whole warp's bits",
 	       name, n_slots, cuda_op_matvec_lanes(ctx, &d->ct, n_slots, 0));
+	test_down_sum(ctx, name, d, d_h, n_tok, c->k, d_ids, d_perm);
 	for (int f = 0; f < 4; f++)
 		free(out[f]);
 	for (int p = 0; p < 2; p++) {
@@ -599,6 +685,58 @@ static void test_route(struct cuda_ctx *ctx, int32_t n_expert, int32_t k,
 	cudaFree(d_rl);
 	cudaFree(d_w);
 	cudaFree(d_ids);
+}
+
+/* A biased router's product (cuda_op_matvec_bias, F32 rows as a GGUF
+ * router's) over N_TOK tokens: the bias in the mat-vec's epilogue gives
+ * the bits of the product and cuda_op_add_bias (ctx->moe_fuse_off). */
+static void test_matvec_bias(struct cuda_ctx *ctx, int64_t ne0, int64_t ne1,
+                             int32_t n_tok)
+{
+	const size_t nw = (size_t)(ne0 * ne1), nx = (size_t)(n_tok * ne0),
+	             ny = (size_t)(n_tok * ne1);
+	float *w = malloc(sizeof(float) * nw), *x = malloc(sizeof(float) * nx);
+	float *b = malloc(sizeof(float) * (size_t)ne1), *got[2];
+	char err[512] = "";
+	int ok = 1;
+
+	for (size_t i = 0; i < nw; i++)
+		w[i] = rng_unif(-0.05f, 0.05f);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = rng_unif(-1.0f, 1.0f);
+	for (int64_t i = 0; i < ne1; i++)
+		b[i] = rng_unif(-1.0f, 1.0f);
+	void *d_w = dev_put(w, sizeof(float) * nw);
+	float *d_x = dev_put(x, sizeof(float) * nx),
+	      *d_b = dev_put(b, sizeof(float) * (size_t)ne1),
+	      *d_y = dev_put(NULL, sizeof(float) * ny);
+	struct cuda_tensor ct = {
+	    QTYPE_F32, ne0, ne1, sizeof(float) * (size_t)ne0, d_w, 1};
+
+	for (int f = 0; f < 2; f++) {
+		got[f] = malloc(sizeof(float) * ny);
+		ctx->moe_fuse_off = f == 1;
+		if (cuda_op_matvec_bias(ctx, &ct, d_x, n_tok, d_b, d_y, err,
+		                        sizeof(err)) != 0 ||
+		    dev_get(ctx, got[f], d_y, sizeof(float) * ny) != 0) {
+			tap_diag("%s", err);
+			ok = 0;
+		}
+	}
+	ctx->moe_fuse_off = 0;
+	tap_ok(ok && same_bits(got[0], got[1], ny),
+	       "router %lldx%lld F32 with a bias, %d tokens: the bias in the "
+	       "mat-vec's launch gives the separate add's bits",
+	       (long long)ne1, (long long)ne0, n_tok);
+	for (int f = 0; f < 2; f++)
+		free(got[f]);
+	free(w);
+	free(x);
+	free(b);
+	cudaFree(d_w);
+	cudaFree(d_x);
+	cudaFree(d_b);
+	cudaFree(d_y);
 }
 
 /* Case C over chunks of 1, 7, 64 and 512 tokens. */
@@ -708,6 +846,8 @@ int main(void)
 			           false);
 		}
 	}
+	test_matvec_bias(&ctx, 2880, 32, 1); /* gpt-oss-20b's router */
+	test_matvec_bias(&ctx, 2048, 128, 3);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		test_case(&ctx, &cases[i]);
 	cuda_ctx_free(&ctx);
