@@ -1885,9 +1885,11 @@ static int cu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 	struct cu_state *s = (struct cu_state *)e->impl;
 	const int32_t n = e->n_past - d - p0;
 
-	if (e->kv_type != ENGINE_KV_F16) { /* (engine.c checks it too) */
+	if (e->kv_type != ENGINE_KV_F16 &&
+	    e->kv_type != ENGINE_KV_Q8_0) { /* (engine.c checks it too) */
 		snprintf(err, errlen,
-		         "the cuda backend shifts an f16 KV cache only, not %s",
+		         "the cuda backend shifts an f16 or q8_0 KV cache, "
+		         "not %s",
 		         engine_kv_type_name(e->kv_type));
 		return -1;
 	}
@@ -2522,7 +2524,7 @@ extern "C" const struct engine_ops backend_cuda_ops = {
     .rs_copy = cu_rs_copy,
     .rs_io = cu_rs_io,
     .kv_shift = cu_kv_shift,
-    .kv_shift_types = 1u << ENGINE_KV_F16,
+    .kv_shift_types = 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
     .trace_settle = cu_trace_settle,
     .eval_queues = 1,
 };

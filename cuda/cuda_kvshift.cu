@@ -1,5 +1,5 @@
 /*
- * cuda_kvshift.cu - the context shift of one layer's fp16 KV cache
+ * cuda_kvshift.cu - the context shift of one layer's fp16 or q8_0 KV cache
  * (engine.h invariant 6): positions [p0 + d, p0 + d + n) move to
  * [p0, p0 + n), each key turned back by d positions with the layer's
  * RoPE, the values moved as they are.
@@ -20,6 +20,15 @@
  * magnitude 1: the cached keys carry YaRN's mscale already) and the pair
  * from cu_rope_dims, so the rotation is the forward pass's; the result is
  * rounded to fp16 once, as a stored key is.
+ *
+ * A q8_0 cache (cuda_kvq.cuh) is quantized per 32 values of a head's row,
+ * so a key's blocks are read, turned and stored whole: one warp a key
+ * head walks the positions in ascending order (it reads row j + d into
+ * shared memory before it stores row j, as above), each lane turning its
+ * pairs, then the row quantized again block by block with the cache's own
+ * quantizer (kvq_store32: the CPU's bytes for the same floats), every
+ * dim, rotated or not, as the CPU's shift stores the whole row through
+ * its conversion. One warp a value head moves the rows' bytes.
  */
 #include "cuda_check.cuh"
 #include "cuda_launch.cuh"
@@ -29,6 +38,11 @@
 #include <cuda_fp16.h>
 
 #define KVS_THREADS 128
+/* Warps of a q8_0 shift block, and the widest key head it takes. */
+#define KVS_Q8_WARPS  4
+#define KVS_Q8_MAX_HD 512
+
+#include "cuda_kvq.cuh"
 
 /* Move column C of the layer's caches from position j + d to j for j in
  * [p0, p0 + n): the first n_kv * (hd_k - half) columns are the keys'
@@ -86,6 +100,73 @@ static __global__ void kvs_shift(__half *kc, __half *vc, int32_t n_kv,
 		base[(size_t)j * hd_v + dd] = base[(size_t)(j + d) * hd_v + dd];
 }
 
+/* The q8_0 shift: warps 0 .. n_kv - 1 (over the grid) each a key head,
+ * the next n_kv each a value head (HD_K, HD_V multiples of 32, HD_K at
+ * most KVS_Q8_MAX_HD). */
+static __global__ void kvs_shift_q8(unsigned char *kc, unsigned char *vc,
+                                    int32_t n_kv, int32_t n_ctx, int32_t hd_k,
+                                    int32_t hd_v, int32_t n_rot, int neox,
+                                    const double *inv_freq, int32_t p0,
+                                    int32_t d, int32_t n)
+{
+	__shared__ float row[KVS_Q8_WARPS][KVS_Q8_MAX_HD];
+	const int lane = threadIdx.x & 31, wl = threadIdx.x >> 5;
+	const int64_t w = (int64_t)blockIdx.x * KVS_Q8_WARPS + wl;
+
+	cu_pdl_sync();
+	if (w >= 2 * (int64_t)n_kv)
+		return;
+	if (w >= n_kv) { /* a value head: its rows' bytes, 2 at a time */
+		const size_t rb = kvq_row_bytes(hd_v);
+		unsigned char *base =
+		    vc + (size_t)(w - n_kv) * (size_t)n_ctx * rb;
+
+		for (int32_t j = p0; j < p0 + n; j++) {
+			const uint16_t *src =
+			    (const uint16_t *)(base + (size_t)(j + d) * rb);
+			uint16_t *dst = (uint16_t *)(base + (size_t)j * rb);
+
+			for (size_t o = (size_t)lane; o < rb / 2; o += 32)
+				dst[o] = src[o];
+		}
+		return;
+	}
+	const size_t rb = kvq_row_bytes(hd_k);
+	const int32_t half = n_rot / 2, nb = hd_k / 32;
+	unsigned char *base = kc + (size_t)w * (size_t)n_ctx * rb;
+	float *r = row[wl];
+
+	for (int32_t j = p0; j < p0 + n; j++) {
+		const unsigned char *src = base + (size_t)(j + d) * rb;
+		unsigned char *dst = base + (size_t)j * rb;
+
+		for (int32_t b = 0; b < nb; b++) { /* d * q: exact */
+			const unsigned char *blk = src + (size_t)b * KVQ_BLOCK;
+
+			r[b * 32 + lane] =
+			    __half2float(*(const __half *)blk) *
+			    (float)((const int8_t *)blk)[2 + lane];
+		}
+		__syncwarp();
+		for (int32_t i = lane; i < half; i += 32) { /* its pairs */
+			const float2 cs =
+			    cu_rope_cs(-(int64_t)d, inv_freq[i], 1.0f);
+			int a, bb;
+
+			cu_rope_dims(i, half, neox, &a, &bb);
+			const float2 y = cu_rope_rotate(r[a], r[bb], cs);
+
+			r[a] = y.x;
+			r[bb] = y.y;
+		}
+		__syncwarp();
+		for (int32_t b = 0; b < nb; b++)
+			kvq_store32(r[b * 32 + lane], lane,
+			            dst + (size_t)b * KVQ_BLOCK);
+		__syncwarp();
+	}
+}
+
 extern "C" int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc,
                                 uint16_t *d_vc, int32_t n_kv, int32_t n_ctx,
                                 int32_t hd_k, int32_t hd_v, int32_t n_rot,
@@ -105,6 +186,23 @@ extern "C" int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc,
 		    "of %d",
 		    n_rot, hd_k, p0, d, n, n_ctx);
 		return -1;
+	}
+	if (ctx->kv_q8) {
+		if (hd_k % 32 != 0 || hd_v % 32 != 0 || hd_k > KVS_Q8_MAX_HD) {
+			snprintf(err, errlen,
+			         "kv shift: a q8_0 cache of head dims %d, %d "
+			         "(multiples of 32, keys up to %d)",
+			         hd_k, hd_v, KVS_Q8_MAX_HD);
+			return -1;
+		}
+		cu_launch(
+		    ctx, kvs_shift_q8,
+		    (unsigned)((2 * n_kv + KVS_Q8_WARPS - 1) / KVS_Q8_WARPS),
+		    32 * KVS_Q8_WARPS, 0, (unsigned char *)d_kc,
+		    (unsigned char *)d_vc, n_kv, n_ctx, hd_k, hd_v, n_rot, neox,
+		    d_inv_freq, p0, d, n);
+		CUDA_TRY_LAUNCH(err, errlen);
+		return 0;
 	}
 	cu_launch(ctx, kvs_shift,
 	          (unsigned)((cols + KVS_THREADS - 1) / KVS_THREADS),

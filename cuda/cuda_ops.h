@@ -437,7 +437,9 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
  * and D_VC [n_kv][n_ctx][hd_v] (cuda_kvshift.cu): positions [p0 + d,
  * p0 + d + n) move to [p0, p0 + n) in place, each key's first n_rot dims
  * turned by -d positions (D_INV_FREQ and NEOX as for cuda_op_rope, no
- * magnitude: the cached keys carry it), rounded to fp16 once.
+ * magnitude: the cached keys carry it), rounded to fp16 once. With
+ * ctx->kv_q8 the caches are q8_0 blocks (cuda_kvq.cuh) and each key's row
+ * is quantized again whole, as the CPU's shift stores it.
  */
 int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc, uint16_t *d_vc,
                      int32_t n_kv, int32_t n_ctx, int32_t hd_k, int32_t hd_v,

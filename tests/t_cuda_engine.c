@@ -1203,6 +1203,53 @@ static struct engine *open_kv(const struct model *m, const char *backend,
 }
 
 /*
+ * The context shift of a q8_0 cache, GPU against CPU from the same
+ * blocks (G's state loaded into C): positions [3, 9) shifted out on both,
+ * then the caches as floats: values the same (bytes moved), keys within
+ * NMSE 2e-5 (each key row is turned and quantized again; the two
+ * rotations' floats may round to neighbouring quants, a step being
+ * 1/127 of a block's largest value: a wrong angle or pairing is O(1));
+ * then the next id TOK on both within TOL.
+ */
+static void check_kvq_shift(struct engine *g, struct engine *c,
+                            const int32_t *tok, const char *what)
+{
+	const int32_t p0 = 3, d = 6, n0 = engine_n_past(g);
+	size_t ng = 0;
+	void *sg = save_state(g, &ng);
+	float *g0 = NULL, *c0 = NULL, *g1 = NULL, *c1 = NULL;
+	double kb = 1, ka = 1, vb = 1, va = 1, e = -1;
+	char err[512] = "";
+	int ok = sg != NULL &&
+	         engine_state_load(c, sg, ng, err, sizeof(err)) == 0 &&
+	         (g0 = kv_dump(g)) != NULL && (c0 = kv_dump(c)) != NULL &&
+	         engine_can_shift(g) &&
+	         engine_kv_shift(g, p0, d, err, sizeof(err)) == 0 &&
+	         engine_kv_shift(c, p0, d, err, sizeof(err)) == 0 &&
+	         engine_n_past(g) == n0 - d && engine_n_past(c) == n0 - d &&
+	         (g1 = kv_dump(g)) != NULL && (c1 = kv_dump(c)) != NULL;
+
+	if (ok) {
+		kv_nmse(g, g0, c0, g1, c1, n0, p0, d, 0, &kb, &ka);
+		kv_nmse(g, g0, c0, g1, c1, n0, p0, d, 1, &vb, &va);
+		e = eval_both(g, c, tok, 1, 0);
+	}
+	tap_ok(ok && kb == 0 && vb == 0 && va == 0 && ka <= 2e-5,
+	       "%s: q8_0 cache shifted [%d, %d) on both from the same blocks: "
+	       "values the same, keys nmse %.3g (<= 2e-5) %s",
+	       what, p0, p0 + d, ka, err);
+	tap_ok(ok && e >= 0 && e <= TOL,
+	       "%s: after the q8_0 shift, the next id's logits GPU vs CPU: "
+	       "nmse %.3g (<= %g)",
+	       what, e, TOL);
+	free(sg);
+	free(g0);
+	free(c0);
+	free(g1);
+	free(c1);
+}
+
+/*
  * The q8_0 cache on the GPU against the CPU's q8_0 cache (exact dots,
  * check_model's reference): logit NMSE of the 20-token prefill (every
  * row; the batch kernels read the layer's fp16 copy) and of the decode
@@ -1281,6 +1328,7 @@ static void check_kvq(const char *path, const char *what, const int32_t *toks)
 		free(sg);
 		free(sc);
 	}
+	check_kvq_shift(g, c, toks + N_PREFILL + N_DECODE + 1, what);
 	engine_close(g2);
 	g2 = NULL;
 	p.backend = "cuda";
