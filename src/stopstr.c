@@ -128,13 +128,15 @@ static size_t utf8_incomplete_tail(const unsigned char *b, size_t n)
 	return 0;
 }
 
-/* Move B[0..n) into the output slot. */
+/* Move B[0..n) into the output slot (B may be NULL when N is 0: a piece
+ * that is no text fed before any buffer was allocated). */
 static int set_out(struct stopstr *d, const char *b, size_t n,
                    struct stopstr_out *out)
 {
 	if (grow(&d->out, &d->out_cap, n + 1) != 0)
 		return -1;
-	memcpy(d->out, b, n);
+	if (n > 0)
+		memcpy(d->out, b, n);
 	d->out[n] = '\0';
 	out->text = d->out;
 	out->len = n;
@@ -204,7 +206,8 @@ int stopstr_feed(struct stopstr *d, const char *piece, size_t len,
 		snprintf(err, errlen, "stop strings: out of memory");
 		return -1;
 	}
-	memmove(d->buf, d->buf + emit, d->used - emit);
+	if (emit > 0 && d->used > emit)
+		memmove(d->buf, d->buf + emit, d->used - emit);
 	d->used -= emit;
 	return 0;
 }

@@ -133,6 +133,27 @@ int main(void)
 		stopstr_free(d);
 	}
 	{
+		/* a piece that is no text (a special token's) before any
+		   text, and again after a flush swapped the buffers: nothing
+		   released, nothing read from a buffer never allocated (the
+		   sanitizers' build aborted on memcpy from NULL here) */
+		const char *s4[] = {"END"};
+		struct stopstr_out o;
+		int ok;
+
+		d = stopstr_new(s4, 1, err, sizeof(err));
+		ok = stopstr_feed(d, "", 0, &o, err, sizeof(err)) == 0 &&
+		     o.len == 0 && !o.stopped && o.text[0] == '\0';
+		stopstr_flush(d, &o);
+		ok = ok && o.len == 0 &&
+		     stopstr_feed(d, "", 0, &o, err, sizeof(err)) == 0 &&
+		     o.len == 0 &&
+		     stopstr_feed(d, "hi", 2, &o, err, sizeof(err)) == 0 &&
+		     o.len == 2 && memcmp(o.text, "hi", 2) == 0;
+		tap_ok(ok, "empty pieces before any text and after a flush");
+		stopstr_free(d);
+	}
+	{
 		const char *bad[] = {""};
 		char big[STOPSTR_MAX_LEN + 2];
 		const char *bb[] = {big};
