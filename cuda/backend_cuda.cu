@@ -84,7 +84,8 @@ struct cu_layer {
 	   gate's weights as one F32 row */
 	struct cuda_tensor sh_gate, sh_up, sh_down, sh_inp;
 	/* decode's router with sh_inp as its last row: the routing logits
-	   and the shared expert's gate logit in one product (F32) */
+	   and the shared expert's gate logit in one product (F32); d NULL
+	   for a router with a bias (its rows the experts' only) */
 	struct cuda_tensor router_sh;
 	/* a mixture beside a dense MLP (gemma4: sh_gate, sh_up, sh_down are
 	   the dense MLP), else NULL: [n_embd] each */
@@ -327,9 +328,12 @@ static size_t cu_arena_bytes(const struct model *m, uint64_t repack)
 			                  sizeof(float)) +
 			     cu_align((size_t)l->ssm.head_dim * sizeof(float));
 		if (l->ffn.sh_inp != NULL)
-			n += cu_align((size_t)c->n_embd * sizeof(float)) +
-			     cu_align((size_t)(l->ffn.n_expert + 1) *
-			              (size_t)c->n_embd * sizeof(float));
+			n +=
+			    cu_align((size_t)c->n_embd * sizeof(float)) +
+			    (l->ffn.router_b != NULL
+			         ? 0
+			         : cu_align((size_t)(l->ffn.n_expert + 1) *
+			                    (size_t)c->n_embd * sizeof(float)));
 		if (l->ffn.exp_norm != NULL)
 			n += 4 * cu_align((size_t)c->n_embd * sizeof(float));
 		if (l->ffn.exp_scale != NULL)
@@ -679,7 +683,9 @@ static void cu_put_layer(struct cu_state *s, size_t *off,
 		d->sh_inp.ne2 = 1;
 		d->sh_inp.row_size = en;
 		d->sh_inp.d = cu_put(s, off, f->sh_inp, en, err, errlen, rc);
-		d->router_sh = cu_put_router_sh(s, off, f, en, err, errlen, rc);
+		if (f->router_b == NULL)
+			d->router_sh =
+			    cu_put_router_sh(s, off, f, en, err, errlen, rc);
 	}
 	d->bq = d->bk = d->bv = NULL;
 	if (a->bq != NULL) {
@@ -1001,17 +1007,11 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	const int32_t part = 65535 / k;
 	/* DENSE (cu_moe_dense): the sum into s->y, its norms the caller's */
 	const bool to_y = dense || l->ffn_post_norm != NULL;
-	const struct cuda_tensor *rt =
-	    cu_router_sh(s, il, n) ? &l->router_sh : &l->router;
 
-	/* (a bias covers the experts' rows, not the shared gate's) */
-	if ((rt->ne1 == f->n_expert
-	         ? cuda_op_matvec_bias(x, rt, rin, n, l->router_b, s->rl, err,
-	                               errlen)
-	         : cuda_op_matmul(x, rt, rin, n, s->rl, 1, err, errlen) ||
-	               (l->router_b != NULL &&
-	                cuda_op_add_bias(x, s->rl, l->router_b, f->n_expert, n,
-	                                 err, errlen))) ||
+	/* (router_sh exists only for a router without a bias) */
+	if (cuda_op_matvec_bias(
+	        x, cu_router_sh(s, il, n) ? &l->router_sh : &l->router, rin, n,
+	        l->router_b, s->rl, err, errlen) ||
 	    cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
 	                      f->norm_w, f->w_scale, s->ids, s->wts,
 	                      s->d_tids + (size_t)il * kmax,

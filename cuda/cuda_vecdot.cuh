@@ -75,14 +75,18 @@ static __device__ __forceinline__ void cv_bytes4(uint32_t v, float *q)
 
 template <int T> struct cv_unit;
 
-/* F16: 8 halves, one 16-byte load. */
-template <> struct cv_unit<QTYPE_F16> {
+/* The units of 8 elements (F32, F16): their activations. */
+struct cv_unit_8 {
 	static const int ne = 8;
 	static __device__ __forceinline__ void xload(int64_t u, const float *x,
 	                                             float *xv)
 	{
 		cv_load<8>(x + u * 8, xv);
 	}
+};
+
+/* F16: 8 halves, one 16-byte load. */
+template <> struct cv_unit<QTYPE_F16> : cv_unit_8 {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const float *xv)
 	{
@@ -101,13 +105,7 @@ template <> struct cv_unit<QTYPE_F16> {
 
 /* F32: 8 floats, two 16-byte loads (a mixture's router: its row-per-warp
  * element-wise product read 2 MB at a tenth of the bandwidth). */
-template <> struct cv_unit<QTYPE_F32> {
-	static const int ne = 8;
-	static __device__ __forceinline__ void xload(int64_t u, const float *x,
-	                                             float *xv)
-	{
-		cv_load<8>(x + u * 8, xv);
-	}
+template <> struct cv_unit<QTYPE_F32> : cv_unit_8 {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const float *xv)
 	{
