@@ -9,6 +9,7 @@
  * replies of a session that never cut anything:
  *
  *   1. turns: each evaluates only its new ids (nothing evaluated again);
+ *      over 10 turns each reply is that of a fresh session asked so;
  *   2. regenerate: the same reply, one id evaluated (the snapshot before
  *      the prompt's last id);
  *   3. edit the last message: the reply of a fresh session asked the
@@ -25,6 +26,7 @@
  *      the ids the cache held counted as evaluated again.
  *
  * Skipped without the SmolLM2 model (its tokenizer and template).
+ * PARLEY_TEST_RS_MODEL names another such model (1-5 run on it).
  */
 #include "testenv.h"
 #include "session.h"
@@ -81,12 +83,16 @@ static int send(struct session *s, const char *text, struct sink *k,
 	return 0;
 }
 
-static const char *const questions[6] = {"What is the capital of France?",
-                                         "And of Germany?",
-                                         "Name a color.",
-                                         "What is 2 + 2?",
-                                         "Say hello.",
-                                         "Name a fruit."};
+static const char *const questions[10] = {"What is the capital of France?",
+                                          "And of Germany?",
+                                          "Name a color.",
+                                          "What is 2 + 2?",
+                                          "Say hello.",
+                                          "Name a fruit.",
+                                          "And a vegetable?",
+                                          "Count to three.",
+                                          "Which is larger, 7 or 9?",
+                                          "Thank you."};
 
 /* The reply a fresh session gives after asking Q[0..n). */
 static void fresh_reply(const char *const *q, int n, int32_t n_ctx, char *out,
@@ -171,6 +177,31 @@ static void test_turns(void)
 		       "edit: %d of %d ids evaluated, %d of them again (told)",
 		       st.n_prompt_eval, st.n_prompt, st.n_reeval);
 	}
+	session_close(s);
+}
+
+/* 1b. Ten turns, each reply that of a fresh session asked the same. */
+static void test_ten_turns(void)
+{
+	struct session_opts o = base_opts(2048);
+	struct session *s = sink_session_open(&o);
+	struct session_stats st;
+	static struct sink k;
+	static char ref[8192];
+	int same = 0, n = 0;
+
+	for (int i = 0; i < 10; i++, n++) {
+		if (send(s, questions[i], &k, &st) != 0)
+			break;
+		fresh_reply(questions, i + 1, 2048, ref, sizeof(ref));
+		if (strcmp(k.buf, ref) == 0)
+			same++;
+		else
+			tap_diag("turn %d: \"%s\", a fresh session \"%s\"",
+			         i + 1, k.buf, ref);
+	}
+	tap_ok(n == 10 && same == 10,
+	       "10 turns: %d of %d replies are a fresh session's", same, n);
 	session_close(s);
 }
 
@@ -304,6 +335,19 @@ int main(void)
 	char src[512], cmd[2048];
 	const char *bd = getenv("top_builddir");
 
+	/* PARLEY_TEST_RS_MODEL: a recurrent model with a tokenizer and a
+	 * chat template made elsewhere (a real model's shape on the GPU
+	 * machine: bench/session-shapes.sh) instead of the small one */
+	const char *given = getenv("PARLEY_TEST_RS_MODEL");
+
+	if (given != NULL && given[0] != '\0') {
+		snprintf(model, sizeof(model), "%s", given);
+		test_turns();
+		test_ten_turns();
+		test_branch();
+		test_resume();
+		return tap_done();
+	}
 	testenv_model(src, sizeof(src));
 	if (access(src, R_OK) != 0)
 		return tap_skip_all("no SmolLM2 model (its tokenizer)");
@@ -322,6 +366,7 @@ int main(void)
 	                              "SmolLM2's tokenizer"))
 		return tap_done();
 	test_turns();
+	test_ten_turns();
 	test_branch();
 	test_resume();
 	test_overflow();

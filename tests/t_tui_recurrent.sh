@@ -2,28 +2,45 @@
 # t_tui_recurrent.sh - the full-screen UI on a model with recurrent layers
 # (issue 31 item 2): a Qwen3.5-shaped model of random weights with
 # SmolLM2's tokenizer and chat template (tests/parley-mkmodel), in tmux,
-# CPU, greedy. Turns evaluate only their new tokens (/stats: nothing
-# evaluated again); /regen gives the same reply with one token evaluated
-# (the snapshot before the prompt's last token); a branch at a token of
-# the reply forcing its chosen token (#1 of the pane, greedy) gives the
-# same reply, the transcript says how many tokens were evaluated again
-# from the snapshot, and /stats counts them.
+# greedy, on the engine $PARLEY_TEST_BACKEND names (default the CPU).
+# Ten turns evaluate only their new tokens (/stats: nothing evaluated
+# again) and each reply is that of a fresh session asked the same: a chain
+# of one-shot processes (`parley -p`, then `parley resume --last -p`), each
+# evaluating the whole conversation anew; /regen gives the same reply with
+# one token evaluated (the snapshot before the prompt's last token); a
+# branch at a token of the reply forcing its chosen token (#1 of the pane,
+# greedy) gives the same reply, the transcript says how many tokens were
+# evaluated again from the snapshot, and /stats counts them.
+# PARLEY_TEST_RS_MODEL names another such model (a real model's shape on
+# the GPU machine: bench/session-shapes.sh); the default model is then
+# not needed.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "${top_srcdir:-.}/tests/tui_lib.sh"
-tui_need
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/t_tui_recurrent.XXXXXX") || exit 1
 trap 'tui_stop; rm -rf "$tmp"' EXIT
 export XDG_CONFIG_HOME=$tmp/config XDG_STATE_HOME=$tmp/state
 export PARLEY_DB=$tmp/chat.db
-model=$tmp/q35.gguf
-"${top_builddir:-.}/tests/parley-mkmodel" --arch qwen35 \
-	--tokenizer-from "$(test_model)" --type Q8_0 --embd-type Q8_0 --tied \
-	--n-embd 64 --n-ff 128 --n-layer 4 --n-head 4 --n-head-kv 2 \
-	--head-dim 32 --n-rot 16 --ssm-state-size 32 --ssm-group-count 2 \
-	--ssm-time-step-rank 4 --full-attention-interval 2 --out-norm-scale 8 \
-	--seed 3 -o "$model" >/dev/null
-ok $? "parley-mkmodel: a qwen35 model with SmolLM2's tokenizer"
-opts="-m $model --temp 0 --seed 42 --threads 1 --ctx 2048"
+backend=${PARLEY_TEST_BACKEND:-cpu}
+model=${PARLEY_TEST_RS_MODEL:-}
+if [ -n "$model" ]; then
+	command -v tmux >/dev/null 2>&1 || skip_all "tmux not installed"
+	ok 0 "the model $model"
+else
+	tui_need
+	model=$tmp/q35.gguf
+	"${top_builddir:-.}/tests/parley-mkmodel" --arch qwen35 \
+		--tokenizer-from "$(test_model)" --type Q8_0 --embd-type Q8_0 --tied \
+		--n-embd 64 --n-ff 128 --n-layer 4 --n-head 4 --n-head-kv 2 \
+		--head-dim 32 --n-rot 16 --ssm-state-size 32 --ssm-group-count 2 \
+		--ssm-time-step-rank 4 --full-attention-interval 2 --out-norm-scale 8 \
+		--seed 3 -o "$model" >/dev/null
+	ok $? "parley-mkmodel: a qwen35 model with SmolLM2's tokenizer"
+fi
+sys="You are a helpful assistant."
+opts="-m $model --backend $backend --temp 0 --seed 42 --threads 1 --ctx 2048 -n 12"
+set -- "What is the capital of France?" "And of Germany?" "Name a color." \
+	"What is 2 + 2?" "Say hello." "Name a fruit." "And a vegetable?" \
+	"Count to three." "Which is larger, 7 or 9?" "Thank you."
 
 # reply ID: the text of conversation ID's last reply (the store's)
 reply() {
@@ -36,33 +53,101 @@ r = c.execute("SELECT content FROM messages WHERE conversation_id = ? AND "
 print(r[0] if r else "")
 PY
 }
-# stats: /stats, then its line
+# stats: /stats, then its line's prompt part. The line before is still on
+# the screen: wait for a line that differs (its reply speed, its counts)
+stats_line() {
+	tui_screen | grep -o 'reply [0-9]* tokens, [0-9.]* tok/s; prompt [0-9]* tokens ([^)]*)' | tail -n 1
+}
 stats() {
+	st_before=$(stats_line)
 	tui_type "/stats"
 	tui_keys Enter
-	tui_wait 'prompt [0-9]+ tokens \(' 10
-	tui_screen | grep -o 'prompt [0-9]* tokens ([^)]*)' | tail -n 1
+	st_n=300
+	while [ "$st_n" -gt 0 ]; do
+		st_now=$(stats_line)
+		[ -n "$st_now" ] && [ "$st_now" != "$st_before" ] && break
+		sleep 0.1
+		st_n=$((st_n - 1))
+	done
+	echo "$st_now" | grep -o 'prompt [0-9]* tokens ([^)]*)'
 }
 
-tui_start "$tmp" 160 50 $opts -n 12 --system "You are a helpful assistant."
-tui_wait 'F1 help' 60
-for q in "What is the capital of France?" "And of Germany?"; do
+# replies ID: conversation ID's replies, one a line, as JSON strings
+replies() {
+	python3 - "$PARLEY_DB" "$1" <<'PY'
+import json, sqlite3, sys
+c = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+for (t,) in c.execute("SELECT content FROM messages WHERE conversation_id "
+                      "= ? AND role = 'assistant' ORDER BY id",
+                      (int(sys.argv[2]),)):
+    print(json.dumps(t))
+PY
+}
+
+# wait_replies N SECONDS: until the store holds N finished replies (a
+# reply of a few tokens on a GPU can end before the screen is read twice)
+wait_replies() {
+	python3 - "$PARLEY_DB" "$1" "$2" <<'PY'
+import sqlite3, sys, time
+db, n, t = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+end = time.monotonic() + t
+while time.monotonic() < end:
+    try:
+        c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+        k = c.execute("SELECT count(*) FROM messages WHERE role = "
+                      "'assistant' AND finish IS NOT NULL").fetchone()[0]
+        c.close()
+        if k >= n:
+            sys.exit(0)
+    except sqlite3.Error:
+        pass
+    time.sleep(0.1)
+print("# the store never held %d finished replies" % n)
+sys.exit(1)
+PY
+}
+
+tui_start "$tmp" 160 50 $opts --system "$sys"
+tui_wait 'F1 help' 600
+turns=0 reuse=yes
+for q in "$@"; do
 	tui_type "$q"
 	tui_keys Enter
-	tui_wait_gone 'pp [0-9]+ tg' 5
-	tui_wait 'pp [0-9]+ tg' 60
+	wait_replies $((turns + 1)) 600 && tui_wait 'pp [0-9]+ tg' 30 || break
+	turns=$((turns + 1))
+	s=$(stats)
+	# the first turn has nothing to reuse, each later one all before it
+	re='[1-9][0-9]*'
+	[ "$turns" -eq 1 ] && re=0
+	echo "$s" | grep -Eq "^prompt [0-9]+ tokens \\($re reused, [0-9]+ new\\)\$" ||
+		{ reuse="no ($s)"; diag "turn $turns: $s"; }
 done
-ok $? "two turns"
-s=$(stats)
-echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([1-9][0-9]* reused, [0-9]+ new\)$'
-ok $? "the second turn reuses the first's cache, nothing evaluated again: $s"
+[ "$turns" -eq 10 ] && [ "$reuse" = yes ]
+ok $? "10 turns, each evaluating only its new tokens: $turns turns, $reuse"
 id=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
+# the fresh chain: each process evaluates the whole conversation anew
+# (no --save-kv: no saved state to resume from)
+first=1
+for q in "$@"; do
+	if [ $first = 1 ]; then
+		"$PARLEY" $opts --system "$sys" -p "$q" >/dev/null 2>"$tmp/chain.err"
+	else
+		"$PARLEY" resume --last $opts -p "$q" >/dev/null 2>"$tmp/chain.err"
+	fi || { diag "$(cat "$tmp/chain.err")"; break; }
+	first=0
+done
+fresh=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
+replies "$id" >"$tmp/ui.txt"
+replies "$fresh" >"$tmp/fresh.txt"
+[ "$fresh" != "$id" ] && [ "$(wc -l <"$tmp/fresh.txt")" -eq 10 ] &&
+	cmp -s "$tmp/ui.txt" "$tmp/fresh.txt"
+ok $? "each of the 10 replies is a fresh session's (conversations $id, $fresh)" ||
+	diff "$tmp/ui.txt" "$tmp/fresh.txt" | head -n 20 | while read -r l; do diag "$l"; done
 first=$(reply "$id")
-
 tui_type "/regen"
 tui_keys Enter
-tui_wait_gone 'pp [0-9]+ tg' 10
-tui_wait 'pp [0-9]+ tg' 60
+# the chain's 10 and the UI's 10, and now the regenerated one
+wait_replies 21 600 && tui_wait 'pp [0-9]+ tg' 30
 s=$(stats)
 echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([0-9]+ reused, 1 new\)$' &&
 	[ "$(reply "$id")" = "$first" ]
@@ -76,7 +161,8 @@ tui_keys Home Right Right Right
 tui_wait '│ token 4 of [0-9]+ \(cursor\) *$' 10
 ok $? "cursor mode on token 4"
 tui_keys 1
-tui_wait 'tokens the cache held were' 60 && tui_wait 'pp [0-9]+ tg' 60
+tui_wait 'tokens the cache held were' 600 && wait_replies 22 600 &&
+	tui_wait 'pp [0-9]+ tg' 30
 ok $? "a branch at token 4: the transcript says what was evaluated again"
 s=$(stats)
 echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([0-9]+ reused, [0-9]+ new, [0-9]+ of them evaluated again\)$'
