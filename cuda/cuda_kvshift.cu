@@ -135,7 +135,20 @@ static __global__ void kvs_shift_q8(unsigned char *kc, unsigned char *vc,
 	const int32_t half = n_rot / 2, nb = hd_k / 32;
 	unsigned char *base = kc + (size_t)w * (size_t)n_ctx * rb;
 	float *r = row[wl];
+	/* the turn is the same at every position: each lane's pairs' cos/sin
+	 * (double precision) and dims once, not once a position */
+	float2 cs[KVS_Q8_MAX_HD / 64];
+	int pa[KVS_Q8_MAX_HD / 64], pb[KVS_Q8_MAX_HD / 64];
 
+#pragma unroll
+	for (int q = 0; q < KVS_Q8_MAX_HD / 64; q++) {
+		const int i = lane + 32 * q;
+
+		if (i < half) {
+			cs[q] = cu_rope_cs(-(int64_t)d, inv_freq[i], 1.0f);
+			cu_rope_dims(i, half, neox, &pa[q], &pb[q]);
+		}
+	}
 	for (int32_t j = p0; j < p0 + n; j++) {
 		const unsigned char *src = base + (size_t)(j + d) * rb;
 		unsigned char *dst = base + (size_t)j * rb;
@@ -148,16 +161,15 @@ static __global__ void kvs_shift_q8(unsigned char *kc, unsigned char *vc,
 			    (float)((const int8_t *)blk)[2 + lane];
 		}
 		__syncwarp();
-		for (int32_t i = lane; i < half; i += 32) { /* its pairs */
-			const float2 cs =
-			    cu_rope_cs(-(int64_t)d, inv_freq[i], 1.0f);
-			int a, bb;
+#pragma unroll
+		for (int q = 0; q < KVS_Q8_MAX_HD / 64; q++) { /* its pairs */
+			if (lane + 32 * q < half) {
+				const float2 y =
+				    cu_rope_rotate(r[pa[q]], r[pb[q]], cs[q]);
 
-			cu_rope_dims(i, half, neox, &a, &bb);
-			const float2 y = cu_rope_rotate(r[a], r[bb], cs);
-
-			r[a] = y.x;
-			r[bb] = y.y;
+				r[pa[q]] = y.x;
+				r[pb[q]] = y.y;
+			}
 		}
 		__syncwarp();
 		for (int32_t b = 0; b < nb; b++)

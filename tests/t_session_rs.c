@@ -26,7 +26,8 @@
  *      the ids the cache held counted as evaluated again.
  *
  * Skipped without the SmolLM2 model (its tokenizer and template).
- * PARLEY_TEST_RS_MODEL names another such model (1-5 run on it).
+ * PARLEY_TEST_RS_MODEL names another such model (1-5 run on it, but the
+ * ten turns' check).
  */
 #include "testenv.h"
 #include "session.h"
@@ -342,8 +343,8 @@ int main(void)
 
 	if (given != NULL && given[0] != '\0') {
 		snprintf(model, sizeof(model), "%s", given);
-		test_turns();
-		test_ten_turns();
+		test_turns(); /* (not the 55 sessions of the ten turns' check:
+		                 t_tui_recurrent.sh checks ten turns there) */
 		test_branch();
 		test_resume();
 		return tap_done();

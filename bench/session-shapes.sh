@@ -1,0 +1,76 @@
+#!/bin/sh
+# bench/session-shapes.sh - the chat on the GPU with real models' shapes:
+# random-weight models of the shapes of bench/shapes.sh, written by
+# parley's writer with the tokenizer and chat template of TOKSRC (the
+# layers are the real model's, the vocabulary TOKSRC's: the random
+# weights have no tokenizer of their own), each checked on the CUDA
+# engine as a user meets it:
+#   1. tests/cuda_parity: N tokens one at a time against the exact CPU;
+#   2. `parley generate --verify`: every step against the CPU reference;
+#   3. a model with recurrent layers: tests/t_session_rs (turns, regenerate,
+#      edit, branch, resume with the saved state, on the session API);
+#   4. tests/t_tui_recurrent.sh: ten turns in the full-screen UI in tmux,
+#      each reply a fresh session's, /regen, a branch at a token.
+# Run on the GPU machine from a built tree (make check's programs built):
+#
+#   bench/session-shapes.sh BUILD_DIR TOKSRC SHAPE...
+#
+# TOKSRC: a GGUF with tokenizer.* keys and a chat template (SmolLM2's, or
+# a small file the writer made with --tokenizer-from it). Environment:
+# MODELS_DIR (default /tmp/parley-chat), N_TOKENS (cuda_parity's, 8).
+# Prints each check's verdict; exit status 1 when one failed.
+set -u
+B=$(cd "$1" && pwd)
+T=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/shapes.sh"
+DIR=${MODELS_DIR:-/tmp/parley-chat}
+mkdir -p "$DIR"
+status=0
+
+verdict() { # verdict STATUS WHAT
+	if [ "$1" -eq 0 ]; then echo "  ok: $2"; else echo "  FAILED: $2"; status=1; fi
+}
+
+for s in "$@"; do
+	f=$DIR/$s-chat.gguf
+	# the shape's layers, TOKSRC's vocabulary; the Q4_K_M mix as
+	# vs-llamacpp.sh writes it (gpt-oss: MXFP4 experts, Q8_0 else)
+	case $s in
+	gpt-oss-*) q="--type Q8_0 --expert-type MXFP4" ;;
+	*) q="--type Q4_K --more-bits-type Q6_K --out-type Q6_K --embd-type Q4_K" ;;
+	esac
+	if [ ! -f "$f" ]; then
+		# shellcheck disable=SC2046,SC2086
+		"$B/parley" dev-mkmodel $(shape "$s" | sed 's/--n-vocab [0-9]*//') $q \
+			--tokenizer-from "$T" --n-ctx 4096 -o "$f.tmp" >/dev/null || {
+			verdict 1 "$s: the writer"
+			continue
+		}
+		mv "$f.tmp" "$f"
+	fi
+	echo "=== $s ($(du -h "$f" | cut -f1))"
+	"$B/tests/cuda_parity" "$f" "${N_TOKENS:-8}" >"$DIR/parity.out" 2>&1
+	verdict $? "cuda_parity: $(tail -n 1 "$DIR/parity.out")"
+	"$B/parley" generate -m "$f" --backend cuda -p "The capital of France is" \
+		-n 32 --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
+	verdict $? "generate --verify: $(grep -c '^verify' "$DIR/verify.out") steps, $(tail -n 1 "$DIR/verify.out")"
+	recurrent=0
+	case $s in qwen35* | qwen36*) recurrent=1 ;; esac
+	if [ "$recurrent" = 1 ]; then
+		(cd "$B" && PARLEY_TEST_RS_MODEL=$f PARLEY_TEST_BACKEND=cuda \
+			top_builddir=. ./tests/t_session_rs) >"$DIR/session.out" 2>&1
+		st=$?
+		grep '^not ok' "$DIR/session.out"
+		verdict $st "t_session_rs: $(grep -c '^ok' "$DIR/session.out") ok, $(grep -c '^not ok' "$DIR/session.out") not ok"
+	fi
+	(cd "$B" && PARLEY_TEST_RS_MODEL=$f PARLEY_TEST_RS_RECURRENT=$recurrent \
+		PARLEY_TEST_BACKEND=cuda top_builddir=. top_srcdir="$here/.." \
+		sh "$here/../tests/t_tui_recurrent.sh") >"$DIR/tui.out" 2>&1
+	st=$?
+	grep -E '^(not )?ok' "$DIR/tui.out" | sed 's/^/    /'
+	! grep -q '^not ok' "$DIR/tui.out" && [ "$st" -eq 0 ]
+	verdict $? "t_tui_recurrent.sh (UI, 10 turns, /regen, branch)"
+done
+exit $status
