@@ -790,19 +790,30 @@ static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
 
 /* x += rmsnorm(W IN) * NORM for a product followed by a post-norm (the
  * product into s->y, then its norm added in one launch); XQ: IN's int8
- * activations or NULL, as for cuda_op_matmul_add. */
+ * activations or NULL, as for cuda_op_matmul_add. OSCALE: the layer's
+ * output scale still to apply (0: none), applied in the add's launch
+ * when the add ends the layer (then *OSCALE becomes 0), or NULL. XQ_OUT:
+ * where the new residual's int8 activations go, made in the add's launch
+ * for a product of it that follows (NULL where none was made), or NULL. */
 static int cu_post_norm_add(struct engine *e, struct cu_state *s,
                             const struct cuda_tensor *w, const float *in,
                             const void *xq, const float *norm, int32_t n,
-                            char *err, size_t errlen)
+                            float *oscale, const void **xq_out, char *err,
+                            size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
+	const float sc = oscale != NULL ? *oscale : 0.0f;
 
-	return cuda_op_matmul_xq(&s->ctx, w, in, xq, n, s->y, err, errlen) ||
-	               cuda_op_rmsnorm_add(&s->ctx, s->y, norm, c->n_embd, n,
-	                                   c->rms_eps, s->x, err, errlen)
-	           ? -1
-	           : 0;
+	if (oscale != NULL)
+		*oscale = 0.0f;
+	if (cuda_op_matmul_xq(&s->ctx, w, in, xq, n, s->y, err, errlen))
+		return -1;
+	if (xq_out != NULL)
+		return cuda_op_rmsnorm_add_scale_x8(
+		    &s->ctx, s->y, norm, c->n_embd, n, c->rms_eps, sc, s->x,
+		    xq_out, err, errlen);
+	return cuda_op_rmsnorm_add_scale(&s->ctx, s->y, norm, c->n_embd, n,
+	                                 c->rms_eps, sc, s->x, err, errlen);
 }
 
 /* Attention block of layer il for the chunk; adds into s->x. */
@@ -877,7 +888,8 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	}
 	if (l->attn_post_norm != NULL)
 		return cu_post_norm_add(e, s, &l->wo, s->o, xq,
-		                        l->attn_post_norm, n, err, errlen);
+		                        l->attn_post_norm, n, NULL, NULL, err,
+		                        errlen);
 	if (l->bo != NULL) /* y = Wo o, y += bo, x += y: the CPU's order */
 		return cuda_op_matmul_xq(x, &l->wo, s->o, xq, n, s->y, err,
 		                         errlen) ||
@@ -1067,7 +1079,7 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
  * cpu_moe_dense's order).
  */
 static int cu_moe_dense(struct engine *e, struct cu_state *s, int il, int32_t n,
-                        const void *xq, char *err, size_t errlen)
+                        const void *xq, float *oscale, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
@@ -1092,22 +1104,34 @@ static int cu_moe_dense(struct engine *e, struct cu_state *s, int il, int32_t n,
 	    cu_moe_block(e, s, il, n,
 	                 cuda_op_matvec_x8(x, &l->router, n) ? NULL : xq2,
 	                 s->rin, true, err, errlen) ||
-	    cuda_op_rmsnorm(x, s->y, l->exp_post_norm, ne, n, eps, s->rin, err,
-	                    errlen) ||
-	    cuda_op_add(x, s->rin, s->yd, (int64_t)n * ne, err, errlen))
+	    /* the experts' post-norm plus the dense branch's output */
+	    (x->norm_fuse_off
+	         ? cuda_op_rmsnorm(x, s->y, l->exp_post_norm, ne, n, eps,
+	                           s->rin, err, errlen) ||
+	               cuda_op_add(x, s->rin, s->yd, (int64_t)n * ne, err,
+	                           errlen)
+	         : cuda_op_rmsnorm_plus(x, s->y, l->exp_post_norm, ne, n, eps,
+	                                s->yd, s->rin, err, errlen)))
 		return -1;
-	if (l->ffn_post_norm != NULL)
-		return cuda_op_rmsnorm_add(x, s->rin, l->ffn_post_norm, ne, n,
-		                           eps, s->x, err, errlen);
+	if (l->ffn_post_norm != NULL) {
+		const float sc = *oscale;
+
+		*oscale = 0.0f;
+		return cuda_op_rmsnorm_add_scale(x, s->rin, l->ffn_post_norm,
+		                                 ne, n, eps, sc, s->x, err,
+		                                 errlen);
+	}
 	return cuda_op_add(x, s->x, s->rin, (int64_t)n * ne, err, errlen);
 }
 
 /* Feed-forward block (a gated MLP) of layer il; adds into s->x. SNAP: the
  * new residual also written there by the down product's launch
  * (cuda_op_matmul_add_copy; the caller checked that it applies), or
- * NULL. */
+ * NULL. OSCALE, XQ_OUT: as for cu_post_norm_add, where the block ends in
+ * one (*XQ_OUT is NULL where no activations were made). */
 static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
-                        float *snap, char *err, size_t errlen)
+                        float *snap, float *oscale, const void **xq_out,
+                        char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct model_ffn *f = &e->model->w.layers[il].ffn;
@@ -1122,7 +1146,8 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		const bool sh = l->sh_inp.d != NULL;
 
 		if (f->exp_norm != NULL)
-			return cu_moe_dense(e, s, il, n, xq, err, errlen);
+			return cu_moe_dense(e, s, il, n, xq, oscale, err,
+			                    errlen);
 		return (sh && cu_shared_gated(s, il, n, xq, err, errlen)) ||
 		               cu_moe_block(e, s, il, n, xq, s->xb, false, err,
 		                            errlen) ||
@@ -1135,7 +1160,8 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 		return -1;
 	if (l->ffn_post_norm != NULL) /* (cu_snap_ok: no SNAP then) */
 		return cu_post_norm_add(e, s, &l->down, s->hb, NULL,
-		                        l->ffn_post_norm, n, err, errlen);
+		                        l->ffn_post_norm, n, oscale, xq_out,
+		                        err, errlen);
 	if (snap != NULL)
 		return cuda_op_matmul_add_copy(x, &l->down, s->hb, NULL, n,
 		                               s->x, snap, err, errlen);
@@ -1145,22 +1171,31 @@ static int cu_ffn_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 
 /* Layer IL's per-layer input step (the E models, model.h) after its FFN:
  * g = gelu_tanh(Wgate x) * the layer's slice of s->ple, x +=
- * rmsnorm(Wproj g) * post_norm (backend_cpu_ple.c's order). */
+ * rmsnorm(Wproj g) * post_norm (backend_cpu_ple.c's order). XQ: x's int8
+ * activations as the FFN's last launch made them, or NULL; OSCALE as for
+ * cu_post_norm_add. */
 static int cu_ple_block(struct engine *e, struct cu_state *s, int il, int32_t n,
-                        char *err, size_t errlen)
+                        const void *xq, float *oscale, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	const struct cu_layer *l = &s->layers[il];
 	const int32_t P = c->ple_dim;
+	const float *u = s->ple + (size_t)il * P;
+	const int64_t ldu = (int64_t)P * c->n_layer;
+	const void *gq = NULL; /* the gate's int8 activations, or NULL */
 
-	return cuda_op_matmul(&s->ctx, &l->ple_gate, s->x, n, s->pg, 0, err,
-	                      errlen) ||
-	               cuda_op_gate_act_rows(&s->ctx, MODEL_ACT_GELU_TANH,
-	                                     s->pg, s->ple + (size_t)il * P, P,
-	                                     n, (int64_t)P * c->n_layer, err,
-	                                     errlen) ||
-	               cu_post_norm_add(e, s, &l->ple_proj, s->pg, NULL,
-	                                l->ple_post_norm, n, err, errlen)
+	return cuda_op_matmul_xq(&s->ctx, &l->ple_gate, s->x, xq, n, s->pg, err,
+	                         errlen) ||
+	               (s->ctx.norm_fuse_off
+	                    ? cuda_op_gate_act_rows(&s->ctx,
+	                                            MODEL_ACT_GELU_TANH, s->pg,
+	                                            u, P, n, ldu, err, errlen)
+	                    : cuda_op_gate_act_rows_x8(
+	                          &s->ctx, MODEL_ACT_GELU_TANH, s->pg, u, P, n,
+	                          ldu, &gq, err, errlen)) ||
+	               cu_post_norm_add(e, s, &l->ple_proj, s->pg, gq,
+	                                l->ple_post_norm, n, oscale, NULL, err,
+	                                errlen)
 	           ? -1
 	           : 0;
 }
@@ -1174,18 +1209,28 @@ static int cu_layer_forward(struct engine *e, struct cu_state *s, int il,
 {
 	const struct model_layer *ml = &e->model->w.layers[il];
 	const bool rec = ml->attn.kind == MODEL_ATTN_RECURRENT;
+	const bool ple = ml->ple.gate.data != NULL;
+	/* the output scale (gemma4), offered to the launch of the layer's
+	   last post-norm add (which sets it to 0 once taken) */
+	float sc = s->ctx.norm_fuse_off ? 0.0f : ml->out_scale, none = 0.0f;
+	/* the residual's int8 activations for the per-layer input's gate,
+	   made by the FFN's last launch (NULL: the gate's mat-vec makes
+	   them) */
+	const void *xq = NULL;
+	const bool want_xq = ple && !s->ctx.norm_fuse_off;
 
-	return (rec ? cu_ssm_block(e, s, il, n, err, errlen)
-	            : cu_attention_block(e, s, il, n, pos0, err, errlen)) ||
-	               cu_ffn_block(e, s, il, n, snap, err, errlen) ||
-	               (ml->ple.gate.data != NULL &&
-	                cu_ple_block(e, s, il, n, err, errlen)) ||
-	               (ml->out_scale != 0.0f &&
-	                cuda_op_scale(&s->ctx, s->x,
-	                              (int64_t)n * e->model->cfg.n_embd,
-	                              ml->out_scale, err, errlen))
-	           ? -1
-	           : 0;
+	if ((rec ? cu_ssm_block(e, s, il, n, err, errlen)
+	         : cu_attention_block(e, s, il, n, pos0, err, errlen)) ||
+	    cu_ffn_block(e, s, il, n, snap, ple ? &none : &sc,
+	                 want_xq ? &xq : NULL, err, errlen) ||
+	    (ple && cu_ple_block(e, s, il, n, xq, &sc, err, errlen)))
+		return -1;
+	if (s->ctx.norm_fuse_off)
+		sc = ml->out_scale;
+	return sc != 0.0f ? cuda_op_scale(&s->ctx, s->x,
+	                                  (int64_t)n * e->model->cfg.n_embd, sc,
+	                                  err, errlen)
+	                  : 0;
 }
 
 /* The residual stream of N tokens (device ids D_TOK) from the
@@ -2381,6 +2426,7 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	s->ctx.x8_off = cuda_x8_types() == 0;
 	s->ctx.lanes_off = !knobs.lane_groups;
 	s->ctx.moe_fuse_off = !knobs.moe_fuse;
+	s->ctx.norm_fuse_off = !knobs.norm_fuse;
 	if (!knobs.pdl)
 		s->ctx.pdl = 0; /* ordinary launches (to measure) */
 	/* without PDL there is no previous kernel to overlap with */

@@ -42,6 +42,11 @@ struct cuda_ctx {
 	   cuda_op_moe_down_sum: kept to test the fused ones' bits against
 	   them; PARLEY_CUDA_MOE_FUSE=0 in the backend) */
 	int moe_fuse_off;
+	/* 1: a layer's output scale and a norm's following add take their
+	   own launches (cuda_op_scale, cuda_op_add) instead of riding in the
+	   norm's (cuda_op_rmsnorm_add_scale, cuda_op_rmsnorm_plus): kept to
+	   compare; PARLEY_CUDA_NORM_FUSE=0 in the backend */
+	int norm_fuse_off;
 	/* 1: kernels launch with programmatic dependent launch
 	   (cuda_launch.cuh); set at init on compute capability 9.0+, the
 	   backend clears it for PARLEY_CUDA_PDL=0 */

@@ -119,12 +119,18 @@ el_norm_scale(const float *xr, int32_t n, float eps, float *part)
 	return (float)(1.0 / sqrt((double)ss / n + (double)eps));
 }
 
-/* OUT = rmsnorm(X) * W (and its quants into XQ where not NULL), or with
- * ACC (a post-norm, cuda_op_rmsnorm_add): ACC += rmsnorm(X) * W, OUT
- * unused: el_add's addition of el_rmsnorm's output, the same bits. */
+/* OUT = rmsnorm(X) * W, or with ACC (a post-norm, cuda_op_rmsnorm_add):
+ * ACC += rmsnorm(X) * W, OUT unused: el_add's addition of el_rmsnorm's
+ * output, the same bits; the value written quantized into XQ where not
+ * NULL. Two
+ * launches folded in where a layer's recipe has them (a launch in a
+ * decode step costs more than such a pass): PLUS (no ACC, no XQ): OUT =
+ * rmsnorm(X) * W + PLUS, el_add's bits after it; OSCALE != 0 (with ACC):
+ * ACC = (ACC + rmsnorm(X) * W) * OSCALE, el_scale's bits after the add
+ * (gemma4's per-layer output scale). */
 __global__ void __launch_bounds__(EL_NORM_THREADS)
     el_rmsnorm(const float *x, const float *w, int32_t n, float eps, float *out,
-               uint8_t *xq, float *acc)
+               uint8_t *xq, float *acc, const float *plus, float oscale)
 {
 	const int32_t i0 = (int32_t)blockIdx.x * EL_NORM_THREADS;
 	const int32_t i1 = gridDim.x > 1 ? min(n, i0 + EL_NORM_THREADS) : n;
@@ -148,12 +154,18 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 		const float wi = i < i0 + EL_NORM_THREADS ? w0 : w[i];
 		const float o = __fmul_rn(__fmul_rn(xr[i], scale), wi);
 
-		if (acc != NULL)
-			orow[i] = orow[i] + o;
-		else
-			orow[i] = o;
+		float v = o; /* the value written */
+
+		if (acc != NULL) {
+			v = orow[i] + o;
+			if (oscale != 0.0f)
+				v = __fmul_rn(v, oscale);
+		} else if (plus != NULL) {
+			v = o + plus[(size_t)blockIdx.y * n + i];
+		}
+		orow[i] = v;
 		if (tb != NULL) /* whole warps: N % 32 == 0 */
-			cv8_quantize32(o, lane, (int8_t *)tb + i, d + i / 32,
+			cv8_quantize32(v, lane, (int8_t *)tb + i, d + i / 32,
 			               d + n / 32 + i / 32);
 	}
 }
@@ -469,15 +481,30 @@ __global__ void __launch_bounds__(EL_NORM_THREADS)
 		    inv2);
 }
 
-/* G[t][i] = act(G[t][i]) * U[t ldu + i] (cuda_op_gate_act_rows). */
+/* G[t][i] = act(G[t][i]) * U[t ldu + i] (cuda_op_gate_act_rows), and
+ * quantized into XQ (N % 32 == 0: a warp's 32 elements are a block of
+ * one row, and all of a warp's threads are in or past the end) where not
+ * NULL, as cm_quantize_x8 quantizes G afterwards. */
 __global__ void el_gate_act_rows(int act, float *g, const float *u, int32_t n,
-                                 int64_t ldu, int64_t total)
+                                 int64_t ldu, int64_t total, uint8_t *xq)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
 	const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (idx < total)
-		g[idx] = cu_act_mul(act, g[idx], u[idx / n * ldu + idx % n]);
+	if (idx >= total)
+		return;
+	const int64_t t = idx / n;
+	const int32_t i = (int32_t)(idx % n);
+	const float v = cu_act_mul(act, g[idx], u[t * ldu + i]);
+
+	g[idx] = v;
+	if (xq != NULL) {
+		uint8_t *tb = xq + (size_t)t * cv8_xq_stride(n);
+		float *d = (float *)(tb + n); /* scales, sums */
+
+		cv8_quantize32(v, (int)(threadIdx.x & 31), (int8_t *)tb + i,
+		               d + i / 32, d + n / 32 + i / 32);
+	}
 }
 
 /* X *= S (cuda_op_scale). */
@@ -562,9 +589,19 @@ extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
                                float eps, float *d_out, char *err,
                                size_t errlen)
 {
-	cu_launch(
-	    ctx, el_rmsnorm, dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	    EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, nullptr, nullptr);
+	return cuda_op_rmsnorm_plus(ctx, d_x, d_w, n, n_tok, eps, NULL, d_out,
+	                            err, errlen);
+}
+
+extern "C" int cuda_op_rmsnorm_plus(struct cuda_ctx *ctx, const float *d_x,
+                                    const float *d_w, int32_t n, int32_t n_tok,
+                                    float eps, const float *d_plus,
+                                    float *d_out, char *err, size_t errlen)
+{
+	cu_launch(ctx, el_rmsnorm,
+	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
+	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, nullptr, nullptr,
+	          d_plus, 0.0f);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }
@@ -574,10 +611,40 @@ extern "C" int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
                                    float eps, float *d_x, char *err,
                                    size_t errlen)
 {
+	return cuda_op_rmsnorm_add_scale(ctx, d_y, d_w, n, n_tok, eps, 0.0f,
+	                                 d_x, err, errlen);
+}
+
+extern "C" int cuda_op_rmsnorm_add_scale(struct cuda_ctx *ctx, const float *d_y,
+                                         const float *d_w, int32_t n,
+                                         int32_t n_tok, float eps, float oscale,
+                                         float *d_x, char *err, size_t errlen)
+{
 	cu_launch(ctx, el_rmsnorm,
 	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	          EL_NORM_THREADS, 0, d_y, d_w, n, eps, nullptr, nullptr, d_x);
+	          EL_NORM_THREADS, 0, d_y, d_w, n, eps, nullptr, nullptr, d_x,
+	          nullptr, oscale);
 	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_rmsnorm_add_scale_x8(struct cuda_ctx *ctx,
+                                            const float *d_y, const float *d_w,
+                                            int32_t n, int32_t n_tok, float eps,
+                                            float oscale, float *d_x,
+                                            const void **d_xq, char *err,
+                                            size_t errlen)
+{
+	*d_xq = NULL;
+	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok))
+		return cuda_op_rmsnorm_add_scale(ctx, d_y, d_w, n, n_tok, eps,
+		                                 oscale, d_x, err, errlen);
+	cu_launch(ctx, el_rmsnorm,
+	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
+	          EL_NORM_THREADS, 0, d_y, d_w, n, eps, nullptr,
+	          (uint8_t *)ctx->d_xq, d_x, nullptr, oscale);
+	CUDA_TRY_LAUNCH(err, errlen);
+	*d_xq = ctx->d_xq;
 	return 0;
 }
 
@@ -593,7 +660,7 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
 	cu_launch(ctx, el_rmsnorm,
 	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
 	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out,
-	          (uint8_t *)ctx->d_xq, nullptr);
+	          (uint8_t *)ctx->d_xq, nullptr, nullptr, 0.0f);
 	CUDA_TRY_LAUNCH(err, errlen);
 	*d_xq = ctx->d_xq;
 	return 0;
@@ -853,8 +920,37 @@ extern "C" int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
 	if (total == 0)
 		return 0;
 	cu_launch(ctx, el_gate_act_rows, el_blocks(total), EL_THREADS, 0,
-	          (int)act, d_g, d_u, n, ldu, total);
+	          (int)act, d_g, d_u, n, ldu, total, (uint8_t *)NULL);
 	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
+extern "C" int cuda_op_gate_act_rows_x8(struct cuda_ctx *ctx,
+                                        enum model_act act, float *d_g,
+                                        const float *d_u, int32_t n,
+                                        int32_t n_tok, int64_t ldu,
+                                        const void **d_xq, char *err,
+                                        size_t errlen)
+{
+	static_assert(EL_THREADS % 32 == 0, "el_gate_act_rows: whole warps");
+	const int64_t total = (int64_t)n * n_tok;
+
+	*d_xq = NULL;
+	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok) ||
+	    total == 0)
+		return cuda_op_gate_act_rows(ctx, act, d_g, d_u, n, n_tok, ldu,
+		                             err, errlen);
+	if (!cu_act_ok(act)) {
+		snprintf(
+		    err, errlen,
+		    "gated FFN activation %d is not implemented on the GPU",
+		    (int)act);
+		return -1;
+	}
+	cu_launch(ctx, el_gate_act_rows, el_blocks(total), EL_THREADS, 0,
+	          (int)act, d_g, d_u, n, ldu, total, (uint8_t *)ctx->d_xq);
+	CUDA_TRY_LAUNCH(err, errlen);
+	*d_xq = ctx->d_xq;
 	return 0;
 }
 

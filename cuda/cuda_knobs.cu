@@ -35,6 +35,7 @@ extern "C" void cuda_knobs_read(struct cuda_knobs *k)
 	k->attn_mma = !cuda_knobs_is("PARLEY_CUDA_ATTN_MMA", "0");
 	k->lane_groups = !cuda_knobs_is("PARLEY_CUDA_LANE_GROUPS", "0");
 	k->moe_fuse = !cuda_knobs_is("PARLEY_CUDA_MOE_FUSE", "0");
+	k->norm_fuse = !cuda_knobs_is("PARLEY_CUDA_NORM_FUSE", "0");
 	k->ksplit_units =
 	    ku != NULL && ku[0] >= '1' && ku[0] <= '8' && ku[1] == '\0'
 	        ? ku[0] - '0'

@@ -61,6 +61,10 @@ struct cuda_knobs {
 	   with biases and its down product with the weighted sum in separate
 	   launches, cuda_ctx.h moe_fuse_off), else 1 */
 	int moe_fuse;
+	/* PARLEY_CUDA_NORM_FUSE: 0 when it is "0" (a post-norm's add and a
+	   layer's output scale, a norm and the add after it, in separate
+	   launches, cuda_ctx.h norm_fuse_off), else 1 */
+	int norm_fuse;
 };
 
 /* Fill *K from the environment as it is now. */

@@ -380,6 +380,31 @@ int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
                         const float *d_w, int32_t n, int32_t n_tok, float eps,
                         float *d_x, char *err, size_t errlen);
 
+/* X[t] = (X[t] + rmsnorm(Y[t]) * W) * OSCALE: cuda_op_rmsnorm_add then
+ * cuda_op_scale (a layer's output scale after its last post-norm), the
+ * same bits, in one launch; OSCALE 0: cuda_op_rmsnorm_add. */
+int cuda_op_rmsnorm_add_scale(struct cuda_ctx *ctx, const float *d_y,
+                              const float *d_w, int32_t n, int32_t n_tok,
+                              float eps, float oscale, float *d_x, char *err,
+                              size_t errlen);
+
+/* cuda_op_rmsnorm_add_scale, and X's new rows quantized too as
+ * cuda_op_rmsnorm_x8 quantizes its output (its conditions; *D_XQ as
+ * there): for a product of the residual that follows. */
+int cuda_op_rmsnorm_add_scale_x8(struct cuda_ctx *ctx, const float *d_y,
+                                 const float *d_w, int32_t n, int32_t n_tok,
+                                 float eps, float oscale, float *d_x,
+                                 const void **d_xq, char *err, size_t errlen);
+
+/* OUT[t] = rmsnorm(X[t]) * W + PLUS[t]: cuda_op_rmsnorm then cuda_op_add
+ * into OUT, the same bits, in one launch (PLUS NULL: cuda_op_rmsnorm).
+ * OUT may be PLUS (each element is read, then written, by one thread),
+ * not X (every block reads all of its row). */
+int cuda_op_rmsnorm_plus(struct cuda_ctx *ctx, const float *d_x,
+                         const float *d_w, int32_t n, int32_t n_tok, float eps,
+                         const float *d_plus, float *d_out, char *err,
+                         size_t errlen);
+
 /* cuda_op_rmsnorm, and when the mat-vec takes int8 activations for N
  * inputs over N_TOK tokens (cuda_op_matvec_x8's conditions but the
  * weight's type), OUT quantized too in the same launch, into ctx->d_xq:
@@ -525,6 +550,13 @@ int cuda_op_ple_inputs(struct cuda_ctx *ctx, float *d_p, const float *d_e,
 int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act, float *d_g,
                           const float *d_u, int32_t n, int32_t n_tok,
                           int64_t ldu, char *err, size_t errlen);
+/* cuda_op_gate_act_rows, and D_G's new rows quantized as
+ * cuda_op_rmsnorm_x8 quantizes its output (its conditions; *D_XQ as
+ * there) in the same launch. */
+int cuda_op_gate_act_rows_x8(struct cuda_ctx *ctx, enum model_act act,
+                             float *d_g, const float *d_u, int32_t n,
+                             int32_t n_tok, int64_t ldu, const void **d_xq,
+                             char *err, size_t errlen);
 int cuda_op_scale(struct cuda_ctx *ctx, float *d_x, int64_t n, float s,
                   char *err, size_t errlen);
 int cuda_op_softcap(struct cuda_ctx *ctx, float *d_x, int64_t n, float cap,

@@ -724,6 +724,51 @@ static void test_rmsnorm_x8(struct cuda_ctx *ctx)
 	       "int8 activations = quantizing themselves, bit for bit (%s, "
 	       "%s) %s",
 	       same_y ? "same" : "differ", same_g ? "same" : "differ", err);
+	/* a post-norm's add (with the output scale) quantizing the new
+	   residual, and the gated rows (the per-layer inputs' gate)
+	   quantizing theirs: the values of the plain ops, the quants
+	   quantize_x8 makes of them */
+	for (int op = 0; !rc && op < 2; op++) {
+		const int32_t n = op ? 256 : N, ldu = op ? 3 * n : n;
+		/* X's floats: Y of the add, the up rows of the gate
+		   (T N >= (T - 1) ldu + n) */
+		const float *d_u = (const float *)d_x;
+
+		xq = NULL;
+		rc = cudaMemcpy(d_a, x, sizeof(float) * T * n,
+		                cudaMemcpyHostToDevice) != cudaSuccess ||
+		     cudaMemcpy(d_b, x, sizeof(float) * T * n,
+		                cudaMemcpyHostToDevice) != cudaSuccess ||
+		     (op == 0
+		          ? cuda_op_rmsnorm_add_scale(
+		                ctx, d_u, (const float *)d_w, n, T, 1e-5f,
+		                0.37f, (float *)d_a, err, sizeof(err)) ||
+		                cuda_op_rmsnorm_add_scale_x8(
+		                    ctx, d_u, (const float *)d_w, n, T, 1e-5f,
+		                    0.37f, (float *)d_b, &xq, err, sizeof(err))
+		          : cuda_op_gate_act_rows(ctx, MODEL_ACT_GELU_TANH,
+		                                  (float *)d_a, d_u, n, T, ldu,
+		                                  err, sizeof(err)) ||
+		                cuda_op_gate_act_rows_x8(
+		                    ctx, MODEL_ACT_GELU_TANH, (float *)d_b, d_u,
+		                    n, T, ldu, &xq, err, sizeof(err))) ||
+		     xq == NULL ||
+		     dev_get(ctx, qa, xq, cuda_x8_stride(n) * T) ||
+		     cuda_op_quantize_x8(ctx, (const float *)d_b, T, n, d_q2,
+		                         err, sizeof(err)) ||
+		     dev_get(ctx, qb, d_q2, cuda_x8_stride(n) * T) ||
+		     dev_get(ctx, a, d_a, sizeof(float) * T * n) ||
+		     dev_get(ctx, b, d_b, sizeof(float) * T * n);
+		same_out = !rc && memcmp(a, b, sizeof(float) * T * n) == 0 &&
+		           memcmp(a, x, sizeof(float) * T * n) != 0;
+		same_q = !rc && memcmp(qa, qb, cuda_x8_stride(n) * T) == 0;
+		tap_ok(same_out && same_q,
+		       "%s %d x %d: values = the plain op's (%s), int8 = "
+		       "quantize_x8 of them (%s) %s",
+		       op ? "gate_act_rows_x8" : "rmsnorm_add_scale_x8", T, n,
+		       same_out ? "same" : "differ", same_q ? "same" : "differ",
+		       err);
+	}
 	void *dev[] = {dq, dk, dv, d_x, d_w, d_a, d_b, d_q2, d_y};
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		cudaFree(dev[i]);
@@ -793,6 +838,64 @@ static void test_elementwise(struct cuda_ctx *ctx)
 			    "rmsnorm_add of %d row(s), split over blocks: the "
 			    "same bits %s",
 			    n1, err);
+		}
+		/* the output scale in the add's launch: rmsnorm_add then
+		   scale, the same bits; a decode row split over blocks too */
+		for (int n1 = T; !rc && n1 >= 1; n1 -= T - 1) {
+			static float want2[T * N];
+
+			rc =
+			    cudaMemcpy(d_a, y, sizeof(y),
+			               cudaMemcpyHostToDevice) != cudaSuccess ||
+			    cuda_op_rmsnorm_add(ctx, d_x, d_w, N, n1, 1e-5f,
+			                        d_a, err, sizeof(err)) ||
+			    cuda_op_scale(ctx, d_a, (int64_t)n1 * N, 0.37f, err,
+			                  sizeof(err)) ||
+			    dev_get(ctx, want2, d_a, sizeof(want2)) ||
+			    cudaMemcpy(d_a, y, sizeof(y),
+			               cudaMemcpyHostToDevice) != cudaSuccess ||
+			    cuda_op_rmsnorm_add_scale(ctx, d_x, d_w, N, n1,
+			                              1e-5f, 0.37f, d_a, err,
+			                              sizeof(err)) ||
+			    dev_get(ctx, got, d_a, sizeof(got));
+			tap_ok(!rc &&
+			           memcmp(got, want2, sizeof(float) * n1 * N) ==
+			               0 &&
+			           memcmp(got, want, sizeof(float) * n1 * N) !=
+			               0,
+			       "rmsnorm_add_scale of %d row(s) = rmsnorm_add + "
+			       "scale, bit for bit %s",
+			       n1, err);
+		}
+		/* a norm and the add after it: rmsnorm then add, into the
+		   added buffer itself and into another */
+		for (int n1 = T; !rc && n1 >= 1; n1 -= T - 1) {
+			static float want3[T * N];
+			float *d_b = dev_put(y, sizeof(y));
+
+			rc = cuda_op_rmsnorm(ctx, d_x, d_w, N, n1, 1e-5f, d_a,
+			                     err, sizeof(err)) ||
+			     cuda_op_add(ctx, d_a, d_y, (int64_t)n1 * N, err,
+			                 sizeof(err)) ||
+			     dev_get(ctx, want3, d_a, sizeof(want3)) ||
+			     cuda_op_rmsnorm_plus(ctx, d_x, d_w, N, n1, 1e-5f,
+			                          d_y, d_a, err, sizeof(err)) ||
+			     dev_get(ctx, got, d_a, sizeof(got));
+			tap_ok(!rc && memcmp(got, want3,
+			                     sizeof(float) * n1 * N) == 0,
+			       "rmsnorm_plus of %d row(s) = rmsnorm + add, bit "
+			       "for bit %s",
+			       n1, err);
+			rc = rc ||
+			     cuda_op_rmsnorm_plus(ctx, d_x, d_w, N, n1, 1e-5f,
+			                          d_b, d_b, err, sizeof(err)) ||
+			     dev_get(ctx, got, d_b, sizeof(got));
+			tap_ok(!rc && memcmp(got, want3,
+			                     sizeof(float) * n1 * N) == 0,
+			       "rmsnorm_plus of %d row(s) into its addend: the "
+			       "same bits %s",
+			       n1, err);
+			cudaFree(d_b);
 		}
 		cudaFree(d_a);
 	}
