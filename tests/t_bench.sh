@@ -16,6 +16,9 @@ ok $? "parley bench exits 0 $(cat "$out.err")"
 while read -r l; do diag "$l"; done <"$out"
 grep -Eq '^backend: +cpu, host threads 1, KV cache f32; holds [0-9.]+ MiB$' "$out"
 ok $? "backend line names the backend, threads, the KV cache's type and memory held"
+# llama_f32: 2 layers, 2 KV heads of 16 dims: (16 + 16) * 2 * 2 floats
+grep -Eq '^kv cache: +0\.5 KiB a position: 2 of 2 layers hold keys and values$' "$out"
+ok $? "kv cache line: bytes a position, the layers that hold a cache"
 grep -Eq '^load: +[0-9.]+ s \(file [0-9.]+ s, engine [0-9.]+ s\)$' "$out"
 ok $? "load time"
 grep -Eq '^bandwidth: +[0-9.]+ GB/s read' "$out" &&

@@ -86,7 +86,8 @@ static void bench_usage(FILE *f)
 	    "  --kv-type T      KV cache type: f16 or q8_0 (f32 on the CPU;\n"
 	    "                   default: the backend's, f16 GPU, f32 CPU)\n"
 	    "Prints load time, prefill and decode tokens/s, the memory the\n"
-	    "backend holds, and decode as a share of the bandwidth floor.\n",
+	    "backend holds, the KV cache's bytes a position, and decode as a\n"
+	    "share of the bandwidth floor.\n",
 	    f);
 }
 
@@ -212,6 +213,43 @@ static int bench_pick(struct engine *e, int32_t n_top, int32_t *id, char *err,
 	return 0;
 }
 
+/* The KV cache's bytes a position and which layers hold them: a layer
+ * that reads another's cache (KV sharing) holds none, a recurrent one a
+ * fixed state (not counted here); a sliding layer keeps every position
+ * though it reads only the last `window`. */
+static void bench_kv_line(const struct engine *e, const struct model *m)
+{
+	int own = 0, sliding = 0, shared = 0, rec = 0, window = 0;
+
+	for (int il = 0; il < m->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(m, il);
+
+		if (d.kind == MODEL_CACHE_SHARED)
+			shared++;
+		else if (d.kind == MODEL_CACHE_RECURRENT)
+			rec++;
+		else
+			own++;
+		if (d.kind == MODEL_CACHE_WINDOW) {
+			sliding++;
+			window = d.window > window ? d.window : window;
+		}
+	}
+	printf("kv cache:  %.1f KiB a position: %d of %d layers hold keys "
+	       "and values",
+	       (double)engine_kv_type_bytes(engine_kv_type(e),
+	                                    model_cache_floats(m, 1)) /
+	           1024.0,
+	       own, m->cfg.n_layer);
+	if (sliding > 0)
+		printf(" (%d sliding: every position kept, the last %d read)",
+		       sliding, window);
+	if (shared > 0)
+		printf(", %d read an earlier layer's", shared);
+	if (rec > 0)
+		printf(", %d recurrent", rec);
+	printf("\n");
+}
 /* One repeat: prefill P tokens, decode N; seconds of each into *TP, *TD. */
 static int bench_once(struct engine *e, const int32_t *ids, long p, long n,
                       int32_t n_top, double *tp, double *td, char *err,
@@ -314,6 +352,7 @@ int cmd_bench(int argc, char **argv)
 	       engine_backend_name(e), engine_n_threads(e),
 	       engine_kv_type_name(engine_kv_type(e)),
 	       (double)engine_mem_bytes(e) / (1024.0 * 1024.0));
+	bench_kv_line(e, m);
 	printf("load:      %.3f s (file %.3f s, engine %.3f s)\n", t2 - t0,
 	       t1 - t0, t2 - t1);
 	printf("bandwidth: %.1f GB/s read (measured now)\n", bw / 1e9);
