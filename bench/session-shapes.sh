@@ -17,7 +17,8 @@
 #
 # TOKSRC: a GGUF with tokenizer.* keys and a chat template (SmolLM2's, or
 # a small file the writer made with --tokenizer-from it). Environment:
-# MODELS_DIR (default /tmp/parley-chat), N_TOKENS (cuda_parity's, 8).
+# MODELS_DIR (default /tmp/parley-chat), N_TOKENS (cuda_parity's, 8),
+# N_VERIFY (the steps --verify checks, 32).
 # Prints each check's verdict; exit status 1 when one failed.
 set -u
 B=$(cd "$1" && pwd)
@@ -54,7 +55,7 @@ for s in "$@"; do
 	"$B/tests/cuda_parity" "$f" "${N_TOKENS:-8}" >"$DIR/parity.out" 2>&1
 	verdict $? "cuda_parity: $(tail -n 1 "$DIR/parity.out")"
 	"$B/parley" generate -m "$f" --backend cuda -p "The capital of France is" \
-		-n 32 --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
+		-n "${N_VERIFY:-32}" --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
 	verdict $? "generate --verify: $(grep -c '^verify' "$DIR/verify.out") steps, $(tail -n 1 "$DIR/verify.out")"
 	recurrent=0
 	case $s in qwen35* | qwen36*) recurrent=1 ;; esac
