@@ -121,23 +121,34 @@ static void test_turns(void)
 	static struct sink k;
 	static char last[8192], ref[8192];
 	size_t kvn = 0, prev = 0;
+	int64_t dropped = 0; /* ids evaluated, then dropped after a
+	                        broken reply */
 	bool once = true;
 	char err[512];
 
 	for (int i = 0; i < 4; i++) {
+		/* a reply that ends inside a character (a random model's
+		   can: its text holds U+FFFD) is other tokens in the next
+		   prompt: the state then goes back to that turn's snapshot */
+		const bool broken = i > 0 && strstr(k.buf, "\xEF\xBF\xBD");
+
 		if (send(s, questions[i], &k, &st) != 0)
 			break;
 		session_kv_tokens(s, &kvn);
 		tap_diag("turn %d: prompt %d reused %d evaluated %d again %d, "
-		         "reply %d \"%s\"",
+		         "reply %d \"%s\"%s",
 		         i + 1, st.n_prompt, st.n_reused, st.n_prompt_eval,
-		         st.n_reeval, st.n_gen, k.buf);
-		if ((size_t)st.n_reused != prev || st.n_reeval != 0 ||
+		         st.n_reeval, st.n_gen, k.buf,
+		         broken ? " (the reply before holds U+FFFD)" : "");
+		if ((!broken &&
+		     ((size_t)st.n_reused != prev || st.n_reeval != 0)) ||
 		    st.n_prompt_eval != st.n_prompt - st.n_reused)
 			once = false;
+		if (broken) /* ids the cache held past what was reused */
+			dropped += (int64_t)prev - st.n_reused;
 		prev = kvn;
 	}
-	tap_ok(once && session_n_evaluated(s) == (int64_t)kvn,
+	tap_ok(once && session_n_evaluated(s) == (int64_t)kvn + dropped,
 	       "4 turns: each reuses the whole cache of the one before, "
 	       "nothing evaluated again (%lld ids evaluated, %zu in the "
 	       "cache)",
