@@ -903,10 +903,11 @@ extern "C" int cuda_op_ple_inputs(struct cuda_ctx *ctx, float *d_p,
 	return 0;
 }
 
-extern "C" int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
-                                     float *d_g, const float *d_u, int32_t n,
-                                     int32_t n_tok, int64_t ldu, char *err,
-                                     size_t errlen)
+/* The gated rows' launch, quantizing into XQ where not NULL. */
+static int el_gate_act_rows_launch(struct cuda_ctx *ctx, enum model_act act,
+                                   float *d_g, const float *d_u, int32_t n,
+                                   int32_t n_tok, int64_t ldu, uint8_t *xq,
+                                   char *err, size_t errlen)
 {
 	const int64_t total = (int64_t)n * n_tok;
 
@@ -920,9 +921,18 @@ extern "C" int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
 	if (total == 0)
 		return 0;
 	cu_launch(ctx, el_gate_act_rows, el_blocks(total), EL_THREADS, 0,
-	          (int)act, d_g, d_u, n, ldu, total, (uint8_t *)NULL);
+	          (int)act, d_g, d_u, n, ldu, total, xq);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
+}
+
+extern "C" int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act,
+                                     float *d_g, const float *d_u, int32_t n,
+                                     int32_t n_tok, int64_t ldu, char *err,
+                                     size_t errlen)
+{
+	return el_gate_act_rows_launch(ctx, act, d_g, d_u, n, n_tok, ldu, NULL,
+	                               err, errlen);
 }
 
 extern "C" int cuda_op_gate_act_rows_x8(struct cuda_ctx *ctx,
@@ -933,24 +943,16 @@ extern "C" int cuda_op_gate_act_rows_x8(struct cuda_ctx *ctx,
                                         size_t errlen)
 {
 	static_assert(EL_THREADS % 32 == 0, "el_gate_act_rows: whole warps");
-	const int64_t total = (int64_t)n * n_tok;
+	const bool q = n > 0 && n_tok > 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
+	               cuda_x8_room(ctx, n, n_tok);
 
 	*d_xq = NULL;
-	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok) ||
-	    total == 0)
-		return cuda_op_gate_act_rows(ctx, act, d_g, d_u, n, n_tok, ldu,
-		                             err, errlen);
-	if (!cu_act_ok(act)) {
-		snprintf(
-		    err, errlen,
-		    "gated FFN activation %d is not implemented on the GPU",
-		    (int)act);
+	if (el_gate_act_rows_launch(ctx, act, d_g, d_u, n, n_tok, ldu,
+	                            q ? (uint8_t *)ctx->d_xq : NULL, err,
+	                            errlen))
 		return -1;
-	}
-	cu_launch(ctx, el_gate_act_rows, el_blocks(total), EL_THREADS, 0,
-	          (int)act, d_g, d_u, n, ldu, total, (uint8_t *)ctx->d_xq);
-	CUDA_TRY_LAUNCH(err, errlen);
-	*d_xq = ctx->d_xq;
+	if (q)
+		*d_xq = ctx->d_xq;
 	return 0;
 }
 
