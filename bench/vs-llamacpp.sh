@@ -10,7 +10,13 @@
 # BUILD_DIR: a built parley tree (parley in it). LLAMA_DIR: a llama.cpp
 # build with build/bin/llama-bench and llama-quantize in it; when missing and
 # LLAMA_BUILD names a build script (../shared/peers/build-llamacpp.sh), that
-# script builds it there first (about 4.5 minutes on 16 cores).
+# script builds it there first (about 4.5 minutes on 16 cores). Or build
+# it on the development machine without device time: cmake as that script
+# does plus -DBUILD_SHARED_LIBS=OFF, `--target llama-bench` (about 45
+# minutes on 2 cores), strip it, `xz -6` (38 MiB), split it in two parts
+# carried by two calls of one warm machine (a call carries 64 MiB with the
+# checkout's 34), and `cat` the parts through `xz -dc` into
+# LLAMA_DIR/build/bin/llama-bench there.
 # SHAPE: qwen2.5-7b qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
 # gemma3-12b qwen3-14b qwen3-32b gemma3-27b qwen3-30b-a3b qwen36-27b
 # qwen36-35b-a3b gpt-oss-20b (default: the first seven; see big(); gpt-oss
