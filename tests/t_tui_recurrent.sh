@@ -4,9 +4,10 @@
 # SmolLM2's tokenizer and chat template (tests/parley-mkmodel), in tmux,
 # greedy, on the engine $PARLEY_TEST_BACKEND names (default the CPU).
 # Ten turns evaluate only their new tokens (/stats: nothing evaluated
-# again) and each reply is that of a fresh session asked the same: a chain
-# of one-shot processes (`parley -p`, then `parley resume --last -p`), each
-# evaluating the whole conversation anew; /regen gives the same reply with
+# again) and each reply is that of a fresh session asked the same: for
+# each turn a one-shot process (`parley resume ID -p`) on a copy of the
+# store with the conversation cut back to the turn before, evaluating all
+# of it anew; /regen gives the same reply with
 # one token evaluated (the snapshot before the prompt's last token); a
 # branch at a token of the reply forcing its chosen token (#1 of the pane,
 # greedy) gives the same reply, the transcript says how many tokens were
@@ -160,89 +161,115 @@ done
 [ "$turns" -eq 10 ] && [ "$reuse" = yes ]
 ok $? "10 turns, each evaluating only its new tokens: $turns turns, $reuse"
 id=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
-# the fresh chain: each process evaluates the whole conversation anew
-# (no --save-kv: no saved state to resume from)
-first=1
+# each turn's reply against a fresh session's: a copy of the store with
+# the UI's conversation cut back to the turn before (its active leaf moved
+# to that reply; the ids the UI's cache held stay with it, as a resume
+# aligns its prompt to them), then a one-shot process (no --save-kv:
+# nothing saved to resume from) evaluates all of it anew and answers the
+# turn's question; the first turn from an empty store
+k=0
 for q in "$@"; do
-	if [ $first = 1 ]; then
-		"$PARLEY" $opts --system "$sys" -p "$q" >/dev/null 2>"$tmp/chain.err"
+	k=$((k + 1))
+	python3 - "$PARLEY_DB" "$tmp/fresh$k.db" "$id" $k <<'PY'
+import sqlite3, sys
+src, dst, conv, k = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+d = sqlite3.connect(dst)
+if k > 1:
+    s = sqlite3.connect("file:%s?mode=ro" % src, uri=True)
+    s.backup(d)
+    s.close()
+    leaf = [r[0] for r in d.execute(
+        "SELECT id FROM messages WHERE conversation_id = ? AND role = "
+        "'assistant' ORDER BY id", (conv,))][k - 2]
+    d.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?",
+              (leaf, conv))
+    d.commit()
+d.close()
+PY
+	if [ $k -eq 1 ]; then
+		PARLEY_DB=$tmp/fresh1.db "$PARLEY" $opts --system "$sys" -p "$q"
 	else
-		"$PARLEY" resume --last $opts -p "$q" >/dev/null 2>"$tmp/chain.err"
-	fi || { diag "$(cat "$tmp/chain.err")"; break; }
-	first=0
+		PARLEY_DB=$tmp/fresh$k.db "$PARLEY" resume "$id" $opts -p "$q"
+	fi >/dev/null 2>"$tmp/fresh.err" || { diag "$(cat "$tmp/fresh.err")"; break; }
 done
-fresh=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
-# the UI's replies against the chain's, token by token (the stored
+# the UI's replies against the fresh ones token by token (the stored
 # reports: chosen ids and the top logits). On the CPU they must be the
 # same; on a GPU a one-token decode step (int8 activations) and a batched
-# prefill (fp16 GEMM) round differently, so the two may part at a near
-# tie (the chain's top two within 0.1 in logit, cuda_parity's line),
-# after which the conversations differ and nothing more is compared
+# prefill (fp16 GEMM) round differently, so a reply may part from the
+# fresh one at a near tie (the fresh session's top two within 0.1 in
+# logit, cuda_parity's line); the rest of that reply is not compared
 tie=0
 [ "$backend" = cpu ] || tie=0.1
-verdict=$(python3 - "$PARLEY_DB" "$id" "$fresh" "$tie" <<'PY'
-import sqlite3, struct, sys
-db, a, b, tie = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+verdict=$(python3 - "$PARLEY_DB" "$id" "$tie" "$tmp" <<'PY'
+import os, sqlite3, struct, sys
+db, ui, tie, tmp = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+
+def tokens(c, mid):
+    """a reply's tokens: (chosen id, {id: logit} of its top)"""
+    toks = []
+    for (blob,) in c.execute("SELECT data FROM token_reports WHERE "
+                             "message_id = ? ORDER BY first_pos", (mid,)):
+        _, _, _, n, nt = struct.unpack_from("<BBHII", blob, 0)
+        o = 12
+        for _ in range(nt):
+            _, ln = struct.unpack_from("<IH", blob, o)
+            o += 6 + ln
+        for _ in range(n):
+            _, ntop, key = struct.unpack_from("<BBI", blob, o)
+            o += 26
+            top = {}
+            for _ in range(ntop):
+                k, lg, _ = struct.unpack_from("<Iff", blob, o)
+                o += 12
+                top[k] = lg
+            toks.append((key, top))
+    return toks
+
+def newest(c, conv):
+    """the newest reply of conversation CONV (the newest one, if 0)"""
+    q = ("SELECT id FROM messages WHERE role = 'assistant'" +
+         (" AND conversation_id = %d" % conv if conv else "") +
+         " ORDER BY id DESC LIMIT 1")
+    r = c.execute(q).fetchone()
+    return r[0] if r else None
+
 c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
-
-def tokens(conv):
-    """each reply's tokens: (chosen id, {id: logit} of its top)"""
-    out = []
-    for (mid,) in c.execute("SELECT id FROM messages WHERE conversation_id"
-                            " = ? AND role = 'assistant' ORDER BY id",
-                            (conv,)).fetchall():
-        toks = []
-        for (blob,) in c.execute("SELECT data FROM token_reports WHERE "
-                                 "message_id = ? ORDER BY first_pos",
-                                 (mid,)):
-            _, _, _, n, nt = struct.unpack_from("<BBHII", blob, 0)
-            o = 12
-            for _ in range(nt):
-                _, ln = struct.unpack_from("<IH", blob, o)
-                o += 6 + ln
-            for _ in range(n):
-                _, ntop, key = struct.unpack_from("<BBI", blob, o)
-                o += 26
-                top = {}
-                for _ in range(ntop):
-                    k, lg, _ = struct.unpack_from("<Iff", blob, o)
-                    o += 12
-                    top[k] = lg
-                toks.append((key, top))
-        out.append(toks)
-    return out
-
-ua, fb = tokens(a), tokens(b)
-if len(ua) != 10 or len(fb) != 10:
-    print("no: %d and %d replies" % (len(ua), len(fb)))
-    sys.exit()
+u = [r[0] for r in c.execute("SELECT id FROM messages WHERE "
+                             "conversation_id = ? AND role = 'assistant' "
+                             "ORDER BY id", (ui,))]
+same, ties, bad = 0, [], []
 for t in range(10):
-    for j, ((x, xt), (y, yt)) in enumerate(zip(ua[t], fb[t])):
-        if x == y:
-            continue
-        gap = abs(yt.get(x, float("-inf")) - yt.get(y, float("inf")))
-        if gap <= tie:
-            print("yes: %d replies the same, then reply %d parts at token "
-                  "%d, a near tie (the chain's logits %.4f apart)"
-                  % (t, t + 1, j, gap))
+    p = "%s/fresh%d.db" % (tmp, t + 1)
+    f = sqlite3.connect("file:%s?mode=ro" % p, uri=True) if os.path.exists(p) else None
+    m = newest(f, 0 if t == 0 else ui) if f else None
+    if t >= len(u) or m is None or (t > 0 and m <= u[-1]):
+        bad.append("reply %d: no fresh reply" % (t + 1))
+        continue
+    a, b = tokens(c, u[t]), tokens(f, m)
+    for j, ((x, xt), (y, yt)) in enumerate(zip(a, b)):
+        if x != y:
+            gap = abs(yt.get(x, float("-inf")) - yt.get(y, float("inf")))
+            (ties if gap <= tie else bad).append(
+                "reply %d token %d (%.4f apart)" % (t + 1, j, gap))
+            break
+    else:
+        if len(a) == len(b) and len(a) > 0:
+            same += 1
         else:
-            print("no: reply %d parts at token %d (%d vs %d), the chain's "
-                  "logits %.4f apart" % (t + 1, j, x, y, gap))
-        sys.exit()
-    if len(ua[t]) != len(fb[t]):
-        print("no: reply %d has %d and %d tokens" % (t + 1, len(ua[t]),
-                                                       len(fb[t])))
-        sys.exit()
-print("yes: all 10 the same, token for token")
+            bad.append("reply %d: %d and %d tokens" % (t + 1, len(a), len(b)))
+print("%s: %d of 10 the same token for token%s%s" % (
+    "no" if bad else "yes", same,
+    "; parting at a near tie: " + ", ".join(ties) if ties else "",
+    "; otherwise: " + ", ".join(bad) if bad else ""))
 PY
 )
-[ "$fresh" != "$id" ] && [ "${verdict#yes}" != "$verdict" ]
-ok $? "each of the 10 replies is a fresh session's (conversations $id, $fresh): $verdict"
+[ "${verdict#yes}" != "$verdict" ]
+ok $? "each of the 10 replies is a fresh session's asked the UI's conversation up to it: $verdict"
 first=$(reply "$id")
 tui_type "/regen"
 tui_keys Enter
-# the chain's 10 and the UI's 10, and now the regenerated one
-wait_replies 21 600 && tui_wait 'pp [0-9]+ tg' 30
+# the UI's 10, and now the regenerated one
+wait_replies 11 600 && tui_wait 'pp [0-9]+ tg' 30
 s=$(stats)
 echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([0-9]+ reused, 1 new\)$' &&
 	[ "$(reply "$id")" = "$first" ]
@@ -257,14 +284,14 @@ tui_wait '│ token 4 of [0-9]+ \(cursor\) *$' 10
 ok $? "cursor mode on token 4"
 tui_keys 1
 if [ "$recurrent" = 1 ]; then
-	tui_wait 'tokens the cache held were' 600 && wait_replies 22 600 &&
+	tui_wait 'tokens the cache held were' 600 && wait_replies 12 600 &&
 		tui_wait 'pp [0-9]+ tg' 30
 	ok $? "a branch at token 4: the transcript says what was evaluated again"
 	s=$(stats)
 	echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([0-9]+ reused, [0-9]+ new, [0-9]+ of them evaluated again\)$'
 	ok $? "/stats counts them: $s"
 else # a KV cache is cut back: only the forced token is new
-	wait_replies 22 600 && tui_wait 'pp [0-9]+ tg' 30
+	wait_replies 12 600 && tui_wait 'pp [0-9]+ tg' 30
 	ok $? "a branch at token 4"
 	s=$(stats)
 	echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([1-9][0-9]* reused, 1 new\)$'
