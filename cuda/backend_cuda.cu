@@ -1105,13 +1105,8 @@ static int cu_moe_dense(struct engine *e, struct cu_state *s, int il, int32_t n,
 	                 cuda_op_matvec_x8(x, &l->router, n) ? NULL : xq2,
 	                 s->rin, true, err, errlen) ||
 	    /* the experts' post-norm plus the dense branch's output */
-	    (x->norm_fuse_off
-	         ? cuda_op_rmsnorm(x, s->y, l->exp_post_norm, ne, n, eps,
-	                           s->rin, err, errlen) ||
-	               cuda_op_add(x, s->rin, s->yd, (int64_t)n * ne, err,
-	                           errlen)
-	         : cuda_op_rmsnorm_plus(x, s->y, l->exp_post_norm, ne, n, eps,
-	                                s->yd, s->rin, err, errlen)))
+	    cuda_op_rmsnorm_plus(x, s->y, l->exp_post_norm, ne, n, eps, s->yd,
+	                         s->rin, err, errlen))
 		return -1;
 	if (l->ffn_post_norm != NULL) {
 		const float sc = *oscale;
@@ -1186,13 +1181,9 @@ static int cu_ple_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 
 	return cuda_op_matmul_xq(&s->ctx, &l->ple_gate, s->x, xq, n, s->pg, err,
 	                         errlen) ||
-	               (s->ctx.norm_fuse_off
-	                    ? cuda_op_gate_act_rows(&s->ctx,
-	                                            MODEL_ACT_GELU_TANH, s->pg,
-	                                            u, P, n, ldu, err, errlen)
-	                    : cuda_op_gate_act_rows_x8(
-	                          &s->ctx, MODEL_ACT_GELU_TANH, s->pg, u, P, n,
-	                          ldu, &gq, err, errlen)) ||
+	               cuda_op_gate_act_rows_x8(&s->ctx, MODEL_ACT_GELU_TANH,
+	                                        s->pg, u, P, n, ldu, &gq, err,
+	                                        errlen) ||
 	               cu_post_norm_add(e, s, &l->ple_proj, s->pg, gq,
 	                                l->ple_post_norm, n, oscale, NULL, err,
 	                                errlen)
@@ -1212,21 +1203,18 @@ static int cu_layer_forward(struct engine *e, struct cu_state *s, int il,
 	const bool ple = ml->ple.gate.data != NULL;
 	/* the output scale (gemma4), offered to the launch of the layer's
 	   last post-norm add (which sets it to 0 once taken) */
-	float sc = s->ctx.norm_fuse_off ? 0.0f : ml->out_scale, none = 0.0f;
+	float sc = ml->out_scale, none = 0.0f;
 	/* the residual's int8 activations for the per-layer input's gate,
 	   made by the FFN's last launch (NULL: the gate's mat-vec makes
 	   them) */
 	const void *xq = NULL;
-	const bool want_xq = ple && !s->ctx.norm_fuse_off;
 
 	if ((rec ? cu_ssm_block(e, s, il, n, err, errlen)
 	         : cu_attention_block(e, s, il, n, pos0, err, errlen)) ||
-	    cu_ffn_block(e, s, il, n, snap, ple ? &none : &sc,
-	                 want_xq ? &xq : NULL, err, errlen) ||
+	    cu_ffn_block(e, s, il, n, snap, ple ? &none : &sc, ple ? &xq : NULL,
+	                 err, errlen) ||
 	    (ple && cu_ple_block(e, s, il, n, xq, &sc, err, errlen)))
 		return -1;
-	if (s->ctx.norm_fuse_off)
-		sc = ml->out_scale;
 	return sc != 0.0f ? cuda_op_scale(&s->ctx, s->x,
 	                                  (int64_t)n * e->model->cfg.n_embd, sc,
 	                                  err, errlen)

@@ -42,9 +42,10 @@ struct cuda_ctx {
 	   cuda_op_moe_down_sum: kept to test the fused ones' bits against
 	   them; PARLEY_CUDA_MOE_FUSE=0 in the backend) */
 	int moe_fuse_off;
-	/* 1: a layer's output scale and a norm's following add take their
-	   own launches (cuda_op_scale, cuda_op_add) instead of riding in the
-	   norm's (cuda_op_rmsnorm_add_scale, cuda_op_rmsnorm_plus): kept to
+	/* 1: what cuda_op_rmsnorm_add_scale, cuda_op_rmsnorm_plus,
+	   cuda_op_rmsnorm_add_scale_x8 and cuda_op_gate_act_rows_x8 fold
+	   into one launch takes its own (cuda_op_scale, cuda_op_add; no int8
+	   activations: the mat-vec after makes them), the same bits: kept to
 	   compare; PARLEY_CUDA_NORM_FUSE=0 in the backend */
 	int norm_fuse_off;
 	/* 1: kernels launch with programmatic dependent launch

@@ -584,13 +584,38 @@ __global__ void __launch_bounds__(EL_STATS_THREADS)
 
 /* ------------------------------------------------------------ launchers */
 
+/* Where a launch for N_TOK tokens of N values writes their int8
+ * activations for the mat-vec that follows (ctx->d_xq), or NULL where
+ * that mat-vec takes none (a batch, or no room). */
+static uint8_t *el_xq_for(const struct cuda_ctx *ctx, int32_t n, int32_t n_tok)
+{
+	return n > 0 && n_tok > 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
+	               cuda_x8_room(ctx, n, n_tok)
+	           ? (uint8_t *)ctx->d_xq
+	           : NULL;
+}
+
+/* el_rmsnorm over N_TOK rows of N (its arguments). */
+static int el_rmsnorm_launch(struct cuda_ctx *ctx, const float *d_x,
+                             const float *d_w, int32_t n, int32_t n_tok,
+                             float eps, float *d_out, uint8_t *xq, float *acc,
+                             const float *plus, float oscale, char *err,
+                             size_t errlen)
+{
+	cu_launch(
+	    ctx, el_rmsnorm, dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
+	    EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, xq, acc, plus, oscale);
+	CUDA_TRY_LAUNCH(err, errlen);
+	return 0;
+}
+
 extern "C" int cuda_op_rmsnorm(struct cuda_ctx *ctx, const float *d_x,
                                const float *d_w, int32_t n, int32_t n_tok,
                                float eps, float *d_out, char *err,
                                size_t errlen)
 {
-	return cuda_op_rmsnorm_plus(ctx, d_x, d_w, n, n_tok, eps, NULL, d_out,
-	                            err, errlen);
+	return el_rmsnorm_launch(ctx, d_x, d_w, n, n_tok, eps, d_out, NULL,
+	                         NULL, NULL, 0.0f, err, errlen);
 }
 
 extern "C" int cuda_op_rmsnorm_plus(struct cuda_ctx *ctx, const float *d_x,
@@ -598,12 +623,17 @@ extern "C" int cuda_op_rmsnorm_plus(struct cuda_ctx *ctx, const float *d_x,
                                     float eps, const float *d_plus,
                                     float *d_out, char *err, size_t errlen)
 {
-	cu_launch(ctx, el_rmsnorm,
-	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out, nullptr, nullptr,
-	          d_plus, 0.0f);
-	CUDA_TRY_LAUNCH(err, errlen);
-	return 0;
+	/* ctx->norm_fuse_off: the add in a launch of its own (OUT may not be
+	   PLUS then: the norm would overwrite it first) */
+	if (ctx->norm_fuse_off && d_plus != NULL && d_out != d_plus)
+		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
+		                       errlen) ||
+		               cuda_op_add(ctx, d_out, d_plus,
+		                           (int64_t)n * n_tok, err, errlen)
+		           ? -1
+		           : 0;
+	return el_rmsnorm_launch(ctx, d_x, d_w, n, n_tok, eps, d_out, NULL,
+	                         NULL, d_plus, 0.0f, err, errlen);
 }
 
 extern "C" int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
@@ -611,8 +641,8 @@ extern "C" int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
                                    float eps, float *d_x, char *err,
                                    size_t errlen)
 {
-	return cuda_op_rmsnorm_add_scale(ctx, d_y, d_w, n, n_tok, eps, 0.0f,
-	                                 d_x, err, errlen);
+	return el_rmsnorm_launch(ctx, d_y, d_w, n, n_tok, eps, NULL, NULL, d_x,
+	                         NULL, 0.0f, err, errlen);
 }
 
 extern "C" int cuda_op_rmsnorm_add_scale(struct cuda_ctx *ctx, const float *d_y,
@@ -620,12 +650,15 @@ extern "C" int cuda_op_rmsnorm_add_scale(struct cuda_ctx *ctx, const float *d_y,
                                          int32_t n_tok, float eps, float oscale,
                                          float *d_x, char *err, size_t errlen)
 {
-	cu_launch(ctx, el_rmsnorm,
-	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	          EL_NORM_THREADS, 0, d_y, d_w, n, eps, nullptr, nullptr, d_x,
-	          nullptr, oscale);
-	CUDA_TRY_LAUNCH(err, errlen);
-	return 0;
+	if (ctx->norm_fuse_off && oscale != 0.0f) /* the scale's own launch */
+		return cuda_op_rmsnorm_add(ctx, d_y, d_w, n, n_tok, eps, d_x,
+		                           err, errlen) ||
+		               cuda_op_scale(ctx, d_x, (int64_t)n * n_tok,
+		                             oscale, err, errlen)
+		           ? -1
+		           : 0;
+	return el_rmsnorm_launch(ctx, d_y, d_w, n, n_tok, eps, NULL, NULL, d_x,
+	                         NULL, oscale, err, errlen);
 }
 
 extern "C" int cuda_op_rmsnorm_add_scale_x8(struct cuda_ctx *ctx,
@@ -635,16 +668,16 @@ extern "C" int cuda_op_rmsnorm_add_scale_x8(struct cuda_ctx *ctx,
                                             const void **d_xq, char *err,
                                             size_t errlen)
 {
+	uint8_t *xq = ctx->norm_fuse_off ? NULL : el_xq_for(ctx, n, n_tok);
+
 	*d_xq = NULL;
-	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok))
+	if (xq == NULL)
 		return cuda_op_rmsnorm_add_scale(ctx, d_y, d_w, n, n_tok, eps,
 		                                 oscale, d_x, err, errlen);
-	cu_launch(ctx, el_rmsnorm,
-	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	          EL_NORM_THREADS, 0, d_y, d_w, n, eps, nullptr,
-	          (uint8_t *)ctx->d_xq, d_x, nullptr, oscale);
-	CUDA_TRY_LAUNCH(err, errlen);
-	*d_xq = ctx->d_xq;
+	if (el_rmsnorm_launch(ctx, d_y, d_w, n, n_tok, eps, NULL, xq, d_x, NULL,
+	                      oscale, err, errlen))
+		return -1;
+	*d_xq = xq;
 	return 0;
 }
 
@@ -653,16 +686,13 @@ extern "C" int cuda_op_rmsnorm_x8(struct cuda_ctx *ctx, const float *d_x,
                                   float eps, float *d_out, const void **d_xq,
                                   char *err, size_t errlen)
 {
+	uint8_t *xq = el_xq_for(ctx, n, n_tok);
+
 	*d_xq = NULL;
-	if (n_tok >= CUDA_GEMM_MIN_TOKENS || !cuda_x8_room(ctx, n, n_tok))
-		return cuda_op_rmsnorm(ctx, d_x, d_w, n, n_tok, eps, d_out, err,
-		                       errlen);
-	cu_launch(ctx, el_rmsnorm,
-	          dim3(el_norm_blocks(n, n_tok), (unsigned)n_tok),
-	          EL_NORM_THREADS, 0, d_x, d_w, n, eps, d_out,
-	          (uint8_t *)ctx->d_xq, nullptr, nullptr, 0.0f);
-	CUDA_TRY_LAUNCH(err, errlen);
-	*d_xq = ctx->d_xq;
+	if (el_rmsnorm_launch(ctx, d_x, d_w, n, n_tok, eps, d_out, xq, NULL,
+	                      NULL, 0.0f, err, errlen))
+		return -1;
+	*d_xq = xq;
 	return 0;
 }
 
@@ -943,16 +973,13 @@ extern "C" int cuda_op_gate_act_rows_x8(struct cuda_ctx *ctx,
                                         size_t errlen)
 {
 	static_assert(EL_THREADS % 32 == 0, "el_gate_act_rows: whole warps");
-	const bool q = n > 0 && n_tok > 0 && n_tok < CUDA_GEMM_MIN_TOKENS &&
-	               cuda_x8_room(ctx, n, n_tok);
+	uint8_t *xq = ctx->norm_fuse_off ? NULL : el_xq_for(ctx, n, n_tok);
 
 	*d_xq = NULL;
-	if (el_gate_act_rows_launch(ctx, act, d_g, d_u, n, n_tok, ldu,
-	                            q ? (uint8_t *)ctx->d_xq : NULL, err,
+	if (el_gate_act_rows_launch(ctx, act, d_g, d_u, n, n_tok, ldu, xq, err,
 	                            errlen))
 		return -1;
-	if (q)
-		*d_xq = ctx->d_xq;
+	*d_xq = xq;
 	return 0;
 }
 

@@ -382,7 +382,8 @@ int cuda_op_rmsnorm_add(struct cuda_ctx *ctx, const float *d_y,
 
 /* X[t] = (X[t] + rmsnorm(Y[t]) * W) * OSCALE: cuda_op_rmsnorm_add then
  * cuda_op_scale (a layer's output scale after its last post-norm), the
- * same bits, in one launch; OSCALE 0: cuda_op_rmsnorm_add. */
+ * same bits, in one launch (two with ctx->norm_fuse_off); OSCALE 0:
+ * cuda_op_rmsnorm_add. */
 int cuda_op_rmsnorm_add_scale(struct cuda_ctx *ctx, const float *d_y,
                               const float *d_w, int32_t n, int32_t n_tok,
                               float eps, float oscale, float *d_x, char *err,
@@ -390,7 +391,8 @@ int cuda_op_rmsnorm_add_scale(struct cuda_ctx *ctx, const float *d_y,
 
 /* cuda_op_rmsnorm_add_scale, and X's new rows quantized too as
  * cuda_op_rmsnorm_x8 quantizes its output (its conditions; *D_XQ as
- * there): for a product of the residual that follows. */
+ * there; none with ctx->norm_fuse_off): for a product of the residual
+ * that follows. */
 int cuda_op_rmsnorm_add_scale_x8(struct cuda_ctx *ctx, const float *d_y,
                                  const float *d_w, int32_t n, int32_t n_tok,
                                  float eps, float oscale, float *d_x,
@@ -398,8 +400,9 @@ int cuda_op_rmsnorm_add_scale_x8(struct cuda_ctx *ctx, const float *d_y,
 
 /* OUT[t] = rmsnorm(X[t]) * W + PLUS[t]: cuda_op_rmsnorm then cuda_op_add
  * into OUT, the same bits, in one launch (PLUS NULL: cuda_op_rmsnorm).
- * OUT may be PLUS (each element is read, then written, by one thread),
- * not X (every block reads all of its row). */
+ * OUT may be PLUS (each element is read, then written, by one thread;
+ * the one launch then even with ctx->norm_fuse_off), not X (every block
+ * reads all of its row). */
 int cuda_op_rmsnorm_plus(struct cuda_ctx *ctx, const float *d_x,
                          const float *d_w, int32_t n, int32_t n_tok, float eps,
                          const float *d_plus, float *d_out, char *err,
@@ -552,7 +555,7 @@ int cuda_op_gate_act_rows(struct cuda_ctx *ctx, enum model_act act, float *d_g,
                           int64_t ldu, char *err, size_t errlen);
 /* cuda_op_gate_act_rows, and D_G's new rows quantized as
  * cuda_op_rmsnorm_x8 quantizes its output (its conditions; *D_XQ as
- * there) in the same launch. */
+ * there; none with ctx->norm_fuse_off) in the same launch. */
 int cuda_op_gate_act_rows_x8(struct cuda_ctx *ctx, enum model_act act,
                              float *d_g, const float *d_u, int32_t n,
                              int32_t n_tok, int64_t ldu, const void **d_xq,

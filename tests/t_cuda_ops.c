@@ -867,9 +867,13 @@ static void test_elementwise(struct cuda_ctx *ctx)
 			       "scale, bit for bit %s",
 			       n1, err);
 		}
-		/* a norm and the add after it: rmsnorm then add, into the
-		   added buffer itself and into another */
+		/* a norm and the add after it: rmsnorm then add; the one
+		   launch into another buffer and into the addend itself, and
+		   the two launches of ctx->norm_fuse_off */
 		for (int n1 = T; !rc && n1 >= 1; n1 -= T - 1) {
+			static const char *const how[3] = {
+			    "into another buffer", "into its addend",
+			    "norm_fuse_off's two launches"};
 			static float want3[T * N];
 			float *d_b = dev_put(y, sizeof(y));
 
@@ -877,24 +881,26 @@ static void test_elementwise(struct cuda_ctx *ctx)
 			                     err, sizeof(err)) ||
 			     cuda_op_add(ctx, d_a, d_y, (int64_t)n1 * N, err,
 			                 sizeof(err)) ||
-			     dev_get(ctx, want3, d_a, sizeof(want3)) ||
-			     cuda_op_rmsnorm_plus(ctx, d_x, d_w, N, n1, 1e-5f,
-			                          d_y, d_a, err, sizeof(err)) ||
-			     dev_get(ctx, got, d_a, sizeof(got));
-			tap_ok(!rc && memcmp(got, want3,
-			                     sizeof(float) * n1 * N) == 0,
-			       "rmsnorm_plus of %d row(s) = rmsnorm + add, bit "
-			       "for bit %s",
-			       n1, err);
-			rc = rc ||
-			     cuda_op_rmsnorm_plus(ctx, d_x, d_w, N, n1, 1e-5f,
-			                          d_b, d_b, err, sizeof(err)) ||
-			     dev_get(ctx, got, d_b, sizeof(got));
-			tap_ok(!rc && memcmp(got, want3,
-			                     sizeof(float) * n1 * N) == 0,
-			       "rmsnorm_plus of %d row(s) into its addend: the "
-			       "same bits %s",
-			       n1, err);
+			     dev_get(ctx, want3, d_a, sizeof(want3));
+			for (int v = 0; !rc && v < 3; v++) {
+				float *o = v == 1 ? d_b : d_a;
+
+				ctx->norm_fuse_off = v == 2;
+				rc = cudaMemset(d_a, 0, sizeof(y)) !=
+				         cudaSuccess ||
+				     cuda_op_rmsnorm_plus(ctx, d_x, d_w, N, n1,
+				                          1e-5f,
+				                          v == 1 ? d_b : d_y, o,
+				                          err, sizeof(err)) ||
+				     dev_get(ctx, got, o, sizeof(got));
+				tap_ok(
+				    !rc && memcmp(got, want3,
+				                  sizeof(float) * n1 * N) == 0,
+				    "rmsnorm_plus of %d row(s) %s = rmsnorm + "
+				    "add, bit for bit %s",
+				    n1, how[v], err);
+			}
+			ctx->norm_fuse_off = 0;
 			cudaFree(d_b);
 		}
 		cudaFree(d_a);
