@@ -76,18 +76,6 @@ stats() {
 	echo "$st_now" | grep -o 'prompt [0-9]* tokens ([^)]*)'
 }
 
-# replies ID: conversation ID's replies, one a line, as JSON strings
-replies() {
-	python3 - "$PARLEY_DB" "$1" <<'PY'
-import json, sqlite3, sys
-c = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
-for (t,) in c.execute("SELECT content FROM messages WHERE conversation_id "
-                      "= ? AND role = 'assistant' ORDER BY id",
-                      (int(sys.argv[2]),)):
-    print(json.dumps(t))
-PY
-}
-
 # last_id: the id of the newest conversation
 last_id() {
 	"$PARLEY" list | sed -n 2p | awk '{print $1}'
@@ -160,7 +148,7 @@ for q in "$@"; do
 done
 [ "$turns" -eq 10 ] && [ "$reuse" = yes ]
 ok $? "10 turns, each evaluating only its new tokens: $turns turns, $reuse"
-id=$("$PARLEY" list | sed -n 2p | awk '{print $1}')
+id=$(last_id)
 # each turn's reply against a fresh session's: a copy of the store with
 # the UI's conversation cut back to the turn before (its active leaf moved
 # to that reply; the ids the UI's cache held stay with it, as a resume
