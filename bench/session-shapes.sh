@@ -36,15 +36,10 @@ verdict() { # verdict STATUS WHAT
 
 for s in "$@"; do
 	f=$DIR/$s-chat.gguf
-	# the shape's layers, TOKSRC's vocabulary; the Q4_K_M mix as
-	# vs-llamacpp.sh writes it (gpt-oss: MXFP4 experts, Q8_0 else)
-	case $s in
-	gpt-oss-*) q="--type Q8_0 --expert-type MXFP4" ;;
-	*) q="--type Q4_K --more-bits-type Q6_K --out-type Q6_K --embd-type Q4_K" ;;
-	esac
+	# the shape's layers, TOKSRC's vocabulary, the mix of its downloads
 	if [ ! -f "$f" ]; then
-		# shellcheck disable=SC2046,SC2086
-		"$B/parley" dev-mkmodel $(shape "$s" | sed 's/--n-vocab [0-9]*//') $q \
+		# shellcheck disable=SC2046
+		"$B/parley" dev-mkmodel $(shape "$s" | sed 's/--n-vocab [0-9]*//') $(writer_mix "$s") \
 			--tokenizer-from "$T" --n-ctx 4096 -o "$f.tmp" >/dev/null || {
 			verdict 1 "$s: the writer"
 			continue

@@ -30,3 +30,13 @@ shape() {
 	esac
 }
 
+# The writer's options for the mix a shape's downloads come in: MXFP4
+# experts and Q8_0 elsewhere for gpt-oss (as its files are), else the
+# Q4_K_M mix (Q4_K, Q6_K for attn_v/ffn_down in llama.cpp's more-bits
+# layers and the output; random valid blocks)
+writer_mix() {
+	case $1 in
+	gpt-oss-*) echo "--type Q8_0 --expert-type MXFP4" ;;
+	*) echo "--type Q4_K --more-bits-type Q6_K --out-type Q6_K --embd-type Q4_K" ;;
+	esac
+}

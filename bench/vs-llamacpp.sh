@@ -89,13 +89,13 @@ for s in $shapes; do
 	case $s in gpt-oss-*)
 		f="$DIR/$s-MXFP4.gguf"
 		# shellcheck disable=SC2046
-		[ -f "$f" ] || "$B/parley" dev-mkmodel $(shape "$s") --type Q8_0 --expert-type MXFP4 \
+		[ -f "$f" ] || "$B/parley" dev-mkmodel $(shape "$s") $(writer_mix "$s") \
 			--no-vocab --n-ctx "$NCTX" -o "$f" >/dev/null ;;
 	esac
 	if [ ! -f "$f" ] && [ "$Q" = Q4_K_M ] && [ "$(big "$s")" = 1 ]; then
 		# shellcheck disable=SC2046
-		"$B/parley" dev-mkmodel $(shape "$s") --type Q4_K --more-bits-type Q6_K \
-			--out-type Q6_K --embd-type Q4_K --no-vocab --n-ctx "$NCTX" -o "$f" >/dev/null
+		"$B/parley" dev-mkmodel $(shape "$s") $(writer_mix "$s") \
+			--no-vocab --n-ctx "$NCTX" -o "$f" >/dev/null
 	fi
 	if [ ! -f "$f" ]; then
 		# shellcheck disable=SC2046
