@@ -7,7 +7,9 @@
 # again) and each reply is that of a fresh session asked the same: for
 # each turn a one-shot process (`parley resume ID -p`) on a copy of the
 # store with the conversation cut back to the turn before, evaluating all
-# of it anew; /regen gives the same reply with
+# of it anew (on a GPU a reply may part from it at a near tie of the two
+# rounding orders: the rest of it is then checked against a fresh engine
+# forced to the UI's tokens up to there); /regen gives the same reply with
 # one token evaluated (the snapshot before the prompt's last token); a
 # branch at a token of the reply forcing its chosen token (#1 of the pane,
 # greedy) gives the same reply, the transcript says how many tokens were
@@ -185,12 +187,18 @@ done
 # same; on a GPU a one-token decode step (int8 activations) and a batched
 # prefill (fp16 GEMM) round differently, so a reply may part from the
 # fresh one at a near tie (the fresh session's top two within 0.1 in
-# logit, cuda_parity's line); the rest of that reply is not compared
+# logit, cuda_parity's line). The rest of such a reply is then compared
+# too: a fresh engine (`parley generate --ids`) is given the fresh
+# session's prompt ids (its saved ids, as many as its reply's prompt) and
+# the UI's reply up to the token it chose, and must continue as the UI
+# did, again up to near ties; so every token of every reply is a fresh
+# evaluation's
 tie=0
 [ "$backend" = cpu ] || tie=0.1
-verdict=$(python3 - "$PARLEY_DB" "$id" "$tie" "$tmp" <<'PY'
-import os, sqlite3, struct, sys
+verdict=$(python3 - "$PARLEY_DB" "$id" "$tie" "$tmp" "$PARLEY" "$model" "$backend" <<'PY'
+import json, os, sqlite3, struct, subprocess, sys
 db, ui, tie, tmp = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+parley, model, backend = sys.argv[5], sys.argv[6], sys.argv[7]
 
 def tokens(c, mid):
     """a reply's tokens: (chosen id, {id: logit} of its top)"""
@@ -221,11 +229,45 @@ def newest(c, conv):
     r = c.execute(q).fetchone()
     return r[0] if r else None
 
+def prompt_ids(c, mid):
+    """the ids of the prompt reply MID answered: the fresh session's saved
+    ids (its prompt and reply) up to the reply's prompt length"""
+    conv, n = c.execute("SELECT conversation_id, n_prompt_tokens FROM "
+                        "messages WHERE id = ?", (mid,)).fetchone()
+    r = c.execute("SELECT tokens FROM kv_states WHERE conversation_id = ?",
+                  (conv,)).fetchone()
+    if r is None or len(r[0]) < 4 * n or n == 0:
+        return None
+    return list(struct.unpack_from("<%di" % n, r[0], 0))
+
+def parting(a, b):
+    """(index, gap) where chosen ids A part from B's (B's top logits), or
+    None when they do not part"""
+    for j, ((x, _), (y, yt)) in enumerate(zip(a, b)):
+        if x != y:
+            return j, abs(yt.get(x, float("-inf")) - yt.get(y, float("inf")))
+    return None
+
+def forced(ids, n):
+    """n greedy steps of a fresh engine after IDS: (chosen id, top) each"""
+    tr = os.path.join(tmp, "forced.jsonl")
+    r = subprocess.run([parley, "generate", "-m", model, "--backend", backend,
+                        "--ids", " ".join(map(str, ids)), "-n", str(n),
+                        "--ignore-eos", "--trace", tr],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        return None
+    out = []
+    for line in open(tr):
+        top = {t["id"]: t["logit"] for t in json.loads(line)["top"]}
+        out.append((json.loads(line)["top"][0]["id"], top))
+    return out
+
 c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
 u = [r[0] for r in c.execute("SELECT id FROM messages WHERE "
                              "conversation_id = ? AND role = 'assistant' "
                              "ORDER BY id", (ui,))]
-same, ties, bad = 0, [], []
+same, ties, bad, nforced = 0, [], [], 0
 for t in range(10):
     p = "%s/fresh%d.db" % (tmp, t + 1)
     f = sqlite3.connect("file:%s?mode=ro" % p, uri=True) if os.path.exists(p) else None
@@ -234,20 +276,40 @@ for t in range(10):
         bad.append("reply %d: no fresh reply" % (t + 1))
         continue
     a, b = tokens(c, u[t]), tokens(f, m)
-    for j, ((x, xt), (y, yt)) in enumerate(zip(a, b)):
-        if x != y:
-            gap = abs(yt.get(x, float("-inf")) - yt.get(y, float("inf")))
-            (ties if gap <= tie else bad).append(
-                "reply %d token %d (%.4f apart)" % (t + 1, j, gap))
+    if len(a) == 0:
+        bad.append("reply %d: no tokens" % (t + 1))
+        continue
+    pid = prompt_ids(f, m)
+    start = 0  # where B's tokens begin in A
+    while True:
+        pt = parting(a[start:], b)
+        if pt is None:
+            if start == 0 and len(a) != len(b):
+                bad.append("reply %d: %d and %d tokens" % (t + 1, len(a), len(b)))
+            elif start == 0:
+                same += 1
             break
-    else:
-        if len(a) == len(b) and len(a) > 0:
-            same += 1
-        else:
-            bad.append("reply %d: %d and %d tokens" % (t + 1, len(a), len(b)))
+        j, gap = pt[0] + start, pt[1]
+        if gap > tie:
+            bad.append("reply %d token %d (%.4f apart)" % (t + 1, j, gap))
+            break
+        ties.append("reply %d token %d (%.4f apart)" % (t + 1, j, gap))
+        if j + 1 == len(a):
+            break
+        if pid is None:
+            bad.append("reply %d: no saved ids of the fresh prompt" % (t + 1))
+            break
+        # a fresh engine from the UI's choice at j on
+        b = forced(pid + [x for x, _ in a[:j + 1]], len(a) - j - 1)
+        nforced += 1
+        if b is None or len(b) != len(a) - j - 1:
+            bad.append("reply %d: the forced run after token %d failed" % (t + 1, j))
+            break
+        start = j + 1
 print("%s: %d of 10 the same token for token%s%s" % (
     "no" if bad else "yes", same,
-    "; parting at a near tie: " + ", ".join(ties) if ties else "",
+    "; parting at a near tie, the rest compared by %d forced runs: %s" %
+    (nforced, ", ".join(ties)) if ties else "",
     "; otherwise: " + ", ".join(bad) if bad else ""))
 PY
 )
