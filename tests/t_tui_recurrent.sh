@@ -48,17 +48,6 @@ set -- "What is the capital of France?" "And of Germany?" "Name a color." \
 	"What is 2 + 2?" "Say hello." "Name a fruit." "And a vegetable?" \
 	"Count to three." "Which is larger, 7 or 9?" "Thank you."
 
-# reply ID: the text of conversation ID's last reply (the store's)
-reply() {
-	python3 - "$PARLEY_DB" "$1" <<'PY'
-import sqlite3, sys
-c = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
-r = c.execute("SELECT content FROM messages WHERE conversation_id = ? AND "
-              "role = 'assistant' ORDER BY id DESC LIMIT 1",
-              (int(sys.argv[2]),)).fetchone()
-print(r[0] if r else "")
-PY
-}
 # stats: /stats, then its line's prompt part. The line before is still on
 # the screen: wait for a line that differs (its reply speed, its counts)
 stats_line() {
@@ -182,148 +171,36 @@ PY
 		PARLEY_DB=$tmp/fresh$k.db "$PARLEY" resume "$id" $opts -p "$q"
 	fi >/dev/null 2>"$tmp/fresh.err" || { diag "$(cat "$tmp/fresh.err")"; break; }
 done
-# the UI's replies against the fresh ones token by token (the stored
-# reports: chosen ids and the top logits). On the CPU they must be the
-# same; on a GPU a one-token decode step (int8 activations) and a batched
-# prefill (fp16 GEMM) round differently, so a reply may part from the
-# fresh one at a near tie (the fresh session's top two within 0.1 in
-# logit, cuda_parity's line). The rest of such a reply is then compared
-# too: a fresh engine (`parley generate --ids`) is given the fresh
-# session's prompt ids (its saved ids, as many as its reply's prompt) and
-# the UI's reply up to the token it chose, and must continue as the UI
-# did, again up to near ties; so every token of every reply is a fresh
-# evaluation's
+# the UI's replies against the fresh ones token by token
+# (tests/tui_replies.py: the stored reports' chosen ids and top logits).
+# On the CPU they must be the same; on a GPU a one-token decode step
+# (int8 activations) and a batched prefill (fp16 GEMM) round differently,
+# so a reply may part from the fresh one at a near tie (the fresh
+# session's top two within 0.1 in logit, cuda_parity's line), and the rest
+# of it is compared with a fresh engine forced to the UI's tokens up to
+# there (the fresh session's saved prompt ids and the reply's tokens)
 tie=0
 [ "$backend" = cpu ] || tie=0.1
-verdict=$(python3 - "$PARLEY_DB" "$id" "$tie" "$tmp" "$PARLEY" "$model" "$backend" <<'PY'
-import json, os, sqlite3, struct, subprocess, sys
-db, ui, tie, tmp = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-parley, model, backend = sys.argv[5], sys.argv[6], sys.argv[7]
-
-def tokens(c, mid):
-    """a reply's tokens: (chosen id, {id: logit} of its top)"""
-    toks = []
-    for (blob,) in c.execute("SELECT data FROM token_reports WHERE "
-                             "message_id = ? ORDER BY first_pos", (mid,)):
-        _, _, _, n, nt = struct.unpack_from("<BBHII", blob, 0)
-        o = 12
-        for _ in range(nt):
-            _, ln = struct.unpack_from("<IH", blob, o)
-            o += 6 + ln
-        for _ in range(n):
-            _, ntop, key = struct.unpack_from("<BBI", blob, o)
-            o += 26
-            top = {}
-            for _ in range(ntop):
-                k, lg, _ = struct.unpack_from("<Iff", blob, o)
-                o += 12
-                top[k] = lg
-            toks.append((key, top))
-    return toks
-
-def newest(c, conv):
-    """the newest reply of conversation CONV (the newest one, if 0)"""
-    q = ("SELECT id FROM messages WHERE role = 'assistant'" +
-         (" AND conversation_id = %d" % conv if conv else "") +
-         " ORDER BY id DESC LIMIT 1")
-    r = c.execute(q).fetchone()
-    return r[0] if r else None
-
-def prompt_ids(c, mid):
-    """the ids of the prompt reply MID answered: the fresh session's saved
-    ids (its prompt and reply) up to the reply's prompt length"""
-    conv, n = c.execute("SELECT conversation_id, n_prompt_tokens FROM "
-                        "messages WHERE id = ?", (mid,)).fetchone()
-    r = c.execute("SELECT tokens FROM kv_states WHERE conversation_id = ?",
-                  (conv,)).fetchone()
-    if r is None or len(r[0]) < 4 * n or n == 0:
-        return None
-    return list(struct.unpack_from("<%di" % n, r[0], 0))
-
-def parting(a, b):
-    """(index, gap) where chosen ids A part from B's (B's top logits), or
-    None when they do not part"""
-    for j, ((x, _), (y, yt)) in enumerate(zip(a, b)):
-        if x != y:
-            return j, abs(yt.get(x, float("-inf")) - yt.get(y, float("inf")))
-    return None
-
-def forced(ids, n):
-    """n greedy steps of a fresh engine after IDS: (chosen id, top) each"""
-    tr = os.path.join(tmp, "forced.jsonl")
-    r = subprocess.run([parley, "generate", "-m", model, "--backend", backend,
-                        "--ids", " ".join(map(str, ids)), "-n", str(n),
-                        "--ignore-eos", "--trace", tr],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        return None
-    out = []
-    for line in open(tr):
-        top = {t["id"]: t["logit"] for t in json.loads(line)["top"]}
-        out.append((json.loads(line)["top"][0]["id"], top))
-    return out
-
-c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
-u = [r[0] for r in c.execute("SELECT id FROM messages WHERE "
-                             "conversation_id = ? AND role = 'assistant' "
-                             "ORDER BY id", (ui,))]
-same, ties, bad, nforced = 0, [], [], 0
-for t in range(10):
-    p = "%s/fresh%d.db" % (tmp, t + 1)
-    f = sqlite3.connect("file:%s?mode=ro" % p, uri=True) if os.path.exists(p) else None
-    m = newest(f, 0 if t == 0 else ui) if f else None
-    if t >= len(u) or m is None or (t > 0 and m <= u[-1]):
-        bad.append("reply %d: no fresh reply" % (t + 1))
-        continue
-    a, b = tokens(c, u[t]), tokens(f, m)
-    if len(a) == 0:
-        bad.append("reply %d: no tokens" % (t + 1))
-        continue
-    pid = prompt_ids(f, m)
-    start = 0  # where B's tokens begin in A
-    while True:
-        pt = parting(a[start:], b)
-        if pt is None:
-            if start == 0 and len(a) != len(b):
-                bad.append("reply %d: %d and %d tokens" % (t + 1, len(a), len(b)))
-            elif start == 0:
-                same += 1
-            break
-        j, gap = pt[0] + start, pt[1]
-        if gap > tie:
-            bad.append("reply %d token %d (%.4f apart)" % (t + 1, j, gap))
-            break
-        ties.append("reply %d token %d (%.4f apart)" % (t + 1, j, gap))
-        if j + 1 == len(a):
-            break
-        if pid is None:
-            bad.append("reply %d: no saved ids of the fresh prompt" % (t + 1))
-            break
-        # a fresh engine from the UI's choice at j on
-        b = forced(pid + [x for x, _ in a[:j + 1]], len(a) - j - 1)
-        nforced += 1
-        if b is None or len(b) != len(a) - j - 1:
-            bad.append("reply %d: the forced run after token %d failed" % (t + 1, j))
-            break
-        start = j + 1
-print("%s: %d of 10 the same token for token%s%s" % (
-    "no" if bad else "yes", same,
-    "; parting at a near tie, the rest compared by %d forced runs: %s" %
-    (nforced, ", ".join(ties)) if ties else "",
-    "; otherwise: " + ", ".join(bad) if bad else ""))
-PY
-)
+replies() {
+	python3 "${top_srcdir:-.}/tests/tui_replies.py" "$@"
+}
+verdict=$(replies fresh "$PARLEY_DB" "$id" "$tie" "$tmp" "$PARLEY" "$model" "$backend")
 [ "${verdict#yes}" != "$verdict" ]
 ok $? "each of the 10 replies is a fresh session's asked the UI's conversation up to it: $verdict"
-first=$(reply "$id")
+first=$(replies newest "$PARLEY_DB" "$id")
 tui_type "/regen"
 tui_keys Enter
-# the UI's 10, and now the regenerated one
+# the UI's 10, and now the regenerated one: the 10th again (the same
+# prompt: the 10th fresh session's ids), up to near ties on a GPU (the
+# prompt's last token, prefilled with the turn, is now a decode step)
 wait_replies 11 600 && tui_wait 'pp [0-9]+ tg' 30
 s=$(stats)
+regen=$(replies newest "$PARLEY_DB" "$id")
+v=$(replies same "$PARLEY_DB" "$first" "$regen" "$tie" "$tmp/fresh10.db" \
+	"$PARLEY" "$model" "$backend")
 echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([0-9]+ reused, 1 new\)$' &&
-	[ "$(reply "$id")" = "$first" ]
-ok $? "/regen: the same reply, 1 token evaluated: $s"
+	[ "${v#yes}" != "$v" ]
+ok $? "/regen: the same reply, 1 token evaluated: $s; $v"
 
 # cursor on the reply's 4th token, branch forcing its chosen token (#1)
 tui_keys F2
@@ -347,7 +224,9 @@ else # a KV cache is cut back: only the forced token is new
 	echo "$s" | grep -Eq '^prompt [0-9]+ tokens \([1-9][0-9]* reused, 1 new\)$'
 	ok $? "/stats: the cache cut back, 1 token evaluated: $s"
 fi
-[ "$(reply "$id")" = "$first" ]
-ok $? "forcing the chosen token gives the same reply"
+v=$(replies same "$PARLEY_DB" "$regen" "$(replies newest "$PARLEY_DB" "$id")" \
+	"$tie" "$tmp/fresh10.db" "$PARLEY" "$model" "$backend")
+[ "${v#yes}" != "$v" ]
+ok $? "forcing the chosen token gives the reply it branched from: $v"
 tui_stop
 done_testing
