@@ -43,7 +43,14 @@
  *   k_cache[il][pos * k_dim + kvh * head_dim_k + d]
  *   v_cache[il][pos * v_dim + kvh * head_dim_v + d]
  * so the positions 0..n-1 of one layer are one contiguous run of n * k_dim
- * floats (state save copies those runs). With engine_params.kv_type f16
+ * floats (state save copies those runs). A sliding-window layer (s->win)
+ * keeps the positions [e->win_lo, n_past) only, position p in row p -
+ * e->win_lo of e->win_cap rows (the window, a chunk and twice the slack
+ * of engine.h's invariant 3): before a chunk that would not fit, its rows
+ * from the slack before the chunk's window on move down to row 0
+ * (cpu_window_move), so
+ * the rows a query reads are still one run and every dot is the one a
+ * cache of every position computes. With engine_params.kv_type f16
  * or q8_0 a position's row is those k_dim (v_dim) values in that type
  * (q8_0: each head's hd / 32 blocks of quant_q8_0_row, 34 bytes), and
  * the attention dequantizes each row it reads (exact) and computes as
@@ -408,6 +415,13 @@ static void cpu_attn_mix_q(const struct cpu_state *s, int kl, int kvh, int hdv,
 	}
 }
 
+/* The row of layer KL's cache that holds position POS. */
+static size_t cpu_kv_row(const struct engine *e, const struct cpu_state *s,
+                         int kl, int32_t pos)
+{
+	return (size_t)(pos - (s->win[kl] ? e->win_lo : 0));
+}
+
 /* Store one position's K [k_dim] and V [v_dim] into layer IL's cache at
  * AT, in the cache's type (q8_0: quant_q8_0_row, blocks along each head
  * since every head dim is a multiple of 32). */
@@ -489,14 +503,16 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 		float mx = sink;
 		double sum = 0;
 
+		/* the row of position lo (a window layer's start later) */
+		const size_t r0 = cpu_kv_row(j->e, s, a->kv_layer, lo);
+
 		/* quant.h's fp32 dot: fixed order, SIMD when present */
 		if (s->kv_type != ENGINE_KV_F32)
-			cpu_attn_scores_q(s, a->kv_layer, kvh, hd, lo,
+			cpu_attn_scores_q(s, a->kv_layer, kvh, hd, (int32_t)r0,
 			                  pos + 1 - lo, q, kr, att);
 		else
 			quant_dot_rows(QTYPE_F32,
-			               kc + (size_t)lo * kdim +
-			                   (size_t)kvh * hd,
+			               kc + r0 * kdim + (size_t)kvh * hd,
 			               (size_t)kdim * sizeof(float),
 			               pos + 1 - lo, q, hd, att, 1);
 		for (int32_t i = 0; i <= pos - lo; i++) {
@@ -515,13 +531,12 @@ static void cpu_attn_fn(void *arg, int ith, int nth)
 			att[i] = att[i] * inv;
 		/* out = sum_i att[i] * V row lo + i, in order of i */
 		if (s->kv_type != ENGINE_KV_F32)
-			cpu_attn_mix_q(s, a->kv_layer, kvh, hdv, lo,
+			cpu_attn_mix_q(s, a->kv_layer, kvh, hdv, (int32_t)r0,
 			               pos + 1 - lo, att, vr, tmp, out);
 		else
 			quant_f32_mix(out, att,
-			              vc + (size_t)lo * vdim +
-			                  (size_t)kvh * hdv,
-			              vdim, pos + 1 - lo, hdv);
+			              vc + r0 * vdim + (size_t)kvh * hdv, vdim,
+			              pos + 1 - lo, hdv);
 	}
 }
 
@@ -583,7 +598,7 @@ static void cpu_qkv_finish(struct engine *e, struct cpu_state *s, int il,
 		float *k = s->k + (size_t)t * kdim;
 		float *v = s->v + (size_t)t * vdim;
 		const float *cs = rope_cs + (size_t)t * e->model->cfg.max_rot;
-		size_t at = (size_t)(pos0 + t);
+		size_t at = cpu_kv_row(e, s, il, pos0 + t);
 
 		if (a->bq != NULL) {
 			for (int i = 0; i < q_dim; i++)
@@ -961,6 +976,33 @@ static int cpu_logits_reserve(struct engine *e, struct cpu_state *s, int32_t n,
 	return 0;
 }
 
+/* Before a chunk of M tokens at POS0: where the window layers' rows
+ * would not hold it, their rows from the slack before the chunk's first
+ * window on (the positions [POS0 - win_need - slack, POS0)) move down to
+ * row 0 and win_lo up to that position (the layout note; engine.h
+ * invariant 3: a truncation of up to the slack back always finds its
+ * window; the rows move once every slack positions or so). */
+static void cpu_window_move(struct engine *e, struct cpu_state *s, int32_t pos0,
+                            int32_t m)
+{
+	const int32_t back = e->win_need + s->win_slack;
+	const int32_t lo = pos0 > back ? pos0 - back : 0;
+
+	if (pos0 + m - e->win_lo <= e->win_cap || lo <= e->win_lo)
+		return;
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		if (!s->win[il])
+			continue;
+		memmove(s->kb[il],
+		        s->kb[il] + (size_t)(lo - e->win_lo) * s->k_row[il],
+		        (size_t)(pos0 - lo) * s->k_row[il]);
+		memmove(s->vb[il],
+		        s->vb[il] + (size_t)(lo - e->win_lo) * s->v_row[il],
+		        (size_t)(pos0 - lo) * s->v_row[il]);
+	}
+	e->win_lo = lo;
+}
+
 /* engine_ops.eval: chunks of n_batch tokens through the layer stack. */
 static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
                     unsigned flags, char *err, size_t errlen)
@@ -979,6 +1021,7 @@ static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		int32_t n_out = all ? m : (last && !none ? 1 : 0);
 		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
 
+		cpu_window_move(e, s, e->n_past + done, m);
 		cpu_forward_chunk(e, s, tokens + done, m, e->n_past + done, dst,
 		                  n_out);
 	}
@@ -1014,72 +1057,68 @@ static void cpu_kv_convert(const struct cpu_state *s, unsigned char *cache,
 				((uint16_t *)cache)[i] = f32_to_f16(f[i]);
 }
 
-/* cpu_kv_save and cpu_kv_load of an f16 or q8_0 cache: layer by layer,
- * K then V, converted to or from the state's floats. */
-static void cpu_kv_move(struct engine *e, int32_t n, float *f, bool save)
+/* Layer by layer, in the state's layout (engine.h: K of the positions
+ * a layer holds, then V; a window layer's from e->win_lo on), to or from
+ * the floats at F: copied (f32) or converted (an f16 or q8_0 cache,
+ * cpu_kv_convert). SKIP: rows of a window layer's data at F that are not
+ * kept (a load of more than its rows hold). */
+static void cpu_kv_move(struct engine *e, int32_t n, float *f, int32_t skip,
+                        bool save)
 {
 	struct cpu_state *s = e->impl;
+	const bool f32 = s->kv_type == ENGINE_KV_F32;
 
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		struct model_cache_desc d = model_layer_cache(e->model, il);
+		/* a window layer's positions [win_lo, n), whether its rows
+		   start there (s->win) or hold every position */
+		const bool w = d.kind == MODEL_CACHE_WINDOW;
+		const int32_t p0 = w ? e->win_lo : 0, rows = n - p0;
+		const size_t r0 = cpu_kv_row(e, s, il, p0);
+		const size_t row[2] = {s->k_row[il], s->v_row[il]};
+		unsigned char *c[2] = {s->kb[il] + r0 * row[0],
+		                       s->vb[il] + r0 * row[1]};
+		const int32_t dim[2] = {d.k_dim, d.v_dim};
 
-		cpu_kv_convert(s, s->kb[il], s->k_row[il], d.k_dim, n, f, save);
-		f += (size_t)n * d.k_dim;
-		cpu_kv_convert(s, s->vb[il], s->v_row[il], d.v_dim, n, f, save);
-		f += (size_t)n * d.v_dim;
+		for (int kv = 0; kv < 2; kv++) {
+			if (w)
+				f += (size_t)skip * dim[kv];
+			if (f32 && save)
+				memcpy(f, c[kv], (size_t)rows * row[kv]);
+			else if (f32)
+				memcpy(c[kv], f, (size_t)rows * row[kv]);
+			else
+				cpu_kv_convert(s, c[kv], row[kv], dim[kv], rows,
+				               f, save);
+			f += (size_t)rows * dim[kv];
+		}
 	}
 }
 
-/* Layer by layer, in engine_kv_layer_bytes' layout: K of positions
- * [0, n), then V. */
 static int cpu_kv_save(struct engine *e, int32_t n, void *buf, char *err,
                        size_t errlen)
 {
-	struct cpu_state *s = e->impl;
-	char *p = buf;
-
 	(void)err;
 	(void)errlen;
-	if (s->kv_type != ENGINE_KV_F32) {
-		cpu_kv_move(e, n, buf, true);
-		return 0;
-	}
-	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		struct model_cache_desc d = model_layer_cache(e->model, il);
-		size_t nk = (size_t)n * d.k_dim * sizeof(float);
-		size_t nvb = (size_t)n * d.v_dim * sizeof(float);
-
-		memcpy(p, s->k_cache[il], nk);
-		p += nk;
-		memcpy(p, s->v_cache[il], nvb);
-		p += nvb;
-	}
+	cpu_kv_move(e, n, buf, 0, true);
 	return 0;
 }
 
-/* Inverse of cpu_kv_save. */
+/* Inverse of cpu_kv_save; of a window layer's positions [e->win_lo, n)
+ * more than its rows hold, the last ones are kept (win_lo moves up). */
 static int cpu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
                        size_t errlen)
 {
-	struct cpu_state *s = e->impl;
-	const char *p = buf;
+	int32_t skip = 0;
 
 	(void)err;
 	(void)errlen;
-	if (s->kv_type != ENGINE_KV_F32) { /* (only read when loading) */
-		cpu_kv_move(e, n, (float *)(uintptr_t)buf, false);
-		return 0;
+	if (n - e->win_lo > e->win_cap) {
+		skip = n - e->win_lo - e->win_cap;
+		e->win_lo += skip;
 	}
-	for (int il = 0; il < e->model->cfg.n_layer; il++) {
-		struct model_cache_desc d = model_layer_cache(e->model, il);
-		size_t nk = (size_t)n * d.k_dim * sizeof(float);
-		size_t nvb = (size_t)n * d.v_dim * sizeof(float);
-
-		memcpy(s->k_cache[il], p, nk);
-		p += nk;
-		memcpy(s->v_cache[il], p, nvb);
-		p += nvb;
-	}
+	/* (only read when loading) */
+	cpu_kv_move(e, n, (float *)(uintptr_t)buf, skip, false);
 	return 0;
 }
 
@@ -1185,6 +1224,54 @@ float *cpu_floats(size_t a, size_t b)
 	return calloc(a * b, sizeof(float));
 }
 
+/* Rows of layer IL's cache: e->win_cap for a window layer, n_ctx. */
+static size_t cpu_kv_rows(const struct engine *e, const struct cpu_state *s,
+                          int il)
+{
+	return (size_t)(s->win[il] ? e->win_cap : e->n_ctx);
+}
+
+/* Bytes of the KV cache: every layer's rows of K and V. */
+static size_t cpu_kv_bytes(const struct engine *e, const struct cpu_state *s)
+{
+	size_t n = 0;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(e->model, il);
+
+		n += cpu_kv_rows(e, s, il) *
+		     (engine_kv_type_bytes(s->kv_type, (size_t)d.k_dim) +
+		      engine_kv_type_bytes(s->kv_type, (size_t)d.v_dim));
+	}
+	return n;
+}
+
+/* Which layers keep only a window's positions, and how many rows they
+ * have (e->win_cap): the window, a chunk and the slack (engine.h
+ * invariant 3), where that is fewer than n_ctx and P does not ask for
+ * every position. */
+static int cpu_window_plan(struct engine *e, struct cpu_state *s,
+                           const struct engine_params *p)
+{
+	const int32_t slack =
+	    p->window_slack > 0 ? p->window_slack : ENGINE_WINDOW_SLACK;
+	/* the slack kept after a move, and as much again before the next */
+	const int64_t cap =
+	    (int64_t)e->win_need + 1 + s->n_batch + 2 * (int64_t)slack;
+
+	s->win = calloc((size_t)e->model->cfg.n_layer, 1);
+	if (s->win == NULL)
+		return -1;
+	if (p->window_full || cap >= e->n_ctx)
+		return 0;
+	e->win_cap = (int32_t)cap;
+	s->win_slack = slack;
+	for (int il = 0; il < e->model->cfg.n_layer; il++)
+		s->win[il] =
+		    model_layer_cache(e->model, il).kind == MODEL_CACHE_WINDOW;
+	return 0;
+}
+
 /* The KV cache: each layer's K and V for n_ctx positions in one
  * allocation (model_cache_floats elements of kv_type), the per-layer
  * pointers into it; an f16 or q8_0 cache's attention scratch. */
@@ -1201,8 +1288,7 @@ static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
 	s->vb = calloc((size_t)nl, sizeof(*s->vb));
 	s->k_row = calloc((size_t)nl, sizeof(*s->k_row));
 	s->v_row = calloc((size_t)nl, sizeof(*s->v_row));
-	s->kv = calloc(
-	    engine_kv_type_bytes(t, model_cache_floats(e->model, e->n_ctx)), 1);
+	s->kv = calloc(cpu_kv_bytes(e, s), 1);
 	s->kvrow = f32 ? malloc(1)
 	               : cpu_floats((size_t)e->n_threads * (CPU_KV_GROUP + 2),
 	                            (size_t)s->kv_hmax);
@@ -1218,14 +1304,14 @@ static int cpu_kv_alloc(struct engine *e, struct cpu_state *s)
 		    t, (size_t)model_layer_cache(e->model, il).k_dim);
 		s->kb[il] = p;
 		s->k_cache[il] = f32 ? (float *)p : NULL;
-		p += (size_t)e->n_ctx * s->k_row[il];
+		p += cpu_kv_rows(e, s, il) * s->k_row[il];
 	}
 	for (int il = 0; il < nl; il++) {
 		s->v_row[il] = engine_kv_type_bytes(
 		    t, (size_t)model_layer_cache(e->model, il).v_dim);
 		s->vb[il] = p;
 		s->v_cache[il] = f32 ? (float *)p : NULL;
-		p += (size_t)e->n_ctx * s->v_row[il];
+		p += cpu_kv_rows(e, s, il) * s->v_row[il];
 	}
 	return 0;
 }
@@ -1282,6 +1368,7 @@ static void cpu_close(struct engine *e)
 		free(s->qg);
 		cpu_ssm_free(s);
 		free(s->kv);
+		free(s->win);
 		free(s->k_cache);
 		free(s->v_cache);
 		free(s->kb);
@@ -1304,12 +1391,15 @@ static void cpu_close(struct engine *e)
  * token. Refused with the context that fits (a multiple of 256, a 1/16
  * margin for the rest).
  */
-static int cpu_mem_plan(const struct engine *e, char *err, size_t errlen)
+static int cpu_mem_plan(const struct engine *e, const struct cpu_state *s,
+                        char *err, size_t errlen)
 {
 	const size_t per =
 	    engine_kv_type_bytes(e->kv_type, model_cache_floats(e->model, 1)) +
 	    (size_t)e->n_threads * sizeof(float);
-	const double need = (double)per * (double)e->n_ctx;
+	const double need = (double)cpu_kv_bytes(e, s) + (double)e->n_threads *
+	                                                     sizeof(float) *
+	                                                     (double)e->n_ctx;
 	uint64_t avail, room;
 
 	if (engine_host_mem_available(&avail) != 0 || need <= (double)avail)
@@ -1361,7 +1451,11 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		s->kv_hmax =
 		    a->head_dim_v > s->kv_hmax ? a->head_dim_v : s->kv_hmax;
 	}
-	if (cpu_mem_plan(e, err, errlen) != 0)
+	if (cpu_window_plan(e, s, p) != 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	if (cpu_mem_plan(e, s, err, errlen) != 0)
 		goto fail;
 	xdim = (size_t)(c->n_embd > c->max_o_dim ? c->n_embd : c->max_o_dim);
 	if ((size_t)c->max_ssm_v > xdim)
@@ -1401,9 +1495,7 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 		         "out of memory for the CPU run state (n_ctx %d, KV "
 		         "%.1f MiB)",
 		         e->n_ctx,
-		         (double)engine_kv_type_bytes(
-		             e->kv_type, model_cache_floats(m, e->n_ctx)) /
-		             (1024.0 * 1024.0));
+		         (double)cpu_kv_bytes(e, s) / (1024.0 * 1024.0));
 		goto fail;
 	}
 	if (((c->features & MODEL_FEAT_ATTN_GATE) &&
@@ -1435,7 +1527,7 @@ static int cpu_open(struct engine *e, const struct engine_params *p, char *err,
 	                                                 : 1;
 	e->int8_act = !p->exact_dots; /* the default dots (quant_dot) */
 	e->mem_bytes =
-	    engine_kv_type_bytes(e->kv_type, model_cache_floats(m, e->n_ctx)) +
+	    cpu_kv_bytes(e, s) +
 	    (s->kv_type != ENGINE_KV_F32
 	         ? (size_t)e->n_threads * (CPU_KV_GROUP + 2) * s->kv_hmax *
 	               sizeof(float)
@@ -1484,5 +1576,6 @@ const struct engine_ops backend_cpu_ops = {
     .kv_shift = cpu_kv_shift,
     .kv_shift_types =
         1u << ENGINE_KV_F32 | 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
+    .window_ring = 1,
     .close = cpu_close,
 };

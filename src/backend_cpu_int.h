@@ -101,6 +101,11 @@ struct cpu_state {
 	float *kvrow;    /* f16, q8_0: [n_threads][CPU_KV_GROUP + 2][kv_hmax]
 	                    rows dequantized for the attention */
 	int32_t kv_hmax; /* the largest head dim of K or V */
+	/* per layer: 1 where its cache keeps positions [e->win_lo, n_past)
+	   only (a sliding-window layer: row p - e->win_lo holds position
+	   p, engine.h invariant 3), 0 where row p holds p */
+	unsigned char *win;
+	int32_t win_slack; /* positions kept before the window on a move */
 
 	int32_t logits_cap; /* rows allocated in engine.logits */
 };

@@ -63,6 +63,9 @@ static const struct config_opt config_opts[] = {
     {"context-shift", CT_BOOL, 0, 0, 0,
      "a full context shifts the kept turns' cache instead of evaluating "
      "them again (on)"},
+    {"full-window-cache", CT_BOOL, 0, 0, 0,
+     "sliding-window layers keep every position, not their window and "
+     "2,048 before it (off)"},
     {"server", CT_STR, 0, 0, 0, "OpenAI-compatible server URL: a remote model"},
     {"server-model", CT_STR, 0, 0, 0, "the server's model (its first)"},
     {"api-key-env", CT_STR, 0, 0, 0,
@@ -319,6 +322,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err,
 			c->hide_thinking = b;
 		else if (strcmp(key, "context-shift") == 0)
 			c->no_context_shift = !b;
+		else if (strcmp(key, "full-window-cache") == 0)
+			c->full_window_cache = b;
 		else
 			c->verbose = b;
 		return 0;

@@ -59,6 +59,7 @@ struct config {
 	bool save_kv;                  /* --save-kv: keep the KV state */
 	bool verbose;                  /* --verbose: stats after replies */
 	bool verify;                   /* --verify: check against the CPU */
+	bool full_window_cache;        /* --full-window-cache */
 	bool no_context_shift;         /* --no-context-shift, context-shift =
 	                                  off: a full context evaluates the
 	                                  kept turns again */

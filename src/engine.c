@@ -96,6 +96,8 @@ static void engine_check(const struct engine *e)
 {
 	assert(e->n_past >= 0 && e->n_past <= e->n_ctx);
 	assert(e->n_ctx > 0);
+	assert(e->win_lo >= 0 && e->win_lo <= e->n_past &&
+	       e->n_past - e->win_lo <= e->win_cap);
 }
 #else
 #define engine_check(e) ((void)0)
@@ -247,6 +249,13 @@ static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
 		e->n_ctx = m->cfg.n_ctx_train < ENGINE_DEFAULT_MAX_CTX
 		               ? m->cfg.n_ctx_train
 		               : ENGINE_DEFAULT_MAX_CTX;
+	e->win_cap = e->n_ctx; /* (a backend with window_ring may lower it) */
+	for (int il = 0; il < m->cfg.n_layer; il++) {
+		struct model_cache_desc d = model_layer_cache(m, il);
+
+		if (d.kind == MODEL_CACHE_WINDOW && d.window - 1 > e->win_need)
+			e->win_need = d.window - 1;
+	}
 	if (ops->open(e, p, err, errlen) != 0) {
 		engine_select_free(&e->sel);
 		free(e);
@@ -514,6 +523,28 @@ size_t engine_kv_state_bytes(const struct engine *e, int32_t n)
 	return model_cache_floats(e->model, n) * sizeof(float);
 }
 
+/* Bytes of the K/V of a state of N_PAST positions whose window layers
+ * hold them from POS0 on. */
+static size_t engine_kv_held_bytes(const struct engine *e, int32_t n_past,
+                                   int32_t pos0)
+{
+	size_t n = 0;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++)
+		n += engine_kv_layer_bytes(
+		    e, il,
+		    model_layer_cache(e->model, il).kind == MODEL_CACHE_WINDOW
+		        ? n_past - pos0
+		        : n_past);
+	return n;
+}
+
+bool engine_window_holds(const struct engine *e, int32_t n)
+{
+	/* the next token at n reads [n - win_need, n) */
+	return n == 0 || e->win_lo == 0 || n - e->win_need >= e->win_lo;
+}
+
 /* Bandwidth of the weights' memory. */
 int engine_measure_bandwidth(struct engine *e, double *bytes_per_s, char *err,
                              size_t errlen)
@@ -591,8 +622,12 @@ int engine_truncate(struct engine *e, int32_t n_keep)
 	engine_trace_settle_quiet(e);
 	if (n_keep < 0 || n_keep > e->n_past)
 		return -1;
+	if (!engine_window_holds(e, n_keep))
+		return -1;
 	if (engine_recurrent(e) && engine_rs_truncate(e, n_keep) != 0)
 		return -1;
+	if (n_keep == 0)
+		e->win_lo = 0;
 	e->n_past = n_keep;
 	engine_check(e);
 	return 0;
@@ -625,6 +660,14 @@ int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 		snprintf(err, errlen,
 		         "the cache of this model cannot be shifted: a "
 		         "recurrent layer's state cannot forget positions");
+		return -1;
+	}
+	if (e->win_lo > 0) {
+		snprintf(err, errlen,
+		         "the sliding-window layers keep positions from %d on "
+		         "only: a shift would leave them without the window "
+		         "of the moved positions",
+		         e->win_lo);
 		return -1;
 	}
 	if (e->ops->kv_shift == NULL) {
@@ -661,12 +704,12 @@ static size_t engine_records_bytes(const struct engine *e)
 size_t engine_state_size(const struct engine *e)
 {
 	return sizeof(struct engine_state_header) + engine_records_bytes(e) +
-	       engine_kv_state_bytes(e, e->n_past) +
+	       engine_kv_held_bytes(e, e->n_past, e->win_lo) +
 	       (engine_recurrent(e) ? engine_rs_state_bytes(e) : 0);
 }
 
 /* The header describing E's model with N_PAST positions. */
-static void engine_header(const struct engine *e, int32_t n_past,
+static void engine_header(const struct engine *e, int32_t n_past, int32_t pos0,
                           struct engine_state_header *h)
 {
 	const struct model_config *c = &e->model->cfg;
@@ -679,13 +722,13 @@ static void engine_header(const struct engine *e, int32_t n_past,
 	h->n_past = n_past;
 	/* (version 3: the recurrent part follows; engine_state_v2) */
 	h->kv_bytes = engine_records_bytes(e) +
-	              engine_kv_state_bytes(e, n_past) +
+	              engine_kv_held_bytes(e, n_past, pos0) +
 	              (engine_recurrent(e) ? engine_rs_state_bytes(e) : 0);
 }
 
-/* Layer IL's record with N_PAST positions. */
+/* Layer IL's record with N_PAST positions, a window layer's from POS0. */
 static void engine_layer_record(const struct engine *e, int il, int32_t n_past,
-                                struct engine_state_layer *r)
+                                int32_t pos0, struct engine_state_layer *r)
 {
 	struct model_cache_desc d = model_layer_cache(e->model, il);
 
@@ -694,8 +737,8 @@ static void engine_layer_record(const struct engine *e, int il, int32_t n_past,
 	r->window = d.window;
 	r->k_dim = d.k_dim;
 	r->v_dim = d.v_dim;
-	r->pos0 = 0;
-	r->bytes = engine_kv_layer_bytes(e, il, n_past);
+	r->pos0 = d.kind == MODEL_CACHE_WINDOW ? pos0 : 0;
+	r->bytes = engine_kv_layer_bytes(e, il, n_past - r->pos0);
 }
 
 /* Save header, records and K/V; see engine.h. */
@@ -713,13 +756,13 @@ size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
 		         len, need);
 		return 0;
 	}
-	engine_header(e, e->n_past, &h);
+	engine_header(e, e->n_past, e->win_lo, &h);
 	memcpy(p, &h, sizeof(h));
 	p += sizeof(h);
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		struct engine_state_layer r;
 
-		engine_layer_record(e, il, e->n_past, &r);
+		engine_layer_record(e, il, e->n_past, e->win_lo, &r);
 		memcpy(p, &r, sizeof(r));
 		p += sizeof(r);
 	}
@@ -731,8 +774,9 @@ size_t engine_state_save(struct engine *e, void *buf, size_t len, char *err,
 		return 0;
 	}
 	if (engine_recurrent(e) &&
-	    engine_rs_state_save(e, p + engine_kv_state_bytes(e, e->n_past),
-	                         err, errlen) != 0)
+	    engine_rs_state_save(
+	        e, p + engine_kv_held_bytes(e, e->n_past, e->win_lo), err,
+	        errlen) != 0)
 		return 0;
 	return need;
 }
@@ -795,14 +839,37 @@ static int engine_state_v1(const struct engine *e, const void *buf, size_t len,
 	return 0;
 }
 
+/* The first position a version 2 state's window layers hold (its first
+ * window layer's record, read where the state is long enough; 0 else:
+ * the records' check then says what is wrong). */
+static int32_t engine_state_pos0(const struct engine *e, const void *buf,
+                                 size_t len)
+{
+	const size_t h = sizeof(struct engine_state_header);
+	struct engine_state_layer r;
+
+	if (len < h + engine_records_bytes(e))
+		return 0;
+	for (int il = 0; il < e->model->cfg.n_layer; il++)
+		if (model_layer_cache(e->model, il).kind ==
+		    MODEL_CACHE_WINDOW) {
+			memcpy(&r,
+			       (const char *)buf + h + (size_t)il * sizeof(r),
+			       sizeof(r));
+			return r.pos0;
+		}
+	return 0;
+}
+
 /* A version 2 or 3 state's header and records checked against E's
  * model (a model with recurrent layers reads version 3 only, the others
- * version 2). Returns 0 with *DATA, *N_PAST and *RS_LEN (the bytes of the
- * recurrent part after the K/V: engine_rs_state_load checks them), or -1
- * with a message. */
+ * version 2). Returns 0 with *DATA, *N_PAST, *POS0 (the first position
+ * its window layers hold) and *RS_LEN (the bytes of the recurrent part
+ * after the K/V: engine_rs_state_load checks them), or -1 with a
+ * message. */
 static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
-                           const char **data, int32_t *n_past, size_t *rs_len,
-                           char *err, size_t errlen)
+                           const char **data, int32_t *n_past, int32_t *pos0,
+                           size_t *rs_len, char *err, size_t errlen)
 {
 	const struct model_config *c = &e->model->cfg;
 	struct engine_state_header h, want;
@@ -821,7 +888,22 @@ static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
 		         h.n_past, e->n_ctx);
 		return -1;
 	}
-	engine_header(e, h.n_past, &want);
+	*pos0 = engine_state_pos0(e, buf, len);
+	if (*pos0 != 0 && (*pos0 < 0 || *pos0 > h.n_past - e->win_need)) {
+		snprintf(err, errlen,
+		         "state's sliding-window layers hold positions from %d "
+		         "of %d: not the %d a next token reads",
+		         *pos0, h.n_past, e->win_need);
+		return -1;
+	}
+	if (*pos0 != 0 && !e->ops->window_ring) {
+		snprintf(err, errlen,
+		         "state's sliding-window layers hold positions from %d "
+		         "on; the %s backend keeps every position",
+		         *pos0, e->ops->name);
+		return -1;
+	}
+	engine_header(e, h.n_past, *pos0, &want);
 	if (h.version != want.version) {
 		snprintf(err, errlen,
 		         "state version %u is for a model %s recurrent layers "
@@ -832,11 +914,11 @@ static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
 	}
 	*rs_len = 0;
 	if (h.version == 3 && len - sizeof(h) == h.kv_bytes &&
-	    h.kv_bytes >=
-	        engine_records_bytes(e) + engine_kv_state_bytes(e, h.n_past)) {
+	    h.kv_bytes >= engine_records_bytes(e) +
+	                      engine_kv_held_bytes(e, h.n_past, *pos0)) {
 		/* the recurrent part's size depends on its snapshots */
 		*rs_len = h.kv_bytes - engine_records_bytes(e) -
-		          engine_kv_state_bytes(e, h.n_past);
+		          engine_kv_held_bytes(e, h.n_past, *pos0);
 		want.kv_bytes = h.kv_bytes;
 	}
 	if (h.n_layer != want.n_layer || h.n_vocab != want.n_vocab ||
@@ -865,7 +947,7 @@ static int engine_state_v2(const struct engine *e, const void *buf, size_t len,
 		struct engine_state_layer r, w;
 
 		memcpy(&r, p + (size_t)il * sizeof(r), sizeof(r));
-		engine_layer_record(e, il, h.n_past, &w);
+		engine_layer_record(e, il, h.n_past, *pos0, &w);
 		if (memcmp(&r, &w, sizeof(r)) != 0) {
 			snprintf(
 			    err, errlen,
@@ -889,13 +971,14 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 {
 	uint32_t mv[2] = {0, 0};
 	const char *data = NULL;
-	int32_t n_past = 0;
+	int32_t n_past = 0, pos0 = 0;
 	size_t rs_len = 0;
 	char e2[256];
 	int rc;
 
 	engine_trace_settle_quiet(e);
 	e->n_past = 0;
+	e->win_lo = 0;
 	if (engine_recurrent(e))
 		engine_rs_reset(e); /* what a failed load leaves: n_past 0 */
 	if (len < sizeof(mv)) {
@@ -915,21 +998,26 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 	}
 	rc = mv[1] == 1
 	         ? engine_state_v1(e, buf, len, &data, &n_past, err, errlen)
-	         : engine_state_v2(e, buf, len, &data, &n_past, &rs_len, err,
-	                           errlen);
+	         : engine_state_v2(e, buf, len, &data, &n_past, &pos0, &rs_len,
+	                           err, errlen);
 	if (rc != 0)
 		return -1;
 	e2[0] = '\0';
+	e->win_lo = pos0; /* (the data's; kv_load may keep fewer) */
 	if (e->ops->kv_load(e, n_past, data, e2, sizeof(e2)) != 0) {
+		e->win_lo = 0;
 		snprintf(err, errlen,
 		         "backend %s could not load the KV cache: %s",
 		         e->ops->name, e2);
 		return -1;
 	}
 	if (engine_recurrent(e) &&
-	    engine_rs_state_load(e, data + engine_kv_state_bytes(e, n_past),
-	                         rs_len, n_past, err, errlen) != 0)
+	    engine_rs_state_load(e,
+	                         data + engine_kv_held_bytes(e, n_past, pos0),
+	                         rs_len, n_past, err, errlen) != 0) {
+		e->win_lo = 0;
 		return -1;
+	}
 	e->n_past = n_past;
 	engine_check(e);
 	return 0;

@@ -20,11 +20,16 @@
  *      that needs depends on each layer's cache (model_layer_cache):
  *        full       K and V of every position: nothing to do;
  *        window W   a layer attending to the last W positions must still
- *                   hold the W before n_keep after a truncate; both
- *                   backends keep every position of such a layer (as a
- *                   full one), so nothing more is needed; a cache of only
- *                   the window would have to keep W + the longest
- *                   truncation the session makes;
+ *                   hold the W - 1 before n_keep after a truncate. A
+ *                   backend with window_ring keeps only the positions
+ *                   [win_lo, n_past) of such layers (win_lo moves up as
+ *                   its eval drops what no later token reads, keeping
+ *                   window_slack positions before the window), so a
+ *                   truncation to 0 < n_keep < win_lo + W - 1 fails and
+ *                   changes nothing: the caller truncates to
+ *                   engine_rewind_point(n) (then 0) and re-evaluates.
+ *                   Other backends, and window_full, keep every
+ *                   position (win_lo stays 0);
  *        recurrent  one state, not per position: it is restored
  *                   from the snapshot taken at n_keep (engine_snapshot:
  *                   the session takes them at the prompt's end and the
@@ -151,7 +156,19 @@ struct engine_params {
 	                        a type the backend does not store, or q8_0
 	                        with a head size not a multiple of 32, is
 	                        refused at open */
+	bool window_full;    /* keep every position of the sliding-window
+	                        layers (invariant 3) rather than the window,
+	                        a chunk and window_slack (the tests' reference) */
+	int32_t window_slack; /* positions those keep beyond; 0 =
+	                        ENGINE_WINDOW_SLACK */
 };
+
+/* Positions a sliding-window layer keeps before its window (a backend
+ * with window_ring; its rows hold the window, a chunk and twice this): a
+ * truncation up to this many positions back (a regenerate, a branch
+ * inside a recent reply) always finds the window it needs, one further
+ * back may not, and re-evaluates (engine_rewind_point) */
+#define ENGINE_WINDOW_SLACK 2048
 
 #define ENGINE_DEFAULT_MAX_CTX 8192
 
@@ -324,8 +341,9 @@ int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 bool engine_can_shift(const struct engine *e);
 
 /* The largest position <= N (and <= n_past) that engine_truncate
- * accepts: N itself for a model without recurrent layers, else n_past,
- * a snapshot's position or 0. */
+ * accepts: N itself for a model without recurrent layers whose window
+ * layers still hold what N needs, else n_past, a snapshot's position or
+ * 0 (invariant 3). */
 int32_t engine_rewind_point(const struct engine *e, int32_t n);
 
 /* Snapshots of the recurrent state an engine keeps (engine_snapshot):

@@ -90,6 +90,12 @@ struct engine_ops {
 	/* optional: fill e->trace's layers of the last eval, which left
 	   them on their way (e->trace_deferred), waiting for them */
 	int (*trace_settle)(struct engine *e, char *err, size_t errlen);
+	/* 1: it may keep only the last positions of sliding-window layers
+	   (engine.h invariant 3): open sets e->win_cap, eval moves
+	   e->win_lo up, kv_save and kv_load move the window layers'
+	   positions [e->win_lo, n) (kv_load may raise e->win_lo where they
+	   do not fit); 0: it keeps every position and e->win_lo stays 0 */
+	int window_ring;
 	/* 1: an eval of one token returns once its work is queued on a
 	   device, so the host's work until the next select overlaps it
 	   (engine_eval_queues); 0: eval computes before it returns */
@@ -148,6 +154,11 @@ struct engine {
 	/* a failed eval may have left the live recurrent state half
 	   updated: no eval until a truncate restores one (engine_rs.c) */
 	bool rs_lost;
+	/* sliding-window layers (engine.h invariant 3): they hold the
+	   positions [win_lo, n_past), at most win_cap of them (n_ctx where
+	   the backend keeps every position); win_need = the largest window
+	   - 1: the positions before a token that it reads */
+	int32_t win_lo, win_cap, win_need;
 	char notice[320]; /* why "auto" fell back, or "" */
 	char device[256]; /* the device it runs on ("NVIDIA H100 80GB HBM3"),
 	                    set by open; "" for the host CPU */
@@ -220,6 +231,11 @@ int engine_rs_state_load(struct engine *e, const char *p, size_t len,
  * of every layer's (the layout engine.h states; float32). */
 size_t engine_kv_layer_bytes(const struct engine *e, int il, int32_t n);
 size_t engine_kv_state_bytes(const struct engine *e, int32_t n);
+
+/* Whether E's sliding-window layers still hold what a token at position
+ * N reads (engine.h invariant 3): N is 0, or they hold [N - win_need, N).
+ * Always for a backend that keeps every position. */
+bool engine_window_holds(const struct engine *e, int32_t n);
 
 /* Whether a weight matrix of M (a layer's or the output) has a type in
  * TYPES (a mask of 1 << type). */

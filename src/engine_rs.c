@@ -88,10 +88,12 @@ int32_t engine_rewind_point(const struct engine *e, int32_t n)
 		n = e->n_past;
 	if (n < 0)
 		n = 0;
+	/* (a window layer's positions: all of them or none) */
 	if (!engine_recurrent(e) || (n == e->n_past && !e->rs_lost))
-		return n;
+		return engine_window_holds(e, n) ? n : 0;
 	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-		if (e->rs_pos[i] <= n && e->rs_pos[i] > best)
+		if (e->rs_pos[i] <= n && e->rs_pos[i] > best &&
+		    engine_window_holds(e, e->rs_pos[i]))
 			best = e->rs_pos[i];
 	return best;
 }

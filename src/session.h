@@ -92,6 +92,10 @@ struct session_opts {
 	bool use_kv_slot;    /* resume from / save the KV state */
 	bool verify; /* check every eval against the CPU reference (verify.h;
 	                session_set_verify) */
+	bool full_window_cache; /* sliding-window layers keep every
+	                           position (engine_params.window_full) */
+	int32_t window_slack;   /* else the positions they keep beyond
+	                           their window; 0: ENGINE_WINDOW_SLACK */
 	bool no_context_shift; /* when turns leave a full context, evaluate
 	                          the kept ones again instead of shifting
 	                          their cache (where the model allows a

@@ -74,6 +74,7 @@ enum {
 	OPT_HIDE_THINKING,
 	OPT_THINK,
 	OPT_NO_CONTEXT_SHIFT,
+	OPT_FULL_WINDOW_CACHE,
 	OPT_KEY, /* options that go straight to config_set */
 };
 
@@ -110,6 +111,7 @@ static const struct option chat_long[] = {
     {"save-kv", no_argument, NULL, OPT_KEY},
     {"verify", no_argument, NULL, OPT_KEY},
     {"no-context-shift", no_argument, NULL, OPT_NO_CONTEXT_SHIFT},
+    {"full-window-cache", no_argument, NULL, OPT_FULL_WINDOW_CACHE},
     {"server", required_argument, NULL, OPT_KEY},
     {"server-model", required_argument, NULL, OPT_KEY},
     {"api-key-env", required_argument, NULL, OPT_KEY},
@@ -188,6 +190,13 @@ static void chat_usage(FILE *fp, bool resume)
 	    "turns again\n"
 	    "                          instead of shifting their cache "
 	    "(RoPE models)\n"
+	    "      --full-window-cache sliding-window layers keep every "
+	    "position\n"
+	    "                          (the default keeps each one's window "
+	    "and 2,048\n"
+	    "                          before it; a regenerate or branch "
+	    "further back\n"
+	    "                          evaluates the conversation again)\n"
 	    "      --server URL        a remote model: an OpenAI-compatible "
 	    "server\n"
 	    "                          (vLLM, SGLang, llama.cpp, ollama); "
@@ -313,6 +322,10 @@ static int chat_parse(int argc, char **argv, bool resume, struct config *cfg,
 		case OPT_NO_CONTEXT_SHIFT: /* config key context-shift */
 			key = "context-shift";
 			val = "off";
+			break;
+		case OPT_FULL_WINDOW_CACHE:
+			key = "full-window-cache";
+			val = "on";
 			break;
 		case OPT_CONFIG:
 			a->cfg_file = optarg;
@@ -689,6 +702,7 @@ static int chat_main(int argc, char **argv, bool resume)
 	so.use_kv_slot = cfg.save_kv;
 	so.verify = cfg.verify;
 	so.no_context_shift = cfg.no_context_shift;
+	so.full_window_cache = cfg.full_window_cache;
 	so.cancel = &chat_intr;
 	so.notice = chat_notice;
 	so.server = cfg.server;
