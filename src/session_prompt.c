@@ -611,9 +611,15 @@ int session_prepare(struct session *s, const struct session_cb *cb,
 	if (again > 0 && cb && cb->notice) {
 		char msg[200];
 
+		/* (engine.h invariant 3: a recurrent state goes back to a
+		   snapshot, sliding-window layers that keep their window
+		   only to where they still hold it, else to 0) */
 		snprintf(msg, sizeof(msg),
-		         "the recurrent state went back to a snapshot at token "
-		         "%zu: %zu tokens the cache held were evaluated again",
+		         "%s at token %zu: %zu tokens the cache held were "
+		         "evaluated again",
+		         engine_recurrent(s->eng)
+		             ? "the recurrent state went back to a snapshot"
+		             : "the sliding-window layers' cache went back",
 		         p, again);
 		cb->notice(cb->ud, msg);
 	}

@@ -1,0 +1,326 @@
+/*
+ * t_session_window.c - the chat session's promises where sliding-window
+ * layers keep only their window (engine.h invariant 3, the CPU's
+ * default): a Gemma 3-shaped model of random weights (written at test
+ * time by tests/parley-mkmodel: window 8 on every other layer) with
+ * SmolLM2's tokenizer and chat template, greedy. Each flow runs on a
+ * session whose window layers keep their window, a chunk and a slack of
+ * 4 (rows of 8 + 64 + 2 x 4 in a context of 1024: they move down every
+ * 68 tokens or so) and on one that keeps every position
+ * (--full-window-cache), and must give exactly its replies (of 96 tokens:
+ * longer than the rows, so a reply's start is never held after it):
+ *
+ *   1. six turns: the same replies; each turn evaluates only its new ids
+ *      (the window never goes back between turns);
+ *   2. regenerate: the same reply; the window layers no longer hold the
+ *      prompt's end (the reply is longer than the slack), so the
+ *      conversation is evaluated again from the start, counted and told
+ *      (the full session evaluates one id);
+ *   3. edit the last message: the same reply;
+ *   4. branch at a token of the reply, forcing the token chosen there:
+ *      the same reply;
+ *   5. resume with the saved state (its window layers from where they
+ *      start): a regenerate gives the full session's reply, and so does
+ *      the next turn, nothing evaluated again;
+ *   6. context full: the oldest turns leave; no shift while the window
+ *      layers keep a part, so the kept turns are evaluated again: the
+ *      replies of a full session that evaluates them again too
+ *      (--no-context-shift).
+ *
+ * Skipped without the SmolLM2 model (its tokenizer and template).
+ */
+#include "testenv.h"
+#include "session.h"
+#include "store.h"
+#include "sink_util.h"
+#include "store_util.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char model[512];
+
+/* Options of the session that keeps the window only (FULL false) or
+ * every position. */
+static struct session_opts base_opts(bool full, int32_t n_ctx)
+{
+	struct session_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.model_path = model;
+	sampler_config_default(&o.sampling);
+	o.sampling.temperature = 0; /* greedy */
+	o.n_ctx = n_ctx;
+	o.n_threads = 2;
+	o.backend = "cpu";
+	o.n_predict = 96;
+	o.system_prompt = "You are a helpful assistant.";
+	o.full_window_cache = full;
+	o.window_slack = 4;
+	return o;
+}
+
+static struct session_cb sink_cb(struct sink *k)
+{
+	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL, NULL};
+
+	k->n = 0;
+	k->buf[0] = '\0';
+	k->notices = 0;
+	k->notice[0] = '\0';
+	return cb;
+}
+
+/* Send TEXT; the reply into K. 0 or -1. */
+static int send(struct session *s, const char *text, struct sink *k,
+                struct session_stats *st)
+{
+	struct session_cb cb = sink_cb(k);
+	char err[512];
+
+	memset(st, 0, sizeof(*st));
+	if (session_send(s, text, strlen(text), &cb, st, err, sizeof(err))) {
+		tap_diag("session_send: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *const questions[8] = {"What is the capital of France?",
+                                         "And of Germany?",
+                                         "Name a color.",
+                                         "What is 2 + 2?",
+                                         "Say hello.",
+                                         "Name a fruit.",
+                                         "And a vegetable?",
+                                         "Count to three."};
+
+/* Two sessions (window only, every position) on one store each. */
+struct pair {
+	struct session *s[2];
+	struct store *db[2];
+	char path[2][512];
+	struct sink k[2];
+	struct session_stats st[2];
+};
+
+static void pair_open(struct pair *p, int32_t n_ctx, bool store, bool no_shift)
+{
+	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < 2; i++) {
+		struct session_opts o = base_opts(i == 1, n_ctx);
+
+		if (store) {
+			p->db[i] = new_db(p->path[i], sizeof(p->path[i]));
+			o.store = p->db[i];
+			o.store_reports = true;
+			o.use_kv_slot = true;
+		}
+		o.no_context_shift = no_shift;
+		p->s[i] = sink_session_open(&o);
+	}
+}
+
+static void pair_close(struct pair *p)
+{
+	for (int i = 0; i < 2; i++) {
+		session_close(p->s[i]);
+		if (p->db[i] != NULL)
+			drop_db(p->db[i], p->path[i]);
+	}
+}
+
+/* Both send TEXT: 1 when their replies are the same. */
+static int pair_send(struct pair *p, const char *text)
+{
+	for (int i = 0; i < 2; i++)
+		if (send(p->s[i], text, &p->k[i], &p->st[i]) != 0)
+			return 0;
+	return strcmp(p->k[0].buf, p->k[1].buf) == 0;
+}
+
+/* 1-4. */
+static void test_flows(void)
+{
+	struct pair p;
+	int same = 0, only_new = 0;
+	char err[512];
+
+	pair_open(&p, 1024, true, false);
+	for (int i = 0; i < 6; i++) {
+		same += pair_send(&p, questions[i]);
+		only_new += p.st[0].n_reeval == 0 &&
+		            p.st[0].n_prompt_eval ==
+		                p.st[0].n_prompt - p.st[0].n_reused &&
+		            p.st[0].n_reused == p.st[1].n_reused;
+		tap_diag("turn %d: prompt %d reused %d evaluated %d; \"%s\"",
+		         i + 1, p.st[0].n_prompt, p.st[0].n_reused,
+		         p.st[0].n_prompt_eval, p.k[0].buf);
+	}
+	tap_ok(same == 6 && only_new == 6,
+	       "6 turns: %d replies the same as every position's, %d "
+	       "evaluating only their new ids",
+	       same, only_new);
+
+	/* 2 */
+	int rc[2];
+	for (int i = 0; i < 2; i++) {
+		struct session_cb cb = sink_cb(&p.k[i]);
+
+		rc[i] = session_regen(p.s[i], &cb, &p.st[i], err, sizeof(err));
+	}
+	tap_diag("regenerate: rc %d %d (%s), prompt %d reused %d evaluated "
+	         "%d again %d; every position's reused %d evaluated %d",
+	         rc[0], rc[1], err, p.st[0].n_prompt, p.st[0].n_reused,
+	         p.st[0].n_prompt_eval, p.st[0].n_reeval, p.st[1].n_reused,
+	         p.st[1].n_prompt_eval);
+	tap_ok(rc[0] == 0 && rc[1] == 0 &&
+	           strcmp(p.k[0].buf, p.k[1].buf) == 0 &&
+	           p.st[1].n_prompt_eval == 1 && p.st[0].n_reused == 0 &&
+	           p.st[0].n_reeval == p.st[0].n_prompt - 1 &&
+	           strstr(p.k[0].notice, "sliding-window") != NULL,
+	       "regenerate: the same reply; evaluated again from the start "
+	       "(%d of %d, told: \"%s\"), every position's 1",
+	       p.st[0].n_reeval, p.st[0].n_prompt, p.k[0].notice);
+
+	/* 3 */
+	for (int i = 0; i < 2; i++) {
+		struct session_cb cb = sink_cb(&p.k[i]);
+
+		rc[i] = session_edit_last(p.s[i], questions[7],
+		                          strlen(questions[7]), &cb, &p.st[i],
+		                          err, sizeof(err));
+	}
+	tap_ok(rc[0] == 0 && rc[1] == 0 && strcmp(p.k[0].buf, p.k[1].buf) == 0,
+	       "edit the last message: the same reply \"%s\"", p.k[0].buf);
+
+	/* 4 */
+	{
+		struct sampler_report *rep = NULL;
+		size_t nm, nr = 0;
+		const int32_t at = 4;
+
+		int r;
+
+		session_messages(p.s[0], &nm);
+		r = session_msg_reports(p.s[0], nm - 1, &rep, &nr, err,
+		                        sizeof(err));
+		if (tap_ok(r == 0 && nr > (size_t)at,
+		           "%zu reports of the last reply", nr)) {
+			for (int i = 0; i < 2; i++) {
+				struct session_cb cb = sink_cb(&p.k[i]);
+
+				rc[i] = session_branch_at(
+				    p.s[i], nm - 1, at, rep[at].chosen, &cb,
+				    &p.st[i], err, sizeof(err));
+			}
+			tap_ok(rc[0] == 0 && rc[1] == 0 &&
+			           strcmp(p.k[0].buf, p.k[1].buf) == 0 &&
+			           p.st[0].n_reeval > 0 &&
+			           p.st[1].n_reeval == 0,
+			       "branch at token %d forcing its token: the same "
+			       "reply (%d evaluated again; every position's "
+			       "none)",
+			       at, p.st[0].n_reeval);
+		}
+		free(rep);
+	}
+	pair_close(&p);
+}
+
+/* 5. */
+static void test_resume(void)
+{
+	char path[512], err[512];
+	struct store *db = new_db(path, sizeof(path));
+	struct session_opts o = base_opts(false, 1024);
+	struct pair ref;
+	struct session *s;
+	static struct sink k;
+	struct session_stats st;
+	bool loaded = false;
+
+	if (db == NULL)
+		return;
+	pair_open(&ref, 1024, false, false);
+	for (int i = 0; i < 4; i++)
+		pair_send(&ref, questions[i]);
+	o.store = db;
+	o.use_kv_slot = true;
+	s = sink_session_open(&o);
+	for (int i = 0; i < 3; i++)
+		send(s, questions[i], &k, &st);
+	o.conv_id = session_conv_id(s);
+	session_close(s); /* saves the state */
+	o.system_prompt = NULL;
+	s = sink_session_open(&o);
+	session_restore_ms(s, &loaded);
+	send(s, questions[3], &k, &st);
+	tap_ok(loaded && strcmp(k.buf, ref.k[1].buf) == 0 && st.n_reeval == 0,
+	       "resumed with the saved state (loaded %d): the next turn is "
+	       "every position's, nothing evaluated again (%d reused)",
+	       loaded, st.n_reused);
+	{
+		struct session_cb cb = sink_cb(&k);
+		struct session_cb cr = sink_cb(&ref.k[1]);
+		int rc = session_regen(s, &cb, &st, err, sizeof(err));
+
+		session_regen(ref.s[1], &cr, &ref.st[1], err, sizeof(err));
+		tap_ok(rc == 0 && strcmp(k.buf, ref.k[1].buf) == 0,
+		       "and a regenerate: the same reply (%d evaluated again)",
+		       st.n_reeval);
+	}
+	session_close(s);
+	drop_db(db, path);
+	pair_close(&ref);
+}
+
+/* 6. */
+static void test_overflow(void)
+{
+	struct pair p;
+	bool dropped = false;
+	int same = 0, i;
+
+	pair_open(&p, 320, false, true);
+	for (i = 0; i < 8 && !dropped; i++) {
+		same += pair_send(&p, questions[i]);
+		dropped = p.st[0].n_dropped_turns > 0;
+	}
+	tap_ok(dropped && same == i && p.st[0].n_shifted == 0 &&
+	           p.st[1].n_dropped_turns == p.st[0].n_dropped_turns,
+	       "context full at turn %d (%d turns left): every reply the "
+	       "same as a full session evaluating the kept turns again",
+	       i, p.st[0].n_dropped_turns);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	char src[512], cmd[2048];
+	const char *bd = getenv("top_builddir");
+
+	testenv_model(src, sizeof(src));
+	if (access(src, R_OK) != 0)
+		return tap_skip_all("no SmolLM2 model (its tokenizer)");
+	snprintf(model, sizeof(model), "/tmp/t_session_window_%d.gguf",
+	         (int)getpid());
+	snprintf(cmd, sizeof(cmd),
+	         "%s/tests/parley-mkmodel --arch gemma3 --tokenizer-from %s "
+	         "--type Q8_0 --embd-type Q8_0 --tied --n-embd 64 --n-ff 128 "
+	         "--n-layer 4 --n-head 4 --n-head-kv 1 --head-dim 32 "
+	         "--sliding-window 8 --sliding-window-pattern 2 --seed 3 "
+	         "-o %s >/dev/null",
+	         bd ? bd : ".", src, model);
+	if (!tap_ok(system(cmd) == 0, "parley-mkmodel: a gemma3 model with "
+	                              "SmolLM2's tokenizer"))
+		return tap_done();
+	test_flows();
+	test_resume();
+	test_overflow();
+	unlink(model);
+	return tap_done();
+}
