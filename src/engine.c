@@ -633,6 +633,11 @@ int engine_truncate(struct engine *e, int32_t n_keep)
 	return 0;
 }
 
+int32_t engine_window_rows(const struct engine *e)
+{
+	return e->win_cap < e->n_ctx ? e->win_cap : 0;
+}
+
 /* Whether E's model and backend can shift its cache. */
 bool engine_can_shift(const struct engine *e)
 {

@@ -336,6 +336,11 @@ int engine_truncate(struct engine *e, int32_t n_keep);
 int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
                     size_t errlen);
 
+/* Positions a sliding-window layer of E keeps (invariant 3: its window
+ * and window_slack before it, a chunk, the slack again), or 0 where it
+ * keeps every position. */
+int32_t engine_window_rows(const struct engine *e);
+
 /* Whether engine_kv_shift can work on E (the model and the backend
  * allow it); false: the caller evaluates again instead. */
 bool engine_can_shift(const struct engine *e);

@@ -175,6 +175,7 @@ static void check(const struct model *m, const char *name,
 	c = same_evals(r, f, ids, N_IDS, chunks_a,
 	               sizeof(chunks_a) / sizeof(chunks_a[0]));
 	tap_ok(c == -1 && r->win_lo > 0 && r->win_cap == 24 &&
+	           engine_window_rows(r) == 24 && engine_window_rows(f) == 0 &&
 	           engine_mem_bytes(r) < engine_mem_bytes(f),
 	       "%s %s: %d ids, the window only (rows from %d, %d rows) and "
 	       "every position give the same logits (first differing chunk "

@@ -215,8 +215,9 @@ static int bench_pick(struct engine *e, int32_t n_top, int32_t *id, char *err,
 
 /* The KV cache's bytes a position and which layers hold them: a layer
  * that reads another's cache (KV sharing) holds none, a recurrent one a
- * fixed state (not counted here); a sliding layer keeps every position
- * though it reads only the last `window`. */
+ * fixed state (not counted here); a sliding layer keeps every position,
+ * or (the CPU, a long context) its window and a slack (engine.h
+ * invariant 3), though it reads only the last `window`. */
 static void bench_kv_line(const struct engine *e, const struct model *m)
 {
 	int own = 0, sliding = 0, shared = 0, rec = 0, window = 0;
@@ -241,7 +242,10 @@ static void bench_kv_line(const struct engine *e, const struct model *m)
 	                                    model_cache_floats(m, 1)) /
 	           1024.0,
 	       own, m->cfg.n_layer);
-	if (sliding > 0)
+	if (sliding > 0 && engine_window_rows(e) > 0)
+		printf(" (%d sliding: %d positions kept, the last %d read)",
+		       sliding, engine_window_rows(e), window);
+	else if (sliding > 0)
 		printf(" (%d sliding: every position kept, the last %d read)",
 		       sliding, window);
 	if (shared > 0)
