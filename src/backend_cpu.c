@@ -1134,18 +1134,19 @@ static void cpu_shift_table(const struct model_rope *r, int32_t d, float *cs)
 	}
 }
 
-/* engine_ops.kv_shift on layer IL's cache: rows [p0 + d, n_past) move
- * to p0 in ascending order (a row is read before anything lands on
- * it), each head's key turned by -d: in place in an f32 cache; an f16 or
- * q8_0 head (its own blocks) read as floats into the scratch row, turned
- * and stored again by cpu_kv_convert (one more rounding of the key: a
- * fresh evaluation rounds the turned key once). Values move as bytes. */
-static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d)
+/* engine_ops.kv_shift on layer IL's cache: the N rows from p0 + GAP on
+ * move to p0 in ascending order (a row is read before anything lands on
+ * it; GAP 0: they stay), each head's key turned by -D: in place in an f32
+ * cache; an f16 or q8_0 head (its own blocks) read as floats into the scratch
+ * row, turned and stored again by cpu_kv_convert (one more rounding of the key:
+ * a fresh evaluation rounds the turned key once). Values move as bytes. */
+static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0,
+                               int32_t gap, int32_t n, int32_t d)
 {
 	struct cpu_state *s = e->impl;
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const struct model_rope *r = model_layer_rope(e->model, il);
-	const int32_t n = e->n_past - d - p0, hd = a->head_dim_k;
+	const int32_t hd = a->head_dim_k;
 	const size_t kr_row = s->k_row[il], vr_row = s->v_row[il];
 	const size_t hb = engine_kv_type_bytes(s->kv_type, (size_t)hd);
 	const bool f32 = s->kv_type == ENGINE_KV_F32;
@@ -1155,36 +1156,46 @@ static void cpu_kv_shift_layer(struct engine *e, int il, int32_t p0, int32_t d)
 	for (int32_t j = p0; j < p0 + n; j++) {
 		unsigned char *k = s->kb[il] + (size_t)j * kr_row;
 
-		if (f32)
-			memcpy(k, k + (size_t)d * kr_row, kr_row);
+		if (f32 && gap > 0)
+			memcpy(k, k + (size_t)gap * kr_row, kr_row);
 		for (int h = 0; h < a->n_head_kv; h++) {
 			unsigned char *kh = k + (size_t)h * hb;
 			float *kf = f32 ? (float *)kh : s->kvrow;
 
 			if (!f32)
-				cpu_kv_convert(s, kh + (size_t)d * kr_row, hb,
+				cpu_kv_convert(s, kh + (size_t)gap * kr_row, hb,
 				               hd, 1, kf, true);
 			cpu_rope(kf, cs, r->n_rot, r->style);
 			if (!f32)
 				cpu_kv_convert(s, kh, hb, hd, 1, kf, false);
 		}
 	}
-	memmove(s->vb[il] + (size_t)p0 * vr_row,
-	        s->vb[il] + (size_t)(p0 + d) * vr_row, (size_t)n * vr_row);
+	if (gap > 0)
+		memmove(s->vb[il] + (size_t)p0 * vr_row,
+		        s->vb[il] + (size_t)(p0 + gap) * vr_row,
+		        (size_t)n * vr_row);
 }
 
 /* Shift the cache (engine.h invariant 6): every layer with a cache of
- * its own (a shared one reads its source's). */
+ * its own (a shared one reads its source's). A window layer whose rows
+ * start at e->win_lo > 0 holds kept positions only (engine.c checks
+ * win_lo >= p0 + d): its rows stay, each key turned, and engine.c moves
+ * win_lo down by d. */
 static int cpu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
                         size_t errlen)
 {
+	struct cpu_state *s = e->impl;
+
 	(void)err;
 	(void)errlen;
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		enum model_cache_kind k = model_layer_cache(e->model, il).kind;
 
-		if (k == MODEL_CACHE_FULL || k == MODEL_CACHE_WINDOW)
-			cpu_kv_shift_layer(e, il, p0, d);
+		if (s->win[il] && e->win_lo > 0)
+			cpu_kv_shift_layer(e, il, 0, 0, e->n_past - e->win_lo,
+			                   d);
+		else if (k == MODEL_CACHE_FULL || k == MODEL_CACHE_WINDOW)
+			cpu_kv_shift_layer(e, il, p0, d, e->n_past - d - p0, d);
 	}
 	return 0;
 }

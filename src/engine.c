@@ -667,12 +667,12 @@ int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 		         "recurrent layer's state cannot forget positions");
 		return -1;
 	}
-	if (e->win_lo > 0) {
+	if (e->win_lo > 0 && e->win_lo < p0 + d) {
 		snprintf(err, errlen,
 		         "the sliding-window layers keep positions from %d on "
-		         "only: a shift would leave them without the window "
-		         "of the moved positions",
-		         e->win_lo);
+		         "only: a shift of %d..%d+%d would leave them without "
+		         "the window of the moved positions",
+		         e->win_lo, p0, p0, d);
 		return -1;
 	}
 	if (e->ops->kv_shift == NULL) {
@@ -687,13 +687,17 @@ int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 		return -1;
 	}
 	rc = e->ops->kv_shift(e, p0, d, err, errlen);
-	if (rc == -2)
-		e->n_past = p0; /* what came after p0 is lost */
+	if (rc == -2) { /* what came after p0 is lost */
+		e->n_past = e->win_lo > 0 ? 0 : p0;
+		e->win_lo = 0;
+	}
 	if (rc != 0) {
 		engine_check(e);
 		return -1;
 	}
 	e->n_past -= d;
+	if (e->win_lo > 0) /* (the window layers' rows hold kept ones) */
+		e->win_lo -= d;
 	engine_check(e);
 	return 0;
 }

@@ -27,7 +27,10 @@
  *                   window_slack positions before the window), so a
  *                   truncation to 0 < n_keep < win_lo + W - 1 fails and
  *                   changes nothing: the caller truncates to
- *                   engine_rewind_point(n) (then 0) and re-evaluates.
+ *                   engine_rewind_point(n) (then 0) and re-evaluates;
+ *                   a shift (invariant 6) must leave them the window of
+ *                   the moved positions: win_lo >= p0 + d (else it is
+ *                   refused), and win_lo moves down by d with them.
  *                   Other backends, and window_full, keep every
  *                   position (win_lo stays 0);
  *        recurrent  one state, not per position: it is restored

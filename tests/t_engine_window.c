@@ -25,8 +25,10 @@
  *      keeps the last rows): each continues with the full engine's
  *      logits. A state whose window layers start past what the next
  *      token reads is refused, naming the position;
- *   4. the context shift is refused while the window layers keep a part,
- *      nothing changed.
+ *   4. a context shift that drops positions the window layers still hold
+ *      is refused, nothing changed; one below their rows turns the rows'
+ *      keys in place and gives the logits of every position's shifted
+ *      cache.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -272,14 +274,32 @@ static void check(const struct model *m, const char *name,
 		       name, tn, pos0, err);
 		free(bad);
 	}
-	/* 4 */
-	np = engine_n_past(r);
-	err[0] = '\0';
-	tap_ok(r->win_lo > 0 &&
-	           engine_kv_shift(r, 2, 5, err, sizeof(err)) != 0 &&
-	           strstr(err, "sliding-window") && engine_n_past(r) == np,
-	       "%s %s: no shift while the window layers keep a part: %s", name,
-	       tn, err);
+	/* 4 (the states of check 3 again) */
+	if (engine_state_load(r2, sr, lr, err, sizeof(err)) == 0 &&
+	    engine_state_load(f2, sf, lf, err, sizeof(err)) == 0) {
+		const int32_t lo = r2->win_lo, d = 6;
+
+		np = engine_n_past(r2);
+		err[0] = '\0';
+		tap_ok(lo > d &&
+		           engine_kv_shift(r2, lo - d + 1, d, err,
+		                           sizeof(err)) != 0 &&
+		           strstr(err, "sliding-window") &&
+		           engine_n_past(r2) == np && r2->win_lo == lo,
+		       "%s %s: no shift of %d..%d+%d while the window layers "
+		       "keep positions from %d: %s",
+		       name, tn, lo - d + 1, lo - d + 1, d, lo, err);
+		tap_ok(engine_kv_shift(r2, lo - d, d, err, sizeof(err)) == 0 &&
+		           engine_kv_shift(f2, lo - d, d, err, sizeof(err)) ==
+		               0 &&
+		           r2->win_lo == lo - d &&
+		           same_evals(r2, f2, ids + 10, 20, chunks_b, 5) == -1,
+		       "%s %s: a shift of %d..%d+%d (below the window layers' "
+		       "rows): the logits of every position's shifted cache",
+		       name, tn, lo - d, lo - d, d);
+	} else {
+		tap_ok(0, "%s %s: the states again: %s", name, tn, err);
+	}
 out:
 	free(sr);
 	free(sf);

@@ -22,10 +22,11 @@
  *   5. resume with the saved state (its window layers from where they
  *      start): a regenerate gives the full session's reply, and so does
  *      the next turn, nothing evaluated again;
- *   6. context full: the oldest turns leave; no shift while the window
- *      layers keep a part, so the kept turns are evaluated again: the
- *      replies of a full session that evaluates them again too
- *      (--no-context-shift).
+ *   6. context full: the oldest turns leave. Evaluated again
+ *      (--no-context-shift): the replies of a full session doing so; shifted
+ *      (the default: the window layers' rows are all past the dropped
+ *      turns, so the shift turns their keys where they are): the replies
+ *      of a full session shifting.
  *
  * Skipped without the SmolLM2 model (its tokenizer and template).
  */
@@ -298,6 +299,28 @@ static void test_overflow(void)
 	pair_close(&p);
 }
 
+/* 6b. */
+static void test_overflow_shift(void)
+{
+	struct pair p;
+	bool dropped = false;
+	int same = 0, i;
+
+	pair_open(&p, 320, false, false);
+	for (i = 0; i < 8 && !dropped; i++) {
+		same += pair_send(&p, questions[i]);
+		dropped = p.st[0].n_dropped_turns > 0;
+	}
+	tap_ok(dropped && same == i && p.st[0].n_shifted > 0 &&
+	           p.st[0].n_shifted == p.st[1].n_shifted &&
+	           p.st[0].n_reeval == 0,
+	       "context full at turn %d, the cache shifted (%d tokens kept "
+	       "by the shift; the window layers' rows below the dropped "
+	       "turns): every reply the same as a full session's shifting",
+	       i, p.st[0].n_shifted);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	char src[512], cmd[2048];
@@ -321,6 +344,7 @@ int main(void)
 	test_flows();
 	test_resume();
 	test_overflow();
+	test_overflow_shift();
 	unlink(model);
 	return tap_done();
 }
