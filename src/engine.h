@@ -159,9 +159,9 @@ struct engine_params {
 	                        a type the backend does not store, or q8_0
 	                        with a head size not a multiple of 32, is
 	                        refused at open */
-	bool window_full;    /* keep every position of the sliding-window
-	                        layers (invariant 3) rather than the window,
-	                        a chunk and window_slack (the tests' reference) */
+	bool window_full;     /* keep every position of the sliding-window
+	                         layers (invariant 3) rather than the window,
+	                         a chunk and window_slack (the tests' reference) */
 	int32_t window_slack; /* positions those keep beyond; 0 =
 	                        ENGINE_WINDOW_SLACK */
 };

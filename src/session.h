@@ -96,11 +96,11 @@ struct session_opts {
 	                           position (engine_params.window_full) */
 	int32_t window_slack;   /* else the positions they keep beyond
 	                           their window; 0: ENGINE_WINDOW_SLACK */
-	bool no_context_shift; /* when turns leave a full context, evaluate
-	                          the kept ones again instead of shifting
-	                          their cache (where the model allows a
-	                          shift: engine_can_shift) */
-	atomic_int *cancel;    /* nonzero stops a reply, or NULL (borrowed) */
+	bool no_context_shift;  /* when turns leave a full context, evaluate
+	                           the kept ones again instead of shifting
+	                           their cache (where the model allows a
+	                           shift: engine_can_shift) */
+	atomic_int *cancel;     /* nonzero stops a reply, or NULL (borrowed) */
 	/* notices while opening (a saved KV state that does not load), in
 	   the style of session_cb.notice; NULL: none */
 	void (*notice)(void *ud, const char *msg);
