@@ -162,8 +162,8 @@ struct engine_params {
 	bool window_full;     /* keep every position of the sliding-window
 	                         layers (invariant 3) rather than the window,
 	                         a chunk and window_slack (the tests' reference) */
-	int32_t window_slack; /* positions those keep beyond; 0 =
-	                        ENGINE_WINDOW_SLACK */
+	int32_t window_slack; /* positions those keep before their window
+	                         (ENGINE_WINDOW_SLACK's); 0 = that */
 };
 
 /* Positions a sliding-window layer keeps before its window (a backend
