@@ -57,6 +57,34 @@ static inline struct session *sink_session_open(const struct session_opts *o)
 	return s;
 }
 
+/* The callbacks that collect into K, emptied first (text, notices). */
+static inline struct session_cb sink_cb(struct sink *k)
+{
+	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL, NULL};
+
+	k->n = 0;
+	k->buf[0] = '\0';
+	k->notices = 0;
+	k->notice[0] = '\0';
+	return cb;
+}
+
+/* Send TEXT through S: the reply and notices into K (emptied first), the
+ * stats into ST. 0, or -1 (said). */
+static inline int sink_send(struct session *s, const char *text, struct sink *k,
+                            struct session_stats *st)
+{
+	struct session_cb cb = sink_cb(k);
+	char err[512];
+
+	memset(st, 0, sizeof(*st));
+	if (session_send(s, text, strlen(text), &cb, st, err, sizeof(err))) {
+		tap_diag("session_send: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Ten turns of a conversation, each with a short answer. */
 static const char *const sink_questions[10] = {
     "What is the capital of France?",

@@ -59,31 +59,6 @@ static struct session_opts base_opts(int32_t n_ctx)
 	return o;
 }
 
-static struct session_cb sink_cb(struct sink *k)
-{
-	struct session_cb cb = {sink_piece, NULL, sink_notice, k, NULL, NULL};
-
-	k->n = 0;
-	k->buf[0] = '\0';
-	k->notices = 0;
-	return cb;
-}
-
-/* Send TEXT; the reply into K. 0 or -1. */
-static int send(struct session *s, const char *text, struct sink *k,
-                struct session_stats *st)
-{
-	struct session_cb cb = sink_cb(k);
-	char err[512];
-
-	memset(st, 0, sizeof(*st));
-	if (session_send(s, text, strlen(text), &cb, st, err, sizeof(err))) {
-		tap_diag("session_send: %s", err);
-		return -1;
-	}
-	return 0;
-}
-
 static const char *const questions[10] = {"What is the capital of France?",
                                           "And of Germany?",
                                           "Name a color.",
@@ -106,7 +81,7 @@ static void fresh_reply(const char *const *q, int n, int32_t n_ctx, char *out,
 
 	out[0] = '\0';
 	for (int i = 0; i < n; i++)
-		if (send(s, q[i], &k, &st) != 0)
+		if (sink_send(s, q[i], &k, &st) != 0)
 			break;
 	snprintf(out, len, "%s", k.buf);
 	session_close(s);
@@ -132,7 +107,7 @@ static void test_turns(void)
 		   prompt: the state then goes back to that turn's snapshot */
 		const bool broken = i > 0 && strstr(k.buf, "\xEF\xBF\xBD");
 
-		if (send(s, questions[i], &k, &st) != 0)
+		if (sink_send(s, questions[i], &k, &st) != 0)
 			break;
 		session_kv_tokens(s, &kvn);
 		tap_diag("turn %d: prompt %d reused %d evaluated %d again %d, "
@@ -203,7 +178,7 @@ static void test_ten_turns(void)
 	int same = 0, n = 0;
 
 	for (int i = 0; i < 10; i++, n++) {
-		if (send(s, questions[i], &k, &st) != 0)
+		if (sink_send(s, questions[i], &k, &st) != 0)
 			break;
 		fresh_reply(questions, i + 1, 2048, ref, sizeof(ref));
 		if (strcmp(k.buf, ref) == 0)
@@ -236,8 +211,8 @@ static void test_branch(void)
 	o.store = db;
 	o.store_reports = true;
 	s = sink_session_open(&o);
-	send(s, questions[0], &k, &st);
-	send(s, questions[1], &k, &st);
+	sink_send(s, questions[0], &k, &st);
+	sink_send(s, questions[1], &k, &st);
 	snprintf(old, sizeof(old), "%s", k.buf);
 	session_messages(s, &nm);
 	{
@@ -289,8 +264,8 @@ static void test_resume(void)
 	o.store = db;
 	o.use_kv_slot = true;
 	s = sink_session_open(&o);
-	send(s, questions[0], &k, &st);
-	send(s, questions[1], &k, &st);
+	sink_send(s, questions[0], &k, &st);
+	sink_send(s, questions[1], &k, &st);
 	snprintf(second, sizeof(second), "%s", k.buf);
 	o.conv_id = session_conv_id(s);
 	session_close(s); /* saves the state */
@@ -308,7 +283,7 @@ static void test_resume(void)
 		       "came back with it)",
 		       loaded, st.n_prompt_eval);
 	}
-	send(s, questions[2], &k, &st);
+	sink_send(s, questions[2], &k, &st);
 	tap_ok(strcmp(k.buf, straight) == 0 && st.n_reeval == 0,
 	       "the next turn: the reply of a session that never stopped, "
 	       "nothing evaluated again (%d reused)",
@@ -328,7 +303,7 @@ static void test_overflow(void)
 	int i;
 
 	for (i = 0; i < 6 && !dropped; i++) {
-		if (send(s, questions[i], &k, &st) != 0) {
+		if (sink_send(s, questions[i], &k, &st) != 0) {
 			ok = false;
 			break;
 		}
