@@ -6,6 +6,9 @@
 #ifndef PARLEY_ENGINE_UTIL_H
 #define PARLEY_ENGINE_UTIL_H
 
+#include "gguf.h"
+#include "model.h"
+#include "tap.h"
 #include "testenv.h"
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +17,30 @@
 #include <string.h>
 
 /* Path of NAME + EXT under $top_srcdir/tests/data/engine. */
+/* Write and load a random-weight model: tests/parley-mkmodel (under
+ * $top_builddir) ARGS -o PATH, then *F and *M (NULL on failure, said).
+ * 0 or -1. */
+static inline int eu_mkmodel(const char *args, const char *path,
+                             struct gguf_file **f, struct model **m)
+{
+	const char *bd = getenv("top_builddir");
+	char cmd[2048], err[512];
+
+	snprintf(cmd, sizeof(cmd),
+	         "%s/tests/parley-mkmodel %s -o %s >/dev/null", bd ? bd : ".",
+	         args, path);
+	*f = NULL;
+	*m = NULL;
+	if (system(cmd) != 0)
+		return -1;
+	*f = gguf_open(path, err, sizeof(err));
+	if (*f == NULL || model_load(*f, m, err, sizeof(err)) != 0) {
+		tap_diag("load %s: %s", path, err);
+		return -1;
+	}
+	return 0;
+}
+
 static inline void eu_data_path(const char *name, const char *ext, char *out,
                                 size_t len)
 {

@@ -96,29 +96,18 @@ static const struct {
      NULL},
 };
 
-/* Write and load a model: parley-mkmodel ARGS into PATH. 0 or -1. */
+/* Write and load a model: parley-mkmodel ARGS (after the shared ones)
+ * into PATH. 0 or -1. */
 static int make_model(const char *args, const char *path, struct gguf_file **f,
                       struct model **m)
 {
-	const char *bd = getenv("top_builddir");
-	char cmd[2048], err[512];
+	char a[1024];
 
-	snprintf(
-	    cmd, sizeof(cmd),
-	    "%s/tests/parley-mkmodel --type F32 --n-vocab 300 --n-embd 128 "
-	    "--n-ff 256 --n-layer 3 --n-ctx 256 --seed 5 %s -o %s "
-	    ">/dev/null",
-	    bd ? bd : ".", args, path);
-	*f = NULL;
-	*m = NULL;
-	if (system(cmd) != 0)
-		return -1;
-	*f = gguf_open(path, err, sizeof(err));
-	if (*f == NULL || model_load(*f, m, err, sizeof(err)) != 0) {
-		tap_diag("load %s: %s", path, err);
-		return -1;
-	}
-	return 0;
+	snprintf(a, sizeof(a),
+	         "--type F32 --n-vocab 300 --n-embd 128 --n-ff 256 --n-layer 3 "
+	         "--n-ctx 256 --seed 5 %s",
+	         args);
+	return eu_mkmodel(a, path, f, m);
 }
 
 /* An engine of N_CTX positions on M with a KV cache of type KT, or

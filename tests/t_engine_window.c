@@ -38,6 +38,7 @@
 
 #include "engine.h"
 #include "engine_backend.h"
+#include "engine_util.h"
 #include "gguf.h"
 #include "model.h"
 #include "tap.h"
@@ -62,28 +63,18 @@ static const struct {
                 "--n-layer 2 --sliding-window 8"},
 };
 
-/* Write and load a model: parley-mkmodel ARGS into PATH. 0 or -1. */
+/* Write and load a model: parley-mkmodel ARGS (after the shared ones)
+ * into PATH. 0 or -1. */
 static int make_model(const char *args, const char *path, struct gguf_file **f,
                       struct model **m)
 {
-	const char *bd = getenv("top_builddir");
-	char cmd[2048], err[512];
+	char a[1024];
 
-	snprintf(cmd, sizeof(cmd),
-	         "%s/tests/parley-mkmodel --type F32 --n-vocab 300 --n-embd "
-	         "128 --n-ff 256 --n-layer 3 --n-ctx %d --seed 7 %s -o %s "
-	         ">/dev/null",
-	         bd ? bd : ".", N_CTX, args, path);
-	*f = NULL;
-	*m = NULL;
-	if (system(cmd) != 0)
-		return -1;
-	*f = gguf_open(path, err, sizeof(err));
-	if (*f == NULL || model_load(*f, m, err, sizeof(err)) != 0) {
-		tap_diag("load %s: %s", path, err);
-		return -1;
-	}
-	return 0;
+	snprintf(a, sizeof(a),
+	         "--type F32 --n-vocab 300 --n-embd 128 --n-ff 256 --n-layer 3 "
+	         "--n-ctx %d --seed 7 %s",
+	         N_CTX, args);
+	return eu_mkmodel(a, path, f, m);
 }
 
 /* A CPU engine on M: the window only (RING) or every position. */
