@@ -1003,6 +1003,54 @@ static void cpu_window_move(struct engine *e, struct cpu_state *s, int32_t pos0,
 	e->win_lo = lo;
 }
 
+/* engine_ops.ws_io: the window layers' rows of the positions [POS -
+ * win_need, POS) (from 0) to snapshot slot SLOT, or back to their rows'
+ * start (LOAD). */
+static int cpu_ws_io(struct engine *e, int slot, int32_t pos, bool load,
+                     char *err, size_t errlen)
+{
+	struct cpu_state *s = e->impl;
+	const int32_t lo = pos > e->win_need ? pos - e->win_need : 0;
+	unsigned char *p;
+
+	if (s->ws[slot] == NULL) {
+		size_t n = 0;
+
+		for (int il = 0; il < e->model->cfg.n_layer; il++)
+			if (s->win[il])
+				n += (size_t)e->win_need *
+				     (s->k_row[il] + s->v_row[il]);
+		s->ws[slot] = malloc(n ? n : 1);
+		if (s->ws[slot] == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		e->mem_bytes += n;
+	}
+	p = s->ws[slot];
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		unsigned char *c[2] = {s->kb[il], s->vb[il]};
+		const size_t row[2] = {s->k_row[il], s->v_row[il]};
+
+		if (!s->win[il])
+			continue;
+		for (int kv = 0; kv < 2; kv++) {
+			/* (a load puts position lo in row 0) */
+			unsigned char *r =
+			    c[kv] +
+			    (load ? 0 : cpu_kv_row(e, s, il, lo)) * row[kv];
+			const size_t n = (size_t)(pos - lo) * row[kv];
+
+			if (load)
+				memcpy(r, p, n);
+			else
+				memcpy(p, r, n);
+			p += (size_t)e->win_need * row[kv];
+		}
+	}
+	return 0;
+}
+
 /* engine_ops.eval: chunks of n_batch tokens through the layer stack. */
 static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
                     unsigned flags, char *err, size_t errlen)
@@ -1380,6 +1428,8 @@ static void cpu_close(struct engine *e)
 		cpu_ssm_free(s);
 		free(s->kv);
 		free(s->win);
+		for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
+			free(s->ws[i]);
 		free(s->k_cache);
 		free(s->v_cache);
 		free(s->kb);
@@ -1588,5 +1638,6 @@ const struct engine_ops backend_cpu_ops = {
     .kv_shift_types =
         1u << ENGINE_KV_F32 | 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
     .window_ring = 1,
+    .ws_io = cpu_ws_io,
     .close = cpu_close,
 };

@@ -106,6 +106,9 @@ struct cpu_state {
 	   p, engine.h invariant 3), 0 where row p holds p */
 	unsigned char *win;
 	int32_t win_slack; /* positions kept before the window on a move */
+	/* window snapshots (engine_window.c): each window layer's K then V
+	   rows of win_need positions, allocated at their first use */
+	unsigned char *ws[1 + ENGINE_RS_SNAPSHOTS];
 
 	int32_t logits_cap; /* rows allocated in engine.logits */
 };

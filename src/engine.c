@@ -243,7 +243,7 @@ static int engine_open_ops(const struct engine_ops *ops, const struct model *m,
 	e->model = m;
 	e->kv_type = kt;
 	for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
-		e->rs_pos[i] = -1;
+		e->rs_pos[i] = e->ws_pos[i] = -1;
 	e->n_ctx = p->n_ctx;
 	if (e->n_ctx == 0)
 		e->n_ctx = m->cfg.n_ctx_train < ENGINE_DEFAULT_MAX_CTX
@@ -539,12 +539,6 @@ static size_t engine_kv_held_bytes(const struct engine *e, int32_t n_past,
 	return n;
 }
 
-bool engine_window_holds(const struct engine *e, int32_t n)
-{
-	/* the next token at n reads [n - win_need, n) */
-	return n == 0 || e->win_lo == 0 || n - e->win_need >= e->win_lo;
-}
-
 /* Bandwidth of the weights' memory. */
 int engine_measure_bandwidth(struct engine *e, double *bytes_per_s, char *err,
                              size_t errlen)
@@ -622,20 +616,15 @@ int engine_truncate(struct engine *e, int32_t n_keep)
 	engine_trace_settle_quiet(e);
 	if (n_keep < 0 || n_keep > e->n_past)
 		return -1;
-	if (!engine_window_holds(e, n_keep))
+	if (!engine_window_at(e, n_keep))
 		return -1;
 	if (engine_recurrent(e) && engine_rs_truncate(e, n_keep) != 0)
 		return -1;
-	if (n_keep == 0)
-		e->win_lo = 0;
+	if (engine_ws_truncate(e, n_keep) != 0)
+		return -1;
 	e->n_past = n_keep;
 	engine_check(e);
 	return 0;
-}
-
-int32_t engine_window_rows(const struct engine *e)
-{
-	return e->win_cap < e->n_ctx ? e->win_cap : 0;
 }
 
 /* Whether E's model and backend can shift its cache. */
@@ -698,6 +687,7 @@ int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 	e->n_past -= d;
 	if (e->win_lo > 0) /* (the window layers' rows hold kept ones) */
 		e->win_lo -= d;
+	engine_ws_drop(e, -1); /* (their positions moved) */
 	engine_check(e);
 	return 0;
 }
@@ -988,6 +978,7 @@ int engine_state_load(struct engine *e, const void *buf, size_t len, char *err,
 	engine_trace_settle_quiet(e);
 	e->n_past = 0;
 	e->win_lo = 0;
+	engine_ws_drop(e, -1);
 	if (engine_recurrent(e))
 		engine_rs_reset(e); /* what a failed load leaves: n_past 0 */
 	if (len < sizeof(mv)) {

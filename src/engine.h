@@ -25,9 +25,12 @@
  *                   [win_lo, n_past) of such layers (win_lo moves up as
  *                   its eval drops what no later token reads, keeping
  *                   window_slack positions before the window), so a
- *                   truncation to 0 < n_keep < win_lo + W - 1 fails and
- *                   changes nothing: the caller truncates to
- *                   engine_rewind_point(n) (then 0) and re-evaluates;
+ *                   truncation to 0 < n_keep < win_lo + W - 1 needs a
+ *                   window snapshot at n_keep (engine_snapshot: copies
+ *                   of the W - 1 positions before it), else it fails
+ *                   and changes nothing: the caller truncates to
+ *                   engine_rewind_point(n) (a snapshot's position, or
+ *                   0) and re-evaluates from there;
  *                   a shift (invariant 6) must leave them the window of
  *                   the moved positions: win_lo >= p0 + d (else it is
  *                   refused), and win_lo moves down by d with them.
@@ -360,10 +363,16 @@ int32_t engine_rewind_point(const struct engine *e, int32_t n);
 
 /* A model with recurrent layers: keep a snapshot of the recurrent state
  * at n_past (the lowest-positioned one goes when ENGINE_RS_SNAPSHOTS are
- * kept), so that engine_truncate can return there. Nothing for other
- * models, or when n_past is 0 or already a snapshot's. 0, or -1 with a
- * message. */
+ * kept), so that engine_truncate can return there; sliding-window layers
+ * that keep only their window: a copy of the window before n_past
+ * (engine_window.c), likewise. Nothing for other models, or when n_past
+ * is 0 or already a snapshot's. 0, or -1 with a message. */
 int engine_snapshot(struct engine *e, char *err, size_t errlen);
+
+/* Whether engine_snapshot keeps anything for E (recurrent layers, or
+ * window layers keeping their window only): a caller that may return to
+ * a place takes one there. */
+bool engine_snapshots(const struct engine *e);
 
 /* Whether the model has recurrent layers (a truncation needs a
  * snapshot). */

@@ -96,6 +96,13 @@ struct engine_ops {
 	   positions [e->win_lo, n) (kv_load may raise e->win_lo where they
 	   do not fit); 0: it keeps every position and e->win_lo stays 0 */
 	int window_ring;
+	/* with window_ring: window snapshots (engine_window.c), slots
+	   1..ENGINE_RS_SNAPSHOTS: LOAD false copies the window layers'
+	   positions [POS - win_need, POS) (from 0) into slot SLOT, LOAD true
+	   copies them back to their rows' start (engine.c then sets win_lo
+	   to their first). 0, or -1 with a message */
+	int (*ws_io)(struct engine *e, int slot, int32_t pos, bool load,
+	             char *err, size_t errlen);
 	/* 1: an eval of one token returns once its work is queued on a
 	   device, so the host's work until the next select overlaps it
 	   (engine_eval_queues); 0: eval computes before it returns */
@@ -159,6 +166,9 @@ struct engine {
 	   the backend keeps every position); win_need = the largest window
 	   - 1: the positions before a token that it reads */
 	int32_t win_lo, win_cap, win_need;
+	/* the position of window snapshot slot i (ws_pos[i], i >= 1), -1
+	   when empty (engine_window.c) */
+	int32_t ws_pos[1 + ENGINE_RS_SNAPSHOTS];
 	char notice[320]; /* why "auto" fell back, or "" */
 	char device[256]; /* the device it runs on ("NVIDIA H100 80GB HBM3"),
 	                    set by open; "" for the host CPU */
@@ -236,6 +246,18 @@ size_t engine_kv_state_bytes(const struct engine *e, int32_t n);
  * N reads (engine.h invariant 3): N is 0, or they hold [N - win_need, N).
  * Always for a backend that keeps every position. */
 bool engine_window_holds(const struct engine *e, int32_t n);
+
+/* engine_window.c: whether a truncation to N finds the window layers'
+ * positions before it (held, or in a window snapshot at N); the
+ * truncation's window part (N's snapshot copied back where the rows no
+ * longer hold it, snapshots past N dropped; 0, or -1: not possible,
+ * nothing changed); window snapshots above ABOVE dropped (-1: all); a
+ * window snapshot at n_past (engine_snapshot's; 0, or -1 with a
+ * message). */
+bool engine_window_at(const struct engine *e, int32_t n);
+int engine_ws_truncate(struct engine *e, int32_t n_keep);
+void engine_ws_drop(struct engine *e, int32_t above);
+int engine_ws_snapshot(struct engine *e, char *err, size_t errlen);
 
 /* Whether a weight matrix of M (a layer's or the output) has a type in
  * TYPES (a mask of 1 << type). */

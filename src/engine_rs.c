@@ -88,17 +88,33 @@ int32_t engine_rewind_point(const struct engine *e, int32_t n)
 		n = e->n_past;
 	if (n < 0)
 		n = 0;
-	/* (a window layer's positions: all of them or none) */
-	if (!engine_recurrent(e) || (n == e->n_past && !e->rs_lost))
-		return engine_window_holds(e, n) ? n : 0;
+	if (n == e->n_past && !e->rs_lost)
+		return n;
+	if (!engine_recurrent(e)) {
+		/* window layers: where they hold the window, else the
+		   nearest window snapshot below */
+		if (engine_window_at(e, n))
+			return n;
+		for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
+			if (e->ws_pos[i] <= n && e->ws_pos[i] > best)
+				best = e->ws_pos[i];
+		return best;
+	}
 	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
 		if (e->rs_pos[i] <= n && e->rs_pos[i] > best &&
-		    engine_window_holds(e, e->rs_pos[i]))
+		    engine_window_at(e, e->rs_pos[i]))
 			best = e->rs_pos[i];
 	return best;
 }
 
-int engine_snapshot(struct engine *e, char *err, size_t errlen)
+bool engine_snapshots(const struct engine *e)
+{
+	return engine_recurrent(e) ||
+	       (engine_window_rows(e) > 0 && e->ops->ws_io != NULL);
+}
+
+/* A snapshot of the recurrent state at n_past (engine_snapshot's). */
+static int engine_rs_snapshot(struct engine *e, char *err, size_t errlen)
 {
 	int slot = 0;
 	char msg[256];
@@ -130,6 +146,14 @@ int engine_snapshot(struct engine *e, char *err, size_t errlen)
 	}
 	e->rs_pos[slot] = e->n_past;
 	return 0;
+}
+
+int engine_snapshot(struct engine *e, char *err, size_t errlen)
+{
+	return engine_rs_snapshot(e, err, errlen) != 0 ||
+	               engine_ws_snapshot(e, err, errlen) != 0
+	           ? -1
+	           : 0;
 }
 
 /* Snapshots held. */

@@ -498,9 +498,10 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	}
 	s->kv.n = p;
 	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
-	/* with recurrent layers, a snapshot before the last id: a
-	   regenerate (the same prompt) evaluates that one id again */
-	if (engine_recurrent(s->eng) && n - p > 1) {
+	/* with recurrent layers, or window layers keeping their window
+	   only, a snapshot before the last id: a regenerate (the same
+	   prompt) evaluates that one id again */
+	if (engine_snapshots(s->eng) && n - p > 1) {
 		char msg[300];
 
 		rc = session_eval(s, ids + p, n - p - 1, err, errlen);

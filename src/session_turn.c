@@ -595,11 +595,15 @@ int session_reply(struct session *s, const struct session_cb *cb,
 	} else {
 		rc = session_decode(s, &r, cb, st, err, errlen);
 	}
-	/* a recurrent state at the turn's end, where the next turn starts
-	   (engine.h: a cut goes back to a snapshot only) */
+	/* a recurrent state, or the window of window layers keeping it
+	   only, at the turn's end, where the next turn starts (engine.h: a
+	   cut goes back to a snapshot only) */
 	if (rc == 0 && engine_snapshot(s->eng, msg, sizeof(msg)) != 0)
-		session_store_notice(cb, "keep the recurrent state", msg,
-		                     "the next turn evaluates more again");
+		session_store_notice(cb,
+		                     engine_recurrent(s->eng)
+		                         ? "keep the recurrent state"
+		                         : "keep the sliding window",
+		                     msg, "the next turn evaluates more again");
 	st->n_ctx_used = (int32_t)s->kv.n;
 	st->verify = s->vsum;
 	s->cb = NULL;

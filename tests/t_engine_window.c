@@ -19,6 +19,10 @@
  *      whose window the rows hold; one position lower fails,
  *      changes nothing, and engine_rewind_point says 0 for it (the
  *      caller re-evaluates from there: same logits again);
+ *   2b. a window snapshot (engine_snapshot) at a position the rows then
+ *      leave behind: a truncation there is taken (the snapshot copied
+ *      back) and the next ids give the full engine's logits; one a
+ *      position above it is refused, engine_rewind_point names it;
  *   3. a saved state holds the window layers' rows from win_lo on (fewer
  *      bytes than the full engine's); it loads into a fresh ring engine,
  *      into a full one, and the full engine's state into a ring one (which
@@ -212,6 +216,35 @@ static void check(const struct model *m, const char *name,
 	       "%s %s: from 0 again: the logits of a full cache truncated "
 	       "there",
 	       name, tn);
+	/* 2b: a window snapshot at 40, 30 more ids (past the rows), back to
+	   it: the logits of the full cache cut back there; 41 and 39 are
+	   out of reach (rewind points 40 and 0) */
+	{
+		const bool snap =
+		    engine_snapshot(r, err, sizeof(err)) == 0 &&
+		    same_evals(r, f, ids + 40, 30, chunks_b, 5) == -1;
+		const int32_t lo = r->win_lo;
+		const bool past =
+		    lo > 40 - r->win_need && engine_rewind_point(r, 45) == 40 &&
+		    engine_truncate(r, 41) != 0 && engine_n_past(r) == 70;
+		const bool back =
+		    engine_truncate(r, 40) == 0 &&
+		    r->win_lo == 40 - r->win_need &&
+		    engine_truncate(f, 40) == 0 &&
+		    same_evals(r, f, ids + 40, 30, chunks_a, 3) == -1;
+
+		tap_ok(
+		    snap && past && back,
+		    "%s %s: a window snapshot at 40 (the rows then from %d): "
+		    "truncated back to it, the same logits; not to 41",
+		    name, tn, lo);
+		tap_ok(engine_truncate(r, 40) == 0 &&
+		           engine_truncate(f, 40) == 0 &&
+		           engine_truncate(r, 39) != 0 &&
+		           engine_rewind_point(r, 39) == 0,
+		       "%s %s: nor to 39, below the snapshot: rewind point 0",
+		       name, tn);
+	}
 	/* 3 (both at 40 positions, the ring's rows from win_lo on) */
 	same_evals(r, f, ids + 40, 30, chunks_a, 3);
 	sr = save(r, &lr);

@@ -12,13 +12,14 @@
  *
  *   1. six turns: the same replies; each turn evaluates only its new ids
  *      (the window never goes back between turns);
- *   2. regenerate: the same reply; the window layers no longer hold the
- *      prompt's end (the reply is longer than the slack), so the
- *      conversation is evaluated again from the start, counted and told
- *      (the full session evaluates one id);
+ *   2. regenerate: the same reply, one id evaluated: the window layers'
+ *      rows no longer hold the prompt's end (the reply is longer than
+ *      they are), the window snapshot taken before its last id does;
  *   3. edit the last message: the same reply;
- *   4. branch at a token of the reply, forcing the token chosen there:
- *      the same reply;
+ *   4. branch at a token of the last reply, forcing the token chosen
+ *      there: the same reply, from the snapshot before the prompt's last
+ *      id (told); at a token of the first reply, whose snapshot is gone
+ *      (8 are kept): from the start (told);
  *   5. resume with the saved state (its window layers from where they
  *      start): a regenerate gives the full session's reply, and so does
  *      the next turn, nothing evaluated again;
@@ -117,6 +118,52 @@ static int pair_send(struct pair *p, const char *text)
 	return strcmp(p->k[0].buf, p->k[1].buf) == 0;
 }
 
+/* 4: both sessions branch at token 4 of their last reply (or the FIRST
+ * one), forcing the token chosen there. */
+static void branch(struct pair *p, bool first)
+{
+	struct sampler_report *rep = NULL;
+	const struct session_msg *m = NULL;
+	size_t nm = 0, nr = 0, at_msg = 0;
+	const int32_t at = 4;
+	char err[512];
+	int rc[2] = {-1, -1};
+
+	m = session_messages(p->s[0], &nm);
+	for (size_t i = 0; i < nm; i++)
+		if (m[i].role == STORE_ROLE_ASSISTANT) {
+			at_msg = i;
+			if (first)
+				break;
+		}
+	if (!tap_ok(session_msg_reports(p->s[0], at_msg, &rep, &nr, err,
+	                                sizeof(err)) == 0 &&
+	                nr > (size_t)at,
+	            "%s reply (message %zu): its reports",
+	            first ? "the first" : "the last", at_msg)) {
+		free(rep);
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct session_cb cb = sink_cb(&p->k[i]);
+
+		rc[i] = session_branch_at(p->s[i], at_msg, at, rep[at].chosen,
+		                          &cb, &p->st[i], err, sizeof(err));
+	}
+	tap_ok(
+	    rc[0] == 0 && rc[1] == 0 && strcmp(p->k[0].buf, p->k[1].buf) == 0 &&
+	        p->st[1].n_reeval == 0 &&
+	        (first ? p->st[0].n_reused == 0 && p->st[0].n_reeval > 0
+	               : p->st[0].n_reeval == at + 1) &&
+	        strstr(p->k[0].notice, "sliding-window") != NULL,
+	    "branch at token %d of the %s reply forcing its token: the "
+	    "same reply; %d ids evaluated again from %s (told), every "
+	    "position's none",
+	    at, first ? "first" : "last", p->st[0].n_reeval,
+	    first ? "the start" : "the snapshot before the prompt's last id");
+	free(rep);
+}
+
 /* 1-4. */
 static void test_flows(void)
 {
@@ -147,19 +194,13 @@ static void test_flows(void)
 
 		rc[i] = session_regen(p.s[i], &cb, &p.st[i], err, sizeof(err));
 	}
-	tap_diag("regenerate: rc %d %d (%s), prompt %d reused %d evaluated "
-	         "%d again %d; every position's reused %d evaluated %d",
-	         rc[0], rc[1], err, p.st[0].n_prompt, p.st[0].n_reused,
-	         p.st[0].n_prompt_eval, p.st[0].n_reeval, p.st[1].n_reused,
-	         p.st[1].n_prompt_eval);
 	tap_ok(rc[0] == 0 && rc[1] == 0 &&
 	           strcmp(p.k[0].buf, p.k[1].buf) == 0 &&
-	           p.st[1].n_prompt_eval == 1 && p.st[0].n_reused == 0 &&
-	           p.st[0].n_reeval == p.st[0].n_prompt - 1 &&
-	           strstr(p.k[0].notice, "sliding-window") != NULL,
-	       "regenerate: the same reply; evaluated again from the start "
-	       "(%d of %d, told: \"%s\"), every position's 1",
-	       p.st[0].n_reeval, p.st[0].n_prompt, p.k[0].notice);
+	           p.st[0].n_prompt_eval == 1 && p.st[0].n_reeval == 0 &&
+	           p.st[1].n_prompt_eval == 1,
+	       "regenerate: the same reply, 1 id evaluated (the window "
+	       "snapshot before the prompt's last id; the rows no longer hold "
+	       "it: the reply is longer than they are)");
 
 	/* 3 */
 	for (int i = 0; i < 2; i++) {
@@ -172,37 +213,10 @@ static void test_flows(void)
 	tap_ok(rc[0] == 0 && rc[1] == 0 && strcmp(p.k[0].buf, p.k[1].buf) == 0,
 	       "edit the last message: the same reply \"%s\"", p.k[0].buf);
 
-	/* 4 */
-	{
-		struct sampler_report *rep = NULL;
-		size_t nm, nr = 0;
-		const int32_t at = 4;
-
-		int r;
-
-		session_messages(p.s[0], &nm);
-		r = session_msg_reports(p.s[0], nm - 1, &rep, &nr, err,
-		                        sizeof(err));
-		if (tap_ok(r == 0 && nr > (size_t)at,
-		           "%zu reports of the last reply", nr)) {
-			for (int i = 0; i < 2; i++) {
-				struct session_cb cb = sink_cb(&p.k[i]);
-
-				rc[i] = session_branch_at(
-				    p.s[i], nm - 1, at, rep[at].chosen, &cb,
-				    &p.st[i], err, sizeof(err));
-			}
-			tap_ok(rc[0] == 0 && rc[1] == 0 &&
-			           strcmp(p.k[0].buf, p.k[1].buf) == 0 &&
-			           p.st[0].n_reeval > 0 &&
-			           p.st[1].n_reeval == 0,
-			       "branch at token %d forcing its token: the same "
-			       "reply (%d evaluated again; every position's "
-			       "none)",
-			       at, p.st[0].n_reeval);
-		}
-		free(rep);
-	}
+	/* 4: in the last reply (back to the snapshot before its prompt's
+	   last id), then in the first (past every snapshot kept) */
+	branch(&p, false);
+	branch(&p, true);
 	pair_close(&p);
 }
 
