@@ -83,6 +83,9 @@ int verify_open(struct engine *primary, const struct model *ref,
 	ep.exact_dots = true;
 	ep.n_ctx = engine_n_ctx(primary);
 	ep.n_threads = n_threads;
+	/* every position (as before the window cache): it shifts wherever
+	   the primary does, whatever the primary's window rows hold */
+	ep.window_full = true;
 	if (engine_open(ref, &ep, &v->ref, err, errlen) != 0) {
 		verify_close(v);
 		return -1;
