@@ -364,8 +364,9 @@ int cmd_bench(int argc, char **argv)
 	    engine_eval(e, ids + o.n_prompt + o.n_gen + 1, (int32_t)o.depth,
 	                ENGINE_EVAL_NO_LOGITS, err, sizeof(err)) != 0)
 		goto fail;
-	/* each repeat starts from the depth: a recurrent state goes back
-	   to a snapshot (a KV cache needs none) */
+	/* each repeat starts from the depth: a recurrent state, or the
+	   window of layers keeping only theirs, goes back to a snapshot (a
+	   KV cache of every position needs none) */
 	if (engine_snapshot(e, err, sizeof(err)) != 0)
 		goto fail;
 	for (long r = o.no_warmup ? 0 : -1; r < o.repeats; r++) {
