@@ -679,6 +679,7 @@ int engine_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 	if (rc == -2) { /* what came after p0 is lost */
 		e->n_past = e->win_lo > 0 ? 0 : p0;
 		e->win_lo = 0;
+		engine_ws_drop(e, -1);
 	}
 	if (rc != 0) {
 		engine_check(e);
