@@ -1,6 +1,7 @@
 /*
  * seed_kv_state.c - write fuzz_kv_state's seeds: the states the fuzzed
- * engines save after evaluating 0, 1, 3 and 8 tokens (a snapshot taken
+ * engines save after evaluating 0, 1, 3 and 8 tokens, and 16 for the
+ * window engine (whose window rows then start later) (a snapshot taken
  * after the first: a recurrent model's state then carries one).
  *
  *   seed_kv_state TOP OUTDIR    (TOP: the repository, for tests/data)
@@ -9,8 +10,11 @@
 
 int main(int argc, char **argv)
 {
-	static const int32_t toks[KV_STATE_FUZZ_CTX] = {1, 2, 3, 4, 5, 6, 7, 8};
-	static const int32_t counts[] = {0, 1, 3, KV_STATE_FUZZ_CTX};
+	static const int32_t toks[KV_STATE_FUZZ_WCTX] = {
+	    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+	/* (the window engine's also full: its window rows from later on) */
+	static const int32_t counts[] = {0, 1, 3, KV_STATE_FUZZ_CTX,
+	                                 KV_STATE_FUZZ_WCTX};
 	struct kv_state_fuzz z;
 	char err[512], path[4096];
 
@@ -27,6 +31,8 @@ int main(int argc, char **argv)
 			char *buf;
 			FILE *fp;
 
+			if (counts[c] > engine_n_ctx(z.e[i]))
+				continue;
 			engine_truncate(z.e[i], 0);
 			/* (a recurrent model's state: a snapshot at 1) */
 			if (counts[c] &&
