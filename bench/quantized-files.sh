@@ -60,10 +60,11 @@ for t in "$@"; do
 	out=$DIR/$S-$t.gguf
 	if [ ! -f "$out" ]; then
 		case $t in
-		UD) quantize "$out" Q4_K_M --tensor-type ffn_gate=iq4_xs \
-			--tensor-type ffn_up=iq4_xs --tensor-type attn_v=q6_k \
-			--output-tensor-type q6_k --tensor-type "blk\.0\.ffn_.*=q8_0" \
-			--tensor-type "blk\.$last\.ffn_.*=q8_0" ;;
+		# (the first pattern that matches a tensor decides its type)
+		UD) quantize "$out" Q4_K_M --tensor-type "blk\.0\.ffn_.*=q8_0" \
+			--tensor-type "blk\.$last\.ffn_.*=q8_0" \
+			--tensor-type ffn_gate=iq4_xs --tensor-type ffn_up=iq4_xs \
+			--tensor-type attn_v=q6_k --output-tensor-type q6_k ;;
 		*) quantize "$out" "$t" ;;
 		esac
 	fi
