@@ -247,6 +247,17 @@ size_t engine_kv_state_bytes(const struct engine *e, int32_t n);
  * Always for a backend that keeps every position. */
 bool engine_window_holds(const struct engine *e, int32_t n);
 
+/* engine_rs.c: the bookkeeping of a snapshot slot array POS (rs_pos,
+ * ws_pos: positions of slots 1..ENGINE_RS_SNAPSHOTS, -1 when empty):
+ * the slot holding position P (0: none); the slot a new snapshot takes
+ * (a free one, else the lowest position's: a chat returns to its recent
+ * turns more often than to its first); the largest position <= N held
+ * (0: none); positions above ABOVE emptied (-1: all). */
+int engine_snap_at(const int32_t *pos, int32_t p);
+int engine_snap_victim(const int32_t *pos);
+int32_t engine_snap_below(const int32_t *pos, int32_t n);
+void engine_snap_drop(int32_t *pos, int32_t above);
+
 /* engine_window.c: whether a truncation to N finds the window layers'
  * positions before it (held, or in a window snapshot at N); the
  * truncation's window part (N's snapshot copied back where the rows no

@@ -44,21 +44,55 @@ size_t engine_rs_bytes(const struct engine *e)
 	return n;
 }
 
+int engine_snap_at(const int32_t *pos, int32_t p)
+{
+	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
+		if (pos[i] == p)
+			return i;
+	return 0;
+}
+
+int engine_snap_victim(const int32_t *pos)
+{
+	int slot = 0;
+
+	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++) {
+		if (pos[i] < 0)
+			return i;
+		if (slot == 0 || pos[i] < pos[slot])
+			slot = i;
+	}
+	return slot;
+}
+
+int32_t engine_snap_below(const int32_t *pos, int32_t n)
+{
+	int32_t best = 0;
+
+	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
+		if (pos[i] <= n && pos[i] > best)
+			best = pos[i];
+	return best;
+}
+
+void engine_snap_drop(int32_t *pos, int32_t above)
+{
+	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
+		if (pos[i] > above)
+			pos[i] = -1;
+}
+
 /* The slot of the snapshot at POS, or 0 when none. */
 static int engine_rs_slot(const struct engine *e, int32_t pos)
 {
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-		if (e->rs_pos[i] == pos)
-			return i;
-	return 0;
+	return engine_snap_at(e->rs_pos, pos);
 }
 
 void engine_rs_reset(struct engine *e)
 {
 	char msg[256];
 
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-		e->rs_pos[i] = -1;
+	engine_snap_drop(e->rs_pos, -1);
 	e->rs_lost =
 	    e->ops->rs_copy(e, 0, ENGINE_RS_ZERO, msg, sizeof(msg)) != 0;
 }
@@ -74,9 +108,7 @@ int engine_rs_truncate(struct engine *e, int32_t n_keep)
 	if (src == 0 || e->ops->rs_copy(e, 0, src, msg, sizeof(msg)) != 0)
 		return -1;
 	e->rs_lost = false;
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-		if (e->rs_pos[i] > n_keep)
-			e->rs_pos[i] = -1;
+	engine_snap_drop(e->rs_pos, n_keep);
 	return 0;
 }
 
@@ -93,12 +125,8 @@ int32_t engine_rewind_point(const struct engine *e, int32_t n)
 	if (!engine_recurrent(e)) {
 		/* window layers: where they hold the window, else the
 		   nearest window snapshot below */
-		if (engine_window_at(e, n))
-			return n;
-		for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-			if (e->ws_pos[i] <= n && e->ws_pos[i] > best)
-				best = e->ws_pos[i];
-		return best;
+		return engine_window_at(e, n) ? n
+		                              : engine_snap_below(e->ws_pos, n);
 	}
 	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
 		if (e->rs_pos[i] <= n && e->rs_pos[i] > best &&
@@ -116,7 +144,7 @@ bool engine_snapshots(const struct engine *e)
 /* A snapshot of the recurrent state at n_past (engine_snapshot's). */
 static int engine_rs_snapshot(struct engine *e, char *err, size_t errlen)
 {
-	int slot = 0;
+	int slot;
 	char msg[256];
 
 	if (!engine_recurrent(e) || e->n_past == 0 ||
@@ -129,16 +157,7 @@ static int engine_rs_snapshot(struct engine *e, char *err, size_t errlen)
 		         e->n_past);
 		return -1;
 	}
-	/* a free slot, else the lowest position's (a chat returns to its
-	   recent turns more often than to its first) */
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++) {
-		if (e->rs_pos[i] < 0) {
-			slot = i;
-			break;
-		}
-		if (slot == 0 || e->rs_pos[i] < e->rs_pos[slot])
-			slot = i;
-	}
+	slot = engine_snap_victim(e->rs_pos);
 	e->rs_pos[slot] = -1;
 	if (e->ops->rs_copy(e, slot, 0, msg, sizeof(msg)) != 0) {
 		snprintf(err, errlen, "snapshot at %d: %s", e->n_past, msg);

@@ -38,25 +38,14 @@ bool engine_window_holds(const struct engine *e, int32_t n)
 	return n == 0 || e->win_lo == 0 || n - e->win_need >= e->win_lo;
 }
 
-/* The slot of the window snapshot at POS, or 0 when none. */
-static int engine_ws_slot(const struct engine *e, int32_t pos)
-{
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-		if (e->ws_pos[i] == pos)
-			return i;
-	return 0;
-}
-
 bool engine_window_at(const struct engine *e, int32_t n)
 {
-	return engine_window_holds(e, n) || engine_ws_slot(e, n) != 0;
+	return engine_window_holds(e, n) || engine_snap_at(e->ws_pos, n) != 0;
 }
 
 void engine_ws_drop(struct engine *e, int32_t above)
 {
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++)
-		if (e->ws_pos[i] > above)
-			e->ws_pos[i] = -1;
+	engine_snap_drop(e->ws_pos, above);
 }
 
 int engine_ws_truncate(struct engine *e, int32_t n_keep)
@@ -70,7 +59,7 @@ int engine_ws_truncate(struct engine *e, int32_t n_keep)
 		return 0;
 	}
 	if (!engine_window_holds(e, n_keep)) {
-		slot = engine_ws_slot(e, n_keep);
+		slot = engine_snap_at(e->ws_pos, n_keep);
 		if (slot == 0 || e->ops->ws_io == NULL ||
 		    e->ops->ws_io(e, slot, n_keep, true, msg, sizeof(msg)) != 0)
 			return -1;
@@ -82,22 +71,13 @@ int engine_ws_truncate(struct engine *e, int32_t n_keep)
 
 int engine_ws_snapshot(struct engine *e, char *err, size_t errlen)
 {
-	int slot = 0;
+	int slot;
 	char msg[256];
 
 	if (engine_window_rows(e) == 0 || e->ops->ws_io == NULL ||
-	    e->n_past == 0 || engine_ws_slot(e, e->n_past) != 0)
+	    e->n_past == 0 || engine_snap_at(e->ws_pos, e->n_past) != 0)
 		return 0;
-	/* a free slot, else the lowest position's (a chat returns to its
-	   recent turns more often than to its first) */
-	for (int i = 1; i <= ENGINE_RS_SNAPSHOTS; i++) {
-		if (e->ws_pos[i] < 0) {
-			slot = i;
-			break;
-		}
-		if (slot == 0 || e->ws_pos[i] < e->ws_pos[slot])
-			slot = i;
-	}
+	slot = engine_snap_victim(e->ws_pos);
 	e->ws_pos[slot] = -1;
 	if (e->ops->ws_io(e, slot, e->n_past, false, msg, sizeof(msg)) != 0) {
 		snprintf(err, errlen, "window snapshot at %d: %s", e->n_past,

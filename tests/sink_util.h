@@ -57,6 +57,26 @@ static inline struct session *sink_session_open(const struct session_opts *o)
 	return s;
 }
 
+/* A greedy session's options on MODEL (borrowed): N_CTX positions,
+ * replies of at most N_PREDICT tokens, a system prompt, two threads, the
+ * engine $PARLEY_TEST_BACKEND names (default the CPU). */
+static inline struct session_opts sink_opts(const char *model, int32_t n_ctx,
+                                            int32_t n_predict)
+{
+	struct session_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.model_path = model;
+	sampler_config_default(&o.sampling);
+	o.sampling.temperature = 0; /* greedy */
+	o.n_ctx = n_ctx;
+	o.n_threads = 2;
+	o.backend = getenv("PARLEY_TEST_BACKEND");
+	o.n_predict = n_predict;
+	o.system_prompt = "You are a helpful assistant.";
+	return o;
+}
+
 /* The callbacks that collect into K, emptied first (text, notices). */
 static inline struct session_cb sink_cb(struct sink *k)
 {

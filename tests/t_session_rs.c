@@ -45,18 +45,7 @@ static char model[512];
 
 static struct session_opts base_opts(int32_t n_ctx)
 {
-	struct session_opts o;
-
-	memset(&o, 0, sizeof(o));
-	o.model_path = model;
-	sampler_config_default(&o.sampling);
-	o.sampling.temperature = 0; /* greedy */
-	o.n_ctx = n_ctx;
-	o.n_threads = 2;
-	o.backend = getenv("PARLEY_TEST_BACKEND");
-	o.n_predict = 10;
-	o.system_prompt = "You are a helpful assistant.";
-	return o;
+	return sink_opts(model, n_ctx, 10);
 }
 
 static const char *const questions[10] = {"What is the capital of France?",

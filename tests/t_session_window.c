@@ -49,30 +49,13 @@ static char model[512];
  * every position. */
 static struct session_opts base_opts(bool full, int32_t n_ctx)
 {
-	struct session_opts o;
+	struct session_opts o = sink_opts(model, n_ctx, 96);
 
-	memset(&o, 0, sizeof(o));
-	o.model_path = model;
-	sampler_config_default(&o.sampling);
-	o.sampling.temperature = 0; /* greedy */
-	o.n_ctx = n_ctx;
-	o.n_threads = 2;
-	o.backend = "cpu";
-	o.n_predict = 96;
-	o.system_prompt = "You are a helpful assistant.";
+	o.backend = "cpu"; /* (the engine that keeps its window only) */
 	o.full_window_cache = full;
 	o.window_slack = 4;
 	return o;
 }
-
-static const char *const questions[8] = {"What is the capital of France?",
-                                         "And of Germany?",
-                                         "Name a color.",
-                                         "What is 2 + 2?",
-                                         "Say hello.",
-                                         "Name a fruit.",
-                                         "And a vegetable?",
-                                         "Count to three."};
 
 /* Two sessions (window only, every position) on one store each. */
 struct pair {
@@ -173,7 +156,7 @@ static void test_flows(void)
 
 	pair_open(&p, 1024, true, false);
 	for (int i = 0; i < 6; i++) {
-		same += pair_send(&p, questions[i]);
+		same += pair_send(&p, sink_questions[i]);
 		only_new += p.st[0].n_reeval == 0 &&
 		            p.st[0].n_prompt_eval ==
 		                p.st[0].n_prompt - p.st[0].n_reused &&
@@ -206,9 +189,9 @@ static void test_flows(void)
 	for (int i = 0; i < 2; i++) {
 		struct session_cb cb = sink_cb(&p.k[i]);
 
-		rc[i] = session_edit_last(p.s[i], questions[7],
-		                          strlen(questions[7]), &cb, &p.st[i],
-		                          err, sizeof(err));
+		rc[i] = session_edit_last(p.s[i], sink_questions[7],
+		                          strlen(sink_questions[7]), &cb,
+		                          &p.st[i], err, sizeof(err));
 	}
 	tap_ok(rc[0] == 0 && rc[1] == 0 && strcmp(p.k[0].buf, p.k[1].buf) == 0,
 	       "edit the last message: the same reply \"%s\"", p.k[0].buf);
@@ -236,18 +219,18 @@ static void test_resume(void)
 		return;
 	pair_open(&ref, 1024, false, false);
 	for (int i = 0; i < 4; i++)
-		pair_send(&ref, questions[i]);
+		pair_send(&ref, sink_questions[i]);
 	o.store = db;
 	o.use_kv_slot = true;
 	s = sink_session_open(&o);
 	for (int i = 0; i < 3; i++)
-		sink_send(s, questions[i], &k, &st);
+		sink_send(s, sink_questions[i], &k, &st);
 	o.conv_id = session_conv_id(s);
 	session_close(s); /* saves the state */
 	o.system_prompt = NULL;
 	s = sink_session_open(&o);
 	session_restore_ms(s, &loaded);
-	sink_send(s, questions[3], &k, &st);
+	sink_send(s, sink_questions[3], &k, &st);
 	tap_ok(loaded && strcmp(k.buf, ref.k[1].buf) == 0 && st.n_reeval == 0,
 	       "resumed with the saved state (loaded %d): the next turn is "
 	       "every position's, nothing evaluated again (%d reused)",
@@ -277,7 +260,7 @@ static void test_overflow(bool shift)
 
 	pair_open(&p, 320, false, !shift);
 	for (i = 0; i < 8 && !dropped; i++) {
-		same += pair_send(&p, questions[i]);
+		same += pair_send(&p, sink_questions[i]);
 		dropped = p.st[0].n_dropped_turns > 0;
 	}
 	tap_ok(dropped && same == i &&
