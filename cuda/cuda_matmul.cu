@@ -10,13 +10,16 @@
  * sharing them when the product has too few rows to fill the GPU,
  * cm_ks), CM_WARPS warps per block; the row is read once per token; fp32
  * sums, one shuffle reduction per row. F32, F16, Q8_0, Q4_0, Q4_1, Q5_0,
- * Q5_1, Q4_K and Q6_K (when aligned), MXFP4: lanes take whole blocks or
- * sub-blocks with wide loads (cm_matvec_unit, cuda_vecdot.cuh), with int8
- * activations and exact integer block sums for the quantized ones
- * (cuda_vecdot8.cuh). The other types (Q2_K, Q3_K, Q5_K, the i-quants and the
- * ternary types; fp32 activations): lanes on consecutive elements through the
- * element decoder (cm_matvec), so a warp still reads a contiguous span of
- * the row (coalesced). The residual add and the gated activation (SwiGLU,
+ * Q5_1, Q4_K and Q6_K (when aligned), Q2_K, Q3_K, Q5_K, MXFP4, the i-quants
+ * and the ternary types: lanes take whole blocks or sub-blocks with wide
+ * loads (cm_matvec_unit, cuda_vecdot.cuh), with int8 activations and
+ * exact integer block sums for the quantized ones (cuda_vecdot8.cuh;
+ * Q2_K, Q3_K, Q5_K, the i-quants, the ternary types and MXFP4 have int8
+ * units only). BF16, and every type without an fp32 unit where the
+ * activations stay fp32 (PARLEY_CUDA_MATVEC_F32, rows not aligned for its
+ * unit): lanes on consecutive elements through the element decoder
+ * (cm_matvec), so a warp still reads a contiguous span of the row
+ * (coalesced). The residual add and the gated activation (SwiGLU,
  * GEGLU) are fused epilogues.
  *
  * GEMM (prefill): cuBLAS wants plain fp16 matrices, so a chunk of rows of W
@@ -813,6 +816,24 @@ static int cm_unit_ok(const struct cuda_ctx *ctx, const struct cuda_tensor *w,
 		return al % 16 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
 	case QTYPE_MXFP4: /* (an int8 unit only; any alignment) */
 		return cm_x8_ok(ctx, w->type, w->ne0, n_tok);
+	case QTYPE_Q5_K: /* (int8 units only; read 16 bytes at a time) */
+		return al % 16 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
+	case QTYPE_Q2_K: /* (int8 units only; read 4 bytes at a time) */
+		return al % 4 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
+	case QTYPE_IQ4_XS: /* (int8 units only; read 8 bytes at a time) */
+		return al % 8 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
+	case QTYPE_Q3_K: /* (int8 units only; 16-bit loads) */
+	case QTYPE_IQ4_NL:
+	case QTYPE_IQ3_XXS:
+	case QTYPE_IQ3_S:
+	case QTYPE_IQ2_XXS:
+	case QTYPE_IQ2_XS:
+	case QTYPE_IQ2_S:
+	case QTYPE_IQ1_S:
+	case QTYPE_IQ1_M:
+	case QTYPE_TQ1_0:
+	case QTYPE_TQ2_0:
+		return al % 2 == 0 && cm_x8_ok(ctx, w->type, w->ne0, n_tok);
 	case QTYPE_Q4_1:
 	case QTYPE_Q5_1:
 		return al % 4 == 0;
@@ -931,7 +952,7 @@ static int64_t cm_unit_elems(const struct cuda_ctx *ctx, uint32_t type,
 	if (type == QTYPE_F32 || type == QTYPE_F16)
 		return 8;
 	if (cm_x8_ok(ctx, type, ne0, n_tok) &&
-	    (type == QTYPE_Q4_K || type == CQ_Q4_KR))
+	    (type == QTYPE_Q4_K || type == CQ_Q4_KR || type == QTYPE_Q5_K))
 		return cv8_unit<QTYPE_Q4_K>::ne;
 	return 32;
 }

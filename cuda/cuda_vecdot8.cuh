@@ -507,6 +507,40 @@ template <> struct cv8_unit<CQ_Q4_KR> : cv8_unit<QTYPE_Q4_K> {
 	}
 };
 
+/* Q5_K: d, dmin, scales[12] (Q4_K's packing), qh[32], qs[128]
+ * (176-byte blocks, read 16 bytes at a time: rows 16-byte aligned,
+ * cm_unit_ok); Q4_K's unit of a 64-element chunk c = u % 4: the low
+ * nibbles of qs[32c ..] with bit 2c of qh[l] as their fifth bit are
+ * sub-block 2c, the high nibbles with bit 2c + 1 sub-block 2c + 1; the
+ * same activations and the same combination of the pair's sums. */
+template <> struct cv8_unit<QTYPE_Q5_K> : cv8_unit<QTYPE_Q4_K> {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint32_t c = (uint32_t)u & 3;
+		const uint8_t *b = row + (size_t)((uint32_t)u >> 2) * 176;
+		int w[8], h[8], s0 = 0, s1 = 0, sc0, m0, sc1, m1;
+
+		cv8_words32(b + 48 + c * 32, w);
+		cv8_words32(b + 16, h);
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const uint32_t hk = (uint32_t)h[k] >> (2 * c);
+			const int lo = (w[k] & 0x0F0F0F0F) |
+			               (int)((hk & 0x01010101u) << 4);
+			const int hi = ((w[k] >> 4) & 0x0F0F0F0F) |
+			               (int)((hk & 0x02020202u) << 3);
+
+			s0 = __dp4a(lo, v.q0[k], s0);
+			s1 = __dp4a(hi, v.q1[k], s1);
+		}
+		cq_scale_min_k4(2 * c, b + 4, &sc0, &m0);
+		cq_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+		return combine(s0, s1, sc0, m0, sc1, m1, cq_half(b),
+		               cq_half(b + 2), v);
+	}
+};
+
 /* The four values (int8, a word) of a 16-entry table T (T[0..3] as four
  * words) at the 4-bit indices in bits 0..15 of S: one byte permutation
  * picks from entries 0..7, one from 8..15, a third takes each byte from
@@ -519,6 +553,26 @@ static __device__ __forceinline__ uint32_t cv8_table4(const uint32_t *t,
 	const uint32_t hi = __byte_perm(t[2], t[3], s & 0x7777);
 
 	return __byte_perm(lo, hi, 0x3210 | ((s & 0x8888) >> 1));
+}
+
+/* The sum of the 32 4-bit quants of a block laid out as Q4_0's (W: its 16
+ * bytes as 4 words; byte l's low nibble is element l, its high one
+ * l + 16), each quant's value in the 16-entry int8 table KV (four words),
+ * times the activation block's quants Q. */
+static __device__ __forceinline__ int
+cv8_kv16_dot(const uint32_t *kv, const uint32_t *w, const int *q)
+{
+	int s = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		/* bytes 4j..4j+3: nibbles of elements 4j.., 16 + 4j.. */
+		const uint32_t t0 = cv8_table4(kv, w[j]);
+		const uint32_t t1 = cv8_table4(kv, w[j] >> 16);
+
+		s = __dp4a((int)__byte_perm(t0, t1, 0x6420), q[j], s);
+		s = __dp4a((int)__byte_perm(t0, t1, 0x7531), q[4 + j], s);
+	}
+	return s;
 }
 
 /* MXFP4: e (E8M0), qs[16] (17-byte blocks, any alignment); byte l's low
@@ -540,29 +594,492 @@ template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block {
 		const uint32_t *p = (const uint32_t *)(a & ~(uintptr_t)3);
 		const uint32_t sh = (uint32_t)(a & 3) * 8;
 		const unsigned e = b[0];
-		uint32_t w[5];
+		uint32_t w[5], q[4];
 
 #pragma unroll
 		for (int j = 0; j < 4; j++)
 			w[j] = p[j];
 		w[4] = sh != 0 ? p[4] : 0;
-		int s = 0;
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
-			/* bytes 4j..4j+3: nibbles of elements 4j.., 16 + 4j..
-			 */
-			const uint32_t q = __funnelshift_r(w[j], w[j + 1], sh);
-			const uint32_t t0 = cv8_table4(kv, q);
-			const uint32_t t1 = cv8_table4(kv, q >> 16);
-
-			s = __dp4a((int)__byte_perm(t0, t1, 0x6420), v.q[j], s);
-			s = __dp4a((int)__byte_perm(t0, t1, 0x7531), v.q[4 + j],
-			           s);
-		}
+		for (int j = 0; j < 4; j++)
+			q[j] = __funnelshift_r(w[j], w[j + 1], sh);
+		const int s = cv8_kv16_dot(kv, q, v.q);
 		const float d = __uint_as_float(
 		    e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
 
 		return (d * v.d) * (float)s;
+	}
+};
+
+/*
+ * The i-quants and the ternary types (cuda_quant.cuh note 6) with int8
+ * activations. A unit is one 32-element activation block: sub-block
+ * u % 8 of the 256-element block u / 8 (IQ4_NL: its block u). Its
+ * integer sum is exact, as the CPU's (quant_iq.c unpack_* and
+ * kern_*: the same integer quants q, here summed per 32 instead of
+ * per 256, note 2), then times the block's float scale and the
+ * sub-block's integer one (their product exact: an fp16 d times at most
+ * 6 bits), the activations' d, and the sum.
+ */
+
+/* IQ4_NL's 16 values (quant_kvalues_iq4nl) as four words of bytes. */
+#define CV8_KV_IQ4NL                                                           \
+	{                                                                      \
+		0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u             \
+	}
+
+/* The sign pattern of a 7-bit sign index I (quant_ksigns_iq2xs): I with
+ * bit 7 set where I has an odd number of ones (an even count of
+ * negative elements in every group of 8). */
+static __device__ __forceinline__ uint32_t cv8_ksigns(uint32_t i)
+{
+	i &= 127;
+	return i | (uint32_t)(__popc(i) & 1) << 7;
+}
+
+/* The 4 bytes of G (each 0..127) negated where bits 0..3 of S are set
+ * (bit j: byte j): ((g ^ m) - m) per byte, m = 0xFF where negative. */
+static __device__ __forceinline__ int cv8_signed4(uint32_t g, uint32_t s)
+{
+	const uint32_t m = __vcmpne4(((s & 15) * 0x01010101u) & 0x08040201u, 0);
+
+	return (int)__vsub4(g ^ m, m);
+}
+
+/* The 8 signed grid bytes of entry G (8 bytes) with the sign bits S
+ * (bits 0..7), dotted with the activations' words Q[0], Q[1], plus C. */
+static __device__ __forceinline__ int cv8_grid8(uint64_t g, uint32_t s,
+                                                const int *q, int c)
+{
+	c = __dp4a(cv8_signed4((uint32_t)g, s), q[0], c);
+	return __dp4a(cv8_signed4((uint32_t)(g >> 32), s >> 4), q[1], c);
+}
+
+/* The 8 int8 bytes of an IQ1 grid entry G dotted with Q[0], Q[1]. */
+static __device__ __forceinline__ int cv8_grid8s(uint64_t g, const int *q)
+{
+	return __dp4a((int)(uint32_t)(g >> 32), q[1],
+	              __dp4a((int)(uint32_t)g, q[0], 0));
+}
+
+/* The block's d (the fp16 at B) times the sub-block's integer scale SC
+ * and F (a power of two): exact. */
+static __device__ __forceinline__ float cv8_iq_dsc(const uint8_t *b, int sc,
+                                                   float f)
+{
+	return cq_half(b) * f * (float)sc;
+}
+
+/* IQ4_NL: d, qs[16] (18-byte blocks, 2-byte aligned), Q4_0's nibble
+ * order, values from the table: d * dx * sum kv[q] qx. */
+template <> struct cv8_unit<QTYPE_IQ4_NL> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint32_t kv[4] = CV8_KV_IQ4NL;
+		const uint8_t *b = row + u * 18;
+		const uint16_t *p = (const uint16_t *)(b + 2);
+		uint32_t w[4];
+
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			w[j] = (uint32_t)cv8_word2(p + 2 * j);
+		return (cq_half(b) * v.d) * (float)cv8_kv16_dot(kv, w, v.q);
+	}
+};
+
+/* IQ4_XS: d, scales_h (u16), scales_l[4], qs[128] (136-byte blocks, read
+ * 8 bytes at a time: rows 8-byte aligned, cm_unit_ok); sub-block ib's 16
+ * bytes at 8 + 16 ib in IQ4_NL's order, its 6-bit scale (low nibble ib of
+ * scales_l, two bits 2 ib of scales_h) minus 32. */
+template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint32_t kv[4] = CV8_KV_IQ4NL;
+		const uint8_t *b = row + (u >> 3) * 136;
+		const int ib = (int)(u & 7);
+		const uint2 h = *(const uint2 *)b;
+		const uint2 q0 = *(const uint2 *)(b + 8 + 16 * ib);
+		const uint2 q1 = *(const uint2 *)(b + 16 + 16 * ib);
+		const uint32_t w[4] = {q0.x, q0.y, q1.x, q1.y};
+		const int sc = (int)(((h.y >> (4 * ib)) & 15) |
+		                     ((h.x >> (16 + 2 * ib)) & 3) << 4) -
+		               32;
+
+		return (cv8_iq_dsc(b, sc, 1.0f) * v.d) *
+		       (float)cv8_kv16_dot(kv, w, v.q);
+	}
+};
+
+/* IQ2_XXS: d, then per sub-block 8 bytes (66-byte blocks): four grid
+ * indices (bytes, an entry of 8 elements each) and a word of four 7-bit
+ * sign indices and the 4-bit scale s on top: 2 s + 1, times d / 8. */
+template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 66;
+		const uint8_t *p = b + 2 + 8 * (u & 7);
+		const uint32_t a0 = cq_u32(p), a1 = cq_u32(p + 4);
+		int s = 0;
+
+#pragma unroll
+		for (int l = 0; l < 4; l++)
+			s = cv8_grid8(t.iq2xxs[(a0 >> (8 * l)) & 255],
+			              cv8_ksigns(a1 >> (7 * l)), v.q + 2 * l,
+			              s);
+		return (cv8_iq_dsc(b, 2 * (int)(a1 >> 28) + 1, 0.125f) * v.d) *
+		       (float)s;
+	}
+};
+
+/* IQ2_XS: d, per 8 elements a u16 (9-bit grid index, 7-bit sign index),
+ * per sub-block a byte of two 4-bit scales at 66 (one per 16). */
+template <> struct cv8_unit<QTYPE_IQ2_XS> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 74;
+		const int ib = (int)(u & 7);
+		const uint32_t sc = b[66 + ib];
+		int s[2] = {0, 0};
+
+#pragma unroll
+		for (int l = 0; l < 4; l++) {
+			const uint32_t q = cq_u16(b + 2 + 8 * ib + 2 * l);
+
+			s[l >> 1] =
+			    cv8_grid8(t.iq2xs[q & 511], cv8_ksigns(q >> 9),
+			              v.q + 2 * l, s[l >> 1]);
+		}
+		return (cv8_iq_dsc(b, 1, 0.125f) * v.d) *
+		       (float)(s[0] * (int)(2 * (sc & 15) + 1) +
+		               s[1] * (int)(2 * (sc >> 4) + 1));
+	}
+};
+
+/* IQ2_S: d, per 8 elements (k) the low byte of a 10-bit grid index at
+ * 2 + k and a sign byte at 34 + k, the high bits two a k in the bytes at
+ * 66; scales at 74 as IQ2_XS's (82-byte blocks). */
+template <> struct cv8_unit<QTYPE_IQ2_S> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 82;
+		const int ib = (int)(u & 7);
+		const uint32_t lo = cq_u32(b + 2 + 4 * ib);
+		const uint32_t sg = cq_u32(b + 34 + 4 * ib);
+		const uint32_t qh = b[66 + ib], sc = b[74 + ib];
+		int s[2] = {0, 0};
+
+#pragma unroll
+		for (int l = 0; l < 4; l++)
+			s[l >> 1] =
+			    cv8_grid8(t.iq2s[((lo >> (8 * l)) & 255) |
+			                     ((qh >> (2 * l)) & 3) << 8],
+			              sg >> (8 * l), v.q + 2 * l, s[l >> 1]);
+		return (cv8_iq_dsc(b, 1, 0.125f) * v.d) *
+		       (float)(s[0] * (int)(2 * (sc & 15) + 1) +
+		               s[1] * (int)(2 * (sc >> 4) + 1));
+	}
+};
+
+/* IQ3_XXS: d, per 4 elements a grid index byte at 2 (an entry of 4), per
+ * sub-block a word at 66 (four 7-bit sign indices, the 4-bit scale s on
+ * top: 2 s + 1, times d / 4; 98-byte blocks). */
+template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 98;
+		const int ib = (int)(u & 7);
+		const uint32_t i[2] = {cq_u32(b + 2 + 8 * ib),
+		                       cq_u32(b + 6 + 8 * ib)};
+		const uint32_t aux = cq_u32(b + 66 + 4 * ib);
+		int s = 0;
+
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const uint32_t g =
+			    t.iq3xxs[(i[k >> 2] >> (8 * (k & 3))) & 255];
+			const uint32_t sg =
+			    cv8_ksigns(aux >> (7 * (k >> 1))) >> (4 * (k & 1));
+
+			s = __dp4a(cv8_signed4(g, sg), v.q[k], s);
+		}
+		return (cv8_iq_dsc(b, 2 * (int)(aux >> 28) + 1, 0.25f) * v.d) *
+		       (float)s;
+	}
+};
+
+/* IQ3_S: d, per 4 elements (k) a 9-bit grid index (low byte at 2 + k,
+ * bit k % 8 of byte 66 + k / 8), a sign bit per element from 74, per
+ * sub-block a 4-bit scale s at 106: 2 s + 1, times d (110-byte blocks). */
+template <> struct cv8_unit<QTYPE_IQ3_S> : cv8_unit_block {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 110;
+		const int ib = (int)(u & 7);
+		const uint32_t i[2] = {cq_u32(b + 2 + 8 * ib),
+		                       cq_u32(b + 6 + 8 * ib)};
+		const uint32_t qh = b[66 + ib], sg = cq_u32(b + 74 + 4 * ib);
+		const int sc = (b[106 + (ib >> 1)] >> (4 * (ib & 1))) & 15;
+		int s = 0;
+
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const uint32_t g =
+			    t.iq3s[((i[k >> 2] >> (8 * (k & 3))) & 255) |
+			           ((qh >> k) & 1) << 8];
+
+			s = __dp4a(cv8_signed4(g, sg >> (4 * k)), v.q[k], s);
+		}
+		return (cv8_iq_dsc(b, 2 * sc + 1, 1.0f) * v.d) * (float)s;
+	}
+};
+
+/* What the units of IQ1_S, IQ1_M and the ternary types take of the
+ * activations: a block's, and the sums of each 8 of its quants (their
+ * weights are q = 8 g + delta, or a digit minus 1: the sum of g qx or of
+ * the digits' products, then delta, or -1, times the quants' sum; exact
+ * integers, the CPU's). */
+struct cv8_xv32s : cv8_xv32 {
+	int c[4];
+};
+
+struct cv8_unit_block_sums {
+	static const int ne = 32;
+	typedef struct cv8_xv32s xv;
+	static __device__ __forceinline__ void
+	xload(int64_t u, const struct cv8_xq &x, xv &v)
+	{
+		cv8_unit_block::xload(u, x, v);
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			v.c[j] = __dp4a(0x01010101, v.q[2 * j + 1],
+			                __dp4a(0x01010101, v.q[2 * j], 0));
+	}
+};
+
+/* IQ1_S: d, per 8 elements the low byte of an 11-bit grid index at 2
+ * (entries of 8 int8 values -1, 0, 1), per sub-block a u16 at 34: the
+ * indices' high bits (3 a group), the scale s (bits 12..14: 2 s + 1,
+ * times d / 8) and delta's sign (bit 15); q = 8 g +- 1 (50-byte
+ * blocks). */
+template <> struct cv8_unit<QTYPE_IQ1_S> : cv8_unit_block_sums {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 50;
+		const int ib = (int)(u & 7);
+		const uint32_t lo = cq_u32(b + 2 + 4 * ib);
+		const uint32_t h = cq_u16(b + 34 + 2 * ib);
+		int s = 0;
+
+#pragma unroll
+		for (int l = 0; l < 4; l++)
+			s += cv8_grid8s(t.iq1s[((lo >> (8 * l)) & 255) |
+			                       ((h >> (3 * l)) & 7) << 8],
+			                v.q + 2 * l);
+		const int c = v.c[0] + v.c[1] + v.c[2] + v.c[3];
+
+		s = 8 * s + ((h & 0x8000) ? -c : c);
+		return (cv8_iq_dsc(b, 2 * (int)((h >> 12) & 7) + 1, 0.125f) *
+		        v.d) *
+		       (float)s;
+	}
+};
+
+/* IQ1_M: qs[32] (low bytes of the 11-bit grid indices), qh[16] (a nibble
+ * an 8-group: 3 high index bits, delta's sign), scales (four u16: a 3-bit
+ * scale s per 16 elements, 2 s + 1, and the block's fp16 d in their top
+ * nibbles, times 1/8; 56-byte blocks). */
+template <> struct cv8_unit<QTYPE_IQ1_M> : cv8_unit_block_sums {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const struct cq_iq_tables t = cq_iq_tables();
+		const uint8_t *b = row + (u >> 3) * 56;
+		const int ib = (int)(u & 7);
+		const uint32_t lo = cq_u32(b + 4 * ib);
+		const uint32_t qh = cq_u16(b + 32 + 2 * ib);
+		const uint32_t sc16 = cq_u16(b + 48 + 2 * (ib >> 1));
+		const uint32_t dh = (cq_u16(b + 48) >> 12) |
+		                    ((cq_u16(b + 50) >> 8) & 0x00F0) |
+		                    ((cq_u16(b + 52) >> 4) & 0x0F00) |
+		                    (cq_u16(b + 54) & 0xF000);
+		int s[2] = {0, 0};
+
+#pragma unroll
+		for (int l = 0; l < 4; l++) {
+			const uint32_t nib = (qh >> (4 * l)) & 15;
+			const int g = cv8_grid8s(
+			    t.iq1s[((lo >> (8 * l)) & 255) | (nib & 7) << 8],
+			    v.q + 2 * l);
+
+			s[l >> 1] += 8 * g + ((nib & 8) ? -v.c[l] : v.c[l]);
+		}
+		const int sh = 3 * ((2 * ib) & 3);
+		const int sc0 = 2 * (int)((sc16 >> sh) & 7) + 1;
+		const int sc1 = 2 * (int)((sc16 >> (sh + 3)) & 7) + 1;
+		const float d =
+		    __half2float(__ushort_as_half((unsigned short)dh));
+
+		return (d * 0.125f * v.d) * (float)(s[0] * sc0 + s[1] * sc1);
+	}
+};
+
+/* The base-3 digits N (bytes of 3^N) of TQ1_0's four bytes W, each in
+ * bits 0..1 of its byte: digit n of byte q is ((q 3^n mod 256) * 3) >> 8
+ * (quant_iq.c tq1_unpack), two bytes at a time in 16-bit lanes (no
+ * product leaves its lane: 255 * 81 and 255 * 3 < 2^16). */
+static __device__ __forceinline__ uint32_t cv8_tq1_digits(uint32_t w,
+                                                          uint32_t p3)
+{
+	const uint32_t lo = ((w & 0x00FF00FFu) * p3) & 0x00FF00FFu;
+	const uint32_t hi = (((w >> 8) & 0x00FF00FFu) * p3) & 0x00FF00FFu;
+
+	return (((lo * 3) >> 8) & 0x00030003u) | ((hi * 3) & 0x03000300u);
+}
+
+/* Q2_K: scales[16] (a 4-bit scale and a 4-bit min per 16 elements), qs[64],
+ * d, dmin at 80 (84-byte blocks, read 4 bytes at a time: rows 4-byte
+ * aligned, cm_unit_ok). Element 128 n + 32 j + e is bits 2j.. of
+ * qs[32 n + e], sub-block s8 = 4 n + j, its halves' scale bytes
+ * 2 s8 and 2 s8 + 1: w = d sc q - dmin m, so the dot is dx (d (sc0 s0 +
+ * sc1 s1) - dmin (m0 c0 + m1 c1)) with the halves' integer sums s and
+ * their activations' sums c. */
+template <> struct cv8_unit<QTYPE_Q2_K> : cv8_unit_block_sums {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 84;
+		const int s8 = (int)(u & 7), sh = 2 * (s8 & 3);
+		const uint32_t *p = (const uint32_t *)(b + 16 + 32 * (s8 >> 2));
+		const uint32_t sc = cq_u16(b + 2 * s8);
+		int s[2] = {0, 0};
+
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			s[k >> 2] = __dp4a((int)((p[k] >> sh) & 0x03030303u),
+			                   v.q[k], s[k >> 2]);
+		const int a =
+		    s[0] * (int)(sc & 15) + s[1] * (int)((sc >> 8) & 15);
+		const int m = (v.c[0] + v.c[1]) * (int)((sc >> 4) & 15) +
+		              (v.c[2] + v.c[3]) * (int)(sc >> 12);
+
+		return v.d * (cq_half(b + 80) * (float)a -
+		              cq_half(b + 82) * (float)m);
+	}
+};
+
+/* Q3_K: hmask[32], qs[64], scales[12] (16 6-bit scales, minus 32), d at
+ * 108 (110-byte blocks, 16-bit loads). Element 128 n + 32 j + e: bits
+ * 2j.. of qs[32 n + e], minus 4 unless bit 4 n + j of hmask[e] is set;
+ * sub-block s8 = 4 n + j, its halves' scales 2 s8 and 2 s8 + 1. The
+ * quants go into dp4a as low + 4 h (0..7) and 4 times the activations'
+ * sums come off. */
+template <> struct cv8_unit<QTYPE_Q3_K> : cv8_unit_block_sums {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 110;
+		const int s8 = (int)(u & 7), sh = 2 * (s8 & 3);
+		const uint8_t *q = b + 32 + 32 * (s8 >> 2);
+		int s[2] = {0, 0};
+
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const uint32_t lo =
+			    (cq_u32(q + 4 * k) >> sh) & 0x03030303u;
+			const uint32_t hi =
+			    ((cq_u32(b + 4 * k) >> s8) & 0x01010101u) << 2;
+
+			s[k >> 2] = __dp4a((int)(lo | hi), v.q[k], s[k >> 2]);
+		}
+		int sc[2];
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int i = 2 * s8 + h;
+			const int lo4 =
+			    (b[96 + (i & 7)] >> (4 * (i >> 3))) & 15;
+			const int hi2 =
+			    (b[104 + (i & 3)] >> (2 * (i >> 2))) & 3;
+
+			sc[h] = (lo4 | hi2 << 4) - 32;
+		}
+		const int a = (s[0] - 4 * (v.c[0] + v.c[1])) * sc[0] +
+		              (s[1] - 4 * (v.c[2] + v.c[3])) * sc[1];
+
+		return (cq_half(b + 108) * v.d) * (float)a;
+	}
+};
+
+/* TQ1_0: qs[48], qh[4], d at 52 (54-byte blocks); the quants are base-3
+ * digits minus 1: elements 32 n + m digit n of qs[m] (n < 5), 160 +
+ * 16 n + m digit n of qs[32 + m] (m < 16), 240 + 4 n + m digit n of
+ * qh[m]. Activation word k (elements 4k..4k+3) of sub-block s8 is digit
+ * N of the four bytes at A below. */
+template <> struct cv8_unit<QTYPE_TQ1_0> : cv8_unit_block_sums {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 54;
+		const int s8 = (int)(u & 7);
+		int s = 0;
+
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			int a, n;
+
+			if (s8 < 5)
+				a = 4 * k, n = s8;
+			else if (s8 < 7)
+				a = 32 + 4 * (k & 3),
+				n = 2 * (s8 - 5) + (k >> 2);
+			else
+				a = k < 4 ? 32 + 4 * k : 48,
+				n = k < 4 ? 4 : k - 4;
+			const uint32_t p3 = n == 0   ? 1
+			                    : n == 1 ? 3
+			                    : n == 2 ? 9
+			                    : n == 3 ? 27
+			                             : 81;
+
+			s = __dp4a((int)cv8_tq1_digits(cq_u32(b + a), p3),
+			           v.q[k], s);
+		}
+		s -= v.c[0] + v.c[1] + v.c[2] + v.c[3];
+		return (cq_half(b + 52) * v.d) * (float)s;
+	}
+};
+
+/* TQ2_0: qs[64], d at 64 (66-byte blocks); element 128 j + 32 l + m is
+ * bits 2l.. of qs[32 j + m], minus 1: sub-block s8 = 4 j + l. */
+template <> struct cv8_unit<QTYPE_TQ2_0> : cv8_unit_block_sums {
+	static __device__ __forceinline__ float dot(const uint8_t *row,
+	                                            int64_t u, const xv &v)
+	{
+		const uint8_t *b = row + (u >> 3) * 66;
+		const int s8 = (int)(u & 7), sh = 2 * (s8 & 3);
+		const uint8_t *p = b + 32 * (s8 >> 2);
+		int s = 0;
+
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			s = __dp4a(
+			    (int)((cq_u32(p + 4 * k) >> sh) & 0x03030303u),
+			    v.q[k], s);
+		s -= v.c[0] + v.c[1] + v.c[2] + v.c[3];
+		return (cq_half(b + 64) * v.d) * (float)s;
 	}
 };
 
@@ -575,9 +1092,23 @@ template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block {
 	X(QTYPE_Q5_1)                                                          \
 	X(QTYPE_Q4_K)                                                          \
 	X(QTYPE_Q6_K)                                                          \
+	X(QTYPE_Q2_K)                                                          \
+	X(QTYPE_Q3_K)                                                          \
+	X(QTYPE_Q5_K)                                                          \
 	X(CQ_Q8_0R)                                                            \
 	X(CQ_Q6_KR)                                                            \
 	X(CQ_Q4_KR)                                                            \
-	X(QTYPE_MXFP4)
+	X(QTYPE_MXFP4)                                                         \
+	X(QTYPE_IQ4_NL)                                                        \
+	X(QTYPE_IQ4_XS)                                                        \
+	X(QTYPE_IQ3_XXS)                                                       \
+	X(QTYPE_IQ3_S)                                                         \
+	X(QTYPE_IQ2_XXS)                                                       \
+	X(QTYPE_IQ2_XS)                                                        \
+	X(QTYPE_IQ2_S)                                                         \
+	X(QTYPE_IQ1_S)                                                         \
+	X(QTYPE_IQ1_M)                                                         \
+	X(QTYPE_TQ1_0)                                                         \
+	X(QTYPE_TQ2_0)
 
 #endif /* PARLEY_CUDA_VECDOT8_CUH */

@@ -6,8 +6,9 @@
  * configure found CUDA; prints "1..0 # SKIP" without a device.
  *
  * Per type:
- *   - the GPU takes it (cuda_ops_type_ok) and its mat-vec keeps fp32
- *     activations (no int8 path: cuda_op_matvec_x8, cuda_x8_types);
+ *   - the GPU takes it (cuda_ops_type_ok) and its mat-vec takes int8
+ *     activations (cuda_op_matvec_x8, cuda_x8_types: cuda_vecdot8.cuh's
+ *     units);
  *   - get_rows (the embedding, and the decoder every product uses) equals
  *     quant_dequant_row bit for bit: on random valid blocks (random bytes,
  *     the block's half d set to a sane value, as tests/parley-mkmodel
@@ -17,12 +18,15 @@
  *     a NaN equals a NaN, the GPU's are canonical); and on a walk over
  *     every entry of the type's grid, so the device's copy of each table
  *     (quant_grids.c) is checked entry by entry;
- *   - cuda_op_matmul with FORCE 1 (the element-wise mat-vec, fp32 sums) and
- *     2 (dequantization to fp16, cuBLAS), 1 and 9 tokens, and a mixture's
- *     expert products (cuda_op_moe_down), against the double dot of the
- *     CPU's dequantized rows: the worst relative error |y - ref| / sum
- *     |w x| over the outputs is printed with its bound (mv_bound,
- *     gemm_bound say why), and the worst of each type at the end.
+ *   - cuda_op_matmul with FORCE 1 (the mat-vec: its int8 units, and the
+ *     element-wise one with fp32 activations, ctx->x8_off) and 2
+ *     (dequantization to fp16, cuBLAS), 1 and 9 tokens, and a mixture's
+ *     expert products (cuda_op_moe_down, both mat-vecs), against the
+ *     double dot of the CPU's dequantized rows with the activations the
+ *     path reads (the int8 units: the CPU engine's quantization of them,
+ *     x8_dequant): the worst relative error |y - ref| / sum |w x| over
+ *     the outputs is printed with its bound (mv_bound, gemm_bound say
+ *     why), and the worst of each type at the end.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -57,6 +61,7 @@ static const struct iq_type {
 struct iq_worst {
 	int64_t rows_bad;        /* get_rows elements unlike the CPU's */
 	double mv, mv_bound;     /* mat-vec: worst relative error, its bound */
+	double mv8, mv8_bound;   /* the same with int8 activations */
 	double gemm, gemm_bound; /* the same for the GEMM */
 };
 
@@ -258,6 +263,11 @@ static void dequant_rows(uint32_t t, const unsigned char *w, int64_t ne0,
  * product passes through at most ceil(NE0 / 32) + 6 roundings of 2^-24
  * (relative to the magnitudes summed), so the error is at most (k + 6)
  * 2^-24 sum |w x| to first order; 2 more units cover the higher orders.
+ * With int8 activations (cuda_vecdot8.cuh) a lane's term is an exact
+ * integer sum times an exact scale, rounded twice (times the activations'
+ * d, times the sum) and added once, fewer terms a lane than elements; the
+ * reference's activations are the CPU's quantized ones rounded to float
+ * once (x8_dequant): the same bound holds.
  */
 static double mv_bound(int64_t ne0)
 {
@@ -294,35 +304,52 @@ static double worst_rel(const float *y, const double *ref, const double *scale,
 	return w;
 }
 
+/* Keep the worst of E (bound B) in *W, *WB by their ratio. */
+static void keep_worst(double e, double b, double *w, double *wb)
+{
+	if (!(e / b <= *w / *wb)) {
+		*w = e;
+		*wb = b;
+	}
+}
+
 /* cuda_op_matmul of the NE1 x NE0 weight (type T at D_W, the CPU's rows
- * WF) over N_TOK tokens with FORCE (1 mat-vec, 2 GEMM): one check, the
- * worst relative error against the double dot; updates *WORST. */
+ * WF) over N_TOK tokens with FORCE (1 mat-vec, 2 GEMM; X8: the mat-vec
+ * with int8 activations, else with fp32 ones): one check, the worst
+ * relative error against the double dot; updates *WORST. */
 static void check_matmul(struct cuda_ctx *ctx, uint32_t t, const void *d_w,
                          int64_t ne0, int64_t ne1, const float *wf,
-                         int32_t n_tok, int force, struct iq_worst *worst)
+                         int32_t n_tok, int force, int x8,
+                         struct iq_worst *worst)
 {
 	struct cuda_tensor ct = {t, ne0, ne1, quant_row_size(t, ne0), d_w, 1};
 	const size_t nx = (size_t)(n_tok * ne0), ny = (size_t)(n_tok * ne1);
 	float *x = malloc(sizeof(float) * nx), *y = malloc(sizeof(float) * ny);
 	double *ref = malloc(sizeof(double) * ny);
 	double *mag = malloc(sizeof(double) * ny);
+	double *xr = malloc(sizeof(double) * nx);
 	const double bound = force == 1 ? mv_bound(ne0) : gemm_bound(ne0);
 	void *d_x, *d_y = dev_put(NULL, sizeof(float) * ny);
 	char err[512] = "";
 	double e = INFINITY;
+	int path;
 
+	x8 = force == 1 && x8;
 	for (size_t i = 0; i < nx; i++) { /* |x| in [1/16, 1], either sign */
 		const double v = 0.0625 + 0.9375 * rng_unif();
 
 		x[i] = (float)(rng_next() & 1 ? -v : v);
+		xr[i] = x[i];
 	}
+	if (x8) /* the activations the int8 units read */
+		x8_dequant(x, ne0, n_tok, xr);
 	for (int32_t k = 0; k < n_tok; k++)
 		for (int64_t r = 0; r < ne1; r++) {
 			double s = 0, m = 0;
 
 			for (int64_t i = 0; i < ne0; i++) {
 				const double p =
-				    (double)wf[r * ne0 + i] * x[k * ne0 + i];
+				    (double)wf[r * ne0 + i] * xr[k * ne0 + i];
 
 				s += p;
 				m += fabs(p);
@@ -333,25 +360,30 @@ static void check_matmul(struct cuda_ctx *ctx, uint32_t t, const void *d_w,
 	d_x = dev_put(x, sizeof(float) * nx);
 	/* NaN bits first, so an output left unwritten fails */
 	cudaMemsetAsync(d_y, 0xff, sizeof(float) * ny, ctx->stream);
+	ctx->x8_off = force == 1 && !x8;
+	/* the path this check is about is the one taken */
+	path = force != 1 || cuda_op_matvec_x8(ctx, &ct, n_tok) == x8;
 	if (cuda_op_matmul(ctx, &ct, d_x, n_tok, d_y, force, err,
 	                   sizeof(err)) == 0 &&
 	    dev_get(ctx, y, d_y, sizeof(float) * ny) == 0)
 		e = worst_rel(y, ref, mag, ny);
-	tap_ok(e <= bound,
+	ctx->x8_off = 0;
+	tap_ok(path && e <= bound,
 	       "%s matmul %lldx%lld, %d token%s, %s: worst relative error "
-	       "%.3g (bound %.3g) %s",
+	       "%.3g (bound %.3g)%s %s",
 	       qtype_name(t), (long long)ne1, (long long)ne0, n_tok,
 	       n_tok == 1 ? "" : "s",
-	       force == 1 ? "mat-vec (fp32)" : "cuBLAS (fp16 inputs)", e, bound,
-	       err);
-	if (force == 1 && !(e / bound <= worst->mv / worst->mv_bound)) {
-		worst->mv = e;
-		worst->mv_bound = bound;
-	} else if (force == 2 &&
-	           !(e / bound <= worst->gemm / worst->gemm_bound)) {
-		worst->gemm = e;
-		worst->gemm_bound = bound;
-	}
+	       force == 2 ? "cuBLAS (fp16 inputs)"
+	       : x8       ? "mat-vec (int8 activations)"
+	                  : "mat-vec (fp32)",
+	       e, bound, path ? "" : " (not the path asked for)", err);
+	if (force == 2)
+		keep_worst(e, bound, &worst->gemm, &worst->gemm_bound);
+	else if (x8)
+		keep_worst(e, bound, &worst->mv8, &worst->mv8_bound);
+	else
+		keep_worst(e, bound, &worst->mv, &worst->mv_bound);
+	free(xr);
 	cudaFree(d_x);
 	cudaFree(d_y);
 	free(x);
@@ -390,9 +422,9 @@ static void test_shape(struct cuda_ctx *ctx, const struct iq_type *q,
 	       qtype_name(q->t), (long long)ne0, (long long)ne1,
 	       (long long)diff[0], (long long)diff[1], (long long)diff[2], err);
 	for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++)
-		for (int force = 1; force <= 2; force++)
+		for (int force = 1; force <= 3; force++) /* 3: int8 mat-vec */
 			check_matmul(ctx, q->t, d_w, ne0, ne1, wf, toks[k],
-			             force, worst);
+			             force == 3 ? 1 : force, force == 3, worst);
 	cudaFree(d_w);
 	free(w);
 	free(wf);
@@ -438,11 +470,11 @@ static void test_walk(struct cuda_ctx *ctx, const struct iq_type *q,
 	free(wf);
 }
 
-/* A mixture's expert products of type Q (cuda_op_moe_down: the
- * element-wise mat-vec reading the matrix of each slot's expert): a stack
- * of 3 experts of 37 rows of 3 blocks, 5 slots, against the double dot
- * (mv_bound). */
-static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q,
+/* A mixture's expert products of type Q (cuda_op_moe_down: the mat-vec
+ * reading the matrix of each slot's expert; X8: the int8 units, else the
+ * element-wise one): a stack of 3 experts of 37 rows of 3 blocks, 5
+ * slots, against the double dot (mv_bound). */
+static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q, int x8,
                      struct iq_worst *worst)
 {
 	enum { NE = 3, NE1 = 37, NS = 5 };
@@ -452,6 +484,7 @@ static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q,
 	unsigned char *w = malloc(rs * NE * NE1);
 	float *wf = malloc(sizeof(float) * (size_t)(ne0 * NE * NE1));
 	float *x = malloc(sizeof(float) * (size_t)(ne0 * NS));
+	double *xr = malloc(sizeof(double) * (size_t)(ne0 * NS));
 	float y[NS * NE1];
 	double ref[NS * NE1], mag[NS * NE1];
 	struct cuda_tensor ct = {q->t, ne0, NE1, rs, NULL, NE};
@@ -459,6 +492,7 @@ static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q,
 	const double bound = mv_bound(ne0);
 	char err[512] = "";
 	double e = INFINITY;
+	int path;
 
 	random_rows(q, w, ne0, NE * NE1, 0);
 	dequant_rows(q->t, w, ne0, NE * NE1, wf);
@@ -466,14 +500,18 @@ static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q,
 		const double v = 0.0625 + 0.9375 * rng_unif();
 
 		x[i] = (float)(rng_next() & 1 ? -v : v);
+		xr[i] = x[i];
 	}
+	if (x8)
+		x8_dequant(x, ne0, NS, xr);
 	for (int s = 0; s < NS; s++)
 		for (int r = 0; r < NE1; r++) {
 			const float *wr = wf + (ids[s] * NE1 + r) * ne0;
 
 			ref[s * NE1 + r] = mag[s * NE1 + r] = 0;
 			for (int64_t i = 0; i < ne0; i++) {
-				const double p = (double)wr[i] * x[s * ne0 + i];
+				const double p =
+				    (double)wr[i] * xr[s * ne0 + i];
 
 				ref[s * NE1 + r] += p;
 				mag[s * NE1 + r] += fabs(p);
@@ -484,19 +522,25 @@ static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q,
 	d_ids = dev_put(ids, sizeof(ids));
 	ct.d = d_w;
 	cudaMemsetAsync(d_y, 0xff, sizeof(y), ctx->stream);
+	ctx->x8_off = !x8;
+	path = cuda_op_matvec_x8(ctx, &ct, NS) == x8;
 	if (cuda_op_moe_down(ctx, &ct, (const float *)d_x, NS,
 	                     (const int32_t *)d_ids, NULL, NULL, (float *)d_y,
 	                     err, sizeof(err)) == 0 &&
 	    dev_get(ctx, y, d_y, sizeof(y)) == 0)
 		e = worst_rel(y, ref, mag, NS * NE1);
-	tap_ok(e <= bound,
-	       "%s experts' products (%d of a stack of %d, %dx%lld): worst "
-	       "relative error %.3g (bound %.3g) %s",
-	       qtype_name(q->t), NS, NE, NE1, (long long)ne0, e, bound, err);
-	if (!(e / bound <= worst->mv / worst->mv_bound)) {
-		worst->mv = e;
-		worst->mv_bound = bound;
-	}
+	ctx->x8_off = 0;
+	tap_ok(path && e <= bound,
+	       "%s experts' products (%d of a stack of %d, %dx%lld), %s "
+	       "activations: worst relative error %.3g (bound %.3g)%s %s",
+	       qtype_name(q->t), NS, NE, NE1, (long long)ne0,
+	       x8 ? "int8" : "fp32", e, bound,
+	       path ? "" : " (not the path asked for)", err);
+	if (x8)
+		keep_worst(e, bound, &worst->mv8, &worst->mv8_bound);
+	else
+		keep_worst(e, bound, &worst->mv, &worst->mv_bound);
+	free(xr);
 	cudaFree(d_w);
 	cudaFree(d_x);
 	cudaFree(d_ids);
@@ -506,16 +550,16 @@ static void test_moe(struct cuda_ctx *ctx, const struct iq_type *q,
 	free(x);
 }
 
-/* The paths type T may take: the GPU's types, not the int8 mat-vec. */
+/* The paths type T takes: a GPU type, the int8 mat-vec. */
 static void test_paths(struct cuda_ctx *ctx, uint32_t t)
 {
 	struct cuda_tensor ct = {t, 256, 4, quant_row_size(t, 256), NULL, 1};
 	void *d = dev_put(NULL, ct.row_size * 4);
 
 	ct.d = d;
-	tap_ok(cuda_ops_type_ok(t) && !cuda_op_matvec_x8(ctx, &ct, 1) &&
-	           !((cuda_x8_types() >> t) & 1),
-	       "%s: a GPU type, fp32 activations in its mat-vec",
+	tap_ok(cuda_ops_type_ok(t) && cuda_op_matvec_x8(ctx, &ct, 1) &&
+	           ((cuda_x8_types() >> t) & 1),
+	       "%s: a GPU type, int8 activations in its mat-vec",
 	       qtype_name(t));
 	cudaFree(d);
 }
@@ -540,7 +584,8 @@ int main(void)
 		const struct iq_type *q = &iq_types[i];
 		const int64_t bs = qtype_get(q->t)->blck_size;
 
-		worst[i].mv_bound = worst[i].gemm_bound = 1;
+		worst[i].mv_bound = worst[i].mv8_bound = 1;
+		worst[i].gemm_bound = 1;
 		test_paths(&ctx, q->t);
 		/* one block; odd block counts; a long row (3 GEMM chunks),
 		   rows not a multiple of the mat-vec's 4 a block */
@@ -548,14 +593,17 @@ int main(void)
 		test_shape(&ctx, q, 3 * bs, 37, &worst[i]);
 		test_shape(&ctx, q, 2816, 37, &worst[i]);
 		test_walk(&ctx, q, &worst[i]);
-		test_moe(&ctx, q, &worst[i]);
+		test_moe(&ctx, q, 0, &worst[i]);
+		test_moe(&ctx, q, 1, &worst[i]);
 	}
 	for (size_t i = 0; i < N_TYPES; i++)
 		tap_diag("%-8s get_rows differing %lld; worst relative error: "
-		         "mat-vec %.3g (bound %.3g), GEMM %.3g (bound %.3g)",
+		         "mat-vec %.3g (bound %.3g), int8 %.3g (%.3g), GEMM "
+		         "%.3g (%.3g)",
 		         qtype_name(iq_types[i].t),
 		         (long long)worst[i].rows_bad, worst[i].mv,
-		         worst[i].mv_bound, worst[i].gemm, worst[i].gemm_bound);
+		         worst[i].mv_bound, worst[i].mv8, worst[i].mv8_bound,
+		         worst[i].gemm, worst[i].gemm_bound);
 	cuda_ctx_free(&ctx);
 	return tap_done();
 }

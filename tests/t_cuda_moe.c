@@ -89,19 +89,6 @@ static void random_rows(uint32_t t, unsigned char *p, int64_t ne0, int64_t ne1)
 	}
 }
 
-/* XHAT: N rows of NE0 activations X as the int8 mat-vec sees them (the
- * CPU engine's quantization per 32, dequantized: t_cuda_ops.c). */
-static void x8_dequant(const float *x, int64_t ne0, int64_t n, double *xhat)
-{
-	void *vec = malloc(quant_vec_size(QTYPE_Q8_0, ne0));
-
-	for (int64_t t = 0; t < n; t++) {
-		quant_vec_prepare(QTYPE_Q8_0, x + t * ne0, ne0, vec);
-		quant_vec_dequant(QTYPE_Q8_0, vec, xhat + t * ne0, ne0);
-	}
-	free(vec);
-}
-
 /* A stack of experts on the device and its weights on the host. */
 struct stack {
 	struct cuda_tensor ct; /* as the ops take it */

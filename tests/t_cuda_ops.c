@@ -128,20 +128,14 @@ static const uint32_t all_types[] = {
     QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
 
 /* XHAT[t][i]: N_TOK rows of NE0 activations X as the int8 mat-vec sees
- * them: quantized per 32 by the CPU engine (quant_vec_prepare for a Q8_0
- * row) and dequantized (cuda_vecdot8.cuh note 2). */
-static void x8_dequant(const float *x, int64_t ne0, int n_tok, float *xhat)
+ * them (cuda_util.h x8_dequant), as floats (2^-24 relative). */
+static void x8_dequant_f32(const float *x, int64_t ne0, int n_tok, float *xhat)
 {
-	void *vec = malloc(quant_vec_size(QTYPE_Q8_0, ne0));
-	double *d = malloc(sizeof(double) * (size_t)ne0);
+	double *d = malloc(sizeof(double) * (size_t)(ne0 * n_tok));
 
-	for (int t = 0; t < n_tok; t++) {
-		quant_vec_prepare(QTYPE_Q8_0, x + t * ne0, ne0, vec);
-		quant_vec_dequant(QTYPE_Q8_0, vec, d, ne0);
-		for (int64_t i = 0; i < ne0; i++)
-			xhat[t * ne0 + i] = (float)d[i]; /* 2^-24 relative */
-	}
-	free(vec);
+	x8_dequant(x, ne0, n_tok, d);
+	for (int64_t i = 0; i < ne0 * n_tok; i++)
+		xhat[i] = (float)d[i];
 	free(d);
 }
 
@@ -204,7 +198,7 @@ static void test_type(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
 	       qtype_name(t), (long long)diff);
 
 	fill_unif(x, (size_t)(512 * ne0), -1.0f, 1.0f);
-	x8_dequant(x, ne0, 512, xhat);
+	x8_dequant_f32(x, ne0, 512, xhat);
 	for (int32_t tt = 0; tt < 512; tt++)
 		for (int64_t r = 0; r < ne1; r++) {
 			double s = 0, s8 = 0;
@@ -433,7 +427,7 @@ static void test_fused(struct cuda_ctx *ctx, uint32_t tq, uint32_t tk,
 	cg.ne1 = nff; /* the gate: the first nff rows of wq */
 	fill_unif(x, (size_t)n_tok * ne0, -1.0f, 1.0f);
 	fill_unif(y0, (size_t)n_tok * nq, -1.0f, 1.0f);
-	x8_dequant(x, ne0, n_tok, xhat);
+	x8_dequant_f32(x, ne0, n_tok, xhat);
 	/* each product against the activations its path reads */
 #define XOF(ct)                                                                \
 	(n_tok < CUDA_GEMM_MIN_TOKENS && cuda_op_matvec_x8(ctx, &(ct), n_tok)  \
