@@ -211,6 +211,17 @@ cm_dot(const uint8_t *row, int64_t nu, int64_t u, const typename U::xv &xv)
 		return U::dot(row, u, xv);
 }
 
+/* A unit's shared-memory table (cuda_vecdot8.cuh, cv8_smem_tab): every
+ * thread of the block helps copy it, then a barrier; first thing in the
+ * kernel, before its wait for the previous kernel. */
+template <class U> static __device__ __forceinline__ void cm_prepare(void)
+{
+	if constexpr (cv8_prepares<U>::v) {
+		U::prepare();
+		__syncthreads();
+	}
+}
+
 /* Rows W[0..R) . XT over units FIRST, FIRST + STEP, .. (< NU) of U per
  * lane, reduced over each group of LW lanes (every lane of the group gets
  * its sums in ACC): lanes on consecutive units, each unit's activations
@@ -415,6 +426,8 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 	constexpr int64_t rg = MODE == CM_GATED ? CM_ROWS / 2 : CM_ROWS;
 	__shared__ float part[CM_WARPS][CM_ROWS];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+	cm_prepare<U>();
 	const int sl = lane & (LW - 1); /* the lane within its group */
 	/* (KS is 1, 2 or 4: shifts, not the integer divisions that were a
 	   tenth of a short product's instructions) */
@@ -612,6 +625,7 @@ __global__ void cm_moe_down_sum(const uint8_t *w0, size_t row_size,
 	const uint8_t *w[CM_ROWS];
 	float acc[CM_ROWS];
 
+	cm_prepare<U>();
 	cu_pdl_sync(); /* (the routing and the quantization wrote ids, xq) */
 	const int64_t e = ids[s];
 
@@ -951,9 +965,14 @@ static int64_t cm_unit_elems(const struct cuda_ctx *ctx, uint32_t type,
 {
 	if (type == QTYPE_F32 || type == QTYPE_F16)
 		return 8;
-	if (cm_x8_ok(ctx, type, ne0, n_tok) &&
-	    (type == QTYPE_Q4_K || type == CQ_Q4_KR || type == QTYPE_Q5_K))
-		return cv8_unit<QTYPE_Q4_K>::ne;
+	if (cm_x8_ok(ctx, type, ne0, n_tok))
+		switch (type) {
+#define X(T)                                                                   \
+	case T:                                                                \
+		return cv8_unit<T>::ne;
+			CV8_FOR_EACH_TYPE(X)
+#undef X
+		}
 	return 32;
 }
 

@@ -51,6 +51,7 @@
 #include "cuda_vecdot.cuh" /* the units */
 
 #include <float.h>
+#include <type_traits>
 
 /* One token's quantized activations (note 4). */
 struct cv8_xq {
@@ -541,38 +542,36 @@ template <> struct cv8_unit<QTYPE_Q5_K> : cv8_unit<QTYPE_Q4_K> {
 	}
 };
 
-/* The four values (int8, a word) of a 16-entry table T (T[0..3] as four
- * words) at the 4-bit indices in bits 0..15 of S: one byte permutation
- * picks from entries 0..7, one from 8..15, a third takes each byte from
- * the one its index's bit 3 names (selector nibbles kept below 8: none
- * asks for a byte's sign to be replicated). */
-static __device__ __forceinline__ uint32_t cv8_table4(const uint32_t *t,
-                                                      uint32_t s)
-{
-	const uint32_t lo = __byte_perm(t[0], t[1], s & 0x7777);
-	const uint32_t hi = __byte_perm(t[2], t[3], s & 0x7777);
-
-	return __byte_perm(lo, hi, 0x3210 | ((s & 0x8888) >> 1));
-}
-
 /* The sum of the 32 4-bit quants of a block laid out as Q4_0's (W: its 16
  * bytes as 4 words; byte l's low nibble is element l, its high one
  * l + 16), each quant's value in the 16-entry int8 table KV (four words),
- * times the activation block's quants Q. */
+ * times the activation block's quants Q. Per word, its 8 nibbles' low
+ * three bits pick from entries 0..7 and from 8..15 (two byte
+ * permutations a half word), their top bits choose between the two (one
+ * selector for the whole word), and two more permutations gather the low
+ * nibbles' values and the high ones'. */
 static __device__ __forceinline__ int
 cv8_kv16_dot(const uint32_t *kv, const uint32_t *w, const int *q)
 {
-	int s = 0;
+	int s = 0, t = 0; /* (two chains of dp4a: half the dependent steps) */
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
-		/* bytes 4j..4j+3: nibbles of elements 4j.., 16 + 4j.. */
-		const uint32_t t0 = cv8_table4(kv, w[j]);
-		const uint32_t t1 = cv8_table4(kv, w[j] >> 16);
+		/* (selector nibbles below 8: none asks for a sign to be
+		   replicated) */
+		const uint32_t n = w[j] & 0x77777777u;
+		const uint32_t sel = 0x32103210u | ((w[j] >> 1) & 0x44444444u);
+		const uint32_t t0 =
+		    __byte_perm(__byte_perm(kv[0], kv[1], n),
+		                __byte_perm(kv[2], kv[3], n), sel);
+		const uint32_t t1 =
+		    __byte_perm(__byte_perm(kv[0], kv[1], n >> 16),
+		                __byte_perm(kv[2], kv[3], n >> 16), sel >> 16);
 
+		/* bytes 4j..4j+3: nibbles of elements 4j.., 16 + 4j.. */
 		s = __dp4a((int)__byte_perm(t0, t1, 0x6420), q[j], s);
-		s = __dp4a((int)__byte_perm(t0, t1, 0x7531), q[4 + j], s);
+		t = __dp4a((int)__byte_perm(t0, t1, 0x7531), q[4 + j], t);
 	}
-	return s;
+	return s + t;
 }
 
 /* MXFP4: e (E8M0), qs[16] (17-byte blocks, any alignment); byte l's low
@@ -637,13 +636,18 @@ static __device__ __forceinline__ uint32_t cv8_ksigns(uint32_t i)
 	return i | (uint32_t)(__popc(i) & 1) << 7;
 }
 
-/* The 4 bytes of G (each 0..127) negated where bits 0..3 of S are set
- * (bit j: byte j): ((g ^ m) - m) per byte, m = 0xFF where negative. */
+/* The 4 bytes of G negated where bits 0..3 of S are set (bit j: byte j).
+ * The product spreads bit j to bit 8j (shifts of 0, 7, 14, 21: no two
+ * overlap, no carries), so N holds a 1 in each byte to negate; then
+ * -g = (g ^ 0xFF) + 1 byte by byte, without a carry between bytes since
+ * no grid byte is 0 (quant_grids.c: IQ2's 8, 25, 43; IQ3_XXS's 4..62;
+ * IQ3_S's 1..15). (The SIMD intrinsics __vcmpne4 and __vsub4 are several
+ * instructions each on this GPU.) */
 static __device__ __forceinline__ int cv8_signed4(uint32_t g, uint32_t s)
 {
-	const uint32_t m = __vcmpne4(((s & 15) * 0x01010101u) & 0x08040201u, 0);
+	const uint32_t n = ((s & 15) * 0x00204081u) & 0x01010101u;
 
-	return (int)__vsub4(g ^ m, m);
+	return (int)((g ^ (n * 0xFFu)) + n);
 }
 
 /* The 8 signed grid bytes of entry G (8 bytes) with the sign bits S
@@ -661,6 +665,44 @@ static __device__ __forceinline__ int cv8_grid8s(uint64_t g, const int *q)
 	return __dp4a((int)(uint32_t)(g >> 32), q[1],
 	              __dp4a((int)(uint32_t)g, q[0], 0));
 }
+
+/*
+ * The codebooks of IQ2_XXS (2 KB), IQ3_XXS (1 KB) and IQ3_S (2 KB) in
+ * shared memory. Lanes look entries up by the weights: a warp's 32
+ * lookups of an entry of 8 bytes touch about 14 of a 2 KB table's 16 cache
+ * lines, and the L1 serves a load one line at a time, so the lookups were
+ * most of the L1's work (the 7B IQ2_XXS shape decoded at 15% of the
+ * bandwidth floor); in shared memory they cost the bank conflicts of 32
+ * random entries, a few cycles. The block copies the table first
+ * (U::prepare, all threads, then a barrier: cm_prepare in cuda_matmul.cu),
+ * before its wait for the previous kernel (no kernel writes the tables).
+ * The larger tables (IQ2_XS 4 KB, IQ2_S 8 KB, IQ1's 16 KB) stay in global
+ * memory: a block's copy would be as many bytes as its rows' weights.
+ */
+static __device__ __forceinline__ uint32_t *cv8_smem_tab(void)
+{
+	__shared__ __align__(8) uint32_t t[512]; /* the largest: 2 KB */
+
+	return t;
+}
+
+/* Copy the N words at SRC into cv8_smem_tab (the block's threads
+ * together; a barrier must follow). */
+static __device__ __forceinline__ void cv8_smem_fill(const uint32_t *src, int n)
+{
+	uint32_t *t = cv8_smem_tab();
+
+	for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x)
+		t[i] = src[i];
+}
+
+/* Whether unit U copies a table into shared memory (has U::prepare). */
+template <class U, class = void> struct cv8_prepares {
+	static const bool v = false;
+};
+template <class U> struct cv8_prepares<U, std::void_t<decltype(U::prepare())>> {
+	static const bool v = true;
+};
 
 /* The block's d (the fp16 at B) times the sub-block's integer scale SC
  * and F (a power of two): exact. */
@@ -691,24 +733,30 @@ template <> struct cv8_unit<QTYPE_IQ4_NL> : cv8_unit_block {
 /* IQ4_XS: d, scales_h (u16), scales_l[4], qs[128] (136-byte blocks, read
  * 8 bytes at a time: rows 8-byte aligned, cm_unit_ok); sub-block ib's 16
  * bytes at 8 + 16 ib in IQ4_NL's order, its 6-bit scale (low nibble ib of
- * scales_l, two bits 2 ib of scales_h) minus 32. */
-template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit_block {
+ * scales_l, two bits 2 ib of scales_h) minus 32. A unit is Q4_K's: a pair
+ * of sub-blocks (2c, 2c + 1, c = u % 4), their activations Q4_K's, the
+ * header decoded once for both (|sum * sc| <= 32 * 127 * 127 * 32 <
+ * 2^24: exact as floats). */
+template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit<QTYPE_Q4_K> {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
 		const uint32_t kv[4] = CV8_KV_IQ4NL;
-		const uint8_t *b = row + (u >> 3) * 136;
-		const int ib = (int)(u & 7);
+		const uint32_t c = (uint32_t)u & 3;
+		const uint8_t *b = row + (size_t)((uint32_t)u >> 2) * 136;
 		const uint2 h = *(const uint2 *)b;
-		const uint2 q0 = *(const uint2 *)(b + 8 + 16 * ib);
-		const uint2 q1 = *(const uint2 *)(b + 16 + 16 * ib);
-		const uint32_t w[4] = {q0.x, q0.y, q1.x, q1.y};
-		const int sc = (int)(((h.y >> (4 * ib)) & 15) |
-		                     ((h.x >> (16 + 2 * ib)) & 3) << 4) -
-		               32;
+		const uint2 *p = (const uint2 *)(b + 8 + 32 * c);
+		const uint2 q0 = p[0], q1 = p[1], q2 = p[2], q3 = p[3];
+		const uint32_t w0[4] = {q0.x, q0.y, q1.x, q1.y};
+		const uint32_t w1[4] = {q2.x, q2.y, q3.x, q3.y};
+		const uint32_t lo = h.y >> (8 * c), hi = h.x >> (16 + 4 * c);
+		const int sc0 = (int)((lo & 15) | (hi & 3) << 4) - 32;
+		const int sc1 = (int)(((lo >> 4) & 15) | (hi & 12) << 2) - 32;
+		const int s0 = cv8_kv16_dot(kv, w0, v.q0);
+		const int s1 = cv8_kv16_dot(kv, w1, v.q1);
 
-		return (cv8_iq_dsc(b, sc, 1.0f) * v.d) *
-		       (float)cv8_kv16_dot(kv, w, v.q);
+		return __half2float(__ushort_as_half((unsigned short)h.x)) *
+		       (v.d.x * (float)(s0 * sc0) + v.d.y * (float)(s1 * sc1));
 	}
 };
 
@@ -716,22 +764,26 @@ template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit_block {
  * indices (bytes, an entry of 8 elements each) and a word of four 7-bit
  * sign indices and the 4-bit scale s on top: 2 s + 1, times d / 8. */
 template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
+	static __device__ __forceinline__ void prepare(void)
+	{
+		cv8_smem_fill((const uint32_t *)cq_iq_tables().iq2xxs, 512);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const struct cq_iq_tables t = cq_iq_tables();
+		const uint64_t *grid = (const uint64_t *)cv8_smem_tab();
 		const uint8_t *b = row + (u >> 3) * 66;
 		const uint8_t *p = b + 2 + 8 * (u & 7);
 		const uint32_t a0 = cq_u32(p), a1 = cq_u32(p + 4);
-		int s = 0;
+		int s[2] = {0, 0}; /* (two chains of dp4a) */
 
 #pragma unroll
 		for (int l = 0; l < 4; l++)
-			s = cv8_grid8(t.iq2xxs[(a0 >> (8 * l)) & 255],
-			              cv8_ksigns(a1 >> (7 * l)), v.q + 2 * l,
-			              s);
+			s[l & 1] = cv8_grid8(grid[(a0 >> (8 * l)) & 255],
+			                     cv8_ksigns(a1 >> (7 * l)),
+			                     v.q + 2 * l, s[l & 1]);
 		return (cv8_iq_dsc(b, 2 * (int)(a1 >> 28) + 1, 0.125f) * v.d) *
-		       (float)s;
+		       (float)(s[0] + s[1]);
 	}
 };
 
@@ -792,28 +844,32 @@ template <> struct cv8_unit<QTYPE_IQ2_S> : cv8_unit_block {
  * sub-block a word at 66 (four 7-bit sign indices, the 4-bit scale s on
  * top: 2 s + 1, times d / 4; 98-byte blocks). */
 template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
+	static __device__ __forceinline__ void prepare(void)
+	{
+		cv8_smem_fill(cq_iq_tables().iq3xxs, 256);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const struct cq_iq_tables t = cq_iq_tables();
+		const uint32_t *grid = cv8_smem_tab();
 		const uint8_t *b = row + (u >> 3) * 98;
 		const int ib = (int)(u & 7);
 		const uint32_t i[2] = {cq_u32(b + 2 + 8 * ib),
 		                       cq_u32(b + 6 + 8 * ib)};
 		const uint32_t aux = cq_u32(b + 66 + 4 * ib);
-		int s = 0;
+		int s[2] = {0, 0}; /* (two chains of dp4a) */
 
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
 			const uint32_t g =
-			    t.iq3xxs[(i[k >> 2] >> (8 * (k & 3))) & 255];
+			    grid[(i[k >> 2] >> (8 * (k & 3))) & 255];
 			const uint32_t sg =
 			    cv8_ksigns(aux >> (7 * (k >> 1))) >> (4 * (k & 1));
 
-			s = __dp4a(cv8_signed4(g, sg), v.q[k], s);
+			s[k & 1] = __dp4a(cv8_signed4(g, sg), v.q[k], s[k & 1]);
 		}
 		return (cv8_iq_dsc(b, 2 * (int)(aux >> 28) + 1, 0.25f) * v.d) *
-		       (float)s;
+		       (float)(s[0] + s[1]);
 	}
 };
 
@@ -821,27 +877,33 @@ template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
  * bit k % 8 of byte 66 + k / 8), a sign bit per element from 74, per
  * sub-block a 4-bit scale s at 106: 2 s + 1, times d (110-byte blocks). */
 template <> struct cv8_unit<QTYPE_IQ3_S> : cv8_unit_block {
+	static __device__ __forceinline__ void prepare(void)
+	{
+		cv8_smem_fill(cq_iq_tables().iq3s, 512);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const struct cq_iq_tables t = cq_iq_tables();
+		const uint32_t *grid = cv8_smem_tab();
 		const uint8_t *b = row + (u >> 3) * 110;
 		const int ib = (int)(u & 7);
 		const uint32_t i[2] = {cq_u32(b + 2 + 8 * ib),
 		                       cq_u32(b + 6 + 8 * ib)};
 		const uint32_t qh = b[66 + ib], sg = cq_u32(b + 74 + 4 * ib);
 		const int sc = (b[106 + (ib >> 1)] >> (4 * (ib & 1))) & 15;
-		int s = 0;
+		int s[2] = {0, 0}; /* (two chains of dp4a) */
 
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
 			const uint32_t g =
-			    t.iq3s[((i[k >> 2] >> (8 * (k & 3))) & 255) |
-			           ((qh >> k) & 1) << 8];
+			    grid[((i[k >> 2] >> (8 * (k & 3))) & 255) |
+			         ((qh >> k) & 1) << 8];
 
-			s = __dp4a(cv8_signed4(g, sg >> (4 * k)), v.q[k], s);
+			s[k & 1] = __dp4a(cv8_signed4(g, sg >> (4 * k)), v.q[k],
+			                  s[k & 1]);
 		}
-		return (cv8_iq_dsc(b, 2 * sc + 1, 1.0f) * v.d) * (float)s;
+		return (cv8_iq_dsc(b, 2 * sc + 1, 1.0f) * v.d) *
+		       (float)(s[0] + s[1]);
 	}
 };
 
