@@ -710,12 +710,10 @@ static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
 
 /*
  * Instantiate MACRO(T) once per supported type id, for switch statements
- * that map a run-time type to a kernel instance.
+ * that map a run-time type to a kernel instance: the quantized (block)
+ * types, and those with the float types.
  */
-#define CQ_FOR_EACH_TYPE(X)                                                    \
-	X(QTYPE_F32)                                                           \
-	X(QTYPE_F16)                                                           \
-	X(QTYPE_BF16)                                                          \
+#define CQ_FOR_EACH_BLOCK_TYPE(X)                                              \
 	X(QTYPE_Q4_0)                                                          \
 	X(QTYPE_Q4_1)                                                          \
 	X(QTYPE_Q5_0)                                                          \
@@ -741,5 +739,10 @@ static __device__ __forceinline__ float cq_row_elem(const uint8_t *row,
 	X(CQ_Q8_0R)                                                            \
 	X(CQ_Q6_KR)                                                            \
 	X(CQ_Q4_KR)
+#define CQ_FOR_EACH_TYPE(X)                                                    \
+	X(QTYPE_F32)                                                           \
+	X(QTYPE_F16)                                                           \
+	X(QTYPE_BF16)                                                          \
+	CQ_FOR_EACH_BLOCK_TYPE(X)
 
 #endif /* PARLEY_CUDA_QUANT_CUH */

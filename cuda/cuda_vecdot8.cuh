@@ -1145,32 +1145,7 @@ template <> struct cv8_unit<QTYPE_TQ2_0> : cv8_unit_block_sums {
 	}
 };
 
-/* Types with a cv8_unit. */
-#define CV8_FOR_EACH_TYPE(X)                                                   \
-	X(QTYPE_Q8_0)                                                          \
-	X(QTYPE_Q4_0)                                                          \
-	X(QTYPE_Q4_1)                                                          \
-	X(QTYPE_Q5_0)                                                          \
-	X(QTYPE_Q5_1)                                                          \
-	X(QTYPE_Q4_K)                                                          \
-	X(QTYPE_Q6_K)                                                          \
-	X(QTYPE_Q2_K)                                                          \
-	X(QTYPE_Q3_K)                                                          \
-	X(QTYPE_Q5_K)                                                          \
-	X(CQ_Q8_0R)                                                            \
-	X(CQ_Q6_KR)                                                            \
-	X(CQ_Q4_KR)                                                            \
-	X(QTYPE_MXFP4)                                                         \
-	X(QTYPE_IQ4_NL)                                                        \
-	X(QTYPE_IQ4_XS)                                                        \
-	X(QTYPE_IQ3_XXS)                                                       \
-	X(QTYPE_IQ3_S)                                                         \
-	X(QTYPE_IQ2_XXS)                                                       \
-	X(QTYPE_IQ2_XS)                                                        \
-	X(QTYPE_IQ2_S)                                                         \
-	X(QTYPE_IQ1_S)                                                         \
-	X(QTYPE_IQ1_M)                                                         \
-	X(QTYPE_TQ1_0)                                                         \
-	X(QTYPE_TQ2_0)
+/* Types with a cv8_unit: every block type of cuda_quant.cuh. */
+#define CV8_FOR_EACH_TYPE(X) CQ_FOR_EACH_BLOCK_TYPE(X)
 
 #endif /* PARLEY_CUDA_VECDOT8_CUH */
