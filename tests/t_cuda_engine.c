@@ -668,7 +668,7 @@ static const struct {
     /* (new models go last: a model's seed is its place in the list)
        qwen3moe: the chosen experts' products (the int8 unit mat-vec of
        Q8_0 in its GPU layout; Q4_K gate/up with Q6_K down in some
-       layers; F16's fp32 unit; Q5_K's element-wise one), the F32
+       layers; F16's fp32 unit; Q5_K's int8 one), the F32
        router, prefill split at 16 and in one chunk */
     {"qwen3moe_q8_0",
      "--arch qwen3moe --type Q8_0 --n-head 4 --n-head-kv 2 --head-dim 64 "
@@ -754,7 +754,7 @@ static const struct {
      "--arch qwen3 --type IQ1_M --more-bits-type TQ1_0 --embd-type TQ2_0 "
      "--out-type Q8_0 --n-head 4 --n-head-kv 2 --head-dim 64",
      0},
-    /* i-quant experts: the element-wise expert products */
+    /* i-quant experts: their int8 units in the expert products */
     {"qwen3moe_iq",
      "--arch qwen3moe --type IQ4_XS --more-bits-type IQ3_S --n-head 4 "
      "--n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 "

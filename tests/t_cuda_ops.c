@@ -2842,7 +2842,10 @@ int main(void)
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q4_0, 288, 40);
 	/* mixed: three unit launches, int8 activations quantized once */
 	test_fused(&ctx, QTYPE_Q4_0, QTYPE_Q8_0, QTYPE_Q4_0, 288, 3);
-	/* Q and K in one launch, V element-wise (fp32) and its bias added */
+	/* Q and K in one launch, V element-wise (BF16: fp32 activations)
+	   and its bias added */
+	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_BF16, 768, 2);
+	/* V of a type with an int8 unit only */
 	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q5_K, 768, 2);
 	/* Gemma 3's Q4_K_M mix on rows of 640: Q and K Q5_0, V Q8_0 */
 	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q8_0, 640, 1);
@@ -2851,8 +2854,10 @@ int main(void)
 	test_fused(&ctx, QTYPE_Q4_1, QTYPE_Q4_1, QTYPE_Q4_1, 288, 1);
 	test_fused(&ctx, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 768, 1);
 	test_fused(&ctx, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q8_0, 640, 1);
+	/* (int8 units only: the element-wise mat-vec) */
+	test_fused(&ctx, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q5_K, 768, 2);
 	ctx.x8_off = 0;
-	test_fused(&ctx, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q5_K, 768, 2); /* elem */
+	test_fused(&ctx, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q5_K, 768, 2);
 	test_fused(&ctx, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q8_0, 288, 9); /* GEMM */
 	test_elementwise(&ctx);
 	test_rmsnorm_order(&ctx);
@@ -2862,7 +2867,8 @@ int main(void)
 	test_add_copy(&ctx, QTYPE_Q4_K, 1536, 3);
 	test_add_copy(&ctx, QTYPE_F16, 896, 1);
 	test_add_copy(&ctx, QTYPE_Q5_0, 576, 1);
-	test_add_copy(&ctx, QTYPE_Q5_K, 768, 1); /* element-wise: refused */
+	test_add_copy(&ctx, QTYPE_Q5_K, 768, 1);
+	test_add_copy(&ctx, QTYPE_BF16, 768, 1); /* element-wise: refused */
 	test_add_copy(&ctx, QTYPE_Q8_0, 576, 9); /* GEMM: refused */
 	for (int neox = 0; neox <= 1; neox++) {
 		test_rope(&ctx, neox, 64, 0);
