@@ -1104,6 +1104,81 @@ AVX2 static void kern_tq2_0_avx2(const uint8_t *w, const struct vblk_q8k *v,
 	}
 }
 
+/* Base-3 digit N of each byte of Q (tq1_unpack's ((q 3^N mod 256) * 3)
+ * >> 8), P3 = 3^N in every 16-bit lane: the even bytes and the odd ones
+ * multiplied in 16-bit lanes apart (no product leaves its lane: 255 * 81
+ * and 255 * 3 < 2^16), the digits back in their bytes. */
+AVX2 static inline __m256i tq1_digits(__m256i q, __m256i p3)
+{
+	const __m256i lo8 = _mm256_set1_epi16(0x00FF),
+	              three = _mm256_set1_epi16(3);
+	const __m256i e = _mm256_and_si256(_mm256_mullo_epi16(q, p3), lo8);
+	const __m256i o = _mm256_and_si256(
+	    _mm256_mullo_epi16(_mm256_srli_epi16(q, 8), p3), lo8);
+
+	return _mm256_or_si256(
+	    _mm256_srli_epi16(_mm256_mullo_epi16(e, three), 8),
+	    _mm256_and_si256(_mm256_mullo_epi16(o, three),
+	                     _mm256_set1_epi16((short)0xFF00)));
+}
+
+/* TQ1_0: the quants are base-3 digits minus 1 (tq1_unpack's order):
+ * elements 32 n + m digit n of qs[m] (n < 5), 160 + 16 n + m digit n of
+ * qs[32 + m] (two digits a register, the 16 bytes in both halves), 240 +
+ * 4 n + m digit n of qh[m] (the last 16, beside qs[32..47]'s digit 4);
+ * sum digit x minus sum x. */
+AVX2 static void kern_tq1_0_avx2(const uint8_t *w, const struct vblk_q8k *v,
+                                 int64_t nb, int32_t *isum, float *dw)
+{
+	static const short p3[5] = {1, 3, 9, 27, 81};
+
+	for (int64_t i = 0; i < nb; i++, w += BS_TQ1_0) {
+		const __m256i q = _mm256_loadu_si256((const __m256i *)w);
+		const __m256i h = _mm256_broadcastsi128_si256(
+		    _mm_loadu_si128((const __m128i *)(w + 32)));
+		__m256i acc = _mm256_setzero_si256();
+		uint8_t last[16];
+		int32_t xsum = 0;
+
+		dw[i] = rdhalf(w + 52);
+		for (int n = 0; n < 5; n++)
+			acc = _mm256_add_epi32(
+			    acc, avx2_dot_us(
+			             tq1_digits(q, _mm256_set1_epi16(p3[n])),
+			             _mm256_loadu_si256(
+			                 (const __m256i *)(v[i].qs + 32 * n))));
+		for (int n = 0; n < 4; n += 2) /* elements 160 + 16 n .. + 31 */
+			acc = _mm256_add_epi32(
+			    acc,
+			    avx2_dot_us(
+			        tq1_digits(h,
+			                   _mm256_setr_epi16(
+			                       p3[n], p3[n], p3[n], p3[n],
+			                       p3[n], p3[n], p3[n], p3[n],
+			                       p3[n + 1], p3[n + 1], p3[n + 1],
+			                       p3[n + 1], p3[n + 1], p3[n + 1],
+			                       p3[n + 1], p3[n + 1])),
+			        _mm256_loadu_si256((
+			            const __m256i *)(v[i].qs + 160 + 16 * n))));
+		for (int n = 0; n < 4; n++)
+			for (int m = 0; m < 4; m++)
+				last[4 * n + m] =
+				    (uint8_t)(((uint8_t)(w[48 + m] * p3[n])) *
+				                  3 >>
+				              8);
+		acc = _mm256_add_epi32(
+		    acc,
+		    avx2_dot_us(
+		        _mm256_inserti128_si256(
+		            tq1_digits(h, _mm256_set1_epi16(p3[4])),
+		            _mm_loadu_si128((const __m128i *)last), 1),
+		        _mm256_loadu_si256((const __m256i *)(v[i].qs + 224))));
+		for (int j = 0; j < QK_K / 16; j++)
+			xsum += v[i].bsums[j];
+		isum[i] = avx2_hsum_i32(acc) - xsum;
+	}
+}
+
 /*
  * The 32-element nibble formats (QS at byte OFF of each BS-byte block,
  * values KV, block scale SCALE(block)): the sums of eight blocks at once
@@ -1206,6 +1281,7 @@ DEFINE_IQK_AVX2(iq1_s, BS_IQ1_S)
 DEFINE_IQK_AVX2(iq1_m, BS_IQ1_M)
 DEFINE_IQK_AVX2(iq4_xs, BS_IQ4_XS)
 DEFINE_IQK_AVX2(tq2_0, BS_TQ2_0)
+DEFINE_IQK_AVX2(tq1_0, BS_TQ1_0)
 
 float quant_iq_dot_iq4_nl_avx2(const void *row, const void *vec, int64_t n)
 {
@@ -1220,17 +1296,9 @@ float quant_iq_dot_mxfp4_avx2(const void *row, const void *vec, int64_t n)
 #undef AVX2
 #endif /* QUANT_HAVE_AVX2 */
 
-/* The types without AVX2 kernels (or a build without any): the portable
- * kernel under the AVX2 name, so every table has every type. */
-#ifdef QUANT_HAVE_AVX2
-#define PORTABLE_AS_AVX2(NAME)                                                 \
-	float quant_iq_dot_##NAME##_avx2(const void *row, const void *vec,     \
-	                                 int64_t n)                            \
-	{                                                                      \
-		return quant_iq_dot_##NAME##_c(row, vec, n);                   \
-	}
-PORTABLE_AS_AVX2(tq1_0)
-#else
+/* A build without AVX2 kernels: the portable kernel under the AVX2 name,
+ * so every table has every type. */
+#ifndef QUANT_HAVE_AVX2
 #define PORTABLE_AS_AVX2(NAME, TYPE)                                           \
 	float quant_iq_dot_##NAME##_avx2(const void *row, const void *vec,     \
 	                                 int64_t n)                            \
@@ -1238,5 +1306,5 @@ PORTABLE_AS_AVX2(tq1_0)
 		return quant_iq_dot_##NAME##_c(row, vec, n);                   \
 	}
 QUANT_IQ_TYPES(PORTABLE_AS_AVX2)
-#endif
 #undef PORTABLE_AS_AVX2
+#endif
