@@ -787,6 +787,15 @@ template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
 	}
 };
 
+/* IQ2_XS's and IQ2_S's sub-block sum: the integer sums S of its two
+ * halves of 16, each times its 4-bit scale s of the byte SC as 2 s + 1
+ * (low nibble the first half's). */
+static __device__ __forceinline__ int cv8_iq2_halves(const int *s, uint32_t sc)
+{
+	return s[0] * (int)(2 * (sc & 15) + 1) +
+	       s[1] * (int)(2 * (sc >> 4) + 1);
+}
+
 /* IQ2_XS: d, per 8 elements a u16 (9-bit grid index, 7-bit sign index),
  * per sub-block a byte of two 4-bit scales at 66 (one per 16). */
 template <> struct cv8_unit<QTYPE_IQ2_XS> : cv8_unit_block {
@@ -808,8 +817,7 @@ template <> struct cv8_unit<QTYPE_IQ2_XS> : cv8_unit_block {
 			              v.q + 2 * l, s[l >> 1]);
 		}
 		return (cv8_iq_dsc(b, 1, 0.125f) * v.d) *
-		       (float)(s[0] * (int)(2 * (sc & 15) + 1) +
-		               s[1] * (int)(2 * (sc >> 4) + 1));
+		       (float)cv8_iq2_halves(s, sc);
 	}
 };
 
@@ -835,8 +843,7 @@ template <> struct cv8_unit<QTYPE_IQ2_S> : cv8_unit_block {
 			                     ((qh >> (2 * l)) & 3) << 8],
 			              sg >> (8 * l), v.q + 2 * l, s[l >> 1]);
 		return (cv8_iq_dsc(b, 1, 0.125f) * v.d) *
-		       (float)(s[0] * (int)(2 * (sc & 15) + 1) +
-		               s[1] * (int)(2 * (sc >> 4) + 1));
+		       (float)cv8_iq2_halves(s, sc);
 	}
 };
 

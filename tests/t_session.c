@@ -64,22 +64,14 @@ static bool find_model(void)
 	return access(model, R_OK) == 0;
 }
 
+/* sink_opts on one thread; the same flows on another engine with
+ * PARLEY_TEST_BACKEND=cuda on a GPU machine (every check here is the
+ * session's own promise, true on any correct engine). */
 static struct session_opts base_opts(int32_t n_ctx, int32_t n_predict)
 {
-	struct session_opts o;
+	struct session_opts o = sink_opts(model, n_ctx, n_predict);
 
-	memset(&o, 0, sizeof(o));
-	o.model_path = model;
-	sampler_config_default(&o.sampling);
-	o.sampling.temperature = 0; /* greedy */
-	o.n_ctx = n_ctx;
 	o.n_threads = 1;
-	/* the same flows on another engine: PARLEY_TEST_BACKEND=cuda on a GPU
-	   machine (every check here is the session's own promise, true on
-	   any correct engine; default: the CPU reference) */
-	o.backend = getenv("PARLEY_TEST_BACKEND");
-	o.n_predict = n_predict;
-	o.system_prompt = "You are a helpful assistant.";
 	return o;
 }
 
