@@ -14,7 +14,23 @@
  *     head's keys are contiguous for the attention's stream; or, with
  *     engine_params.kv_type q8_0, the same rows as Q8_0 blocks
  *     (cuda_kvq.cuh, 34 bytes a 32 values) and one layer's fp16 copy
- *     for the batch attention (cuda_ctx.d_kv16);
+ *     for the batch attention (cuda_ctx.d_kv16). A sliding-window layer
+ *     keeps its window only (engine.h invariant 3, as backend_cpu.c):
+ *     a head's rows are CU_WIN_MARGIN rows of zeros, then e->win_cap rows
+ *     holding the positions [e->win_lo, n_past), position p in row
+ *     CU_WIN_MARGIN + p - win_lo. The kernels are given the base moved
+ *     back by win_lo - CU_WIN_MARGIN rows and the head's row count as
+ *     their n_ctx (cu_kv_view), so that position p is still row p for
+ *     them: no kernel knows of the ring. They read no row before the
+ *     window's start but the rest of a tile or sub-chunk holding it
+ *     (fewer than 64 positions: cuda_attn.cu), which the margin keeps
+ *     inside the head's rows and finite (masked: 0 times a finite
+ *     value). Before a chunk the rows would not hold, the positions
+ *     from the slack before its first window on move down to the
+ *     margin (cu_window_move, a 2-D copy a piece no longer than the
+ *     distance, so no piece overlaps itself) and win_lo moves up; the
+ *     decode graphs name the moved base, so they are captured again
+ *     (cu_decode_graph compares the win_lo they were made at);
  *   - fp32 activations for a chunk of n_batch tokens (the residual stream
  *     is fp32 across layers: massive activations overflow fp16), the GEMM
  *     scratch (cuda_ctx) and device logits for one row (all rows of a
@@ -176,6 +192,15 @@ struct cu_state {
 	                            h_step yet */
 	cudaGraphExec_t *graphs; /* [2 * n_graphs], NULL until captured */
 	int32_t n_graphs;
+	int32_t graphs_win_lo; /* e->win_lo when the graphs were captured */
+	/* the sliding-window layers that keep their window only (the note),
+	   by layer; NULL: every layer keeps every position */
+	bool *win;
+	int32_t win_slack; /* positions kept before the window after a move */
+	/* window snapshots (cu_ws_io), pinned host memory, slots
+	   1..ENGINE_RS_SNAPSHOTS: each window layer's K then V, [kv_head]
+	   [win_need] rows; NULL until used */
+	unsigned char *ws[ENGINE_RS_SNAPSHOTS + 1];
 
 	/* a traced step's per-layer statistics, computed on the device
 	   (cuda_op_stats) straight into mapped host memory: no copy in the
@@ -761,6 +786,62 @@ static bool cu_qkv_rope_fusable(const struct model_attn *a)
 	       a->wv.data != NULL;
 }
 
+/* Rows before a window layer's ring (the note): more than the attention
+ * kernels read before a window's start. */
+#define CU_WIN_MARGIN 64
+
+/* Layer IL's cache as the kernels address it: position p of KV head h at
+ * row h * rows + p of KC, VC (a ring's base moved back: the note). */
+struct cu_kv_view {
+	uint16_t *kc, *vc;
+	int32_t rows;       /* a head's rows: the kernels' n_ctx */
+	int32_t p_lo, r_lo; /* the first position held and its row */
+};
+
+/* The layer whose cache layer IL reads (its own, or a KV-shared layer's
+   source). */
+static int cu_kv_src(const struct engine *e, int il)
+{
+	const struct model_cache_desc d = model_layer_cache(e->model, il);
+
+	return d.kind == MODEL_CACHE_SHARED ? d.src : il;
+}
+
+/* Rows of a KV head of layer IL's own cache. */
+static int32_t cu_kv_rows(const struct engine *e, const struct cu_state *s,
+                          int il)
+{
+	return s->win != NULL && s->win[il] ? CU_WIN_MARGIN + e->win_cap
+	                                    : e->n_ctx;
+}
+
+static struct cu_kv_view cu_kv_view(const struct engine *e,
+                                    const struct cu_state *s, int il)
+{
+	const int src = cu_kv_src(e, il);
+	const struct cu_layer *l = &s->layers[il];
+	struct cu_kv_view v = {l->kc, l->vc, e->n_ctx, 0, 0};
+
+	if (s->win != NULL && s->win[src]) {
+		const struct model_attn *a = &e->model->w.layers[src].attn;
+		/* (halves a row: a q8_0 row's 34-byte blocks are even too) */
+		const ptrdiff_t kh = (ptrdiff_t)engine_kv_type_bytes(
+		                         e->kv_type, (size_t)a->head_dim_k) /
+		                     2,
+		                vh = (ptrdiff_t)engine_kv_type_bytes(
+		                         e->kv_type, (size_t)a->head_dim_v) /
+		                     2;
+		const ptrdiff_t back = (ptrdiff_t)CU_WIN_MARGIN - e->win_lo;
+
+		v.kc += back * kh;
+		v.vc += back * vh;
+		v.rows = cu_kv_rows(e, s, src);
+		v.p_lo = e->win_lo;
+		v.r_lo = CU_WIN_MARGIN;
+	}
+	return v;
+}
+
 /* The rotation and KV store of layer IL for a chunk at POS0 (RK for the
  * fused epilogue: with its table). */
 static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
@@ -769,7 +850,7 @@ static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
 {
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const struct model_rope *r = model_layer_rope(e->model, il);
-	const struct cu_layer *l = &s->layers[il];
+	const struct cu_kv_view v = cu_kv_view(e, s, il);
 	struct cuda_rope_kv rk;
 
 	rk.n_head = a->n_head;
@@ -780,10 +861,10 @@ static struct cuda_rope_kv cu_rope_kv(const struct engine *e,
 	rk.mscale = model_layer_rope(e->model, il)->mscale;
 	rk.pos0 = pos0;
 	rk.neox = r->style == MODEL_ROPE_NEOX;
-	rk.n_ctx = e->n_ctx;
+	rk.n_ctx = v.rows;
 	rk.il = 0; /* the layer's own cache (cu_layer.kc, vc) */
-	rk.d_kc = l->kc;
-	rk.d_vc = l->vc;
+	rk.d_kc = v.kc;
+	rk.d_vc = v.vc;
 	rk.d_cs = s->rope_cs[a->rope];
 	return rk;
 }
@@ -827,6 +908,11 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 	const void *xq; /* the norm's (then the attention's) output as int8
 	                   activations, or NULL */
 	struct cuda_rope_kv rk = cu_rope_kv(e, s, il, pos0);
+	const struct cu_kv_view kvw = cu_kv_view(e, s, il);
+	struct cuda_attn_params par = l->attn_par;
+
+	par.p_lo = kvw.p_lo;
+	par.r_lo = kvw.r_lo;
 
 	if (cuda_op_rmsnorm_x8(x, s->x, l->attn_norm, c->n_embd, n, c->rms_eps,
 	                       s->xb, &xq, err, errlen))
@@ -872,12 +958,12 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 		        x, s->q, s->k, s->v, l->q_norm, l->k_norm, a->v_norm,
 		        c->rms_eps, n, rk.n_head, rk.n_kv, rk.head_dim,
 		        rk.n_rot, rk.d_inv_freq, rk.mscale, pos0, rk.neox,
-		        e->n_ctx, 0, l->kc, l->vc, err, errlen))
+		        kvw.rows, 0, kvw.kc, kvw.vc, err, errlen))
 			return -1;
 	}
-	if (cuda_op_attention(x, s->q, l->kc, l->vc, n, a->n_head, a->n_head_kv,
-	                      a->head_dim_k, e->n_ctx, 0, pos0, &l->attn_par,
-	                      s->o, &xq, err, errlen))
+	if (cuda_op_attention(x, s->q, kvw.kc, kvw.vc, n, a->n_head,
+	                      a->n_head_kv, a->head_dim_k, kvw.rows, 0, pos0,
+	                      &par, s->o, &xq, err, errlen))
 		return -1;
 	if (a->gated) { /* o *= sigmoid(gate): the int8 copy is stale */
 		xq = NULL;
@@ -1633,6 +1719,14 @@ static int cu_decode_graph(struct engine *e, struct cu_state *s, int32_t tok,
 	const bool traced = e->trace != NULL;
 	const int32_t b = e->n_past / CU_GRAPH_POS * 2 + (traced ? 1 : 0);
 
+	if (s->graphs_win_lo != e->win_lo) {
+		/* the graphs name the ring's base at their win_lo (the note):
+		   made again */
+		CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
+		s->step_queued = false;
+		cu_graphs_drop(s);
+		s->graphs_win_lo = e->win_lo;
+	}
 	if (s->graphs[b] == NULL && cu_graph_capture(e, s, b, err, errlen))
 		return -1;
 	/* the previous replay reads h_step when the GPU reaches it: a select
@@ -1692,6 +1786,9 @@ static int cu_dev_logits(struct engine *e, struct cu_state *s, int32_t n,
 	return 0;
 }
 
+static int cu_window_move(struct engine *e, struct cu_state *s, int32_t pos0,
+                          int32_t m, char *err, size_t errlen);
+
 /* engine_ops.eval: chunks of n_batch tokens through the layer stack. */
 static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
                    unsigned flags, char *err, size_t errlen)
@@ -1707,7 +1804,8 @@ static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 	                  err, errlen))
 		return -1;
 	if (n == 1 && !all && !none && s->use_graphs && !cu_trace_captures(e)) {
-		if (cu_decode_graph(e, s, tokens[0], err, errlen))
+		if (cu_window_move(e, s, e->n_past, 1, err, errlen) ||
+		    cu_decode_graph(e, s, tokens[0], err, errlen))
 			return -1;
 		e->n_logits = 1;
 		s->host_valid = false;
@@ -1719,7 +1817,8 @@ static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		int32_t n_out = all ? m : (last && !none ? 1 : 0);
 		float *dst = all ? e->logits + (size_t)done * nv : NULL;
 
-		if (cu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
+		if (cu_window_move(e, s, e->n_past + done, m, err, errlen) ||
+		    cu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
 		                     dst, n_out, err, errlen))
 			return -1;
 	}
@@ -1810,19 +1909,19 @@ static void cu_kv_q8_convert(unsigned char *stage, float *buf, size_t n,
 }
 
 /*
- * Copy positions [0, n) of one cache of layer IL between the device
- * (CACHE: [kv_head][n_ctx][dim] fp16, or rows of q8_0 blocks) and BUF
- * ([pos][kv_head][dim] fp32). TO_HOST: device -> BUF, else BUF -> device.
- * STAGE: n_kv * n * dim halves.
+ * Copy N positions of one cache of layer IL between the device (CACHE:
+ * the first one's row of head 0, [kv_head][ROWS][dim] fp16, or rows of
+ * q8_0 blocks) and BUF ([pos][kv_head][dim] fp32). TO_HOST: device ->
+ * BUF, else BUF -> device. STAGE: n_kv * n * dim halves.
  */
-static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
-                      float *buf, uint16_t *stage, int to_host, char *err,
-                      size_t errlen)
+static int cu_kv_copy(struct engine *e, uint16_t *cache, int32_t rows, int il,
+                      int32_t n, float *buf, uint16_t *stage, int to_host,
+                      char *err, size_t errlen)
 {
 	const struct model_attn *a = &e->model->w.layers[il].attn;
 	const size_t hd = (size_t)a->head_dim_k, nkv = (size_t)a->n_head_kv;
 	const size_t rb = engine_kv_type_bytes(e->kv_type, hd);
-	const size_t run = (size_t)n * rb, pitch = (size_t)e->n_ctx * rb;
+	const size_t run = (size_t)n * rb, pitch = (size_t)rows * rb;
 	const int q8 = e->kv_type == ENGINE_KV_Q8_0;
 
 	if (q8 && !to_host)
@@ -1854,10 +1953,13 @@ static int cu_kv_copy(struct engine *e, uint16_t *cache, int il, int32_t n,
 	return 0;
 }
 
-/* Save (TO_HOST) or load positions [0, n) of every layer, K then V, in
- * engine_kv_layer_bytes' layout. */
-static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host,
-                      char *err, size_t errlen)
+/* Save (TO_HOST) or load the positions of every layer, K then V, in the
+ * engine's layout (engine.h invariant 5: a sliding-window layer's from
+ * e->win_lo on, every other layer's from 0 to N). SKIP: positions of a
+ * window layer's data at BUF that are not kept (a load of more than its
+ * rows hold: the first ones). */
+static int cu_kv_move(struct engine *e, int32_t n, float *buf, int32_t skip,
+                      int to_host, char *err, size_t errlen)
 {
 	struct cu_state *s = (struct cu_state *)e->impl;
 	const struct model_config *c = &e->model->cfg;
@@ -1880,17 +1982,35 @@ static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host,
 		return -1;
 	}
 	for (int il = 0; rc == 0 && il < c->n_layer; il++) {
-		const size_t per =
-		    (size_t)n * model_layer_cache(e->model, il).k_dim;
+		const struct model_cache_desc d =
+		    model_layer_cache(e->model, il);
+		const bool w = d.kind == MODEL_CACHE_WINDOW;
+		const int32_t p0 = w ? e->win_lo : 0, cnt = n - p0;
+		const struct cu_kv_view v = cu_kv_view(e, s, il);
+		/* the row of position p0 (a ring: the margin's end) and a
+		   head's row in halves (K and V heads are one size: cu_open) */
+		const size_t r0 = (size_t)(p0 - v.p_lo + v.r_lo);
+		const size_t hr =
+		    engine_kv_type_bytes(
+		        e->kv_type,
+		        (size_t)e->model->w.layers[il].attn.head_dim_k) /
+		    sizeof(uint16_t);
+		float *bk, *bv;
 
 		/* a layer of shared KV has no cache of its own (nor bytes) */
-		if (model_layer_cache(e->model, il).kind == MODEL_CACHE_SHARED)
+		if (d.kind == MODEL_CACHE_SHARED)
 			continue;
-		rc = cu_kv_copy(e, s->layers[il].kc, il, n, buf, stage, to_host,
-		                err, errlen) ||
-		     cu_kv_copy(e, s->layers[il].vc, il, n, buf + per, stage,
-		                to_host, err, errlen);
-		buf += engine_kv_layer_bytes(e, il, n) / sizeof(float);
+		bk = buf + (w ? (size_t)skip * d.k_dim : 0);
+		bv = bk + (size_t)cnt * d.k_dim +
+		     (w ? (size_t)skip * d.v_dim : 0);
+		if (cnt > 0)
+			rc = cu_kv_copy(e, s->layers[il].kc + r0 * hr, v.rows,
+			                il, cnt, bk, stage, to_host, err,
+			                errlen) ||
+			     cu_kv_copy(e, s->layers[il].vc + r0 * hr, v.rows,
+			                il, cnt, bv, stage, to_host, err,
+			                errlen);
+		buf = bv + (size_t)cnt * d.v_dim;
 	}
 	free(stage);
 	return rc ? -1 : 0;
@@ -1899,14 +2019,23 @@ static int cu_kv_move(struct engine *e, int32_t n, float *buf, int to_host,
 static int cu_kv_save(struct engine *e, int32_t n, void *buf, char *err,
                       size_t errlen)
 {
-	return cu_kv_move(e, n, (float *)buf, 1, err, errlen);
+	return cu_kv_move(e, n, (float *)buf, 0, 1, err, errlen);
 }
 
+/* Inverse of cu_kv_save; of a window layer's positions [e->win_lo, n)
+ * more than its ring holds, the last ones are kept (win_lo moves up). */
 static int cu_kv_load(struct engine *e, int32_t n, const void *buf, char *err,
                       size_t errlen)
 {
+	struct cu_state *s = (struct cu_state *)e->impl;
+	int32_t skip = 0;
+
+	if (s->win != NULL && n - e->win_lo > e->win_cap) {
+		skip = n - e->win_lo - e->win_cap;
+		e->win_lo += skip;
+	}
 	/* cu_kv_copy only reads BUF when loading */
-	return cu_kv_move(e, n, (float *)buf, 0, err, errlen);
+	return cu_kv_move(e, n, (float *)(uintptr_t)buf, skip, 0, err, errlen);
 }
 
 /* engine_ops.kv_shift (engine.h invariant 6): every layer with a cache of
@@ -1931,16 +2060,148 @@ static int cu_kv_shift(struct engine *e, int32_t p0, int32_t d, char *err,
 		const struct model_rope *r = model_layer_rope(e->model, il);
 		const enum model_cache_kind k =
 		    model_layer_cache(e->model, il).kind;
+		const bool ring = s->win != NULL && s->win[il];
+		/* a ring whose rows start past 0 holds kept positions only
+		   (engine.c checks win_lo >= p0 + d): its keys turn where they
+		   are and engine.c moves win_lo down by d; else the rows of
+		   [p0 + d, n_past) move to p0's (a ring's: after its margin) */
+		const bool turn = ring && e->win_lo > 0;
+		const int32_t r0 =
+		    turn ? CU_WIN_MARGIN : (ring ? CU_WIN_MARGIN : 0) + p0;
 
 		if (k != MODEL_CACHE_FULL && k != MODEL_CACHE_WINDOW)
 			continue;
 		if (cuda_op_kv_shift(
 		        &s->ctx, s->layers[il].kc, s->layers[il].vc,
-		        a->n_head_kv, e->n_ctx, a->head_dim_k, a->head_dim_v,
-		        r->n_rot, r->style == MODEL_ROPE_NEOX,
-		        s->inv_freq[a->rope], p0, d, n, err, errlen) != 0)
+		        a->n_head_kv, cu_kv_rows(e, s, il), a->head_dim_k,
+		        a->head_dim_v, r->n_rot, r->style == MODEL_ROPE_NEOX,
+		        s->inv_freq[a->rope], r0, d, turn ? 0 : d,
+		        turn ? e->n_past - e->win_lo : n, err, errlen) != 0)
 			return -2;
 	}
+	return 0;
+}
+
+/* Before a chunk of M tokens at POS0: where the window layers' rings would
+ * not hold it, the positions from the slack before the chunk's first
+ * window on ([POS0 - win_need - slack, POS0)) move down to the margin's
+ * end and win_lo up to the first of them (the note; backend_cpu.c's
+ * cpu_window_move, the same rule). The rows move on the stream in 2-D
+ * copies (a run a KV head) of at most the distance moved, in ascending
+ * order: no copy reads a row an earlier one wrote, nor overlaps itself. */
+static int cu_window_move(struct engine *e, struct cu_state *s, int32_t pos0,
+                          int32_t m, char *err, size_t errlen)
+{
+	const int32_t back = e->win_need + s->win_slack;
+	const int32_t lo = pos0 > back ? pos0 - back : 0;
+
+	if (s->win == NULL || pos0 + m - e->win_lo <= e->win_cap ||
+	    lo <= e->win_lo)
+		return 0;
+	const int32_t dist = lo - e->win_lo, keep = pos0 - lo;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		const struct model_attn *a = &e->model->w.layers[il].attn;
+		const size_t rb =
+		    engine_kv_type_bytes(e->kv_type, (size_t)a->head_dim_k);
+		const size_t pitch = (size_t)cu_kv_rows(e, s, il) * rb;
+
+		if (!s->win[il])
+			continue;
+		for (int kv = 0; kv < 2; kv++) {
+			unsigned char *r0 =
+			    (unsigned char *)(kv ? s->layers[il].vc
+			                         : s->layers[il].kc) +
+			    (size_t)CU_WIN_MARGIN * rb;
+
+			for (int32_t done = 0; done < keep; done += dist) {
+				const int32_t piece =
+				    keep - done < dist ? keep - done : dist;
+
+				CUDA_TRY(cudaMemcpy2DAsync(
+				             r0 + (size_t)done * rb, pitch,
+				             r0 + (size_t)(dist + done) * rb,
+				             pitch, (size_t)piece * rb,
+				             (size_t)a->n_head_kv,
+				             cudaMemcpyDeviceToDevice,
+				             s->ctx.stream),
+				         err, errlen);
+			}
+		}
+	}
+	e->win_lo = lo;
+	return 0;
+}
+
+/* engine_ops.ws_io: the window layers' rows of the positions [POS -
+ * win_need, POS) (from 0) to window snapshot slot SLOT, pinned host
+ * memory allocated at its first use (each layer's K then V, [kv_head]
+ * [win_need] rows), or back to the rows after the margin (LOAD: engine.c
+ * then sets win_lo to the first of them). */
+static int cu_ws_io(struct engine *e, int slot, int32_t pos, bool load,
+                    char *err, size_t errlen)
+{
+	struct cu_state *s = (struct cu_state *)e->impl;
+	const int32_t lo = pos > e->win_need ? pos - e->win_need : 0;
+	const int32_t cnt = pos - lo;
+	unsigned char *p;
+
+	if (s->win == NULL || slot < 1 || slot > ENGINE_RS_SNAPSHOTS) {
+		snprintf(err, errlen, "no window snapshot slot %d", slot);
+		return -1;
+	}
+	if (s->ws[slot] == NULL) {
+		size_t n = 0;
+
+		for (int il = 0; il < e->model->cfg.n_layer; il++)
+			if (s->win[il])
+				n += 2 * (size_t)e->win_need *
+				     (size_t)e->model->w.layers[il]
+				         .attn.n_head_kv *
+				     engine_kv_type_bytes(
+				         e->kv_type,
+				         (size_t)e->model->w.layers[il]
+				             .attn.head_dim_k);
+		CUDA_TRY(cudaMallocHost((void **)&s->ws[slot], n ? n : 1), err,
+		         errlen);
+	}
+	p = s->ws[slot];
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		const struct model_attn *a = &e->model->w.layers[il].attn;
+		const size_t rb =
+		    engine_kv_type_bytes(e->kv_type, (size_t)a->head_dim_k);
+		const size_t pitch = (size_t)cu_kv_rows(e, s, il) * rb;
+		const size_t hp = (size_t)e->win_need * rb;
+		/* (a load puts position lo at the margin's end) */
+		const size_t row = (size_t)CU_WIN_MARGIN +
+		                   (load ? 0 : (size_t)(lo - e->win_lo));
+
+		if (!s->win[il])
+			continue;
+		for (int kv = 0; kv < 2; kv++) {
+			unsigned char *r =
+			    (unsigned char *)(kv ? s->layers[il].vc
+			                         : s->layers[il].kc) +
+			    row * rb;
+
+			if (cnt > 0)
+				CUDA_TRY(
+				    load
+				        ? cudaMemcpy2DAsync(
+				              r, pitch, p, hp, (size_t)cnt * rb,
+				              (size_t)a->n_head_kv,
+				              cudaMemcpyHostToDevice,
+				              s->ctx.stream)
+				        : cudaMemcpy2DAsync(
+				              p, hp, r, pitch, (size_t)cnt * rb,
+				              (size_t)a->n_head_kv,
+				              cudaMemcpyDeviceToHost,
+				              s->ctx.stream),
+				    err, errlen);
+			p += (size_t)a->n_head_kv * hp;
+		}
+	}
+	CUDA_TRY(cudaStreamSynchronize(s->ctx.stream), err, errlen);
 	return 0;
 }
 
@@ -1980,6 +2241,10 @@ static void cu_close(struct engine *e)
 			cu_graphs_drop(s);
 			free(s->graphs);
 		}
+		for (int i = 0; i <= ENGINE_RS_SNAPSHOTS; i++)
+			if (s->ws[i] != NULL)
+				cudaFreeHost(s->ws[i]);
+		free(s->win);
 		cudaFreeHost(s->h_tstats);
 		cudaFreeHost(s->h_step);
 		cudaFreeHost(s->h_tids);
@@ -2017,6 +2282,65 @@ static void cu_close(struct engine *e)
  * keys, then all the values, so a model whose layers share one shape has
  * the layout of one [layer][kv_head][pos][dim] cache, as before per-layer
  * caches. */
+/* Which sliding-window layers keep their window only (the note), and
+ * e->win_cap: backend_cpu.c's rule (the window, a chunk and twice the
+ * slack), where that and the margin are fewer rows than n_ctx and P does
+ * not ask for every position. 0, or -1 out of memory. */
+static int cu_window_plan(struct engine *e, struct cu_state *s,
+                          const struct engine_params *p)
+{
+	const int32_t nl = e->model->cfg.n_layer;
+	const int32_t slack =
+	    p->window_slack > 0 ? p->window_slack : ENGINE_WINDOW_SLACK;
+	const int64_t cap =
+	    (int64_t)e->win_need + 1 + s->n_batch + 2 * (int64_t)slack;
+	bool any = false;
+
+	for (int il = 0; il < nl; il++) {
+		const struct model_cache_desc d =
+		    model_layer_cache(e->model, il);
+		const struct model_attn *a = &e->model->w.layers[il].attn;
+
+		any = any || d.kind == MODEL_CACHE_WINDOW;
+		/* a layer reading a sliding layer's cache must read no
+		   further back than its window (Gemma 4's do: same kind) */
+		if (d.kind == MODEL_CACHE_SHARED &&
+		    model_layer_cache(e->model, d.src).kind ==
+		        MODEL_CACHE_WINDOW &&
+		    (a->kind != MODEL_ATTN_SLIDING ||
+		     a->window > model_layer_cache(e->model, d.src).window))
+			return 0;
+	}
+	if (!any || p->window_full || cap + CU_WIN_MARGIN >= e->n_ctx)
+		return 0;
+	s->win = (bool *)calloc((size_t)nl, sizeof(bool));
+	if (s->win == NULL)
+		return -1;
+	e->win_cap = (int32_t)cap;
+	s->win_slack = slack;
+	for (int il = 0; il < nl; il++)
+		s->win[il] =
+		    model_layer_cache(e->model, il).kind == MODEL_CACHE_WINDOW;
+	return 0;
+}
+
+/* Bytes of the KV cache: every layer's rows of K and V (cu_kv_place). */
+static size_t cu_kv_bytes(const struct engine *e, const struct cu_state *s)
+{
+	size_t n = 0;
+
+	for (int il = 0; il < e->model->cfg.n_layer; il++) {
+		const struct model_cache_desc d =
+		    model_layer_cache(e->model, il);
+
+		n += engine_kv_type_bytes(
+		         e->kv_type, (size_t)cu_kv_rows(e, s, il) * d.k_dim) +
+		     engine_kv_type_bytes(
+		         e->kv_type, (size_t)cu_kv_rows(e, s, il) * d.v_dim);
+	}
+	return n;
+}
+
 static void cu_kv_place(const struct engine *e, struct cu_state *s)
 {
 	const int32_t nl = e->model->cfg.n_layer;
@@ -2030,8 +2354,8 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 
 		s->layers[il].kc =
 		    d.kind == MODEL_CACHE_SHARED ? s->layers[d.src].kc : p;
-		p += engine_kv_type_bytes(e->kv_type,
-		                          (size_t)e->n_ctx * d.k_dim) /
+		p += engine_kv_type_bytes(
+		         e->kv_type, (size_t)cu_kv_rows(e, s, il) * d.k_dim) /
 		     sizeof(uint16_t);
 	}
 	for (int il = 0; il < nl; il++) {
@@ -2040,8 +2364,8 @@ static void cu_kv_place(const struct engine *e, struct cu_state *s)
 
 		s->layers[il].vc =
 		    d.kind == MODEL_CACHE_SHARED ? s->layers[d.src].vc : p;
-		p += engine_kv_type_bytes(e->kv_type,
-		                          (size_t)e->n_ctx * d.v_dim) /
+		p += engine_kv_type_bytes(
+		         e->kv_type, (size_t)cu_kv_rows(e, s, il) * d.v_dim) /
 		     sizeof(uint16_t);
 	}
 }
@@ -2318,10 +2642,14 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 	cuda_knobs_read(&knobs);
 	s->repack = cu_repack_types(&knobs);
 	arena = cu_arena_bytes(m, s->repack);
-	/* K and V of every layer in the cache's type (cu_kv_place); a q8_0
-	   cache's fp16 scratch of one layer (cu_kv16_halves) with it */
-	kv = engine_kv_type_bytes(e->kv_type, model_cache_floats(m, e->n_ctx)) +
-	     cu_kv16_halves(e) * sizeof(uint16_t);
+	/* K and V of every layer in the cache's type (cu_kv_place: a
+	   sliding-window layer's ring, cu_window_plan); a q8_0 cache's fp16
+	   scratch of one layer (cu_kv16_halves) with it */
+	if (cu_window_plan(e, s, p) != 0) {
+		snprintf(err, errlen, "out of host memory");
+		goto fail;
+	}
+	kv = cu_kv_bytes(e, s) + cu_kv16_halves(e) * sizeof(uint16_t);
 	act = nb * sizeof(float) *
 	      (4 * (size_t)c->n_embd + 3 * (size_t)c->max_q_dim +
 	       3 * (size_t)c->max_kv_dim_k + 2 * (size_t)c->max_ff + 1);
@@ -2488,8 +2816,24 @@ static int cu_open(struct engine *e, const struct engine_params *p, char *err,
 		cu_alloc((void **)&s->rope_cs[r],
 		         nctx * (size_t)c->ropes[r].n_rot * sizeof(float),
 		         "a RoPE table", &af);
-	if (af.ce == cudaSuccess && s->layers != NULL)
+	if (af.ce == cudaSuccess && s->layers != NULL) {
 		cu_kv_place(e, s);
+		/* zeros: a ring's margin rows are read, masked (the note);
+		   a q8_0 scratch's too, through the same addresses */
+		cu_alloc_note(
+		    &af,
+		    cudaMemsetAsync(s->kv, 0,
+		                    kv - cu_kv16_halves(e) * sizeof(uint16_t),
+		                    s->ctx.stream),
+		    "the KV cache", 0);
+		if (s->kv16 != NULL)
+			cu_alloc_note(&af,
+			              cudaMemsetAsync(s->kv16, 0,
+			                              cu_kv16_halves(e) *
+			                                  sizeof(uint16_t),
+			                              s->ctx.stream),
+			              "the q8_0 cache's fp16 scratch", 0);
+	}
 	if (af.ce != cudaSuccess) {
 		snprintf(err, errlen,
 		         "allocating %s (%zu bytes): %s (the model needs %.2f "
@@ -2560,5 +2904,7 @@ extern "C" const struct engine_ops backend_cuda_ops = {
     .kv_shift = cu_kv_shift,
     .kv_shift_types = 1u << ENGINE_KV_F16 | 1u << ENGINE_KV_Q8_0,
     .trace_settle = cu_trace_settle,
+    .window_ring = 1,
+    .ws_io = cu_ws_io,
     .eval_queues = 1,
 };

@@ -629,9 +629,16 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 	   reads nothing */
 	const int32_t lo = window > 0 && len > window ? len - window : 0;
 	const bool before = c0 + AT_SPLIT_CH * sub <= lo;
+	/* the block's first sub-chunk with a position of the window: those
+	   wholly before it would only be masked (their p 0, nothing to
+	   rescale yet: m, l and the sums stay as they start), and a cache
+	   that keeps a window's rows only (backend_cuda.cu's ring) holds
+	   none of their rows */
+	const int32_t cs0 =
+	    lo > c0 ? c0 + (lo - c0) / AT_SPLIT_CH * AT_SPLIT_CH : c0;
 
 	for (int k = 0; k < AT_SPLIT_PF && !before; k++)
-		prefetch(c0 + k * AT_SPLIT_CH);
+		prefetch(cs0 + k * AT_SPLIT_CH);
 	cu_pdl_sync();
 	if (c0 >= len)
 		return;
@@ -704,8 +711,8 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 	};
 	/* the first sub-chunk's keys and values are loaded with the queries
 	   (one round trip for all, not one after the other) */
-	load_k(c0, kr);
-	load_v(c0, vr);
+	load_k(cs0, kr);
+	load_v(cs0, vr);
 #pragma unroll 4
 	for (int i = tid; i < ng * hd; i += AT_SPLIT_T)
 		qs[i] = q[((size_t)t * n_head + h0) * hd + i];
@@ -714,7 +721,7 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 		mla[tid * 3 + 1] = 0.0f;
 	}
 	__syncthreads();
-	for (int32_t p0 = c0; p0 < c0 + AT_SPLIT_CH * sub && p0 < len;
+	for (int32_t p0 = cs0; p0 < c0 + AT_SPLIT_CH * sub && p0 < len;
 	     p0 += AT_SPLIT_CH) {
 		const int np = len - p0 < AT_SPLIT_CH ? len - p0 : AT_SPLIT_CH;
 
@@ -725,7 +732,7 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 
 		if constexpr (HD > 0) {
 			/* this sub-chunk's values, the next one's keys */
-			if (p0 != c0) /* (the first are loaded) */
+			if (p0 != cs0) /* (the first are loaded) */
 				load_v(p0, vr);
 			load_k(p0 + AT_SPLIT_CH, kn);
 		}
@@ -881,18 +888,19 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 	}
 }
 
-/* Positions [0, n_pos) of layer IL's q8_0 K and V (KC, VC: [n_kv][n_ctx]
- * rows) dequantized to fp16 into K16, V16 ([n_kv][n_ctx][hd]), a thread
- * per 8-value piece: the batch kernels' input (cuda_op_attention). Each
- * value d * q rounded to the nearest half (2^-11 relative, beside q8_0's
- * 1/254 of the block's largest). */
+/* Positions [p_lo, n_pos) of layer IL's q8_0 K and V (KC, VC: [n_kv][n_ctx]
+ * rows) dequantized to fp16 into K16, V16 ([n_kv][n_ctx][hd], addressed
+ * as the cache is), a thread per 8-value piece: the batch kernels' input
+ * (cuda_op_attention). Each value d * q rounded to the nearest half
+ * (2^-11 relative, beside q8_0's 1/254 of the block's largest). */
 __global__ void at_kvq_dequant(const unsigned char *kc, const unsigned char *vc,
                                int32_t n_kv, int32_t hd, int32_t n_ctx,
-                               int32_t il, int32_t n_pos, __half *k16,
-                               __half *v16)
+                               int32_t il, int32_t p_lo, int32_t n_pos,
+                               __half *k16, __half *v16)
 {
 	cu_pdl_sync(); /* first: cuda_launch.cuh */
-	const int64_t per = (int64_t)n_kv * n_pos * (hd / 8);
+	const int32_t np = n_pos - p_lo;
+	const int64_t per = (int64_t)n_kv * np * (hd / 8);
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i >= 2 * per)
@@ -900,7 +908,7 @@ __global__ void at_kvq_dequant(const unsigned char *kc, const unsigned char *vc,
 	const bool is_v = i >= per;
 	i -= is_v ? per : 0;
 	const int d8 = (int)(i % (hd / 8));
-	const int64_t r = i / (hd / 8), h = r / n_pos, p = r % n_pos;
+	const int64_t r = i / (hd / 8), h = r / np, p = p_lo + r % np;
 	const size_t row = (size_t)h * n_ctx + (size_t)p;
 	float v[8];
 	__half2 o[4];
@@ -1304,17 +1312,23 @@ static int at_mma_launch(struct cuda_ctx *ctx, const float *d_q,
 	                             n_ctx, il, pos0, par, d_out, err, errlen);
 }
 
-/* A batch over a q8_0 cache: positions [0, n_pos) of layer *IL's blocks
- * at *KC, *VC dequantized into ctx->d_kv16 (at_kvq_dequant), then *KC,
- * *VC point there and *IL is 0 (the scratch is one layer). */
+/* A batch over a q8_0 cache: positions [PAR->p_lo, n_pos) of layer *IL's
+ * blocks at *KC, *VC dequantized into ctx->d_kv16 (at_kvq_dequant), then
+ * *KC, *VC point there, addressed as the cache (position p_lo in row
+ * PAR->r_lo of each head's N_CTX rows), and *IL is 0 (the scratch is one
+ * layer). */
 static int at_kvq_batch(struct cuda_ctx *ctx, const uint16_t **kc,
                         const uint16_t **vc, int32_t n_kv, int32_t hd,
-                        int32_t n_ctx, int32_t *il, int32_t n_pos, char *err,
+                        int32_t n_ctx, int32_t *il, int32_t n_pos,
+                        const struct cuda_attn_params *par, char *err,
                         size_t errlen)
 {
 	const size_t half = (size_t)n_kv * n_ctx * hd;
-	const int64_t n = 2 * (int64_t)n_kv * n_pos * (hd / 8);
-	__half *k16 = (__half *)ctx->d_kv16;
+	const int64_t n = 2 * (int64_t)n_kv * (n_pos - par->p_lo) * (hd / 8);
+	/* (the scratch's base moves as the cache's does: backend_cuda.cu's
+	   ring) */
+	__half *k16 = (__half *)ctx->d_kv16 +
+	              ((ptrdiff_t)par->r_lo - (ptrdiff_t)par->p_lo) * hd;
 
 	if (k16 == NULL || 2 * half > ctx->kv16_cap) {
 		snprintf(err, errlen,
@@ -1325,7 +1339,7 @@ static int at_kvq_batch(struct cuda_ctx *ctx, const uint16_t **kc,
 	}
 	cu_launch(ctx, at_kvq_dequant, (unsigned)((n + 255) / 256), 256, 0,
 	          (const unsigned char *)*kc, (const unsigned char *)*vc, n_kv,
-	          hd, n_ctx, *il, n_pos, k16, k16 + half);
+	          hd, n_ctx, *il, par->p_lo, n_pos, k16, k16 + half);
 	CUDA_TRY_LAUNCH(err, errlen);
 	*kc = (const uint16_t *)k16;
 	*vc = (const uint16_t *)(k16 + half);
@@ -1381,7 +1395,7 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 			    n_ctx, il, pos0, scale, par->window, par->d_sinks,
 			    d_out, d_xq, err, errlen);
 		if (at_kvq_batch(ctx, &d_kc, &d_vc, n_kv, head_dim, n_ctx, &il,
-		                 pos0 + n_tok, err, errlen))
+		                 pos0 + n_tok, par, err, errlen))
 			return -1;
 	}
 	if (n_tok < CUDA_GEMM_MIN_TOKENS && head_dim % 8 == 0 &&

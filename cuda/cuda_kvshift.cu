@@ -1,14 +1,16 @@
 /*
  * cuda_kvshift.cu - the context shift of one layer's fp16 or q8_0 KV cache
- * (engine.h invariant 6): positions [p0 + d, p0 + d + n) move to
+ * (engine.h invariant 6): the rows [p0 + gap, p0 + gap + n) move to
  * [p0, p0 + n), each key turned back by d positions with the layer's
- * RoPE, the values moved as they are.
+ * RoPE, the values moved as they are. A cache of every position moves
+ * by gap = d; a sliding-window layer's ring (backend_cuda.cu), whose rows
+ * hold kept positions only, turns its keys where they are (gap 0).
  *
  * NOTES ON THE DESIGN
  *
  * One thread per column of the cache (a rotated pair of a key head, an
  * unrotated key dim, a value dim) walks the positions in ascending order:
- * it reads position j + d before it writes j, and no other thread touches
+ * it reads row j + gap before it writes j, and no other thread touches
  * its column, so the move is in place without a scratch buffer (none to
  * allocate in the middle of a reply) and without a race. Consecutive
  * threads take consecutive columns of one head, so each step of the walk
@@ -23,7 +25,7 @@
  *
  * A q8_0 cache (cuda_kvq.cuh) is quantized per 32 values of a head's row,
  * so a key's blocks are read, turned and stored whole: one warp a key
- * head walks the positions in ascending order (it reads row j + d into
+ * head walks the positions in ascending order (it reads row j + gap into
  * shared memory before it stores row j, as above), each lane turning its
  * pairs, then the row quantized again block by block with the cache's own
  * quantizer (kvq_store32: the CPU's bytes for the same floats), every
@@ -44,7 +46,7 @@
 
 #include "cuda_kvq.cuh"
 
-/* Move column C of the layer's caches from position j + d to j for j in
+/* Move column C of the layer's caches from row j + gap to j for j in
  * [p0, p0 + n): the first n_kv * (hd_k - half) columns are the keys'
  * (per head: HALF rotated pairs, then the unrotated dims), the next
  * n_kv * hd_v the values'. */
@@ -52,7 +54,7 @@ static __global__ void kvs_shift(__half *kc, __half *vc, int32_t n_kv,
                                  int32_t n_ctx, int32_t hd_k, int32_t hd_v,
                                  int32_t n_rot, int neox,
                                  const double *inv_freq, int32_t p0, int32_t d,
-                                 int32_t n)
+                                 int32_t gap, int32_t n)
 {
 	cu_pdl_sync();
 	const int32_t half = n_rot / 2, kcols = hd_k - half;
@@ -71,7 +73,7 @@ static __global__ void kvs_shift(__half *kc, __half *vc, int32_t n_kv,
 			cu_rope_dims(i, half, neox, &a, &b);
 			for (int32_t j = p0; j < p0 + n; j++) {
 				const __half *src =
-				    base + (size_t)(j + d) * hd_k;
+				    base + (size_t)(j + gap) * hd_k;
 				__half *dst = base + (size_t)j * hd_k;
 				const float2 y =
 				    cu_rope_rotate(__half2float(src[a]),
@@ -86,7 +88,7 @@ static __global__ void kvs_shift(__half *kc, __half *vc, int32_t n_kv,
 
 		for (int32_t j = p0; j < p0 + n; j++)
 			base[(size_t)j * hd_k + dd] =
-			    base[(size_t)(j + d) * hd_k + dd];
+			    base[(size_t)(j + gap) * hd_k + dd];
 		return;
 	}
 	const int64_t cv = c - (int64_t)n_kv * kcols;
@@ -97,7 +99,8 @@ static __global__ void kvs_shift(__half *kc, __half *vc, int32_t n_kv,
 	__half *base = vc + (size_t)h * n_ctx * hd_v;
 
 	for (int32_t j = p0; j < p0 + n; j++)
-		base[(size_t)j * hd_v + dd] = base[(size_t)(j + d) * hd_v + dd];
+		base[(size_t)j * hd_v + dd] =
+		    base[(size_t)(j + gap) * hd_v + dd];
 }
 
 /* The q8_0 shift: warps 0 .. n_kv - 1 (over the grid) each a key head,
@@ -107,7 +110,7 @@ static __global__ void kvs_shift_q8(unsigned char *kc, unsigned char *vc,
                                     int32_t n_kv, int32_t n_ctx, int32_t hd_k,
                                     int32_t hd_v, int32_t n_rot, int neox,
                                     const double *inv_freq, int32_t p0,
-                                    int32_t d, int32_t n)
+                                    int32_t d, int32_t gap, int32_t n)
 {
 	__shared__ float row[KVS_Q8_WARPS][KVS_Q8_MAX_HD];
 	const int lane = threadIdx.x & 31, wl = threadIdx.x >> 5;
@@ -123,7 +126,7 @@ static __global__ void kvs_shift_q8(unsigned char *kc, unsigned char *vc,
 
 		for (int32_t j = p0; j < p0 + n; j++) {
 			const uint16_t *src =
-			    (const uint16_t *)(base + (size_t)(j + d) * rb);
+			    (const uint16_t *)(base + (size_t)(j + gap) * rb);
 			uint16_t *dst = (uint16_t *)(base + (size_t)j * rb);
 
 			for (size_t o = (size_t)lane; o < rb / 2; o += 32)
@@ -150,7 +153,7 @@ static __global__ void kvs_shift_q8(unsigned char *kc, unsigned char *vc,
 		}
 	}
 	for (int32_t j = p0; j < p0 + n; j++) {
-		const unsigned char *src = base + (size_t)(j + d) * rb;
+		const unsigned char *src = base + (size_t)(j + gap) * rb;
 		unsigned char *dst = base + (size_t)j * rb;
 
 		for (int32_t b = 0; b < nb; b++) { /* d * q: exact */
@@ -183,20 +186,20 @@ extern "C" int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc,
                                 uint16_t *d_vc, int32_t n_kv, int32_t n_ctx,
                                 int32_t hd_k, int32_t hd_v, int32_t n_rot,
                                 int neox, const double *d_inv_freq, int32_t p0,
-                                int32_t d, int32_t n, char *err, size_t errlen)
+                                int32_t d, int32_t gap, int32_t n, char *err,
+                                size_t errlen)
 {
 	const int64_t cols =
 	    (int64_t)n_kv * (hd_k - n_rot / 2) + (int64_t)n_kv * hd_v;
 
 	if (n <= 0 || cols == 0)
 		return 0;
-	if (n_rot < 0 || n_rot % 2 != 0 || n_rot > hd_k || d < 1 || p0 < 0 ||
-	    p0 + d + n > n_ctx) {
-		snprintf(
-		    err, errlen,
-		    "kv shift: n_rot %d of head dim %d, positions %d+%d+%d "
-		    "of %d",
-		    n_rot, hd_k, p0, d, n, n_ctx);
+	if (n_rot < 0 || n_rot % 2 != 0 || n_rot > hd_k || d < 1 || gap < 0 ||
+	    p0 < 0 || p0 + gap + n > n_ctx) {
+		snprintf(err, errlen,
+		         "kv shift: n_rot %d of head dim %d, rows %d+%d+%d "
+		         "of %d",
+		         n_rot, hd_k, p0, gap, n, n_ctx);
 		return -1;
 	}
 	if (ctx->kv_q8) {
@@ -212,14 +215,14 @@ extern "C" int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc,
 		    (unsigned)((2 * n_kv + KVS_Q8_WARPS - 1) / KVS_Q8_WARPS),
 		    32 * KVS_Q8_WARPS, 0, (unsigned char *)d_kc,
 		    (unsigned char *)d_vc, n_kv, n_ctx, hd_k, hd_v, n_rot, neox,
-		    d_inv_freq, p0, d, n);
+		    d_inv_freq, p0, d, gap, n);
 		CUDA_TRY_LAUNCH(err, errlen);
 		return 0;
 	}
 	cu_launch(ctx, kvs_shift,
 	          (unsigned)((cols + KVS_THREADS - 1) / KVS_THREADS),
 	          KVS_THREADS, 0, (__half *)d_kc, (__half *)d_vc, n_kv, n_ctx,
-	          hd_k, hd_v, n_rot, neox, d_inv_freq, p0, d, n);
+	          hd_k, hd_v, n_rot, neox, d_inv_freq, p0, d, gap, n);
 	CUDA_TRY_LAUNCH(err, errlen);
 	return 0;
 }

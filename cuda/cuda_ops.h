@@ -462,17 +462,19 @@ int cuda_op_kv_store(struct cuda_ctx *ctx, const float *d_k, const float *d_v,
 
 /*
  * The context shift of one layer's fp16 caches D_KC [n_kv][n_ctx][hd_k]
- * and D_VC [n_kv][n_ctx][hd_v] (cuda_kvshift.cu): positions [p0 + d,
- * p0 + d + n) move to [p0, p0 + n) in place, each key's first n_rot dims
- * turned by -d positions (D_INV_FREQ and NEOX as for cuda_op_rope, no
- * magnitude: the cached keys carry it), rounded to fp16 once. With
- * ctx->kv_q8 the caches are q8_0 blocks (cuda_kvq.cuh) and each key's row
- * is quantized again whole, as the CPU's shift stores it.
+ * and D_VC [n_kv][n_ctx][hd_v] (cuda_kvshift.cu; N_CTX rows a head): rows
+ * [p0 + gap, p0 + gap + n) move to [p0, p0 + n) in place, each key's
+ * first n_rot dims turned by -d positions (D_INV_FREQ and NEOX as for
+ * cuda_op_rope, no magnitude: the cached keys carry it), rounded to fp16
+ * once. GAP is d for a cache of every position, 0 for a window's ring
+ * (its keys turned where they are). With ctx->kv_q8 the caches are q8_0
+ * blocks (cuda_kvq.cuh) and each key's row is quantized again whole, as
+ * the CPU's shift stores it.
  */
 int cuda_op_kv_shift(struct cuda_ctx *ctx, uint16_t *d_kc, uint16_t *d_vc,
                      int32_t n_kv, int32_t n_ctx, int32_t hd_k, int32_t hd_v,
                      int32_t n_rot, int neox, const double *d_inv_freq,
-                     int32_t p0, int32_t d, int32_t n, char *err,
+                     int32_t p0, int32_t d, int32_t gap, int32_t n, char *err,
                      size_t errlen);
 
 /*
@@ -573,6 +575,12 @@ struct cuda_attn_params {
 	int32_t window;       /* sliding window; 0 = every earlier position */
 	float softcap;        /* of the scores; 0 = off */
 	const float *d_sinks; /* [n_head] or NULL */
+	/* the first position the cache holds and its row among a head's
+	   rows: 0, 0; a sliding-window layer's ring (backend_cuda.cu) its
+	   win_lo and the ring's margin (the cache's base is moved back so
+	   that position p is still row p: only a q8_0 batch's copy to fp16
+	   needs them) */
+	int32_t p_lo, r_lo;
 };
 
 /*

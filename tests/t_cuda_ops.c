@@ -1655,8 +1655,8 @@ static void test_attention_at(struct cuda_ctx *ctx, int n_head, int n_kv,
 	ctx->pos_cap = pos_cap;
 	if (!rc) {
 		/* the scale of model.c's descriptors (model_attn_params) */
-		const struct cuda_attn_params par = {1.0f / sqrtf((float)hd),
-		                                     window, 0.0f, NULL};
+		const struct cuda_attn_params par = {
+		    1.0f / sqrtf((float)hd), window, 0.0f, NULL, 0, 0};
 
 		rc = cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head,
 		                       n_kv, hd, n_ctx, il, pos0, &par, d_o,
@@ -2624,8 +2624,8 @@ static void test_kvq_attention(struct cuda_ctx *ctx, int n_head, int n_kv,
 	       "quant_q8_0_row's bytes (%ld differ) %s",
 	       n_pos, n_kv, hd, bad, err);
 	if (!rc) {
-		const struct cuda_attn_params par = {1.0f / sqrtf((float)hd),
-		                                     window, 0.0f, NULL};
+		const struct cuda_attn_params par = {
+		    1.0f / sqrtf((float)hd), window, 0.0f, NULL, 0, 0};
 		const void *xq = NULL;
 
 		rc = cuda_op_attention(ctx, d_q, d_kc, d_vc, n_tok, n_head,

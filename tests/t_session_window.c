@@ -29,7 +29,8 @@
  *      turns, so the shift turns their keys where they are): the replies
  *      of a full session shifting.
  *
- * Skipped without the SmolLM2 model (its tokenizer and template).
+ * Skipped without the SmolLM2 model (its tokenizer and template). On the
+ * CPU engine, or PARLEY_TEST_BACKEND's (cuda: its ring, backend_cuda.cu).
  */
 #include "testenv.h"
 #include "session.h"
@@ -51,7 +52,10 @@ static struct session_opts base_opts(bool full, int32_t n_ctx)
 {
 	struct session_opts o = sink_opts(model, n_ctx, 96);
 
-	o.backend = "cpu"; /* (the engine that keeps its window only) */
+	/* the CPU's, or PARLEY_TEST_BACKEND's (cuda on a GPU machine) */
+	o.backend = getenv("PARLEY_TEST_BACKEND") != NULL
+	                ? getenv("PARLEY_TEST_BACKEND")
+	                : "cpu";
 	o.full_window_cache = full;
 	o.window_slack = 4;
 	return o;
