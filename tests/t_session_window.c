@@ -52,10 +52,6 @@ static struct session_opts base_opts(bool full, int32_t n_ctx)
 {
 	struct session_opts o = sink_opts(model, n_ctx, 96);
 
-	/* the CPU's, or PARLEY_TEST_BACKEND's (cuda on a GPU machine) */
-	o.backend = getenv("PARLEY_TEST_BACKEND") != NULL
-	                ? getenv("PARLEY_TEST_BACKEND")
-	                : "cpu";
 	o.full_window_cache = full;
 	o.window_slack = 4;
 	return o;
