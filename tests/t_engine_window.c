@@ -15,6 +15,8 @@
  *      a row read one position off, or a window cut one short, changes
  *      them), the ring's window moved up (win_lo > 0) and its memory
  *      smaller;
+ *   1b. 40 decode steps (no row of logits but the last: a GPU's decode
+ *      graphs) past another move of the rows: the same logits;
  *   2. a truncation within the slack (3 back) is taken, and the next ids
  *      give the full engine's logits; so is one to the lowest position
  *      whose window the rows hold; one position lower fails,
@@ -135,6 +137,28 @@ static int same_evals(struct engine *a, struct engine *b, const int32_t *ids,
 	return -1;
 }
 
+/* IDS[0, n) into A and B one decode step each (the last row's logits
+ * only: a GPU's captured decode graphs), the logits compared: the first
+ * step whose logits differ, or -1 when none did (-2: an eval failed). */
+static int same_steps(struct engine *a, struct engine *b, const int32_t *ids,
+                      int32_t n)
+{
+	char err[256];
+	int32_t nv = engine_n_vocab(a);
+
+	for (int32_t i = 0; i < n; i++) {
+		if (engine_eval(a, ids + i, 1, 0, err, sizeof(err)) != 0 ||
+		    engine_eval(b, ids + i, 1, 0, err, sizeof(err)) != 0) {
+			tap_diag("eval: %s", err);
+			return -2;
+		}
+		if (memcmp(engine_logits(a), engine_logits(b),
+		           (size_t)nv * sizeof(float)) != 0)
+			return i;
+	}
+	return -1;
+}
+
 /* E's state, a new buffer of *LEN bytes, or NULL. */
 static char *save(struct engine *e, size_t *len)
 {
@@ -182,6 +206,16 @@ static void check(const struct model *m, const char *name,
 	       "%d); memory %zu < %zu",
 	       name, tn, N_IDS, r->win_lo, r->win_cap, c, engine_mem_bytes(r),
 	       engine_mem_bytes(f));
+	/* 1b */
+	{
+		const int32_t lo = r->win_lo;
+
+		c = same_steps(r, f, ids + 7, 40);
+		tap_ok(c == -1 && r->win_lo > lo,
+		       "%s %s: 40 decode steps (rows from %d, then %d): the "
+		       "same logits (first differing step %d)",
+		       name, tn, lo, r->win_lo, c);
+	}
 	/* 2 */
 	np = engine_n_past(r);
 	tap_ok(engine_truncate(r, np - 3) == 0 &&
@@ -213,11 +247,14 @@ static void check(const struct model *m, const char *name,
 	       "%s %s: a truncation to 20 (rows from %d) fails, nothing "
 	       "changed; rewind point 0",
 	       name, tn, r->win_lo);
-	tap_ok(engine_truncate(r, 0) == 0 && engine_truncate(f, 20) == 0 &&
+	/* (both from 0 again, in the same chunk: a GPU's product of a chunk
+	   of 20 is not one of its chunks of 13, 1 and 1) */
+	tap_ok(engine_truncate(r, 0) == 0 && engine_truncate(f, 0) == 0 &&
 	           engine_eval(r, ids, 20, 0, err, sizeof(err)) == 0 &&
+	           engine_eval(f, ids, 20, 0, err, sizeof(err)) == 0 &&
 	           same_evals(r, f, ids + 20, 20, chunks_b, 5) == -1,
-	       "%s %s: from 0 again: the logits of a full cache truncated "
-	       "there",
+	       "%s %s: from 0 again: the logits of a full cache evaluated "
+	       "again there",
 	       name, tn);
 	/* 2b: a window snapshot at 40, 30 more ids (past the rows), back to
 	   it: the logits of the full cache cut back there; 41 and 39 are
