@@ -8,6 +8,7 @@
 #include "session_int.h"
 
 #include "engine.h"
+#include "model.h"
 #include "prompt.h"
 #include "template.h"
 #include "tok.h"
@@ -500,8 +501,14 @@ static int session_sync_kv(struct session *s, const int32_t *ids, size_t n,
 	assert(engine_n_past(s->eng) == (int32_t)s->kv.n); /* invariant 1 */
 	/* with recurrent layers, or window layers keeping their window
 	   only, a snapshot before the last id: a regenerate (the same
-	   prompt) evaluates that one id again */
-	if (engine_snapshots(s->eng) && n - p > 1) {
+	   prompt) evaluates that one id again. Sliding-window layers keeping
+	   every position (--full-window-cache) take the same two chunks:
+	   on a GPU a chunk of one id is a mat-vec, a longer one a GEMM,
+	   other roundings, and the option must change no reply */
+	if ((engine_snapshots(s->eng) ||
+	     (s->model != NULL &&
+	      (s->model->cfg.features & MODEL_FEAT_ATTN_SLIDING))) &&
+	    n - p > 1) {
 		char msg[300];
 
 		rc = session_eval(s, ids + p, n - p - 1, err, errlen);
