@@ -49,6 +49,7 @@ struct bench_opts {
 	long n_threads;      /* -t (0: all cores) */
 	int trace;           /* --trace: the debug pane's trace attached */
 	int no_warmup;       /* --no-warmup: no untimed repeat first */
+	int window_full;     /* --full-window-cache */
 	long n_top;          /* --top: raw top entries each select returns */
 	enum engine_kv_type kv_type; /* --kv-type (0: the backend's) */
 };
@@ -68,7 +69,7 @@ static void bench_usage(FILE *f)
 	    "usage: parley bench [-m FILE] [-p N] [-n N] [-r N] [--depth N]\n"
 	    "                    [--backend auto|cuda|cpu] [-t N] [--trace]\n"
 	    "                    [--top N] [--kv-type f16|q8_0|f32]\n"
-	    "                    [--no-warmup]\n"
+	    "                    [--no-warmup] [--full-window-cache]\n"
 	    "  -m FILE|NAME     GGUF model, or a name parley models lists\n"
 	    "                   (default: the cache's SmolLM2)\n"
 	    "  -p N             prompt tokens to prefill (default 512)\n"
@@ -85,6 +86,9 @@ static void bench_usage(FILE *f)
 	    "                   logits (the chat asks for 10; default 0)\n"
 	    "  --kv-type T      KV cache type: f16 or q8_0 (f32 on the CPU;\n"
 	    "                   default: the backend's, f16 GPU, f32 CPU)\n"
+	    "  --full-window-cache  sliding-window layers keep every\n"
+	    "                   position (default: a long context keeps\n"
+	    "                   their window and a slack)\n"
 	    "Prints load time, prefill and decode tokens/s, the memory the\n"
 	    "backend holds, the KV cache's bytes a position, and decode as a\n"
 	    "share of the bandwidth floor.\n",
@@ -111,6 +115,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	    {"no-warmup", no_argument, NULL, 'W'},
 	    {"top", required_argument, NULL, 'K'},
 	    {"kv-type", required_argument, NULL, 'Q'},
+	    {"full-window-cache", no_argument, NULL, 'F'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -134,6 +139,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			continue;
 		case 'W':
 			o->no_warmup = 1;
+			continue;
+		case 'F':
+			o->window_full = 1;
 			continue;
 		case 'Q':
 			if (engine_kv_type_parse(optarg, &o->kv_type) != 0) {
@@ -216,8 +224,8 @@ static int bench_pick(struct engine *e, int32_t n_top, int32_t *id, char *err,
 /* The KV cache's bytes a position and which layers hold them: a layer
  * that reads another's cache (KV sharing) holds none, a recurrent one a
  * fixed state (not counted here); a sliding layer keeps every position,
- * or (the CPU, a long context) its window and a slack (engine.h
- * invariant 3), though it reads only the last `window`. */
+ * or (a long context) its window and a slack (engine.h invariant 3),
+ * though it reads only the last `window`. */
 static void bench_kv_line(const struct engine *e, const struct model *m)
 {
 	int own = 0, sliding = 0, shared = 0, rec = 0, window = 0;
@@ -316,6 +324,7 @@ int cmd_bench(int argc, char **argv)
 	ep.backend = o.backend;
 	ep.n_threads = (int32_t)o.n_threads;
 	ep.kv_type = o.kv_type;
+	ep.window_full = o.window_full;
 	ep.n_ctx = (int32_t)(total + 1);
 	if (ep.n_ctx > (int32_t)(1L << 20)) {
 		snprintf(err, sizeof(err), "depth + -p + -n too large");
