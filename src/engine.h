@@ -146,7 +146,8 @@ struct engine_params {
 	int32_t n_ctx;       /* KV capacity in tokens; 0 = model's n_ctx_train,
 	                        capped at ENGINE_DEFAULT_MAX_CTX */
 	int32_t n_threads;   /* CPU threads; 0 = number of online CPUs */
-	int32_t n_batch;     /* tokens per forward chunk in prefill; 0 = 64 */
+	int32_t n_batch;     /* tokens per forward chunk in prefill; 0: the
+	                        backend's (CPU 64, GPU 512) */
 	bool exact_dots;     /* CPU: dot dequantized weight rows with the fp32
 	                        activations, no int8 rounding of activations
 	                        (slow; the reference mode that compares with a

@@ -96,6 +96,8 @@ struct session_opts {
 	                           position (engine_params.window_full) */
 	int32_t window_slack;   /* else the positions they keep beyond
 	                           their window; 0: ENGINE_WINDOW_SLACK */
+	int32_t n_batch;        /* tokens a chunk of the prompt at most
+	                           (engine_params.n_batch; 0: the backend's) */
 	bool no_context_shift;  /* when turns leave a full context, evaluate
 	                           the kept ones again instead of shifting
 	                           their cache (where the model allows a

@@ -134,6 +134,7 @@ int session_load(struct session *s, const struct session_opts *o, char *err,
 	ep.kv_type = (enum engine_kv_type)o->kv_type;
 	ep.window_full = o->full_window_cache;
 	ep.window_slack = o->window_slack;
+	ep.n_batch = o->n_batch;
 	if (session_load_phase(s, o, "the engine", err, errlen) ||
 	    engine_open(s->model, &ep, &s->eng, err, errlen))
 		return -1;

@@ -55,6 +55,8 @@ static struct session_opts base_opts(bool full, int32_t n_ctx)
 
 	o.full_window_cache = full;
 	o.window_slack = 4;
+	o.n_batch = 64; /* (the CPU's: a GPU's 512 would make rows longer
+	                   than the replies) */
 	return o;
 }
 
