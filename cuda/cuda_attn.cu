@@ -1259,7 +1259,8 @@ static int at_mma_run(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
                       char *err, size_t errlen)
 {
 	const int64_t rows = (int64_t)n_tok * (n_head / n_kv);
-	const int32_t tiles = (int32_t)((rows + AM_ROWS - 1) / AM_ROWS);
+	const int32_t tiles =
+	    (int32_t)((rows + am_smem<HD>::ROWS - 1) / am_smem<HD>::ROWS);
 	int32_t chunk = 0, nch = 1;
 	float *part = NULL, *ml = NULL;
 	/* past 48 KiB of shared memory: allowed once per process (the same
@@ -1274,8 +1275,8 @@ static int at_mma_run(struct cuda_ctx *ctx, const float *d_q, const __half *kc,
 		         err, errlen);
 	opted = true;
 	if (ctx->d_pos == NULL)
-		at_tile_split(tiles * n_kv, pos0 + n_tok, at_fill(ctx), AM_KT,
-		              &chunk, &nch);
+		at_tile_split(tiles * n_kv, pos0 + n_tok, at_fill(ctx),
+		              am_smem<HD>::KT, &chunk, &nch);
 	if (chunk > 0) {
 		if (at_scratch(ctx, at_split_floats(n_tok, n_head, HD, nch),
 		               err, errlen))
@@ -1305,11 +1306,23 @@ static int at_mma_launch(struct cuda_ctx *ctx, const float *d_q,
                          const struct cuda_attn_params *par, float *d_out,
                          char *err, size_t errlen)
 {
-	return hd == 64
-	           ? at_mma_run<64>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
-	                            n_ctx, il, pos0, par, d_out, err, errlen)
-	           : at_mma_run<128>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
-	                             n_ctx, il, pos0, par, d_out, err, errlen);
+	switch (hd) {
+	case 64:
+		return at_mma_run<64>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
+		                      n_ctx, il, pos0, par, d_out, err, errlen);
+	case 128:
+		return at_mma_run<128>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
+		                       n_ctx, il, pos0, par, d_out, err,
+		                       errlen);
+	case 256:
+		return at_mma_run<256>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
+		                       n_ctx, il, pos0, par, d_out, err,
+		                       errlen);
+	default:
+		return at_mma_run<512>(ctx, d_q, kc, vc, n_tok, n_head, n_kv,
+		                       n_ctx, il, pos0, par, d_out, err,
+		                       errlen);
+	}
 }
 
 /* A batch over a q8_0 cache: positions [PAR->p_lo, n_pos) of layer *IL's
@@ -1404,9 +1417,10 @@ cuda_op_attention(struct cuda_ctx *ctx, const float *d_q, const uint16_t *d_kc,
 		    ctx, d_q, (const __half *)d_kc, (const __half *)d_vc, n_tok,
 		    n_head, n_kv, head_dim, n_ctx, il, pos0, scale, par->window,
 		    par->d_sinks, d_out, d_xq, err, errlen);
-	if ((head_dim == 64 || head_dim == 128) &&
+	if ((head_dim == 64 || head_dim == 128 || head_dim == 256 ||
+	     head_dim == 512) &&
 	    ((uintptr_t)d_q | (uintptr_t)d_kc | (uintptr_t)d_vc) % 16 == 0 &&
-	    cuda_knobs()->attn_mma && !cuda_knobs()->attn_warp)
+	    !ctx->attn_tiles && !cuda_knobs()->attn_warp)
 		return at_mma_launch(ctx, d_q, (const __half *)d_kc,
 		                     (const __half *)d_vc, n_tok, n_head, n_kv,
 		                     head_dim, n_ctx, il, pos0, par, d_out, err,

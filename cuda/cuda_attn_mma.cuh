@@ -2,18 +2,18 @@
  * cuda_attn_mma.cuh - the attention of a batch of queries (a prompt, a
  * follow-up turn deep in a conversation) on tensor cores: flash attention
  * with mma.sync (fp16 inputs, fp32 sums) over the fp16 KV cache, for head
- * sizes 64 and 128. Included by cuda_attn.cu, whose cuda_op_attention
+ * sizes 64, 128, 256 and 512. Included by cuda_attn.cu, whose cuda_op_attention
  * launches it and whose at_merge_kernel combines its key chunks.
  *
  * NOTES ON THE DESIGN
  *
- * 1. A block is (AM_ROWS query rows, one KV head, one chunk of keys). Its
+ * 1. A block is (ROWS query rows, one KV head, one chunk of keys). Its
  *    rows are (token, query head of the KV head's group) pairs in that
  *    order, so the group's heads share every K and V tile a block loads
  *    (at_tile_kernel, the fp32 kernel before this one, loaded them once
  *    per query head) and a group of 7 or 16 heads is no special case. A
  *    warp owns 16 rows.
- * 2. Per tile of AM_KT keys: S = Q K^T on mma.sync.m16n8k16 (the queries'
+ * 2. Per tile of KT keys: S = Q K^T on mma.sync.m16n8k16 (the queries'
  *    fragments in registers for the whole walk, the keys' read from
  *    shared memory by ldmatrix), the causal and window mask, the online
  *    softmax in registers (a row's 16 scores a thread, the row's maximum
@@ -33,6 +33,15 @@
  *    (any bits, a NaN) never reaches a product with a nonzero weight.
  *    A row whose scores are all masked in a tile keeps m = -inf; its p are
  *    0 and its accumulators stay 0 (the maximum used for exp2 is 0 then).
+ * 5. Heads of 256 and 512 (Gemma 3's, Gemma 4's): a warp's 16 rows of
+ *    queries and outputs in registers would be 2x and 4x those of 128,
+ *    past the register file. So CS warps share 16 rows, each holding a
+ *    slice of HD / CS dims (CS = 2 for 256, 4 for 512; 64 / CS rows a
+ *    block): each takes its slice's part of S = Q K^T, the parts are
+ *    summed through shared memory (in the slices' order, so every warp of
+ *    the group has the same S and the same softmax), and each adds P V
+ *    for its slice of the output. A 512 head's tile is 32 keys (two
+ *    stages of K and V fit in shared memory).
  */
 #ifndef PARLEY_CUDA_ATTN_MMA_CUH
 #define PARLEY_CUDA_ATTN_MMA_CUH
@@ -41,20 +50,25 @@
 #include <math.h>
 #include <stdint.h>
 
-#define AM_ROWS    64 /* query rows per block: 16 per warp */
-#define AM_KT      64 /* keys per tile */
-#define AM_THREADS 128
+#define AM_THREADS 128 /* 4 warps */
 
-/* Dynamic shared memory of at_mma_kernel<HD> (bytes): the queries
- * [AM_ROWS][P] and two stages of K [AM_KT][P] and V [AM_KT][P] halves, P =
+/* The shape of at_mma_kernel<HD> (note 5): CS warps share 16 rows, ROWS
+ * rows a block, KT keys a tile; its dynamic shared memory (bytes): the
+ * queries [ROWS][P] and two stages of K [KT][P] and V [KT][P] halves, P =
  * HD + 8 (rows 16-byte aligned; a row stride of 16 mod 128 bytes keeps
- * ldmatrix's eight row reads on distinct banks). */
+ * ldmatrix's eight row reads on distinct banks), then with CS > 1 each
+ * warp's part of S (KT / 8 x 4 floats a lane). */
 template <int HD> struct am_smem {
+	static constexpr int CS = HD <= 128 ? 1 : HD / 128;
+	static constexpr int ROWS = 64 / CS;
+	static constexpr int KT = HD <= 256 ? 64 : 32;
 	static constexpr int P = HD + 8;
 	static constexpr size_t q = 0;
-	static constexpr size_t kv = q + sizeof(__half) * AM_ROWS * P;
-	static constexpr size_t stage = sizeof(__half) * 2 * AM_KT * P;
-	static constexpr size_t bytes = kv + 2 * stage;
+	static constexpr size_t kv = q + sizeof(__half) * ROWS * P;
+	static constexpr size_t stage = sizeof(__half) * 2 * KT * P;
+	static constexpr size_t sx = kv + 2 * stage;
+	static constexpr size_t bytes =
+	    sx + (CS > 1 ? sizeof(float) * AM_THREADS * (KT / 8) * 4 : 0);
 };
 
 /* D += A B on one m16n8k16 tile (fp16 in, fp32 sums). */
@@ -106,9 +120,9 @@ static __device__ __forceinline__ uint32_t am_pack(float lo, float hi)
 }
 
 /*
- * Rows (token t, head kvh * G + g) = row r0 + i of blockIdx.x's AM_ROWS
- * (r = t * G + g), KV head blockIdx.y, keys of chunk blockIdx.z (CHUNK
- * keys each; CHUNK 0: all of them, one chunk): OUT = softmax(Q K^T *
+ * Rows (token t, head kvh * G + g) = row r0 + i of blockIdx.x's ROWS
+ * (r = t * G + g; am_smem<HD>), KV head blockIdx.y, keys of chunk blockIdx.z
+ * (CHUNK keys each; CHUNK 0: all of them, one chunk): OUT = softmax(Q K^T *
  * SCALE) V per row, with a sink's logit in the sum where SINKS; or, with
  * CHUNK > 0, each row's unnormalised sums into PART and (m, l) into ML
  * for at_merge_kernel (at_tile_kernel's contract, the same scratch).
@@ -125,15 +139,19 @@ __global__ void __launch_bounds__(AM_THREADS)
 	if (dpos != NULL)
 		pos0 = *dpos;
 	using SM = am_smem<HD>;
-	constexpr int P = SM::P, KS = HD / 16, ND = HD / 8;
+	/* a warp's slice of the dims: KS k-steps of S, ND n-tiles of O */
+	constexpr int P = SM::P, CS = SM::CS, KT = SM::KT, ROWS = SM::ROWS;
+	constexpr int KS = HD / CS / 16, ND = HD / CS / 8;
 	extern __shared__ __align__(16) unsigned char am_sm[];
 	__half *qs = (__half *)(am_sm + SM::q);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int gid = lane >> 2, tig = lane & 3;
+	/* the warp's 16 rows (row group rg) and its slice's first dim */
+	const int rg = warp / CS, d0 = (warp % CS) * (HD / CS);
 	const int G = n_head / n_kv, kvh = blockIdx.y;
 	const int64_t n_rows = (int64_t)n_tok * G;
-	const int64_t r0 = (int64_t)blockIdx.x * AM_ROWS;
-	const int64_t r_end = r0 + AM_ROWS < n_rows ? r0 + AM_ROWS : n_rows;
+	const int64_t r0 = (int64_t)blockIdx.x * ROWS;
+	const int64_t r_end = r0 + ROWS < n_rows ? r0 + ROWS : n_rows;
 	const int32_t last = pos0 + (int32_t)((r_end - 1) / G);
 	const int32_t k_lo = chunk > 0 ? (int32_t)blockIdx.z * chunk : 0;
 	const int32_t k_hi =
@@ -148,14 +166,14 @@ __global__ void __launch_bounds__(AM_THREADS)
 	int32_t k_start = k_lo;
 	const int32_t first = pos0 + (int32_t)(r0 / G);
 	if (window > 0 && first - window + 1 > k_lo)
-		k_start = k_lo + (first - window + 1 - k_lo) / AM_KT * AM_KT;
+		k_start = k_lo + (first - window + 1 - k_lo) / KT * KT;
 
 	/* K and V of the tile at K0 into stage S (zeros past k_hi) */
 	const auto load = [&](int s, int32_t k0) {
 		__half *ks = (__half *)(am_sm + SM::kv + s * SM::stage);
-		__half *vs = ks + AM_KT * P;
+		__half *vs = ks + KT * P;
 
-		for (int i = tid; i < AM_KT * (HD / 8); i += AM_THREADS) {
+		for (int i = tid; i < KT * (HD / 8); i += AM_THREADS) {
 			const int r = i / (HD / 8), c = (i % (HD / 8)) * 8;
 			const bool ok = k0 + r <= k_hi;
 			const size_t at = (size_t)(ok ? k0 + r : k_lo) * HD + c;
@@ -169,7 +187,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 
 	/* the queries, scaled to base 2, as fp16 */
 	const float qscale = scale * 1.4426950408889634f;
-	for (int i = tid; i < AM_ROWS * (HD / 4); i += AM_THREADS) {
+	for (int i = tid; i < ROWS * (HD / 4); i += AM_THREADS) {
 		const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
 		const int64_t gr = r0 + r;
 		float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -189,14 +207,14 @@ __global__ void __launch_bounds__(AM_THREADS)
 	uint32_t qf[KS][4];
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
-		am_ldsm4<false>(qf[kk], qs + (warp * 16 + (lane & 15)) * P +
+		am_ldsm4<false>(qf[kk], qs + (rg * 16 + (lane & 15)) * P + d0 +
 		                            kk * 16 + (lane >> 4) * 8);
 
 	/* this thread's two rows: gid and gid + 8 of the warp's 16 */
 	int32_t qpos[2];
 #pragma unroll
 	for (int a = 0; a < 2; a++) {
-		const int64_t gr = r0 + warp * 16 + gid + 8 * a;
+		const int64_t gr = r0 + rg * 16 + gid + 8 * a;
 
 		qpos[a] = gr < n_rows ? pos0 + (int32_t)(gr / G) : -1;
 	}
@@ -206,31 +224,61 @@ __global__ void __launch_bounds__(AM_THREADS)
 		o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
 	int it = 0;
-	for (int32_t k0 = k_start; k0 <= k_hi; k0 += AM_KT, it++) {
-		if (k0 + AM_KT <= k_hi)
-			load((it + 1) & 1, k0 + AM_KT);
+	for (int32_t k0 = k_start; k0 <= k_hi; k0 += KT, it++) {
+		if (k0 + KT <= k_hi)
+			load((it + 1) & 1, k0 + KT);
 		asm volatile("cp.async.commit_group;");
 		asm volatile("cp.async.wait_group 1;");
 		__syncthreads();
 		const __half *ks =
 		    (const __half *)(am_sm + SM::kv + (it & 1) * SM::stage);
-		const __half *vs = ks + AM_KT * P;
+		const __half *vs = ks + KT * P;
 
-		/* S = Q K^T: n-tile j = keys 8j..8j + 7 */
-		float s[AM_KT / 8][4];
+		/* S = Q K^T: n-tile j = keys 8j..8j + 7 (the slice's part) */
+		float s[KT / 8][4];
 #pragma unroll
-		for (int j = 0; j < AM_KT / 8; j++) {
+		for (int j = 0; j < KT / 8; j++) {
 			s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
 			for (int kk = 0; kk < KS; kk += 2) {
 				uint32_t b[4];
 
-				am_ldsm4<false>(b,
-				                ks + (j * 8 + (lane & 7)) * P +
-				                    kk * 16 + (lane >> 3) * 8);
+				am_ldsm4<false>(
+				    b, ks + (j * 8 + (lane & 7)) * P + d0 +
+				           kk * 16 + (lane >> 3) * 8);
 				am_mma(s[j], qf[kk], b[0], b[1]);
 				am_mma(s[j], qf[kk + 1], b[2], b[3]);
 			}
+		}
+		if constexpr (CS > 1) {
+			/* the group's parts summed in slice order (note 5): a
+			   lane's values sit at the same place of every warp's
+			 */
+			float *sx = (float *)(am_sm + SM::sx);
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					sx[((warp * (KT / 8) + j) * 4 + e) *
+					       32 +
+					   lane] = s[j][e];
+			__syncthreads();
+#pragma unroll
+			for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float t = 0.0f;
+#pragma unroll
+					for (int c = 0; c < CS; c++)
+						t += sx[(((rg * CS + c) *
+						              (KT / 8) +
+						          j) *
+						             4 +
+						         e) *
+						            32 +
+						        lane];
+					s[j][e] = t;
+				}
 		}
 		/* mask, online softmax (base 2) */
 		float corr[2];
@@ -238,7 +286,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 		for (int a = 0; a < 2; a++) {
 			float mx = -INFINITY;
 #pragma unroll
-			for (int j = 0; j < AM_KT / 8; j++)
+			for (int j = 0; j < KT / 8; j++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
 					const int32_t kp =
@@ -260,7 +308,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 
 			corr[a] = exp2f(m[a] - mu);
 #pragma unroll
-			for (int j = 0; j < AM_KT / 8; j++)
+			for (int j = 0; j < KT / 8; j++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
 					float *v = &s[j][2 * a + e];
@@ -278,7 +326,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 		}
 		/* O += P V: k-step kk = keys 16kk..16kk + 15 */
 #pragma unroll
-		for (int kk = 0; kk < AM_KT / 16; kk++) {
+		for (int kk = 0; kk < KT / 16; kk++) {
 			const uint32_t pa[4] = {
 			    am_pack(s[2 * kk][0], s[2 * kk][1]),
 			    am_pack(s[2 * kk][2], s[2 * kk][3]),
@@ -289,7 +337,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 				uint32_t b[4];
 
 				am_ldsm4<true>(
-				    b, vs + (kk * 16 + (lane & 15)) * P +
+				    b, vs + (kk * 16 + (lane & 15)) * P + d0 +
 				           j * 8 + (lane >> 4) * 8);
 				am_mma(o[j], pa, b[0], b[1]);
 				am_mma(o[j + 1], pa, b[2], b[3]);
@@ -307,7 +355,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 	}
 #pragma unroll
 	for (int a = 0; a < 2; a++) {
-		const int64_t gr = r0 + warp * 16 + gid + 8 * a;
+		const int64_t gr = r0 + rg * 16 + gid + 8 * a;
 
 		if (qpos[a] < 0 || qpos[a] < k_lo)
 			continue; /* past the rows, or before the chunk */
@@ -317,12 +365,12 @@ __global__ void __launch_bounds__(AM_THREADS)
 		const float m_e = m[a] * 0.6931471805599453f;
 
 		if (chunk > 0) {
-			float *pp = part + (th * nch + blockIdx.z) * HD;
+			float *pp = part + (th * nch + blockIdx.z) * HD + d0;
 #pragma unroll
 			for (int j = 0; j < ND; j++)
 				*(float2 *)(pp + j * 8 + tig * 2) =
 				    make_float2(o[j][2 * a], o[j][2 * a + 1]);
-			if (tig == 0) {
+			if (tig == 0 && d0 == 0) {
 				ml[(th * nch + blockIdx.z) * 2] = m_e;
 				ml[(th * nch + blockIdx.z) * 2 + 1] = l[a];
 			}
@@ -330,7 +378,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 		}
 		const float inv =
 		    1.0f / (sinks != NULL ? l[a] + expf(sinks[h] - m_e) : l[a]);
-		float *po = out + th * HD;
+		float *po = out + th * HD + d0;
 #pragma unroll
 		for (int j = 0; j < ND; j++)
 			*(float2 *)(po + j * 8 + tig * 2) = make_float2(

@@ -8,6 +8,7 @@
  * attention's partials grow later (cuda_attn.cu), and are freed here.
  */
 #include "cuda_ctx.h"
+#include "cuda_knobs.h"
 
 #include <cuda_fp16.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ extern "C" int cuda_ctx_init(struct cuda_ctx *ctx, size_t w16_cap,
 	cublasStatus_t st;
 
 	memset(ctx, 0, sizeof(*ctx));
+	ctx->attn_tiles = !cuda_knobs()->attn_mma;
 	rc = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
 	if (rc != cudaSuccess) {
 		(void)cudaGetLastError();

@@ -81,6 +81,10 @@ struct cuda_ctx {
 	   engine_params.kv_type): the KV stores quantize, the attention
 	   reads blocks; 0: fp16. Set by the owner after init */
 	int kv_q8;
+	/* a batch's attention on the fp32 tiles rather than the tensor
+	   cores (PARLEY_CUDA_ATTN_MMA=0 at init, or a test measuring or
+	   checking the one against the other) */
+	int attn_tiles;
 	/* kv_q8 and a batch of queries: a layer's K then V dequantized to
 	   fp16 ([n_kv][n_ctx][head_dim] halves each) for the batch
 	   kernels; kv16_cap halves in all. Owned by whoever sets it (the

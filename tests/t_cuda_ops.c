@@ -2794,7 +2794,8 @@ int main(void)
 	test_kvq_attention(&ctx, 4, 1, 512, 1, 300, 100); /* window, 512 */
 	test_kvq_attention(&ctx, 8, 2, 64, 40, 500, 0);   /* batch: mma */
 	test_kvq_attention(&ctx, 4, 2, 128, 33, 100, 0);  /* batch */
-	test_kvq_attention(&ctx, 4, 1, 256, 20, 64, 32);  /* tiled, window */
+	test_kvq_attention(&ctx, 4, 1, 256, 20, 64, 32);  /* mma, window */
+	test_kvq_attention(&ctx, 8, 1, 512, 24, 400, 0);  /* mma, 512 */
 	test_kvq_attention(&ctx, 2, 1, 96, 9, 50, 0);     /* one warp */
 	test_kvq_rope(&ctx, 0, 0, 64, 64, 9, 3, 1, 40);
 	test_kvq_rope(&ctx, 0, 1, 32, 128, 4, 2, 33, 0);
@@ -2970,12 +2971,27 @@ int main(void)
 	   here 10 tiles x 28 heads, one pass over the keys */
 	test_attention(&ctx, 28, 4, 128, 320, 100);
 	test_attention(&ctx, 4, 4, 80, 40, 50); /* head_dim 80: one warp */
-	test_attention(&ctx, 2, 1, 256, 9, 10); /* head_dim 256 */
-	/* head_dim 256 (Gemma), tiled in dynamic shared memory: whole tiles,
-	   a partial one, keys split and merged after a long cache */
-	test_attention(&ctx, 4, 1, 256, 64, 0);
-	test_attention(&ctx, 8, 4, 256, 45, 33);
-	test_attention(&ctx, 4, 1, 256, 40, 3000);
+	/* head_dim 256 (Gemma) on the tensor cores, its dims over 2 warps
+	   (32 rows a block): whole tiles, a partial one, keys split and
+	   merged after a long cache; then the same on the fp32 tiles (32 x
+	   32 in dynamic shared memory, ctx.attn_tiles) */
+	for (int tiles = 0; tiles < 2; tiles++) {
+		ctx.attn_tiles = tiles;
+		test_attention(&ctx, 2, 1, 256, 9, 10);
+		test_attention(&ctx, 4, 1, 256, 64, 0);
+		test_attention(&ctx, 8, 4, 256, 45, 33);
+		test_attention(&ctx, 4, 1, 256, 40, 3000);
+		test_attention_window(&ctx, 4, 1, 256, 40, 700, 512);
+	}
+	ctx.attn_tiles = 0;
+	/* head_dim 512 (Gemma 4's global layers) on the tensor cores, its
+	   dims over 4 warps (16 rows a block, 32-key tiles): a group of 8
+	   (the 31B's), a partial tile, a follow-up turn after a long cache
+	   (keys split and merged), a window */
+	test_attention(&ctx, 8, 1, 512, 40, 300);
+	test_attention(&ctx, 32, 4, 512, 19, 0);
+	test_attention(&ctx, 8, 1, 512, 64, 6000);
+	test_attention_window(&ctx, 8, 2, 512, 33, 2000, 1024);
 	/* a follow-up turn deep in a chat (64 queries of a group of 4 after
 	   16,000 positions: the keys split into chunks of whole 64-key
 	   tiles), a window over split keys, a group of 7 whose rows straddle
@@ -2988,7 +3004,7 @@ int main(void)
 	/* head_dim 512 (Gemma 4's global layers): decode on the generic
 	   split kernel (49 KiB of shared memory) and its merge in slices of
 	   32 (a head wider than the merge's threads), one stage and several
-	   (a long cache), a window; the batch on the one-warp kernel */
+	   (a long cache), a window; small batches */
 	test_attention(&ctx, 8, 1, 512, 1, 0);
 	test_attention(&ctx, 8, 1, 512, 1, 333);
 	test_attention(&ctx, 16, 2, 512, 3, 5000);
