@@ -581,8 +581,9 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 	const int ng = group - g0 < AT_SPLIT_G ? group - g0 : AT_SPLIT_G;
 	/* a head size known at compile time unrolls the loops over it, so
 	   each thread has all its loads in flight at once instead of one
-	   L2 round trip per iteration (64, 128 and Gemma's 256: 213
-	   registers, no spills; 0: any other) */
+	   L2 round trip per iteration (64, 128 and Gemma's 256: 209
+	   registers, no spills; Gemma 4's 512: 255 and 104 bytes spilled;
+	   0: any other) */
 	const int hd = HD > 0 ? HD : hd_arg;
 	const int rs = KV::row(hd); /* elements of a row */
 	const int32_t len = pos0 + t + 1, c0 = c * AT_SPLIT_CH * sub;
@@ -1138,6 +1139,11 @@ static int at_split_optin(size_t smem, char *err, size_t errlen)
 	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
 	    err, errlen);
+	CUDA_TRY(
+	    cudaFuncSetAttribute(at_split_kernel<512, at_kv_f16>,
+	                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                         (int)at_split_smem(CUDA_ATTN_MAX_HEAD_DIM)),
+	    err, errlen);
 	opted = true;
 	return 0;
 }
@@ -1211,6 +1217,11 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 		          part, ml);
 	else if (hd == 256)
 		cu_launch(ctx, at_split_kernel<256, at_kv_f16>, grid,
+		          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv, hd,
+		          n_ctx, il, pos0, ctx->d_pos, nch, sub, scale, window,
+		          part, ml);
+	else if (hd == 512)
+		cu_launch(ctx, at_split_kernel<512, at_kv_f16>, grid,
 		          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv, hd,
 		          n_ctx, il, pos0, ctx->d_pos, nch, sub, scale, window,
 		          part, ml);
