@@ -59,6 +59,28 @@ ok $? "no trace line without --trace"
 	>"$out" 2>"$out.err" &&
 	grep -Eq '^backend: +cpu, host threads 1, KV cache f16; holds' "$out"
 ok $? "--kv-type f16: $(grep '^backend:' "$out") $(cat "$out.err")"
+# sliding-window layers: past their rows (window 8 + a chunk of 512 + two
+# slacks of 2,048) a long context keeps those rows only, said on the kv
+# line, in less memory; --full-window-cache keeps every position
+swa="$out.swa.gguf"
+"$PARLEY" dev-mkmodel -o "$swa" --arch gemma3 --type F32 --n-vocab 300 \
+	--n-embd 64 --n-ff 128 --n-layer 2 --n-head 2 --n-head-kv 1 \
+	--head-dim 32 --sliding-window 8 --sliding-window-pattern 2 \
+	--n-ctx 8192 --seed 3 >/dev/null 2>"$out.err" &&
+	"$PARLEY" bench -m "$swa" -p 4 -n 2 -r 1 --depth 5000 --backend cpu \
+		-t 1 >"$out" 2>>"$out.err" &&
+	"$PARLEY" bench -m "$swa" -p 4 -n 2 -r 1 --depth 5000 --backend cpu \
+		-t 1 --full-window-cache >"$out.full" 2>>"$out.err"
+st=$?
+ring=$(grep '^kv cache:' "$out"; grep '^backend:' "$out")
+full=$(grep '^kv cache:' "$out.full"; grep '^backend:' "$out.full")
+mib() { sed -n 's/^backend:.*holds \([0-9.]*\) MiB$/\1/p' "$1"; }
+[ $st -eq 0 ] &&
+	grep -Eq '^kv cache: .*\(1 sliding: 4616 positions kept, the last 8 read\)$' "$out" &&
+	grep -Eq '^kv cache: .*\(1 sliding: every position kept, the last 8 read\)$' "$out.full" &&
+	awk -v a="$(mib "$out")" -v b="$(mib "$out.full")" 'BEGIN { exit !(a > 0 && a < b) }'
+ok $? "a window's rows past 5,000 positions, less memory; --full-window-cache every position: $ring / $full $(cat "$out.err")"
+rm -f "$swa" "$out.full"
 "$PARLEY" bench -m "$model" --kv-type q4_0 >/dev/null 2>"$out.err"
 [ $? -eq 2 ] && grep -q "kv-type 'q4_0' is not" "$out.err"
 ok $? "--kv-type q4_0: usage error: $(cat "$out.err")"
