@@ -900,8 +900,10 @@ static void mix_f32_c(float *out, const float *a, const float *rows,
 }
 
 /* Table entries for quant_iq.c's types. */
-#define IQ_KERNEL_C(name, type)    [type] = quant_iq_dot_##name##_c,
-#define IQ_KERNEL_AVX2(name, type) [type] = quant_iq_dot_##name##_avx2,
+#define IQ_KERNEL_C(name, type, isa512)    [type] = quant_iq_dot_##name##_c,
+#define IQ_KERNEL_AVX2(name, type, isa512) [type] = quant_iq_dot_##name##_avx2,
+#define IQ_KERNEL_AVX512(name, type, isa512)                                   \
+	[type] = quant_iq_dot_##name##_##isa512,
 
 static const struct kernels kernels_c = {
     .mix = mix_f32_c,
@@ -1092,7 +1094,7 @@ void quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
 	case QTYPE_Q6_K:
 		deq_q6_K(src, dst, nb);
 		break;
-#define IQ_CASE(name, type) case type:
+#define IQ_CASE(name, type, isa512) case type:
 		QUANT_IQ_TYPES(IQ_CASE)
 #undef IQ_CASE
 		quant_iq_dequant(type, src, dst, nb);

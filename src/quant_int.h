@@ -76,31 +76,42 @@ int32_t quant_isum_scaled(const int8_t *q, const int8_t *x, const int *scale,
  * at SRC into DST, in gguf-py's float operations. */
 void quant_iq_dequant(uint32_t type, const void *src, float *dst, int64_t nb);
 
-/* X(name, TYPE id) for every type quant_iq.c computes. */
+/* X(name, TYPE id, the kernel of the AVX-512 table: avx512 where
+ * quant_iq.c has one, as the other 32-element 4-bit formats (Q4_0, Q4_1)
+ * do, else avx2) for every type quant_iq.c computes. */
 #define QUANT_IQ_TYPES(X)                                                      \
-	X(iq2_xxs, QTYPE_IQ2_XXS)                                              \
-	X(iq2_xs, QTYPE_IQ2_XS)                                                \
-	X(iq2_s, QTYPE_IQ2_S)                                                  \
-	X(iq3_xxs, QTYPE_IQ3_XXS)                                              \
-	X(iq3_s, QTYPE_IQ3_S)                                                  \
-	X(iq1_s, QTYPE_IQ1_S)                                                  \
-	X(iq1_m, QTYPE_IQ1_M)                                                  \
-	X(iq4_nl, QTYPE_IQ4_NL)                                                \
-	X(iq4_xs, QTYPE_IQ4_XS)                                                \
-	X(tq1_0, QTYPE_TQ1_0)                                                  \
-	X(tq2_0, QTYPE_TQ2_0)                                                  \
-	X(mxfp4, QTYPE_MXFP4)                                                  \
-	X(nvfp4, QTYPE_NVFP4)
+	X(iq2_xxs, QTYPE_IQ2_XXS, avx2)                                        \
+	X(iq2_xs, QTYPE_IQ2_XS, avx2)                                          \
+	X(iq2_s, QTYPE_IQ2_S, avx2)                                            \
+	X(iq3_xxs, QTYPE_IQ3_XXS, avx2)                                        \
+	X(iq3_s, QTYPE_IQ3_S, avx2)                                            \
+	X(iq1_s, QTYPE_IQ1_S, avx2)                                            \
+	X(iq1_m, QTYPE_IQ1_M, avx2)                                            \
+	X(iq4_nl, QTYPE_IQ4_NL, avx512)                                        \
+	X(iq4_xs, QTYPE_IQ4_XS, avx2)                                          \
+	X(tq1_0, QTYPE_TQ1_0, avx2)                                            \
+	X(tq2_0, QTYPE_TQ2_0, avx2)                                            \
+	X(mxfp4, QTYPE_MXFP4, avx512)                                          \
+	X(nvfp4, QTYPE_NVFP4, avx2)
 
-/* quant_iq_dot_NAME_c (portable) and quant_iq_dot_NAME_avx2 (AVX2 where
- * written, else the portable kernel under that name: tables need one). */
-#define QUANT_IQ_DECLARE(name, type)                                           \
+/* quant_iq_dot_NAME_c (portable), quant_iq_dot_NAME_avx2 (AVX2 where
+ * written, else the portable kernel under that name: tables need one) and
+ * the AVX-512 table's (quant_avx512.h: built only where it can be). */
+#define QUANT_IQ_DECLARE(name, type, isa512)                                   \
 	float quant_iq_dot_##name##_c(const void *row, const void *vec,        \
 	                              int64_t n);                              \
 	float quant_iq_dot_##name##_avx2(const void *row, const void *vec,     \
-	                                 int64_t n);
+	                                 int64_t n);                           \
+	float quant_iq_dot_##name##_##isa512(const void *row, const void *vec, \
+	                                     int64_t n);
 QUANT_IQ_TYPES(QUANT_IQ_DECLARE)
 #undef QUANT_IQ_DECLARE
+
+/* Where the AVX-512 kernels can be built (quant_avx512.h, quant_iq.c). */
+#if defined(__x86_64__) && !defined(__clang__) && defined(__GNUC__) &&         \
+    __GNUC__ >= 9
+#define QUANT_CAN_AVX512 1
+#endif
 
 /* ---- AVX2 helpers ---------------------------------------------------------
  */

@@ -515,13 +515,25 @@ static float iq_dot32(iq_kern32_fn kern, size_t bs, int elems, int terms,
 
 		kern((const uint8_t *)row + i0 * bs, v.qs + i0 * elems / QK, nc,
 		     isum, dw);
-		if (per_act == 1) /* one term per activation block */
-			for (int64_t t = 0; t < nc * terms; t++) {
-				const int64_t a = i0 * terms + t;
+		if (per_act == 1) { /* one term per activation block */
+			const int64_t a0 = i0 * terms, nt = nc * terms;
+			int64_t t = 0;
+
+			/* eight terms at once where they start at running sum
+			   0 (a step is a multiple of 8): the same operations on
+			   each sum, which the compiler can do side by side */
+			if (a0 % 8 == 0)
+				for (; t + 8 <= nt; t += 8)
+					for (int l = 0; l < 8; l++)
+						acc[l] += (dw[t + l] *
+						           v.d[a0 + t + l]) *
+						          (float)isum[t + l];
+			for (; t < nt; t++) {
+				const int64_t a = a0 + t;
 
 				acc[a % 8] += (dw[t] * v.d[a]) * (float)isum[t];
 			}
-		else
+		} else
 			for (int64_t t = 0; t < nc * terms; t++) {
 				const int64_t a = (i0 * terms + t) / per_act;
 
@@ -1293,13 +1305,96 @@ float quant_iq_dot_mxfp4_avx2(const void *row, const void *vec, int64_t n)
 	return iq_dot32(kern_mxfp4_avx2, BS_MXFP4, QK, 1, row, vec, n);
 }
 
+#ifdef QUANT_CAN_AVX512
+#define AVX512                                                                 \
+	__attribute__((                                                        \
+	    target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/*
+ * The 32-element nibble formats on AVX-512 with VNNI: two blocks a
+ * register, their values KV[nibble] + 128 (unsigned: KV with its top bit
+ * flipped) times the activation bytes by VPDPBUSD, less 128 times the
+ * activations' sums (quant_avx512.h's offset for Q8_0): the same exact
+ * integer sums as the AVX2 and portable kernels, so the same floats
+ * (iq_dot32 does the rest). Lanes 0..7 hold block 0's products (values of
+ * its low nibbles, then its high ones: its elements in order), 8..15
+ * block 1's.
+ */
+AVX512 static inline __m512i avx512_nibble_prod2(__m512i kv, const uint8_t *a,
+                                                 const uint8_t *b, __m512i x)
+{
+	const __m512i q = _mm512_inserti64x4(
+	    _mm512_castsi256_si512(_mm256_broadcastsi128_si256(
+	        _mm_loadu_si128((const __m128i *)a))),
+	    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)),
+	    1);
+	const __m512i n = _mm512_and_si512(
+	    _mm512_srlv_epi32(q, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0,
+	                                           0, 0, 4, 4, 4, 4)),
+	    _mm512_set1_epi8(0x0F));
+	const __m512i z = _mm512_setzero_si512();
+	const __m512i p = _mm512_dpbusd_epi32(z, _mm512_shuffle_epi8(kv, n), x);
+	const __m512i xs = _mm512_dpbusd_epi32(z, _mm512_set1_epi8(1), x);
+
+	return _mm512_sub_epi32(p, _mm512_slli_epi32(xs, 7));
+}
+
+/* kern_NAME_avx2 two blocks at a time (its tail for the last nb % 8). */
+#define DEFINE_NIBBLE32_AVX512(NAME, BS, OFF, KV, SCALE)                       \
+	AVX512 static void kern_##NAME##_avx512(                               \
+	    const uint8_t *w, const int8_t(*x)[QK], int64_t nb, int32_t *isum, \
+	    float *dw)                                                         \
+	{                                                                      \
+		const __m512i kv =                                             \
+		    _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(   \
+		                         (const __m128i *)(KV))),              \
+		                     _mm512_set1_epi8((char)0x80));            \
+		int64_t i = 0;                                                 \
+                                                                               \
+		for (; i + 8 <= nb; i += 8) {                                  \
+			__m256i p[8];                                          \
+                                                                               \
+			for (int k = 0; k < 8; k += 2) {                       \
+				const uint8_t *b = w + (i + k) * (BS);         \
+				const __m512i pp = avx512_nibble_prod2(        \
+				    kv, b + (OFF), b + (BS) + (OFF),           \
+				    _mm512_loadu_si512(x[i + k]));             \
+                                                                               \
+				p[k] = _mm512_castsi512_si256(pp);             \
+				p[k + 1] = _mm512_extracti64x4_epi64(pp, 1);   \
+				dw[i + k] = SCALE(b);                          \
+				dw[i + k + 1] = SCALE(b + (BS));               \
+			}                                                      \
+			_mm256_storeu_si256((__m256i *)(isum + i),             \
+			                    avx2_hsum8_i32(p));                \
+		}                                                              \
+		if (i < nb)                                                    \
+			kern_##NAME##_avx2(w + i * (BS), x + i, nb - i,        \
+			                   isum + i, dw + i);                  \
+	}
+
+DEFINE_NIBBLE32_AVX512(iq4_nl, BS_IQ4_NL, 2, quant_kvalues_iq4nl, SCALE_HALF0)
+DEFINE_NIBBLE32_AVX512(mxfp4, BS_MXFP4, 1, quant_kvalues_mxfp4, SCALE_E8M0)
+
+float quant_iq_dot_iq4_nl_avx512(const void *row, const void *vec, int64_t n)
+{
+	return iq_dot32(kern_iq4_nl_avx512, BS_IQ4_NL, QK, 1, row, vec, n);
+}
+
+float quant_iq_dot_mxfp4_avx512(const void *row, const void *vec, int64_t n)
+{
+	return iq_dot32(kern_mxfp4_avx512, BS_MXFP4, QK, 1, row, vec, n);
+}
+#undef AVX512
+#endif /* QUANT_CAN_AVX512 */
+
 #undef AVX2
 #endif /* QUANT_HAVE_AVX2 */
 
 /* A build without AVX2 kernels: the portable kernel under the AVX2 name,
  * so every table has every type. */
 #ifndef QUANT_HAVE_AVX2
-#define PORTABLE_AS_AVX2(NAME, TYPE)                                           \
+#define PORTABLE_AS_AVX2(NAME, TYPE, ISA512)                                   \
 	float quant_iq_dot_##NAME##_avx2(const void *row, const void *vec,     \
 	                                 int64_t n)                            \
 	{                                                                      \

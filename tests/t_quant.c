@@ -426,7 +426,7 @@ static void check_type(uint32_t type)
 			          want + r, x, rown, &st);
 		}
 		tap_ok(st.fails == 0 && rows > 0,
-		       "%s: %d dots within bounds, AVX2 == portable (worst: "
+		       "%s: %d dots within bounds, SIMD == portable (worst: "
 		       "act %.3f, fp %.3f of bound; rel err %.2e)",
 		       name, rows, st.worst_a, st.worst_b, st.worst_rel);
 		free(x);
