@@ -51,8 +51,8 @@ static const char *const kv_state_fuzz_models[KV_STATE_FUZZ_N] = {
     "gemma3_f32_swa.gguf"};
 
 /* Open the engines from TOP/tests/data/engine. 0, or -1 with a message. */
-static int kv_state_fuzz_open(struct kv_state_fuzz *z, const char *top,
-                              char *err, size_t errlen)
+static inline int kv_state_fuzz_open(struct kv_state_fuzz *z, const char *top,
+                                     char *err, size_t errlen)
 {
 	memset(z, 0, sizeof(*z));
 	for (int i = 0; i < KV_STATE_FUZZ_N; i++) {
@@ -78,7 +78,7 @@ static int kv_state_fuzz_open(struct kv_state_fuzz *z, const char *top,
 	return 0;
 }
 
-static void kv_state_fuzz_close(struct kv_state_fuzz *z)
+static inline void kv_state_fuzz_close(struct kv_state_fuzz *z)
 {
 	for (int i = 0; i < KV_STATE_FUZZ_N; i++) {
 		engine_close(z->e[i]);

@@ -1586,15 +1586,15 @@ static void check_export_logprobs(struct store *st, int64_t conv,
 {
 	char *out = NULL;
 	size_t len = 0, n_ent = 0, n_bad = 0;
-	struct json_value *doc = NULL;
+	struct json_value *jd = NULL;
 	const struct json_value *msgs, *lp = NULL;
 	int rc = store_export_json_flags(st, conv, STORE_EXPORT_LOGPROBS, &out,
 	                                 &len, err, sizeof(err));
 
 	tap_ok(rc == STORE_OK &&
-	           json_parse(out, len, &doc, err, sizeof(err)) == 0,
+	           json_parse(out, len, &jd, err, sizeof(err)) == 0,
 	       "export --logprobs is JSON: %s", rc ? err : "ok");
-	msgs = jget(doc, "messages");
+	msgs = jget(jd, "messages");
 	for (size_t i = 0; msgs && i < msgs->u.arr.n; i++) {
 		const struct json_value *m = msgs->u.arr.items[i];
 		const struct json_value *role = jget(m, "role");
@@ -1631,7 +1631,7 @@ static void check_export_logprobs(struct store *st, int64_t conv,
 	       "logprobs.content: %zu entries (end of generation left out), "
 	       "each in the OpenAI shape with exact bytes (%zu bad)",
 	       n_ent, n_bad);
-	json_free(doc);
+	json_free(jd);
 	free(out);
 	rc = store_export_json(st, conv, &out, &len, err, sizeof(err));
 	tap_ok(rc == STORE_OK && !strstr(out, "logprobs"),

@@ -303,7 +303,7 @@ static inline int o200k_make(const char *path, char *err, size_t errlen)
 
 	if (o200k_read(tu_src("tests/data/tok/o200k.tokens", p, sizeof(p)),
 	               &o) != 0)
-		snprintf(err, errlen, "%s: unreadable or malformed", p);
+		snprintf(err, errlen, "%.400s: unreadable or malformed", p);
 	else
 		rc = o200k_write(&o, path, err, errlen);
 	o200k_free(&o);

@@ -652,11 +652,11 @@ static void *tui_worker_main(void *arg)
 		enum tui_job_kind job = w->job;
 		char *text = w->text;
 		size_t len = w->len;
-		struct tui_job_arg arg = w->arg;
+		struct tui_job_arg ja = w->arg;
 
 		w->text = (char *)w; /* taken: wait for the next start */
 		pthread_mutex_unlock(&w->mu);
-		tui_worker_run(w, job, text, len, &arg);
+		tui_worker_run(w, job, text, len, &ja);
 		free(text);
 		pthread_mutex_lock(&w->mu);
 	}
