@@ -183,6 +183,41 @@ QUANT_AVX2 static inline __m256i avx2_hsum8_i32(const __m256i p[8])
 	                        _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+/* ---- AVX-512 (with VNNI) helpers: quant_avx512.h, quant_iq.c ---------- */
+#ifdef QUANT_CAN_AVX512
+#define QUANT_AVX512                                                           \
+	__attribute__((                                                        \
+	    target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Lane-wise int32 dots of 64 unsigned bytes U with 64 signed bytes S. */
+QUANT_AVX512 static inline __m512i avx512_dot_us(__m512i u, __m512i s)
+{
+	return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+}
+
+/* The nibbles of blocks A and B as two 32-byte halves (avx2_nibbles). */
+QUANT_AVX512 static inline __m512i avx512_nibbles2(const uint8_t *a,
+                                                   const uint8_t *b)
+{
+	const __m512i q = _mm512_inserti64x4(
+	    _mm512_castsi256_si512(_mm256_broadcastsi128_si256(
+	        _mm_loadu_si128((const __m128i *)a))),
+	    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)),
+	    1);
+
+	return _mm512_and_si512(
+	    _mm512_srlv_epi32(q, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0,
+	                                           0, 0, 4, 4, 4, 4)),
+	    _mm512_set1_epi8(0x0F));
+}
+
+/* Lane-wise sums of groups of four activation quants (for offsets). */
+QUANT_AVX512 static inline __m512i avx512_xsum4(__m512i x)
+{
+	return avx512_dot_us(_mm512_set1_epi8(1), x);
+}
+#endif /* QUANT_CAN_AVX512 */
+
 #endif /* x86-64 with GCC or clang */
 
 #endif /* PARLEY_QUANT_INT_H */

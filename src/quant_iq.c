@@ -1306,9 +1306,7 @@ float quant_iq_dot_mxfp4_avx2(const void *row, const void *vec, int64_t n)
 }
 
 #ifdef QUANT_CAN_AVX512
-#define AVX512                                                                 \
-	__attribute__((                                                        \
-	    target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define AVX512 QUANT_AVX512
 
 /*
  * The 32-element nibble formats on AVX-512 with VNNI: two blocks a
@@ -1323,20 +1321,10 @@ float quant_iq_dot_mxfp4_avx2(const void *row, const void *vec, int64_t n)
 AVX512 static inline __m512i avx512_nibble_prod2(__m512i kv, const uint8_t *a,
                                                  const uint8_t *b, __m512i x)
 {
-	const __m512i q = _mm512_inserti64x4(
-	    _mm512_castsi256_si512(_mm256_broadcastsi128_si256(
-	        _mm_loadu_si128((const __m128i *)a))),
-	    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)),
-	    1);
-	const __m512i n = _mm512_and_si512(
-	    _mm512_srlv_epi32(q, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0,
-	                                           0, 0, 4, 4, 4, 4)),
-	    _mm512_set1_epi8(0x0F));
-	const __m512i z = _mm512_setzero_si512();
-	const __m512i p = _mm512_dpbusd_epi32(z, _mm512_shuffle_epi8(kv, n), x);
-	const __m512i xs = _mm512_dpbusd_epi32(z, _mm512_set1_epi8(1), x);
+	const __m512i p =
+	    avx512_dot_us(_mm512_shuffle_epi8(kv, avx512_nibbles2(a, b)), x);
 
-	return _mm512_sub_epi32(p, _mm512_slli_epi32(xs, 7));
+	return _mm512_sub_epi32(p, _mm512_slli_epi32(avx512_xsum4(x), 7));
 }
 
 /* kern_NAME_avx2 two blocks at a time (its tail for the last nb % 8). */
