@@ -109,10 +109,12 @@ static struct engine *open_engine(const struct model *m, bool ring,
 }
 
 /* IDS[0, n) into A and B in the same chunks (sizes from CHUNKS,
- * cycled), every row of logits compared: the first chunk whose rows
+ * cycled) with eval FLAGS, the rows of logits each keeps compared (every
+ * row with ENGINE_EVAL_ALL, else the last): the first chunk whose rows
  * differ, or -1 when none did (-2: an eval failed). */
-static int same_evals(struct engine *a, struct engine *b, const int32_t *ids,
-                      int32_t n, const int32_t *chunks, int n_chunks)
+static int same_chunks(struct engine *a, struct engine *b, const int32_t *ids,
+                       int32_t n, const int32_t *chunks, int n_chunks,
+                       unsigned flags)
 {
 	char err[256];
 	int32_t nv = engine_n_vocab(a);
@@ -122,41 +124,35 @@ static int same_evals(struct engine *a, struct engine *b, const int32_t *ids,
 
 		if (k > n - i)
 			k = n - i;
-		if (engine_eval(a, ids + i, k, ENGINE_EVAL_ALL, err,
-		                sizeof(err)) != 0 ||
-		    engine_eval(b, ids + i, k, ENGINE_EVAL_ALL, err,
-		                sizeof(err)) != 0) {
+		if (engine_eval(a, ids + i, k, flags, err, sizeof(err)) != 0 ||
+		    engine_eval(b, ids + i, k, flags, err, sizeof(err)) != 0) {
 			tap_diag("eval: %s", err);
 			return -2;
 		}
 		if (memcmp(engine_logits(a), engine_logits(b),
-		           (size_t)k * nv * sizeof(float)) != 0)
+		           (size_t)(flags & ENGINE_EVAL_ALL ? k : 1) * nv *
+		               sizeof(float)) != 0)
 			return c;
 		i += k;
 	}
 	return -1;
 }
 
-/* IDS[0, n) into A and B one decode step each (the last row's logits
- * only: a GPU's captured decode graphs), the logits compared: the first
- * step whose logits differ, or -1 when none did (-2: an eval failed). */
+/* same_chunks with every row of logits. */
+static int same_evals(struct engine *a, struct engine *b, const int32_t *ids,
+                      int32_t n, const int32_t *chunks, int n_chunks)
+{
+	return same_chunks(a, b, ids, n, chunks, n_chunks, ENGINE_EVAL_ALL);
+}
+
+/* IDS[0, n) one decode step each (the last row's logits only: a GPU's
+ * captured decode graphs): the first step whose logits differ, or -1. */
 static int same_steps(struct engine *a, struct engine *b, const int32_t *ids,
                       int32_t n)
 {
-	char err[256];
-	int32_t nv = engine_n_vocab(a);
+	static const int32_t one[] = {1};
 
-	for (int32_t i = 0; i < n; i++) {
-		if (engine_eval(a, ids + i, 1, 0, err, sizeof(err)) != 0 ||
-		    engine_eval(b, ids + i, 1, 0, err, sizeof(err)) != 0) {
-			tap_diag("eval: %s", err);
-			return -2;
-		}
-		if (memcmp(engine_logits(a), engine_logits(b),
-		           (size_t)nv * sizeof(float)) != 0)
-			return i;
-	}
-	return -1;
+	return same_chunks(a, b, ids, n, one, 1, 0);
 }
 
 /* E's state, a new buffer of *LEN bytes, or NULL. */
