@@ -219,6 +219,8 @@ struct cu_state {
 	   n_expert_used, a slot per token and choice */
 	float *rl;     /* [n_batch][max_expert] router logits */
 	int32_t *ids;  /* [n_batch][K] chosen experts (cuda_op_moe_route) */
+	int32_t row0;  /* the chunk's first token's row in its step (a
+	                  trace's rows: trace.h row_expert_id) */
 	int32_t *perm; /* [n_batch K] the slots grouped by expert */
 	float *wts;    /* [n_batch][K] their weights */
 	float *eh;     /* [n_batch K][max_ff] an expert's gated product */
@@ -1081,6 +1083,37 @@ static int cu_shared_add(struct engine *e, struct cu_state *s, int il,
 	           : 0;
 }
 
+/* A trace keeping every row's choice (trace_rows, a test's): the chunk's
+ * N rows of K ids each, copied to the host and recorded, a wait on the
+ * stream a layer. Not in a decode graph's capture (a step of one token:
+ * its choice is the last token's, trace_experts). */
+static int cu_trace_rows(struct engine *e, struct cu_state *s, int il,
+                         int32_t n, int32_t k, char *err, size_t errlen)
+{
+	struct trace *t = e->trace;
+	int32_t *h;
+
+	if (t == NULL || t->row_expert_id == NULL || t->pin_rows ||
+	    s->ctx.d_pos != NULL)
+		return 0;
+	h = (int32_t *)malloc((size_t)n * (size_t)k * sizeof(int32_t));
+	if (h == NULL) {
+		snprintf(err, errlen, "out of memory for a trace's rows");
+		return -1;
+	}
+	cudaError_t ce =
+	    cudaMemcpyAsync(h, s->ids, (size_t)n * (size_t)k * sizeof(int32_t),
+	                    cudaMemcpyDeviceToHost, s->ctx.stream);
+
+	if (ce == cudaSuccess)
+		ce = cudaStreamSynchronize(s->ctx.stream);
+	if (ce == cudaSuccess)
+		trace_row_experts(t, il, s->row0, n, h, k, k);
+	free(h);
+	CUDA_TRY(ce, err, errlen);
+	return 0;
+}
+
 /*
  * A mixture's FFN of layer IL on the normed chunk s->xb (XQ: its int8
  * activations, or NULL), added into s->x (through its post-norm where it
@@ -1113,7 +1146,8 @@ static int cu_moe_block(struct engine *e, struct cu_state *s, int il, int32_t n,
 	    cuda_op_moe_route(x, s->rl, n, f->n_expert, k, (int)f->gating,
 	                      f->norm_w, f->w_scale, s->ids, s->wts,
 	                      s->d_tids + (size_t)il * kmax,
-	                      s->d_tw + (size_t)il * kmax, err, errlen))
+	                      s->d_tw + (size_t)il * kmax, err, errlen) ||
+	    cu_trace_rows(e, s, il, n, k, err, errlen))
 		return -1;
 	for (int32_t t0 = 0; t0 < n; t0 += part) {
 		const int32_t nt = n - t0 < part ? n - t0 : part;
@@ -1817,6 +1851,7 @@ static int cu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		int32_t n_out = all ? m : (last && !none ? 1 : 0);
 		float *dst = all ? e->logits + (size_t)done * nv : NULL;
 
+		s->row0 = done;
 		if (cu_window_move(e, s, e->n_past + done, m, err, errlen) ||
 		    cu_forward_chunk(e, s, tokens + done, m, e->n_past + done,
 		                     dst, n_out, err, errlen))

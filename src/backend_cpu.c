@@ -753,15 +753,27 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n,
 
 	const struct trace *tr = e->trace;
 	/* a reference pinned to the choice of the engine it checks (the
-	   step's last token; trace.h pin_experts) */
+	   step's last token, or every row the trace has: trace.h
+	   pin_experts, pin_rows) */
 	const bool pin = tr != NULL && tr->pin_experts && il < tr->n_layer &&
 	                 tr->n_experts[il] == k;
+	const bool pin_rows = tr != NULL && tr->pin_rows && il < tr->n_layer &&
+	                      tr->row_expert_id != NULL;
 
 	cpu_matmul(s, &f->router, rin, n, s->rl);
 	if (f->router_b != NULL)
 		cpu_add_rows(s->rl, f->router_b, n, f->n_expert);
 	for (int32_t t = 0; t < n; t++)
-		if (pin && t == n - 1)
+		if (pin_rows && s->row0 + t < tr->n_rows)
+			model_moe_pin(f, s->rl + (size_t)t * f->n_expert,
+			              s->rscratch,
+			              tr->row_expert_id +
+			                  ((size_t)(s->row0 + t) * tr->n_layer +
+			                   (size_t)il) *
+			                      TRACE_MAX_EXPERTS,
+			              s->ids + (size_t)t * kmax,
+			              s->wts + (size_t)t * kmax);
+		else if (pin && t == n - 1)
 			e->trace->expert_dev[il] = model_moe_pin(
 			    f, s->rl + (size_t)t * f->n_expert, s->rscratch,
 			    tr->expert_id + (size_t)il * TRACE_MAX_EXPERTS,
@@ -818,6 +830,8 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n,
 	if (e->trace != NULL)
 		trace_experts(e->trace, il, s->ids + (size_t)(n - 1) * kmax,
 		              s->wts + (size_t)(n - 1) * kmax, k);
+	if (e->trace != NULL && !e->trace->pin_rows)
+		trace_row_experts(e->trace, il, s->row0, n, s->ids, kmax, k);
 }
 
 /* A mixture's shared expert (model.h): y += sigmoid(sh_inp . h) times
@@ -1070,6 +1084,7 @@ static int cpu_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		float *dst = all ? e->logits + (size_t)done * nv : e->logits;
 
 		cpu_window_move(e, s, e->n_past + done, m);
+		s->row0 = done;
 		cpu_forward_chunk(e, s, tokens + done, m, e->n_past + done, dst,
 		                  n_out);
 	}

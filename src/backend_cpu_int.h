@@ -42,6 +42,8 @@ struct cpu_state {
 	float *rl;       /* [n_batch][max_expert] router logits */
 	float *rscratch; /* [max_expert] model_moe_route's */
 	int32_t *ids;    /* [n_batch][max_expert_used] chosen experts */
+	int32_t row0;    /* the chunk's first token's row in its step (a
+	                    trace's rows: trace.h row_expert_id) */
 	float *wts;      /* [n_batch][max_expert_used] their weights */
 	int32_t *gtok;   /* [n_batch] tokens routed to one expert */
 	float *xg;       /* [n_batch][n_embd] their normed inputs */

@@ -394,6 +394,8 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n,
 		return -1;
 	}
 	e->sel.out.k = 0; /* a selection describes the last eval only */
+	if (t != NULL && !t->pin_rows)
+		t->n_rows = 0; /* (the rows the backend records: this step's) */
 	if (e->ops->eval(e, tokens, n, flags, err, errlen) != 0) {
 		/* a KV cache's new entries are dead by invariant 1; a
 		   recurrent state may be half updated */

@@ -58,6 +58,7 @@ void trace_free(struct trace *t)
 	free(t->top_prob);
 	free(t->n_experts);
 	free(t->expert_dev);
+	free(t->row_expert_id);
 	free(t->expert_id);
 	free(t->expert_w);
 	free(t->resid);
@@ -148,6 +149,62 @@ void trace_pin_experts(struct trace *t, const struct trace *from)
 	}
 	memcpy(t->expert_id, from->expert_id,
 	       (size_t)nl * TRACE_MAX_EXPERTS * sizeof(*t->expert_id));
+}
+
+int trace_rows(struct trace *t, int32_t cap)
+{
+	int32_t *p = NULL;
+
+	if (cap < 0 || cap > 65536)
+		return -1;
+	if (cap > 0) {
+		p = calloc((size_t)cap * (size_t)t->n_layer * TRACE_MAX_EXPERTS,
+		           sizeof(*p));
+		if (p == NULL)
+			return -1;
+	}
+	free(t->row_expert_id);
+	t->row_expert_id = p;
+	t->rows_cap = cap;
+	t->n_rows = 0;
+	t->pin_rows = 0;
+	return 0;
+}
+
+void trace_row_experts(struct trace *t, int il, int32_t r0, int32_t n,
+                       const int32_t *ids, int32_t stride, int k)
+{
+	if (t->row_expert_id == NULL || il < 0 || il >= t->n_layer || r0 < 0 ||
+	    k < 0 || k > TRACE_MAX_EXPERTS)
+		return;
+	if (r0 + n > t->rows_cap) {
+		t->n_rows = 0; /* the step is longer than the rows kept */
+		return;
+	}
+	for (int32_t r = 0; r < n; r++)
+		memcpy(t->row_expert_id +
+		           ((size_t)(r0 + r) * t->n_layer + (size_t)il) *
+		               TRACE_MAX_EXPERTS,
+		       ids + (size_t)r * (size_t)stride,
+		       (size_t)k * sizeof(*ids));
+	if (r0 + n > t->n_rows)
+		t->n_rows = r0 + n;
+}
+
+int trace_pin_rows(struct trace *t, const struct trace *from)
+{
+	t->pin_rows = 0;
+	if (from == NULL)
+		return 0;
+	if (t->row_expert_id == NULL || from->row_expert_id == NULL ||
+	    t->rows_cap < from->n_rows || t->n_layer != from->n_layer)
+		return -1;
+	memcpy(t->row_expert_id, from->row_expert_id,
+	       (size_t)from->n_rows * (size_t)t->n_layer * TRACE_MAX_EXPERTS *
+	           sizeof(*t->row_expert_id));
+	t->n_rows = from->n_rows;
+	t->pin_rows = 1;
+	return 0;
 }
 
 /* Record layer IL's choice of experts; see trace.h. */

@@ -105,12 +105,23 @@ struct trace {
 	int32_t *expert_id; /* [n_layer][TRACE_MAX_EXPERTS] chosen, best
 	                       first */
 	float *expert_w;    /* [n_layer][TRACE_MAX_EXPERTS] their weights */
-	int32_t *top_id;    /* [top_k] token ids, best first */
-	float *top_logit;   /* [top_k] their logits */
-	float *top_prob;    /* [top_k] their softmax probabilities */
-	float entropy;      /* of the softmax, in nats */
-	float *resid; /* [n_layer][n_embd] residual of the last token after
-	                 each layer, or NULL (no capture) */
+	/* every row's choice (trace_rows): row r of the step's batch (its
+	   token at position pos - n_tokens + 1 + r), layer il: the ids at
+	   row_expert_id[(r * n_layer + il) * TRACE_MAX_EXPERTS], as many as
+	   the layer chooses; NULL (rows_cap 0): none kept */
+	int32_t rows_cap; /* rows kept at most: a longer step keeps none */
+	int32_t n_rows;   /* rows the step recorded (or that pin) */
+	int32_t *row_expert_id; /* [rows_cap][n_layer][TRACE_MAX_EXPERTS] */
+	int pin_rows;     /* 1: the CPU backend follows row_expert_id for rows
+	                     0..n_rows - 1 of its next step instead of its router
+	                     (trace_pin_rows: a reference following a batch of
+	                     the engine it checks), pin_experts' way */
+	int32_t *top_id;  /* [top_k] token ids, best first */
+	float *top_logit; /* [top_k] their logits */
+	float *top_prob;  /* [top_k] their softmax probabilities */
+	float entropy;    /* of the softmax, in nats */
+	float *resid;     /* [n_layer][n_embd] residual of the last token after
+	                     each layer, or NULL (no capture) */
 	struct trace_verify verify; /* the comparison, when verified */
 };
 
@@ -163,6 +174,24 @@ void trace_experts(struct trace *t, int il, const int32_t *ids, const float *w,
  * (a reference following the engine it checks; pin_experts), or with
  * FROM NULL stop pinning. Layers beyond either trace's are not pinned. */
 void trace_pin_experts(struct trace *t, const struct trace *from);
+
+/*
+ * Keep every row's choice of experts of steps of up to CAP tokens
+ * (row_expert_id), or with CAP 0 stop and free them. 0, or -1 if out of
+ * memory or CAP is out of range (the trace unchanged).
+ */
+int trace_rows(struct trace *t, int32_t cap);
+
+/* What a backend calls in a mixture layer IL with rows R0..R0 + N - 1 of
+ * the step's choice: K ids a row, row r's at IDS + (r - R0) * STRIDE.
+ * Rows past rows_cap are dropped (n_rows 0: the step kept none). */
+void trace_row_experts(struct trace *t, int il, int32_t r0, int32_t n,
+                       const int32_t *ids, int32_t stride, int k);
+
+/* Pin T's next step, row by row, to the choices FROM's last step kept
+ * (pin_rows; T needs trace_rows of at least FROM's n_rows), or with FROM
+ * NULL stop. 0, or -1 (T's rows too few: nothing pinned). */
+int trace_pin_rows(struct trace *t, const struct trace *from);
 
 /* Fill top_id / top_logit / top_prob / entropy from LOGITS[0..n_vocab). */
 void trace_set_logits(struct trace *t, const float *logits, int32_t n_vocab);

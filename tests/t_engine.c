@@ -925,11 +925,112 @@ static void check_mem_plan(void)
 	unlink(path);
 }
 
+/*
+ * A batch's choice of experts row by row (trace_rows, trace_pin_rows): an
+ * engine keeps every row's choice of its prefill; one pinned to them gives
+ * its logits bit for bit; pinned to them with row 5's choice in the first
+ * mixture layer changed, rows 0..4 stay and row 5 moves; a step longer than
+ * the rows kept keeps none.
+ */
+static void check_pin_rows(const char *name)
+{
+	struct gguf_file *f = NULL;
+	struct model *m = open_model(name, &f);
+	struct engine *a = m ? open_engine(m, 7, 1) : NULL;
+	struct engine *b = m ? open_engine(m, 0, 1) : NULL;
+	struct trace *ta = m ? trace_new(m->cfg.n_layer, 1, NULL) : NULL;
+	struct trace *tb = m ? trace_new(m->cfg.n_layer, 1, NULL) : NULL;
+	int32_t toks[N];
+	float *la = NULL;
+	char err[256] = "";
+	int il = 0, same = 0;
+	size_t nv = m ? (size_t)m->cfg.n_vocab : 0, row = 0;
+
+	if (!tap_ok(a && b && ta && tb && trace_rows(ta, N) == 0 &&
+	                trace_rows(tb, N) == 0,
+	            "%s: pinned rows: setup", name))
+		goto out;
+	while (il < m->cfg.n_layer &&
+	       m->w.layers[il].ffn.kind != MODEL_FFN_EXPERTS)
+		il++;
+	for (int i = 0; i < N; i++)
+		toks[i] = (int32_t)((i * 37 + 5) % m->cfg.n_vocab);
+	engine_set_trace(a, ta);
+	la = malloc(sizeof(float) * nv * N);
+	if (la == NULL ||
+	    engine_eval(a, toks, N, ENGINE_EVAL_ALL, err, sizeof(err)) != 0)
+		goto out;
+	memcpy(la, engine_logits(a), sizeof(float) * nv * N);
+	row =
+	    ((size_t)(N - 1) * m->cfg.n_layer + (size_t)il) * TRACE_MAX_EXPERTS;
+	tap_ok(il < m->cfg.n_layer && ta->n_rows == N &&
+	           memcmp(ta->row_expert_id + row,
+	                  ta->expert_id + (size_t)il * TRACE_MAX_EXPERTS,
+	                  sizeof(int32_t) *
+	                      (size_t)m->w.layers[il].ffn.n_expert_used) == 0,
+	       "%s: a prefill of %d in chunks of 7 keeps %d rows, the last "
+	       "the last token's choice",
+	       name, N, ta->n_rows);
+	engine_set_trace(b, tb);
+	same =
+	    trace_pin_rows(tb, ta) == 0 &&
+	    engine_eval(b, toks, N, ENGINE_EVAL_ALL, err, sizeof(err)) == 0 &&
+	    memcmp(engine_logits(b), la, sizeof(float) * nv * N) == 0;
+	tap_ok(same, "%s: pinned to them, the same logits bit for bit %s", name,
+	       err);
+	{
+		/* row 5, the mixture layer: its first expert swapped for one
+		   it did not choose */
+		const int32_t k = m->w.layers[il].ffn.n_expert_used;
+		int32_t *p = tb->row_expert_id +
+		             ((size_t)5 * m->cfg.n_layer + (size_t)il) *
+		                 TRACE_MAX_EXPERTS;
+		int32_t x = 0;
+
+		for (bool taken = true; taken; x++) {
+			taken = false;
+			for (int32_t j = 0; j < k; j++)
+				taken = taken || p[j] == x;
+			if (!taken)
+				break;
+		}
+		p[0] = x;
+		engine_truncate(b, 0);
+		same =
+		    engine_eval(b, toks, N, ENGINE_EVAL_ALL, err,
+		                sizeof(err)) == 0 &&
+		    memcmp(engine_logits(b), la, sizeof(float) * nv * 5) == 0 &&
+		    memcmp(engine_logits(b) + nv * 5, la + nv * 5,
+		           sizeof(float) * nv) != 0;
+		tap_ok(same,
+		       "%s: row 5 pinned to expert %d instead: rows 0..4 the "
+		       "same, row 5 not %s",
+		       name, x, err);
+	}
+	trace_pin_rows(tb, NULL);
+	engine_truncate(a, 0);
+	trace_rows(ta, 3);
+	tap_ok(engine_eval(a, toks, 5, 0, err, sizeof(err)) == 0 &&
+	           ta->n_rows == 0,
+	       "%s: a step of 5 with 3 rows kept keeps none", name);
+out:
+	engine_set_trace(a, NULL);
+	engine_set_trace(b, NULL);
+	trace_free(ta);
+	trace_free(tb);
+	free(la);
+	engine_close(a);
+	engine_close(b);
+	model_free(m);
+	gguf_close(f);
+}
+
 int main(void)
 {
 	check_consistency("llama_f32");
 	check_consistency("qwen2_q8_0");
 	check_trace();
+	check_pin_rows("gpt_oss_f32");
 	check_model_errors();
 	check_mem_plan();
 	check_gemma_errors();
