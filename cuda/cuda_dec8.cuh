@@ -108,6 +108,33 @@ cq_dec8_q80r(const uint8_t *row, int64_t k, int64_t ne0, __half2 *h)
 	}
 }
 
+/* MXFP4's elements J..J+7 (J a multiple of 8) of the block at B as
+ * cq_elem<QTYPE_MXFP4> makes each (the same product, the same rounding to
+ * fp16), its scale decoded once for the eight: gpt-oss's expert stacks in
+ * a prefill's grouped products (cuda_moe.cu) decode every weight so. */
+static __device__ __forceinline__ void cq_dec8_mxfp4(const uint8_t *b, int j,
+                                                     __half2 *h)
+{
+	const unsigned e = b[0];
+	const float d =
+	    __uint_as_float(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+	const uint8_t *q = b + 1 + (j & 15);
+	const int sh = j < 16 ? 0 : 4;
+	float v[8];
+
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		const unsigned n = ((unsigned)q[i] >> sh) & 0x0Fu;
+		const int x =
+		    (int)((0x0C08060403020100ull >> (8 * (n & 7))) & 0xFF);
+
+		v[i] = __fmul_rn(d, (float)(n & 8 ? -x : x));
+	}
+#pragma unroll
+	for (int p = 0; p < 4; p++)
+		h[p] = __floats2half2_rn(v[2 * p], v[2 * p + 1]);
+}
+
 /* Elements K..K+7 of ROW (NE0 elements; those past NE0, or all when ROW
  * is NULL, 0) as fp16 into DST (16-byte aligned); K a multiple of 8. */
 template <int T>
@@ -123,6 +150,8 @@ static __device__ __forceinline__ void cq_dec8(const uint8_t *row, int64_t k,
 			cq_dec8_q6kr(row, k, ne0, h);
 		else if constexpr (T == CQ_Q8_0R)
 			cq_dec8_q80r(row, k, ne0, h);
+		else if constexpr (T == QTYPE_MXFP4)
+			cq_dec8_mxfp4(row + (k >> 5) * 17, (int)(k & 31), h);
 		else {
 #pragma unroll
 			for (int q = 0; q < 4; q++)
