@@ -108,23 +108,44 @@ cq_dec8_q80r(const uint8_t *row, int64_t k, int64_t ne0, __half2 *h)
 	}
 }
 
-/* MXFP4's elements J..J+7 (J a multiple of 8) of the block at B as
- * cq_elem<QTYPE_MXFP4> makes each (the same product, the same rounding to
- * fp16), its scale decoded once for the eight: gpt-oss's expert stacks in
- * a prefill's grouped products (cuda_moe.cu) decode every weight so. */
-static __device__ __forceinline__ void cq_dec8_mxfp4(const uint8_t *b, int j,
-                                                     __half2 *h)
+/* MXFP4's bytes of elements J..J+7 (J a multiple of 8) of the block at
+ * B: its scale E and the eight bytes holding their nibbles (odd-sized
+ * blocks: byte loads), fetched ahead of their decoding where a kernel has
+ * other work to do meanwhile (cuda_moe.cu's grouped products). */
+struct cq_raw8 {
+	uint32_t e, q0, q1;
+};
+
+static __device__ __forceinline__ cq_raw8 cq_fetch8_mxfp4(const uint8_t *b,
+                                                          int j)
 {
-	const unsigned e = b[0];
+	const uint8_t *q = b + 1 + (j & 15);
+	cq_raw8 r;
+
+	r.e = b[0];
+	r.q0 = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+	       (uint32_t)q[3] << 24;
+	r.q1 = (uint32_t)q[4] | (uint32_t)q[5] << 8 | (uint32_t)q[6] << 16 |
+	       (uint32_t)q[7] << 24;
+	return r;
+}
+
+/* The eight elements of R (cq_fetch8_mxfp4's at J) as cq_elem<QTYPE_MXFP4>
+ * makes each (the same product, the same rounding to fp16), the scale
+ * decoded once for the eight. */
+static __device__ __forceinline__ void cq_dec8_mxfp4_raw(const cq_raw8 &r,
+                                                         int j, __half2 *h)
+{
+	const unsigned e = r.e;
 	const float d =
 	    __uint_as_float(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-	const uint8_t *q = b + 1 + (j & 15);
 	const int sh = j < 16 ? 0 : 4;
 	float v[8];
 
 #pragma unroll
 	for (int i = 0; i < 8; i++) {
-		const unsigned n = ((unsigned)q[i] >> sh) & 0x0Fu;
+		const uint32_t w = i < 4 ? r.q0 : r.q1;
+		const unsigned n = (w >> (8 * (i & 3) + sh)) & 0x0Fu;
 		const int x =
 		    (int)((0x0C08060403020100ull >> (8 * (n & 7))) & 0xFF);
 
@@ -133,6 +154,14 @@ static __device__ __forceinline__ void cq_dec8_mxfp4(const uint8_t *b, int j,
 #pragma unroll
 	for (int p = 0; p < 4; p++)
 		h[p] = __floats2half2_rn(v[2 * p], v[2 * p + 1]);
+}
+
+/* MXFP4's elements J..J+7 of the block at B (cq_dec8's): gpt-oss's expert
+ * stacks in a prefill's products decode every weight so. */
+static __device__ __forceinline__ void cq_dec8_mxfp4(const uint8_t *b, int j,
+                                                     __half2 *h)
+{
+	cq_dec8_mxfp4_raw(cq_fetch8_mxfp4(b, j), j, h);
 }
 
 /* Elements K..K+7 of ROW (NE0 elements; those past NE0, or all when ROW
