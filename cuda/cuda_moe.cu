@@ -511,6 +511,28 @@ mr_load_x32(const float *xr, int64_t k, int64_t ne0, bool vec, __half *dst)
 		((uint4 *)dst)[q] = ((const uint4 *)h)[q];
 }
 
+/* MXFP4: the bytes of a thread's 8-element pieces of step K0 of its rows
+ * WROW (mr_gemm's mapping: piece q of matrix mat is row (tid + 128 q) / 8,
+ * elements K0 + ((tid + 128 q) % 8) * 8..) into RAW, ahead of their
+ * decoding; a piece without a row or past NE0 is not read. */
+template <int NM>
+static __device__ __forceinline__ void mr_fetch8(const uint8_t *(*wrow)[4],
+                                                 int64_t k0, int64_t ne0,
+                                                 int tid, cq_raw8 (*raw)[4])
+{
+#pragma unroll
+	for (int q = 0; q < 4; q++) {
+		const int64_t k = k0 + ((tid + MR_THREADS * q) & 7) * 8;
+
+#pragma unroll
+		for (int mat = 0; mat < NM; mat++)
+			if (wrow[mat][q] != NULL && k + 8 <= ne0)
+				raw[mat][q] = cq_fetch8_mxfp4(wrow[mat][q] +
+				                                  (k >> 5) * 17,
+				                              (int)(k & 31));
+	}
+}
+
 /*
  * One tile of a grouped product: rows blockIdx.x * MR_BM.. of the matrix
  * of the tile blockIdx.y's expert (tiles past the plan's count exit) times
@@ -574,20 +596,50 @@ __global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
 #pragma unroll
 			for (int j = 0; j < 2; j++)
 				wm::fill_fragment(acc[mat][i][j], 0.0f);
+	/* MXFP4 (gpt-oss's experts): the next step's weight bytes are
+	   fetched into registers before this step's products, so that their
+	   loads overlap the tensor cores' work (cuda_qgemm.cu's way); every
+	   other type decodes its step from memory as it stores it */
+	constexpr bool ahead = T == QTYPE_MXFP4;
+	cq_raw8 raw[nm][4];
+
+	if constexpr (ahead)
+		mr_fetch8<nm>(wrow, 0, a.ne0, tid, raw);
 	for (int64_t k0 = 0; k0 < a.ne0; k0 += MR_BK) {
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
 			const int g = tid + MR_THREADS * q;
+			const int64_t k = k0 + (g & 7) * 8;
 
 #pragma unroll
-			for (int mat = 0; mat < nm; mat++)
-				cq_dec8<T>(
-				    wrow[mat][q], k0 + (g & 7) * 8, a.ne0,
-				    ws + (mat * MR_BM + (g >> 3)) * MR_KP +
-				        (g & 7) * 8);
+			for (int mat = 0; mat < nm; mat++) {
+				__half *dst = ws +
+				              (mat * MR_BM + (g >> 3)) * MR_KP +
+				              (g & 7) * 8;
+
+				if constexpr (ahead) {
+					__align__(16) __half2 h[4];
+
+					if (wrow[mat][q] != NULL &&
+					    k + 8 <= a.ne0)
+						cq_dec8_mxfp4_raw(raw[mat][q],
+						                  (int)(k & 31),
+						                  h);
+					else
+						cq_dec8<T>(NULL, k, a.ne0,
+						           (__half *)h);
+					*(uint4 *)dst = *(const uint4 *)h;
+				} else {
+					cq_dec8<T>(wrow[mat][q], k, a.ne0, dst);
+				}
+			}
 		}
 		mr_load_x32(xr, k0 + xk, a.ne0, xvec, xs + xn * MR_KP + xk);
 		__syncthreads();
+		if constexpr (ahead)
+			if (k0 + MR_BK < a.ne0)
+				mr_fetch8<nm>(wrow, k0 + MR_BK, a.ne0, tid,
+				              raw);
 		if (busy) {
 #pragma unroll
 			for (int kk = 0; kk < MR_BK; kk += 16) {
