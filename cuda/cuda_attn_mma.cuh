@@ -176,7 +176,11 @@ __global__ void __launch_bounds__(AM_THREADS)
 		for (int i = tid; i < KT * (HD / 8); i += AM_THREADS) {
 			const int r = i / (HD / 8), c = (i % (HD / 8)) * 8;
 			const bool ok = k0 + r <= k_hi;
-			const size_t at = (size_t)(ok ? k0 + r : k_lo) * HD + c;
+			/* (a zero fill reads nothing, yet its address is a row
+			   the cache holds: k_start is, where a window's ring
+			   holds no row of k_lo's, backend_cuda.cu) */
+			const size_t at =
+			    (size_t)(ok ? k0 + r : k_start) * HD + c;
 
 			am_cp16(ks + r * P + c, kh + at, ok);
 			am_cp16(vs + r * P + c, vh + at, ok);
