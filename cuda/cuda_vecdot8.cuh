@@ -542,37 +542,78 @@ template <> struct cv8_unit<QTYPE_Q5_K> : cv8_unit<QTYPE_Q4_K> {
 	}
 };
 
-/* The sum of the 32 4-bit quants of a block laid out as Q4_0's (W: its 16
- * bytes as 4 words; byte l's low nibble is element l, its high one
- * l + 16), each quant's value in the 16-entry int8 table KV (four words),
- * times the activation block's quants Q. Per word, its 8 nibbles' low
- * three bits pick from entries 0..7 and from 8..15 (two byte
- * permutations a half word), their top bits choose between the two (one
- * selector for the whole word), and two more permutations gather the low
- * nibbles' values and the high ones'. */
-static __device__ __forceinline__ int
-cv8_kv16_dot(const uint32_t *kv, const uint32_t *w, const int *q)
+/* prmt.b32 in its default mode: a selector nibble with its top bit set
+ * gives the sign of the byte its low three bits select, in all 8 bits
+ * (PTX's own words, the mode cv8_nib16 relies on). */
+static __device__ __forceinline__ uint32_t cv8_prmt(uint32_t a, uint32_t b,
+                                                    uint32_t s)
 {
-	int s = 0, t = 0; /* (two chains of dp4a: half the dependent steps) */
+	uint32_t r;
+
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+	return r;
+}
+
+/* An activation block's 8 words Q in the nibbles' order of a Q4_0-laid
+ * block: word 2j holds elements 4j, 16 + 4j, 4j + 1, 17 + 4j, word 2j + 1
+ * the next two of each half (once per unit, for all the rows it meets). */
+static __device__ __forceinline__ void cv8_nib_order(int *q)
+{
+	int t[8];
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
-		/* (selector nibbles below 8: none asks for a sign to be
-		   replicated) */
-		const uint32_t n = w[j] & 0x77777777u;
-		const uint32_t sel = 0x32103210u | ((w[j] >> 1) & 0x44444444u);
-		const uint32_t t0 =
-		    __byte_perm(__byte_perm(kv[0], kv[1], n),
-		                __byte_perm(kv[2], kv[3], n), sel);
-		const uint32_t t1 =
-		    __byte_perm(__byte_perm(kv[0], kv[1], n >> 16),
-		                __byte_perm(kv[2], kv[3], n >> 16), sel >> 16);
-
-		/* bytes 4j..4j+3: nibbles of elements 4j.., 16 + 4j.. */
-		s = __dp4a((int)__byte_perm(t0, t1, 0x6420), q[j], s);
-		t = __dp4a((int)__byte_perm(t0, t1, 0x7531), q[4 + j], t);
+		t[2 * j] = (int)__byte_perm(q[j], q[4 + j], 0x5140);
+		t[2 * j + 1] = (int)__byte_perm(q[j], q[4 + j], 0x7362);
 	}
-	return s + t;
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+		q[j] = t[j];
 }
+
+/*
+ * The 32 4-bit quants of a block laid out as Q4_0's (W: its 16 bytes as 4
+ * words; byte l's low nibble is element l, its high one l + 16), each
+ * quant's value in a 16-entry int8 table, dotted with the activations Q
+ * in the nibbles' order (cv8_nib_order), as two integer sums. A half
+ * word's 4 nibbles, as they are, select bytes of LO (entries 0..7): a
+ * nibble of 8 or more gives the sign of LO's byte, so LO's entries share
+ * one sign (0 or -1 for those nibbles). With their top bits flipped they
+ * select bytes of HI (the table's entries 8..15 as the caller stores
+ * them), whose entries are all non-negative (0 for the nibbles below 8).
+ * *S gets LO's products, *T HI's: the caller's table says how they make
+ * the sum. Two byte permutations and two dp4a a half word, against three
+ * permutations (both halves of the table and a choice between them) and
+ * two more to gather the nibbles' bytes in element order.
+ */
+static __device__ __forceinline__ void cv8_nib16(const uint32_t *lo,
+                                                 const uint32_t *hi,
+                                                 const uint32_t *w,
+                                                 const int *q, int *s, int *t)
+{
+	int a = 0, b = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const uint32_t x = w[j] ^ 0x88888888u;
+
+		a = __dp4a((int)cv8_prmt(lo[0], lo[1], w[j]), q[2 * j], a);
+		b = __dp4a((int)cv8_prmt(hi[0], hi[1], x), q[2 * j], b);
+		a = __dp4a((int)cv8_prmt(lo[0], lo[1], w[j] >> 16),
+		           q[2 * j + 1], a);
+		b = __dp4a((int)cv8_prmt(hi[0], hi[1], x >> 16), q[2 * j + 1],
+		           b);
+	}
+	*s = a, *t = b;
+}
+
+/* The 32-element units whose activations are in the nibbles' order. */
+struct cv8_unit_block_nib : cv8_unit_block {
+	static __device__ __forceinline__ void
+	xload(int64_t u, const struct cv8_xq &x, xv &v)
+	{
+		cv8_unit_block::xload(u, x, v);
+		cv8_nib_order(v.q);
+	}
+};
 
 /* MXFP4: e (E8M0), qs[16] (17-byte blocks, any alignment); byte l's low
  * nibble is element l, its high one l + 16, each the index of an FP4
@@ -581,13 +622,13 @@ cv8_kv16_dot(const uint32_t *kv, const uint32_t *w, const int *q)
  * (quant_iq.c kern_mxfp4_c). The 16 quant bytes are read as the aligned
  * words that hold them and shifted into place (funnel shifts), a fifth
  * word only where they straddle one. */
-template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block {
+template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block_nib {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		/* kvalues 0 1 2 3 4 6 8 12, then the same negated */
-		const uint32_t kv[4] = {0x03020100u, 0x0C080604u, 0xFDFEFF00u,
-		                        0xF4F8FAFCu};
+		/* kvalues 0 1 2 3 4 6 8 12, then the same negated: the second
+		   half as the first, its sum subtracted (cv8_nib16) */
+		const uint32_t kv[2] = {0x03020100u, 0x0C080604u};
 		const uint8_t *b = row + u * 17;
 		const uintptr_t a = (uintptr_t)(b + 1);
 		const uint32_t *p = (const uint32_t *)(a & ~(uintptr_t)3);
@@ -602,11 +643,12 @@ template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block {
 #pragma unroll
 		for (int j = 0; j < 4; j++)
 			q[j] = __funnelshift_r(w[j], w[j + 1], sh);
-		const int s = cv8_kv16_dot(kv, q, v.q);
+		int s, t;
+		cv8_nib16(kv, kv, q, v.q, &s, &t);
 		const float d = __uint_as_float(
 		    e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
 
-		return (d * v.d) * (float)s;
+		return (d * v.d) * (float)(s - t);
 	}
 };
 
@@ -621,11 +663,30 @@ template <> struct cv8_unit<QTYPE_MXFP4> : cv8_unit_block {
  * 6 bits), the activations' d, and the sum.
  */
 
-/* IQ4_NL's 16 values (quant_kvalues_iq4nl) as four words of bytes. */
-#define CV8_KV_IQ4NL                                                           \
+/* IQ4_NL's 16 values (quant_kvalues_iq4nl) for cv8_nib16: entries 0..7
+ * as they are (-127 .. -10: -1 for the nibbles of 8 or more), entries
+ * 8..15 plus one (2 .. 114), so that an element of 8 or more counts
+ * -1 + (kv + 1) times its activation: the sum is S + T. */
+#define CV8_KV_IQ4NL_LO                                                        \
 	{                                                                      \
-		0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u             \
+		0xBFAD9881u, 0xF6EADDCFu                                       \
 	}
+#define CV8_KV_IQ4NL_HI                                                        \
+	{                                                                      \
+		0x271A0E02u, 0x725A4636u                                       \
+	}
+
+/* The sum of an IQ4 block (16 bytes as the words W) times Q (in the
+ * nibbles' order). */
+static __device__ __forceinline__ int cv8_iq4_dot(const uint32_t *w,
+                                                  const int *q)
+{
+	const uint32_t lo[2] = CV8_KV_IQ4NL_LO, hi[2] = CV8_KV_IQ4NL_HI;
+	int s, t;
+
+	cv8_nib16(lo, hi, w, q, &s, &t);
+	return s + t;
+}
 
 /* The sign pattern of a 7-bit sign index I (quant_ksigns_iq2xs): I with
  * bit 7 set where I has an odd number of ones (an even count of
@@ -714,11 +775,10 @@ static __device__ __forceinline__ float cv8_iq_dsc(const uint8_t *b, int sc,
 
 /* IQ4_NL: d, qs[16] (18-byte blocks, 2-byte aligned), Q4_0's nibble
  * order, values from the table: d * dx * sum kv[q] qx. */
-template <> struct cv8_unit<QTYPE_IQ4_NL> : cv8_unit_block {
+template <> struct cv8_unit<QTYPE_IQ4_NL> : cv8_unit_block_nib {
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const uint32_t kv[4] = CV8_KV_IQ4NL;
 		const uint8_t *b = row + u * 18;
 		const uint16_t *p = (const uint16_t *)(b + 2);
 		uint32_t w[4];
@@ -726,7 +786,7 @@ template <> struct cv8_unit<QTYPE_IQ4_NL> : cv8_unit_block {
 #pragma unroll
 		for (int j = 0; j < 4; j++)
 			w[j] = (uint32_t)cv8_word2(p + 2 * j);
-		return (cq_half(b) * v.d) * (float)cv8_kv16_dot(kv, w, v.q);
+		return (cq_half(b) * v.d) * (float)cv8_iq4_dot(w, v.q);
 	}
 };
 
@@ -734,14 +794,20 @@ template <> struct cv8_unit<QTYPE_IQ4_NL> : cv8_unit_block {
  * 8 bytes at a time: rows 8-byte aligned, cm_unit_ok); sub-block ib's 16
  * bytes at 8 + 16 ib in IQ4_NL's order, its 6-bit scale (low nibble ib of
  * scales_l, two bits 2 ib of scales_h) minus 32. A unit is Q4_K's: a pair
- * of sub-blocks (2c, 2c + 1, c = u % 4), their activations Q4_K's, the
- * header decoded once for both (|sum * sc| <= 32 * 127 * 127 * 32 <
- * 2^24: exact as floats). */
+ * of sub-blocks (2c, 2c + 1, c = u % 4), their activations Q4_K's in the
+ * nibbles' order, the header decoded once for both (|sum * sc| <= 32 * 127 *
+ * 127 * 32 < 2^24: exact as floats). */
 template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit<QTYPE_Q4_K> {
+	static __device__ __forceinline__ void
+	xload(int64_t u, const struct cv8_xq &x, xv &v)
+	{
+		cv8_unit<QTYPE_Q4_K>::xload(u, x, v);
+		cv8_nib_order(v.q0);
+		cv8_nib_order(v.q1);
+	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-		const uint32_t kv[4] = CV8_KV_IQ4NL;
 		const uint32_t c = (uint32_t)u & 3;
 		const uint8_t *b = row + (size_t)((uint32_t)u >> 2) * 136;
 		const uint2 h = *(const uint2 *)b;
@@ -752,8 +818,8 @@ template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit<QTYPE_Q4_K> {
 		const uint32_t lo = h.y >> (8 * c), hi = h.x >> (16 + 4 * c);
 		const int sc0 = (int)((lo & 15) | (hi & 3) << 4) - 32;
 		const int sc1 = (int)(((lo >> 4) & 15) | (hi & 12) << 2) - 32;
-		const int s0 = cv8_kv16_dot(kv, w0, v.q0);
-		const int s1 = cv8_kv16_dot(kv, w1, v.q1);
+		const int s0 = cv8_iq4_dot(w0, v.q0);
+		const int s1 = cv8_iq4_dot(w1, v.q1);
 
 		return __half2float(__ushort_as_half((unsigned short)h.x)) *
 		       (v.d.x * (float)(s0 * sc0) + v.d.y * (float)(s1 * sc1));
