@@ -19,7 +19,7 @@
 # LLAMA_DIR/build/bin/llama-bench there.
 # SHAPE: qwen2.5-7b qwen3-0.6b qwen3-4b qwen3-8b gemma3-270m gemma3-1b gemma3-4b
 # gemma3-12b qwen3-14b qwen3-32b gemma3-27b qwen3-30b-a3b qwen36-27b
-# qwen36-35b-a3b gpt-oss-20b (default: the first seven; see big(); gpt-oss
+# qwen36-35b-a3b gpt-oss-20b gpt-oss-120b (default: the first seven; see big(); gpt-oss
 # as its files are: MXFP4 experts, Q8_0 elsewhere, written by parley's
 # writer whatever QUANT says). Environment:
 # MODELS_DIR (default /tmp/parley-vs), QUANT (default Q4_K_M), MIX (writer:
