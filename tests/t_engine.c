@@ -925,6 +925,15 @@ static void check_mem_plan(void)
 	unlink(path);
 }
 
+/* Whether the K expert ids at P include X. */
+static bool chose(const int32_t *p, int32_t k, int32_t x)
+{
+	for (int32_t j = 0; j < k; j++)
+		if (p[j] == x)
+			return true;
+	return false;
+}
+
 /*
  * A batch's choice of experts row by row (trace_rows, trace_pin_rows): an
  * engine keeps every row's choice of its prefill; one pinned to them gives
@@ -987,13 +996,8 @@ static void check_pin_rows(const char *name)
 		                 TRACE_MAX_EXPERTS;
 		int32_t x = 0;
 
-		for (bool taken = true; taken; x++) {
-			taken = false;
-			for (int32_t j = 0; j < k; j++)
-				taken = taken || p[j] == x;
-			if (!taken)
-				break;
-		}
+		while (chose(p, k, x))
+			x++;
 		p[0] = x;
 		engine_truncate(b, 0);
 		same =
