@@ -361,6 +361,10 @@ extern "C" int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
  * rows start 16 bytes apart (one 16-byte store of 8 halves) and every
  * fragment, 16 rows apart, 32 bytes aligned (WMMA's rule). */
 #define MR_KP (MR_BK + 8)
+/* Floats a slot's row of the fp32 input staging takes: a thread's two
+ * halves of 32 at 0 and 36, so that the 8 lanes of a 16-byte access
+ * (rows 8 apart in banks, the halves 4) meet no bank twice. */
+#define MR_XP32 72
 /* Floats a slot's column of the shared output tile takes. */
 #define MR_MP (MR_BM + 4)
 /* Threads of a block: 4 warps, each 32 rows x 32 slots of the tile. */
@@ -511,6 +515,45 @@ mr_load_x32(const float *xr, int64_t k, int64_t ne0, bool vec, __half *dst)
 		((uint4 *)dst)[q] = ((const uint4 *)h)[q];
 }
 
+/* The asynchronous copies of inputs K..K+31 of the row XR (zeros where XR
+ * is NULL: ANY, a valid address, is then read for none) into the 16-byte
+ * aligned floats DST, a group of their own (16-byte aligned XR + K). */
+static __device__ __forceinline__ void
+mr_x32_async(const float *xr, const float *any, int64_t k, float *dst)
+{
+	const uint32_t a = (uint32_t)__cvta_generic_to_shared(dst);
+	const float *src = xr != NULL ? xr + k : any;
+	const int n = xr != NULL ? 16 : 0;
+
+#pragma unroll
+	for (int q = 0; q < 8; q++)
+		asm volatile(
+		    "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+		        a + 16 * q),
+		    "l"(src + (n != 0 ? 4 * q : 0)), "r"(n));
+	asm volatile("cp.async.commit_group;");
+}
+
+/* Once the thread's own copies (mr_x32_async) have landed: the 32 floats
+ * at SRC as fp16 into DST (16-byte aligned), mr_load_x32's rounding. */
+static __device__ __forceinline__ void mr_x32_to_f16(const float *src,
+                                                     __half *dst)
+{
+	__align__(16) __half2 h[16];
+
+	asm volatile("cp.async.wait_group 0;" ::: "memory");
+#pragma unroll
+	for (int q = 0; q < 8; q++) {
+		const float4 f = ((const float4 *)src)[q];
+
+		h[2 * q] = __floats2half2_rn(f.x, f.y);
+		h[2 * q + 1] = __floats2half2_rn(f.z, f.w);
+	}
+#pragma unroll
+	for (int q = 0; q < 4; q++)
+		((uint4 *)dst)[q] = ((const uint4 *)h)[q];
+}
+
 /* MXFP4: the bytes of a thread's 8-element pieces of step K0 of its rows
  * WROW (mr_gemm's mapping: piece q of matrix mat is row (tid + 128 q) / 8,
  * elements K0 + ((tid + 128 q) % 8) * 8..) into RAW, ahead of their
@@ -548,13 +591,17 @@ __global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
 	constexpr int nm = GATED ? 2 : 1; /* weight matrices */
 	constexpr int w_bytes = nm * MR_BM * MR_KP * 2;
 	constexpr int x_bytes = MR_BN * MR_KP * 2;
+	constexpr int x32_bytes = MR_BN * MR_XP32 * 4;
 	constexpr int c_bytes = nm * MR_BN * MR_MP * 4;
-	constexpr int s_bytes =
-	    w_bytes + x_bytes > c_bytes ? w_bytes + x_bytes : c_bytes;
+	constexpr int s_bytes = w_bytes + x_bytes + x32_bytes > c_bytes
+	                            ? w_bytes + x_bytes + x32_bytes
+	                            : c_bytes;
 	__shared__ __align__(128) unsigned char sm[s_bytes];
 	__half *ws = (__half *)sm;             /* [nm][MR_BM][MR_KP] */
 	__half *xs = (__half *)(sm + w_bytes); /* [MR_BN][MR_KP] */
-	float *cs = (float *)sm;               /* [nm][MR_BN][MR_MP] */
+	/* [MR_BN][MR_XP32]: the next step's fp32 inputs on their way */
+	float *x32 = (float *)(sm + w_bytes + x_bytes);
+	float *cs = (float *)sm; /* [nm][MR_BN][MR_MP] */
 
 	cu_pdl_sync(); /* first: cuda_launch.cuh (the plan, X) */
 	if ((int32_t)blockIdx.y >= a.plan[0])
@@ -570,6 +617,12 @@ __global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
 	const float *xr =
 	    xn < cnt ? a.x + (int64_t)(order[p0 + xn] / a.x_div) * a.ne0 : NULL;
 	const bool xvec = a.ne0 % 4 == 0 && (uintptr_t)a.x % 16 == 0;
+	/* the inputs of step k0 + MR_BK copied while step k0's products
+	   run (their loads' latency was most of the launch's stalls with
+	   3 blocks a multiprocessor: BENCHMARKS.md), each thread converting
+	   the floats it copied itself; whole steps only */
+	const bool xasync = xvec && a.ne0 % MR_BK == 0;
+	float *x32t = x32 + xn * MR_XP32 + (xk != 0 ? 36 : 0);
 	/* a thread's weight rows: 8 elements of row (tid + 128 q) / 8 at
 	   ((tid + 128 q) % 8) * 8 of each step, q < 4 */
 	const uint8_t *wrow[nm][4];
@@ -605,6 +658,8 @@ __global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
 
 	if constexpr (ahead)
 		mr_fetch8<nm>(wrow, 0, a.ne0, tid, raw);
+	if (xasync)
+		mr_x32_async(xr, a.x, xk, x32t);
 	for (int64_t k0 = 0; k0 < a.ne0; k0 += MR_BK) {
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
@@ -634,12 +689,18 @@ __global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
 				}
 			}
 		}
-		mr_load_x32(xr, k0 + xk, a.ne0, xvec, xs + xn * MR_KP + xk);
+		if (xasync)
+			mr_x32_to_f16(x32t, xs + xn * MR_KP + xk);
+		else
+			mr_load_x32(xr, k0 + xk, a.ne0, xvec,
+			            xs + xn * MR_KP + xk);
 		__syncthreads();
 		if constexpr (ahead)
 			if (k0 + MR_BK < a.ne0)
 				mr_fetch8<nm>(wrow, k0 + MR_BK, a.ne0, tid,
 				              raw);
+		if (xasync && k0 + MR_BK < a.ne0)
+			mr_x32_async(xr, a.x, k0 + MR_BK + xk, x32t);
 		if (busy) {
 #pragma unroll
 			for (int kk = 0; kk < MR_BK; kk += 16) {
