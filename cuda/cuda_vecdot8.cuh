@@ -757,6 +757,61 @@ static __device__ __forceinline__ void cv8_smem_fill(const uint32_t *src, int n)
 		t[i] = src[i];
 }
 
+/*
+ * (CV8_LANE_TAB, on by default: 0 restores the shared table above for
+ * IQ2_XXS and IQ3_XXS.) A copy of the codebook for each bank: entry e of
+ * IQ3_XXS (4 bytes) for lane l at word 32 e + l, so that every lane reads
+ * its own bank whatever the entries; IQ2_XXS's (8 bytes, read 16 lanes a
+ * wavefront) at double word 16 e + l % 16. 32 KB a block instead of 1-2
+ * KB, written with 16-byte stores before the block's wait for the
+ * previous kernel; the lookups meet no bank conflict (these mat-vecs
+ * waited on shared memory: BENCHMARKS.md, a table of sign masks beside
+ * the codebook made them 12-17% slower).
+ */
+#ifndef CV8_LANE_TAB
+#define CV8_LANE_TAB 1
+#endif
+static __device__ __forceinline__ uint32_t *cv8_smem_lanes(void)
+{
+	__shared__ __align__(16) uint32_t t[8192];
+
+	return t;
+}
+
+/* The 256 entries at SRC (WORDS 1: 4 bytes an entry; 2: 8) into
+ * cv8_smem_lanes (the block's threads together; a barrier must follow). */
+template <int WORDS>
+static __device__ __forceinline__ void cv8_lanes_fill(const uint32_t *src)
+{
+	uint4 *t = (uint4 *)cv8_smem_lanes();
+
+	for (int c = (int)threadIdx.x; c < 2048; c += (int)blockDim.x) {
+		/* 16 bytes: 4 lanes' copies of one entry (WORDS 1) or 2
+		   (WORDS 2) */
+		if (WORDS == 1) {
+			const uint32_t v = __ldg(src + (c >> 3));
+
+			t[c] = make_uint4(v, v, v, v);
+		} else {
+			const uint2 v = __ldg((const uint2 *)src + (c >> 3));
+
+			t[c] = make_uint4(v.x, v.y, v.x, v.y);
+		}
+	}
+}
+
+/* Entry E of the lanes' copies (cv8_lanes_fill<1> or <2>) for this lane. */
+static __device__ __forceinline__ uint32_t cv8_lane_entry4(uint32_t e)
+{
+	return cv8_smem_lanes()[e * 32 + (threadIdx.x & 31)];
+}
+
+static __device__ __forceinline__ uint64_t cv8_lane_entry8(uint32_t e)
+{
+	return (
+	    (const uint64_t *)cv8_smem_lanes())[e * 16 + (threadIdx.x & 15)];
+}
+
 /* Whether unit U copies a table into shared memory (has U::prepare). */
 template <class U, class = void> struct cv8_prepares {
 	static const bool v = false;
@@ -832,12 +887,18 @@ template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit<QTYPE_Q4_K> {
 template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
 	static __device__ __forceinline__ void prepare(void)
 	{
+#if CV8_LANE_TAB
+		cv8_lanes_fill<2>((const uint32_t *)cq_iq_tables().iq2xxs);
+#else
 		cv8_smem_fill((const uint32_t *)cq_iq_tables().iq2xxs, 512);
+#endif
 	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
+#if !CV8_LANE_TAB
 		const uint64_t *grid = (const uint64_t *)cv8_smem_tab();
+#endif
 		const uint8_t *b = row + (u >> 3) * 66;
 		const uint8_t *p = b + 2 + 8 * (u & 7);
 		const uint32_t a0 = cq_u32(p), a1 = cq_u32(p + 4);
@@ -845,9 +906,13 @@ template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
 
 #pragma unroll
 		for (int l = 0; l < 4; l++)
-			s[l & 1] = cv8_grid8(grid[(a0 >> (8 * l)) & 255],
-			                     cv8_ksigns(a1 >> (7 * l)),
-			                     v.q + 2 * l, s[l & 1]);
+			s[l & 1] = cv8_grid8(
+#if CV8_LANE_TAB
+			    cv8_lane_entry8((a0 >> (8 * l)) & 255),
+#else
+			    grid[(a0 >> (8 * l)) & 255],
+#endif
+			    cv8_ksigns(a1 >> (7 * l)), v.q + 2 * l, s[l & 1]);
 		return (cv8_iq_dsc(b, 2 * (int)(a1 >> 28) + 1, 0.125f) * v.d) *
 		       (float)(s[0] + s[1]);
 	}
@@ -919,12 +984,18 @@ template <> struct cv8_unit<QTYPE_IQ2_S> : cv8_unit_block {
 template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
 	static __device__ __forceinline__ void prepare(void)
 	{
+#if CV8_LANE_TAB
+		cv8_lanes_fill<1>(cq_iq_tables().iq3xxs);
+#else
 		cv8_smem_fill(cq_iq_tables().iq3xxs, 256);
+#endif
 	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
+#if !CV8_LANE_TAB
 		const uint32_t *grid = cv8_smem_tab();
+#endif
 		const uint8_t *b = row + (u >> 3) * 98;
 		const int ib = (int)(u & 7);
 		const uint32_t i[2] = {cq_u32(b + 2 + 8 * ib),
@@ -934,8 +1005,13 @@ template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
 
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
+#if CV8_LANE_TAB
+			const uint32_t g =
+			    cv8_lane_entry4((i[k >> 2] >> (8 * (k & 3))) & 255);
+#else
 			const uint32_t g =
 			    grid[(i[k >> 2] >> (8 * (k & 3))) & 255];
+#endif
 			const uint32_t sg =
 			    cv8_ksigns(aux >> (7 * (k >> 1))) >> (4 * (k & 1));
 
