@@ -75,6 +75,19 @@ extern "C" {
 #include "quant_grids.h" /* (first: quant_grids.c then skips it) */
 }
 
+/* prmt.b32 in its default mode: a selector nibble with its top bit set
+ * gives the sign of the byte its low three bits select, in all 8 bits
+ * (PTX's own words; the 16-entry lookups of cuda_vecdot8.cuh's cv8_nib16
+ * and cuda_dec8.cuh's MXFP4 decoding rely on it). */
+static __device__ __forceinline__ uint32_t cq_prmt(uint32_t a, uint32_t b,
+                                                   uint32_t s)
+{
+	uint32_t r;
+
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+	return r;
+}
+
 /* A half stored at P (2-byte aligned) as float: exact. */
 static __device__ __forceinline__ float cq_half(const uint8_t *p)
 {

@@ -542,18 +542,6 @@ template <> struct cv8_unit<QTYPE_Q5_K> : cv8_unit<QTYPE_Q4_K> {
 	}
 };
 
-/* prmt.b32 in its default mode: a selector nibble with its top bit set
- * gives the sign of the byte its low three bits select, in all 8 bits
- * (PTX's own words, the mode cv8_nib16 relies on). */
-static __device__ __forceinline__ uint32_t cv8_prmt(uint32_t a, uint32_t b,
-                                                    uint32_t s)
-{
-	uint32_t r;
-
-	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
-	return r;
-}
-
 /* An activation block's 8 words Q in the nibbles' order of a Q4_0-laid
  * block: word 2j holds elements 4j, 16 + 4j, 4j + 1, 17 + 4j, word 2j + 1
  * the next two of each half (once per unit, for all the rows it meets). */
@@ -595,11 +583,11 @@ static __device__ __forceinline__ void cv8_nib16(const uint32_t *lo,
 	for (int j = 0; j < 4; j++) {
 		const uint32_t x = w[j] ^ 0x88888888u;
 
-		a = __dp4a((int)cv8_prmt(lo[0], lo[1], w[j]), q[2 * j], a);
-		b = __dp4a((int)cv8_prmt(hi[0], hi[1], x), q[2 * j], b);
-		a = __dp4a((int)cv8_prmt(lo[0], lo[1], w[j] >> 16),
-		           q[2 * j + 1], a);
-		b = __dp4a((int)cv8_prmt(hi[0], hi[1], x >> 16), q[2 * j + 1],
+		a = __dp4a((int)cq_prmt(lo[0], lo[1], w[j]), q[2 * j], a);
+		b = __dp4a((int)cq_prmt(hi[0], hi[1], x), q[2 * j], b);
+		a = __dp4a((int)cq_prmt(lo[0], lo[1], w[j] >> 16), q[2 * j + 1],
+		           a);
+		b = __dp4a((int)cq_prmt(hi[0], hi[1], x >> 16), q[2 * j + 1],
 		           b);
 	}
 	*s = a, *t = b;
