@@ -747,21 +747,28 @@ static __device__ __forceinline__ void cv8_smem_fill(const uint32_t *src, int n)
 
 /*
  * (CV8_LANE_TAB, on by default: 0 restores the shared table above for
- * IQ2_XXS and IQ3_XXS.) A copy of the codebook for each bank: entry e of
- * IQ3_XXS (4 bytes) for lane l at word 32 e + l, so that every lane reads
- * its own bank whatever the entries; IQ2_XXS's (8 bytes, read 16 lanes a
- * wavefront) at double word 16 e + l % 16. 32 KB a block instead of 1-2
- * KB, written with 16-byte stores before the block's wait for the
- * previous kernel; the lookups meet no bank conflict (these mat-vecs
- * waited on shared memory: BENCHMARKS.md, a table of sign masks beside
- * the codebook made them 12-17% slower).
+ * IQ2_XXS and IQ3_XXS.) Copies of the codebook, so that lanes looking up
+ * different entries meet fewer bank conflicts: with C = CV8_LANE_COPIES
+ * copies of IQ3_XXS's 4-byte entries, entry e for lane l at word C e +
+ * l % C (bank 8 (e % 4) + l % 8 for C = 8; l for C = 32: none at all);
+ * IQ2_XXS's 8-byte entries (read 16 lanes a wavefront) C / 2 copies, at
+ * double word (C / 2) e + l % (C / 2). C KB a block instead of 1-2 KB,
+ * written with 16-byte stores before the block's wait for the previous
+ * kernel (these mat-vecs waited on shared memory: BENCHMARKS.md, a table
+ * of sign masks beside the codebook made them 12-17% slower).
  */
 #ifndef CV8_LANE_TAB
 #define CV8_LANE_TAB 1
 #endif
+#ifndef CV8_LANE_COPIES
+#define CV8_LANE_COPIES 32
+#endif
+static_assert(CV8_LANE_COPIES == 8 || CV8_LANE_COPIES == 16 ||
+                  CV8_LANE_COPIES == 32,
+              "CV8_LANE_COPIES: 8, 16 or 32");
 static __device__ __forceinline__ uint32_t *cv8_smem_lanes(void)
 {
-	__shared__ __align__(16) uint32_t t[8192];
+	__shared__ __align__(16) uint32_t t[256 * CV8_LANE_COPIES];
 
 	return t;
 }
@@ -772,32 +779,36 @@ template <int WORDS>
 static __device__ __forceinline__ void cv8_lanes_fill(const uint32_t *src)
 {
 	uint4 *t = (uint4 *)cv8_smem_lanes();
+	constexpr int per = CV8_LANE_COPIES / 4; /* 16-byte stores an entry */
 
-	for (int c = (int)threadIdx.x; c < 2048; c += (int)blockDim.x) {
-		/* 16 bytes: 4 lanes' copies of one entry (WORDS 1) or 2
-		   (WORDS 2) */
+	for (int c = (int)threadIdx.x; c < 64 * CV8_LANE_COPIES;
+	     c += (int)blockDim.x) {
+		/* 16 bytes: 4 copies of one entry (WORDS 1) or 2 (WORDS 2) */
 		if (WORDS == 1) {
-			const uint32_t v = __ldg(src + (c >> 3));
+			const uint32_t v = __ldg(src + c / per);
 
 			t[c] = make_uint4(v, v, v, v);
 		} else {
-			const uint2 v = __ldg((const uint2 *)src + (c >> 3));
+			const uint2 v = __ldg((const uint2 *)src + c / per);
 
 			t[c] = make_uint4(v.x, v.y, v.x, v.y);
 		}
 	}
 }
 
-/* Entry E of the lanes' copies (cv8_lanes_fill<1> or <2>) for this lane. */
+/* Entry E of the copies (cv8_lanes_fill<1> or <2>) for this lane. */
 static __device__ __forceinline__ uint32_t cv8_lane_entry4(uint32_t e)
 {
-	return cv8_smem_lanes()[e * 32 + (threadIdx.x & 31)];
+	return cv8_smem_lanes()[e * CV8_LANE_COPIES +
+	                        (threadIdx.x & (CV8_LANE_COPIES - 1))];
 }
 
 static __device__ __forceinline__ uint64_t cv8_lane_entry8(uint32_t e)
 {
 	return (
-	    (const uint64_t *)cv8_smem_lanes())[e * 16 + (threadIdx.x & 15)];
+	    (const uint64_t *)
+	        cv8_smem_lanes())[e * (CV8_LANE_COPIES / 2) +
+	                          (threadIdx.x & (CV8_LANE_COPIES / 2 - 1))];
 }
 
 /* Whether unit U copies a table into shared memory (has U::prepare). */
