@@ -449,6 +449,11 @@ static_assert(AT_SPLIT_CH == 32 && AT_SPLIT_T == 4 * AT_SPLIT_CH,
 #ifndef AT_FILL
 #define AT_FILL 2
 #endif
+/* 1: groups of up to 4 query heads take at_split_kernel's 4-head
+ * instantiation (fewer registers); 0: AT_SPLIT_G's (for measuring). */
+#ifndef AT_SPLIT_GR4
+#define AT_SPLIT_GR4 1
+#endif
 static int32_t at_fill(const struct cuda_ctx *ctx)
 {
 	return AT_FILL * ctx->n_sm;
@@ -561,7 +566,7 @@ struct at_kv_q8 { /* q8_0 blocks (cuda_ctx.kv_q8, cuda_kvq.cuh) */
  * blocks, roles, online softmax, scratch and merge for both; all
  * arithmetic fp32.
  */
-template <int HD, class KV>
+template <int HD, class KV, int GR = AT_SPLIT_G>
 __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
                                 const typename KV::elem *vc, int32_t n_head,
                                 int32_t n_kv, int32_t hd_arg, int32_t n_ctx,
@@ -659,10 +664,10 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 			     i % hd] = 0.0f;
 		return;
 	}
-	float acc[AT_SPLIT_G][8];
+	float acc[GR][8];
 
 #pragma unroll
-	for (int g = 0; g < AT_SPLIT_G; g++)
+	for (int g = 0; g < GR; g++)
 #pragma unroll
 		for (int j = 0; j < 8; j++)
 			acc[g][j] = 0.0f;
@@ -741,9 +746,9 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 		/* scores: position pp = tid / 4, pieces qd, qd + 4, .. */
 		{
 			const int pp = tid >> 2, qd = tid & 3;
-			float s[AT_SPLIT_G];
+			float s[GR];
 #pragma unroll
-			for (int g = 0; g < AT_SPLIT_G; g++)
+			for (int g = 0; g < GR; g++)
 				s[g] = 0.0f;
 			if (pp < np) {
 				const typename KV::elem *kp =
@@ -763,7 +768,7 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 					                  : KV::fetch(kp, d8),
 					           kv);
 #pragma unroll
-					for (int g = 0; g < AT_SPLIT_G; g++) {
+					for (int g = 0; g < GR; g++) {
 						if (g < ng) {
 							const float *qg =
 							    qs + g * hd +
@@ -779,11 +784,11 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 			}
 			/* a position's four parts: lanes 4k .. 4k + 3 */
 #pragma unroll
-			for (int g = 0; g < AT_SPLIT_G; g++)
+			for (int g = 0; g < GR; g++)
 				s[g] = red_quad<red_add>(s[g]);
 			if (qd == 0)
 #pragma unroll
-				for (int g = 0; g < AT_SPLIT_G; g++)
+				for (int g = 0; g < GR; g++)
 					ss[g * AT_SPLIT_CH + pp] =
 					    pp < np && p0 + pp >= lo
 					        ? s[g] * scale
@@ -822,7 +827,7 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 		/* values: positions sl, sl + ns, .. of the sub-chunk */
 		if (sl < ns) {
 #pragma unroll
-			for (int g = 0; g < AT_SPLIT_G; g++) {
+			for (int g = 0; g < GR; g++) {
 				const float a = g < ng ? mla[g * 3 + 2] : 0.0f;
 #pragma unroll
 				for (int j = 0; j < 8; j++)
@@ -835,7 +840,7 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 
 				KV::unpack(x, v);
 #pragma unroll
-				for (int g = 0; g < AT_SPLIT_G; g++) {
+				for (int g = 0; g < GR; g++) {
 					if (g < ng) {
 						const float pg =
 						    ss[g * AT_SPLIT_CH + p];
@@ -866,7 +871,7 @@ __global__ void at_split_kernel(const float *q, const typename KV::elem *kc,
 	}
 	if (sl < ns)
 #pragma unroll
-		for (int g = 0; g < AT_SPLIT_G; g++)
+		for (int g = 0; g < GR; g++)
 			if (g < ng)
 #pragma unroll
 				for (int j = 0; j < 8; j++)
@@ -1204,6 +1209,26 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 		else
 			cu_launch(ctx, at_split_kernel<0, at_kv_q8>, grid,
 			          AT_SPLIT_T, smem, d_q, k8, v8, n_head, n_kv,
+			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
+			          scale, window, part, ml);
+	} else if (AT_SPLIT_GR4 && group <= 4 &&
+	           (hd == 64 || hd == 128 || hd == 256)) {
+		/* groups of up to 4 query heads a KV head (Qwen3, Llama 3,
+		   Gemma 3 1B): the block's registers hold 4 heads' sums, not
+		   AT_SPLIT_G's, so that more blocks fit a multiprocessor */
+		if (hd == 64)
+			cu_launch(ctx, at_split_kernel<64, at_kv_f16, 4>, grid,
+			          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv,
+			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
+			          scale, window, part, ml);
+		else if (hd == 128)
+			cu_launch(ctx, at_split_kernel<128, at_kv_f16, 4>, grid,
+			          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv,
+			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
+			          scale, window, part, ml);
+		else
+			cu_launch(ctx, at_split_kernel<256, at_kv_f16, 4>, grid,
+			          AT_SPLIT_T, smem, d_q, kc, vc, n_head, n_kv,
 			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
 			          scale, window, part, ml);
 	} else if (hd == 64)
