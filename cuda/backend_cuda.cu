@@ -817,6 +817,23 @@ static int32_t cu_kv_rows(const struct engine *e, const struct cu_state *s,
 	                                    : e->n_ctx;
 }
 
+/* Bytes of a row (a position of a KV head) of layer IL's cache, K's and
+ * V's alike (cu_open refuses heads of two sizes). */
+static size_t cu_kv_row_bytes(const struct engine *e, int il)
+{
+	return engine_kv_type_bytes(
+	    e->kv_type, (size_t)e->model->w.layers[il].attn.head_dim_k);
+}
+
+/* Head 0's row of position win_lo in window layer IL's ring of K (KV 0)
+ * or V (KV 1): the margin's end (the note). */
+static unsigned char *cu_ring_start(const struct engine *e,
+                                    const struct cu_state *s, int il, int kv)
+{
+	return (unsigned char *)(kv ? s->layers[il].vc : s->layers[il].kc) +
+	       (size_t)CU_WIN_MARGIN * cu_kv_row_bytes(e, il);
+}
+
 static struct cu_kv_view cu_kv_view(const struct engine *e,
                                     const struct cu_state *s, int il)
 {
@@ -825,18 +842,12 @@ static struct cu_kv_view cu_kv_view(const struct engine *e,
 	struct cu_kv_view v = {l->kc, l->vc, e->n_ctx, 0, 0};
 
 	if (s->win != NULL && s->win[src]) {
-		const struct model_attn *a = &e->model->w.layers[src].attn;
 		/* (halves a row: a q8_0 row's 34-byte blocks are even too) */
-		const ptrdiff_t kh = (ptrdiff_t)engine_kv_type_bytes(
-		                         e->kv_type, (size_t)a->head_dim_k) /
-		                     2,
-		                vh = (ptrdiff_t)engine_kv_type_bytes(
-		                         e->kv_type, (size_t)a->head_dim_v) /
-		                     2;
+		const ptrdiff_t hr = (ptrdiff_t)cu_kv_row_bytes(e, src) / 2;
 		const ptrdiff_t back = (ptrdiff_t)CU_WIN_MARGIN - e->win_lo;
 
-		v.kc += back * kh;
-		v.vc += back * vh;
+		v.kc += back * hr;
+		v.vc += back * hr;
 		v.rows = cu_kv_rows(e, s, src);
 		v.p_lo = e->win_lo;
 		v.r_lo = CU_WIN_MARGIN;
@@ -2023,13 +2034,9 @@ static int cu_kv_move(struct engine *e, int32_t n, float *buf, int32_t skip,
 		const int32_t p0 = w ? e->win_lo : 0, cnt = n - p0;
 		const struct cu_kv_view v = cu_kv_view(e, s, il);
 		/* the row of position p0 (a ring: the margin's end) and a
-		   head's row in halves (K and V heads are one size: cu_open) */
+		   head's row in halves */
 		const size_t r0 = (size_t)(p0 - v.p_lo + v.r_lo);
-		const size_t hr =
-		    engine_kv_type_bytes(
-		        e->kv_type,
-		        (size_t)e->model->w.layers[il].attn.head_dim_k) /
-		    sizeof(uint16_t);
+		const size_t hr = cu_kv_row_bytes(e, il) / sizeof(uint16_t);
 		float *bk, *bv;
 
 		/* a layer of shared KV has no cache of its own (nor bytes) */
@@ -2137,17 +2144,13 @@ static int cu_window_move(struct engine *e, struct cu_state *s, int32_t pos0,
 
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		const struct model_attn *a = &e->model->w.layers[il].attn;
-		const size_t rb =
-		    engine_kv_type_bytes(e->kv_type, (size_t)a->head_dim_k);
+		const size_t rb = cu_kv_row_bytes(e, il);
 		const size_t pitch = (size_t)cu_kv_rows(e, s, il) * rb;
 
 		if (!s->win[il])
 			continue;
 		for (int kv = 0; kv < 2; kv++) {
-			unsigned char *r0 =
-			    (unsigned char *)(kv ? s->layers[il].vc
-			                         : s->layers[il].kc) +
-			    (size_t)CU_WIN_MARGIN * rb;
+			unsigned char *r0 = cu_ring_start(e, s, il, kv);
 
 			for (int32_t done = 0; done < keep; done += dist) {
 				const int32_t piece =
@@ -2193,31 +2196,24 @@ static int cu_ws_io(struct engine *e, int slot, int32_t pos, bool load,
 				n += 2 * (size_t)e->win_need *
 				     (size_t)e->model->w.layers[il]
 				         .attn.n_head_kv *
-				     engine_kv_type_bytes(
-				         e->kv_type,
-				         (size_t)e->model->w.layers[il]
-				             .attn.head_dim_k);
+				     cu_kv_row_bytes(e, il);
 		CUDA_TRY(cudaMallocHost((void **)&s->ws[slot], n ? n : 1), err,
 		         errlen);
 	}
 	p = s->ws[slot];
 	for (int il = 0; il < e->model->cfg.n_layer; il++) {
 		const struct model_attn *a = &e->model->w.layers[il].attn;
-		const size_t rb =
-		    engine_kv_type_bytes(e->kv_type, (size_t)a->head_dim_k);
+		const size_t rb = cu_kv_row_bytes(e, il);
 		const size_t pitch = (size_t)cu_kv_rows(e, s, il) * rb;
 		const size_t hp = (size_t)e->win_need * rb;
 		/* (a load puts position lo at the margin's end) */
-		const size_t row = (size_t)CU_WIN_MARGIN +
-		                   (load ? 0 : (size_t)(lo - e->win_lo));
+		const size_t off = load ? 0 : (size_t)(lo - e->win_lo);
 
 		if (!s->win[il])
 			continue;
 		for (int kv = 0; kv < 2; kv++) {
 			unsigned char *r =
-			    (unsigned char *)(kv ? s->layers[il].vc
-			                         : s->layers[il].kc) +
-			    row * rb;
+			    cu_ring_start(e, s, il, kv) + off * rb;
 
 			if (cnt > 0)
 				CUDA_TRY(
