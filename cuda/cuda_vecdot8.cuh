@@ -745,72 +745,6 @@ static __device__ __forceinline__ void cv8_smem_fill(const uint32_t *src, int n)
 		t[i] = src[i];
 }
 
-/*
- * (CV8_LANE_TAB, on by default: 0 restores the shared table above for
- * IQ2_XXS and IQ3_XXS.) Copies of the codebook, so that lanes looking up
- * different entries meet fewer bank conflicts: with C = CV8_LANE_COPIES
- * copies of IQ3_XXS's 4-byte entries, entry e for lane l at word C e +
- * l % C (bank 8 (e % 4) + l % 8 for C = 8; l for C = 32: none at all);
- * IQ2_XXS's 8-byte entries (read 16 lanes a wavefront) C / 2 copies, at
- * double word (C / 2) e + l % (C / 2). C KB a block instead of 1-2 KB,
- * written with 16-byte stores before the block's wait for the previous
- * kernel (these mat-vecs waited on shared memory: BENCHMARKS.md, a table
- * of sign masks beside the codebook made them 12-17% slower).
- */
-#ifndef CV8_LANE_TAB
-#define CV8_LANE_TAB 1
-#endif
-#ifndef CV8_LANE_COPIES
-#define CV8_LANE_COPIES 32
-#endif
-static_assert(CV8_LANE_COPIES == 8 || CV8_LANE_COPIES == 16 ||
-                  CV8_LANE_COPIES == 32,
-              "CV8_LANE_COPIES: 8, 16 or 32");
-static __device__ __forceinline__ uint32_t *cv8_smem_lanes(void)
-{
-	__shared__ __align__(16) uint32_t t[256 * CV8_LANE_COPIES];
-
-	return t;
-}
-
-/* The 256 entries at SRC (WORDS 1: 4 bytes an entry; 2: 8) into
- * cv8_smem_lanes (the block's threads together; a barrier must follow). */
-template <int WORDS>
-static __device__ __forceinline__ void cv8_lanes_fill(const uint32_t *src)
-{
-	uint4 *t = (uint4 *)cv8_smem_lanes();
-	constexpr int per = CV8_LANE_COPIES / 4; /* 16-byte stores an entry */
-
-	for (int c = (int)threadIdx.x; c < 64 * CV8_LANE_COPIES;
-	     c += (int)blockDim.x) {
-		/* 16 bytes: 4 copies of one entry (WORDS 1) or 2 (WORDS 2) */
-		if (WORDS == 1) {
-			const uint32_t v = __ldg(src + c / per);
-
-			t[c] = make_uint4(v, v, v, v);
-		} else {
-			const uint2 v = __ldg((const uint2 *)src + c / per);
-
-			t[c] = make_uint4(v.x, v.y, v.x, v.y);
-		}
-	}
-}
-
-/* Entry E of the copies (cv8_lanes_fill<1> or <2>) for this lane. */
-static __device__ __forceinline__ uint32_t cv8_lane_entry4(uint32_t e)
-{
-	return cv8_smem_lanes()[e * CV8_LANE_COPIES +
-	                        (threadIdx.x & (CV8_LANE_COPIES - 1))];
-}
-
-static __device__ __forceinline__ uint64_t cv8_lane_entry8(uint32_t e)
-{
-	return (
-	    (const uint64_t *)
-	        cv8_smem_lanes())[e * (CV8_LANE_COPIES / 2) +
-	                          (threadIdx.x & (CV8_LANE_COPIES / 2 - 1))];
-}
-
 /* Whether unit U copies a table into shared memory (has U::prepare). */
 template <class U, class = void> struct cv8_prepares {
 	static const bool v = false;
@@ -886,18 +820,12 @@ template <> struct cv8_unit<QTYPE_IQ4_XS> : cv8_unit<QTYPE_Q4_K> {
 template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
 	static __device__ __forceinline__ void prepare(void)
 	{
-#if CV8_LANE_TAB
-		cv8_lanes_fill<2>((const uint32_t *)cq_iq_tables().iq2xxs);
-#else
 		cv8_smem_fill((const uint32_t *)cq_iq_tables().iq2xxs, 512);
-#endif
 	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-#if !CV8_LANE_TAB
 		const uint64_t *grid = (const uint64_t *)cv8_smem_tab();
-#endif
 		const uint8_t *b = row + (u >> 3) * 66;
 		const uint8_t *p = b + 2 + 8 * (u & 7);
 		const uint32_t a0 = cq_u32(p), a1 = cq_u32(p + 4);
@@ -905,13 +833,9 @@ template <> struct cv8_unit<QTYPE_IQ2_XXS> : cv8_unit_block {
 
 #pragma unroll
 		for (int l = 0; l < 4; l++)
-			s[l & 1] = cv8_grid8(
-#if CV8_LANE_TAB
-			    cv8_lane_entry8((a0 >> (8 * l)) & 255),
-#else
-			    grid[(a0 >> (8 * l)) & 255],
-#endif
-			    cv8_ksigns(a1 >> (7 * l)), v.q + 2 * l, s[l & 1]);
+			s[l & 1] = cv8_grid8(grid[(a0 >> (8 * l)) & 255],
+			                     cv8_ksigns(a1 >> (7 * l)),
+			                     v.q + 2 * l, s[l & 1]);
 		return (cv8_iq_dsc(b, 2 * (int)(a1 >> 28) + 1, 0.125f) * v.d) *
 		       (float)(s[0] + s[1]);
 	}
@@ -983,18 +907,12 @@ template <> struct cv8_unit<QTYPE_IQ2_S> : cv8_unit_block {
 template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
 	static __device__ __forceinline__ void prepare(void)
 	{
-#if CV8_LANE_TAB
-		cv8_lanes_fill<1>(cq_iq_tables().iq3xxs);
-#else
 		cv8_smem_fill(cq_iq_tables().iq3xxs, 256);
-#endif
 	}
 	static __device__ __forceinline__ float dot(const uint8_t *row,
 	                                            int64_t u, const xv &v)
 	{
-#if !CV8_LANE_TAB
 		const uint32_t *grid = cv8_smem_tab();
-#endif
 		const uint8_t *b = row + (u >> 3) * 98;
 		const int ib = (int)(u & 7);
 		const uint32_t i[2] = {cq_u32(b + 2 + 8 * ib),
@@ -1004,13 +922,8 @@ template <> struct cv8_unit<QTYPE_IQ3_XXS> : cv8_unit_block {
 
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
-#if CV8_LANE_TAB
-			const uint32_t g =
-			    cv8_lane_entry4((i[k >> 2] >> (8 * (k & 3))) & 255);
-#else
 			const uint32_t g =
 			    grid[(i[k >> 2] >> (8 * (k & 3))) & 255];
-#endif
 			const uint32_t sg =
 			    cv8_ksigns(aux >> (7 * (k >> 1))) >> (4 * (k & 1));
 
