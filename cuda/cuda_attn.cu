@@ -454,9 +454,23 @@ static_assert(AT_SPLIT_CH == 32 && AT_SPLIT_T == 4 * AT_SPLIT_CH,
 #ifndef AT_SPLIT_GR4
 #define AT_SPLIT_GR4 1
 #endif
+/* The 4-head instantiation's fill: 4 of its blocks fit a multiprocessor
+ * (122 registers at HD 128) where 3 of the 8-head one's do, and 3 times
+ * the multiprocessors measured best (AT_FILL 2, 3, 4, 6: BENCHMARKS.md). */
+#ifndef AT_FILL_GR4
+#define AT_FILL_GR4 3
+#endif
 static int32_t at_fill(const struct cuda_ctx *ctx)
 {
 	return AT_FILL * ctx->n_sm;
+}
+
+/* Whether the split path takes the 4-head instantiation: groups of up to
+ * 4 query heads a KV head over an fp16 cache of a head size it has. */
+static bool at_split_gr4(const struct cuda_ctx *ctx, int32_t group, int32_t hd)
+{
+	return AT_SPLIT_GR4 && !ctx->kv_q8 && group <= 4 &&
+	       (hd == 64 || hd == 128 || hd == 256);
 }
 
 /* Sub-chunks per chunk for N_POS positions and N_GROUPS blocks a chunk
@@ -495,7 +509,10 @@ static struct at_split_shape at_split_shape_of(const struct cuda_ctx *ctx,
 	const int nhb = (n_head / n_kv + AT_SPLIT_G - 1) / AT_SPLIT_G;
 	struct at_split_shape s;
 
-	s.sub = at_split_sub(n_pos, n_kv * nhb * n_tok, at_fill(ctx));
+	s.sub = at_split_sub(n_pos, n_kv * nhb * n_tok,
+	                     at_split_gr4(ctx, n_head / n_kv, hd)
+	                         ? AT_FILL_GR4 * ctx->n_sm
+	                         : at_fill(ctx));
 	s.nch = (n_pos + AT_SPLIT_CH * s.sub - 1) / (AT_SPLIT_CH * s.sub);
 	s.nf = at_split_floats(n_tok, n_head, hd, s.nch);
 	return s;
@@ -1211,8 +1228,7 @@ static int at_split_launch(struct cuda_ctx *ctx, const float *d_q,
 			          AT_SPLIT_T, smem, d_q, k8, v8, n_head, n_kv,
 			          hd, n_ctx, il, pos0, ctx->d_pos, nch, sub,
 			          scale, window, part, ml);
-	} else if (AT_SPLIT_GR4 && group <= 4 &&
-	           (hd == 64 || hd == 128 || hd == 256)) {
+	} else if (at_split_gr4(ctx, group, hd)) {
 		/* groups of up to 4 query heads a KV head (Qwen3, Llama 3,
 		   Gemma 3 1B): the block's registers hold 4 heads' sums, not
 		   AT_SPLIT_G's, so that more blocks fit a multiprocessor */
