@@ -36,6 +36,13 @@ void harmony_init(struct harmony *h)
 	h->state = HARMONY_START;
 }
 
+void harmony_init_analysis(struct harmony *h)
+{
+	harmony_init(h);
+	h->state = HARMONY_BODY;
+	h->body_reasoning = true;
+}
+
 void harmony_free(struct harmony *h)
 {
 	free(h->pend.p);

@@ -78,6 +78,12 @@ typedef int (*harmony_fn)(void *ud, bool reasoning, const char *p, size_t len);
 
 /* Start a reply (the prompt ended in "<|start|>assistant"). */
 void harmony_init(struct harmony *h);
+/* Start a reply whose prompt ended in HARMONY_OPEN_ANALYSIS (a template
+   that opens the analysis channel itself): its first bytes are
+   reasoning. */
+void harmony_init_analysis(struct harmony *h);
+/* What such a prompt ends with (blanks after it aside). */
+#define HARMONY_OPEN_ANALYSIS "<|channel|>analysis<|message|>"
 /* Free what is held (the struct may be initialised again). */
 void harmony_free(struct harmony *h);
 /* Split LEN bytes of reply text through OUT (a marker's possible

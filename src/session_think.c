@@ -79,7 +79,10 @@ void session_think_init(struct session_think *t, enum session_think_fmt fmt,
 	memset(t, 0, sizeof(*t));
 	t->fmt = fmt;
 	if (fmt == SESSION_THINK_HARMONY) {
-		harmony_init(&t->hm);
+		if (open)
+			harmony_init_analysis(&t->hm);
+		else
+			harmony_init(&t->hm);
 		return;
 	}
 	t->state = open ? SESSION_THINK_IN : SESSION_THINK_START;
@@ -321,7 +324,9 @@ int session_think_flush(struct session_think *t, session_think_fn out, void *ud)
 
 bool session_think_opened(enum session_think_fmt fmt, const char *t, size_t n)
 {
-	const char *tag = think_tags[fmt].open;
+	/* harmony: a template may open the analysis channel itself */
+	const char *tag = fmt == SESSION_THINK_HARMONY ? HARMONY_OPEN_ANALYSIS
+	                                               : think_tags[fmt].open;
 	size_t tl = strlen(tag);
 
 	while (n > 0 && think_blank(t[n - 1]))

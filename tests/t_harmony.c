@@ -46,6 +46,10 @@ static int out(void *ud, bool reasoning, const char *p, size_t len)
 	return 0;
 }
 
+/* Whether the prompt of the replies run splits opened the analysis
+   channel (HARMONY_OPEN_ANALYSIS). */
+static bool run_opened;
+
 /* Split TEXT cut at CUTS[0, ncut) (ascending). Returns whether the reply
    ended inside its reasoning. */
 static bool run(const char *text, const size_t *cuts, size_t ncut,
@@ -56,7 +60,7 @@ static bool run(const char *text, const size_t *cuts, size_t ncut,
 	bool inside;
 
 	memset(x, 0, sizeof(*x));
-	session_think_init(&t, SESSION_THINK_HARMONY, false);
+	session_think_init(&t, SESSION_THINK_HARMONY, run_opened);
 	for (size_t i = 0; i <= ncut; i++) {
 		size_t to = i < ncut ? cuts[i] : len;
 
@@ -107,6 +111,34 @@ static void check(const char *name, const char *text, const char *reasoning,
 	bad += !same(&x, run(text, all, len, &x), reasoning, answer, open);
 	free(all);
 	tap_ok(bad == 0, "%s: the same at every cut (%zu differ)", name, bad);
+}
+
+/* A template that opens the analysis channel in its generation prompt:
+   the prompt's end is seen, and the reply's first bytes are reasoning. */
+static void test_opened(void)
+{
+	static const char *const p_open =
+	    "<|start|>user<|message|>Hi<|end|><|start|>assistant"
+	    "<|channel|>analysis<|message|>\n";
+	static const char *const p_plain =
+	    "<|start|>user<|message|>Hi<|end|><|start|>assistant";
+
+	tap_ok(session_think_opened(SESSION_THINK_HARMONY, p_open,
+	                            strlen(p_open)) &&
+	           !session_think_opened(SESSION_THINK_HARMONY, p_plain,
+	                                 strlen(p_plain)),
+	       "opened: a prompt ending in the analysis channel's header is "
+	       "seen, one ending in <|start|>assistant is not");
+	run_opened = true;
+	check("opened: reasoning, then the final message",
+	      "The user greets.<|end|><|start|>assistant<|channel|>final"
+	      "<|message|>Hello!<|return|>",
+	      "The user greets.", "Hello!", false);
+	check("opened: cut inside the reasoning", "Let me think about",
+	      "Let me think about", "", true);
+	run_opened = false;
+	check("not opened: text without a header is the answer",
+	      "Let me think about", "", "Let me think about", false);
 }
 
 static void test_splits(void)
@@ -429,6 +461,7 @@ static void test_session(void)
 int main(void)
 {
 	test_splits();
+	test_opened();
 	test_o200k();
 	test_effort();
 	test_session();

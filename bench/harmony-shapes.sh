@@ -1,0 +1,63 @@
+#!/bin/sh
+# bench/harmony-shapes.sh - gpt-oss's real shapes chatting on the GPU with
+# gpt-oss's own vocabulary and template: random-weight models of the
+# shapes of bench/shapes.sh (gpt-oss-20b, gpt-oss-120b), written by
+# parley's writer with the o200k vocabulary and the harmony control tokens
+# (tests/o200k-gguf), each checked on the CUDA engine as a user meets it:
+#   1. tests/cuda_parity: N tokens one at a time against the exact CPU;
+#   2. `parley generate --verify`: every step against the CPU reference;
+#   3. tests/t_tui_harmony.sh: the full-screen UI in tmux, the reply's
+#      reasoning (the analysis channel) stored, folded and unfolded,
+#      /reasoning high in the next prompt, the conversation resumed.
+# Run on the GPU machine from a built tree (make check's programs built):
+#
+#   bench/harmony-shapes.sh BUILD_DIR SHAPE...
+#
+# Environment: MODELS_DIR (default /tmp/parley-harmony; gpt-oss-120b's
+# file is 63 GB: /dev/shm where the disk is small), N_TOKENS
+# (cuda_parity's, 4), N_VERIFY (the steps --verify checks, 16).
+# Prints each check's verdict; exit status 1 when one failed.
+set -u
+B=$(cd "$1" && pwd)
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/shapes.sh"
+DIR=${MODELS_DIR:-/tmp/parley-harmony}
+mkdir -p "$DIR"
+status=0
+
+verdict() { # verdict STATUS WHAT
+	if [ "$1" -eq 0 ]; then echo "  ok: $2"; else echo "  FAILED: $2"; status=1; fi
+}
+
+tok=$DIR/o200k.gguf
+[ -f "$tok" ] || top_srcdir="$here/.." "$B/tests/o200k-gguf" "$tok" || {
+	verdict 1 "tests/o200k-gguf: the vocabulary"
+	exit 1
+}
+for s in "$@"; do
+	f=$DIR/$s-harmony.gguf
+	if [ ! -f "$f" ]; then
+		# shellcheck disable=SC2046
+		"$B/parley" dev-mkmodel $(shape "$s" | sed 's/--n-vocab [0-9]*//') $(writer_mix "$s") \
+			--tokenizer-from "$tok" --n-ctx 4096 -o "$f.tmp" >/dev/null || {
+			verdict 1 "$s: the writer"
+			continue
+		}
+		mv "$f.tmp" "$f"
+	fi
+	echo "=== $s ($(du -h "$f" | cut -f1))"
+	"$B/tests/cuda_parity" "$f" "${N_TOKENS:-4}" >"$DIR/parity.out" 2>&1
+	verdict $? "cuda_parity: $(tail -n 1 "$DIR/parity.out")"
+	"$B/parley" generate -m "$f" --backend cuda -p "The capital of France is" \
+		-n "${N_VERIFY:-16}" --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
+	verdict $? "generate --verify: $(grep -c '^verify' "$DIR/verify.out") steps, $(tail -n 1 "$DIR/verify.out")"
+	(cd "$B" && PARLEY_TEST_HARMONY_MODEL=$f PARLEY_TEST_BACKEND=cuda \
+		top_builddir=. top_srcdir="$here/.." \
+		sh "$here/../tests/t_tui_harmony.sh") >"$DIR/tui.out" 2>&1
+	st=$?
+	grep -aE '^(not )?ok' "$DIR/tui.out" | sed 's/^/    /'
+	! grep -aq '^not ok' "$DIR/tui.out" && [ "$st" -eq 0 ]
+	verdict $? "t_tui_harmony.sh (UI: reasoning folded, /reasoning high, resumed)"
+done
+exit $status
