@@ -990,14 +990,8 @@ static int cu_attention_block(struct engine *e, struct cu_state *s, int il,
 		                        l->attn_post_norm, n, NULL, NULL, err,
 		                        errlen);
 	if (l->bo != NULL) /* y = Wo o, y += bo, x += y: the CPU's order */
-		return cuda_op_matmul_xq(x, &l->wo, s->o, xq, n, s->y, err,
-		                         errlen) ||
-		               cuda_op_add_bias(x, s->y, l->bo, c->n_embd, n,
-		                                err, errlen) ||
-		               cuda_op_add(x, s->x, s->y,
-		                           (int64_t)n * c->n_embd, err, errlen)
-		           ? -1
-		           : 0;
+		return cuda_op_matmul_add_bias(x, &l->wo, s->o, xq, n, l->bo,
+		                               s->x, s->y, err, errlen);
 	return cuda_op_matmul_add(x, &l->wo, s->o, xq, n, s->x, 0, err, errlen);
 }
 

@@ -396,9 +396,10 @@ cm_prefetch_rows(const uint8_t *const *w, size_t row_size, int first, int step)
 
 /*
  * The fast mat-vec for the types of cuda_vecdot.cuh, CM_WARPS warps per
- * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD: y += W x (the
- * residual add fused; CM_SET adds a part's bias when it has one, as
- * cuda_op_add_bias would: one rounding); both with CM_ROWS consecutive
+ * block, blockIdx.y = token. MODE CM_SET: y = W x; CM_ADD (one part): y +=
+ * W x, or y += (W x + b) with a bias (the residual add fused; CM_SET adds a
+ * part's bias when it has one, as cuda_op_add_bias would: one rounding);
+ * both with CM_ROWS consecutive
  * rows of the parts per warp (the last warp's rows past the end are
  * computed again from the last row, not written). CM_GATED: the launch
  * covers part 0 (gate) only, CM_ROWS / 2 rows per warp, and the warp also
@@ -579,10 +580,18 @@ __global__ void cm_matvec_unit(struct cm_parts ps, int64_t ne0, const void *x,
 #pragma unroll
 		for (int k = 0; k < CM_ROWS; k++)
 			if (r0 + k < ps.rows)
-				v[k] = MODE == CM_ADD    ? e[k] + acc[k]
-				       : b[k] == NULL    ? acc[k]
-				       : MODE == CM_ROPE ? acc[k] + e[k]
-				                         : acc[k] + *b[k];
+				/* CM_ADD (one part): its bias read from the
+				   parameters here, not kept in registers
+				   through the dot products */
+				v[k] =
+				    MODE == CM_ADD
+				        ? e[k] +
+				              (ps.p[0].b == NULL
+				                   ? acc[k]
+				                   : acc[k] + ps.p[0].b[r0 + k])
+				    : b[k] == NULL    ? acc[k]
+				    : MODE == CM_ROPE ? acc[k] + e[k]
+				                      : acc[k] + *b[k];
 		if constexpr (MODE == CM_ROPE)
 			cm_rope_pair(ps, pr, pos, cs, v);
 #pragma unroll
@@ -1343,6 +1352,36 @@ extern "C" int cuda_op_matmul_add_copy(struct cuda_ctx *ctx,
 	ps.n = 1;
 	ps.rows = w->ne1;
 	ps.copy = d_copy;
+	return cm_unit_launch(ctx, w->type, &ps, w->ne0, d_x, n_tok, CM_ADD,
+	                      &xq_done, err, errlen);
+}
+
+extern "C" int cuda_op_matmul_add_bias(struct cuda_ctx *ctx,
+                                       const struct cuda_tensor *w,
+                                       const float *d_x, const void *d_xq,
+                                       int32_t n_tok, const float *d_b,
+                                       float *d_y, float *d_tmp, char *err,
+                                       size_t errlen)
+{
+	int xq_done = cm_xq_given(ctx, d_xq);
+	struct cm_parts ps;
+
+	if (ctx->moe_fuse_off || n_tok >= CUDA_GEMM_MIN_TOKENS ||
+	    !cm_unit_ok(ctx, w, d_x, n_tok))
+		return cm_matmul(ctx, w, d_x, n_tok, d_tmp, 0, 0, &xq_done, err,
+		                 errlen) ||
+		               cuda_op_add_bias(ctx, d_tmp, d_b,
+		                                (int32_t)w->ne1, n_tok, err,
+		                                errlen) ||
+		               cuda_op_add(ctx, d_y, d_tmp,
+		                           (int64_t)n_tok * w->ne1, err, errlen)
+		           ? -1
+		           : 0;
+	memset(&ps, 0, sizeof(ps));
+	ps.p[0] = cm_part_of(w, d_y);
+	ps.p[0].b = d_b; /* (CM_ADD's epilogue: y + (W x + b)) */
+	ps.n = 1;
+	ps.rows = w->ne1;
 	return cm_unit_launch(ctx, w->type, &ps, w->ne0, d_x, n_tok, CM_ADD,
 	                      &xq_done, err, errlen);
 }

@@ -170,6 +170,17 @@ int cuda_op_matmul_add(struct cuda_ctx *ctx, const struct cuda_tensor *w,
                        const float *d_x, const void *d_xq, int32_t n_tok,
                        float *d_y, int force, char *err, size_t errlen);
 
+/* Y[t][r] += (W row r . X[t] + B[r]): the products, then the bias, then
+ * the residual add, as cuda_op_matmul_xq, cuda_op_add_bias and cuda_op_add
+ * into D_TMP ([n_tok][w->ne1]) compute them (the CPU's order: gpt-oss's
+ * attention output), in one mat-vec launch where W takes the unit mat-vec
+ * (its epilogue adds y + (sum + b): the same floats), else those three.
+ * D_XQ as for cuda_op_matmul_add. */
+int cuda_op_matmul_add_bias(struct cuda_ctx *ctx, const struct cuda_tensor *w,
+                            const float *d_x, const void *d_xq, int32_t n_tok,
+                            const float *d_b, float *d_y, float *d_tmp,
+                            char *err, size_t errlen);
+
 /* cuda_op_matmul_add that also writes Y's new rows to D_COPY
  * ([n_tok][w->ne1]) in the same launch: a snapshot of the residual stream
  * without a launch of its own (the traced decode step's per-layer

@@ -732,6 +732,59 @@ static void test_matvec_bias(struct cuda_ctx *ctx, int64_t ne0, int64_t ne1,
 	cudaFree(d_y);
 }
 
+/* gpt-oss's attention output (cuda_op_matmul_add_bias): Y += W X + B over
+ * N_TOK tokens, W NE1 x NE0 of type T (in its GPU layout), in one launch
+ * (the bias and the residual in the mat-vec's epilogue) gives the bits of
+ * the product, cuda_op_add_bias and cuda_op_add (ctx->moe_fuse_off). */
+static void test_matmul_add_bias(struct cuda_ctx *ctx, uint32_t t, int64_t ne0,
+                                 int64_t ne1, int32_t n_tok)
+{
+	const size_t nx = (size_t)(n_tok * ne0), ny = (size_t)(n_tok * ne1);
+	float *x = malloc(sizeof(float) * nx), *y0 = malloc(sizeof(float) * ny);
+	float *got[2] = {malloc(sizeof(float) * ny),
+	                 malloc(sizeof(float) * ny)};
+	float *d_x = NULL, *d_y = NULL, *d_tmp = NULL;
+	struct stack w;
+	char err[512] = "";
+	int ok = stack_make(ctx, &w, t, ne0, ne1, 1, 1, 1) == 0;
+
+	for (size_t i = 0; i < nx; i++)
+		x[i] = rng_unif(-1.0f, 1.0f);
+	for (size_t i = 0; i < ny; i++)
+		y0[i] = rng_unif(-4.0f, 4.0f);
+	d_x = dev_put(x, sizeof(float) * nx);
+	d_y = dev_put(NULL, sizeof(float) * ny);
+	d_tmp = dev_put(NULL, sizeof(float) * ny);
+	for (int f = 0; ok && f < 2; f++) {
+		ctx->moe_fuse_off = f == 1;
+		if (cudaMemcpy(d_y, y0, sizeof(float) * ny,
+		               cudaMemcpyHostToDevice) != cudaSuccess ||
+		    cuda_op_matmul_add_bias(ctx, &w.ct, d_x, NULL, n_tok,
+		                            (const float *)w.d_b, d_y, d_tmp,
+		                            err, sizeof(err)) != 0 ||
+		    dev_get(ctx, got[f], d_y, sizeof(float) * ny) != 0) {
+			tap_diag("%s", err);
+			ok = 0;
+		}
+	}
+	ctx->moe_fuse_off = 0;
+	/* (and the sum moved the residual: a launch that did nothing
+	   fails) */
+	tap_ok(ok && same_bits(got[0], got[1], ny) &&
+	           memcmp(got[0], y0, sizeof(float) * ny) != 0,
+	       "%s %lldx%lld, a bias and the residual add, %d tokens: one "
+	       "launch gives the separate launches' bits",
+	       qtype_name(t), (long long)ne1, (long long)ne0, n_tok);
+	stack_free(&w);
+	for (int f = 0; f < 2; f++)
+		free(got[f]);
+	free(x);
+	free(y0);
+	cudaFree(d_x);
+	cudaFree(d_y);
+	cudaFree(d_tmp);
+}
+
 /* Case C over chunks of 1, 7, 64 and 512 tokens. */
 static void test_case(struct cuda_ctx *ctx, const struct moe_case *c)
 {
@@ -841,6 +894,10 @@ int main(void)
 	}
 	test_matvec_bias(&ctx, 2880, 32, 1); /* gpt-oss-20b's router */
 	test_matvec_bias(&ctx, 2048, 128, 3);
+	/* gpt-oss-20b's attention output (64 heads of 64 into 2,880) */
+	test_matmul_add_bias(&ctx, QTYPE_Q8_0, 4096, 2880, 1);
+	test_matmul_add_bias(&ctx, QTYPE_Q8_0, 4096, 2880, 3);
+	test_matmul_add_bias(&ctx, QTYPE_Q4_K, 512, 320, 2);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		test_case(&ctx, &cases[i]);
 	cuda_ctx_free(&ctx);
