@@ -763,17 +763,23 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n,
 	cpu_matmul(s, &f->router, rin, n, s->rl);
 	if (f->router_b != NULL)
 		cpu_add_rows(s->rl, f->router_b, n, f->n_expert);
+	if (pin_rows && s->row0 == 0)
+		e->trace->expert_dev[il] = 0.0f;
 	for (int32_t t = 0; t < n; t++)
-		if (pin_rows && s->row0 + t < tr->n_rows)
-			model_moe_pin(f, s->rl + (size_t)t * f->n_expert,
-			              s->rscratch,
-			              tr->row_expert_id +
-			                  ((size_t)(s->row0 + t) * tr->n_layer +
-			                   (size_t)il) *
-			                      TRACE_MAX_EXPERTS,
-			              s->ids + (size_t)t * kmax,
-			              s->wts + (size_t)t * kmax);
-		else if (pin && t == n - 1)
+		if (pin_rows && s->row0 + t < tr->n_rows) {
+			/* expert_dev: the most any pinned row gave up */
+			const float d = model_moe_pin(
+			    f, s->rl + (size_t)t * f->n_expert, s->rscratch,
+			    tr->row_expert_id +
+			        ((size_t)(s->row0 + t) * tr->n_layer +
+			         (size_t)il) *
+			            TRACE_MAX_EXPERTS,
+			    s->ids + (size_t)t * kmax,
+			    s->wts + (size_t)t * kmax);
+
+			if (!(d <= e->trace->expert_dev[il]))
+				e->trace->expert_dev[il] = d;
+		} else if (pin && t == n - 1)
 			e->trace->expert_dev[il] = model_moe_pin(
 			    f, s->rl + (size_t)t * f->n_expert, s->rscratch,
 			    tr->expert_id + (size_t)il * TRACE_MAX_EXPERTS,

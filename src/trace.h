@@ -115,7 +115,8 @@ struct trace {
 	int pin_rows;     /* 1: the CPU backend follows row_expert_id for rows
 	                     0..n_rows - 1 of its next step instead of its router
 	                     (trace_pin_rows: a reference following a batch of
-	                     the engine it checks), pin_experts' way */
+	                     the engine it checks), pin_experts' way; expert_dev
+	                     then says the most a pinned row gave up */
 	int32_t *top_id;  /* [top_k] token ids, best first */
 	float *top_logit; /* [top_k] their logits */
 	float *top_prob;  /* [top_k] their softmax probabilities */

@@ -23,6 +23,7 @@ struct verify {
 	int32_t n_layer;        /* layers of both models */
 	int32_t n_embd;         /* residual width of both models */
 	int32_t n_vocab;        /* logits per row */
+	bool moe;               /* the model has mixture layers */
 	double layer_tol;       /* by the primary's arithmetic (verify.h) */
 	double logit_tol;
 	int32_t *ids;       /* [cap] ids in the reference's cache */
@@ -104,6 +105,13 @@ int verify_open(struct engine *primary, const struct model *ref,
 			goto nomem_v;
 		v->pt = trace;
 	}
+	/* a mixture: both traces keep every row's choice of experts, so
+	   that the reference follows the primary's choice row by row
+	   (verify_step) */
+	v->moe = c->max_expert_used > 0;
+	if (v->moe && (trace_rows(v->rt, VERIFY_PIN_ROWS) != 0 ||
+	               trace_rows(v->pt, VERIFY_PIN_ROWS) != 0))
+		goto nomem_v;
 	v->pt->hold = 1;
 	engine_set_trace(primary, v->pt);
 	*out = v;
@@ -126,6 +134,8 @@ void verify_close(struct verify *v)
 		} else {
 			v->pt->hold = 0;
 			trace_capture(v->pt, 0);
+			if (v->moe)
+				trace_rows(v->pt, 0);
 		}
 	}
 	engine_close(v->ref);
@@ -290,6 +300,19 @@ static void verify_compare(struct verify *v, const float *la, const float *lb,
 	tv->logits_bad = r->logits_bad;
 }
 
+/* What the primary's choice of experts gave up for the reference's
+ * router in the step just evaluated: the most over the mixture layers
+ * (model_moe_pin; 0 where every choice was the reference's own). */
+static float verify_route_dev(const struct verify *v)
+{
+	float worst = 0.0f;
+
+	for (int il = 0; il < v->n_layer; il++)
+		if (!(v->rt->expert_dev[il] <= worst))
+			worst = v->rt->expert_dev[il];
+	return worst;
+}
+
 int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
                 int32_t n_new, struct verify_report *r, char *err,
                 size_t errlen)
@@ -319,14 +342,23 @@ int verify_step(struct verify *v, const int32_t *ids, int32_t n_ids,
 	if (la != NULL)
 		la += (size_t)(engine_n_logits(v->primary) - 1) *
 		      (size_t)v->n_vocab;
-	/* a mixture: the reference takes the experts the primary chose for
-	   the step's last token (trace.h pin_experts), so that a near tie
-	   flipped by the primary's rounding is not counted as its error;
-	   the catch-up above routed on its own */
-	trace_pin_experts(v->rt, v->pt);
+	/* a mixture: the reference takes the experts the primary chose, so
+	   that a near tie flipped by the primary's rounding is not counted
+	   as its error: for every row of the step where the primary's trace
+	   kept them (a prefill: otherwise the rows before the last would
+	   put other keys and values in the reference's cache for every
+	   later step), else for its last token (trace.h pin_rows,
+	   pin_experts; a decode graph keeps no rows); the catch-up above
+	   routed on its own */
+	rep.rows_pinned = v->moe && n_new > 1 && t->row_expert_id != NULL &&
+	                  t->n_rows == n_new && trace_pin_rows(v->rt, t) == 0;
+	if (!rep.rows_pinned)
+		trace_pin_experts(v->rt, t);
 	rc = engine_eval(v->ref, ids + base, n_new,
 	                 la ? 0 : ENGINE_EVAL_NO_LOGITS, msg, sizeof(msg));
 	trace_pin_experts(v->rt, NULL);
+	trace_pin_rows(v->rt, NULL);
+	rep.route_dev = v->moe ? verify_route_dev(v) : -1.0f;
 	if (rc != 0 || verify_keep(v, ids + base, n_new) != 0)
 		goto fail;
 	lb = la ? engine_logits(v->ref) : NULL;
@@ -373,6 +405,7 @@ void verify_summary_init(struct verify_summary *s)
 	s->max_nmse = -1;
 	s->bad_pos = -1;
 	s->bad_layer = -1;
+	s->max_route_dev = -1;
 }
 
 void verify_summary_add(struct verify_summary *s, const struct verify_report *r)
@@ -389,6 +422,8 @@ void verify_summary_add(struct verify_summary *s, const struct verify_report *r)
 	}
 	if (!isnan(r->logit_nmse) && !(r->logit_nmse <= s->max_nmse))
 		s->max_nmse = r->logit_nmse;
+	if (r->route_dev >= 0 && !(r->route_dev <= s->max_route_dev))
+		s->max_route_dev = r->route_dev;
 	if (bad && s->n_bad++ == 0) {
 		s->bad_pos = r->pos;
 		s->bad_layer = r->first_bad;
@@ -421,5 +456,11 @@ const char *verify_summary_format(const struct verify_summary *s, char *buf,
 		         "%d over tolerance (%g), the first at position %d "
 		         "(logits)",
 		         s->n_bad, s->logit_tol, s->bad_pos);
+	k = strlen(buf);
+	if (s->n_checked > 0 && s->max_route_dev >= 0 && k < len)
+		snprintf(buf + k, len - k,
+		         "; experts: the reference took the primary's, which "
+		         "gave up at most %.3g of its router's scores",
+		         s->max_route_dev);
 	return buf;
 }

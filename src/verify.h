@@ -126,6 +126,9 @@ struct verify;
 #define VERIFY_TOL_Q8KV_LAYER      0.075 /* added for a q8_0 KV cache */
 #define VERIFY_TOL_Q8KV_LOGIT      0.025
 #define VERIFY_TOL_INT8_Q8KV_LOGIT 0.15 /* the same, int8 activations */
+/* A mixture's steps of up to this many tokens are pinned row by row
+   (verify_step); a longer one, its last token only. */
+#define VERIFY_PIN_ROWS 2048
 
 /* The comparison of one step (one engine_eval of the primary). */
 struct verify_report {
@@ -143,6 +146,15 @@ struct verify_report {
 	bool logits_bad;      /* logit_nmse over logit_tol */
 	double layer_tol;     /* the tolerances applied */
 	double logit_tol;
+	bool rows_pinned; /* a mixture: the reference took the primary's
+	                     experts for every row of the step (else for
+	                     its last token only) */
+	float route_dev;  /* a mixture: the most the primary's choice of
+	                     experts gave up for the reference's router
+	                     (model_moe_pin: a softmax probability, or a
+	                     logit with top-k-then-softmax gating); 0 when
+	                     every choice was the reference's own, -1 for
+	                     a model without mixture layers */
 };
 
 /* Steps summed up (a reply, a run): verify_summary_add. */
@@ -158,6 +170,8 @@ struct verify_summary {
 	                        the logits were */
 	double layer_tol;    /* the tolerances of the last step added */
 	double logit_tol;
+	float max_route_dev; /* a mixture: the largest route_dev seen, -1
+	                        when no step had one */
 };
 
 /*
