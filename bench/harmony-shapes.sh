@@ -25,10 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 DIR=${MODELS_DIR:-/tmp/parley-harmony}
 mkdir -p "$DIR"
 status=0
-
-verdict() { # verdict STATUS WHAT
-	if [ "$1" -eq 0 ]; then echo "  ok: $2"; else echo "  FAILED: $2"; status=1; fi
-}
+. "$here/chat-checks.sh"
 
 tok=$DIR/o200k.gguf
 [ -f "$tok" ] || top_srcdir="$here/.." "$B/tests/o200k-gguf" "$tok" || {
@@ -37,21 +34,8 @@ tok=$DIR/o200k.gguf
 }
 for s in "$@"; do
 	f=$DIR/$s-harmony.gguf
-	if [ ! -f "$f" ]; then
-		# shellcheck disable=SC2046
-		"$B/parley" dev-mkmodel $(shape "$s" | sed 's/--n-vocab [0-9]*//') $(writer_mix "$s") \
-			--tokenizer-from "$tok" --n-ctx 4096 -o "$f.tmp" >/dev/null || {
-			verdict 1 "$s: the writer"
-			continue
-		}
-		mv "$f.tmp" "$f"
-	fi
-	echo "=== $s ($(du -h "$f" | cut -f1))"
-	"$B/tests/cuda_parity" "$f" "${N_TOKENS:-4}" >"$DIR/parity.out" 2>&1
-	verdict $? "cuda_parity: $(tail -n 1 "$DIR/parity.out")"
-	"$B/parley" generate -m "$f" --backend cuda -p "The capital of France is" \
-		-n "${N_VERIFY:-16}" --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
-	verdict $? "generate --verify: $(grep -c '^verify' "$DIR/verify.out") steps, $(tail -n 1 "$DIR/verify.out")"
+	chat_model "$s" "$tok" "$f" || continue
+	parity_verify "$f" "${N_TOKENS:-4}" "${N_VERIFY:-16}"
 	(cd "$B" && PARLEY_TEST_HARMONY_MODEL=$f PARLEY_TEST_BACKEND=cuda \
 		top_builddir=. top_srcdir="$here/.." \
 		sh "$here/../tests/t_tui_harmony.sh") >"$DIR/tui.out" 2>&1

@@ -29,29 +29,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 DIR=${MODELS_DIR:-/tmp/parley-chat}
 mkdir -p "$DIR"
 status=0
-
-verdict() { # verdict STATUS WHAT
-	if [ "$1" -eq 0 ]; then echo "  ok: $2"; else echo "  FAILED: $2"; status=1; fi
-}
+. "$here/chat-checks.sh"
 
 for s in "$@"; do
 	f=$DIR/$s-chat.gguf
-	# the shape's layers, TOKSRC's vocabulary, the mix of its downloads
-	if [ ! -f "$f" ]; then
-		# shellcheck disable=SC2046
-		"$B/parley" dev-mkmodel $(shape "$s" | sed 's/--n-vocab [0-9]*//') $(writer_mix "$s") \
-			--tokenizer-from "$T" --n-ctx 4096 -o "$f.tmp" >/dev/null || {
-			verdict 1 "$s: the writer"
-			continue
-		}
-		mv "$f.tmp" "$f"
-	fi
-	echo "=== $s ($(du -h "$f" | cut -f1))"
-	"$B/tests/cuda_parity" "$f" "${N_TOKENS:-8}" >"$DIR/parity.out" 2>&1
-	verdict $? "cuda_parity: $(tail -n 1 "$DIR/parity.out")"
-	"$B/parley" generate -m "$f" --backend cuda -p "The capital of France is" \
-		-n "${N_VERIFY:-32}" --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
-	verdict $? "generate --verify: $(grep -c '^verify' "$DIR/verify.out") steps, $(tail -n 1 "$DIR/verify.out")"
+	chat_model "$s" "$T" "$f" || continue
+	parity_verify "$f" "${N_TOKENS:-8}" "${N_VERIFY:-32}"
 	recurrent=0
 	case $s in qwen35* | qwen36*) recurrent=1 ;; esac
 	if [ "$recurrent" = 1 ]; then
