@@ -34,3 +34,17 @@ parity_verify() {
 		-n "$3" --ignore-eos --verify >/dev/null 2>"$DIR/verify.out"
 	verdict $? "generate --verify: $(grep -c '^verify' "$DIR/verify.out") steps, $(tail -n 1 "$DIR/verify.out")"
 }
+
+# ui_check WHAT SCRIPT VAR=VALUE...: tests/SCRIPT (a full-screen UI test
+# in tmux) on the CUDA engine with the environment VAR=VALUE... naming
+# the model; its checks' lines, then a verdict saying WHAT.
+ui_check() {
+	uc_what=$1 uc_script=$2
+	shift 2
+	(cd "$B" && env "$@" PARLEY_TEST_BACKEND=cuda top_builddir=. \
+		top_srcdir="$here/.." sh "$here/../tests/$uc_script") >"$DIR/tui.out" 2>&1
+	uc_st=$?
+	grep -aE '^(not )?ok' "$DIR/tui.out" | sed 's/^/    /'
+	! grep -aq '^not ok' "$DIR/tui.out" && [ "$uc_st" -eq 0 ]
+	verdict $? "$uc_script ($uc_what)"
+}

@@ -36,12 +36,7 @@ for s in "$@"; do
 	f=$DIR/$s-harmony.gguf
 	chat_model "$s" "$tok" "$f" || continue
 	parity_verify "$f" "${N_TOKENS:-4}" "${N_VERIFY:-16}"
-	(cd "$B" && PARLEY_TEST_HARMONY_MODEL=$f PARLEY_TEST_BACKEND=cuda \
-		top_builddir=. top_srcdir="$here/.." \
-		sh "$here/../tests/t_tui_harmony.sh") >"$DIR/tui.out" 2>&1
-	st=$?
-	grep -aE '^(not )?ok' "$DIR/tui.out" | sed 's/^/    /'
-	! grep -aq '^not ok' "$DIR/tui.out" && [ "$st" -eq 0 ]
-	verdict $? "t_tui_harmony.sh (UI: reasoning folded, /reasoning high, resumed)"
+	ui_check "UI: reasoning folded, /reasoning high, resumed" \
+		t_tui_harmony.sh PARLEY_TEST_HARMONY_MODEL="$f"
 done
 exit $status

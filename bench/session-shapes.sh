@@ -44,12 +44,7 @@ for s in "$@"; do
 		grep '^not ok' "$DIR/session.out"
 		verdict $st "t_session_rs: $(grep -c '^ok' "$DIR/session.out") ok, $(grep -c '^not ok' "$DIR/session.out") not ok"
 	fi
-	(cd "$B" && PARLEY_TEST_RS_MODEL=$f PARLEY_TEST_RS_RECURRENT=$recurrent \
-		PARLEY_TEST_BACKEND=cuda top_builddir=. top_srcdir="$here/.." \
-		sh "$here/../tests/t_tui_recurrent.sh") >"$DIR/tui.out" 2>&1
-	st=$?
-	grep -E '^(not )?ok' "$DIR/tui.out" | sed 's/^/    /'
-	! grep -q '^not ok' "$DIR/tui.out" && [ "$st" -eq 0 ]
-	verdict $? "t_tui_recurrent.sh (UI, 10 turns, /regen, branch)"
+	ui_check "UI, 10 turns, /regen, branch" t_tui_recurrent.sh \
+		PARLEY_TEST_RS_MODEL="$f" PARLEY_TEST_RS_RECURRENT=$recurrent
 done
 exit $status
