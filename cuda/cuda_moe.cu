@@ -369,6 +369,12 @@ extern "C" int cuda_op_moe_sort(struct cuda_ctx *ctx, const int32_t *d_ids,
 #define MR_MP (MR_BM + 4)
 /* Threads of a block: 4 warps, each 32 rows x 32 slots of the tile. */
 #define MR_THREADS 128
+/* Blocks of mr_gemm a multiprocessor must fit (the registers a thread may
+ * take: 1 leaves them to the compiler). A build-time knob, for measuring
+ * (BENCHMARKS.md: the gated launch at 168 registers fits 3). */
+#ifndef MR_MINB
+#define MR_MINB 1
+#endif
 
 /* 0: the launchers pick the path by size; 1: always the mat-vec; 2: the
  * grouped products wherever they apply (cuda_op_moe_grouped_force). */
@@ -585,7 +591,8 @@ static __device__ __forceinline__ void mr_fetch8(const uint8_t *(*wrow)[4],
  * output tiles, a slot's rows contiguous for the scatter.
  */
 template <int T, bool GATED>
-__global__ void __launch_bounds__(MR_THREADS) mr_gemm(struct mr_gemm_args a)
+__global__ void __launch_bounds__(MR_THREADS, MR_MINB)
+    mr_gemm(struct mr_gemm_args a)
 {
 	namespace wm = nvcuda::wmma;
 	constexpr int nm = GATED ? 2 : 1; /* weight matrices */
