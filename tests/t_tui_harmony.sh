@@ -70,18 +70,25 @@ diag "stored: $nr reasoning tokens, unfinished: $(grep -c '"reasoning_unfinished
 ok $? "stored as unfinished reasoning, no answer (the template opened the analysis channel)"
 tui_wait "^▸ reasoning \\($nr tokens\\) … unfinished\$" 10
 ok $? "folded: one line with the stored token count, marked unfinished"
-# the reasoning's first characters (its text is random tokens: the first
-# 12 bytes, cut before any escape the export wrote)
-head=$(printf '%s' "$reason" | sed 's/\\.*//' | cut -c1-12)
-diag "the reasoning begins \"$head\""
+# a word of the reasoning to look for once unfolded (its text is random
+# tokens): the first run of 4 or more ASCII letters and digits, the
+# export's escapes taken out, that the folded screen does not show
+tui_screen >"$tmp/folded"
+word=
+for w in $(printf '%s' "$reason" | sed 's/\\u[0-9a-fA-F]\{4\}/ /g; s/\\./ /g' |
+	grep -ao '[A-Za-z0-9]\{4,\}'); do
+	grep -aqF -- "$w" "$tmp/folded" || { word=$w; break; }
+done
+diag "a word of the reasoning, not on the folded screen: \"$word\""
 tui_keys F7
 tui_wait "^▾ reasoning \\($nr tokens\\) … unfinished\$" 10
 ok $? "F7 unfolds: the line's marker turns"
-[ -z "$head" ] || tui_screen | grep -aqF -- "$head"
+[ -n "$word" ] && tui_screen | grep -aqF -- "$word"
 ok $? "unfolded: the reasoning's text is on the screen"
 tui_keys F7
-tui_wait "^▸ reasoning \\($nr tokens\\)" 10
-ok $? "F7 again folds it"
+tui_wait "^▸ reasoning \\($nr tokens\\)" 10 && [ -n "$word" ] &&
+	! tui_screen | grep -aqF -- "$word"
+ok $? "F7 again folds it: the text is gone"
 
 # --- reasoning effort through the template ------------------------------
 tui_type "/prompt"
