@@ -7,8 +7,9 @@
 # tests/o200k-gguf), or the model PARLEY_TEST_HARMONY_MODEL names (the
 # real shapes on the GPU machine: bench/harmony-shapes.sh). The template:
 # gpt-oss's own with the analysis channel opened in the generation prompt
-# (tests/data/think/harmony-analysis.jinja: a random model writes no
-# channel header of its own, so its whole reply is reasoning, cut by -n).
+# (made from tests/data/template/llamacpp/templates/openai-gpt-oss-120b.jinja
+# here: a random model writes no channel header of its own, so its whole
+# reply is reasoning, cut by -n).
 # Checked: the reply is stored as unfinished reasoning (reasoning_content,
 # its token count) and shown as one folded line with that count; F7
 # unfolds it (the text under the line) and folds it again; the prompt view
@@ -40,7 +41,13 @@ else
 			-o "$model" >/dev/null
 	ok $? "a gpt-oss model with gpt-oss's vocabulary"
 fi
-tpl=${top_srcdir:-.}/tests/data/think/harmony-analysis.jinja
+# gpt-oss's template with the analysis channel opened in the generation
+# prompt (its one line "<|start|>assistant" there)
+tpl=$tmp/harmony-analysis.jinja
+sed 's/^<|start|>assistant$/<|start|>assistant<|channel|>analysis<|message|>/' \
+	"${top_srcdir:-.}/tests/data/template/llamacpp/templates/openai-gpt-oss-120b.jinja" >"$tpl" &&
+	[ "$(grep -c '^<|start|>assistant<|channel|>analysis<|message|>$' "$tpl")" = 1 ]
+ok $? "gpt-oss's template, the analysis channel opened by its generation prompt"
 name=$(basename "$model" .gguf)
 opts="-m $model --backend $backend --temp 0 --seed 42 --threads 1 --ctx 2048 -n 24 --template $tpl"
 
