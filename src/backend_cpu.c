@@ -763,7 +763,7 @@ static void cpu_moe(struct engine *e, struct cpu_state *s, int il, int32_t n,
 	cpu_matmul(s, &f->router, rin, n, s->rl);
 	if (f->router_b != NULL)
 		cpu_add_rows(s->rl, f->router_b, n, f->n_expert);
-	if (pin_rows && s->row0 == 0)
+	if (pin_rows && s->row0 == 0) /* (the step's first chunk) */
 		e->trace->expert_dev[il] = 0.0f;
 	for (int32_t t = 0; t < n; t++)
 		if (pin_rows && s->row0 + t < tr->n_rows) {

@@ -44,13 +44,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each format's block tags (HARMONY's markers are harmony.c's). */
+/* Each format's block tags (HARMONY's: only the open of a template that
+   opens the analysis channel itself; its markers are harmony.c's). */
 static const struct {
 	const char *open, *close;
 } think_tags[] = {
     [SESSION_THINK_TAGS] = {"<think>", "</think>"},
     [SESSION_THINK_CHANNEL] = {"<|channel>thought", "<channel|>"},
-    [SESSION_THINK_HARMONY] = {"", ""},
+    [SESSION_THINK_HARMONY] = {HARMONY_OPEN_ANALYSIS, ""},
 };
 
 /* The open and close tags of T's format (a zeroed struct: <think>). */
@@ -324,9 +325,7 @@ int session_think_flush(struct session_think *t, session_think_fn out, void *ud)
 
 bool session_think_opened(enum session_think_fmt fmt, const char *t, size_t n)
 {
-	/* harmony: a template may open the analysis channel itself */
-	const char *tag = fmt == SESSION_THINK_HARMONY ? HARMONY_OPEN_ANALYSIS
-	                                               : think_tags[fmt].open;
+	const char *tag = think_tags[fmt].open;
 	size_t tl = strlen(tag);
 
 	while (n > 0 && think_blank(t[n - 1]))

@@ -204,8 +204,6 @@ int trace_pin_rows(struct trace *t, const struct trace *from)
 	           sizeof(*t->row_expert_id));
 	t->n_rows = from->n_rows;
 	t->pin_rows = 1;
-	for (int il = 0; il < t->n_layer; il++)
-		t->expert_dev[il] = 0.0f;
 	return 0;
 }
 

@@ -51,14 +51,6 @@ ok $? "gpt-oss's template, the analysis channel opened by its generation prompt"
 name=$(basename "$model" .gguf)
 opts="-m $model --backend $backend --temp 0 --seed 42 --threads 1 --ctx 2048 -n 24 --template $tpl"
 
-# json_str NAME / json_num NAME: the last reply's NAME from the export.
-json_str() {
-	sed -n 's/.*"role":"assistant","content":"[^"]*","'"$1"'":"\([^"]*\)".*/\1/p' \
-		"$tmp/export.json" | tail -n 1
-}
-json_num() {
-	sed -n 's/.*"'"$1"'":\([0-9]*\).*/\1/p' "$tmp/export.json" | tail -n 1
-}
 
 tui_start "$tmp" 120 40 $opts
 tui_wait "$name │ $backend[^│]* │ ctx 0/2048 .* F1 help" 120
@@ -68,8 +60,8 @@ tui_keys Enter
 tui_wait 'pp [0-9]+ tg [0-9.]+ t/s' 120
 ok $? "the reply ends"
 "$PARLEY" export --format json 1 >"$tmp/export.json" 2>"$tmp/export.err"
-reason=$(json_str reasoning_content)
-nr=$(json_num reasoning_tokens)
+reason=$(export_str "$tmp/export.json" reasoning_content)
+nr=$(export_num "$tmp/export.json" reasoning_tokens)
 diag "stored: $nr reasoning tokens, unfinished: $(grep -c '"reasoning_unfinished":true' "$tmp/export.json")"
 [ -n "$reason" ] && [ -n "$nr" ] && [ "$nr" -gt 0 ] &&
 	grep -q '"reasoning_unfinished":true' "$tmp/export.json" &&
@@ -132,7 +124,7 @@ tui_stop
 
 # --- resumed: both replies folded with their stored counts ----------------
 "$PARLEY" export --format json 1 >"$tmp/export.json" 2>"$tmp/export.err"
-nr2=$(json_num reasoning_tokens)
+nr2=$(export_num "$tmp/export.json" reasoning_tokens)
 tui_start "$tmp" 120 40 resume --last $opts
 tui_wait "^▸ reasoning \\($nr tokens\\) … unfinished\$" 120 &&
 	tui_wait "^▸ reasoning \\($nr2 tokens\\) … unfinished\$" 10

@@ -22,15 +22,6 @@ export PARLEY_DB=$tmp/chat.db
 tpl=${top_srcdir:-.}/tests/data/think/think.jinja
 opts="-m $model --temp 0 --seed 42 --threads 1 --ctx 2048 -n 40 --template $tpl"
 
-# json_field NAME: the reply's NAME from the export (a string's text or a
-# number), read with sed: the reply is the last assistant message.
-json_str() {
-	sed -n 's/.*"role":"assistant","content":"[^"]*","'"$1"'":"\([^"]*\)".*/\1/p' \
-		"$tmp/export.json"
-}
-json_num() {
-	sed -n 's/.*"'"$1"'":\([0-9]*\).*/\1/p' "$tmp/export.json"
-}
 # pane_tok: the pane's "token I of N..." line.
 pane_tok() { tui_screen | grep -o 'token [0-9]* of [0-9]*[^│]*(cursor)' | head -n 1; }
 # dim_line REGEX: the line matching REGEX (with escapes) has dim on.
@@ -48,9 +39,9 @@ tui_keys Enter
 tui_wait 'pp [0-9]+ tg [0-9.]+ t/s' 60
 ok $? "the reply ends"
 "$PARLEY" export --format json 1 >"$tmp/export.json" 2>"$tmp/export.err"
-reason=$(json_str reasoning_content)
-nr=$(json_num reasoning_tokens)
-ntok=$(json_num n_tokens | tail -n 1)
+reason=$(export_str "$tmp/export.json" reasoning_content)
+nr=$(export_num "$tmp/export.json" reasoning_tokens)
+ntok=$(export_num "$tmp/export.json" n_tokens)
 diag "stored: reasoning \"$reason\", $nr of $ntok tokens, unfinished: $(grep -c '"reasoning_unfinished":true' "$tmp/export.json")"
 [ -n "$reason" ] && [ -n "$nr" ] && [ "$nr" -gt 0 ] && [ -n "$ntok" ] &&
 	grep -q '"reasoning_unfinished":true' "$tmp/export.json"
@@ -122,7 +113,7 @@ ok $? "resumed: the stored reasoning folded, with its count"
 tui_wait "^▸ reasoning \\($n2 tokens\\) … unfinished\$" 10
 ok $? "resumed: the second reply's reasoning too"
 "$PARLEY" export --format json 1 >"$tmp/export.json" 2>"$tmp/export.err"
-reason2=$(json_str reasoning_content | sed 's/\\.*//' | cut -c1-20)
+reason2=$(export_str "$tmp/export.json" reasoning_content | sed 's/\\.*//' | cut -c1-20)
 diag "the second reasoning begins \"$reason2\""
 tui_keys F7
 tui_wait "^▾ reasoning \\($n2 tokens\\)" 10 &&

@@ -138,3 +138,14 @@ tui_pid() {
 		[ "$tp_ppid" = "$sh_pid" ] && [ "$tp_comm" = "(parley)" ] && echo "$tp_pid"
 	done | head -n 1
 }
+
+# export_str FILE NAME / export_num FILE NAME: the last reply's NAME (a
+# string's text, a number) in FILE, `parley export --format json`'s output,
+# read with sed: the reply is the last assistant message.
+export_str() {
+	sed -n 's/.*"role":"assistant","content":"[^"]*","'"$2"'":"\([^"]*\)".*/\1/p' \
+		"$1" | tail -n 1
+}
+export_num() {
+	sed -n 's/.*"'"$2"'":\([0-9]*\).*/\1/p' "$1" | tail -n 1
+}
